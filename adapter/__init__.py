@@ -1,0 +1,1 @@
+"""feedha adapter package."""

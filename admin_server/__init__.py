@@ -1,0 +1,1 @@
+"""feedha admin_server package."""

@@ -1,0 +1,1 @@
+"""feedha client_lib package."""

@@ -1,0 +1,1 @@
+"""feedha: the ``feedha`` command line, the demo and the failover drills."""

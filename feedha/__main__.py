@@ -1,0 +1,7 @@
+"""``python -m feedha`` is ``feedha``."""
+
+import sys
+
+from feedha.cli import main
+
+sys.exit(main())

@@ -1,0 +1,60 @@
+"""The ``feedha`` command: runs components, the demo, drills, benchmarks and journal tools.
+
+Each sub-command lives in its own module with a ``main(argv) -> int``; this
+module only dispatches, importing the target lazily so ``feedha --help`` stays
+fast and a component never imports what it does not use (Spark, gRPC, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Final
+
+# name -> (module, function, one-line help)
+COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
+    "demo": ("feedha.demo", "main", "run the whole cluster on this machine, then a live failover drill"),
+    "drill": ("feedha.drill", "main", "failover drills: kill, cut, partition, loss (prints a JSON summary)"),
+    "adapter": ("adapter.__main__", "main", "run one feed adapter"),
+    "source": ("spark_feed.plain_source", "main", "run the plain-Python test source (deterministic, seeded)"),
+    "feed": ("spark_feed.job", "main", "run the PySpark Structured Streaming feed source"),
+    "admin-server": ("admin_server.server", "main", "run the stream administration server (and manage keys)"),
+    "subscribe": ("client_lib.console", "main", "console subscriber: print what a channel delivers"),
+    "journal": ("adapter.journal.cli", "main", "journal tools: dump, verify"),
+    "bench": ("bench.cli", "main", "benchmarks, each beside the raw-ZeroMQ ceiling (prints JSON)"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: feedha COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_m, _f, text) in COMMANDS.items()]
+    lines += ["", "Run `feedha COMMAND --help` for the options of one command."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch ``feedha COMMAND ARGS`` to the command's module.
+
+    Args:
+        argv: arguments without the program name; defaults to ``sys.argv[1:]``.
+
+    Returns:
+        The process exit code.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"feedha: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, function_name, _help = COMMANDS[name]
+    function: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function_name)
+    return function(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

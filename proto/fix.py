@@ -1,0 +1,246 @@
+"""The FIX-style source format the feed source publishes and adapters read.
+
+Theory of operation
+-------------------
+A source stream is a ZeroMQ PUB socket; every ZeroMQ message on it has two
+frames, ``[source_stream_name, payload]``. A payload holds one or more FIX
+messages back to back (the Spark job packs hundreds per frame, the test source
+a few). Each message is classic tag=value with SOH (0x01) separators::
+
+    8=FIX.4.4|9=<body length>|35=X|49=<sender>|34=<source_seq>|52=<sending time>|
+    55=<symbol>|60=<event time>|268=<n>|{279=0|269=<type>|270=<price>|271=<size>|}*n
+    10=<checksum>|
+
+``9=`` counts the bytes from after its own SOH up to and including the SOH
+before ``10=``; ``10=`` is the byte sum of everything before it, mod 256, in
+three digits. ``269`` is ``0`` bid, ``1`` offer, ``2`` trade. Times are UTC
+``YYYYMMDD-HH:MM:SS.nnnnnnnnn``. This is the ``35=X`` (incremental refresh)
+subset with one symbol per message, so one source message maps to one
+application message.
+
+:func:`split_messages` walks a payload by the length fields like a FIX engine
+does and resynchronizes on the next ``8=FIX`` after anything malformed, so a
+corrupt message costs only itself. This module is pure: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+SOH: Final = b"\x01"
+BEGIN_STRING: Final = b"FIX.4.4"
+_BEGIN: Final = b"8=FIX"
+
+TAG_MSG_TYPE: Final = 35
+TAG_SENDER: Final = 49
+TAG_SEQ: Final = 34
+TAG_SENDING_TIME: Final = 52
+TAG_SYMBOL: Final = 55
+TAG_EVENT_TIME: Final = 60
+TAG_NO_ENTRIES: Final = 268
+TAG_UPDATE_ACTION: Final = 279
+TAG_ENTRY_TYPE: Final = 269
+TAG_PRICE: Final = 270
+TAG_SIZE: Final = 271
+
+ENTRY_BID: Final = "0"
+ENTRY_OFFER: Final = "1"
+ENTRY_TRADE: Final = "2"
+
+
+class FixError(ValueError):
+    """A source message that does not follow the format.
+
+    Attributes:
+        reason: short cause (``"begin"``, ``"length"``, ``"checksum"``, ``"field"``).
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"bad FIX message ({reason}): {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEntry:
+    """One market-data entry of a source message."""
+
+    entry_type: str  # ENTRY_BID, ENTRY_OFFER or ENTRY_TRADE
+    price: str  # decimal text, as the source sends it
+    size: int
+
+
+def checksum(data: bytes) -> int:
+    """FIX checksum: the byte sum mod 256."""
+    return sum(data) & 0xFF
+
+
+def encode_message(body_fields: Iterable[tuple[int, str | int | bytes]]) -> bytes:
+    """Encode one FIX message, adding the 8=, 9= and 10= fields.
+
+    Args:
+        body_fields: ``(tag, value)`` pairs in order, starting with 35=.
+
+    Returns:
+        The message bytes, ending in SOH.
+    """
+    body = b"".join(
+        b"%d=%s\x01" % (tag, value if isinstance(value, bytes) else str(value).encode())
+        for tag, value in body_fields
+    )
+    head = b"8=" + BEGIN_STRING + b"\x019=%d\x01" % len(body)
+    message = head + body
+    return message + b"10=%03d\x01" % checksum(message)
+
+
+def format_timestamp(ns: int) -> str:
+    """Format ns since the epoch as a FIX UTC timestamp with nanoseconds."""
+    seconds, frac = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(seconds)) + f".{frac:09d}"
+
+
+_DAY_CACHE: dict[bytes, int] = {}
+
+
+def parse_timestamp(text: bytes) -> int:
+    """Parse a FIX UTC timestamp (any fraction length up to ns) into ns since the epoch.
+
+    Raises:
+        FixError: not a timestamp.
+    """
+    try:
+        day = text[:8]
+        base = _DAY_CACHE.get(day)
+        if base is None:
+            base = calendar.timegm((int(day[:4]), int(day[4:6]), int(day[6:8]), 0, 0, 0)) * 1_000_000_000
+            if len(_DAY_CACHE) > 64:
+                _DAY_CACHE.clear()
+            _DAY_CACHE[day] = base
+        if text[8:9] != b"-" or text[11:12] != b":" or text[14:15] != b":":
+            raise ValueError("separators")
+        seconds = int(text[9:11]) * 3600 + int(text[12:14]) * 60 + int(text[15:17])
+        frac = text[18:]
+        frac_ns = int(frac.ljust(9, b"0")[:9]) if frac else 0
+        return base + seconds * 1_000_000_000 + frac_ns
+    except (ValueError, IndexError) as exc:
+        raise FixError("field", f"bad timestamp {bytes(text)!r}") from exc
+
+
+def encode_market_data(
+    *,
+    source_seq: int,
+    symbol: str,
+    event_time_ns: int,
+    entries: Sequence[SourceEntry],
+    sender: str = "FEED",
+    sending_time_ns: int | None = None,
+) -> bytes:
+    """Encode one 35=X incremental refresh for one symbol.
+
+    Args:
+        source_seq: the message's gap-free number on its source stream (tag 34).
+        symbol: instrument (tag 55).
+        event_time_ns: event time (tag 60).
+        entries: the trade/bid/offer entries.
+        sender: SenderCompID (tag 49).
+        sending_time_ns: tag 52; defaults to the event time.
+
+    Returns:
+        The message bytes.
+    """
+    stamp = format_timestamp(event_time_ns)
+    sending = stamp if sending_time_ns is None else format_timestamp(sending_time_ns)
+    fields: list[tuple[int, str | int | bytes]] = [
+        (TAG_MSG_TYPE, "X"),
+        (TAG_SENDER, sender),
+        (TAG_SEQ, source_seq),
+        (TAG_SENDING_TIME, sending),
+        (TAG_SYMBOL, symbol),
+        (TAG_EVENT_TIME, stamp),
+        (TAG_NO_ENTRIES, len(entries)),
+    ]
+    for entry in entries:
+        fields += [
+            (TAG_UPDATE_ACTION, "0"),
+            (TAG_ENTRY_TYPE, entry.entry_type),
+            (TAG_PRICE, entry.price),
+            (TAG_SIZE, entry.size),
+        ]
+    return encode_message(fields)
+
+
+def split_messages(payload: bytes) -> tuple[list[bytes], int]:
+    """Cut a source frame into message bodies, skipping what is malformed.
+
+    Args:
+        payload: one or more FIX messages back to back.
+
+    Returns:
+        ``(bodies, malformed)``: the body of every whole, checksum-valid
+        message (from 35= up to and including the SOH before 10=), and how
+        many malformed stretches were skipped.
+    """
+    bodies: list[bytes] = []
+    malformed = 0
+    pos = 0
+    end = len(payload)
+    while pos < end:
+        try:
+            body, pos = _next_message(payload, pos, end)
+            bodies.append(body)
+        except FixError:
+            malformed += 1
+            nxt = payload.find(_BEGIN, pos + 1)
+            pos = end if nxt < 0 else nxt
+    return bodies, malformed
+
+
+def _next_message(payload: bytes, pos: int, end: int) -> tuple[bytes, int]:
+    # Strategy: trust nothing but the length and checksum fields, as a FIX
+    # engine does; any inconsistency raises and the caller resynchronizes.
+    if not payload.startswith(_BEGIN, pos):
+        raise FixError("begin", f"no 8=FIX at offset {pos}")
+    soh = payload.find(SOH, pos)
+    if soh < 0 or not payload.startswith(b"9=", soh + 1):
+        raise FixError("length", "missing 9=")
+    len_end = payload.find(SOH, soh + 3)
+    if len_end < 0 or len_end - soh > 8:
+        raise FixError("length", "unterminated 9=")
+    try:
+        body_len = int(payload[soh + 3 : len_end])
+    except ValueError as exc:
+        raise FixError("length", "non-numeric 9=") from exc
+    body_start = len_end + 1
+    body_end = body_start + body_len
+    trailer_end = body_end + 7  # "10=NNN\x01"
+    if body_len <= 0 or trailer_end > end:
+        raise FixError("length", f"body of {body_len} bytes runs past the frame")
+    if payload[body_end : body_end + 3] != b"10=" or payload[trailer_end - 1] != 1:
+        raise FixError("length", "10= not where 9= says")
+    try:
+        declared = int(payload[body_end + 3 : trailer_end - 1])
+    except ValueError as exc:
+        raise FixError("checksum", "non-numeric 10=") from exc
+    if checksum(payload[pos:body_end]) != declared:
+        raise FixError("checksum", f"declared {declared}")
+    return payload[body_start:body_end], trailer_end
+
+
+def parse_fields(body: bytes) -> list[tuple[int, bytes]]:
+    """Split a message body into ``(tag, value)`` pairs, in order.
+
+    Raises:
+        FixError: a field without ``=`` or with a non-numeric tag.
+    """
+    fields: list[tuple[int, bytes]] = []
+    for part in body.split(SOH):
+        if not part:
+            continue
+        tag, sep, value = part.partition(b"=")
+        if not sep or not tag.isdigit():
+            raise FixError("field", f"bad field {part[:20]!r}")
+        fields.append((int(tag), value))
+    return fields

@@ -1,0 +1,118 @@
+from proto import market_pb2 as _market_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_ACTIVE: _ClassVar[Role]
+    ROLE_BACKUP: _ClassVar[Role]
+    ROLE_FAILED: _ClassVar[Role]
+ROLE_UNSPECIFIED: Role
+ROLE_ACTIVE: Role
+ROLE_BACKUP: Role
+ROLE_FAILED: Role
+
+class StreamState(_message.Message):
+    __slots__ = ("next_msg_seq", "source_stream", "next_source_seq")
+    NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    next_msg_seq: int
+    source_stream: int
+    next_source_seq: int
+    def __init__(self, next_msg_seq: _Optional[int] = ..., source_stream: _Optional[int] = ..., next_source_seq: _Optional[int] = ...) -> None: ...
+
+class ConversionDigest(_message.Message):
+    __slots__ = ("source_stream", "source_seq", "digest")
+    SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    source_stream: int
+    source_seq: int
+    digest: int
+    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
+
+class Health(_message.Message):
+    __slots__ = ("score", "available_memory_mb", "cpu_percent", "error_count", "message_rate", "lag", "in_sync", "desync_count")
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_RATE_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    DESYNC_COUNT_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    available_memory_mb: float
+    cpu_percent: float
+    error_count: int
+    message_rate: float
+    lag: int
+    in_sync: bool
+    desync_count: int
+    def __init__(self, score: _Optional[float] = ..., available_memory_mb: _Optional[float] = ..., cpu_percent: _Optional[float] = ..., error_count: _Optional[int] = ..., message_rate: _Optional[float] = ..., lag: _Optional[int] = ..., in_sync: _Optional[bool] = ..., desync_count: _Optional[int] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("target_adapter",)
+    TARGET_ADAPTER_FIELD_NUMBER: _ClassVar[int]
+    target_adapter: int
+    def __init__(self, target_adapter: _Optional[int] = ...) -> None: ...
+
+class SymbolSnapshot(_message.Message):
+    __slots__ = ("symbol", "state")
+    SYMBOL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    symbol: str
+    state: _market_pb2.SymbolState
+    def __init__(self, symbol: _Optional[str] = ..., state: _Optional[_Union[_market_pb2.SymbolState, _Mapping]] = ...) -> None: ...
+
+class ConversionSnapshot(_message.Message):
+    __slots__ = ("source_stream", "source_seq", "next_msg_seq", "symbols")
+    SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    source_stream: int
+    source_seq: int
+    next_msg_seq: int
+    symbols: _containers.RepeatedCompositeFieldContainer[SymbolSnapshot]
+    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ...) -> None: ...
+
+class Failed(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class SyncMessage(_message.Message):
+    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "digest", "health", "snapshot_request", "snapshot", "failed")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    SEND_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_STATE_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    channel: int
+    adapter: int
+    term: int
+    role: Role
+    send_time_ns: int
+    stream_state: StreamState
+    digest: ConversionDigest
+    health: Health
+    snapshot_request: SnapshotRequest
+    snapshot: ConversionSnapshot
+    failed: Failed
+    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., digest: _Optional[_Union[ConversionDigest, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""feedha spark_feed package."""
