@@ -1,0 +1,325 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AdapterRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ADAPTER_ROLE_UNSPECIFIED: _ClassVar[AdapterRole]
+    ADAPTER_ROLE_ACTIVE: _ClassVar[AdapterRole]
+    ADAPTER_ROLE_BACKUP: _ClassVar[AdapterRole]
+    ADAPTER_ROLE_FAILED: _ClassVar[AdapterRole]
+
+class SyncStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SYNC_STATUS_UNSPECIFIED: _ClassVar[SyncStatus]
+    SYNC_STATUS_IN_SYNC: _ClassVar[SyncStatus]
+    SYNC_STATUS_SYNCING: _ClassVar[SyncStatus]
+    SYNC_STATUS_BEHIND: _ClassVar[SyncStatus]
+    SYNC_STATUS_AHEAD: _ClassVar[SyncStatus]
+    SYNC_STATUS_FAILED: _ClassVar[SyncStatus]
+
+class CommandKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMMAND_KIND_UNSPECIFIED: _ClassVar[CommandKind]
+    COMMAND_KIND_PROMOTE: _ClassVar[CommandKind]
+    COMMAND_KIND_DEMOTE: _ClassVar[CommandKind]
+    COMMAND_KIND_FAIL: _ClassVar[CommandKind]
+    COMMAND_KIND_THROTTLE: _ClassVar[CommandKind]
+ADAPTER_ROLE_UNSPECIFIED: AdapterRole
+ADAPTER_ROLE_ACTIVE: AdapterRole
+ADAPTER_ROLE_BACKUP: AdapterRole
+ADAPTER_ROLE_FAILED: AdapterRole
+SYNC_STATUS_UNSPECIFIED: SyncStatus
+SYNC_STATUS_IN_SYNC: SyncStatus
+SYNC_STATUS_SYNCING: SyncStatus
+SYNC_STATUS_BEHIND: SyncStatus
+SYNC_STATUS_AHEAD: SyncStatus
+SYNC_STATUS_FAILED: SyncStatus
+COMMAND_KIND_UNSPECIFIED: CommandKind
+COMMAND_KIND_PROMOTE: CommandKind
+COMMAND_KIND_DEMOTE: CommandKind
+COMMAND_KIND_FAIL: CommandKind
+COMMAND_KIND_THROTTLE: CommandKind
+
+class LoginRequest(_message.Message):
+    __slots__ = ("key_id", "secret")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    secret: str
+    def __init__(self, key_id: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
+
+class LoginResponse(_message.Message):
+    __slots__ = ("token", "expires_at_ns", "user", "is_admin")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    IS_ADMIN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    expires_at_ns: int
+    user: str
+    is_admin: bool
+    def __init__(self, token: _Optional[str] = ..., expires_at_ns: _Optional[int] = ..., user: _Optional[str] = ..., is_admin: _Optional[bool] = ...) -> None: ...
+
+class AdapterRegistration(_message.Message):
+    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term")
+    FEED_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    SYNC_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    feed: str
+    channel_name: str
+    channel_number: int
+    adapter_id: str
+    line_endpoint: str
+    replay_endpoint: str
+    sync_endpoint: str
+    role: AdapterRole
+    term: int
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ...) -> None: ...
+
+class AdapterStatus(_message.Message):
+    __slots__ = ("role", "term", "next_msg_seq", "sync_status", "health_score", "lag")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATUS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_SCORE_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    role: AdapterRole
+    term: int
+    next_msg_seq: int
+    sync_status: SyncStatus
+    health_score: float
+    lag: int
+    def __init__(self, role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., sync_status: _Optional[_Union[SyncStatus, str]] = ..., health_score: _Optional[float] = ..., lag: _Optional[int] = ...) -> None: ...
+
+class AdapterReport(_message.Message):
+    __slots__ = ("registration", "status")
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    registration: AdapterRegistration
+    status: AdapterStatus
+    def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ...) -> None: ...
+
+class OperatorCommand(_message.Message):
+    __slots__ = ("kind", "term", "rate", "reason", "issued_by")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_BY_FIELD_NUMBER: _ClassVar[int]
+    kind: CommandKind
+    term: int
+    rate: float
+    reason: str
+    issued_by: str
+    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ...) -> None: ...
+
+class Line(_message.Message):
+    __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up")
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    IS_UP_FIELD_NUMBER: _ClassVar[int]
+    adapter_id: str
+    line_endpoint: str
+    replay_endpoint: str
+    role: AdapterRole
+    term: int
+    is_up: bool
+    def __init__(self, adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., is_up: _Optional[bool] = ...) -> None: ...
+
+class ChannelRoute(_message.Message):
+    __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed")
+    FEED_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_MODEL_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_FIELD_NUMBER: _ClassVar[int]
+    feed: str
+    channel_name: str
+    channel_number: int
+    source_stream: str
+    message_model: str
+    lines: _containers.RepeatedCompositeFieldContainer[Line]
+    symbols: _containers.RepeatedScalarFieldContainer[str]
+    delayed: bool
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("symbols",)
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    symbols: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, symbols: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SubscribeResponse(_message.Message):
+    __slots__ = ("subscription_id", "routes")
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    routes: _containers.RepeatedCompositeFieldContainer[ChannelRoute]
+    def __init__(self, subscription_id: _Optional[str] = ..., routes: _Optional[_Iterable[_Union[ChannelRoute, _Mapping]]] = ...) -> None: ...
+
+class ModifyRequest(_message.Message):
+    __slots__ = ("subscription_id", "symbols")
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    symbols: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, subscription_id: _Optional[str] = ..., symbols: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("subscription_id",)
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    def __init__(self, subscription_id: _Optional[str] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WatchRoutesRequest(_message.Message):
+    __slots__ = ("subscription_id",)
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    def __init__(self, subscription_id: _Optional[str] = ...) -> None: ...
+
+class RouteUpdate(_message.Message):
+    __slots__ = ("subscription_id", "reason", "routes")
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    reason: str
+    routes: _containers.RepeatedCompositeFieldContainer[ChannelRoute]
+    def __init__(self, subscription_id: _Optional[str] = ..., reason: _Optional[str] = ..., routes: _Optional[_Iterable[_Union[ChannelRoute, _Mapping]]] = ...) -> None: ...
+
+class AdapterInfo(_message.Message):
+    __slots__ = ("registration", "status", "is_up", "updated_at_ns")
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    IS_UP_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    registration: AdapterRegistration
+    status: AdapterStatus
+    is_up: bool
+    updated_at_ns: int
+    def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ..., is_up: _Optional[bool] = ..., updated_at_ns: _Optional[int] = ...) -> None: ...
+
+class ListAdaptersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListAdaptersResponse(_message.Message):
+    __slots__ = ("adapters",)
+    ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    adapters: _containers.RepeatedCompositeFieldContainer[AdapterInfo]
+    def __init__(self, adapters: _Optional[_Iterable[_Union[AdapterInfo, _Mapping]]] = ...) -> None: ...
+
+class SubscriptionInfo(_message.Message):
+    __slots__ = ("subscription_id", "user", "symbols", "created_at_ns", "updated_at_ns")
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    user: str
+    symbols: _containers.RepeatedScalarFieldContainer[str]
+    created_at_ns: int
+    updated_at_ns: int
+    def __init__(self, subscription_id: _Optional[str] = ..., user: _Optional[str] = ..., symbols: _Optional[_Iterable[str]] = ..., created_at_ns: _Optional[int] = ..., updated_at_ns: _Optional[int] = ...) -> None: ...
+
+class ListSubscriptionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSubscriptionsResponse(_message.Message):
+    __slots__ = ("subscriptions",)
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionInfo]
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[SubscriptionInfo, _Mapping]]] = ...) -> None: ...
+
+class FailoverRequest(_message.Message):
+    __slots__ = ("channel_name", "to_adapter_id")
+    CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    TO_ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    channel_name: str
+    to_adapter_id: str
+    def __init__(self, channel_name: _Optional[str] = ..., to_adapter_id: _Optional[str] = ...) -> None: ...
+
+class CommandSent(_message.Message):
+    __slots__ = ("adapter_id", "command")
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    adapter_id: str
+    command: OperatorCommand
+    def __init__(self, adapter_id: _Optional[str] = ..., command: _Optional[_Union[OperatorCommand, _Mapping]] = ...) -> None: ...
+
+class CommandResponse(_message.Message):
+    __slots__ = ("sent",)
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    sent: _containers.RepeatedCompositeFieldContainer[CommandSent]
+    def __init__(self, sent: _Optional[_Iterable[_Union[CommandSent, _Mapping]]] = ...) -> None: ...
+
+class FailAdapterRequest(_message.Message):
+    __slots__ = ("adapter_id", "reason")
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    adapter_id: str
+    reason: str
+    def __init__(self, adapter_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ThrottleRequest(_message.Message):
+    __slots__ = ("adapter_id", "rate")
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    adapter_id: str
+    rate: float
+    def __init__(self, adapter_id: _Optional[str] = ..., rate: _Optional[float] = ...) -> None: ...
+
+class PurgeRequest(_message.Message):
+    __slots__ = ("channel_name", "message_id")
+    CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    channel_name: str
+    message_id: str
+    def __init__(self, channel_name: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
+
+class PurgeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WatchEventsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AdminEvent(_message.Message):
+    __slots__ = ("time_ns", "kind", "channel_name", "adapter_id", "detail")
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    time_ns: int
+    kind: str
+    channel_name: str
+    adapter_id: str
+    detail: str
+    def __init__(self, time_ns: _Optional[int] = ..., kind: _Optional[str] = ..., channel_name: _Optional[str] = ..., adapter_id: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
