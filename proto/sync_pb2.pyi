@@ -20,24 +20,20 @@ ROLE_BACKUP: Role
 ROLE_FAILED: Role
 
 class StreamState(_message.Message):
-    __slots__ = ("next_msg_seq", "source_stream", "next_source_seq")
+    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest")
+    SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     NEXT_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
-    next_msg_seq: int
-    source_stream: int
-    next_source_seq: int
-    def __init__(self, next_msg_seq: _Optional[int] = ..., source_stream: _Optional[int] = ..., next_source_seq: _Optional[int] = ...) -> None: ...
-
-class ConversionDigest(_message.Message):
-    __slots__ = ("source_stream", "source_seq", "digest")
-    SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
-    source_seq: int
+    next_msg_seq: int
+    next_source_seq: int
+    last_source_seq: int
+    last_msg_seq: int
     digest: int
-    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
+    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
 
 class Health(_message.Message):
     __slots__ = ("score", "available_memory_mb", "cpu_percent", "error_count", "message_rate", "lag", "in_sync", "desync_count")
@@ -92,14 +88,13 @@ class Failed(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class SyncMessage(_message.Message):
-    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "digest", "health", "snapshot_request", "snapshot", "failed")
+    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     SEND_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     STREAM_STATE_FIELD_NUMBER: _ClassVar[int]
-    DIGEST_FIELD_NUMBER: _ClassVar[int]
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_REQUEST_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
@@ -110,9 +105,8 @@ class SyncMessage(_message.Message):
     role: Role
     send_time_ns: int
     stream_state: StreamState
-    digest: ConversionDigest
     health: Health
     snapshot_request: SnapshotRequest
     snapshot: ConversionSnapshot
     failed: Failed
-    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., digest: _Optional[_Union[ConversionDigest, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ...) -> None: ...
+    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ...) -> None: ...
