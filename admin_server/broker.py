@@ -1,0 +1,137 @@
+"""Brokering: which channels and lines a subscriber joins for the symbols it asks for.
+
+Theory of operation: :func:`plan_routes` takes the caller, the requested
+symbols or fnmatch patterns, the policy, the configured channels and the
+registry's lines, and returns one :class:`Route` per channel (and per
+delivery mode: a channel can carry some of a subscriber's symbols in real
+time and others delayed). Every requested item must be entitled, or the
+whole request fails with :class:`PermissionDeniedError` naming the items.
+A symbol maps to the channels whose letter range holds its first letter; a
+pattern that starts with a wildcard maps to every channel. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from admin_server.config import ChannelConfig
+from admin_server.errors import NotFoundError, PermissionDeniedError
+from admin_server.policy import Mode, Policy, Principal
+from admin_server.registry import AdapterRecord, AdapterRole
+
+MAX_ITEMS: Final = 1000
+MAX_ITEM_LENGTH: Final = 64
+_WILDCARDS: Final = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineView:
+    """One adapter's line, as handed to subscribers."""
+
+    adapter_id: str
+    line_endpoint: str
+    replay_endpoint: str
+    role: AdapterRole
+    term: int
+    is_up: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """What a subscriber needs to join one channel."""
+
+    channel: ChannelConfig
+    lines: tuple[LineView, ...]
+    symbols: tuple[str, ...]
+    delayed: bool
+
+
+def validate_items(items: Sequence[str]) -> list[str]:
+    """Check requested symbols/patterns and drop duplicates (keeping order).
+
+    Raises:
+        ValueError: empty request, too many items, or an item that is empty,
+            too long or holds whitespace.
+    """
+    if not items:
+        raise ValueError("symbols must not be empty")
+    if len(items) > MAX_ITEMS:
+        raise ValueError(f"too many symbols: {len(items)} > {MAX_ITEMS}")
+    seen: dict[str, None] = {}
+    for item in items:
+        if not item or len(item) > MAX_ITEM_LENGTH or any(c.isspace() for c in item):
+            raise ValueError(f"invalid symbol or pattern: {item!r}")
+        seen.setdefault(item, None)
+    return list(seen)
+
+
+def channels_for(item: str, channels: Iterable[ChannelConfig]) -> list[ChannelConfig]:
+    """The channels that may carry a symbol or pattern (by its first character)."""
+    if item[0] in _WILDCARDS:
+        return list(channels)
+    return [c for c in channels if c.covers(item)]
+
+
+def line_views(records: Iterable[AdapterRecord]) -> tuple[LineView, ...]:
+    """Registry records as subscriber-facing lines (order kept: active first)."""
+    return tuple(
+        LineView(
+            adapter_id=r.adapter_id,
+            line_endpoint=r.registration.line_endpoint,
+            replay_endpoint=r.registration.replay_endpoint,
+            role=r.status.role,
+            term=r.status.term,
+            is_up=r.is_up,
+        )
+        for r in records
+    )
+
+
+def plan_routes(
+    principal: Principal,
+    items: Sequence[str],
+    *,
+    policy: Policy,
+    channels: Sequence[ChannelConfig],
+    lines: dict[str, tuple[LineView, ...]],
+) -> list[Route]:
+    """Decide the routes for a subscription.
+
+    Args:
+        principal: the subscriber.
+        items: requested symbols or fnmatch patterns.
+        policy: the authorization policy.
+        channels: the configured channels.
+        lines: channel name -> its lines (from the registry).
+
+    Returns:
+        One route per (channel, delayed) pair, in channel-number order.
+
+    Raises:
+        ValueError: invalid items.
+        PermissionDeniedError: some items are not entitled (named in ``symbols``).
+        NotFoundError: some items map to no configured channel.
+    """
+    wanted = validate_items(items)
+    modes = {item: policy.entitlement(principal, item) for item in wanted}
+    denied = [item for item, mode in modes.items() if mode is Mode.NONE]
+    if denied:
+        raise PermissionDeniedError(f"not entitled to: {', '.join(denied)}", symbols=denied)
+    grouped: dict[tuple[str, bool], list[str]] = {}
+    unrouted = []
+    for item in wanted:
+        targets = channels_for(item, channels)
+        if not targets:
+            unrouted.append(item)
+        for channel in targets:
+            grouped.setdefault((channel.name, modes[item] is Mode.DELAYED), []).append(item)
+    if unrouted:
+        raise NotFoundError(f"no channel carries: {', '.join(unrouted)}")
+    by_name = {c.name: c for c in channels}
+    routes = [
+        Route(channel=by_name[name], lines=lines.get(name, ()), symbols=tuple(symbols), delayed=delayed)
+        for (name, delayed), symbols in grouped.items()
+    ]
+    return sorted(routes, key=lambda r: (r.channel.number, r.delayed))

@@ -1,0 +1,207 @@
+"""The admin server's configuration: one frozen dataclass, built once by ``server.py``.
+
+The file (``deploy/admin-server.yaml``) declares where to listen, the
+database, the policy file, TLS files and the feeds with their channels; a
+channel covers the symbols whose first letter lies in its ``letters`` range.
+Command-line options override the file. Relative paths in the file are
+relative to the file's directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from admin_server.errors import ConfigError
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 50051
+DEFAULT_TOKEN_TTL_S: Final = 3600.0
+DEFAULT_POLICY_POLL_S: Final = 1.0
+DEFAULT_MESSAGE_MODEL: Final = "feedha.v1.MarketUpdate"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelConfig:
+    """One channel of a feed and the symbol range it carries.
+
+    Attributes:
+        feed: the feed name, e.g. ``EQUITIES``.
+        name: the channel name, e.g. ``EQ-A-M``.
+        number: the channel number on the wire.
+        source_stream: the source stream feeding it, e.g. ``A-M``.
+        first_letter: first symbol initial covered (inclusive).
+        last_letter: last symbol initial covered (inclusive).
+        message_model: the protobuf message name subscribers decode.
+    """
+
+    feed: str
+    name: str
+    number: int
+    source_stream: str
+    first_letter: str
+    last_letter: str
+    message_model: str = DEFAULT_MESSAGE_MODEL
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ConfigError("channel name must not be empty")
+        if not 0 <= self.number <= 0xFFFF:
+            raise ConfigError(f"channel {self.name}: number must fit 16 bits, got {self.number}")
+        for letter in (self.first_letter, self.last_letter):
+            if len(letter) != 1 or not letter.isalnum():
+                raise ConfigError(f"channel {self.name}: letters must be single characters, got {letter!r}")
+        if self.first_letter > self.last_letter:
+            raise ConfigError(
+                f"channel {self.name}: empty letter range {self.first_letter}-{self.last_letter}"
+            )
+
+    def covers(self, symbol: str) -> bool:
+        """Whether the channel carries ``symbol`` (by its first character, case-insensitive)."""
+        return bool(symbol) and self.first_letter <= symbol[0].upper() <= self.last_letter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    """Everything the admin server needs to start.
+
+    Attributes:
+        host: bind address.
+        port: bind port (0: any free port, printed at start-up).
+        database: the SQLite file.
+        policy: the authorization policy file.
+        channels: the feeds' channels.
+        token_ttl_s: bearer token lifetime.
+        policy_poll_s: how often the policy file's mtime is checked.
+        tls_cert: PEM server certificate (TLS when set together with ``tls_key``).
+        tls_key: PEM server private key.
+        tls_client_ca: PEM CA bundle; when set, clients must present a certificate (mTLS).
+        insecure: allow plaintext on a non-loopback address.
+        adapter_auth: adapters must log in (role ``adapter`` or ``admin``) to register.
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    database: Path = Path("admin.sqlite")
+    policy: Path = Path("policy.yaml")
+    channels: tuple[ChannelConfig, ...] = ()
+    token_ttl_s: float = DEFAULT_TOKEN_TTL_S
+    policy_poll_s: float = DEFAULT_POLICY_POLL_S
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    insecure: bool = False
+    adapter_auth: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be 0..65535, got {self.port}")
+        if self.token_ttl_s <= 0:
+            raise ConfigError(f"token_ttl_s must be positive, got {self.token_ttl_s}")
+        if self.policy_poll_s <= 0:
+            raise ConfigError(f"policy_poll_s must be positive, got {self.policy_poll_s}")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key must be given together")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ConfigError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if not self.has_tls and not self.insecure and not is_loopback(self.host):
+            raise ConfigError(
+                f"refusing plaintext gRPC on non-loopback address {self.host!r}: "
+                "configure tls_cert/tls_key, or pass --insecure"
+            )
+        names = [c.name for c in self.channels]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"duplicate channel names in {names}")
+
+    @property
+    def has_tls(self) -> bool:
+        """Whether TLS is configured."""
+        return self.tls_cert is not None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _parse_channels(raw: Any) -> tuple[ChannelConfig, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError("feeds must be a list")
+    channels: list[ChannelConfig] = []
+    for feed in raw:
+        if not isinstance(feed, dict) or "name" not in feed:
+            raise ConfigError(f"each feed needs a name: {feed!r}")
+        model = str(feed.get("message_model", DEFAULT_MESSAGE_MODEL))
+        for channel in feed.get("channels") or []:
+            try:
+                first, _dash, last = str(channel["letters"]).partition("-")
+                channels.append(
+                    ChannelConfig(
+                        feed=str(feed["name"]),
+                        name=str(channel["name"]),
+                        number=int(channel["number"]),
+                        source_stream=str(channel.get("source_stream", channel["letters"])),
+                        first_letter=first.strip().upper(),
+                        last_letter=(last or first).strip().upper(),
+                        message_model=str(channel.get("message_model", model)),
+                    )
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                if isinstance(exc, ConfigError):
+                    raise
+                raise ConfigError(f"bad channel {channel!r} in feed {feed['name']}: {exc}") from exc
+    return tuple(channels)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a server config file into :class:`ServerConfig` keyword arguments.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        Keyword arguments (paths resolved against the file's directory).
+
+    Raises:
+        ConfigError: unreadable or invalid file.
+    """
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config must be a mapping")
+    base = path.parent
+    kwargs: dict[str, Any] = {}
+    listen = raw.pop("listen", None)
+    if listen is not None:
+        host, _colon, port = str(listen).rpartition(":")
+        kwargs["host"], kwargs["port"] = host or DEFAULT_HOST, int(port)
+    for key in ("database", "policy", "tls_cert", "tls_key", "tls_client_ca"):
+        if raw.get(key):
+            kwargs[key] = base / str(raw.pop(key))
+        else:
+            raw.pop(key, None)
+    for key in ("token_ttl_s", "policy_poll_s"):
+        if key in raw:
+            kwargs[key] = float(raw.pop(key))
+    for key in ("insecure", "adapter_auth"):
+        if key in raw:
+            kwargs[key] = bool(raw.pop(key))
+    kwargs["channels"] = _parse_channels(raw.pop("feeds", None))
+    if raw:
+        raise ConfigError(f"{path}: unknown keys {sorted(raw)}")
+    return kwargs

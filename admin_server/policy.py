@@ -1,0 +1,343 @@
+"""The authorization policy: who may see which symbols, real-time or delayed, and who is admin.
+
+Theory of operation: the policy is a YAML file (``deploy/policy.yaml``) with
+three sections::
+
+    groups:                       # declared groups; roles: admin, adapter
+      operators: {roles: [admin]}
+      traders: {}
+    users:                        # optional: groups and roles per user name
+      alice: {groups: [traders]}
+    rules:                        # grants, in any order
+      - groups: [traders]         # and/or users: [...]
+        symbols: ["A*", "MSFT"]   # fnmatch patterns, case-sensitive
+        mode: realtime            # or delayed
+
+:func:`parse_policy` walks the composed YAML node tree (not the loaded
+objects) so that every error names the line of the offending node. The
+policy answers two questions, both pure: :meth:`Policy.entitlement` for one
+requested symbol or pattern, :meth:`Policy.has_role` for operator calls.
+A user's groups and roles are the union of the policy's and the key
+store's (``feedha admin-server add-user --group G --admin``).
+
+:class:`PolicyFile` keeps the last good policy and reloads it when the file's
+mtime changes; a bad file is rejected (and reported) and the old policy stays.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import yaml
+
+from admin_server.errors import PolicyError
+
+logger = logging.getLogger(__name__)
+
+ROLES: Final = frozenset({"admin", "adapter"})
+_SECTIONS: Final = frozenset({"version", "groups", "users", "rules"})
+
+
+class Mode(enum.IntEnum):
+    """An entitlement level; higher is better."""
+
+    NONE = 0
+    DELAYED = 1
+    REALTIME = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    """One grant: these users/groups may see these symbol patterns in this mode."""
+
+    users: frozenset[str]
+    groups: frozenset[str]
+    symbols: tuple[str, ...]
+    mode: Mode
+    line: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Principal:
+    """Who is calling: a user name plus the groups and roles the key store gives it."""
+
+    user: str
+    groups: frozenset[str] = frozenset()
+    roles: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """A parsed, validated authorization policy."""
+
+    groups: Mapping[str, frozenset[str]] = field(default_factory=dict)  # group -> roles
+    users: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
+    rules: tuple[Rule, ...] = ()
+
+    def groups_of(self, principal: Principal) -> frozenset[str]:
+        """The principal's groups: from the key store plus from the policy's ``users`` section."""
+        policy_groups = self.users.get(principal.user, (frozenset(), frozenset()))[0]
+        return principal.groups | policy_groups
+
+    def has_role(self, principal: Principal, role: str) -> bool:
+        """Whether the principal holds ``role`` (directly, through the policy, or through a group).
+
+        Args:
+            principal: the caller.
+            role: ``"admin"`` or ``"adapter"``.
+
+        Returns:
+            True when granted.
+        """
+        if role in principal.roles or role in self.users.get(principal.user, ((), frozenset()))[1]:
+            return True
+        return any(role in self.groups.get(group, frozenset()) for group in self.groups_of(principal))
+
+    def entitlement(self, principal: Principal, requested: str) -> Mode:
+        """The best mode any rule grants the principal for a symbol or pattern.
+
+        A requested pattern is covered by a grant pattern when the requested
+        text, read literally, matches the grant (``"AB*"`` is covered by
+        ``"A*"``, ``"*"`` is not). That is conservative: it never grants a
+        pattern that could match an unentitled symbol for the usual globs.
+
+        Args:
+            principal: the caller.
+            requested: a symbol (``"AAPL"``) or an fnmatch pattern (``"A*"``).
+
+        Returns:
+            ``Mode.REALTIME``, ``Mode.DELAYED`` or ``Mode.NONE``.
+        """
+        groups = self.groups_of(principal)
+        best = Mode.NONE
+        for rule in self.rules:
+            if principal.user not in rule.users and not (groups & rule.groups):
+                continue
+            if rule.mode > best and any(fnmatch.fnmatchcase(requested, p) for p in rule.symbols):
+                best = rule.mode
+        return best
+
+
+def _fail(reason: str, node: yaml.Node | None, source: str) -> PolicyError:
+    line = node.start_mark.line + 1 if node is not None else None
+    return PolicyError(reason, line=line, source=source)
+
+
+def _mapping(node: yaml.Node, what: str, source: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
+    if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
+        return []
+    if not isinstance(node, yaml.MappingNode):
+        raise _fail(f"{what} must be a mapping", node, source)
+    items: list[tuple[str, yaml.Node, yaml.Node]] = []
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode) or not key.value:
+            raise _fail(f"{what}: keys must be non-empty strings", key, source)
+        items.append((key.value, key, value))
+    return items
+
+
+def _string_list(node: yaml.Node, what: str, source: str) -> list[str]:
+    if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str"):
+        return [node.value]
+    if not isinstance(node, yaml.SequenceNode):
+        raise _fail(f"{what} must be a list of strings", node, source)
+    out = []
+    for item in node.value:
+        if not isinstance(item, yaml.ScalarNode) or not item.value.strip():
+            raise _fail(f"{what} must hold non-empty strings", item, source)
+        out.append(item.value.strip())
+    return out
+
+
+def _roles(node: yaml.Node, what: str, source: str) -> frozenset[str]:
+    roles = _string_list(node, what, source)
+    unknown = sorted(set(roles) - ROLES)
+    if unknown:
+        raise _fail(f"{what}: unknown role {unknown[0]!r} (known: {', '.join(sorted(ROLES))})", node, source)
+    return frozenset(roles)
+
+
+def _check_keys(
+    items: Iterable[tuple[str, yaml.Node, yaml.Node]], allowed: set[str], what: str, source: str
+) -> None:
+    for name, key, _value in items:
+        if name not in allowed:
+            raise _fail(f"{what}: unknown key {name!r} (allowed: {', '.join(sorted(allowed))})", key, source)
+
+
+def _parse_groups(node: yaml.Node, source: str) -> dict[str, frozenset[str]]:
+    groups: dict[str, frozenset[str]] = {}
+    for name, _key, value in _mapping(node, "groups", source):
+        items = _mapping(value, f"group {name!r}", source)
+        _check_keys(items, {"roles", "description"}, f"group {name!r}", source)
+        roles = {k: v for k, _kn, v in items}
+        groups[name] = (
+            _roles(roles["roles"], f"group {name!r} roles", source) if "roles" in roles else frozenset()
+        )
+    return groups
+
+
+def _parse_users(
+    node: yaml.Node, groups: Mapping[str, frozenset[str]], source: str
+) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    users: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for name, _key, value in _mapping(node, "users", source):
+        items = _mapping(value, f"user {name!r}", source)
+        _check_keys(items, {"groups", "roles", "description"}, f"user {name!r}", source)
+        fields = {k: v for k, _kn, v in items}
+        user_groups = (
+            _string_list(fields["groups"], f"user {name!r} groups", source) if "groups" in fields else []
+        )
+        for group in user_groups:
+            if group not in groups:
+                raise _fail(f"user {name!r}: undefined group {group!r}", fields["groups"], source)
+        roles = _roles(fields["roles"], f"user {name!r} roles", source) if "roles" in fields else frozenset()
+        users[name] = (frozenset(user_groups), roles)
+    return users
+
+
+def _parse_rule(node: yaml.Node, groups: Mapping[str, frozenset[str]], source: str) -> Rule:
+    items = _mapping(node, "rule", source)
+    _check_keys(items, {"users", "groups", "symbols", "mode", "description"}, "rule", source)
+    fields = {k: v for k, _kn, v in items}
+    rule_users = _string_list(fields["users"], "rule users", source) if "users" in fields else []
+    rule_groups = _string_list(fields["groups"], "rule groups", source) if "groups" in fields else []
+    if not rule_users and not rule_groups:
+        raise _fail("rule names no users and no groups", node, source)
+    for group in rule_groups:
+        if group not in groups:
+            raise _fail(f"rule: undefined group {group!r}", fields["groups"], source)
+    if "symbols" not in fields:
+        raise _fail("rule has no symbols", node, source)
+    symbols = _string_list(fields["symbols"], "rule symbols", source)
+    if not symbols:
+        raise _fail("rule symbols is empty", fields["symbols"], source)
+    mode_node = fields.get("mode")
+    mode_text = mode_node.value if isinstance(mode_node, yaml.ScalarNode) else None
+    if mode_node is None:
+        raise _fail("rule has no mode (realtime or delayed)", node, source)
+    if mode_text not in ("realtime", "delayed"):
+        raise _fail(f"rule mode must be 'realtime' or 'delayed', not {mode_text!r}", mode_node, source)
+    return Rule(
+        users=frozenset(rule_users),
+        groups=frozenset(rule_groups),
+        symbols=tuple(symbols),
+        mode=Mode.REALTIME if mode_text == "realtime" else Mode.DELAYED,
+        line=node.start_mark.line + 1,
+    )
+
+
+def parse_policy(text: str, *, source: str = "<string>") -> Policy:
+    """Parse and validate a policy document.
+
+    Args:
+        text: the YAML text.
+        source: the file name used in error messages.
+
+    Returns:
+        The validated policy.
+
+    Raises:
+        PolicyError: on YAML syntax errors or invalid content, naming the line.
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise PolicyError(
+            f"YAML syntax error: {exc.problem or exc.context}", line=line, source=source
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"YAML error: {exc}", source=source) from exc
+    if root is None:
+        raise PolicyError("the policy is empty", line=1, source=source)
+    sections = _mapping(root, "policy", source)
+    _check_keys(sections, set(_SECTIONS), "policy", source)
+    by_name = {name: value for name, _key, value in sections}
+    if "version" in by_name:
+        version = by_name["version"]
+        if not isinstance(version, yaml.ScalarNode) or version.value != "1":
+            raise _fail("unsupported policy version (expected 1)", version, source)
+    groups = _parse_groups(by_name["groups"], source) if "groups" in by_name else {}
+    users = _parse_users(by_name["users"], groups, source) if "users" in by_name else {}
+    rules_node = by_name.get("rules")
+    rules: list[Rule] = []
+    if rules_node is not None:
+        if not isinstance(rules_node, yaml.SequenceNode):
+            raise _fail("rules must be a list", rules_node, source)
+        rules = [_parse_rule(item, groups, source) for item in rules_node.value]
+    return Policy(groups=groups, users=users, rules=tuple(rules))
+
+
+class PolicyFile:
+    """The policy file on disk and the last good policy parsed from it.
+
+    Call :meth:`poll` periodically; it re-reads the file only when its
+    mtime (or size) changed, so reloading is cheap.
+
+    Args:
+        path: the policy file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self.policy: Policy = Policy()
+        self.last_error: PolicyError | None = None
+        self.generation = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<PolicyFile {str(self.path)!r} [generation={self.generation}, rules={len(self.policy.rules)}]>"
+        )
+
+    def load(self) -> Policy:
+        """Load the file now; raise on error (used at start-up, where a bad policy is fatal).
+
+        Returns:
+            The loaded policy.
+
+        Raises:
+            PolicyError: the file is missing or invalid.
+        """
+        try:
+            stat = self.path.stat()
+            text = self.path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PolicyError(f"cannot read policy: {exc.strerror}", source=str(self.path)) from exc
+        self.policy = parse_policy(text, source=str(self.path))
+        self._stamp = (stat.st_mtime_ns, stat.st_size)
+        self.generation += 1
+        self.last_error = None
+        return self.policy
+
+    def poll(self) -> bool:
+        """Reload if the file changed; keep the last good policy on error.
+
+        Returns:
+            True when a new policy was loaded.
+        """
+        try:
+            stat = self.path.stat()
+        except OSError as exc:
+            logger.warning("policy %s unreadable, keeping the last good policy: %s", self.path, exc)
+            return False
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp == self._stamp:
+            return False
+        try:
+            self.load()
+        except PolicyError as exc:
+            self._stamp = stamp  # report a bad file once, not at every poll
+            self.last_error = exc
+            logger.error("policy rejected, keeping the last good policy: %s", exc)
+            return False
+        logger.info("policy reloaded from %s (%d rules)", self.path, len(self.policy.rules))
+        return True

@@ -1,0 +1,366 @@
+"""The adapter registry: which adapters serve which channel, in which role and term, how healthy.
+
+Theory of operation: adapters report to the server over a stream; the I/O
+shell turns each report into one call here (:meth:`Registry.on_register`,
+:meth:`Registry.on_status`, :meth:`Registry.on_disconnect`) and gets back the
+events to publish; nothing here awaits, reads the clock or touches sockets.
+A record whose stream ended is marked down, never deleted, so operators
+still see it and subscribers keep its line (it may come back).
+
+Operator commands are planned here too (:meth:`Registry.plan_failover` ...):
+they return :class:`Directive` values, which the shell delivers to the
+adapters' streams. The registry does not change roles itself: it records
+what the adapters report after they obey, since only they know whether they
+did (an adapter that sees a higher term demotes itself).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Final
+
+from admin_server.errors import NotFoundError, PreconditionError
+
+
+class AdapterRole(enum.Enum):
+    """An adapter's role in its channel's group."""
+
+    UNSPECIFIED = "unspecified"
+    ACTIVE = "active"
+    BACKUP = "backup"
+    FAILED = "failed"
+
+
+class SyncStatus(enum.Enum):
+    """A backup's synchronization verdict (the active reports IN_SYNC)."""
+
+    UNSPECIFIED = "unspecified"
+    IN_SYNC = "in_sync"
+    SYNCING = "syncing"
+    BEHIND = "behind"
+    AHEAD = "ahead"
+    FAILED = "failed"
+
+
+class CommandKind(enum.Enum):
+    """Operator commands an adapter receives."""
+
+    PROMOTE = "promote"
+    DEMOTE = "demote"
+    FAIL = "fail"
+    THROTTLE = "throttle"
+
+
+class EventKind(enum.Enum):
+    """What happened in the registry."""
+
+    REGISTERED = "registered"
+    CHANGED = "changed"  # role, term or sync status changed
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterRegistration:
+    """What an adapter declares when it connects.
+
+    Attributes:
+        feed: feed name.
+        channel_name: e.g. ``EQ-A-M``.
+        channel_number: the channel number on the wire.
+        adapter_id: unique adapter id, e.g. ``eq1-a``.
+        line_endpoint: where its line publishes (ZeroMQ URL).
+        replay_endpoint: its replay (retransmission) service.
+        sync_endpoint: its sync-bus PUB socket.
+        role: role at registration.
+        term: term at registration.
+    """
+
+    feed: str
+    channel_name: str
+    channel_number: int
+    adapter_id: str
+    line_endpoint: str
+    replay_endpoint: str = ""
+    sync_endpoint: str = ""
+    role: AdapterRole = AdapterRole.BACKUP
+    term: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.adapter_id:
+            raise ValueError("adapter_id must not be empty")
+        if not self.channel_name:
+            raise ValueError(f"adapter {self.adapter_id}: channel_name must not be empty")
+        if self.term < 0:
+            raise ValueError(f"adapter {self.adapter_id}: term must be >= 0, got {self.term}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterStatus:
+    """State and health an adapter reports every interval.
+
+    Attributes:
+        role: current role.
+        term: current term.
+        next_msg_seq: msg_seq of the next message it will publish.
+        sync_status: synchronization verdict.
+        health_score: 0..100, higher is healthier.
+        lag: source messages behind the active (negative: ahead).
+    """
+
+    role: AdapterRole
+    term: int
+    next_msg_seq: int = 0
+    sync_status: SyncStatus = SyncStatus.UNSPECIFIED
+    health_score: float = 0.0
+    lag: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterRecord:
+    """What the registry knows about one adapter."""
+
+    registration: AdapterRegistration
+    status: AdapterStatus
+    is_up: bool
+    updated_at: float
+
+    @property
+    def adapter_id(self) -> str:
+        """The adapter id."""
+        return self.registration.adapter_id
+
+    @property
+    def channel_name(self) -> str:
+        """The adapter's channel."""
+        return self.registration.channel_name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """An operator command for one adapter."""
+
+    kind: CommandKind
+    term: int = 0
+    rate: float = 0.0
+    reason: str = ""
+    issued_by: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Directive:
+    """A command addressed to an adapter (the shell delivers it)."""
+
+    adapter_id: str
+    command: Command
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegistryEvent:
+    """A change the shell publishes: to route watchers when ``routes_changed``, always to operators."""
+
+    kind: EventKind
+    channel_name: str
+    adapter_id: str
+    detail: str
+    routes_changed: bool
+
+
+# Rank backups for promotion: in-sync first, then the healthiest, then the least lag.
+_SYNC_RANK: Final[dict[SyncStatus, int]] = {
+    SyncStatus.IN_SYNC: 3,
+    SyncStatus.SYNCING: 2,
+    SyncStatus.BEHIND: 1,
+    SyncStatus.AHEAD: 1,
+    SyncStatus.UNSPECIFIED: 1,
+    SyncStatus.FAILED: 0,
+}
+
+
+class Registry:
+    """All adapters, by id. Pure: every method takes ``now`` where it records time."""
+
+    def __init__(self, records: Iterable[AdapterRecord] = ()) -> None:
+        # Records restored from the database are down until their adapter reconnects.
+        self._records: dict[str, AdapterRecord] = {r.adapter_id: replace(r, is_up=False) for r in records}
+
+    def __repr__(self) -> str:
+        up = sum(r.is_up for r in self._records.values())
+        return f"<Registry [adapters={len(self._records)}, up={up}, channels={len(self.channel_names())}]>"
+
+    def get(self, adapter_id: str) -> AdapterRecord:
+        """The record of one adapter.
+
+        Raises:
+            NotFoundError: unknown adapter id.
+        """
+        try:
+            return self._records[adapter_id]
+        except KeyError:
+            raise NotFoundError(f"unknown adapter {adapter_id!r}") from None
+
+    def records(self) -> list[AdapterRecord]:
+        """Every record, sorted by channel then adapter id."""
+        return sorted(self._records.values(), key=lambda r: (r.channel_name, r.adapter_id))
+
+    def channel_names(self) -> list[str]:
+        """Channels with at least one registered adapter."""
+        return sorted({r.channel_name for r in self._records.values()})
+
+    def lines(self, channel_name: str) -> list[AdapterRecord]:
+        """A channel's adapters: active first (highest term), then the others by id."""
+        members = [r for r in self._records.values() if r.channel_name == channel_name]
+        return sorted(
+            members,
+            key=lambda r: (
+                r.status.role is not AdapterRole.ACTIVE or not r.is_up,
+                -r.status.term,
+                r.adapter_id,
+            ),
+        )
+
+    def active(self, channel_name: str) -> AdapterRecord | None:
+        """The up adapter reporting ACTIVE with the highest term, if any."""
+        actives = [r for r in self.lines(channel_name) if r.is_up and r.status.role is AdapterRole.ACTIVE]
+        return actives[0] if actives else None
+
+    def on_register(self, registration: AdapterRegistration, *, now: float) -> list[RegistryEvent]:
+        """An adapter connected and declared itself (again, after a reconnect)."""
+        old = self._records.get(registration.adapter_id)
+        status = AdapterStatus(role=registration.role, term=registration.term)
+        if old is not None and old.registration == registration:
+            status = replace(old.status, role=registration.role, term=registration.term)
+        self._records[registration.adapter_id] = AdapterRecord(
+            registration=registration, status=status, is_up=True, updated_at=now
+        )
+        detail = f"{registration.role.value} term={registration.term} line={registration.line_endpoint}"
+        return [self._event(EventKind.REGISTERED, registration.adapter_id, detail, routes_changed=True)]
+
+    def on_status(self, adapter_id: str, status: AdapterStatus, *, now: float) -> list[RegistryEvent]:
+        """An adapter reported its state and health.
+
+        Raises:
+            NotFoundError: the adapter never registered.
+        """
+        old = self.get(adapter_id)
+        self._records[adapter_id] = replace(old, status=status, is_up=True, updated_at=now)
+        routing = (old.status.role, old.status.term, old.is_up) != (status.role, status.term, True)
+        if not routing and old.status.sync_status is status.sync_status:
+            return []
+        detail = f"{status.role.value} term={status.term} sync={status.sync_status.value}"
+        return [self._event(EventKind.CHANGED, adapter_id, detail, routes_changed=routing)]
+
+    def on_disconnect(self, adapter_id: str, *, now: float) -> list[RegistryEvent]:
+        """An adapter's stream ended: mark it down (kept, not deleted)."""
+        old = self._records.get(adapter_id)
+        if old is None or not old.is_up:
+            return []
+        self._records[adapter_id] = replace(old, is_up=False, updated_at=now)
+        return [self._event(EventKind.DOWN, adapter_id, "stream ended", routes_changed=True)]
+
+    def plan_failover(
+        self, channel_name: str, *, to: str | None = None, issued_by: str = ""
+    ) -> list[Directive]:
+        """Plan a hand failover: demote the active, promote ``to`` (or the best backup), both at term + 1.
+
+        Args:
+            channel_name: the channel.
+            to: adapter id to promote; ``None`` picks the in-sync backup with the best health.
+            issued_by: the operator, for the record.
+
+        Returns:
+            The DEMOTE (when there is an active) and PROMOTE directives.
+
+        Raises:
+            NotFoundError: unknown channel or adapter.
+            PreconditionError: the target is down, already active, or no backup is up.
+        """
+        members = self.lines(channel_name)
+        if not members:
+            raise NotFoundError(f"no adapters registered for channel {channel_name!r}")
+        active = self.active(channel_name)
+        target = self._pick_target(channel_name, members, active, to)
+        new_term = max(r.status.term for r in members) + 1
+        reason = f"operator failover to {target.adapter_id}"
+        directives = []
+        if active is not None:
+            demote = Command(kind=CommandKind.DEMOTE, term=new_term, reason=reason, issued_by=issued_by)
+            directives.append(Directive(adapter_id=active.adapter_id, command=demote))
+        promote = Command(kind=CommandKind.PROMOTE, term=new_term, reason=reason, issued_by=issued_by)
+        directives.append(Directive(adapter_id=target.adapter_id, command=promote))
+        return directives
+
+    def _pick_target(
+        self, channel_name: str, members: list[AdapterRecord], active: AdapterRecord | None, to: str | None
+    ) -> AdapterRecord:
+        if to is not None:
+            target = self.get(to)
+            if target.channel_name != channel_name:
+                raise PreconditionError(
+                    f"adapter {to!r} serves {target.channel_name!r}, not {channel_name!r}"
+                )
+            if not target.is_up:
+                raise PreconditionError(f"adapter {to!r} is down")
+            if active is not None and target.adapter_id == active.adapter_id:
+                raise PreconditionError(f"adapter {to!r} is already the active")
+            return target
+        candidates = [
+            r
+            for r in members
+            if r.is_up
+            and r is not active
+            and r.status.role is not AdapterRole.FAILED
+            and r.status.sync_status is not SyncStatus.FAILED
+        ]
+        if not candidates:
+            raise PreconditionError(f"channel {channel_name!r} has no up backup to promote")
+        return max(
+            candidates,
+            key=lambda r: (_SYNC_RANK[r.status.sync_status], r.status.health_score, -abs(r.status.lag)),
+        )
+
+    def plan_fail(self, adapter_id: str, *, reason: str = "", issued_by: str = "") -> list[Directive]:
+        """Plan taking an adapter off line.
+
+        Raises:
+            NotFoundError: unknown adapter.
+            PreconditionError: the adapter is down.
+        """
+        return [
+            self._command_up(
+                adapter_id,
+                Command(kind=CommandKind.FAIL, reason=reason or "operator fail", issued_by=issued_by),
+            )
+        ]
+
+    def plan_throttle(self, adapter_id: str, rate: float, *, issued_by: str = "") -> list[Directive]:
+        """Plan limiting an adapter's publishing rate (0 removes the limit).
+
+        Raises:
+            ValueError: negative rate.
+            NotFoundError: unknown adapter.
+            PreconditionError: the adapter is down.
+        """
+        if rate < 0:
+            raise ValueError(f"rate must be >= 0, got {rate!r}")
+        command = Command(
+            kind=CommandKind.THROTTLE, rate=rate, reason="operator throttle", issued_by=issued_by
+        )
+        return [self._command_up(adapter_id, command)]
+
+    def _command_up(self, adapter_id: str, command: Command) -> Directive:
+        record = self.get(adapter_id)
+        if not record.is_up:
+            raise PreconditionError(f"adapter {adapter_id!r} is down")
+        return Directive(adapter_id=adapter_id, command=command)
+
+    def _event(self, kind: EventKind, adapter_id: str, detail: str, *, routes_changed: bool) -> RegistryEvent:
+        channel = self._records[adapter_id].channel_name
+        return RegistryEvent(
+            kind=kind,
+            channel_name=channel,
+            adapter_id=adapter_id,
+            detail=detail,
+            routes_changed=routes_changed,
+        )

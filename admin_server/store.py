@@ -1,0 +1,325 @@
+"""The embedded SQLite database: users and API keys, registry, subscriptions, audit log.
+
+Everything the server must not lose across a restart lives here. Calls are
+short, synchronous transactions on one connection (WAL mode): at the rates an
+admin server sees (logins, subscriptions, a status report per adapter per
+second) they take microseconds, so the asyncio shell calls them inline
+rather than paying a thread hop; only argon2 hashing runs off the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from admin_server.errors import NotFoundError
+from admin_server.registry import (
+    AdapterRecord,
+    AdapterRegistration,
+    AdapterRole,
+    AdapterStatus,
+    SyncStatus,
+)
+
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS users (
+    name TEXT PRIMARY KEY, groups TEXT NOT NULL, roles TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES users(name), secret_hash TEXT NOT NULL,
+    created_at REAL NOT NULL, rotated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS adapters (adapter_id TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS subscriptions (
+    subscription_id TEXT PRIMARY KEY, user TEXT NOT NULL, symbols TEXT NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, user TEXT NOT NULL, action TEXT NOT NULL,
+    target TEXT NOT NULL, detail TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserRecord:
+    """A user of the key store."""
+
+    name: str
+    groups: frozenset[str]
+    roles: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKey:
+    """A stored API key (the secret only as its hash)."""
+
+    key_id: str
+    user: str
+    secret_hash: str
+    rotated_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriptionRecord:
+    """A stored subscription."""
+
+    subscription_id: str
+    user: str
+    symbols: tuple[str, ...]
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """One operator action."""
+
+    at: float
+    user: str
+    action: str
+    target: str
+    detail: str
+
+
+def encode_record(record: AdapterRecord) -> str:
+    """An adapter record as JSON text."""
+    reg, status = record.registration, record.status
+    return json.dumps(
+        {
+            "registration": {
+                "feed": reg.feed,
+                "channel_name": reg.channel_name,
+                "channel_number": reg.channel_number,
+                "adapter_id": reg.adapter_id,
+                "line_endpoint": reg.line_endpoint,
+                "replay_endpoint": reg.replay_endpoint,
+                "sync_endpoint": reg.sync_endpoint,
+                "role": reg.role.value,
+                "term": reg.term,
+            },
+            "status": {
+                "role": status.role.value,
+                "term": status.term,
+                "next_msg_seq": status.next_msg_seq,
+                "sync_status": status.sync_status.value,
+                "health_score": status.health_score,
+                "lag": status.lag,
+            },
+            "is_up": record.is_up,
+            "updated_at": record.updated_at,
+        },
+        sort_keys=True,
+    )
+
+
+def decode_record(text: str) -> AdapterRecord:
+    """An adapter record from :func:`encode_record` JSON text."""
+    raw: dict[str, Any] = json.loads(text)
+    reg, status = dict(raw["registration"]), dict(raw["status"])
+    reg["role"] = AdapterRole(reg["role"])
+    status["role"] = AdapterRole(status["role"])
+    status["sync_status"] = SyncStatus(status["sync_status"])
+    return AdapterRecord(
+        registration=AdapterRegistration(**reg),
+        status=AdapterStatus(**status),
+        is_up=bool(raw["is_up"]),
+        updated_at=float(raw["updated_at"]),
+    )
+
+
+class Store:
+    """The SQLite database.
+
+    Args:
+        path: the database file (created with its schema if missing);
+            ``":memory:"`` for tests.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        self._db.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
+
+    def __repr__(self) -> str:
+        return f"<Store {str(self.path)!r}>"
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    # -- meta
+
+    def get_meta(self, key: str) -> bytes | None:
+        """A metadata value, or ``None``."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0]) if isinstance(row[0], bytes) else str(row[0]).encode()
+
+    def set_meta_if_absent(self, key: str, value: bytes) -> bytes:
+        """Store a metadata value unless one exists; return the stored one."""
+        self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        stored = self.get_meta(key)
+        assert stored is not None
+        return stored
+
+    # -- users and keys
+
+    def upsert_user(self, name: str, *, groups: frozenset[str], roles: frozenset[str], now: float) -> None:
+        """Create a user or add groups and roles to an existing one."""
+        old = self.find_user(name)
+        if old is not None:
+            groups, roles = groups | old.groups, roles | old.roles
+        self._db.execute(
+            "INSERT INTO users(name, groups, roles, created_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET groups = excluded.groups, roles = excluded.roles",
+            (name, json.dumps(sorted(groups)), json.dumps(sorted(roles)), now),
+        )
+
+    def find_user(self, name: str) -> UserRecord | None:
+        """A user, or ``None``."""
+        row = self._db.execute("SELECT name, groups, roles FROM users WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        return UserRecord(
+            name=row[0], groups=frozenset(json.loads(row[1])), roles=frozenset(json.loads(row[2]))
+        )
+
+    def add_key(self, *, key_id: str, user: str, secret_hash: str, now: float) -> None:
+        """Store a new API key for an existing user."""
+        self._db.execute(
+            "INSERT INTO api_keys(key_id, user, secret_hash, created_at, rotated_at) VALUES (?, ?, ?, ?, ?)",
+            (key_id, user, secret_hash, now, now),
+        )
+
+    def find_key(self, key_id: str) -> ApiKey | None:
+        """An API key, or ``None``."""
+        row = self._db.execute(
+            "SELECT key_id, user, secret_hash, rotated_at FROM api_keys WHERE key_id = ?", (key_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return ApiKey(key_id=row[0], user=row[1], secret_hash=row[2], rotated_at=float(row[3]))
+
+    def replace_secret(self, key_id: str, *, secret_hash: str, now: float) -> ApiKey:
+        """Replace a key's secret (tokens issued before ``now`` stop working).
+
+        Raises:
+            NotFoundError: unknown key id.
+        """
+        cursor = self._db.execute(
+            "UPDATE api_keys SET secret_hash = ?, rotated_at = ? WHERE key_id = ?", (secret_hash, now, key_id)
+        )
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"unknown key id {key_id!r}")
+        key = self.find_key(key_id)
+        assert key is not None
+        return key
+
+    # -- registry
+
+    def save_adapter(self, record: AdapterRecord) -> None:
+        """Insert or update an adapter record."""
+        self._db.execute(
+            "INSERT INTO adapters(adapter_id, record) VALUES (?, ?) "
+            "ON CONFLICT(adapter_id) DO UPDATE SET record = excluded.record",
+            (record.adapter_id, encode_record(record)),
+        )
+
+    def load_adapters(self) -> list[AdapterRecord]:
+        """Every stored adapter record."""
+        return [decode_record(row[0]) for row in self._db.execute("SELECT record FROM adapters")]
+
+    # -- subscriptions
+
+    def add_subscription(self, *, user: str, symbols: tuple[str, ...], now: float) -> SubscriptionRecord:
+        """Store a new subscription with a fresh id."""
+        record = SubscriptionRecord(
+            subscription_id=uuid.uuid4().hex, user=user, symbols=symbols, created_at=now, updated_at=now
+        )
+        self._db.execute(
+            "INSERT INTO subscriptions(subscription_id, user, symbols, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (record.subscription_id, user, json.dumps(list(symbols)), now, now),
+        )
+        return record
+
+    def update_subscription(self, subscription_id: str, *, symbols: tuple[str, ...], now: float) -> None:
+        """Replace a subscription's symbols.
+
+        Raises:
+            NotFoundError: unknown subscription.
+        """
+        cursor = self._db.execute(
+            "UPDATE subscriptions SET symbols = ?, updated_at = ? WHERE subscription_id = ?",
+            (json.dumps(list(symbols)), now, subscription_id),
+        )
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+
+    def delete_subscription(self, subscription_id: str) -> None:
+        """Delete a subscription.
+
+        Raises:
+            NotFoundError: unknown subscription.
+        """
+        cursor = self._db.execute("DELETE FROM subscriptions WHERE subscription_id = ?", (subscription_id,))
+        if cursor.rowcount == 0:
+            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+
+    def find_subscription(self, subscription_id: str) -> SubscriptionRecord:
+        """One subscription.
+
+        Raises:
+            NotFoundError: unknown subscription.
+        """
+        row = self._db.execute(
+            "SELECT subscription_id, user, symbols, created_at, updated_at FROM subscriptions "
+            "WHERE subscription_id = ?",
+            (subscription_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+        return _subscription(row)
+
+    def subscriptions(self) -> list[SubscriptionRecord]:
+        """Every subscription, oldest first."""
+        rows = self._db.execute(
+            "SELECT subscription_id, user, symbols, created_at, updated_at FROM subscriptions "
+            "ORDER BY created_at"
+        )
+        return [_subscription(row) for row in rows]
+
+    # -- audit
+
+    def audit(self, *, user: str, action: str, target: str, detail: str, now: float) -> None:
+        """Append an operator action to the audit log."""
+        self._db.execute(
+            "INSERT INTO audit(at, user, action, target, detail) VALUES (?, ?, ?, ?, ?)",
+            (now, user, action, target, detail),
+        )
+
+    def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
+        """The newest audit entries, newest first."""
+        rows = self._db.execute(
+            "SELECT at, user, action, target, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+        )
+        return [AuditEntry(at=r[0], user=r[1], action=r[2], target=r[3], detail=r[4]) for r in rows]
+
+
+def _subscription(row: tuple[Any, ...]) -> SubscriptionRecord:
+    return SubscriptionRecord(
+        subscription_id=row[0],
+        user=row[1],
+        symbols=tuple(json.loads(row[2])),
+        created_at=float(row[3]),
+        updated_at=float(row[4]),
+    )
