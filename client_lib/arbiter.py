@@ -1,0 +1,649 @@
+"""Line arbitration for one channel: a pure state machine (no sockets, no clock).
+
+Theory of operation
+-------------------
+A subscriber joins every line of a channel; each line carries the same
+``msg_seq``-numbered stream. :class:`ChannelArbiter` is fed raw packets from
+any line (``on_packet``) and the time (``now=``), and returns the events to act
+on: :class:`Delivery` of each ``msg_seq`` exactly once and in order, plus
+:class:`RetransmissionNeeded`, :class:`GapLost`, :class:`Conflict`,
+:class:`TermChanged` and :class:`EndOfSession`. Decisions read only the packet
+and block headers; protobuf is decoded lazily, and only for what is delivered.
+
+Invariant: every ``msg_seq`` in ``[next, high)`` is either buffered (arrived
+early) or inside exactly one *hole* (known missing). ``high`` grows with the
+packets and heartbeats seen (a heartbeat's ``first_seq`` is the line's next
+``msg_seq``, so it reveals loss at the tail of a burst). Holes are kept as
+sorted ranges, so a gap of a million messages costs one record. A copy that
+lands in a hole splits it; a hole keeps the time it was first seen, so holes
+are sorted by seq *and* by age: only the front one can be due for loss.
+
+A hole open for ``fill_timeout`` yields one ``RetransmissionNeeded``; open for
+``loss_timeout`` (or when the reorder buffer overflows), it is declared lost
+(``GapLost``), delivery skips it and drains what was buffered behind it.
+
+Terms fence zombies: packets with a term below the highest seen are dropped
+as stale. Retransmitted packets are historical copies served from a journal,
+so they are exempt from the fence and do not raise the term; their content is
+still checked against ``(source_stream, source_seq)`` like any copy.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Final
+
+from google.protobuf.message import DecodeError
+
+from client_lib.errors import ConfigError, ProtocolError
+from proto import market_pb2
+from proto.wire import PacketHeader, WireError, decode_blocks, decode_header
+
+logger = logging.getLogger(__name__)
+
+FILL_TIMEOUT_S: Final = 0.05
+LOSS_TIMEOUT_S: Final = 0.5
+MAX_BUFFERED: Final = 100_000
+CONFLICT_WINDOW: Final = 65_536
+_MAX_U16: Final = 0xFFFF
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArbiterConfig:
+    """Settings of one channel's arbiter.
+
+    Args:
+        channel: the channel number packets must carry; ``None`` adopts the
+            number of the first well-formed packet.
+        fill_timeout: seconds a hole may stay open before retransmission is asked.
+        loss_timeout: seconds after which an unfilled hole is declared lost.
+        start_seq: first ``msg_seq`` to deliver; ``None`` starts at the first
+            packet seen.
+        max_buffered: reorder-buffer bound in messages; overflow declares the
+            oldest hole lost.
+        conflict_window: how many delivered ``msg_seq`` are remembered to check
+            late copies for conflicts.
+    """
+
+    channel: int | None = None
+    fill_timeout: float = FILL_TIMEOUT_S
+    loss_timeout: float = LOSS_TIMEOUT_S
+    start_seq: int | None = None
+    max_buffered: int = MAX_BUFFERED
+    conflict_window: int = CONFLICT_WINDOW
+
+    def __post_init__(self) -> None:
+        if self.channel is not None and not 0 <= self.channel <= _MAX_U16:
+            raise ConfigError("channel", self.channel, "must be a u16 channel number")
+        if not self.fill_timeout > 0:
+            raise ConfigError("fill_timeout", self.fill_timeout, "must be > 0")
+        if not self.loss_timeout >= self.fill_timeout:
+            raise ConfigError("loss_timeout", self.loss_timeout, "must be >= fill_timeout")
+        if self.start_seq is not None and self.start_seq < 0:
+            raise ConfigError("start_seq", self.start_seq, "must be >= 0")
+        if self.max_buffered < 1:
+            raise ConfigError("max_buffered", self.max_buffered, "must be >= 1")
+        if self.conflict_window < 1:
+            raise ConfigError("conflict_window", self.conflict_window, "must be >= 1")
+
+
+class Delivery:
+    """One message to hand to the application, in ``msg_seq`` order.
+
+    Attributes:
+        channel: channel number.
+        msg_seq: the message's channel sequence number.
+        source_stream: source-stream number from the block header.
+        source_seq: source sequence number from the block header.
+        line: the line that supplied the first copy.
+        term: the term of the packet that carried the first copy.
+        send_time_ns: that packet's send time, ns since the Unix epoch.
+    """
+
+    # A plain slotted class, not a dataclass: one is built per message on the
+    # hot path, and the payload stays a slice of the packet until asked for.
+    __slots__ = (
+        "channel",
+        "msg_seq",
+        "source_stream",
+        "source_seq",
+        "line",
+        "term",
+        "send_time_ns",
+        "_packet",
+        "_start",
+        "_end",
+        "_update",
+    )
+
+    def __init__(
+        self,
+        channel: int,
+        msg_seq: int,
+        source_stream: int,
+        source_seq: int,
+        line: int,
+        term: int,
+        send_time_ns: int,
+        packet: bytes,
+        start: int,
+        end: int,
+    ) -> None:
+        self.channel = channel
+        self.msg_seq = msg_seq
+        self.source_stream = source_stream
+        self.source_seq = source_seq
+        self.line = line
+        self.term = term
+        self.send_time_ns = send_time_ns
+        self._packet = packet
+        self._start = start
+        self._end = end
+        self._update: market_pb2.MarketUpdate | None = None
+
+    @property
+    def payload(self) -> bytes:
+        """The protobuf-encoded application message."""
+        return self._packet[self._start : self._end]
+
+    @property
+    def update(self) -> market_pb2.MarketUpdate:
+        """The decoded ``MarketUpdate`` (decoded on first access, then cached).
+
+        Raises:
+            ProtocolError: the payload is not a valid ``MarketUpdate``.
+        """
+        if self._update is None:
+            try:
+                self._update = market_pb2.MarketUpdate.FromString(self.payload)
+            except DecodeError as exc:
+                raise ProtocolError("payload", f"msg_seq {self.msg_seq}: {exc}") from exc
+        return self._update
+
+    def __repr__(self) -> str:
+        return (
+            f"<Delivery [channel={self.channel}, msg_seq={self.msg_seq}, "
+            f"source={self.source_stream}:{self.source_seq}, line={self.line}, term={self.term}]>"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RetransmissionNeeded:
+    """A hole stayed open for ``fill_timeout``: ask a replay service for it."""
+
+    channel: int
+    first_seq: int
+    last_seq: int
+
+    @property
+    def count(self) -> int:
+        return self.last_seq - self.first_seq + 1
+
+
+@dataclass(frozen=True, slots=True)
+class GapLost:
+    """A hole was given up (``loss_timeout`` or buffer overflow); delivery moved on."""
+
+    channel: int
+    first_seq: int
+    last_seq: int
+
+    @property
+    def count(self) -> int:
+        return self.last_seq - self.first_seq + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Two copies of one ``msg_seq`` named different source messages; the first was kept."""
+
+    channel: int
+    msg_seq: int
+    line: int
+    kept: tuple[int, int]
+    rejected: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TermChanged:
+    """A line showed a higher term (a promotion); lower terms are now stale."""
+
+    channel: int
+    old_term: int
+    new_term: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfSession:
+    """The first end-of-session packet seen on the channel."""
+
+    channel: int
+    line: int
+    next_seq: int
+
+
+Event = Delivery | RetransmissionNeeded | GapLost | Conflict | TermChanged | EndOfSession
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineStats:
+    """Counters for one line of a channel."""
+
+    line: int
+    adapter: int | None
+    packets: int
+    blocks: int
+    heartbeats: int
+    first_copies: int
+    duplicates: int
+    garbage: int
+    stale: int
+    last_term: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArbiterStats:
+    """A snapshot of one channel's arbitration counters.
+
+    ``duplicates`` counts blocks dropped because an identical copy came first;
+    ``late`` counts blocks below the delivery point that cannot be checked
+    (declared lost, before the start, or older than the conflict window);
+    ``stale`` counts packets dropped for a term below ``highest_term``;
+    ``garbage`` counts packets that failed to decode or named another channel.
+    """
+
+    channel: int | None
+    next_seq: int | None
+    delivered: int
+    duplicates: int
+    conflicts: int
+    late: int
+    stale: int
+    garbage: int
+    garbage_reasons: dict[str, int]
+    gaps: int
+    open_gaps: int
+    retransmission_requests: int
+    lost: int
+    highest_term: int | None
+    active_line: int | None
+    buffered: int
+    lines: tuple[LineStats, ...]
+
+    @property
+    def packets(self) -> int:
+        return sum(line.packets for line in self.lines)
+
+
+class _LineCounters:
+    __slots__ = (
+        *("adapter", "packets", "blocks", "heartbeats", "first_copies"),
+        *("duplicates", "garbage", "stale", "last_term"),
+    )
+
+    def __init__(self) -> None:
+        self.adapter: int | None = None
+        self.last_term: int | None = None
+        self.packets = self.blocks = self.heartbeats = self.first_copies = 0
+        self.duplicates = self.garbage = self.stale = 0
+
+    def snapshot(self, line: int) -> LineStats:
+        return LineStats(
+            line=line,
+            adapter=self.adapter,
+            packets=self.packets,
+            blocks=self.blocks,
+            heartbeats=self.heartbeats,
+            first_copies=self.first_copies,
+            duplicates=self.duplicates,
+            garbage=self.garbage,
+            stale=self.stale,
+            last_term=self.last_term,
+        )
+
+
+class _Hole:
+    """A known-missing inclusive range, with the time it was first seen."""
+
+    __slots__ = ("first", "last", "detected_at", "requested")
+
+    def __init__(self, first: int, last: int, detected_at: float, requested: bool = False) -> None:
+        self.first = first
+        self.last = last
+        self.detected_at = detected_at
+        self.requested = requested
+
+
+def _hole_first(hole: _Hole) -> int:
+    return hole.first
+
+
+class ChannelArbiter:
+    """Arbitrates the lines of one channel into one in-order, gap-aware stream.
+
+    Args:
+        config: the channel's settings.
+        lines: how many lines to pre-register (0..lines-1) for stats; lines
+            with other indices are registered when first seen.
+
+    The arbiter never raises on what a line sends: malformed packets and
+    packets for another channel are counted as garbage and dropped.
+    """
+
+    def __init__(self, config: ArbiterConfig, *, lines: int = 0) -> None:
+        self._config = config
+        self._channel = config.channel
+        self._fill_timeout = config.fill_timeout
+        self._loss_timeout = config.loss_timeout
+        self._next: int | None = None  # next msg_seq to deliver
+        self._high = 0  # every msg_seq below it is delivered, buffered, lost or in a hole
+        self._buffer: dict[int, Delivery] = {}
+        self._holes: list[_Hole] = []
+        self._window = config.conflict_window
+        # Ring of recently delivered identities, indexed by msg_seq % window.
+        self._ring_seq = [-1] * self._window
+        self._ring_stream = [0] * self._window
+        self._ring_source_seq = [0] * self._window
+        self._lines: dict[int, _LineCounters] = {line: _LineCounters() for line in range(lines)}
+        self._highest_term: int | None = None
+        self._active_line: int | None = None
+        self._ended = False
+        self._delivered = self._duplicates = self._conflicts = self._late = 0
+        self._stale = self._gaps = self._requests = self._lost = 0
+        self._garbage: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"<ChannelArbiter [channel={self._channel}, next={self._next}, buffered={len(self._buffer)}, "
+            f"lines={len(self._lines)}, gaps={len(self._holes)}, term={self._highest_term}]>"
+        )
+
+    @property
+    def channel(self) -> int | None:
+        """The channel number (``None`` until adopted from the first packet)."""
+        return self._channel
+
+    @property
+    def next_seq(self) -> int | None:
+        """The next ``msg_seq`` to deliver (``None`` before the first packet)."""
+        return self._next
+
+    def on_packet(self, line: int, packet: bytes, *, now: float) -> list[Event]:
+        """Take one packet from a line.
+
+        Args:
+            line: the index of the line it came from.
+            packet: the packet bytes (the second ZeroMQ frame).
+            now: the current time in seconds (any monotonic clock).
+
+        Returns:
+            The events this packet (and any timer now due) produced, in order.
+        """
+        counters = self._line(line)
+        counters.packets += 1
+        try:
+            header = decode_header(packet)
+            blocks = decode_blocks(packet, header) if header.count else []
+        except WireError as exc:
+            self._drop_garbage(counters, exc.reason, exc)
+            return self._expire(now, [])
+        if self._channel is None:
+            self._channel = header.channel
+        elif header.channel != self._channel:
+            self._drop_garbage(counters, "channel", header.channel)
+            return self._expire(now, [])
+        counters.adapter = header.adapter
+        counters.last_term = header.term
+        counters.blocks += header.count
+        out: list[Event] = []
+        if not header.is_retransmission:
+            if self._highest_term is None:
+                self._highest_term = header.term
+            elif header.term < self._highest_term:
+                self._stale += 1
+                counters.stale += 1
+                return self._expire(now, out)
+            elif header.term > self._highest_term:
+                out.append(TermChanged(self._channel, self._highest_term, header.term, line))
+                logger.info("channel %s: term %d -> %d on line %d", self._channel, self._highest_term,
+                            header.term, line)  # fmt: skip
+                self._highest_term = header.term
+        if header.count == 0:
+            counters.heartbeats += 1
+        first = header.first_seq
+        if self._next is None:
+            start = self._config.start_seq
+            self._next = self._high = first if start is None else start
+        if first > self._high:
+            self._open_hole(self._high, first - 1, now)
+            self._high = first
+        replaced = self._supersede(line, header, packet, blocks, out) if self._buffer and blocks else ()
+        for index, (stream, source_seq, start, end) in enumerate(blocks):
+            if replaced and first + index in replaced:
+                continue
+            self._accept(first + index, stream, source_seq, packet, start, end, line, header.term,
+                         header.send_time_ns, counters, out)  # fmt: skip
+        if header.is_end_of_session and not header.is_retransmission and not self._ended:
+            self._ended = True
+            out.append(EndOfSession(self._channel, line, header.next_seq))
+        return self._expire(now, out)
+
+    def on_garbage(self, line: int, *, reason: str) -> None:
+        """Count something a line sent that never became a packet (e.g. a bad frame count)."""
+        counters = self._line(line)
+        counters.packets += 1
+        self._drop_garbage(counters, reason, reason)
+
+    def on_timer(self, *, now: float) -> list[Event]:
+        """Fire what is due at ``now``: retransmission requests and lost gaps.
+
+        Returns:
+            ``RetransmissionNeeded``, ``GapLost`` and the ``Delivery`` events
+            that a lost gap released, in order.
+        """
+        return self._expire(now, [])
+
+    def next_deadline(self) -> float | None:
+        """When ``on_timer`` next has something to do, or ``None`` if nothing is pending."""
+        if not self._holes:
+            return None
+        deadline = self._holes[0].detected_at + self._loss_timeout
+        for hole in self._holes:
+            if not hole.requested:
+                return min(deadline, hole.detected_at + self._fill_timeout)
+        return deadline
+
+    def stats(self) -> ArbiterStats:
+        """Return a snapshot of the counters."""
+        return ArbiterStats(
+            channel=self._channel,
+            next_seq=self._next,
+            delivered=self._delivered,
+            duplicates=self._duplicates,
+            conflicts=self._conflicts,
+            late=self._late,
+            stale=self._stale,
+            garbage=sum(self._garbage.values()),
+            garbage_reasons=dict(self._garbage),
+            gaps=self._gaps,
+            open_gaps=len(self._holes),
+            retransmission_requests=self._requests,
+            lost=self._lost,
+            highest_term=self._highest_term,
+            active_line=self._active_line,
+            buffered=len(self._buffer),
+            lines=tuple(counters.snapshot(line) for line, counters in sorted(self._lines.items())),
+        )
+
+    # -- decisions -----------------------------------------------------------
+
+    def _line(self, line: int) -> _LineCounters:
+        counters = self._lines.get(line)
+        if counters is None:
+            counters = self._lines[line] = _LineCounters()
+        return counters
+
+    def _drop_garbage(self, counters: _LineCounters, reason: str, detail: object) -> None:
+        counters.garbage += 1
+        self._garbage[reason] = self._garbage.get(reason, 0) + 1
+        logger.debug("channel %s: dropped garbage packet (%s): %s", self._channel, reason, detail)
+
+    def _accept(
+        self,
+        seq: int,
+        stream: int,
+        source_seq: int,
+        packet: bytes,
+        start: int,
+        end: int,
+        line: int,
+        term: int,
+        send_time_ns: int,
+        counters: _LineCounters,
+        out: list[Event],
+    ) -> None:
+        # Strategy: classify the block by where seq falls relative to the
+        # delivery point, the reorder buffer and the known high-water mark.
+        next_seq = self._next
+        assert next_seq is not None and self._channel is not None
+        if seq < next_seq:
+            slot = seq % self._window
+            if self._ring_seq[slot] != seq:
+                self._late += 1
+            elif self._ring_stream[slot] == stream and self._ring_source_seq[slot] == source_seq:
+                self._duplicates += 1
+                counters.duplicates += 1
+            else:
+                kept = (self._ring_stream[slot], self._ring_source_seq[slot])
+                self._conflict(seq, line, kept, (stream, source_seq), out)
+            return
+        pending = self._buffer.get(seq)
+        if pending is not None:
+            if pending.source_stream == stream and pending.source_seq == source_seq:
+                self._duplicates += 1
+                counters.duplicates += 1
+                return
+            kept = (pending.source_stream, pending.source_seq)
+            self._conflict(seq, line, kept, (stream, source_seq), out)
+            return
+        if seq >= self._high:
+            self._high = seq + 1
+        else:
+            self._fill_hole(seq)
+        delivery = Delivery(
+            self._channel, seq, stream, source_seq, line, term, send_time_ns, packet, start, end
+        )
+        counters.first_copies += 1
+        self._active_line = line
+        if seq == next_seq:
+            self._deliver(delivery, out)
+            if self._buffer:
+                self._drain(out)
+        else:
+            self._buffer[seq] = delivery
+            while len(self._buffer) > self._config.max_buffered:
+                self._declare_lost(out)
+
+    def _supersede(
+        self,
+        line: int,
+        header: PacketHeader,
+        packet: bytes,
+        blocks: list[tuple[int, int, int, int]],
+        out: list[Event],
+    ) -> set[int]:
+        # An undelivered copy from an older term (a zombie active's) loses to a
+        # different copy from a newer term. Done before the main pass, because
+        # filling a hole there would deliver the buffered copy behind it.
+        replaced: set[int] = set()
+        if header.is_retransmission:
+            return replaced
+        assert self._channel is not None
+        for index, (stream, source_seq, start, end) in enumerate(blocks):
+            seq = header.first_seq + index
+            pending = self._buffer.get(seq)
+            if pending is None or pending.term >= header.term:
+                continue
+            if (pending.source_stream, pending.source_seq) != (stream, source_seq):
+                self._buffer[seq] = Delivery(self._channel, seq, stream, source_seq, line, header.term,
+                                             header.send_time_ns, packet, start, end)  # fmt: skip
+                self._conflict(
+                    seq, line, (stream, source_seq), (pending.source_stream, pending.source_seq), out
+                )
+                replaced.add(seq)
+        return replaced
+
+    def _conflict(
+        self, seq: int, line: int, kept: tuple[int, int], rejected: tuple[int, int], out: list[Event]
+    ) -> None:
+        assert self._channel is not None
+        self._conflicts += 1
+        logger.warning("channel %s: conflict at msg_seq %d on line %d: kept %s, rejected %s",
+                       self._channel, seq, line, kept, rejected)  # fmt: skip
+        out.append(Conflict(self._channel, seq, line, kept, rejected))
+
+    def _deliver(self, delivery: Delivery, out: list[Event]) -> None:
+        seq = delivery.msg_seq
+        slot = seq % self._window
+        self._ring_seq[slot] = seq
+        self._ring_stream[slot] = delivery.source_stream
+        self._ring_source_seq[slot] = delivery.source_seq
+        self._delivered += 1
+        self._next = seq + 1
+        out.append(delivery)
+
+    def _drain(self, out: list[Event]) -> None:
+        buffer = self._buffer
+        while self._next in buffer:
+            self._deliver(buffer.pop(self._next), out)
+
+    def _open_hole(self, first: int, last: int, now: float) -> None:
+        self._gaps += 1
+        self._holes.append(_Hole(first, last, now))
+        logger.debug("channel %s: gap %d..%d", self._channel, first, last)
+
+    def _fill_hole(self, seq: int) -> None:
+        holes = self._holes
+        index = 0 if holes[0].last >= seq else bisect_right(holes, seq, key=_hole_first) - 1
+        hole = holes[index]
+        assert hole.first <= seq <= hole.last, (seq, hole.first, hole.last)
+        if hole.first == hole.last:
+            del holes[index]
+        elif seq == hole.first:
+            hole.first += 1
+        elif seq == hole.last:
+            hole.last -= 1
+        else:
+            holes.insert(index + 1, _Hole(seq + 1, hole.last, hole.detected_at, hole.requested))
+            hole.last = seq - 1
+
+    def _declare_lost(self, out: list[Event]) -> None:
+        assert self._channel is not None
+        hole = self._holes.pop(0)
+        assert hole.first == self._next, (hole.first, self._next)
+        self._lost += hole.last - hole.first + 1
+        logger.warning("channel %s: lost msg_seq %d..%d", self._channel, hole.first, hole.last)
+        out.append(GapLost(self._channel, hole.first, hole.last))
+        self._next = hole.last + 1
+        self._drain(out)
+
+    def _expire(self, now: float, out: list[Event]) -> list[Event]:
+        holes = self._holes
+        if not holes:
+            return out
+        # Holes are sorted by age too, so only the front can be due for loss.
+        while holes and now - holes[0].detected_at >= self._loss_timeout:
+            self._declare_lost(out)
+        for hole in holes:
+            if hole.requested:
+                continue
+            if now - hole.detected_at < self._fill_timeout:
+                break
+            hole.requested = True
+            self._requests += 1
+            assert self._channel is not None
+            out.append(RetransmissionNeeded(self._channel, hole.first, hole.last))
+        return out
