@@ -1,0 +1,209 @@
+"""Sequencing: msg_seq assignment and the position comparisons of the sync rules.
+
+Theory of operation
+-------------------
+Every adapter of a channel reads the same source stream, so the same source
+message (``source_seq``) must get the same ``msg_seq`` on every line. The
+numbering itself is local (``next_msg_seq`` grows by one per published
+message); what keeps lines identical is comparing positions with the active:
+
+* The active reports its last published position: ``source_seq`` S, the
+  ``msg_seq`` M it gave S, and the conversion-state digest D right after S.
+* A backup that has not reached S yet (*behind*) keeps the report pending;
+  when it reaches S it gives S the active's M (rule 2: "set the counter so its
+  message for that source_seq gets the active's msg_seq") and checks D.
+* A backup that already passed S (*ahead*) looks S up in its own recent
+  history and compares M and D right away.
+
+The :class:`Sequencer` is mutable for speed (it runs once per message) but does
+no I/O and reads no clock. The role logic that turns verdicts into actions
+lives in :mod:`adapter.sync`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+HISTORY_SIZE: Final = 8192
+PENDING_SIZE: Final = 1024
+
+
+class SourceVerdict(enum.Enum):
+    """What a source_seq means relative to what the adapter has seen."""
+
+    NEXT = "next"  # exactly the next one (or the first ever)
+    DUPLICATE = "duplicate"  # at or below the last seen: at-least-once delivery replayed it
+    GAP = "gap"  # beyond the next one: source messages were missed
+
+
+class ReportVerdict(enum.Enum):
+    """How the active's reported position compares with this adapter's stream."""
+
+    MATCH = "match"  # same msg_seq and digest at that source position
+    BEHIND = "behind"  # not reached yet: kept pending, checked on arrival
+    NUMBERING_MISMATCH = "numbering_mismatch"  # already sent it under another msg_seq
+    DIGEST_MISMATCH = "digest_mismatch"  # same msg_seq, different conversion state
+    UNKNOWN = "unknown"  # too old for the history, or never seen by this adapter
+
+
+@dataclass(frozen=True, slots=True)
+class PositionReport:
+    """A published position: source message S got msg_seq M; digest D after it."""
+
+    source_seq: int
+    msg_seq: int
+    digest: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalCheck:
+    """What happened when a message reached a pending report's position."""
+
+    renumbered: bool  # the counter was moved to the active's msg_seq
+    digest_matches: bool
+
+
+class Sequencer:
+    """Assigns msg_seq and answers the position questions of the sync rules.
+
+    Args:
+        next_msg_seq: the msg_seq the next published message gets.
+        history_size: how many recent positions to remember for comparisons.
+    """
+
+    __slots__ = (
+        "next_msg_seq",
+        "last_source_seq",
+        "last_recorded_source_seq",
+        "last_msg_seq",
+        "last_digest",
+        "_history",
+        "_history_size",
+        "_pending",
+        "_renumbered",
+    )
+
+    def __init__(self, *, next_msg_seq: int = 1, history_size: int = HISTORY_SIZE) -> None:
+        if next_msg_seq < 1:
+            raise ValueError(f"next_msg_seq must be >= 1, got {next_msg_seq}")
+        self.next_msg_seq = next_msg_seq
+        self.last_source_seq = 0  # 0: nothing seen yet
+        self.last_recorded_source_seq = 0  # the last source message that got a msg_seq
+        self.last_msg_seq = 0
+        self.last_digest = 0
+        self._history: dict[int, tuple[int, int]] = {}
+        self._history_size = history_size
+        self._pending: dict[int, PositionReport] = {}
+        self._renumbered = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<Sequencer [next_msg_seq={self.next_msg_seq}, last_source_seq={self.last_source_seq}, "
+            f"pending={len(self._pending)}, history={len(self._history)}]>"
+        )
+
+    @property
+    def next_source_seq(self) -> int:
+        return self.last_source_seq + 1
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def check_source(self, source_seq: int) -> SourceVerdict:
+        """Classify an incoming source_seq (does not change state)."""
+        last = self.last_source_seq
+        if last == 0 or source_seq == last + 1:
+            return SourceVerdict.NEXT
+        if source_seq <= last:
+            return SourceVerdict.DUPLICATE
+        return SourceVerdict.GAP
+
+    def skip_source(self, source_seq: int) -> None:
+        """Note a sequenced source message that produced no output (conversion failed)."""
+        self.last_source_seq = source_seq
+
+    def assign(self, source_seq: int) -> int:
+        """Give the message at ``source_seq`` its msg_seq, honouring a pending report.
+
+        Returns:
+            The msg_seq for this message; the caller must then call :meth:`record`.
+        """
+        if self._pending:
+            report = self._pending.get(source_seq)
+            if report is not None:
+                self._renumbered = report.msg_seq != self.next_msg_seq
+                self.next_msg_seq = report.msg_seq
+        return self.next_msg_seq
+
+    def record(self, source_seq: int, msg_seq: int, digest: int) -> ArrivalCheck | None:
+        """Record that ``source_seq`` went out as ``msg_seq`` with ``digest`` after it.
+
+        Returns:
+            For a position the active reported earlier, whether the counter had
+            to move and whether the digests agree; otherwise None.
+        """
+        self.last_source_seq = source_seq
+        self.last_recorded_source_seq = source_seq
+        self.last_msg_seq = msg_seq
+        self.last_digest = digest
+        self.next_msg_seq = msg_seq + 1
+        history = self._history
+        history[source_seq] = (msg_seq, digest)
+        if len(history) > self._history_size:
+            del history[next(iter(history))]
+        if not self._pending:
+            return None
+        pending = self._pending
+        report = pending.pop(source_seq, None)
+        # Reports arrive in source order, so the oldest is first; reports for
+        # positions this adapter skipped over (a source gap) can never match.
+        while pending:
+            oldest = next(iter(pending))
+            if oldest >= source_seq:
+                break
+            del pending[oldest]
+        if report is None:
+            return None
+        renumbered, self._renumbered = self._renumbered, False
+        return ArrivalCheck(renumbered=renumbered, digest_matches=report.digest == digest)
+
+    def compare(self, report: PositionReport) -> tuple[ReportVerdict, int]:
+        """Compare the active's published position with this adapter's stream.
+
+        Returns:
+            ``(verdict, ahead_by)``: ahead_by is how many source messages this
+            adapter is past the report (negative when behind).
+        """
+        ahead_by = self.last_source_seq - report.source_seq
+        if ahead_by < 0:
+            if len(self._pending) >= PENDING_SIZE:
+                del self._pending[next(iter(self._pending))]
+            self._pending[report.source_seq] = report
+            return ReportVerdict.BEHIND, ahead_by
+        mine = self._history.get(report.source_seq)
+        if mine is None:
+            return ReportVerdict.UNKNOWN, ahead_by
+        msg_seq, digest = mine
+        if msg_seq != report.msg_seq:
+            return ReportVerdict.NUMBERING_MISMATCH, ahead_by
+        if digest != report.digest:
+            return ReportVerdict.DIGEST_MISMATCH, ahead_by
+        return ReportVerdict.MATCH, ahead_by
+
+    def restate_digests(self, digests: dict[int, int]) -> None:
+        """Overwrite recorded digests after conversion state was replaced and re-applied."""
+        for source_seq, digest in digests.items():
+            entry = self._history.get(source_seq)
+            if entry is not None:
+                self._history[source_seq] = (entry[0], digest)
+        if self.last_recorded_source_seq in digests:
+            self.last_digest = digests[self.last_recorded_source_seq]
+
+    def reset_to(self, *, last_source_seq: int, next_msg_seq: int) -> None:
+        """Jump to a position (after recovery, or a source gap resolved by the active)."""
+        self.last_source_seq = last_source_seq
+        self.next_msg_seq = next_msg_seq
+        self._pending = {s: r for s, r in self._pending.items() if s > last_source_seq}

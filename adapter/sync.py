@@ -1,0 +1,646 @@
+"""The synchronization rules of an adapter group, as a pure state machine.
+
+Theory of operation
+-------------------
+Every adapter of a channel runs this machine. Its inputs are events (a peer
+was heard on the sync bus, the active's position was compared with ours, a
+timer fired, an operator command arrived) and ``now``; its output is a new
+:class:`SyncState` and a list of actions for the runner to carry out (send
+stream state, send health, ask for a snapshot, throttle, log a role change).
+It reads no clock and touches no socket, so every rule can be tested with
+explicit times.
+
+The rules (DESIGN.md, from the seed patent):
+
+1. *In sync*: the active's (msg_seq, source_seq) matches ours at the same
+   source position and so does the conversion-state digest.
+2. *Behind*: the runner's :class:`~adapter.sequencer.Sequencer` gives the
+   reported source message the active's msg_seq when it gets there; a move of
+   the counter is reported back here as a desync.
+3. *Ahead*: throttle (pause every k messages) until the active leads again;
+   if we already sent the reported message under another msg_seq, hold
+   output until rule 2 has realigned us.
+4. *Conversion state differs*: ask the active for a snapshot and adopt it.
+5. *Repeatedly out of sync* (``desync_limit`` within ``desync_window_s``):
+   fail ourselves if our health is the lowest of the live backups.
+6. *Failover*: when the active's heartbeats stop for ``heartbeat_timeout_s``
+   the in-sync backups rank themselves by health; the best promotes itself
+   with ``term + 1`` (the others wait ``promotion_stagger_s`` per rank and
+   stand down when they hear it). An active that hears an active with a
+   higher ``(term, -adapter)`` demotes itself.
+
+A new adapter first listens for ``startup_grace_s``: if it hears an active it
+joins as a backup whatever it was configured as, so a restarted old active
+never competes with the one that replaced it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Final, TypeAlias
+
+from adapter.errors import ConfigError, SyncProtocolError
+from adapter.sequencer import ReportVerdict
+
+HEARTBEAT_INTERVAL_S: Final = 0.01
+HEARTBEAT_TIMEOUT_S: Final = 0.25
+HEALTH_INTERVAL_S: Final = 0.1
+PEER_TIMEOUT_S: Final = 1.0
+PROMOTION_STAGGER_S: Final = 0.06
+STARTUP_GRACE_S: Final = 0.3
+AHEAD_TOLERANCE: Final = 64
+THROTTLE_PAUSE_S: Final = 0.0005
+THROTTLE_EVERY: Final = 1
+DESYNC_LIMIT: Final = 3
+DESYNC_WINDOW_S: Final = 10.0
+SNAPSHOT_RETRY_S: Final = 0.5
+
+
+class Role(enum.Enum):
+    ACTIVE = "active"
+    BACKUP = "backup"
+    FAILED = "failed"
+
+
+class SyncStatus(enum.Enum):
+    SYNCING = "syncing"  # numbering or state not verified yet: output held
+    IN_SYNC = "in_sync"
+    AHEAD = "ahead"  # sent a reported message under another msg_seq: output held, throttled
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncConfig:
+    """Timers and limits of the sync rules (defaults are the ``*_S`` constants)."""
+
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
+    heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
+    health_interval_s: float = HEALTH_INTERVAL_S
+    peer_timeout_s: float = PEER_TIMEOUT_S
+    promotion_stagger_s: float = PROMOTION_STAGGER_S
+    startup_grace_s: float = STARTUP_GRACE_S
+    ahead_tolerance: int = AHEAD_TOLERANCE
+    throttle_pause_s: float = THROTTLE_PAUSE_S
+    throttle_every: int = THROTTLE_EVERY
+    desync_limit: int = DESYNC_LIMIT
+    desync_window_s: float = DESYNC_WINDOW_S
+    snapshot_retry_s: float = SNAPSHOT_RETRY_S
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_interval_s", "heartbeat_timeout_s", "health_interval_s", "desync_window_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.heartbeat_timeout_s <= 2 * self.heartbeat_interval_s:
+            raise ConfigError(
+                f"heartbeat_timeout_s ({self.heartbeat_timeout_s}) must exceed two heartbeat intervals "
+                f"({self.heartbeat_interval_s})"
+            )
+        if self.desync_limit < 1 or self.throttle_every < 1 or self.ahead_tolerance < 0:
+            raise ConfigError("desync_limit and throttle_every must be >= 1, ahead_tolerance >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Peer:
+    """What this adapter last heard from another adapter of the channel."""
+
+    adapter: int
+    role: Role
+    term: int
+    last_seen: float
+    score: float | None = None
+    in_sync: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncState:
+    """One adapter's view of its group. Build the first one with :func:`initial_state`."""
+
+    adapter: int
+    role: Role
+    status: SyncStatus
+    term: int
+    active: int | None
+    active_heard_at: float | None
+    started_at: float
+    deciding: bool
+    want_active: bool
+    peers: Mapping[int, Peer] = field(default_factory=dict)
+    health_score: float = 100.0
+    desyncs: tuple[float, ...] = ()
+    ever_in_sync: bool = False
+    throttled: bool = False
+    snapshot_requested_at: float | None = None
+    demoted_at: float | None = None
+    next_heartbeat_at: float = 0.0
+    next_health_at: float = 0.0
+
+    @property
+    def is_publishing(self) -> bool:
+        """Whether this adapter sends on its line right now."""
+        if self.deciding:
+            return False
+        return self.role is Role.ACTIVE or (self.role is Role.BACKUP and self.status is SyncStatus.IN_SYNC)
+
+    @property
+    def is_in_sync(self) -> bool:
+        return self.role is Role.ACTIVE or self.status is SyncStatus.IN_SYNC
+
+    def __repr__(self) -> str:
+        return (
+            f"<SyncState [adapter={self.adapter}, role={self.role.value}, status={self.status.value}, "
+            f"term={self.term}, active={self.active}, throttled={self.throttled}, peers={len(self.peers)}]>"
+        )
+
+
+# ---- events -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PeerHeard:
+    """Any sync-bus message from a peer (with health fields when it was a Health)."""
+
+    adapter: int
+    role: Role
+    term: int
+    score: float | None = None
+    in_sync: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveReported:
+    """The active's stream state was compared with ours (see Sequencer.compare)."""
+
+    adapter: int
+    term: int
+    verdict: ReportVerdict
+    ahead_by: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalChecked:
+    """We reached a position the active had reported (see Sequencer.record)."""
+
+    renumbered: bool
+    digest_matches: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotAdopted:
+    source_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRequested:
+    requester: int
+    target: int
+
+
+@dataclass(frozen=True, slots=True)
+class SourceGapSeen:
+    missing: int
+
+
+@dataclass(frozen=True, slots=True)
+class HealthMeasured:
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A timer fired (heartbeats, health, elections)."""
+
+
+class CommandKind(enum.Enum):
+    PROMOTE = "promote"
+    DEMOTE = "demote"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorCommand:
+    kind: CommandKind
+    reason: str = "operator"
+
+
+SyncEvent: TypeAlias = (
+    PeerHeard
+    | ActiveReported
+    | ArrivalChecked
+    | SnapshotAdopted
+    | SnapshotRequested
+    | SourceGapSeen
+    | HealthMeasured
+    | Tick
+    | OperatorCommand
+)
+
+# ---- actions ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SendStreamState:
+    """Publish our stream state (the active's heartbeat)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendHealth:
+    """Publish our health."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSnapshot:
+    target: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendSnapshot:
+    """Publish our whole conversion state (we are the active and were asked)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChanged:
+    old: Role
+    new: Role
+    term: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SendFailed:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRejected:
+    kind: CommandKind
+    reason: str
+
+
+Action: TypeAlias = (
+    SendStreamState | SendHealth | RequestSnapshot | SendSnapshot | RoleChanged | SendFailed | CommandRejected
+)
+Result: TypeAlias = tuple[SyncState, list[Action]]
+
+
+def initial_state(*, adapter: int, want_active: bool, term: int, now: float) -> SyncState:
+    """The state of an adapter that has just started and listens before acting."""
+    return SyncState(
+        adapter=adapter,
+        role=Role.BACKUP,
+        status=SyncStatus.SYNCING,
+        term=term,
+        active=None,
+        active_heard_at=None,
+        started_at=now,
+        deciding=True,
+        want_active=want_active,
+        next_heartbeat_at=now,
+        next_health_at=now,
+    )
+
+
+def on_event(state: SyncState, event: SyncEvent, *, now: float, config: SyncConfig) -> Result:
+    """Apply one event: the only way a SyncState changes.
+
+    Args:
+        state: the current state.
+        event: what happened.
+        now: the runner's monotonic clock, in seconds.
+        config: timers and limits.
+
+    Returns:
+        The new state and the actions to carry out, in order.
+
+    Raises:
+        SyncProtocolError: the event cannot happen in the current role.
+    """
+    handler = HANDLERS.get((state.role, type(event)))
+    if handler is None:
+        raise SyncProtocolError(f"can't handle {type(event).__name__} in role={state.role.value}")
+    return handler(state, event, now, config)
+
+
+def next_deadline(state: SyncState, config: SyncConfig, *, now: float) -> float:
+    """The time the runner must next deliver a :class:`Tick` (never before ``now``)."""
+    deadlines = [state.next_health_at]
+    if state.deciding:
+        deadlines.append(state.started_at + config.startup_grace_s)
+    elif state.role is Role.ACTIVE:
+        deadlines.append(state.next_heartbeat_at)
+    elif state.role is Role.BACKUP:
+        election = _election_base(state, config) + config.heartbeat_timeout_s
+        # Past the timeout the election is re-evaluated every heartbeat interval
+        # (rank staggering), not in a busy loop.
+        deadlines.append(election if election > now else now + config.heartbeat_interval_s)
+    return max(now, min(deadlines))
+
+
+# ---- handlers ---------------------------------------------------------------
+
+
+def _precedence(term: int, adapter: int) -> tuple[int, int]:
+    # Higher term wins; at equal terms the lower adapter number wins.
+    return (term, -adapter)
+
+
+def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, PeerHeard)
+    if ev.adapter == state.adapter:
+        return state, []
+    old = state.peers.get(ev.adapter)
+    peer = Peer(
+        adapter=ev.adapter,
+        role=ev.role,
+        term=ev.term,
+        last_seen=now,
+        score=ev.score if ev.score is not None else (old.score if old else None),
+        in_sync=ev.in_sync if ev.in_sync is not None else (old.in_sync if old else False),
+    )
+    state = replace(state, peers={**state.peers, ev.adapter: peer})
+    if state.role is Role.FAILED:
+        return state, []
+    if ev.role is not Role.ACTIVE:
+        if ev.adapter == state.active:  # our active stepped down or failed: elect after the timeout
+            state = replace(state, active=None)
+        return state, []
+    if state.role is Role.ACTIVE and not state.deciding:
+        if _precedence(ev.term, ev.adapter) > _precedence(state.term, state.adapter):
+            return _demote(
+                state, now, ev.adapter, ev.term, f"adapter {ev.adapter} is active with term {ev.term}"
+            )
+        return state, []
+    # A backup (or an adapter still deciding) follows the active of the highest precedence.
+    current = (state.term, -(state.active if state.active is not None else 1 << 30))
+    if ev.adapter == state.active or _precedence(ev.term, ev.adapter) >= current:
+        actions: list[Action] = []
+        if state.deciding:
+            actions.append(
+                RoleChanged(Role.BACKUP, Role.BACKUP, ev.term, f"joined adapter {ev.adapter}'s group")
+            )
+        state = replace(
+            state, active=ev.adapter, term=max(state.term, ev.term), active_heard_at=now, deciding=False
+        )
+        return state, actions
+    return state, []
+
+
+def _demote(state: SyncState, now: float, active: int | None, term: int, reason: str) -> Result:
+    new = replace(
+        state,
+        role=Role.BACKUP,
+        status=SyncStatus.SYNCING,
+        term=term,
+        active=active,
+        active_heard_at=now,
+        throttled=False,
+        demoted_at=now,
+    )
+    return new, [RoleChanged(Role.ACTIVE, Role.BACKUP, term, reason)]
+
+
+def _on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, ActiveReported)
+    if ev.adapter != state.active or ev.term != state.term:
+        return state, []
+    actions: list[Action] = []
+    throttled = state.throttled
+    if ev.ahead_by <= 0:
+        throttled = False
+    elif ev.ahead_by > config.ahead_tolerance:
+        throttled = True
+    status = state.status
+    verdict = ev.verdict
+    if verdict is ReportVerdict.MATCH:
+        if status is not SyncStatus.IN_SYNC:
+            status = SyncStatus.IN_SYNC
+    elif verdict is ReportVerdict.NUMBERING_MISMATCH:
+        status, throttled = SyncStatus.AHEAD, True
+    state = replace(state, throttled=throttled, status=status)
+    if status is SyncStatus.IN_SYNC:
+        state = replace(state, ever_in_sync=True)
+    if verdict is ReportVerdict.DIGEST_MISMATCH:
+        state, actions = _ask_snapshot(state, now, config)
+    if verdict in (ReportVerdict.NUMBERING_MISMATCH, ReportVerdict.DIGEST_MISMATCH):
+        state, more = _record_desync(state, now, config, verdict.value)
+        actions += more
+    return state, actions
+
+
+def _on_arrival_checked(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, ArrivalChecked)
+    actions: list[Action] = []
+    if ev.digest_matches:
+        state = replace(state, status=SyncStatus.IN_SYNC, ever_in_sync=True, snapshot_requested_at=None)
+    else:
+        state, actions = _ask_snapshot(state, now, config)
+    if ev.renumbered or not ev.digest_matches:
+        state, more = _record_desync(state, now, config, "renumbered" if ev.renumbered else "digest_mismatch")
+        actions += more
+    return state, actions
+
+
+def _ask_snapshot(state: SyncState, now: float, config: SyncConfig) -> Result:
+    asked = state.snapshot_requested_at
+    if state.active is None or (asked is not None and now - asked < config.snapshot_retry_s):
+        return state, []
+    return replace(state, snapshot_requested_at=now), [RequestSnapshot(state.active)]
+
+
+def _record_desync(state: SyncState, now: float, config: SyncConfig, why: str) -> Result:
+    if not state.ever_in_sync or state.role is not Role.BACKUP:
+        return state, []  # the first alignment of a joining backup is not a desync
+    desyncs = tuple(t for t in state.desyncs if now - t <= config.desync_window_s) + (now,)
+    state = replace(state, desyncs=desyncs)
+    if len(desyncs) < config.desync_limit:
+        return state, []
+    rivals = [
+        p
+        for p in state.peers.values()
+        if p.role is Role.BACKUP and p.score is not None and now - p.last_seen <= config.peer_timeout_s
+    ]
+    if not rivals:
+        return state, []  # the only backup left: failing it would leave no redundancy at all
+    mine = (state.health_score, -state.adapter)
+    if all((p.score, -p.adapter) > mine for p in rivals if p.score is not None):
+        reason = (
+            f"unsynchronized {len(desyncs)} times in {config.desync_window_s:g}s ({why}) "
+            f"with the lowest health ({state.health_score:.1f})"
+        )
+        return _fail(state, reason)
+    return state, []
+
+
+def _fail(state: SyncState, reason: str) -> Result:
+    new = replace(state, role=Role.FAILED, status=SyncStatus.FAILED, throttled=False)
+    return new, [RoleChanged(state.role, Role.FAILED, state.term, reason), SendFailed(reason)]
+
+
+def _on_snapshot_adopted(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    return replace(state, snapshot_requested_at=None), []
+
+
+def _on_snapshot_requested(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, SnapshotRequested)
+    if ev.target == state.adapter and not state.deciding:
+        return state, [SendSnapshot()]
+    return state, []
+
+
+def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    # A backup that missed source messages must not invent numbering for what
+    # follows: hold output until the active's reports realign it.
+    state = replace(state, status=SyncStatus.SYNCING)
+    return _record_desync(state, now, config, "source_gap")
+
+
+def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    return state, []  # the active is the reference: its numbering is the channel's
+
+
+def _on_health(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, HealthMeasured)
+    return replace(state, health_score=ev.score), []
+
+
+def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    actions: list[Action] = []
+    if state.deciding and now >= state.started_at + config.startup_grace_s:
+        state, actions = _decide(state, now)
+    if now >= state.next_health_at:
+        state = replace(state, next_health_at=now + config.health_interval_s)
+        actions.append(SendHealth())
+    if state.deciding:
+        return state, actions
+    if state.role is Role.ACTIVE and now >= state.next_heartbeat_at:
+        state = replace(state, next_heartbeat_at=now + config.heartbeat_interval_s)
+        actions.append(SendStreamState())
+    elif state.role is Role.BACKUP:
+        state, more = _maybe_promote(state, now, config)
+        actions += more
+    return state, actions
+
+
+def _decide(state: SyncState, now: float) -> Result:
+    # Nobody active was heard during the grace period.
+    if state.want_active:
+        term = max([state.term, 1, *(p.term for p in state.peers.values())])
+        new = replace(
+            state,
+            deciding=False,
+            role=Role.ACTIVE,
+            status=SyncStatus.IN_SYNC,
+            term=term,
+            active=state.adapter,
+        )
+        return new, [
+            RoleChanged(Role.BACKUP, Role.ACTIVE, term, "configured active, no active heard"),
+            SendStreamState(),
+        ]
+    return replace(state, deciding=False), []
+
+
+def _election_base(state: SyncState, config: SyncConfig) -> float:
+    if state.active is not None and state.active_heard_at is not None:
+        return state.active_heard_at
+    base = state.started_at + config.startup_grace_s
+    return max(base, state.active_heard_at or base)
+
+
+def _candidates(state: SyncState, now: float, config: SyncConfig) -> list[tuple[float, int]]:
+    # Never-started groups (term 0) have nobody in sync yet: everyone may stand.
+    anyone = state.term == 0
+    out = []
+    demoted_recently = (
+        state.demoted_at is not None and now - state.demoted_at < 2 * config.heartbeat_timeout_s
+    )
+    if (state.status is SyncStatus.IN_SYNC or anyone) and not demoted_recently:
+        out.append((state.health_score, state.adapter))
+    for p in state.peers.values():
+        if p.role is Role.BACKUP and (p.in_sync or anyone) and now - p.last_seen <= config.peer_timeout_s:
+            out.append((p.score if p.score is not None else 0.0, p.adapter))
+    out.sort(key=lambda c: (-c[0], c[1]))
+    return out
+
+
+def _maybe_promote(state: SyncState, now: float, config: SyncConfig) -> Result:
+    silent_since = _election_base(state, config)
+    if state.active is not None and now - silent_since <= config.heartbeat_timeout_s:
+        return state, []
+    ranked = [adapter for _score, adapter in _candidates(state, now, config)]
+    if state.adapter not in ranked:
+        return state, []
+    rank = ranked.index(state.adapter)
+    if now < silent_since + config.heartbeat_timeout_s + rank * config.promotion_stagger_s:
+        return state, []
+    return _promote(state, now, "active silent" if state.active is not None else "no active")
+
+
+def _promote(state: SyncState, now: float, reason: str) -> Result:
+    term = max([state.term, *(p.term for p in state.peers.values())]) + 1
+    new = replace(
+        state,
+        role=Role.ACTIVE,
+        status=SyncStatus.IN_SYNC,
+        term=term,
+        active=state.adapter,
+        active_heard_at=now,
+        throttled=False,
+        next_heartbeat_at=now,
+    )
+    return new, [RoleChanged(Role.BACKUP, Role.ACTIVE, term, reason), SendStreamState()]
+
+
+def _on_command(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, OperatorCommand)
+    if ev.kind is CommandKind.FAIL:
+        return _fail(state, ev.reason)
+    if ev.kind is CommandKind.PROMOTE:
+        if state.role is Role.ACTIVE:
+            return state, []
+        if state.status is not SyncStatus.IN_SYNC:
+            return state, [CommandRejected(ev.kind, f"not in sync (status {state.status.value})")]
+        return _promote(state, now, ev.reason)
+    if state.role is not Role.ACTIVE:
+        return state, [CommandRejected(ev.kind, "not active")]
+    new, actions = _demote(state, now, None, state.term, ev.reason)
+    return replace(new, status=SyncStatus.IN_SYNC), actions
+
+
+def _command_failed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, OperatorCommand)
+    return state, [CommandRejected(ev.kind, "adapter has failed")]
+
+
+def _ignore(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    return state, []
+
+
+_Handler: TypeAlias = Callable[[SyncState, SyncEvent, float, SyncConfig], Result]
+
+HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
+    (Role.ACTIVE, PeerHeard): _on_peer_heard,
+    (Role.ACTIVE, SnapshotRequested): _on_snapshot_requested,
+    (Role.ACTIVE, SourceGapSeen): _source_gap_active,
+    (Role.ACTIVE, HealthMeasured): _on_health,
+    (Role.ACTIVE, Tick): _on_tick,
+    (Role.ACTIVE, OperatorCommand): _on_command,
+    (Role.BACKUP, PeerHeard): _on_peer_heard,
+    (Role.BACKUP, ActiveReported): _on_active_reported,
+    (Role.BACKUP, ArrivalChecked): _on_arrival_checked,
+    (Role.BACKUP, SnapshotAdopted): _on_snapshot_adopted,
+    (Role.BACKUP, SnapshotRequested): _ignore,
+    (Role.BACKUP, SourceGapSeen): _on_source_gap,
+    (Role.BACKUP, HealthMeasured): _on_health,
+    (Role.BACKUP, Tick): _on_tick,
+    (Role.BACKUP, OperatorCommand): _on_command,
+    (Role.FAILED, PeerHeard): _on_peer_heard,
+    (Role.FAILED, SnapshotRequested): _ignore,
+    (Role.FAILED, SourceGapSeen): _ignore,
+    (Role.FAILED, HealthMeasured): _on_health,
+    (Role.FAILED, Tick): _on_tick,
+    (Role.FAILED, OperatorCommand): _command_failed,
+    (Role.FAILED, ArrivalChecked): _ignore,
+    (Role.FAILED, SnapshotAdopted): _ignore,
+}
