@@ -1,0 +1,429 @@
+"""Conversion: source FIX message bodies -> application messages, driven by the converter table.
+
+Theory of operation
+-------------------
+The adapter's hot path per source message is::
+
+    seq = peek_source_seq(body)          # drop duplicates / spot gaps, no full parse
+    msg = converter.parse(body)          # -> SourceMessage (raises ConversionError)
+    values = state.apply(msg)            # -> the symbol's SymbolValues after it
+    block = encode_update(msg, values, publish_time_ns=now)   # protobuf bytes
+
+:class:`Converter` compiles a :class:`~adapter.converter_table.ConverterTable`
+once into local lookups, so ``parse`` does one ``split`` and one dict per
+entry, and every failure raises :class:`~adapter.errors.ConversionError` with a
+machine-readable ``reason`` (one of :data:`REASONS`) that the runner counts.
+Everything here is pure: no sockets, no clock (the publish time is passed in).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from adapter.converter_table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
+from adapter.errors import ConversionError
+from adapter.state import ConversionState, SymbolValues
+from proto import market_pb2
+
+__all__ = [
+    "REASONS",
+    "ConversionState",
+    "Converter",
+    "ConverterTable",
+    "SourceMessage",
+    "SourceUpdateEntry",
+    "SymbolValues",
+    "encode_update",
+    "from_proto",
+    "peek_source_seq",
+    "to_proto",
+]
+
+REASONS: Final = frozenset(
+    {
+        "bad_field",  # a field without "="
+        "wrong_msg_type",  # 35= missing or not the table's message type
+        "missing_seq",
+        "bad_seq",  # 34= not a positive integer
+        "missing_symbol",
+        "bad_symbol",
+        "missing_event_time",
+        "bad_event_time",
+        "missing_entry_count",
+        "bad_entry_count",
+        "entry_count_mismatch",  # 268= differs from the number of entries
+        "missing_entry_type",
+        "unknown_entry_type",
+        "missing_field",  # an entry without price or size
+        "bad_number",  # price or size not a (finite, in-range, non-negative size) number
+    }
+)
+
+_SOH: Final = b"\x01"
+_TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
+_BID: Final = market_pb2.ENTRY_TYPE_BID
+_ASK: Final = market_pb2.ENTRY_TYPE_ASK
+_SEQ_TAG_DEFAULT: Final = 34
+
+
+class SourceUpdateEntry(NamedTuple):
+    """One converted entry (immutable; a NamedTuple because it is built several times per message).
+
+    Attributes:
+        entry_type: a ``market_pb2.EntryType`` value.
+        price: the price, after the table's converter and scale.
+        size: the size.
+        notional: derived by the table (``price * size`` for trades, 0 otherwise).
+    """
+
+    entry_type: int
+    price: float
+    size: int
+    notional: float
+
+
+# tuple.__new__ skips NamedTuple's Python-level __new__ on the hot path.
+_new_entry: Final = tuple.__new__
+
+
+@dataclass(frozen=True, slots=True)
+class SourceMessage:
+    """One converted source message (one symbol).
+
+    Attributes:
+        source_seq: its gap-free number on its source stream (tag 34).
+        symbol: the instrument.
+        event_time_ns: the source's event time, ns since the epoch.
+        entries: the converted entries, in message order.
+        extra: the table's named derived values present in this message, in table order.
+    """
+
+    source_seq: int
+    symbol: str
+    event_time_ns: int
+    entries: tuple[SourceUpdateEntry, ...]
+    extra: tuple[tuple[str, float], ...] = ()
+
+
+def peek_source_seq(body: bytes, *, tag: int = _SEQ_TAG_DEFAULT) -> int:
+    """Extract the source sequence number (tag 34) without parsing the rest.
+
+    Args:
+        body: one message body as :func:`proto.fix.split_messages` returns it.
+        tag: the sequence tag (34, FIX MsgSeqNum).
+
+    Returns:
+        The sequence number (> 0).
+
+    Raises:
+        ConversionError: ``missing_seq`` or ``bad_seq``.
+    """
+    key = b"%d=" % tag
+    if body.startswith(key):
+        start = len(key)
+    else:
+        found = body.find(b"\x01" + key)
+        if found < 0:
+            raise ConversionError("missing_seq", f"no {tag}= field")
+        start = found + len(key) + 1
+    end = body.find(_SOH, start)
+    raw = body[start:] if end < 0 else body[start:end]
+    if not raw.isdigit() or raw[0] == 0x30:  # no sign, no leading zero, no "0"
+        raise ConversionError("bad_seq", f"{tag}={raw[:24]!r}")
+    return int(raw)
+
+
+class Converter:
+    """Parses message bodies into :class:`SourceMessage` according to a converter table.
+
+    Args:
+        table: the checked table (``ConverterTable.load()`` for the default).
+    """
+
+    __slots__ = (
+        "table",
+        "_msg_type",
+        "_seq",
+        "_symbol",
+        "_event_time",
+        "_count_tag",
+        "_start_tag",
+        "_type_tag",
+        "_types",
+        "_price",
+        "_size",
+        "_notional",
+        "_notional_is_product",
+        "_extra",
+    )
+
+    def __init__(self, table: ConverterTable) -> None:
+        self.table = table
+        self._msg_type = table.message_type.encode()
+        self._seq = _compile(table.header["source_seq"])
+        self._symbol = _compile(table.header["symbol"])
+        self._event_time = _compile(table.header["event_time_ns"])
+        self._count_tag = str(table.count_tag).encode()
+        self._start_tag = str(table.start_tag).encode()
+        self._type_tag = str(table.type_tag).encode()
+        self._types = dict(table.entry_types)
+        self._price = _compile(table.entry_fields["price"])
+        self._size = _compile(table.entry_fields["size"])
+        self._notional: DerivedRule | None = table.notional
+        # The usual rule gets a fast path; anything else goes through DerivedRule.evaluate.
+        self._notional_is_product = (
+            table.notional is not None
+            and table.notional.op == "mul"
+            and sorted(map(str, table.notional.args)) == ["price", "size"]
+        )
+        self._extra = tuple((rule.target, rule.compile()) for rule in table.extra)
+
+    def __repr__(self) -> str:
+        return f"<Converter [msg_type={self.table.message_type}, extra={[name for name, _f in self._extra]}]>"
+
+    def parse(self, body: bytes) -> SourceMessage:
+        """Convert one message body.
+
+        Args:
+            body: from 35= up to and including the SOH before 10= (see :func:`proto.fix.split_messages`).
+
+        Returns:
+            The converted message.
+
+        Raises:
+            ConversionError: with ``reason`` one of :data:`REASONS`.
+        """
+        header: dict[bytes, bytes] = {}
+        groups: list[dict[bytes, bytes]] = []
+        current = header
+        start_tag = self._start_tag
+        for part in body.split(_SOH):
+            if part:
+                tag, sep, value = part.partition(b"=")
+                if not sep:
+                    raise ConversionError("bad_field", f"field without '=': {part[:24]!r}")
+                if tag == start_tag:
+                    current = {}
+                    groups.append(current)
+                current[tag] = value
+        # Strategy: an optimistic path with no per-field bookkeeping; anything odd
+        # (a KeyError, a ValueError, a failed check) falls back to the checked
+        # path, which gives the same result on good input and names the reason
+        # on bad input. Tests compare the two paths.
+        try:
+            return self._parse_fast(header, groups)
+        except (KeyError, ValueError, UnicodeDecodeError):
+            return self._parse_checked(header, groups)
+
+    def _parse_fast(self, header: dict[bytes, bytes], groups: list[dict[bytes, bytes]]) -> SourceMessage:
+        if header[b"35"] != self._msg_type:
+            raise ValueError("35=")
+        seq_tag, seq_function, _scale, _target = self._seq
+        source_seq = seq_function(header[seq_tag])
+        symbol_tag, symbol_function, _scale, _target = self._symbol
+        symbol = symbol_function(header[symbol_tag])
+        time_tag, time_function, time_scale, _target = self._event_time
+        event_time_ns = time_function(header[time_tag])
+        if time_scale is not None:
+            event_time_ns *= time_scale
+        count_raw = header[self._count_tag]
+        if source_seq <= 0 or not count_raw.isdigit() or int(count_raw) != len(groups):
+            raise ValueError("seq or count")
+        types = self._types
+        type_tag = self._type_tag
+        price_tag, price_function, price_scale, _target = self._price
+        size_tag, size_function, size_scale, _target = self._size
+        notional_rule = self._notional
+        notional_types = None if notional_rule is None else notional_rule.types
+        is_product = self._notional_is_product
+        entries: list[SourceUpdateEntry] = []
+        for group in groups:
+            entry_type = types[group[type_tag]]
+            price = float(price_function(group[price_tag]))
+            if price_scale is not None:
+                price *= price_scale
+                if not math.isfinite(price):
+                    raise ValueError("price overflow")
+            size = size_function(group[size_tag])
+            if size_scale is not None:
+                size *= size_scale
+            if size < 0:
+                raise ValueError("size")
+            if notional_rule is None or (notional_types is not None and entry_type not in notional_types):
+                notional = 0.0
+            elif is_product:
+                notional = price * size
+            else:
+                notional = notional_rule.evaluate({"price": price, "size": size}) or 0.0
+            entries.append(_new_entry(SourceUpdateEntry, (entry_type, price, size, notional)))
+        entry_tuple = tuple(entries)
+        extra = self._extras(entry_tuple) if self._extra else ()
+        return SourceMessage(source_seq, symbol, event_time_ns, entry_tuple, extra)
+
+    def _parse_checked(self, header: dict[bytes, bytes], groups: list[dict[bytes, bytes]]) -> SourceMessage:
+        msg_type = header.get(b"35")
+        if msg_type != self._msg_type:
+            raise ConversionError("wrong_msg_type", f"35={msg_type!r}, expected {self._msg_type!r}")
+        source_seq = _convert_field(self._seq, header, "missing_seq", "bad_seq")
+        if source_seq <= 0:
+            raise ConversionError("bad_seq", f"source_seq {source_seq} must be positive")
+        symbol = _convert_field(self._symbol, header, "missing_symbol", "bad_symbol")
+        event_time_ns = _convert_field(self._event_time, header, "missing_event_time", "bad_event_time")
+        count_raw = header.get(self._count_tag)
+        if count_raw is None:
+            raise ConversionError("missing_entry_count", f"no {self._count_tag.decode()}= field")
+        if not count_raw.isdigit():
+            raise ConversionError("bad_entry_count", f"{self._count_tag.decode()}={count_raw[:24]!r}")
+        if int(count_raw) != len(groups):
+            raise ConversionError(
+                "entry_count_mismatch",
+                f"{self._count_tag.decode()}={int(count_raw)} but {len(groups)} entries",
+            )
+        entries = tuple(self._entry(group) for group in groups)
+        extra = self._extras(entries) if self._extra else ()
+        return SourceMessage(source_seq, symbol, event_time_ns, entries, extra)
+
+    def _entry(self, group: dict[bytes, bytes]) -> SourceUpdateEntry:
+        wire_type = group.get(self._type_tag)
+        if wire_type is None:
+            raise ConversionError("missing_entry_type", f"entry without {self._type_tag.decode()}=")
+        entry_type = self._types.get(wire_type)
+        if entry_type is None:
+            raise ConversionError("unknown_entry_type", f"{self._type_tag.decode()}={wire_type[:8]!r}")
+        price = float(_convert_field(self._price, group, "missing_field", "bad_number"))
+        if not math.isfinite(price):
+            raise ConversionError("bad_number", f"price {price} after scaling")
+        size = _convert_field(self._size, group, "missing_field", "bad_number")
+        if size < 0:
+            raise ConversionError("bad_number", f"negative size {size}")
+        rule = self._notional
+        if rule is None or (rule.types is not None and entry_type not in rule.types):
+            notional = 0.0
+        elif self._notional_is_product:
+            notional = price * size
+        else:
+            notional = rule.evaluate({"price": price, "size": size}) or 0.0
+        return SourceUpdateEntry(entry_type, price, size, notional)
+
+    def _extras(self, entries: tuple[SourceUpdateEntry, ...]) -> tuple[tuple[str, float], ...]:
+        env: dict[str, float] = {}
+        trade_size = 0
+        trade_notional = 0.0
+        for entry_type, price, size, notional in entries:
+            if entry_type == _TRADE:
+                env["trade_price"] = price
+                trade_size += size
+                trade_notional += notional
+            elif entry_type == _BID:
+                env["bid"] = price
+            elif entry_type == _ASK:
+                env["ask"] = price
+        if "trade_price" in env:
+            env["trade_size"] = float(trade_size)
+            env["trade_notional"] = trade_notional
+        result: list[tuple[str, float]] = []
+        for name, evaluate in self._extra:
+            value = evaluate(env)
+            if value is not None:
+                env[name] = value
+                result.append((name, value))
+        return tuple(result)
+
+
+# (tag bytes, converter function, scale or None, target name)
+_Compiled = tuple[bytes, Callable[[bytes], Any], float | int | None, str]
+
+
+def _compile(rule: FieldRule) -> _Compiled:
+    return (rule.tag_bytes, CONVERTERS[rule.convert], rule.scale, rule.target)
+
+
+def _convert_field(
+    compiled: _Compiled,
+    fields: dict[bytes, bytes],
+    missing: str,
+    bad: str,
+) -> Any:
+    tag, function, scale, target = compiled
+    raw = fields.get(tag)
+    if raw is None:
+        raise ConversionError(missing, f"no {tag.decode()}= field ({target})")
+    try:
+        value = function(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConversionError(bad, f"{tag.decode()}={raw[:24]!r} ({target}): {exc}") from exc
+    return value if scale is None else value * scale
+
+
+# --- protobuf ------------------------------------------------------------------
+
+_SymbolState = market_pb2.SymbolState
+_Entry = market_pb2.Entry
+_MarketUpdate = market_pb2.MarketUpdate
+
+
+def to_proto(values: SymbolValues) -> market_pb2.SymbolState:
+    """Convert a symbol's values to the protobuf ``SymbolState``."""
+    return _SymbolState(
+        volume=values.volume,
+        high=values.high,
+        low=values.low,
+        last=values.last,
+        vwap=values.vwap,
+        trade_count=values.trade_count,
+        bid=values.bid,
+        ask=values.ask,
+        notional=values.notional,
+    )
+
+
+def from_proto(state: market_pb2.SymbolState) -> SymbolValues:
+    """Convert a protobuf ``SymbolState`` back to :class:`SymbolValues`."""
+    return SymbolValues(
+        volume=state.volume,
+        high=state.high,
+        low=state.low,
+        last=state.last,
+        vwap=state.vwap,
+        trade_count=state.trade_count,
+        bid=state.bid,
+        ask=state.ask,
+        notional=state.notional,
+    )
+
+
+def encode_update(msg: SourceMessage, values: SymbolValues, *, publish_time_ns: int) -> bytes:
+    """Serialize the application message for one converted source message.
+
+    Args:
+        msg: the converted message.
+        values: the symbol's values after ``msg`` (what :meth:`ConversionState.apply` returned).
+        publish_time_ns: the adapter's conversion time, ns since the epoch.
+
+    Returns:
+        A serialized ``feedha.v1.MarketUpdate``.
+    """
+    # Strategy: build the message by attribute assignment and `entries.add`;
+    # with the upb backend this measured ~2x faster than nested constructors.
+    update = _MarketUpdate(
+        symbol=msg.symbol, event_time_ns=msg.event_time_ns, publish_time_ns=publish_time_ns
+    )
+    add_entry = update.entries.add
+    for entry_type, price, size, notional in msg.entries:
+        add_entry(type=entry_type, price=price, size=size, notional=notional)
+    state = update.state
+    state.volume = values.volume
+    state.high = values.high
+    state.low = values.low
+    state.last = values.last
+    state.vwap = values.vwap
+    state.trade_count = values.trade_count
+    state.bid = values.bid
+    state.ask = values.ask
+    state.notional = values.notional
+    if msg.extra:
+        update.extra.update(msg.extra)
+    return update.SerializeToString()

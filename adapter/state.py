@@ -1,0 +1,220 @@
+"""Conversion state: the per-symbol values conversion keeps, with an O(1) digest.
+
+Theory of operation
+-------------------
+For each symbol the adapter keeps :class:`SymbolValues` (daily volume, high,
+low, last, VWAP, trade count, last bid/ask, notional). Trades move the trade
+figures; bids and asks move ``bid``/``ask``.
+
+Backups compare their conversion state with the active's by a 64-bit digest
+(DESIGN "synchronization rules", rule 1) and transfer values only on a
+mismatch, so the digest must be
+
+* deterministic across processes: each symbol hashes ``blake2b(digest_size=8)``
+  over its UTF-8 name and a ``struct`` packing of its values, never Python's
+  randomized ``hash()``;
+* independent of the order symbols were first seen: the whole-state digest is
+  the *sum* mod 2**64 of the per-symbol hashes;
+* incremental: :meth:`ConversionState.apply` subtracts the symbol's old hash
+  and adds its new one, O(1) per message whatever the number of symbols.
+
+Floats are hashed bit for bit, so two states agree only when every value is
+identical, which holds for adapters that applied the same messages in the
+same order (or adopted the same values). This module is pure.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from hashlib import blake2b
+from typing import TYPE_CHECKING, Final
+
+from proto import market_pb2
+
+if TYPE_CHECKING:
+    from adapter.conversion import SourceMessage
+
+DIGEST_MASK: Final = (1 << 64) - 1
+_TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
+_BID: Final = market_pb2.ENTRY_TYPE_BID
+_ASK: Final = market_pb2.ENTRY_TYPE_ASK
+# volume, high, low, last, vwap, trade_count, bid, ask, notional -- big-endian, fixed size.
+_PACK_VALUES: Final = struct.Struct(">qddddqddd").pack
+
+
+@dataclass(slots=True)
+class SymbolValues:
+    """The values conversion keeps for one symbol over the trading day.
+
+    ``high``/``low`` are 0 before the first trade; ``vwap`` is ``notional / volume``.
+    """
+
+    volume: int = 0
+    high: float = 0.0
+    low: float = 0.0
+    last: float = 0.0
+    vwap: float = 0.0
+    trade_count: int = 0
+    bid: float = 0.0
+    ask: float = 0.0
+    notional: float = 0.0
+
+    def copy(self) -> SymbolValues:
+        """Return an independent copy."""
+        return SymbolValues(
+            self.volume,
+            self.high,
+            self.low,
+            self.last,
+            self.vwap,
+            self.trade_count,
+            self.bid,
+            self.ask,
+            self.notional,
+        )
+
+
+FIELD_NAMES: Final = tuple(f.name for f in fields(SymbolValues))
+
+
+def symbol_digest(symbol: str, values: SymbolValues) -> int:
+    """Hash one symbol and its values to a u64, the same in every process.
+
+    Args:
+        symbol: the symbol name.
+        values: its values.
+
+    Returns:
+        ``blake2b(digest_size=8)`` over the symbol and packed values, as an int.
+    """
+    packed = _PACK_VALUES(
+        values.volume,
+        values.high,
+        values.low,
+        values.last,
+        values.vwap,
+        values.trade_count,
+        values.bid,
+        values.ask,
+        values.notional,
+    )
+    data = symbol.encode() + b"\x00" + packed
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
+
+
+class ConversionState:
+    """Per-symbol :class:`SymbolValues` with an incrementally maintained digest.
+
+    Example:
+        >>> state = ConversionState()
+        >>> len(state), state.digest
+        (0, 0)
+    """
+
+    __slots__ = ("_values", "_hashes", "_digest")
+
+    def __init__(self) -> None:
+        self._values: dict[str, SymbolValues] = {}
+        self._hashes: dict[str, int] = {}
+        self._digest = 0
+
+    def apply(self, msg: SourceMessage) -> SymbolValues:
+        """Apply one converted source message to its symbol's values.
+
+        Args:
+            msg: the message, as :meth:`adapter.conversion.Converter.parse` returns it.
+
+        Returns:
+            The symbol's values after the message. This is the *live* object
+            (no copy, for the hot path): read it or encode it, never mutate it,
+            and copy it if you keep it past the next ``apply``.
+        """
+        symbol = msg.symbol
+        values = self._values.get(symbol)
+        if values is None:
+            values = self._values[symbol] = SymbolValues()
+            old_hash = 0
+        else:
+            old_hash = self._hashes[symbol]
+        traded = False
+        for entry in msg.entries:
+            entry_type = entry.entry_type
+            if entry_type == _TRADE:
+                price = entry.price
+                if values.trade_count == 0:
+                    values.high = values.low = price
+                elif price > values.high:
+                    values.high = price
+                elif price < values.low:
+                    values.low = price
+                values.last = price
+                values.volume += entry.size
+                values.notional += entry.notional
+                values.trade_count += 1
+                traded = True
+            elif entry_type == _BID:
+                values.bid = entry.price
+            elif entry_type == _ASK:
+                values.ask = entry.price
+        if traded:
+            values.vwap = values.notional / values.volume if values.volume else 0.0
+        new_hash = symbol_digest(symbol, values)
+        self._hashes[symbol] = new_hash
+        self._digest = (self._digest - old_hash + new_hash) & DIGEST_MASK
+        return values
+
+    @property
+    def digest(self) -> int:
+        """A u64 digest of the whole state: order-independent and deterministic across processes."""
+        return self._digest
+
+    def recompute_digest(self) -> int:
+        """Recompute the digest from scratch (a check of the incremental one; O(symbols))."""
+        total = 0
+        for symbol, values in self._values.items():
+            total += symbol_digest(symbol, values)
+        return total & DIGEST_MASK
+
+    def get(self, symbol: str) -> SymbolValues | None:
+        """Return a copy of one symbol's values, or ``None`` if it was never seen."""
+        values = self._values.get(symbol)
+        return None if values is None else values.copy()
+
+    def symbol_digest(self, symbol: str) -> int | None:
+        """Return one symbol's u64 hash (its share of :attr:`digest`), or ``None`` if unknown."""
+        return self._hashes.get(symbol)
+
+    def set_symbol(self, symbol: str, values: SymbolValues) -> None:
+        """Adopt one symbol's values (e.g. the active's), keeping the digest right.
+
+        Args:
+            symbol: the symbol.
+            values: its new values; copied, so the caller keeps ownership.
+        """
+        old_hash = self._hashes.get(symbol, 0)
+        adopted = values.copy()
+        new_hash = symbol_digest(symbol, adopted)
+        self._values[symbol] = adopted
+        self._hashes[symbol] = new_hash
+        self._digest = (self._digest - old_hash + new_hash) & DIGEST_MASK
+
+    def snapshot(self) -> dict[str, SymbolValues]:
+        """Return a deep copy of every symbol's values."""
+        return {symbol: values.copy() for symbol, values in self._values.items()}
+
+    def restore(self, snapshot: Mapping[str, SymbolValues]) -> None:
+        """Replace the whole state by ``snapshot`` (copied) and recompute the digest."""
+        self._values = {symbol: values.copy() for symbol, values in snapshot.items()}
+        self._hashes = {symbol: symbol_digest(symbol, values) for symbol, values in self._values.items()}
+        self._digest = sum(self._hashes.values()) & DIGEST_MASK
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, symbol: object) -> bool:
+        return symbol in self._values
+
+    def __repr__(self) -> str:
+        return f"<ConversionState [symbols={len(self._values)}, digest={self._digest:016x}]>"
