@@ -1,0 +1,127 @@
+"""``feedha adapter``: run one feed adapter (command line -> AdapterConfig -> runner)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from adapter.config import AdapterConfig
+from adapter.errors import AdapterError
+from adapter import sync as sync_rules
+from adapter.config import LINE_HEARTBEAT_S
+from adapter.sync import SyncConfig
+from proto.wire import DEFAULT_MAX_PACKET_BYTES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="feedha adapter",
+        description="Run one feed adapter of a channel's adapter group. It converts the source stream, "
+        "numbers and publishes it on its line, and keeps in sync with its peers over the sync bus. "
+        "Status events (ready, role changes, final counters) are printed as JSON lines on stdout.",
+    )
+    ident = parser.add_argument_group("identity")
+    ident.add_argument("--feed", default="EQUITIES", help="feed name (default: %(default)s)")
+    ident.add_argument("--channel", required=True, help="channel name, the topic of line packets")
+    ident.add_argument("--channel-number", type=int, required=True, help="channel number in packet headers")
+    ident.add_argument(
+        "--adapter", type=int, required=True, help="this adapter's number, unique in the channel"
+    )
+    ident.add_argument("--active", action="store_true", help="start as the active unless one is heard first")
+    ident.add_argument("--term", type=int, default=0, help="term to start from (default: %(default)s)")
+    net = parser.add_argument_group("endpoints")
+    net.add_argument(
+        "--source", required=True, help="feed source endpoint to connect, e.g. tcp://127.0.0.1:5555"
+    )
+    net.add_argument("--source-stream", required=True, help="source stream name (its topic), e.g. A-M")
+    net.add_argument("--source-stream-number", type=int, required=True, help="source stream number")
+    net.add_argument("--line", required=True, help="line endpoint to bind, e.g. tcp://127.0.0.1:6001")
+    net.add_argument("--sync", required=True, help="sync-bus endpoint to bind")
+    net.add_argument("--peer", action="append", default=[], help="a peer's sync endpoint (repeatable)")
+    net.add_argument("--control", help="REP endpoint for JSON control commands (status, promote, ...)")
+    tune = parser.add_argument_group("tuning")
+    tune.add_argument("--heartbeat-interval", type=float, default=sync_rules.HEARTBEAT_INTERVAL_S)
+    tune.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=sync_rules.HEARTBEAT_TIMEOUT_S,
+        help="active silence before a backup promotes itself (default: %(default)ss)",
+    )
+    tune.add_argument("--startup-grace", type=float, default=sync_rules.STARTUP_GRACE_S)
+    tune.add_argument("--desync-limit", type=int, default=sync_rules.DESYNC_LIMIT)
+    tune.add_argument("--desync-window", type=float, default=sync_rules.DESYNC_WINDOW_S)
+    tune.add_argument("--max-packet-bytes", type=int, default=DEFAULT_MAX_PACKET_BYTES)
+    tune.add_argument(
+        "--line-heartbeat", type=float, default=LINE_HEARTBEAT_S, help="idle line heartbeat interval"
+    )
+    tune.add_argument("--converters", type=Path, help="converter table YAML (default: the packaged one)")
+    tune.add_argument(
+        "--health-penalty", type=float, default=0.0, help="handicap on the health score (drills)"
+    )
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default: %(default)s)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> AdapterConfig:
+    """Build the adapter's configuration from parsed arguments."""
+    sync = SyncConfig(
+        heartbeat_interval_s=args.heartbeat_interval,
+        heartbeat_timeout_s=args.heartbeat_timeout,
+        startup_grace_s=args.startup_grace,
+        desync_limit=args.desync_limit,
+        desync_window_s=args.desync_window,
+    )
+    return AdapterConfig(
+        feed=args.feed,
+        channel=args.channel,
+        channel_number=args.channel_number,
+        adapter=args.adapter,
+        source_endpoint=args.source,
+        source_stream=args.source_stream,
+        source_stream_number=args.source_stream_number,
+        line_endpoint=args.line,
+        sync_endpoint=args.sync,
+        peers=tuple(args.peer),
+        control_endpoint=args.control,
+        want_active=args.active,
+        term=args.term,
+        sync=sync,
+        max_packet_bytes=args.max_packet_bytes,
+        line_heartbeat_s=args.line_heartbeat,
+        converter_table=args.converters,
+        health_penalty=args.health_penalty,
+    )
+
+
+def _print_status(event: dict[str, Any]) -> None:
+    print(json.dumps(event), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``feedha adapter``."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        config = config_from_args(args)
+        from adapter.runner import AdapterRunner
+
+        runner = AdapterRunner(config, on_status=_print_status)
+    except AdapterError as exc:
+        print(f"feedha adapter: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    runner.run(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The feed adapter's configuration: one frozen dataclass, checked once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from adapter.errors import ConfigError
+from adapter.sync import SyncConfig
+from proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
+
+LINE_HEARTBEAT_S: Final = 0.1
+SOURCE_BATCH_FRAMES: Final = 64
+RING_SIZE: Final = 8192
+_TRANSPORTS: Final = ("tcp://", "ipc://", "inproc://", "epgm://", "pgm://", "norm://")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterConfig:
+    """Everything one adapter process needs.
+
+    Attributes:
+        feed: the market-data product, e.g. ``EQUITIES``.
+        channel: the channel name (the topic of every line packet).
+        channel_number: the channel number in packet headers (u16).
+        adapter: this adapter's number (u16, unique in the channel).
+        source_endpoint: the feed source's PUB endpoint for our source stream (we connect).
+        source_stream: the source stream's name (its topic), e.g. ``A-M``.
+        source_stream_number: its number in block headers (u16).
+        line_endpoint: where we bind our line's PUB socket; the URL picks the transport.
+        sync_endpoint: where we bind our sync-bus PUB socket.
+        peers: the sync endpoints of the other adapters of the channel (we connect).
+        control_endpoint: optional REP socket for operators, drills and tests (JSON commands).
+        want_active: start as the active unless an active is heard during the start-up grace.
+        term: the term to start from (a restarted adapter passes the last it knew).
+        sync: timers and limits of the sync rules.
+        max_packet_bytes: packet budget, header included.
+        line_heartbeat_s: idle time after which the line sends a heartbeat packet.
+        sndhwm: PUB high-water mark; 0 means unbounded (a PUB drops silently at its HWM).
+        converter_table: YAML converter table; None uses the packaged default.
+        health_penalty: handicap subtracted from the health score (drills, tests).
+    """
+
+    feed: str = "EQUITIES"
+    channel: str
+    channel_number: int
+    adapter: int
+    source_endpoint: str
+    source_stream: str
+    source_stream_number: int
+    line_endpoint: str
+    sync_endpoint: str
+    peers: tuple[str, ...] = ()
+    control_endpoint: str | None = None
+    want_active: bool = False
+    term: int = 0
+    sync: SyncConfig = field(default_factory=SyncConfig)
+    max_packet_bytes: int = DEFAULT_MAX_PACKET_BYTES
+    line_heartbeat_s: float = LINE_HEARTBEAT_S
+    sndhwm: int = 0
+    converter_table: Path | None = None
+    health_penalty: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("channel_number", "adapter", "source_stream_number"):
+            value = getattr(self, name)
+            if not 0 < value <= 0xFFFF:
+                raise ConfigError(f"{name} must be in 1..65535, got {value!r}")
+        if not self.channel or any(c.isspace() for c in self.channel):
+            raise ConfigError(f"channel must be a non-empty name without whitespace, got {self.channel!r}")
+        for name in ("source_endpoint", "line_endpoint", "sync_endpoint"):
+            _check_endpoint(name, getattr(self, name))
+        for peer in self.peers:
+            _check_endpoint("peers", peer)
+        if self.control_endpoint is not None:
+            _check_endpoint("control_endpoint", self.control_endpoint)
+        if self.term < 0:
+            raise ConfigError(f"term must be >= 0, got {self.term}")
+        if self.max_packet_bytes < HEADER_SIZE + 64:
+            raise ConfigError(f"max_packet_bytes must be >= {HEADER_SIZE + 64}, got {self.max_packet_bytes}")
+        if self.line_heartbeat_s <= 0:
+            raise ConfigError(f"line_heartbeat_s must be > 0, got {self.line_heartbeat_s}")
+        if self.sndhwm < 0:
+            raise ConfigError(f"sndhwm must be >= 0, got {self.sndhwm}")
+
+
+def _check_endpoint(name: str, endpoint: str) -> None:
+    if not endpoint.startswith(_TRANSPORTS):
+        raise ConfigError(f"{name}: endpoint {endpoint!r} must start with one of {', '.join(_TRANSPORTS)}")
