@@ -1,0 +1,531 @@
+"""Subscribers: the ZeroMQ shell around one :class:`ChannelArbiter` per channel.
+
+Theory of operation
+-------------------
+Each line of each joined channel gets its own SUB socket, subscribed to the
+channel name (frames are ``[topic, packet]``), with ``RCVHWM`` set on purpose
+(default 0, unbounded: PUB/SUB drops silently at the high-water mark, and a
+drop is a gap the arbiter must then repair) and ``linger`` 0. One poll loop
+waits on every socket and on the earliest arbiter deadline, drains each ready
+socket without blocking (up to ``batch`` messages, so one busy line cannot
+starve the others), feeds the packets to the channel's arbiter and fires its
+timers when due. All decisions happen in the arbiter; this module only moves
+bytes and reads the clock (``time.monotonic``).
+
+:class:`Subscriber` is the blocking API (``for event in sub``, ``poll``);
+:class:`AsyncSubscriber` is the same over ``zmq.asyncio``. Both hand the
+events back in the order the arbiters decided them. A state update is never
+split by an ``await``: the async shell awaits only the poller, then decides
+and returns synchronously, so cancellation cannot lose events.
+
+A ``on_retransmission_needed`` hook, if given, is called (synchronously) with
+each ``RetransmissionNeeded``; packets it returns are fed to the channel's
+arbiter on a dedicated line (index = number of lines of the channel).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final
+
+import zmq
+import zmq.asyncio
+
+from client_lib.arbiter import (
+    CONFLICT_WINDOW,
+    FILL_TIMEOUT_S,
+    LOSS_TIMEOUT_S,
+    MAX_BUFFERED,
+    ArbiterConfig,
+    ArbiterStats,
+    ChannelArbiter,
+    Delivery,
+    Event,
+    RetransmissionNeeded,
+)
+from client_lib.errors import ClosedError, ConfigError, TransportError
+
+logger = logging.getLogger(__name__)
+
+RCVHWM: Final = 0
+BATCH: Final = 512
+
+RetransmissionHook = Callable[[RetransmissionNeeded], Iterable[bytes] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    """One channel to join and the endpoints of its lines.
+
+    Args:
+        name: the channel name (the ZeroMQ topic).
+        number: the channel number packets carry; ``None`` adopts the first one seen.
+        endpoints: one endpoint per line, e.g. ``"tcp://10.0.0.1:5601"``.
+        start_seq: first ``msg_seq`` to deliver (resume); ``None`` starts at the first packet.
+    """
+
+    name: str
+    number: int | None
+    endpoints: tuple[str, ...]
+    start_seq: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or any(ch.isspace() for ch in self.name):
+            raise ConfigError("name", self.name, "channel name must be non-empty without whitespace")
+        object.__setattr__(self, "endpoints", tuple(self.endpoints))
+        if not self.endpoints:
+            raise ConfigError("endpoints", self.endpoints, f"channel {self.name} needs at least one line")
+        for endpoint in self.endpoints:
+            if not isinstance(endpoint, str) or "://" not in endpoint:
+                raise ConfigError("endpoints", endpoint, "expected transport://address")
+        if len(set(self.endpoints)) != len(self.endpoints):
+            raise ConfigError("endpoints", self.endpoints, "the same line is listed twice")
+
+
+@dataclass(frozen=True, slots=True)
+class LineSpec:
+    """One line, as the admin server hands it out; lines of one channel are grouped.
+
+    Args:
+        endpoint: where the line's PUB socket is.
+        channel: the channel name (topic).
+        channel_number: the channel number packets carry (``None``: adopt).
+    """
+
+    endpoint: str
+    channel: str
+    channel_number: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriberConfig:
+    """Socket and arbitration settings shared by every channel of a subscriber.
+
+    Args:
+        rcvhwm: ZeroMQ receive high-water mark in messages (0 = unbounded).
+        rcvbuf: kernel receive buffer in bytes (0 = OS default; raise it for multicast).
+        batch: most messages drained from one socket per wake-up.
+        fill_timeout: see :class:`ArbiterConfig`.
+        loss_timeout: see :class:`ArbiterConfig`.
+        max_buffered: see :class:`ArbiterConfig`.
+        conflict_window: see :class:`ArbiterConfig`.
+    """
+
+    rcvhwm: int = RCVHWM
+    rcvbuf: int = 0
+    batch: int = BATCH
+    fill_timeout: float = FILL_TIMEOUT_S
+    loss_timeout: float = LOSS_TIMEOUT_S
+    max_buffered: int = MAX_BUFFERED
+    conflict_window: int = CONFLICT_WINDOW
+
+    def __post_init__(self) -> None:
+        for name in ("rcvhwm", "rcvbuf"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, getattr(self, name), "must be >= 0")
+        if self.batch < 1:
+            raise ConfigError("batch", self.batch, "must be >= 1")
+        # Let ArbiterConfig check the arbitration values, naming the parameter.
+        self.arbiter_config(channel=None, start_seq=None)
+
+    def arbiter_config(self, *, channel: int | None, start_seq: int | None) -> ArbiterConfig:
+        """The :class:`ArbiterConfig` for one channel."""
+        return ArbiterConfig(
+            channel=channel,
+            start_seq=start_seq,
+            fill_timeout=self.fill_timeout,
+            loss_timeout=self.loss_timeout,
+            max_buffered=self.max_buffered,
+            conflict_window=self.conflict_window,
+        )
+
+
+Channels = Mapping[str, Sequence[str]] | Sequence[ChannelSpec | LineSpec]
+
+
+def normalize_channels(channels: Channels) -> list[ChannelSpec]:
+    """Turn any accepted form of ``channels`` into a list of :class:`ChannelSpec`.
+
+    Raises:
+        ConfigError: no channel, a channel named twice, or a bad spec.
+    """
+    if isinstance(channels, Mapping):
+        specs = [ChannelSpec(name, None, tuple(endpoints)) for name, endpoints in channels.items()]
+    else:
+        specs = []
+        grouped: dict[str, list[LineSpec]] = {}
+        for item in channels:
+            if isinstance(item, ChannelSpec):
+                specs.append(item)
+            elif isinstance(item, LineSpec):
+                grouped.setdefault(item.channel, []).append(item)
+            else:
+                raise ConfigError("channels", item, "expected ChannelSpec or LineSpec")
+        for name, lines in grouped.items():
+            numbers = {line.channel_number for line in lines}
+            if len(numbers) != 1:
+                raise ConfigError("channels", sorted(map(str, numbers)), f"lines of {name} disagree")
+            specs.append(ChannelSpec(name, numbers.pop(), tuple(line.endpoint for line in lines)))
+    if not specs:
+        raise ConfigError("channels", channels, "join at least one channel")
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names):
+        raise ConfigError("channels", names, "a channel is listed twice")
+    return specs
+
+
+class _Engine:
+    """What both shells share: routes from socket index to arbiter, timers, the hook."""
+
+    def __init__(self, specs: list[ChannelSpec], config: SubscriberConfig, hook: RetransmissionHook | None):
+        self.specs = specs
+        self.hook = hook
+        self.arbiters = {
+            spec.name: ChannelArbiter(
+                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq),
+                lines=len(spec.endpoints),
+            )
+            for spec in specs
+        }
+        # One route per socket: (arbiter, line index, topic, endpoint).
+        self.routes = [
+            (self.arbiters[spec.name], line, spec.name.encode(), endpoint)
+            for spec in specs
+            for line, endpoint in enumerate(spec.endpoints)
+        ]
+
+    def on_frames(self, index: int, frames: list[bytes], now: float, out: list[Event]) -> None:
+        arbiter, line, topic, _endpoint = self.routes[index]
+        if len(frames) != 2:
+            arbiter.on_garbage(line, reason="frames")
+        elif frames[0] == topic:  # SUB filters by prefix: "EQ1" also matches "EQ10"
+            self._emit(arbiter, arbiter.on_packet(line, frames[1], now=now), now, out)
+
+    def on_timers(self, now: float) -> list[Event]:
+        out: list[Event] = []
+        for arbiter in self.arbiters.values():
+            deadline = arbiter.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._emit(arbiter, arbiter.on_timer(now=now), now, out)
+        return out
+
+    def wait_ms(self, now: float, until: float | None) -> int | None:
+        """Milliseconds to wait for sockets: to ``until`` or the earliest arbiter deadline."""
+        deadlines = [d for d in (a.next_deadline() for a in self.arbiters.values()) if d is not None]
+        if until is not None:
+            deadlines.append(until)
+        if not deadlines:
+            return None
+        return max(0, math.ceil((min(deadlines) - now) * 1000))
+
+    def _emit(self, arbiter: ChannelArbiter, events: list[Event], now: float, out: list[Event]) -> None:
+        if self.hook is not None:
+            index = 0
+            while index < len(events):  # bounded: each hole is asked for once
+                event = events[index]
+                index += 1
+                if isinstance(event, RetransmissionNeeded):
+                    events.extend(self._recover(arbiter, event, now))
+        out.extend(events)
+
+    def _recover(self, arbiter: ChannelArbiter, event: RetransmissionNeeded, now: float) -> list[Event]:
+        assert self.hook is not None
+        try:
+            packets = self.hook(event)
+        except Exception:
+            # A failing recovery hook must not stop the feed: the gap times out.
+            logger.exception("on_retransmission_needed failed for %s", event)
+            return []
+        line = len(next(s for s in self.specs if self.arbiters[s.name] is arbiter).endpoints)
+        out: list[Event] = []
+        for packet in packets or ():
+            out.extend(arbiter.on_packet(line, packet, now=now))
+        return out
+
+    def stats(self) -> dict[str, ArbiterStats]:
+        return {name: arbiter.stats() for name, arbiter in self.arbiters.items()}
+
+    def describe(self, kind: str, closed: bool) -> str:
+        delivered = sum(a.stats().delivered for a in self.arbiters.values())
+        names = ",".join(self.arbiters)
+        return (
+            f"<{kind} [channels={names}, lines={len(self.routes)}, delivered={delivered}, closed={closed}]>"
+        )
+
+
+def _configure(socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: SubscriberConfig) -> None:
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.RCVHWM, config.rcvhwm)
+    if config.rcvbuf:
+        socket.setsockopt(zmq.RCVBUF, config.rcvbuf)
+    socket.setsockopt(zmq.SUBSCRIBE, topic)
+    try:
+        socket.connect(endpoint)
+    except zmq.ZMQError as exc:
+        raise ConfigError("endpoint", endpoint, str(exc)) from exc
+
+
+class Subscriber:
+    """Blocking subscriber: joins every line of each channel and arbitrates.
+
+    Args:
+        channels: ``{name: [endpoint, ...]}`` (channel numbers adopted from the
+            packets), or a sequence of :class:`ChannelSpec` / :class:`LineSpec`.
+        config: socket and arbitration settings.
+        on_retransmission_needed: optional gap-recovery hook; returns packets
+            (e.g. from an adapter's replay service) or ``None``.
+        context: a ZeroMQ context to use; by default one is created and owned.
+
+    Raises:
+        ConfigError: bad channels, endpoints or settings.
+        TransportError: ZeroMQ refused to create a socket.
+    """
+
+    def __init__(
+        self,
+        channels: Channels,
+        config: SubscriberConfig | None = None,
+        *,
+        on_retransmission_needed: RetransmissionHook | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    ) -> None:
+        self._config = config or SubscriberConfig()
+        self._engine = _Engine(normalize_channels(channels), self._config, on_retransmission_needed)
+        self._owns_context = context is None
+        self._context: zmq.Context[zmq.Socket[bytes]] = context or zmq.Context()
+        self._sockets: list[zmq.Socket[bytes]] = []
+        self._index: dict[zmq.Socket[bytes], int] = {}
+        self._poller = zmq.Poller()
+        self._pending: deque[Event] = deque()
+        self._closed = False
+        try:
+            for index, (_arbiter, _line, topic, endpoint) in enumerate(self._engine.routes):
+                socket = self._context.socket(zmq.SUB)
+                self._sockets.append(socket)
+                _configure(socket, topic, endpoint, self._config)
+                self._index[socket] = index
+                self._poller.register(socket, zmq.POLLIN)
+        except zmq.ZMQError as exc:
+            self.close()
+            raise TransportError(str(exc)) from exc
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return self._engine.describe("Subscriber", self._closed)
+
+    def __enter__(self) -> Subscriber:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        while not self._pending:
+            if self._closed:
+                raise StopIteration
+            self._pending.extend(self.poll())
+        return self._pending.popleft()
+
+    def deliveries(self) -> Iterator[Delivery]:
+        """Iterate over deliveries only (gap and term events are still counted in ``stats``)."""
+        for event in self:
+            if isinstance(event, Delivery):
+                yield event
+
+    def poll(self, timeout: float | None = None) -> list[Event]:
+        """Wait up to ``timeout`` seconds (``None``: forever) for events.
+
+        Returns:
+            The events decided so far, as soon as there is at least one;
+            an empty list if the timeout passed first.
+
+        Raises:
+            ClosedError: the subscriber is closed.
+            TransportError: ZeroMQ failed while receiving.
+        """
+        if self._closed:
+            raise ClosedError("poll() on a closed Subscriber")
+        if self._pending:
+            events = list(self._pending)
+            self._pending.clear()
+            return events
+        until = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+        try:
+            while True:
+                now = time.monotonic()
+                events = self._engine.on_timers(now)
+                if events:
+                    return events
+                ready = self._poller.poll(self._engine.wait_ms(now, until))
+                now = time.monotonic()
+                for socket, _mask in ready:
+                    self._drain(socket, now, events)
+                if events or (until is not None and now >= until):
+                    return events
+        except zmq.ZMQError as exc:
+            raise TransportError(str(exc)) from exc
+
+    def _drain(self, socket: zmq.Socket[bytes], now: float, out: list[Event]) -> None:
+        index = self._index[socket]
+        for _ in range(self._config.batch):
+            try:
+                frames = socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._engine.on_frames(index, frames, now, out)
+
+    def stats(self) -> dict[str, ArbiterStats]:
+        """Per-channel arbitration counters, keyed by channel name."""
+        return self._engine.stats()
+
+    def close(self) -> None:
+        """Close every socket (and the context if owned). Idempotent."""
+        self._closed = True
+        for socket in self._sockets:
+            socket.close(linger=0)
+        self._sockets.clear()
+        self._index.clear()
+        if self._owns_context and not self._context.closed:
+            self._context.term()
+
+
+class AsyncSubscriber:
+    """The asyncio subscriber (``zmq.asyncio``); same arguments as :class:`Subscriber`.
+
+    Use as ``async with AsyncSubscriber(...) as sub: async for event in sub: ...``.
+    Closing is synchronous, so it completes even when the task is cancelled.
+    """
+
+    def __init__(
+        self,
+        channels: Channels,
+        config: SubscriberConfig | None = None,
+        *,
+        on_retransmission_needed: RetransmissionHook | None = None,
+        context: zmq.asyncio.Context | None = None,
+    ) -> None:
+        self._config = config or SubscriberConfig()
+        self._engine = _Engine(normalize_channels(channels), self._config, on_retransmission_needed)
+        self._owns_context = context is None
+        self._context = context or zmq.asyncio.Context()
+        self._sockets: list[zmq.asyncio.Socket] = []
+        # Non-blocking reads go through plain shadows of the async sockets:
+        # a Future per message would cost more than the arbitration itself.
+        self._shadows: dict[zmq.asyncio.Socket, tuple[int, zmq.Socket[bytes]]] = {}
+        self._poller = zmq.asyncio.Poller()
+        self._pending: deque[Event] = deque()
+        self._closed = False
+        try:
+            for index, (_arbiter, _line, topic, endpoint) in enumerate(self._engine.routes):
+                socket = self._context.socket(zmq.SUB)
+                self._sockets.append(socket)
+                _configure(socket, topic, endpoint, self._config)
+                self._shadows[socket] = (index, zmq.Socket.shadow(socket.underlying))
+                self._poller.register(socket, zmq.POLLIN)
+        except zmq.ZMQError as exc:
+            self.close()
+            raise TransportError(str(exc)) from exc
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return self._engine.describe("AsyncSubscriber", self._closed)
+
+    async def __aenter__(self) -> AsyncSubscriber:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __aiter__(self) -> AsyncSubscriber:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._pending:
+            if self._closed:
+                raise StopAsyncIteration
+            self._pending.extend(await self.poll())
+        return self._pending.popleft()
+
+    async def deliveries(self) -> AsyncIterator[Delivery]:
+        """Iterate over deliveries only."""
+        async for event in self:
+            if isinstance(event, Delivery):
+                yield event
+
+    async def poll(self, timeout: float | None = None) -> list[Event]:
+        """Wait up to ``timeout`` seconds (``None``: forever) for events; see :meth:`Subscriber.poll`.
+
+        Raises:
+            ClosedError: the subscriber is closed.
+            TransportError: ZeroMQ failed while receiving.
+        """
+        if self._closed:
+            raise ClosedError("poll() on a closed AsyncSubscriber")
+        if self._pending:
+            events = list(self._pending)
+            self._pending.clear()
+            return events
+        until = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+        try:
+            while True:
+                now = time.monotonic()
+                events = self._engine.on_timers(now)
+                if events:
+                    return events
+                wait = self._engine.wait_ms(now, until)
+                ready = await self._poller.poll(-1 if wait is None else wait)
+                # From here to the return nothing awaits: decisions are never split.
+                now = time.monotonic()
+                for socket, _mask in ready:
+                    self._drain(socket, now, events)
+                if events or (until is not None and now >= until):
+                    return events
+        except zmq.ZMQError as exc:
+            raise TransportError(str(exc)) from exc
+
+    def _drain(self, socket: zmq.asyncio.Socket, now: float, out: list[Event]) -> None:
+        entry = self._shadows.get(socket)
+        if entry is None:  # closed while the poll was pending
+            return
+        index, shadow = entry
+        for _ in range(self._config.batch):
+            try:
+                frames = shadow.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._engine.on_frames(index, frames, now, out)
+
+    def stats(self) -> dict[str, ArbiterStats]:
+        """Per-channel arbitration counters, keyed by channel name."""
+        return self._engine.stats()
+
+    def close(self) -> None:
+        """Close every socket (and the context if owned). Idempotent and synchronous."""
+        self._closed = True
+        self._shadows.clear()
+        for socket in self._sockets:
+            socket.close(linger=0)
+        self._sockets.clear()
+        if self._owns_context and not self._context.closed:
+            self._context.term()
+
+    async def aclose(self) -> None:
+        """Async alias of :meth:`close`."""
+        self.close()
