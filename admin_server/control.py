@@ -1,0 +1,180 @@
+"""The gRPC servicers for adapters (AdapterRegistry) and operators (AdminControl)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from admin_server import convert
+from admin_server.auth import current_principal
+from admin_server.errors import AdminError
+from admin_server.hub import AdapterSession, Hub, HubEvent
+from admin_server.registry import Directive
+from admin_server.service import abort_with
+from proto import admin_pb2, admin_pb2_grpc
+
+logger = logging.getLogger(__name__)
+
+
+class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
+    """``feedha.v1.AdapterRegistry``: one bidirectional stream per adapter."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+
+    async def Connect(  # noqa: N802 (gRPC method name)
+        self, request_iterator: AsyncIterator[admin_pb2.AdapterReport], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[admin_pb2.OperatorCommand]:
+        """Take the registration, then status reports; send operator commands back."""
+        first = await anext(aiter(request_iterator), None)
+        if first is None:
+            return
+        if not first.HasField("registration"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first report must be a registration")
+        try:
+            registration = convert.registration_from_proto(first.registration)
+        except ValueError as exc:
+            await abort_with(context, exc)
+        session = self._hub.attach(registration)
+        reader = asyncio.create_task(self._read(request_iterator, session))
+        try:
+            while True:
+                getter = asyncio.create_task(session.commands.get())
+                done, _pending = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield convert.command_to_proto(getter.result().command)
+                    continue
+                getter.cancel()
+                break
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
+                await reader
+            self._hub.detach(session)
+
+    async def _read(
+        self, request_iterator: AsyncIterator[admin_pb2.AdapterReport], session: AdapterSession
+    ) -> None:
+        async for report in request_iterator:
+            if report.HasField("status"):
+                self._hub.report(session, convert.status_from_proto(report.status))
+            elif report.HasField("registration"):
+                logger.warning("adapter %s sent a second registration; ignored", session.adapter_id)
+
+
+def _event_to_proto(event: HubEvent) -> admin_pb2.AdminEvent:
+    return admin_pb2.AdminEvent(
+        time_ns=int(event.at * 1e9),
+        kind=event.kind,
+        channel_name=event.channel_name,
+        adapter_id=event.adapter_id,
+        detail=event.detail,
+    )
+
+
+class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
+    """``feedha.v1.AdminControl``: the operators' API (admin role, checked by the interceptor)."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+
+    async def ListAdapters(  # noqa: N802
+        self, request: admin_pb2.ListAdaptersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListAdaptersResponse:
+        """Every registered adapter, up or down."""
+        records = self._hub.registry.records()
+        return admin_pb2.ListAdaptersResponse(adapters=[convert.record_to_proto(r) for r in records])
+
+    async def ListSubscriptions(  # noqa: N802
+        self, request: admin_pb2.ListSubscriptionsRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListSubscriptionsResponse:
+        """Every subscription."""
+        return admin_pb2.ListSubscriptionsResponse(
+            subscriptions=[
+                admin_pb2.SubscriptionInfo(
+                    subscription_id=s.subscription_id,
+                    user=s.user,
+                    symbols=list(s.symbols),
+                    created_at_ns=int(s.created_at * 1e9),
+                    updated_at_ns=int(s.updated_at * 1e9),
+                )
+                for s in self._hub.store.subscriptions()
+            ]
+        )
+
+    async def Failover(  # noqa: N802
+        self, request: admin_pb2.FailoverRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CommandResponse:
+        """Demote the channel's active and promote a backup, at term + 1."""
+        hub, principal = self._hub, current_principal()
+        try:
+            plan = hub.registry.plan_failover(
+                request.channel_name, to=request.to_adapter_id or None, issued_by=principal.user
+            )
+            sent = hub.send(principal, "failover", request.channel_name, plan)
+        except (AdminError, ValueError) as exc:
+            await abort_with(context, exc)
+        return _sent(sent)
+
+    async def FailAdapter(  # noqa: N802
+        self, request: admin_pb2.FailAdapterRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CommandResponse:
+        """Tell an adapter to take itself off line."""
+        hub, principal = self._hub, current_principal()
+        try:
+            plan = hub.registry.plan_fail(request.adapter_id, reason=request.reason, issued_by=principal.user)
+            sent = hub.send(principal, "fail", request.adapter_id, plan)
+        except (AdminError, ValueError) as exc:
+            await abort_with(context, exc)
+        return _sent(sent)
+
+    async def Throttle(  # noqa: N802
+        self, request: admin_pb2.ThrottleRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CommandResponse:
+        """Limit an adapter's publishing rate."""
+        hub, principal = self._hub, current_principal()
+        try:
+            plan = hub.registry.plan_throttle(request.adapter_id, request.rate, issued_by=principal.user)
+            sent = hub.send(principal, "throttle", request.adapter_id, plan)
+        except (AdminError, ValueError) as exc:
+            await abort_with(context, exc)
+        return _sent(sent)
+
+    async def Purge(  # noqa: N802
+        self, request: admin_pb2.PurgeRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.PurgeResponse:
+        """Purge a pending delayed message: not supported yet (the delayed stream comes later)."""
+        principal = current_principal()
+        self._hub.store.audit(
+            user=principal.user,
+            action="purge",
+            target=f"{request.channel_name}/{request.message_id}",
+            detail="refused: not supported yet",
+            now=self._hub.clock(),
+        )
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED, "purge is not supported yet: the delayed-data stream is not built"
+        )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def WatchEvents(  # noqa: N802
+        self, request: admin_pb2.WatchEventsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[admin_pb2.AdminEvent]:
+        """Stream registry changes, commands, subscriptions and policy reloads as they happen."""
+        async with self._hub.listen() as events:
+            yield admin_pb2.AdminEvent(time_ns=int(self._hub.clock() * 1e9), kind="watching")
+            while True:
+                yield _event_to_proto(await events.get())
+
+
+def _sent(directives: list[Directive]) -> admin_pb2.CommandResponse:
+    return admin_pb2.CommandResponse(
+        sent=[
+            admin_pb2.CommandSent(adapter_id=d.adapter_id, command=convert.command_to_proto(d.command))
+            for d in directives
+        ]
+    )

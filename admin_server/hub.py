@@ -1,0 +1,316 @@
+"""The server's shared state and the asyncio glue between the pure cores and the gRPC services.
+
+Theory of operation: one :class:`Hub` owns the store, the registry, the
+policy file, the token signer and the login backoff. Service methods call
+it with plain values and get plain values or domain errors back (the
+services map those to status codes). Each state change is decided first by
+a pure core, then persisted, then published to the event listeners (route
+watchers, ``feedctl watch``) and, for operator commands, put on the target
+adapters' command queues. Nothing here imports grpc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from admin_server import broker, tokens
+from admin_server.backoff import LoginBackoff
+from admin_server.config import ServerConfig
+from admin_server.errors import (
+    AuthenticationError,
+    LoginThrottledError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionError,
+)
+from admin_server.policy import PolicyFile, Principal
+from admin_server.registry import AdapterRegistration, AdapterStatus, Directive, Registry, RegistryEvent
+from admin_server.store import Store, SubscriptionRecord
+
+logger = logging.getLogger(__name__)
+
+EVENT_QUEUE_SIZE: Final = 1000
+COMMAND_QUEUE_SIZE: Final = 100
+SIGNING_KEY_META: Final = "token_signing_key"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HubEvent:
+    """An event for listeners: registry changes, operator commands, subscriptions, policy reloads."""
+
+    at: float
+    kind: str
+    channel_name: str = ""  # "" with routes_changed: every channel (policy reload)
+    adapter_id: str = ""
+    detail: str = ""
+    routes_changed: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class AdapterSession:
+    """One connected adapter stream: its id and the queue of commands for it."""
+
+    adapter_id: str
+    commands: asyncio.Queue[Directive] = field(default_factory=lambda: asyncio.Queue(COMMAND_QUEUE_SIZE))
+
+
+class Hub:
+    """The admin server's state.
+
+    Args:
+        config: the server configuration.
+        store: the open database.
+        policy_file: the loaded policy file.
+        clock: wall-clock seconds (injected so tests can expire tokens).
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        store: Store,
+        policy_file: PolicyFile,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.policy_file = policy_file
+        self.clock = clock
+        self.registry = Registry(store.load_adapters())
+        self.backoff = LoginBackoff()
+        key = store.set_meta_if_absent(SIGNING_KEY_META, tokens.new_signing_key())
+        self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
+        self._listeners: set[asyncio.Queue[HubEvent]] = set()
+        self._sessions: dict[str, AdapterSession] = {}
+
+    def __repr__(self) -> str:
+        return f"<Hub [{self.registry!r}, listeners={len(self._listeners)}, sessions={len(self._sessions)}]>"
+
+    # -- authentication
+
+    async def login(
+        self, key_id: str, secret: str, *, peer: str
+    ) -> tuple[str, tokens.TokenClaims, Principal]:
+        """Check an API key and issue a token.
+
+        Raises:
+            LoginThrottledError: the peer failed too often recently.
+            AuthenticationError: unknown key or wrong secret.
+        """
+        wait = self.backoff.retry_after(peer, now=self.clock())
+        if wait > 0:
+            raise LoginThrottledError(wait)
+        key = self.store.find_key(key_id) if key_id else None
+        try:
+            if key is None:
+                # Hash anyway, so an unknown key id costs the same time as a wrong secret.
+                await asyncio.to_thread(tokens.hash_secret, secret)
+                raise AuthenticationError(f"unknown API key id {key_id!r}")
+            await asyncio.to_thread(tokens.verify_secret, key.secret_hash, secret)
+        except AuthenticationError:
+            delay = self.backoff.on_failure(peer, now=self.clock())
+            logger.warning("failed login for key %r from %s (next delay %.1f s)", key_id, peer, delay)
+            raise
+        self.backoff.on_success(peer)
+        token, claims = self.signer.issue(user=key.user, key_id=key.key_id, now=self.clock())
+        return token, claims, self.principal(key.user)
+
+    def authenticate(self, token: str) -> Principal:
+        """Verify a bearer token and resolve its principal.
+
+        Raises:
+            AuthenticationError: forged, malformed, expired, or its key was rotated or removed.
+        """
+        claims = self.signer.verify(token, now=self.clock())
+        key = self.store.find_key(claims.key_id)
+        if key is None or key.user != claims.user:
+            raise AuthenticationError("the token's API key no longer exists; log in again")
+        if claims.issued_at < key.rotated_at - 1e-3:
+            raise AuthenticationError("the token's API key was rotated; log in again")
+        return self.principal(claims.user)
+
+    def principal(self, user: str) -> Principal:
+        """The principal for a user name, with its key-store groups and roles."""
+        record = self.store.find_user(user)
+        if record is None:
+            return Principal(user=user)
+        return Principal(user=user, groups=record.groups, roles=record.roles)
+
+    def has_role(self, principal: Principal, role: str) -> bool:
+        """Whether the current policy gives the principal ``role``."""
+        return self.policy_file.policy.has_role(principal, role)
+
+    # -- brokering
+
+    def routes(self, principal: Principal, symbols: Sequence[str]) -> list[broker.Route]:
+        """Routes for symbols under the current policy and registry (see :func:`broker.plan_routes`)."""
+        lines = {name: broker.line_views(self.registry.lines(name)) for name in self.registry.channel_names()}
+        return broker.plan_routes(
+            principal, symbols, policy=self.policy_file.policy, channels=self.config.channels, lines=lines
+        )
+
+    def subscribe(
+        self, principal: Principal, symbols: Sequence[str]
+    ) -> tuple[SubscriptionRecord, list[broker.Route]]:
+        """Create a subscription after checking entitlements."""
+        routes = self.routes(principal, symbols)
+        record = self.store.add_subscription(
+            user=principal.user, symbols=tuple(broker.validate_items(symbols)), now=self.clock()
+        )
+        self.publish(
+            HubEvent(at=self.clock(), kind="subscribe", detail=f"{record.subscription_id} {principal.user}")
+        )
+        return record, routes
+
+    def owned_subscription(self, principal: Principal, subscription_id: str) -> SubscriptionRecord:
+        """A subscription the principal may change (its own, or any for an admin).
+
+        Raises:
+            NotFoundError: unknown, or owned by someone else (not revealed).
+        """
+        record = self.store.find_subscription(subscription_id)
+        if record.user != principal.user and not self.has_role(principal, "admin"):
+            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+        return record
+
+    def modify(
+        self, principal: Principal, subscription_id: str, symbols: Sequence[str]
+    ) -> list[broker.Route]:
+        """Replace a subscription's symbols after checking entitlements."""
+        self.owned_subscription(principal, subscription_id)
+        routes = self.routes(principal, symbols)
+        items = tuple(broker.validate_items(symbols))
+        self.store.update_subscription(subscription_id, symbols=items, now=self.clock())
+        self.publish(HubEvent(at=self.clock(), kind="modify", detail=subscription_id, routes_changed=True))
+        return routes
+
+    def cancel(self, principal: Principal, subscription_id: str) -> None:
+        """Delete a subscription."""
+        self.owned_subscription(principal, subscription_id)
+        self.store.delete_subscription(subscription_id)
+        self.publish(HubEvent(at=self.clock(), kind="cancel", detail=subscription_id, routes_changed=True))
+
+    # -- adapters
+
+    def attach(self, registration: AdapterRegistration) -> AdapterSession:
+        """An adapter stream registered; a newer stream for the same id replaces the older one."""
+        session = AdapterSession(adapter_id=registration.adapter_id)
+        self._sessions[registration.adapter_id] = session
+        self._apply(self.registry.on_register(registration, now=self.clock()), registration.adapter_id)
+        logger.info("adapter %s registered on %s", registration.adapter_id, registration.channel_name)
+        return session
+
+    def report(self, session: AdapterSession, status: AdapterStatus) -> None:
+        """An adapter reported its status."""
+        if self._sessions.get(session.adapter_id) is not session:
+            return  # superseded by a newer stream for the same adapter
+        self._apply(self.registry.on_status(session.adapter_id, status, now=self.clock()), session.adapter_id)
+
+    def detach(self, session: AdapterSession) -> None:
+        """An adapter stream ended: mark the adapter down unless a newer stream took over."""
+        if self._sessions.get(session.adapter_id) is not session:
+            return
+        del self._sessions[session.adapter_id]
+        self._apply(self.registry.on_disconnect(session.adapter_id, now=self.clock()), session.adapter_id)
+        logger.info("adapter %s down", session.adapter_id)
+
+    def _apply(self, events: list[RegistryEvent], adapter_id: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self.store.save_adapter(self.registry.get(adapter_id))
+        for ev in events:
+            self.publish(
+                HubEvent(
+                    at=self.clock(),
+                    kind=ev.kind.value,
+                    channel_name=ev.channel_name,
+                    adapter_id=ev.adapter_id,
+                    detail=ev.detail,
+                    routes_changed=ev.routes_changed,
+                )
+            )
+
+    def send(
+        self, principal: Principal, action: str, target: str, directives: list[Directive]
+    ) -> list[Directive]:
+        """Deliver planned operator commands to the adapters' streams and audit them.
+
+        Raises:
+            PreconditionError: a target adapter has no open stream.
+        """
+        missing = [d.adapter_id for d in directives if d.adapter_id not in self._sessions]
+        if missing:
+            raise PreconditionError(f"adapter(s) not connected: {', '.join(missing)}")
+        for directive in directives:
+            command = directive.command
+            detail = f"{command.kind.value} term={command.term} rate={command.rate} {command.reason}".strip()
+            try:
+                self._sessions[directive.adapter_id].commands.put_nowait(directive)
+            except asyncio.QueueFull:
+                raise PreconditionError(
+                    f"adapter {directive.adapter_id!r} is not reading its commands"
+                ) from None
+            self.store.audit(
+                user=principal.user,
+                action=action,
+                target=directive.adapter_id,
+                detail=detail,
+                now=self.clock(),
+            )
+            channel = self.registry.get(directive.adapter_id).channel_name
+            self.publish(
+                HubEvent(
+                    at=self.clock(),
+                    kind="command",
+                    channel_name=channel,
+                    adapter_id=directive.adapter_id,
+                    detail=f"{detail} by {principal.user}",
+                )
+            )
+        logger.info("operator %s: %s %s -> %d command(s)", principal.user, action, target, len(directives))
+        return directives
+
+    # -- events
+
+    def publish(self, event: HubEvent) -> None:
+        """Give an event to every listener (a full listener loses its oldest event)."""
+        for queue in self._listeners:
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(event)
+
+    @contextlib.asynccontextmanager
+    async def listen(self) -> AsyncIterator[asyncio.Queue[HubEvent]]:
+        """A queue that receives every event published while the context is open."""
+        queue: asyncio.Queue[HubEvent] = asyncio.Queue(EVENT_QUEUE_SIZE)
+        self._listeners.add(queue)
+        try:
+            yield queue
+        finally:
+            self._listeners.discard(queue)
+
+    async def watch_policy(self) -> None:
+        """Poll the policy file's mtime forever; reload on change (runs as a task)."""
+        while True:
+            await asyncio.sleep(self.config.policy_poll_s)
+            changed = self.policy_file.poll()
+            if changed:
+                self.publish(HubEvent(at=self.clock(), kind="policy", detail="reloaded", routes_changed=True))
+            elif self.policy_file.last_error is not None and self.policy_file.generation > 0:
+                error, self.policy_file.last_error = self.policy_file.last_error, None
+                self.publish(HubEvent(at=self.clock(), kind="policy", detail=f"rejected: {error}"))
+
+
+def ensure_admin(hub: Hub, principal: Principal) -> None:
+    """Raise unless the principal has the admin role.
+
+    Raises:
+        PermissionDeniedError: not an admin.
+    """
+    if not hub.has_role(principal, "admin"):
+        raise PermissionDeniedError(f"user {principal.user!r} lacks the admin role")

@@ -1,0 +1,179 @@
+"""The gRPC servicers for logins and brokering, and the domain-error -> status-code mapping.
+
+Servicers stay thin: read the request, call the :class:`~admin_server.hub.Hub`,
+build the response. Domain errors become status codes here (and in
+``auth.py``) and nowhere else; see :data:`STATUS_FOR`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Final, NoReturn
+
+import grpc
+
+from admin_server import convert
+from admin_server.auth import current_principal
+from admin_server.broker import Route
+from admin_server.errors import (
+    AdminError,
+    AuthenticationError,
+    ConfigError,
+    LoginThrottledError,
+    NotFoundError,
+    PermissionDeniedError,
+    PolicyError,
+    PreconditionError,
+)
+from admin_server.hub import Hub
+from proto import admin_pb2, admin_pb2_grpc
+
+logger = logging.getLogger(__name__)
+
+STATUS_FOR: Final[tuple[tuple[type[Exception], grpc.StatusCode], ...]] = (
+    (AuthenticationError, grpc.StatusCode.UNAUTHENTICATED),
+    (LoginThrottledError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
+    (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PolicyError, grpc.StatusCode.FAILED_PRECONDITION),
+    (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
+    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+)
+
+
+def status_for(exc: Exception) -> grpc.StatusCode:
+    """The status code for a domain error (INTERNAL for anything unexpected)."""
+    for kind, code in STATUS_FOR:
+        if isinstance(exc, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+async def abort_with(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
+    """End the call with the status code and message for ``exc``."""
+    code = status_for(exc)
+    if code is grpc.StatusCode.INTERNAL:
+        logger.exception("internal error", exc_info=exc)
+    await context.abort(code, str(exc))
+    raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
+
+
+def peer_host(peer: str) -> str:
+    """The host part of a gRPC peer string (``ipv4:127.0.0.1:5000`` -> ``ipv4:127.0.0.1``)."""
+    if peer.startswith("ipv6:"):
+        return peer.rsplit(":", 1)[0] if "]:" in peer else peer
+    if peer.startswith("ipv4:"):
+        return peer.rsplit(":", 1)[0]
+    return peer
+
+
+class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
+    """``feedha.v1.AdminAuth``: Login."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+
+    async def Login(  # noqa: N802 (gRPC method name)
+        self, request: admin_pb2.LoginRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.LoginResponse:
+        """Exchange an API key id and secret for a token."""
+        try:
+            token, claims, principal = await self._hub.login(
+                request.key_id, request.secret, peer=peer_host(context.peer())
+            )
+        except AdminError as exc:
+            await abort_with(context, exc)
+        return admin_pb2.LoginResponse(
+            token=token,
+            expires_at_ns=int(claims.expires_at * 1e9),
+            user=principal.user,
+            is_admin=self._hub.has_role(principal, "admin"),
+        )
+
+
+def routes_to_proto(routes: list[Route]) -> list[admin_pb2.ChannelRoute]:
+    """Broker routes -> messages."""
+    return [convert.route_to_proto(route) for route in routes]
+
+
+class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
+    """``feedha.v1.StreamBroker``: Subscribe, Modify, Cancel, WatchRoutes."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+
+    async def Subscribe(  # noqa: N802
+        self, request: admin_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.SubscribeResponse:
+        """Check entitlements and return the routes for the requested symbols."""
+        try:
+            record, routes = self._hub.subscribe(current_principal(), list(request.symbols))
+        except (AdminError, ValueError) as exc:
+            await abort_with(context, exc)
+        return admin_pb2.SubscribeResponse(
+            subscription_id=record.subscription_id, routes=routes_to_proto(routes)
+        )
+
+    async def Modify(  # noqa: N802
+        self, request: admin_pb2.ModifyRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.SubscribeResponse:
+        """Replace a subscription's symbols."""
+        try:
+            routes = self._hub.modify(current_principal(), request.subscription_id, list(request.symbols))
+        except (AdminError, ValueError) as exc:
+            await abort_with(context, exc)
+        return admin_pb2.SubscribeResponse(
+            subscription_id=request.subscription_id, routes=routes_to_proto(routes)
+        )
+
+    async def Cancel(  # noqa: N802
+        self, request: admin_pb2.CancelRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.CancelResponse:
+        """Delete a subscription."""
+        try:
+            self._hub.cancel(current_principal(), request.subscription_id)
+        except AdminError as exc:
+            await abort_with(context, exc)
+        return admin_pb2.CancelResponse()
+
+    async def WatchRoutes(  # noqa: N802
+        self, request: admin_pb2.WatchRoutesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[admin_pb2.RouteUpdate]:
+        """Stream the subscription's routes now and after every change of its lines."""
+        hub, sub_id = self._hub, request.subscription_id
+        try:
+            principal = current_principal()
+            record = hub.owned_subscription(principal, sub_id)
+        except AdminError as exc:
+            await abort_with(context, exc)
+        async with hub.listen() as events:
+            try:
+                routes = hub.routes(principal, record.symbols)
+            except (AdminError, ValueError) as exc:
+                await abort_with(context, exc)
+            yield admin_pb2.RouteUpdate(
+                subscription_id=sub_id, reason="current", routes=routes_to_proto(routes)
+            )
+            while True:
+                event = await events.get()
+                if not event.routes_changed:
+                    continue
+                channels = {route.channel.name for route in routes}
+                if event.channel_name and event.channel_name not in channels:
+                    continue
+                try:
+                    record = hub.store.find_subscription(sub_id)
+                except NotFoundError:
+                    return  # cancelled: end the stream cleanly
+                try:
+                    new_routes = hub.routes(principal, record.symbols)
+                except (AdminError, ValueError) as exc:
+                    await abort_with(context, exc)
+                if new_routes != routes:
+                    routes = new_routes
+                    reason = f"{event.kind} {event.adapter_id or event.detail}".strip()
+                    yield admin_pb2.RouteUpdate(
+                        subscription_id=sub_id, reason=reason, routes=routes_to_proto(routes)
+                    )
