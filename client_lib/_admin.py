@@ -1,0 +1,343 @@
+"""A standalone asyncio client of the admin server: login, subscribe, modify, cancel, watch routes.
+
+It logs in with an API key, attaches the bearer token to every call, logs in
+again when the token expires (or its key was rotated and the caller holds
+the new secret), and retries while the server is unreachable (until
+``retry_deadline_s``), so a subscriber rides through an admin-server
+restart. It returns plain dataclasses (:class:`Route`, :class:`Line`) and
+needs only grpc and the generated ``proto.admin_pb2``.
+
+Example::
+
+    async with AdminClient("127.0.0.1:50051", key_id, secret) as admin:
+        subscription = await admin.subscribe(["AAPL", "MSFT"])
+        for route in subscription.routes:
+            print(route.channel_name, [line.line_endpoint for line in route.lines])
+        async for update in admin.watch_routes(subscription.subscription_id):
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import grpc
+
+from proto import admin_pb2, admin_pb2_grpc
+
+logger = logging.getLogger(__name__)
+
+RETRY_DEADLINE_S: Final = 30.0
+CALL_TIMEOUT_S: Final = 10.0
+RETRY_INITIAL_S: Final = 0.1
+RETRY_MAX_S: Final = 2.0
+_T = TypeVar("_T")
+
+
+class AdminClientError(Exception):
+    """Base class of the admin client's errors.
+
+    Attributes:
+        code: the gRPC status code name (e.g. ``"NOT_FOUND"``), when from the server.
+    """
+
+    def __init__(self, message: str, *, code: str = "") -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class AuthenticationFailed(AdminClientError):
+    """Login refused (bad key id or secret) or the token was rejected."""
+
+
+class PermissionDenied(AdminClientError):
+    """Not entitled (``symbols`` names the unentitled symbols) or not an admin."""
+
+    def __init__(self, message: str, *, code: str = "PERMISSION_DENIED", symbols: Sequence[str] = ()) -> None:
+        self.symbols = tuple(symbols)
+        super().__init__(message, code=code)
+
+
+class AdminUnavailable(AdminClientError):
+    """The server stayed unreachable for the whole retry deadline."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Line:
+    """One adapter's copy of a channel's output stream."""
+
+    adapter_id: str
+    line_endpoint: str
+    replay_endpoint: str
+    role: str  # "active", "backup", "failed", "unspecified"
+    term: int
+    is_up: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """What to join for one channel: its lines and the entitled symbols on it."""
+
+    feed: str
+    channel_name: str
+    channel_number: int
+    source_stream: str
+    message_model: str
+    lines: tuple[Line, ...]
+    symbols: tuple[str, ...]
+    delayed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subscription:
+    """A subscription id and its routes."""
+
+    subscription_id: str
+    routes: tuple[Route, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteUpdate:
+    """The routes of a watched subscription after a change (the first one is the current state)."""
+
+    subscription_id: str
+    reason: str
+    routes: tuple[Route, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TlsConfig:
+    """TLS settings (PEM bytes): server CA, and a client certificate for mutual TLS."""
+
+    root_certificates: bytes | None = None
+    private_key: bytes | None = None
+    certificate_chain: bytes | None = None
+
+
+def _route(msg: admin_pb2.ChannelRoute) -> Route:
+    return Route(
+        feed=msg.feed,
+        channel_name=msg.channel_name,
+        channel_number=msg.channel_number,
+        source_stream=msg.source_stream,
+        message_model=msg.message_model,
+        lines=tuple(
+            Line(
+                adapter_id=line.adapter_id,
+                line_endpoint=line.line_endpoint,
+                replay_endpoint=line.replay_endpoint,
+                role=admin_pb2.AdapterRole.Name(line.role).removeprefix("ADAPTER_ROLE_").lower(),
+                term=line.term,
+                is_up=line.is_up,
+            )
+            for line in msg.lines
+        ),
+        symbols=tuple(msg.symbols),
+        delayed=msg.delayed,
+    )
+
+
+def _translate(exc: grpc.aio.AioRpcError) -> AdminClientError:
+    code, details = exc.code(), exc.details() or ""
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationFailed(details, code=code.name)
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        _head, found, tail = details.partition("not entitled to: ")
+        symbols = [s.strip() for s in tail.split(",") if s.strip()] if found else []
+        return PermissionDenied(details, code=code.name, symbols=symbols)
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return AdminUnavailable(details, code=code.name)
+    return AdminClientError(f"{code.name}: {details}", code=code.name)
+
+
+class AdminClient:
+    """An asyncio client of the admin server.
+
+    Args:
+        target: ``host:port`` of the admin server.
+        key_id: API key id.
+        secret: API key secret.
+        tls: ``None``/``False`` for plaintext, ``True`` for TLS with the system
+            roots, or a :class:`TlsConfig`.
+        retry_deadline_s: how long a call keeps retrying while the server is unreachable.
+        call_timeout_s: per-attempt deadline of unary calls.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        key_id: str,
+        secret: str,
+        *,
+        tls: TlsConfig | bool | None = None,
+        retry_deadline_s: float = RETRY_DEADLINE_S,
+        call_timeout_s: float = CALL_TIMEOUT_S,
+    ) -> None:
+        self.target = target
+        self._key_id = key_id
+        self._secret = secret
+        self._tls = tls
+        self.retry_deadline_s = retry_deadline_s
+        self.call_timeout_s = call_timeout_s
+        self._channel: grpc.aio.Channel | None = None
+        self._token: str | None = None
+        self.user: str | None = None
+        self.logins = 0
+
+    def __repr__(self) -> str:
+        state = "logged-in" if self._token else "open" if self._channel else "closed"
+        return f"<AdminClient {self.target} [{state}, user={self.user}, logins={self.logins}]>"
+
+    def _open(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            if self._tls is None or self._tls is False:
+                self._channel = grpc.aio.insecure_channel(self.target)
+            else:
+                tls = self._tls if isinstance(self._tls, TlsConfig) else TlsConfig()
+                credentials = grpc.ssl_channel_credentials(
+                    tls.root_certificates, tls.private_key, tls.certificate_chain
+                )
+                self._channel = grpc.aio.secure_channel(self.target, credentials)
+        return self._channel
+
+    async def close(self) -> None:
+        """Close the channel."""
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            await channel.close()
+
+    async def __aenter__(self) -> AdminClient:
+        self._open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def login(self) -> None:
+        """Log in now (done lazily by every call otherwise).
+
+        Raises:
+            AuthenticationFailed: bad key id or secret.
+            AdminUnavailable: server unreachable for the retry deadline.
+        """
+
+        async def attempt() -> None:
+            stub = admin_pb2_grpc.AdminAuthStub(self._open())  # type: ignore[no-untyped-call]
+            request = admin_pb2.LoginRequest(key_id=self._key_id, secret=self._secret)
+            reply = await stub.Login(request, timeout=self.call_timeout_s)
+            self._token, self.user = reply.token, reply.user
+            self.logins += 1
+
+        await self._retry(attempt)
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self._token}"),)
+
+    async def _retry(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        # Strategy: UNAVAILABLE (server down or restarting) is retried with
+        # capped backoff until the deadline; everything else is final.
+        deadline = time.monotonic() + self.retry_deadline_s
+        delay = RETRY_INITIAL_S
+        while True:
+            try:
+                return await attempt()
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is not grpc.StatusCode.UNAVAILABLE or time.monotonic() + delay > deadline:
+                    raise _translate(exc) from exc
+            await asyncio.sleep(delay)
+            delay = min(RETRY_MAX_S, delay * 2)
+
+    async def _call(self, invoke: Callable[[admin_pb2_grpc.StreamBrokerStub], Awaitable[_T]]) -> _T:
+        # Log in when there is no token; on UNAUTHENTICATED with a token (expired,
+        # key rotated), log in once more and repeat the call.
+        for relogin in (False, True):
+            if self._token is None or relogin:
+                await self.login()
+            stub = admin_pb2_grpc.StreamBrokerStub(self._open())  # type: ignore[no-untyped-call]
+            try:
+                return await self._retry(lambda stub=stub: invoke(stub))  # type: ignore[misc]
+            except AuthenticationFailed:
+                if relogin:
+                    raise
+                logger.info("admin client: token rejected, logging in again")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def subscribe(self, symbols: Sequence[str]) -> Subscription:
+        """Subscribe to symbols or fnmatch patterns.
+
+        Returns:
+            The subscription id and one route per channel (and delivery mode).
+
+        Raises:
+            PermissionDenied: some symbols are not entitled (``exc.symbols``).
+            AdminClientError: other failures (``exc.code``).
+        """
+        request = admin_pb2.SubscribeRequest(symbols=list(symbols))
+        reply: admin_pb2.SubscribeResponse = await self._call(
+            lambda stub: stub.Subscribe(request, metadata=self._metadata(), timeout=self.call_timeout_s)
+        )
+        return Subscription(
+            subscription_id=reply.subscription_id, routes=tuple(_route(r) for r in reply.routes)
+        )
+
+    async def modify(self, subscription_id: str, symbols: Sequence[str]) -> Subscription:
+        """Replace a subscription's symbols; returns the new routes."""
+        request = admin_pb2.ModifyRequest(subscription_id=subscription_id, symbols=list(symbols))
+        reply: admin_pb2.SubscribeResponse = await self._call(
+            lambda stub: stub.Modify(request, metadata=self._metadata(), timeout=self.call_timeout_s)
+        )
+        return Subscription(
+            subscription_id=reply.subscription_id, routes=tuple(_route(r) for r in reply.routes)
+        )
+
+    async def cancel(self, subscription_id: str) -> None:
+        """Cancel a subscription."""
+        request = admin_pb2.CancelRequest(subscription_id=subscription_id)
+        await self._call(
+            lambda stub: stub.Cancel(request, metadata=self._metadata(), timeout=self.call_timeout_s)
+        )
+
+    async def watch_routes(self, subscription_id: str) -> AsyncIterator[RouteUpdate]:
+        """Yield the subscription's routes now and after each change; reconnect across server restarts.
+
+        The iteration ends when the subscription is cancelled. After a
+        reconnect the first update repeats the current routes.
+
+        Raises:
+            AdminClientError: a final error (not found, permission denied, ...).
+        """
+        delay = RETRY_INITIAL_S
+        relogged = False
+        while True:
+            if self._token is None:
+                await self.login()
+            stub = admin_pb2_grpc.StreamBrokerStub(self._open())  # type: ignore[no-untyped-call]
+            call = stub.WatchRoutes(
+                admin_pb2.WatchRoutesRequest(subscription_id=subscription_id), metadata=self._metadata()
+            )
+            try:
+                async for update in call:
+                    delay, relogged = RETRY_INITIAL_S, False
+                    yield RouteUpdate(
+                        subscription_id=update.subscription_id,
+                        reason=update.reason,
+                        routes=tuple(_route(r) for r in update.routes),
+                    )
+                return
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                if code is grpc.StatusCode.UNAUTHENTICATED and not relogged:
+                    self._token, relogged = None, True
+                    continue
+                if code is not grpc.StatusCode.UNAVAILABLE:
+                    raise _translate(exc) from exc
+                logger.info("admin client: route watch lost (%s); retrying in %.1f s", exc.details(), delay)
+            finally:
+                call.cancel()
+            await asyncio.sleep(delay)
+            delay = min(RETRY_MAX_S, delay * 2)
