@@ -1,0 +1,48 @@
+"""The adapter's journal: append-only segments of framed records, checkpoints, recovery, readers.
+
+See DESIGN.md, "The journal". Public API::
+
+    writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.BATCH))
+    writer.append(msg_seq, time_ns, source_stream, source_seq, payload)
+    writer.write_checkpoint(msg_seq, state)
+    writer.close()
+
+    reader = JournalReader(directory)
+    for record in reader.read(from_seq): ...
+    reader.read_range(first, last)
+"""
+
+from __future__ import annotations
+
+from adapter.journal.checkpoint import Checkpoint, CheckpointStore
+from adapter.journal.config import FsyncPolicy, JournalConfig
+from adapter.journal.errors import (
+    CorruptRecordError,
+    JournalClosedError,
+    JournalError,
+    JournalIOError,
+    SequenceError,
+)
+from adapter.journal.format import Record
+from adapter.journal.reader import JournalReader
+from adapter.journal.recovery import RecoveryReport, recover
+from adapter.journal.retention import apply_retention
+from adapter.journal.writer import JournalWriter
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointStore",
+    "CorruptRecordError",
+    "FsyncPolicy",
+    "JournalClosedError",
+    "JournalConfig",
+    "JournalError",
+    "JournalIOError",
+    "JournalReader",
+    "JournalWriter",
+    "Record",
+    "RecoveryReport",
+    "SequenceError",
+    "apply_retention",
+    "recover",
+]

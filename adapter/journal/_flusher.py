@@ -1,0 +1,237 @@
+"""The writer's I/O thread: writes group-commit buffers, syncs them, appends index entries.
+
+Theory of operation
+-------------------
+The owner thread frames records into the *live* batch (a preallocated
+buffer bound to one segment) and publishes its end offset after each record
+by a single attribute store. It never writes to disk itself. A batch that is
+full, or that ends a segment, is *sealed*: put on a queue, and the owner
+takes a free buffer (waiting only when every buffer is in flight, which is
+the back-pressure when the disk cannot keep up).
+
+The flusher thread wakes when a batch is sealed, when a flush is requested,
+or every ``flush_interval_s``. Under the lock it takes a snapshot — the
+sealed batches, the live batch and its published end, the latest flush
+ticket — then, outside the lock, writes every byte not yet written, in
+order, with ``os.write`` (which releases the GIL), syncs according to the
+policy, and appends the index entries that now point at written bytes. The
+owner only ever writes beyond the published end, and a sealed buffer is not
+reused until the flusher returns it, so the flusher reads stable bytes
+without holding the lock. ``flush()`` waits for the ticket it took, so it
+returns once everything appended before it is written (and synced if asked).
+
+A write error stops the flusher; the owner sees it as
+:class:`~adapter.journal.errors.JournalIOError` on its next call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adapter.journal.errors import JournalIOError
+from adapter.journal.format import INDEX_ENTRY, encode_index_header
+from adapter.journal.segment import SparseIndex
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)
+class OpenSegment:
+    """A segment the writer appends to.
+
+    The owner thread sets the first group of fields and appends to ``index``;
+    the flusher owns ``fd``, ``written``, ``index_fd`` and ``index_persisted``.
+    """
+
+    path: Path
+    index_path: Path
+    first_seq: int
+    day: int
+    create: bool  # a new file (O_EXCL), or an existing one we append to after recovery
+    size: int  # owner: segment offset of the next record, including buffered bytes
+    index: SparseIndex = field(default_factory=SparseIndex)
+    fd: int | None = None
+    written: int = 0
+    index_fd: int | None = None
+    index_persisted: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class Batch:
+    """One group-commit buffer, bound to one segment.
+
+    Attributes:
+        buffer: the bytes; ``buffer[:end]`` is framed data.
+        segment: where the bytes go.
+        serial: increasing number, so flush tickets can be ordered.
+        end: set when sealed; while live the end is the owner's published position.
+        written: bytes of ``buffer`` the flusher has written (flusher only).
+    """
+
+    buffer: bytearray
+    segment: OpenSegment
+    serial: int
+    end: int = -1
+    written: int = 0
+    pooled: bool = True
+
+
+class Flusher:
+    """The I/O thread of one writer (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        directory: Path,
+        live_end: Callable[[], int],
+        sync_each_batch: bool,
+        sync_on_create: bool,
+        interval_s: float,
+    ) -> None:
+        self.cond = threading.Condition()
+        self.sealed: deque[Batch] = deque()
+        self.free: list[bytearray] = []
+        self.live: Batch | None = None
+        self.error: JournalIOError | None = None
+        self.requested_ticket = 0
+        self.completed_ticket = 0
+        self.sync_ticket = 0
+        self._directory = directory
+        self._live_end = live_end
+        self._sync_each_batch = sync_each_batch
+        self._sync_on_create = sync_on_create
+        self._interval_s = interval_s
+        self._stopping = False
+        self._current: OpenSegment | None = None
+        self._thread = threading.Thread(target=self._run, name="journal-flusher", daemon=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Flusher [sealed={len(self.sealed)}, free={len(self.free)}, "
+            f"tickets={self.completed_ticket}/{self.requested_ticket}, error={self.error!r}]>"
+        )
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Write what is left, close the files and end the thread (idempotent)."""
+        with self.cond:
+            self._stopping = True
+            self.cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._close_current()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                if not (self.sealed or self._stopping or self.requested_ticket > self.completed_ticket):
+                    self.cond.wait(self._interval_s)
+                sealed = list(self.sealed)
+                self.sealed.clear()
+                live = self.live
+                live_end = self._live_end() if live is not None else 0
+                ticket = self.requested_ticket
+                sync = self.sync_ticket > self.completed_ticket
+                stopping = self._stopping
+            if self.error is None:
+                try:
+                    self._write_all(sealed, live, live_end, sync=sync)
+                except OSError as exc:
+                    logger.error("journal write failed: %s", exc)
+                    self.error = JournalIOError(exc.errno, f"journal write failed: {exc.strerror}")
+            with self.cond:
+                self.free.extend(batch.buffer for batch in sealed if batch.pooled)
+                self.completed_ticket = ticket
+                self.cond.notify_all()
+            if stopping:
+                return
+
+    def _write_all(self, sealed: list[Batch], live: Batch | None, live_end: int, *, sync: bool) -> None:
+        wrote = False
+        for batch in sealed:
+            wrote |= self._write(batch, batch.end)
+        if live is not None:
+            wrote |= self._write(live, live_end)
+        segment = self._current
+        if segment is not None and segment.fd is not None and (sync or (wrote and self._sync_each_batch)):
+            os.fsync(segment.fd)
+        if wrote and segment is not None:
+            self._persist_index(segment)
+
+    def _write(self, batch: Batch, end: int) -> bool:
+        if end <= batch.written:
+            return False
+        segment = batch.segment
+        if segment is not self._current:
+            self._switch_to(segment)
+        assert segment.fd is not None
+        view = memoryview(batch.buffer)[batch.written : end]
+        while view:
+            done = os.write(segment.fd, view)
+            view = view[done:]
+        segment.written += end - batch.written
+        batch.written = end
+        return True
+
+    def _switch_to(self, segment: OpenSegment) -> None:
+        previous = self._current
+        if previous is not None and previous.fd is not None:
+            # Always sync a finished segment (once per roll): a checkpoint's
+            # position may lie in a later segment and recovery trusts what precedes it.
+            os.fsync(previous.fd)
+            self._persist_index(previous)
+        self._close_current()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        flags |= (os.O_CREAT | os.O_EXCL) if segment.create else 0
+        segment.fd = os.open(segment.path, flags, 0o644)
+        segment.written = os.fstat(segment.fd).st_size
+        self._current = segment
+        if segment.create and self._sync_on_create:
+            self._sync_directory()
+
+    def _persist_index(self, segment: OpenSegment) -> None:
+        # Entries are hints; only those pointing at bytes already written go out,
+        # so a reader never seeks past the end of the segment.
+        seqs, offsets = segment.index.seqs, segment.index.offsets
+        count = len(seqs)
+        new = [
+            INDEX_ENTRY.pack(seqs[i], offsets[i])
+            for i in range(segment.index_persisted, count)
+            if offsets[i] < segment.written
+        ]
+        if not new:
+            return
+        if segment.index_fd is None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+            flags |= os.O_TRUNC if segment.create else 0
+            segment.index_fd = os.open(segment.index_path, flags, 0o644)
+            if os.fstat(segment.index_fd).st_size == 0:
+                os.write(segment.index_fd, encode_index_header(segment.first_seq))
+        os.write(segment.index_fd, b"".join(new))
+        segment.index_persisted += len(new)
+
+    def _close_current(self) -> None:
+        segment = self._current
+        if segment is None:
+            return
+        for fd in (segment.fd, segment.index_fd):
+            if fd is not None:
+                os.close(fd)
+        segment.fd = segment.index_fd = None
+        self._current = None
+
+    def _sync_directory(self) -> None:
+        fd = os.open(self._directory, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,387 @@
+"""The journal writer: frames records into group-commit buffers that a flusher thread writes.
+
+Theory of operation
+-------------------
+``JournalWriter(directory, config)`` first runs recovery (see
+:mod:`adapter.journal.recovery`), then starts its flusher thread (see
+:mod:`adapter.journal._flusher`). ``append`` checks that msg_seq increases,
+frames the record straight into the live buffer (one ``struct.pack_into``
+with a per-payload-length cached format, one CRC32C call) and returns: it
+makes no system call. Everything that is not the common case — a full
+buffer, a segment to roll (size or UTC day), an index entry due, the first
+record, ``fsync=always``, a closed writer — is folded into one comparison
+against ``_limit`` and handled by ``_append_slow``.
+
+The timeout is driven by the flusher thread, which writes the live buffer at
+least every ``flush_interval_s``; the owner does not need to call anything
+periodically. ``flush()`` waits until every record appended before it is
+written (and synced, per policy); ``close()`` flushes and stops the thread.
+
+Thread-safety: a writer belongs to one thread (one writer per directory,
+one thread calling its methods). Readers in any thread or process may read
+the directory at the same time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from crc32c import crc32c
+
+from adapter.journal._flusher import Batch, Flusher, OpenSegment
+from adapter.journal.checkpoint import Checkpoint, CheckpointStore
+from adapter.journal.config import FsyncPolicy, JournalConfig
+from adapter.journal.errors import JournalClosedError, SequenceError
+from adapter.journal.format import (
+    CRC_FIELD,
+    MAX_PAYLOAD_BYTES,
+    NS_PER_DAY,
+    RECORD_HEADER_SIZE,
+    SEGMENT_HEADER_SIZE,
+    SegmentHeader,
+    encode_segment_header,
+    index_name,
+    segment_name,
+    utc_day,
+)
+from adapter.journal.recovery import RecoveryReport, recover
+from adapter.journal.retention import apply_retention
+from adapter.journal.segment import SparseIndex
+
+logger = logging.getLogger(__name__)
+
+_PACKER_CACHE_SIZE: Final = 8192
+_pack_crc = CRC_FIELD.pack_into
+_Packer = Callable[..., None]
+
+
+def _packer(length: int) -> _Packer:
+    """A pack_into for a record header followed by a ``length``-byte payload."""
+    return struct.Struct(f"<IIQQQHH{length}s").pack_into
+
+
+class JournalWriter:
+    """Appends records to a journal directory (one writer per directory).
+
+    Example::
+
+        with JournalWriter(path, JournalConfig()) as journal:
+            journal.append(msg_seq, time_ns, source_stream, source_seq, payload)
+            journal.write_checkpoint(msg_seq, state)
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], config: JournalConfig | None = None) -> None:
+        """Open (creating if needed) and recover a journal, then start the flusher thread.
+
+        Args:
+            directory: the journal directory.
+            config: settings; defaults to ``JournalConfig()``.
+        """
+        self._config = config or JournalConfig()
+        self._directory = Path(directory)
+        self._directory.mkdir(parents=True, exist_ok=True)
+        recovery = recover(self._directory, index_interval_bytes=self._config.index_interval_bytes)
+        self.recovery_report: RecoveryReport = recovery.report
+        self._checkpoints = CheckpointStore(self._directory)
+        self._generation = recovery.last_generation
+        self._last_seq = recovery.last_seq
+        self._segment: OpenSegment | None = None
+        if recovery.tail is not None:
+            index = recovery.tail_index or SparseIndex()
+            self._segment = OpenSegment(
+                path=recovery.tail.path,
+                index_path=recovery.tail.index_path,
+                first_seq=recovery.tail.first_seq,
+                day=recovery.tail.day,
+                create=False,
+                size=recovery.tail.size,
+                index=index,
+                index_persisted=len(index.seqs),
+            )
+        self._serial = 0
+        self._buf = bytearray(0)
+        self._view = memoryview(self._buf)
+        self._pos = 0
+        self._base = 0  # segment offset of _buf[0]
+        self._limit = -1  # forces the first append through the slow path
+        self._day_end_ns = 0
+        self._next_index = 0
+        self._closed = False
+        self._packers: dict[int, _Packer] = {}
+        self._flusher = Flusher(
+            directory=self._directory,
+            live_end=self._live_end,
+            sync_each_batch=self._config.fsync is not FsyncPolicy.NONE,
+            sync_on_create=self._config.fsync is not FsyncPolicy.NONE,
+            interval_s=self._config.flush_interval_s,
+        )
+        self._flusher.free.extend(bytearray(self._config.buffer_bytes) for _ in range(self._config.buffers))
+        self._batch: Batch | None = None
+        self._flusher.start()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        segment = None if self._segment is None else self._segment.path.name
+        return f"<JournalWriter [{state}, last_msg_seq={self._last_seq}, segment={segment}]>"
+
+    def __enter__(self) -> JournalWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def directory(self) -> Path:
+        """The journal directory."""
+        return self._directory
+
+    @property
+    def config(self) -> JournalConfig:
+        """The settings."""
+        return self._config
+
+    @property
+    def last_msg_seq(self) -> int:
+        """msg_seq of the last record appended or recovered (-1: empty journal)."""
+        return self._last_seq
+
+    def _live_end(self) -> int:
+        return self._pos
+
+    def append(self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes) -> None:
+        """Append one record; it is written within ``flush_interval_s`` (or when the buffer fills).
+
+        Args:
+            msg_seq: the record's msg_seq; must exceed every earlier one (gaps are allowed).
+            time_ns: publish time, ns since the Unix epoch (UTC); picks the segment's day.
+            source_stream: source stream number (0..65535).
+            source_seq: sequence number on the source stream (0..2**64-1).
+            payload: the protobuf-encoded application message.
+
+        Raises:
+            SequenceError: ``msg_seq`` does not exceed the last one.
+            ValueError: a field is out of range or the payload is too large.
+            JournalClosedError: the writer is closed.
+            JournalIOError: an earlier write failed.
+        """
+        if msg_seq <= self._last_seq:
+            raise SequenceError(last=self._last_seq, got=msg_seq)
+        length = len(payload)
+        pos = self._pos
+        end = pos + RECORD_HEADER_SIZE + length
+        if end > self._limit or time_ns >= self._day_end_ns:
+            self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload)
+            return
+        pack = self._packers.get(length) or self._new_packer(length)
+        try:
+            pack(self._buf, pos, 0, length, msg_seq, time_ns, source_seq, source_stream, 0, payload)
+        except struct.error as exc:
+            raise ValueError(f"record field out of range (msg_seq={msg_seq}): {exc}") from exc
+        _pack_crc(self._buf, pos, crc32c(self._view[pos + 4 : end]))
+        self._last_seq = msg_seq
+        self._pos = end  # publish: the flusher may now write up to here
+
+    def _new_packer(self, length: int) -> _Packer:
+        if len(self._packers) >= _PACKER_CACHE_SIZE:
+            self._packers.clear()
+        pack = self._packers[length] = _packer(length)
+        return pack
+
+    def _append_slow(
+        self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes
+    ) -> None:
+        self._check_usable()
+        self._account_fast_records()
+        length = len(payload)
+        if length > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload too large: {length} bytes > {MAX_PAYLOAD_BYTES}")
+        if (
+            not msg_seq < 2**64
+            or not 0 <= time_ns < 2**64
+            or not 0 <= source_stream < 2**16
+            or not 0 <= source_seq < 2**64
+        ):
+            raise ValueError(f"record field out of range: {time_ns=}, {source_stream=}, {source_seq=}")
+        size = RECORD_HEADER_SIZE + length
+        segment = self._segment
+        if (
+            segment is None
+            or time_ns >= (segment.day + 1) * NS_PER_DAY
+            or (segment.size + size > self._config.segment_bytes and segment.size > SEGMENT_HEADER_SIZE)
+        ):
+            segment = self._roll(msg_seq, time_ns)
+        elif self._batch is None or self._batch.segment is not segment:
+            self._new_batch(segment, size)
+        if self._pos + size > len(self._buf):
+            self._new_batch(segment, size)
+        offset = self._base + self._pos
+        if offset >= self._next_index or not segment.index.seqs:
+            segment.index.add(msg_seq, offset)
+            self._next_index = offset + self._config.index_interval_bytes
+        end = self._pos + size
+        pack = self._packers.get(length) or self._new_packer(length)
+        pack(self._buf, self._pos, 0, length, msg_seq, time_ns, source_seq, source_stream, 0, payload)
+        _pack_crc(self._buf, self._pos, crc32c(self._view[self._pos + 4 : end]))
+        segment.size += size
+        self._last_seq = msg_seq
+        self._pos = end
+        self._update_limit(segment)
+        if self._config.fsync is FsyncPolicy.ALWAYS:
+            self.flush()
+
+    def _update_limit(self, segment: OpenSegment) -> None:
+        # The fast path may run while the record stays in this buffer, in this
+        # segment's size budget, before the next index entry and within the day.
+        if self._config.fsync is FsyncPolicy.ALWAYS:
+            self._limit = -1
+            return
+        self._limit = min(
+            len(self._buf),
+            self._config.segment_bytes - self._base,
+            self._next_index - self._base,
+        )
+        self._day_end_ns = (segment.day + 1) * NS_PER_DAY
+
+    def _account_fast_records(self) -> None:
+        # Fast-path appends do not update segment.size; settle it before the
+        # buffer changes hands.
+        if self._batch is not None:
+            self._batch.segment.size = self._base + self._pos
+
+    def _roll(self, msg_seq: int, time_ns: int) -> OpenSegment:
+        previous = self._segment
+        day = utc_day(time_ns) if previous is None else max(previous.day, utc_day(time_ns))
+        name = segment_name(day=day, first_seq=msg_seq)
+        segment = OpenSegment(
+            path=self._directory / name,
+            index_path=self._directory / index_name(name),
+            first_seq=msg_seq,
+            day=day,
+            create=True,
+            size=SEGMENT_HEADER_SIZE,
+        )
+        self._new_batch(segment, SEGMENT_HEADER_SIZE, base=0)
+        self._buf[:SEGMENT_HEADER_SIZE] = encode_segment_header(
+            SegmentHeader(first_seq=msg_seq, first_time_ns=time_ns)
+        )
+        self._pos = SEGMENT_HEADER_SIZE
+        self._segment = segment
+        self._next_index = 0
+        logger.info("journal segment %s started at msg_seq=%d", name, msg_seq)
+        return segment
+
+    def _new_batch(self, segment: OpenSegment, needed: int, base: int | None = None) -> None:
+        """Seal the live batch and start a new one for ``segment`` with room for ``needed`` bytes."""
+        self._account_fast_records()
+        flusher = self._flusher
+        with flusher.cond:
+            if self._batch is not None:
+                self._batch.end = self._pos
+                flusher.sealed.append(self._batch)
+                flusher.cond.notify_all()
+            if needed > self._config.buffer_bytes:
+                buffer, pooled = bytearray(needed), False
+            else:
+                while not flusher.free and flusher.error is None:
+                    flusher.cond.wait()
+                self._check_usable()
+                buffer, pooled = flusher.free.pop(), True
+            self._serial += 1
+            self._base = segment.size if base is None else base
+            self._batch = Batch(buffer=buffer, segment=segment, serial=self._serial, pooled=pooled)
+            self._buf, self._view, self._pos = buffer, memoryview(buffer), 0
+            flusher.live = self._batch
+        self._limit = -1
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise JournalClosedError("journal writer is closed")
+        if self._flusher.error is not None:
+            raise self._flusher.error
+
+    def flush(self, *, sync: bool | None = None) -> None:
+        """Write every record appended so far and wait for it.
+
+        Args:
+            sync: also fsync; ``None`` follows the policy (``batch``/``always``: yes).
+
+        Raises:
+            JournalIOError: writing failed.
+        """
+        if self._closed:
+            return
+        self._account_fast_records()
+        flusher = self._flusher
+        with flusher.cond:
+            flusher.requested_ticket += 1
+            ticket = flusher.requested_ticket
+            if sync or (sync is None and self._config.fsync is not FsyncPolicy.NONE):
+                flusher.sync_ticket = ticket
+            flusher.cond.notify_all()
+            while flusher.completed_ticket < ticket and flusher.error is None:
+                flusher.cond.wait()
+        if flusher.error is not None:
+            raise flusher.error
+
+    def write_checkpoint(self, msg_seq: int, state: bytes) -> Checkpoint:
+        """Flush and sync the journal, then store ``state`` with the journal position.
+
+        Args:
+            msg_seq: the msg_seq ``state`` reflects (at most ``last_msg_seq``).
+            state: the adapter's opaque state blob.
+
+        Returns:
+            The checkpoint written.
+
+        Raises:
+            ValueError: ``msg_seq`` is beyond the last record.
+        """
+        if msg_seq > self._last_seq:
+            raise ValueError(f"msg_seq {msg_seq} is beyond the journal's last msg_seq {self._last_seq}")
+        self._check_usable()
+        self.flush(sync=True)
+        segment = self._segment
+        self._generation += 1
+        checkpoint = Checkpoint(
+            generation=self._generation,
+            msg_seq=msg_seq,
+            state=bytes(state),
+            segment=None if segment is None else segment.path.name,
+            offset=0 if segment is None else segment.size,
+            position_seq=self._last_seq,
+        )
+        self._checkpoints.write(checkpoint)
+        return checkpoint
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        """The newest valid checkpoint on disk (``None``: none)."""
+        return self._checkpoints.latest()
+
+    def apply_retention(self, *, now_ns: int) -> list[Path]:
+        """Delete whole segments beyond the configured age or total size, never the active one.
+
+        Args:
+            now_ns: the current time, ns since the Unix epoch.
+
+        Returns:
+            The segment files deleted.
+        """
+        active = None if self._segment is None else self._segment.path.name
+        return apply_retention(self._directory, self._config, now_ns=now_ns, keep=active)
+
+    def close(self) -> None:
+        """Flush (syncing per policy), stop the flusher and close the files (idempotent)."""
+        if self._closed:
+            return
+        try:
+            if self._flusher.error is None:
+                self.flush()
+        finally:
+            self._closed = True
+            self._limit = -1
+            self._flusher.stop()
