@@ -1,0 +1,683 @@
+"""The plain-Python test source: deterministic FIX-style source streams on ZeroMQ XPUB sockets.
+
+Theory of operation
+-------------------
+A stand-in for the Spark feed source (no pyspark import) for tests, drills and
+demos. Symbols (deterministic names) are split among *source streams* by first
+letter (``A-M``, ``N-Z`` by default); streams are numbered 1..n in the order
+given. A seeded model walks prices and emits quotes, trades and bursts; each
+stream numbers its messages with a gap-free ``source_seq``. The same seed and
+event-time base (``--epoch-ns``) give byte-identical streams.
+
+The pure part -- :class:`SymbolModel` (messages), :class:`PacingSchedule`
+(how many are due at a given time, with bounded catch-up) and
+:func:`plan_frames` (messages -> frames, malformed injection) -- reads no clock
+and touches no socket. :class:`PlainSource` is the shell: one bound XPUB socket
+per stream, each ZeroMQ message ``[stream_name, payload]``, payload one or
+more FIX messages back to back. Garbage frames and corrupted copies never
+consume a ``source_seq``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Final
+
+import zmq
+
+from proto.fix import SourceEntry, encode_market_data
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STREAMS: Final = ("A-M", "N-Z")
+DEFAULT_SYMBOLS: Final = 100
+DEFAULT_RATE: Final = 1000.0
+MAX_BATCH: Final = 64
+MAX_CATCHUP_S: Final = 0.05  # never send more than this much backlog at once
+DEFAULT_LINGER_MS: Final = 2000
+DEFAULT_WAIT_TIMEOUT_S: Final = 10.0
+SENDER: Final = "FEEDHA"
+_LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+# --- pure part ---------------------------------------------------------------------
+
+
+def parse_stream_range(name: str) -> tuple[str, str]:
+    """Return the first-letter range a stream covers: ``"A-M"`` -> ``("A", "M")``, ``"Q"`` -> ``("Q", "Q")``.
+
+    Raises:
+        ValueError: not ``X`` or ``X-Y`` with uppercase letters, X <= Y.
+    """
+    first, _sep, last = name.partition("-")
+    last = last or first
+    if len(first) != 1 or len(last) != 1 or first not in _LETTERS or last not in _LETTERS or first > last:
+        raise ValueError(f"stream name must be a letter range like 'A-M': {name!r}")
+    return first, last
+
+
+def symbol_names(count: int) -> list[str]:
+    """Deterministic symbol names whose first letters cycle through A..Z (``AAA``, ``BAA``, ...)."""
+    names = []
+    for i in range(count):
+        rest, suffix = i // 26, ""
+        for _ in range(2):
+            rest, digit = divmod(rest, 26)
+            suffix += _LETTERS[digit]
+        names.append(_LETTERS[i % 26] + suffix + (str(rest) if rest else ""))
+    return names
+
+
+def split_symbols(symbols: Sequence[str], streams: Sequence[str]) -> list[list[str]]:
+    """Assign symbols to streams by first letter.
+
+    Returns:
+        One list per stream (symbols no stream covers are left out).
+
+    Raises:
+        ValueError: a bad stream name, a duplicate, or two streams whose ranges overlap.
+    """
+    ranges = [parse_stream_range(name) for name in streams]
+    for i, (first, last) in enumerate(ranges):
+        for other_first, other_last in ranges[:i]:
+            if first <= other_last and other_first <= last:
+                raise ValueError(f"stream ranges overlap: {streams[i]!r}")
+    return [[s for s in symbols if first <= s[0] <= last] for first, last in ranges]
+
+
+@dataclass(slots=True)
+class _SymbolWalk:
+    mid_ticks: int  # price in 1/100 units, so the decimal text is exact
+    spread_ticks: int
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedMessage:
+    """One source message: which stream (0-based index), its ``source_seq`` and its bytes."""
+
+    stream: int
+    source_seq: int
+    data: bytes
+
+
+class SymbolModel:
+    """Seeded random-walk market: yields FIX messages in a deterministic global order.
+
+    Args:
+        streams: stream names, in stream-number order.
+        symbol_count: how many symbols.
+        seed: the random seed.
+        epoch_ns: event time of message 0; message *k* is stamped ``epoch_ns + k * step_ns``.
+        step_ns: event-time step between messages.
+        start_seq: the first ``source_seq`` of every stream.
+    """
+
+    def __init__(
+        self,
+        *,
+        streams: Sequence[str],
+        symbol_count: int,
+        seed: int,
+        epoch_ns: int,
+        step_ns: int = 1_000_000,
+        start_seq: int = 1,
+    ) -> None:
+        self._rng = random.Random(seed)
+        per_stream = split_symbols(symbol_names(symbol_count), streams)
+        self._symbols = [(index, s) for index, names in enumerate(per_stream) for s in names]
+        if not self._symbols:
+            raise ValueError(f"no symbol falls in streams {list(streams)} (symbols={symbol_count})")
+        self._walks = {
+            s: _SymbolWalk(self._rng.randint(1_000, 50_000), self._rng.randint(1, 5))
+            for _i, s in self._symbols
+        }
+        self.next_seq = [start_seq] * len(streams)
+        self._epoch_ns = epoch_ns
+        self._step_ns = step_ns
+        self._index = 0
+        self._burst_left = 0
+        self._burst_symbol = self._symbols[0]
+
+    def __repr__(self) -> str:
+        return (
+            f"<SymbolModel [symbols={len(self._symbols)}, generated={self._index}, next_seq={self.next_seq}]>"
+        )
+
+    def __iter__(self) -> Iterator[GeneratedMessage]:
+        return self
+
+    def __next__(self) -> GeneratedMessage:
+        rng = self._rng
+        if self._burst_left > 0:
+            self._burst_left -= 1
+            stream, symbol = self._burst_symbol
+        else:
+            stream, symbol = self._symbols[rng.randrange(len(self._symbols))]
+            if rng.random() < 0.02:  # a burst: the same symbol for the next 5..20 messages
+                self._burst_left = rng.randint(5, 20)
+                self._burst_symbol = (stream, symbol)
+        walk = self._walks[symbol]
+        walk.mid_ticks = max(100, walk.mid_ticks + rng.choice((-2, -1, 0, 0, 1, 2)))
+        if rng.random() < 0.45 or self._burst_left:
+            entries = [
+                SourceEntry(
+                    "2", _price_text(walk.mid_ticks + rng.randint(-1, 1)), rng.choice((1, 5, 10, 50)) * 100
+                )
+                for _ in range(rng.randint(1, 3))
+            ]
+        else:
+            walk.spread_ticks = max(1, min(8, walk.spread_ticks + rng.choice((-1, 0, 1))))
+            bid = walk.mid_ticks - walk.spread_ticks // 2
+            entries = [
+                SourceEntry("0", _price_text(bid), rng.randint(1, 20) * 100),
+                SourceEntry("1", _price_text(bid + walk.spread_ticks), rng.randint(1, 20) * 100),
+            ]
+        seq = self.next_seq[stream]
+        self.next_seq[stream] = seq + 1
+        data = encode_market_data(
+            source_seq=seq,
+            symbol=symbol,
+            event_time_ns=self._epoch_ns + self._index * self._step_ns,
+            entries=entries,
+            sender=SENDER,
+        )
+        self._index += 1
+        return GeneratedMessage(stream, seq, data)
+
+
+def _price_text(ticks: int) -> str:
+    return f"{ticks // 100}.{ticks % 100:02d}"
+
+
+def corrupt(message: bytes) -> bytes:
+    """Return a copy of a FIX message whose checksum is wrong (so readers count it malformed)."""
+    head, trailer = message[:-7], message[-7:]  # trailer is b"10=NNN\x01"
+    wrong = (int(trailer[3:6]) + 1) % 256
+    return head + b"10=%03d\x01" % wrong
+
+
+def garbage(rng: random.Random) -> bytes:
+    """Bytes that can never contain ``8=FIX`` (lowercase letters and SOH)."""
+    return bytes(rng.choice(b"abcdefghij\x01") for _ in range(rng.randint(8, 40)))
+
+
+def plan_frames(
+    messages: Sequence[GeneratedMessage],
+    *,
+    stream_count: int,
+    batch: int,
+    malformed_every: int,
+    generated_before: int,
+    rng: random.Random,
+) -> tuple[list[tuple[int, bytes]], int]:
+    """Group due messages into frames per stream, injecting malformed content.
+
+    Every ``malformed_every``-th message overall (counting from ``generated_before``)
+    brings one malformed item: alternately a garbage frame of its own, or a
+    corrupted copy of the message placed just before it in its frame.
+
+    Args:
+        messages: in global order.
+        stream_count: number of streams.
+        batch: maximum FIX messages (valid ones) per frame.
+        malformed_every: 0 for none.
+        generated_before: messages generated before these (for the injection cadence).
+        rng: the source of garbage bytes.
+
+    Returns:
+        ``(frames, malformed)``: ``(stream_index, payload)`` in send order and how many malformed items.
+    """
+    pending: list[list[bytes]] = [[] for _ in range(stream_count)]
+    counts = [0] * stream_count
+    frames: list[tuple[int, bytes]] = []
+    malformed = 0
+    for offset, msg in enumerate(messages):
+        number = generated_before + offset + 1
+        if malformed_every and number % malformed_every == 0:
+            malformed += 1
+            if (number // malformed_every) % 2:
+                frames.append((msg.stream, garbage(rng)))
+            else:
+                pending[msg.stream].append(corrupt(msg.data))
+        pending[msg.stream].append(msg.data)
+        counts[msg.stream] += 1
+        if counts[msg.stream] >= batch:
+            frames.append((msg.stream, b"".join(pending[msg.stream])))
+            pending[msg.stream], counts[msg.stream] = [], 0
+    frames += [(stream, b"".join(parts)) for stream, parts in enumerate(pending) if parts]
+    return frames, malformed
+
+
+@dataclass(slots=True)
+class PacingSchedule:
+    """A deadline schedule: message *k* is due at ``start + k / rate``.
+
+    When the sender falls more than ``max_burst`` messages behind, the excess is
+    forgiven (counted in ``forgiven``) rather than sent in one burst.
+
+    Attributes:
+        rate: messages per second; 0 or less means unpaced (always ``max_burst`` due).
+        max_burst: the most messages :meth:`due` ever returns.
+        start: the schedule's time origin (the caller's clock).
+    """
+
+    rate: float
+    max_burst: int
+    start: float
+    credited: int = 0
+    forgiven: int = 0
+
+    def due(self, now: float) -> int:
+        """How many messages are due at ``now`` (call :meth:`take` with what was sent)."""
+        if self.rate <= 0:
+            return self.max_burst
+        owed = int((now - self.start) * self.rate) - self.credited
+        if owed > self.max_burst:
+            self.forgiven += owed - self.max_burst
+            self.credited += owed - self.max_burst
+            owed = self.max_burst
+        return max(owed, 0)
+
+    def take(self, count: int) -> None:
+        """Record that ``count`` messages were sent."""
+        self.credited += count
+
+    def next_deadline(self) -> float:
+        """When the next message is due (``start`` if unpaced)."""
+        return self.start if self.rate <= 0 else self.start + (self.credited + 1) / self.rate
+
+
+# --- configuration ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceConfig:
+    """Settings of one plain source.
+
+    Attributes:
+        streams: stream names (letter ranges), numbered 1..n in this order.
+        endpoints: ``(stream, endpoint)`` to bind; streams without one bind a random port on ``bind_host``.
+        bind_host: host for random ports.
+        symbols: how many symbols.
+        seed: random seed; with ``epoch_ns`` it fixes the byte stream.
+        epoch_ns: event time of the first message; ``None`` means now.
+        rate: messages per second over all streams; 0 means as fast as possible.
+        seconds: stop after this long (``None``: no limit).
+        count: stop after this many valid messages (``None``: no limit).
+        batch: FIX messages per frame at most; ``None`` means as many as are due, capped at MAX_BATCH.
+        malformed_every: inject one malformed item every this many messages (0: never).
+        wait_subscribers: before sending, wait for this many subscriptions on every stream.
+        wait_timeout_s: how long to wait for them.
+        sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
+        linger_ms: ZMQ_LINGER: how long close() may spend flushing.
+        start_seq: first source_seq of every stream.
+    """
+
+    streams: tuple[str, ...] = DEFAULT_STREAMS
+    endpoints: tuple[tuple[str, str], ...] = ()
+    bind_host: str = "127.0.0.1"
+    symbols: int = DEFAULT_SYMBOLS
+    seed: int = 1
+    epoch_ns: int | None = None
+    rate: float = DEFAULT_RATE
+    seconds: float | None = None
+    count: int | None = None
+    batch: int | None = None
+    malformed_every: int = 0
+    wait_subscribers: int = 0
+    wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S
+    sndhwm: int = 0
+    linger_ms: int = DEFAULT_LINGER_MS
+    start_seq: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.streams or len(set(self.streams)) != len(self.streams):
+            raise ValueError(f"streams must be distinct and non-empty: {self.streams!r}")
+        split_symbols([], self.streams)  # checks names and overlaps
+        unknown = {name for name, _e in self.endpoints} - set(self.streams)
+        if unknown:
+            raise ValueError(
+                f"endpoint for unknown stream(s) {sorted(unknown)}; streams are {list(self.streams)}"
+            )
+        checks = {
+            "symbols": self.symbols >= 1,
+            "rate": self.rate >= 0,
+            "seconds": self.seconds is None or self.seconds >= 0,
+            "count": self.count is None or self.count >= 0,
+            "batch": self.batch is None or self.batch >= 1,
+            "malformed_every": self.malformed_every >= 0,
+            "wait_subscribers": self.wait_subscribers >= 0,
+            "sndhwm": self.sndhwm >= 0,
+            "linger_ms": self.linger_ms >= -1,
+            "start_seq": self.start_seq >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"bad {name}: {getattr(self, name)!r}")
+
+
+@dataclass(slots=True)
+class SourceSummary:
+    """What a run sent; :meth:`to_json` is the line ``feedha source`` prints at exit."""
+
+    streams: tuple[str, ...]
+    endpoints: dict[str, str]
+    sent_per_stream: list[int]
+    last_seq: list[int]
+    malformed: int = 0
+    forgiven: int = 0
+    elapsed_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def sent(self) -> int:
+        """Valid messages sent over all streams."""
+        return sum(self.sent_per_stream)
+
+    def to_json(self) -> str:
+        """One JSON line."""
+        body: dict[str, object] = {
+            "sent": self.sent,
+            "streams": {
+                name: {"number": i + 1, "last_seq": self.last_seq[i], "sent": self.sent_per_stream[i]}
+                for i, name in enumerate(self.streams)
+            },
+            "endpoints": self.endpoints,
+            "malformed": self.malformed,
+            "forgiven": self.forgiven,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+        if self.error:
+            body["error"] = self.error
+        return json.dumps(body)
+
+
+# --- the socket shell -------------------------------------------------------------------
+
+
+class PlainSource:
+    """Binds one XPUB socket per stream and sends the model's messages, paced.
+
+    Use from Python (in-process or in a subprocess)::
+
+        source = PlainSource(SourceConfig(count=1000))
+        endpoints = source.bind()          # {"A-M": "tcp://127.0.0.1:PORT", ...}
+        summary = source.run(stop_event)   # blocks; closes the sockets
+
+    Args:
+        config: the settings.
+    """
+
+    def __init__(self, config: SourceConfig) -> None:
+        self.config = config
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self._sockets: list[zmq.Socket[bytes]] = []
+        self.endpoints: dict[str, str] = {}
+        self._topics = [name.encode() for name in config.streams]
+        self._subscribers = [0] * len(config.streams)
+        self._sent = [0] * len(config.streams)
+
+    def __repr__(self) -> str:
+        return f"<PlainSource [streams={list(self.config.streams)}, sent={sum(self._sent)}]>"
+
+    def bind(self) -> dict[str, str]:
+        """Bind the XPUB sockets (idempotent).
+
+        Returns:
+            stream name -> bound endpoint.
+        """
+        if self._sockets:
+            return self.endpoints
+        wanted = dict(self.config.endpoints)
+        for name in self.config.streams:
+            sock = self._context.socket(zmq.XPUB)
+            sock.setsockopt(zmq.LINGER, self.config.linger_ms)
+            sock.setsockopt(zmq.SNDHWM, self.config.sndhwm)
+            sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # see every subscription, to count subscribers
+            self._sockets.append(sock)
+            if name in wanted:
+                sock.bind(wanted[name])
+                self.endpoints[name] = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            else:
+                port = sock.bind_to_random_port(f"tcp://{self.config.bind_host}")
+                self.endpoints[name] = f"tcp://{self.config.bind_host}:{port}"
+        return self.endpoints
+
+    def close(self) -> None:
+        """Close the sockets (flushing for up to ``linger_ms``)."""
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+
+    def _drain_subscriptions(self, timeout_ms: int) -> None:
+        poller = zmq.Poller()
+        for sock in self._sockets:
+            poller.register(sock, zmq.POLLIN)
+        for sock, _event in poller.poll(timeout_ms):
+            index = self._sockets.index(sock)
+            while True:
+                try:
+                    event = sock.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                if event[:1] == b"\x01":
+                    self._subscribers[index] += 1
+                elif event[:1] == b"\x00":
+                    self._subscribers[index] -= 1
+
+    def _wait_for_subscribers(self, stop: threading.Event) -> None:
+        wanted = self.config.wait_subscribers
+        deadline = time.monotonic() + self.config.wait_timeout_s
+        while min(self._subscribers) < wanted and not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"waited {self.config.wait_timeout_s}s for {wanted} subscriber(s) per stream; "
+                    f"have {dict(zip(self.config.streams, self._subscribers, strict=True))}"
+                )
+            self._drain_subscriptions(int(min(left, 0.1) * 1000) + 1)
+
+    def run(self, stop: threading.Event | None = None) -> SourceSummary:
+        """Send until ``count``/``seconds`` is reached or ``stop`` is set, then close.
+
+        Args:
+            stop: set it (from another thread or a signal handler) to stop cleanly.
+
+        Returns:
+            The summary (its ``error`` is set if waiting for subscribers timed out).
+        """
+        stop = stop or threading.Event()
+        cfg = self.config
+        self.bind()
+        summary = SourceSummary(
+            cfg.streams, dict(self.endpoints), self._sent, [cfg.start_seq - 1] * len(cfg.streams)
+        )
+        started = time.monotonic()
+        try:
+            self._wait_for_subscribers(stop)
+            self._send_loop(stop, summary)
+        except TimeoutError as exc:
+            summary.error = str(exc)
+        finally:
+            summary.elapsed_s = time.monotonic() - started
+            self.close()
+        return summary
+
+    def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
+        cfg = self.config
+        epoch_ns = time.time_ns() if cfg.epoch_ns is None else cfg.epoch_ns
+        step_ns = int(1e9 / cfg.rate) if cfg.rate > 0 else 1_000
+        model = SymbolModel(
+            streams=cfg.streams,
+            symbol_count=cfg.symbols,
+            seed=cfg.seed,
+            epoch_ns=epoch_ns,
+            step_ns=step_ns,
+            start_seq=cfg.start_seq,
+        )
+        garbage_rng = random.Random(cfg.seed ^ 0x5EED)
+        batch = cfg.batch or MAX_BATCH
+        max_burst = max(batch, int(cfg.rate * MAX_CATCHUP_S))
+        start = time.monotonic()
+        schedule = PacingSchedule(rate=cfg.rate, max_burst=max_burst, start=start)
+        end = None if cfg.seconds is None else start + cfg.seconds
+        generated = 0
+        progress = _Progress(start) if sys.stderr.isatty() else None
+        while not stop.is_set():
+            now = time.monotonic()
+            if end is not None and now >= end:
+                break
+            if cfg.count is not None and generated >= cfg.count:
+                break
+            due = schedule.due(now)
+            if cfg.count is not None:
+                due = min(due, cfg.count - generated)
+            if due == 0:
+                wait = schedule.next_deadline() - now
+                if end is not None:
+                    wait = min(wait, end - now)
+                stop.wait(max(wait, 0.0))
+                continue
+            messages = [next(model) for _ in range(due)]
+            frames, malformed = plan_frames(
+                messages,
+                stream_count=len(cfg.streams),
+                batch=batch,
+                malformed_every=cfg.malformed_every,
+                generated_before=generated,
+                rng=garbage_rng,
+            )
+            for stream, payload in frames:
+                self._sockets[stream].send_multipart((self._topics[stream], payload))
+            for msg in messages:
+                self._sent[msg.stream] += 1
+                summary.last_seq[msg.stream] = msg.source_seq
+            generated += due
+            summary.malformed += malformed
+            schedule.take(due)
+            summary.forgiven = schedule.forgiven
+            self._drain_subscriptions(0)
+            if progress is not None:
+                progress.show(now, generated)
+
+
+class _Progress:
+    # Progress on stderr only when it is a terminal, at most once a second.
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.last = start
+
+    def show(self, now: float, sent: int) -> None:
+        if now - self.last >= 1.0:
+            self.last = now
+            rate = sent / max(now - self.start, 1e-9)
+            print(f"\rsent {sent:,}  {rate:,.0f} msg/s ", end="", file=sys.stderr, flush=True)
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def _endpoint(text: str) -> tuple[str, str]:
+    name, sep, endpoint = text.partition("=")
+    if not sep or not name or not endpoint:
+        raise argparse.ArgumentTypeError(f"expected NAME=ENDPOINT, got {text!r}")
+    return name, endpoint
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``feedha source`` argument parser."""
+    parser = argparse.ArgumentParser(prog="feedha source", description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--endpoint", type=_endpoint, action="append", default=[], metavar="NAME=tcp://HOST:PORT")
+    add("--bind-host", default="127.0.0.1", help="host for random ports (streams without --endpoint)")
+    add("--streams", help="comma-separated letter ranges (default A-M,N-Z, or the --endpoint names)")
+    add("--symbols", type=int, default=DEFAULT_SYMBOLS)
+    add("--seed", type=int, default=1)
+    add("--epoch-ns", type=int, default=None, help="event time of the first message (default: now)")
+    add("--rate", type=float, default=DEFAULT_RATE, help="messages/s over all streams; 0 = unpaced")
+    add("--seconds", type=float, default=None)
+    add("--count", type=int, default=None)
+    add("--batch", type=int, default=None, help=f"FIX messages per frame (default: as due, <= {MAX_BATCH})")
+    add("--malformed-every", type=int, default=0, metavar="K")
+    add("--wait-subscribers", type=int, default=0, metavar="N")
+    add("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT_S)
+    add("--sndhwm", type=int, default=0)
+    add("--linger-ms", type=int, default=DEFAULT_LINGER_MS)
+    add("--start-seq", type=int, default=1)
+    return parser
+
+
+def config_from_args(argv: Sequence[str]) -> SourceConfig:
+    """Build a :class:`SourceConfig` from command-line arguments.
+
+    Raises:
+        SystemExit: bad arguments (argparse's usual exit code 2).
+    """
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    if args.streams:
+        streams = tuple(s.strip() for s in args.streams.split(",") if s.strip())
+    elif args.endpoint:
+        streams = tuple(name for name, _e in args.endpoint)
+    else:
+        streams = DEFAULT_STREAMS
+    try:
+        return SourceConfig(
+            streams=streams,
+            endpoints=tuple(args.endpoint),
+            bind_host=args.bind_host,
+            symbols=args.symbols,
+            seed=args.seed,
+            epoch_ns=args.epoch_ns,
+            rate=args.rate,
+            seconds=args.seconds,
+            count=args.count,
+            batch=args.batch,
+            malformed_every=args.malformed_every,
+            wait_subscribers=args.wait_subscribers,
+            wait_timeout_s=args.wait_timeout,
+            sndhwm=args.sndhwm,
+            linger_ms=args.linger_ms,
+            start_seq=args.start_seq,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def main(argv: list[str]) -> int:
+    """Run ``feedha source``: print the endpoints as a JSON line, send, then print the summary line.
+
+    Returns:
+        0, or 1 if waiting for subscribers timed out.
+    """
+    config = config_from_args(argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    source = PlainSource(config)
+    print(json.dumps({"endpoints": source.bind()}), flush=True)
+    summary = source.run(stop)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if summary.error:
+        print(f"feedha source: {summary.error}", file=sys.stderr)
+    print(summary.to_json(), flush=True)
+    return 1 if summary.error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
