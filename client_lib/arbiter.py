@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
+from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
@@ -39,7 +40,7 @@ from google.protobuf.message import DecodeError
 
 from client_lib.errors import ConfigError, ProtocolError
 from proto import market_pb2
-from proto.wire import PacketHeader, WireError, decode_blocks, decode_header
+from proto.wire import HEADER_SIZE, PacketHeader, WireError, decode_blocks, decode_header
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ LOSS_TIMEOUT_S: Final = 0.5
 MAX_BUFFERED: Final = 100_000
 CONFLICT_WINDOW: Final = 65_536
 _MAX_U16: Final = 0xFFFF
+_RECENT_PACKETS: Final = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -347,6 +349,10 @@ class ChannelArbiter:
         self._ring_seq = [-1] * self._window
         self._ring_stream = [0] * self._window
         self._ring_source_seq = [0] * self._window
+        # Recent all-first-copy packets by first_seq: a byte-identical copy from
+        # another line is all duplicates, no block walk needed.
+        self._recent: dict[int, bytes] = {}
+        self._recent_order: deque[int] = deque()
         self._lines: dict[int, _LineCounters] = {line: _LineCounters() for line in range(lines)}
         self._highest_term: int | None = None
         self._active_line: int | None = None
@@ -386,7 +392,6 @@ class ChannelArbiter:
         counters.packets += 1
         try:
             header = decode_header(packet)
-            blocks = decode_blocks(packet, header) if header.count else []
         except WireError as exc:
             self._drop_garbage(counters, exc.reason, exc)
             return self._expire(now, [])
@@ -395,40 +400,34 @@ class ChannelArbiter:
         elif header.channel != self._channel:
             self._drop_garbage(counters, "channel", header.channel)
             return self._expire(now, [])
+        out: list[Event] = []
+        if not header.is_retransmission and not self._check_term(line, header, counters, out):
+            return self._expire(now, out)
+        first, count = header.first_seq, header.count
+        if count and self._is_known_copy(first, packet):
+            # Byte-identical to a packet whose blocks were all first copies.
+            self._duplicates += count
+            counters.duplicates += count
+            counters.blocks += count
+        elif count:
+            try:
+                blocks = decode_blocks(packet, header)
+            except WireError as exc:
+                self._drop_garbage(counters, exc.reason, exc)
+                return self._expire(now, out)
+            counters.blocks += count
+            self._take_blocks(line, header, packet, blocks, counters, now, out)
+        else:
+            counters.heartbeats += 1
+            self._start_at(first)
+            if first > self._high:
+                self._open_hole(self._high, first - 1, now)
+                self._high = first
         counters.adapter = header.adapter
         counters.last_term = header.term
-        counters.blocks += header.count
-        out: list[Event] = []
-        if not header.is_retransmission:
-            if self._highest_term is None:
-                self._highest_term = header.term
-            elif header.term < self._highest_term:
-                self._stale += 1
-                counters.stale += 1
-                return self._expire(now, out)
-            elif header.term > self._highest_term:
-                out.append(TermChanged(self._channel, self._highest_term, header.term, line))
-                logger.info("channel %s: term %d -> %d on line %d", self._channel, self._highest_term,
-                            header.term, line)  # fmt: skip
-                self._highest_term = header.term
-        if header.count == 0:
-            counters.heartbeats += 1
-        first = header.first_seq
-        if self._next is None:
-            start = self._config.start_seq
-            self._next = self._high = first if start is None else start
-        if first > self._high:
-            self._open_hole(self._high, first - 1, now)
-            self._high = first
-        replaced = self._supersede(line, header, packet, blocks, out) if self._buffer and blocks else ()
-        for index, (stream, source_seq, start, end) in enumerate(blocks):
-            if replaced and first + index in replaced:
-                continue
-            self._accept(first + index, stream, source_seq, packet, start, end, line, header.term,
-                         header.send_time_ns, counters, out)  # fmt: skip
         if header.is_end_of_session and not header.is_retransmission and not self._ended:
             self._ended = True
-            out.append(EndOfSession(self._channel, line, header.next_seq))
+            out.append(EndOfSession(header.channel, line, header.next_seq))
         return self._expire(now, out)
 
     def on_garbage(self, line: int, *, reason: str) -> None:
@@ -491,6 +490,60 @@ class ChannelArbiter:
         self._garbage[reason] = self._garbage.get(reason, 0) + 1
         logger.debug("channel %s: dropped garbage packet (%s): %s", self._channel, reason, detail)
 
+    def _check_term(self, line: int, header: PacketHeader, counters: _LineCounters, out: list[Event]) -> bool:
+        # Follow the highest term; a lower one is a stale (demoted) sender.
+        if self._highest_term is None:
+            self._highest_term = header.term
+        elif header.term < self._highest_term:
+            self._stale += 1
+            counters.stale += 1
+            return False
+        elif header.term > self._highest_term:
+            out.append(TermChanged(header.channel, self._highest_term, header.term, line))
+            logger.info("channel %s: term %d -> %d on line %d", header.channel, self._highest_term,
+                        header.term, line)  # fmt: skip
+            self._highest_term = header.term
+        return True
+
+    def _start_at(self, first: int) -> None:
+        if self._next is None:
+            start = self._config.start_seq
+            self._next = self._high = first if start is None else start
+
+    def _is_known_copy(self, first: int, packet: bytes) -> bool:
+        known = self._recent.get(first)
+        return known is not None and len(known) == len(packet) and known[HEADER_SIZE:] == packet[HEADER_SIZE:]
+
+    def _take_blocks(
+        self,
+        line: int,
+        header: PacketHeader,
+        packet: bytes,
+        blocks: list[tuple[int, int, int, int]],
+        counters: _LineCounters,
+        now: float,
+        out: list[Event],
+    ) -> None:
+        first = header.first_seq
+        self._start_at(first)
+        if first > self._high:
+            self._open_hole(self._high, first - 1, now)
+            self._high = first
+        replaced = self._supersede(line, header, packet, blocks, out) if self._buffer else ()
+        before = counters.first_copies
+        accept = self._accept
+        for index, (stream, source_seq, start, end) in enumerate(blocks):
+            if replaced and first + index in replaced:
+                continue
+            accept(first + index, stream, source_seq, packet, start, end, line, header.term,
+                   header.send_time_ns, counters, out)  # fmt: skip
+        if counters.first_copies - before == len(blocks):
+            if first not in self._recent:
+                self._recent_order.append(first)
+                if len(self._recent_order) > _RECENT_PACKETS:
+                    del self._recent[self._recent_order.popleft()]
+            self._recent[first] = packet
+
     def _accept(
         self,
         seq: int,
@@ -539,7 +592,13 @@ class ChannelArbiter:
         counters.first_copies += 1
         self._active_line = line
         if seq == next_seq:
-            self._deliver(delivery, out)
+            slot = seq % self._window
+            self._ring_seq[slot] = seq
+            self._ring_stream[slot] = stream
+            self._ring_source_seq[slot] = source_seq
+            self._delivered += 1
+            self._next = seq + 1
+            out.append(delivery)
             if self._buffer:
                 self._drain(out)
         else:

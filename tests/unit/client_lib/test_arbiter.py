@@ -382,3 +382,23 @@ def test_property_any_interleaving_delivers_each_seq_once_in_order(
     stats = arb.stats()
     assert stats.buffered == 0 and stats.open_gaps == 0 and stats.lost == 0 and stats.conflicts == 0
     assert stats.delivered + stats.duplicates == sum(ls.blocks for ls in stats.lines)
+
+
+def test_identical_copy_fast_path_still_reports_conflicts() -> None:
+    arb = arbiter()
+    original = packet(1, 3)
+    arb.on_packet(0, original, now=0.0)
+    # Same bytes after the header (another adapter, same blocks): all duplicates.
+    assert arb.on_packet(1, packet(1, 3, adapter=2), now=0.0) == []
+    assert arb.stats().duplicates == 3 and arb.stats().lines[1].blocks == 3
+    # A conflicting packet is never remembered, so its byte-identical copy conflicts too.
+    rogue = packet(4, 2, source_offset=0)
+    arb.on_packet(0, packet(4, 2), now=0.0)
+    assert len(arb.on_packet(1, rogue, now=0.0)) == 2
+    assert len(arb.on_packet(2, rogue, now=0.0)) == 2
+    assert arb.stats().conflicts == 4
+    # A packet partly before the start (late blocks) is not taken for a known copy.
+    late = ChannelArbiter(ArbiterConfig(channel=CHANNEL, start_seq=3))
+    late.on_packet(0, packet(1, 4), now=0.0)
+    late.on_packet(1, packet(1, 4), now=0.0)
+    assert late.stats().late == 4 and late.stats().duplicates == 2
