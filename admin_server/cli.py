@@ -1,0 +1,198 @@
+"""``feedctl``: the operators' gRPC CLI for the admin server (admin role).
+
+Usage::
+
+    feedctl [--admin-server HOST:PORT] [--key-id ID --secret S] [--tls [--ca F]] [--json] COMMAND
+      adapters                         table: channel, adapter, role, term, msg_seq, sync, health, lag, up
+      subscriptions                    every subscription
+      failover CHANNEL [--to ADAPTER]  demote the active, promote a backup (term + 1)
+      fail ADAPTER [--reason TEXT]     take an adapter off line
+      throttle ADAPTER RATE            limit an adapter's rate (messages/s; 0 = no limit)
+      purge CHANNEL MESSAGE_ID         purge a pending delayed message (not supported yet)
+      watch [--count N]                live events
+
+Credentials come from ``--key-id/--secret`` or ``FEEDHA_KEY_ID``/``FEEDHA_SECRET``;
+the server from ``--admin-server`` or ``FEEDHA_ADMIN_SERVER`` (default 127.0.0.1:50051).
+Exit codes: 0 ok, 1 refused by the server, 2 usage or connection error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from proto import admin_pb2, admin_pb2_grpc
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+TIMEOUT_S = 10.0
+
+
+def _enum(name: str, prefix: str) -> str:
+    return name.removeprefix(prefix).lower()
+
+
+def _adapter_row(info: admin_pb2.AdapterInfo) -> dict[str, Any]:
+    reg, status = info.registration, info.status
+    return {
+        "channel": reg.channel_name,
+        "adapter": reg.adapter_id,
+        "role": _enum(admin_pb2.AdapterRole.Name(status.role), "ADAPTER_ROLE_"),
+        "term": status.term,
+        "msg_seq": status.next_msg_seq,
+        "sync": _enum(admin_pb2.SyncStatus.Name(status.sync_status), "SYNC_STATUS_"),
+        "health": round(status.health_score, 1),
+        "lag": status.lag,
+        "up": info.is_up,
+        "line": reg.line_endpoint,
+    }
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    cells = [[str(row[c]) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _print(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data, sort_keys=True) if args.json else text, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="feedctl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--admin-server", default=None, help="HOST:PORT of the admin server")
+    parser.add_argument("--key-id", default=None, help="API key id (or FEEDHA_KEY_ID)")
+    parser.add_argument("--secret", default=None, help="API key secret (or FEEDHA_SECRET)")
+    parser.add_argument("--tls", action="store_true", help="connect with TLS")
+    parser.add_argument("--ca", help="PEM CA bundle for TLS (default: system roots)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("adapters", help="list adapters")
+    sub.add_parser("subscriptions", help="list subscriptions")
+    failover = sub.add_parser("failover", help="fail a channel over by hand")
+    failover.add_argument("channel")
+    failover.add_argument("--to", default="", help="adapter to promote (default: best in-sync backup)")
+    fail = sub.add_parser("fail", help="take an adapter off line")
+    fail.add_argument("adapter")
+    fail.add_argument("--reason", default="")
+    throttle = sub.add_parser("throttle", help="limit an adapter's publishing rate")
+    throttle.add_argument("adapter")
+    throttle.add_argument("rate", type=float)
+    purge = sub.add_parser("purge", help="purge a pending delayed message (not supported yet)")
+    purge.add_argument("channel")
+    purge.add_argument("message_id")
+    watch = sub.add_parser("watch", help="print live events")
+    watch.add_argument("--count", type=int, default=0, help="stop after N events (0: forever)")
+    return parser
+
+
+async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) -> int:
+    if args.tls:
+        root = Path(args.ca).read_bytes() if args.ca else None
+        channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root))
+    else:
+        channel = grpc.aio.insecure_channel(target)
+    async with channel:
+        auth = admin_pb2_grpc.AdminAuthStub(channel)  # type: ignore[no-untyped-call]
+        login = await auth.Login(admin_pb2.LoginRequest(key_id=key_id, secret=secret), timeout=TIMEOUT_S)
+        md = (("authorization", f"Bearer {login.token}"),)
+        stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
+        if args.command == "adapters":
+            reply = await stub.ListAdapters(admin_pb2.ListAdaptersRequest(), metadata=md, timeout=TIMEOUT_S)
+            rows = [_adapter_row(a) for a in reply.adapters]
+            columns = ("channel", "adapter", "role", "term", "msg_seq", "sync", "health", "lag", "up")
+            _print(args, rows, _table(rows, columns))
+        elif args.command == "subscriptions":
+            reply = await stub.ListSubscriptions(
+                admin_pb2.ListSubscriptionsRequest(), metadata=md, timeout=TIMEOUT_S
+            )
+            rows = [
+                {"subscription": s.subscription_id, "user": s.user, "symbols": list(s.symbols)}
+                for s in reply.subscriptions
+            ]
+            text_rows = [{**r, "symbols": ",".join(r["symbols"])} for r in rows]
+            _print(args, rows, _table(text_rows, ("subscription", "user", "symbols")))
+        elif args.command in ("failover", "fail", "throttle"):
+            if args.command == "failover":
+                request: Any = admin_pb2.FailoverRequest(channel_name=args.channel, to_adapter_id=args.to)
+                reply = await stub.Failover(request, metadata=md, timeout=TIMEOUT_S)
+            elif args.command == "fail":
+                request = admin_pb2.FailAdapterRequest(adapter_id=args.adapter, reason=args.reason)
+                reply = await stub.FailAdapter(request, metadata=md, timeout=TIMEOUT_S)
+            else:
+                request = admin_pb2.ThrottleRequest(adapter_id=args.adapter, rate=args.rate)
+                reply = await stub.Throttle(request, metadata=md, timeout=TIMEOUT_S)
+            rows = [
+                {
+                    "adapter": s.adapter_id,
+                    "command": _enum(admin_pb2.CommandKind.Name(s.command.kind), "COMMAND_KIND_"),
+                    "term": s.command.term,
+                    "rate": s.command.rate,
+                }
+                for s in reply.sent
+            ]
+            _print(
+                args,
+                rows,
+                "\n".join(f"sent {r['command']} to {r['adapter']} (term {r['term']})" for r in rows),
+            )
+        elif args.command == "purge":
+            request = admin_pb2.PurgeRequest(channel_name=args.channel, message_id=args.message_id)
+            await stub.Purge(request, metadata=md, timeout=TIMEOUT_S)
+        elif args.command == "watch":
+            seen = 0
+            async for event in stub.WatchEvents(admin_pb2.WatchEventsRequest(), metadata=md):
+                data = json_format.MessageToDict(event, preserving_proto_field_name=True)
+                text = f"{event.kind:<10} {event.channel_name:<10} {event.adapter_id:<12} {event.detail}"
+                _print(args, data, text.rstrip())
+                seen += 1
+                if args.count and seen >= args.count:
+                    break
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``feedctl``.
+
+    Args:
+        argv: arguments without the program name; defaults to ``sys.argv[1:]``.
+
+    Returns:
+        The exit code.
+    """
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    key_id = args.key_id or os.environ.get("FEEDHA_KEY_ID", "")
+    secret = args.secret or os.environ.get("FEEDHA_SECRET", "")
+    target = args.admin_server or os.environ.get("FEEDHA_ADMIN_SERVER", DEFAULT_TARGET)
+    if not key_id or not secret:
+        print(
+            "feedctl: credentials needed: --key-id/--secret or FEEDHA_KEY_ID/FEEDHA_SECRET", file=sys.stderr
+        )
+        return 2
+    try:
+        return asyncio.run(_run(args, key_id, secret, target))
+    except grpc.aio.AioRpcError as exc:
+        code = exc.code()
+        print(f"feedctl: {code.name}: {exc.details()}", file=sys.stderr)
+        return 2 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) else 1
+    except OSError as exc:
+        print(f"feedctl: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
