@@ -59,8 +59,8 @@ def parse_stream_range(name: str) -> tuple[str, str]:
     Raises:
         ValueError: not ``X`` or ``X-Y`` with uppercase letters, X <= Y.
     """
-    first, _sep, last = name.partition("-")
-    last = last or first
+    first, sep, last = name.partition("-")
+    last = last if sep else first
     if len(first) != 1 or len(last) != 1 or first not in _LETTERS or last not in _LETTERS or first > last:
         raise ValueError(f"stream name must be a letter range like 'A-M': {name!r}")
     return first, last
@@ -246,6 +246,10 @@ def plan_frames(
         if malformed_every and number % malformed_every == 0:
             malformed += 1
             if (number // malformed_every) % 2:
+                # Flush first, so each stream's byte sequence does not depend on frame boundaries.
+                if pending[msg.stream]:
+                    frames.append((msg.stream, b"".join(pending[msg.stream])))
+                    pending[msg.stream], counts[msg.stream] = [], 0
                 frames.append((msg.stream, garbage(rng)))
             else:
                 pending[msg.stream].append(corrupt(msg.data))

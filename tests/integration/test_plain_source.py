@@ -1,0 +1,171 @@
+"""The plain source as a subprocess on 127.0.0.1: every source_seq once, in order; determinism; SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from adapter.conversion import peek_source_seq
+from proto.fix import split_messages
+
+REPO = Path(__file__).parents[2]
+EPOCH = 1_700_000_000_000_000_000
+
+
+@pytest.fixture
+def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        yield ctx
+    finally:
+        ctx.destroy(linger=0)
+
+
+def start_source(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_feed.plain_source", "--bind-host", "127.0.0.1", *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the endpoints line, printed once bound
+    if not first:
+        proc.kill()
+        raise AssertionError(f"source printed nothing: {proc.communicate(timeout=10)}")
+    endpoints: dict[str, str] = json.loads(first)["endpoints"]
+    return proc, endpoints
+
+
+def subscribe(context: zmq.Context[zmq.Socket[bytes]], endpoints: dict[str, str]) -> zmq.Socket[bytes]:
+    sub = context.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.RCVHWM, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    for endpoint in endpoints.values():
+        sub.connect(endpoint)
+    return sub
+
+
+def collect(
+    sub: zmq.Socket[bytes], proc: subprocess.Popen[str], timeout_s: float = 60.0
+) -> tuple[dict[str, list[bytes]], int, dict[str, object]]:
+    """Receive until the source exits and its summary's counts have all arrived (or the deadline)."""
+    bodies: dict[str, list[bytes]] = {}
+    malformed = 0
+    summary: dict[str, object] | None = None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sub.poll(100):
+            topic, payload = sub.recv_multipart()
+            got, bad = split_messages(payload)
+            bodies.setdefault(topic.decode(), []).extend(got)
+            malformed += bad
+            continue
+        if summary is None and proc.poll() is not None:
+            out, err = proc.communicate(timeout=10)
+            assert proc.returncode == 0, err
+            summary = json.loads(out.strip().splitlines()[-1])
+        if summary is not None:
+            streams = summary["streams"]
+            assert isinstance(streams, dict)
+            if all(len(bodies.get(name, [])) >= info["sent"] for name, info in streams.items()):
+                break
+    assert summary is not None, "source did not finish in time"
+    return bodies, malformed, summary
+
+
+def test_every_source_seq_once_in_order_with_malformed(context: zmq.Context[zmq.Socket[bytes]]) -> None:
+    count = 3000
+    proc, endpoints = start_source(
+        "--count", str(count), "--rate", "20000", "--malformed-every", "11", "--wait-subscribers", "1",
+        "--symbols", "80", "--seed", "5", "--epoch-ns", str(EPOCH),
+    )  # fmt: skip
+    sub = subscribe(context, endpoints)
+    try:
+        assert set(endpoints) == {"A-M", "N-Z"}
+        bodies, malformed, summary = collect(sub, proc)
+    finally:
+        sub.close()
+        proc.kill()
+        proc.wait(timeout=10)
+    assert summary["sent"] == count
+    assert summary["malformed"] == count // 11 == malformed
+    streams = summary["streams"]
+    assert isinstance(streams, dict)
+    assert [streams[name]["number"] for name in ("A-M", "N-Z")] == [1, 2]
+    for name, info in streams.items():
+        seqs = [peek_source_seq(body) for body in bodies[name]]
+        assert seqs == list(range(1, info["sent"] + 1)), name
+        assert info["last_seq"] == info["sent"] > 0
+
+
+def test_same_seed_gives_byte_identical_streams(context: zmq.Context[zmq.Socket[bytes]]) -> None:
+    def run(seed: str) -> dict[str, bytes]:
+        proc, endpoints = start_source(
+            "--wait-subscribers", "1", "--epoch-ns", str(EPOCH), "--count", "800", "--rate", "10000",
+            "--seed", seed, "--malformed-every", "50",
+        )  # fmt: skip
+        sub = subscribe(context, endpoints)
+        stream_bytes: dict[str, list[bytes]] = {}
+        try:
+            summary: dict[str, object] | None = None
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if sub.poll(100):
+                    topic, payload = sub.recv_multipart()
+                    stream_bytes.setdefault(topic.decode(), []).append(payload)
+                elif proc.poll() is not None:
+                    if summary is None:
+                        summary = json.loads(proc.communicate(timeout=10)[0].strip().splitlines()[-1])
+                    total = sum(len(split_messages(b"".join(v))[0]) for v in stream_bytes.values())
+                    if total >= 800:
+                        break
+            assert summary is not None and summary["sent"] == 800
+        finally:
+            sub.close()
+            proc.kill()
+            proc.wait(timeout=10)
+        return {name: b"".join(parts) for name, parts in stream_bytes.items()}
+
+    first, second, other = run("7"), run("7"), run("8")
+    assert set(first) == {"A-M", "N-Z"}
+    assert first == second
+    assert first != other
+
+
+def test_sigterm_stops_cleanly_with_summary(context: zmq.Context[zmq.Socket[bytes]]) -> None:
+    proc, endpoints = start_source("--rate", "2000", "--wait-subscribers", "1")
+    sub = subscribe(context, endpoints)
+    try:
+        assert sub.poll(20_000), "no data from an unbounded source"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        sub.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["sent"] > 0
+    assert summary["sent"] == sum(info["sent"] for info in summary["streams"].values())
+
+
+def test_wait_subscribers_timeout_is_an_error() -> None:
+    proc, _endpoints = start_source("--wait-subscribers", "1", "--wait-timeout", "0.3", "--count", "10")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["sent"] == 0 and "subscriber" in summary["error"] and "subscriber" in err
