@@ -500,8 +500,9 @@ class ChannelArbiter:
             return False
         elif header.term > self._highest_term:
             out.append(TermChanged(header.channel, self._highest_term, header.term, line))
-            logger.info("channel %s: term %d -> %d on line %d", header.channel, self._highest_term,
-                        header.term, line)  # fmt: skip
+            logger.info(
+                "channel %s: term %d -> %d on line %d", header.channel, self._highest_term, header.term, line
+            )
             self._highest_term = header.term
         return True
 
@@ -535,8 +536,19 @@ class ChannelArbiter:
         for index, (stream, source_seq, start, end) in enumerate(blocks):
             if replaced and first + index in replaced:
                 continue
-            accept(first + index, stream, source_seq, packet, start, end, line, header.term,
-                   header.send_time_ns, counters, out)  # fmt: skip
+            accept(
+                first + index,
+                stream,
+                source_seq,
+                packet,
+                start,
+                end,
+                line,
+                header.term,
+                header.send_time_ns,
+                counters,
+                out,
+            )
         if counters.first_copies - before == len(blocks):
             if first not in self._recent:
                 self._recent_order.append(first)
@@ -627,8 +639,18 @@ class ChannelArbiter:
             if pending is None or pending.term >= header.term:
                 continue
             if (pending.source_stream, pending.source_seq) != (stream, source_seq):
-                self._buffer[seq] = Delivery(self._channel, seq, stream, source_seq, line, header.term,
-                                             header.send_time_ns, packet, start, end)  # fmt: skip
+                self._buffer[seq] = Delivery(
+                    self._channel,
+                    seq,
+                    stream,
+                    source_seq,
+                    line,
+                    header.term,
+                    header.send_time_ns,
+                    packet,
+                    start,
+                    end,
+                )
                 self._conflict(
                     seq, line, (stream, source_seq), (pending.source_stream, pending.source_seq), out
                 )
@@ -640,8 +662,14 @@ class ChannelArbiter:
     ) -> None:
         assert self._channel is not None
         self._conflicts += 1
-        logger.warning("channel %s: conflict at msg_seq %d on line %d: kept %s, rejected %s",
-                       self._channel, seq, line, kept, rejected)  # fmt: skip
+        logger.warning(
+            "channel %s: conflict at msg_seq %d on line %d: kept %s, rejected %s",
+            self._channel,
+            seq,
+            line,
+            kept,
+            rejected,
+        )
         out.append(Conflict(self._channel, seq, line, kept, rejected))
 
     def _deliver(self, delivery: Delivery, out: list[Event]) -> None:

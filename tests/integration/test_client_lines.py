@@ -260,7 +260,9 @@ def test_bad_endpoint_is_a_config_error() -> None:
         Subscriber({CHANNEL: []})
 
 
-def test_measure_two_line_arbitration_rate(lines: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_measure_two_line_arbitration_rate(
+    lines: Any, context: zmq.Context[zmq.Socket[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Measure (not assert) msgs/s arbitrated + delivered from two full lines, beside raw ZeroMQ."""
     total = 200_000
     made = lines(2)
@@ -280,8 +282,7 @@ def test_measure_two_line_arbitration_rate(lines: Any, capsys: pytest.CaptureFix
         stats = sub.stats()[CHANNEL]
     assert delivered == total and stats.duplicates == total
     # Raw ceiling in the same run: the same frames through one bare SUB, no arbitration.
-    ctx = zmq.Context.instance()
-    sub_socket = ctx.socket(zmq.SUB)
+    sub_socket = context.socket(zmq.SUB)
     sub_socket.setsockopt(zmq.LINGER, 0)
     sub_socket.setsockopt(zmq.RCVHWM, 0)
     sub_socket.setsockopt(zmq.SUBSCRIBE, TOPIC)
@@ -312,3 +313,45 @@ def test_measure_two_line_arbitration_rate(lines: Any, capsys: pytest.CaptureFix
     }
     with capsys.disabled():
         print("\nclient_lib two-line arbitration:", json.dumps(figures))
+
+
+def test_console_subscriber_prints_every_delivery_once(
+    lines: Any, context: zmq.Context[zmq.Socket[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    from client_lib import console
+
+    total = 200
+    made = lines(2)
+    pubs = [pub for pub, _ in made]
+    stop = threading.Event()
+
+    def publish() -> None:
+        # Rounds of the same packets until the console is done: the first round may
+        # meet a slow joiner; later rounds fill the holes (duplicates are dropped).
+        deadline = time.monotonic() + 30
+        while not stop.is_set() and time.monotonic() < deadline:
+            for first in range(1, total + 1, PER_PACKET):
+                pubs[first // PER_PACKET % 2].send_multipart([TOPIC, packet(first, PER_PACKET)])
+            stop.wait(0.05)
+
+    argv = ["--channel", f"{CHANNEL}={NUMBER}", "--json", "--count", str(total), "--start-seq", "1"]
+    argv += ["--loss-timeout", "10", "--fill-timeout", "5", "--seconds", "60"]
+    for _, endpoint in made:
+        argv += ["--line", endpoint]
+    thread = threading.Thread(target=publish)
+    thread.start()
+    try:
+        code = console.main(argv)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert code == 0 and not thread.is_alive()
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    deliveries = [r for r in records if r["event"] == "Delivery"]
+    assert [r["msg_seq"] for r in deliveries] == list(range(1, total + 1))
+    assert deliveries[0]["symbol"] == "SYM1" and deliveries[0]["volume"] == 10
+    summary = records[-1]
+    assert summary["event"] == "Summary" and summary["delivered"] == total and summary["lost"] == 0
+    assert len(summary["lines"]) == 2

@@ -1,0 +1,192 @@
+"""``feedha subscribe``: a console subscriber that prints what a channel delivers.
+
+Usage::
+
+    feedha subscribe --channel EQ1=1 --line tcp://127.0.0.1:5601 --line tcp://127.0.0.1:5602 \\
+        [--count N] [--seconds S] [--json] [--start-seq SEQ] [--fill-timeout S] [--loss-timeout S]
+
+Each delivery is printed as one line (text, or one JSON object per line with
+``--json``), as are gap and term events; a stats summary closes the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from client_lib.arbiter import (
+    FILL_TIMEOUT_S,
+    LOSS_TIMEOUT_S,
+    ArbiterStats,
+    Delivery,
+    Event,
+)
+from client_lib.errors import ClientError, ConfigError, ProtocolError
+from client_lib.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="feedha subscribe", description="Join every line of a channel and print what it delivers."
+    )
+    parser.add_argument("--channel", required=True, help="NAME=NUMBER (or NAME to adopt the number)")
+    parser.add_argument("--line", action="append", required=True, help="a line endpoint; repeat per line")
+    parser.add_argument("--count", type=int, help="stop after this many deliveries")
+    parser.add_argument("--seconds", type=float, help="stop after this many seconds")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per line")
+    parser.add_argument("--start-seq", type=int, help="first msg_seq to deliver (resume)")
+    parser.add_argument(
+        "--fill-timeout", type=float, default=FILL_TIMEOUT_S, help="seconds before asking retransmission"
+    )
+    parser.add_argument(
+        "--loss-timeout", type=float, default=LOSS_TIMEOUT_S, help="seconds before a gap is lost"
+    )
+    parser.add_argument(
+        "--rcvhwm", type=int, default=RCVHWM, help="ZeroMQ receive high-water mark (0: unbounded)"
+    )
+    return parser
+
+
+def parse_channel(text: str) -> tuple[str, int | None]:
+    """Parse ``NAME=NUMBER`` (or ``NAME``).
+
+    Raises:
+        ConfigError: empty name or a number that is not a u16.
+    """
+    name, _, number = text.partition("=")
+    if not name:
+        raise ConfigError("--channel", text, "expected NAME=NUMBER")
+    if not number:
+        return name, None
+    if not number.isdigit() or int(number) > 0xFFFF:
+        raise ConfigError("--channel", text, "the channel number must be an integer 0..65535")
+    return name, int(number)
+
+
+def build(args: argparse.Namespace) -> tuple[ChannelSpec, SubscriberConfig]:
+    """Turn parsed arguments into the subscriber's channel spec and config.
+
+    Raises:
+        ConfigError: a bad value, naming the option.
+    """
+    if args.count is not None and args.count < 1:
+        raise ConfigError("--count", args.count, "must be >= 1")
+    if args.seconds is not None and args.seconds <= 0:
+        raise ConfigError("--seconds", args.seconds, "must be > 0")
+    name, number = parse_channel(args.channel)
+    spec = ChannelSpec(name, number, tuple(args.line), start_seq=args.start_seq)
+    config = SubscriberConfig(
+        rcvhwm=args.rcvhwm, fill_timeout=args.fill_timeout, loss_timeout=args.loss_timeout
+    )
+    return spec, config
+
+
+def describe(event: Event) -> dict[str, Any]:
+    """A JSON-ready description of one event."""
+    if not isinstance(event, Delivery):
+        fields = {slot: getattr(event, slot) for slot in type(event).__slots__}
+        return {"event": type(event).__name__, **fields}
+    out: dict[str, Any] = {
+        "event": "Delivery",
+        "channel": event.channel,
+        "msg_seq": event.msg_seq,
+        "line": event.line,
+        "term": event.term,
+    }
+    try:
+        update = event.update
+    except ProtocolError as exc:
+        out["error"] = str(exc)
+        return out
+    state = update.state
+    out.update(symbol=update.symbol, last=state.last, volume=state.volume, vwap=state.vwap)
+    out.update(high=state.high, low=state.low, bid=state.bid, ask=state.ask, trades=state.trade_count)
+    return out
+
+
+def _text(fields: dict[str, Any]) -> str:
+    if fields["event"] != "Delivery":
+        return " ".join(f"{key}={value}" for key, value in fields.items())
+    if "error" in fields:
+        return f"#{fields['msg_seq']} line={fields['line']} {fields['error']}"
+    return (
+        f"#{fields['msg_seq']} {fields['symbol']:<8} last={fields['last']:.4f} volume={fields['volume']} "
+        f"vwap={fields['vwap']:.4f} bid={fields['bid']:.4f} ask={fields['ask']:.4f} line={fields['line']}"
+    )
+
+
+def _summary(name: str, stats: ArbiterStats, elapsed: float) -> dict[str, Any]:
+    summary: dict[str, Any] = {"event": "Summary", "channel": name, "seconds": round(elapsed, 3)}
+    for key in ("delivered", "duplicates", "conflicts", "late", "stale", "garbage", "gaps"):
+        summary[key] = getattr(stats, key)
+    summary.update(
+        retransmission_requests=stats.retransmission_requests,
+        lost=stats.lost,
+        highest_term=stats.highest_term,
+        active_line=stats.active_line,
+        next_seq=stats.next_seq,
+        lines=[
+            {
+                "line": ls.line,
+                "adapter": ls.adapter,
+                "packets": ls.packets,
+                "first_copies": ls.first_copies,
+                "garbage": ls.garbage,
+            }
+            for ls in stats.lines
+        ],
+    )
+    return summary
+
+
+def run(spec: ChannelSpec, config: SubscriberConfig, args: argparse.Namespace, out: TextIO) -> int:
+    """Subscribe and print until ``--count`` deliveries, ``--seconds``, or Ctrl-C."""
+    render = json.dumps if args.json else _text
+    started = time.monotonic()
+    until = None if args.seconds is None else started + args.seconds
+    delivered = 0
+    with Subscriber([spec], config) as subscriber:
+        try:
+            while args.count is None or delivered < args.count:
+                remaining = None if until is None else until - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                for event in subscriber.poll(remaining):
+                    print(render(describe(event)), file=out)
+                    delivered += isinstance(event, Delivery)
+                    if delivered == args.count:
+                        break
+        except KeyboardInterrupt:
+            pass
+        summary = _summary(spec.name, subscriber.stats()[spec.name], time.monotonic() - started)
+    print(render(summary), file=out)
+    out.flush()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``feedha subscribe``.
+
+    Args:
+        argv: arguments without the program and command names.
+
+    Returns:
+        0 on success, 2 on bad arguments, 1 on a transport error.
+    """
+    try:
+        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # --help or an argparse error
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        spec, config = build(args)
+        return run(spec, config, args, sys.stdout)
+    except ConfigError as exc:
+        print(f"feedha subscribe: {exc}", file=sys.stderr)
+        return 2
+    except ClientError as exc:
+        print(f"feedha subscribe: {exc}", file=sys.stderr)
+        return 1
