@@ -296,14 +296,15 @@ class Hub:
 
     async def watch_policy(self) -> None:
         """Poll the policy file's mtime forever; reload on change (runs as a task)."""
+        rejections = self.policy_file.rejections
         while True:
             await asyncio.sleep(self.config.policy_poll_s)
-            changed = self.policy_file.poll()
-            if changed:
+            if self.policy_file.poll():
                 self.publish(HubEvent(at=self.clock(), kind="policy", detail="reloaded", routes_changed=True))
-            elif self.policy_file.last_error is not None and self.policy_file.generation > 0:
-                error, self.policy_file.last_error = self.policy_file.last_error, None
-                self.publish(HubEvent(at=self.clock(), kind="policy", detail=f"rejected: {error}"))
+            elif self.policy_file.rejections != rejections:
+                rejections = self.policy_file.rejections
+                detail = f"rejected, keeping the last good policy: {self.policy_file.last_error}"
+                self.publish(HubEvent(at=self.clock(), kind="policy", detail=detail))
 
 
 def ensure_admin(hub: Hub, principal: Principal) -> None:

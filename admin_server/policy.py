@@ -291,7 +291,8 @@ class PolicyFile:
         self._stamp: tuple[int, int] | None = None
         self.policy: Policy = Policy()
         self.last_error: PolicyError | None = None
-        self.generation = 0
+        self.generation = 0  # good loads
+        self.rejections = 0  # bad files seen
 
     def __repr__(self) -> str:
         return (
@@ -315,7 +316,6 @@ class PolicyFile:
         self.policy = parse_policy(text, source=str(self.path))
         self._stamp = (stat.st_mtime_ns, stat.st_size)
         self.generation += 1
-        self.last_error = None
         return self.policy
 
     def poll(self) -> bool:
@@ -337,6 +337,7 @@ class PolicyFile:
         except PolicyError as exc:
             self._stamp = stamp  # report a bad file once, not at every poll
             self.last_error = exc
+            self.rejections += 1
             logger.error("policy rejected, keeping the last good policy: %s", exc)
             return False
         logger.info("policy reloaded from %s (%d rules)", self.path, len(self.policy.rules))

@@ -1,0 +1,353 @@
+"""The admin server in process: a real grpc.aio server on 127.0.0.1 port 0, real clients."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+
+from admin_server import tokens
+from admin_server.agent import RegistryAgent
+from admin_server.config import ChannelConfig, ServerConfig
+from admin_server.registry import (
+    AdapterRegistration,
+    AdapterRole,
+    AdapterStatus,
+    Command,
+    CommandKind,
+    SyncStatus,
+)
+from admin_server.server import AdminServer
+from admin_server.store import Store
+from client_lib._admin import AdminClient, AuthenticationFailed, PermissionDenied
+from proto import admin_pb2, admin_pb2_grpc
+
+POLICY = """\
+groups:
+  operators: {roles: [admin]}
+  adapters: {roles: [adapter]}
+  traders: {}
+rules:
+  - groups: [traders]
+    symbols: ["A*", "MSFT", "NVDA"]
+    mode: realtime
+  - users: [dora]
+    symbols: ["*"]
+    mode: delayed
+"""
+CHANNELS = (
+    ChannelConfig(
+        feed="EQUITIES", name="EQ-A-M", number=1, source_stream="A-M", first_letter="A", last_letter="M"
+    ),
+    ChannelConfig(
+        feed="EQUITIES", name="EQ-N-Z", number=2, source_stream="N-Z", first_letter="N", last_letter="Z"
+    ),
+)
+
+
+async def eventually(
+    predicate: Callable[[], bool], *, timeout: float = 10.0, what: str = "condition"
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@dataclass
+class Clock:
+    offset: float = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+@dataclass
+class Env:
+    server: AdminServer
+    target: str
+    clock: Clock
+    policy: Path
+    keys: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def add_user(
+    db: Path, name: str, *, groups: tuple[str, ...] = (), roles: tuple[str, ...] = ()
+) -> tuple[str, str]:
+    store = Store(db)
+    try:
+        store.upsert_user(name, groups=frozenset(groups), roles=frozenset(roles), now=time.time())
+        key_id, secret = tokens.new_key_id(), tokens.new_secret()
+        store.add_key(key_id=key_id, user=name, secret_hash=tokens.hash_secret(secret), now=time.time())
+    finally:
+        store.close()
+    return key_id, secret
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    db, policy = tmp_path / "admin.sqlite", tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    keys = {
+        "alice": add_user(db, "alice", groups=("traders",)),
+        "dora": add_user(db, "dora"),
+        "ops": add_user(db, "ops", groups=("operators",)),
+        "feed": add_user(db, "feed", roles=("adapter",)),
+    }
+    clock = Clock()
+    config = ServerConfig(port=0, database=db, policy=policy, channels=CHANNELS, policy_poll_s=0.05)
+    server = AdminServer(config, clock=clock)
+    await server.start()
+    try:
+        yield Env(server=server, target=f"127.0.0.1:{server.port}", clock=clock, policy=policy, keys=keys)
+    finally:
+        await server.stop(grace=None)
+
+
+async def login(channel: grpc.aio.Channel, key_id: str, secret: str) -> tuple[tuple[str, str], ...]:
+    reply = await admin_pb2_grpc.AdminAuthStub(channel).Login(
+        admin_pb2.LoginRequest(key_id=key_id, secret=secret)
+    )
+    return (("authorization", f"Bearer {reply.token}"),)
+
+
+async def test_login_and_subscribe_entitled_symbols(env: Env) -> None:
+    async with AdminClient(env.target, *env.keys["alice"]) as admin:
+        subscription = await admin.subscribe(["AAPL", "MSFT", "NVDA"])
+        assert [(r.channel_name, r.channel_number, r.symbols, r.delayed) for r in subscription.routes] == [
+            ("EQ-A-M", 1, ("AAPL", "MSFT"), False),
+            ("EQ-N-Z", 2, ("NVDA",), False),
+        ]
+        assert subscription.routes[0].message_model == "feedha.v1.MarketUpdate"
+        with pytest.raises(PermissionDenied) as info:
+            await admin.subscribe(["AAPL", "TSLA", "ZZ*"])
+        assert info.value.symbols == ("TSLA", "ZZ*")
+        assert "not entitled to: TSLA, ZZ*" in str(info.value)
+        modified = await admin.modify(subscription.subscription_id, ["AMZN"])
+        assert [r.symbols for r in modified.routes] == [("AMZN",)]
+        await admin.cancel(subscription.subscription_id)
+        with pytest.raises(Exception, match="NOT_FOUND"):
+            await admin.cancel(subscription.subscription_id)
+    async with AdminClient(env.target, *env.keys["dora"]) as admin:
+        subscription = await admin.subscribe(["TSLA"])
+        assert [(r.channel_name, r.delayed) for r in subscription.routes] == [("EQ-N-Z", True)]
+
+
+async def test_bad_credentials_and_tokens(env: Env) -> None:
+    key_id, secret = env.keys["alice"]
+    async with grpc.aio.insecure_channel(env.target) as channel:
+        auth = admin_pb2_grpc.AdminAuthStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await auth.Login(admin_pb2.LoginRequest(key_id=key_id, secret="wrong"))
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert "invalid API key secret" in info.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await auth.Login(admin_pb2.LoginRequest(key_id="fk_nobody", secret=secret))
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert "unknown API key id 'fk_nobody'" in info.value.details()
+        broker = admin_pb2_grpc.StreamBrokerStub(channel)
+        request = admin_pb2.SubscribeRequest(symbols=["AAPL"])
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await broker.Subscribe(request)
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED and "missing" in info.value.details()
+        metadata = await login(channel, key_id, secret)
+        token = metadata[0][1].removeprefix("Bearer ")
+        forged = token.split(".")[0] + ".AAAA"
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await broker.Subscribe(request, metadata=(("authorization", f"Bearer {forged}"),))
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED and "signature" in info.value.details()
+        await broker.Subscribe(request, metadata=metadata)
+        env.clock.offset = 2 * env.server.config.token_ttl_s
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await broker.Subscribe(request, metadata=metadata)
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED and "expired" in info.value.details()
+
+
+async def test_client_logs_in_again_after_expiry(env: Env) -> None:
+    async with AdminClient(env.target, *env.keys["alice"]) as admin:
+        await admin.subscribe(["AAPL"])
+        assert admin.logins == 1
+        env.clock.offset = 2 * env.server.config.token_ttl_s
+        await admin.subscribe(["AAPL"])
+        assert admin.logins == 2
+    async with AdminClient(env.target, env.keys["alice"][0], "wrong") as admin:
+        with pytest.raises(AuthenticationFailed, match="invalid API key secret"):
+            await admin.subscribe(["AAPL"])
+
+
+async def test_repeated_login_failures_are_slowed_down(env: Env) -> None:
+    key_id, secret = env.keys["alice"]
+    async with grpc.aio.insecure_channel(env.target) as channel:
+        auth = admin_pb2_grpc.AdminAuthStub(channel)
+        codes = []
+        for _ in range(5):
+            try:
+                await auth.Login(admin_pb2.LoginRequest(key_id=key_id, secret="wrong"))
+            except grpc.aio.AioRpcError as exc:
+                codes.append(exc.code())
+        assert codes[:3] == [grpc.StatusCode.UNAUTHENTICATED] * 3
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes[3:]
+        with pytest.raises(grpc.aio.AioRpcError) as info:  # even the right secret waits its turn
+            await auth.Login(admin_pb2.LoginRequest(key_id=key_id, secret=secret))
+        assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and "retry in" in info.value.details()
+        env.clock.offset = 60.0
+        await auth.Login(admin_pb2.LoginRequest(key_id=key_id, secret=secret))
+
+
+async def test_non_admin_is_denied_admin_rpcs(env: Env) -> None:
+    async with grpc.aio.insecure_channel(env.target) as channel:
+        control = admin_pb2_grpc.AdminControlStub(channel)
+        metadata = await login(channel, *env.keys["alice"])
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await control.ListAdapters(admin_pb2.ListAdaptersRequest(), metadata=metadata)
+        assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "lacks the admin role" in info.value.details()
+        admin_md = await login(channel, *env.keys["ops"])
+        await control.ListAdapters(admin_pb2.ListAdaptersRequest(), metadata=admin_md)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await control.Purge(
+                admin_pb2.PurgeRequest(channel_name="EQ-A-M", message_id="1"), metadata=admin_md
+            )
+        assert (
+            info.value.code() is grpc.StatusCode.UNIMPLEMENTED and "not supported yet" in info.value.details()
+        )
+
+
+async def test_malformed_policy_is_rejected_and_old_policy_keeps_working(env: Env) -> None:
+    async with AdminClient(env.target, *env.keys["alice"]) as admin:
+        await admin.subscribe(["AAPL"])
+        hub = env.server.hub
+        assert hub is not None
+        generation = hub.policy_file.generation
+        env.policy.write_text(POLICY.replace("mode: realtime", "mode: instant"))
+        await eventually(lambda: hub.policy_file.rejections == 1, what="rejection")
+        error = hub.policy_file.last_error
+        assert error is not None and error.line == 8 and "'instant'" in error.reason
+        assert hub.policy_file.generation == generation
+        await admin.subscribe(["AAPL"])  # old policy still in force
+        env.policy.write_text(POLICY.replace('"A*", ', ""))
+        await eventually(lambda: hub.policy_file.generation > generation, what="reload")
+        with pytest.raises(PermissionDenied):
+            await admin.subscribe(["AAPL"])
+
+
+@dataclass
+class FakeAdapter:
+    registration: AdapterRegistration
+    role: AdapterRole
+    term: int
+    commands: list[Command] = field(default_factory=list)
+
+    def status(self) -> AdapterStatus:
+        return AdapterStatus(
+            role=self.role, term=self.term, next_msg_seq=42, sync_status=SyncStatus.IN_SYNC, health_score=90.0
+        )
+
+    async def on_command(self, command: Command) -> None:
+        self.commands.append(command)
+        if command.kind is CommandKind.PROMOTE:
+            self.role, self.term = AdapterRole.ACTIVE, command.term
+        elif command.kind is CommandKind.DEMOTE:
+            self.role, self.term = AdapterRole.BACKUP, command.term
+
+
+def fake_adapter(adapter_id: str, role: AdapterRole, term: int = 1) -> FakeAdapter:
+    registration = AdapterRegistration(
+        feed="EQUITIES",
+        channel_name="EQ-A-M",
+        channel_number=1,
+        adapter_id=adapter_id,
+        line_endpoint=f"tcp://127.0.0.1:7000/{adapter_id}",
+        replay_endpoint=f"tcp://127.0.0.1:7100/{adapter_id}",
+        role=role,
+        term=term,
+    )
+    return FakeAdapter(registration=registration, role=role, term=term)
+
+
+async def test_agents_register_failover_and_routes_follow(env: Env) -> None:
+    a, b = fake_adapter("a", AdapterRole.ACTIVE), fake_adapter("b", AdapterRole.BACKUP)
+    creds = env.keys["feed"]
+    agents = [
+        RegistryAgent(env.target, f.registration, f.status, f.on_command, credentials=creds, interval_s=0.05)
+        for f in (a, b)
+    ]
+    hub = env.server.hub
+    assert hub is not None
+    async with agents[0], agents[1], AdminClient(env.target, *env.keys["alice"]) as client:
+        await eventually(
+            lambda: all(r.is_up for r in hub.registry.records()) and len(hub.registry.records()) == 2
+        )
+        subscription = await client.subscribe(["AAPL"])
+        (route,) = subscription.routes
+        assert [(line.adapter_id, line.role, line.term) for line in route.lines] == [
+            ("a", "active", 1),
+            ("b", "backup", 1),
+        ]
+        updates = client.watch_routes(subscription.subscription_id)
+        first = await anext(updates)
+        assert first.reason == "current"
+        async with grpc.aio.insecure_channel(env.target) as channel:
+            control = admin_pb2_grpc.AdminControlStub(channel)
+            md = await login(channel, *env.keys["ops"])
+            reply = await control.Failover(admin_pb2.FailoverRequest(channel_name="EQ-A-M"), metadata=md)
+            assert {(s.adapter_id, s.command.kind, s.command.term) for s in reply.sent} == {
+                ("a", admin_pb2.COMMAND_KIND_DEMOTE, 2),
+                ("b", admin_pb2.COMMAND_KIND_PROMOTE, 2),
+            }
+            await eventually(lambda: a.commands and b.commands, what="commands delivered")
+            assert [c.kind for c in a.commands] == [CommandKind.DEMOTE]
+            assert [(c.kind, c.term, c.issued_by) for c in b.commands] == [(CommandKind.PROMOTE, 2, "ops")]
+
+            async def promoted() -> None:
+                async for update in updates:
+                    lines = update.routes[0].lines
+                    if lines[0].adapter_id == "b" and lines[0].role == "active" and lines[0].term == 2:
+                        return
+
+            await asyncio.wait_for(promoted(), 10)
+            await control.Throttle(admin_pb2.ThrottleRequest(adapter_id="a", rate=100.0), metadata=md)
+            await eventually(lambda: len(a.commands) == 2, what="throttle")
+            assert a.commands[-1].rate == 100.0
+            assert [e.action for e in hub.store.audit_log()][:3] == ["throttle", "failover", "failover"]
+        await updates.aclose()
+    await eventually(lambda: not any(r.is_up for r in hub.registry.records()), what="adapters marked down")
+    assert len(hub.registry.records()) == 2
+
+
+async def test_agent_reconnects_when_server_returns(tmp_path: Path) -> None:
+    db, policy = tmp_path / "admin.sqlite", tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    creds = add_user(db, "feed", roles=("adapter",))
+    first = AdminServer(ServerConfig(port=0, database=db, policy=policy, channels=CHANNELS))
+    port = await first.start()
+    a = fake_adapter("a", AdapterRole.ACTIVE)
+    agent = RegistryAgent(
+        f"127.0.0.1:{port}",
+        a.registration,
+        a.status,
+        a.on_command,
+        credentials=creds,
+        interval_s=0.05,
+        reconnect_initial_s=0.05,
+        reconnect_max_s=0.2,
+    )
+    async with agent:
+        await eventually(lambda: agent.connections == 1 and agent.is_connected)
+        await first.stop(grace=None)
+        await eventually(lambda: not agent.is_connected, what="agent notices")
+        second = AdminServer(ServerConfig(port=port, database=db, policy=policy, channels=CHANNELS))
+        await second.start()
+        try:
+            await eventually(lambda: agent.connections == 2 and agent.is_connected, what="reconnect")
+            assert second.hub is not None
+            await eventually(lambda: second.hub.registry.get("a").is_up)  # type: ignore[union-attr]
+        finally:
+            await second.stop(grace=None)
+    assert "connections=2" in repr(agent)
