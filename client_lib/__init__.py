@@ -14,6 +14,8 @@ subscribers are its ZeroMQ shells, blocking and asyncio.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Final
+
 from client_lib.arbiter import (
     ArbiterConfig,
     ArbiterStats,
@@ -28,11 +30,9 @@ from client_lib.arbiter import (
     TermChanged,
 )
 from client_lib.errors import (
-    AuthenticationError,
     ClientError,
     ClosedError,
     ConfigError,
-    PermissionDeniedError,
     ProtocolError,
     TransportError,
 )
@@ -43,13 +43,57 @@ from client_lib.subscriber import (
     RetransmissionHook,
     Subscriber,
     SubscriberConfig,
+    channel_specs_from_routes,
 )
 
+if TYPE_CHECKING:
+    from client_lib._admin import (
+        AdminClient,
+        AdminClientError,
+        AdminUnavailable,
+        AuthenticationFailed,
+        Line,
+        PermissionDenied,
+        Route,
+        RouteUpdate,
+        Subscription,
+        TlsConfig,
+    )
+
+# The admin client needs grpc; load it only when one of its names is used, so
+# a data-plane-only subscriber does not pay for the import.
+_ADMIN_NAMES: Final = frozenset(
+    {
+        "AdminClient",
+        "AdminClientError",
+        "AdminUnavailable",
+        "AuthenticationFailed",
+        "Line",
+        "PermissionDenied",
+        "Route",
+        "RouteUpdate",
+        "Subscription",
+        "TlsConfig",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ADMIN_NAMES:
+        from client_lib import _admin
+
+        return getattr(_admin, name)
+    raise AttributeError(f"module 'client_lib' has no attribute {name!r}")
+
+
 __all__ = [
+    "AdminClient",
+    "AdminClientError",
+    "AdminUnavailable",
     "ArbiterConfig",
     "ArbiterStats",
     "AsyncSubscriber",
-    "AuthenticationError",
+    "AuthenticationFailed",
     "ChannelArbiter",
     "ChannelSpec",
     "ClientError",
@@ -60,14 +104,20 @@ __all__ = [
     "EndOfSession",
     "Event",
     "GapLost",
+    "Line",
     "LineSpec",
     "LineStats",
-    "PermissionDeniedError",
+    "PermissionDenied",
     "ProtocolError",
     "RetransmissionHook",
     "RetransmissionNeeded",
+    "Route",
+    "RouteUpdate",
     "Subscriber",
     "SubscriberConfig",
+    "Subscription",
     "TermChanged",
+    "TlsConfig",
     "TransportError",
+    "channel_specs_from_routes",
 ]

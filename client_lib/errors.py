@@ -3,7 +3,8 @@
 ``ConfigError`` is the caller's fault (a bad argument, named in the message);
 ``ProtocolError`` is the remote side's fault (bytes that do not follow the
 wire format or the message schema); ``TransportError`` wraps what ZeroMQ
-raised; ``ClosedError`` is using a subscriber after ``close()``.
+raised; ``ClosedError`` is using a subscriber after ``close()``. The admin
+client's errors (login, entitlements) live with it in ``client_lib._admin``.
 
 The line arbiter never raises on bad packets: it counts and drops them. A
 ``ProtocolError`` reaches the caller only where the caller asked for the
@@ -51,19 +52,3 @@ class TransportError(ClientError):
 
 class ClosedError(ClientError):
     """The subscriber was used after it was closed."""
-
-
-class AuthenticationError(ClientError):
-    """The admin server refused the credentials (gRPC ``UNAUTHENTICATED``)."""
-
-
-class PermissionDeniedError(ClientError):
-    """The admin server refused symbols the user is not entitled to.
-
-    Attributes:
-        symbols: the refused symbols, as the server named them.
-    """
-
-    def __init__(self, symbols: tuple[str, ...], detail: str = "") -> None:
-        super().__init__(f"not entitled to {', '.join(symbols)}" + (f": {detail}" if detail else ""))
-        self.symbols = symbols

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import zmq
 import zmq.asyncio
@@ -86,6 +86,44 @@ class ChannelSpec:
                 raise ConfigError("endpoints", endpoint, "expected transport://address")
         if len(set(self.endpoints)) != len(self.endpoints):
             raise ConfigError("endpoints", self.endpoints, "the same line is listed twice")
+
+
+class _LineLike(Protocol):
+    @property
+    def line_endpoint(self) -> str: ...
+
+
+class _RouteLike(Protocol):
+    @property
+    def channel_name(self) -> str: ...
+    @property
+    def channel_number(self) -> int: ...
+    @property
+    def lines(self) -> Sequence[_LineLike]: ...
+
+
+def channel_specs_from_routes(
+    routes: Iterable[_RouteLike], *, start_seq: int | None = None
+) -> list[ChannelSpec]:
+    """Build :class:`ChannelSpec` from the routes the admin server hands out.
+
+    Args:
+        routes: objects with ``channel_name``, ``channel_number`` and ``lines``
+            (each with ``line_endpoint``), e.g. ``client_lib.AdminClient`` routes.
+        start_seq: first ``msg_seq`` to deliver on every channel (resume).
+
+    Raises:
+        ConfigError: a route without lines or with a bad endpoint.
+    """
+    return [
+        ChannelSpec(
+            route.channel_name,
+            route.channel_number,
+            tuple(line.line_endpoint for line in route.lines),
+            start_seq=start_seq,
+        )
+        for route in routes
+    ]
 
 
 @dataclass(frozen=True, slots=True)
