@@ -1,0 +1,118 @@
+"""``feedha journal dump|verify``: print a journal's records, or check it."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from adapter.journal.format import Record
+from adapter.journal.reader import JournalReader
+from adapter.journal.verify import verify_journal
+
+
+def _time(time_ns: int) -> str:
+    moment = _dt.datetime.fromtimestamp(time_ns / 1e9, tz=_dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{time_ns % 1_000_000_000:09d}Z"
+
+
+def _decode_update(payload: bytes) -> dict[str, Any] | None:
+    from google.protobuf import json_format
+    from google.protobuf.message import DecodeError
+
+    from proto import market_pb2
+
+    update = market_pb2.MarketUpdate()
+    try:
+        update.ParseFromString(payload)
+    except DecodeError:
+        return None
+    return json_format.MessageToDict(update)
+
+
+def _line(record: Record, *, as_json: bool) -> str:
+    if not as_json:
+        return (
+            f"{record.msg_seq} {_time(record.time_ns)} stream={record.source_stream} "
+            f"source_seq={record.source_seq} size={len(record.payload)}"
+        )
+    item: dict[str, Any] = {
+        "msg_seq": record.msg_seq,
+        "time_ns": record.time_ns,
+        "time": _time(record.time_ns),
+        "source_stream": record.source_stream,
+        "source_seq": record.source_seq,
+        "payload_size": len(record.payload),
+    }
+    update = _decode_update(record.payload)
+    if update is None:
+        item["payload_hex"] = record.payload.hex()
+    else:
+        item["update"] = update
+    return json.dumps(item, sort_keys=True)
+
+
+def _dump(args: argparse.Namespace) -> int:
+    reader = JournalReader(args.directory)
+    records: Iterator[Record]
+    if args.follow:
+        records = reader.follow(args.from_seq, args.to_seq)
+    else:
+        records = reader.read(args.from_seq, args.to_seq)
+    try:
+        for record in records:
+            print(_line(record, as_json=args.json), flush=args.follow)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        sys.stderr.close()  # a closed pipe (`| head`) is not an error
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    report = verify_journal(args.directory)
+    print(f"journal {args.directory}")
+    print(f"  segments: {report.segments}, bytes: {report.bytes}, records: {report.records}")
+    print(f"  msg_seq: {report.first_seq} .. {report.last_seq}")
+    for line in report.checkpoints:
+        print(f"  checkpoint {line}")
+    for warning in report.warnings:
+        print(f"  warning: {warning}")
+    for error in report.errors:
+        print(f"  ERROR: {error}")
+    print("OK" if report.is_ok else f"CORRUPT ({len(report.errors)} errors)")
+    return 0 if report.is_ok else 1
+
+
+def main(argv: list[str]) -> int:
+    """Run ``feedha journal dump|verify``.
+
+    Args:
+        argv: arguments after ``feedha journal``.
+
+    Returns:
+        The exit code: 0, 1 when ``verify`` finds corruption, 2 on bad usage.
+    """
+    parser = argparse.ArgumentParser(prog="feedha journal", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    dump = commands.add_parser("dump", help="print one line per record")
+    dump.add_argument("directory", type=Path)
+    dump.add_argument("--from", dest="from_seq", type=int, default=0, metavar="SEQ", help="first msg_seq")
+    dump.add_argument("--to", dest="to_seq", type=int, default=None, metavar="SEQ", help="last msg_seq")
+    dump.add_argument("--follow", action="store_true", help="keep printing records as they are written")
+    dump.add_argument("--json", action="store_true", help="JSON lines, with the decoded MarketUpdate")
+    verify = commands.add_parser("verify", help="check every record and checkpoint; exit 1 on corruption")
+    verify.add_argument("directory", type=Path)
+    args = parser.parse_args(argv)
+    if not args.directory.is_dir():
+        print(f"feedha journal: not a directory: {args.directory}", file=sys.stderr)
+        return 2
+    return _dump(args) if args.command == "dump" else _verify(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

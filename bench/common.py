@@ -1,0 +1,117 @@
+"""The figure shape every benchmark prints, and small timing helpers.
+
+A figure is one JSON object::
+
+    {"name": "journal_append", "value": 812345.6, "unit": "msg/s",
+     "ceiling": 1402345.0, "ratio": 0.58, "params": {...}, "machine": {...}}
+
+``ceiling`` is the same work done the plainest way (raw ZeroMQ, a buffered
+file write, ...) measured in the same run, and ``ratio`` is ``value / ceiling``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Figure = dict[str, Any]
+
+
+@functools.cache
+def machine() -> dict[str, Any]:
+    """Describe the machine and library versions the figures were measured with.
+
+    Returns:
+        ``cores``, ``cpu_model``, ``python``, ``pyzmq``, ``libzmq``, ``platform``.
+    """
+    cpu_model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    pyzmq: str | None
+    libzmq: str | None
+    try:
+        import zmq
+
+        pyzmq, libzmq = zmq.__version__, zmq.zmq_version()
+    except ImportError:
+        pyzmq = libzmq = None
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "python": platform.python_version(),
+        "pyzmq": pyzmq,
+        "libzmq": libzmq,
+        "platform": platform.platform(),
+    }
+
+
+def figure(*, name: str, value: float, unit: str, ceiling: float | None, params: Mapping[str, Any]) -> Figure:
+    """Build one figure.
+
+    Args:
+        name: what was measured, e.g. ``"journal_append"``.
+        value: the measurement.
+        unit: its unit, e.g. ``"msg/s"`` or ``"MB/s"``.
+        ceiling: the same work done the plainest way in the same run (``None``: no ceiling).
+        params: the parameters of the run (message count, sizes, policies...).
+
+    Returns:
+        The figure as a JSON-ready dict.
+    """
+    ratio = None if not ceiling else round(value / ceiling, 3)
+    return {
+        "name": name,
+        "value": round(value, 1),
+        "unit": unit,
+        "ceiling": None if ceiling is None else round(ceiling, 1),
+        "ratio": ratio,
+        "params": dict(params),
+        "machine": machine(),
+    }
+
+
+def best_time(run: Callable[[], object], *, repeats: int) -> float:
+    """The shortest wall time of ``repeats`` runs (the least disturbed by other load).
+
+    Args:
+        run: the work to time.
+        repeats: how many runs.
+
+    Returns:
+        Seconds.
+    """
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def format_figure(item: Figure, *, as_json: bool) -> str:
+    """One line of output for a figure.
+
+    Args:
+        item: the figure.
+        as_json: JSON (one object per line) rather than a human-readable line.
+
+    Returns:
+        The line.
+    """
+    if as_json:
+        return json.dumps(item, sort_keys=True)
+    ceiling = (
+        "" if item["ceiling"] is None else f"  ceiling {item['ceiling']:>14,.1f}  ratio {item['ratio']:.3f}"
+    )
+    return f"{item['name']:<24} {item['value']:>14,.1f} {item['unit']:<6}{ceiling}"

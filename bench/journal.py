@@ -1,0 +1,155 @@
+"""Journal benchmark: group-commit append (fsync ``batch``) and replay, beside plain buffered file I/O.
+
+Ceilings, measured in the same run on the same bytes:
+
+- append: the same framed records written one ``write`` call per message to a
+  plain buffered file (``open(path, "wb")``), then flushed: what any
+  per-message journal costs at the least, with no framing, CRC, sequencing,
+  index or fsync.
+- replay: the same file read back one message at a time through a plain
+  buffered reader (``read`` of the header, ``read`` of the payload), with no
+  CRC check and no record objects.
+
+Payloads are real encoded ``MarketUpdate`` messages of varying size.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Final
+
+from adapter.journal import FsyncPolicy, JournalConfig, JournalReader, JournalWriter
+from adapter.journal.format import RECORD_HEADER, RECORD_HEADER_SIZE, Record, encode_record
+from bench.common import Figure, best_time, figure
+from proto import market_pb2
+
+MESSAGES: Final = 400_000
+QUICK_MESSAGES: Final = 40_000
+REPEATS: Final = 3
+_T0: Final = 1_700_000_000_000_000_000
+
+
+def _payloads(count: int, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed)
+    symbols = ["AAPL", "MSFT", "IBM", "GOOGL", "AMZN", "NVDA", "TSLA", "META"]
+    distinct = []
+    for i in range(256):
+        update = market_pb2.MarketUpdate(
+            symbol=rng.choice(symbols), event_time_ns=_T0 + i, publish_time_ns=_T0 + i
+        )
+        for _ in range(rng.randint(1, 3)):
+            price, size = round(rng.uniform(10, 500), 2), rng.randint(1, 5000)
+            update.entries.add(type=rng.randint(1, 3), price=price, size=size, notional=price * size)
+        update.state.volume = rng.randint(0, 10**7)
+        update.state.high, update.state.low, update.state.last = 501.5, 9.75, 123.25
+        update.state.vwap, update.state.trade_count = 120.125, rng.randint(0, 10**5)
+        distinct.append(update.SerializeToString())
+    return [distinct[i % len(distinct)] for i in range(count)]
+
+
+def _append_journal(directory: Path, payloads: list[bytes]) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.BATCH))
+    append = writer.append
+    seq = 0
+    for payload in payloads:
+        seq += 1
+        append(seq, _T0 + seq, 1, seq, payload)
+    writer.close()
+
+
+def _append_ceiling(path: Path, framed: list[bytes]) -> None:
+    with open(path, "wb") as file:
+        write = file.write
+        for record in framed:
+            write(record)
+
+
+def _replay_journal(directory: Path, expected: int) -> None:
+    count = sum(1 for _ in JournalReader(directory).read())
+    assert count == expected, (count, expected)
+
+
+def _replay_ceiling(path: Path, expected: int) -> None:
+    unpack = RECORD_HEADER.unpack_from
+    count = 0
+    with open(path, "rb") as file:
+        read = file.read
+        while header := read(RECORD_HEADER_SIZE):
+            read(unpack(header)[1])
+            count += 1
+    assert count == expected, (count, expected)
+
+
+def run(*, quick: bool = False) -> list[Figure]:
+    """Measure append and replay throughput with their ceilings.
+
+    Args:
+        quick: a short run (smoke test) instead of the full one.
+
+    Returns:
+        Four figures: ``journal_append`` and ``journal_replay``, each in msg/s and MB/s.
+    """
+    count = QUICK_MESSAGES if quick else MESSAGES
+    payloads = _payloads(count)
+    framed = [encode_record(Record(i + 1, _T0 + i + 1, 1, i + 1, p)) for i, p in enumerate(payloads)]
+    total_bytes = sum(len(record) for record in framed)
+    root = Path(tempfile.mkdtemp(prefix="feedha-bench-journal-"))
+    try:
+        journal, plain = root / "journal", root / "plain.bin"
+        append_s = ceiling_s = float("inf")
+        for _ in range(REPEATS):  # interleaved, so both see the same machine load
+            ceiling_s = min(ceiling_s, best_time(lambda: _append_ceiling(plain, framed), repeats=1))
+            append_s = min(append_s, best_time(lambda: _append_journal(journal, payloads), repeats=1))
+        replay_s = replay_ceiling_s = float("inf")
+        for _ in range(REPEATS):
+            replay_ceiling_s = min(
+                replay_ceiling_s, best_time(lambda: _replay_ceiling(plain, count), repeats=1)
+            )
+            replay_s = min(replay_s, best_time(lambda: _replay_journal(journal, count), repeats=1))
+        journal_bytes = sum(entry.stat().st_size for entry in journal.glob("*.fhj"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    params: dict[str, Any] = {
+        "messages": count,
+        "mean_payload_bytes": round(sum(map(len, payloads)) / count, 1),
+        "record_bytes": total_bytes,
+        "journal_bytes": journal_bytes,
+        "repeats": REPEATS,
+        "fsync": "batch",
+        "buffer_bytes": JournalConfig().buffer_bytes,
+        "flush_interval_s": JournalConfig().flush_interval_s,
+        "filesystem_dir": tempfile.gettempdir(),
+        "pid": os.getpid(),
+    }
+    mb = total_bytes / 1e6
+    return [
+        figure(
+            name="journal_append",
+            value=count / append_s,
+            unit="msg/s",
+            ceiling=count / ceiling_s,
+            params=params,
+        ),
+        figure(
+            name="journal_append", value=mb / append_s, unit="MB/s", ceiling=mb / ceiling_s, params=params
+        ),
+        figure(
+            name="journal_replay",
+            value=count / replay_s,
+            unit="msg/s",
+            ceiling=count / replay_ceiling_s,
+            params=params,
+        ),
+        figure(
+            name="journal_replay",
+            value=mb / replay_s,
+            unit="MB/s",
+            ceiling=mb / replay_ceiling_s,
+            params=params,
+        ),
+    ]
