@@ -350,7 +350,7 @@ def test_repr_shows_state() -> None:
 
 @st.composite
 def scrambled_lines(draw: st.DrawFn) -> tuple[int, int, list[tuple[int, bytes]]]:
-    """Packets for first..last spread over 1-3 lines, duplicated and reordered, none lost overall."""
+    """Packets and heartbeats for first..last on 1-3 lines, duplicated, reordered, none lost overall."""
     first = draw(st.integers(0, 10**9))
     sizes = draw(st.lists(st.integers(1, 5), min_size=1, max_size=12))
     lines = draw(st.integers(1, 3))
@@ -360,6 +360,8 @@ def scrambled_lines(draw: st.DrawFn) -> tuple[int, int, list[tuple[int, bytes]]]
         carriers = draw(st.sets(st.integers(0, lines - 1), min_size=1))
         packets += [(line, packet(seq, size, adapter=line)) for line in sorted(carriers)]
         seq += size
+        if draw(st.booleans()):  # an idle line announces its next msg_seq
+            packets.append((min(carriers), heartbeat(seq, adapter=min(carriers))))
     order = draw(st.permutations(range(len(packets))))
     # The first packet fixes the start: keep one packet of msg_seq `first` in front.
     ordered = [packets[0]] + [packets[i] for i in order if i != 0]
@@ -382,6 +384,7 @@ def test_property_any_interleaving_delivers_each_seq_once_in_order(
     stats = arb.stats()
     assert stats.buffered == 0 and stats.open_gaps == 0 and stats.lost == 0 and stats.conflicts == 0
     assert stats.delivered + stats.duplicates == sum(ls.blocks for ls in stats.lines)
+    assert arb.next_deadline() is None and arb.on_timer(now=100.0) == []
 
 
 def test_identical_copy_fast_path_still_reports_conflicts() -> None:
@@ -402,3 +405,24 @@ def test_identical_copy_fast_path_still_reports_conflicts() -> None:
     late.on_packet(0, packet(1, 4), now=0.0)
     late.on_packet(1, packet(1, 4), now=0.0)
     assert late.stats().late == 4 and late.stats().duplicates == 2
+
+
+@given(scrambled_lines(), st.data())
+@settings(max_examples=200, deadline=None)
+def test_property_with_loss_every_seq_is_delivered_once_or_reported_lost(
+    case: tuple[int, int, list[tuple[int, bytes]]], data: st.DataObject
+) -> None:
+    first, _last, packets = case
+    kept = [packets[0]] + [p for p in packets[1:] if data.draw(st.booleans(), label="keep")]
+    arb = ChannelArbiter(ArbiterConfig(channel=CHANNEL))
+    events: list[Event] = []
+    for line, pkt in kept:
+        events += arb.on_packet(line, pkt, now=0.0)
+    events += arb.on_timer(now=1.0)  # past loss_timeout: every hole is given up
+    delivered = seqs(events)
+    assert delivered == sorted(set(delivered))
+    lost = [seq for e in events if isinstance(e, GapLost) for seq in range(e.first_seq, e.last_seq + 1)]
+    next_seq = arb.stats().next_seq
+    assert next_seq is not None
+    assert sorted(delivered + lost) == list(range(first, next_seq))
+    assert arb.stats().lost == len(lost) and arb.stats().buffered == 0 and arb.next_deadline() is None
