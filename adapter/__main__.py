@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adapter.config import AdapterConfig
-from adapter.errors import AdapterError
 from adapter import sync as sync_rules
-from adapter.config import LINE_HEARTBEAT_S
+from adapter.config import LINE_HEARTBEAT_S, AdapterConfig
+from adapter.errors import AdapterError
 from adapter.sync import SyncConfig
 from proto.wire import DEFAULT_MAX_PACKET_BYTES
 

@@ -12,6 +12,7 @@ from proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
 
 LINE_HEARTBEAT_S: Final = 0.1
 SOURCE_BATCH_FRAMES: Final = 64
+SOURCE_BUDGET_S: Final = 0.005  # longest stretch of source work between looks at the sync bus
 RING_SIZE: Final = 8192
 _TRANSPORTS: Final = ("tcp://", "ipc://", "inproc://", "epgm://", "pgm://", "norm://")
 

@@ -36,7 +36,7 @@ import psutil
 import zmq
 
 from adapter import syncbus
-from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, AdapterConfig
+from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import Converter, ConverterTable, SourceMessage, encode_update, peek_source_seq
 from adapter.errors import ConversionError
 from adapter.health import HealthSample, health_score
@@ -188,6 +188,10 @@ class AdapterRunner:
                 self._serve_control()
             if self._source in ready:
                 self._drain_source()
+                # Heartbeats that arrived while we converted must count before
+                # the election timer is looked at, or a busy backup would
+                # promote itself over a live active.
+                self._drain_sync()
             self._flush()
             now = time.monotonic()
             if now >= next_deadline(self.sync, self.config.sync, now=now):
@@ -200,7 +204,12 @@ class AdapterRunner:
     def _drain_source(self) -> None:
         recv = self._source.recv_multipart
         count = 0
+        # Bounded by frames and by time, so heartbeats and sync messages are
+        # never starved by a burst of source data.
+        budget_end = time.monotonic() + SOURCE_BUDGET_S
         for _ in range(SOURCE_BATCH_FRAMES):
+            if count and time.monotonic() >= budget_end:
+                break
             try:
                 frames = recv(zmq.NOBLOCK)
             except zmq.Again:

@@ -45,7 +45,7 @@ from adapter.errors import ConfigError, SyncProtocolError
 from adapter.sequencer import ReportVerdict
 
 HEARTBEAT_INTERVAL_S: Final = 0.01
-HEARTBEAT_TIMEOUT_S: Final = 0.25
+HEARTBEAT_TIMEOUT_S: Final = 0.4
 HEALTH_INTERVAL_S: Final = 0.1
 PEER_TIMEOUT_S: Final = 1.0
 PROMOTION_STAGGER_S: Final = 0.06
@@ -131,6 +131,7 @@ class SyncState:
     desyncs: tuple[float, ...] = ()
     ever_in_sync: bool = False
     throttled: bool = False
+    reported_at: float | None = None
     snapshot_requested_at: float | None = None
     demoted_at: float | None = None
     next_heartbeat_at: float = 0.0
@@ -330,6 +331,8 @@ def next_deadline(state: SyncState, config: SyncConfig, *, now: float) -> float:
     elif state.role is Role.ACTIVE:
         deadlines.append(state.next_heartbeat_at)
     elif state.role is Role.BACKUP:
+        if state.throttled:
+            deadlines.append((state.reported_at or now) + 3 * config.heartbeat_interval_s)
         election = _election_base(state, config) + config.heartbeat_timeout_s
         # Past the timeout the election is re-evaluated every heartbeat interval
         # (rank staggering), not in a busy loop.
@@ -387,10 +390,13 @@ def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
 
 
 def _demote(state: SyncState, now: float, active: int | None, term: int, reason: str) -> Result:
+    # The new active was an in-sync backup, so our numbering is its numbering:
+    # keep publishing (holding output here would open a window in which no
+    # line carries the stream); the active's reports catch any mismatch.
     new = replace(
         state,
         role=Role.BACKUP,
-        status=SyncStatus.SYNCING,
+        status=SyncStatus.IN_SYNC,
         term=term,
         active=active,
         active_heard_at=now,
@@ -412,6 +418,8 @@ def _on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: Syn
         throttled = True
     status = state.status
     verdict = ev.verdict
+    was_in_sync = state.ever_in_sync
+    state = replace(state, reported_at=now)
     if verdict is ReportVerdict.MATCH:
         if status is not SyncStatus.IN_SYNC:
             status = SyncStatus.IN_SYNC
@@ -422,7 +430,7 @@ def _on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: Syn
         state = replace(state, ever_in_sync=True)
     if verdict is ReportVerdict.DIGEST_MISMATCH:
         state, actions = _ask_snapshot(state, now, config)
-    if verdict in (ReportVerdict.NUMBERING_MISMATCH, ReportVerdict.DIGEST_MISMATCH):
+    if was_in_sync and verdict in (ReportVerdict.NUMBERING_MISMATCH, ReportVerdict.DIGEST_MISMATCH):
         state, more = _record_desync(state, now, config, verdict.value)
         actions += more
     return state, actions
@@ -431,11 +439,12 @@ def _on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: Syn
 def _on_arrival_checked(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, ArrivalChecked)
     actions: list[Action] = []
+    was_in_sync = state.ever_in_sync
     if ev.digest_matches:
         state = replace(state, status=SyncStatus.IN_SYNC, ever_in_sync=True, snapshot_requested_at=None)
     else:
         state, actions = _ask_snapshot(state, now, config)
-    if ev.renumbered or not ev.digest_matches:
+    if was_in_sync and (ev.renumbered or not ev.digest_matches):
         state, more = _record_desync(state, now, config, "renumbered" if ev.renumbered else "digest_mismatch")
         actions += more
     return state, actions
@@ -517,6 +526,12 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
         state = replace(state, next_heartbeat_at=now + config.heartbeat_interval_s)
         actions.append(SendStreamState())
     elif state.role is Role.BACKUP:
+        if state.throttled and (
+            state.reported_at is None or now - state.reported_at > 3 * config.heartbeat_interval_s
+        ):
+            # Throttling waits for the active to lead; with no reports coming
+            # (the active may be dead) it would only slow the surviving lines.
+            state = replace(state, throttled=False)
         state, more = _maybe_promote(state, now, config)
         actions += more
     return state, actions
@@ -549,19 +564,20 @@ def _election_base(state: SyncState, config: SyncConfig) -> float:
 
 
 def _candidates(state: SyncState, now: float, config: SyncConfig) -> list[tuple[float, int]]:
-    # Never-started groups (term 0) have nobody in sync yet: everyone may stand.
-    anyone = state.term == 0
-    out = []
-    demoted_recently = (
-        state.demoted_at is not None and now - state.demoted_at < 2 * config.heartbeat_timeout_s
-    )
-    if (state.status is SyncStatus.IN_SYNC or anyone) and not demoted_recently:
-        out.append((state.health_score, state.adapter))
-    for p in state.peers.values():
-        if p.role is Role.BACKUP and (p.in_sync or anyone) and now - p.last_seen <= config.peer_timeout_s:
-            out.append((p.score if p.score is not None else 0.0, p.adapter))
-    out.sort(key=lambda c: (-c[0], c[1]))
-    return out
+    # In-sync backups stand first. If none is in sync (a group that never
+    # started, or all of them resynchronizing), every live backup stands:
+    # a channel with no active at all is worse than one renumbered.
+    live = [
+        (p.score if p.score is not None else 0.0, p.adapter, p.in_sync)
+        for p in state.peers.values()
+        if p.role is Role.BACKUP and now - p.last_seen <= config.peer_timeout_s
+    ]
+    demoted = state.demoted_at
+    if demoted is None or now - demoted >= 2 * config.heartbeat_timeout_s:
+        live.append((state.health_score, state.adapter, state.status is SyncStatus.IN_SYNC))
+    chosen = [c for c in live if c[2]] or live
+    chosen.sort(key=lambda c: (-c[0], c[1]))
+    return [(score, adapter) for score, adapter, _in_sync in chosen]
 
 
 def _maybe_promote(state: SyncState, now: float, config: SyncConfig) -> Result:
@@ -605,7 +621,7 @@ def _on_command(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig)
     if state.role is not Role.ACTIVE:
         return state, [CommandRejected(ev.kind, "not active")]
     new, actions = _demote(state, now, None, state.term, ev.reason)
-    return replace(new, status=SyncStatus.IN_SYNC), actions
+    return new, actions
 
 
 def _command_failed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:

@@ -1,0 +1,141 @@
+"""Plans and starts adapter groups on this machine (demo, drills, tests).
+
+A :class:`GroupPlan` fixes every endpoint of one channel's adapter group up
+front (each adapter must know its peers' sync endpoints before it starts);
+:func:`start_adapter` runs one adapter of the plan as a real process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO
+
+from feedha.ports import free_ports
+from feedha.procs import JsonProcess
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterPlan:
+    adapter: int
+    line: str
+    sync: str
+    control: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    channel: str
+    channel_number: int
+    source_endpoint: str
+    source_stream: str
+    source_stream_number: int
+    adapters: tuple[AdapterPlan, ...]
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return tuple(a.line for a in self.adapters)
+
+    def adapter(self, number: int) -> AdapterPlan:
+        for plan in self.adapters:
+            if plan.adapter == number:
+                return plan
+        raise KeyError(f"no adapter {number} in channel {self.channel}")
+
+
+def plan_group(
+    *,
+    channel: str,
+    channel_number: int,
+    source_endpoint: str,
+    source_stream: str,
+    source_stream_number: int,
+    size: int,
+    host: str = "127.0.0.1",
+) -> GroupPlan:
+    """Choose endpoints for a group of ``size`` adapters numbered 1..size."""
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size}")
+    ports = free_ports(3 * size, host)
+    adapters = tuple(
+        AdapterPlan(
+            adapter=i + 1,
+            line=f"tcp://{host}:{ports[3 * i]}",
+            sync=f"tcp://{host}:{ports[3 * i + 1]}",
+            control=f"tcp://{host}:{ports[3 * i + 2]}",
+        )
+        for i in range(size)
+    )
+    return GroupPlan(channel, channel_number, source_endpoint, source_stream, source_stream_number, adapters)
+
+
+def adapter_argv(group: GroupPlan, number: int, *, active: bool, extra: Sequence[str] = ()) -> list[str]:
+    """The ``feedha adapter`` arguments for adapter ``number`` of the group."""
+    me = group.adapter(number)
+    argv = [
+        "--channel",
+        group.channel,
+        "--channel-number",
+        str(group.channel_number),
+        "--adapter",
+        str(number),
+        "--source",
+        group.source_endpoint,
+        "--source-stream",
+        group.source_stream,
+        "--source-stream-number",
+        str(group.source_stream_number),
+        "--line",
+        me.line,
+        "--sync",
+        me.sync,
+        "--control",
+        me.control,
+    ]
+    for peer in group.adapters:
+        if peer.adapter != number:
+            argv += ["--peer", peer.sync]
+    if active:
+        argv.append("--active")
+    return argv + list(extra)
+
+
+def start_adapter(
+    group: GroupPlan,
+    number: int,
+    *,
+    active: bool,
+    extra: Sequence[str] = (),
+    log: IO[str] | None = None,
+) -> JsonProcess:
+    """Start adapter ``number`` of the group as a process and return it (not yet ready)."""
+    return JsonProcess.python(
+        f"{group.channel}/adapter-{number}",
+        "adapter",
+        adapter_argv(group, number, active=active, extra=extra),
+        log=log,
+    )
+
+
+def control(endpoint: str, cmd: str, *, timeout: float = 5.0, **fields: object) -> dict[str, object]:
+    """Send one JSON command to an adapter's control socket and return its reply.
+
+    Raises:
+        TimeoutError: no reply within ``timeout`` seconds.
+    """
+    import json
+
+    import zmq
+
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.REQ)
+    sock.linger = 0
+    try:
+        sock.connect(endpoint)
+        sock.send(json.dumps({"cmd": cmd, **fields}).encode())
+        if not sock.poll(timeout * 1000):
+            raise TimeoutError(f"no reply from {endpoint} to {cmd!r} within {timeout}s")
+        reply: dict[str, object] = json.loads(sock.recv())
+        return reply
+    finally:
+        sock.close(linger=0)

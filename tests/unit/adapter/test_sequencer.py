@@ -1,0 +1,132 @@
+"""The sequencer: msg_seq assignment and position comparisons (rules 1-3)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.sequencer import PositionReport, ReportVerdict, Sequencer, SourceVerdict
+
+
+def feed(seq: Sequencer, first: int, last: int, digest: int = 0) -> None:
+    for source_seq in range(first, last + 1):
+        msg_seq = seq.assign(source_seq)
+        seq.record(source_seq, msg_seq, digest + source_seq)
+
+
+def test_numbers_consecutively_from_one() -> None:
+    seq = Sequencer()
+    numbers = []
+    for source_seq in (5, 6, 7):
+        msg_seq = seq.assign(source_seq)
+        assert seq.record(source_seq, msg_seq, 0) is None
+        numbers.append(msg_seq)
+    assert numbers == [1, 2, 3]
+    assert seq.next_msg_seq == 4 and seq.next_source_seq == 8
+
+
+def test_check_source_classifies_next_duplicate_gap() -> None:
+    seq = Sequencer()
+    assert seq.check_source(42) is SourceVerdict.NEXT  # the first message may be anything
+    feed(seq, 42, 44)
+    assert seq.check_source(45) is SourceVerdict.NEXT
+    assert seq.check_source(44) is SourceVerdict.DUPLICATE
+    assert seq.check_source(1) is SourceVerdict.DUPLICATE
+    assert seq.check_source(47) is SourceVerdict.GAP
+
+
+def test_report_at_matching_position_is_in_sync() -> None:
+    seq = Sequencer()
+    feed(seq, 1, 10, digest=100)
+    verdict, ahead = seq.compare(PositionReport(source_seq=7, msg_seq=7, digest=107))
+    assert (verdict, ahead) == (ReportVerdict.MATCH, 3)
+
+
+def test_ahead_with_other_numbering_is_a_numbering_mismatch() -> None:
+    seq = Sequencer()
+    feed(seq, 1, 10)
+    verdict, ahead = seq.compare(PositionReport(source_seq=5, msg_seq=1005, digest=5))
+    assert verdict is ReportVerdict.NUMBERING_MISMATCH and ahead == 5
+
+
+def test_same_numbering_other_digest_is_a_digest_mismatch() -> None:
+    seq = Sequencer()
+    feed(seq, 1, 10)
+    assert seq.compare(PositionReport(5, 5, 999))[0] is ReportVerdict.DIGEST_MISMATCH
+
+
+def test_behind_adopts_the_active_numbering_on_arrival() -> None:
+    # Rule 2: the backup's message for the reported source_seq gets the active's msg_seq.
+    seq = Sequencer()
+    feed(seq, 1, 10)
+    verdict, ahead = seq.compare(PositionReport(source_seq=15, msg_seq=515, digest=15))
+    assert verdict is ReportVerdict.BEHIND and ahead == -5
+    feed(seq, 11, 14)
+    assert seq.next_msg_seq == 15
+    msg_seq = seq.assign(15)
+    assert msg_seq == 515
+    check = seq.record(15, msg_seq, 15)
+    assert check is not None and check.renumbered and check.digest_matches
+    assert seq.assign(16) == 516
+
+
+def test_arrival_without_renumbering_reports_digest_result() -> None:
+    seq = Sequencer()
+    feed(seq, 1, 3)
+    seq.compare(PositionReport(5, 5, 77))
+    feed(seq, 4, 4)
+    msg_seq = seq.assign(5)
+    check = seq.record(5, msg_seq, 78)
+    assert check is not None and not check.renumbered and not check.digest_matches
+
+
+def test_old_reports_are_unknown_and_gapped_reports_are_dropped() -> None:
+    seq = Sequencer(history_size=4)
+    feed(seq, 1, 10)
+    assert seq.compare(PositionReport(2, 2, 2))[0] is ReportVerdict.UNKNOWN
+    seq.compare(PositionReport(12, 12, 12))
+    assert seq.has_pending
+    msg_seq = seq.assign(20)  # source gap: 11..19 never arrive
+    seq.record(20, msg_seq, 20)
+    assert not seq.has_pending
+
+
+def test_restate_digests_rewrites_history() -> None:
+    seq = Sequencer()
+    feed(seq, 1, 5)
+    seq.restate_digests({4: 44, 5: 55})
+    assert seq.compare(PositionReport(4, 4, 44))[0] is ReportVerdict.MATCH
+    assert seq.last_digest == 55
+
+
+def test_rejects_bad_start() -> None:
+    with pytest.raises(ValueError, match="next_msg_seq"):
+        Sequencer(next_msg_seq=0)
+
+
+def test_repr_shows_state() -> None:
+    seq = Sequencer()
+    feed(seq, 1, 3)
+    assert repr(seq) == "<Sequencer [next_msg_seq=4, last_source_seq=3, pending=0, history=3]>"
+
+
+@given(
+    start=st.integers(1, 1000),
+    lag=st.integers(1, 300),
+    offset=st.integers(-500, 500),
+    length=st.integers(1, 200),
+)
+def test_a_lagging_backup_always_converges_on_the_active_numbering(
+    start: int, lag: int, offset: int, length: int
+) -> None:
+    """Whatever its own numbering, a backup behind a report numbers the rest like the active."""
+    active_msg_seq = max(1, start + offset)
+    backup = Sequencer()
+    feed(backup, start, start + length)  # its own numbering: 1, 2, ...
+    report_at = start + length + lag
+    backup.compare(PositionReport(report_at, active_msg_seq, 0))
+    feed(backup, start + length + 1, report_at + 5)
+    for later in range(report_at, report_at + 6):
+        verdict, _ahead = backup.compare(PositionReport(later, active_msg_seq + later - report_at, later))
+        assert verdict is ReportVerdict.MATCH

@@ -1,0 +1,367 @@
+"""The sync rules as a pure state machine: every rule driven with explicit times."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapter.errors import ConfigError, SyncProtocolError
+from adapter.sequencer import ReportVerdict
+from adapter.sync import (
+    ActiveReported,
+    ArrivalChecked,
+    CommandKind,
+    CommandRejected,
+    HealthMeasured,
+    OperatorCommand,
+    PeerHeard,
+    RequestSnapshot,
+    Role,
+    RoleChanged,
+    SendFailed,
+    SendHealth,
+    SendSnapshot,
+    SendStreamState,
+    SnapshotRequested,
+    SourceGapSeen,
+    SyncConfig,
+    SyncState,
+    SyncStatus,
+    Tick,
+    initial_state,
+    next_deadline,
+    on_event,
+)
+
+CFG = SyncConfig()
+
+
+def apply(state: SyncState, event, now: float):  # type: ignore[no-untyped-def]
+    return on_event(state, event, now=now, config=CFG)
+
+
+def started_active(now: float = 0.0) -> SyncState:
+    state = initial_state(adapter=1, want_active=True, term=0, now=now)
+    state, actions = apply(state, Tick(), now + CFG.startup_grace_s)
+    assert state.role is Role.ACTIVE
+    return state
+
+
+def synced_backup(adapter: int = 2, *, now: float = 0.0, score: float = 90.0) -> SyncState:
+    state = initial_state(adapter=adapter, want_active=False, term=0, now=now)
+    state, _ = apply(state, PeerHeard(1, Role.ACTIVE, 1), now + 0.01)
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.MATCH, 0), now + 0.02)
+    state, _ = apply(state, HealthMeasured(score), now + 0.02)
+    assert state.status is SyncStatus.IN_SYNC and state.is_publishing
+    return state
+
+
+# ---- start-up -----------------------------------------------------------------
+
+
+def test_configured_active_takes_over_after_grace_when_nobody_is_active() -> None:
+    state = initial_state(adapter=1, want_active=True, term=0, now=0.0)
+    assert not state.is_publishing and state.deciding
+    state, actions = apply(state, Tick(), 0.1)
+    assert state.deciding  # still listening
+    state, actions = apply(state, Tick(), CFG.startup_grace_s)
+    assert state.role is Role.ACTIVE and state.term == 1 and state.is_publishing
+    assert any(isinstance(a, RoleChanged) and a.new is Role.ACTIVE for a in actions)
+    assert any(isinstance(a, SendStreamState) for a in actions)
+
+
+def test_restarted_old_active_hears_higher_term_and_serves_as_backup() -> None:
+    state = initial_state(adapter=1, want_active=True, term=1, now=0.0)
+    state, actions = apply(state, PeerHeard(2, Role.ACTIVE, 2), 0.05)
+    assert state.role is Role.BACKUP and state.active == 2 and state.term == 2 and not state.deciding
+    assert not state.is_publishing  # until its numbering and state are verified
+    state, _ = apply(state, PeerHeard(2, Role.ACTIVE, 2), 0.9)
+    state, _ = apply(state, Tick(), 1.0)
+    assert state.role is Role.BACKUP
+
+
+def test_backup_publishes_only_once_verified() -> None:
+    state = initial_state(adapter=2, want_active=False, term=0, now=0.0)
+    state, _ = apply(state, PeerHeard(1, Role.ACTIVE, 1), 0.01)
+    assert state.status is SyncStatus.SYNCING and not state.is_publishing
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.BEHIND, -3), 0.02)
+    assert not state.is_publishing
+    state, _ = apply(state, ArrivalChecked(renumbered=True, digest_matches=True), 0.03)
+    assert state.is_publishing and state.ever_in_sync
+    assert state.desyncs == ()  # the first alignment of a joining backup is not a desync
+
+
+# ---- rules 1-4 ------------------------------------------------------------------
+
+
+def test_ahead_beyond_tolerance_throttles_until_the_active_leads() -> None:
+    state = synced_backup()
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.MATCH, CFG.ahead_tolerance + 1), 1.0)
+    assert state.throttled and state.is_publishing  # ahead but numbered right: still a line
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.MATCH, 3), 1.01)
+    assert state.throttled  # within tolerance: keep throttling until the active leads
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.BEHIND, -2), 1.02)
+    assert not state.throttled
+
+
+def test_throttle_expires_when_reports_stop() -> None:
+    state = synced_backup()
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.MATCH, 500), 1.0)
+    assert state.throttled
+    assert next_deadline(state, CFG, now=1.0) <= 1.0 + 3 * CFG.heartbeat_interval_s
+    state, _ = apply(state, Tick(), 1.0 + 4 * CFG.heartbeat_interval_s)
+    assert not state.throttled
+
+
+def test_ahead_under_other_numbering_holds_output_and_throttles() -> None:
+    state = synced_backup()
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.NUMBERING_MISMATCH, 10), 1.0)
+    assert state.status is SyncStatus.AHEAD and state.throttled and not state.is_publishing
+    state, _ = apply(state, ArrivalChecked(renumbered=True, digest_matches=True), 1.1)
+    assert state.status is SyncStatus.IN_SYNC and state.is_publishing
+    assert len(state.desyncs) == 2
+
+
+def test_digest_mismatch_asks_for_a_snapshot_once_per_retry_interval() -> None:
+    state = synced_backup()
+    state, actions = apply(state, ActiveReported(1, 1, ReportVerdict.DIGEST_MISMATCH, 0), 1.0)
+    assert RequestSnapshot(1) in actions
+    state, actions = apply(state, ActiveReported(1, 1, ReportVerdict.DIGEST_MISMATCH, 0), 1.1)
+    assert not any(isinstance(a, RequestSnapshot) for a in actions)
+    state, actions = apply(
+        state, ActiveReported(1, 1, ReportVerdict.DIGEST_MISMATCH, 0), 1.0 + CFG.snapshot_retry_s
+    )
+    assert RequestSnapshot(1) in actions
+
+
+def test_reports_from_a_stale_term_are_ignored() -> None:
+    state = synced_backup()
+    before = state
+    state, actions = apply(state, ActiveReported(1, 0, ReportVerdict.NUMBERING_MISMATCH, 50), 1.0)
+    assert state == before and actions == []
+
+
+def test_active_answers_snapshot_requests_addressed_to_it() -> None:
+    state = started_active()
+    assert apply(state, SnapshotRequested(requester=2, target=1), 1.0)[1] == [SendSnapshot()]
+    assert apply(state, SnapshotRequested(requester=2, target=3), 1.0)[1] == []
+
+
+def test_source_gap_on_a_backup_holds_output() -> None:
+    state = synced_backup()
+    state, _ = apply(state, SourceGapSeen(missing=5), 1.0)
+    assert state.status is SyncStatus.SYNCING and not state.is_publishing
+
+
+# ---- rule 5 -----------------------------------------------------------------------
+
+
+def _with_rival(state: SyncState, score: float, now: float) -> SyncState:
+    state, _ = apply(state, PeerHeard(3, Role.BACKUP, 1, score, True), now)
+    return state
+
+
+def _desync(state: SyncState, times: list[float]):  # type: ignore[no-untyped-def]
+    actions: list[object] = []
+    for t in times:
+        state, acts = apply(state, ArrivalChecked(renumbered=True, digest_matches=True), t)
+        actions += acts
+    return state, actions
+
+
+def test_repeatedly_unsynchronized_and_least_healthy_fails_itself() -> None:
+    state = _with_rival(synced_backup(score=40.0), 80.0, 1.0)
+    state, actions = _desync(state, [1.0, 1.1, 1.2])
+    assert state.role is Role.FAILED and not state.is_publishing
+    assert any(isinstance(a, SendFailed) for a in actions)
+
+
+def test_repeatedly_unsynchronized_but_healthier_keeps_going() -> None:
+    state = _with_rival(synced_backup(score=90.0), 50.0, 1.0)
+    state, actions = _desync(state, [1.0, 1.1, 1.2, 1.3])
+    assert state.role is Role.BACKUP and not any(isinstance(a, SendFailed) for a in actions)
+
+
+def test_desyncs_outside_the_window_do_not_count() -> None:
+    state = _with_rival(synced_backup(score=10.0), 80.0, 1.0)
+    spaced = [1.0, 1.0 + CFG.desync_window_s + 1, 1.0 + 2 * CFG.desync_window_s + 2]
+    for t in spaced:
+        state = _with_rival(state, 80.0, t)
+        state, _ = _desync(state, [t])
+    assert state.role is Role.BACKUP
+
+
+def test_the_last_backup_standing_does_not_fail_itself() -> None:
+    state = synced_backup(score=1.0)
+    state, _ = _desync(state, [1.0, 1.1, 1.2, 1.3])
+    assert state.role is Role.BACKUP
+
+
+def test_equal_health_fails_the_higher_adapter_number() -> None:
+    low = _with_rival(synced_backup(adapter=2, score=50.0), 50.0, 1.0)  # rival is adapter 3
+    low, _ = _desync(low, [1.0, 1.1, 1.2])
+    assert low.role is Role.BACKUP
+    high = synced_backup(adapter=4, score=50.0)
+    high = _with_rival(high, 50.0, 1.0)
+    high, _ = _desync(high, [1.0, 1.1, 1.2])
+    assert high.role is Role.FAILED
+
+
+# ---- rule 6 and terms -------------------------------------------------------------------
+
+
+def test_best_backup_promotes_after_the_heartbeat_timeout() -> None:
+    state = _with_rival(synced_backup(score=90.0), 50.0, 0.05)
+    state, actions = apply(state, Tick(), 0.01 + CFG.heartbeat_timeout_s - 0.001)
+    assert state.role is Role.BACKUP
+    state = _with_rival(state, 50.0, 0.3)  # the rival is still alive
+    state, actions = apply(state, Tick(), 0.01 + CFG.heartbeat_timeout_s + 0.001)
+    assert state.role is Role.ACTIVE and state.term == 2
+    assert SendStreamState() in actions
+
+
+def test_second_ranked_backup_waits_and_follows_the_new_active() -> None:
+    state = _with_rival(synced_backup(score=50.0), 90.0, 0.05)
+    t = 0.01 + CFG.heartbeat_timeout_s + 0.001
+    state = _with_rival(state, 90.0, t - 0.01)
+    state, _ = apply(state, Tick(), t)
+    assert state.role is Role.BACKUP  # rank 1 waits a stagger
+    state, _ = apply(state, PeerHeard(3, Role.ACTIVE, 2), t + 0.01)
+    assert state.active == 3 and state.term == 2
+    state, _ = apply(state, Tick(), t + CFG.promotion_stagger_s + 0.01)
+    assert state.role is Role.BACKUP
+
+
+def test_active_that_hears_a_higher_term_demotes_and_keeps_publishing() -> None:
+    state = started_active()
+    state, actions = apply(state, PeerHeard(2, Role.ACTIVE, 2), 1.0)
+    assert state.role is Role.BACKUP and state.active == 2 and state.term == 2
+    assert state.is_publishing  # its numbering is the new active's
+    assert RoleChanged(Role.ACTIVE, Role.BACKUP, 2, "adapter 2 is active with term 2") in actions
+
+
+def test_equal_terms_resolve_to_the_lower_adapter_number() -> None:
+    state = replace(started_active(), adapter=3)
+    state, _ = apply(state, PeerHeard(2, Role.ACTIVE, state.term), 1.0)
+    assert state.role is Role.BACKUP
+    state = started_active()  # adapter 1
+    state, _ = apply(state, PeerHeard(2, Role.ACTIVE, state.term), 1.0)
+    assert state.role is Role.ACTIVE
+
+
+def test_backup_ignores_an_active_of_an_older_term() -> None:
+    state = synced_backup()
+    state, _ = apply(state, PeerHeard(3, Role.ACTIVE, 5), 1.0)
+    state, _ = apply(state, PeerHeard(1, Role.ACTIVE, 1), 1.1)
+    assert state.active == 3 and state.term == 5
+
+
+def test_nobody_in_sync_still_elects_someone() -> None:
+    state = synced_backup(score=50.0)
+    state = replace(state, status=SyncStatus.SYNCING)
+    state, _ = apply(state, Tick(), 0.01 + CFG.heartbeat_timeout_s + 0.01)
+    assert state.role is Role.ACTIVE
+
+
+# ---- operator commands ---------------------------------------------------------------
+
+
+def test_operator_promote_demote_fail() -> None:
+    backup = synced_backup()
+    promoted, actions = apply(backup, OperatorCommand(CommandKind.PROMOTE), 1.0)
+    assert promoted.role is Role.ACTIVE and promoted.term == 2
+    syncing = replace(backup, status=SyncStatus.SYNCING)
+    same, actions = apply(syncing, OperatorCommand(CommandKind.PROMOTE), 1.0)
+    assert same.role is Role.BACKUP and isinstance(actions[0], CommandRejected)
+    demoted, _ = apply(promoted, OperatorCommand(CommandKind.DEMOTE), 2.0)
+    assert demoted.role is Role.BACKUP and demoted.is_publishing
+    failed, actions = apply(demoted, OperatorCommand(CommandKind.FAIL), 3.0)
+    assert failed.role is Role.FAILED and SendFailed("operator") in actions
+    again, actions = apply(failed, OperatorCommand(CommandKind.PROMOTE), 4.0)
+    assert again.role is Role.FAILED and isinstance(actions[0], CommandRejected)
+
+
+def test_failed_adapter_still_reports_health() -> None:
+    state, _ = apply(synced_backup(), OperatorCommand(CommandKind.FAIL), 1.0)
+    _, actions = apply(state, Tick(), 5.0)
+    assert SendHealth() in actions
+
+
+def test_unhandled_event_raises_protocol_error() -> None:
+    with pytest.raises(SyncProtocolError, match="ActiveReported in role=active"):
+        apply(started_active(), ActiveReported(2, 1, ReportVerdict.MATCH, 0), 1.0)
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(ConfigError, match="heartbeat_timeout_s"):
+        SyncConfig(heartbeat_interval_s=0.1, heartbeat_timeout_s=0.15)
+    with pytest.raises(ConfigError, match="desync_limit"):
+        SyncConfig(desync_limit=0)
+
+
+def test_repr_shows_state() -> None:
+    assert repr(started_active()) == (
+        "<SyncState [adapter=1, role=active, status=in_sync, term=1, active=1, throttled=False, peers=0]>"
+    )
+
+
+# ---- a whole group over a perfect bus (the pair harness) ------------------------------
+
+
+class Group:
+    """N adapters whose sync messages reach every other adapter at once."""
+
+    def __init__(self, scores: list[float]) -> None:
+        self.states = {
+            i + 1: initial_state(adapter=i + 1, want_active=i == 0, term=0, now=0.0)
+            for i in range(len(scores))
+        }
+        self.scores = dict(zip(self.states, scores, strict=True))
+        self.alive = set(self.states)
+
+    def broadcast(self, sender: int, now: float) -> None:
+        st_ = self.states[sender]
+        for other in self.alive - {sender}:
+            self.states[other], _ = apply(
+                self.states[other],
+                PeerHeard(sender, st_.role, st_.term, st_.health_score, st_.is_in_sync),
+                now,
+            )
+
+    def step(self, now: float) -> None:
+        for adapter in sorted(self.alive):
+            state, _ = apply(self.states[adapter], HealthMeasured(self.scores[adapter]), now)
+            state, _ = apply(state, Tick(), now)
+            if state.role is Role.BACKUP and state.active is not None and not state.deciding:
+                state, _ = apply(state, ActiveReported(state.active, state.term, ReportVerdict.MATCH, 0), now)
+            self.states[adapter] = state
+        for adapter in sorted(self.alive):
+            self.broadcast(adapter, now)
+
+    def actives(self) -> list[int]:
+        return [a for a in self.alive if self.states[a].role is Role.ACTIVE]
+
+
+@settings(max_examples=60, deadline=None)
+@given(scores=st.lists(st.floats(0, 100), min_size=2, max_size=5))
+def test_killing_the_active_elects_exactly_one_healthiest_backup(scores: list[float]) -> None:
+    group = Group(scores)
+    now = 0.0
+    while now < 1.0:
+        group.step(now)
+        now += CFG.heartbeat_interval_s
+    assert group.actives() == [1]
+    group.alive.discard(1)
+    while now < 3.0:
+        group.step(now)
+        now += CFG.heartbeat_interval_s
+    actives = group.actives()
+    assert len(actives) == 1
+    winner = actives[0]
+    best = max((group.scores[a], -a) for a in group.alive)
+    assert (group.scores[winner], -winner) == best
+    assert all(group.states[a].term == 2 for a in group.alive)
+    assert all(group.states[a].active == winner for a in group.alive)
