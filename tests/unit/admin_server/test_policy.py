@@ -68,7 +68,7 @@ def test_roles() -> None:
         ("groups: {g: {}}\nrules:\n  - groups: [g]\n    mode: realtime\n", 3, "no symbols"),
         ("rules:\n  - symbols: [A]\n    mode: delayed\n", 2, "no users and no groups"),
         ("groups:\n  g: {roles: [root]}\n", 2, "unknown role 'root'"),
-        ("grups: {}\n", 1, "unknown key 'grups'"),
+        ("rule: {}\n", 1, "unknown key 'rule'"),
         ("rules: [\n  {users: [a], symbols: [A], mode: realtime\n", 3, "YAML syntax error"),
         ("users:\n  a:\n    groups: [missing]\n", 3, "undefined group 'missing'"),
         ("", 1, "empty"),
