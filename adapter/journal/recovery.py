@@ -209,7 +209,8 @@ def recover(directory: str | os.PathLike[str], *, index_interval_bytes: int, app
             continue
         result, why = _scan(info, start, i == start.position, prev_seq, index_interval_bytes)
         kept += result.records
-        prev_seq = max(prev_seq, result.last_seq)
+        if result.records:
+            prev_seq = max(prev_seq, result.last_seq)
         if why != DecodeStatus.END.value:
             reason = why
             cut += info.size - result.good_end

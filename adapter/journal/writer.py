@@ -91,15 +91,22 @@ class JournalWriter:
         self._generation = recovery.last_generation
         self._last_seq = recovery.last_seq
         self._segment: OpenSegment | None = None
-        if recovery.tail is not None:
+        tail = recovery.tail
+        if tail is not None and tail.size <= SEGMENT_HEADER_SIZE:
+            # A segment with no record (a crash right after it was created)
+            # holds nothing; a new segment starts at the next append instead.
+            tail.path.unlink(missing_ok=True)
+            tail.index_path.unlink(missing_ok=True)
+            tail = None
+        if tail is not None:
             index = recovery.tail_index or SparseIndex()
             self._segment = OpenSegment(
-                path=recovery.tail.path,
-                index_path=recovery.tail.index_path,
-                first_seq=recovery.tail.first_seq,
-                day=recovery.tail.day,
+                path=tail.path,
+                index_path=tail.index_path,
+                first_seq=tail.first_seq,
+                day=tail.day,
                 create=False,
-                size=recovery.tail.size,
+                size=tail.size,
                 index=index,
                 index_persisted=len(index.seqs),
             )
