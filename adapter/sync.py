@@ -132,6 +132,7 @@ class SyncState:
     ever_in_sync: bool = False
     throttled: bool = False
     reported_at: float | None = None
+    mismatch_since: float | None = None
     snapshot_requested_at: float | None = None
     demoted_at: float | None = None
     next_heartbeat_at: float = 0.0
@@ -410,44 +411,56 @@ def _on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: Syn
     assert isinstance(ev, ActiveReported)
     if ev.adapter != state.active or ev.term != state.term:
         return state, []
-    actions: list[Action] = []
     throttled = state.throttled
     if ev.ahead_by <= 0:
         throttled = False
     elif ev.ahead_by > config.ahead_tolerance:
         throttled = True
-    status = state.status
+    state = replace(state, reported_at=now, throttled=throttled)
     verdict = ev.verdict
-    was_in_sync = state.ever_in_sync
-    state = replace(state, reported_at=now)
     if verdict is ReportVerdict.MATCH:
-        if status is not SyncStatus.IN_SYNC:
-            status = SyncStatus.IN_SYNC
-    elif verdict is ReportVerdict.NUMBERING_MISMATCH:
-        status, throttled = SyncStatus.AHEAD, True
-    state = replace(state, throttled=throttled, status=status)
-    if status is SyncStatus.IN_SYNC:
-        state = replace(state, ever_in_sync=True)
+        return _matched(state), []
+    if verdict is ReportVerdict.NUMBERING_MISMATCH:
+        state = replace(state, status=SyncStatus.AHEAD, throttled=True)
+        return _mismatched(state, now, config, verdict.value)
     if verdict is ReportVerdict.DIGEST_MISMATCH:
         state, actions = _ask_snapshot(state, now, config)
-    if was_in_sync and verdict in (ReportVerdict.NUMBERING_MISMATCH, ReportVerdict.DIGEST_MISMATCH):
-        state, more = _record_desync(state, now, config, verdict.value)
-        actions += more
-    return state, actions
+        state, more = _mismatched(state, now, config, verdict.value)
+        return state, actions + more
+    return state, []
 
 
 def _on_arrival_checked(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, ArrivalChecked)
-    actions: list[Action] = []
-    was_in_sync = state.ever_in_sync
-    if ev.digest_matches:
-        state = replace(state, status=SyncStatus.IN_SYNC, ever_in_sync=True, snapshot_requested_at=None)
+    if ev.renumbered:
+        # Rule 2 moved our counter: one episode of desync, over as soon as it happened.
+        state, actions = _mismatched(state, now, config, "renumbered")
     else:
-        state, actions = _ask_snapshot(state, now, config)
-    if was_in_sync and (ev.renumbered or not ev.digest_matches):
-        state, more = _record_desync(state, now, config, "renumbered" if ev.renumbered else "digest_mismatch")
-        actions += more
-    return state, actions
+        actions = []
+    if ev.digest_matches:
+        return _matched(state), actions
+    state, more = _ask_snapshot(state, now, config)
+    state, more2 = _mismatched(state, now, config, "digest_mismatch")
+    return state, actions + more + more2
+
+
+def _matched(state: SyncState) -> SyncState:
+    return replace(
+        state,
+        status=SyncStatus.IN_SYNC,
+        ever_in_sync=True,
+        mismatch_since=None,
+        snapshot_requested_at=None,
+    )
+
+
+def _mismatched(state: SyncState, now: float, config: SyncConfig, why: str) -> Result:
+    # Only the start of an episode counts toward rule 5: the reports that keep
+    # showing the same mismatch until a snapshot lands are one desync, not many.
+    if state.mismatch_since is not None:
+        return state, []
+    state = replace(state, mismatch_since=now)
+    return _record_desync(state, now, config, why)
 
 
 def _ask_snapshot(state: SyncState, now: float, config: SyncConfig) -> Result:
@@ -501,7 +514,7 @@ def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
     # A backup that missed source messages must not invent numbering for what
     # follows: hold output until the active's reports realign it.
     state = replace(state, status=SyncStatus.SYNCING)
-    return _record_desync(state, now, config, "source_gap")
+    return _mismatched(state, now, config, "source_gap")
 
 
 def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:

@@ -122,7 +122,7 @@ def test_ahead_under_other_numbering_holds_output_and_throttles() -> None:
     assert state.status is SyncStatus.AHEAD and state.throttled and not state.is_publishing
     state, _ = apply(state, ArrivalChecked(renumbered=True, digest_matches=True), 1.1)
     assert state.status is SyncStatus.IN_SYNC and state.is_publishing
-    assert len(state.desyncs) == 2
+    assert len(state.desyncs) == 1  # one episode: the mismatch and the renumbering that ended it
 
 
 def test_digest_mismatch_asks_for_a_snapshot_once_per_retry_interval() -> None:
@@ -365,3 +365,13 @@ def test_killing_the_active_elects_exactly_one_healthiest_backup(scores: list[fl
     assert (group.scores[winner], -winner) == best
     assert all(group.states[a].term == 2 for a in group.alive)
     assert all(group.states[a].active == winner for a in group.alive)
+
+
+def test_a_lasting_mismatch_counts_as_one_desync() -> None:
+    state = _with_rival(synced_backup(score=10.0), 90.0, 1.0)
+    for i in range(10):  # the active keeps reporting the same digest mismatch until a snapshot lands
+        state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.DIGEST_MISMATCH, 0), 1.0 + i * 0.01)
+    assert len(state.desyncs) == 1 and state.role is Role.BACKUP
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.MATCH, 0), 1.2)
+    state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.DIGEST_MISMATCH, 0), 1.3)
+    assert len(state.desyncs) == 2
