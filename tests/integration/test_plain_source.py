@@ -32,7 +32,17 @@ def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
 
 def start_source(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spark_feed.plain_source", "--bind-host", "127.0.0.1", *args],
+        # A generous subscriber wait: on a loaded 2-core machine a connect can take seconds.
+        [
+            sys.executable,
+            "-m",
+            "spark_feed.plain_source",
+            "--bind-host",
+            "127.0.0.1",
+            "--wait-timeout",
+            "60",
+            *args,
+        ],
         cwd=REPO,
         env={**os.environ, "PYTHONHASHSEED": "0"},
         stdout=subprocess.PIPE,
@@ -59,7 +69,7 @@ def subscribe(context: zmq.Context[zmq.Socket[bytes]], endpoints: dict[str, str]
 
 
 def collect(
-    sub: zmq.Socket[bytes], proc: subprocess.Popen[str], timeout_s: float = 60.0
+    sub: zmq.Socket[bytes], proc: subprocess.Popen[str], timeout_s: float = 90.0
 ) -> tuple[dict[str, list[bytes]], int, dict[str, object]]:
     """Receive until the source exits and its summary's counts have all arrived (or the deadline)."""
     bodies: dict[str, list[bytes]] = {}
@@ -75,14 +85,16 @@ def collect(
             continue
         if summary is None and proc.poll() is not None:
             out, err = proc.communicate(timeout=10)
-            assert proc.returncode == 0, err
+            assert proc.returncode == 0, (out, err)
             summary = json.loads(out.strip().splitlines()[-1])
         if summary is not None:
             streams = summary["streams"]
             assert isinstance(streams, dict)
             if all(len(bodies.get(name, [])) >= info["sent"] for name, info in streams.items()):
                 break
-    assert summary is not None, "source did not finish in time"
+    assert summary is not None, (
+        f"source did not finish in time; got {[(k, len(v)) for k, v in bodies.items()]}"
+    )
     return bodies, malformed, summary
 
 
@@ -107,7 +119,7 @@ def test_every_source_seq_once_in_order_with_malformed(context: zmq.Context[zmq.
     assert [streams[name]["number"] for name in ("A-M", "N-Z")] == [1, 2]
     for name, info in streams.items():
         seqs = [peek_source_seq(body) for body in bodies[name]]
-        assert seqs == list(range(1, info["sent"] + 1)), name
+        assert seqs == list(range(1, info["sent"] + 1)), (name, len(seqs), summary)
         assert info["last_seq"] == info["sent"] > 0
 
 
