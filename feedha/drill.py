@@ -126,8 +126,7 @@ def run_failover(options: DrillOptions, log: IO[str]) -> dict[str, Any]:
         return _drive(drill)
     finally:
         for proc in drill.all():
-            if proc.alive:
-                proc.kill()
+            proc.kill()  # also reaps the ones that ended by themselves
 
 
 def _drive(drill: Drill) -> dict[str, Any]:

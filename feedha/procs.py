@@ -118,6 +118,12 @@ class JsonProcess:
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGKILL)
         self.popen.wait(timeout=10)
+        self._close()
+
+    def _close(self) -> None:
+        self._reader.join(timeout=5)
+        if self.popen.stdout is not None and not self._reader.is_alive():
+            self.popen.stdout.close()
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, wait, then SIGKILL if it does not go; returns the exit code."""
@@ -128,7 +134,7 @@ class JsonProcess:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait(timeout=10)
-        self._reader.join(timeout=5)
+        self._close()
         return self.popen.returncode
 
     @property

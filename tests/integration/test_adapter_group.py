@@ -1,0 +1,282 @@
+"""The synchronized adapter group with real processes and real sockets on loopback.
+
+Each test starts the plain test source, adapters (``python -m adapter``) and
+reads their lines directly or through the client library. Waits are polls
+with deadlines on the adapters' control sockets or on received packets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import zmq
+
+from feedha.cluster import GroupPlan, control, plan_group, start_adapter
+from feedha.ports import free_ports
+from feedha.procs import JsonProcess
+from proto import market_pb2, wire
+
+CHANNEL = "EQ-A-Z"
+FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30"]
+
+
+class Cluster:
+    """A source and one adapter group, torn down by the context manager."""
+
+    def __init__(self, size: int, *, rate: float, seconds: float, subscribers: int) -> None:
+        self.source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+        self.group: GroupPlan = plan_group(
+            channel=CHANNEL,
+            channel_number=1,
+            source_endpoint=self.source_endpoint,
+            source_stream="A-Z",
+            source_stream_number=1,
+            size=size,
+        )
+        self.rate = rate
+        self.seconds = seconds
+        self.subscribers = subscribers
+        self.adapters: dict[int, JsonProcess] = {}
+        self.source: JsonProcess | None = None
+
+    def start_adapter(
+        self, number: int, *, active: bool = False, extra: list[str] | None = None
+    ) -> JsonProcess:
+        proc = start_adapter(self.group, number, active=active, extra=FAST + (extra or []))
+        proc.wait_event("ready", 20)
+        self.adapters[number] = proc
+        return proc
+
+    def start_source(self, *extra: str) -> JsonProcess:
+        args = [
+            "--endpoint",
+            f"A-Z={self.source_endpoint}",
+            "--streams",
+            "A-Z",
+            "--rate",
+            str(self.rate),
+            "--seconds",
+            str(self.seconds),
+            "--symbols",
+            "50",
+            "--wait-subscribers",
+            str(self.subscribers),
+            *extra,
+        ]
+        self.source = JsonProcess.python("source", "spark_feed.plain_source", args)
+        return self.source
+
+    def status(self, number: int) -> dict[str, Any]:
+        return control(self.group.adapter(number).control, "status")
+
+    def wait_status(
+        self, number: int, predicate: Callable[[dict[str, Any]], bool], timeout: float
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status(number)
+            if predicate(status):
+                return status
+            if time.monotonic() > deadline:
+                raise AssertionError(f"adapter {number} never reached the expected state; last: {status}")
+            time.sleep(0.05)  # poll interval of a deadline-bounded wait
+
+    def close(self) -> None:
+        for proc in [*self.adapters.values(), *([self.source] if self.source else [])]:
+            proc.kill()  # also reaps the ones that ended by themselves
+
+
+@contextmanager
+def cluster(
+    size: int, *, rate: float = 2000, seconds: float = 30, subscribers: int | None = None
+) -> Iterator[Cluster]:
+    c = Cluster(size, rate=rate, seconds=seconds, subscribers=size if subscribers is None else subscribers)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+class LineTap:
+    """Raw SUB sockets on lines: msg_seq -> (source_seq, update) per line."""
+
+    def __init__(self, endpoints: dict[int, str]) -> None:
+        self.ctx = zmq.Context.instance()
+        self.sockets: dict[int, zmq.Socket[bytes]] = {}
+        self.seen: dict[int, dict[int, tuple[int, bytes]]] = {n: {} for n in endpoints}
+        self.terms: dict[int, set[int]] = {n: set() for n in endpoints}
+        for number, endpoint in endpoints.items():
+            sock = self.ctx.socket(zmq.SUB)
+            sock.linger = 0
+            sock.rcvhwm = 0
+            sock.subscribe(CHANNEL.encode())
+            sock.connect(endpoint)
+            self.sockets[number] = sock
+
+    def pump(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        poller = zmq.Poller()
+        for sock in self.sockets.values():
+            poller.register(sock, zmq.POLLIN)
+        while time.monotonic() < deadline:
+            for sock, _ in poller.poll(50):
+                number = next(n for n, s in self.sockets.items() if s is sock)
+                _topic, packet = sock.recv_multipart()
+                header, blocks = wire.decode_packet(packet)
+                self.terms[number].add(header.term)
+                for block in blocks:
+                    self.seen[number][block.msg_seq] = (block.source_seq, block.payload)
+
+    def close(self) -> None:
+        for sock in self.sockets.values():
+            sock.close(linger=0)
+
+
+def test_late_backup_catches_up_and_numbers_like_the_active() -> None:
+    with cluster(2, subscribers=1) as c:
+        c.start_adapter(1, active=True)
+        c.start_source()
+        c.wait_status(1, lambda s: s["next_msg_seq"] > 2000, 20)
+        c.start_adapter(2)
+        status = c.wait_status(2, lambda s: s["status"] == "in_sync" and s["published"] > 500, 20)
+        assert status["role"] == "backup" and status["snapshots_adopted"] >= 1
+        tap = LineTap({n: c.group.adapter(n).line for n in (1, 2)})
+        try:
+            tap.pump(2.0)
+        finally:
+            tap.close()
+        common = set(tap.seen[1]) & set(tap.seen[2])
+        assert len(common) > 500
+        # Same msg_seq -> same source message, and the same conversion state stamped on it.
+        for msg_seq in common:
+            (seq1, payload1), (seq2, payload2) = tap.seen[1][msg_seq], tap.seen[2][msg_seq]
+            assert seq1 == seq2
+            u1, u2 = (
+                market_pb2.MarketUpdate.FromString(payload1),
+                market_pb2.MarketUpdate.FromString(payload2),
+            )
+            assert (u1.symbol, u1.state.volume, u1.state.high, u1.state.low) == (
+                u2.symbol,
+                u2.state.volume,
+                u2.state.high,
+                u2.state.low,
+            )
+
+
+def test_backup_ahead_throttles_until_the_active_leads() -> None:
+    with cluster(2, rate=3000) as c:
+        c.start_adapter(1, active=True)
+        c.start_adapter(2)
+        c.start_source()
+        c.wait_status(2, lambda s: s["status"] == "in_sync", 20)
+        # Slow the active down (operator throttle): the backup runs ahead and must throttle itself.
+        control(c.group.adapter(1).control, "throttle", rate=500)
+        c.wait_status(2, lambda s: s["throttled"], 10)
+        control(c.group.adapter(1).control, "throttle", rate=0)
+        status = c.wait_status(2, lambda s: not s["throttled"], 15)
+        assert status["status"] == "in_sync" and status["role"] == "backup"
+
+
+def test_backup_with_wrong_conversion_state_adopts_the_actives() -> None:
+    with cluster(2) as c:
+        c.start_adapter(1, active=True)
+        c.start_adapter(2)
+        c.start_source()
+        before = c.wait_status(2, lambda s: s["status"] == "in_sync" and s["symbols"] >= 10, 20)
+        reply = control(c.group.adapter(2).control, "corrupt_state", delta=12345)
+        assert reply["ok"] and reply["digest"] != c.status(1)["digest"]
+        after = c.wait_status(2, lambda s: s["snapshots_adopted"] > before["snapshots_adopted"], 10)
+        assert after["status"] == "in_sync"
+        tap = LineTap({n: c.group.adapter(n).line for n in (1, 2)})
+        try:
+            tap.pump(1.5)
+        finally:
+            tap.close()
+        common = sorted(set(tap.seen[1]) & set(tap.seen[2]))
+        assert len(common) > 100
+        for msg_seq in common:
+            u1 = market_pb2.MarketUpdate.FromString(tap.seen[1][msg_seq][1])
+            u2 = market_pb2.MarketUpdate.FromString(tap.seen[2][msg_seq][1])
+            assert u1.state.volume == u2.state.volume
+
+
+def test_repeated_desync_fails_the_least_healthy_backup_only() -> None:
+    with cluster(3) as c:
+        c.start_adapter(1, active=True)
+        c.start_adapter(2)
+        c.start_adapter(3, extra=["--health-penalty", "60"])
+        c.start_source()
+        for n in (2, 3):
+            c.wait_status(n, lambda s: s["status"] == "in_sync", 20)
+        for _round in range(4):
+            for n in (2, 3):
+                if c.status(n)["role"] == "backup":
+                    adopted = c.status(n)["snapshots_adopted"]
+                    control(c.group.adapter(n).control, "corrupt_state")
+                    c.wait_status(
+                        n, lambda s, a=adopted: s["snapshots_adopted"] > a or s["role"] == "failed", 10
+                    )
+        assert c.status(3)["role"] == "failed"
+        healthy = c.status(2)
+        assert healthy["role"] == "backup" and healthy["status"] == "in_sync"
+        failed = c.adapters[3].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "failed", 5)
+        assert "lowest health" in failed["reason"]
+
+
+def test_restarted_old_active_sees_the_higher_term_and_serves_as_backup() -> None:
+    with cluster(2) as c:
+        old = c.start_adapter(1, active=True)
+        c.start_adapter(2)
+        c.start_source()
+        c.wait_status(2, lambda s: s["status"] == "in_sync", 20)
+        old.kill()
+        promoted = c.wait_status(2, lambda s: s["role"] == "active", 10)
+        assert promoted["term"] == 2
+        restarted = c.start_adapter(1, active=True, extra=["--term", "1"])
+        status = c.wait_status(1, lambda s: s["status"] == "in_sync", 20)
+        assert status["role"] == "backup" and status["term"] == 2 and status["active"] == 2
+        assert not any(e.get("event") == "role" and e.get("new") == "active" for e in restarted.events)
+        tap = LineTap({1: c.group.adapter(1).line})
+        try:
+            tap.pump(1.0)
+        finally:
+            tap.close()
+        assert tap.seen[1] and tap.terms[1] == {2}
+
+
+def test_malformed_source_frames_are_counted_and_cost_no_valid_message() -> None:
+    with cluster(2, rate=2000, seconds=3) as c:
+        c.start_adapter(1, active=True)
+        c.start_adapter(2)
+        tap = LineTap({n: c.group.adapter(n).line for n in (1, 2)})
+        try:
+            source = c.start_source("--malformed-every", "50")
+            tap.pump(0.5)
+            while source.alive:
+                tap.pump(0.5)
+            summary = source.wait_for(lambda e: "sent" in e, 10)
+            tap.pump(1.0)
+        finally:
+            tap.close()
+        sent = int(summary["sent"])
+        assert int(summary["malformed"]) > 0
+        delivered = {seq for line in tap.seen.values() for seq, _payload in line.values()}
+        assert delivered == set(range(1, sent + 1))
+        for n in (1, 2):
+            status = c.status(n)
+            assert status["malformed_messages"] + status["malformed_frames"] + status["conversion_errors"] > 0
+
+
+@pytest.mark.timeout(180)
+def test_failover_drill_loses_nothing() -> None:
+    from feedha.drill import DrillOptions, run_failover
+
+    with open("/dev/null", "w") as log:
+        result = run_failover(DrillOptions(backups=2, rate=5000, seconds=6, kill="active"), log)
+    assert result["sent"] > 5000
+    assert (result["lost"], result["duplicates"], result["out_of_order"], result["conflicts"]) == (0, 0, 0, 0)
+    assert result["promoted"] and result["term"] >= 2
