@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -64,11 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--health-penalty", type=float, default=0.0, help="handicap on the health score (drills)"
     )
+    admin = parser.add_argument_group("admin server")
+    admin.add_argument("--admin", help="admin server host:port to register with (default: none)")
+    admin.add_argument(
+        "--admin-key-id",
+        help="API key id of a user with the adapter role (the secret is read from $FEEDHA_ADAPTER_SECRET)",
+    )
+    admin.add_argument("--replay", help="replay service endpoint to bind (announced with the line)")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default: %(default)s)")
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> AdapterConfig:
+def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = None) -> AdapterConfig:
     """Build the adapter's configuration from parsed arguments."""
     sync = SyncConfig(
         heartbeat_interval_s=args.heartbeat_interval,
@@ -96,6 +104,9 @@ def config_from_args(args: argparse.Namespace) -> AdapterConfig:
         line_heartbeat_s=args.line_heartbeat,
         converter_table=args.converters,
         health_penalty=args.health_penalty,
+        admin=args.admin,
+        admin_credentials=(args.admin_key_id, admin_secret or "") if args.admin_key_id else None,
+        replay_endpoint=args.replay,
     )
 
 
@@ -108,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        config = config_from_args(args)
+        config = config_from_args(args, admin_secret=os.environ.get("FEEDHA_ADAPTER_SECRET"))
         from adapter.runner import AdapterRunner
 
         runner = AdapterRunner(config, on_status=_print_status)

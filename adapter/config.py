@@ -41,6 +41,9 @@ class AdapterConfig:
         sndhwm: PUB high-water mark; 0 means unbounded (a PUB drops silently at its HWM).
         converter_table: YAML converter table; None uses the packaged default.
         health_penalty: handicap subtracted from the health score (drills, tests).
+        admin: the admin server's ``host:port`` to register with; None runs unregistered.
+        admin_credentials: ``(key_id, secret)`` of a user with the adapter role.
+        replay_endpoint: where the replay service binds (announced with the line).
     """
 
     feed: str = "EQUITIES"
@@ -62,6 +65,14 @@ class AdapterConfig:
     sndhwm: int = 0
     converter_table: Path | None = None
     health_penalty: float = 0.0
+    admin: str | None = None
+    admin_credentials: tuple[str, str] | None = None
+    replay_endpoint: str | None = None
+
+    @property
+    def adapter_id(self) -> str:
+        """The adapter's name in the admin server's registry, e.g. ``EQ-A-M.2``."""
+        return f"{self.channel}.{self.adapter}"
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):

@@ -30,12 +30,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import psutil
 import zmq
 
 from adapter import syncbus
+from adapter.admin_link import AdminLink
 from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import Converter, ConverterTable, SourceMessage, encode_update, peek_source_seq
 from adapter.errors import ConversionError
@@ -61,14 +62,35 @@ from adapter.sync import (
     SourceGapSeen,
     SyncEvent,
     SyncState,
+    SyncStatus,
     Tick,
     initial_state,
     next_deadline,
     on_event,
 )
+from admin_server import AdapterRegistration, AdapterRole, AdapterStatus
+from admin_server import CommandKind as AdminCommandKind
+from admin_server import SyncStatus as AdminSyncStatus
 from proto import fix, wire
 
 logger = logging.getLogger(__name__)
+
+_ADMIN_ROLES: Final = {
+    Role.ACTIVE: AdapterRole.ACTIVE,
+    Role.BACKUP: AdapterRole.BACKUP,
+    Role.FAILED: AdapterRole.FAILED,
+}
+_ADMIN_SYNC: Final = {
+    SyncStatus.IN_SYNC: AdminSyncStatus.IN_SYNC,
+    SyncStatus.SYNCING: AdminSyncStatus.SYNCING,
+    SyncStatus.AHEAD: AdminSyncStatus.AHEAD,
+    SyncStatus.FAILED: AdminSyncStatus.FAILED,
+}
+_OPERATOR_COMMANDS: Final = {
+    AdminCommandKind.PROMOTE: CommandKind.PROMOTE,
+    AdminCommandKind.DEMOTE: CommandKind.DEMOTE,
+    AdminCommandKind.FAIL: CommandKind.FAIL,
+}
 
 StatusSink = Callable[[dict[str, Any]], None]
 
@@ -101,6 +123,7 @@ class AdapterRunner:
         self._process = psutil.Process()
         self._process.cpu_percent(None)
         self._rate_mark = (time.monotonic(), 0)
+        self._admin: AdminLink | None = None
         self.counters = dict.fromkeys(
             (
                 "published",
@@ -158,8 +181,12 @@ class AdapterRunner:
                 self._control = make(zmq.REP)
                 self._control.bind(cfg.control_endpoint)
             self._status("ready", line=cfg.line_endpoint, sync=cfg.sync_endpoint)
+            if cfg.admin:
+                self._admin = self._start_admin_link(cfg.admin)
             self._loop(stop)
         finally:
+            if self._admin is not None:
+                self._admin.stop()
             self._status("stopped", **self.snapshot_status())
             for sock in sockets:
                 sock.close(linger=0)
@@ -186,6 +213,8 @@ class AdapterRunner:
                 self._drain_sync()
             if self._control is not None and self._control in ready:
                 self._serve_control()
+            if self._admin is not None:
+                self._drain_admin_commands()
             if self._source in ready:
                 self._drain_source()
                 # Heartbeats that arrived while we converted must count before
@@ -457,6 +486,59 @@ class AdapterRunner:
                 lag=lag,
             )
         )
+
+    # ---- admin server ----------------------------------------------------------------
+
+    def _start_admin_link(self, target: str) -> AdminLink:
+        cfg = self.config
+        registration = AdapterRegistration(
+            feed=cfg.feed,
+            channel_name=cfg.channel,
+            channel_number=cfg.channel_number,
+            adapter_id=cfg.adapter_id,
+            line_endpoint=cfg.line_endpoint,
+            replay_endpoint=cfg.replay_endpoint or "",
+            sync_endpoint=cfg.sync_endpoint,
+            role=_ADMIN_ROLES[self.sync.role],
+            term=self.sync.term,
+        )
+        link = AdminLink(target, registration, self._admin_status, credentials=cfg.admin_credentials)
+        link.start()
+        return link
+
+    def _admin_status(self) -> AdapterStatus:
+        # Called on the admin link's thread: plain reads of fields the loop
+        # replaces whole, so a report is at worst one step stale.
+        sync = self.sync
+        lag = max(0, self._active_position - self.sequencer.last_source_seq)
+        status = _ADMIN_SYNC[sync.status]
+        if (
+            sync.role is Role.BACKUP
+            and status is AdminSyncStatus.IN_SYNC
+            and lag > self.config.sync.ahead_tolerance
+        ):
+            status = AdminSyncStatus.BEHIND
+        return AdapterStatus(
+            role=_ADMIN_ROLES[sync.role],
+            term=sync.term,
+            next_msg_seq=self.sequencer.next_msg_seq,
+            sync_status=status,
+            health_score=sync.health_score,
+            lag=lag if sync.role is Role.BACKUP else 0,
+        )
+
+    def _drain_admin_commands(self) -> None:
+        assert self._admin is not None
+        while not self._admin.commands.empty():
+            command = self._admin.commands.get_nowait()
+            logger.info(
+                "operator command %s from %s: %s", command.kind.value, command.issued_by, command.reason
+            )
+            if command.kind is AdminCommandKind.THROTTLE:
+                self._rate_limit = max(0.0, command.rate)
+            else:
+                reason = command.reason or f"operator {command.issued_by}".strip()
+                self._apply(OperatorCommand(_OPERATOR_COMMANDS[command.kind], reason))
 
     # ---- control socket -------------------------------------------------------------
 
