@@ -1,0 +1,412 @@
+"""Configuration, checkpoint-side batch state and the foreachBatch handler of ``feedha feed``.
+
+Theory of operation
+-------------------
+Spark's checkpoint replays a failed micro-batch with the same batch id and the
+same input rows. :class:`BatchState` keeps, in ``<checkpoint>/feedha/``, what
+the transforms need besides the rows so the replay is byte-identical:
+
+* ``model.json``: the parameters the numbering depends on (seed, symbols,
+  streams, rows per batch, source). A restart with different values is refused.
+* ``batches.json``: event-time *epochs* ``[first_batch, anchor_ns]`` and the
+  highest batch id ever started (synthetic), or each recent batch's last
+  ``source_seq`` per stream (replay). It is written before a batch publishes.
+
+A new epoch starts only at the first batch of a run that was never started
+before, so replayed batches keep their old event times, and the event clock
+re-anchors to the wall clock after downtime instead of backfilling it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from spark_feed import model
+from spark_feed.sink import FrameTransport, Publisher, ZmqTransport
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RATE: Final = 20_000
+DEFAULT_TRIGGER_MS: Final = 500
+DEFAULT_BASE_PORT: Final = 5601
+KEEP_REPLAY_BATCHES: Final = 16
+LATENCY_SAMPLES: Final = 100_000
+
+
+class StopRequested(RuntimeError):
+    """Raised in foreachBatch after a stop was asked for, so Spark does not commit the batch."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeedConfig:
+    """Everything ``feedha feed`` needs, built once from argv."""
+
+    source: str = "synthetic"
+    rate: int = DEFAULT_RATE
+    trigger_ms: int = DEFAULT_TRIGGER_MS
+    unpaced: bool = False
+    symbols: int = model.DEFAULT_SYMBOLS
+    streams: tuple[model.StreamSpec, ...] = model.parse_streams(model.DEFAULT_STREAMS)
+    seed: int = model.DEFAULT_SEED
+    checkpoint: str = ""
+    endpoints: tuple[tuple[str, str], ...] = ()
+    seconds: float | None = None
+    master: str | None = "local[*]"
+    partitions: int = 2
+    sender: str = "FEED"
+    frame_messages: int = 500
+    sndhwm: int = 0
+    max_rate: float = 0.0
+    wait_subscribers: int = 0
+    wait_timeout_s: float = 60.0
+    replay_dir: str = ""
+    replay_format: str = "csv"
+    files_per_trigger: int = 1
+    quiet: bool = False
+    spark_log_level: str = "ERROR"
+
+    def __post_init__(self) -> None:
+        if self.source not in ("synthetic", "replay"):
+            raise ValueError(f"source must be synthetic or replay: {self.source!r}")
+        if self.rate <= 0 or self.trigger_ms <= 0:
+            raise ValueError(f"rate and trigger-ms must be > 0: {self.rate}, {self.trigger_ms}")
+        if self.rows_per_batch < 1:
+            raise ValueError(
+                f"rate x trigger interval gives no row per batch: {self.rate}/s x {self.trigger_ms} ms"
+            )
+        if not self.checkpoint:
+            raise ValueError("--checkpoint is required")
+        if self.source == "replay" and not self.replay_dir:
+            raise ValueError("--replay-dir is required with --source replay")
+        names = {s.name for s in self.streams}
+        unknown = [name for name, _ in self.endpoints if name not in names]
+        if unknown:
+            raise ValueError(f"--endpoint names no source stream: {unknown} (streams: {sorted(names)})")
+
+    @property
+    def rows_per_batch(self) -> int:
+        """Rows the synthetic source makes per trigger."""
+        return self.rate * self.trigger_ms // 1000
+
+    def endpoint_of(self, stream: model.StreamSpec) -> str:
+        """The stream's bind endpoint: ``--endpoint`` or ``tcp://127.0.0.1:<5600 + number>``."""
+        return dict(self.endpoints).get(
+            stream.name, f"tcp://127.0.0.1:{DEFAULT_BASE_PORT - 1 + stream.number}"
+        )
+
+
+def parse_args(argv: list[str]) -> FeedConfig:
+    """Build the config from the command line.
+
+    Raises:
+        ValueError: a bad value (named in the message).
+    """
+    p = argparse.ArgumentParser(prog="feedha feed", description="PySpark Structured Streaming feed source")
+    p.add_argument("--source", choices=("synthetic", "replay"), default="synthetic")
+    p.add_argument("--rate", type=int, default=DEFAULT_RATE, help="synthetic rows/s (default %(default)s)")
+    p.add_argument(
+        "--trigger-ms", type=int, default=DEFAULT_TRIGGER_MS, help="trigger interval (default %(default)s)"
+    )
+    p.add_argument("--unpaced", action="store_true", help="trigger back to back (benchmarks)")
+    p.add_argument("--symbols", type=int, default=model.DEFAULT_SYMBOLS)
+    p.add_argument("--streams", default=model.DEFAULT_STREAMS, help="e.g. 'A-M,N-Z' or 'EQ1=A-F,EQ2=G-Z'")
+    p.add_argument("--seed", type=int, default=model.DEFAULT_SEED)
+    p.add_argument("--checkpoint", required=True, help="checkpoint directory (restart resumes from it)")
+    p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL", help="bind URL of a stream")
+    p.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--master", default="local[*]", help="Spark master; '' to take it from spark-submit")
+    p.add_argument("--partitions", type=int, default=2, help="rate partitions and shuffle partitions")
+    p.add_argument("--sender", default="FEED", help="SenderCompID, tag 49")
+    p.add_argument("--frame-messages", type=int, default=500, help="FIX messages per ZeroMQ frame")
+    p.add_argument("--sndhwm", type=int, default=0, help="PUB send high-water mark (0 = unbounded)")
+    p.add_argument("--max-rate", type=float, default=0.0, help="publisher-side pacing, messages/s (0 = off)")
+    p.add_argument("--wait-subscribers", type=int, default=0, help="XPUB: wait for N subscribers per stream")
+    p.add_argument("--wait-timeout", type=float, default=60.0)
+    p.add_argument("--replay-dir", default="", help="directory of tick files (see docs/spark-feed.md)")
+    p.add_argument("--replay-format", choices=("csv", "parquet"), default="csv")
+    p.add_argument("--files-per-trigger", type=int, default=1)
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--spark-log-level", default="ERROR", choices=("ERROR", "WARN", "INFO"))
+    try:
+        a = p.parse_args(argv)
+    except SystemExit as exc:
+        raise ValueError("bad arguments") from exc
+    endpoints = []
+    for item in a.endpoint:
+        name, sep, url = item.partition("=")
+        if not sep or not url:
+            raise ValueError(f"--endpoint must be NAME=URL: {item!r}")
+        endpoints.append((name, url))
+    return FeedConfig(
+        source=a.source, rate=a.rate, trigger_ms=a.trigger_ms, unpaced=a.unpaced, symbols=a.symbols,
+        streams=model.parse_streams(a.streams), seed=a.seed, checkpoint=a.checkpoint,
+        endpoints=tuple(endpoints), seconds=a.seconds, master=a.master or None, partitions=a.partitions,
+        sender=a.sender, frame_messages=a.frame_messages, sndhwm=a.sndhwm, max_rate=a.max_rate,
+        wait_subscribers=a.wait_subscribers, wait_timeout_s=a.wait_timeout, replay_dir=a.replay_dir,
+        replay_format=a.replay_format, files_per_trigger=a.files_per_trigger, quiet=a.quiet,
+        spark_log_level=a.spark_log_level,
+    )  # fmt: skip
+
+
+def _write_json(path: Path, value: object) -> None:
+    # Write-then-rename so a kill -9 leaves the old file or the new one, never half.
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)
+
+
+class BatchState:
+    """The checkpoint-side facts that make a replayed batch byte-identical (see module doc).
+
+    Args:
+        directory: ``<checkpoint>/feedha`` (a local path).
+        identity: the numbering parameters; must match what the directory holds.
+        interval_ns: the trigger interval, the event-time span of one batch.
+
+    Raises:
+        ValueError: the checkpoint was made with other numbering parameters.
+    """
+
+    def __init__(self, directory: Path, identity: dict[str, object], interval_ns: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._path = directory / "batches.json"
+        model_path = directory / "model.json"
+        if model_path.exists():
+            stored = json.loads(model_path.read_text())
+            changed = {k: (stored.get(k), v) for k, v in identity.items() if stored.get(k) != v}
+            if changed:
+                raise ValueError(f"checkpoint was made with other parameters (stored, given): {changed}")
+        else:
+            _write_json(model_path, identity)
+        state = json.loads(self._path.read_text()) if self._path.exists() else {}
+        self.epochs: list[list[int]] = state.get("epochs", [])
+        self.max_batch: int = state.get("max_batch", -1)
+        self.ends: dict[str, dict[str, int]] = state.get("ends", {})
+        self._interval_ns = interval_ns
+        self._anchored = False
+
+    def event_base_ns(self, batch_id: int, now_ns: int) -> int:
+        """Event time of the first row of a synthetic batch; starts an epoch if due (persisted)."""
+        if batch_id > self.max_batch and not self._anchored:
+            # Align to the trigger grid so the batch's rows lie in the interval just past.
+            boundary = now_ns // self._interval_ns * self._interval_ns
+            self.epochs.append([batch_id, boundary - self._interval_ns])
+        self._anchored = True
+        first, anchor = max((e for e in self.epochs if e[0] <= batch_id), key=lambda e: e[0])
+        if batch_id > self.max_batch:
+            self.max_batch = batch_id
+            self._save()
+        return anchor + (batch_id - first) * self._interval_ns
+
+    def replay_bases(self, batch_id: int) -> dict[int, int]:
+        """Per stream number, the last ``source_seq`` assigned before ``batch_id``."""
+        earlier = [int(b) for b in self.ends if int(b) < batch_id]
+        return {int(k): v for k, v in self.ends[str(max(earlier))].items()} if earlier else {}
+
+    def record_replay(self, batch_id: int, last_seq: dict[int, int]) -> None:
+        """Persist a replay batch's per-stream last ``source_seq`` (before publishing it)."""
+        self.ends[str(batch_id)] = {str(k): v for k, v in last_seq.items()}
+        for old in sorted(self.ends, key=int)[:-KEEP_REPLAY_BATCHES]:
+            del self.ends[old]
+        self._save()
+
+    def _save(self) -> None:
+        _write_json(self._path, {"epochs": self.epochs, "max_batch": self.max_batch, "ends": self.ends})
+
+    def __repr__(self) -> str:
+        return (
+            f"<BatchState [epochs={len(self.epochs)}, max_batch={self.max_batch}, replay={len(self.ends)}]>"
+        )
+
+
+@dataclass(slots=True)
+class RunStats:
+    """Per-batch latency samples of this run."""
+
+    latency_ms: list[float] = field(default_factory=list)
+    handler_ms: list[float] = field(default_factory=list)
+    last_latency_ms: float = 0.0
+    last_lag_ms: float = 0.0
+
+    def add(self, latency_ms: float, lag_ms: float, handler_ms: float) -> None:
+        """Record one published batch."""
+        if len(self.latency_ms) < LATENCY_SAMPLES:
+            self.latency_ms.append(latency_ms)
+            self.handler_ms.append(handler_ms)
+        self.last_latency_ms, self.last_lag_ms = latency_ms, lag_ms
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """``p50/p90/p99/max/mean`` of samples, rounded to 0.1 ms."""
+    if not samples:
+        return {}
+    ordered = sorted(samples)
+
+    def pick(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+    return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": round(ordered[-1], 1),
+            "mean": round(statistics.fmean(ordered), 1), "count": len(ordered)}  # fmt: skip
+
+
+class FeedRun:
+    """One run of the job: sockets, publisher, checkpoint state, and the foreachBatch handler."""
+
+    def __init__(self, config: FeedConfig, spark: Any) -> None:
+        import zmq
+
+        from spark_feed.transforms import SyntheticEncoder, schedule_frame
+
+        self.config = config
+        self.stats = RunStats()
+        self._lock = threading.Lock()
+        self._in_batch = False
+        self._stopping = False
+        self._started_at = time.monotonic()
+        self._spark = spark
+        self._context = zmq.Context()
+        xpub = config.wait_subscribers > 0
+        self._transports = {
+            s.number: ZmqTransport(self._context, config.endpoint_of(s), sndhwm=config.sndhwm, xpub=xpub)
+            for s in config.streams
+        }
+        transports: dict[int, FrameTransport] = dict(self._transports)
+        self.publisher = Publisher(
+            config.streams, transports, frame_messages=config.frame_messages, max_rate=config.max_rate
+        )
+        identity: dict[str, object] = {
+            "source": config.source,
+            "streams": [asdict(s) for s in config.streams],
+        }
+        if config.source == "synthetic":
+            identity |= {
+                "seed": config.seed,
+                "symbols": config.symbols,
+                "rows_per_batch": config.rows_per_batch,
+            }
+            symbols = model.make_symbols(config.symbols, config.seed, config.streams)
+            self.schedule = model.build_schedule(symbols, config.streams, config.seed)
+            self._encoder = SyntheticEncoder(
+                schedule_frame(spark, self.schedule).cache(),
+                cycle=self.schedule.cycle,
+                seed=config.seed,
+                sender=config.sender,
+                interval_ns=config.trigger_ms * 1_000_000,
+                rows_per_batch=config.rows_per_batch,
+            )
+        self.state = BatchState(Path(config.checkpoint) / "feedha", identity, config.trigger_ms * 1_000_000)
+
+    def wait_subscribers(self, stop: threading.Event) -> bool:
+        """With ``--wait-subscribers N``, wait until every stream's XPUB has N subscribers."""
+        deadline = time.monotonic() + self.config.wait_timeout_s
+        for transport in self._transports.values():
+            while transport.poll_subscriptions(100) < self.config.wait_subscribers:
+                if stop.is_set() or time.monotonic() > deadline:
+                    logger.error("gave up waiting for subscribers on %s", transport.endpoint)
+                    return False
+        return True
+
+    def mark_started(self) -> None:
+        """Start the clock of the rows/s figure."""
+        self._started_at = time.monotonic()
+
+    def on_batch(self, batch: Any, batch_id: int) -> None:
+        """foreachBatch: build, collect and publish one micro-batch."""
+        with self._lock:
+            if self._stopping:
+                raise StopRequested(f"stopping; batch {batch_id} left for the next run")
+            self._in_batch = True
+        try:
+            self._publish(batch, batch_id)
+        finally:
+            with self._lock:
+                self._in_batch = False
+
+    def _publish(self, batch: Any, batch_id: int) -> None:
+        from spark_feed import transforms
+
+        entered_ns = time.time_ns()
+        config = self.config
+        if config.source == "synthetic":
+            base_ns = self.state.event_base_ns(batch_id, entered_ns)
+            table = self._encoder.encode(batch, base_ns=base_ns).toArrow()
+        else:
+            bases = self.state.replay_bases(batch_id)
+            ordered = transforms.with_row_order(batch)
+            out = transforms.replay_messages(ordered, config.streams, bases, sender=config.sender)
+            table = out.toArrow()
+            self.state.record_replay(batch_id, _last_seqs(table, bases))
+        report = self.publisher.publish_table(table)
+        done_ns = time.time_ns()
+        if report.rows:
+            self.stats.add(
+                latency_ms=(done_ns - report.newest_event_ns) / 1e6,
+                lag_ms=(done_ns - report.oldest_event_ns) / 1e6,
+                handler_ms=(done_ns - entered_ns) / 1e6,
+            )
+
+    def request_stop(self) -> None:
+        """Refuse further batches (they raise :class:`StopRequested` and are not committed)."""
+        with self._lock:
+            self._stopping = True
+
+    def is_stopping(self) -> bool:
+        """Whether a stop was requested."""
+        with self._lock:
+            return self._stopping
+
+    def is_in_batch(self) -> bool:
+        """Whether a batch is being built or published right now."""
+        with self._lock:
+            return self._in_batch
+
+    def close(self) -> None:
+        """Close the sockets (each lingers to flush) and the context."""
+        for transport in self._transports.values():
+            transport.close()
+        self._context.term()
+
+    def summary(self, *, elapsed_s: float) -> dict[str, object]:
+        """The JSON summary line printed at exit."""
+        names = {s.number: s.name for s in self.config.streams}
+        counters = self.publisher.counters
+        sent = self.publisher.counters_total()
+        running = max(time.monotonic() - self._started_at, 1e-9)
+        return {
+            "sent": sent,
+            "streams": {
+                names[n]: {"number": n, "last_seq": c.last_seq, "sent": c.sent, "replayed": c.replayed}
+                for n, c in counters.items()
+            },  # fmt: skip
+            "batches": self.publisher.batches,
+            "dropped": self.publisher.dropped,
+            "elapsed_s": round(elapsed_s, 3),
+            "rows_per_s": round(sent / running, 1),
+            "batch_latency_ms": percentiles(self.stats.latency_ms),
+            "handler_ms": percentiles(self.stats.handler_ms),
+            "source": self.config.source,
+        }
+
+
+def _last_seqs(table: Any, bases: dict[int, int]) -> dict[int, int]:
+    # Per stream, the last source_seq once this batch is out (the base if the batch has none).
+    from spark_feed.schema import COL_SEQ, COL_STREAM
+
+    result = dict(bases)
+    if table.num_rows:
+        grouped = table.group_by(COL_STREAM).aggregate([(COL_SEQ, "max")])
+        for number, last in zip(
+            grouped[COL_STREAM].to_pylist(), grouped[f"{COL_SEQ}_max"].to_pylist(), strict=True
+        ):
+            if number:
+                result[number] = max(result.get(number, 0), last)
+    return result
