@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import argon2
 import yaml
 
+from admin_server import tokens
 from admin_server.errors import ConfigError
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -66,6 +68,38 @@ class ChannelConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SecretHashing:
+    """The argon2id cost of hashing API-key secrets (``add-user``, ``rotate-key``, unknown-key logins).
+
+    A stored hash carries its own cost, so changing this affects new and
+    rotated keys; existing keys keep verifying. Keep the default in
+    production; a cheap setting (``time_cost=1, memory_kib=8, parallelism=1``)
+    makes logins take well under a millisecond, for tests.
+
+    Attributes:
+        time_cost: argon2 iterations.
+        memory_kib: argon2 memory in KiB.
+        parallelism: argon2 lanes.
+    """
+
+    time_cost: int = tokens.HASH_TIME_COST
+    memory_kib: int = tokens.HASH_MEMORY_KIB
+    parallelism: int = tokens.HASH_PARALLELISM
+
+    def __post_init__(self) -> None:
+        try:
+            self.hasher()
+        except ValueError as exc:
+            raise ConfigError(f"secret_hashing: {exc}") from exc
+
+    def hasher(self) -> argon2.PasswordHasher:
+        """The argon2 hasher with this cost."""
+        return tokens.make_hasher(
+            time_cost=self.time_cost, memory_kib=self.memory_kib, parallelism=self.parallelism
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
     """Everything the admin server needs to start.
 
@@ -82,6 +116,7 @@ class ServerConfig:
         tls_client_ca: PEM CA bundle; when set, clients must present a certificate (mTLS).
         insecure: allow plaintext on a non-loopback address.
         adapter_auth: adapters must log in (role ``adapter`` or ``admin``) to register.
+        secret_hashing: the argon2id cost of new secret hashes.
     """
 
     host: str = DEFAULT_HOST
@@ -96,6 +131,7 @@ class ServerConfig:
     tls_client_ca: Path | None = None
     insecure: bool = False
     adapter_auth: bool = True
+    secret_hashing: SecretHashing = SecretHashing()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -164,6 +200,20 @@ def _parse_channels(raw: Any) -> tuple[ChannelConfig, ...]:
     return tuple(channels)
 
 
+def _parse_hashing(raw: Any) -> SecretHashing:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"secret_hashing must be a mapping, got {raw!r}")
+    unknown = sorted(set(raw) - {"time_cost", "memory_kib", "parallelism"})
+    if unknown:
+        raise ConfigError(f"secret_hashing: unknown keys {unknown}")
+    try:
+        return SecretHashing(**{key: int(value) for key, value in raw.items()})
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"secret_hashing: {exc}") from exc
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a server config file into :class:`ServerConfig` keyword arguments.
 
@@ -201,6 +251,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     for key in ("insecure", "adapter_auth"):
         if key in raw:
             kwargs[key] = bool(raw.pop(key))
+    if "secret_hashing" in raw:
+        kwargs["secret_hashing"] = _parse_hashing(raw.pop("secret_hashing"))
     kwargs["channels"] = _parse_channels(raw.pop("feeds", None))
     if raw:
         raise ConfigError(f"{path}: unknown keys {sorted(raw)}")

@@ -84,6 +84,7 @@ class Hub:
         self.clock = clock
         self.registry = Registry(store.load_adapters())
         self.backoff = LoginBackoff()
+        self._hasher = config.secret_hashing.hasher()
         key = store.set_meta_if_absent(SIGNING_KEY_META, tokens.new_signing_key())
         self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
@@ -110,7 +111,7 @@ class Hub:
         try:
             if key is None:
                 # Hash anyway, so an unknown key id costs the same time as a wrong secret.
-                await asyncio.to_thread(tokens.hash_secret, secret)
+                await asyncio.to_thread(tokens.hash_secret, secret, hasher=self._hasher)
                 raise AuthenticationError(f"unknown API key id {key_id!r}")
             await asyncio.to_thread(tokens.verify_secret, key.secret_hash, secret)
         except AuthenticationError:

@@ -24,13 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import argon2
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from admin_server import tokens
 from admin_server.auth import AuthInterceptor
-from admin_server.config import ServerConfig, read_config_file
+from admin_server.config import SecretHashing, ServerConfig, read_config_file
 from admin_server.control import AdapterRegistryServicer, AdminControlServicer
 from admin_server.errors import AdminError, ConfigError
 from admin_server.hub import Hub
@@ -198,21 +199,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open_store(args: argparse.Namespace) -> Store:
+def _open_store(args: argparse.Namespace) -> tuple[Store, argon2.PasswordHasher]:
     kwargs: dict[str, Any] = read_config_file(Path(args.config)) if args.config else {}
     database = Path(args.database) if args.database else kwargs.get("database", Path("admin.sqlite"))
-    return Store(database)
+    hashing: SecretHashing = kwargs.get("secret_hashing", SecretHashing())
+    return Store(database), hashing.hasher()
 
 
 def add_user(args: argparse.Namespace) -> int:
     """``add-user``: create (or extend) a user and print a new key id and secret."""
-    store = _open_store(args)
+    store, hasher = _open_store(args)
     try:
         roles = frozenset(role for role, on in (("admin", args.admin), ("adapter", args.adapter)) if on)
         now = time.time()
         store.upsert_user(args.name, groups=frozenset(args.group), roles=roles, now=now)
         key_id, secret = tokens.new_key_id(), tokens.new_secret()
-        store.add_key(key_id=key_id, user=args.name, secret_hash=tokens.hash_secret(secret), now=now)
+        store.add_key(
+            key_id=key_id, user=args.name, secret_hash=tokens.hash_secret(secret, hasher=hasher), now=now
+        )
         store.audit(user="cli", action="add-user", target=args.name, detail=f"key {key_id}", now=now)
     finally:
         store.close()
@@ -222,10 +226,12 @@ def add_user(args: argparse.Namespace) -> int:
 
 def rotate_key(args: argparse.Namespace) -> int:
     """``rotate-key``: replace a key's secret and print the new one."""
-    store = _open_store(args)
+    store, hasher = _open_store(args)
     try:
         secret, now = tokens.new_secret(), time.time()
-        key = store.replace_secret(args.key_id, secret_hash=tokens.hash_secret(secret), now=now)
+        key = store.replace_secret(
+            args.key_id, secret_hash=tokens.hash_secret(secret, hasher=hasher), now=now
+        )
         store.audit(user="cli", action="rotate-key", target=args.key_id, detail="", now=now)
     finally:
         store.close()
