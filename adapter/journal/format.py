@@ -43,6 +43,7 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 import struct
 from collections.abc import Iterator
@@ -75,6 +76,7 @@ INDEX_ENTRY_SIZE: Final = INDEX_ENTRY.size  # 16
 
 NS_PER_DAY: Final = 86_400 * 1_000_000_000
 MAX_U64: Final = 2**64 - 1
+_EPOCH_ORDINAL: Final = _dt.date(1970, 1, 1).toordinal()
 _SEGMENT_NAME: Final = re.compile(r"^(\d{8})-(\d{20})\.fhj$")
 
 
@@ -382,6 +384,7 @@ def segment_name(*, day: int, first_seq: int) -> str:
     return f"{date:%Y%m%d}-{first_seq:020d}{SEGMENT_SUFFIX}"
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_segment_name(name: str) -> tuple[int, int] | None:
     """Parse a segment file name.
 
@@ -394,11 +397,12 @@ def parse_segment_name(name: str) -> tuple[int, int] | None:
     match = _SEGMENT_NAME.match(name)
     if match is None:
         return None
+    digits = match.group(1)
     try:
-        date = _dt.datetime.strptime(match.group(1), "%Y%m%d").date()
+        date = _dt.date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))
     except ValueError:
         return None
-    return (date - _dt.date(1970, 1, 1)).days, int(match.group(2))
+    return date.toordinal() - _EPOCH_ORDINAL, int(match.group(2))
 
 
 def index_name(segment: str) -> str:

@@ -43,7 +43,7 @@ from adapter.journal.format import (
     decode_records,
     decode_segment_header,
 )
-from adapter.journal.segment import SegmentInfo, list_segments, load_index
+from adapter.journal.segment import SegmentInfo, list_segments, load_index, next_segment
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,9 @@ class _Cursor:
                 break
             if record.msg_seq >= self._next_seq:
                 out.append(record)
+            if self._to_seq is not None and record.msg_seq >= self._to_seq:
+                self.done = True
+                break
         self._offset += result.end
         if result.records:
             self._prev_seq = result.records[-1].msg_seq
@@ -114,8 +117,7 @@ class _Cursor:
 
     def _has_newer(self) -> SegmentInfo | None:
         assert self._segment is not None
-        current = self._segment.first_seq
-        return next((info for info in list_segments(self._directory) if info.first_seq > current), None)
+        return next_segment(self._directory, self._segment.first_seq)
 
     def _advance(self) -> bool:
         """At the end of the current segment: move to the next one if the writer has started it."""

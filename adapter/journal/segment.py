@@ -63,6 +63,29 @@ class SegmentInfo:
         return self.path.with_name(index_name(self.path.name))
 
 
+def next_segment(directory: str | os.PathLike[str], after_seq: int) -> SegmentInfo | None:
+    """The first segment whose first msg_seq is greater than ``after_seq``, found by name only.
+
+    Cheaper than :func:`list_segments` (no ``stat``), for tailers that ask at every poll.
+
+    Args:
+        directory: the journal directory.
+        after_seq: the current segment's first msg_seq.
+
+    Returns:
+        The segment with ``size`` and ``mtime_ns`` set to 0, or ``None``.
+    """
+    best: tuple[int, int, str] | None = None
+    for name in os.listdir(directory):
+        parsed = parse_segment_name(name)
+        if parsed is not None and parsed[1] > after_seq and (best is None or parsed[1] < best[1]):
+            best = (parsed[0], parsed[1], name)
+    if best is None:
+        return None
+    day, first_seq, name = best
+    return SegmentInfo(path=Path(directory) / name, day=day, first_seq=first_seq, size=0, mtime_ns=0)
+
+
 def list_segments(directory: str | os.PathLike[str]) -> list[SegmentInfo]:
     """The segments of a journal directory, oldest first.
 
