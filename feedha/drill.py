@@ -88,9 +88,9 @@ def start_drill(options: DrillOptions, log: IO[str]) -> Drill:
     for proc in drill.adapters.values():
         proc.wait_event("ready", 20)
     drill.adapters[1].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
-    client_args = ["--channel", CHANNEL, "--channel-number", "1"]
+    client_args = ["--channel", f"{CHANNEL}=1"]
     for line in group.lines:
-        client_args += ["--line", line]
+        client_args += ["--line", f"{CHANNEL}={line}"]
     drill.client = JsonProcess.python("client", "feedha.drill_client", client_args, log=log)
     drill.client.wait_event("ready", 20)
     drill.source = _start_source(options, source_endpoint, log)
@@ -157,7 +157,7 @@ def _drive(drill: Drill) -> dict[str, Any]:
     except ProcessError:
         pass  # the summary below says what is missing
     drill.client.stop()
-    summary = drill.client.wait_event("summary", 10)
+    summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
     for proc in drill.adapters.values():
         if proc.alive:
             proc.stop()
@@ -186,8 +186,7 @@ def _report(
     kill_wall: float | None,
 ) -> dict[str, Any]:
     sent = int(source["sent"])
-    stream = client["streams"].get("1", {"unique": 0})
-    lost = sent - int(stream["unique"])
+    lost = sent - int(client["unique"])
     promotions = [
         (number, event)
         for number, proc in drill.adapters.items()

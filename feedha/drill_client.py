@@ -60,8 +60,11 @@ class DeliveryChecker:
         self.last_time = wall
 
     def summary(self) -> dict[str, Any]:
+        gaps = sorted(self.gaps, key=lambda g: -g[1])[:GAPS_KEPT]
         return {
             "delivered": self.delivered,
+            "unique": sum(len(seqs) for seqs in self.seen.values()),
+            "max_pause_ms": gaps[0][1] if gaps else 0.0,
             "duplicates": self.duplicates,
             "out_of_order": self.out_of_order,
             "streams": {
@@ -69,7 +72,7 @@ class DeliveryChecker:
                 for stream, seqs in self.seen.items()
                 if seqs
             },
-            "gaps": sorted(self.gaps, key=lambda g: -g[1])[:GAPS_KEPT],
+            "gaps": gaps,
         }
 
 
@@ -77,13 +80,30 @@ def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
+def _pairs(values: list[str], option: str) -> list[tuple[str, str]]:
+    out = []
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise SystemExit(f"{option} takes NAME=VALUE, got {value!r}")
+        out.append((name, rest))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m feedha.drill_client", description=__doc__)
-    parser.add_argument("--channel", required=True)
-    parser.add_argument("--channel-number", type=int, required=True)
-    parser.add_argument("--line", action="append", required=True, help="line endpoint (repeatable)")
+    parser.add_argument("--channel", action="append", required=True, help="NAME=NUMBER (repeatable)")
+    parser.add_argument(
+        "--line", action="append", required=True, help="NAME=ENDPOINT, one per line (repeatable)"
+    )
     parser.add_argument("--loss-timeout", type=float, default=1.0)
     args = parser.parse_args(argv)
+    channels = {name: int(number) for name, number in _pairs(args.channel, "--channel")}
+    lines: dict[str, list[str]] = {name: [] for name in channels}
+    for name, endpoint in _pairs(args.line, "--line"):
+        if name not in lines:
+            raise SystemExit(f"--line names unknown channel {name!r}")
+        lines[name].append(endpoint)
     stopping = False
 
     def stop(*_: object) -> None:
@@ -92,27 +112,46 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    checker = DeliveryChecker()
-    spec = ChannelSpec(args.channel, args.channel_number, tuple(args.line))
+    checkers = {number: DeliveryChecker() for number in channels.values()}
+    last_symbol: dict[int, str] = {}
+    specs = [ChannelSpec(name, number, tuple(lines[name])) for name, number in channels.items()]
     config = SubscriberConfig(loss_timeout=args.loss_timeout)
     ready = False
     next_progress = time.monotonic() + 0.5
-    with Subscriber([spec], config) as subscriber:
+    with Subscriber(specs, config) as subscriber:
         while not stopping:
             for event in subscriber.poll(0.05):
                 if isinstance(event, Delivery):
-                    checker.on_delivery(event.msg_seq, event.source_stream, event.source_seq, time.time())
+                    checkers[event.channel].on_delivery(
+                        event.msg_seq, event.source_stream, event.source_seq, time.time()
+                    )
+                    if event.msg_seq % 1000 == 0:
+                        update = event.update
+                        last_symbol[event.channel] = f"{update.symbol} {update.state.last:.2f}"
             now = time.monotonic()
             if not ready:
-                stats = subscriber.stats().get(args.channel)
-                if stats is not None and stats.packets > 0:
+                stats = subscriber.stats()
+                if all(name in stats and stats[name].packets > 0 for name in channels):
                     ready = True
                     _emit("ready")
             if now >= next_progress:
                 next_progress = now + 0.5
-                _emit("progress", delivered=checker.delivered, last_msg_seq=checker.last_msg_seq)
-        stats = subscriber.stats()[args.channel]
-    _emit("summary", **checker.summary(), arbiter=asdict(stats))
+                _emit(
+                    "progress",
+                    delivered=sum(c.delivered for c in checkers.values()),
+                    channels={
+                        name: {"delivered": checkers[number].delivered, "last": last_symbol.get(number, "-")}
+                        for name, number in channels.items()
+                    },
+                )
+        stats = subscriber.stats()
+    _emit(
+        "summary",
+        channels={
+            name: {**checkers[number].summary(), "arbiter": asdict(stats[name])}
+            for name, number in channels.items()
+        },
+    )
     return 0
 
 
