@@ -36,10 +36,12 @@ from spark_feed.sink import FrameTransport, Publisher, ZmqTransport
 logger = logging.getLogger(__name__)
 
 DEFAULT_RATE: Final = 20_000
-DEFAULT_TRIGGER_MS: Final = 500
+DEFAULT_TRIGGER_MS: Final = 1000
 DEFAULT_BASE_PORT: Final = 5601
 KEEP_REPLAY_BATCHES: Final = 16
 LATENCY_SAMPLES: Final = 100_000
+# The event clock re-anchors when it falls this many trigger intervals behind.
+MAX_LAG_INTERVALS: Final = 2
 
 
 class StopRequested(RuntimeError):
@@ -192,20 +194,32 @@ class BatchState:
         self.max_batch: int = state.get("max_batch", -1)
         self.ends: dict[str, dict[str, int]] = state.get("ends", {})
         self._interval_ns = interval_ns
-        self._anchored = False
 
     def event_base_ns(self, batch_id: int, now_ns: int) -> int:
-        """Event time of the first row of a synthetic batch; starts an epoch if due (persisted)."""
-        if batch_id > self.max_batch and not self._anchored:
-            # Align to the trigger grid so the batch's rows lie in the interval just past.
-            boundary = now_ns // self._interval_ns * self._interval_ns
-            self.epochs.append([batch_id, boundary - self._interval_ns])
-        self._anchored = True
-        first, anchor = max((e for e in self.epochs if e[0] <= batch_id), key=lambda e: e[0])
+        """Event time of the first row of a synthetic batch (persisted before it is used).
+
+        A batch never started before opens a new epoch when the event clock is
+        more than :data:`MAX_LAG_INTERVALS` intervals behind the wall clock (at
+        the first batch of a run, after downtime, or when the job cannot keep
+        up): the clock jumps ahead instead of piling up lag, so ticks are never
+        backfilled. A batch started before keeps its event times.
+        """
+        interval = self._interval_ns
         if batch_id > self.max_batch:
+            if self.epochs:
+                first, anchor = self._epoch_of(batch_id)
+                behind = now_ns - (anchor + (batch_id - first + 1) * interval)
+            if not self.epochs or behind > MAX_LAG_INTERVALS * interval:
+                # Align to the trigger grid so the batch's rows lie in the interval just past.
+                self.epochs.append([batch_id, now_ns // interval * interval - interval])
             self.max_batch = batch_id
             self._save()
-        return anchor + (batch_id - first) * self._interval_ns
+        first, anchor = self._epoch_of(batch_id)
+        return anchor + (batch_id - first) * interval
+
+    def _epoch_of(self, batch_id: int) -> tuple[int, int]:
+        first, anchor = max((e for e in self.epochs if e[0] <= batch_id), key=lambda e: e[0])
+        return first, anchor
 
     def replay_bases(self, batch_id: int) -> dict[int, int]:
         """Per stream number, the last ``source_seq`` assigned before ``batch_id``."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -147,6 +148,9 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda _s, _f: stop.set())
+    if (config.master or "").startswith("local"):
+        # Keeps log4j's "hostname resolves to a loopback address" notice off stdout.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     started = time.monotonic()
     spark = build_session(config)
     run = FeedRun(config, spark)
