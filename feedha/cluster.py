@@ -7,9 +7,12 @@ front (each adapter must know its peers' sync endpoints before it starts);
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
+
+import zmq
 
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
@@ -123,17 +126,13 @@ def control(endpoint: str, cmd: str, *, timeout: float = 5.0, **fields: object) 
     Raises:
         TimeoutError: no reply within ``timeout`` seconds.
     """
-    import json
-
-    import zmq
-
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sock = ctx.socket(zmq.REQ)
     sock.linger = 0
     try:
         sock.connect(endpoint)
         sock.send(json.dumps({"cmd": cmd, **fields}).encode())
-        if not sock.poll(timeout * 1000):
+        if not sock.poll(int(timeout * 1000)):
             raise TimeoutError(f"no reply from {endpoint} to {cmd!r} within {timeout}s")
         reply: dict[str, object] = json.loads(sock.recv())
         return reply
