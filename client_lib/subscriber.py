@@ -238,6 +238,32 @@ class _Engine:
             for line, endpoint in enumerate(spec.endpoints)
         ]
 
+    def join(self, spec: ChannelSpec, config: SubscriberConfig) -> list[int]:
+        """Add a channel, or the new lines of a joined one; returns the new route indices.
+
+        A joined channel keeps its arbiter (and so its ``msg_seq`` position);
+        its new lines take the next line numbers.
+        """
+        current = next((s for s in self.specs if s.name == spec.name), None)
+        if current is None:
+            self.specs.append(spec)
+            self.arbiters[spec.name] = ChannelArbiter(
+                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq),
+                lines=len(spec.endpoints),
+            )
+            new, first_line = list(spec.endpoints), 0
+        else:
+            if spec.number is not None and current.number not in (None, spec.number):
+                raise ConfigError("number", spec.number, f"channel {spec.name} is number {current.number}")
+            new = [e for e in spec.endpoints if e not in current.endpoints]
+            first_line = len(current.endpoints)
+            self.specs[self.specs.index(current)] = ChannelSpec(
+                current.name, current.number, current.endpoints + tuple(new), current.start_seq
+            )
+        arbiter, topic, start = self.arbiters[spec.name], spec.name.encode(), len(self.routes)
+        self.routes.extend((arbiter, first_line + i, topic, endpoint) for i, endpoint in enumerate(new))
+        return list(range(start, len(self.routes)))
+
     def on_frames(self, index: int, frames: list[bytes], now: float, out: list[Event]) -> None:
         arbiter, line, topic, _endpoint = self.routes[index]
         if len(frames) != 2:
@@ -415,6 +441,40 @@ class Subscriber:
                     return events
         except zmq.ZMQError as exc:
             raise TransportError(str(exc)) from exc
+
+    def join(self, channel: ChannelSpec) -> int:
+        """Join a channel, or more lines of a joined channel, while running.
+
+        A channel already joined keeps its arbiter, so delivery goes on from
+        its ``msg_seq`` position without loss or repetition: the new lines
+        are just more copies to arbitrate. Endpoints already joined are
+        skipped. Call it from the thread that polls.
+
+        Args:
+            channel: the channel and its lines (all of them or only new ones).
+
+        Returns:
+            How many lines (sockets) were added.
+
+        Raises:
+            ClosedError: the subscriber is closed.
+            ConfigError: the channel number disagrees, or a bad endpoint.
+            TransportError: ZeroMQ refused to create a socket.
+        """
+        if self._closed:
+            raise ClosedError("join() on a closed Subscriber")
+        indices = self._engine.join(channel, self._config)
+        try:
+            for index in indices:
+                _arbiter, _line, topic, endpoint = self._engine.routes[index]
+                socket = self._context.socket(zmq.SUB)
+                self._sockets.append(socket)
+                _configure(socket, topic, endpoint, self._config)
+                self._index[socket] = index
+                self._poller.register(socket, zmq.POLLIN)
+        except zmq.ZMQError as exc:
+            raise TransportError(str(exc)) from exc
+        return len(indices)
 
     def _drain(self, socket: zmq.Socket[bytes], now: float, out: list[Event]) -> None:
         index = self._index[socket]
