@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         Subscription,
         TlsConfig,
     )
+    from client_lib.feed_client import FeedClient, FeedClientStats
 
 # The admin client needs grpc; load it only when one of its names is used, so
 # a data-plane-only subscriber does not pay for the import.
@@ -78,7 +79,14 @@ _ADMIN_NAMES: Final = frozenset(
 )
 
 
+_FEED_CLIENT_NAMES: Final = frozenset({"FeedClient", "FeedClientStats"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _FEED_CLIENT_NAMES:
+        from client_lib import feed_client
+
+        return getattr(feed_client, name)
     if name in _ADMIN_NAMES:
         from client_lib import _admin
 
@@ -103,6 +111,8 @@ __all__ = [
     "Delivery",
     "EndOfSession",
     "Event",
+    "FeedClient",
+    "FeedClientStats",
     "GapLost",
     "Line",
     "LineSpec",
