@@ -155,7 +155,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         source_endpoint=source_endpoint,
         source_stream="A-M",
         source_stream_number=1,
-        size=2,
+        size=3,  # adapter 3 joins later (test_a_new_line_is_joined_...)
     )
     with open(workdir / "processes.log", "w") as log:
         c = Cluster(workdir, log, AdminProcess(workdir, 0, log), group, keys)
@@ -163,12 +163,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             admin_args = ["--admin", c.admin.target, "--admin-key-id", keys["feed"][0]]
             with pytest.MonkeyPatch.context() as patch:
                 patch.setenv("FEEDHA_ADAPTER_SECRET", keys["feed"][1])
-                for number in (1, 2):
-                    c.adapters[number] = start_adapter(
-                        group, number, active=number == 1, extra=FAST + admin_args, log=log
-                    )
-            for proc in c.adapters.values():
-                proc.wait_event("ready", 30)
+                for number in (1, 2):  # one at a time: the active first, so the backup hears it
+                    proc = start_adapter(group, number, active=number == 1, extra=FAST + admin_args, log=log)
+                    c.adapters[number] = proc
+                    proc.wait_event("ready", 30)
+                    if number == 1:
+                        proc.wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
             c.source = JsonProcess.python(
                 "source",
                 "spark_feed.plain_source",
@@ -212,12 +212,12 @@ def test_feedctl_adapters_lists_the_running_group(cluster: Cluster) -> None:
         return rows if ok else None
 
     rows = wait_until(group_ready, 30, "both adapters up, in sync and publishing")
+    assert set(cluster.group.lines[:2]) == {r["line"] for r in rows.values()}
     assert {k: (r["channel"], r["role"]) for k, r in rows.items()} == {
         "EQ-A-M.1": (CHANNEL, "active"),
         "EQ-A-M.2": (CHANNEL, "backup"),
     }
     assert rows["EQ-A-M.1"]["term"] == rows["EQ-A-M.2"]["term"] >= 1
-    assert {r["line"] for r in rows.values()} == set(cluster.group.lines)
 
 
 def test_user_receives_only_entitled_symbols(cluster: Cluster) -> None:
@@ -325,3 +325,45 @@ def test_admin_server_restart_mid_stream_loses_nothing(cluster: Cluster) -> None
     assert_gap_free(got)
     assert stats.subscription_id == subscription.subscription_id and stats.resubscriptions == 0
     assert stats.channels[CHANNEL].lost == 0 and stats.delivered == len(got)
+
+
+def test_a_new_line_is_joined_and_the_active_crashing_loses_nothing(cluster: Cluster) -> None:
+    with cluster.client("carol") as client:
+        client.subscribe(["*"])
+        got: list[Delivery] = []
+        collect(client, got, lambda: len(got) >= 300, 30)
+        assert client.stats().lines == 2
+        admin_args = ["--admin", cluster.admin.target, "--admin-key-id", cluster.keys["feed"][0]]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("FEEDHA_ADAPTER_SECRET", cluster.keys["feed"][1])
+            cluster.adapters[3] = start_adapter(
+                cluster.group, 3, active=False, extra=FAST + admin_args, log=cluster.log
+            )
+        # The route watch brings the new line; the running subscriber joins it.
+        collect(client, got, lambda: client.stats().lines == 3, 30)
+        line3 = 2  # its line index in the channel's arbiter
+
+        def line3_in_use() -> bool:
+            lines = client.stats().channels[CHANNEL].lines
+            return len(lines) > line3 and lines[line3].blocks > 200
+
+        collect(client, got, line3_in_use, 30)
+
+        def third_in_sync() -> dict[str, dict[str, Any]] | None:
+            rows = cluster.adapters_by_id()
+            return rows if rows["EQ-A-M.3"]["sync"] == "in_sync" else None
+
+        rows = wait_until(third_in_sync, 30, "adapter 3 in sync")
+        active = next(k for k, r in rows.items() if r["role"] == "active" and r["up"])
+        cluster.adapters[int(active.rpartition(".")[2])].kill()  # a crash: no goodbye to anyone
+        crashed_at = len(got)
+
+        def promoted() -> bool:
+            rows = cluster.adapters_by_id()
+            return any(r["role"] == "active" and r["up"] for k, r in rows.items() if k != active)
+
+        collect(client, got, promoted, 30)
+        collect(client, got, lambda: len(got) >= crashed_at + 1500, 30)
+        stats = client.stats()
+    assert_gap_free(got)
+    assert stats.channels[CHANNEL].lost == 0 and stats.route_updates >= 3
