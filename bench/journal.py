@@ -2,7 +2,9 @@
 
 Ceilings, measured in the same run on the same bytes:
 
-- append: the same framed records written one ``write`` call per message to a
+- append: ``append_many`` in batches of ``BATCH`` records (``journal_append``)
+  and ``append`` per record (``journal_append_single``), against the same
+  framed records written one ``write`` call per message to a
   plain buffered file (``open(path, "wb")``), then flushed: what any
   per-message journal costs at the least, with no framing, CRC, sequencing,
   index or fsync.
@@ -15,10 +17,10 @@ Payloads are real encoded ``MarketUpdate`` messages of varying size.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,6 +32,8 @@ from proto import market_pb2
 MESSAGES: Final = 400_000
 QUICK_MESSAGES: Final = 40_000
 REPEATS: Final = 3
+# Records per append_many call, like the blocks of one line packet.
+BATCH: Final = 64
 _T0: Final = 1_700_000_000_000_000_000
 
 
@@ -51,14 +55,24 @@ def _payloads(count: int, seed: int = 7) -> list[bytes]:
     return [distinct[i % len(distinct)] for i in range(count)]
 
 
-def _append_journal(directory: Path, payloads: list[bytes]) -> None:
+Item = tuple[int, int, int, int, bytes]
+
+
+def _append_journal(directory: Path, batches: list[list[Item]]) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.BATCH))
+    append_many = writer.append_many
+    for batch in batches:
+        append_many(batch)
+    writer.close()
+
+
+def _append_journal_single(directory: Path, items: list[Item]) -> None:
     shutil.rmtree(directory, ignore_errors=True)
     writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.BATCH))
     append = writer.append
-    seq = 0
-    for payload in payloads:
-        seq += 1
-        append(seq, _T0 + seq, 1, seq, payload)
+    for msg_seq, time_ns, source_stream, source_seq, payload in items:
+        append(msg_seq, time_ns, source_stream, source_seq, payload)
     writer.close()
 
 
@@ -85,6 +99,15 @@ def _replay_ceiling(path: Path, expected: int) -> None:
     assert count == expected, (count, expected)
 
 
+def _timed(runs: dict[str, Callable[[], None]]) -> dict[str, float]:
+    """Best of REPEATS rounds; each round runs every function once, so all see the same load."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(REPEATS):
+        for name, function in runs.items():
+            best[name] = min(best[name], best_time(function, repeats=1))
+    return best
+
+
 def run(*, quick: bool = False) -> list[Figure]:
     """Measure append and replay throughput with their ceilings.
 
@@ -92,25 +115,31 @@ def run(*, quick: bool = False) -> list[Figure]:
         quick: a short run (smoke test) instead of the full one.
 
     Returns:
-        Four figures: ``journal_append`` and ``journal_replay``, each in msg/s and MB/s.
+        ``journal_append`` and ``journal_replay`` in msg/s and MB/s, and
+        ``journal_append_single`` (one ``append`` call per record) in msg/s.
     """
     count = QUICK_MESSAGES if quick else MESSAGES
     payloads = _payloads(count)
-    framed = [encode_record(Record(i + 1, _T0 + i + 1, 1, i + 1, p)) for i, p in enumerate(payloads)]
+    items: list[Item] = [(i + 1, _T0 + i + 1, 1, i + 1, p) for i, p in enumerate(payloads)]
+    batches = [items[i : i + BATCH] for i in range(0, count, BATCH)]
+    framed = [encode_record(Record(*item)) for item in items]
     total_bytes = sum(len(record) for record in framed)
     root = Path(tempfile.mkdtemp(prefix="feedha-bench-journal-"))
     try:
         journal, plain = root / "journal", root / "plain.bin"
-        append_s = ceiling_s = float("inf")
-        for _ in range(REPEATS):  # interleaved, so both see the same machine load
-            ceiling_s = min(ceiling_s, best_time(lambda: _append_ceiling(plain, framed), repeats=1))
-            append_s = min(append_s, best_time(lambda: _append_journal(journal, payloads), repeats=1))
-        replay_s = replay_ceiling_s = float("inf")
-        for _ in range(REPEATS):
-            replay_ceiling_s = min(
-                replay_ceiling_s, best_time(lambda: _replay_ceiling(plain, count), repeats=1)
-            )
-            replay_s = min(replay_s, best_time(lambda: _replay_journal(journal, count), repeats=1))
+        append = _timed(
+            {
+                "ceiling": lambda: _append_ceiling(plain, framed),
+                "single": lambda: _append_journal_single(journal, items),
+                "batch": lambda: _append_journal(journal, batches),
+            }
+        )
+        replay = _timed(
+            {
+                "ceiling": lambda: _replay_ceiling(plain, count),
+                "journal": lambda: _replay_journal(journal, count),
+            }
+        )
         journal_bytes = sum(entry.stat().st_size for entry in journal.glob("*.fhj"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -121,35 +150,46 @@ def run(*, quick: bool = False) -> list[Figure]:
         "journal_bytes": journal_bytes,
         "repeats": REPEATS,
         "fsync": "batch",
+        "append_batch": BATCH,
         "buffer_bytes": JournalConfig().buffer_bytes,
         "flush_interval_s": JournalConfig().flush_interval_s,
-        "filesystem_dir": tempfile.gettempdir(),
-        "pid": os.getpid(),
+        "directory": tempfile.gettempdir(),
     }
     mb = total_bytes / 1e6
     return [
         figure(
             name="journal_append",
-            value=count / append_s,
+            value=count / append["batch"],
             unit="msg/s",
-            ceiling=count / ceiling_s,
+            ceiling=count / append["ceiling"],
             params=params,
         ),
         figure(
-            name="journal_append", value=mb / append_s, unit="MB/s", ceiling=mb / ceiling_s, params=params
-        ),
-        figure(
-            name="journal_replay",
-            value=count / replay_s,
-            unit="msg/s",
-            ceiling=count / replay_ceiling_s,
-            params=params,
-        ),
-        figure(
-            name="journal_replay",
-            value=mb / replay_s,
+            name="journal_append",
+            value=mb / append["batch"],
             unit="MB/s",
-            ceiling=mb / replay_ceiling_s,
+            ceiling=mb / append["ceiling"],
+            params=params,
+        ),
+        figure(
+            name="journal_append_single",
+            value=count / append["single"],
+            unit="msg/s",
+            ceiling=count / append["ceiling"],
+            params={**params, "append_batch": 1},
+        ),
+        figure(
+            name="journal_replay",
+            value=count / replay["journal"],
+            unit="msg/s",
+            ceiling=count / replay["ceiling"],
+            params=params,
+        ),
+        figure(
+            name="journal_replay",
+            value=mb / replay["journal"],
+            unit="MB/s",
+            ceiling=mb / replay["ceiling"],
             params=params,
         ),
     ]

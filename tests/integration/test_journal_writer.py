@@ -283,3 +283,28 @@ def test_corrupt_middle_segment_drops_later_segments(tmp_path: Path) -> None:
     remaining = list(JournalReader(tmp_path).read())
     assert [r.msg_seq for r in remaining] == list(range(1, report.last_msg_seq + 1))
     assert [info.name for info in list_segments(tmp_path)] == [info.name for info in segments[:3]]
+
+
+def test_append_many_matches_append_across_rolls(tmp_path: Path) -> None:
+    one, many = tmp_path / "one", tmp_path / "many"
+    write(one, range(1, 1501))
+    writer = JournalWriter(many, SMALL)
+    items = [tuple(record(seq)) for seq in range(1, 1501)]
+    for start in range(0, 1500, 64):
+        writer.append_many(items[start : start + 64])  # type: ignore[arg-type]
+    writer.close()
+    assert [info.name for info in list_segments(one)] == [info.name for info in list_segments(many)]
+    for a, b in zip(list_segments(one), list_segments(many), strict=True):
+        assert a.path.read_bytes() == b.path.read_bytes()
+
+
+def test_append_many_stops_at_a_bad_record(tmp_path: Path) -> None:
+    writer = JournalWriter(tmp_path, SMALL)
+    with pytest.raises(SequenceError):
+        writer.append_many([record(1), record(2), record(2), record(3)])
+    assert writer.last_msg_seq == 2
+    with pytest.raises(ValueError, match="out of range"):
+        writer.append_many([record(3), Record(4, T0, 70_000, 1, b"")])
+    writer.append_many([record(4), record(5)])
+    writer.close()
+    assert list(JournalReader(tmp_path).read()) == [record(s) for s in (1, 2, 3, 4, 5)]
