@@ -14,8 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from adapter import sync as sync_rules
-from adapter.config import LINE_HEARTBEAT_S, AdapterConfig
+from adapter.config import (
+    CHECKPOINT_EVERY,
+    CHECKPOINT_INTERVAL_S,
+    LINE_HEARTBEAT_S,
+    REPLAY_MAX_BYTES,
+    AdapterConfig,
+)
 from adapter.errors import AdapterError
+from adapter.journal.config import FsyncPolicy
 from adapter.sync import SyncConfig
 from proto.wire import DEFAULT_MAX_PACKET_BYTES
 
@@ -71,7 +78,40 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin-key-id",
         help="API key id of a user with the adapter role (the secret is read from $FEEDHA_ADAPTER_SECRET)",
     )
-    admin.add_argument("--replay", help="replay service endpoint to bind (announced with the line)")
+    journal = parser.add_argument_group("journal and replay")
+    journal.add_argument(
+        "--journal",
+        type=Path,
+        help="journal directory (one per adapter): everything published is journaled there, "
+        "and a restart recovers numbering and conversion state from it",
+    )
+    journal.add_argument(
+        "--fsync",
+        choices=[policy.value for policy in FsyncPolicy],
+        default=FsyncPolicy.BATCH.value,
+        help="journal fsync policy (default: %(default)s)",
+    )
+    journal.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=CHECKPOINT_EVERY,
+        help="journal checkpoint every N messages (default: %(default)s)",
+    )
+    journal.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=CHECKPOINT_INTERVAL_S,
+        help="... or every T seconds (default: %(default)s)",
+    )
+    journal.add_argument(
+        "--replay", help="replay service endpoint to bind (needs --journal; announced with the line)"
+    )
+    journal.add_argument(
+        "--replay-max-bytes",
+        type=int,
+        default=REPLAY_MAX_BYTES,
+        help="most packet bytes in one replay reply (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="logging level (default: %(default)s)")
     return parser
 
@@ -107,6 +147,11 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         admin=args.admin,
         admin_credentials=(args.admin_key_id, admin_secret or "") if args.admin_key_id else None,
         replay_endpoint=args.replay,
+        journal_dir=args.journal,
+        journal_fsync=FsyncPolicy(args.fsync),
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_interval_s=args.checkpoint_interval,
+        replay_max_bytes=args.replay_max_bytes,
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Final
 
 from adapter.errors import ConfigError
+from adapter.journal.config import FsyncPolicy
 from adapter.sync import SyncConfig
 from proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
 
@@ -14,6 +15,9 @@ LINE_HEARTBEAT_S: Final = 0.1
 SOURCE_BATCH_FRAMES: Final = 64
 SOURCE_BUDGET_S: Final = 0.005  # longest stretch of source work between looks at the sync bus
 RING_SIZE: Final = 8192
+CHECKPOINT_EVERY: Final = 50_000  # journal checkpoint after this many journaled messages ...
+CHECKPOINT_INTERVAL_S: Final = 5.0  # ... or this long after the last one, whichever comes first
+REPLAY_MAX_BYTES: Final = 1024 * 1024  # bound on one replay reply (packets, headers included)
 _TRANSPORTS: Final = ("tcp://", "ipc://", "inproc://", "epgm://", "pgm://", "norm://")
 
 
@@ -43,7 +47,13 @@ class AdapterConfig:
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
         admin_credentials: ``(key_id, secret)`` of a user with the adapter role.
-        replay_endpoint: where the replay service binds (announced with the line).
+        replay_endpoint: where the replay service binds (announced with the line);
+            needs ``journal_dir``, which it serves from.
+        journal_dir: the journal directory (one per adapter); None runs without a journal.
+        journal_fsync: the journal's fsync policy.
+        checkpoint_every: write a checkpoint after this many journaled messages ...
+        checkpoint_interval_s: ... or this many seconds after the last one.
+        replay_max_bytes: the most packet bytes one replay reply carries.
     """
 
     feed: str = "EQUITIES"
@@ -68,6 +78,11 @@ class AdapterConfig:
     admin: str | None = None
     admin_credentials: tuple[str, str] | None = None
     replay_endpoint: str | None = None
+    journal_dir: Path | None = None
+    journal_fsync: FsyncPolicy = FsyncPolicy.BATCH
+    checkpoint_every: int = CHECKPOINT_EVERY
+    checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S
+    replay_max_bytes: int = REPLAY_MAX_BYTES
 
     @property
     def adapter_id(self) -> str:
@@ -95,6 +110,20 @@ class AdapterConfig:
             raise ConfigError(f"line_heartbeat_s must be > 0, got {self.line_heartbeat_s}")
         if self.sndhwm < 0:
             raise ConfigError(f"sndhwm must be >= 0, got {self.sndhwm}")
+        if self.replay_endpoint is not None:
+            _check_endpoint("replay_endpoint", self.replay_endpoint)
+            if self.journal_dir is None:
+                raise ConfigError(
+                    f"replay_endpoint {self.replay_endpoint!r} needs a journal_dir to serve from"
+                )
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if not self.checkpoint_interval_s > 0:
+            raise ConfigError(f"checkpoint_interval_s must be > 0, got {self.checkpoint_interval_s}")
+        if self.replay_max_bytes < self.max_packet_bytes:
+            raise ConfigError(
+                f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"
+            )
 
 
 def _check_endpoint(name: str, endpoint: str) -> None:

@@ -13,7 +13,14 @@ thread, so nothing needs a lock):
 * sync-bus frames → :mod:`adapter.syncbus` → events for :mod:`adapter.sync`,
   whose actions (heartbeats, health, snapshots, role changes) run here;
 * timers → ``Tick`` at :func:`adapter.sync.next_deadline`, idle line heartbeats;
-* an optional REP control socket (JSON) for operators, drills and tests.
+* an optional REP control socket (JSON) for operators, drills and tests;
+* journal and replay (``--journal``/``--replay``): every published message is
+  appended to the journal (:mod:`adapter.journal`) as it goes into a packet,
+  checkpoints of the conversion state are written every N messages or T
+  seconds, an optional ROUTER socket answers replay requests from the journal
+  (:mod:`adapter.replay`), and at start-up, before the sync rules decide the
+  role, the adapter recovers its numbering and conversion state from the
+  journal (:mod:`adapter.recovery`).
 
 Packets are flushed when full and whenever the loop has drained what was
 ready, never on a fixed delay, so batching adds no latency at low rates.
@@ -35,12 +42,15 @@ from typing import Any, Final
 import psutil
 import zmq
 
-from adapter import syncbus
+from adapter import recovery, syncbus
 from adapter.admin_link import AdminLink
 from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import Converter, ConverterTable, SourceMessage, encode_update, peek_source_seq
 from adapter.errors import ConversionError
 from adapter.health import HealthSample, health_score
+from adapter.journal import JournalConfig, JournalReader, JournalWriter
+from adapter.journal.segment import list_segments
+from adapter.replay import ReplayService
 from adapter.sequencer import Sequencer, SourceVerdict
 from adapter.state import ConversionState
 from adapter.sync import (
@@ -124,6 +134,18 @@ class AdapterRunner:
         self._process.cpu_percent(None)
         self._rate_mark = (time.monotonic(), 0)
         self._admin: AdminLink | None = None
+        # Journal, checkpoints and replay (all None/idle without --journal).
+        self._journal: JournalWriter | None = None
+        self._replay_service: ReplayService | None = None
+        self._replay: zmq.Socket[bytes] | None = None
+        self._journaled_source_seq = 0  # source_seq of the last journaled message
+        self._since_checkpoint = 0
+        self._checkpoint_at = time.monotonic()
+        self.recovered: recovery.RecoverySummary | None = None
+        # Fault injection (control "drop"): skip sending every k-th packet, n times.
+        self._drop_every = 0
+        self._drop_left = 0
+        self._drop_tick = 0
         self.counters = dict.fromkeys(
             (
                 "published",
@@ -137,6 +159,11 @@ class AdapterRunner:
                 "sync_garbage",
                 "snapshots_sent",
                 "snapshots_adopted",
+                "journaled",
+                "journal_skipped",
+                "checkpoints",
+                "dropped_packets",
+                "replay_requests",
             ),
             0,
         )
@@ -162,6 +189,8 @@ class AdapterRunner:
             return sock
 
         try:
+            # Recovery first: the sync rules must start from the recovered position.
+            self._open_journal()
             self._line = make(zmq.PUB)
             self._line.sndhwm = cfg.sndhwm
             self._line.bind(cfg.line_endpoint)
@@ -180,7 +209,17 @@ class AdapterRunner:
             if cfg.control_endpoint:
                 self._control = make(zmq.REP)
                 self._control.bind(cfg.control_endpoint)
-            self._status("ready", line=cfg.line_endpoint, sync=cfg.sync_endpoint)
+            if cfg.replay_endpoint:
+                self._replay = make(zmq.ROUTER)
+                self._replay.sndhwm = 0
+                self._replay.bind(cfg.replay_endpoint)
+            self._status(
+                "ready",
+                line=cfg.line_endpoint,
+                sync=cfg.sync_endpoint,
+                replay=cfg.replay_endpoint,
+                next_msg_seq=self.sequencer.next_msg_seq,
+            )
             if cfg.admin:
                 self._admin = self._start_admin_link(cfg.admin)
             self._loop(stop)
@@ -190,6 +229,8 @@ class AdapterRunner:
             self._status("stopped", **self.snapshot_status())
             for sock in sockets:
                 sock.close(linger=0)
+            if self._journal is not None:
+                self._journal.close()
 
     def _loop(self, stop: threading.Event) -> None:
         with_source = zmq.Poller()
@@ -198,6 +239,8 @@ class AdapterRunner:
             poller.register(self._sync_sub, zmq.POLLIN)
             if self._control is not None:
                 poller.register(self._control, zmq.POLLIN)
+            if self._replay is not None:
+                poller.register(self._replay, zmq.POLLIN)
         with_source.register(self._source, zmq.POLLIN)
         while not stop.is_set():
             now = time.monotonic()
@@ -213,6 +256,8 @@ class AdapterRunner:
                 self._drain_sync()
             if self._control is not None and self._control in ready:
                 self._serve_control()
+            if self._replay is not None and self._replay in ready:
+                self._serve_replay()
             if self._admin is not None:
                 self._drain_admin_commands()
             if self._source in ready:
@@ -223,6 +268,8 @@ class AdapterRunner:
                 self._drain_sync()
             self._flush()
             now = time.monotonic()
+            if self._journal is not None:
+                self._maybe_checkpoint(now)
             if now >= next_deadline(self.sync, self.config.sync, now=now):
                 self._apply(Tick())
             if self.sync.is_publishing and now - self._last_line_send >= self.config.line_heartbeat_s:
@@ -299,12 +346,17 @@ class AdapterRunner:
         msg_seq = sequencer.assign(msg.source_seq)
         check = sequencer.record(msg.source_seq, msg_seq, self.conversion.digest)
         if self.sync.is_publishing:
-            payload = encode_update(msg, values, publish_time_ns=time.time_ns())
+            now_ns = time.time_ns()
+            payload = encode_update(msg, values, publish_time_ns=now_ns)
             builder = self._builder
             if not builder.fits(len(payload)):
                 self._flush()
             builder.add(msg_seq, self.config.source_stream_number, msg.source_seq, payload)
             self.counters["published"] += 1
+            # Journal what is published, while it waits in the packet: the
+            # append only frames it into the group-commit buffer (no syscall).
+            if self._journal is not None:
+                self._journal_append(msg_seq, now_ns, msg.source_seq, payload)
         if check is not None and self.sync.role is Role.BACKUP:
             self._apply(ArrivalChecked(check.renumbered, check.digest_matches))
 
@@ -317,8 +369,12 @@ class AdapterRunner:
             term=self.sync.term,
             send_time_ns=time.time_ns(),
         )
-        self._line.send_multipart((self.config.channel.encode(), packet), copy=False)
-        self.counters["packets"] += 1
+        if self._drop_left and self._should_drop():
+            # Fault injection: the packet is journaled but never sent.
+            self.counters["dropped_packets"] += 1
+        else:
+            self._line.send_multipart((self.config.channel.encode(), packet), copy=False)
+            self.counters["packets"] += 1
         self._last_line_send = time.monotonic()
 
     def _send_line_heartbeat(self) -> None:
@@ -333,6 +389,103 @@ class AdapterRunner:
         self._line.send_multipart((self.config.channel.encode(), packet))
         self.counters["heartbeats"] += 1
         self._last_line_send = time.monotonic()
+
+    # ---- journal, checkpoints, replay ------------------------------------------------
+
+    def _open_journal(self) -> None:
+        """Open the journal (cutting a torn tail) and recover numbering and state from it."""
+        cfg = self.config
+        if cfg.journal_dir is None:
+            return
+        journal = self._journal = JournalWriter(cfg.journal_dir, JournalConfig(fsync=cfg.journal_fsync))
+        report = journal.recovery_report
+        summary = recovery.recover_state(
+            JournalReader(cfg.journal_dir), journal.latest_checkpoint(), self.conversion, self.sequencer
+        )
+        self.recovered = summary
+        self._journaled_source_seq = summary.last_source_seq
+        self._status(
+            "recovered",
+            **summary.as_dict(),
+            journal_cut_bytes=report.bytes_cut,
+            journal_cut_reason=report.reason,
+        )
+        if cfg.replay_endpoint:
+            self._replay_service = ReplayService(
+                JournalReader(cfg.journal_dir),
+                channel=cfg.channel_number,
+                adapter=cfg.adapter,
+                max_packet_bytes=cfg.max_packet_bytes,
+                max_bytes=cfg.replay_max_bytes,
+                bounds=self._journal_bounds,
+                before_read=self._journal_flush_for,
+            )
+
+    def _journal_append(self, msg_seq: int, time_ns: int, source_seq: int, payload: bytes) -> None:
+        journal = self._journal
+        assert journal is not None
+        if msg_seq <= journal.last_msg_seq:
+            # Renumbered backwards (rule 2 after an episode of bad numbering):
+            # the journal keeps one record per msg_seq, the first one written.
+            self.counters["journal_skipped"] += 1
+            return
+        journal.append(msg_seq, time_ns, self.config.source_stream_number, source_seq, payload)
+        self.counters["journaled"] += 1
+        self._journaled_source_seq = source_seq
+        self._since_checkpoint += 1
+
+    def _maybe_checkpoint(self, now: float) -> None:
+        # A checkpoint is the conversion state *at* the last journaled message,
+        # so it is taken only when nothing was converted after that message.
+        journal = self._journal
+        assert journal is not None
+        due = self._since_checkpoint >= self.config.checkpoint_every or (
+            self._since_checkpoint and now - self._checkpoint_at >= self.config.checkpoint_interval_s
+        )
+        if not due or self._journaled_source_seq != self.sequencer.last_source_seq:
+            return
+        blob = recovery.encode_checkpoint_state(
+            self.conversion.snapshot(),
+            source_stream=self.config.source_stream_number,
+            source_seq=self._journaled_source_seq,
+            next_msg_seq=journal.last_msg_seq + 1,
+        )
+        journal.write_checkpoint(journal.last_msg_seq, blob)
+        self._since_checkpoint = 0
+        self._checkpoint_at = time.monotonic()
+        self.counters["checkpoints"] += 1
+
+    def _journal_bounds(self) -> tuple[int, int]:
+        """(oldest, newest) msg_seq in the journal, (0, 0) when empty."""
+        assert self._journal is not None and self.config.journal_dir is not None
+        newest = max(self._journal.last_msg_seq, 0)
+        segments = list_segments(self.config.journal_dir)
+        return (segments[0].first_seq if segments and newest else 0), newest
+
+    def _journal_flush_for(self, last_seq: int) -> None:
+        # Records still in the group-commit buffer are invisible to readers;
+        # write them out (no fsync needed: readers see written bytes).
+        assert self._journal is not None
+        self._journal.flush(sync=False)
+
+    def _serve_replay(self) -> None:
+        assert self._replay is not None and self._replay_service is not None
+        # Bounded per wake-up, so replay never starves the source or the sync bus.
+        for _ in range(8):
+            try:
+                frames = self._replay.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.counters["replay_requests"] += 1
+            reply = self._replay_service.answer(frames, term=self.sync.term, send_time_ns=time.time_ns())
+            self._replay.send_multipart(reply)
+
+    def _should_drop(self) -> bool:
+        self._drop_tick += 1
+        if self._drop_tick % self._drop_every:
+            return False
+        self._drop_left -= 1
+        return True
 
     # ---- sync bus -----------------------------------------------------------------
 
@@ -562,6 +715,12 @@ class AdapterRunner:
         if cmd == "throttle":
             self._rate_limit = max(0.0, float(request["rate"]))
             return {"ok": True, "rate": self._rate_limit}
+        if cmd == "drop":
+            # Fault injection for tests: skip sending every k-th packet, n times (still journaled).
+            self._drop_every = max(1, int(request.get("every", 1)))
+            self._drop_left = max(0, int(request.get("count", 1)))
+            self._drop_tick = 0
+            return {"ok": True, "every": self._drop_every, "count": self._drop_left}
         if cmd == "penalty":
             self.config = replace(self.config, health_penalty=float(request["value"]))
             return {"ok": True}
@@ -590,6 +749,7 @@ class AdapterRunner:
             "last_source_seq": self.sequencer.last_source_seq,
             "digest": self.conversion.digest,
             "symbols": len(self.conversion),
+            "journal_last_msg_seq": None if self._journal is None else self._journal.last_msg_seq,
             **self.counters,
         }
 

@@ -36,6 +36,7 @@ from client_lib.errors import (
     ProtocolError,
     TransportError,
 )
+from client_lib.replay_client import ReplayClient, ReplayClientStats
 from client_lib.subscriber import (
     AsyncSubscriber,
     ChannelSpec,
@@ -119,6 +120,8 @@ __all__ = [
     "LineStats",
     "PermissionDenied",
     "ProtocolError",
+    "ReplayClient",
+    "ReplayClientStats",
     "RetransmissionHook",
     "RetransmissionNeeded",
     "Route",

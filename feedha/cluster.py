@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 import zmq
@@ -24,6 +25,8 @@ class AdapterPlan:
     line: str
     sync: str
     control: str
+    replay: str = ""  # replay service endpoint, served only with a journal
+    journal: Path | None = None  # journal directory (None: the adapter runs without one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,11 @@ class GroupPlan:
     @property
     def lines(self) -> tuple[str, ...]:
         return tuple(a.line for a in self.adapters)
+
+    @property
+    def replays(self) -> tuple[str, ...]:
+        """The replay endpoints of the adapters that journal (for ``client_lib.ReplayClient``)."""
+        return tuple(a.replay for a in self.adapters if a.replay and a.journal is not None)
 
     def adapter(self, number: int) -> AdapterPlan:
         for plan in self.adapters:
@@ -55,17 +63,24 @@ def plan_group(
     source_stream_number: int,
     size: int,
     host: str = "127.0.0.1",
+    journal_root: Path | None = None,
 ) -> GroupPlan:
-    """Choose endpoints for a group of ``size`` adapters numbered 1..size."""
+    """Choose endpoints for a group of ``size`` adapters numbered 1..size.
+
+    With ``journal_root``, adapter *n* journals to ``journal_root/<channel>-<n>``
+    and serves replay requests from it.
+    """
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
-    ports = free_ports(3 * size, host)
+    ports = free_ports(4 * size, host)
     adapters = tuple(
         AdapterPlan(
             adapter=i + 1,
-            line=f"tcp://{host}:{ports[3 * i]}",
-            sync=f"tcp://{host}:{ports[3 * i + 1]}",
-            control=f"tcp://{host}:{ports[3 * i + 2]}",
+            line=f"tcp://{host}:{ports[4 * i]}",
+            sync=f"tcp://{host}:{ports[4 * i + 1]}",
+            control=f"tcp://{host}:{ports[4 * i + 2]}",
+            replay=f"tcp://{host}:{ports[4 * i + 3]}",
+            journal=None if journal_root is None else journal_root / f"{channel}-{i + 1}",
         )
         for i in range(size)
     )
@@ -98,6 +113,10 @@ def adapter_argv(group: GroupPlan, number: int, *, active: bool, extra: Sequence
     for peer in group.adapters:
         if peer.adapter != number:
             argv += ["--peer", peer.sync]
+    if me.journal is not None:
+        argv += ["--journal", str(me.journal)]
+        if me.replay:
+            argv += ["--replay", me.replay]
     if active:
         argv.append("--active")
     return argv + list(extra)

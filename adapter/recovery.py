@@ -1,0 +1,173 @@
+"""Restart recovery: rebuild msg_seq numbering and conversion state from the adapter's journal.
+
+Theory of operation
+-------------------
+The journal holds every message the adapter published, each carrying the
+per-symbol conversion state right after it (``MarketUpdate.state``), and the
+checkpoints hold the whole conversion state as a serialized
+``sync_pb2.ConversionSnapshot`` at a journaled msg_seq. So recovery is:
+
+1. open the journal writer first: its own recovery cuts a torn tail, so what
+   is read next is exactly what survived;
+2. load the newest valid checkpoint (the journal keeps two) and restore its
+   symbols (none: start empty and roll the whole journal);
+3. roll forward every record after the checkpoint's msg_seq: set the
+   record's symbol to the state it carries and record
+   ``(source_seq, msg_seq, digest)`` in the :class:`~adapter.sequencer.Sequencer`,
+   which leaves ``next_msg_seq`` after the last record, ``last_source_seq``
+   at its source message and the recent history the sync rules compare with.
+
+The adapter then starts as usual: it listens for the active, joins as a
+backup and lets the sync rules check the recovered position. When the state
+matches the active's at the same source position it is in sync with no
+snapshot; when the journal tail was torn or the source moved on while the
+adapter was down, the rules renumber it (rule 2) and adopt the active's
+state (rule 4) as they would for any backup.
+
+Caveat: messages the adapter converted while it did not publish (a backup
+resynchronizing) are not journaled, so a symbol touched only by them is
+restored as of its last journaled message; the sync rules repair that too.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from google.protobuf.message import DecodeError
+
+from adapter.conversion import from_proto, to_proto
+from adapter.journal import Checkpoint, JournalReader
+from adapter.sequencer import Sequencer
+from adapter.state import ConversionState, SymbolValues
+from proto import market_pb2, sync_pb2
+
+logger = logging.getLogger(__name__)
+
+_NO_CHECKPOINT: Final = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoverySummary:
+    """What restart recovery rebuilt.
+
+    Attributes:
+        checkpoint_msg_seq: msg_seq of the checkpoint started from (``None``: no checkpoint).
+        records_rolled: journal records rolled forward after it.
+        undecodable: records whose payload was not a MarketUpdate (skipped).
+        last_msg_seq: msg_seq of the last journaled message (0: empty journal).
+        last_source_seq: its source_seq (0: none).
+        next_msg_seq: the msg_seq the adapter's next message gets.
+        symbols: symbols in the rebuilt conversion state.
+        digest: the rebuilt conversion state's digest.
+    """
+
+    checkpoint_msg_seq: int | None
+    records_rolled: int
+    undecodable: int
+    last_msg_seq: int
+    last_source_seq: int
+    next_msg_seq: int
+    symbols: int
+    digest: int
+
+    def as_dict(self) -> dict[str, int | None]:
+        """The summary as a JSON-able dict (for status events)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def encode_checkpoint_state(
+    symbols: dict[str, SymbolValues], *, source_stream: int, source_seq: int, next_msg_seq: int
+) -> bytes:
+    """The checkpoint blob: the whole conversion state right after ``source_seq``.
+
+    Args:
+        symbols: every symbol's values (``ConversionState.snapshot()``).
+        source_stream: the source stream number.
+        source_seq: the last source message the state includes.
+        next_msg_seq: the msg_seq the next message gets.
+
+    Returns:
+        A serialized ``feedha.v1.ConversionSnapshot``.
+    """
+    snapshot = sync_pb2.ConversionSnapshot(
+        source_stream=source_stream, source_seq=source_seq, next_msg_seq=next_msg_seq
+    )
+    for symbol, values in symbols.items():
+        entry = snapshot.symbols.add()
+        entry.symbol = symbol
+        entry.state.CopyFrom(to_proto(values))
+    return snapshot.SerializeToString()
+
+
+def decode_checkpoint_state(blob: bytes) -> tuple[int, int, dict[str, SymbolValues]]:
+    """Read a checkpoint blob.
+
+    Returns:
+        ``(source_seq, next_msg_seq, symbols)``.
+
+    Raises:
+        ValueError: the blob is not a ConversionSnapshot.
+    """
+    try:
+        snapshot = sync_pb2.ConversionSnapshot.FromString(blob)
+    except DecodeError as exc:
+        raise ValueError(f"checkpoint state of {len(blob)} bytes is not a ConversionSnapshot") from exc
+    symbols = {entry.symbol: from_proto(entry.state) for entry in snapshot.symbols}
+    return snapshot.source_seq, snapshot.next_msg_seq, symbols
+
+
+def recover_state(
+    reader: JournalReader,
+    checkpoint: Checkpoint | None,
+    conversion: ConversionState,
+    sequencer: Sequencer,
+) -> RecoverySummary:
+    """Restore ``conversion`` and ``sequencer`` from a checkpoint plus the journal after it.
+
+    Args:
+        reader: a reader of the (already recovered) journal directory.
+        checkpoint: the newest valid checkpoint, or ``None``.
+        conversion: the adapter's (empty) conversion state; restored in place.
+        sequencer: the adapter's (fresh) sequencer; moved to after the last record.
+
+    Returns:
+        What was rebuilt.
+    """
+    start = 0
+    checkpoint_msg_seq: int | None = None
+    if checkpoint is not None:
+        try:
+            source_seq, _next_msg_seq, symbols = decode_checkpoint_state(checkpoint.state)
+        except ValueError as exc:
+            logger.warning("ignoring checkpoint %r: %s; rolling the whole journal", checkpoint, exc)
+        else:
+            conversion.restore(symbols)
+            checkpoint_msg_seq = checkpoint.msg_seq
+            start = checkpoint.msg_seq + 1
+            if source_seq:
+                sequencer.record(source_seq, checkpoint.msg_seq, conversion.digest)
+    rolled = undecodable = 0
+    update = market_pb2.MarketUpdate()
+    for record in reader.read(start):
+        try:
+            update.ParseFromString(record.payload)
+        except DecodeError:
+            undecodable += 1
+            continue
+        conversion.set_symbol(update.symbol, from_proto(update.state))
+        sequencer.record(record.source_seq, record.msg_seq, conversion.digest)
+        rolled += 1
+    summary = RecoverySummary(
+        checkpoint_msg_seq=checkpoint_msg_seq,
+        records_rolled=rolled,
+        undecodable=undecodable,
+        last_msg_seq=sequencer.last_msg_seq,
+        last_source_seq=sequencer.last_source_seq,
+        next_msg_seq=sequencer.next_msg_seq,
+        symbols=len(conversion),
+        digest=conversion.digest,
+    )
+    logger.info("recovered from the journal: %r", summary)
+    return summary

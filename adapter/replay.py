@@ -1,0 +1,406 @@
+"""The replay service: answers "messages first..last of channel C" from the adapter's journal.
+
+Theory of operation
+-------------------
+Every adapter that journals its line can serve retransmission and resume
+requests from that journal over a ZeroMQ ROUTER socket. The protocol is a
+public contract (docs/journal.md, "Replay protocol"), all integers
+big-endian like the line's wire format:
+
+* A request is one ZeroMQ message whose *last* frame is the 28-byte request
+  body (:data:`REQUEST`); every frame before it is the envelope (the ROUTER
+  identity, and the empty delimiter a REQ or well-behaved DEALER sends) and is
+  returned unchanged in front of the reply.
+* A reply is the envelope, one status frame (:data:`STATUS` plus an optional
+  UTF-8 message), then ``packet count`` frames, each a line packet in the
+  DESIGN wire format with ``FLAG_RETRANSMISSION`` set, several blocks per
+  packet.
+
+One reply carries at most ``max_bytes`` of packets. ``through`` in the status
+says how far the reply reaches: every msg_seq in ``first..through`` that the
+journal holds is in the packets (any other one in that span is not in this
+journal); a reply with ``through < last`` was cut at the bound and the client
+asks again from ``through + 1``.
+
+This module is pure except for :class:`ReplayService`, which reads the
+journal directory through an injected reader; the runner owns the socket.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from proto import wire
+
+logger = logging.getLogger(__name__)
+
+MAGIC: Final = b"FR"
+VERSION: Final = 1
+KIND_RANGE: Final = 1
+# magic, version, kind, channel, reserved, request id, first msg_seq, last msg_seq
+REQUEST: Final = struct.Struct(">2sBBHHIQQ")
+REQUEST_SIZE: Final = REQUEST.size  # 28
+# magic, version, status, channel, packet count, request id, first, through, oldest, newest
+STATUS: Final = struct.Struct(">2sBBHHIQQQQ")
+STATUS_SIZE: Final = STATUS.size  # 44
+MAX_MESSAGE_BYTES: Final = 1024
+MAX_PACKETS: Final = 0xFFFF
+
+assert REQUEST_SIZE == 28 and STATUS_SIZE == 44
+
+
+class ReplayStatus(enum.IntEnum):
+    """The status byte of a reply."""
+
+    OK = 0  # packets follow; see ``through``
+    UNAVAILABLE = 1  # this journal holds nothing of first..last (too old, not yet written, or a hole)
+    BAD_REQUEST = 2  # not a request this server understands (see the message)
+    WRONG_CHANNEL = 3  # the service serves another channel
+    ERROR = 4  # the journal could not be read (see the message); try another line
+
+
+class ReplayProtocolError(ValueError):
+    """Bytes that do not follow the replay protocol.
+
+    Attributes:
+        reason: a short machine-readable cause (``"size"``, ``"magic"``, ``"version"``, ``"kind"``, ...).
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"bad replay frame ({reason}): {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``."""
+
+    channel: int
+    request_id: int
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyStatus:
+    """The decoded status frame of a reply.
+
+    Attributes:
+        status: the outcome.
+        channel: the channel the service serves.
+        packet_count: how many packet frames follow.
+        request_id: the request's id, echoed.
+        first_seq: the request's first msg_seq, echoed.
+        through: the last msg_seq this reply accounts for (``first_seq - 1``: none).
+        oldest_seq: the oldest msg_seq the journal holds (0: empty journal).
+        newest_seq: the newest msg_seq the journal holds (0: empty journal).
+        message: a human-readable explanation (empty for a plain OK).
+    """
+
+    status: ReplayStatus
+    channel: int
+    packet_count: int
+    request_id: int
+    first_seq: int
+    through: int
+    oldest_seq: int
+    newest_seq: int
+    message: str = ""
+
+
+def encode_request(request: ReplayRequest) -> bytes:
+    """Encode a request body (28 bytes).
+
+    Raises:
+        ValueError: a field is out of range, or ``last_seq < first_seq``.
+    """
+    if request.last_seq < request.first_seq:
+        raise ValueError(f"last_seq {request.last_seq} is before first_seq {request.first_seq}")
+    try:
+        return REQUEST.pack(
+            MAGIC,
+            VERSION,
+            KIND_RANGE,
+            request.channel,
+            0,
+            request.request_id,
+            request.first_seq,
+            request.last_seq,
+        )
+    except struct.error as exc:
+        raise ValueError(f"replay request field out of range: {request!r}: {exc}") from exc
+
+
+def decode_request(body: bytes) -> ReplayRequest:
+    """Decode and check a request body.
+
+    Raises:
+        ReplayProtocolError: wrong size, magic, version or kind, or ``last < first``.
+    """
+    if len(body) != REQUEST_SIZE:
+        raise ReplayProtocolError("size", f"request of {len(body)} bytes, expected {REQUEST_SIZE}")
+    magic, version, kind, channel, _reserved, request_id, first, last = REQUEST.unpack(body)
+    if magic != MAGIC:
+        raise ReplayProtocolError("magic", f"magic {magic!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise ReplayProtocolError("version", f"version {version}, this server speaks {VERSION}")
+    if kind != KIND_RANGE:
+        raise ReplayProtocolError("kind", f"request kind {kind}, expected {KIND_RANGE} (range)")
+    if last < first:
+        raise ReplayProtocolError("range", f"last msg_seq {last} is before first {first}")
+    return ReplayRequest(channel, request_id, first, last)
+
+
+def encode_status(status: ReplyStatus) -> bytes:
+    """Encode a status frame (44 bytes plus the UTF-8 message)."""
+    message = status.message.encode()[:MAX_MESSAGE_BYTES]
+    return (
+        STATUS.pack(
+            MAGIC,
+            VERSION,
+            status.status,
+            status.channel,
+            status.packet_count,
+            status.request_id,
+            status.first_seq,
+            max(status.through, 0),
+            status.oldest_seq,
+            status.newest_seq,
+        )
+        + message
+    )
+
+
+def decode_status(frame: bytes) -> ReplyStatus:
+    """Decode a status frame.
+
+    Raises:
+        ReplayProtocolError: too short, wrong magic or version, unknown status.
+    """
+    if len(frame) < STATUS_SIZE:
+        raise ReplayProtocolError("size", f"status frame of {len(frame)} bytes, expected >= {STATUS_SIZE}")
+    magic, version, code, channel, count, request_id, first, through, oldest, newest = STATUS.unpack_from(
+        frame, 0
+    )
+    if magic != MAGIC:
+        raise ReplayProtocolError("magic", f"magic {magic!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise ReplayProtocolError("version", f"version {version}, this client speaks {VERSION}")
+    try:
+        status = ReplayStatus(code)
+    except ValueError as exc:
+        raise ReplayProtocolError("status", f"unknown status {code}") from exc
+    message = bytes(frame[STATUS_SIZE:]).decode(errors="replace")
+    return ReplyStatus(status, channel, count, request_id, first, through, oldest, newest, message)
+
+
+# ---- the service ----------------------------------------------------------------
+
+
+class RecordLike(Protocol):
+    """What the service needs of a journal record (``adapter.journal.Record`` fits)."""
+
+    @property
+    def msg_seq(self) -> int: ...
+    @property
+    def source_stream(self) -> int: ...
+    @property
+    def source_seq(self) -> int: ...
+    @property
+    def payload(self) -> bytes: ...
+
+
+class JournalSource(Protocol):
+    """Reads a journal by msg_seq (``adapter.journal.JournalReader`` fits)."""
+
+    def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterable[RecordLike]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayCounters:
+    """What the service has answered so far."""
+
+    requests: int = 0
+    messages: int = 0
+    packets: int = 0
+    unavailable: int = 0
+    errors: int = 0
+
+
+class ReplayService:
+    """Answers replay requests from one adapter's journal (the runner moves the frames).
+
+    Args:
+        journal: the journal reader.
+        channel: the channel number served.
+        adapter: this adapter's number (stamped on the packets).
+        max_packet_bytes: packet budget, header included.
+        max_bytes: the most packet bytes one reply carries.
+        bounds: returns ``(oldest, newest)`` msg_seq the journal holds (0, 0 when empty).
+        before_read: called with the request's last msg_seq when a read came up
+            short of what the journal's writer holds, so the owner can flush
+            records its writer still buffers; the read is then done again.
+    """
+
+    def __init__(
+        self,
+        journal: JournalSource,
+        *,
+        channel: int,
+        adapter: int,
+        max_packet_bytes: int,
+        max_bytes: int,
+        bounds: Callable[[], tuple[int, int]],
+        before_read: Callable[[int], None] | None = None,
+    ) -> None:
+        if max_bytes < max_packet_bytes:
+            raise ValueError(f"max_bytes ({max_bytes}) must hold one packet ({max_packet_bytes})")
+        self._journal = journal
+        self._channel = channel
+        self._adapter = adapter
+        self._max_packet_bytes = max_packet_bytes
+        self._max_bytes = max_bytes
+        self._bounds = bounds
+        self._before_read = before_read
+        self.counters = ReplayCounters()
+
+    def __repr__(self) -> str:
+        c = self.counters
+        return (
+            f"<ReplayService [channel={self._channel}, requests={c.requests}, messages={c.messages}, "
+            f"unavailable={c.unavailable}]>"
+        )
+
+    def answer(self, frames: Sequence[bytes], *, term: int, send_time_ns: int) -> list[bytes]:
+        """Answer one request message.
+
+        Args:
+            frames: the ZeroMQ message as the ROUTER received it (envelope, then the body).
+            term: this adapter's term (stamped on the packets).
+            send_time_ns: the send time stamped on the packets.
+
+        Returns:
+            The reply message: the envelope, the status frame, the packets.
+        """
+        c = self.counters
+        envelope, body = list(frames[:-1]), frames[-1] if frames else b""
+        try:
+            request = decode_request(body)
+        except ReplayProtocolError as exc:
+            self.counters = _bump(c, requests=1, errors=1)
+            return envelope + [self._status(ReplayStatus.BAD_REQUEST, None, str(exc))]
+        if request.channel != self._channel:
+            self.counters = _bump(c, requests=1, errors=1)
+            message = f"this service serves channel {self._channel}, not {request.channel}"
+            return envelope + [self._status(ReplayStatus.WRONG_CHANNEL, request, message)]
+        try:
+            packets, through, short = self._collect(request, term=term, send_time_ns=send_time_ns)
+            if short and self._before_read is not None:
+                # Flushing costs a wait on the writer's thread, so only when needed.
+                self._before_read(request.last_seq)
+                packets, through, short = self._collect(request, term=term, send_time_ns=send_time_ns)
+        except Exception as exc:  # a damaged journal must not take the adapter down
+            logger.warning("replay of %r failed: %s", request, exc)
+            self.counters = _bump(c, requests=1, errors=1)
+            return envelope + [self._status(ReplayStatus.ERROR, request, f"journal read failed: {exc}")]
+        if not packets:
+            oldest, newest = self._bounds()
+            held = f"{oldest}..{newest}" if newest else "nothing"
+            message = (
+                f"msg_seq {request.first_seq}..{request.last_seq} of channel {self._channel} "
+                f"is not in this journal (it holds {held})"
+            )
+            self.counters = _bump(c, requests=1, unavailable=1)
+            return envelope + [self._status(ReplayStatus.UNAVAILABLE, request, message)]
+        messages = sum(wire.decode_header(p).count for p in packets)
+        self.counters = _bump(c, requests=1, messages=messages, packets=len(packets))
+        return (
+            envelope
+            + [self._status(ReplayStatus.OK, request, "", through=through, count=len(packets))]
+            + packets
+        )
+
+    def _collect(
+        self, request: ReplayRequest, *, term: int, send_time_ns: int
+    ) -> tuple[list[bytes], int, bool]:
+        # Strategy: one pass over the journal from first_seq, cutting a packet
+        # at a msg_seq hole or when it is full, and the reply at max_bytes.
+        # ``through`` is the last msg_seq covered: past the last record read
+        # when the read ran to last_seq (holes up to last are then known to be
+        # absent), or the last record packed when the reply was cut. ``short``:
+        # the read ended before records the writer says it holds.
+        packets: list[bytes] = []
+        builder = wire.PacketBuilder(self._max_packet_bytes)
+        total = 0
+        through = request.last_seq
+        short = False
+        last_packed = request.first_seq - 1
+        newest_read = request.first_seq - 1
+
+        def seal() -> None:
+            nonlocal total
+            packet = builder.build(
+                channel=self._channel,
+                adapter=self._adapter,
+                term=term,
+                send_time_ns=send_time_ns,
+                flags=wire.FLAG_RETRANSMISSION,
+            )
+            packets.append(packet)
+            total += len(packet)
+
+        for record in self._journal.read(request.first_seq, request.last_seq):
+            newest_read = record.msg_seq
+            size = wire.BLOCK_OVERHEAD + len(record.payload)
+            contiguous = builder.count and record.msg_seq == builder.first_seq + builder.count
+            if builder.count and (not contiguous or not builder.fits(len(record.payload))):
+                seal()
+            if total + wire.HEADER_SIZE + size > self._max_bytes or len(packets) >= MAX_PACKETS:
+                through = last_packed
+                break
+            builder.add(record.msg_seq, record.source_stream, record.source_seq, record.payload)
+            last_packed = record.msg_seq
+        else:
+            # Ran to last_seq, or to the end of what the journal holds: every
+            # msg_seq up to here that is not in the packets is not in this journal.
+            _oldest, newest = self._bounds()
+            through = request.last_seq if newest >= request.last_seq else max(newest_read, newest)
+            short = newest_read < min(newest, request.last_seq)
+        if builder.count:
+            seal()
+        return packets, max(min(through, request.last_seq), request.first_seq - 1), short
+
+    def _status(
+        self,
+        status: ReplayStatus,
+        request: ReplayRequest | None,
+        message: str,
+        *,
+        through: int = -1,
+        count: int = 0,
+    ) -> bytes:
+        oldest, newest = self._bounds()
+        first = 0 if request is None else request.first_seq
+        return encode_status(
+            ReplyStatus(
+                status=status,
+                channel=self._channel,
+                packet_count=count,
+                request_id=0 if request is None else request.request_id,
+                first_seq=first,
+                through=max(through, first - 1, 0),
+                oldest_seq=oldest,
+                newest_seq=newest,
+                message=message,
+            )
+        )
+
+
+def _bump(counters: ReplayCounters, **deltas: int) -> ReplayCounters:
+    values = {name: getattr(counters, name) + deltas.get(name, 0) for name in counters.__dataclass_fields__}
+    return ReplayCounters(**values)

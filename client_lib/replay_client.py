@@ -1,0 +1,328 @@
+"""A retransmission hook for :class:`~client_lib.Subscriber`: fill gaps from the lines' replay services.
+
+Theory of operation
+-------------------
+Every adapter of a channel journals its line and may run a replay service
+(protocol in docs/journal.md and :mod:`adapter.replay`). When the arbiter
+emits ``RetransmissionNeeded(channel, first, last)``, the subscriber calls
+this hook, which asks the channel's replay services in turn, starting with
+the one that answered last:
+
+* each service is asked for what is still missing, page by page (a reply is
+  bounded; ``through`` says how far it reached, so the next request starts
+  after it);
+* a service that times out, answers garbage or an error is left for the
+  next one (its socket is closed, so a late reply can never be mistaken for
+  a later one); one that lacks part of the range (``UNAVAILABLE``, or holes
+  inside a reply) leaves that part to the next one;
+* the packets collected go back to the subscriber, which feeds them to the
+  arbiter; what no journal had stays a hole and is reported ``GapLost``
+  when the loss timeout passes.
+
+The hook blocks the subscriber's loop for at most ``timeout`` per request
+and ``budget`` per call. It is not thread-safe (one per subscriber).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import zmq
+
+from adapter.replay import (
+    ReplayProtocolError,
+    ReplayRequest,
+    ReplayStatus,
+    decode_status,
+    encode_request,
+)
+from client_lib.arbiter import RetransmissionNeeded
+from client_lib.errors import ConfigError
+from proto.wire import WireError, decode_header
+
+logger = logging.getLogger(__name__)
+
+TIMEOUT_S: Final = 0.5
+BUDGET_S: Final = 2.0
+MAX_REQUESTS: Final = 256
+
+Ranges = list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayClientStats:
+    """What the hook has done so far.
+
+    Attributes:
+        calls: retransmission events handled.
+        requests: requests sent.
+        packets: packets returned to the subscriber.
+        messages: messages in them.
+        timeouts: requests that got no reply in time.
+        failures: replies that were errors or garbage.
+        unavailable: replies saying the journal lacks the range.
+        failovers: times a later service was asked for what an earlier one did not give.
+        unfilled: messages no service could provide.
+    """
+
+    calls: int
+    requests: int
+    packets: int
+    messages: int
+    timeouts: int
+    failures: int
+    unavailable: int
+    failovers: int
+    unfilled: int
+
+
+def subtract(ranges: Ranges, first: int, last: int) -> Ranges:
+    """Remove ``first..last`` from sorted, disjoint, inclusive ``ranges``."""
+    out: Ranges = []
+    for a, b in ranges:
+        if last < a or first > b:
+            out.append((a, b))
+            continue
+        if a < first:
+            out.append((a, first - 1))
+        if last < b:
+            out.append((last + 1, b))
+    return out
+
+
+class ReplayClient:
+    """Retransmission hook: asks each channel's replay services for missing messages.
+
+    Example::
+
+        replay = ReplayClient({1: ["tcp://10.0.0.1:5701", "tcp://10.0.0.2:5701"]})
+        with Subscriber(channels, on_retransmission_needed=replay) as sub: ...
+
+    Args:
+        endpoints: per channel number, the replay endpoints of its lines.
+        timeout: seconds to wait for one reply before trying the next service.
+        budget: most seconds one call may spend in all.
+        max_requests: most requests one call may send.
+        context: a ZeroMQ context; by default the process-wide instance.
+
+    Raises:
+        ConfigError: no endpoints, a bad endpoint, or a bad setting.
+    """
+
+    def __init__(
+        self,
+        endpoints: Mapping[int, Sequence[str]],
+        *,
+        timeout: float = TIMEOUT_S,
+        budget: float = BUDGET_S,
+        max_requests: int = MAX_REQUESTS,
+        context: zmq.Context[Any] | None = None,
+    ) -> None:
+        if not endpoints:
+            raise ConfigError("endpoints", endpoints, "name at least one channel's replay services")
+        for channel, services in endpoints.items():
+            if not services:
+                raise ConfigError("endpoints", channel, "channel has no replay endpoint")
+            for endpoint in services:
+                if not isinstance(endpoint, str) or "://" not in endpoint:
+                    raise ConfigError("endpoints", endpoint, "expected transport://address")
+        if not timeout > 0:
+            raise ConfigError("timeout", timeout, "must be > 0")
+        if not budget >= timeout:
+            raise ConfigError("budget", budget, "must be >= timeout")
+        if max_requests < 1:
+            raise ConfigError("max_requests", max_requests, "must be >= 1")
+        self._endpoints = {channel: tuple(services) for channel, services in endpoints.items()}
+        self._timeout_ms = max(1, round(timeout * 1000))
+        self._budget = budget
+        self._max_requests = max_requests
+        self._context = context or zmq.Context.instance()
+        self._sockets: dict[str, zmq.Socket[bytes]] = {}
+        self._preferred: dict[int, int] = {}
+        self._ids = itertools.count(1)
+        self._counts = dict.fromkeys(ReplayClientStats.__dataclass_fields__, 0)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        c = self._counts
+        return (
+            f"<ReplayClient [channels={sorted(self._endpoints)}, requests={c['requests']}, "
+            f"messages={c['messages']}, failovers={c['failovers']}, unfilled={c['unfilled']}]>"
+        )
+
+    def __enter__(self) -> ReplayClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def stats(self) -> ReplayClientStats:
+        """A snapshot of the counters."""
+        return ReplayClientStats(**self._counts)
+
+    def __call__(self, event: RetransmissionNeeded) -> list[bytes]:
+        """Fetch ``event.first_seq..event.last_seq`` of ``event.channel``.
+
+        Returns:
+            Retransmission packets, possibly covering only part of the range
+            (the rest was in no journal that answered).
+        """
+        return self.fetch(event.channel, event.first_seq, event.last_seq)
+
+    def fetch(self, channel: int, first_seq: int, last_seq: int) -> list[bytes]:
+        """Fetch messages ``first_seq..last_seq`` of ``channel`` from its replay services.
+
+        Returns:
+            Retransmission packets in the order received (see :meth:`__call__`).
+        """
+        self._counts["calls"] += 1
+        services = self._endpoints.get(channel)
+        if services is None or self._closed:
+            self._counts["unfilled"] += last_seq - first_seq + 1
+            return []
+        job = _Fetch([(first_seq, last_seq)], time.monotonic() + self._budget, self._max_requests)
+        start = self._preferred.get(channel, 0)
+        for turn in range(len(services)):
+            if not job.missing or job.exhausted():
+                break
+            index = (start + turn) % len(services)
+            if turn:
+                self._counts["failovers"] += 1
+            if self._from_service(services[index], channel, job) and not job.missing:
+                self._preferred[channel] = index
+        unfilled = sum(last - first + 1 for first, last in job.missing)
+        self._counts["unfilled"] += unfilled
+        if unfilled:
+            logger.warning(
+                "channel %d: %d of msg_seq %d..%d in no replay service",
+                channel,
+                unfilled,
+                first_seq,
+                last_seq,
+            )
+        return job.packets
+
+    def _from_service(self, endpoint: str, channel: int, job: _Fetch) -> bool:
+        """Ask one service for everything still missing, page by page; False when it failed."""
+        for first, last in list(job.missing):
+            low = first
+            while low <= last:
+                if job.exhausted():
+                    return True
+                job.requests += 1
+                reply = self._ask(endpoint, channel, low, last)
+                if reply is None:
+                    return False
+                through, got = reply
+                job.take(got)
+                if through < low:
+                    break  # nothing of low.. here: leave it to the next service
+                low = through + 1
+        return True
+
+    def _ask(self, endpoint: str, channel: int, first: int, last: int) -> tuple[int, _Got] | None:
+        """One request; ``None`` when the service failed (timeout, garbage, error)."""
+        request_id = next(self._ids) & 0xFFFFFFFF
+        socket = self._socket(endpoint)
+        self._counts["requests"] += 1
+        try:
+            socket.send_multipart([b"", encode_request(ReplayRequest(channel, request_id, first, last))])
+            while True:
+                if not socket.poll(self._timeout_ms):
+                    self._counts["timeouts"] += 1
+                    logger.info("replay service %s: no reply in %d ms", endpoint, self._timeout_ms)
+                    self._drop(endpoint)
+                    return None
+                frames = socket.recv_multipart()
+                if len(frames) >= 2 and frames[0] == b"":
+                    status = decode_status(frames[1])
+                    if status.request_id == request_id:
+                        break
+        except (ReplayProtocolError, zmq.ZMQError) as exc:
+            self._counts["failures"] += 1
+            logger.info("replay service %s failed: %s", endpoint, exc)
+            self._drop(endpoint)
+            return None
+        if status.status is ReplayStatus.UNAVAILABLE:
+            self._counts["unavailable"] += 1
+            return first - 1, _Got()
+        if status.status is not ReplayStatus.OK:
+            self._counts["failures"] += 1
+            logger.info("replay service %s: %s %s", endpoint, status.status.name, status.message)
+            return None
+        got = _Got()
+        for packet in frames[2:]:
+            try:
+                header = decode_header(packet)
+            except WireError as exc:
+                self._counts["failures"] += 1
+                logger.info("replay service %s sent a bad packet: %s", endpoint, exc)
+                continue
+            if header.channel != channel or not header.is_retransmission or not header.count:
+                self._counts["failures"] += 1
+                continue
+            got.add(packet, header.first_seq, header.next_seq - 1)
+            self._counts["packets"] += 1
+            self._counts["messages"] += header.count
+        return status.through, got
+
+    def _socket(self, endpoint: str) -> zmq.Socket[bytes]:
+        socket = self._sockets.get(endpoint)
+        if socket is None:
+            socket = self._context.socket(zmq.DEALER)
+            socket.linger = 0
+            socket.rcvhwm = 0
+            socket.connect(endpoint)
+            self._sockets[endpoint] = socket
+        return socket
+
+    def _drop(self, endpoint: str) -> None:
+        socket = self._sockets.pop(endpoint, None)
+        if socket is not None:
+            socket.close(linger=0)
+
+    def close(self) -> None:
+        """Close the sockets (idempotent); later calls return nothing."""
+        self._closed = True
+        for endpoint in list(self._sockets):
+            self._drop(endpoint)
+
+
+class _Got:
+    """Packets of one reply and the msg_seq ranges they cover."""
+
+    __slots__ = ("packets", "ranges")
+
+    def __init__(self) -> None:
+        self.packets: list[bytes] = []
+        self.ranges: Ranges = []
+
+    def add(self, packet: bytes, first: int, last: int) -> None:
+        self.packets.append(packet)
+        self.ranges.append((first, last))
+
+
+class _Fetch:
+    """One call's progress: what is still missing, what was collected, what is left to spend."""
+
+    __slots__ = ("missing", "packets", "deadline", "max_requests", "requests")
+
+    def __init__(self, missing: Ranges, deadline: float, max_requests: int) -> None:
+        self.missing = missing
+        self.packets: list[bytes] = []
+        self.deadline = deadline
+        self.max_requests = max_requests
+        self.requests = 0
+
+    def exhausted(self) -> bool:
+        return self.requests >= self.max_requests or time.monotonic() >= self.deadline
+
+    def take(self, got: _Got) -> None:
+        for first, last in got.ranges:
+            self.missing = subtract(self.missing, first, last)
+        self.packets.extend(got.packets)
