@@ -36,254 +36,95 @@ never competes with the one that replaced it.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Final, TypeAlias
 
-from adapter.errors import ConfigError, SyncProtocolError
+from adapter.errors import SyncProtocolError
 from adapter.sequencer import ReportVerdict
-
-HEARTBEAT_INTERVAL_S: Final = 0.01
-HEARTBEAT_TIMEOUT_S: Final = 0.4
-HEALTH_INTERVAL_S: Final = 0.1
-PEER_TIMEOUT_S: Final = 1.0
-PROMOTION_STAGGER_S: Final = 0.06
-STARTUP_GRACE_S: Final = 0.3
-AHEAD_TOLERANCE: Final = 64
-THROTTLE_PAUSE_S: Final = 0.0005
-THROTTLE_EVERY: Final = 1
-DESYNC_LIMIT: Final = 3
-DESYNC_WINDOW_S: Final = 10.0
-SNAPSHOT_RETRY_S: Final = 0.5
-
-
-class Role(enum.Enum):
-    ACTIVE = "active"
-    BACKUP = "backup"
-    FAILED = "failed"
-
-
-class SyncStatus(enum.Enum):
-    SYNCING = "syncing"  # numbering or state not verified yet: output held
-    IN_SYNC = "in_sync"
-    AHEAD = "ahead"  # sent a reported message under another msg_seq: output held, throttled
-    FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SyncConfig:
-    """Timers and limits of the sync rules (defaults are the ``*_S`` constants)."""
-
-    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
-    heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
-    health_interval_s: float = HEALTH_INTERVAL_S
-    peer_timeout_s: float = PEER_TIMEOUT_S
-    promotion_stagger_s: float = PROMOTION_STAGGER_S
-    startup_grace_s: float = STARTUP_GRACE_S
-    ahead_tolerance: int = AHEAD_TOLERANCE
-    throttle_pause_s: float = THROTTLE_PAUSE_S
-    throttle_every: int = THROTTLE_EVERY
-    desync_limit: int = DESYNC_LIMIT
-    desync_window_s: float = DESYNC_WINDOW_S
-    snapshot_retry_s: float = SNAPSHOT_RETRY_S
-
-    def __post_init__(self) -> None:
-        for name in ("heartbeat_interval_s", "heartbeat_timeout_s", "health_interval_s", "desync_window_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if self.heartbeat_timeout_s <= 2 * self.heartbeat_interval_s:
-            raise ConfigError(
-                f"heartbeat_timeout_s ({self.heartbeat_timeout_s}) must exceed two heartbeat intervals "
-                f"({self.heartbeat_interval_s})"
-            )
-        if self.desync_limit < 1 or self.throttle_every < 1 or self.ahead_tolerance < 0:
-            raise ConfigError("desync_limit and throttle_every must be >= 1, ahead_tolerance >= 0")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Peer:
-    """What this adapter last heard from another adapter of the channel."""
-
-    adapter: int
-    role: Role
-    term: int
-    last_seen: float
-    score: float | None = None
-    in_sync: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SyncState:
-    """One adapter's view of its group. Build the first one with :func:`initial_state`."""
-
-    adapter: int
-    role: Role
-    status: SyncStatus
-    term: int
-    active: int | None
-    active_heard_at: float | None
-    started_at: float
-    deciding: bool
-    want_active: bool
-    peers: Mapping[int, Peer] = field(default_factory=dict)
-    health_score: float = 100.0
-    desyncs: tuple[float, ...] = ()
-    ever_in_sync: bool = False
-    throttled: bool = False
-    reported_at: float | None = None
-    mismatch_since: float | None = None
-    snapshot_requested_at: float | None = None
-    demoted_at: float | None = None
-    next_heartbeat_at: float = 0.0
-    next_health_at: float = 0.0
-
-    @property
-    def is_publishing(self) -> bool:
-        """Whether this adapter sends on its line right now."""
-        if self.deciding:
-            return False
-        return self.role is Role.ACTIVE or (self.role is Role.BACKUP and self.status is SyncStatus.IN_SYNC)
-
-    @property
-    def is_in_sync(self) -> bool:
-        return self.role is Role.ACTIVE or self.status is SyncStatus.IN_SYNC
-
-    def __repr__(self) -> str:
-        return (
-            f"<SyncState [adapter={self.adapter}, role={self.role.value}, status={self.status.value}, "
-            f"term={self.term}, active={self.active}, throttled={self.throttled}, peers={len(self.peers)}]>"
-        )
-
-
-# ---- events -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PeerHeard:
-    """Any sync-bus message from a peer (with health fields when it was a Health)."""
-
-    adapter: int
-    role: Role
-    term: int
-    score: float | None = None
-    in_sync: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ActiveReported:
-    """The active's stream state was compared with ours (see Sequencer.compare)."""
-
-    adapter: int
-    term: int
-    verdict: ReportVerdict
-    ahead_by: int
-
-
-@dataclass(frozen=True, slots=True)
-class ArrivalChecked:
-    """We reached a position the active had reported (see Sequencer.record)."""
-
-    renumbered: bool
-    digest_matches: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotAdopted:
-    source_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotRequested:
-    requester: int
-    target: int
-
-
-@dataclass(frozen=True, slots=True)
-class SourceGapSeen:
-    missing: int
-
-
-@dataclass(frozen=True, slots=True)
-class HealthMeasured:
-    score: float
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """A timer fired (heartbeats, health, elections)."""
-
-
-class CommandKind(enum.Enum):
-    PROMOTE = "promote"
-    DEMOTE = "demote"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True, slots=True)
-class OperatorCommand:
-    kind: CommandKind
-    reason: str = "operator"
-
-
-SyncEvent: TypeAlias = (
-    PeerHeard
-    | ActiveReported
-    | ArrivalChecked
-    | SnapshotAdopted
-    | SnapshotRequested
-    | SourceGapSeen
-    | HealthMeasured
-    | Tick
-    | OperatorCommand
+from adapter.sync_types import (
+    AHEAD_TOLERANCE,
+    DESYNC_LIMIT,
+    DESYNC_WINDOW_S,
+    HEALTH_INTERVAL_S,
+    HEARTBEAT_INTERVAL_S,
+    HEARTBEAT_TIMEOUT_S,
+    PEER_TIMEOUT_S,
+    PROMOTION_STAGGER_S,
+    SNAPSHOT_RETRY_S,
+    STARTUP_GRACE_S,
+    THROTTLE_EVERY,
+    THROTTLE_PAUSE_S,
+    Action,
+    ActiveReported,
+    ArrivalChecked,
+    CommandKind,
+    CommandRejected,
+    HealthMeasured,
+    OperatorCommand,
+    Peer,
+    PeerHeard,
+    RequestSnapshot,
+    Result,
+    Role,
+    RoleChanged,
+    SendFailed,
+    SendHealth,
+    SendSnapshot,
+    SendStreamState,
+    SnapshotAdopted,
+    SnapshotRequested,
+    SourceGapSeen,
+    SyncConfig,
+    SyncEvent,
+    SyncState,
+    SyncStatus,
+    Tick,
 )
 
-# ---- actions ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SendStreamState:
-    """Publish our stream state (the active's heartbeat)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SendHealth:
-    """Publish our health."""
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSnapshot:
-    target: int
-
-
-@dataclass(frozen=True, slots=True)
-class SendSnapshot:
-    """Publish our whole conversion state (we are the active and were asked)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RoleChanged:
-    old: Role
-    new: Role
-    term: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class SendFailed:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class CommandRejected:
-    kind: CommandKind
-    reason: str
-
-
-Action: TypeAlias = (
-    SendStreamState | SendHealth | RequestSnapshot | SendSnapshot | RoleChanged | SendFailed | CommandRejected
-)
-Result: TypeAlias = tuple[SyncState, list[Action]]
+__all__ = [
+    "AHEAD_TOLERANCE",
+    "Action",
+    "ActiveReported",
+    "ArrivalChecked",
+    "CommandKind",
+    "CommandRejected",
+    "DESYNC_LIMIT",
+    "DESYNC_WINDOW_S",
+    "HANDLERS",
+    "HEALTH_INTERVAL_S",
+    "HEARTBEAT_INTERVAL_S",
+    "HEARTBEAT_TIMEOUT_S",
+    "HealthMeasured",
+    "OperatorCommand",
+    "PEER_TIMEOUT_S",
+    "PROMOTION_STAGGER_S",
+    "Peer",
+    "PeerHeard",
+    "RequestSnapshot",
+    "Result",
+    "Role",
+    "RoleChanged",
+    "SNAPSHOT_RETRY_S",
+    "STARTUP_GRACE_S",
+    "SendFailed",
+    "SendHealth",
+    "SendSnapshot",
+    "SendStreamState",
+    "SnapshotAdopted",
+    "SnapshotRequested",
+    "SourceGapSeen",
+    "SyncConfig",
+    "SyncEvent",
+    "SyncState",
+    "SyncStatus",
+    "THROTTLE_EVERY",
+    "THROTTLE_PAUSE_S",
+    "Tick",
+    "initial_state",
+    "next_deadline",
+    "on_event",
+]
 
 
 def initial_state(*, adapter: int, want_active: bool, term: int, now: float) -> SyncState:
