@@ -1,0 +1,257 @@
+"""The ceiling every feedha benchmark divides by: a bare pyzmq PUB→SUB pair on loopback.
+
+One publisher process and one or more subscriber processes (``python -m
+bench.ceiling pub|sub``), 100-byte payloads, one single-frame ZeroMQ message
+each, ``SNDHWM``/``RCVHWM`` 0 (unbounded, so nothing is dropped), no
+batching, no decoding beyond the 16-byte stamp. Each payload starts with
+``b"D"``, a u64 sequence number and the send time (``time.time_ns()``), so the
+same pair measures throughput (unpaced) and one-way latency (paced).
+
+Protocol between the orchestrator and the children (JSON lines on stdout):
+
+* ``pub`` binds, prints ``{"event": "ready", "endpoint": ...}`` and sends a
+  warm-up message (``b"W"``) every 2 ms until it gets ``SIGUSR1``; then it
+  sends ``--count`` messages (at ``--rate``, 0 = as fast as it can), a few
+  end markers (``b"E"``), and prints ``{"event": "done", ...}``.
+* ``sub`` connects, prints ``ready`` when the first warm-up arrives (the
+  subscription is in place: no slow-joiner loss), counts data messages until
+  an end marker, then prints ``{"event": "result", ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Sequence
+from typing import IO, Any, Final
+
+SIZE: Final = 100
+STAMP: Final = struct.Struct(">cQq")  # b"D", seq, send time ns
+WARMUP_S: Final = 0.002
+END_MARKERS: Final = 5
+
+
+def _emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def _pub(args: argparse.Namespace) -> int:
+    import zmq
+
+    started = False
+
+    def on_start(*_: object) -> None:
+        nonlocal started
+        started = True
+
+    signal.signal(signal.SIGUSR1, on_start)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUB)
+    sock.sndhwm = 0
+    sock.linger = 5000
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
+    deadline = time.monotonic() + args.wait
+    while not started and time.monotonic() < deadline:
+        sock.send(b"W")
+        time.sleep(WARMUP_S)
+    pad = b"\x00" * (args.size - STAMP.size)
+    pack = STAMP.pack
+    send = sock.send
+    time_ns = time.time_ns
+    count, rate = args.count, args.rate
+    start = time.monotonic()
+    if rate <= 0:
+        for seq in range(count):
+            send(pack(b"D", seq, time_ns()) + pad)
+    else:
+        # Deadline pacing: message k is due at start + k / rate; send what is due.
+        seq = 0
+        monotonic = time.monotonic
+        while seq < count:
+            due = min(count, int((monotonic() - start) * rate) + 1)
+            if due <= seq:
+                time.sleep(max(0.0, (seq / rate) - (monotonic() - start)))
+                continue
+            while seq < due:
+                send(pack(b"D", seq, time_ns()) + pad)
+                seq += 1
+    elapsed = time.monotonic() - start
+    for _ in range(END_MARKERS):
+        send(b"E")
+    _emit("done", sent=count, elapsed_s=elapsed)
+    sock.close()
+    ctx.term()
+    return 0
+
+
+def _sub(args: argparse.Namespace) -> int:
+    import zmq
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.SUB)
+    sock.rcvhwm = 0
+    sock.linger = 0
+    sock.subscribe(b"")
+    sock.connect(args.endpoint)
+    recv = sock.recv
+    first = recv()
+    while first[:1] != b"W" and first[:1] != b"D":
+        first = recv()
+    _emit("ready")
+    unpack = STAMP.unpack_from
+    time_ns = time.time_ns
+    latencies = array("q")
+    record = latencies.append
+    received = 0
+    first_ns = last_ns = 0
+    sock.rcvtimeo = int(args.timeout * 1000)  # cheaper than a poll per message
+    message = first
+    while True:
+        kind = message[:1]
+        if kind == b"D":
+            now = time_ns()
+            if not received:
+                first_ns = now
+            last_ns = now
+            received += 1
+            if args.latency:
+                record(now - unpack(message)[2])
+        elif kind == b"E":
+            break
+        try:
+            message = recv()
+        except zmq.Again:
+            break  # the publisher died: report what we have
+    result: dict[str, Any] = {"received": received, "first_ns": first_ns, "last_ns": last_ns}
+    if args.latency:
+        result["latency_us"] = latency_summary(latencies)
+    _emit("result", **result)
+    sock.close()
+    ctx.term()
+    return 0
+
+
+def latency_summary(latencies_ns: Sequence[int]) -> dict[str, float]:
+    """p50/p99/p99.9/max (µs) of one-way latencies, through an HdrHistogram (3 significant digits).
+
+    Args:
+        latencies_ns: the measured latencies in ns (negative values, from clock steps, count as 0).
+
+    Returns:
+        ``{"count", "p50", "p99", "p99.9", "max", "mean"}``, in microseconds.
+    """
+    from hdrh.histogram import HdrHistogram
+
+    histogram = HdrHistogram(1, 60_000_000_000, 3)
+    for value in latencies_ns:
+        histogram.record_value(max(1, value))
+    if not latencies_ns:
+        return {"count": 0, "p50": 0.0, "p99": 0.0, "p99.9": 0.0, "max": 0.0, "mean": 0.0}
+    return {
+        "count": len(latencies_ns),
+        "p50": round(histogram.get_value_at_percentile(50) / 1000, 1),
+        "p99": round(histogram.get_value_at_percentile(99) / 1000, 1),
+        "p99.9": round(histogram.get_value_at_percentile(99.9) / 1000, 1),
+        "max": round(histogram.get_max_value() / 1000, 1),
+        "mean": round(histogram.get_mean_value() / 1000, 1),
+    }
+
+
+def run_pair(
+    *,
+    count: int,
+    rate: float = 0.0,
+    subscribers: int = 1,
+    latency: bool = False,
+    size: int = SIZE,
+    log: IO[str] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Run one bare PUB→SUB measurement in child processes.
+
+    Args:
+        count: data messages to send.
+        rate: messages/s (0: unpaced, for throughput).
+        subscribers: SUB processes (each receives every message).
+        latency: record one-way latencies at the subscribers.
+        size: payload bytes (>= 17).
+        log: where the children's stderr goes.
+        timeout: seconds before giving up.
+
+    Returns:
+        ``sent``, ``received`` (per subscriber), ``rate`` (msg/s per subscriber,
+        first to last receive), ``lost`` (total) and, with ``latency``,
+        ``latency_us`` of the first subscriber.
+    """
+    from feedha.procs import JsonProcess
+
+    common = ["--size", str(size)]
+    pub = JsonProcess.python(
+        "ceiling-pub",
+        "bench.ceiling",
+        ["pub", "--count", str(count), "--rate", str(rate), "--wait", str(timeout), *common],
+        log=log,
+    )
+    subs: list[JsonProcess] = []
+    try:
+        endpoint = pub.wait_event("ready", 20)["endpoint"]
+        for index in range(subscribers):
+            extra = ["--latency"] if latency and index == 0 else []
+            subs.append(
+                JsonProcess.python(
+                    f"ceiling-sub-{index}",
+                    "bench.ceiling",
+                    ["sub", "--endpoint", endpoint, *extra, *common],
+                    log=log,
+                )
+            )
+        for sub in subs:
+            sub.wait_event("ready", 20)
+        pub.popen.send_signal(signal.SIGUSR1)
+        done = pub.wait_event("done", timeout)
+        results = [sub.wait_event("result", timeout) for sub in subs]
+    finally:
+        for proc in [pub, *subs]:
+            proc.kill()
+    rates = [
+        r["received"] / max((r["last_ns"] - r["first_ns"]) / 1e9, 1e-9) if r["received"] > 1 else 0.0
+        for r in results
+    ]
+    out: dict[str, Any] = {
+        "sent": done["sent"],
+        "send_s": done["elapsed_s"],
+        "received": [r["received"] for r in results],
+        "rate": sum(rates) / len(rates),
+        "min_rate": min(rates),
+        "lost": sum(done["sent"] - r["received"] for r in results),
+    }
+    if latency:
+        out["latency_us"] = results[0]["latency_us"]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.ceiling pub|sub``: the child processes of :func:`run_pair`."""
+    parser = argparse.ArgumentParser(prog="python -m bench.ceiling", description=__doc__)
+    parser.add_argument("role", choices=("pub", "sub"))
+    parser.add_argument("--endpoint", help="sub: the publisher's endpoint")
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--size", type=int, default=SIZE)
+    parser.add_argument("--wait", type=float, default=60.0, help="pub: longest wait for the start signal")
+    parser.add_argument("--timeout", type=float, default=10.0, help="sub: silence that ends the run")
+    parser.add_argument("--latency", action="store_true")
+    args = parser.parse_args(argv)
+    if args.size < STAMP.size:
+        parser.error(f"--size must be >= {STAMP.size}")
+    return _pub(args) if args.role == "pub" else _sub(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

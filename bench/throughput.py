@@ -1,0 +1,424 @@
+"""Throughput benchmark, and the pipeline harness every feedha benchmark shares.
+
+The pipeline: the plain source (``spark_feed.plain_source``) → one or more
+adapter groups (an active and ``backups``; real ``feedha adapter``
+processes) → one or more bench clients (``python -m bench.throughput
+client``: ``client_lib.Subscriber`` joined to every line of its channel, so
+it arbitrates), all on loopback. Every run starts fresh processes and is
+bounded in time; :func:`run_pipeline` returns what the source sent and what
+each client delivered.
+
+``throughput`` ramps the source rate (short steps, each a fresh pipeline)
+and reports the highest step that was *sustained*: 0 lost, every sent
+message delivered, and the client done within a small drain allowance after
+the source stopped (with unbounded high-water marks, overload shows as a
+growing queue, not as loss). Its ceiling is the bare pyzmq PUB→SUB pair
+(:mod:`bench.ceiling`) measured in the same run (best of two, one before and
+one after the ramp, so a loaded machine lowers the ratio rather than
+flattering it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Final
+
+from bench.common import Figure, figure
+
+STREAM: Final = "A-Z"
+SYMBOLS: Final = 200
+RAMP_START: Final = 10_000.0
+RAMP_FACTOR: Final = 1.5
+STEP_S: Final = 3.0
+QUICK_STEP_S: Final = 1.5
+RAMP_BUDGET_S: Final = 150.0
+QUICK_RAMP_BUDGET_S: Final = 45.0
+DRAIN_ALLOWANCE_S: Final = 0.25  # the client may finish this long after the source (queueing, not overload)
+CEILING_COUNT: Final = 300_000
+QUICK_CEILING_COUNT: Final = 100_000
+PROGRESS_S: Final = 0.1
+
+
+# --- the bench client (a child process) ---------------------------------------------------
+
+
+def _emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def client_main(argv: Sequence[str]) -> int:
+    """``python -m bench.throughput client``: subscribe, arbitrate, count; summary on SIGTERM.
+
+    Prints ``ready`` once a packet arrived, ``progress`` every 0.1 s, and a
+    ``summary`` (delivered, kept, unique/duplicates/out-of-order per the block
+    headers, first/last delivery wall time, arbiter counters, latencies) on SIGTERM.
+    """
+    from client_lib import ChannelSpec, Delivery, Subscriber, SubscriberConfig
+    from spark_feed.plain_source import symbol_names
+
+    parser = argparse.ArgumentParser(prog="python -m bench.throughput client")
+    parser.add_argument("--channel", required=True)
+    parser.add_argument("--channel-number", type=int, required=True)
+    parser.add_argument("--line", action="append", required=True)
+    parser.add_argument(
+        "--keep-symbols", type=int, default=0, help="decode and keep only the first K symbols"
+    )
+    parser.add_argument("--symbols", type=int, default=SYMBOLS, help="symbols the source generates")
+    parser.add_argument("--latency", action="store_true", help="decode and time event time -> delivery")
+    args = parser.parse_args(list(argv))
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    keep = frozenset(symbol_names(args.symbols)[: args.keep_symbols]) if args.keep_symbols else None
+    spec = ChannelSpec(args.channel, args.channel_number, tuple(args.line))
+    delivered = kept = duplicates = out_of_order = 0
+    last_source_seq = 0
+    first_wall = last_wall = 0.0
+    latencies = array("q")
+    ready = False
+    next_progress = time.monotonic() + PROGRESS_S
+    time_ns = time.time_ns
+    with Subscriber([spec], SubscriberConfig()) as subscriber:
+        while not stopping:
+            events = subscriber.poll(0.05)
+            if events:
+                now_ns = time_ns()
+                for event in events:
+                    if type(event) is not Delivery:
+                        continue
+                    delivered += 1
+                    seq = event.source_seq
+                    if seq <= last_source_seq:
+                        duplicates += seq == last_source_seq
+                        out_of_order += seq < last_source_seq
+                    else:
+                        last_source_seq = seq
+                    if keep is not None or args.latency:
+                        update = event.update  # decodes the protobuf payload
+                        if keep is not None and update.symbol not in keep:
+                            continue
+                        if args.latency:
+                            latencies.append(now_ns - update.event_time_ns)
+                    kept += 1
+                if not first_wall:
+                    first_wall = now_ns / 1e9
+                last_wall = now_ns / 1e9
+            now = time.monotonic()
+            if not ready and subscriber.stats()[args.channel].packets > 0:
+                ready = True
+                _emit("ready")
+            if now >= next_progress:
+                next_progress = now + PROGRESS_S
+                _emit("progress", delivered=delivered, last_wall=last_wall)
+        stats = subscriber.stats()[args.channel]
+    summary: dict[str, Any] = {
+        "delivered": delivered,
+        "kept": kept,
+        "duplicates": duplicates,
+        "out_of_order": out_of_order,
+        "last_source_seq": last_source_seq,
+        "first_wall": first_wall,
+        "last_wall": last_wall,
+        "arbiter_lost": stats.lost,
+        "arbiter_gaps": stats.gaps,
+        "conflicts": stats.conflicts,
+    }
+    if args.latency:
+        from bench.ceiling import latency_summary
+
+        summary["latency_us"] = latency_summary(latencies)
+    _emit("summary", **summary)
+    return 0
+
+
+# --- the harness ----------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class PipelineOptions:
+    """One pipeline run.
+
+    Attributes:
+        rate: source messages/s per channel (0: unpaced).
+        seconds: how long each source streams.
+        channels: adapter groups in parallel, each with its own source process.
+        backups: backups per group besides the active.
+        subscribers: bench clients per channel.
+        symbols: symbols each source generates.
+        keep_symbols: clients decode and keep only this many symbols (0: keep all, no decode).
+        latency: clients decode and time every delivery.
+    """
+
+    rate: float
+    seconds: float
+    channels: int = 1
+    backups: int = 1
+    subscribers: int = 1
+    symbols: int = SYMBOLS
+    keep_symbols: int = 0
+    latency: bool = False
+
+
+@dataclass
+class PipelineResult:
+    """What the sources sent and the clients delivered (one summary per client)."""
+
+    options: PipelineOptions
+    sent: list[int]  # per channel
+    source_elapsed_s: list[float]
+    source_end_wall: list[float]
+    clients: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (channel index, summary)
+
+    @property
+    def lost(self) -> int:
+        """Messages sent but never delivered, over every client."""
+        return sum(max(0, self.sent[ch] - s["delivered"] + s["duplicates"]) for ch, s in self.clients)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(s["duplicates"] + s["out_of_order"] for _ch, s in self.clients)
+
+    def client_rate(self, summary: dict[str, Any], *, kept: bool = False) -> float:
+        """A client's delivered msg/s from its first to its last delivery."""
+        span = summary["last_wall"] - summary["first_wall"]
+        count = summary["kept"] if kept else summary["delivered"]
+        return count / span if span > 0 and count > 1 else 0.0
+
+    def drain_s(self) -> float:
+        """How much longer than the source's send window the slowest client took (first to last delivery)."""
+        return max(
+            (s["last_wall"] - s["first_wall"] - self.options.seconds for _ch, s in self.clients),
+            default=0.0,
+        )
+
+    def source_rate(self) -> float:
+        """What the sources achieved, msg/s per channel (mean over their send window)."""
+        return sum(self.sent) / len(self.sent) / self.options.seconds if self.sent else 0.0
+
+
+def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
+    """Start the groups, clients and sources; stream; collect; stop everything.
+
+    Raises:
+        feedha.procs.ProcessError: a component did not start or report in time.
+    """
+    from feedha.cluster import GroupPlan, plan_group, start_adapter
+    from feedha.ports import free_ports
+    from feedha.procs import JsonProcess
+
+    procs: list[JsonProcess] = []
+    try:
+        groups: list[GroupPlan] = []
+        adapters: list[list[JsonProcess]] = []
+        for ch in range(options.channels):
+            endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+            group = plan_group(
+                channel=f"BENCH{ch + 1}",
+                channel_number=ch + 1,
+                source_endpoint=endpoint,
+                source_stream=STREAM,
+                source_stream_number=1,
+                size=options.backups + 1,
+            )
+            groups.append(group)
+            members = [
+                start_adapter(group, plan.adapter, active=plan.adapter == 1, log=log)
+                for plan in group.adapters
+            ]
+            procs += members
+            adapters.append(members)
+        for members in adapters:
+            for proc in members:
+                proc.wait_event("ready", 30)
+            members[0].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 15)
+        clients: list[tuple[int, JsonProcess]] = []
+        for ch, group in enumerate(groups):
+            args = ["client", "--channel", group.channel, "--channel-number", str(group.channel_number)]
+            for line in group.lines:
+                args += ["--line", line]
+            args += ["--symbols", str(options.symbols)]
+            if options.keep_symbols:
+                args += ["--keep-symbols", str(options.keep_symbols)]
+            if options.latency:
+                args.append("--latency")
+            for index in range(options.subscribers):
+                proc = JsonProcess.python(f"client-{ch}-{index}", "bench.throughput", args, log=log)
+                procs.append(proc)
+                clients.append((ch, proc))
+        for _ch, proc in clients:
+            proc.wait_event("ready", 30)
+        sources = []
+        for group in groups:
+            source_args = [
+                *("--endpoint", f"{STREAM}={group.source_endpoint}", "--streams", STREAM),
+                *("--rate", str(options.rate), "--seconds", str(options.seconds)),
+                *("--symbols", str(options.symbols), "--seed", "7"),
+                *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
+            ]
+            proc = JsonProcess.python("source", "spark_feed.plain_source", source_args, log=log)
+            procs.append(proc)
+            sources.append(proc)
+        summaries = []
+        for proc in sources:
+            summary = proc.wait_for(lambda e: "sent" in e, options.seconds + 60)
+            summaries.append((summary, time.time()))
+        result = PipelineResult(
+            options,
+            sent=[int(s["sent"]) for s, _t in summaries],
+            source_elapsed_s=[float(s["elapsed_s"]) for s, _t in summaries],
+            source_end_wall=[t for _s, t in summaries],
+        )
+        # Let the clients drain (bounded), then ask for their summaries.
+        drain_deadline = time.monotonic() + max(10.0, options.seconds)
+        for ch, proc in clients:
+            wanted = result.sent[ch]
+            try:
+                proc.wait_for(_delivered_at_least(wanted), max(0.1, drain_deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - a short delivery is reported as lost below
+                pass
+        for _ch, proc in clients:
+            proc.popen.send_signal(signal.SIGTERM)
+        for ch, proc in clients:
+            result.clients.append((ch, proc.wait_event("summary", 20)))
+        return result
+    finally:
+        for proc in procs:
+            proc.kill()
+
+
+def _delivered_at_least(count: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e.get("event") == "progress" and e.get("delivered", 0) >= count
+
+
+def open_log(name: str) -> IO[str]:
+    """A temp file for the components' stderr (kept, so a failure can be read)."""
+    return open(tempfile.mkstemp(prefix=f"feedha-bench-{name}-", suffix=".log")[1], "w")  # noqa: SIM115
+
+
+def ceiling(*, quick: bool, log: IO[str]) -> dict[str, Any]:
+    """The bare pyzmq throughput ceiling (one run)."""
+    from bench.ceiling import run_pair
+
+    return run_pair(count=QUICK_CEILING_COUNT if quick else CEILING_COUNT, log=log)
+
+
+# --- the throughput ramp --------------------------------------------------------------------
+
+
+def _sustained(result: PipelineResult) -> bool:
+    s = result.clients[0][1]
+    return (
+        result.lost == 0
+        and result.duplicates == 0
+        and s["delivered"] >= result.sent[0]
+        and result.drain_s() <= DRAIN_ALLOWANCE_S
+    )
+
+
+def run(*, quick: bool = False) -> list[Figure]:
+    """Ramp the source rate; report the highest sustained delivered msg/s beside the bare pyzmq ceiling.
+
+    Args:
+        quick: shorter steps and a smaller time budget.
+
+    Returns:
+        One figure, ``throughput`` (msg/s), with the ramp in its parameters.
+    """
+    step_s = QUICK_STEP_S if quick else STEP_S
+    budget = QUICK_RAMP_BUDGET_S if quick else RAMP_BUDGET_S
+    with open_log("throughput") as log:
+        ceilings = [ceiling(quick=quick, log=log)]
+        started = time.monotonic()
+        rate = RAMP_START
+        steps: list[dict[str, Any]] = []
+        best: tuple[float, PipelineResult] | None = None
+        failed_at: float | None = None
+        while time.monotonic() - started < budget:
+            result = run_pipeline(PipelineOptions(rate=rate, seconds=step_s), log)
+            ok = _sustained(result)
+            summary = result.clients[0][1]
+            steps.append(
+                {
+                    "rate": rate,
+                    "sent": result.sent[0],
+                    "source_rate": round(result.source_rate(), 1),
+                    "delivered": summary["delivered"],
+                    "delivered_rate": round(result.client_rate(summary), 1),
+                    "lost": result.lost,
+                    "drain_s": round(result.drain_s(), 3),
+                    "sustained": ok,
+                }
+            )
+            if ok:
+                if best is None or result.client_rate(summary) > best[0]:
+                    best = (result.client_rate(summary), result)
+                if result.source_rate() < 0.95 * rate:
+                    break  # the source cannot go faster: the ramp ends here
+                rate = rate * RAMP_FACTOR if failed_at is None else (rate + failed_at) / 2
+            else:
+                failed_at = rate
+                if best is None:
+                    rate /= RAMP_FACTOR * RAMP_FACTOR
+                else:
+                    previous = best[1].options.rate
+                    if failed_at / previous < 1.15:
+                        break
+                    rate = (previous + failed_at) / 2
+            if rate < 1000:
+                break
+        ceilings.append(ceiling(quick=quick, log=log))
+    top = max(c["rate"] for c in ceilings)
+    value = best[0] if best is not None else 0.0
+    lost = 0 if best is None else best[1].lost
+    params = {
+        "source": "plain source (spark_feed.plain_source), 1 stream, 200 symbols, seed 7",
+        "adapters": "active + 1 backup",
+        "client": "client_lib.Subscriber joined to both lines (arbitrating), no decode",
+        "offered_rate": None if best is None else best[1].options.rate,
+        "lost": lost,
+        "step_s": step_s,
+        "steps": steps,
+        "ceiling_runs": [round(c["rate"], 1) for c in ceilings],
+        "ceiling_payload_bytes": 100,
+        "mean_source_message_bytes": _mean_source_bytes(),
+        "quick": quick,
+        "log": log.name,
+    }
+    return [figure(name="throughput", value=value, unit="msg/s", ceiling=top, params=params)]
+
+
+def _mean_source_bytes() -> float:
+    from spark_feed.plain_source import SymbolModel
+
+    model = SymbolModel(streams=(STREAM,), symbol_count=SYMBOLS, seed=7, epoch_ns=time.time_ns())
+    sizes = [len(next(model).data) for _ in range(2000)]
+    return round(sum(sizes) / len(sizes), 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bench.throughput client ...``: the bench client process."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["client"]:
+        return client_main(args[1:])
+    print(
+        "usage: python -m bench.throughput client --channel NAME --channel-number N --line URL...",
+        file=sys.stderr,
+    )
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
