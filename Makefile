@@ -20,9 +20,9 @@ test: setup
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/pytest -m "not slow" -q
 
-# Longer drills, run by CI after the default suite.
+# Longer drills, run by CI after the default suite (exit 5 = none collected is fine).
 test-slow: setup
-	$(BIN)/pytest -m slow -q
+	$(BIN)/pytest -m slow -q || [ $$? -eq 5 ]
 
 check: setup
 	bash scripts/check

@@ -280,3 +280,25 @@ def test_failover_drill_loses_nothing() -> None:
     assert result["sent"] > 5000
     assert (result["lost"], result["duplicates"], result["out_of_order"], result["conflicts"]) == (0, 0, 0, 0)
     assert result["promoted"] and result["term"] >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_acceptance_drill_at_20k_with_two_backups() -> None:
+    """The issue's acceptance command, as a drill (the pause figure is reported, not asserted)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "feedha", "drill", "failover", "--backups", "2", "--rate", "20000"]
+        + ["--seconds", "10", "--kill", "active", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    result = json.loads(out.stdout)
+    print(json.dumps(result))
+    assert (result["lost"], result["duplicates"], result["out_of_order"], result["conflicts"]) == (0, 0, 0, 0)
+    assert result["promoted"] and result["term"] >= 2
+    assert out.returncode == 0
