@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--replay", help="replay service endpoint to bind (needs --journal; announced with the line)"
     )
     journal.add_argument(
+        "--retention-age", type=float, help="delete journal segments older than this many seconds"
+    )
+    journal.add_argument(
+        "--retention-bytes", type=int, help="delete the oldest journal segments beyond this total size"
+    )
+    journal.add_argument(
         "--replay-max-bytes",
         type=int,
         default=REPLAY_MAX_BYTES,
@@ -152,6 +158,8 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         checkpoint_every=args.checkpoint_every,
         checkpoint_interval_s=args.checkpoint_interval,
         replay_max_bytes=args.replay_max_bytes,
+        retention_max_age_s=args.retention_age,
+        retention_max_bytes=args.retention_bytes,
     )
 
 

@@ -54,6 +54,8 @@ class AdapterConfig:
         checkpoint_every: write a checkpoint after this many journaled messages ...
         checkpoint_interval_s: ... or this many seconds after the last one.
         replay_max_bytes: the most packet bytes one replay reply carries.
+        retention_max_age_s: after each checkpoint, delete journal segments older than this (None: keep).
+        retention_max_bytes: ... and the oldest segments while the journal is larger than this (None: keep).
     """
 
     feed: str = "EQUITIES"
@@ -83,6 +85,8 @@ class AdapterConfig:
     checkpoint_every: int = CHECKPOINT_EVERY
     checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S
     replay_max_bytes: int = REPLAY_MAX_BYTES
+    retention_max_age_s: float | None = None
+    retention_max_bytes: int | None = None
 
     @property
     def adapter_id(self) -> str:

@@ -397,7 +397,14 @@ class AdapterRunner:
         cfg = self.config
         if cfg.journal_dir is None:
             return
-        journal = self._journal = JournalWriter(cfg.journal_dir, JournalConfig(fsync=cfg.journal_fsync))
+        journal = self._journal = JournalWriter(
+            cfg.journal_dir,
+            JournalConfig(
+                fsync=cfg.journal_fsync,
+                retention_max_age_s=cfg.retention_max_age_s,
+                retention_max_bytes=cfg.retention_max_bytes,
+            ),
+        )
         report = journal.recovery_report
         summary = recovery.recover_state(
             JournalReader(cfg.journal_dir), journal.latest_checkpoint(), self.conversion, self.sequencer
@@ -454,6 +461,9 @@ class AdapterRunner:
         self._since_checkpoint = 0
         self._checkpoint_at = time.monotonic()
         self.counters["checkpoints"] += 1
+        # Retention runs here, after a checkpoint, so recovery never needs a deleted segment.
+        if self.config.retention_max_age_s is not None or self.config.retention_max_bytes is not None:
+            journal.apply_retention(now_ns=time.time_ns())
 
     def _journal_bounds(self) -> tuple[int, int]:
         """(oldest, newest) msg_seq in the journal, (0, 0) when empty."""
