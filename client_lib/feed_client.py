@@ -57,8 +57,9 @@ from client_lib._admin import (
     Subscription,
     TlsConfig,
 )
-from client_lib.arbiter import ArbiterStats, Delivery
+from client_lib.arbiter import ArbiterStats, Delivery, RetransmissionNeeded
 from client_lib.errors import ClosedError, ProtocolError
+from client_lib.replay_client import ReplayClient
 from client_lib.subscriber import ChannelSpec, Subscriber, SubscriberConfig
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class FeedClientStats:
         watch_connections: route watches opened (one more after each admin-server return).
         resubscriptions: times the subscription was created again after ``NOT_FOUND``.
         lines: line sockets joined, over all channels.
+        replay_requests: gaps handed to the lines' replay services (retransmission).
         last_admin_error: the last admin-server error seen by the watch ("" if none).
         channels: per-channel arbitration counters, keyed by channel name.
     """
@@ -96,6 +98,7 @@ class FeedClientStats:
     watch_connections: int
     resubscriptions: int
     lines: int
+    replay_requests: int
     last_admin_error: str
     channels: dict[str, ArbiterStats]
 
@@ -163,7 +166,9 @@ class FeedClient:
         self._updates: queue.SimpleQueue[tuple[str, tuple[Route, ...]]] = queue.SimpleQueue()
         self._subscriber: Subscriber | None = None
         self._filters: dict[int, _SymbolFilter] = {}  # channel number -> its route's symbols
-        self._lines = 0
+        self._lines = self._replay_requests = 0
+        self._replay: ReplayClient | None = None
+        self._replay_endpoints: dict[int, tuple[str, ...]] = {}
         self._subscription_id = ""
         self._symbols: tuple[str, ...] = ()
         self._delivered = self._filtered = self._undecodable = self._route_updates = 0
@@ -389,19 +394,46 @@ class FeedClient:
             self._subscriber.close()
             self._subscriber, self._lines = None, 0
         self._filters = {r.channel_number: _SymbolFilter(r.symbols) for r in live}
+        self._update_replay(live)
         for route in live:
             endpoints = tuple(dict.fromkeys(line.line_endpoint for line in route.lines if line.line_endpoint))
             if not endpoints:
                 continue  # no adapter registered yet: joined when one is
             spec = ChannelSpec(route.channel_name, route.channel_number, endpoints)
             if self._subscriber is None:
-                self._subscriber = Subscriber([spec], self._config)
+                self._subscriber = Subscriber([spec], self._config, on_retransmission_needed=self._retransmit)
                 added = len(endpoints)
             else:
                 added = self._subscriber.join(spec)
             self._lines += added
             if added:
                 logger.info("joined %d line(s) of %s (%s)", added, route.channel_name, reason)
+
+    def _update_replay(self, routes: list[Route]) -> None:
+        # Gaps are filled from the lines' replay services (adapter journals);
+        # rebuild the hook only when the set of services changed.
+        wanted = {
+            r.channel_number: services
+            for r in routes
+            if (
+                services := tuple(
+                    dict.fromkeys(line.replay_endpoint for line in r.lines if line.replay_endpoint)
+                )
+            )
+        }
+        if wanted == self._replay_endpoints:
+            return
+        if self._replay is not None:
+            self._replay.close()
+        self._replay = ReplayClient(wanted) if wanted else None
+        self._replay_endpoints = wanted
+
+    def _retransmit(self, event: RetransmissionNeeded) -> list[bytes] | None:
+        # Called by the subscriber, on the polling thread, with the socket loop paused.
+        if self._replay is None:
+            return None
+        self._replay_requests += 1
+        return self._replay(event)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -419,6 +451,7 @@ class FeedClient:
             watch_connections=self._watch_connections,
             resubscriptions=self._resubscriptions,
             lines=self._lines,
+            replay_requests=self._replay_requests,
             last_admin_error=self._last_admin_error,
             channels={} if self._subscriber is None else self._subscriber.stats(),
         )
@@ -441,6 +474,9 @@ class FeedClient:
         if self._subscriber is not None:
             self._subscriber.close()
             self._subscriber = None
+        if self._replay is not None:
+            self._replay.close()
+            self._replay = None
 
     async def _shutdown(self) -> None:
         await self._stop_watch()

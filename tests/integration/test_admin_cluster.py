@@ -158,6 +158,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         source_stream="A-M",
         source_stream_number=1,
         size=3,  # adapter 3 joins later (test_a_new_line_is_joined_...)
+        journal_root=workdir / "journals",  # so each line also has a replay service
     )
     with open(workdir / "processes.log", "w") as log:
         c = Cluster(workdir, log, AdminProcess(workdir, 0, log), group, keys)
@@ -230,6 +231,7 @@ def test_user_receives_only_entitled_symbols(cluster: Cluster) -> None:
         subscription = client.subscribe(["A*", "BAA"])
         (route,) = subscription.routes
         assert (route.channel_name, route.symbols, route.delayed) == (CHANNEL, ("A*", "BAA"), False)
+        assert {line.replay_endpoint for line in route.lines} == set(cluster.group.replays[:2])
         got: list[Delivery] = []
         collect(client, got, lambda: len(got) >= 100, WAIT)
         stats = client.stats()
