@@ -138,8 +138,8 @@ class Demo:
         return proc
 
     def start_source(self, endpoints: dict[str, str]) -> JsonProcess:
-        args = ["--streams", ",".join(endpoints), "--rate", str(self.args.rate), "--symbols", "400"]
-        args += ["--seconds", str(self.args.seconds), "--wait-subscribers", str(self.args.backups + 1)]
+        args = ["--streams", ",".join(endpoints), "--rate", f"{self.args.rate:g}", "--symbols", "400"]
+        args += ["--seconds", f"{self.args.seconds:g}", "--wait-subscribers", str(self.args.backups + 1)]
         for stream, endpoint in endpoints.items():
             args += ["--endpoint", f"{stream}={endpoint}"]
         if self.args.source == "spark":

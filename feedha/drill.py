@@ -104,9 +104,9 @@ def _start_source(options: DrillOptions, endpoint: str, log: IO[str]) -> JsonPro
         "--streams",
         STREAM,
         "--rate",
-        str(options.rate),
+        f"{options.rate:g}",
         "--seconds",
-        str(options.seconds),
+        f"{options.seconds:g}",
         "--symbols",
         str(options.symbols),
         "--seed",
@@ -115,7 +115,8 @@ def _start_source(options: DrillOptions, endpoint: str, log: IO[str]) -> JsonPro
         str(options.backups + 1),
     ]
     if options.source == "spark":
-        return JsonProcess.python("source", "spark_feed.job", common, log=log)
+        checkpoint = tempfile.mkdtemp(prefix="feedha-drill-spark-")
+        return JsonProcess.python("source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log=log)
     return JsonProcess.python("source", "spark_feed.plain_source", common, log=log)
 
 
