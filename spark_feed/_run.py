@@ -287,16 +287,6 @@ class FeedRun:
         self._stopping = False
         self._started_at = time.monotonic()
         self._spark = spark
-        self._context = zmq.Context()
-        xpub = config.wait_subscribers > 0
-        self._transports = {
-            s.number: ZmqTransport(self._context, config.endpoint_of(s), sndhwm=config.sndhwm, xpub=xpub)
-            for s in config.streams
-        }
-        transports: dict[int, FrameTransport] = dict(self._transports)
-        self.publisher = Publisher(
-            config.streams, transports, frame_messages=config.frame_messages, max_rate=config.max_rate
-        )
         identity: dict[str, object] = {
             "source": config.source,
             "streams": [asdict(s) for s in config.streams],
@@ -318,6 +308,16 @@ class FeedRun:
                 rows_per_batch=config.rows_per_batch,
             )
         self.state = BatchState(Path(config.checkpoint) / "feedha", identity, config.trigger_ms * 1_000_000)
+        self._context = zmq.Context()
+        xpub = config.wait_subscribers > 0
+        self._transports = {
+            s.number: ZmqTransport(self._context, config.endpoint_of(s), sndhwm=config.sndhwm, xpub=xpub)
+            for s in config.streams
+        }
+        transports: dict[int, FrameTransport] = dict(self._transports)
+        self.publisher = Publisher(
+            config.streams, transports, frame_messages=config.frame_messages, max_rate=config.max_rate
+        )
 
     def wait_subscribers(self, stop: threading.Event) -> bool:
         """With ``--wait-subscribers N``, wait until every stream's XPUB has N subscribers."""

@@ -153,7 +153,12 @@ def main(argv: list[str]) -> int:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     started = time.monotonic()
     spark = build_session(config)
-    run = FeedRun(config, spark)
+    try:
+        run = FeedRun(config, spark)
+    except ValueError as exc:  # e.g. the checkpoint was made with other parameters
+        print(f"feedha feed: {exc}", file=sys.stderr)
+        spark.stop()
+        return 2
     failed = False
     try:
         if not run.wait_subscribers(stop):
