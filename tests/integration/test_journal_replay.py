@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,10 @@ def _is(g: Group, number: int, predicate: Callable[[dict[str, Any]], bool]) -> b
     return predicate(g.status(number))
 
 
+def _has_dropped(g: Group, number: int, packets: int) -> bool:
+    return int(g.status(number)["dropped_packets"]) >= packets
+
+
 def pump_until(readers: list[Reader], done: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not done():
@@ -185,10 +190,8 @@ def test_replay_fills_drops_on_one_line_then_on_both_lines(tmp_path: Path) -> No
             s1 = g.status(1)
             for n in (1, 2):
                 control(plan.adapter(n).control, "drop", every=2, count=60)
-            for n in (1, 2):
-                pump_until(
-                    readers, lambda n=n: _is(g, n, lambda s: s["dropped_packets"] >= 40 + 60 * (n == 1)), 20
-                )
+            for n, dropped in ((1, 100), (2, 60)):
+                pump_until(readers, partial(_has_dropped, g, n, dropped), 20)
             pump_until(readers, lambda: g.source is not None and not g.source.alive, 30)
             sent = g.sent()
             pump_until(readers, lambda: all(r.last_seq >= sent for r in readers), 30)
@@ -240,7 +243,7 @@ def test_replay_service_answers_a_clear_error_for_ranges_it_does_not_have(tmp_pa
         g.start_source()
         sent = g.sent()
         g.wait_status(1, lambda s: s["journal_last_msg_seq"] == sent, 10)
-        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         sock.linger = 0
         try:
             sock.connect(g.plan.adapter(1).replay)
