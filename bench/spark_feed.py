@@ -1,0 +1,175 @@
+"""Benchmark: the rate the Spark feed job delivers to a ZeroMQ SUB, beside the bare PUB->SUB ceiling.
+
+``python -m bench.spark_feed [--json] [--quick]`` or ``feedha bench spark_feed``.
+
+Runs ``spark_feed.job`` as a child process (``--unpaced``: micro-batches back
+to back), counts FIX messages arriving on one SUB socket connected to every
+source stream over a window after warm-up, and divides by the bare pyzmq
+PUB->SUB rate (100-byte payloads, one ZeroMQ message each) measured in the
+same run by :func:`bench.ceiling.run_pair`. A second, paced run (not with
+``--quick``) reports the event->publish batch latency from the job's summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from bench.common import Figure, figure, format_figure
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+STREAMS: Final = ("A-M", "N-Z")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class _Counter:
+    """Counts FIX messages (their ``10=`` trailers) arriving on a SUB, on a thread."""
+
+    def __init__(self, endpoints: list[str]) -> None:
+        import zmq
+
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.SUB)
+        self._socket.setsockopt(zmq.RCVHWM, 0)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        for endpoint in endpoints:
+            self._socket.connect(endpoint)
+        self._socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self.count = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self._socket.poll(100):
+                _topic, payload = self._socket.recv_multipart(copy=False)
+                self.count += bytes(payload.buffer).count(b"\x0110=")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._socket.close()
+        self._context.term()
+
+
+def run_job(*, rate: int, trigger_ms: int, unpaced: bool, warmup_s: float, window_s: float) -> dict[str, Any]:
+    """Run the job once; return the measured delivery rate and the job's JSON summary."""
+    endpoints = [f"tcp://127.0.0.1:{_free_port()}" for _ in STREAMS]
+    counter = _Counter(endpoints)
+    with tempfile.TemporaryDirectory(prefix="bench-spark-feed-") as tmp:
+        args = [sys.executable, "-m", "spark_feed.job", "--checkpoint", str(Path(tmp) / "ckpt"),
+                "--rate", str(rate), "--trigger-ms", str(trigger_ms), "--quiet",
+                "--master", "local[*]"]  # fmt: skip
+        args += ["--unpaced"] if unpaced else []
+        for name, endpoint in zip(STREAMS, endpoints, strict=True):
+            args += ["--endpoint", f"{name}={endpoint}"]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        job = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        try:
+            deadline = time.monotonic() + 600
+            while counter.count == 0 and time.monotonic() < deadline and job.poll() is None:
+                time.sleep(0.1)  # polling for the first message, bounded
+            time.sleep(warmup_s)  # let the JIT settle before the window
+            start_count, start = counter.count, time.monotonic()
+            time.sleep(window_s)
+            received, elapsed = counter.count - start_count, time.monotonic() - start
+            job.send_signal(signal.SIGTERM)
+            stdout, _ = job.communicate(timeout=120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+            counter.close()
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    summary = json.loads(lines[-1]) if lines else {}
+    return {
+        "rate": received / elapsed,
+        "received": received,
+        "window_s": round(elapsed, 1),
+        "summary": summary,
+    }
+
+
+def run(quick: bool) -> list[Figure]:
+    """Measure the sustained delivery rate (and, unless quick, the batch latency).
+
+    Args:
+        quick: shorter windows, no latency run.
+
+    Returns:
+        The figures.
+    """
+    from bench.ceiling import run_pair
+
+    ceiling = run_pair(count=100_000 if quick else 400_000)["rate"]
+    window = 15.0 if quick else 40.0
+    rate_per_batch = 150_000
+    result = run_job(rate=rate_per_batch, trigger_ms=1000, unpaced=True, warmup_s=5.0, window_s=window)
+    summary = result.pop("summary")
+    figures = [
+        figure(
+            name="spark_feed_throughput",
+            value=result["rate"],
+            unit="msg/s",
+            ceiling=ceiling,
+            params={
+                "rows_per_batch": rate_per_batch,
+                "frame_messages": 500,
+                "streams": len(STREAMS),
+                "received": result["received"],
+                "window_s": result["window_s"],
+                "handler_ms": summary.get("handler_ms", {}),
+            },
+        )  # fmt: skip
+    ]
+    if not quick:
+        paced = run_job(rate=50_000, trigger_ms=500, unpaced=False, warmup_s=10.0, window_s=30.0)
+        latency = paced["summary"].get("batch_latency_ms", {})
+        figures.append(
+            figure(
+                name="spark_feed_batch_latency_p50",
+                value=float(latency.get("p50", 0.0)),
+                unit="ms",
+                ceiling=None,
+                params={
+                    "rate": 50_000,
+                    "trigger_ms": 500,
+                    "delivered": round(paced["rate"]),
+                    "batch_latency_ms": latency,
+                },
+            )  # fmt: skip
+        )
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.spark_feed [--json] [--quick]``."""
+    parser = argparse.ArgumentParser(prog="bench.spark_feed", description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    for item in run(quick=args.quick):
+        print(format_figure(item, as_json=args.json), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
