@@ -27,8 +27,8 @@ from typing import Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from spark_feed.model import StreamSpec
 from spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM
@@ -204,7 +204,7 @@ class Publisher:
         seqs = table[COL_SEQ].to_numpy()
         events = table[COL_EVENT_NS].to_numpy()
         report.newest_event_ns, report.oldest_event_ns = int(events.max()), int(events.min())
-        view = memoryview(out)
+        view = out.data
         started = time.monotonic()
         for number, first, end in frame_ranges(streams, self._frame_messages):
             self._pace(started, report.rows)
