@@ -1,19 +1,42 @@
-"""``feedha bench NAME|all [--json] [--quick]``: run benchmarks, print one figure per line."""
+"""``feedha bench NAME|all [--json] [--quick] [--results DIR]``: run benchmarks, print one figure per line.
+
+Every benchmark starts its own processes on loopback, is bounded in time and
+measures its ceiling (the bare pyzmq PUB→SUB pair, :mod:`bench.ceiling`) in
+the same run. ``all`` also writes a markdown report, the raw figures and PNG
+plots to the results folder. The exit code is non-zero only when a benchmark
+crashed or a figure reports lost messages -- never for slowness.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 from bench.common import Figure, format_figure
 
 # name -> (module, function); the function takes ``quick: bool`` and returns a list of figures.
 BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
+    "throughput": ("bench.throughput", "run"),
+    "fanout": ("bench.fanout", "run"),
+    "latency": ("bench.latency", "run"),
+    "failover": ("bench.failover", "run"),
+    "symbols": ("bench.symbols", "run"),
+    "channels": ("bench.channels", "run"),
     "journal": ("bench.journal", "run"),
 }
+DEFAULT_RESULTS: Final = Path("results")
+
+
+def lost_in(item: Figure) -> int:
+    """Messages a figure reports lost (0 when it does not say)."""
+    lost = item["params"].get("lost", 0)
+    return int(lost) if isinstance(lost, int | float) else 0
 
 
 def main(argv: list[str]) -> int:
@@ -23,20 +46,48 @@ def main(argv: list[str]) -> int:
         argv: arguments after ``feedha bench``.
 
     Returns:
-        The exit code.
+        0; 1 if a benchmark crashed or lost messages.
     """
     parser = argparse.ArgumentParser(prog="feedha bench", description=__doc__)
     parser.add_argument("name", choices=[*BENCHMARKS, "all"], help="benchmark to run")
     parser.add_argument("--json", action="store_true", help="one JSON object per figure")
-    parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller runs (a smoke test, < 5 minutes for all)"
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=DEFAULT_RESULTS,
+        help="folder for the report of `all` (default: results/)",
+    )
     args = parser.parse_args(argv)
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
+    figures: list[Figure] = []
+    errors: list[str] = []
+    started = time.monotonic()
     for name in names:
         module_name, function_name = BENCHMARKS[name]
-        run: Callable[..., list[Figure]] = getattr(importlib.import_module(module_name), function_name)
-        for item in run(quick=args.quick):
+        try:
+            run: Callable[..., list[Figure]] = getattr(importlib.import_module(module_name), function_name)
+            items = run(quick=args.quick)
+        except Exception as exc:  # noqa: BLE001 - report, go on with the other benchmarks, fail at the end
+            traceback.print_exc(file=sys.stderr)
+            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        for item in items:
             print(format_figure(item, as_json=args.json), flush=True)
-    return 0
+        figures += items
+    lost = sum(lost_in(item) for item in figures)
+    if args.name == "all":
+        from bench.report import write_report
+
+        report = write_report(figures, args.results, quick=args.quick, errors=errors)
+        print(f"feedha bench: report in {report} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    for error in errors:
+        print(f"feedha bench: crashed: {error}", file=sys.stderr)
+    if lost:
+        print(f"feedha bench: {lost} message(s) lost", file=sys.stderr)
+    return 1 if errors or lost else 0
 
 
 if __name__ == "__main__":

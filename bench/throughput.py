@@ -117,7 +117,10 @@ def client_main(argv: Sequence[str]) -> int:
                     first_wall = now_ns / 1e9
                 last_wall = now_ns / 1e9
             now = time.monotonic()
-            if not ready and subscriber.stats()[args.channel].packets > 0:
+            # Ready once the first line (the starting active's) has delivered a
+            # packet: its subscription is live, so nothing the source sends from
+            # now on can fall into a slow-joiner hole on every line.
+            if not ready and subscriber.stats()[args.channel].lines[0].packets > 0:
                 ready = True
                 _emit("ready")
             if now >= next_progress:
@@ -160,6 +163,8 @@ class PipelineOptions:
         symbols: symbols each source generates.
         keep_symbols: clients decode and keep only this many symbols (0: keep all, no decode).
         latency: clients decode and time every delivery.
+        count: if set, each source sends this many messages unpaced (``rate`` and
+            ``seconds`` are then only a time bound).
     """
 
     rate: float
@@ -170,6 +175,7 @@ class PipelineOptions:
     symbols: int = SYMBOLS
     keep_symbols: int = 0
     latency: bool = False
+    count: int | None = None  # unpaced: send this many as fast as the source can, then stop
 
 
 @dataclass
@@ -190,6 +196,14 @@ class PipelineResult:
     @property
     def duplicates(self) -> int:
         return sum(s["duplicates"] + s["out_of_order"] for _ch, s in self.clients)
+
+    def total_rate(self) -> float:
+        """All clients' deliveries over the span from the first to the last delivery anywhere."""
+        firsts = [s["first_wall"] for _ch, s in self.clients if s["delivered"]]
+        lasts = [s["last_wall"] for _ch, s in self.clients if s["delivered"]]
+        span = max(lasts, default=0.0) - min(firsts, default=0.0)
+        total = sum(s["delivered"] for _ch, s in self.clients)
+        return total / span if span > 0 else 0.0
 
     def client_rate(self, summary: dict[str, Any], *, kept: bool = False) -> float:
         """A client's delivered msg/s from its first to its last delivery."""
@@ -243,7 +257,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
         for members in adapters:
             for proc in members:
                 proc.wait_event("ready", 30)
-            members[0].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 15)
+            members[0].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 30)
         clients: list[tuple[int, JsonProcess]] = []
         for ch, group in enumerate(groups):
             args = ["client", "--channel", group.channel, "--channel-number", str(group.channel_number)]
@@ -262,9 +276,12 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             proc.wait_event("ready", 30)
         sources = []
         for group in groups:
+            pacing = ["--rate", str(options.rate), "--seconds", str(options.seconds)]
+            if options.count is not None:
+                pacing = ["--rate", "0", "--count", str(options.count), "--seconds", str(options.seconds)]
             source_args = [
                 *("--endpoint", f"{STREAM}={group.source_endpoint}", "--streams", STREAM),
-                *("--rate", str(options.rate), "--seconds", str(options.seconds)),
+                *pacing,
                 *("--symbols", str(options.symbols), "--seed", "7"),
                 *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
             ]
@@ -282,7 +299,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             source_end_wall=[t for _s, t in summaries],
         )
         # Let the clients drain (bounded), then ask for their summaries.
-        drain_deadline = time.monotonic() + max(10.0, options.seconds)
+        drain_deadline = time.monotonic() + max(15.0, options.seconds)
         for ch, proc in clients:
             wanted = result.sent[ch]
             try:

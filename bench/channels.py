@@ -1,0 +1,61 @@
+"""Channel scale-out benchmark: 1, 2 or 4 channels (adapter groups) in parallel.
+
+Each channel has its own plain source process, its own group (active + 1
+backup) and its own arbitrating client; every source sends a fixed number of
+messages unpaced. The figure is the total delivered msg/s over all channels
+(all deliveries over the span from the first to the last). On a 2-core
+machine this shows how the processes share the cores, not network scaling.
+
+Ceiling, in the same run: the bare pyzmq PUB→SUB pair, unpaced, 100-byte messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from bench.ceiling import run_pair
+from bench.common import Figure, figure
+from bench.throughput import PipelineOptions, open_log, run_pipeline
+
+CHANNELS: Final = (1, 2, 4)
+QUICK_CHANNELS: Final = (1, 2)
+COUNT: Final = 50_000
+QUICK_COUNT: Final = 10_000
+
+
+def run(*, quick: bool = False) -> list[Figure]:
+    """Measure total delivered msg/s for each number of channels.
+
+    Args:
+        quick: fewer channel counts and fewer messages.
+
+    Returns:
+        One ``channels`` figure per channel count.
+    """
+    count = QUICK_COUNT if quick else COUNT
+    figures: list[Figure] = []
+    with open_log("channels") as log:
+        bare = run_pair(count=count * 4, log=log)
+        for channels in QUICK_CHANNELS if quick else CHANNELS:
+            result = run_pipeline(PipelineOptions(rate=0, seconds=60, count=count, channels=channels), log)
+            params: dict[str, Any] = {
+                "channels": channels,
+                "messages_per_channel": count,
+                "sent": sum(result.sent),
+                "delivered": sum(s["delivered"] for _ch, s in result.clients),
+                "per_channel_rate": [round(result.client_rate(s), 1) for _ch, s in result.clients],
+                "lost": result.lost,
+                "adapters": "active + 1 backup per channel",
+                "quick": quick,
+                "log": log.name,
+            }
+            figures.append(
+                figure(
+                    name="channels",
+                    value=result.total_rate(),
+                    unit="msg/s",
+                    ceiling=bare["rate"],
+                    params=params,
+                )
+            )
+    return figures

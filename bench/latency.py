@@ -1,0 +1,74 @@
+"""Latency benchmark: one-way latency from the source's send to the client's delivery.
+
+At fixed source rates (1k, 10k, 50k msg/s; quick: 1k and 10k, shorter) a fresh
+pipeline (plain source → active + 1 backup → one arbitrating client) runs
+for a few seconds. The plain source stamps each message's event time (FIX
+tag 60) with its scheduled send time (message *k* is due at ``start + k /
+rate`` and stamped ``epoch + k / rate``), so ``delivery wall time − event time``
+is the one-way latency through source, adapter and client, queueing included.
+The client decodes every delivery for it and records into an HdrHistogram
+(3 significant digits).
+
+Ceiling, in the same run and at the same rate: the bare pyzmq PUB→SUB hop
+(:func:`bench.ceiling.run_pair`, 100-byte messages stamped at send). The
+figures are latencies, so their ``ratio`` is how many times the bare hop's
+(lower is better).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from bench.ceiling import run_pair
+from bench.common import Figure, figure
+from bench.throughput import PipelineOptions, open_log, run_pipeline
+
+RATES: Final = (1_000.0, 10_000.0, 50_000.0)
+QUICK_RATES: Final = (1_000.0, 10_000.0)
+SECONDS: Final = 5.0
+QUICK_SECONDS: Final = 2.0
+PERCENTILES: Final = ("p50", "p99", "p99.9", "max")
+
+
+def run(*, quick: bool = False) -> list[Figure]:
+    """Measure latency percentiles at each rate, beside the bare hop.
+
+    Args:
+        quick: fewer rates, shorter runs.
+
+    Returns:
+        Four figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``, ``latency_max`` (µs).
+    """
+    seconds = QUICK_SECONDS if quick else SECONDS
+    figures: list[Figure] = []
+    with open_log("latency") as log:
+        for rate in QUICK_RATES if quick else RATES:
+            bare = run_pair(count=int(rate * seconds), rate=rate, latency=True, log=log)
+            result = run_pipeline(PipelineOptions(rate=rate, seconds=seconds, latency=True), log)
+            summary = result.clients[0][1]
+            pipeline = summary["latency_us"]
+            params: dict[str, Any] = {
+                "rate": rate,
+                "seconds": seconds,
+                "sent": result.sent[0],
+                "source_rate": round(result.source_rate(), 1),
+                "lost": result.lost,
+                "samples": pipeline["count"],
+                "pipeline_us": pipeline,
+                "bare_us": bare["latency_us"],
+                "from": "source event time (FIX tag 60, the scheduled send time) to client delivery",
+                "adapters": "active + 1 backup",
+                "quick": quick,
+                "log": log.name,
+            }
+            for name in PERCENTILES:
+                figures.append(
+                    figure(
+                        name=f"latency_{name}",
+                        value=pipeline[name],
+                        unit="us",
+                        ceiling=bare["latency_us"][name],
+                        params=params,
+                    )
+                )
+    return figures

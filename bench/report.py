@@ -1,0 +1,191 @@
+"""The ``feedha bench all`` report: a markdown summary, the raw figures and PNG plots.
+
+Writes into the results folder (default ``results/``, git-ignored):
+
+* ``figures.jsonl``: every figure, one JSON object per line, as printed;
+* ``REPORT.md``: a table per benchmark (value, ceiling, ratio, key parameters);
+* ``*.png``: one plot per benchmark (matplotlib, Agg backend), each beside its ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import Figure, machine
+
+_KEY_PARAMS = (
+    "offered_rate",
+    "rate",
+    "subscribers",
+    "subscribed_symbols",
+    "channels",
+    "lost",
+    "duplicates",
+    "kept",
+    "sent",
+)
+
+
+def _group(figures: Sequence[Figure]) -> dict[str, list[Figure]]:
+    groups: dict[str, list[Figure]] = defaultdict(list)
+    for item in figures:
+        groups[item["name"].split("_")[0]].append(item)
+    return groups
+
+
+def _markdown(figures: Sequence[Figure], *, quick: bool, errors: Sequence[str], plots: Sequence[str]) -> str:
+    info = machine()
+    lines = [
+        "# feedha benchmark report",
+        "",
+        f"{'Quick (smoke) run' if quick else 'Full run'} on {info['cores']} cores ({info['cpu_model']}), "
+        f"Python {info['python']}, pyzmq {info['pyzmq']}, libzmq {info['libzmq']}.",
+        "",
+        "Every figure is measured beside its ceiling in the same run: the bare pyzmq PUB→SUB pair "
+        "on loopback (100-byte messages, one ZeroMQ message each). For throughput figures `ratio` is "
+        "value / ceiling (higher is better); for latency figures it is how many times the bare hop's "
+        "latency (lower is better). Absolute figures on a shared 2-core machine are noisy; the ratios "
+        "are the comparable part.",
+        "",
+    ]
+    if errors:
+        lines += ["## Errors", "", *[f"- {error}" for error in errors], ""]
+    for group, items in _group(figures).items():
+        lines += [
+            f"## {group}",
+            "",
+            "| name | value | unit | ceiling | ratio | parameters |",
+            "|---|---:|---|---:|---:|---|",
+        ]
+        for item in items:
+            params = item["params"]
+            shown = ", ".join(f"{k}={params[k]}" for k in _KEY_PARAMS if k in params)
+            ceiling = "–" if item["ceiling"] is None else f"{item['ceiling']:,.1f}"
+            ratio = "–" if item["ratio"] is None else f"{item['ratio']:.3f}"
+            lines.append(
+                f"| {item['name']} | {item['value']:,.1f} | {item['unit']} | {ceiling} | {ratio} | {shown} |"
+            )
+        lines.append("")
+        for plot in plots:
+            if plot.startswith(group):
+                lines += [f"![{group}]({plot})", ""]
+    return "\n".join(lines)
+
+
+def _plots(figures: Sequence[Figure], folder: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made: list[str] = []
+    groups = _group(figures)
+
+    def bars(name: str, key: str, xlabel: str, items: list[Figure], ylabel: str) -> None:
+        labels = [str(item["params"].get(key)) for item in items]
+        x = range(len(items))
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar([i - 0.2 for i in x], [item["value"] for item in items], width=0.4, label="feedha")
+        ax.bar([i + 0.2 for i in x], [item["ceiling"] or 0 for item in items], width=0.4, label="bare pyzmq")
+        ax.set_xticks(list(x), labels)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(name)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(folder / f"{name}.png", dpi=100)
+        plt.close(fig)
+        made.append(f"{name}.png")
+
+    if "throughput" in groups:
+        item = groups["throughput"][0]
+        steps = item["params"].get("steps", [])
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([s["rate"] for s in steps], [s["delivered_rate"] for s in steps], "o-", label="delivered")
+        ax.plot([s["rate"] for s in steps], [s["rate"] for s in steps], "--", label="offered")
+        if item["ceiling"]:
+            ax.axhline(item["ceiling"], color="grey", linestyle=":", label="bare pyzmq ceiling")
+        for step in steps:
+            if not step["sustained"]:
+                ax.plot(step["rate"], step["delivered_rate"], "rx")
+        ax.set_xlabel("offered msg/s")
+        ax.set_ylabel("delivered msg/s")
+        ax.set_title("throughput ramp (x: not sustained)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(folder / "throughput.png", dpi=100)
+        plt.close(fig)
+        made.append("throughput.png")
+    if "fanout" in groups:
+        bars("fanout", "subscribers", "subscribers", groups["fanout"], "msg/s per subscriber")
+    if "symbols" in groups:
+        bars("symbols", "subscribed_symbols", "symbols kept (of 5,000)", groups["symbols"], "msg/s")
+    if "channels" in groups:
+        bars("channels", "channels", "channels", groups["channels"], "total msg/s")
+    if "latency" in groups:
+        by_rate: dict[float, dict[str, Figure]] = defaultdict(dict)
+        for item in groups["latency"]:
+            by_rate[item["params"]["rate"]][item["name"].removeprefix("latency_")] = item
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for pct in ("p50", "p99", "p99.9"):
+            rates = sorted(r for r in by_rate if pct in by_rate[r])
+            ax.plot(rates, [by_rate[r][pct]["value"] for r in rates], "o-", label=f"feedha {pct}")
+            ax.plot(rates, [by_rate[r][pct]["ceiling"] or 0 for r in rates], "x--", label=f"bare {pct}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("msg/s")
+        ax.set_ylabel("one-way latency, µs")
+        ax.set_title("latency")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(folder / "latency.png", dpi=100)
+        plt.close(fig)
+        made.append("latency.png")
+    if "failover" in groups:
+        gaps = [item for item in groups["failover"] if item["name"] == "failover_switch_gap"]
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar([str(item["params"]["rate"]) for item in gaps], [item["value"] for item in gaps])
+        ax.set_xlabel("msg/s")
+        ax.set_ylabel("longest delivery pause, ms")
+        ax.set_title("failover switch gap")
+        fig.tight_layout()
+        fig.savefig(folder / "failover.png", dpi=100)
+        plt.close(fig)
+        made.append("failover.png")
+    return made
+
+
+def write_report(figures: Sequence[Figure], folder: Path, *, quick: bool, errors: Sequence[str] = ()) -> Path:
+    """Write ``figures.jsonl``, the PNG plots and ``REPORT.md`` into ``folder``.
+
+    Args:
+        figures: every figure of the run.
+        folder: the results folder (created if missing).
+        quick: whether this was a ``--quick`` run (said in the report).
+        errors: benchmarks that crashed, with their error.
+
+    Returns:
+        The path of ``REPORT.md``.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "figures.jsonl", "w", encoding="utf-8") as file:
+        for item in figures:
+            file.write(json.dumps(item, sort_keys=True) + "\n")
+    plots: list[str] = []
+    try:
+        plots = _plots(figures, folder)
+    except Exception as exc:  # noqa: BLE001 - a plot must never lose the figures
+        errors = [*errors, f"plots: {exc!r}"]
+    report = folder / "REPORT.md"
+    report.write_text(_markdown(figures, quick=quick, errors=errors, plots=plots) + "\n", encoding="utf-8")
+    return report
+
+
+def load_figures(path: Path) -> list[dict[str, Any]]:
+    """Read a ``figures.jsonl`` back (to re-plot a run)."""
+    with open(path, encoding="utf-8") as file:
+        return [json.loads(line) for line in file if line.strip()]
