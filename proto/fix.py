@@ -30,6 +30,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
+from zlib import adler32 as _adler32
+
+_ADLER_CHUNK: Final = 256  # 256 * 255 + 1 < 65521: the adler32 sum cannot wrap
 
 SOH: Final = b"\x01"
 BEGIN_STRING: Final = b"FIX.4.4"
@@ -75,7 +78,16 @@ class SourceEntry:
 
 def checksum(data: bytes) -> int:
     """FIX checksum: the byte sum mod 256."""
-    return sum(data) & 0xFF
+    # Strategy: zlib.adler32 keeps the byte sum + 1 mod 65521 in its low 16
+    # bits; for 256 bytes or fewer the sum (at most 65,280) never wraps, so one
+    # C call gives the exact sum ~5x faster than sum() over the bytes. Longer
+    # data is summed in such chunks.
+    if len(data) <= _ADLER_CHUNK:
+        return ((_adler32(data) & 0xFFFF) - 1) & 0xFF
+    total = 0
+    for start in range(0, len(data), _ADLER_CHUNK):
+        total += (_adler32(data[start : start + _ADLER_CHUNK]) & 0xFFFF) - 1
+    return total & 0xFF
 
 
 def encode_message(body_fields: Iterable[tuple[int, str | int | bytes]]) -> bytes:
@@ -102,7 +114,8 @@ def format_timestamp(ns: int) -> str:
     return time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(seconds)) + f".{frac:09d}"
 
 
-_DAY_CACHE: dict[bytes, int] = {}
+_SECOND_CACHE: dict[bytes, int] = {}
+_SECOND_CACHE_SIZE: Final = 64
 
 
 def parse_timestamp(text: bytes) -> int:
@@ -111,22 +124,30 @@ def parse_timestamp(text: bytes) -> int:
     Raises:
         FixError: not a timestamp.
     """
+    # Strategy: a feed stamps thousands of messages within the same second, so
+    # the ns value of the "YYYYMMDD-HH:MM:SS" prefix is cached (by its exact
+    # bytes, so a cached prefix is one that already parsed); only the fraction
+    # is converted per call.
     try:
-        day = text[:8]
-        base = _DAY_CACHE.get(day)
+        base = _SECOND_CACHE.get(text[:17])
         if base is None:
-            base = calendar.timegm((int(day[:4]), int(day[4:6]), int(day[6:8]), 0, 0, 0)) * 1_000_000_000
-            if len(_DAY_CACHE) > 64:
-                _DAY_CACHE.clear()
-            _DAY_CACHE[day] = base
-        if text[8:9] != b"-" or text[11:12] != b":" or text[14:15] != b":":
-            raise ValueError("separators")
-        seconds = int(text[9:11]) * 3600 + int(text[12:14]) * 60 + int(text[15:17])
+            base = _parse_second(text)
+            if len(_SECOND_CACHE) >= _SECOND_CACHE_SIZE:
+                _SECOND_CACHE.clear()
+            _SECOND_CACHE[text[:17]] = base
         frac = text[18:]
-        frac_ns = int(frac.ljust(9, b"0")[:9]) if frac else 0
-        return base + seconds * 1_000_000_000 + frac_ns
+        return base + (int(frac.ljust(9, b"0")[:9]) if frac else 0)
     except (ValueError, IndexError) as exc:
         raise FixError("field", f"bad timestamp {bytes(text)!r}") from exc
+
+
+def _parse_second(text: bytes) -> int:
+    # ns since the epoch of the whole second; ValueError/IndexError when malformed.
+    if text[8:9] != b"-" or text[11:12] != b":" or text[14:15] != b":":
+        raise ValueError("separators")
+    day = calendar.timegm((int(text[:4]), int(text[4:6]), int(text[6:8]), 0, 0, 0))
+    seconds = int(text[9:11]) * 3600 + int(text[12:14]) * 60 + int(text[15:17])
+    return (day + seconds) * 1_000_000_000
 
 
 def encode_market_data(

@@ -35,6 +35,8 @@ from typing import Final
 
 import zmq
 
+from proto.fix import checksum
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_STREAMS: Final = ("A-M", "N-Z")
@@ -199,7 +201,7 @@ class SymbolModel:
         stamp = self._stamp(self._epoch_ns + self._index * self._step_ns)
         body = _BODY % (seq, stamp, self._templates[symbol], stamp, count) + entries
         message = _HEAD % len(body) + body
-        data = message + _TRAILER % (sum(message) & 0xFF)
+        data = message + _TRAILER % checksum(message)
         self._index += 1
         return GeneratedMessage(stream, seq, data)
 
