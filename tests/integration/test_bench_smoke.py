@@ -1,0 +1,64 @@
+"""Benchmarks end to end with tiny runs: real processes on loopback, JSON figure shape (never speed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.ceiling import run_pair
+from bench.cli import lost_in
+from bench.common import figure, format_figure
+from bench.report import load_figures, write_report
+from bench.throughput import PipelineOptions, run_pipeline
+
+FIGURE_KEYS = {"name", "value", "unit", "ceiling", "ratio", "params", "machine"}
+MACHINE_KEYS = {"cores", "cpu_model", "python", "pyzmq", "libzmq", "platform"}
+
+
+@pytest.mark.timeout(180)
+def test_tiny_pipeline_beside_the_bare_pair_prints_a_whole_figure(tmp_path: Path) -> None:
+    with open(tmp_path / "components.log", "w") as log:
+        bare = run_pair(count=2_000, log=log)
+        result = run_pipeline(PipelineOptions(rate=0, seconds=30, count=500), log)
+    assert bare["sent"] == 2_000 and bare["received"] == [2_000] and bare["lost"] == 0
+    assert result.sent == [500]
+    (channel, summary), *others = result.clients
+    assert channel == 0 and not others
+    assert summary["delivered"] == 500, summary
+    assert result.lost == 0 and result.duplicates == 0, result.clients
+    item = figure(
+        name="throughput",
+        value=result.client_rate(summary),
+        unit="msg/s",
+        ceiling=bare["rate"],
+        params={"lost": result.lost, "messages": 500},
+    )
+    parsed = json.loads(format_figure(item, as_json=True))
+    assert set(parsed) == FIGURE_KEYS
+    assert set(parsed["machine"]) == MACHINE_KEYS
+    assert parsed["name"] == "throughput" and parsed["unit"] == "msg/s"
+    assert isinstance(parsed["value"], float) and isinstance(parsed["ceiling"], float)
+    assert parsed["ratio"] == round(parsed["value"] / parsed["ceiling"], 3)
+    assert lost_in(parsed) == 0
+    report = write_report([parsed], tmp_path / "results", quick=True)
+    assert "throughput" in report.read_text()
+    assert load_figures(tmp_path / "results" / "figures.jsonl") == [parsed]
+
+
+@pytest.mark.timeout(60)
+def test_bare_pair_measures_latency_when_paced(tmp_path: Path) -> None:
+    with open(tmp_path / "components.log", "w") as log:
+        bare = run_pair(count=500, rate=5_000, latency=True, log=log)
+    assert bare["lost"] == 0
+    latency = bare["latency_us"]
+    assert latency["count"] == 500
+    assert set(latency) == {"count", "p50", "p99", "p99.9", "max", "mean"}
+    assert latency["p50"] <= latency["p99"] <= latency["p99.9"] <= latency["max"]
+
+
+def test_a_figure_without_a_ceiling_has_no_ratio() -> None:
+    item = figure(name="failover_lost", value=0, unit="msg", ceiling=None, params={"lost": 3})
+    assert item["ceiling"] is None and item["ratio"] is None
+    assert lost_in(item) == 3
