@@ -257,6 +257,10 @@ class ZmqTransport:
         self.endpoint = endpoint
         self.subscribers = 0
         self._socket = context.socket(zmq.XPUB if xpub else zmq.PUB)
+        if xpub:
+            # Without VERBOSE an XPUB passes up only the first subscription to a
+            # topic, and every adapter of a channel subscribes to the same one.
+            self._socket.setsockopt(zmq.XPUB_VERBOSE, 1)
         self._socket.setsockopt(zmq.SNDHWM, sndhwm)
         self._socket.setsockopt(zmq.LINGER, LINGER_MS)
         self._socket.bind(endpoint)
