@@ -42,7 +42,7 @@ from typing import Any, Final
 import psutil
 import zmq
 
-from adapter import recovery, syncbus
+from adapter import recovery, syncbus, transport
 from adapter.admin_link import AdminLink
 from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import Converter, ConverterTable, SourceMessage, encode_update, peek_source_seq
@@ -193,6 +193,7 @@ class AdapterRunner:
             self._open_journal()
             self._line = make(zmq.PUB)
             self._line.sndhwm = cfg.sndhwm
+            transport.configure_socket(self._line, cfg.line_endpoint)  # epgm://: buffers, ZMQ_RATE
             self._line.bind(cfg.line_endpoint)
             self._sync_pub = make(zmq.PUB)
             self._sync_pub.sndhwm = 10_000

@@ -326,6 +326,14 @@ class _Engine:
 def _configure(socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: SubscriberConfig) -> None:
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.RCVHWM, config.rcvhwm)
+    if endpoint.startswith(("epgm://", "pgm://")):
+        # PGM sizes its receive window from ZMQ_RATE x ZMQ_RECOVERY_IVL: same options as the sender.
+        from adapter.transport import configure_socket
+
+        try:
+            configure_socket(socket, endpoint)
+        except ValueError as exc:
+            raise ConfigError("endpoint", endpoint, str(exc)) from exc
     if config.rcvbuf:
         socket.setsockopt(zmq.RCVBUF, config.rcvbuf)
     socket.setsockopt(zmq.SUBSCRIBE, topic)

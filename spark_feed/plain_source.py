@@ -35,6 +35,7 @@ from typing import Final
 
 import zmq
 
+from adapter import transport
 from proto.fix import checksum
 
 logger = logging.getLogger(__name__)
@@ -480,6 +481,7 @@ class PlainSource:
             sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # see every subscription, to count subscribers
             self._sockets.append(sock)
             if name in wanted:
+                transport.configure_socket(sock, wanted[name])  # epgm://: buffers, ZMQ_RATE
                 sock.bind(wanted[name])
                 self.endpoints[name] = sock.getsockopt_string(zmq.LAST_ENDPOINT)
             else:
