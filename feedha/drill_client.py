@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from client_lib import ChannelSpec, Delivery, Subscriber, SubscriberConfig
+from client_lib import ChannelSpec, Delivery, ReplayClient, Subscriber, SubscriberConfig
 
 GAP_RECORD_MS = 20.0
 GAPS_KEPT = 64
@@ -96,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--line", action="append", required=True, help="NAME=ENDPOINT, one per line (repeatable)"
     )
+    parser.add_argument(
+        "--replay", action="append", default=[], help="NAME=ENDPOINT of a replay service (repeatable)"
+    )
     parser.add_argument("--loss-timeout", type=float, default=1.0)
     args = parser.parse_args(argv)
     channels = {name: int(number) for name, number in _pairs(args.channel, "--channel")}
@@ -116,9 +119,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     last_symbol: dict[int, str] = {}
     specs = [ChannelSpec(name, number, tuple(lines[name])) for name, number in channels.items()]
     config = SubscriberConfig(loss_timeout=args.loss_timeout)
+    replays: dict[int, list[str]] = {}
+    for name, endpoint in _pairs(args.replay, "--replay"):
+        replays.setdefault(channels[name], []).append(endpoint)
+    # Gaps no line fills in time are asked of the adapters' journals before they count as lost.
+    replay = ReplayClient(replays) if replays else None
     ready = False
     next_progress = time.monotonic() + 0.5
-    with Subscriber(specs, config) as subscriber:
+    with Subscriber(specs, config, on_retransmission_needed=replay) as subscriber:
         while not stopping:
             for event in subscriber.poll(0.05):
                 if isinstance(event, Delivery):
@@ -145,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     },
                 )
         stats = subscriber.stats()
+    if replay is not None:
+        replay.close()
     _emit(
         "summary",
         channels={
