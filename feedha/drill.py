@@ -7,12 +7,25 @@ with SIGKILL at ``--kill-at`` of the run; and reports what the client got:
 ``sent``, ``delivered``, ``lost``, ``duplicates``, ``out_of_order``,
 ``conflicts``, ``promoted``, ``term`` and ``max_switch_gap_ms`` (the longest
 pause between two deliveries around the kill).
+
+``--hosts netns`` runs every component on its own host of a segment of
+network namespaces joined by a bridge (:mod:`feedha.netns`; needs root), and
+``--transport epgm`` makes the lines multicast (needs pyzmq with OpenPGM).
+Faults besides ``--kill``: ``--cut HOST`` cuts a host's link at ``--kill-at``;
+``--partition A,B`` drops the sync bus between two adapters from ``--kill-at``
+to ``--heal-at``; ``--loss PCT`` drops that share of ``--loss-on``'s outgoing
+packets for the whole run; ``--restart HOST`` kills a host's adapter and
+starts it again. HOST is ``active``, ``backup`` or an adapter number. The
+summary then also has ``gaps`` (holes the client saw), ``gaps_recovered``,
+``retransmission_requests`` and ``actives_at_end``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,13 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from feedha.cluster import GroupPlan, plan_group, start_adapter
+from adapter import transport
+from feedha import netns
+from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError
 
 CHANNEL = "EQ-A-Z"
 STREAM = "A-Z"
 SWITCH_WINDOW_S = (-0.2, 3.0)  # around the kill: where a pause counts as the switch gap
+SOURCE_START_S = 240.0  # how long a source may take to publish its first message (Spark start-up)
 
 
 @dataclass(kw_only=True)
@@ -43,6 +59,94 @@ class DrillOptions:
     source: str = "plain"
     heartbeat_timeout: float | None = None
     extra_adapter_args: list[str] = field(default_factory=list)
+    hosts: str = "local"  # local | netns
+    transport: str = "tcp"  # tcp | epgm
+    cut: str | None = None
+    partition: tuple[str, str] | None = None
+    heal_at: float = 0.8
+    loss: float = 0.0
+    loss_on: str = "active"  # active | lines | client
+    restart: str | None = None
+    journal: bool = False
+
+
+# Fixed ports on the namespace hosts: each host has its own port space.
+SOURCE_PORT, LINE_PORT, SYNC_PORT, CONTROL_PORT, REPLAY_PORT = 7000, 7001, 7002, 7003, 7004
+MULTICAST_PORT_BASE = 7100  # line N's multicast port is 7100 + N
+
+
+@dataclass
+class Placement:
+    """Where the drill's components run and the endpoints they use."""
+
+    source_endpoint: str
+    group: GroupPlan
+    client_lines: tuple[str, ...]  # the lines as the client names them (epgm: its own interface)
+    replay: dict[int, str]
+    segment: netns.Segment | None = None
+    journal_root: Path | None = None
+
+    def spawn(self, name: str, host: str, module: str, args: Sequence[str], log: IO[str]) -> JsonProcess:
+        """Start ``python -m module args`` on ``host`` (its namespace, or here)."""
+        argv = [sys.executable, "-m", module, *args]
+        if self.segment is not None:
+            argv = self.segment.exec_argv(host, argv)
+        return JsonProcess(name, argv, log=log)
+
+
+def adapter_host(number: int) -> str:
+    """The host (namespace) name of adapter ``number``."""
+    return f"adapter-{number}"
+
+
+def _place_local(options: DrillOptions) -> Placement:
+    if options.transport != "tcp":
+        raise ProcessError("--transport epgm needs --hosts netns (multicast does not run on loopback)")
+    source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+    group = plan_group(
+        channel=CHANNEL,
+        channel_number=1,
+        source_endpoint=source_endpoint,
+        source_stream=STREAM,
+        source_stream_number=1,
+        size=options.backups + 1,
+    )
+    ports = free_ports(len(group.adapters))
+    replay = {a.adapter: f"tcp://127.0.0.1:{port}" for a, port in zip(group.adapters, ports, strict=True)}
+    return Placement(source_endpoint, group, group.lines, replay)
+
+
+def _place_netns(options: DrillOptions) -> Placement:
+    if not netns.is_available():
+        raise ProcessError("--hosts netns needs root, iproute2 (ip) and nftables (nft); run scripts/setup")
+    size = options.backups + 1
+    segment = netns.Segment(["source", *(adapter_host(n) for n in range(1, size + 1)), "client"])
+    plan = segment.create()
+    try:
+        source_endpoint = f"tcp://{plan.host('source').address}:{SOURCE_PORT}"
+        client_address = plan.host("client").address
+        adapters, client_lines, replay = [], [], {}
+        for number in range(1, size + 1):
+            address = plan.host(adapter_host(number)).address
+            if options.transport == "epgm":
+                group_address = plan.multicast_group(number)
+                # A port per line too: PGM binds its port on INADDR_ANY, so a receiver
+                # gets every group joined on its host at that port (measured: each line
+                # then carried all three lines' packets, interleaved into garbage).
+                port = MULTICAST_PORT_BASE + number
+                line = transport.multicast_endpoint(address, group_address, port)
+                client_lines.append(transport.multicast_endpoint(client_address, group_address, port))
+            else:
+                line = f"tcp://{address}:{LINE_PORT}"
+                client_lines.append(line)
+            sync, ctl = f"tcp://{address}:{SYNC_PORT}", f"tcp://{address}:{CONTROL_PORT}"
+            adapters.append(AdapterPlan(adapter=number, line=line, sync=sync, control=ctl))
+            replay[number] = f"tcp://{address}:{REPLAY_PORT}"
+        group = GroupPlan(CHANNEL, 1, source_endpoint, STREAM, 1, tuple(adapters))
+        return Placement(source_endpoint, group, tuple(client_lines), replay, segment)
+    except BaseException:
+        segment.destroy()
+        raise
 
 
 @dataclass
@@ -52,7 +156,12 @@ class Drill:
     options: DrillOptions
     group: GroupPlan
     log: IO[str]
+    placement: Placement
     adapters: dict[int, JsonProcess] = field(default_factory=dict)
+    adapter_args: dict[int, list[str]] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    partitioned: tuple[int, int] | None = None
+    roles_at_end: dict[int, str] = field(default_factory=dict)
     source: JsonProcess | None = None
     client: JsonProcess | None = None
 
@@ -66,38 +175,59 @@ def _progress(text: str) -> None:
         print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
 
 
-def start_drill(options: DrillOptions, log: IO[str]) -> Drill:
+def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Drill:
     """Start adapters, then the client, then the source; return when data flows."""
-    source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
-    group = plan_group(
-        channel=CHANNEL,
-        channel_number=1,
-        source_endpoint=source_endpoint,
-        source_stream=STREAM,
-        source_stream_number=1,
-        size=options.backups + 1,
-    )
-    drill = Drill(options, group, log)
+    group = placement.group
+    drill = Drill(options, group, log, placement)
     extra = list(options.extra_adapter_args)
     if options.heartbeat_timeout is not None:
         extra += ["--heartbeat-timeout", str(options.heartbeat_timeout)]
     for plan in group.adapters:
-        drill.adapters[plan.adapter] = start_adapter(
-            group, plan.adapter, active=plan.adapter == 1, extra=extra, log=log
-        )
+        args = adapter_argv(group, plan.adapter, active=plan.adapter == 1, extra=extra)
+        if options.journal:
+            if placement.journal_root is None:
+                placement.journal_root = Path(tempfile.mkdtemp(prefix="feedha-drill-journal-"))
+            journal = placement.journal_root / f"adapter-{plan.adapter}"
+            args += ["--journal", str(journal), "--replay", placement.replay[plan.adapter]]
+        drill.adapter_args[plan.adapter] = args
+        drill.adapters[plan.adapter] = _start_adapter(drill, plan.adapter, args)
     for proc in drill.adapters.values():
         proc.wait_event("ready", 20)
     drill.adapters[1].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
+    if options.loss > 0:
+        _set_loss(drill)
     client_args = ["--channel", f"{CHANNEL}=1"]
-    for line in group.lines:
+    for line in placement.client_lines:
         client_args += ["--line", f"{CHANNEL}={line}"]
-    drill.client = JsonProcess.python("client", "feedha.drill_client", client_args, log=log)
+    drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
     drill.client.wait_event("ready", 20)
-    drill.source = _start_source(options, source_endpoint, log)
+    drill.source = _start_source(options, placement, log)
     return drill
 
 
-def _start_source(options: DrillOptions, endpoint: str, log: IO[str]) -> JsonProcess:
+def _start_adapter(drill: Drill, number: int, args: Sequence[str]) -> JsonProcess:
+    name = f"{drill.group.channel}/adapter-{number}"
+    return drill.placement.spawn(name, adapter_host(number), "adapter", args, drill.log)
+
+
+def _set_loss(drill: Drill) -> None:
+    segment = drill.placement.segment
+    if segment is None:
+        raise ProcessError("--loss needs --hosts netns")
+    options = drill.options
+    if options.loss_on == "client":
+        hosts = ["client"]
+    elif options.loss_on == "lines":
+        hosts = [adapter_host(n) for n in drill.adapters]
+    else:
+        hosts = [adapter_host(1)]  # the first active
+    for host in hosts:
+        means = segment.set_loss(host, options.loss)
+        drill.faults.append({"fault": "loss", "host": host, "percent": options.loss, "means": means})
+
+
+def _start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> JsonProcess:
+    endpoint = placement.source_endpoint
     common = [
         "--endpoint",
         f"{STREAM}={endpoint}",
@@ -105,8 +235,6 @@ def _start_source(options: DrillOptions, endpoint: str, log: IO[str]) -> JsonPro
         STREAM,
         "--rate",
         f"{options.rate:g}",
-        "--seconds",
-        f"{options.seconds:g}",
         "--symbols",
         str(options.symbols),
         "--seed",
@@ -116,33 +244,55 @@ def _start_source(options: DrillOptions, endpoint: str, log: IO[str]) -> JsonPro
     ]
     if options.source == "spark":
         checkpoint = tempfile.mkdtemp(prefix="feedha-drill-spark-")
-        return JsonProcess.python("source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log=log)
-    return JsonProcess.python("source", "spark_feed.plain_source", common, log=log)
+        return placement.spawn(
+            "source", "source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log
+        )
+    common += ["--seconds", f"{options.seconds:g}"]
+    return placement.spawn("source", "source", "spark_feed.plain_source", common, log)
 
 
 def run_failover(options: DrillOptions, log: IO[str]) -> dict[str, Any]:
-    """Run the failover drill and return its summary."""
-    drill = start_drill(options, log)
+    """Run the failover drill and return its summary (tears down what it built, always)."""
+    placement = _place_netns(options) if options.hosts == "netns" else _place_local(options)
+    drill: Drill | None = None
     try:
+        drill = start_drill(options, log, placement)
         return _drive(drill)
     finally:
-        for proc in drill.all():
-            proc.kill()  # also reaps the ones that ended by themselves
+        if drill is not None:
+            for proc in drill.all():
+                proc.kill()  # also reaps the ones that ended by themselves
+        if placement.segment is not None:
+            placement.segment.destroy()
+        if placement.journal_root is not None:
+            shutil.rmtree(placement.journal_root, ignore_errors=True)
 
 
 def _drive(drill: Drill) -> dict[str, Any]:
     options = drill.options
     assert drill.source is not None and drill.client is not None
+    # The clock starts with the first delivery: a Spark source spends seconds
+    # starting its session before it publishes anything.
+    drill.client.wait_for(
+        lambda e: e.get("event") == "progress" and e.get("delivered", 0) > 0, SOURCE_START_S
+    )
     started = time.monotonic()
     kill_after = options.seconds * options.kill_at
+    heal_after = options.seconds * options.heal_at
     killed: int | None = None
     kill_wall: float | None = None
+    injected = healed = False
     while drill.source.alive:
         elapsed = time.monotonic() - started
-        if killed is None and options.kill != "none" and elapsed >= kill_after:
-            killed = _victim(drill)
-            kill_wall = time.time()
-            drill.adapters[killed].kill()
+        if options.source == "spark" and elapsed >= options.seconds:
+            drill.source.stop(timeout=60)  # the Spark job runs until told; SIGTERM stops it gracefully
+            break
+        if not injected and elapsed >= kill_after:
+            injected = True
+            killed, kill_wall = _inject(drill)
+        if injected and not healed and options.partition is not None and elapsed >= heal_after:
+            healed = True
+            _heal_partition(drill)
         progress = drill.client.last("progress") or {}
         _progress(
             f"drill: {elapsed:5.1f}s  delivered {progress.get('delivered', 0):>9,}  killed {killed or '-'}"
@@ -159,6 +309,7 @@ def _drive(drill: Drill) -> dict[str, Any]:
         pass  # the summary below says what is missing
     drill.client.stop()
     summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
+    drill.roles_at_end = _roles(drill)
     for proc in drill.adapters.values():
         if proc.alive:
             proc.stop()
@@ -166,8 +317,63 @@ def _drive(drill: Drill) -> dict[str, Any]:
     return _report(drill, source_summary, summary, killed, kill_wall)
 
 
-def _victim(drill: Drill) -> int:
-    if drill.options.kill == "active":
+def _inject(drill: Drill) -> tuple[int | None, float | None]:
+    """Apply the drill's fault(s) at ``--kill-at``; returns (adapter hit, wall time)."""
+    options, segment = drill.options, drill.placement.segment
+    hit: int | None = None
+    if options.kill != "none":
+        hit = _victim(drill, options.kill)
+        drill.adapters[hit].kill()
+        drill.faults.append({"fault": "kill", "adapter": hit})
+    if options.cut is not None:
+        assert segment is not None
+        hit = _victim(drill, options.cut)
+        segment.cut(adapter_host(hit))
+        drill.faults.append({"fault": "cut", "adapter": hit})
+    if options.partition is not None:
+        assert segment is not None
+        a, b = (_victim(drill, which) for which in options.partition)
+        segment.partition(adapter_host(a), adapter_host(b), [SYNC_PORT])
+        drill.partitioned = (a, b)
+        drill.faults.append({"fault": "partition", "adapters": [a, b]})
+    if options.restart is not None:
+        hit = _victim(drill, options.restart)
+        drill.adapters[hit].kill()
+        args = [a for a in drill.adapter_args[hit] if a != "--active"]
+        drill.adapters[hit] = _start_adapter(drill, hit, args)
+        drill.faults.append({"fault": "restart", "adapter": hit})
+    return hit, time.time()
+
+
+def _heal_partition(drill: Drill) -> None:
+    assert drill.placement.segment is not None and drill.partitioned is not None
+    a, b = drill.partitioned
+    drill.placement.segment.heal_partition(adapter_host(a), adapter_host(b))
+    drill.faults.append({"fault": "heal_partition", "adapters": [a, b]})
+
+
+def _roles(drill: Drill) -> dict[int, str]:
+    """Each live adapter's role as its control socket reports it ("unreachable" if it cannot)."""
+    roles: dict[int, str] = {}
+    for plan in drill.group.adapters:
+        proc = drill.adapters.get(plan.adapter)
+        if proc is None or not proc.alive:
+            continue
+        try:
+            roles[plan.adapter] = str(control(plan.control, "status", timeout=2.0).get("role"))
+        except TimeoutError:
+            roles[plan.adapter] = "unreachable"
+    return roles
+
+
+def _victim(drill: Drill, which: str) -> int:
+    """Resolve ``active``, ``backup`` or an adapter number to an adapter number."""
+    if which.isdigit():
+        number = int(which)
+        if number not in drill.adapters:
+            raise ProcessError(f"no adapter {number} (adapters: {sorted(drill.adapters)})")
+        return number
+    if which == "active":
         latest: tuple[int, int] | None = None  # (time_ns, adapter) of the newest promotion
         for number, proc in drill.adapters.items():
             role = proc.last("role")
@@ -176,7 +382,8 @@ def _victim(drill: Drill) -> int:
         if latest is None:
             raise ProcessError("no active adapter to kill")
         return latest[1]
-    return max(drill.adapters)  # "backup": the last backup
+    active = _victim(drill, "active")
+    return max(n for n in drill.adapters if n != active)  # "backup": the last backup
 
 
 def _report(
@@ -211,7 +418,7 @@ def _report(
         "rate": drill.options.rate,
         "seconds": drill.options.seconds,
         "killed": drill.options.kill if killed is not None else "none",
-        "killed_adapter": killed,
+        "killed_adapter": killed if drill.options.kill != "none" else None,
         "sent": sent,
         "delivered": client["delivered"],
         "lost": lost,
@@ -223,7 +430,25 @@ def _report(
         "promoted_adapter": promotions[-1][0] if promotions else None,
         "term": max(terms, default=0),
         "max_switch_gap_ms": round(switch_gap, 1),
+        "hosts": drill.options.hosts,
+        "transport": drill.options.transport,
+        "faults": drill.faults,
+        "gaps": arbiter.get("gaps", 0),
+        "gaps_recovered": _gaps_recovered(arbiter),
+        "retransmission_requests": arbiter.get("retransmission_requests", 0),
+        "actives_at_end": sum(1 for role in drill.roles_at_end.values() if role == "active"),
+        "roles_at_end": {str(n): role for n, role in drill.roles_at_end.items()},
     }
+
+
+def _gaps_recovered(arbiter: dict[str, Any]) -> int:
+    """Holes the client saw that were filled (by another line or a retransmission).
+
+    The arbiter counts holes (``gaps``) but lost *messages* (``lost``); a lost
+    message ends at most one hole, so ``gaps - open - lost`` is a lower bound.
+    """
+    closed = int(arbiter.get("gaps", 0)) - int(arbiter.get("open_gaps", 0))
+    return max(0, closed - int(arbiter.get("lost", 0)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,8 +464,40 @@ def build_parser() -> argparse.ArgumentParser:
     fo.add_argument(
         "--seconds", type=float, default=10, help="how long the source streams (default: %(default)s)"
     )
-    fo.add_argument("--kill", choices=("active", "backup", "none"), default="active")
+    fo.add_argument(
+        "--kill",
+        choices=("active", "backup", "none"),
+        help="adapter to SIGKILL (default: active, or none when another fault is chosen)",
+    )
     fo.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
+    net = fo.add_argument_group("hosts and network faults")
+    net.add_argument(
+        "--hosts",
+        choices=("local", "netns"),
+        default="local",
+        help="local: processes on loopback; netns: one network namespace per host on a bridge (root)",
+    )
+    net.add_argument(
+        "--transport",
+        choices=("tcp", "epgm"),
+        help="line transport (default: epgm with --hosts netns when pyzmq has OpenPGM, else tcp)",
+    )
+    net.add_argument("--cut", metavar="HOST", help="cut HOST's link at --kill-at (active, backup or N)")
+    net.add_argument(
+        "--partition", metavar="A,B", help="drop the sync bus between adapters A and B from --kill-at"
+    )
+    net.add_argument("--heal-at", type=float, default=0.8, help="fraction of the run at which to heal")
+    net.add_argument("--loss", type=float, default=0.0, metavar="PCT", help="drop PCT%% of packets")
+    net.add_argument(
+        "--loss-on",
+        choices=("active", "lines", "client"),
+        default="active",
+        help="whose outgoing packets --loss drops: the active's line, every line, or the client's",
+    )
+    net.add_argument("--restart", metavar="HOST", help="kill HOST's adapter at --kill-at and start it again")
+    net.add_argument(
+        "--journal", action="store_true", help="adapters journal and serve replay (needed for gap recovery)"
+    )
     fo.add_argument("--symbols", type=int, default=200)
     fo.add_argument("--seed", type=int, default=7)
     fo.add_argument(
@@ -252,6 +509,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _network_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The DrillOptions fields of the network faults, checked.
+
+    Raises:
+        ValueError: a combination that cannot run, named.
+    """
+    partition: tuple[str, str] | None = None
+    if args.partition is not None:
+        a, sep, b = args.partition.partition(",")
+        if not sep or not a or not b or a == b:
+            raise ValueError(f"--partition takes two adapters A,B, got {args.partition!r}")
+        partition = (a, b)
+    for name, value in (
+        ("--cut", args.cut),
+        ("--restart", args.restart),
+        *(("--partition", p) for p in partition or ()),
+    ):
+        if value is not None and value not in ("active", "backup") and not value.isdigit():
+            raise ValueError(f"{name} takes active, backup or an adapter number, got {value!r}")
+    needs_netns = args.cut or partition or args.loss
+    if needs_netns and args.hosts != "netns":
+        raise ValueError("--cut, --partition and --loss need --hosts netns")
+    if not 0 <= args.loss < 100 or not 0 < args.heal_at < 1 or args.heal_at <= args.kill_at:
+        raise ValueError("need 0 <= --loss < 100 and --kill-at < --heal-at < 1")
+    chosen = args.transport
+    if chosen is None:
+        chosen = "epgm" if args.hosts == "netns" and transport.has_multicast() else "tcp"
+        if args.hosts == "netns" and chosen == "tcp":
+            print("feedha drill: pyzmq has no OpenPGM; lines fall back to tcp://", file=sys.stderr)
+    elif chosen == "epgm" and not transport.has_multicast():
+        raise ValueError(
+            "--transport epgm needs pyzmq built with OpenPGM (scripts/setup); use --transport tcp"
+        )
+    other_fault = args.cut or partition or args.restart
+    return {
+        "kill": args.kill or ("none" if other_fault else "active"),
+        "hosts": args.hosts,
+        "transport": chosen,
+        "cut": args.cut,
+        "partition": partition,
+        "heal_at": args.heal_at,
+        "loss": args.loss,
+        "loss_on": args.loss_on,
+        "restart": args.restart,
+        "journal": args.journal,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``feedha drill``."""
     args = build_parser().parse_args(argv)
@@ -260,11 +565,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "feedha drill: need --backups >= 1, --rate > 0, --seconds > 0, 0 < --kill-at < 1", file=sys.stderr
         )
         return 2
+    try:
+        network = _network_options(args)
+    except ValueError as exc:
+        print(f"feedha drill: {exc}", file=sys.stderr)
+        return 2
     options = DrillOptions(
+        **network,
         backups=args.backups,
         rate=args.rate,
         seconds=args.seconds,
-        kill=args.kill,
         kill_at=args.kill_at,
         symbols=args.symbols,
         seed=args.seed,
@@ -272,10 +582,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         heartbeat_timeout=args.heartbeat_timeout,
     )
     log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-", suffix=".log")[1])
+    # SIGTERM must unwind through run_failover's finally: it removes the namespaces.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with open(log_path, "w") as log:
         try:
             result = run_failover(options, log)
-        except ProcessError as exc:
+        except (ProcessError, netns.NetnsError) as exc:
             print(f"feedha drill: {exc} (component logs: {log_path})", file=sys.stderr)
             return 1
     result["log"] = str(log_path)
