@@ -15,42 +15,46 @@ from typing import Any, Final
 
 from bench.ceiling import run_pair
 from bench.common import Figure, figure
-from bench.throughput import PipelineOptions, open_log, run_pipeline
+from bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
 
 TOTAL_SYMBOLS: Final = 5_000
 KEEP: Final = (1, 10, 100, 1_000)
 QUICK_KEEP: Final = (1, 1_000)
-COUNT: Final = 100_000
-QUICK_COUNT: Final = 20_000
+OFFERED_RATE: Final = 20_000.0  # above what one group sustains here: the clients see its capacity
+SECONDS: Final = 4.0
+QUICK_SECONDS: Final = 1.5
 
 
 def run(*, quick: bool = False) -> list[Figure]:
     """Measure the filtering client's delivered msg/s for each subscription size.
 
     Args:
-        quick: two subscription sizes and fewer messages.
+        quick: two subscription sizes, shorter runs.
 
     Returns:
         One ``symbols`` figure per subscription size.
     """
-    count = QUICK_COUNT if quick else COUNT
+    seconds = QUICK_SECONDS if quick else SECONDS
     figures: list[Figure] = []
     with open_log("symbols") as log:
-        bare = run_pair(count=count * 2, log=log)
+        bare = run_pair(count=int(OFFERED_RATE * seconds * 5), log=log)
         for keep in QUICK_KEEP if quick else KEEP:
             result = run_pipeline(
-                PipelineOptions(rate=0, seconds=60, count=count, symbols=TOTAL_SYMBOLS, keep_symbols=keep),
+                PipelineOptions(rate=OFFERED_RATE, seconds=seconds, symbols=TOTAL_SYMBOLS, keep_symbols=keep),
                 log,
             )
             summary = result.clients[0][1]
             params: dict[str, Any] = {
                 "subscribed_symbols": keep,
                 "total_symbols": TOTAL_SYMBOLS,
-                "messages": count,
                 "sent": result.sent[0],
                 "kept": summary["kept"],
                 "kept_rate": round(result.client_rate(summary, kept=True), 1),
                 "lost": result.lost,
+                "offered_rate": OFFERED_RATE,
+                "seconds": seconds,
+                "failovers": result.failovers,
+                "source_tick_s": SOURCE_TICK_S,
                 "adapters": "active + 1 backup",
                 "quick": quick,
                 "log": log.name,

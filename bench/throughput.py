@@ -45,6 +45,8 @@ DRAIN_ALLOWANCE_S: Final = 0.25  # the client may finish this long after the sou
 CEILING_COUNT: Final = 300_000
 QUICK_CEILING_COUNT: Final = 100_000
 PROGRESS_S: Final = 0.1
+SOURCE_TICK_S: Final = 0.001  # the source sends ~rate/1000 messages per frame, as a batching feed does
+HEARTBEAT_TIMEOUT_S: Final = 2.0
 
 
 # --- the bench client (a child process) ---------------------------------------------------
@@ -163,6 +165,11 @@ class PipelineOptions:
         symbols: symbols each source generates.
         keep_symbols: clients decode and keep only this many symbols (0: keep all, no decode).
         latency: clients decode and time every delivery.
+        heartbeat_timeout: the adapters' ``--heartbeat-timeout``: longer than the
+            default so a scheduling stall on a shared 2-core machine does not
+            start a failover in the middle of a throughput or latency run
+            (``bench failover`` keeps the default; runs report ``failovers``).
+        source_tick_s: the source's ``--tick`` (0: every message on its own, as soon as due).
         count: if set, each source sends this many messages unpaced (``rate`` and
             ``seconds`` are then only a time bound).
     """
@@ -175,6 +182,8 @@ class PipelineOptions:
     symbols: int = SYMBOLS
     keep_symbols: int = 0
     latency: bool = False
+    heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S
+    source_tick_s: float = SOURCE_TICK_S
     count: int | None = None  # unpaced: send this many as fast as the source can, then stop
 
 
@@ -187,6 +196,7 @@ class PipelineResult:
     source_elapsed_s: list[float]
     source_end_wall: list[float]
     clients: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (channel index, summary)
+    roles: list[dict[str, Any]] = field(default_factory=list)  # adapters' role changes (a failover = trouble)
 
     @property
     def lost(self) -> int:
@@ -196,6 +206,11 @@ class PipelineResult:
     @property
     def duplicates(self) -> int:
         return sum(s["duplicates"] + s["out_of_order"] for _ch, s in self.clients)
+
+    @property
+    def failovers(self) -> int:
+        """Promotions after the start (a backup taking over mid-run: worth knowing beside any figure)."""
+        return sum(1 for e in self.roles if e["new"] == "active" and (e["term"] or 0) > 1)
 
     def total_rate(self) -> float:
         """All clients' deliveries over the span from the first to the last delivery anywhere."""
@@ -284,6 +299,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 *pacing,
                 *("--symbols", str(options.symbols), "--seed", "7"),
                 *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
+                *("--tick", str(options.source_tick_s)),
             ]
             proc = JsonProcess.python("source", "spark_feed.plain_source", source_args, log=log)
             procs.append(proc)
@@ -310,6 +326,18 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             proc.popen.send_signal(signal.SIGTERM)
         for ch, proc in clients:
             result.clients.append((ch, proc.wait_event("summary", 20)))
+        for members in adapters:
+            for proc in members:
+                result.roles += [
+                    {
+                        "adapter": e.get("adapter"),
+                        "new": e.get("new"),
+                        "term": e.get("term"),
+                        "reason": e.get("reason"),
+                    }
+                    for e in proc.events
+                    if e.get("event") == "role"
+                ]
         return result
     finally:
         for proc in procs:
@@ -403,6 +431,9 @@ def run(*, quick: bool = False) -> list[Figure]:
     params = {
         "source": "plain source (spark_feed.plain_source), 1 stream, 200 symbols, seed 7",
         "adapters": "active + 1 backup",
+        "adapter_heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
+        "source_tick_s": SOURCE_TICK_S,
+        "failovers": None if best is None else best[1].failovers,
         "client": "client_lib.Subscriber joined to both lines (arbitrating), no decode",
         "offered_rate": None if best is None else best[1].options.rate,
         "lost": lost,

@@ -356,6 +356,9 @@ class SourceConfig:
         sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
         linger_ms: ZMQ_LINGER: how long close() may spend flushing.
         start_seq: first source_seq of every stream.
+        tick_s: when nothing is due, sleep at least this long, so each frame
+            carries about ``rate * tick_s`` messages (as the Spark source batches);
+            0 sends every message as soon as it is due (the lowest latency).
     """
 
     streams: tuple[str, ...] = DEFAULT_STREAMS
@@ -374,6 +377,7 @@ class SourceConfig:
     sndhwm: int = 0
     linger_ms: int = DEFAULT_LINGER_MS
     start_seq: int = 1
+    tick_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.streams or len(set(self.streams)) != len(self.streams):
@@ -395,6 +399,7 @@ class SourceConfig:
             "sndhwm": self.sndhwm >= 0,
             "linger_ms": self.linger_ms >= -1,
             "start_seq": self.start_seq >= 1,
+            "tick_s": 0 <= self.tick_s <= 1,
         }
         for name, ok in checks.items():
             if not ok:
@@ -551,8 +556,10 @@ class PlainSource:
 
     def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
         cfg = self.config
-        epoch_ns = time.time_ns() if cfg.epoch_ns is None else cfg.epoch_ns
         step_ns = int(1e9 / cfg.rate) if cfg.rate > 0 else 1_000
+        # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so by
+        # default it is stamped with that time: its event time is when it is sent.
+        epoch_ns = time.time_ns() + step_ns if cfg.epoch_ns is None else cfg.epoch_ns
         model = SymbolModel(
             streams=cfg.streams,
             symbol_count=cfg.symbols,
@@ -582,7 +589,7 @@ class PlainSource:
                 wait = schedule.next_deadline() - now
                 if end is not None:
                     wait = min(wait, end - now)
-                stop.wait(max(wait, 0.0))
+                stop.wait(max(wait, cfg.tick_s))
                 continue
             messages = [next(model) for _ in range(due)]
             frames, malformed = plan_frames(
@@ -650,6 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sndhwm", type=int, default=0)
     add("--linger-ms", type=int, default=DEFAULT_LINGER_MS)
     add("--start-seq", type=int, default=1)
+    add("--tick", type=float, default=0.0, help="least sleep between sends, s (batches ~rate*tick per frame)")
     return parser
 
 
@@ -685,6 +693,7 @@ def config_from_args(argv: Sequence[str]) -> SourceConfig:
             sndhwm=args.sndhwm,
             linger_ms=args.linger_ms,
             start_seq=args.start_seq,
+            tick_s=args.tick,
         )
     except ValueError as exc:
         parser.error(str(exc))
