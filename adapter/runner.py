@@ -30,36 +30,32 @@ in ZeroMQ (the SUB's high-water mark is unbounded) and reads them afterwards.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any
 
 import psutil
 import zmq
 
-from adapter import recovery, syncbus, transport
+from adapter import syncbus, transport
 from adapter.admin_link import AdminLink
 from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import Converter, ConverterTable, SourceMessage, encode_update, peek_source_seq
 from adapter.errors import ConversionError
 from adapter.health import HealthSample, health_score
-from adapter.journal import JournalConfig, JournalReader, JournalWriter
-from adapter.journal.segment import list_segments
-from adapter.replay import ReplayService
+from adapter.operations import OperationsMixin
+from adapter.persistence import JournalKeeper
 from adapter.sequencer import Sequencer, SourceVerdict
 from adapter.state import ConversionState
 from adapter.sync import (
     Action,
     ActiveReported,
     ArrivalChecked,
-    CommandKind,
     CommandRejected,
-    OperatorCommand,
     RequestSnapshot,
     Role,
     RoleChanged,
@@ -72,40 +68,19 @@ from adapter.sync import (
     SourceGapSeen,
     SyncEvent,
     SyncState,
-    SyncStatus,
     Tick,
     initial_state,
     next_deadline,
     on_event,
 )
-from admin_server import AdapterRegistration, AdapterRole, AdapterStatus
-from admin_server import CommandKind as AdminCommandKind
-from admin_server import SyncStatus as AdminSyncStatus
 from proto import fix, wire
 
 logger = logging.getLogger(__name__)
 
-_ADMIN_ROLES: Final = {
-    Role.ACTIVE: AdapterRole.ACTIVE,
-    Role.BACKUP: AdapterRole.BACKUP,
-    Role.FAILED: AdapterRole.FAILED,
-}
-_ADMIN_SYNC: Final = {
-    SyncStatus.IN_SYNC: AdminSyncStatus.IN_SYNC,
-    SyncStatus.SYNCING: AdminSyncStatus.SYNCING,
-    SyncStatus.AHEAD: AdminSyncStatus.AHEAD,
-    SyncStatus.FAILED: AdminSyncStatus.FAILED,
-}
-_OPERATOR_COMMANDS: Final = {
-    AdminCommandKind.PROMOTE: CommandKind.PROMOTE,
-    AdminCommandKind.DEMOTE: CommandKind.DEMOTE,
-    AdminCommandKind.FAIL: CommandKind.FAIL,
-}
-
 StatusSink = Callable[[dict[str, Any]], None]
 
 
-class AdapterRunner:
+class AdapterRunner(OperationsMixin):
     """Runs one feed adapter until ``stop`` is set.
 
     Args:
@@ -134,14 +109,8 @@ class AdapterRunner:
         self._process.cpu_percent(None)
         self._rate_mark = (time.monotonic(), 0)
         self._admin: AdminLink | None = None
-        # Journal, checkpoints and replay (all None/idle without --journal).
-        self._journal: JournalWriter | None = None
-        self._replay_service: ReplayService | None = None
+        self._control: zmq.Socket[bytes] | None = None
         self._replay: zmq.Socket[bytes] | None = None
-        self._journaled_source_seq = 0  # source_seq of the last journaled message
-        self._since_checkpoint = 0
-        self._checkpoint_at = time.monotonic()
-        self.recovered: recovery.RecoverySummary | None = None
         # Fault injection (control "drop"): skip sending every k-th packet, n times.
         self._drop_every = 0
         self._drop_left = 0
@@ -167,6 +136,12 @@ class AdapterRunner:
             ),
             0,
         )
+        # Journal, checkpoints and replay (--journal): None without a journal.
+        self.journal = (
+            None
+            if config.journal_dir is None
+            else JournalKeeper(config, self.conversion, self.sequencer, self.counters, self._status)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -179,7 +154,7 @@ class AdapterRunner:
     def run(self, stop: threading.Event) -> None:
         """Bind, connect and serve until ``stop`` is set; close every socket on the way out."""
         cfg = self.config
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         sockets: list[zmq.Socket[bytes]] = []
 
         def make(kind: int) -> zmq.Socket[bytes]:
@@ -190,7 +165,8 @@ class AdapterRunner:
 
         try:
             # Recovery first: the sync rules must start from the recovered position.
-            self._open_journal()
+            if self.journal is not None:
+                self.journal.open()
             self._line = make(zmq.PUB)
             self._line.sndhwm = cfg.sndhwm
             transport.configure_socket(self._line, cfg.line_endpoint)  # epgm://: buffers, ZMQ_RATE
@@ -206,14 +182,13 @@ class AdapterRunner:
             self._source.rcvhwm = 0
             self._source.subscribe(cfg.source_stream.encode())
             self._source.connect(cfg.source_endpoint)
-            self._control = None
             if cfg.control_endpoint:
                 self._control = make(zmq.REP)
                 self._control.bind(cfg.control_endpoint)
-            if cfg.replay_endpoint:
+            if self.journal is not None and self.journal.replay is not None:
                 self._replay = make(zmq.ROUTER)
                 self._replay.sndhwm = 0
-                self._replay.bind(cfg.replay_endpoint)
+                self._replay.bind(str(cfg.replay_endpoint))  # set: the replay service exists
             self._status(
                 "ready",
                 line=cfg.line_endpoint,
@@ -230,8 +205,8 @@ class AdapterRunner:
             self._status("stopped", **self.snapshot_status())
             for sock in sockets:
                 sock.close(linger=0)
-            if self._journal is not None:
-                self._journal.close()
+            if self.journal is not None:
+                self.journal.close()
 
     def _loop(self, stop: threading.Event) -> None:
         with_source = zmq.Poller()
@@ -252,13 +227,14 @@ class AdapterRunner:
             if not self.sync.deciding and not reading:
                 deadline = min(deadline, self._pause_until)
             poller = with_source if reading else without_source
-            ready = dict(poller.poll(max(0.0, deadline - now) * 1000.0))
+            ready = dict(poller.poll(max(0, round((deadline - now) * 1000.0))))
             if self._sync_sub in ready:
                 self._drain_sync()
             if self._control is not None and self._control in ready:
                 self._serve_control()
             if self._replay is not None and self._replay in ready:
-                self._serve_replay()
+                assert self.journal is not None
+                self.journal.serve(self._replay, term=self.sync.term)
             if self._admin is not None:
                 self._drain_admin_commands()
             if self._source in ready:
@@ -269,8 +245,8 @@ class AdapterRunner:
                 self._drain_sync()
             self._flush()
             now = time.monotonic()
-            if self._journal is not None:
-                self._maybe_checkpoint(now)
+            if self.journal is not None:
+                self.journal.maybe_checkpoint(now)
             if now >= next_deadline(self.sync, self.config.sync, now=now):
                 self._apply(Tick())
             if self.sync.is_publishing and now - self._last_line_send >= self.config.line_heartbeat_s:
@@ -356,8 +332,8 @@ class AdapterRunner:
             self.counters["published"] += 1
             # Journal what is published, while it waits in the packet: the
             # append only frames it into the group-commit buffer (no syscall).
-            if self._journal is not None:
-                self._journal_append(msg_seq, now_ns, msg.source_seq, payload)
+            if self.journal is not None:
+                self.journal.append(msg_seq, now_ns, msg.source_seq, payload)
         if check is not None and self.sync.role is Role.BACKUP:
             self._apply(ArrivalChecked(check.renumbered, check.digest_matches))
 
@@ -390,106 +366,6 @@ class AdapterRunner:
         self._line.send_multipart((self.config.channel.encode(), packet))
         self.counters["heartbeats"] += 1
         self._last_line_send = time.monotonic()
-
-    # ---- journal, checkpoints, replay ------------------------------------------------
-
-    def _open_journal(self) -> None:
-        """Open the journal (cutting a torn tail) and recover numbering and state from it."""
-        cfg = self.config
-        if cfg.journal_dir is None:
-            return
-        journal = self._journal = JournalWriter(
-            cfg.journal_dir,
-            JournalConfig(
-                fsync=cfg.journal_fsync,
-                retention_max_age_s=cfg.retention_max_age_s,
-                retention_max_bytes=cfg.retention_max_bytes,
-            ),
-        )
-        report = journal.recovery_report
-        summary = recovery.recover_state(
-            JournalReader(cfg.journal_dir), journal.latest_checkpoint(), self.conversion, self.sequencer
-        )
-        self.recovered = summary
-        self._journaled_source_seq = summary.last_source_seq
-        self._status(
-            "recovered",
-            **summary.as_dict(),
-            journal_cut_bytes=report.bytes_cut,
-            journal_cut_reason=report.reason,
-        )
-        if cfg.replay_endpoint:
-            self._replay_service = ReplayService(
-                JournalReader(cfg.journal_dir),
-                channel=cfg.channel_number,
-                adapter=cfg.adapter,
-                max_packet_bytes=cfg.max_packet_bytes,
-                max_bytes=cfg.replay_max_bytes,
-                bounds=self._journal_bounds,
-                before_read=self._journal_flush_for,
-            )
-
-    def _journal_append(self, msg_seq: int, time_ns: int, source_seq: int, payload: bytes) -> None:
-        journal = self._journal
-        assert journal is not None
-        if msg_seq <= journal.last_msg_seq:
-            # Renumbered backwards (rule 2 after an episode of bad numbering):
-            # the journal keeps one record per msg_seq, the first one written.
-            self.counters["journal_skipped"] += 1
-            return
-        journal.append(msg_seq, time_ns, self.config.source_stream_number, source_seq, payload)
-        self.counters["journaled"] += 1
-        self._journaled_source_seq = source_seq
-        self._since_checkpoint += 1
-
-    def _maybe_checkpoint(self, now: float) -> None:
-        # A checkpoint is the conversion state *at* the last journaled message,
-        # so it is taken only when nothing was converted after that message.
-        journal = self._journal
-        assert journal is not None
-        due = self._since_checkpoint >= self.config.checkpoint_every or (
-            self._since_checkpoint and now - self._checkpoint_at >= self.config.checkpoint_interval_s
-        )
-        if not due or self._journaled_source_seq != self.sequencer.last_source_seq:
-            return
-        blob = recovery.encode_checkpoint_state(
-            self.conversion.snapshot(),
-            source_stream=self.config.source_stream_number,
-            source_seq=self._journaled_source_seq,
-            next_msg_seq=journal.last_msg_seq + 1,
-        )
-        journal.write_checkpoint(journal.last_msg_seq, blob)
-        self._since_checkpoint = 0
-        self._checkpoint_at = time.monotonic()
-        self.counters["checkpoints"] += 1
-        # Retention runs here, after a checkpoint, so recovery never needs a deleted segment.
-        if self.config.retention_max_age_s is not None or self.config.retention_max_bytes is not None:
-            journal.apply_retention(now_ns=time.time_ns())
-
-    def _journal_bounds(self) -> tuple[int, int]:
-        """(oldest, newest) msg_seq in the journal, (0, 0) when empty."""
-        assert self._journal is not None and self.config.journal_dir is not None
-        newest = max(self._journal.last_msg_seq, 0)
-        segments = list_segments(self.config.journal_dir)
-        return (segments[0].first_seq if segments and newest else 0), newest
-
-    def _journal_flush_for(self, last_seq: int) -> None:
-        # Records still in the group-commit buffer are invisible to readers;
-        # write them out (no fsync needed: readers see written bytes).
-        assert self._journal is not None
-        self._journal.flush(sync=False)
-
-    def _serve_replay(self) -> None:
-        assert self._replay is not None and self._replay_service is not None
-        # Bounded per wake-up, so replay never starves the source or the sync bus.
-        for _ in range(8):
-            try:
-                frames = self._replay.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            self.counters["replay_requests"] += 1
-            reply = self._replay_service.answer(frames, term=self.sync.term, send_time_ns=time.time_ns())
-            self._replay.send_multipart(reply)
 
     def _should_drop(self) -> bool:
         self._drop_tick += 1
@@ -650,119 +526,3 @@ class AdapterRunner:
                 lag=lag,
             )
         )
-
-    # ---- admin server ----------------------------------------------------------------
-
-    def _start_admin_link(self, target: str) -> AdminLink:
-        cfg = self.config
-        registration = AdapterRegistration(
-            feed=cfg.feed,
-            channel_name=cfg.channel,
-            channel_number=cfg.channel_number,
-            adapter_id=cfg.adapter_id,
-            line_endpoint=cfg.line_endpoint,
-            replay_endpoint=cfg.replay_endpoint or "",
-            sync_endpoint=cfg.sync_endpoint,
-            role=_ADMIN_ROLES[self.sync.role],
-            term=self.sync.term,
-        )
-        link = AdminLink(target, registration, self._admin_status, credentials=cfg.admin_credentials)
-        link.start()
-        return link
-
-    def _admin_status(self) -> AdapterStatus:
-        # Called on the admin link's thread: plain reads of fields the loop
-        # replaces whole, so a report is at worst one step stale.
-        sync = self.sync
-        lag = max(0, self._active_position - self.sequencer.last_source_seq)
-        status = _ADMIN_SYNC[sync.status]
-        if (
-            sync.role is Role.BACKUP
-            and status is AdminSyncStatus.IN_SYNC
-            and lag > self.config.sync.ahead_tolerance
-        ):
-            status = AdminSyncStatus.BEHIND
-        return AdapterStatus(
-            role=_ADMIN_ROLES[sync.role],
-            term=sync.term,
-            next_msg_seq=self.sequencer.next_msg_seq,
-            sync_status=status,
-            health_score=sync.health_score,
-            lag=lag if sync.role is Role.BACKUP else 0,
-        )
-
-    def _drain_admin_commands(self) -> None:
-        assert self._admin is not None
-        while not self._admin.commands.empty():
-            command = self._admin.commands.get_nowait()
-            logger.info(
-                "operator command %s from %s: %s", command.kind.value, command.issued_by, command.reason
-            )
-            if command.kind is AdminCommandKind.THROTTLE:
-                self._rate_limit = max(0.0, command.rate)
-            else:
-                reason = command.reason or f"operator {command.issued_by}".strip()
-                self._apply(OperatorCommand(_OPERATOR_COMMANDS[command.kind], reason))
-
-    # ---- control socket -------------------------------------------------------------
-
-    def _serve_control(self) -> None:
-        assert self._control is not None
-        try:
-            request = json.loads(self._control.recv())
-            reply = self.control(str(request.get("cmd", "")), request)
-        except (ValueError, AttributeError, TypeError) as exc:
-            reply = {"ok": False, "error": f"bad request: {exc}"}
-        self._control.send(json.dumps(reply).encode())
-
-    def control(self, cmd: str, request: dict[str, Any]) -> dict[str, Any]:
-        """Handle one operator/drill command; returns the JSON-able reply."""
-        kinds = {"promote": CommandKind.PROMOTE, "demote": CommandKind.DEMOTE, "fail": CommandKind.FAIL}
-        if cmd == "status":
-            return {"ok": True, **self.snapshot_status()}
-        if cmd in kinds:
-            self._apply(OperatorCommand(kinds[cmd], str(request.get("reason", "operator"))))
-            return {"ok": True, **self.snapshot_status()}
-        if cmd == "throttle":
-            self._rate_limit = max(0.0, float(request["rate"]))
-            return {"ok": True, "rate": self._rate_limit}
-        if cmd == "drop":
-            # Fault injection for tests: skip sending every k-th packet, n times (still journaled).
-            self._drop_every = max(1, int(request.get("every", 1)))
-            self._drop_left = max(0, int(request.get("count", 1)))
-            self._drop_tick = 0
-            return {"ok": True, "every": self._drop_every, "count": self._drop_left}
-        if cmd == "penalty":
-            self.config = replace(self.config, health_penalty=float(request["value"]))
-            return {"ok": True}
-        if cmd == "corrupt_state":
-            # Fault injection for drills and tests: skew every symbol's volume.
-            for symbol, values in self.conversion.snapshot().items():
-                values.volume += int(request.get("delta", 1000))
-                self.conversion.set_symbol(symbol, values)
-            self.sequencer.restate_digests({self.sequencer.last_recorded_source_seq: self.conversion.digest})
-            return {"ok": True, "digest": self.conversion.digest}
-        return {"ok": False, "error": f"unknown command {cmd!r}"}
-
-    def snapshot_status(self) -> dict[str, Any]:
-        """Role, term, position and counters, for status replies and the registry."""
-        sync = self.sync
-        return {
-            "adapter": self.config.adapter,
-            "channel": self.config.channel,
-            "role": sync.role.value,
-            "status": sync.status.value,
-            "term": sync.term,
-            "active": sync.active,
-            "throttled": sync.throttled,
-            "health": round(sync.health_score, 1),
-            "next_msg_seq": self.sequencer.next_msg_seq,
-            "last_source_seq": self.sequencer.last_source_seq,
-            "digest": self.conversion.digest,
-            "symbols": len(self.conversion),
-            "journal_last_msg_seq": None if self._journal is None else self._journal.last_msg_seq,
-            **self.counters,
-        }
-
-    def _status(self, event: str, **fields: Any) -> None:
-        self._on_status({"event": event, "adapter": self.config.adapter, "time_ns": time.time_ns(), **fields})
