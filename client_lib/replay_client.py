@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every adapter of a channel journals its line and may run a replay service
-(protocol in docs/journal.md and :mod:`adapter.replay`). When the arbiter
+(protocol in docs/journal.md and :mod:`proto.replay`). When the arbiter
 emits ``RetransmissionNeeded(channel, first, last)``, the subscriber calls
 this hook, which asks the channel's replay services in turn, starting with
 the one that answered last:
@@ -34,15 +34,15 @@ from typing import Any, Final
 
 import zmq
 
-from adapter.replay import (
+from client_lib.arbiter import RetransmissionNeeded
+from client_lib.errors import ConfigError
+from proto.replay import (
     ReplayProtocolError,
     ReplayRequest,
     ReplayStatus,
     decode_status,
     encode_request,
 )
-from client_lib.arbiter import RetransmissionNeeded
-from client_lib.errors import ConfigError
 from proto.wire import WireError, decode_header
 
 logger = logging.getLogger(__name__)

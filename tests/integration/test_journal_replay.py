@@ -21,7 +21,7 @@ import zmq
 
 from adapter.journal import JournalReader
 from adapter.journal.segment import list_segments
-from adapter.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
+from proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
 from client_lib import ChannelSpec, Delivery, GapLost, ReplayClient, Subscriber, SubscriberConfig
 from feedha.cluster import GroupPlan, control, plan_group, start_adapter
 from feedha.ports import free_ports

@@ -1,0 +1,199 @@
+"""The replay protocol: requests and replies for retransmission from a journal.
+
+Theory of operation
+-------------------
+Every adapter that journals its line can serve retransmission and resume
+requests from that journal over a ZeroMQ ROUTER socket. The protocol is a
+public contract (docs/journal.md, "Replay protocol"), all integers
+big-endian like the line's wire format:
+
+* A request is one ZeroMQ message whose *last* frame is the 28-byte request
+  body (:data:`REQUEST`); every frame before it is the envelope (the ROUTER
+  identity, and the empty delimiter a REQ or well-behaved DEALER sends) and is
+  returned unchanged in front of the reply.
+* A reply is the envelope, one status frame (:data:`STATUS` plus an optional
+  UTF-8 message), then ``packet count`` frames, each a line packet in the
+  DESIGN wire format with ``FLAG_RETRANSMISSION`` set, several blocks per
+  packet.
+
+One reply carries at most ``max_bytes`` of packets. ``through`` in the status
+says how far the reply reaches: every msg_seq in ``first..through`` that the
+journal holds is in the packets (any other one in that span is not in this
+journal); a reply with ``through < last`` was cut at the bound and the client
+asks again from ``through + 1``.
+
+Pure: encoding and decoding only. The serving side is :mod:`adapter.replay`,
+the asking side :mod:`client_lib.replay_client`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+logger = logging.getLogger(__name__)
+
+MAGIC: Final = b"FR"
+VERSION: Final = 1
+KIND_RANGE: Final = 1
+# magic, version, kind, channel, reserved, request id, first msg_seq, last msg_seq
+REQUEST: Final = struct.Struct(">2sBBHHIQQ")
+REQUEST_SIZE: Final = REQUEST.size  # 28
+# magic, version, status, channel, packet count, request id, first, through, oldest, newest
+STATUS: Final = struct.Struct(">2sBBHHIQQQQ")
+STATUS_SIZE: Final = STATUS.size  # 44
+MAX_MESSAGE_BYTES: Final = 1024
+MAX_PACKETS: Final = 0xFFFF
+
+assert REQUEST_SIZE == 28 and STATUS_SIZE == 44
+
+
+class ReplayStatus(enum.IntEnum):
+    """The status byte of a reply."""
+
+    OK = 0  # packets follow; see ``through``
+    UNAVAILABLE = 1  # this journal holds nothing of first..last (too old, not yet written, or a hole)
+    BAD_REQUEST = 2  # not a request this server understands (see the message)
+    WRONG_CHANNEL = 3  # the service serves another channel
+    ERROR = 4  # the journal could not be read (see the message); try another line
+
+
+class ReplayProtocolError(ValueError):
+    """Bytes that do not follow the replay protocol.
+
+    Attributes:
+        reason: a short machine-readable cause (``"size"``, ``"magic"``, ``"version"``, ``"kind"``, ...).
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"bad replay frame ({reason}): {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``."""
+
+    channel: int
+    request_id: int
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyStatus:
+    """The decoded status frame of a reply.
+
+    Attributes:
+        status: the outcome.
+        channel: the channel the service serves.
+        packet_count: how many packet frames follow.
+        request_id: the request's id, echoed.
+        first_seq: the request's first msg_seq, echoed.
+        through: the last msg_seq this reply accounts for (``first_seq - 1``: none).
+        oldest_seq: the oldest msg_seq the journal holds (0: empty journal).
+        newest_seq: the newest msg_seq the journal holds (0: empty journal).
+        message: a human-readable explanation (empty for a plain OK).
+    """
+
+    status: ReplayStatus
+    channel: int
+    packet_count: int
+    request_id: int
+    first_seq: int
+    through: int
+    oldest_seq: int
+    newest_seq: int
+    message: str = ""
+
+
+def encode_request(request: ReplayRequest) -> bytes:
+    """Encode a request body (28 bytes).
+
+    Raises:
+        ValueError: a field is out of range, or ``last_seq < first_seq``.
+    """
+    if request.last_seq < request.first_seq:
+        raise ValueError(f"last_seq {request.last_seq} is before first_seq {request.first_seq}")
+    try:
+        return REQUEST.pack(
+            MAGIC,
+            VERSION,
+            KIND_RANGE,
+            request.channel,
+            0,
+            request.request_id,
+            request.first_seq,
+            request.last_seq,
+        )
+    except struct.error as exc:
+        raise ValueError(f"replay request field out of range: {request!r}: {exc}") from exc
+
+
+def decode_request(body: bytes) -> ReplayRequest:
+    """Decode and check a request body.
+
+    Raises:
+        ReplayProtocolError: wrong size, magic, version or kind, or ``last < first``.
+    """
+    if len(body) != REQUEST_SIZE:
+        raise ReplayProtocolError("size", f"request of {len(body)} bytes, expected {REQUEST_SIZE}")
+    magic, version, kind, channel, _reserved, request_id, first, last = REQUEST.unpack(body)
+    if magic != MAGIC:
+        raise ReplayProtocolError("magic", f"magic {magic!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise ReplayProtocolError("version", f"version {version}, this server speaks {VERSION}")
+    if kind != KIND_RANGE:
+        raise ReplayProtocolError("kind", f"request kind {kind}, expected {KIND_RANGE} (range)")
+    if last < first:
+        raise ReplayProtocolError("range", f"last msg_seq {last} is before first {first}")
+    return ReplayRequest(channel, request_id, first, last)
+
+
+def encode_status(status: ReplyStatus) -> bytes:
+    """Encode a status frame (44 bytes plus the UTF-8 message)."""
+    message = status.message.encode()[:MAX_MESSAGE_BYTES]
+    return (
+        STATUS.pack(
+            MAGIC,
+            VERSION,
+            status.status,
+            status.channel,
+            status.packet_count,
+            status.request_id,
+            status.first_seq,
+            max(status.through, 0),
+            status.oldest_seq,
+            status.newest_seq,
+        )
+        + message
+    )
+
+
+def decode_status(frame: bytes) -> ReplyStatus:
+    """Decode a status frame.
+
+    Raises:
+        ReplayProtocolError: too short, wrong magic or version, unknown status.
+    """
+    if len(frame) < STATUS_SIZE:
+        raise ReplayProtocolError("size", f"status frame of {len(frame)} bytes, expected >= {STATUS_SIZE}")
+    magic, version, code, channel, count, request_id, first, through, oldest, newest = STATUS.unpack_from(
+        frame, 0
+    )
+    if magic != MAGIC:
+        raise ReplayProtocolError("magic", f"magic {magic!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise ReplayProtocolError("version", f"version {version}, this client speaks {VERSION}")
+    try:
+        status = ReplayStatus(code)
+    except ValueError as exc:
+        raise ReplayProtocolError("status", f"unknown status {code}") from exc
+    message = bytes(frame[STATUS_SIZE:]).decode(errors="replace")
+    return ReplyStatus(status, channel, count, request_id, first, through, oldest, newest, message)
+
+
+# ---- the service ----------------------------------------------------------------
