@@ -199,6 +199,9 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
     client_args = ["--channel", f"{CHANNEL}=1"]
     for line in placement.client_lines:
         client_args += ["--line", f"{CHANNEL}={line}"]
+    if options.journal:  # the client fills the gaps no line covers from the adapters' journals
+        for number in drill.adapters:
+            client_args += ["--replay", f"{CHANNEL}={placement.replay[number]}"]
     drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
     drill.client.wait_event("ready", 20)
     drill.source = _start_source(options, placement, log)
