@@ -46,6 +46,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "delivered": sum(s["delivered"] for _ch, s in result.clients),
                 "per_channel_rate": [round(result.client_rate(s), 1) for _ch, s in result.clients],
                 "lost": result.lost,
+                "undelivered": result.undelivered,
                 "offered_rate": OFFERED_RATE,
                 "seconds": seconds,
                 "failovers": result.failovers,

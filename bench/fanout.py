@@ -53,6 +53,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "subscribers": subscribers,
                 "sent": result.sent[0],
                 "lost": result.lost,
+                "undelivered": result.undelivered,
                 "offered_rate": OFFERED_RATE,
                 "seconds": seconds,
                 "failovers": result.failovers,

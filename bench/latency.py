@@ -55,6 +55,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "sent": result.sent[0],
                 "source_rate": round(result.source_rate(), 1),
                 "lost": result.lost,
+                "undelivered": result.undelivered,
                 "failovers": result.failovers,
                 "source_tick_s": 0.0,
                 "samples": pipeline["count"],

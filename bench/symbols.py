@@ -51,6 +51,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "kept": summary["kept"],
                 "kept_rate": round(result.client_rate(summary, kept=True), 1),
                 "lost": result.lost,
+                "undelivered": result.undelivered,
                 "offered_rate": OFFERED_RATE,
                 "seconds": seconds,
                 "failovers": result.failovers,

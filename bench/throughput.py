@@ -200,8 +200,19 @@ class PipelineResult:
 
     @property
     def lost(self) -> int:
-        """Messages sent but never delivered, over every client."""
-        return sum(max(0, self.sent[ch] - s["delivered"] + s["duplicates"]) for ch, s in self.clients)
+        """Messages lost, over every client: missing below the last delivered
+        ``source_seq``, or declared lost by the arbiter (which also sees a lost
+        tail, through the lines' heartbeats), whichever is more."""
+        total = 0
+        for _ch, s in self.clients:
+            unique = s["delivered"] - s["duplicates"]
+            total += max(0, s["last_source_seq"] - unique, s["arbiter_lost"])
+        return total
+
+    @property
+    def undelivered(self) -> int:
+        """Sent but not yet delivered when the drain deadline passed (slowness, not loss)."""
+        return sum(max(0, self.sent[ch] - s["last_source_seq"]) for ch, s in self.clients)
 
     @property
     def duplicates(self) -> int:
@@ -403,6 +414,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                     "delivered": summary["delivered"],
                     "delivered_rate": round(result.client_rate(summary), 1),
                     "lost": result.lost,
+                    "undelivered": result.undelivered,
                     "drain_s": round(result.drain_s(), 3),
                     "sustained": ok,
                 }
