@@ -49,6 +49,7 @@ _KNOWN_FLAGS: Final = FLAG_HEARTBEAT | FLAG_RETRANSMISSION | FLAG_END_OF_SESSION
 
 HEADER: Final = struct.Struct(">2sBBHHIQHHQ")
 BLOCK_HEADER: Final = struct.Struct(">HHQ")
+_PACK_BLOCK_HEADER: Final = BLOCK_HEADER.pack
 HEADER_SIZE: Final = HEADER.size  # 32
 BLOCK_OVERHEAD: Final = BLOCK_HEADER.size  # 12
 # The length field counts the source_stream and source_seq fields too.
@@ -299,15 +300,21 @@ class PacketBuilder:
             ValueError: msg_seq out of order, or the block does not fit (call
                 :meth:`fits` first and flush).
         """
-        if self.count == 0:
+        # Strategy: the checks of fits() and encode_block() inline (this runs
+        # once per published message), with the same errors.
+        size = len(payload)
+        count = self.count
+        if count == 0:
             self.first_seq = msg_seq
-        elif msg_seq != self.first_seq + self.count:
-            raise ValueError(f"msg_seq {msg_seq} does not follow {self.first_seq + self.count - 1}")
-        elif not self.fits(len(payload)):
-            raise ValueError(f"block of {len(payload)} bytes does not fit; flush first")
-        self._parts.append(encode_block(source_stream, source_seq, payload))
-        self._size += BLOCK_OVERHEAD + len(payload)
-        self.count += 1
+        elif msg_seq != self.first_seq + count:
+            raise ValueError(f"msg_seq {msg_seq} does not follow {self.first_seq + count - 1}")
+        elif self._size + BLOCK_OVERHEAD + size > self._max_bytes or count >= MAX_COUNT:
+            raise ValueError(f"block of {size} bytes does not fit; flush first")
+        if size > MAX_PAYLOAD:
+            raise ValueError(f"payload of {size} bytes exceeds the block limit of {MAX_PAYLOAD}")
+        self._parts.append(_PACK_BLOCK_HEADER(size + _LENGTH_COVERS, source_stream, source_seq) + payload)
+        self._size += BLOCK_OVERHEAD + size
+        self.count = count + 1
 
     def build(self, *, channel: int, adapter: int, term: int, send_time_ns: int, flags: int = 0) -> bytes:
         """Return the packet and reset the builder.
