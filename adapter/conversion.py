@@ -67,6 +67,7 @@ _TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
 _BID: Final = market_pb2.ENTRY_TYPE_BID
 _ASK: Final = market_pb2.ENTRY_TYPE_ASK
 _SEQ_TAG_DEFAULT: Final = 34
+_SEQ_KEYS: dict[int, tuple[bytes, bytes]] = {}
 
 
 class SourceUpdateEntry(NamedTuple):
@@ -121,14 +122,18 @@ def peek_source_seq(body: bytes, *, tag: int = _SEQ_TAG_DEFAULT) -> int:
     Raises:
         ConversionError: ``missing_seq`` or ``bad_seq``.
     """
-    key = b"%d=" % tag
+    # The tag's byte strings are built once per tag, not per message.
+    keys = _SEQ_KEYS.get(tag)
+    if keys is None:
+        keys = _SEQ_KEYS[tag] = (b"%d=" % tag, b"\x01%d=" % tag)
+    key, inner_key = keys
     if body.startswith(key):
         start = len(key)
     else:
-        found = body.find(b"\x01" + key)
+        found = body.find(inner_key)
         if found < 0:
             raise ConversionError("missing_seq", f"no {tag}= field")
-        start = found + len(key) + 1
+        start = found + len(inner_key)
     end = body.find(_SOH, start)
     raw = body[start:] if end < 0 else body[start:end]
     if not raw.isdigit() or raw[0] == 0x30:  # no sign, no leading zero, no "0"
