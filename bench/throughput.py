@@ -310,7 +310,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 *pacing,
                 *("--symbols", str(options.symbols), "--seed", "7"),
                 *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
-                *("--tick", str(options.source_tick_s)),
+                *(("--tick", str(options.source_tick_s)) if options.source_tick_s else ()),
             ]
             proc = JsonProcess.python("source", "spark_feed.plain_source", source_args, log=log)
             procs.append(proc)
