@@ -41,7 +41,7 @@ from typing import Any
 import psutil
 import zmq
 
-from adapter import syncbus, transport
+from adapter import syncbus
 from adapter.admin_link import AdminLink
 from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import Converter, ConverterTable, SourceMessage, encode_update, peek_source_seq
@@ -73,7 +73,7 @@ from adapter.sync import (
     next_deadline,
     on_event,
 )
-from proto import fix, wire
+from proto import fix, transport, wire
 
 logger = logging.getLogger(__name__)
 

@@ -82,6 +82,8 @@ from adapter.sync_types import (
     Tick,
 )
 
+UNSYNCED_TIMEOUT_FACTOR: Final = 3  # silence, in heartbeat timeouts, before an unsynced backup stands
+
 __all__ = [
     "AHEAD_TOLERANCE",
     "Action",
@@ -417,10 +419,13 @@ def _election_base(state: SyncState, config: SyncConfig) -> float:
     return max(base, state.active_heard_at or base)
 
 
-def _candidates(state: SyncState, now: float, config: SyncConfig) -> list[tuple[float, int]]:
-    # In-sync backups stand first. If none is in sync (a group that never
-    # started, or all of them resynchronizing), every live backup stands:
-    # a channel with no active at all is worse than one renumbered.
+def _candidates(state: SyncState, now: float, config: SyncConfig) -> tuple[list[int], bool]:
+    """The adapters that may promote themselves, best first, and whether they are in sync.
+
+    In-sync backups stand first. If none is in sync (a group that never
+    started, or all of them resynchronizing), every live backup stands: a
+    channel with no active at all is worse than one renumbered.
+    """
     live = [
         (p.score if p.score is not None else 0.0, p.adapter, p.in_sync)
         for p in state.peers.values()
@@ -429,20 +434,26 @@ def _candidates(state: SyncState, now: float, config: SyncConfig) -> list[tuple[
     demoted = state.demoted_at
     if demoted is None or now - demoted >= 2 * config.heartbeat_timeout_s:
         live.append((state.health_score, state.adapter, state.status is SyncStatus.IN_SYNC))
-    chosen = [c for c in live if c[2]] or live
+    in_sync = [c for c in live if c[2]]
+    chosen = in_sync or live
     chosen.sort(key=lambda c: (-c[0], c[1]))
-    return [(score, adapter) for score, adapter, _in_sync in chosen]
+    return [adapter for _score, adapter, _in_sync in chosen], bool(in_sync)
 
 
 def _maybe_promote(state: SyncState, now: float, config: SyncConfig) -> Result:
     silent_since = _election_base(state, config)
     if state.active is not None and now - silent_since <= config.heartbeat_timeout_s:
         return state, []
-    ranked = [adapter for _score, adapter in _candidates(state, now, config)]
+    ranked, in_sync = _candidates(state, now, config)
     if state.adapter not in ranked:
         return state, []
+    # Without an in-sync candidate the silence must last longer: an adapter
+    # that has not synchronized yet may simply not have heard the active
+    # (it just started, or its machine stalled), and promoting it would only
+    # make the live active step down.
+    timeout = config.heartbeat_timeout_s * (1 if in_sync else UNSYNCED_TIMEOUT_FACTOR)
     rank = ranked.index(state.adapter)
-    if now < silent_since + config.heartbeat_timeout_s + rank * config.promotion_stagger_s:
+    if now < silent_since + timeout + rank * config.promotion_stagger_s:
         return state, []
     return _promote(state, now, "active silent" if state.active is not None else "no active")
 

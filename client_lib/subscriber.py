@@ -328,7 +328,7 @@ def _configure(socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: Sub
     socket.setsockopt(zmq.RCVHWM, config.rcvhwm)
     if endpoint.startswith(("epgm://", "pgm://")):
         # PGM sizes its receive window from ZMQ_RATE x ZMQ_RECOVERY_IVL: same options as the sender.
-        from adapter.transport import configure_socket
+        from proto.transport import configure_socket
 
         try:
             configure_socket(socket, endpoint)

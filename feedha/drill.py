@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from adapter import transport
 from feedha import netns
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError
+from proto import transport
 
 CHANNEL = "EQ-A-Z"
 STREAM = "A-Z"

@@ -35,7 +35,7 @@ from typing import Final
 
 import zmq
 
-from adapter import transport
+from proto import transport
 from proto.fix import checksum
 
 logger = logging.getLogger(__name__)

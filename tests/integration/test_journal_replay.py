@@ -21,12 +21,12 @@ import zmq
 
 from adapter.journal import JournalReader
 from adapter.journal.segment import list_segments
-from proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
 from client_lib import ChannelSpec, Delivery, GapLost, ReplayClient, Subscriber, SubscriberConfig
 from feedha.cluster import GroupPlan, control, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
 from proto import market_pb2, wire
+from proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
 
 CHANNEL = "EQ-J"
 FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30"]

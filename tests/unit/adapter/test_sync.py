@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from adapter.errors import ConfigError, SyncProtocolError
 from adapter.sequencer import ReportVerdict
 from adapter.sync import (
+    UNSYNCED_TIMEOUT_FACTOR,
     ActiveReported,
     ArrivalChecked,
     CommandKind,
@@ -263,6 +264,8 @@ def test_nobody_in_sync_still_elects_someone() -> None:
     state = synced_backup(score=50.0)
     state = replace(state, status=SyncStatus.SYNCING)
     state, _ = apply(state, Tick(), 0.01 + CFG.heartbeat_timeout_s + 0.01)
+    assert state.role is Role.BACKUP  # an unsynced backup waits longer: it may just not hear the active
+    state, _ = apply(state, Tick(), 0.01 + UNSYNCED_TIMEOUT_FACTOR * CFG.heartbeat_timeout_s + 0.01)
     assert state.role is Role.ACTIVE
 
 
