@@ -4,8 +4,9 @@ One publisher process and one or more subscriber processes (``python -m
 bench.ceiling pub|sub``), 100-byte payloads, one single-frame ZeroMQ message
 each, ``SNDHWM``/``RCVHWM`` 0 (unbounded, so nothing is dropped), no
 batching, no decoding beyond the 16-byte stamp. Each payload starts with
-``b"D"``, a u64 sequence number and the send time (``time.time_ns()``), so the
-same pair measures throughput (unpaced) and one-way latency (paced).
+``b"D"``, a u64 sequence number and the send time (``time.time_ns()``; when
+paced, the scheduled send time), so the same pair measures throughput
+(unpaced) and one-way latency (paced).
 
 Protocol between the orchestrator and the children (JSON lines on stdout):
 
@@ -70,16 +71,20 @@ def _pub(args: argparse.Namespace) -> int:
         for seq in range(count):
             send(pack(b"D", seq, time_ns()) + pad)
     else:
-        # Deadline pacing: message k is due at start + k / rate; send what is due.
+        # Deadline pacing: message k is due at start + k / rate and stamped with
+        # that scheduled time (as the plain source stamps its event time), so a
+        # late wake-up of the sender counts in the latency, as it does in feedha's.
         seq = 0
         monotonic = time.monotonic
+        start_ns = time_ns()
+        step_ns = 1e9 / rate
         while seq < count:
             due = min(count, int((monotonic() - start) * rate) + 1)
             if due <= seq:
                 time.sleep(max(0.0, (seq / rate) - (monotonic() - start)))
                 continue
             while seq < due:
-                send(pack(b"D", seq, time_ns()) + pad)
+                send(pack(b"D", seq, start_ns + int(seq * step_ns)) + pad)
                 seq += 1
     elapsed = time.monotonic() - start
     for _ in range(END_MARKERS):

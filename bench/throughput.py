@@ -145,6 +145,10 @@ def client_main(argv: Sequence[str]) -> int:
         from bench.ceiling import latency_summary
 
         summary["latency_us"] = latency_summary(latencies)
+        # Where the worst ones fell (index in delivery order, µs): a start-up
+        # effect and a stall in the middle look different.
+        worst = sorted(range(len(latencies)), key=latencies.__getitem__)[-5:]
+        summary["worst_latency_us"] = [[index, round(latencies[index] / 1000, 1)] for index in worst]
     _emit("summary", **summary)
     return 0
 
