@@ -8,104 +8,33 @@ with deadlines on the adapters' control sockets or on received packets.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 import pytest
 import zmq
 
-from feedha.cluster import GroupPlan, control, plan_group, start_adapter
-from feedha.ports import free_ports
-from feedha.procs import JsonProcess
+from feedha.cluster import control
 from proto import market_pb2, wire
+from tests.integration.groups import Group, running_group
 
 CHANNEL = "EQ-A-Z"
-FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30"]
 
 
-class Cluster:
-    """A source and one adapter group, torn down by the context manager."""
-
-    def __init__(self, size: int, *, rate: float, seconds: float, subscribers: int) -> None:
-        self.source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
-        self.group: GroupPlan = plan_group(
-            channel=CHANNEL,
-            channel_number=1,
-            source_endpoint=self.source_endpoint,
-            source_stream="A-Z",
-            source_stream_number=1,
-            size=size,
-        )
-        self.rate = rate
-        self.seconds = seconds
-        self.subscribers = subscribers
-        self.adapters: dict[int, JsonProcess] = {}
-        self.source: JsonProcess | None = None
-
-    def start_adapter(
-        self, number: int, *, active: bool = False, extra: list[str] | None = None
-    ) -> JsonProcess:
-        proc = start_adapter(self.group, number, active=active, extra=FAST + (extra or []))
-        proc.wait_event("ready", 20)
-        self.adapters[number] = proc
-        return proc
-
-    def start_source(self, *extra: str) -> JsonProcess:
-        args = [
-            "--endpoint",
-            f"A-Z={self.source_endpoint}",
-            "--streams",
-            "A-Z",
-            "--rate",
-            str(self.rate),
-            "--seconds",
-            str(self.seconds),
-            "--symbols",
-            "50",
-            "--wait-subscribers",
-            str(self.subscribers),
-            *extra,
-        ]
-        self.source = JsonProcess.python("source", "spark_feed.plain_source", args)
-        return self.source
-
-    def status(self, number: int) -> dict[str, Any]:
-        return control(self.group.adapter(number).control, "status")
-
-    def wait_status(
-        self, number: int, predicate: Callable[[dict[str, Any]], bool], timeout: float
-    ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.status(number)
-            if predicate(status):
-                return status
-            if time.monotonic() > deadline:
-                raise AssertionError(f"adapter {number} never reached the expected state; last: {status}")
-            time.sleep(0.05)  # poll interval of a deadline-bounded wait
-
-    def close(self) -> None:
-        for proc in [*self.adapters.values(), *([self.source] if self.source else [])]:
-            proc.kill()  # also reaps the ones that ended by themselves
-
-
-@contextmanager
 def cluster(
     size: int, *, rate: float = 2000, seconds: float = 30, subscribers: int | None = None
-) -> Iterator[Cluster]:
-    c = Cluster(size, rate=rate, seconds=seconds, subscribers=size if subscribers is None else subscribers)
-    try:
-        yield c
-    finally:
-        c.close()
+) -> AbstractContextManager[Group]:
+    return running_group(
+        channel=CHANNEL, channel_number=1, size=size, rate=rate, seconds=seconds, subscribers=subscribers
+    )
 
 
 class LineTap:
     """Raw SUB sockets on lines: msg_seq -> (source_seq, update) per line."""
 
     def __init__(self, endpoints: dict[int, str]) -> None:
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.sockets: dict[int, zmq.Socket[bytes]] = {}
         self.seen: dict[int, dict[int, tuple[int, bytes]]] = {n: {} for n in endpoints}
         self.terms: dict[int, set[int]] = {n: set() for n in endpoints}
@@ -144,7 +73,7 @@ def test_late_backup_catches_up_and_numbers_like_the_active() -> None:
         c.start_adapter(2)
         status = c.wait_status(2, lambda s: s["status"] == "in_sync" and s["published"] > 500, 20)
         assert status["role"] == "backup" and status["snapshots_adopted"] >= 1
-        tap = LineTap({n: c.group.adapter(n).line for n in (1, 2)})
+        tap = LineTap({n: c.plan.adapter(n).line for n in (1, 2)})
         try:
             tap.pump(2.0)
         finally:
@@ -174,9 +103,9 @@ def test_backup_ahead_throttles_until_the_active_leads() -> None:
         c.start_source()
         c.wait_status(2, lambda s: s["status"] == "in_sync", 20)
         # Slow the active down (operator throttle): the backup runs ahead and must throttle itself.
-        control(c.group.adapter(1).control, "throttle", rate=500)
+        control(c.plan.adapter(1).control, "throttle", rate=500)
         c.wait_status(2, lambda s: s["throttled"], 10)
-        control(c.group.adapter(1).control, "throttle", rate=0)
+        control(c.plan.adapter(1).control, "throttle", rate=0)
         status = c.wait_status(2, lambda s: not s["throttled"], 15)
         assert status["status"] == "in_sync" and status["role"] == "backup"
 
@@ -187,11 +116,11 @@ def test_backup_with_wrong_conversion_state_adopts_the_actives() -> None:
         c.start_adapter(2)
         c.start_source()
         before = c.wait_status(2, lambda s: s["status"] == "in_sync" and s["symbols"] >= 10, 20)
-        reply = control(c.group.adapter(2).control, "corrupt_state", delta=12345)
+        reply = control(c.plan.adapter(2).control, "corrupt_state", delta=12345)
         assert reply["ok"] and reply["digest"] != c.status(1)["digest"]
         after = c.wait_status(2, lambda s: s["snapshots_adopted"] > before["snapshots_adopted"], 10)
         assert after["status"] == "in_sync"
-        tap = LineTap({n: c.group.adapter(n).line for n in (1, 2)})
+        tap = LineTap({n: c.plan.adapter(n).line for n in (1, 2)})
         try:
             tap.pump(1.5)
         finally:
@@ -202,6 +131,10 @@ def test_backup_with_wrong_conversion_state_adopts_the_actives() -> None:
             u1 = market_pb2.MarketUpdate.FromString(tap.seen[1][msg_seq][1])
             u2 = market_pb2.MarketUpdate.FromString(tap.seen[2][msg_seq][1])
             assert u1.state.volume == u2.state.volume
+
+
+def _adopted_or_failed(status: dict[str, Any], *, before: int) -> bool:
+    return bool(status["snapshots_adopted"] > before or status["role"] == "failed")
 
 
 def test_repeated_desync_fails_the_least_healthy_backup_only() -> None:
@@ -216,10 +149,8 @@ def test_repeated_desync_fails_the_least_healthy_backup_only() -> None:
             for n in (2, 3):
                 if c.status(n)["role"] == "backup":
                     adopted = c.status(n)["snapshots_adopted"]
-                    control(c.group.adapter(n).control, "corrupt_state")
-                    c.wait_status(
-                        n, lambda s, a=adopted: s["snapshots_adopted"] > a or s["role"] == "failed", 10
-                    )
+                    control(c.plan.adapter(n).control, "corrupt_state")
+                    c.wait_status(n, partial(_adopted_or_failed, before=adopted), 10)
         assert c.status(3)["role"] == "failed"
         healthy = c.status(2)
         assert healthy["role"] == "backup" and healthy["status"] == "in_sync"
@@ -240,7 +171,7 @@ def test_restarted_old_active_sees_the_higher_term_and_serves_as_backup() -> Non
         status = c.wait_status(1, lambda s: s["status"] == "in_sync", 20)
         assert status["role"] == "backup" and status["term"] == 2 and status["active"] == 2
         assert not any(e.get("event") == "role" and e.get("new") == "active" for e in restarted.events)
-        tap = LineTap({1: c.group.adapter(1).line})
+        tap = LineTap({1: c.plan.adapter(1).line})
         try:
             tap.pump(1.0)
         finally:
@@ -252,7 +183,7 @@ def test_malformed_source_frames_are_counted_and_cost_no_valid_message() -> None
     with cluster(2, rate=2000, seconds=3) as c:
         c.start_adapter(1, active=True)
         c.start_adapter(2)
-        tap = LineTap({n: c.group.adapter(n).line for n in (1, 2)})
+        tap = LineTap({n: c.plan.adapter(n).line for n in (1, 2)})
         try:
             source = c.start_source("--malformed-every", "50")
             tap.pump(0.5)

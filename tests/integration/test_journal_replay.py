@@ -11,8 +11,8 @@ Waits are polls with deadlines, never sleeps.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,89 +22,25 @@ import zmq
 from adapter.journal import JournalReader
 from adapter.journal.segment import list_segments
 from client_lib import ChannelSpec, Delivery, GapLost, ReplayClient, Subscriber, SubscriberConfig
-from feedha.cluster import GroupPlan, control, plan_group, start_adapter
+from feedha.cluster import control
 from feedha.ports import free_ports
-from feedha.procs import JsonProcess
 from proto import market_pb2, wire
 from proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
+from tests.integration.groups import Group, running_group
 
 CHANNEL = "EQ-J"
-FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30"]
 
 
-class Group:
-    """A source and a journaling adapter group, torn down by :func:`group`."""
-
-    def __init__(self, root: Path, size: int, *, rate: float, seconds: float) -> None:
-        self.source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
-        self.plan: GroupPlan = plan_group(
-            channel=CHANNEL,
-            channel_number=7,
-            source_endpoint=self.source_endpoint,
-            source_stream="A-Z",
-            source_stream_number=1,
-            size=size,
-            journal_root=root,
-        )
-        self.rate, self.seconds, self.size = rate, seconds, size
-        self.adapters: dict[int, JsonProcess] = {}
-        self.retired: list[JsonProcess] = []
-        self.source: JsonProcess | None = None
-
-    def start_adapter(self, number: int, *, active: bool = False, extra: tuple[str, ...] = ()) -> JsonProcess:
-        old = self.adapters.pop(number, None)
-        if old is not None:
-            self.retired.append(old)
-        proc = start_adapter(self.plan, number, active=active, extra=[*FAST, *extra])
-        self.adapters[number] = proc
-        proc.wait_event("ready", 20)
-        return proc
-
-    def start_source(self) -> JsonProcess:
-        args = [
-            *("--endpoint", f"A-Z={self.source_endpoint}", "--streams", "A-Z"),
-            *("--rate", str(self.rate), "--seconds", str(self.seconds), "--symbols", "40"),
-            *("--wait-subscribers", str(self.size)),
-        ]
-        self.source = JsonProcess.python("source", "spark_feed.plain_source", args)
-        return self.source
-
-    def sent(self, timeout: float = 30) -> int:
-        assert self.source is not None
-        return int(self.source.wait_for(lambda e: "sent" in e, timeout)["sent"])
-
-    def status(self, number: int) -> dict[str, Any]:
-        return control(self.plan.adapter(number).control, "status")
-
-    def wait_status(
-        self, number: int, predicate: Callable[[dict[str, Any]], bool], timeout: float
-    ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.status(number)
-            if predicate(status):
-                return status
-            if time.monotonic() > deadline:
-                raise AssertionError(f"adapter {number} never reached the expected state; last: {status}")
-            time.sleep(0.05)  # poll interval of a deadline-bounded wait
-
-    def journal(self, number: int) -> Path:
-        path = self.plan.adapter(number).journal
-        assert path is not None
-        return path
-
-    def close(self) -> None:
-        for proc in [*self.adapters.values(), *self.retired, *([self.source] if self.source else [])]:
-            proc.kill()
-
-
-@contextmanager
-def group(root: Path, size: int, *, rate: float = 2000, seconds: float = 6) -> Iterator[Group]:
-    g = Group(root, size, rate=rate, seconds=seconds)
-    try:
-        yield g
-    finally:
-        g.close()
+def group(root: Path, size: int, *, rate: float = 2000, seconds: float = 6) -> AbstractContextManager[Group]:
+    return running_group(
+        channel=CHANNEL,
+        channel_number=7,
+        size=size,
+        rate=rate,
+        seconds=seconds,
+        symbols=40,
+        journal_root=root,
+    )
 
 
 class Reader:
