@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 import traceback
@@ -78,7 +79,9 @@ def main(argv: list[str]) -> int:
         for item in items:
             print(format_figure(item, as_json=args.json), flush=True)
         figures += items
-    lost = sum(lost_in(item) for item in figures)
+    # Figures of one run share their parameters (e.g. the three failover figures): count each run once.
+    runs = {json.dumps(item["params"], sort_keys=True, default=str): item for item in figures}
+    lost = sum(lost_in(item) for item in runs.values())
     if args.name == "all":
         from bench.report import write_report
 
