@@ -7,13 +7,15 @@ tag 60) with its scheduled send time (message *k* is due and stamped at
 ``start + (k + 1) / rate``); it wakes at most once per millisecond
 (``--tick 0.001``, as in the capacity runs: one message per frame costs the
 adapters more than the tick's ≤ 1 ms, mean 0.5 ms, adds), so a message may
-leave up to 1 ms after its stamp, and that counts in the figure, so ``delivery wall time − event time``
-is the one-way latency through source, adapter and client, queueing included.
+leave up to 1 ms after its stamp, and that counts. ``delivery wall time −
+event time`` is the one-way latency through source, adapter and client,
+queueing included.
 The client decodes every delivery for it and records into an HdrHistogram
 (3 significant digits).
 
 Ceiling, in the same run and at the same rate: the bare pyzmq PUB→SUB hop
-(:func:`bench.ceiling.run_pair`, 100-byte messages stamped at send). The
+(:func:`bench.ceiling.run_pair`, 100-byte messages stamped with their
+scheduled send time too). The
 figures are latencies, so their ``ratio`` is how many times the bare hop's
 (lower is better).
 """
