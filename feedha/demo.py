@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
-from feedha.procs import JsonProcess, ProcessError
+from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError
 
 CHANNELS = (("EQ-A-M", 1, "A-M"), ("EQ-N-Z", 2, "N-Z"))
 ADMIN_CONFIG = """\
@@ -150,7 +150,7 @@ class Demo:
             module = "spark_feed.job"
         else:
             module = "spark_feed.plain_source"
-        proc = JsonProcess.python("source", module, args, log=self.log)
+        proc = JsonProcess.python("source", module, args, log=self.log, nice=SOURCE_NICE)
         self.procs.append(proc)
         return proc
 

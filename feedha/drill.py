@@ -38,7 +38,7 @@ from typing import IO, Any
 from feedha import netns
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
 from feedha.ports import free_ports
-from feedha.procs import JsonProcess, ProcessError
+from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError, python_argv
 from proto import transport
 
 CHANNEL = "EQ-A-Z"
@@ -86,9 +86,11 @@ class Placement:
     segment: netns.Segment | None = None
     journal_root: Path | None = None
 
-    def spawn(self, name: str, host: str, module: str, args: Sequence[str], log: IO[str]) -> JsonProcess:
+    def spawn(
+        self, name: str, host: str, module: str, args: Sequence[str], log: IO[str], *, nice: int = 0
+    ) -> JsonProcess:
         """Start ``python -m module args`` on ``host`` (its namespace, or here)."""
-        argv = [sys.executable, "-m", module, *args]
+        argv = python_argv(module, args, nice=nice)
         if self.segment is not None:
             argv = self.segment.exec_argv(host, argv)
         return JsonProcess(name, argv, log=log)
@@ -248,7 +250,7 @@ def _start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> 
     if options.source == "spark":
         checkpoint = tempfile.mkdtemp(prefix="feedha-drill-spark-")
         return placement.spawn(
-            "source", "source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log
+            "source", "source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log, nice=SOURCE_NICE
         )
     common += ["--seconds", f"{options.seconds:g}"]
     return placement.spawn("source", "source", "spark_feed.plain_source", common, log)

@@ -23,6 +23,17 @@ Event = dict[str, Any]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The feed source is a simulator here: on a shared machine it runs at a lower
+# CPU priority so a Spark micro-batch cannot starve the adapters' heartbeats.
+SOURCE_NICE = 10
+
+
+def python_argv(module: str, args: Sequence[str], *, nice: int = 0) -> list[str]:
+    """The command line of ``python -m module args``, under ``nice -n`` when asked."""
+    argv = [sys.executable, "-m", module, *args]
+    return ["nice", "-n", str(nice), *argv] if nice > 0 else argv
+
+
 class ProcessError(RuntimeError):
     """A child process did not do what was expected in time."""
 
@@ -59,9 +70,11 @@ class JsonProcess:
         return f"<JsonProcess [{self.name}, pid={self.popen.pid}, rc={rc}, events={len(self.events)}]>"
 
     @classmethod
-    def python(cls, name: str, module: str, args: Sequence[str], **kwargs: Any) -> JsonProcess:
-        """Start ``python -m module args``."""
-        return cls(name, [sys.executable, "-m", module, *args], **kwargs)
+    def python(
+        cls, name: str, module: str, args: Sequence[str], *, nice: int = 0, **kwargs: Any
+    ) -> JsonProcess:
+        """Start ``python -m module args`` (with ``nice`` > 0: at a lower CPU priority)."""
+        return cls(name, python_argv(module, args, nice=nice), **kwargs)
 
     def _read(self) -> None:
         assert self.popen.stdout is not None
