@@ -461,21 +461,23 @@ def build_parser() -> argparse.ArgumentParser:
         prog="feedha drill", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="drill", required=True)
-    fo = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
-    fo.add_argument(
+    failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
+    failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
     )
-    fo.add_argument("--rate", type=float, default=20_000, help="source messages/s (default: %(default)s)")
-    fo.add_argument(
+    failover.add_argument(
+        "--rate", type=float, default=20_000, help="source messages/s (default: %(default)s)"
+    )
+    failover.add_argument(
         "--seconds", type=float, default=10, help="how long the source streams (default: %(default)s)"
     )
-    fo.add_argument(
+    failover.add_argument(
         "--kill",
         choices=("active", "backup", "none"),
         help="adapter to SIGKILL (default: active, or none when another fault is chosen)",
     )
-    fo.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
-    net = fo.add_argument_group("hosts and network faults")
+    failover.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
+    net = failover.add_argument_group("hosts and network faults")
     net.add_argument(
         "--hosts",
         choices=("local", "netns"),
@@ -503,14 +505,14 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument(
         "--journal", action="store_true", help="adapters journal and serve replay (needed for gap recovery)"
     )
-    fo.add_argument("--symbols", type=int, default=200)
-    fo.add_argument("--seed", type=int, default=7)
-    fo.add_argument(
+    failover.add_argument("--symbols", type=int, default=200)
+    failover.add_argument("--seed", type=int, default=7)
+    failover.add_argument(
         "--source", choices=("plain", "spark"), default="plain", help="feed source (default: plain)"
     )
-    fo.add_argument("--heartbeat-timeout", type=float, help="adapters' heartbeat timeout in seconds")
-    fo.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    fo.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    failover.add_argument("--heartbeat-timeout", type=float, help="adapters' heartbeat timeout in seconds")
+    failover.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    failover.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
     return parser
 
 
