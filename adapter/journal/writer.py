@@ -240,8 +240,8 @@ class JournalWriter:
                     raise ValueError(f"record field out of range (msg_seq={msg_seq}): {exc}") from exc
                 packers[1](buf, pos, crc32c(body), body)
                 last, pos = msg_seq, end
-                self._pos = pos  # publish per record: the flusher may write up to here
         finally:
+            # Publish once per batch: the flusher may now write up to here.
             self._last_seq, self._pos = last, pos
 
     def _new_packer(self, length: int) -> _Packers:
