@@ -67,7 +67,7 @@ class DrillOptions:
     loss: float = 0.0
     loss_on: str = "active"  # active | lines | client
     restart: str | None = None
-    journal: bool = False
+    journal: bool = True  # every adapter journals its line (issue 5); --no-journal to measure without
 
 
 # Fixed ports on the namespace hosts: each host has its own port space.
@@ -503,7 +503,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     net.add_argument("--restart", metavar="HOST", help="kill HOST's adapter at --kill-at and start it again")
     net.add_argument(
-        "--journal", action="store_true", help="adapters journal and serve replay (needed for gap recovery)"
+        "--journal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="adapters journal their lines and serve replay; the client fills gaps from them (default: on)",
     )
     failover.add_argument("--symbols", type=int, default=200)
     failover.add_argument("--seed", type=int, default=7)
