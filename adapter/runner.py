@@ -99,6 +99,7 @@ class AdapterRunner(OperationsMixin):
             adapter=config.adapter, want_active=config.want_active, term=config.term, now=time.monotonic()
         )
         self._builder = wire.PacketBuilder(config.max_packet_bytes)
+        self._topic = config.channel.encode()
         self._ring: deque[SourceMessage] = deque(maxlen=RING_SIZE)
         self._pending_snapshot: Any = None  # a SyncMessage carrying a snapshot ahead of us
         self._pause_until = 0.0
@@ -284,13 +285,17 @@ class AdapterRunner(OperationsMixin):
         if malformed:
             self.counters["malformed_messages"] += malformed
         sequencer = self.sequencer
+        parse = self.converter.parse
         handled = 0
+        # Parse first: in order is the common case, and the parsed message
+        # carries its source_seq (a separate peek cost ~4% of the adapter).
         for body in bodies:
             try:
-                source_seq = peek_source_seq(body)
-            except ConversionError:
-                self.counters["conversion_errors"] += 1
+                msg = parse(body)
+            except ConversionError as exc:
+                self._on_unconvertible(body, exc)
                 continue
+            source_seq = msg.source_seq
             verdict = sequencer.check_source(source_seq)
             if verdict is SourceVerdict.DUPLICATE:
                 self.counters["duplicates"] += 1
@@ -298,16 +303,20 @@ class AdapterRunner(OperationsMixin):
             if verdict is SourceVerdict.GAP:
                 self.counters["source_gaps"] += 1
                 self._apply(SourceGapSeen(source_seq - sequencer.next_source_seq))
-            try:
-                msg = self.converter.parse(body)
-            except ConversionError as exc:
-                self.counters["conversion_errors"] += 1
-                logger.debug("source_seq %d skipped: %s", source_seq, exc)
-                sequencer.skip_source(source_seq)
-                continue
             self._process_message(msg)
             handled += 1
         return handled
+
+    def _on_unconvertible(self, body: bytes, exc: ConversionError) -> None:
+        self.counters["conversion_errors"] += 1
+        try:
+            source_seq = peek_source_seq(body)
+        except ConversionError:
+            return  # not even sequenced: nothing to account for
+        logger.debug("source_seq %d skipped: %s", source_seq, exc)
+        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
+            # Every adapter skips the same bytes the same way, so numbering stays aligned.
+            self.sequencer.skip_source(source_seq)
 
     def _process_message(self, msg: SourceMessage) -> None:
         values = self.conversion.apply(msg)
@@ -350,7 +359,9 @@ class AdapterRunner(OperationsMixin):
             # Fault injection: the packet is journaled but never sent.
             self.counters["dropped_packets"] += 1
         else:
-            self._line.send_multipart((self.config.channel.encode(), packet), copy=False)
+            self._line.send_multipart(
+                (self._topic, packet)
+            )  # copying is cheaper than zero-copy at these sizes
             self.counters["packets"] += 1
         self._last_line_send = time.monotonic()
 
@@ -363,7 +374,7 @@ class AdapterRunner(OperationsMixin):
             blocks=(),
             send_time_ns=time.time_ns(),
         )
-        self._line.send_multipart((self.config.channel.encode(), packet))
+        self._line.send_multipart((self._topic, packet))
         self.counters["heartbeats"] += 1
         self._last_line_send = time.monotonic()
 
