@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,6 +45,8 @@ from proto import transport
 CHANNEL = "EQ-A-Z"
 STREAM = "A-Z"
 SWITCH_WINDOW_S = (-0.2, 3.0)  # around the kill: where a pause counts as the switch gap
+DRAIN_STALL_S = 5.0  # delivery stalled this long after the source ended: the rest is lost
+DRAIN_MAX_S = 180.0  # the longest a backlog may take to arrive
 SOURCE_START_S = 240.0  # how long a source may take to publish its first message (Spark start-up)
 
 
@@ -308,10 +311,7 @@ def _drive(drill: Drill) -> dict[str, Any]:
             pass
     source_summary = drill.source.wait_for(lambda e: "sent" in e, 30)
     sent = int(source_summary["sent"])
-    try:
-        drill.client.wait_for(lambda e: e.get("event") == "progress" and e.get("delivered", 0) >= sent, 15)
-    except ProcessError:
-        pass  # the summary below says what is missing
+    _drain(drill.client, sent)
     drill.client.stop()
     summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
     drill.roles_at_end = _roles(drill)
@@ -369,6 +369,33 @@ def _roles(drill: Drill) -> dict[int, str]:
         except TimeoutError:
             roles[plan.adapter] = "unreachable"
     return roles
+
+
+def _progress_beyond(event: dict[str, Any], *, delivered: int) -> bool:
+    return event.get("event") == "progress" and int(event.get("delivered", 0)) > delivered
+
+
+def _drain(client: JsonProcess, sent: int) -> None:
+    """Wait until the client has delivered ``sent`` messages or stopped making progress.
+
+    A group driven above what this machine sustains has a backlog when the
+    source stops; it still arrives, later. What has not arrived once delivery
+    has stalled for DRAIN_STALL_S (or after DRAIN_MAX_S) is reported lost.
+    """
+    deadline = time.monotonic() + DRAIN_MAX_S
+    seen, changed_at = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        delivered = int((client.last("progress") or {}).get("delivered", 0))
+        if delivered >= sent:
+            return
+        if delivered != seen:
+            seen, changed_at = delivered, time.monotonic()
+        elif time.monotonic() - changed_at > DRAIN_STALL_S:
+            return
+        try:
+            client.wait_for(partial(_progress_beyond, delivered=delivered), 1.0)
+        except ProcessError:
+            pass  # no progress within the second: looked at again above
 
 
 def _victim(drill: Drill, which: str) -> int:
