@@ -237,6 +237,8 @@ def test_adapter_killed_and_restarted_recovers_numbering_and_state_from_its_jour
         assert after["role"] == "backup" and after["next_msg_seq"] > recovered["next_msg_seq"]
         g.sent()
         g.wait_status(2, lambda s: s["next_msg_seq"] == g.status(1)["next_msg_seq"], 10)
+        for proc in g.adapters.values():
+            proc.stop()  # SIGTERM: the writers flush their group-commit buffers before exiting
     active = {r.msg_seq: (r.source_seq, r.payload) for r in JournalReader(g.journal(1)).read()}
     backup = {r.msg_seq: (r.source_seq, r.payload) for r in JournalReader(g.journal(2)).read()}
     after_restart = [seq for seq in backup if seq >= recovered["next_msg_seq"]]
