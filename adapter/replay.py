@@ -14,48 +14,16 @@ from typing import Protocol
 
 from proto import wire
 from proto.replay import (
-    KIND_RANGE,
-    MAGIC,
-    MAX_MESSAGE_BYTES,
     MAX_PACKETS,
-    REQUEST,
-    REQUEST_SIZE,
-    STATUS,
-    STATUS_SIZE,
-    VERSION,
     ReplayProtocolError,
     ReplayRequest,
     ReplayStatus,
     ReplyStatus,
     decode_request,
-    decode_status,
-    encode_request,
     encode_status,
 )
 
-__all__ = [
-    "JournalSource",
-    "KIND_RANGE",
-    "MAGIC",
-    "MAX_MESSAGE_BYTES",
-    "MAX_PACKETS",
-    "REQUEST",
-    "REQUEST_SIZE",
-    "RecordLike",
-    "ReplayCounters",
-    "ReplayProtocolError",
-    "ReplayRequest",
-    "ReplayService",
-    "ReplayStatus",
-    "ReplyStatus",
-    "STATUS",
-    "STATUS_SIZE",
-    "VERSION",
-    "decode_request",
-    "decode_status",
-    "encode_request",
-    "encode_status",
-]
+__all__ = ["JournalSource", "RecordLike", "ReplayCounters", "ReplayService"]
 
 logger = logging.getLogger(__name__)
 
