@@ -266,6 +266,8 @@ def _report(summary: dict[str, Any], source: dict[str, Any], demo: Demo) -> int:
         changes = [(term, adapter) for n, adapter, term in promoted if n == number]
         term, adapter = max(changes)
         say(f"  channel {number}: adapter {adapter} is active with term {term} ({len(changes)} promotion(s))")
+    if demo.args.source == "spark":
+        say("  (with the Spark source the longest pause is the gap between its micro-batches)")
     say("  result: " + ("no message lost or repeated" if ok else "MESSAGES LOST OR REPEATED"))
     return 0 if ok else 1
 
