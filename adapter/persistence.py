@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import zmq
 
@@ -120,6 +120,48 @@ class JournalKeeper:
         self._counters["journaled"] += 1
         self._journaled_source_seq = source_seq
         self._since_checkpoint += 1
+
+    def append_batch(
+        self, first_msg_seq: int, time_ns: int, source_seqs: Sequence[int], payloads: Sequence[bytes]
+    ) -> None:
+        """Journal published messages ``first_msg_seq``, ``first_msg_seq + 1``, ... (one C call for most).
+
+        Args:
+            first_msg_seq: msg_seq of the first message.
+            time_ns: their publish time, ns since the Unix epoch.
+            source_seqs: each message's source_seq (a list or an ``array.array('q')``).
+            payloads: each message's encoded ``MarketUpdate``, as many as ``source_seqs``.
+
+        Raises:
+            ValueError: the lengths differ.
+        """
+        writer = self.writer
+        assert writer is not None
+        count = len(payloads)
+        if len(source_seqs) != count:
+            raise ValueError(f"source_seqs and payloads differ in length: {len(source_seqs)} != {count}")
+        if not count:
+            return
+        # As append() per message: numbers already journaled (renumbered
+        # backwards by rule 2) keep their first record and are skipped.
+        skip = min(max(writer.last_msg_seq - first_msg_seq + 1, 0), count)
+        if skip:
+            self._counters["journal_skipped"] += skip
+            if skip == count:
+                return
+            first_msg_seq += skip
+            source_seqs, payloads = source_seqs[skip:], payloads[skip:]
+        try:
+            writer.append_batch(
+                first_msg_seq, time_ns, self._config.source_stream_number, source_seqs, payloads
+            )
+        finally:
+            # On an error the records before the bad one are journaled: count them.
+            journaled = max(writer.last_msg_seq - first_msg_seq + 1, 0)
+            if journaled:
+                self._counters["journaled"] += journaled
+                self._journaled_source_seq = source_seqs[journaled - 1]
+                self._since_checkpoint += journaled
 
     def maybe_checkpoint(self, now: float) -> None:
         """Write a checkpoint when one is due and the state is exactly the journal's."""

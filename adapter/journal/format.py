@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final, NamedTuple
 
-from crc32c import crc32c
-
+from adapter.journal import _framing
+from adapter.journal._framing import crc32c
 from adapter.journal.errors import CorruptRecordError
 
 RECORD_HEADER: Final = struct.Struct("<IIQQQHH")
@@ -111,6 +111,12 @@ class DecodeStatus(Enum):
     BAD_SEQ = "bad_seq"
 
 
+# The status numbers of _framing.decode_records, in order.
+_STATUSES: Final = tuple(DecodeStatus)
+_BAD_LENGTH: Final = _STATUSES.index(DecodeStatus.BAD_LENGTH)
+_BAD_CRC: Final = _STATUSES.index(DecodeStatus.BAD_CRC)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DecodeResult:
     """What :func:`decode_records` found.
@@ -143,27 +149,10 @@ def encode_record(record: Record) -> bytes:
     Raises:
         ValueError: a field is out of range or the payload is too large.
     """
-    payload = bytes(record.payload)
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ValueError(f"payload too large: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
-    buf = bytearray(RECORD_HEADER_SIZE + len(payload))
-    try:
-        RECORD_HEADER.pack_into(
-            buf,
-            0,
-            0,
-            len(payload),
-            record.msg_seq,
-            record.time_ns,
-            record.source_seq,
-            record.source_stream,
-            0,
-        )
-    except struct.error as exc:
-        raise ValueError(f"record field out of range: {record[:4]!r}: {exc}") from exc
-    buf[RECORD_HEADER_SIZE:] = payload
-    CRC_FIELD.pack_into(buf, 0, crc32c(memoryview(buf)[4:]))
-    return bytes(buf)
+    # One C call (adapter.journal._native); the same bytes as _reference.frame_records.
+    return _framing.frame_records(
+        record.msg_seq, record.time_ns, record.source_stream, (record.source_seq,), (record.payload,)
+    )
 
 
 def decode_record(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Record, int] | None:
@@ -182,17 +171,12 @@ def decode_record(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[R
     """
     if len(data) - pos < RECORD_HEADER_SIZE:
         return None
-    crc, length, msg_seq, time_ns, source_seq, source_stream, _flags = RECORD_HEADER.unpack_from(data, pos)
-    if length > MAX_PAYLOAD_BYTES:
-        raise CorruptRecordError("bad_length", offset=pos)
-    end = pos + RECORD_HEADER_SIZE + length
-    if end > len(data):
-        return None
-    view = memoryview(data)
-    if crc32c(view[pos + 4 : end]) != crc:
-        raise CorruptRecordError("bad_crc", offset=pos)
-    payload = bytes(view[pos + RECORD_HEADER_SIZE : end])
-    return Record(msg_seq, time_ns, source_stream, source_seq, payload), end
+    records, end, status = _framing.decode_records(data, pos, -1, 1, Record)
+    if records:
+        return records[0], end
+    if status in (_BAD_LENGTH, _BAD_CRC):
+        raise CorruptRecordError(_STATUSES[status].value, offset=pos)
+    return None
 
 
 def decode_records(
@@ -210,38 +194,13 @@ def decode_records(
     Returns:
         The valid records, the offset after them and why decoding stopped.
     """
-    # Strategy: one loop with local names, because readers and recovery run it
-    # over every byte of the journal.
-    unpack = RECORD_HEADER.unpack_from
-    # Slicing ``bytes`` is cheaper than slicing a memoryview for small records.
-    view = data if isinstance(data, bytes) else bytes(data)
-    size = len(view)
-    records: list[Record] = []
-    add = records.append
-    limit = MAX_U64 if max_records is None else max_records
-    status = DecodeStatus.END
-    while len(records) < limit:
-        if size - pos < RECORD_HEADER_SIZE:
-            status = DecodeStatus.END if pos == size else DecodeStatus.INCOMPLETE
-            break
-        crc, length, msg_seq, time_ns, source_seq, source_stream, _flags = unpack(view, pos)
-        if length > MAX_PAYLOAD_BYTES:
-            status = DecodeStatus.BAD_LENGTH
-            break
-        end = pos + RECORD_HEADER_SIZE + length
-        if end > size:
-            status = DecodeStatus.INCOMPLETE
-            break
-        if crc32c(view[pos + 4 : end]) != crc:
-            status = DecodeStatus.BAD_CRC
-            break
-        if msg_seq <= prev_seq:
-            status = DecodeStatus.BAD_SEQ
-            break
-        add(Record(msg_seq, time_ns, source_stream, source_seq, view[pos + RECORD_HEADER_SIZE : end]))
-        prev_seq = msg_seq
-        pos = end
-    return DecodeResult(records=records, end=pos, status=status)
+    # Strategy: the whole loop (length, CRC and order checks, Record objects)
+    # runs in C, one call per chunk: readers and recovery run it over every
+    # byte of the journal.
+    records, end, status = _framing.decode_records(
+        data, pos, prev_seq, -1 if max_records is None else max_records, Record
+    )
+    return DecodeResult(records=records, end=end, status=_STATUSES[status])
 
 
 class RecordDecoder:

@@ -5,9 +5,10 @@ Theory of operation
 ``JournalWriter(directory, config)`` first runs recovery (see
 :mod:`adapter.journal.recovery`), then starts its flusher thread (see
 :mod:`adapter.journal._flusher`). ``append`` checks that msg_seq increases,
-frames the record straight into the live buffer (two ``struct`` calls
-with per-payload-length cached formats, one CRC32C call) and returns: it
-makes no system call. Everything that is not the common case — a full
+frames the record straight into the live buffer (one C call that writes
+the header and payload and the CRC32C, see :mod:`adapter.journal._framing`)
+and returns: it makes no system call. ``append_batch`` and ``append_many``
+frame a whole batch per C call. Everything that is not the common case — a full
 buffer, a segment to roll (size or UTC day), an index entry due, the first
 record, ``fsync=always``, a closed writer — is folded into one comparison
 against ``_limit`` and handled by ``_append_slow``.
@@ -26,14 +27,11 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Final
-
-from crc32c import crc32c
 
 from adapter.journal._flusher import Batch, Flusher, OpenSegment
+from adapter.journal._framing import frame_into, frame_one_into, frame_tuples_into
 from adapter.journal.checkpoint import Checkpoint, CheckpointStore
 from adapter.journal.config import FsyncPolicy, JournalConfig
 from adapter.journal.errors import JournalClosedError, SequenceError
@@ -53,21 +51,6 @@ from adapter.journal.retention import apply_retention
 from adapter.journal.segment import SparseIndex
 
 logger = logging.getLogger(__name__)
-
-_PACKER_CACHE_SIZE: Final = 8192
-_Packers = tuple[Callable[..., bytes], Callable[..., None]]
-
-
-def _packers(length: int) -> _Packers:
-    """Two struct functions for records with a ``length``-byte payload.
-
-    The first packs the CRC-covered bytes (header fields after the CRC, then the
-    payload) into a new ``bytes``; the second writes CRC and those bytes into
-    the buffer. Measured faster than packing in place and taking the CRC over
-    a memoryview slice: CRC32C of a ``bytes`` object skips the slice object.
-    """
-    body = struct.Struct(f"<IQQQHH{length}s")
-    return body.pack, struct.Struct(f"<I{body.size}s").pack_into
 
 
 class JournalWriter:
@@ -123,7 +106,6 @@ class JournalWriter:
         self._day_end_ns = 0
         self._next_index = 0
         self._closed = False
-        self._packers: dict[int, _Packers] = {}
         self._flusher = Flusher(
             directory=self._directory,
             live_end=self._live_end,
@@ -177,33 +159,103 @@ class JournalWriter:
         Raises:
             SequenceError: ``msg_seq`` does not exceed the last one.
             ValueError: a field is out of range or the payload is too large.
+            TypeError: the payload is not bytes.
             JournalClosedError: the writer is closed.
             JournalIOError: an earlier write failed.
         """
         if msg_seq <= self._last_seq:
             raise SequenceError(last=self._last_seq, got=msg_seq)
-        length = len(payload)
         pos = self._pos
-        end = pos + RECORD_HEADER_SIZE + length
-        if end > self._limit or time_ns >= self._day_end_ns:
+        if pos + RECORD_HEADER_SIZE + len(payload) > self._limit or time_ns >= self._day_end_ns:
             self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload)
             return
-        packers = self._packers.get(length) or self._new_packer(length)
-        try:
-            body = packers[0](length, msg_seq, time_ns, source_seq, source_stream, 0, payload)
-        except struct.error as exc:
-            raise ValueError(f"record field out of range (msg_seq={msg_seq}): {exc}") from exc
-        packers[1](self._buf, pos, crc32c(body), body)
+        end = frame_one_into(self._buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
         self._last_seq = msg_seq
         self._pos = end  # publish: the flusher may now write up to here
+
+    def append_batch(
+        self,
+        first_msg_seq: int,
+        time_ns: int,
+        source_stream: int,
+        source_seqs: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> None:
+        """Append records ``first_msg_seq``, ``first_msg_seq + 1``, ... sharing one publish time.
+
+        The same as :meth:`append` for each record (segment rolls by size or
+        day, index entries, group commit, errors), in one C call for the
+        records that fit in the live buffer: the adapter's path for the
+        blocks of one line packet.
+
+        Args:
+            first_msg_seq: msg_seq of the first record; must exceed the last one.
+            time_ns: publish time of every record, ns since the Unix epoch (UTC).
+            source_stream: source stream number (0..65535).
+            source_seqs: each record's source_seq (a list, or an ``array.array('q')``).
+            payloads: each record's payload, as many as ``source_seqs``.
+
+        Raises:
+            SequenceError: ``first_msg_seq`` does not exceed the last one (nothing appended).
+            ValueError: the lengths differ (nothing appended), or a field is out
+                of range or a payload too large: the records before it are
+                appended, the rest are not.
+            TypeError: a payload is not bytes (same rule).
+            JournalClosedError: the writer is closed.
+            JournalIOError: an earlier write failed.
+        """
+        count = len(payloads)
+        if len(source_seqs) != count:
+            raise ValueError(f"source_seqs and payloads differ in length: {len(source_seqs)} != {count}")
+        if not count:
+            return
+        if first_msg_seq <= self._last_seq:
+            raise SequenceError(last=self._last_seq, got=first_msg_seq)
+        # Strategy: frame_into frames records until one would cross _limit (the
+        # end of the buffer, the segment's size budget or the next index entry);
+        # that record goes through the slow path, then the C call resumes. After
+        # a bad record the run is redone one record at a time, so the records
+        # before it are appended and the error is raised for the bad one.
+        i, step = 0, count
+        while i < count:
+            if time_ns < self._day_end_ns:
+                stop = min(i + step, count)
+                try:
+                    pos, done = frame_into(
+                        self._buf,
+                        self._pos,
+                        self._limit,
+                        first_msg_seq,
+                        time_ns,
+                        source_stream,
+                        source_seqs,
+                        payloads,
+                        i,
+                        stop,
+                    )
+                except (TypeError, ValueError):
+                    if step == 1:
+                        raise
+                    step = 1
+                    continue
+                if done > i:
+                    self._last_seq = first_msg_seq + done - 1
+                    self._pos = pos  # publish once per call
+                    i = done
+                if i == stop:
+                    continue
+            # Record i did not fit, or starts a new UTC day.
+            self._append_slow(first_msg_seq + i, time_ns, source_stream, source_seqs[i], payloads[i])
+            i += 1
 
     def append_many(self, records: Iterable[tuple[int, int, int, int, bytes]]) -> None:
         """Append several records in one call: the batch framing path.
 
-        Cheaper per record than :meth:`append` (one call and one set of
-        attribute loads for the whole batch), e.g. for the blocks of one packet.
-        Each item is ``(msg_seq, time_ns, source_stream, source_seq, payload)``,
-        the arguments of :meth:`append`, or a :class:`~adapter.journal.format.Record`.
+        Cheaper per record than :meth:`append` (one C call frames every record
+        that fits in the live buffer). Each item is ``(msg_seq, time_ns,
+        source_stream, source_seq, payload)``, the arguments of :meth:`append`,
+        or a :class:`~adapter.journal.format.Record`. For consecutive msg_seqs
+        with one publish time, :meth:`append_batch` is cheaper still.
 
         Args:
             records: the records, in msg_seq order.
@@ -212,59 +264,58 @@ class JournalWriter:
             SequenceError: a msg_seq does not exceed the one before it; the
                 records before it are appended, the rest are not.
             ValueError: a field is out of range (same rule).
+            TypeError: an item is not such a tuple or a payload is not bytes (same rule).
             JournalClosedError: the writer is closed.
             JournalIOError: an earlier write failed.
         """
-        # Strategy: the body of append() with its state in locals, written back
-        # before anything that may look at it (the slow path, an exception).
-        buf, pos, limit, day_end, last = self._buf, self._pos, self._limit, self._day_end_ns, self._last_seq
-        packers_of = self._packers
-        try:
-            for msg_seq, time_ns, source_stream, source_seq, payload in records:
-                if msg_seq <= last:
-                    raise SequenceError(last=last, got=msg_seq)
-                length = len(payload)
-                end = pos + RECORD_HEADER_SIZE + length
-                if end > limit or time_ns >= day_end:
-                    self._last_seq, self._pos = last, pos
-                    try:
-                        self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload)
-                    finally:  # the slow path may have changed buffers, even when it raised
-                        buf, pos, limit, day_end = self._buf, self._pos, self._limit, self._day_end_ns
-                        last = self._last_seq
-                    continue
-                packers = packers_of.get(length) or self._new_packer(length)
-                try:
-                    body = packers[0](length, msg_seq, time_ns, source_seq, source_stream, 0, payload)
-                except struct.error as exc:
-                    raise ValueError(f"record field out of range (msg_seq={msg_seq}): {exc}") from exc
-                packers[1](buf, pos, crc32c(body), body)
-                last, pos = msg_seq, end
-        finally:
-            # Publish once per batch: the flusher may now write up to here.
-            self._last_seq, self._pos = last, pos
-
-    def _new_packer(self, length: int) -> _Packers:
-        if len(self._packers) >= _PACKER_CACHE_SIZE:
-            self._packers.clear()
-        packers = self._packers[length] = _packers(length)
-        return packers
+        items = records if isinstance(records, list | tuple) else list(records)
+        count = len(items)
+        # Strategy: as append_batch; frame_tuples_into also stops (without an
+        # error) at a msg_seq that does not increase and at a new UTC day.
+        i, step = 0, count
+        while i < count:
+            stop = min(i + step, count)
+            try:
+                pos, done, last = frame_tuples_into(
+                    self._buf, self._pos, self._limit, items, self._last_seq, self._day_end_ns, i, stop
+                )
+            except (TypeError, ValueError):
+                if step == 1:
+                    raise
+                step = 1
+                continue
+            if done > i:
+                self._last_seq = last
+                self._pos = pos  # publish once per call
+                i = done
+            if i == stop:
+                continue
+            # Record i did not fit, starts a new UTC day, or does not increase msg_seq.
+            msg_seq, time_ns, source_stream, source_seq, payload = items[i]
+            if msg_seq <= self._last_seq:
+                raise SequenceError(last=self._last_seq, got=msg_seq)
+            self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload)
+            i += 1
 
     def _append_slow(
         self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes
     ) -> None:
         self._check_usable()
         self._account_fast_records()
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
         length = len(payload)
         if length > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload too large: {length} bytes > {MAX_PAYLOAD_BYTES}")
         if (
-            not msg_seq < 2**64
+            not 0 <= msg_seq < 2**64
             or not 0 <= time_ns < 2**64
             or not 0 <= source_stream < 2**16
             or not 0 <= source_seq < 2**64
         ):
-            raise ValueError(f"record field out of range: {time_ns=}, {source_stream=}, {source_seq=}")
+            raise ValueError(
+                f"record field out of range: {msg_seq=}, {time_ns=}, {source_stream=}, {source_seq=}"
+            )
         size = RECORD_HEADER_SIZE + length
         segment = self._segment
         if (
@@ -281,10 +332,7 @@ class JournalWriter:
         if offset >= self._next_index or not segment.index.seqs:
             segment.index.add(msg_seq, offset)
             self._next_index = offset + self._config.index_interval_bytes
-        end = self._pos + size
-        packers = self._packers.get(length) or self._new_packer(length)
-        body = packers[0](length, msg_seq, time_ns, source_seq, source_stream, 0, payload)
-        packers[1](self._buf, self._pos, crc32c(body), body)
+        end = frame_one_into(self._buf, self._pos, msg_seq, time_ns, source_stream, source_seq, payload)
         segment.size += size
         self._last_seq = msg_seq
         self._pos = end

@@ -1,0 +1,58 @@
+"""Types of the C extension ``adapter.journal._native`` (``_native.c``; reference: ``_reference.py``)."""
+
+from collections.abc import Sequence
+from typing import Final, TypeVar
+
+_Buffer = bytes | bytearray | memoryview
+_R = TypeVar("_R", bound=tuple[int, int, int, int, bytes])
+
+RECORD_HEADER_SIZE: Final[int]
+MAX_PAYLOAD_BYTES: Final[int]
+HARDWARE_CRC: Final[bool]
+
+def crc32c(data: _Buffer, value: int = 0) -> int: ...
+def crc32c_software(data: _Buffer, value: int = 0) -> int: ...
+def frame_records(
+    first_msg_seq: int,
+    time_ns: int,
+    source_stream: int,
+    source_seqs: Sequence[int],
+    payloads: Sequence[bytes],
+    flags: int = 0,
+) -> bytes: ...
+def frame_into(
+    buf: bytearray | memoryview,
+    offset: int,
+    limit: int,
+    first_msg_seq: int,
+    time_ns: int,
+    source_stream: int,
+    source_seqs: Sequence[int],
+    payloads: Sequence[bytes],
+    start: int = 0,
+    stop: int = -1,
+    flags: int = 0,
+) -> tuple[int, int]: ...
+def frame_one_into(
+    buf: bytearray | memoryview,
+    offset: int,
+    msg_seq: int,
+    time_ns: int,
+    source_stream: int,
+    source_seq: int,
+    payload: bytes,
+    /,
+) -> int: ...
+def frame_tuples_into(
+    buf: bytearray | memoryview,
+    offset: int,
+    limit: int,
+    records: Sequence[tuple[int, int, int, int, bytes]],
+    last_seq: int,
+    day_end_ns: int,
+    start: int = 0,
+    stop: int = -1,
+) -> tuple[int, int, int]: ...
+def decode_records(
+    data: _Buffer, pos: int, prev_seq: int, max_records: int, record_type: type[_R]
+) -> tuple[list[_R], int, int]: ...

@@ -1,0 +1,274 @@
+"""Pure-Python reference of :mod:`adapter.journal._native`: same functions, same bytes, same errors.
+
+It is the specification the C extension is tested against byte for byte,
+and the fallback :mod:`adapter.journal._framing` uses when the extension was
+not built. CRC32C comes from the ``crc32c`` package (itself compiled; the
+tests also check both against a bit-by-bit CRC).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Final, TypeVar
+
+from crc32c import crc32c as _crc32c
+
+RECORD_HEADER_SIZE: Final = 36
+MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
+HARDWARE_CRC: Final = False
+
+_HEADER: Final = struct.Struct("<IIQQQHH")
+_CRC: Final = struct.Struct("<I")
+_MAX_U64: Final = 2**64 - 1
+_MAX_U32: Final = 2**32 - 1
+_MAX_U16: Final = 2**16 - 1
+_STATUS_END, _STATUS_INCOMPLETE, _STATUS_BAD_LENGTH, _STATUS_BAD_CRC, _STATUS_BAD_SEQ = range(5)
+
+_Buffer = bytes | bytearray | memoryview
+_R = TypeVar("_R", bound=tuple[int, int, int, int, bytes])
+
+
+def _uint(value: object, name: str, maximum: int) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not 0 <= value <= maximum:
+        raise ValueError(f"{name} out of range 0..{maximum}: {value!r}")
+    return value
+
+
+def _payload(value: object, index: int) -> bytes:
+    if isinstance(value, bytes):
+        payload = value
+    elif isinstance(value, bytearray | memoryview):
+        payload = bytes(value)
+    else:
+        raise TypeError(f"payloads[{index}] must be bytes, not {type(value).__name__}")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payloads[{index}] too large: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
+    return payload
+
+
+def crc32c(data: _Buffer, value: int = 0) -> int:
+    """CRC32C of ``data`` continuing from ``value`` (a previous result)."""
+    return _crc32c(data, _uint(value, "value", _MAX_U32))
+
+
+crc32c_software = crc32c
+
+
+def _record(
+    msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes, flags: int
+) -> bytes:
+    body = _HEADER.pack(0, len(payload), msg_seq, time_ns, source_seq, source_stream, flags)[4:] + payload
+    return _CRC.pack(_crc32c(body)) + body
+
+
+def _batch_fields(
+    first_msg_seq: int,
+    time_ns: int,
+    source_stream: int,
+    source_seqs: Sequence[int],
+    payloads: Sequence[object],
+    flags: int,
+) -> int:
+    _uint(first_msg_seq, "first_msg_seq", _MAX_U64)
+    _uint(time_ns, "time_ns", _MAX_U64)
+    _uint(source_stream, "source_stream", _MAX_U16)
+    _uint(flags, "flags", _MAX_U16)
+    if len(source_seqs) != len(payloads):
+        raise ValueError(f"source_seqs and payloads differ in length: {len(source_seqs)} != {len(payloads)}")
+    count = len(payloads)
+    if count and first_msg_seq + count - 1 > _MAX_U64:
+        raise ValueError(
+            f"msg_seq out of range: first_msg_seq {first_msg_seq} + {count} records passes 2**64-1"
+        )
+    return count
+
+
+def frame_records(
+    first_msg_seq: int,
+    time_ns: int,
+    source_stream: int,
+    source_seqs: Sequence[int],
+    payloads: Sequence[bytes],
+    flags: int = 0,
+) -> bytes:
+    """Framed records ``first_msg_seq``, ``first_msg_seq + 1``, ... sharing one ``time_ns``."""
+    count = _batch_fields(first_msg_seq, time_ns, source_stream, source_seqs, payloads, flags)
+    parts = [_payload(payloads[i], i) for i in range(count)]
+    return b"".join(
+        _record(
+            first_msg_seq + i,
+            time_ns,
+            source_stream,
+            _uint(source_seqs[i], f"source_seqs[{i}]", _MAX_U64),
+            payload,
+            flags,
+        )
+        for i, payload in enumerate(parts)
+    )
+
+
+def _window(buf: bytearray | memoryview, offset: int, limit: int) -> int:
+    if not 0 <= offset <= len(buf):
+        raise ValueError(f"offset out of range 0..{len(buf)}: {offset}")
+    return max(offset, min(limit, len(buf)))
+
+
+def _span(count: int, start: int, stop: int) -> int:
+    stop = count if stop < 0 or stop > count else stop
+    if not 0 <= start <= stop:
+        raise ValueError(f"start out of range 0..{stop}: {start}")
+    return stop
+
+
+def frame_into(
+    buf: bytearray | memoryview,
+    offset: int,
+    limit: int,
+    first_msg_seq: int,
+    time_ns: int,
+    source_stream: int,
+    source_seqs: Sequence[int],
+    payloads: Sequence[bytes],
+    start: int = 0,
+    stop: int = -1,
+    flags: int = 0,
+) -> tuple[int, int]:
+    """Frame records ``start..stop-1`` into ``buf`` from ``offset`` while each ends at or before ``limit``.
+
+    Returns:
+        ``(new_offset, next)``: the offset after the last record framed and
+        the index of the first record not framed.
+    """
+    limit = _window(buf, offset, limit)
+    count = _batch_fields(first_msg_seq, time_ns, source_stream, source_seqs, payloads, flags)
+    stop = _span(count, start, stop)
+    i = start
+    while i < stop:
+        payload = _payload(payloads[i], i)
+        if offset + RECORD_HEADER_SIZE + len(payload) > limit:
+            break
+        source_seq = _uint(source_seqs[i], f"source_seqs[{i}]", _MAX_U64)
+        record = _record(first_msg_seq + i, time_ns, source_stream, source_seq, payload, flags)
+        buf[offset : offset + len(record)] = record
+        offset += len(record)
+        i += 1
+    return offset, i
+
+
+def frame_one_into(
+    buf: bytearray | memoryview,
+    offset: int,
+    msg_seq: int,
+    time_ns: int,
+    source_stream: int,
+    source_seq: int,
+    payload: bytes,
+) -> int:
+    """Frame one record into ``buf`` at ``offset``; returns the offset after it."""
+    _uint(msg_seq, "msg_seq", _MAX_U64)
+    _uint(time_ns, "time_ns", _MAX_U64)
+    _uint(source_stream, "source_stream", _MAX_U16)
+    _uint(source_seq, "source_seq", _MAX_U64)
+    data = _payload(payload, 0)
+    end = offset + RECORD_HEADER_SIZE + len(data)
+    if not 0 <= offset <= len(buf) or end > len(buf):
+        raise ValueError(
+            f"record of {RECORD_HEADER_SIZE + len(data)} bytes does not fit in buf at offset {offset} "
+            f"(size {len(buf)})"
+        )
+    buf[offset:end] = _record(msg_seq, time_ns, source_stream, source_seq, data, 0)
+    return end
+
+
+def frame_tuples_into(
+    buf: bytearray | memoryview,
+    offset: int,
+    limit: int,
+    records: Sequence[tuple[int, int, int, int, bytes]],
+    last_seq: int,
+    day_end_ns: int,
+    start: int = 0,
+    stop: int = -1,
+) -> tuple[int, int, int]:
+    """Frame ``(msg_seq, time_ns, source_stream, source_seq, payload)`` tuples into ``buf``.
+
+    Stops without error at the first record whose msg_seq does not exceed the
+    one before it (``last_seq`` first; negative: none), whose ``time_ns`` is
+    at or past ``day_end_ns``, or that would end past ``limit``.
+
+    Returns:
+        ``(new_offset, next, last_seq)``.
+    """
+    have_last = last_seq >= 0 if isinstance(last_seq, int) else True
+    if have_last:
+        _uint(last_seq, "last_seq", _MAX_U64)
+    _uint(day_end_ns, "day_end_ns", _MAX_U64)
+    limit = _window(buf, offset, limit)
+    stop = _span(len(records), start, stop)
+    i = start
+    while i < stop:
+        item = records[i]
+        if not isinstance(item, tuple) or len(item) != 5:
+            raise TypeError(
+                f"records[{i}] must be a (msg_seq, time_ns, source_stream, source_seq, payload) tuple, "
+                f"not {type(item).__name__}"
+            )
+        msg_seq = _uint(item[0], "msg_seq", _MAX_U64)
+        time_ns = _uint(item[1], "time_ns", _MAX_U64)
+        source_stream = _uint(item[2], "source_stream", _MAX_U16)
+        source_seq = _uint(item[3], "source_seq", _MAX_U64)
+        if (have_last and msg_seq <= last_seq) or time_ns >= day_end_ns:
+            break
+        payload = _payload(item[4], i)
+        if offset + RECORD_HEADER_SIZE + len(payload) > limit:
+            break
+        record = _record(msg_seq, time_ns, source_stream, source_seq, payload, 0)
+        buf[offset : offset + len(record)] = record
+        offset += len(record)
+        last_seq, have_last = msg_seq, True
+        i += 1
+    return offset, i, last_seq
+
+
+def decode_records(
+    data: _Buffer, pos: int, prev_seq: int, max_records: int, record_type: type[_R]
+) -> tuple[list[_R], int, int]:
+    """Decode and check records from ``pos``.
+
+    Returns:
+        ``(records, end, status)``; status 0 end, 1 incomplete, 2 bad length,
+        3 bad CRC, 4 bad msg_seq. ``max_records < 0``: no limit.
+    """
+    view = data if isinstance(data, bytes) else bytes(data)
+    size = len(view)
+    if not 0 <= pos <= size:
+        raise ValueError(f"pos out of range 0..{size}: {pos}")
+    unpack = _HEADER.unpack_from
+    records: list[_R] = []
+    status = _STATUS_END
+    while max_records < 0 or len(records) < max_records:
+        if size - pos < RECORD_HEADER_SIZE:
+            status = _STATUS_END if pos == size else _STATUS_INCOMPLETE
+            break
+        crc, length, msg_seq, time_ns, source_seq, source_stream, _flags = unpack(view, pos)
+        if length > MAX_PAYLOAD_BYTES:
+            status = _STATUS_BAD_LENGTH
+            break
+        end = pos + RECORD_HEADER_SIZE + length
+        if end > size:
+            status = _STATUS_INCOMPLETE
+            break
+        if _crc32c(view[pos + 4 : end]) != crc:
+            status = _STATUS_BAD_CRC
+            break
+        if msg_seq <= prev_seq:
+            status = _STATUS_BAD_SEQ
+            break
+        fields = (msg_seq, time_ns, source_stream, source_seq, view[pos + RECORD_HEADER_SIZE : end])
+        records.append(tuple.__new__(record_type, fields))
+        prev_seq = msg_seq
+        pos = end
+    return records, pos, status
