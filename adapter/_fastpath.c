@@ -1,6 +1,1241 @@
+/*
+ * adapter._fastpath: the adapter's per-message hot path in C.
+ *
+ * Theory of operation
+ * -------------------
+ * The Python adapter (adapter/runner.py) handles one source message at a time:
+ * FIX framing, field parsing, conversion (adapter/conversion.py), the
+ * conversion state and its digest (adapter/state.py), msg_seq numbering,
+ * protobuf encoding and wire blocks (proto/wire.py). That costs ~30 us of
+ * Python per message. This module does the same work for *runs* of ordinary
+ * messages:
+ *
+ *   State     the conversion state: symbol -> values, each symbol's BLAKE2b-64
+ *             hash and the order-independent sum of them (the digest). The
+ *             Python ConversionState delegates to it, so both paths share it.
+ *   FastPath  FastPath.run(frame, pos, ...) walks a source frame from ``pos``,
+ *             and for every message that is well-formed, strictly in sequence
+ *             and before the next position the sync rules watch, it converts,
+ *             applies, numbers and encodes it into wire blocks.
+ *
+ * The rule that keeps the two paths identical: the C path *accepts* only a
+ * strict subset of inputs (canonical numbers, no duplicate fields, ASCII
+ * symbols, the converter-table features listed in FastPath's docstring) and
+ * stops at anything else, returning where it stopped; the runner hands that
+ * one message to the Python path (which names the error, resynchronizes, or
+ * applies a sync rule) and calls run() again after it. Everything the C path
+ * produces is byte for byte what the Python path produces for the same input;
+ * tests/unit/adapter/test_fastpath.py checks it with hypothesis.
+ */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-static struct PyModuleDef module = {.m_base = PyModuleDef_HEAD_INIT, .m_name = "_fastpath", .m_doc = "stub", .m_size = -1};
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-PyMODINIT_FUNC PyInit__fastpath(void) { return PyModule_Create(&module); }
+/* ---- BLAKE2b-64 (RFC 7693), unkeyed, as hashlib.blake2b(data, digest_size=8) ---- */
+
+static const uint64_t B2_IV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+};
+
+static const uint8_t B2_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+static inline uint64_t rotr64(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+static inline uint64_t load64_le(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+#define B2_G(a, b, c, d, x, y)            \
+    do {                                  \
+        v[a] = v[a] + v[b] + (x);         \
+        v[d] = rotr64(v[d] ^ v[a], 32);   \
+        v[c] = v[c] + v[d];               \
+        v[b] = rotr64(v[b] ^ v[c], 24);   \
+        v[a] = v[a] + v[b] + (y);         \
+        v[d] = rotr64(v[d] ^ v[a], 16);   \
+        v[c] = v[c] + v[d];               \
+        v[b] = rotr64(v[b] ^ v[c], 63);   \
+    } while (0)
+
+static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last) {
+    uint64_t v[16], m[16];
+    for (int i = 0; i < 16; i++) m[i] = load64_le(block + 8 * i);
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = B2_IV[i];
+    }
+    v[12] ^= t; /* inputs here are far below 2**64 bytes: the high counter word stays 0 */
+    if (last) v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = B2_SIGMA[r];
+        B2_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        B2_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        B2_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        B2_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        B2_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        B2_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        B2_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        B2_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+}
+
+/* hashlib.blake2b(data, digest_size=8).digest(), read as a big-endian integer. */
+static uint64_t blake2b_64(const uint8_t *data, size_t len) {
+    uint64_t h[8];
+    uint8_t block[128];
+    size_t done = 0;
+    memcpy(h, B2_IV, sizeof h);
+    h[0] ^= 0x01010000ULL ^ 8ULL;
+    while (len - done > 128) {
+        done += 128;
+        b2_compress(h, data + done - 128, done, 0);
+    }
+    memset(block, 0, sizeof block);
+    memcpy(block, data + done, len - done);
+    b2_compress(h, block, len, 1);
+    /* The digest is h[0]'s 8 bytes in little-endian order; read big-endian. */
+    uint64_t out = 0;
+    for (int i = 0; i < 8; i++) out = (out << 8) | ((h[0] >> (8 * i)) & 0xFF);
+    return out;
+}
+
+/* ---- the conversion state ---- */
+
+enum { ENTRY_BID = 1, ENTRY_ASK = 2, ENTRY_TRADE = 3 };
+
+typedef struct {
+    int64_t volume;
+    double high, low, last, vwap;
+    int64_t trade_count;
+    double bid, ask, notional;
+} Values;
+
+typedef struct {
+    char *key;
+    Py_ssize_t len;
+    uint64_t fnv;
+    uint64_t hash; /* this symbol's share of the digest */
+    Values v;
+} Symbol;
+
+typedef struct {
+    PyObject_HEAD
+    Symbol *symbols; /* in first-seen order (ConversionState.snapshot() keeps it) */
+    Py_ssize_t count, capacity;
+    uint32_t *index; /* open addressing: symbol position + 1, 0 = empty */
+    size_t index_mask;
+    uint64_t digest;
+} StateObject;
+
+static uint64_t fnv1a(const char *p, Py_ssize_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static inline void put_be64(uint8_t *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static inline uint64_t dbits(double d) {
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+/* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/state.py). */
+static uint64_t symbol_hash(const char *key, Py_ssize_t len, const Values *v) {
+    uint8_t stack[256];
+    size_t total = (size_t)len + 1 + 72;
+    uint8_t *buf = total <= sizeof stack ? stack : PyMem_Malloc(total);
+    if (buf == NULL) {
+        PyErr_NoMemory(); /* callers check PyErr_Occurred() */
+        return 0;
+    }
+    memcpy(buf, key, (size_t)len);
+    uint8_t *p = buf + len;
+    *p++ = 0;
+    put_be64(p, (uint64_t)v->volume);
+    put_be64(p + 8, dbits(v->high));
+    put_be64(p + 16, dbits(v->low));
+    put_be64(p + 24, dbits(v->last));
+    put_be64(p + 32, dbits(v->vwap));
+    put_be64(p + 40, (uint64_t)v->trade_count);
+    put_be64(p + 48, dbits(v->bid));
+    put_be64(p + 56, dbits(v->ask));
+    put_be64(p + 64, dbits(v->notional));
+    uint64_t h = blake2b_64(buf, total);
+    if (buf != stack) PyMem_Free(buf);
+    return h;
+}
+
+static int state_grow_index(StateObject *self) {
+    size_t size = self->index_mask ? (self->index_mask + 1) * 2 : 1024;
+    uint32_t *index = PyMem_Calloc(size, sizeof(uint32_t));
+    if (index == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        size_t slot = self->symbols[i].fnv & (size - 1);
+        while (index[slot]) slot = (slot + 1) & (size - 1);
+        index[slot] = (uint32_t)(i + 1);
+    }
+    PyMem_Free(self->index);
+    self->index = index;
+    self->index_mask = size - 1;
+    return 0;
+}
+
+static Symbol *state_find(StateObject *self, const char *key, Py_ssize_t len, uint64_t fnv) {
+    if (!self->index_mask) return NULL;
+    size_t slot = fnv & self->index_mask;
+    uint32_t at;
+    while ((at = self->index[slot]) != 0) {
+        Symbol *s = &self->symbols[at - 1];
+        if (s->fnv == fnv && s->len == len && memcmp(s->key, key, (size_t)len) == 0) return s;
+        slot = (slot + 1) & self->index_mask;
+    }
+    return NULL;
+}
+
+/* Find or add a symbol (new ones start at zero values and a zero hash). NULL + exception on failure. */
+static Symbol *state_get(StateObject *self, const char *key, Py_ssize_t len) {
+    uint64_t fnv = fnv1a(key, len);
+    Symbol *found = state_find(self, key, len, fnv);
+    if (found != NULL) return found;
+    if ((size_t)(self->count + 1) * 2 > self->index_mask + 1 && state_grow_index(self) < 0) return NULL;
+    if (self->count == self->capacity) {
+        Py_ssize_t capacity = self->capacity ? self->capacity * 2 : 256;
+        Symbol *symbols = PyMem_Realloc(self->symbols, (size_t)capacity * sizeof(Symbol));
+        if (symbols == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        self->symbols = symbols;
+        self->capacity = capacity;
+    }
+    char *copy = PyMem_Malloc((size_t)len + 1);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(copy, key, (size_t)len);
+    copy[len] = 0;
+    Symbol *s = &self->symbols[self->count++];
+    memset(s, 0, sizeof *s);
+    s->key = copy;
+    s->len = len;
+    s->fnv = fnv;
+    size_t slot = fnv & self->index_mask;
+    while (self->index[slot]) slot = (slot + 1) & self->index_mask;
+    self->index[slot] = (uint32_t)self->count;
+    return s;
+}
+
+static void state_clear(StateObject *self) {
+    for (Py_ssize_t i = 0; i < self->count; i++) PyMem_Free(self->symbols[i].key);
+    self->count = 0;
+    if (self->index_mask) memset(self->index, 0, (self->index_mask + 1) * sizeof(uint32_t));
+    self->digest = 0;
+}
+
+/* One entry applied to a symbol's values, exactly as ConversionState.apply does. */
+static inline int apply_entry(Values *v, int type, double price, int64_t size, double notional) {
+    if (type == ENTRY_TRADE) {
+        if (v->trade_count == 0) {
+            v->high = v->low = price;
+        } else if (price > v->high) {
+            v->high = price;
+        } else if (price < v->low) {
+            v->low = price;
+        }
+        v->last = price;
+        if (__builtin_add_overflow(v->volume, size, &v->volume)) return -1;
+        v->notional += notional;
+        v->trade_count += 1;
+        return 1;
+    }
+    if (type == ENTRY_BID) {
+        v->bid = price;
+    } else if (type == ENTRY_ASK) {
+        v->ask = price;
+    }
+    return 0;
+}
+
+static inline void finish_apply(Values *v, int traded) {
+    if (traded) v->vwap = v->volume ? v->notional / (double)v->volume : 0.0;
+}
+
+static int rehash(StateObject *self, Symbol *s) {
+    uint64_t h = symbol_hash(s->key, s->len, &s->v);
+    if (PyErr_Occurred()) return -1;
+    self->digest = self->digest - s->hash + h;
+    s->hash = h;
+    return 0;
+}
+
+static PyObject *values_tuple(const Values *v) {
+    return Py_BuildValue("(LddddLddd)", (long long)v->volume, v->high, v->low, v->last, v->vwap,
+                         (long long)v->trade_count, v->bid, v->ask, v->notional);
+}
+
+static int values_from(PyObject *seq, Values *v) {
+    long long volume, trade_count;
+    if (!PyArg_ParseTuple(seq, "LddddLddd", &volume, &v->high, &v->low, &v->last, &v->vwap, &trade_count,
+                          &v->bid, &v->ask, &v->notional))
+        return -1;
+    v->volume = volume;
+    v->trade_count = trade_count;
+    return 0;
+}
+
+static const char *symbol_utf8(PyObject *symbol, Py_ssize_t *len) {
+    if (!PyUnicode_Check(symbol)) {
+        PyErr_Format(PyExc_TypeError, "symbol must be str, got %.80s", Py_TYPE(symbol)->tp_name);
+        return NULL;
+    }
+    return PyUnicode_AsUTF8AndSize(symbol, len);
+}
+
+static PyObject *State_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return NULL;
+    StateObject *self = (StateObject *)type->tp_alloc(type, 0);
+    return (PyObject *)self;
+}
+
+static void State_dealloc(StateObject *self) {
+    state_clear(self);
+    PyMem_Free(self->symbols);
+    PyMem_Free(self->index);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(State_apply_doc,
+             "apply(symbol, entries) -> values tuple\n\n"
+             "Apply ``(entry_type, price, size, notional)`` entries to a symbol; return its 9 values after.");
+
+static PyObject *State_apply(StateObject *self, PyObject *args) {
+    PyObject *symbol, *entries;
+    if (!PyArg_ParseTuple(args, "UO", &symbol, &entries)) return NULL;
+    Py_ssize_t len;
+    const char *key = symbol_utf8(symbol, &len);
+    if (key == NULL) return NULL;
+    PyObject *fast = PySequence_Fast(entries, "entries must be a sequence");
+    if (fast == NULL) return NULL;
+    Symbol *s = state_get(self, key, len);
+    if (s == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    int traded = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+        int type;
+        double price, notional;
+        long long size;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "idLd", &type, &price, &size, &notional)) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        int r = apply_entry(&s->v, type, price, size, notional);
+        if (r < 0) {
+            Py_DECREF(fast);
+            return PyErr_Format(PyExc_OverflowError, "volume of %s overflows int64", s->key);
+        }
+        traded |= r;
+    }
+    Py_DECREF(fast);
+    finish_apply(&s->v, traded);
+    if (rehash(self, s) < 0) return NULL;
+    return values_tuple(&s->v);
+}
+
+static PyObject *State_get(StateObject *self, PyObject *symbol) {
+    Py_ssize_t len;
+    const char *key = symbol_utf8(symbol, &len);
+    if (key == NULL) return NULL;
+    Symbol *s = state_find(self, key, len, fnv1a(key, len));
+    if (s == NULL) Py_RETURN_NONE;
+    return values_tuple(&s->v);
+}
+
+static PyObject *State_symbol_hash(StateObject *self, PyObject *symbol) {
+    Py_ssize_t len;
+    const char *key = symbol_utf8(symbol, &len);
+    if (key == NULL) return NULL;
+    Symbol *s = state_find(self, key, len, fnv1a(key, len));
+    if (s == NULL) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(s->hash);
+}
+
+static PyObject *State_set(StateObject *self, PyObject *args) {
+    PyObject *symbol, *values;
+    if (!PyArg_ParseTuple(args, "UO!", &symbol, &PyTuple_Type, &values)) return NULL;
+    Values v;
+    if (values_from(values, &v) < 0) return NULL;
+    Py_ssize_t len;
+    const char *key = symbol_utf8(symbol, &len);
+    if (key == NULL) return NULL;
+    Symbol *s = state_get(self, key, len);
+    if (s == NULL) return NULL;
+    s->v = v;
+    if (rehash(self, s) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *State_items(StateObject *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *list = PyList_New(self->count);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Symbol *s = &self->symbols[i];
+        PyObject *item = Py_BuildValue("(s#N)", s->key, s->len, values_tuple(&s->v));
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+static PyObject *State_clear(StateObject *self, PyObject *Py_UNUSED(ignored)) {
+    state_clear(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *State_get_digest(StateObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(self->digest);
+}
+
+static Py_ssize_t State_len(StateObject *self) { return self->count; }
+
+static int State_contains(StateObject *self, PyObject *symbol) {
+    if (!PyUnicode_Check(symbol)) return 0;
+    Py_ssize_t len;
+    const char *key = PyUnicode_AsUTF8AndSize(symbol, &len);
+    if (key == NULL) return -1;
+    return state_find(self, key, len, fnv1a(key, len)) != NULL;
+}
+
+static PyMethodDef State_methods[] = {
+    {"apply", (PyCFunction)State_apply, METH_VARARGS, State_apply_doc},
+    {"get", (PyCFunction)State_get, METH_O, "get(symbol) -> values tuple or None"},
+    {"symbol_hash", (PyCFunction)State_symbol_hash, METH_O, "symbol_hash(symbol) -> its u64 share of the digest, or None"},
+    {"set", (PyCFunction)State_set, METH_VARARGS, "set(symbol, values tuple): adopt a symbol's values"},
+    {"items", (PyCFunction)State_items, METH_NOARGS, "items() -> [(symbol, values tuple)] in first-seen order"},
+    {"clear", (PyCFunction)State_clear, METH_NOARGS, "clear(): forget every symbol"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef State_getset[] = {
+    {"digest", (getter)State_get_digest, NULL, "u64 sum of the symbols' hashes", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods State_as_sequence = {
+    .sq_length = (lenfunc)State_len,
+    .sq_contains = (objobjproc)State_contains,
+};
+
+static PyTypeObject StateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adapter._fastpath.State",
+    .tp_basicsize = sizeof(StateObject),
+    .tp_dealloc = (destructor)State_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The conversion state: per-symbol values and the order-independent digest (see adapter/state.py).",
+    .tp_new = State_new,
+    .tp_methods = State_methods,
+    .tp_getset = State_getset,
+    .tp_as_sequence = &State_as_sequence,
+};
+
+/* ---- output buffer ---- */
+
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    uint8_t *data = PyMem_Realloc(b->data, cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline size_t varint_size(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *put_double(uint8_t *p, double d) {
+    uint64_t u = dbits(d);
+    for (int i = 0; i < 8; i++) {
+        *p++ = (uint8_t)u;
+        u >>= 8;
+    }
+    return p;
+}
+
+/* ---- the fast path ---- */
+
+#define MAX_ENTRIES 64
+#define MAX_EXTRAS 16
+#define ENV_FIXED 5 /* bid, ask, trade_price, trade_size, trade_notional; extras follow */
+#define MAX_PAYLOAD 65525
+
+enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MEAN, OP_MIN, OP_MAX };
+enum { TIME_FIX, TIME_INT };
+enum { PRICE_DOUBLE, PRICE_INT };
+enum { STOP_END = 0, STOP_SLOW = 1, STOP_ROOM = 2, STOP_COUNT = 3 };
+
+typedef struct {
+    char name[64];
+    Py_ssize_t name_len;
+    int op, a, b; /* env slots of the two arguments */
+} Extra;
+
+typedef struct {
+    PyObject_HEAD
+    StateObject *state;
+    char msg_type[16];
+    Py_ssize_t msg_type_len;
+    long seq_tag, symbol_tag, time_tag, count_tag, start_tag, type_tag, price_tag, size_tag;
+    int time_kind, price_kind;
+    char type_codes[8][8]; /* wire value of each entry type code */
+    Py_ssize_t type_code_len[8];
+    int type_values[8];
+    int type_count;
+    int notional_kind;      /* 0: none, 1: price * size */
+    unsigned notional_mask; /* entry types (bit per type value) it applies to */
+    Extra extras[MAX_EXTRAS];
+    int extra_count;
+    int extra_order[MAX_EXTRAS]; /* extras sorted by name: the map's deterministic order */
+} FastPathObject;
+
+typedef struct {
+    int type;
+    double price;
+    int64_t size;
+    double notional;
+} Entry;
+
+typedef struct {
+    uint64_t source_seq;
+    const char *symbol;
+    Py_ssize_t symbol_len;
+    int64_t event_time_ns;
+    Entry entries[MAX_ENTRIES];
+    int entry_count;
+    double extra_values[MAX_EXTRAS];
+    int extra_present[MAX_EXTRAS];
+} Message;
+
+/* A canonical non-negative decimal: digits only, 1..18 of them (fits int64). */
+static int parse_uint(const char *p, Py_ssize_t n, int64_t *out) {
+    if (n <= 0 || n > 18) return -1;
+    int64_t v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* to_int: an optional '-' and digits (within int64 by construction). */
+static int parse_int(const char *p, Py_ssize_t n, int64_t *out) {
+    if (n > 0 && p[0] == '-') {
+        if (parse_uint(p + 1, n - 1, out) < 0) return -1;
+        *out = -*out;
+        return 0;
+    }
+    return parse_uint(p, n, out);
+}
+
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* to_double for plain decimals "-?digits(.digits)?", correctly rounded like Python's float(). */
+static int parse_double(const char *p, Py_ssize_t n, double *out) {
+    Py_ssize_t i = 0;
+    int negative = 0;
+    if (n > 0 && p[0] == '-') {
+        negative = 1;
+        i = 1;
+    }
+    uint64_t mantissa = 0;
+    int digits = 0, frac = 0, dot = 0, int_digits = 0;
+    for (; i < n; i++) {
+        char c = p[i];
+        if (c >= '0' && c <= '9') {
+            if (digits < 19) mantissa = mantissa * 10 + (uint64_t)(c - '0');
+            digits++;
+            if (dot) frac++; else int_digits++;
+        } else if (c == '.' && !dot) {
+            dot = 1;
+        } else {
+            return -1;
+        }
+    }
+    if (int_digits == 0 || (dot && frac == 0)) return -1; /* ".5", "5." : leave them to Python */
+    double v;
+    if (digits <= 15 && frac <= 22) {
+        /* Both operands are exact doubles, so one division is correctly rounded. */
+        v = (double)mantissa / POW10[frac];
+    } else {
+        char tmp[64];
+        if (n >= (Py_ssize_t)sizeof tmp) return -1;
+        memcpy(tmp, p, (size_t)n);
+        tmp[n] = 0;
+        v = strtod(tmp, NULL);
+        if (!isfinite(v)) return -1;
+        *out = v;
+        return 0;
+    }
+    *out = negative ? -v : v;
+    return 0;
+}
+
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* proto.fix.parse_timestamp for "YYYYMMDD-HH:MM:SS[.f{1,9}]" with a valid year and month. */
+static int parse_fix_time(const char *p, Py_ssize_t n, int64_t *out) {
+    int64_t year, month, day, hh, mm, ss;
+    if (n < 17 || p[8] != '-' || p[11] != ':' || p[14] != ':') return -1;
+    if (parse_uint(p, 4, &year) || parse_uint(p + 4, 2, &month) || parse_uint(p + 6, 2, &day) ||
+        parse_uint(p + 9, 2, &hh) || parse_uint(p + 12, 2, &mm) || parse_uint(p + 15, 2, &ss))
+        return -1;
+    if (year < 1 || year > 2200 || month < 1 || month > 12) return -1; /* ns stay within int64 */
+    /* calendar.timegm counts days linearly from the first of the month. */
+    int64_t days = days_from_civil(year, month, 1) + day - 1;
+    int64_t ns = (days * 86400 + hh * 3600 + mm * 60 + ss) * 1000000000LL;
+    if (n > 17) {
+        int64_t frac;
+        Py_ssize_t digits = n - 18;
+        if (p[17] != '.' || digits < 1 || digits > 9 || parse_uint(p + 18, digits, &frac)) return -1;
+        for (Py_ssize_t i = digits; i < 9; i++) frac *= 10;
+        ns += frac;
+    }
+    *out = ns;
+    return 0;
+}
+
+/*
+ * Parse and convert one message body; 0 on success, -1 when the Python path
+ * must take it (anything unusual: the Python path then decides what it is).
+ */
+static int convert(FastPathObject *fp, const char *body, Py_ssize_t n, Message *m) {
+    int have_type = 0, have_seq = 0, have_symbol = 0, have_time = 0, have_count = 0;
+    int64_t count = -1;
+    int groups = 0;
+    Entry *e = NULL;
+    int e_type = 0, e_price = 0, e_size = 0;
+    const char *p = body, *end = body + n;
+    while (p < end) {
+        const char *soh = memchr(p, 1, (size_t)(end - p));
+        if (soh == NULL) soh = end;
+        if (soh == p) {
+            p++;
+            continue;
+        }
+        const char *eq = memchr(p, '=', (size_t)(soh - p));
+        if (eq == NULL || eq == p || eq - p > 9 || p[0] == '0') return -1;
+        long tag = 0;
+        for (const char *q = p; q < eq; q++) {
+            if (*q < '0' || *q > '9') return -1;
+            tag = tag * 10 + (*q - '0');
+        }
+        const char *v = eq + 1;
+        Py_ssize_t vn = soh - v;
+        if (tag == fp->start_tag) {
+            if (e != NULL && !(e_type && e_price && e_size)) return -1;
+            if (groups == MAX_ENTRIES) return -1;
+            e = &m->entries[groups++];
+            e_type = e_price = e_size = 0;
+        }
+        if (e == NULL) { /* header */
+            if (tag == 35) {
+                if (have_type || vn != fp->msg_type_len || memcmp(v, fp->msg_type, (size_t)vn)) return -1;
+                have_type = 1;
+            } else if (tag == fp->seq_tag) {
+                int64_t seq;
+                if (have_seq || parse_uint(v, vn, &seq) || seq <= 0) return -1;
+                m->source_seq = (uint64_t)seq;
+                have_seq = 1;
+            } else if (tag == fp->symbol_tag) {
+                if (have_symbol || vn <= 0 || vn > 255) return -1;
+                for (Py_ssize_t i = 0; i < vn; i++)
+                    if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7E) return -1;
+                m->symbol = v;
+                m->symbol_len = vn;
+                have_symbol = 1;
+            } else if (tag == fp->time_tag) {
+                if (have_time) return -1;
+                if (fp->time_kind == TIME_FIX ? parse_fix_time(v, vn, &m->event_time_ns)
+                                              : parse_int(v, vn, &m->event_time_ns))
+                    return -1;
+                have_time = 1;
+            } else if (tag == fp->count_tag) {
+                if (have_count || parse_uint(v, vn, &count)) return -1;
+                have_count = 1;
+            }
+        } else { /* an entry */
+            if (tag == fp->type_tag) {
+                if (e_type) return -1;
+                int t;
+                for (t = 0; t < fp->type_count; t++)
+                    if (fp->type_code_len[t] == vn && memcmp(fp->type_codes[t], v, (size_t)vn) == 0) break;
+                if (t == fp->type_count) return -1;
+                e->type = fp->type_values[t];
+                e_type = 1;
+            } else if (tag == fp->price_tag) {
+                if (e_price) return -1;
+                if (fp->price_kind == PRICE_DOUBLE) {
+                    if (parse_double(v, vn, &e->price)) return -1;
+                } else {
+                    int64_t iv;
+                    if (parse_int(v, vn, &iv) || iv > (1LL << 53) || iv < -(1LL << 53)) return -1;
+                    e->price = (double)iv;
+                }
+                e_price = 1;
+            } else if (tag == fp->size_tag) {
+                if (e_size || parse_int(v, vn, &e->size) || e->size < 0) return -1;
+                e_size = 1;
+            }
+        }
+        p = soh + 1;
+    }
+    if (!(have_type && have_seq && have_symbol && have_time && have_count)) return -1;
+    if (e != NULL && !(e_type && e_price && e_size)) return -1;
+    if (count != groups) return -1;
+    m->entry_count = groups;
+
+    /* Derived values, as Converter._parse_fast / _extras compute them. */
+    double env[ENV_FIXED + MAX_EXTRAS];
+    int present[ENV_FIXED + MAX_EXTRAS];
+    memset(present, 0, sizeof present);
+    int64_t trade_size = 0;
+    double trade_notional = 0.0;
+    for (int i = 0; i < groups; i++) {
+        Entry *x = &m->entries[i];
+        if (fp->notional_kind && (fp->notional_mask & (1u << x->type))) {
+            x->notional = x->price * (double)x->size;
+        } else {
+            x->notional = 0.0;
+        }
+        if (x->type == ENTRY_TRADE) {
+            env[2] = x->price;
+            present[2] = 1;
+            if (__builtin_add_overflow(trade_size, x->size, &trade_size)) return -1;
+            trade_notional += x->notional;
+        } else if (x->type == ENTRY_BID) {
+            env[0] = x->price;
+            present[0] = 1;
+        } else if (x->type == ENTRY_ASK) {
+            env[1] = x->price;
+            present[1] = 1;
+        }
+        if ((double)x->size > 9007199254740992.0 && fp->notional_kind) return -1; /* int*float rounding */
+    }
+    if (present[2]) {
+        env[3] = (double)trade_size;
+        env[4] = trade_notional;
+        present[3] = present[4] = 1;
+    }
+    for (int i = 0; i < fp->extra_count; i++) {
+        const Extra *x = &fp->extras[i];
+        m->extra_present[i] = 0;
+        if (!present[x->a] || !present[x->b]) continue;
+        double a = env[x->a], b = env[x->b], r;
+        switch (x->op) {
+        case OP_ADD: r = a + b; break;
+        case OP_SUB: r = a - b; break;
+        case OP_MUL: r = a * b; break;
+        case OP_DIV:
+            if (b == 0.0) continue;
+            r = a / b;
+            break;
+        case OP_MEAN: r = (a + b) / 2.0; break;
+        case OP_MIN: r = b < a ? b : a; break;
+        default: r = b > a ? b : a; break;
+        }
+        if (!isfinite(r)) return -1; /* overflow: Python raises or differs; let it decide */
+        env[ENV_FIXED + i] = r;
+        present[ENV_FIXED + i] = 1;
+        m->extra_values[i] = r;
+        m->extra_present[i] = 1;
+    }
+    for (int i = 0; i < groups; i++)
+        if (!isfinite(m->entries[i].notional)) return -1;
+    return 0;
+}
+
+/* FIX framing from ``pos`` as proto.fix._next_message; -1 where Python must look. */
+static int next_message(const char *buf, Py_ssize_t end, Py_ssize_t pos, Py_ssize_t *body_start,
+                        Py_ssize_t *body_end, Py_ssize_t *next) {
+    if (end - pos < 5 || memcmp(buf + pos, "8=FIX", 5) != 0) return -1;
+    const char *soh = memchr(buf + pos, 1, (size_t)(end - pos));
+    if (soh == NULL) return -1;
+    Py_ssize_t s = soh - buf;
+    if (s + 3 > end || buf[s + 1] != '9' || buf[s + 2] != '=') return -1;
+    const char *len_end_p = memchr(buf + s + 3, 1, (size_t)(end - s - 3));
+    if (len_end_p == NULL) return -1;
+    Py_ssize_t len_end = len_end_p - buf;
+    if (len_end - s > 8) return -1;
+    int64_t body_len;
+    if (parse_uint(buf + s + 3, len_end - s - 3, &body_len) || body_len <= 0) return -1;
+    Py_ssize_t bs = len_end + 1, be = bs + (Py_ssize_t)body_len, te = be + 7;
+    if (te > end || memcmp(buf + be, "10=", 3) != 0 || buf[te - 1] != 1) return -1;
+    int64_t declared;
+    if (parse_uint(buf + be + 3, 3, &declared)) return -1;
+    unsigned sum = 0;
+    for (Py_ssize_t i = pos; i < be; i++) sum += (unsigned char)buf[i];
+    if ((int64_t)(sum & 0xFF) != declared) return -1;
+    *body_start = bs;
+    *body_end = be;
+    *next = te;
+    return 0;
+}
+
+/* The serialized MarketUpdate (SerializeToString(deterministic=True) of encode_update's message). */
+static int encode_update(FastPathObject *fp, const Message *m, const Values *v, int64_t publish_ns, Buf *out) {
+    size_t need = 16 + (size_t)m->symbol_len + 24 + (size_t)m->entry_count * 40 + 100 +
+                  (size_t)fp->extra_count * (80);
+    if (buf_reserve(out, need) < 0) return -1;
+    uint8_t *p = out->data + out->len;
+    *p++ = 0x0A;
+    p = put_varint(p, (uint64_t)m->symbol_len);
+    memcpy(p, m->symbol, (size_t)m->symbol_len);
+    p += m->symbol_len;
+    if (m->event_time_ns) {
+        *p++ = 0x10;
+        p = put_varint(p, (uint64_t)m->event_time_ns);
+    }
+    if (publish_ns) {
+        *p++ = 0x18;
+        p = put_varint(p, (uint64_t)publish_ns);
+    }
+    for (int i = 0; i < m->entry_count; i++) {
+        const Entry *e = &m->entries[i];
+        size_t size = (e->type ? 1 + varint_size((uint64_t)e->type) : 0) + (dbits(e->price) ? 9 : 0) +
+                      (e->size ? 1 + varint_size((uint64_t)e->size) : 0) + (dbits(e->notional) ? 9 : 0);
+        *p++ = 0x22;
+        p = put_varint(p, size);
+        if (e->type) {
+            *p++ = 0x08;
+            p = put_varint(p, (uint64_t)e->type);
+        }
+        if (dbits(e->price)) {
+            *p++ = 0x11;
+            p = put_double(p, e->price);
+        }
+        if (e->size) {
+            *p++ = 0x18;
+            p = put_varint(p, (uint64_t)e->size);
+        }
+        if (dbits(e->notional)) {
+            *p++ = 0x21;
+            p = put_double(p, e->notional);
+        }
+    }
+    size_t state_size = (v->volume ? 1 + varint_size((uint64_t)v->volume) : 0) + (dbits(v->high) ? 9 : 0) +
+                        (dbits(v->low) ? 9 : 0) + (dbits(v->last) ? 9 : 0) + (dbits(v->vwap) ? 9 : 0) +
+                        (v->trade_count ? 1 + varint_size((uint64_t)v->trade_count) : 0) +
+                        (dbits(v->bid) ? 9 : 0) + (dbits(v->ask) ? 9 : 0) + (dbits(v->notional) ? 9 : 0);
+    *p++ = 0x2A;
+    p = put_varint(p, state_size);
+    if (v->volume) {
+        *p++ = 0x08;
+        p = put_varint(p, (uint64_t)v->volume);
+    }
+#define PUT_D(tag, x)           \
+    if (dbits(x)) {             \
+        *p++ = (tag);           \
+        p = put_double(p, (x)); \
+    }
+    PUT_D(0x11, v->high)
+    PUT_D(0x19, v->low)
+    PUT_D(0x21, v->last)
+    PUT_D(0x29, v->vwap)
+    if (v->trade_count) {
+        *p++ = 0x30;
+        p = put_varint(p, (uint64_t)v->trade_count);
+    }
+    PUT_D(0x39, v->bid)
+    PUT_D(0x41, v->ask)
+    PUT_D(0x49, v->notional)
+#undef PUT_D
+    for (int k = 0; k < fp->extra_count; k++) {
+        int i = fp->extra_order[k];
+        if (!m->extra_present[i]) continue;
+        const Extra *x = &fp->extras[i];
+        size_t entry = 1 + varint_size((uint64_t)x->name_len) + (size_t)x->name_len + 9;
+        *p++ = 0x32;
+        p = put_varint(p, entry);
+        *p++ = 0x0A;
+        p = put_varint(p, (uint64_t)x->name_len);
+        memcpy(p, x->name, (size_t)x->name_len);
+        p += x->name_len;
+        *p++ = 0x11;
+        p = put_double(p, m->extra_values[i]);
+    }
+    out->len = (size_t)(p - out->data);
+    return 0;
+}
+
+static int extra_name_cmp(const Extra *a, const Extra *b) {
+    Py_ssize_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
+    int c = memcmp(a->name, b->name, (size_t)n);
+    if (c) return c;
+    return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
+}
+
+static long dict_long(PyObject *spec, const char *key) {
+    PyObject *value = PyDict_GetItemString(spec, key); /* borrowed */
+    if (value == NULL) {
+        PyErr_Format(PyExc_KeyError, "fast path spec lacks %s", key);
+        return -1;
+    }
+    return PyLong_AsLong(value);
+}
+
+static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"state", "spec", NULL};
+    PyObject *state, *spec;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &StateType, &state, &PyDict_Type, &spec))
+        return -1;
+    Py_INCREF(state);
+    Py_XSETREF(self->state, (StateObject *)state);
+    const char *msg_type;
+    Py_ssize_t msg_type_len;
+    PyObject *mt = PyDict_GetItemString(spec, "msg_type");
+    if (mt == NULL || PyBytes_AsStringAndSize(mt, (char **)&msg_type, &msg_type_len) < 0 ||
+        msg_type_len >= (Py_ssize_t)sizeof self->msg_type) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "msg_type must be bytes of at most 15");
+        return -1;
+    }
+    memcpy(self->msg_type, msg_type, (size_t)msg_type_len);
+    self->msg_type_len = msg_type_len;
+    long *tags[] = {&self->seq_tag, &self->symbol_tag, &self->time_tag, &self->count_tag,
+                    &self->start_tag, &self->type_tag, &self->price_tag, &self->size_tag};
+    const char *names[] = {"seq_tag", "symbol_tag", "time_tag", "count_tag",
+                           "start_tag", "type_tag", "price_tag", "size_tag"};
+    for (int i = 0; i < 8; i++) {
+        *tags[i] = dict_long(spec, names[i]);
+        if (*tags[i] <= 0) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s must be a positive tag", names[i]);
+            return -1;
+        }
+    }
+    if ((self->time_kind = (int)dict_long(spec, "time_kind")) < 0) return -1;
+    if ((self->price_kind = (int)dict_long(spec, "price_kind")) < 0) return -1;
+    if ((self->notional_kind = (int)dict_long(spec, "notional_kind")) < 0) return -1;
+    long mask = dict_long(spec, "notional_mask");
+    if (mask < 0) return -1;
+    self->notional_mask = (unsigned)mask;
+    PyObject *types = PyDict_GetItemString(spec, "types"); /* [(wire bytes, value)] */
+    if (types == NULL || !PyList_Check(types) || PyList_GET_SIZE(types) > 8) {
+        PyErr_SetString(PyExc_ValueError, "types must be a list of at most 8 (bytes, int) pairs");
+        return -1;
+    }
+    self->type_count = (int)PyList_GET_SIZE(types);
+    for (int i = 0; i < self->type_count; i++) {
+        const char *code;
+        Py_ssize_t code_len;
+        int value;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(types, i), "y#i", &code, &code_len, &value)) return -1;
+        if (code_len >= 8 || value < 0 || value > 31) {
+            PyErr_SetString(PyExc_ValueError, "entry type codes must be < 8 bytes, values 0..31");
+            return -1;
+        }
+        memcpy(self->type_codes[i], code, (size_t)code_len);
+        self->type_code_len[i] = code_len;
+        self->type_values[i] = value;
+    }
+    PyObject *extras = PyDict_GetItemString(spec, "extras"); /* [(name bytes, op, slot a, slot b)] */
+    if (extras == NULL || !PyList_Check(extras) || PyList_GET_SIZE(extras) > MAX_EXTRAS) {
+        PyErr_Format(PyExc_ValueError, "extras must be a list of at most %d rules", MAX_EXTRAS);
+        return -1;
+    }
+    self->extra_count = (int)PyList_GET_SIZE(extras);
+    for (int i = 0; i < self->extra_count; i++) {
+        Extra *x = &self->extras[i];
+        const char *name;
+        Py_ssize_t name_len;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(extras, i), "y#iii", &name, &name_len, &x->op, &x->a, &x->b))
+            return -1;
+        if (name_len >= (Py_ssize_t)sizeof x->name || x->op < OP_ADD || x->op > OP_MAX || x->a < 0 ||
+            x->b < 0 || x->a >= ENV_FIXED + i || x->b >= ENV_FIXED + i) {
+            PyErr_SetString(PyExc_ValueError, "bad extra rule");
+            return -1;
+        }
+        memcpy(x->name, name, (size_t)name_len);
+        x->name_len = name_len;
+        self->extra_order[i] = i;
+    }
+    for (int i = 1; i < self->extra_count; i++) /* insertion sort by name */
+        for (int j = i; j > 0 && extra_name_cmp(&self->extras[self->extra_order[j - 1]],
+                                                &self->extras[self->extra_order[j]]) > 0; j--) {
+            int t = self->extra_order[j];
+            self->extra_order[j] = self->extra_order[j - 1];
+            self->extra_order[j - 1] = t;
+        }
+    return 0;
+}
+
+static void FastPath_dealloc(FastPathObject *self) {
+    Py_XDECREF(self->state);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(
+    FastPath_run_doc,
+    "run(frame, pos, expect_seq, next_msg_seq, stop_seq, room, max_count, publish_time_ns, source_stream,\n"
+    "    publish, want_payloads)\n"
+    "-> (pos, count, stop, blocks, source_seqs, digests, payloads)\n\n"
+    "Convert the in-order messages of ``frame`` from byte ``pos``.\n\n"
+    "expect_seq: the source_seq the next message must carry (0: any, the first ever).\n"
+    "next_msg_seq: the msg_seq the first converted message gets (then +1 each).\n"
+    "stop_seq: stop before a message with source_seq >= stop_seq (0: never): a position the\n"
+    "    sync rules watch (a pending report, a pending snapshot).\n"
+    "room: bytes left in the current packet for blocks; a block that does not fit stops the\n"
+    "    run (STOP_ROOM) unless it is the first of an empty packet (room < 0: empty packet of -room bytes).\n"
+    "max_count: at most this many messages.\n"
+    "publish: encode blocks (an adapter that is not publishing only converts and numbers).\n"
+    "want_payloads: also return each payload as bytes (for the journal).\n\n"
+    "Returns the position after the last converted message, how many were converted, why it\n"
+    "stopped (0 end of frame, 1 the message at pos needs the Python path, 2 packet full,\n"
+    "3 max_count), the wire blocks back to back, the source_seqs and the digest after each\n"
+    "message (native int64/uint64 arrays as bytes), and the payloads (a list, or None).");
+
+static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
+    Py_buffer frame;
+    Py_ssize_t pos, max_count;
+    long long expect_seq, next_msg_seq, stop_seq, room, publish_ns;
+    int source_stream, publish, want_payloads;
+    if (!PyArg_ParseTuple(args, "y*nLLLLnLipp", &frame, &pos, &expect_seq, &next_msg_seq, &stop_seq, &room,
+                          &max_count, &publish_ns, &source_stream, &publish, &want_payloads))
+        return NULL;
+    const char *buf = frame.buf;
+    Py_ssize_t end = frame.len;
+    Buf blocks = {0}, seqs = {0}, digests = {0}, payload = {0};
+    PyObject *payloads = want_payloads ? PyList_New(0) : NULL;
+    PyObject *result = NULL;
+    int stop = STOP_END;
+    Py_ssize_t count = 0;
+    int empty_packet = room < 0;
+    if (empty_packet) room = -room;
+    if (pos < 0 || pos > end || source_stream < 0 || source_stream > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
+        goto done;
+    }
+    if (want_payloads && payloads == NULL) goto done;
+    Message m;
+    while (pos < end) {
+        if (count >= max_count) {
+            stop = STOP_COUNT;
+            break;
+        }
+        Py_ssize_t bs, be, next;
+        if (next_message(buf, end, pos, &bs, &be, &next) < 0 || convert(self, buf + bs, be - bs, &m) < 0 ||
+            (expect_seq && (long long)m.source_seq != expect_seq) || (stop_seq && (long long)m.source_seq >= stop_seq)) {
+            stop = STOP_SLOW;
+            break;
+        }
+        /* Apply to a copy first: a message that stops the run must leave the state alone
+         * (a symbol is added only when its first message commits, as in adapter/state.py). */
+        Symbol *s = state_find(self->state, m.symbol, m.symbol_len, fnv1a(m.symbol, m.symbol_len));
+        Values v;
+        if (s != NULL) {
+            v = s->v;
+        } else {
+            memset(&v, 0, sizeof v);
+        }
+        int traded = 0, overflow = 0;
+        for (int i = 0; i < m.entry_count; i++) {
+            int r = apply_entry(&v, m.entries[i].type, m.entries[i].price, m.entries[i].size, m.entries[i].notional);
+            if (r < 0) overflow = 1;
+            traded |= r > 0;
+        }
+        finish_apply(&v, traded);
+        if (overflow || (v.trade_count && !isfinite(v.notional))) {
+            stop = STOP_SLOW;
+            break;
+        }
+        size_t block_start = blocks.len;
+        if (publish) {
+            payload.len = 0;
+            if (encode_update(self, &m, &v, publish_ns, &payload) < 0) goto done;
+            if (payload.len > MAX_PAYLOAD) {
+                stop = STOP_SLOW;
+                break;
+            }
+            long long block = 12 + (long long)payload.len;
+            if (block > room && !(empty_packet && count == 0)) {
+                stop = STOP_ROOM;
+                break;
+            }
+            room -= block;
+            if (buf_reserve(&blocks, 12 + payload.len) < 0) goto done;
+            uint8_t *b = blocks.data + block_start;
+            unsigned length = (unsigned)payload.len + 10;
+            b[0] = (uint8_t)(length >> 8);
+            b[1] = (uint8_t)length;
+            b[2] = (uint8_t)(source_stream >> 8);
+            b[3] = (uint8_t)source_stream;
+            put_be64(b + 4, m.source_seq);
+            memcpy(b + 12, payload.data, payload.len);
+            blocks.len += 12 + payload.len;
+            if (payloads != NULL) {
+                PyObject *item = PyBytes_FromStringAndSize((const char *)payload.data, (Py_ssize_t)payload.len);
+                if (item == NULL || PyList_Append(payloads, item) < 0) {
+                    Py_XDECREF(item);
+                    goto done;
+                }
+                Py_DECREF(item);
+            }
+        }
+        if (s == NULL && (s = state_get(self->state, m.symbol, m.symbol_len)) == NULL) goto done;
+        s->v = v;
+        if (rehash(self->state, s) < 0) goto done;
+        if (buf_reserve(&seqs, 8) < 0 || buf_reserve(&digests, 8) < 0) goto done;
+        int64_t sq = (int64_t)m.source_seq;
+        memcpy(seqs.data + seqs.len, &sq, 8);
+        seqs.len += 8;
+        memcpy(digests.data + digests.len, &self->state->digest, 8);
+        digests.len += 8;
+        count++;
+        expect_seq = (long long)m.source_seq + 1;
+        pos = next;
+    }
+    result = Py_BuildValue("(nniy#y#y#O)", pos, count, stop, blocks.data ? (const char *)blocks.data : "",
+                           (Py_ssize_t)blocks.len, seqs.data ? (const char *)seqs.data : "", (Py_ssize_t)seqs.len,
+                           digests.data ? (const char *)digests.data : "", (Py_ssize_t)digests.len,
+                           payloads ? payloads : Py_None);
+done:
+    Py_XDECREF(payloads);
+    PyMem_Free(blocks.data);
+    PyMem_Free(seqs.data);
+    PyMem_Free(digests.data);
+    PyMem_Free(payload.data);
+    PyBuffer_Release(&frame);
+    (void)next_msg_seq; /* numbering is the caller's: msg_seq = next_msg_seq + index */
+    return result;
+}
+
+static PyObject *FastPath_get_state(FastPathObject *self, void *Py_UNUSED(closure)) {
+    Py_INCREF(self->state);
+    return (PyObject *)self->state;
+}
+
+static PyMethodDef FastPath_methods[] = {
+    {"run", (PyCFunction)FastPath_run, METH_VARARGS, FastPath_run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef FastPath_getset[] = {
+    {"state", (getter)FastPath_get_state, NULL, "the State it applies messages to", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FastPathType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adapter._fastpath.FastPath",
+    .tp_basicsize = sizeof(FastPathObject),
+    .tp_dealloc = (destructor)FastPath_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "FastPath(state, spec): runs of source messages -> wire blocks (spec: adapter.fastpath.compile_spec).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)FastPath_init,
+    .tp_methods = FastPath_methods,
+    .tp_getset = FastPath_getset,
+};
+
+static PyObject *py_blake2b_64(PyObject *Py_UNUSED(module), PyObject *arg) {
+    Py_buffer data;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
+    uint64_t h = blake2b_64(data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyMethodDef module_methods[] = {
+    {"blake2b_64", py_blake2b_64, METH_O, "blake2b_64(data) -> int.from_bytes(blake2b(data, digest_size=8).digest(), 'big')"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_fastpath",
+    .m_doc = "The adapter's hot path in C (see adapter/fastpath.py).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void) {
+    if (PyType_Ready(&StateType) < 0 || PyType_Ready(&FastPathType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "State", (PyObject *)&StateType) < 0 ||
+        PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 || PyModule_AddIntConstant(m, "STOP_SLOW", STOP_SLOW) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_ROOM", STOP_ROOM) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_COUNT", STOP_COUNT) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

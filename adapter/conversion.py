@@ -431,4 +431,6 @@ def encode_update(msg: SourceMessage, values: SymbolValues, *, publish_time_ns: 
     state.notional = values.notional
     if msg.extra:
         update.extra.update(msg.extra)
-    return update.SerializeToString()
+    # Deterministic: map entries sorted by key, so every adapter (and the C
+    # fast path, adapter/_fastpath.c) produces the same bytes.
+    return update.SerializeToString(deterministic=True)

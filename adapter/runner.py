@@ -9,7 +9,11 @@ thread, so nothing needs a lock):
 * source frames → split (``proto.fix``) → drop duplicates / spot gaps
   (:class:`~adapter.sequencer.Sequencer`) → convert (:mod:`adapter.conversion`)
   → number → packetize (``proto.wire.PacketBuilder``) → publish on the line
-  when :attr:`SyncState.is_publishing`;
+  when :attr:`SyncState.is_publishing`. Runs of ordinary in-order messages
+  take the C fast path (:mod:`adapter.fastpath`), which does all of that in
+  one call per run; it stops before any message that is unusual or sits at a
+  position the sync rules watch (a pending report or snapshot), and that one
+  message goes through the Python path;
 * sync-bus frames → :mod:`adapter.syncbus` → events for :mod:`adapter.sync`,
   whose actions (heartbeats, health, snapshots, role changes) run here;
 * timers → ``Tick`` at :func:`adapter.sync.next_deadline`, idle line heartbeats;
@@ -33,15 +37,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import psutil
 import zmq
 
-from adapter import syncbus
+from adapter import fastpath, syncbus
 from adapter.admin_link import AdminLink
 from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import Converter, ConverterTable, SourceMessage, encode_update, peek_source_seq
@@ -50,7 +55,6 @@ from adapter.health import HealthSample, health_score
 from adapter.operations import OperationsMixin
 from adapter.persistence import JournalKeeper
 from adapter.sequencer import Sequencer, SourceVerdict
-from adapter.state import ConversionState
 from adapter.sync import (
     Action,
     ActiveReported,
@@ -77,6 +81,9 @@ from proto import fix, transport, wire
 
 logger = logging.getLogger(__name__)
 
+_STOP_END: Final = 0  # adapter._fastpath.STOP_END: the frame is done
+_STOP_SLOW: Final = 1  # the message at pos needs the Python path
+
 StatusSink = Callable[[dict[str, Any]], None]
 
 
@@ -93,14 +100,18 @@ class AdapterRunner(OperationsMixin):
         self.config = config
         self._on_status = on_status or (lambda _event: None)
         self.converter = Converter(ConverterTable.load(config.converter_table))
-        self.conversion = ConversionState()
+        self.conversion = fastpath.new_conversion_state()
+        self._fast = fastpath.make_fast_path(self.converter.table, self.conversion)
         self.sequencer = Sequencer()
         self.sync: SyncState = initial_state(
             adapter=config.adapter, want_active=config.want_active, term=config.term, now=time.monotonic()
         )
         self._builder = wire.PacketBuilder(config.max_packet_bytes)
         self._topic = config.channel.encode()
-        self._ring: deque[SourceMessage] = deque(maxlen=RING_SIZE)
+        # Recent source frames and how many messages each carried: what a
+        # snapshot adopted behind our position is replayed from.
+        self._ring: deque[tuple[bytes, int]] = deque()
+        self._ring_count = 0
         self._pending_snapshot: Any = None  # a SyncMessage carrying a snapshot ahead of us
         self._pause_until = 0.0
         self._rate_limit = 0.0  # operator throttle, messages/s (0: none)
@@ -196,6 +207,7 @@ class AdapterRunner(OperationsMixin):
                 sync=cfg.sync_endpoint,
                 replay=cfg.replay_endpoint,
                 next_msg_seq=self.sequencer.next_msg_seq,
+                fast_path=self._fast is not None,
             )
             if cfg.admin:
                 self._admin = self._start_admin_link(cfg.admin)
@@ -281,31 +293,103 @@ class AdapterRunner(OperationsMixin):
             self._pause_until = time.monotonic() + pause
 
     def _on_source_payload(self, payload: bytes) -> int:
+        handled = self._convert_fast(payload) if self._fast is not None else self._convert_slow(payload)
+        if handled:
+            ring = self._ring
+            ring.append((payload, handled))
+            self._ring_count += handled
+            while self._ring_count - ring[0][1] >= RING_SIZE:
+                self._ring_count -= ring.popleft()[1]
+        return handled
+
+    def _convert_fast(self, payload: bytes) -> int:
+        fast = self._fast
+        assert fast is not None
+        sequencer = self.sequencer
+        cfg = self.config
+        stream = cfg.source_stream_number
+        journal = self.journal
+        end = len(payload)
+        pos = handled = 0
+        while pos < end:
+            last = sequencer.last_source_seq
+            publishing = self.sync.is_publishing
+            builder = self._builder
+            if publishing:
+                room = builder.room()
+                max_count = wire.MAX_COUNT - builder.count
+            else:
+                room, max_count = 1 << 62, 1 << 30
+            first_msg_seq = sequencer.next_msg_seq
+            now_ns = time.time_ns()
+            pos, count, stop, blocks, seqs, digests, payloads = fast.run(
+                payload,
+                pos,
+                last + 1 if last else 0,
+                first_msg_seq,
+                self._watched_position(),
+                room,
+                max_count,
+                now_ns,
+                stream,
+                publishing,
+                publishing and journal is not None,
+            )
+            if count:
+                handled += count
+                sequencer.record_run(first_msg_seq, seqs, digests)
+                if publishing:
+                    builder.add_blocks(first_msg_seq, count, blocks)
+                    self.counters["published"] += count
+                    if journal is not None:
+                        assert payloads is not None  # asked for: publishing with a journal
+                        journal.append_batch(first_msg_seq, now_ns, array("q", seqs), payloads)
+            if stop == _STOP_SLOW:
+                body, pos = fix.next_message(payload, pos)
+                if body is None:
+                    self.counters["malformed_messages"] += 1
+                else:
+                    handled += self._on_body(body)
+            elif stop != _STOP_END:  # the packet is full (room or block count)
+                self._flush()
+        return handled
+
+    def _watched_position(self) -> int:
+        """The lowest source position the sync rules watch (0: none): the fast path stops before it."""
+        watched = self.sequencer.first_pending()
+        pending = self._pending_snapshot
+        if pending is not None:
+            at = pending.snapshot.source_seq
+            watched = at if not watched else min(watched, at)
+        return watched
+
+    def _convert_slow(self, payload: bytes) -> int:
         bodies, malformed = fix.split_messages(payload)
         if malformed:
             self.counters["malformed_messages"] += malformed
-        sequencer = self.sequencer
-        parse = self.converter.parse
-        handled = 0
-        # Parse first: in order is the common case, and the parsed message
+        on_body = self._on_body
+        return sum(on_body(body) for body in bodies)
+
+    def _on_body(self, body: bytes) -> int:
+        """Take one message body through the Python path; 1 if it was converted."""
+        try:
+            msg = self.converter.parse(body)
+        except ConversionError as exc:
+            self._on_unconvertible(body, exc)
+            return 0
+        # Parsed first: in order is the common case, and the parsed message
         # carries its source_seq (a separate peek cost ~4% of the adapter).
-        for body in bodies:
-            try:
-                msg = parse(body)
-            except ConversionError as exc:
-                self._on_unconvertible(body, exc)
-                continue
-            source_seq = msg.source_seq
-            verdict = sequencer.check_source(source_seq)
-            if verdict is SourceVerdict.DUPLICATE:
-                self.counters["duplicates"] += 1
-                continue
-            if verdict is SourceVerdict.GAP:
-                self.counters["source_gaps"] += 1
-                self._apply(SourceGapSeen(source_seq - sequencer.next_source_seq))
-            self._process_message(msg)
-            handled += 1
-        return handled
+        sequencer = self.sequencer
+        source_seq = msg.source_seq
+        verdict = sequencer.check_source(source_seq)
+        if verdict is SourceVerdict.DUPLICATE:
+            self.counters["duplicates"] += 1
+            return 0
+        if verdict is SourceVerdict.GAP:
+            self.counters["source_gaps"] += 1
+            self._apply(SourceGapSeen(source_seq - sequencer.next_source_seq))
+        self._process_message(msg)
+        return 1
 
     def _on_unconvertible(self, body: bytes, exc: ConversionError) -> None:
         self.counters["conversion_errors"] += 1
@@ -320,7 +404,6 @@ class AdapterRunner(OperationsMixin):
 
     def _process_message(self, msg: SourceMessage) -> None:
         values = self.conversion.apply(msg)
-        self._ring.append(msg)
         pending = self._pending_snapshot
         if pending is not None and pending.snapshot.source_seq == msg.source_seq:
             self._pending_snapshot = None
@@ -422,7 +505,7 @@ class AdapterRunner(OperationsMixin):
         if last < at:
             self._pending_snapshot = msg  # applied when we reach ``at``
             return
-        replay = [m for m in self._ring if m.source_seq > at]
+        replay = self._ring_messages(after=at)
         if replay and replay[0].source_seq != at + 1 and last > at:
             logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
             return
@@ -434,6 +517,22 @@ class AdapterRunner(OperationsMixin):
         self.sequencer.restate_digests(digests)
         self.counters["snapshots_adopted"] += 1
         self._apply(SnapshotAdopted(at))
+
+    def _ring_messages(self, *, after: int) -> list[SourceMessage]:
+        """The converted messages after source position ``after`` up to ours, re-parsed from the ring."""
+        messages: list[SourceMessage] = []
+        last = after
+        upto = self.sequencer.last_source_seq
+        for payload, _count in self._ring:
+            for body in fix.split_messages(payload)[0]:
+                try:
+                    msg = self.converter.parse(body)
+                except ConversionError:
+                    continue  # skipped when it arrived too
+                if last < msg.source_seq <= upto:
+                    messages.append(msg)
+                    last = msg.source_seq
+        return messages
 
     # ---- state machine glue ------------------------------------------------------------
 

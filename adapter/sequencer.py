@@ -15,6 +15,12 @@ message); what keeps lines identical is comparing positions with the active:
 * A backup that already passed S (*ahead*) looks S up in its own recent
   history and compares M and D right away.
 
+The history of recent positions is kept as *runs*: consecutive source_seqs
+numbered consecutively, each run a start position and an ``array`` of the
+digests after each message. The C fast path (:mod:`adapter.fastpath`) hands
+over a whole run at once (:meth:`Sequencer.record_run`); runs that continue
+each other merge, so a steady stream is one run and a lookup is an index.
+
 The :class:`Sequencer` is mutable for speed (it runs once per message) but does
 no I/O and reads no clock. The role logic that turns verdicts into actions
 lives in :mod:`adapter.sync`.
@@ -23,6 +29,8 @@ lives in :mod:`adapter.sync`.
 from __future__ import annotations
 
 import enum
+from array import array
+from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
@@ -79,7 +87,8 @@ class Sequencer:
         "last_recorded_source_seq",
         "last_msg_seq",
         "last_digest",
-        "_history",
+        "_runs",
+        "_history_len",
         "_history_size",
         "_pending",
         "_renumbered",
@@ -93,7 +102,9 @@ class Sequencer:
         self.last_recorded_source_seq = 0  # the last source message that got a msg_seq
         self.last_msg_seq = 0
         self.last_digest = 0
-        self._history: dict[int, tuple[int, int]] = {}
+        # [first source_seq, its msg_seq, digests after each message]; newest last.
+        self._runs: deque[tuple[int, int, array[int]]] = deque()
+        self._history_len = 0
         self._history_size = history_size
         self._pending: dict[int, PositionReport] = {}
         self._renumbered = False
@@ -101,7 +112,7 @@ class Sequencer:
     def __repr__(self) -> str:
         return (
             f"<Sequencer [next_msg_seq={self.next_msg_seq}, last_source_seq={self.last_source_seq}, "
-            f"pending={len(self._pending)}, history={len(self._history)}]>"
+            f"pending={len(self._pending)}, history={self._history_len}]>"
         )
 
     @property
@@ -111,6 +122,10 @@ class Sequencer:
     @property
     def has_pending(self) -> bool:
         return bool(self._pending)
+
+    def first_pending(self) -> int:
+        """The lowest source position with a pending report (0: none)."""
+        return min(self._pending) if self._pending else 0
 
     def check_source(self, source_seq: int) -> SourceVerdict:
         """Classify an incoming source_seq (does not change state)."""
@@ -150,16 +165,7 @@ class Sequencer:
         self.last_msg_seq = msg_seq
         self.last_digest = digest
         self.next_msg_seq = msg_seq + 1
-        history = self._history
-        history[source_seq] = (msg_seq, digest)
-        # Drop the entry that fell out of the window by key: popping the
-        # oldest through next(iter(dict)) walks the dict's deleted slots and
-        # cost ~5 us per message. Keys skipped by source gaps are swept when
-        # the dict has grown to twice its size.
-        history.pop(source_seq - self._history_size, None)
-        if len(history) > 2 * self._history_size:
-            floor = source_seq - self._history_size
-            self._history = {s: v for s, v in history.items() if s > floor}
+        self._remember(source_seq, msg_seq, array("Q", (digest,)))
         if not self._pending:
             return None
         pending = self._pending
@@ -176,6 +182,65 @@ class Sequencer:
         renumbered, self._renumbered = self._renumbered, False
         return ArrivalCheck(renumbered=renumbered, digest_matches=report.digest == digest)
 
+    def record_run(self, first_msg_seq: int, source_seqs: bytes, digests: bytes) -> None:
+        """Record a run of consecutive source messages numbered from ``first_msg_seq``.
+
+        What :meth:`assign` + :meth:`record` would do for each message of a run
+        the fast path converted, which by construction had no pending report
+        at any of its positions (so there is no :class:`ArrivalCheck`).
+
+        Args:
+            first_msg_seq: the msg_seq of the first message; the rest follow by one.
+            source_seqs: the run's source_seqs, native int64s (consecutive).
+            digests: the digest after each message, native uint64s.
+        """
+        seqs = array("q", source_seqs)
+        run_digests = array("Q", digests)
+        if not seqs or len(seqs) != len(run_digests) or seqs[-1] - seqs[0] != len(seqs) - 1:
+            raise ValueError(f"a run needs as many digests as consecutive source_seqs, got {len(seqs)} seqs")
+        last = seqs[-1]
+        self.last_source_seq = self.last_recorded_source_seq = last
+        self.last_msg_seq = first_msg_seq + len(seqs) - 1
+        self.last_digest = run_digests[-1]
+        self.next_msg_seq = self.last_msg_seq + 1
+        self._remember(seqs[0], first_msg_seq, run_digests)
+
+    def _remember(self, source_seq: int, msg_seq: int, digests: array[int]) -> None:
+        runs = self._runs
+        if runs:
+            first_source, first_msg, run = runs[-1]
+            if first_source + len(run) == source_seq and first_msg + len(run) == msg_seq:
+                run.extend(digests)
+            else:
+                runs.append((source_seq, msg_seq, digests))
+        else:
+            runs.append((source_seq, msg_seq, digests))
+        self._history_len += len(digests)
+        # Keep at least history_size positions; cut a run's prefix only once
+        # it is twice that long, so trimming is amortized O(1) per message.
+        size = self._history_size
+        while self._history_len - len(runs[0][2]) >= size:
+            self._history_len -= len(runs.popleft()[2])
+        first_source, first_msg, run = runs[0]
+        if len(runs) == 1 and len(run) >= 2 * size:
+            cut = len(run) - size
+            runs[0] = (first_source + cut, first_msg + cut, run[cut:])
+            self._history_len -= cut
+
+    def _find(self, source_seq: int) -> tuple[tuple[int, int, array[int]], int] | None:
+        for run in reversed(self._runs):  # newest first: a re-recorded position wins
+            index = source_seq - run[0]
+            if 0 <= index < len(run[2]):
+                return run, index
+        return None
+
+    def _lookup(self, source_seq: int) -> tuple[int, int] | None:
+        found = self._find(source_seq)
+        if found is None:
+            return None
+        run, index = found
+        return run[1] + index, run[2][index]
+
     def compare(self, report: PositionReport) -> tuple[ReportVerdict, int]:
         """Compare the active's published position with this adapter's stream.
 
@@ -189,7 +254,7 @@ class Sequencer:
                 del self._pending[next(iter(self._pending))]
             self._pending[report.source_seq] = report
             return ReportVerdict.BEHIND, ahead_by
-        mine = self._history.get(report.source_seq)
+        mine = self._lookup(report.source_seq)
         if mine is None:
             return ReportVerdict.UNKNOWN, ahead_by
         msg_seq, digest = mine
@@ -202,9 +267,10 @@ class Sequencer:
     def restate_digests(self, digests: dict[int, int]) -> None:
         """Overwrite recorded digests after conversion state was replaced and re-applied."""
         for source_seq, digest in digests.items():
-            entry = self._history.get(source_seq)
-            if entry is not None:
-                self._history[source_seq] = (entry[0], digest)
+            found = self._find(source_seq)
+            if found is not None:
+                run, index = found
+                run[2][index] = digest
         if self.last_recorded_source_seq in digests:
             self.last_digest = digests[self.last_recorded_source_seq]
 

@@ -219,6 +219,20 @@ def split_messages(payload: bytes) -> tuple[list[bytes], int]:
     return bodies, malformed
 
 
+def next_message(payload: bytes, pos: int) -> tuple[bytes | None, int]:
+    """Cut the one message that starts at ``pos``, as :func:`split_messages` would.
+
+    Returns:
+        ``(body, next position)``, or ``(None, where to resynchronize)`` when
+        the stretch at ``pos`` is malformed (:func:`split_messages` counts it).
+    """
+    try:
+        return _next_message(payload, pos, len(payload))
+    except FixError:
+        nxt = payload.find(_BEGIN, pos + 1)
+        return None, len(payload) if nxt < 0 else nxt
+
+
 def _next_message(payload: bytes, pos: int, end: int) -> tuple[bytes, int]:
     # Strategy: trust nothing but the length and checksum fields, as a FIX
     # engine does; any inconsistency raises and the caller resynchronizes.

@@ -316,6 +316,36 @@ class PacketBuilder:
         self._size += BLOCK_OVERHEAD + size
         self.count = count + 1
 
+    def room(self) -> int:
+        """Bytes left for blocks, negated when the packet is empty (its first block always fits).
+
+        The convention of ``adapter._fastpath.FastPath.run``'s ``room`` argument.
+        """
+        left = self._max_bytes - self._size
+        # A lone oversize block (it always fits an empty packet) leaves no room, not negative room.
+        return -left if self.count == 0 else max(left, 0)
+
+    def add_blocks(self, first_seq: int, count: int, blocks: bytes) -> None:
+        """Append ``count`` encoded blocks (``encode_block`` output back to back) numbered from ``first_seq``.
+
+        The caller sized them with :meth:`room` (the C fast path does); only
+        the numbering and the block count are checked here.
+
+        Raises:
+            ValueError: first_seq does not follow the previous block, or too many blocks.
+        """
+        if count <= 0:
+            return
+        if self.count == 0:
+            self.first_seq = first_seq
+        elif first_seq != self.first_seq + self.count:
+            raise ValueError(f"msg_seq {first_seq} does not follow {self.first_seq + self.count - 1}")
+        if self.count + count > MAX_COUNT:
+            raise ValueError(f"{self.count + count} blocks exceed the packet limit of {MAX_COUNT}")
+        self._parts.append(blocks)
+        self._size += len(blocks)
+        self.count += count
+
     def build(self, *, channel: int, adapter: int, term: int, send_time_ns: int, flags: int = 0) -> bytes:
         """Return the packet and reset the builder.
 

@@ -1,0 +1,46 @@
+"""Type stubs for the C extension adapter/_fastpath.c."""
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+STOP_END: Final[int]
+STOP_SLOW: Final[int]
+STOP_ROOM: Final[int]
+STOP_COUNT: Final[int]
+
+_Values = tuple[int, float, float, float, float, int, float, float, float]
+
+def blake2b_64(data: bytes | bytearray | memoryview, /) -> int: ...
+
+class State:
+    def __init__(self) -> None: ...
+    @property
+    def digest(self) -> int: ...
+    def apply(self, symbol: str, entries: Sequence[tuple[int, float, int, float]], /) -> _Values: ...
+    def get(self, symbol: str, /) -> _Values | None: ...
+    def symbol_hash(self, symbol: str, /) -> int | None: ...
+    def set(self, symbol: str, values: tuple[Any, ...], /) -> None: ...
+    def items(self) -> list[tuple[str, _Values]]: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, symbol: object, /) -> bool: ...
+
+class FastPath:
+    def __init__(self, state: State, spec: dict[str, Any]) -> None: ...
+    @property
+    def state(self) -> State: ...
+    def run(
+        self,
+        frame: bytes,
+        pos: int,
+        expect_seq: int,
+        next_msg_seq: int,
+        stop_seq: int,
+        room: int,
+        max_count: int,
+        publish_time_ns: int,
+        source_stream: int,
+        publish: bool,
+        want_payloads: bool,
+        /,
+    ) -> tuple[int, int, int, bytes, bytes, bytes, list[bytes] | None]: ...

@@ -1,0 +1,202 @@
+"""The C fast path (:mod:`adapter._fastpath`) seen from Python.
+
+Theory of operation
+-------------------
+The Python hot path (:meth:`adapter.conversion.Converter.parse`,
+:class:`adapter.state.ConversionState`, :func:`adapter.conversion.encode_update`,
+:class:`proto.wire.PacketBuilder`) costs ~30 µs per message. The C module does
+the same for *runs* of ordinary messages (see the theory of operation at the
+top of ``adapter/_fastpath.c``) and stops at anything else; the runner hands
+that message to the Python path and resumes. Two things make that safe:
+
+* one conversion state serves both paths: :class:`NativeConversionState` has
+  :class:`~adapter.state.ConversionState`'s interface over the C ``State``;
+* the C path only takes messages and tables it reproduces byte for byte:
+  :func:`compile_spec` returns ``None`` (with the reason) for a converter table
+  that uses anything it does not implement -- scales, a notional other than
+  ``price * size``, extras other than two named arguments -- and the adapter
+  then runs the Python path alone.
+
+This module is pure: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+from adapter.conversion import SourceMessage
+from adapter.converter_table import EXTRA_INPUTS, ConverterTable, FieldRule
+from adapter.state import DIGEST_MASK, ConversionState, SymbolValues, symbol_digest
+
+logger = logging.getLogger(__name__)
+
+try:
+    from adapter import _fastpath
+except ImportError:  # pragma: no cover - the build is broken; the adapter still works, slowly
+    _fastpath = None  # type: ignore[assignment]
+    logger.warning("adapter._fastpath is not built: the adapter runs the pure-Python path (~10x slower)")
+
+AVAILABLE: Final = _fastpath is not None
+
+# Order of the fixed inputs in the C module's environment (ENV_FIXED).
+_ENV_INPUTS: Final = ("bid", "ask", "trade_price", "trade_size", "trade_notional")
+_OPS: Final = {"add": 0, "sub": 1, "mul": 2, "div": 3, "mean": 4, "min": 5, "max": 6}
+_TIME_KINDS: Final = {"to_timestamp_ns": 0, "to_int": 1}
+_PRICE_KINDS: Final = {"to_double": 0, "to_int": 1}
+
+assert set(_ENV_INPUTS) == EXTRA_INPUTS
+
+
+class Unsupported(ValueError):
+    """The converter table uses a feature the C fast path does not implement."""
+
+
+def compile_spec(table: ConverterTable) -> dict[str, Any]:
+    """Translate a converter table into the C module's ``FastPath`` spec.
+
+    Raises:
+        Unsupported: naming the table feature the fast path lacks.
+    """
+    header = table.header
+    fields = table.entry_fields
+    rules: Mapping[str, FieldRule] = {**header, **fields}
+    for name, field_rule in rules.items():
+        if field_rule.scale is not None:
+            raise Unsupported(f"{name} has a scale")
+    if header["source_seq"].convert != "to_int" or header["symbol"].convert != "to_str":
+        raise Unsupported("source_seq/symbol converters")
+    if fields["size"].convert != "to_int":
+        raise Unsupported("size converter")
+    notional = table.notional
+    notional_kind, notional_mask = 0, 0
+    if notional is not None:
+        if notional.op != "mul" or sorted(map(str, notional.args)) != ["price", "size"]:
+            raise Unsupported(f"notional {notional.op}{notional.args}")
+        notional_kind = 1
+        types = notional.types if notional.types is not None else range(32)
+        notional_mask = sum(1 << t for t in types)
+    slots = {name: index for index, name in enumerate(_ENV_INPUTS)}
+    extras = []
+    for rule in table.extra:
+        if rule.op not in _OPS or len(rule.args) != 2 or not all(isinstance(a, str) for a in rule.args):
+            raise Unsupported(f"extra {rule.target}: {rule.op} over {rule.args}")
+        a, b = (slots.get(str(arg)) for arg in rule.args)
+        if a is None or b is None:
+            raise Unsupported(f"extra {rule.target} reads an unknown input")
+        extras.append((rule.target.encode(), _OPS[rule.op], a, b))
+        slots[rule.target] = len(_ENV_INPUTS) + len(extras) - 1
+    entry_types = [
+        (code.encode() if isinstance(code, str) else code, value) for code, value in table.entry_types.items()
+    ]
+    if header["event_time_ns"].convert not in _TIME_KINDS or fields["price"].convert not in _PRICE_KINDS:
+        raise Unsupported("event time or price converter")
+    return {
+        "msg_type": table.message_type.encode(),
+        "seq_tag": header["source_seq"].tag,
+        "symbol_tag": header["symbol"].tag,
+        "time_tag": header["event_time_ns"].tag,
+        "time_kind": _TIME_KINDS[header["event_time_ns"].convert],
+        "count_tag": table.count_tag,
+        "start_tag": table.start_tag,
+        "type_tag": table.type_tag,
+        "price_tag": fields["price"].tag,
+        "price_kind": _PRICE_KINDS[fields["price"].convert],
+        "size_tag": fields["size"].tag,
+        "notional_kind": notional_kind,
+        "notional_mask": notional_mask,
+        "types": entry_types,
+        "extras": extras,
+    }
+
+
+def _values(raw: tuple[Any, ...]) -> SymbolValues:
+    return SymbolValues(*raw)
+
+
+def _raw(values: SymbolValues) -> tuple[Any, ...]:
+    return (
+        values.volume,
+        values.high,
+        values.low,
+        values.last,
+        values.vwap,
+        values.trade_count,
+        values.bid,
+        values.ask,
+        values.notional,
+    )
+
+
+class NativeConversionState(ConversionState):
+    """:class:`~adapter.state.ConversionState` kept in the C module, shared with the fast path.
+
+    Same interface and the same digests (tests compare both); ``apply``
+    returns a copy of the values rather than the live object.
+    """
+
+    __slots__ = ("native",)
+
+    def __init__(self) -> None:
+        if _fastpath is None:
+            raise RuntimeError("adapter._fastpath is not built")
+        self.native = _fastpath.State()
+
+    def apply(self, msg: SourceMessage) -> SymbolValues:
+        return _values(self.native.apply(msg.symbol, msg.entries))
+
+    @property
+    def digest(self) -> int:
+        return self.native.digest
+
+    def recompute_digest(self) -> int:
+        total = 0
+        for symbol, raw in self.native.items():
+            total += symbol_digest(symbol, _values(raw))
+        return total & DIGEST_MASK
+
+    def get(self, symbol: str) -> SymbolValues | None:
+        raw = self.native.get(symbol)
+        return None if raw is None else _values(raw)
+
+    def symbol_digest(self, symbol: str) -> int | None:
+        return self.native.symbol_hash(symbol)
+
+    def set_symbol(self, symbol: str, values: SymbolValues) -> None:
+        self.native.set(symbol, _raw(values))
+
+    def snapshot(self) -> dict[str, SymbolValues]:
+        return {symbol: _values(raw) for symbol, raw in self.native.items()}
+
+    def restore(self, snapshot: Mapping[str, SymbolValues]) -> None:
+        self.native.clear()
+        for symbol, values in snapshot.items():
+            self.native.set(symbol, _raw(values))
+
+    def __len__(self) -> int:
+        return len(self.native)
+
+    def __contains__(self, symbol: object) -> bool:
+        return symbol in self.native
+
+    def __repr__(self) -> str:
+        return f"<NativeConversionState [symbols={len(self.native)}, digest={self.native.digest:016x}]>"
+
+
+def new_conversion_state() -> ConversionState:
+    """The C-backed state when the extension is built, the pure-Python one otherwise."""
+    return NativeConversionState() if AVAILABLE else ConversionState()
+
+
+def make_fast_path(table: ConverterTable, state: ConversionState) -> _fastpath.FastPath | None:
+    """A ``_fastpath.FastPath`` for this table and state, or ``None`` (logged) when it cannot run."""
+    if not isinstance(state, NativeConversionState):
+        return None
+    try:
+        spec = compile_spec(table)
+    except Unsupported as exc:
+        logger.warning("converter table not supported by the C fast path (%s): using the Python path", exc)
+        return None
+    assert _fastpath is not None
+    return _fastpath.FastPath(state.native, spec)
