@@ -22,6 +22,7 @@ try:
         frame_one_into,
         frame_records,
         frame_tuples_into,
+        write_out,
     )
 
     IS_NATIVE = True
@@ -39,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without a build
         frame_one_into,
         frame_records,
         frame_tuples_into,
+        write_out,
     )
 
     IS_NATIVE = False
@@ -52,4 +54,5 @@ __all__ = [
     "frame_one_into",
     "frame_records",
     "frame_tuples_into",
+    "write_out",
 ]

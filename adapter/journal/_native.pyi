@@ -56,3 +56,6 @@ def frame_tuples_into(
 def decode_records(
     data: _Buffer, pos: int, prev_seq: int, max_records: int, record_type: type[_R]
 ) -> tuple[list[_R], int, int]: ...
+def write_out(
+    fd: int, chunks: Sequence[_Buffer], sync: bool, index_fd: int = -1, index_data: _Buffer = b""
+) -> None: ...

@@ -8,6 +8,7 @@ tests also check both against a bit-by-bit CRC).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
 from typing import Final, TypeVar
@@ -272,3 +273,19 @@ def decode_records(
         prev_seq = msg_seq
         pos = end
     return records, pos, status
+
+
+def write_out(
+    fd: int, chunks: Sequence[_Buffer], sync: bool, index_fd: int = -1, index_data: _Buffer = b""
+) -> None:
+    """Write every chunk to ``fd``, fsync it if ``sync``, then write ``index_data`` to ``index_fd``."""
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view) :]
+    if sync:
+        os.fsync(fd)
+    if index_fd >= 0 and index_data:
+        view = memoryview(index_data)
+        while view:
+            view = view[os.write(index_fd, view) :]
