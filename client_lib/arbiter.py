@@ -31,6 +31,7 @@ still checked against ``(source_stream, source_seq)`` like any copy.
 from __future__ import annotations
 
 import logging
+import struct
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
@@ -40,7 +41,17 @@ from google.protobuf.message import DecodeError
 
 from client_lib.errors import ConfigError, ProtocolError
 from proto import market_pb2
-from proto.wire import HEADER_SIZE, PacketHeader, WireError, decode_blocks, decode_header
+from proto.wire import (
+    BLOCK_HEADER,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    VERSION,
+    PacketHeader,
+    WireError,
+    decode_blocks,
+    decode_header,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +61,11 @@ MAX_BUFFERED: Final = 100_000
 CONFLICT_WINDOW: Final = 65_536
 _MAX_U16: Final = 0xFFFF
 _RECENT_PACKETS: Final = 4096
+# The fast path reads the headers itself (proto.wire's layout, same checks).
+_UNPACK_HEADER: Final = HEADER.unpack_from
+_UNPACK_BLOCK: Final = BLOCK_HEADER.unpack_from
+_BLOCK_OVERHEAD: Final = BLOCK_HEADER.size
+_MIN_BLOCK_LENGTH: Final = _BLOCK_OVERHEAD - 2  # the length field covers stream and seq
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +122,8 @@ class Delivery:
 
     # A plain slotted class, not a dataclass: one is built per message on the
     # hot path, and the payload stays a slice of the packet until asked for.
+    # The arbiter's fast path skips __init__ (object.__new__ and the stores
+    # inline: ~0.15 us less per message); ``_update`` is unset until decoded.
     __slots__ = (
         "channel",
         "msg_seq",
@@ -119,6 +137,17 @@ class Delivery:
         "_end",
         "_update",
     )
+    channel: int
+    msg_seq: int
+    source_stream: int
+    source_seq: int
+    line: int
+    term: int
+    send_time_ns: int
+    _packet: bytes
+    _start: int
+    _end: int
+    _update: market_pb2.MarketUpdate
 
     def __init__(
         self,
@@ -143,7 +172,6 @@ class Delivery:
         self._packet = packet
         self._start = start
         self._end = end
-        self._update: market_pb2.MarketUpdate | None = None
 
     @property
     def payload(self) -> bytes:
@@ -157,12 +185,16 @@ class Delivery:
         Raises:
             ProtocolError: the payload is not a valid ``MarketUpdate``.
         """
-        if self._update is None:
-            try:
-                self._update = market_pb2.MarketUpdate.FromString(self.payload)
-            except DecodeError as exc:
-                raise ProtocolError("payload", f"msg_seq {self.msg_seq}: {exc}") from exc
-        return self._update
+        try:
+            return self._update
+        except AttributeError:
+            pass
+        try:
+            update = market_pb2.MarketUpdate.FromString(self.payload)
+        except DecodeError as exc:
+            raise ProtocolError("payload", f"msg_seq {self.msg_seq}: {exc}") from exc
+        self._update = update
+        return update
 
     def __repr__(self) -> str:
         return (
@@ -388,8 +420,37 @@ class ChannelArbiter:
         Returns:
             The events this packet (and any timer now due) produced, in order.
         """
-        counters = self._line(line)
+        counters = self._lines.get(line)
+        if counters is None:
+            counters = self._line(line)
         counters.packets += 1
+        # Fast path: a live data packet of the current term that starts at or
+        # below the delivery point, i.e. nearly every packet of a healthy
+        # channel. Anything else (or anything _take_live declines) takes the
+        # general path below, which checks and counts every case.
+        if len(packet) > HEADER_SIZE:
+            magic, version, flags, channel, adapter, term, first, count, _reserved, send_ns = _UNPACK_HEADER(
+                packet
+            )
+            if (
+                not flags
+                and count
+                and term == self._highest_term
+                and channel == self._channel
+                and magic == MAGIC
+                and version == VERSION
+            ):
+                out = self._take_live(line, counters, packet, first, count, term, send_ns)
+                if out is not None:
+                    counters.adapter = adapter
+                    counters.last_term = term
+                    return self._expire(now, out) if self._holes else out
+        return self._on_packet_general(line, counters, packet, now)
+
+    def _on_packet_general(
+        self, line: int, counters: _LineCounters, packet: bytes, now: float
+    ) -> list[Event]:
+        # Every kind of packet, one block at a time (the reference behaviour).
         try:
             header = decode_header(packet)
         except WireError as exc:
@@ -513,7 +574,167 @@ class ChannelArbiter:
 
     def _is_known_copy(self, first: int, packet: bytes) -> bool:
         known = self._recent.get(first)
-        return known is not None and len(known) == len(packet) and known[HEADER_SIZE:] == packet[HEADER_SIZE:]
+        # startswith at an offset compares in place: one slice, not two.
+        return (
+            known is not None
+            and len(known) == len(packet)
+            and known.startswith(packet[HEADER_SIZE:], HEADER_SIZE)
+        )
+
+    def _take_live(
+        self,
+        line: int,
+        counters: _LineCounters,
+        packet: bytes,
+        first: int,
+        count: int,
+        term: int,
+        send_time_ns: int,
+    ) -> list[Event] | None:
+        # Strategy: the per-packet fast path. It applies when every block is
+        # either below the delivery point (a copy: duplicate, conflict or late)
+        # or, with nothing buffered and no hole open, the next ones to deliver
+        # in order. Then the block headers are walked in one tight loop (no
+        # per-block method calls, Delivery built without __init__), checked
+        # before anything changes, and the copies are checked against the ring
+        # with three C-level slice comparisons. It returns None, having changed
+        # nothing, when the general path must decide (or name the garbage).
+        next_seq = self._next
+        if next_seq is None or first > next_seq:
+            return None
+        last = first + count
+        if last > next_seq and (self._buffer or self._holes):
+            return None
+        if self._is_known_copy(first, packet):
+            self._duplicates += count
+            counters.duplicates += count
+            counters.blocks += count
+            return []
+        below = count if last <= next_seq else next_seq - first
+        unpack = _UNPACK_BLOCK
+        streams: list[int] = []
+        source_seqs: list[int] = []
+        add_stream = streams.append
+        add_source_seq = source_seqs.append
+        deliveries: list[Event] = []
+        offset = HEADER_SIZE
+        try:
+            for _ in range(below):
+                length, stream, source_seq = unpack(packet, offset)
+                if length < _MIN_BLOCK_LENGTH:
+                    return None
+                add_stream(stream)
+                add_source_seq(source_seq)
+                offset += 2 + length
+            if below < count:
+                channel = self._channel
+                new = object.__new__
+                deliver = deliveries.append
+                for seq in range(next_seq, last):
+                    length, stream, source_seq = unpack(packet, offset)
+                    if length < _MIN_BLOCK_LENGTH:
+                        return None
+                    end = offset + 2 + length
+                    delivery = new(Delivery)
+                    delivery.channel = channel  # type: ignore[assignment]  # checked equal to the header's
+                    delivery.msg_seq = seq
+                    delivery.source_stream = stream
+                    delivery.source_seq = source_seq
+                    delivery.line = line
+                    delivery.term = term
+                    delivery.send_time_ns = send_time_ns
+                    delivery._packet = packet
+                    delivery._start = offset + _BLOCK_OVERHEAD
+                    delivery._end = end
+                    deliver(delivery)
+                    add_stream(stream)
+                    add_source_seq(source_seq)
+                    offset = end
+        except struct.error:  # a block header runs past the end
+            return None
+        if offset != len(packet):
+            return None
+        counters.blocks += count
+        out: list[Event] = []
+        if below:
+            self._check_copies(line, first, streams[:below], source_seqs[:below], counters, out)
+        if deliveries:
+            delivered = count - below
+            self._remember(next_seq, streams[below:], source_seqs[below:])
+            self._delivered += delivered
+            self._next = last
+            if last > self._high:
+                self._high = last
+            counters.first_copies += delivered
+            self._active_line = line
+            out += deliveries
+            if not below:
+                self._remember_packet(first, packet)
+        return out
+
+    def _check_copies(
+        self,
+        line: int,
+        first: int,
+        streams: list[int],
+        source_seqs: list[int],
+        counters: _LineCounters,
+        out: list[Event],
+    ) -> None:
+        # Copies of delivered msg_seq first..first+len-1: usually all
+        # duplicates, which three slice comparisons show at C speed.
+        count = len(streams)
+        window = self._window
+        start = first % window
+        stop = start + count
+        if (
+            stop <= window
+            and self._ring_seq[start:stop] == list(range(first, first + count))
+            and self._ring_source_seq[start:stop] == source_seqs
+            and self._ring_stream[start:stop] == streams
+        ):
+            self._duplicates += count
+            counters.duplicates += count
+            return
+        ring_seq, ring_stream, ring_source_seq = self._ring_seq, self._ring_stream, self._ring_source_seq
+        for seq, stream, source_seq in zip(range(first, first + count), streams, source_seqs, strict=True):
+            slot = seq % window
+            if ring_seq[slot] != seq:
+                self._late += 1
+            elif ring_stream[slot] == stream and ring_source_seq[slot] == source_seq:
+                self._duplicates += 1
+                counters.duplicates += 1
+            else:
+                kept = (ring_stream[slot], ring_source_seq[slot])
+                self._conflict(seq, line, kept, (stream, source_seq), out)
+
+    def _remember(self, first: int, streams: list[int], source_seqs: list[int]) -> None:
+        # Record delivered identities in the ring, a run at a time (slice
+        # assignment; a run that wraps is cut in two).
+        window = self._window
+        count = len(streams)
+        if count > window:  # only the last `window` stay
+            cut = count - window
+            first, streams, source_seqs, count = first + cut, streams[cut:], source_seqs[cut:], window
+        start = first % window
+        head = min(count, window - start)
+        self._ring_seq[start : start + head] = range(first, first + head)
+        self._ring_stream[start : start + head] = streams[:head]
+        self._ring_source_seq[start : start + head] = source_seqs[:head]
+        if head < count:
+            rest = count - head
+            self._ring_seq[:rest] = range(first + head, first + count)
+            self._ring_stream[:rest] = streams[head:]
+            self._ring_source_seq[:rest] = source_seqs[head:]
+
+    def _remember_packet(self, first: int, packet: bytes) -> None:
+        # A packet whose blocks were all first copies: a byte-identical copy
+        # from another line is then all duplicates, no block walk needed.
+        if first not in self._recent:
+            self._recent_order.append(first)
+            if len(self._recent_order) > _RECENT_PACKETS:
+                del self._recent[self._recent_order.popleft()]
+        self._recent[first] = packet
 
     def _take_blocks(
         self,
@@ -550,11 +771,7 @@ class ChannelArbiter:
                 out,
             )
         if counters.first_copies - before == len(blocks):
-            if first not in self._recent:
-                self._recent_order.append(first)
-                if len(self._recent_order) > _RECENT_PACKETS:
-                    del self._recent[self._recent_order.popleft()]
-            self._recent[first] = packet
+            self._remember_packet(first, packet)
 
     def _accept(
         self,

@@ -1,0 +1,300 @@
+"""Micro-benchmark of the arbitrating client: CPU µs per delivered message.
+
+``python -m bench.micro_client [--messages N] [--repeat R]`` prints one JSON
+object. Packets are what a channel carries at high rates: ~8 KiB packets of
+~70 blocks whose payloads are real ``MarketUpdate`` encodings (the plain
+source's 1-3 entries), sent on two lines (active + backup, byte-identical
+blocks, headers differing in adapter number and send time), the backup
+lagging a few packets behind. Cases (best of ``--repeat``, µs per message):
+
+* ``arbiter``: ``ChannelArbiter.on_packet`` in-process, both lines
+  interleaved, counting ``Delivery`` events and reading ``source_seq`` as the
+  throughput client does.
+* ``arbiter_misaligned``: the same, but the backup cuts its packets at other
+  boundaries, so no packet is a known copy (the per-block path).
+* ``subscriber``: two PUB sockets → ``Subscriber`` over loopback TCP; the
+  packets are queued first, then the ``poll()`` loop is timed (thread CPU
+  time: ZeroMQ's I/O thread is not counted).
+* ``bare_packets``: the same packets drained from two bare SUB sockets
+  (``recv_multipart`` only): the floor under ``subscriber``.
+* ``bare_messages``: the ceiling's shape, one 100-byte ZeroMQ message per
+  message on a bare PUB→SUB pair, ``recv`` only (what ``bench throughput``
+  divides by).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+MESSAGES: Final = 200_000
+REPEAT: Final = 5
+PACKET_BYTES: Final = 8192
+BACKUP_LAG: Final = 3  # packets
+CHANNEL: Final = 1
+TOPIC: Final = b"EQ"
+
+
+def _payloads(count: int, seed: int = 1) -> list[bytes]:
+    from proto import market_pb2
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        update = market_pb2.MarketUpdate(
+            symbol=f"S{rng.randrange(200):03d}",
+            event_time_ns=1_700_000_000_000_000_000 + i * 1000,
+            publish_time_ns=1_700_000_000_000_000_000 + i * 1000 + 500,
+        )
+        for _ in range(rng.randint(1, 3)):
+            update.entries.add(type=rng.randint(1, 3), price=rng.uniform(10, 500), size=rng.randint(1, 50) * 100)
+        state = update.state
+        state.volume, state.trade_count = rng.randrange(10**7), rng.randrange(10**5)
+        state.high = state.low = state.last = state.vwap = state.bid = state.ask = rng.uniform(10, 500)
+        state.notional = rng.uniform(1e6, 1e9)
+        out.append(update.SerializeToString())
+    return out
+
+
+def _packets(payloads: Sequence[bytes], *, adapter: int, cuts: int = 0) -> list[bytes]:
+    """Cut the blocks into packets of at most PACKET_BYTES (``cuts`` shifts the boundaries)."""
+    from proto.wire import PacketBuilder
+
+    builder = PacketBuilder(PACKET_BYTES - cuts * 97)
+    out = []
+    send_ns = 1_700_000_000_000_000_000 + adapter
+    for seq, payload in enumerate(payloads, start=1):
+        if builder.count and not builder.fits(len(payload)):
+            out.append(builder.build(channel=CHANNEL, adapter=adapter, term=1, send_time_ns=send_ns))
+        builder.add(seq, 1, 1000 + seq, payload)
+    out.append(builder.build(channel=CHANNEL, adapter=adapter, term=1, send_time_ns=send_ns))
+    return out
+
+
+def _interleave(active: list[bytes], backup: list[bytes]) -> list[tuple[int, bytes]]:
+    out: list[tuple[int, bytes]] = []
+    for i in range(max(len(active), len(backup) + BACKUP_LAG)):
+        if i < len(active):
+            out.append((0, active[i]))
+        if 0 <= i - BACKUP_LAG < len(backup):
+            out.append((1, backup[i - BACKUP_LAG]))
+    return out
+
+
+def _best(run: Callable[[], float], repeat: int) -> float:
+    return min(run() for _ in range(repeat))
+
+
+def _arbiter_case(stream: list[tuple[int, bytes]], messages: int) -> Callable[[], float]:
+    from client_lib import ArbiterConfig, ChannelArbiter, Delivery
+
+    def run() -> float:
+        arbiter = ChannelArbiter(ArbiterConfig(channel=CHANNEL), lines=2)
+        on_packet = arbiter.on_packet
+        delivered = last = 0
+        started = time.thread_time()
+        for line, packet in stream:
+            for event in on_packet(line, packet, now=0.0):
+                if type(event) is Delivery:
+                    delivered += 1
+                    last = event.source_seq
+        elapsed = time.thread_time() - started
+        assert delivered == messages and last == 1000 + messages, (delivered, last)
+        return elapsed * 1e6 / messages
+
+    return run
+
+
+def _wait_joined(subs: Sequence[Any], pubs: Sequence[Any], probe: bytes) -> None:
+    """Send probes until every SUB has one (no slow-joiner loss), then drop the probes."""
+    import zmq
+
+    pending = set(range(len(subs)))
+    deadline = time.monotonic() + 10
+    while pending and time.monotonic() < deadline:
+        for pub in pubs:
+            pub.send_multipart((TOPIC, probe))
+        time.sleep(0.01)
+        for index in list(pending):
+            try:
+                subs[index].recv_multipart(zmq.NOBLOCK)
+                pending.discard(index)
+            except zmq.Again:
+                pass
+    time.sleep(0.05)
+    for sub in subs:
+        while True:
+            try:
+                sub.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+
+
+def _preload(pubs: Sequence[Any], stream: list[tuple[int, bytes]], settle_s: float) -> None:
+    for line, packet in stream:
+        pubs[line].send_multipart((TOPIC, packet))
+    time.sleep(settle_s)  # the I/O threads move everything into the SUB queues
+
+
+def _subscriber_case(stream: list[tuple[int, bytes]], messages: int, settle_s: float) -> Callable[[], float]:
+    import zmq
+
+    from client_lib import ChannelSpec, Delivery, Subscriber
+    from proto.wire import encode_packet
+
+    def run() -> float:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        pubs = []
+        try:
+            for _ in range(2):
+                pub = ctx.socket(zmq.PUB)
+                pub.sndhwm, pub.linger = 0, 0
+                pubs.append(pub)
+            ports = [pub.bind_to_random_port("tcp://127.0.0.1") for pub in pubs]
+            spec = ChannelSpec(TOPIC.decode(), CHANNEL, tuple(f"tcp://127.0.0.1:{p}" for p in ports))
+            with Subscriber([spec], context=ctx) as subscriber:
+                # Join with heartbeats at seq 1 (they deliver nothing, raise no gap).
+                beat = encode_packet(channel=CHANNEL, adapter=9, term=1, first_seq=1, blocks=[], send_time_ns=0)
+                sockets = subscriber._sockets  # noqa: SLF001 - the benchmark probes the subscriber's own sockets
+                _wait_joined(sockets, pubs, beat)
+                _preload(pubs, stream, settle_s)
+                delivered = last = 0
+                poll = subscriber.poll
+                started = time.thread_time()
+                while delivered < messages:
+                    for event in poll(1.0):
+                        if type(event) is Delivery:
+                            delivered += 1
+                            last = event.source_seq
+                elapsed = time.thread_time() - started
+                assert last == 1000 + messages, last
+        finally:
+            for pub in pubs:
+                pub.close(linger=0)
+            ctx.term()
+        return elapsed * 1e6 / messages
+
+    return run
+
+
+def _bare_case(stream: list[tuple[int, bytes]], messages: int, settle_s: float) -> Callable[[], float]:
+    import zmq
+
+    def run() -> float:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        socks = []
+        try:
+            pubs, subs = [], []
+            for _ in range(2):
+                pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+                socks += [pub, sub]
+                pub.sndhwm, sub.rcvhwm, pub.linger, sub.linger = 0, 0, 0, 0
+                sub.setsockopt(zmq.SUBSCRIBE, TOPIC)
+                sub.connect(f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}")
+                pubs.append(pub)
+                subs.append(sub)
+            _wait_joined(subs, pubs, b"probe")
+            _preload(pubs, stream, settle_s)
+            counts = [0, 0]
+            want = [sum(1 for line, _p in stream if line == i) for i in (0, 1)]
+            started = time.thread_time()
+            for index, sub in enumerate(subs):
+                recv = sub.recv_multipart
+                for _ in range(want[index]):
+                    recv()
+                    counts[index] += 1
+            elapsed = time.thread_time() - started
+        finally:
+            for sock in socks:
+                sock.close(linger=0)
+            ctx.term()
+        return elapsed * 1e6 / messages
+
+    return run
+
+
+def _bare_messages_case(messages: int, settle_s: float) -> Callable[[], float]:
+    import zmq
+
+    payload = b"D" + b"\x00" * 99
+
+    def run() -> float:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+        try:
+            pub.sndhwm, sub.rcvhwm, pub.linger, sub.linger = 0, 0, 0, 0
+            sub.setsockopt(zmq.SUBSCRIBE, b"")
+            sub.connect(f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}")
+            while True:  # join
+                pub.send(b"P")
+                if sub.poll(10):
+                    break
+            time.sleep(0.05)
+            while sub.poll(0):
+                sub.recv()
+            send = pub.send
+            for _ in range(messages):
+                send(payload)
+            time.sleep(settle_s)
+            recv = sub.recv
+            started = time.thread_time()
+            for _ in range(messages):
+                recv()
+            elapsed = time.thread_time() - started
+        finally:
+            pub.close(linger=0)
+            sub.close(linger=0)
+            ctx.term()
+        return elapsed * 1e6 / messages
+
+    return run
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the cases and print one JSON object (µs of CPU per delivered message)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.micro_client", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=MESSAGES)
+    parser.add_argument("--repeat", type=int, default=REPEAT)
+    parser.add_argument("--settle", type=float, default=1.0, help="seconds to let the queues fill")
+    parser.add_argument("--cases", default="arbiter,arbiter_misaligned,subscriber,bare_packets,bare_messages")
+    args = parser.parse_args(list(argv))
+    payloads = _payloads(args.messages)
+    active = _packets(payloads, adapter=1)
+    backup = _packets(payloads, adapter=2)
+    stream = _interleave(active, backup)
+    misaligned = _interleave(active, _packets(payloads, adapter=2, cuts=3))
+    cases: dict[str, Callable[[], float]] = {
+        "arbiter": _arbiter_case(stream, args.messages),
+        "arbiter_misaligned": _arbiter_case(misaligned, args.messages),
+        "subscriber": _subscriber_case(stream, args.messages, args.settle),
+        "bare_packets": _bare_case(stream, args.messages, args.settle),
+        "bare_messages": _bare_messages_case(args.messages, args.settle),
+    }
+    results: dict[str, Any] = {}
+    for name in args.cases.split(","):
+        results[name] = round(_best(cases[name], args.repeat), 4)
+    print(
+        json.dumps(
+            {
+                "unit": "us_cpu_per_message",
+                "results": results,
+                "params": {
+                    "messages": args.messages,
+                    "repeat": args.repeat,
+                    "packets_per_line": len(active),
+                    "blocks_per_packet": round(args.messages / len(active), 1),
+                    "mean_payload_bytes": round(sum(map(len, payloads)) / len(payloads), 1),
+                },
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
