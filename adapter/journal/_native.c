@@ -322,7 +322,13 @@ static int dest_open(Dest *d, PyObject *obj) {
         d->len = PyByteArray_GET_SIZE(obj);
         return 0;
     }
-    if (PyObject_GetBuffer(obj, &d->view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+    if (!PyObject_CheckBuffer(obj) || PyObject_GetBuffer(obj, &d->view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_BufferError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "buf must be a writable contiguous buffer (a bytearray), not %.100s",
+                     Py_TYPE(obj)->tp_name);
         return -1;
     }
     d->has_view = true;

@@ -17,7 +17,7 @@ def frame_records(
     time_ns: int,
     source_stream: int,
     source_seqs: Sequence[int],
-    payloads: Sequence[bytes],
+    payloads: Sequence[_Buffer],
     flags: int = 0,
 ) -> bytes: ...
 def frame_into(
@@ -28,7 +28,7 @@ def frame_into(
     time_ns: int,
     source_stream: int,
     source_seqs: Sequence[int],
-    payloads: Sequence[bytes],
+    payloads: Sequence[_Buffer],
     start: int = 0,
     stop: int = -1,
     flags: int = 0,

@@ -92,7 +92,7 @@ def frame_records(
     time_ns: int,
     source_stream: int,
     source_seqs: Sequence[int],
-    payloads: Sequence[bytes],
+    payloads: Sequence[_Buffer],
     flags: int = 0,
 ) -> bytes:
     """Framed records ``first_msg_seq``, ``first_msg_seq + 1``, ... sharing one ``time_ns``."""
@@ -132,7 +132,7 @@ def frame_into(
     time_ns: int,
     source_stream: int,
     source_seqs: Sequence[int],
-    payloads: Sequence[bytes],
+    payloads: Sequence[_Buffer],
     start: int = 0,
     stop: int = -1,
     flags: int = 0,
