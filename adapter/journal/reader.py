@@ -97,7 +97,11 @@ class _Cursor:
             needed = RECORD_HEADER_SIZE + int.from_bytes(data[4:8], "little")
             if needed > len(data):
                 result = decode_records(os.pread(self._fd, needed, self._offset), 0, prev_seq=self._prev_seq)
-        for record in result.records:
+        records = result.records
+        if records and self._to_seq is None and records[0].msg_seq >= self._next_seq:
+            out.extend(records)  # the common case of a tailer: every record is wanted
+            records = []
+        for record in records:
             if self._to_seq is not None and record.msg_seq > self._to_seq:
                 self.done = True
                 break
