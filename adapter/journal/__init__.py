@@ -4,6 +4,7 @@ See DESIGN.md, "The journal". Public API::
 
     writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.BATCH))
     writer.append(msg_seq, time_ns, source_stream, source_seq, payload)
+    writer.append_batch(first_msg_seq, time_ns, source_stream, source_seqs, payloads)
     writer.write_checkpoint(msg_seq, state)
     writer.close()
 

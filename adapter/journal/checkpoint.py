@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from crc32c import crc32c
-
+from adapter.journal._framing import crc32c
 from adapter.journal.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
