@@ -52,7 +52,9 @@ def _payloads(count: int, seed: int = 1) -> list[bytes]:
             publish_time_ns=1_700_000_000_000_000_000 + i * 1000 + 500,
         )
         for _ in range(rng.randint(1, 3)):
-            update.entries.add(type=rng.randint(1, 3), price=rng.uniform(10, 500), size=rng.randint(1, 50) * 100)
+            update.entries.add(
+                type=rng.randint(1, 3), price=rng.uniform(10, 500), size=rng.randint(1, 50) * 100
+            )
         state = update.state
         state.volume, state.trade_count = rng.randrange(10**7), rng.randrange(10**5)
         state.high = state.low = state.last = state.vwap = state.bid = state.ask = rng.uniform(10, 500)
@@ -159,7 +161,9 @@ def _subscriber_case(stream: list[tuple[int, bytes]], messages: int, settle_s: f
             spec = ChannelSpec(TOPIC.decode(), CHANNEL, tuple(f"tcp://127.0.0.1:{p}" for p in ports))
             with Subscriber([spec], context=ctx) as subscriber:
                 # Join with heartbeats at seq 1 (they deliver nothing, raise no gap).
-                beat = encode_packet(channel=CHANNEL, adapter=9, term=1, first_seq=1, blocks=[], send_time_ns=0)
+                beat = encode_packet(
+                    channel=CHANNEL, adapter=9, term=1, first_seq=1, blocks=[], send_time_ns=0
+                )
                 sockets = subscriber._sockets  # noqa: SLF001 - the benchmark probes the subscriber's own sockets
                 _wait_joined(sockets, pubs, beat)
                 _preload(pubs, stream, settle_s)
@@ -257,7 +261,9 @@ def _bare_messages_case(messages: int, settle_s: float) -> Callable[[], float]:
 
 def main(argv: Sequence[str]) -> int:
     """Run the cases and print one JSON object (µs of CPU per delivered message)."""
-    parser = argparse.ArgumentParser(prog="python -m bench.micro_client", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.micro_client", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--messages", type=int, default=MESSAGES)
     parser.add_argument("--repeat", type=int, default=REPEAT)
     parser.add_argument("--settle", type=float, default=1.0, help="seconds to let the queues fill")

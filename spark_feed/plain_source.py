@@ -28,10 +28,14 @@ import signal
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from operator import and_
 from types import FrameType
 from typing import Final
+from zlib import adler32 as _adler32
 
 import zmq
 
@@ -47,6 +51,8 @@ MAX_BATCH: Final = 64
 MAX_CATCHUP_S: Final = 0.05  # never send more than this much backlog at once
 DEFAULT_LINGER_MS: Final = 2000
 DEFAULT_WAIT_TIMEOUT_S: Final = 10.0
+_SLEEP_SLICE_S: Final = 0.05  # longest sleep between checks of the stop event
+_DRAIN_INTERVAL_S: Final = 0.1  # how often the send loop reads subscription messages
 SENDER: Final = "FEEDHA"
 _LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -96,12 +102,6 @@ def split_symbols(symbols: Sequence[str], streams: Sequence[str]) -> list[list[s
     return [[s for s in symbols if first <= s[0] <= last] for first, last in ranges]
 
 
-@dataclass(slots=True)
-class _SymbolWalk:
-    mid_ticks: int  # price in 1/100 units, so the decimal text is exact
-    spread_ticks: int
-
-
 @dataclass(frozen=True, slots=True)
 class GeneratedMessage:
     """One source message: which stream (0-based index), its ``source_seq`` and its bytes."""
@@ -113,6 +113,10 @@ class GeneratedMessage:
 
 class SymbolModel:
     """Seeded random-walk market: yields FIX messages in a deterministic global order.
+
+    Iterate it for :class:`GeneratedMessage` objects, or call :meth:`generate`
+    for the next messages' bytes grouped by stream (the send loop's fast
+    path); both give the same messages in the same order.
 
     Args:
         streams: stream names, in stream-number order.
@@ -138,23 +142,24 @@ class SymbolModel:
         self._symbols = [(index, s) for index, names in enumerate(per_stream) for s in names]
         if not self._symbols:
             raise ValueError(f"no symbol falls in streams {list(streams)} (symbols={symbol_count})")
-        self._walks = {
-            s: _SymbolWalk(self._rng.randint(1_000, 50_000), self._rng.randint(1, 5))
-            for _i, s in self._symbols
-        }
+        # Per symbol (by index): price in 1/100 units, so the decimal text is exact, and spread.
+        self._mid_ticks: list[int] = []
+        self._spread_ticks: list[int] = []
+        for _symbol in self._symbols:
+            self._mid_ticks.append(self._rng.randint(1_000, 50_000))
+            self._spread_ticks.append(self._rng.randint(1, 5))
+        self._symbol_streams = [stream for stream, _s in self._symbols]
+        self._symbol_bytes = [symbol.encode() for _stream, symbol in self._symbols]
         self.next_seq = [start_seq] * len(streams)
         self._epoch_ns = epoch_ns
         self._step_ns = step_ns
         self._index = 0
         self._burst_left = 0
-        self._burst_symbol = self._symbols[0]
-        # Hot-path lookups, bound once (see __next__).
-        self._below = self._rng._randbelow  # type: ignore[attr-defined]  # what randint/choice/randrange draw through
-        self._random = self._rng.random
-        self._symbol_count = len(self._symbols)
-        self._templates = {s: s.encode() for _i, s in self._symbols}
+        self._burst_symbol = 0  # index into _symbols
+        self._next_word = _word_source(self._rng).__next__
         self._stamp_second = -1
         self._stamp_prefix = b""
+        self._price_texts: dict[int, bytes] = {}  # b"123.45" by ticks
 
     def __repr__(self) -> str:
         return (
@@ -165,69 +170,206 @@ class SymbolModel:
         return self
 
     def __next__(self) -> GeneratedMessage:
-        # Strategy (measured ~3x faster than building SourceEntry objects and
-        # calling proto.fix.encode_market_data, byte for byte the same output):
-        # the random draws are the same calls in the same order, but made
-        # through ``_randbelow`` directly (what ``randint``/``choice`` call
-        # underneath), the FIX body is one %-format over a per-symbol template,
-        # and the timestamp text is formatted once per second of event time.
-        below = self._below
-        if self._burst_left > 0:
-            self._burst_left -= 1
-            stream, symbol = self._burst_symbol
-        else:
-            stream, symbol = self._symbols[below(self._symbol_count)]
-            if self._random() < 0.02:  # a burst: the same symbol for the next 5..20 messages
-                self._burst_left = 5 + below(16)
-                self._burst_symbol = (stream, symbol)
-        walk = self._walks[symbol]
-        walk.mid_ticks = max(100, walk.mid_ticks + _STEPS[below(6)])
-        if self._random() < 0.45 or self._burst_left:
-            count = 1 + below(3)
-            parts = []
-            for _ in range(count):
-                ticks = walk.mid_ticks - 1 + below(3)
-                parts.append(_TRADE_ENTRY % (ticks // 100, ticks % 100, _TRADE_SIZES[below(4)]))
-            entries = b"".join(parts)
-        else:
-            count = 2
-            walk.spread_ticks = max(1, min(8, walk.spread_ticks + below(3) - 1))
-            bid = walk.mid_ticks - walk.spread_ticks // 2
-            ask = bid + walk.spread_ticks
-            bid_size = (1 + below(20)) * 100
-            ask_size = (1 + below(20)) * 100
-            entries = _QUOTE_ENTRIES % (bid // 100, bid % 100, bid_size, ask // 100, ask % 100, ask_size)
-        seq = self.next_seq[stream]
-        self.next_seq[stream] = seq + 1
-        stamp = self._stamp(self._epoch_ns + self._index * self._step_ns)
-        body = _BODY % (seq, stamp, self._templates[symbol], stamp, count) + entries
-        message = _HEAD % len(body) + body
-        data = message + _TRAILER % checksum(message)
-        self._index += 1
-        return GeneratedMessage(stream, seq, data)
+        for stream, messages in enumerate(self.generate(1)):
+            if messages:
+                return GeneratedMessage(stream, self.next_seq[stream] - 1, messages[0])
+        raise AssertionError("generate(1) made no message")  # pragma: no cover
 
-    def _stamp(self, ns: int) -> bytes:
-        seconds, frac = divmod(ns, 1_000_000_000)
-        if seconds != self._stamp_second:
-            self._stamp_second = seconds
-            self._stamp_prefix = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(seconds)).encode()
-        return b"%s.%09d" % (self._stamp_prefix, frac)
+    def generate(self, count: int) -> list[list[bytes]]:
+        """Generate the next ``count`` messages.
+
+        Args:
+            count: how many messages (over all streams).
+
+        Returns:
+            One list per stream with its messages' bytes in ``source_seq``
+            order; the last one's ``source_seq`` is ``next_seq[stream] - 1``.
+        """
+        symbols, entries = self._decide(count)
+        return self._assemble(symbols, entries)
+
+    def _decide(self, count: int) -> tuple[list[int], list[bytes]]:
+        # Strategy: the model's decisions, one message per turn with every
+        # lookup hoisted; the formatting that does not depend on them is left
+        # to _assemble, a handful of C-level passes over the whole batch.
+        # The random draws are the same draws from the same Mersenne Twister
+        # words in the same order as Random's own methods (so the bytes are
+        # those of the model as it was, seed for seed): `_word_source` pulls
+        # the 32-bit outputs in bulk, and each draw below does what
+        # Random._randbelow (`getrandbits(k)` = word >> (32 - k), rejecting
+        # r >= n) or Random.random (two words, a >> 5 and b >> 6, as a 53-bit
+        # fraction, compared here as the integer against p * 2**53) does.
+        word = self._next_word
+        symbols: list[int] = []
+        entries: list[bytes] = []
+        add_symbol, add_entries = symbols.append, entries.append
+        symbol_count = len(self._symbols)
+        symbol_shift = 32 - symbol_count.bit_length()
+        mids, spreads = self._mid_ticks, self._spread_ticks
+        texts = self._price_texts
+        if len(texts) > _PRICE_CACHE:  # prices wander: bound the memory
+            texts.clear()
+        burst_left, burst_symbol = self._burst_left, self._burst_symbol
+        for _ in range(count):
+            if burst_left > 0:
+                burst_left -= 1
+                symbol = burst_symbol
+            else:
+                symbol = word() >> symbol_shift
+                while symbol >= symbol_count:
+                    symbol = word() >> symbol_shift
+                if (word() >> 5) * 67108864 + (word() >> 6) < _BURST_P53:
+                    # A burst: the same symbol for the next 5..20 messages.
+                    burst_left = word() >> 27
+                    while burst_left >= 16:
+                        burst_left = word() >> 27
+                    burst_left += 5
+                    burst_symbol = symbol
+            step = word() >> 29
+            while step >= 6:
+                step = word() >> 29
+            mid = mids[symbol] + _STEPS[step]
+            if mid < 100:
+                mid = 100
+            mids[symbol] = mid
+            if (word() >> 5) * 67108864 + (word() >> 6) < _TRADE_P53 or burst_left:
+                entry_count = word() >> 30
+                while entry_count >= 3:
+                    entry_count = word() >> 30
+                parts = [_ENTRY_COUNTS[entry_count]]
+                for _entry in range(entry_count + 1):
+                    offset = word() >> 30
+                    while offset >= 3:
+                        offset = word() >> 30
+                    size = word() >> 29
+                    while size >= 4:
+                        size = word() >> 29
+                    ticks = mid - 1 + offset
+                    price = texts.get(ticks)
+                    if price is None:
+                        price = texts[ticks] = _price_text(ticks)
+                    parts.append(_TRADE_ENTRY % (price, _TRADE_SIZE_TEXTS[size]))
+                add_entries(b"".join(parts))
+            else:
+                offset = word() >> 30
+                while offset >= 3:
+                    offset = word() >> 30
+                spread = spreads[symbol] + offset - 1
+                spread = 1 if spread < 1 else 8 if spread > 8 else spread
+                spreads[symbol] = spread
+                bid = mid - spread // 2
+                ask = bid + spread
+                bid_size = word() >> 27
+                while bid_size >= 20:
+                    bid_size = word() >> 27
+                ask_size = word() >> 27
+                while ask_size >= 20:
+                    ask_size = word() >> 27
+                bid_text = texts.get(bid)
+                if bid_text is None:
+                    bid_text = texts[bid] = _price_text(bid)
+                ask_text = texts.get(ask)
+                if ask_text is None:
+                    ask_text = texts[ask] = _price_text(ask)
+                add_entries(
+                    _QUOTE_ENTRIES
+                    % (bid_text, _QUOTE_SIZE_TEXTS[bid_size], ask_text, _QUOTE_SIZE_TEXTS[ask_size])
+                )
+            add_symbol(symbol)
+        self._burst_left, self._burst_symbol = burst_left, burst_symbol
+        return symbols, entries
+
+    def _assemble(self, symbols: list[int], entries: list[bytes]) -> list[list[bytes]]:
+        # Numbering, time stamps, body, 9= length, 10= checksum: map/zip
+        # passes over the batch (no bytecode per message when one stream).
+        count = len(symbols)
+        next_seq = self.next_seq
+        stream_of: list[int] | None = None
+        seqs: Sequence[int]
+        if len(next_seq) == 1:
+            seqs = range(next_seq[0], next_seq[0] + count)
+            next_seq[0] += count
+        else:
+            stream_of = list(map(self._symbol_streams.__getitem__, symbols))
+            seqs = []
+            add_seq = seqs.append
+            for stream in stream_of:
+                add_seq(next_seq[stream])
+                next_seq[stream] += 1
+        names = list(map(self._symbol_bytes.__getitem__, symbols))
+        bodies: list[bytes] = []
+        step_ns = self._step_ns
+        done = 0
+        while done < count:  # one run per second of event time (one run, nearly always)
+            seconds, frac = divmod(self._epoch_ns + (self._index + done) * step_ns, 1_000_000_000)
+            if seconds != self._stamp_second:
+                self._stamp_second = seconds
+                self._stamp_prefix = time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(seconds)).encode()
+            prefix = self._stamp_prefix
+            size = count - done if not step_ns else min(count - done, -((frac - 1_000_000_000) // step_ns))
+            fracs = range(frac, frac + size * step_ns, step_ns) if step_ns else [frac] * size
+            run = slice(done, done + size)
+            bodies += map(
+                _BODY.__mod__,
+                zip(seqs[run], repeat(prefix), fracs, names[run], repeat(prefix), fracs, entries[run]),
+            )
+            done += size
+        self._index += count
+        messages = list(map(bytes.__add__, map(_HEADS.__getitem__, map(len, bodies)), bodies))
+        if max(map(len, messages), default=0) <= _ADLER_EXACT:
+            # adler32's low 16 bits are the byte sum + 1 here (proto.fix.checksum).
+            trailers = map(_TRAILER_BY_ADLER.__getitem__, map(and_, map(_adler32, messages), repeat(0xFFFF)))
+        else:
+            trailers = map(_TRAILERS.__getitem__, map(checksum, messages))
+        data = list(map(bytes.__add__, messages, trailers))
+        if stream_of is None:
+            return [data]
+        return [list(compress(data, map(stream.__eq__, stream_of))) for stream in range(len(next_seq))]
+
+
+_WORDS_PER_DRAW: Final = 4096
+assert array("I").itemsize == 4, "array('I') must hold 32-bit words"
+
+
+def _draw_words(rng: random.Random) -> array[int]:
+    # getrandbits(32 * n) is n Mersenne Twister outputs, the first in the
+    # least significant 32 bits (CPython's _random fills words low to high).
+    words = array("I", rng.getrandbits(32 * _WORDS_PER_DRAW).to_bytes(4 * _WORDS_PER_DRAW, "little"))
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words
+
+
+def _word_source(rng: random.Random) -> Iterator[int]:
+    """The generator's 32-bit outputs, one by one, drawn in bulk (C-level iteration)."""
+    return chain.from_iterable(map(_draw_words, repeat(rng)))
 
 
 # The wire layout of proto.fix.encode_market_data, as templates (the same bytes).
 _HEAD: Final = b"8=FIX.4.4\x019=%d\x01"
-_BODY: Final = b"35=X\x0149=" + SENDER.encode() + b"\x0134=%d\x0152=%s\x0155=%s\x0160=%s\x01268=%d\x01"
+# Sending and event time (52=, 60=) are the second's text and the nanoseconds;
+# the last %s is 268= and the entries.
+_BODY: Final = b"35=X\x0149=" + SENDER.encode() + b"\x0134=%d\x0152=%s.%09d\x0155=%s\x0160=%s.%09d\x01%s"
 _TRAILER: Final = b"10=%03d\x01"
-_TRADE_ENTRY: Final = b"279=0\x01269=2\x01270=%d.%02d\x01271=%d\x01"
+_ENTRY_COUNTS: Final = (b"268=1\x01", b"268=2\x01", b"268=3\x01")
+_TRADE_ENTRY: Final = b"279=0\x01269=2\x01270=%s\x01271=%s\x01"
 _QUOTE_ENTRIES: Final = (
-    b"279=0\x01269=0\x01270=%d.%02d\x01271=%d\x01279=0\x01269=1\x01270=%d.%02d\x01271=%d\x01"
+    b"268=2\x01279=0\x01269=0\x01270=%s\x01271=%s\x01279=0\x01269=1\x01270=%s\x01271=%s\x01"
 )
 _STEPS: Final = (-2, -1, 0, 0, 1, 2)
-_TRADE_SIZES: Final = (100, 500, 1000, 5000)
+_TRADE_SIZE_TEXTS: Final = (b"100", b"500", b"1000", b"5000")
+_QUOTE_SIZE_TEXTS: Final = tuple(b"%d" % ((1 + draw) * 100) for draw in range(20))
+_PRICE_CACHE: Final = 100_000  # price texts kept before the cache starts over
+_BURST_P53: Final = 0.02 * 2**53  # random() < p  <=>  its 53-bit integer < p * 2**53 (exact)
+_TRADE_P53: Final = 0.45 * 2**53
+_HEADS: Final = tuple(_HEAD % length for length in range(4096))  # bodies are ~150-250 bytes
+_TRAILERS: Final = tuple(_TRAILER % value for value in range(256))
+_ADLER_EXACT: Final = 256  # up to here adler32's low 16 bits are the byte sum + 1 (see proto.fix.checksum)
+_TRAILER_BY_ADLER: Final = tuple(_TRAILERS[(low - 1) & 0xFF] for low in range(0x10000))
 
 
-def _price_text(ticks: int) -> str:
-    return f"{ticks // 100}.{ticks % 100:02d}"
+def _price_text(ticks: int) -> bytes:
+    return b"%d.%02d" % (ticks // 100, ticks % 100)
 
 
 def corrupt(message: bytes) -> bytes:
@@ -576,6 +718,7 @@ class PlainSource:
         end = None if cfg.seconds is None else start + cfg.seconds
         generated = 0
         progress = _Progress(start) if sys.stderr.isatty() else None
+        next_drain = start
         while not stop.is_set():
             now = time.monotonic()
             if end is not None and now >= end:
@@ -589,29 +732,61 @@ class PlainSource:
                 wait = schedule.next_deadline() - now
                 if end is not None:
                     wait = min(wait, end - now)
-                stop.wait(max(wait, cfg.tick_s))
+                # A plain sleep costs half the CPU of Event.wait (~16 vs ~29 us
+                # here, once per tick); slices keep a stop prompt.
+                time.sleep(min(max(wait, cfg.tick_s), _SLEEP_SLICE_S))
                 continue
-            messages = [next(model) for _ in range(due)]
-            frames, malformed = plan_frames(
-                messages,
-                stream_count=len(cfg.streams),
-                batch=batch,
-                malformed_every=cfg.malformed_every,
-                generated_before=generated,
-                rng=garbage_rng,
-            )
-            for stream, payload in frames:
-                self._sockets[stream].send_multipart((self._topics[stream], payload))
-            for msg in messages:
-                self._sent[msg.stream] += 1
-                summary.last_seq[msg.stream] = msg.source_seq
+            if cfg.malformed_every:
+                summary.malformed += self._send_planned(model, due, generated, batch, garbage_rng, summary)
+            else:
+                self._send_generated(model, due, batch, summary)
             generated += due
-            summary.malformed += malformed
             schedule.take(due)
             summary.forgiven = schedule.forgiven
-            self._drain_subscriptions(0)
+            if now >= next_drain:  # subscriptions only matter for the counts: 10 times a second
+                next_drain = now + _DRAIN_INTERVAL_S
+                self._drain_subscriptions(0)
             if progress is not None:
                 progress.show(now, generated)
+
+    def _send_generated(self, model: SymbolModel, due: int, batch: int, summary: SourceSummary) -> None:
+        # The fast path (nothing malformed to inject): the model's bytes per
+        # stream, cut into frames of `batch` messages exactly as plan_frames
+        # cuts them, without a GeneratedMessage per message.
+        for stream, messages in enumerate(model.generate(due)):
+            if not messages:
+                continue
+            send, topic = self._sockets[stream].send_multipart, self._topics[stream]
+            for first in range(0, len(messages), batch):
+                send((topic, b"".join(messages[first : first + batch])))
+            self._sent[stream] += len(messages)
+            summary.last_seq[stream] = model.next_seq[stream] - 1
+
+    def _send_planned(
+        self,
+        model: SymbolModel,
+        due: int,
+        generated: int,
+        batch: int,
+        garbage_rng: random.Random,
+        summary: SourceSummary,
+    ) -> int:
+        # With malformed injection: message by message through plan_frames.
+        messages = [next(model) for _ in range(due)]
+        frames, malformed = plan_frames(
+            messages,
+            stream_count=len(self.config.streams),
+            batch=batch,
+            malformed_every=self.config.malformed_every,
+            generated_before=generated,
+            rng=garbage_rng,
+        )
+        for stream, payload in frames:
+            self._sockets[stream].send_multipart((self._topics[stream], payload))
+        for msg in messages:
+            self._sent[msg.stream] += 1
+            summary.last_seq[msg.stream] = msg.source_seq
+        return malformed
 
 
 class _Progress:

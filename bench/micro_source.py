@@ -1,0 +1,245 @@
+"""Micro-benchmark of the plain source: CPU µs per message, generating and sending.
+
+``python -m bench.micro_source [--rate R] [--seconds S] [--repeat N]`` prints
+one JSON object. The source is configured as ``bench throughput`` runs it
+(one stream ``A-Z``, 200 symbols, seed 7, ``--tick 0.001``). Cases:
+
+* ``generate``: ``SymbolModel`` alone, in-process (best of ``--repeat``).
+* ``send_loop``: what one turn of the send loop does per message without the
+  sockets' I/O thread: generate ``rate * tick`` messages, frame them
+  (``plan_frames``) and count them (best of ``--repeat``; thread CPU time).
+* ``source_process``: a real ``feedha source`` subprocess paced at
+  ``--rate`` with ``--tick 0.001`` into a SUB that only counts; its CPU time
+  (``psutil``, all threads) per message received between the first and the
+  last sample (startup and exit excluded), its share of a core, and what its
+  summary says it kept (``sent_rate``, ``forgiven``: messages it gave up on
+  because it fell more than 50 ms behind).
+* ``bare_send``: the reference: the same frames (same sizes, as many
+  messages per frame), pre-built, sent by a bare pyzmq PUB, thread CPU time
+  per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+RATE: Final = 150_000.0
+SECONDS: Final = 4.0
+REPEAT: Final = 5
+TICK_S: Final = 0.001
+STREAM: Final = "A-Z"
+SYMBOLS: Final = 200
+SEED: Final = 7
+MESSAGES: Final = 100_000
+REPO: Final = Path(__file__).resolve().parents[1]
+
+
+def _best(run: Callable[[], float], repeat: int) -> float:
+    return min(run() for _ in range(repeat))
+
+
+def _model() -> Any:
+    from spark_feed.plain_source import SymbolModel
+
+    return SymbolModel(streams=(STREAM,), symbol_count=SYMBOLS, seed=SEED, epoch_ns=1_700_000_000_000_000_000)
+
+
+def _generate_case(messages: int) -> Callable[[], float]:
+    def run() -> float:
+        model = _model()
+        started = time.thread_time()
+        for _ in range(messages):
+            next(model)
+        return (time.thread_time() - started) * 1e6 / messages
+
+    return run
+
+
+def _send_loop_case(messages: int, per_turn: int) -> Callable[[], float]:
+    import random
+
+    from spark_feed.plain_source import MAX_BATCH, plan_frames
+
+    def run() -> float:
+        model = _model()
+        rng = random.Random(1)
+        sent = [0]
+        last_seq = [0]
+        generated = 0
+        started = time.thread_time()
+        while generated < messages:
+            batch = [next(model) for _ in range(per_turn)]
+            frames, _malformed = plan_frames(
+                batch, stream_count=1, batch=MAX_BATCH, malformed_every=0, generated_before=generated, rng=rng
+            )
+            for msg in batch:
+                sent[msg.stream] += 1
+                last_seq[msg.stream] = msg.source_seq
+            generated += per_turn
+        assert frames
+        return (time.thread_time() - started) * 1e6 / generated
+
+    return run
+
+
+def _frames(messages: int, per_frame: int) -> list[bytes]:
+    model = _model()
+    data = [next(model).data for _ in range(messages)]
+    return [b"".join(data[i : i + per_frame]) for i in range(0, messages, per_frame)]
+
+
+def _bare_send_case(messages: int, per_frame: int) -> Callable[[], float]:
+    import zmq
+
+    frames = _frames(messages, per_frame)
+    topic = STREAM.encode()
+
+    def run() -> float:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+        try:
+            pub.sndhwm, sub.rcvhwm, pub.linger, sub.linger = 0, 0, 0, 0
+            sub.setsockopt(zmq.SUBSCRIBE, b"")
+            sub.connect(f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}")
+            while True:  # joined once a probe arrives
+                pub.send_multipart((topic, b"probe"))
+                if sub.poll(10):
+                    break
+            send = pub.send_multipart
+            started = time.thread_time()
+            for frame in frames:
+                send((topic, frame))
+            elapsed = time.thread_time() - started
+        finally:
+            pub.close(linger=0)
+            sub.close(linger=0)
+            ctx.term()
+        return elapsed * 1e6 / messages
+
+    return run
+
+
+def _source_process(rate: float, seconds: float, script: str | None) -> dict[str, float]:
+    import os
+
+    import psutil
+    import zmq
+
+    command = [sys.executable, script] if script else [sys.executable, "-m", "spark_feed.plain_source"]
+    proc = subprocess.Popen(
+        [
+            *command,
+            *("--streams", STREAM, "--symbols", str(SYMBOLS), "--seed", str(SEED)),
+            *("--rate", str(rate), "--seconds", str(seconds), "--tick", str(TICK_S)),
+            *("--wait-subscribers", "1", "--linger-ms", "10000"),
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    try:
+        assert proc.stdout is not None
+        endpoints = json.loads(proc.stdout.readline())["endpoints"]
+        sub.rcvhwm, sub.linger = 0, 0
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(endpoints[STREAM])
+        ps = psutil.Process(proc.pid)
+        received = 0
+        # (cpu, wall, received) at the first message and at the latest sample;
+        # the SUB only counts (bytes.count, C), so it keeps up.
+        first: tuple[float, float, int] | None = None
+        last: tuple[float, float, int] | None = None
+        next_sample = 0.0
+        recv = sub.recv_multipart
+        while True:
+            if sub.poll(200):
+                received += recv()[1].count(b"8=FIX")
+                now = time.monotonic()
+                if now >= next_sample:
+                    next_sample = now + 0.1
+                    times = ps.cpu_times()
+                    last = (times.user + times.system, now, received)
+                    first = first or last
+            elif proc.poll() is not None:
+                break
+        summary = json.loads(proc.communicate(timeout=30)[0].strip().splitlines()[-1])
+    finally:
+        sub.close(linger=0)
+        ctx.term()
+        if proc.poll() is None:
+            proc.kill()
+    assert first is not None and last is not None
+    window = last[2] - first[2]
+    return {
+        "us_per_message": round((last[0] - first[0]) * 1e6 / max(window, 1), 4),
+        "cpu_share": round((last[0] - first[0]) / max(last[1] - first[1], 1e-9), 3),
+        "sent_rate": round(summary["sent"] / max(summary["elapsed_s"], 1e-9), 1),
+        "forgiven": summary["forgiven"],
+        "received": received,
+        "sent": summary["sent"],
+    }
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the cases and print one JSON object (µs of CPU per message)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.micro_source", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--rate", type=float, default=RATE, help="msg/s offered by the source process")
+    parser.add_argument("--seconds", type=float, default=SECONDS)
+    parser.add_argument("--messages", type=int, default=MESSAGES, help="per in-process case")
+    parser.add_argument("--repeat", type=int, default=REPEAT)
+    parser.add_argument("--cases", default="generate,send_loop,bare_send,source_process")
+    parser.add_argument(
+        "--source-script", help="run this plain_source.py instead of the package's (A/B runs)"
+    )
+    args = parser.parse_args(list(argv))
+    from spark_feed.plain_source import MAX_BATCH
+
+    per_turn = max(1, int(args.rate * TICK_S))
+    per_frame = min(per_turn, MAX_BATCH)
+    results: dict[str, Any] = {}
+    for name in args.cases.split(","):
+        if name == "generate":
+            results[name] = round(_best(_generate_case(args.messages), args.repeat), 4)
+        elif name == "send_loop":
+            results[name] = round(_best(_send_loop_case(args.messages, per_turn), args.repeat), 4)
+        elif name == "bare_send":
+            results[name] = round(_best(_bare_send_case(args.messages, per_frame), args.repeat), 4)
+        elif name == "source_process":
+            results[name] = _source_process(args.rate, args.seconds, args.source_script)
+        else:
+            parser.error(f"unknown case {name!r}")
+    model = _model()
+    mean_bytes = sum(len(next(model).data) for _ in range(2000)) / 2000
+    print(
+        json.dumps(
+            {
+                "unit": "us_cpu_per_message",
+                "results": results,
+                "params": {
+                    "rate": args.rate,
+                    "tick_s": TICK_S,
+                    "messages_per_turn": per_turn,
+                    "messages_per_frame": per_frame,
+                    "mean_message_bytes": round(mean_bytes, 1),
+                    "repeat": args.repeat,
+                },
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
