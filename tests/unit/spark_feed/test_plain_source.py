@@ -7,11 +7,15 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapter.conversion import Converter, ConverterTable
-from proto.fix import split_messages
+from proto.fix import SourceEntry, checksum, encode_market_data, split_messages
 from spark_feed.plain_source import (
+    SENDER,
     PacingSchedule,
+    PlainSource,
     SourceConfig,
     SourceSummary,
     SymbolModel,
@@ -171,3 +175,171 @@ def test_summary_json() -> None:
     assert data["sent"] == 7 and data["malformed"] == 2 and data["elapsed_s"] == 1.235
     assert data["streams"]["N-Z"] == {"number": 2, "last_seq": 4, "sent": 4}
     assert "error" not in data
+
+
+# --- the batch generator against a plain reference model ----------------------------------
+
+
+class ReferenceModel:
+    """The model written plainly: Random's own methods, proto.fix.encode_market_data.
+
+    SymbolModel must give byte for byte what this gives, seed for seed (its
+    fast path pulls the same Mersenne Twister words in bulk).
+    """
+
+    def __init__(
+        self,
+        *,
+        streams: tuple[str, ...],
+        symbol_count: int,
+        seed: int,
+        epoch_ns: int,
+        step_ns: int,
+        start_seq: int,
+    ) -> None:
+        self.rng = random.Random(seed)
+        per_stream = split_symbols(symbol_names(symbol_count), streams)
+        self.symbols = [(index, s) for index, names in enumerate(per_stream) for s in names]
+        self.walks = {s: [self.rng.randint(1_000, 50_000), self.rng.randint(1, 5)] for _i, s in self.symbols}
+        self.next_seq = [start_seq] * len(streams)
+        self.epoch_ns, self.step_ns, self.index = epoch_ns, step_ns, 0
+        self.burst_left, self.burst = 0, self.symbols[0]
+
+    def __next__(self) -> tuple[int, int, bytes]:
+        rng = self.rng
+        if self.burst_left > 0:
+            self.burst_left -= 1
+            stream, symbol = self.burst
+        else:
+            stream, symbol = rng.choice(self.symbols)
+            if rng.random() < 0.02:
+                self.burst_left, self.burst = rng.randint(5, 20), (stream, symbol)
+        walk = self.walks[symbol]
+        walk[0] = max(100, walk[0] + rng.choice((-2, -1, 0, 0, 1, 2)))
+        entries: list[SourceEntry] = []
+        if rng.random() < 0.45 or self.burst_left:
+            for _ in range(rng.randint(1, 3)):
+                ticks = walk[0] + rng.randint(-1, 1)
+                size = rng.choice((100, 500, 1000, 5000))
+                entries.append(SourceEntry("2", f"{ticks // 100}.{ticks % 100:02d}", size))
+        else:
+            walk[1] = max(1, min(8, walk[1] + rng.randint(-1, 1)))
+            bid = walk[0] - walk[1] // 2
+            ask = bid + walk[1]
+            bid_size, ask_size = rng.randint(1, 20) * 100, rng.randint(1, 20) * 100
+            entries.append(SourceEntry("0", f"{bid // 100}.{bid % 100:02d}", bid_size))
+            entries.append(SourceEntry("1", f"{ask // 100}.{ask % 100:02d}", ask_size))
+        seq = self.next_seq[stream]
+        self.next_seq[stream] += 1
+        data = encode_market_data(
+            source_seq=seq,
+            symbol=symbol,
+            event_time_ns=self.epoch_ns + self.index * self.step_ns,
+            entries=entries,
+            sender=SENDER,
+        )
+        self.index += 1
+        return stream, seq, data
+
+
+MODEL_CONFIGS = [
+    {"streams": ("A-Z",), "symbol_count": 200, "seed": 7, "epoch_ns": EPOCH + 123_456_789, "step_ns": 6_666},
+    {"streams": ("A-M", "N-Z"), "symbol_count": 60, "seed": 3, "epoch_ns": 0, "step_ns": 1_000_000},
+    {"streams": ("A-M", "N-Z"), "symbol_count": 1, "seed": 3, "epoch_ns": 5, "step_ns": 2_000_000_000},
+    {"streams": ("B-C", "X"), "symbol_count": 5000, "seed": 11, "epoch_ns": EPOCH - 1_000, "step_ns": 7},
+    {"streams": ("A-Z",), "symbol_count": 3, "seed": 1, "epoch_ns": 0, "step_ns": 999_999_999},
+    {"streams": ("A-Z",), "symbol_count": 20, "seed": 2, "epoch_ns": EPOCH, "step_ns": 0},
+]
+
+
+@pytest.mark.parametrize("config", MODEL_CONFIGS)
+def test_generate_matches_the_reference_model_byte_for_byte(config: dict[str, object]) -> None:
+    reference = ReferenceModel(**config, start_seq=1000)  # type: ignore[arg-type]
+    fast = SymbolModel(**config, start_seq=1000)  # type: ignore[arg-type]
+    chunks = random.Random(0)
+    count = 6000
+    expected = [next(reference) for _ in range(count)]
+    got: list[list[bytes]] = [[] for _ in fast.next_seq]
+    left = count
+    while left:  # chunks of every size, as the send loop's ticks are
+        size = min(left, chunks.choice([1, 2, 7, 64, 150, 999]))
+        for stream, messages in enumerate(fast.generate(size)):
+            got[stream] += messages
+        left -= size
+    for stream in range(len(got)):
+        assert got[stream] == [data for s, _seq, data in expected if s == stream]
+    assert fast.next_seq == reference.next_seq
+    iterated = SymbolModel(**config, start_seq=1000)  # type: ignore[arg-type]
+    assert [(m.stream, m.source_seq, m.data) for m in itertools.islice(iterated, 500)] == expected[:500]
+
+
+@given(
+    seed=st.integers(0, 2**64),
+    symbols=st.integers(1, 300),
+    step_ns=st.integers(0, 3 * 10**9),
+    epoch_ns=st.integers(0, 2 * 10**18),
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=8),
+)
+@settings(max_examples=40, deadline=None)
+def test_property_generate_matches_reference(
+    seed: int, symbols: int, step_ns: int, epoch_ns: int, sizes: list[int]
+) -> None:
+    config = {"streams": ("A-M", "N-Z"), "symbol_count": symbols, "seed": seed, "epoch_ns": epoch_ns}
+    reference = ReferenceModel(**config, step_ns=step_ns, start_seq=1)  # type: ignore[arg-type]
+    fast = SymbolModel(**config, step_ns=step_ns)  # type: ignore[arg-type]
+    for size in sizes:
+        expected = [next(reference) for _ in range(size)]
+        got = fast.generate(size)
+        for stream in (0, 1):
+            assert got[stream] == [data for s, _seq, data in expected if s == stream]
+
+
+def test_generated_messages_are_valid_fix_with_right_checksums() -> None:
+    fast = SymbolModel(streams=("A-Z",), symbol_count=500, seed=4, epoch_ns=EPOCH)
+    payload = b"".join(fast.generate(5000)[0])
+    bodies, malformed = split_messages(payload)
+    assert (len(bodies), malformed) == (5000, 0)
+
+
+def test_checksum_of_a_message_longer_than_the_adler_shortcut() -> None:
+    # Messages are ~150-250 bytes; past 256 the 10= sum takes proto.fix.checksum.
+    fast = SymbolModel(streams=("A-Z",), symbol_count=1, seed=1, epoch_ns=EPOCH)
+    long_entries = b"268=1\x01279=0\x01269=2\x01270=1.00\x01271=" + b"9" * 300 + b"\x01"
+    (message,) = fast._assemble([0], [long_entries])[0]  # the private batch formatter, on purpose
+    assert len(message) > 256
+    bodies, malformed = split_messages(message)
+    assert (len(bodies), malformed) == (1, 0)
+    assert message.endswith(b"10=%03d\x01" % checksum(message[:-7]))
+
+
+class _FakeSocket:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send_multipart(self, frames: tuple[bytes, bytes]) -> None:
+        self.sent.append(frames[1])
+
+
+@pytest.mark.parametrize("batch", [1, 5, 64])
+def test_send_loop_fast_path_sends_the_frames_plan_frames_makes(batch: int) -> None:
+    # With nothing malformed to inject, the fast path must put the same frames
+    # on each stream's socket as the message-by-message path.
+    config = SourceConfig(streams=("A-M", "N-Z"), symbols=40, seed=5, rate=1000.0)
+    frames: list[list[list[bytes]]] = []
+    for planned in (False, True):
+        source = PlainSource(config)
+        sockets = [_FakeSocket(), _FakeSocket()]
+        source._sockets = sockets  # type: ignore[assignment]  # no ZeroMQ in unit tests
+        summary = SourceSummary(config.streams, {}, source._sent, [0, 0])
+        model = SymbolModel(streams=config.streams, symbol_count=40, seed=5, epoch_ns=EPOCH)
+        generated = 0
+        for due in (1, 3, 150, 7, 64, 65, 200):
+            if planned:
+                source._send_planned(model, due, generated, batch, random.Random(1), summary)
+            else:
+                source._send_generated(model, due, batch, summary)
+            generated += due
+        assert sum(source._sent) == generated and summary.last_seq == [n - 1 for n in model.next_seq]
+        frames.append([socket.sent for socket in sockets])
+    assert frames[0] == frames[1]
+    assert all(len(split_messages(frame)[0]) <= batch for stream in frames[0] for frame in stream)
