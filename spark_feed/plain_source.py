@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import random
 import signal
 import sys
@@ -159,7 +160,7 @@ class SymbolModel:
         self._next_word = _word_source(self._rng).__next__
         self._stamp_second = -1
         self._stamp_prefix = b""
-        self._price_texts: dict[int, bytes] = {}  # b"123.45" by ticks
+        self._price_texts = _PriceTexts()
 
     def __repr__(self) -> str:
         return (
@@ -210,6 +211,8 @@ class SymbolModel:
         if len(texts) > _PRICE_CACHE:  # prices wander: bound the memory
             texts.clear()
         burst_left, burst_symbol = self._burst_left, self._burst_symbol
+        burst_below, burst_tie, burst_low = _BURST.high_below, _BURST.high_tie, _BURST.low_below
+        trade_below, trade_tie, trade_low = _TRADE.high_below, _TRADE.high_tie, _TRADE.low_below
         for _ in range(count):
             if burst_left > 0:
                 burst_left -= 1
@@ -218,7 +221,8 @@ class SymbolModel:
                 symbol = word() >> symbol_shift
                 while symbol >= symbol_count:
                     symbol = word() >> symbol_shift
-                if (word() >> 5) * 67108864 + (word() >> 6) < _BURST_P53:
+                high, low = word(), word()  # random() < 0.02, see _RandomBelow
+                if high < burst_below or (high < burst_tie and low >> 6 < burst_low):
                     # A burst: the same symbol for the next 5..20 messages.
                     burst_left = word() >> 27
                     while burst_left >= 16:
@@ -232,7 +236,8 @@ class SymbolModel:
             if mid < 100:
                 mid = 100
             mids[symbol] = mid
-            if (word() >> 5) * 67108864 + (word() >> 6) < _TRADE_P53 or burst_left:
+            high, low = word(), word()  # random() < 0.45
+            if high < trade_below or (high < trade_tie and low >> 6 < trade_low) or burst_left:
                 entry_count = word() >> 30
                 while entry_count >= 3:
                     entry_count = word() >> 30
@@ -244,11 +249,7 @@ class SymbolModel:
                     size = word() >> 29
                     while size >= 4:
                         size = word() >> 29
-                    ticks = mid - 1 + offset
-                    price = texts.get(ticks)
-                    if price is None:
-                        price = texts[ticks] = _price_text(ticks)
-                    parts.append(_TRADE_ENTRY % (price, _TRADE_SIZE_TEXTS[size]))
+                    parts.append(_TRADE_ENTRY % (texts[mid - 1 + offset], _TRADE_SIZE_TEXTS[size]))
                 add_entries(b"".join(parts))
             else:
                 offset = word() >> 30
@@ -265,15 +266,9 @@ class SymbolModel:
                 ask_size = word() >> 27
                 while ask_size >= 20:
                     ask_size = word() >> 27
-                bid_text = texts.get(bid)
-                if bid_text is None:
-                    bid_text = texts[bid] = _price_text(bid)
-                ask_text = texts.get(ask)
-                if ask_text is None:
-                    ask_text = texts[ask] = _price_text(ask)
                 add_entries(
                     _QUOTE_ENTRIES
-                    % (bid_text, _QUOTE_SIZE_TEXTS[bid_size], ask_text, _QUOTE_SIZE_TEXTS[ask_size])
+                    % (texts[bid], _QUOTE_SIZE_TEXTS[bid_size], texts[ask], _QUOTE_SIZE_TEXTS[ask_size])
                 )
             add_symbol(symbol)
         self._burst_left, self._burst_symbol = burst_left, burst_symbol
@@ -327,6 +322,39 @@ class SymbolModel:
         return [list(compress(data, map(stream.__eq__, stream_of))) for stream in range(len(next_seq))]
 
 
+class _PriceTexts(dict[int, bytes]):
+    """Price texts (``b"123.45"``) by ticks: a hit is a plain subscript, a miss formats it."""
+
+    def __missing__(self, ticks: int) -> bytes:
+        text = self[ticks] = b"%d.%02d" % (ticks // 100, ticks % 100)
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class _RandomBelow:
+    """``Random.random() < p`` decided on the two words random() reads.
+
+    random() is ``((a >> 5) * 2**26 + (b >> 6)) / 2**53`` for its words a, b,
+    so it is below p iff that 53-bit integer is below ``ceil(p * 2**53)`` = C
+    (exact: scaling by a power of two is exact). Split C at bit 26: the first
+    word alone decides unless ``a >> 5`` equals C's high part (1 in 2**27).
+    """
+
+    high_below: int  # a < this: below p, whatever b is
+    high_tie: int  # high_below <= a < this: below p iff b >> 6 < low_below
+    low_below: int
+
+    @classmethod
+    def of(cls, p: float) -> _RandomBelow:
+        limit = math.ceil(p * 2**53)
+        high = limit >> 26
+        return cls(high << 5, (high + 1) << 5, limit & (2**26 - 1))
+
+
+_BURST: Final = _RandomBelow.of(0.02)  # a burst starts
+_TRADE: Final = _RandomBelow.of(0.45)  # a trade, not a quote
+
+
 _WORDS_PER_DRAW: Final = 4096
 assert array("I").itemsize == 4, "array('I') must hold 32-bit words"
 
@@ -360,16 +388,10 @@ _STEPS: Final = (-2, -1, 0, 0, 1, 2)
 _TRADE_SIZE_TEXTS: Final = (b"100", b"500", b"1000", b"5000")
 _QUOTE_SIZE_TEXTS: Final = tuple(b"%d" % ((1 + draw) * 100) for draw in range(20))
 _PRICE_CACHE: Final = 100_000  # price texts kept before the cache starts over
-_BURST_P53: Final = 0.02 * 2**53  # random() < p  <=>  its 53-bit integer < p * 2**53 (exact)
-_TRADE_P53: Final = 0.45 * 2**53
 _HEADS: Final = tuple(_HEAD % length for length in range(4096))  # bodies are ~150-250 bytes
 _TRAILERS: Final = tuple(_TRAILER % value for value in range(256))
 _ADLER_EXACT: Final = 256  # up to here adler32's low 16 bits are the byte sum + 1 (see proto.fix.checksum)
 _TRAILER_BY_ADLER: Final = tuple(_TRAILERS[(low - 1) & 0xFF] for low in range(0x10000))
-
-
-def _price_text(ticks: int) -> bytes:
-    return b"%d.%02d" % (ticks // 100, ticks % 100)
 
 
 def corrupt(message: bytes) -> bytes:

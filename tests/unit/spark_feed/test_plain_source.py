@@ -343,3 +343,22 @@ def test_send_loop_fast_path_sends_the_frames_plan_frames_makes(batch: int) -> N
         frames.append([socket.sent for socket in sockets])
     assert frames[0] == frames[1]
     assert all(len(split_messages(frame)[0]) <= batch for stream in frames[0] for frame in stream)
+
+
+@pytest.mark.parametrize("p", [0.02, 0.45, 0.5, 1e-9, 0.999999])
+def test_random_below_decides_like_random_on_the_boundary_words(p: float) -> None:
+    from spark_feed.plain_source import _RandomBelow  # the fast path's exact test, checked at its edges
+
+    below = _RandomBelow.of(p)
+
+    def random_of(a: int, b: int) -> float:  # what Random.random() computes from its two words
+        return ((a >> 5) * 67108864.0 + (b >> 6)) * (1.0 / 9007199254740992.0)
+
+    edges = {below.high_below - 1, below.high_below, below.high_tie - 1, below.high_tie, 0, 2**32 - 1}
+    lows = {(below.low_below << 6) + d for d in (-65, -64, -1, 0, 1, 63, 64)} | {0, 2**32 - 1}
+    rng = random.Random(p)
+    pairs = [(a, b) for a in edges for b in lows if 0 <= a < 2**32 and 0 <= b < 2**32]
+    pairs += [(rng.getrandbits(32), rng.getrandbits(32)) for _ in range(2000)]
+    for a, b in pairs:
+        fast = a < below.high_below or (a < below.high_tie and b >> 6 < below.low_below)
+        assert fast == (random_of(a, b) < p), (a, b)
