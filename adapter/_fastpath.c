@@ -563,6 +563,7 @@ typedef struct {
     Extra extras[MAX_EXTRAS];
     int extra_count;
     int extra_order[MAX_EXTRAS]; /* extras sorted by name: the map's deterministic order */
+    int fsum_negative_zero;      /* math.fsum((-0.0, -0.0)) is -0.0 on this Python */
 } FastPathObject;
 
 typedef struct {
@@ -678,6 +679,14 @@ static int parse_fix_time(const char *p, Py_ssize_t n, int64_t *out) {
     }
     *out = ns;
     return 0;
+}
+
+/* math.fsum((a, b)): a + b (both correctly rounded), except the sign of a zero sum,
+ * which fsum makes +0.0 -- or -0.0 for -0.0 + -0.0 on Pythons where it says so (spec). */
+static inline double fsum2(const FastPathObject *fp, double a, double b) {
+    double r = a + b;
+    if (r == 0.0) r = (fp->fsum_negative_zero && signbit(a) && signbit(b)) ? -0.0 : 0.0;
+    return r;
 }
 
 /*
@@ -808,14 +817,14 @@ static int convert(FastPathObject *fp, const char *body, Py_ssize_t n, Message *
         if (!present[x->a] || !present[x->b]) continue;
         double a = env[x->a], b = env[x->b], r;
         switch (x->op) {
-        case OP_ADD: r = a + b; break;
+        case OP_ADD: r = fsum2(fp, a, b); break;
         case OP_SUB: r = a - b; break;
         case OP_MUL: r = a * b; break;
         case OP_DIV:
             if (b == 0.0) continue;
             r = a / b;
             break;
-        case OP_MEAN: r = (a + b) / 2.0; break;
+        case OP_MEAN: r = fsum2(fp, a, b) / 2.0; break;
         case OP_MIN: r = b < a ? b : a; break;
         default: r = b > a ? b : a; break;
         }
@@ -844,8 +853,8 @@ static int next_message(const char *buf, Py_ssize_t end, Py_ssize_t pos, Py_ssiz
     if (len_end - s > 8) return -1;
     int64_t body_len;
     if (parse_uint(buf + s + 3, len_end - s - 3, &body_len) || body_len <= 0) return -1;
-    Py_ssize_t bs = len_end + 1, be = bs + (Py_ssize_t)body_len, te = be + 7;
-    if (te > end || memcmp(buf + be, "10=", 3) != 0 || buf[te - 1] != 1) return -1;
+    Py_ssize_t bs = len_end + 1, be = bs + (Py_ssize_t)body_len, trailer_end = be + 7;
+    if (trailer_end > end || memcmp(buf + be, "10=", 3) != 0 || buf[trailer_end - 1] != 1) return -1;
     int64_t declared;
     if (parse_uint(buf + be + 3, 3, &declared)) return -1;
     unsigned sum = 0;
@@ -853,7 +862,7 @@ static int next_message(const char *buf, Py_ssize_t end, Py_ssize_t pos, Py_ssiz
     if ((int64_t)(sum & 0xFF) != declared) return -1;
     *body_start = bs;
     *body_end = be;
-    *next = te;
+    *next = trailer_end;
     return 0;
 }
 
@@ -990,6 +999,7 @@ static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
     if ((self->time_kind = (int)dict_long(spec, "time_kind")) < 0) return -1;
     if ((self->price_kind = (int)dict_long(spec, "price_kind")) < 0) return -1;
     if ((self->notional_kind = (int)dict_long(spec, "notional_kind")) < 0) return -1;
+    if ((self->fsum_negative_zero = (int)dict_long(spec, "fsum_negative_zero")) < 0) return -1;
     long mask = dict_long(spec, "notional_mask");
     if (mask < 0) return -1;
     self->notional_mask = (unsigned)mask;

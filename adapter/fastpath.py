@@ -23,6 +23,7 @@ This module is pure: no sockets, no clock.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -108,6 +109,8 @@ def compile_spec(table: ConverterTable) -> dict[str, Any]:
         "notional_mask": notional_mask,
         "types": entry_types,
         "extras": extras,
+        # add/mean go through math.fsum, whose sign for a sum of negative zeros is the Python's.
+        "fsum_negative_zero": int(math.copysign(1.0, math.fsum((-0.0, -0.0))) < 0),
     }
 
 
