@@ -1088,7 +1088,7 @@ static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
         return NULL;
     const char *buf = frame.buf;
     Py_ssize_t end = frame.len;
-    Buf blocks = {0}, seqs = {0}, digests = {0}, payload = {0};
+    Buf blocks = {0}, seqs = {0}, digests = {0};
     PyObject *payloads = want_payloads ? PyList_New(0) : NULL;
     PyObject *result = NULL;
     int stop = STOP_END;
@@ -1132,32 +1132,34 @@ static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
             stop = STOP_SLOW;
             break;
         }
-        size_t block_start = blocks.len;
         if (publish) {
-            payload.len = 0;
-            if (encode_update(self, &m, &v, publish_ns, &payload) < 0) goto done;
-            if (payload.len > MAX_PAYLOAD) {
+            /* Encode straight into the block, after its 12-byte header; undone if it does not fit. */
+            size_t block_start = blocks.len;
+            if (buf_reserve(&blocks, 12) < 0) goto done;
+            blocks.len += 12;
+            if (encode_update(self, &m, &v, publish_ns, &blocks) < 0) goto done;
+            size_t payload_len = blocks.len - block_start - 12;
+            long long block = 12 + (long long)payload_len;
+            if (payload_len > MAX_PAYLOAD) {
+                blocks.len = block_start;
                 stop = STOP_SLOW;
                 break;
             }
-            long long block = 12 + (long long)payload.len;
             if (block > room && !(empty_packet && count == 0)) {
+                blocks.len = block_start;
                 stop = STOP_ROOM;
                 break;
             }
             room -= block;
-            if (buf_reserve(&blocks, 12 + payload.len) < 0) goto done;
             uint8_t *b = blocks.data + block_start;
-            unsigned length = (unsigned)payload.len + 10;
+            unsigned length = (unsigned)payload_len + 10;
             b[0] = (uint8_t)(length >> 8);
             b[1] = (uint8_t)length;
             b[2] = (uint8_t)(source_stream >> 8);
             b[3] = (uint8_t)source_stream;
             put_be64(b + 4, m.source_seq);
-            memcpy(b + 12, payload.data, payload.len);
-            blocks.len += 12 + payload.len;
             if (payloads != NULL) {
-                PyObject *item = PyBytes_FromStringAndSize((const char *)payload.data, (Py_ssize_t)payload.len);
+                PyObject *item = PyBytes_FromStringAndSize((const char *)b + 12, (Py_ssize_t)payload_len);
                 if (item == NULL || PyList_Append(payloads, item) < 0) {
                     Py_XDECREF(item);
                     goto done;
@@ -1187,7 +1189,6 @@ done:
     PyMem_Free(blocks.data);
     PyMem_Free(seqs.data);
     PyMem_Free(digests.data);
-    PyMem_Free(payload.data);
     PyBuffer_Release(&frame);
     (void)next_msg_seq; /* numbering is the caller's: msg_seq = next_msg_seq + index */
     return result;

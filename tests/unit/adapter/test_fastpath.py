@@ -6,6 +6,7 @@ import hashlib
 import random
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from adapter import fastpath
 from adapter.config import AdapterConfig
 from adapter.conversion import Converter, ConverterTable
 from adapter.converter_table import DerivedRule
+from adapter.journal import JournalReader
 from adapter.runner import AdapterRunner
 from adapter.state import ConversionState, SymbolValues
 from adapter.sync import Role
@@ -115,8 +117,11 @@ class _FakeLine:
         self.sent.append(frames[1])
 
 
-def _runner(*, fast: bool, max_packet_bytes: int = 2048, publishing: bool = True) -> AdapterRunner:
+def _runner(
+    *, fast: bool, max_packet_bytes: int = 2048, publishing: bool = True, journal: Path | None = None
+) -> AdapterRunner:
     config = AdapterConfig(
+        journal_dir=journal,
         channel="EQ",
         channel_number=1,
         adapter=1,
@@ -133,6 +138,8 @@ def _runner(*, fast: bool, max_packet_bytes: int = 2048, publishing: bool = True
         runner.conversion = ConversionState()
     runner.sync = replace(runner.sync, deciding=False, role=Role.ACTIVE if publishing else Role.BACKUP)
     runner._line = _FakeLine()  # type: ignore[assignment]
+    if runner.journal is not None:
+        runner.journal.open()
     return runner
 
 
@@ -168,6 +175,20 @@ def test_fast_and_python_paths_publish_the_same_packets(seed: int, count: int, p
     slow = _feed(_runner(fast=False, max_packet_bytes=packet), frames)
     assert fast == slow
     assert fast["counters"]["published"] > 0
+
+
+@pytest.mark.usefixtures("fixed_clock")
+def test_both_paths_journal_the_same_records(tmp_path: Path) -> None:
+    frames = list(_frames(17, 600))
+    records = []
+    for fast in (True, False):
+        runner = _runner(fast=fast, journal=tmp_path / str(fast))
+        _feed(runner, frames)
+        assert runner.journal is not None
+        runner.journal.close()
+        records.append(list(JournalReader(tmp_path / str(fast)).read()))
+    assert records[0] == records[1]
+    assert len(records[0]) == _feed(_runner(fast=False), frames)["counters"]["published"] > 400
 
 
 @pytest.mark.usefixtures("fixed_clock")
