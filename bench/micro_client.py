@@ -1,20 +1,27 @@
 """Micro-benchmark of the arbitrating client: CPU µs per delivered message.
 
-``python -m bench.micro_client [--messages N] [--repeat R]`` prints one JSON
-object. Packets are what a channel carries at high rates: ~8 KiB packets of
-~70 blocks whose payloads are real ``MarketUpdate`` encodings (the plain
-source's 1-3 entries), sent on two lines (active + backup, byte-identical
-blocks, headers differing in adapter number and send time), the backup
-lagging a few packets behind. Cases (best of ``--repeat``, µs per message):
+``python -m bench.micro_client [--messages N] [--repeat R] [--rate R] [--cases ...]``
+prints one JSON object. Packets are what a channel carries at high rates:
+~8 KiB packets of ~56 blocks whose payloads are real ``MarketUpdate``
+encodings (1-3 entries), on two lines (active + backup, the same msg_seq
+and source identities; the backup's payloads differ, as each adapter stamps
+its own publish time), the backup lagging a few packets behind. Cases (best
+of ``--repeat``, µs of thread CPU per delivered message):
 
 * ``arbiter``: ``ChannelArbiter.on_packet`` in-process, both lines
   interleaved, counting ``Delivery`` events and reading ``source_seq`` as the
   throughput client does.
-* ``arbiter_misaligned``: the same, but the backup cuts its packets at other
-  boundaries, so no packet is a known copy (the per-block path).
+* ``arbiter_identical``: the backup's packets byte-identical to the active's
+  (the known-copy shortcut); ``arbiter_misaligned``: the backup cuts its
+  packets at other boundaries.
 * ``subscriber``: two PUB sockets → ``Subscriber`` over loopback TCP; the
-  packets are queued first, then the ``poll()`` loop is timed (thread CPU
-  time: ZeroMQ's I/O thread is not counted).
+  packets are queued first, then the ``poll()`` loop is timed (a backlog;
+  ZeroMQ's I/O thread is not counted).
+* ``paced``: a publisher process offers ``--rate`` msg/s on the two lines
+  (packets in bursts every 1 ms, as the pipeline's source tick makes them);
+  the subscriber's CPU per message and share of a core (steady state).
+  ``paced_bare``: the same packets received by two bare SUB sockets and a
+  ``zmq.Poller`` (wake-ups and receives only: the floor under ``paced``).
 * ``bare_packets``: the same packets drained from two bare SUB sockets
   (``recv_multipart`` only): the floor under ``subscriber``.
 * ``bare_messages``: the ceiling's shape, one 100-byte ZeroMQ message per
@@ -27,12 +34,25 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import select
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 MESSAGES: Final = 200_000
+RATE: Final = 150_000.0
+TICK_S: Final = 0.001  # the publisher's pace, as `feedha source --tick 0.001`
+CASES: Final = (
+    "arbiter",
+    "arbiter_identical",
+    "arbiter_misaligned",
+    "subscriber",
+    "paced",
+    "paced_bare",
+    "bare_packets",
+    "bare_messages",
+)
 REPEAT: Final = 5
 PACKET_BYTES: Final = 8192
 BACKUP_LAG: Final = 3  # packets
@@ -40,7 +60,8 @@ CHANNEL: Final = 1
 TOPIC: Final = b"EQ"
 
 
-def _payloads(count: int, seed: int = 1) -> list[bytes]:
+def _payloads(count: int, seed: int = 1, *, adapter: int = 1) -> list[bytes]:
+    """Encoded MarketUpdates; each adapter stamps its own publish time, as real ones do."""
     from proto import market_pb2
 
     rng = random.Random(seed)
@@ -49,7 +70,7 @@ def _payloads(count: int, seed: int = 1) -> list[bytes]:
         update = market_pb2.MarketUpdate(
             symbol=f"S{rng.randrange(200):03d}",
             event_time_ns=1_700_000_000_000_000_000 + i * 1000,
-            publish_time_ns=1_700_000_000_000_000_000 + i * 1000 + 500,
+            publish_time_ns=1_700_000_000_000_000_000 + i * 1000 + 500 + adapter,
         )
         for _ in range(rng.randint(1, 3)):
             update.entries.add(
@@ -259,31 +280,186 @@ def _bare_messages_case(messages: int, settle_s: float) -> Callable[[], float]:
     return run
 
 
+def _publisher_main(argv: Sequence[str]) -> int:
+    """``python -m bench.micro_client publish``: two lines' packets, paced, for the ``paced`` case."""
+    import zmq
+
+    from proto.wire import encode_packet
+
+    parser = argparse.ArgumentParser(prog="python -m bench.micro_client publish")
+    parser.add_argument("--messages", type=int, required=True)
+    parser.add_argument("--rate", type=float, required=True)
+    args = parser.parse_args(list(argv))
+    stream = _interleave(
+        _packets(_payloads(args.messages, adapter=1), adapter=1),
+        _packets(_payloads(args.messages, adapter=2), adapter=2),
+    )
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    pubs = [ctx.socket(zmq.PUB) for _ in range(2)]
+    for pub in pubs:
+        pub.sndhwm, pub.linger = 0, 5000
+    print(json.dumps({"ports": [pub.bind_to_random_port("tcp://127.0.0.1") for pub in pubs]}), flush=True)
+    beat = encode_packet(channel=CHANNEL, adapter=9, term=1, first_seq=1, blocks=[], send_time_ns=0)
+    while not select.select([sys.stdin], [], [], 0.01)[0]:  # heartbeats until the client says go
+        for pub in pubs:
+            pub.send_multipart((TOPIC, beat))
+    sys.stdin.readline()
+    # As the pipeline does: the source sends every 1 ms tick what is due, and
+    # both adapters forward it at once, so packets come in bursts per tick.
+    start = time.monotonic()
+    sent = 0
+    for line, packet in stream:
+        if line == 0:  # the active's packet is due when its last message is
+            sent += int.from_bytes(packet[20:22], "big")
+            due = start + sent / args.rate
+            if due > time.monotonic():
+                time.sleep(max(due - time.monotonic(), TICK_S))
+        pubs[line].send_multipart((TOPIC, packet))
+    for pub in pubs:
+        pub.close()
+    ctx.term()
+    return 0
+
+
+def _paced_case(messages: int, rate: float, *, bare: bool = False) -> dict[str, float]:
+    """The client at a steady offered rate: CPU per message and share of a core.
+
+    With ``bare``, two plain SUB sockets and a zmq.Poller only receive the
+    packets (the floor: wake-ups and receives, no arbitration).
+    """
+    import subprocess
+
+    from client_lib import ChannelSpec, Delivery, Subscriber
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.micro_client",
+            "publish",
+            "--messages",
+            str(messages),
+            "--rate",
+            str(rate),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        ports = json.loads(proc.stdout.readline())["ports"]
+        if bare:
+            return _paced_bare(proc, ports, messages)
+        spec = ChannelSpec(TOPIC.decode(), CHANNEL, tuple(f"tcp://127.0.0.1:{port}" for port in ports))
+        with Subscriber([spec]) as subscriber:
+            while min(line.packets for line in subscriber.stats()[TOPIC.decode()].lines) == 0:
+                subscriber.poll(0.05)
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            delivered = last = 0
+            poll = subscriber.poll
+            wall, cpu = time.monotonic(), time.thread_time()
+            while delivered < messages:
+                for event in poll(1.0):
+                    if type(event) is Delivery:
+                        delivered += 1
+                        last = event.source_seq
+            wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
+            assert last == 1000 + messages, last
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return {
+        "us_per_message": round(cpu * 1e6 / messages, 4),
+        "cpu_share": round(cpu / wall, 3),
+        "delivered_rate": round(messages / wall, 1),
+    }
+
+
+def _paced_bare(proc: Any, ports: list[int], messages: int) -> dict[str, float]:
+    import zmq
+
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    subs = [ctx.socket(zmq.SUB) for _ in ports]
+    poller = zmq.Poller()
+    try:
+        for sub, port in zip(subs, ports, strict=True):
+            sub.rcvhwm, sub.linger = 0, 0
+            sub.setsockopt(zmq.SUBSCRIBE, TOPIC)
+            sub.connect(f"tcp://127.0.0.1:{port}")
+            poller.register(sub, zmq.POLLIN)
+        want = sum(_packets_per_line(messages))
+        for sub in subs:  # joined once a heartbeat arrives on each
+            sub.recv_multipart()
+        for sub in subs:
+            while sub.poll(0):
+                sub.recv_multipart()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        received = 0
+        wall, cpu = time.monotonic(), time.thread_time()
+        while received < want:
+            for sub, _mask in poller.poll(1000):
+                while True:
+                    try:
+                        frames = sub.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    received += len(frames[1]) > 40  # not a heartbeat
+        wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
+        proc.wait(30)
+    finally:
+        for sub in subs:
+            sub.close(linger=0)
+        ctx.term()
+    return {
+        "us_per_message": round(cpu * 1e6 / messages, 4),
+        "cpu_share": round(cpu / wall, 3),
+        "delivered_rate": round(messages / wall, 1),
+    }
+
+
+def _packets_per_line(messages: int) -> list[int]:
+    return [len(_packets(_payloads(messages, adapter=adapter), adapter=adapter)) for adapter in (1, 2)]
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the cases and print one JSON object (µs of CPU per delivered message)."""
+    if argv[:1] == ["publish"]:
+        return _publisher_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m bench.micro_client", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--messages", type=int, default=MESSAGES)
     parser.add_argument("--repeat", type=int, default=REPEAT)
     parser.add_argument("--settle", type=float, default=1.0, help="seconds to let the queues fill")
-    parser.add_argument("--cases", default="arbiter,arbiter_misaligned,subscriber,bare_packets,bare_messages")
+    parser.add_argument("--rate", type=float, default=RATE, help="msg/s offered in the paced case")
+    parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args(list(argv))
     payloads = _payloads(args.messages)
     active = _packets(payloads, adapter=1)
-    backup = _packets(payloads, adapter=2)
-    stream = _interleave(active, backup)
-    misaligned = _interleave(active, _packets(payloads, adapter=2, cuts=3))
+    identical = _interleave(active, _packets(payloads, adapter=2))
+    other_payloads = _payloads(args.messages, adapter=2)
+    distinct = _interleave(active, _packets(other_payloads, adapter=2))
+    misaligned = _interleave(active, _packets(other_payloads, adapter=2, cuts=3))
     cases: dict[str, Callable[[], float]] = {
-        "arbiter": _arbiter_case(stream, args.messages),
+        "arbiter": _arbiter_case(distinct, args.messages),
+        "arbiter_identical": _arbiter_case(identical, args.messages),
         "arbiter_misaligned": _arbiter_case(misaligned, args.messages),
-        "subscriber": _subscriber_case(stream, args.messages, args.settle),
-        "bare_packets": _bare_case(stream, args.messages, args.settle),
+        "subscriber": _subscriber_case(distinct, args.messages, args.settle),
+        "bare_packets": _bare_case(distinct, args.messages, args.settle),
         "bare_messages": _bare_messages_case(args.messages, args.settle),
     }
     results: dict[str, Any] = {}
     for name in args.cases.split(","):
-        results[name] = round(_best(cases[name], args.repeat), 4)
+        if name in ("paced", "paced_bare"):
+            results[name] = _paced_case(args.messages, args.rate, bare=name == "paced_bare")
+        elif name in cases:
+            results[name] = round(_best(cases[name], args.repeat), 4)
+        else:
+            parser.error(f"unknown case {name!r}")
     print(
         json.dumps(
             {
@@ -292,6 +468,7 @@ def main(argv: Sequence[str]) -> int:
                 "params": {
                     "messages": args.messages,
                     "repeat": args.repeat,
+                    "rate": args.rate,
                     "packets_per_line": len(active),
                     "blocks_per_packet": round(args.messages / len(active), 1),
                     "mean_payload_bytes": round(sum(map(len, payloads)) / len(payloads), 1),
