@@ -4,10 +4,10 @@
 one JSON object. The source is configured as ``bench throughput`` runs it
 (one stream ``A-Z``, 200 symbols, seed 7, ``--tick 0.001``). Cases:
 
-* ``generate``: ``SymbolModel`` alone, in-process (best of ``--repeat``).
-* ``send_loop``: what one turn of the send loop does per message without the
-  sockets' I/O thread: generate ``rate * tick`` messages, frame them
-  (``plan_frames``) and count them (best of ``--repeat``; thread CPU time).
+* ``generate``: ``SymbolModel`` alone, in-process, ``rate * tick`` messages
+  at a time as the send loop asks for them (``generate``; one by one
+  through the iterator for a model without it); best of ``--repeat``.
+* ``next``: the model's iterator, one ``GeneratedMessage`` at a time.
 * ``source_process``: a real ``feedha source`` subprocess paced at
   ``--rate`` with ``--tick 0.001`` into a SUB that only counts; its CPU time
   (``psutil``, all threads) per message received between the first and the
@@ -45,46 +45,54 @@ def _best(run: Callable[[], float], repeat: int) -> float:
     return min(run() for _ in range(repeat))
 
 
-def _model() -> Any:
-    from spark_feed.plain_source import SymbolModel
+def _module(script: str | None) -> Any:
+    """The plain source module: the package's, or another copy of it (A/B runs)."""
+    if not script:
+        from spark_feed import plain_source
 
-    return SymbolModel(streams=(STREAM,), symbol_count=SYMBOLS, seed=SEED, epoch_ns=1_700_000_000_000_000_000)
+        return plain_source
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_plain_source_under_test", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
-def _generate_case(messages: int) -> Callable[[], float]:
+def _model(module: Any = None) -> Any:
+    module = module or _module(None)
+    return module.SymbolModel(
+        streams=(STREAM,), symbol_count=SYMBOLS, seed=SEED, epoch_ns=1_700_000_000_000_000_000, step_ns=6_666
+    )
+
+
+def _generate_case(module: Any, messages: int, per_turn: int) -> Callable[[], float]:
+    # A tick's messages at a time, as the send loop asks for them (one by one
+    # through the iterator where the model has no batch API).
     def run() -> float:
-        model = _model()
+        model = _model(module)
+        batch = getattr(model, "generate", None)
         started = time.thread_time()
-        for _ in range(messages):
-            next(model)
-        return (time.thread_time() - started) * 1e6 / messages
+        for _ in range(0, messages, per_turn):
+            if batch is not None:
+                batch(per_turn)
+            else:
+                for _ in range(per_turn):
+                    next(model)
+        return (time.thread_time() - started) * 1e6 / (-(-messages // per_turn) * per_turn)
 
     return run
 
 
-def _send_loop_case(messages: int, per_turn: int) -> Callable[[], float]:
-    import random
-
-    from spark_feed.plain_source import MAX_BATCH, plan_frames
-
+def _next_case(module: Any, messages: int) -> Callable[[], float]:
     def run() -> float:
-        model = _model()
-        rng = random.Random(1)
-        sent = [0]
-        last_seq = [0]
-        generated = 0
+        model = _model(module)
         started = time.thread_time()
-        while generated < messages:
-            batch = [next(model) for _ in range(per_turn)]
-            frames, _malformed = plan_frames(
-                batch, stream_count=1, batch=MAX_BATCH, malformed_every=0, generated_before=generated, rng=rng
-            )
-            for msg in batch:
-                sent[msg.stream] += 1
-                last_seq[msg.stream] = msg.source_seq
-            generated += per_turn
-        assert frames
-        return (time.thread_time() - started) * 1e6 / generated
+        for _ in range(messages):
+            next(model)
+        return (time.thread_time() - started) * 1e6 / messages
 
     return run
 
@@ -199,7 +207,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--messages", type=int, default=MESSAGES, help="per in-process case")
     parser.add_argument("--repeat", type=int, default=REPEAT)
-    parser.add_argument("--cases", default="generate,send_loop,bare_send,source_process")
+    parser.add_argument("--cases", default="generate,next,bare_send,source_process")
     parser.add_argument(
         "--source-script", help="run this plain_source.py instead of the package's (A/B runs)"
     )
@@ -209,11 +217,12 @@ def main(argv: Sequence[str]) -> int:
     per_turn = max(1, int(args.rate * TICK_S))
     per_frame = min(per_turn, MAX_BATCH)
     results: dict[str, Any] = {}
+    module = _module(args.source_script)
     for name in args.cases.split(","):
         if name == "generate":
-            results[name] = round(_best(_generate_case(args.messages), args.repeat), 4)
-        elif name == "send_loop":
-            results[name] = round(_best(_send_loop_case(args.messages, per_turn), args.repeat), 4)
+            results[name] = round(_best(_generate_case(module, args.messages, per_turn), args.repeat), 4)
+        elif name == "next":
+            results[name] = round(_best(_next_case(module, args.messages // 10), args.repeat), 4)
         elif name == "bare_send":
             results[name] = round(_best(_bare_send_case(args.messages, per_frame), args.repeat), 4)
         elif name == "source_process":

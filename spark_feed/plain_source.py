@@ -171,10 +171,12 @@ class SymbolModel:
         return self
 
     def __next__(self) -> GeneratedMessage:
-        for stream, messages in enumerate(self.generate(1)):
-            if messages:
-                return GeneratedMessage(stream, self.next_seq[stream] - 1, messages[0])
-        raise AssertionError("generate(1) made no message")  # pragma: no cover
+        return self.generate_messages(1)[0]
+
+    def generate_messages(self, count: int) -> list[GeneratedMessage]:
+        """Generate the next ``count`` messages as :class:`GeneratedMessage`, in global order."""
+        data, streams, seqs = self._assemble(*self._decide(count))
+        return list(map(GeneratedMessage, repeat(0) if streams is None else streams, seqs, data))
 
     def generate(self, count: int) -> list[list[bytes]]:
         """Generate the next ``count`` messages.
@@ -186,8 +188,10 @@ class SymbolModel:
             One list per stream with its messages' bytes in ``source_seq``
             order; the last one's ``source_seq`` is ``next_seq[stream] - 1``.
         """
-        symbols, entries = self._decide(count)
-        return self._assemble(symbols, entries)
+        data, streams, _seqs = self._assemble(*self._decide(count))
+        if streams is None:
+            return [data]
+        return [list(compress(data, map(stream.__eq__, streams))) for stream in range(len(self.next_seq))]
 
     def _decide(self, count: int) -> tuple[list[int], list[bytes]]:
         # Strategy: the model's decisions, one message per turn with every
@@ -274,7 +278,9 @@ class SymbolModel:
         self._burst_left, self._burst_symbol = burst_left, burst_symbol
         return symbols, entries
 
-    def _assemble(self, symbols: list[int], entries: list[bytes]) -> list[list[bytes]]:
+    def _assemble(
+        self, symbols: list[int], entries: list[bytes]
+    ) -> tuple[list[bytes], list[int] | None, Sequence[int]]:
         # Numbering, time stamps, body, 9= length, 10= checksum: map/zip
         # passes over the batch (no bytecode per message when one stream).
         count = len(symbols)
@@ -316,10 +322,8 @@ class SymbolModel:
             trailers = map(_TRAILER_BY_ADLER.__getitem__, map(and_, map(_adler32, messages), repeat(0xFFFF)))
         else:
             trailers = map(_TRAILERS.__getitem__, map(checksum, messages))
-        data = list(map(bytes.__add__, messages, trailers))
-        if stream_of is None:
-            return [data]
-        return [list(compress(data, map(stream.__eq__, stream_of))) for stream in range(len(next_seq))]
+        # The messages in global order, their streams (None: all stream 0) and source_seqs.
+        return list(map(bytes.__add__, messages, trailers)), stream_of, seqs
 
 
 class _PriceTexts(dict[int, bytes]):
@@ -794,7 +798,7 @@ class PlainSource:
         summary: SourceSummary,
     ) -> int:
         # With malformed injection: message by message through plan_frames.
-        messages = [next(model) for _ in range(due)]
+        messages = model.generate_messages(due)
         frames, malformed = plan_frames(
             messages,
             stream_count=len(self.config.streams),

@@ -271,6 +271,8 @@ def test_generate_matches_the_reference_model_byte_for_byte(config: dict[str, ob
     assert fast.next_seq == reference.next_seq
     iterated = SymbolModel(**config, start_seq=1000)  # type: ignore[arg-type]
     assert [(m.stream, m.source_seq, m.data) for m in itertools.islice(iterated, 500)] == expected[:500]
+    batched = iterated.generate_messages(700)  # in global order, across streams
+    assert [(m.stream, m.source_seq, m.data) for m in batched] == expected[500:1200]
 
 
 @given(
