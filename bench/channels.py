@@ -20,7 +20,7 @@ from bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipel
 
 CHANNELS: Final = (1, 2, 4)
 QUICK_CHANNELS: Final = (1, 2)
-OFFERED_RATE: Final = 20_000.0  # per channel: above what one group sustains here
+OFFERED_RATE: Final = 120_000.0  # above what one group sustains here: the clients see its capacity
 SECONDS: Final = 4.0
 QUICK_SECONDS: Final = 1.5
 

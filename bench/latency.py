@@ -49,7 +49,9 @@ def run(*, quick: bool = False) -> list[Figure]:
     with open_log("latency") as log:
         for rate in QUICK_RATES if quick else RATES:
             bare = run_pair(count=int(rate * seconds), rate=rate, latency=True, log=log)
-            result = run_pipeline(PipelineOptions(rate=rate, seconds=seconds, latency=True), log)
+            result = run_pipeline(
+                PipelineOptions(rate=rate, seconds=seconds, latency=True, pregenerate=False), log
+            )
             summary = result.clients[0][1]
             pipeline = summary["latency_us"]
             params: dict[str, Any] = {

@@ -176,6 +176,12 @@ class PipelineOptions:
         source_tick_s: the source's ``--tick`` (0: every message on its own, as soon as due).
         count: if set, each source sends this many messages unpaced (``rate`` and
             ``seconds`` are then only a time bound).
+        pregenerate: sources generate their messages before the clock starts
+            (``feedha source --pregenerate``): on a 2-core machine a live
+            generator (~5 µs of Python per message) would take the CPU the
+            adapters and the client need, and the bare ceiling's sender
+            generates nothing either. Latency runs turn it off (their event
+            times must be the scheduled send times).
     """
 
     rate: float
@@ -189,6 +195,7 @@ class PipelineOptions:
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S
     source_tick_s: float = SOURCE_TICK_S
     count: int | None = None  # unpaced: send this many as fast as the source can, then stop
+    pregenerate: bool = True
 
 
 @dataclass
@@ -315,6 +322,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 *("--symbols", str(options.symbols), "--seed", "7"),
                 *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
                 *(("--tick", str(options.source_tick_s)) if options.source_tick_s else ()),
+                *(("--pregenerate",) if options.pregenerate else ()),
             ]
             proc = JsonProcess.python("source", "spark_feed.plain_source", source_args, log=log)
             procs.append(proc)

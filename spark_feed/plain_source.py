@@ -49,6 +49,7 @@ DEFAULT_STREAMS: Final = ("A-M", "N-Z")
 DEFAULT_SYMBOLS: Final = 100
 DEFAULT_RATE: Final = 1000.0
 MAX_BATCH: Final = 64
+PREGENERATE_MAX: Final = 3_000_000  # messages (~190 bytes each): bounded memory for --pregenerate
 MAX_CATCHUP_S: Final = 0.05  # never send more than this much backlog at once
 DEFAULT_LINGER_MS: Final = 2000
 DEFAULT_WAIT_TIMEOUT_S: Final = 10.0
@@ -166,6 +167,19 @@ class SymbolModel:
         return (
             f"<SymbolModel [symbols={len(self._symbols)}, generated={self._index}, next_seq={self.next_seq}]>"
         )
+
+    @property
+    def epoch_ns(self) -> int:
+        """Event time of message 0."""
+        return self._epoch_ns
+
+    @epoch_ns.setter
+    def epoch_ns(self, value: int) -> None:
+        # Set before the first message: the send loop builds the model, then
+        # reads the clock, so stamps line up with the pacing schedule.
+        if self._index:
+            raise ValueError("epoch_ns can only change before the first message is generated")
+        self._epoch_ns = value
 
     def __iter__(self) -> Iterator[GeneratedMessage]:
         return self
@@ -527,6 +541,12 @@ class SourceConfig:
         tick_s: when nothing is due, sleep at least this long, so each frame
             carries about ``rate * tick_s`` messages (as the Spark source batches);
             0 sends every message as soon as it is due (the lowest latency).
+        pregenerate: generate every message of the run before the clock starts
+            and only pace the sends (needs ``count``, or ``rate`` and ``seconds``;
+            at most PREGENERATE_MAX messages). For capacity benchmarks on small
+            machines, where a live generator (~5 µs of Python per message)
+            would take the CPU of the system under test. Event times then
+            follow the schedule from when generation began, not the sends.
     """
 
     streams: tuple[str, ...] = DEFAULT_STREAMS
@@ -546,6 +566,15 @@ class SourceConfig:
     linger_ms: int = DEFAULT_LINGER_MS
     start_seq: int = 1
     tick_s: float = 0.0
+    pregenerate: bool = False
+
+    @property
+    def planned_count(self) -> int | None:
+        """How many messages the run sends at most, if it is bounded."""
+        by_time = None if self.seconds is None or self.rate <= 0 else math.ceil(self.rate * self.seconds)
+        if self.count is None:
+            return by_time
+        return self.count if by_time is None else min(self.count, by_time)
 
     def __post_init__(self) -> None:
         if not self.streams or len(set(self.streams)) != len(self.streams):
@@ -572,6 +601,16 @@ class SourceConfig:
         for name, ok in checks.items():
             if not ok:
                 raise ValueError(f"bad {name}: {getattr(self, name)!r}")
+        if self.pregenerate:
+            planned = self.planned_count
+            if planned is None:
+                raise ValueError(
+                    "pregenerate needs --count, or --rate and --seconds, to know how much to generate"
+                )
+            if planned > PREGENERATE_MAX:
+                raise ValueError(f"pregenerate: {planned} messages exceed the limit of {PREGENERATE_MAX}")
+            if self.malformed_every:
+                raise ValueError("pregenerate does not inject malformed messages (drop --malformed-every)")
 
 
 @dataclass(slots=True)
@@ -584,7 +623,8 @@ class SourceSummary:
     last_seq: list[int]
     malformed: int = 0
     forgiven: int = 0
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # from start to the end of sending, generation ahead of time excluded
+    pregenerate_s: float = 0.0  # generating the run ahead of the clock (--pregenerate)
     error: str | None = None
 
     @property
@@ -605,6 +645,8 @@ class SourceSummary:
             "forgiven": self.forgiven,
             "elapsed_s": round(self.elapsed_s, 3),
         }
+        if self.pregenerate_s:
+            body["pregenerate_s"] = round(self.pregenerate_s, 3)
         if self.error:
             body["error"] = self.error
         return json.dumps(body)
@@ -718,28 +760,36 @@ class PlainSource:
         except TimeoutError as exc:
             summary.error = str(exc)
         finally:
-            summary.elapsed_s = time.monotonic() - started
+            summary.elapsed_s = time.monotonic() - started - summary.pregenerate_s
             self.close()
         return summary
 
     def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
         cfg = self.config
         step_ns = int(1e9 / cfg.rate) if cfg.rate > 0 else 1_000
-        # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so by
-        # default it is stamped with that time: its event time is when it is sent.
-        epoch_ns = time.time_ns() + step_ns if cfg.epoch_ns is None else cfg.epoch_ns
         model = SymbolModel(
             streams=cfg.streams,
             symbol_count=cfg.symbols,
             seed=cfg.seed,
-            epoch_ns=epoch_ns,
+            epoch_ns=time.time_ns() + step_ns if cfg.epoch_ns is None else cfg.epoch_ns,
             step_ns=step_ns,
             start_seq=cfg.start_seq,
         )
+        pregenerated = None
+        if cfg.pregenerate:
+            began = time.monotonic()
+            pregenerated = self._pregenerate(model)
+            summary.pregenerate_s = time.monotonic() - began
         garbage_rng = random.Random(cfg.seed ^ 0x5EED)
         batch = cfg.batch or MAX_BATCH
         max_burst = max(batch, int(cfg.rate * MAX_CATCHUP_S))
         start = time.monotonic()
+        if cfg.epoch_ns is None and pregenerated is None:
+            # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so
+            # by default it is stamped with that time: its event time is when it
+            # is sent. Read next to `start`, after the model's set-up (~0.5 ms,
+            # which used to make every stamp that much early).
+            model.epoch_ns = time.time_ns() + step_ns
         schedule = PacingSchedule(rate=cfg.rate, max_burst=max_burst, start=start)
         end = None if cfg.seconds is None else start + cfg.seconds
         generated = 0
@@ -762,7 +812,12 @@ class PlainSource:
                 # here, once per tick); slices keep a stop prompt.
                 time.sleep(min(max(wait, cfg.tick_s), _SLEEP_SLICE_S))
                 continue
-            if cfg.malformed_every:
+            if pregenerated is not None:
+                due = min(due, len(pregenerated.data) - generated)
+                if due == 0:
+                    break
+                self._send_pregenerated(pregenerated, generated, due, batch, summary)
+            elif cfg.malformed_every:
                 summary.malformed += self._send_planned(model, due, generated, batch, garbage_rng, summary)
             else:
                 self._send_generated(model, due, batch, summary)
@@ -774,6 +829,36 @@ class PlainSource:
                 self._drain_subscriptions(0)
             if progress is not None:
                 progress.show(now, generated)
+
+    def _pregenerate(self, model: SymbolModel) -> _Pregenerated:
+        planned = self.config.planned_count
+        assert planned is not None  # SourceConfig checked it
+        if len(self.config.streams) == 1:
+            data = model.generate(planned)[0]
+            streams = None
+        else:
+            messages = model.generate_messages(planned)
+            data = [m.data for m in messages]
+            streams = [m.stream for m in messages]
+        return _Pregenerated(data, streams, first_seq=self.config.start_seq)
+
+    def _send_pregenerated(
+        self, pre: _Pregenerated, first: int, count: int, batch: int, summary: SourceSummary
+    ) -> None:
+        data = pre.data[first : first + count]
+        if pre.streams is None:
+            per_stream = [data]
+        else:
+            streams = pre.streams[first : first + count]
+            per_stream = [list(compress(data, map(s.__eq__, streams))) for s in range(len(self._sockets))]
+        for stream, messages in enumerate(per_stream):
+            if not messages:
+                continue
+            send, topic = self._sockets[stream].send_multipart, self._topics[stream]
+            for start in range(0, len(messages), batch):
+                send((topic, b"".join(messages[start : start + batch])))
+            self._sent[stream] += len(messages)
+            summary.last_seq[stream] = pre.first_seq + self._sent[stream] - 1
 
     def _send_generated(self, model: SymbolModel, due: int, batch: int, summary: SourceSummary) -> None:
         # The fast path (nothing malformed to inject): the model's bytes per
@@ -813,6 +898,15 @@ class PlainSource:
             self._sent[msg.stream] += 1
             summary.last_seq[msg.stream] = msg.source_seq
         return malformed
+
+
+@dataclass(slots=True)
+class _Pregenerated:
+    """A run's messages in global order (``streams``: each one's stream; ``None`` for one stream)."""
+
+    data: list[bytes]
+    streams: list[int] | None
+    first_seq: int
 
 
 class _Progress:
@@ -859,6 +953,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--linger-ms", type=int, default=DEFAULT_LINGER_MS)
     add("--start-seq", type=int, default=1)
     add("--tick", type=float, default=0.0, help="least sleep between sends, s (batches ~rate*tick per frame)")
+    add(
+        "--pregenerate",
+        action="store_true",
+        help="generate the whole run before the clock starts, then only pace the sends "
+        "(capacity benchmarks; needs --count or --rate and --seconds)",
+    )
     return parser
 
 
@@ -895,6 +995,7 @@ def config_from_args(argv: Sequence[str]) -> SourceConfig:
             linger_ms=args.linger_ms,
             start_seq=args.start_seq,
             tick_s=args.tick,
+            pregenerate=args.pregenerate,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -157,6 +157,49 @@ def test_same_seed_gives_byte_identical_streams(context: zmq.Context[zmq.Socket[
     assert first != other
 
 
+def _bodies(
+    context: zmq.Context[zmq.Socket[bytes]], *args: str
+) -> tuple[dict[str, list[bytes]], dict[str, object]]:
+    proc, endpoints = start_source("--wait-subscribers", "1", "--epoch-ns", str(EPOCH), "--seed", "3", *args)
+    sub = subscribe(context, endpoints)
+    try:
+        bodies, _malformed, summary = collect(sub, proc)
+    finally:
+        sub.close()
+        proc.kill()
+        proc.wait(timeout=10)
+    return bodies, summary
+
+
+def test_pregenerated_run_sends_the_live_runs_messages(context: zmq.Context[zmq.Socket[bytes]]) -> None:
+    # --pregenerate only moves the generation ahead of the clock: same seed, same bytes.
+    live, live_summary = _bodies(context, "--count", "2000", "--rate", "20000")
+    pre, pre_summary = _bodies(context, "--count", "2000", "--rate", "20000", "--pregenerate")
+    assert set(pre) == {"A-M", "N-Z"}
+    assert pre == live
+    assert pre_summary["sent"] == live_summary["sent"] == 2000
+    assert pre_summary["streams"] == live_summary["streams"]
+    assert float(pre_summary["pregenerate_s"]) > 0  # type: ignore[arg-type]
+    # Bounded by rate x seconds when there is no count.
+    by_time, summary = _bodies(
+        context, "--rate", "4000", "--seconds", "0.5", "--pregenerate", "--streams", "A-Z"
+    )
+    assert summary["sent"] == sum(map(len, by_time.values()))  # the clock may stop it a message early
+    assert 1900 <= int(str(summary["sent"])) <= 2000
+
+
+def test_pregenerate_refuses_an_unbounded_run() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_feed.plain_source", "--pregenerate", "--rate", "1000"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "pregenerate needs --count" in done.stderr
+
+
 def test_sigterm_stops_cleanly_with_summary(context: zmq.Context[zmq.Socket[bytes]]) -> None:
     proc, endpoints = start_source("--rate", "2000", "--wait-subscribers", "1")
     sub = subscribe(context, endpoints)
