@@ -538,9 +538,9 @@ class SourceConfig:
         sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
         linger_ms: ZMQ_LINGER: how long close() may spend flushing.
         start_seq: first source_seq of every stream.
-        tick_s: when nothing is due, sleep at least this long, so each frame
-            carries about ``rate * tick_s`` messages (as the Spark source batches);
-            0 sends every message as soon as it is due (the lowest latency).
+        tick_s: send at most once per this long, so each frame carries about
+            ``rate * tick_s`` messages (as the Spark source batches); 0 sends
+            every message as soon as it is due (the lowest latency).
         pregenerate: generate every message of the run before the clock starts
             and only pace the sends (needs ``count``, or ``rate`` and ``seconds``;
             at most PREGENERATE_MAX messages). For capacity benchmarks on small
@@ -795,6 +795,7 @@ class PlainSource:
         generated = 0
         progress = _Progress(start) if sys.stderr.isatty() else None
         next_drain = start
+        earliest = start  # no send before this: at most one round of frames per tick
         while not stop.is_set():
             now = time.monotonic()
             if end is not None and now >= end:
@@ -804,13 +805,16 @@ class PlainSource:
             due = schedule.due(now)
             if cfg.count is not None:
                 due = min(due, cfg.count - generated)
-            if due == 0:
-                wait = schedule.next_deadline() - now
+            if due == 0 or now < earliest:
+                # Nothing due, or the last send was less than a tick ago: a
+                # sender quicker than the rate (pregenerated messages) would
+                # otherwise send a frame per message or two, not per tick.
+                wait = max(schedule.next_deadline() - now, earliest - now)
                 if end is not None:
                     wait = min(wait, end - now)
                 # A plain sleep costs half the CPU of Event.wait (~16 vs ~29 us
                 # here, once per tick); slices keep a stop prompt.
-                time.sleep(min(max(wait, cfg.tick_s), _SLEEP_SLICE_S))
+                time.sleep(min(max(wait, 0.0), _SLEEP_SLICE_S))
                 continue
             if pregenerated is not None:
                 due = min(due, len(pregenerated.data) - generated)
@@ -822,6 +826,7 @@ class PlainSource:
             else:
                 self._send_generated(model, due, batch, summary)
             generated += due
+            earliest = now + cfg.tick_s
             schedule.take(due)
             summary.forgiven = schedule.forgiven
             if now >= next_drain:  # subscriptions only matter for the counts: 10 times a second
