@@ -1062,7 +1062,7 @@ PyDoc_STRVAR(
     FastPath_run_doc,
     "run(frame, pos, expect_seq, next_msg_seq, stop_seq, room, max_count, publish_time_ns, source_stream,\n"
     "    publish, want_payloads)\n"
-    "-> (pos, count, stop, blocks, source_seqs, digests, payloads)\n\n"
+    "-> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
     "Convert the in-order messages of ``frame`` from byte ``pos``.\n\n"
     "expect_seq: the source_seq the next message must carry (0: any, the first ever).\n"
     "next_msg_seq: the msg_seq the first converted message gets (then +1 each).\n"
@@ -1075,8 +1075,9 @@ PyDoc_STRVAR(
     "want_payloads: also return each payload as bytes (for the journal).\n\n"
     "Returns the position after the last converted message, how many were converted, why it\n"
     "stopped (0 end of frame, 1 the message at pos needs the Python path, 2 packet full,\n"
-    "3 max_count), the wire blocks back to back, the source_seqs and the digest after each\n"
-    "message (native int64/uint64 arrays as bytes), and the payloads (a list, or None).");
+    "3 max_count), the wire blocks back to back, the first message's source_seq (the others\n"
+    "follow by one; 0 when count is 0), the digest after each message (native uint64s as\n"
+    "bytes), and the payloads (a list, or None).");
 
 static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
     Py_buffer frame;
@@ -1088,7 +1089,8 @@ static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
         return NULL;
     const char *buf = frame.buf;
     Py_ssize_t end = frame.len;
-    Buf blocks = {0}, seqs = {0}, digests = {0};
+    Buf blocks = {0}, digests = {0};
+    long long first_seq = 0;
     PyObject *payloads = want_payloads ? PyList_New(0) : NULL;
     PyObject *result = NULL;
     int stop = STOP_END;
@@ -1170,24 +1172,20 @@ static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
         if (s == NULL && (s = state_get(self->state, m.symbol, m.symbol_len)) == NULL) goto done;
         s->v = v;
         if (rehash(self->state, s) < 0) goto done;
-        if (buf_reserve(&seqs, 8) < 0 || buf_reserve(&digests, 8) < 0) goto done;
-        int64_t sq = (int64_t)m.source_seq;
-        memcpy(seqs.data + seqs.len, &sq, 8);
-        seqs.len += 8;
+        if (buf_reserve(&digests, 8) < 0) goto done;
+        if (count == 0) first_seq = (long long)m.source_seq;
         memcpy(digests.data + digests.len, &self->state->digest, 8);
         digests.len += 8;
         count++;
         expect_seq = (long long)m.source_seq + 1;
         pos = next;
     }
-    result = Py_BuildValue("(nniy#y#y#O)", pos, count, stop, blocks.data ? (const char *)blocks.data : "",
-                           (Py_ssize_t)blocks.len, seqs.data ? (const char *)seqs.data : "", (Py_ssize_t)seqs.len,
-                           digests.data ? (const char *)digests.data : "", (Py_ssize_t)digests.len,
-                           payloads ? payloads : Py_None);
+    result = Py_BuildValue("(nniy#Ly#O)", pos, count, stop, blocks.data ? (const char *)blocks.data : "",
+                           (Py_ssize_t)blocks.len, first_seq, digests.data ? (const char *)digests.data : "",
+                           (Py_ssize_t)digests.len, payloads ? payloads : Py_None);
 done:
     Py_XDECREF(payloads);
     PyMem_Free(blocks.data);
-    PyMem_Free(seqs.data);
     PyMem_Free(digests.data);
     PyBuffer_Release(&frame);
     (void)next_msg_seq; /* numbering is the caller's: msg_seq = next_msg_seq + index */

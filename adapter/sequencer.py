@@ -182,50 +182,55 @@ class Sequencer:
         renumbered, self._renumbered = self._renumbered, False
         return ArrivalCheck(renumbered=renumbered, digest_matches=report.digest == digest)
 
-    def record_run(self, first_msg_seq: int, source_seqs: bytes, digests: bytes) -> None:
-        """Record a run of consecutive source messages numbered from ``first_msg_seq``.
+    def record_run(self, first_source_seq: int, first_msg_seq: int, digests: bytes) -> None:
+        """Record a run of consecutive source messages numbered consecutively.
 
         What :meth:`assign` + :meth:`record` would do for each message of a run
         the fast path converted, which by construction had no pending report
         at any of its positions (so there is no :class:`ArrivalCheck`).
 
         Args:
+            first_source_seq: the run's first source_seq; the rest follow by one.
             first_msg_seq: the msg_seq of the first message; the rest follow by one.
-            source_seqs: the run's source_seqs, native int64s (consecutive).
-            digests: the digest after each message, native uint64s.
+            digests: the digest after each message, native uint64s (8 bytes each).
         """
-        seqs = array("q", source_seqs)
-        run_digests = array("Q", digests)
-        if not seqs or len(seqs) != len(run_digests) or seqs[-1] - seqs[0] != len(seqs) - 1:
-            raise ValueError(f"a run needs as many digests as consecutive source_seqs, got {len(seqs)} seqs")
-        last = seqs[-1]
+        run = array("Q", digests)
+        count = len(run)
+        if not count:
+            raise ValueError("a run needs at least one message")
+        last = first_source_seq + count - 1
         self.last_source_seq = self.last_recorded_source_seq = last
-        self.last_msg_seq = first_msg_seq + len(seqs) - 1
-        self.last_digest = run_digests[-1]
+        self.last_msg_seq = first_msg_seq + count - 1
+        self.last_digest = run[-1]
         self.next_msg_seq = self.last_msg_seq + 1
-        self._remember(seqs[0], first_msg_seq, run_digests)
+        self._remember(first_source_seq, first_msg_seq, run)
 
     def _remember(self, source_seq: int, msg_seq: int, digests: array[int]) -> None:
         runs = self._runs
+        added = len(digests)
         if runs:
             first_source, first_msg, run = runs[-1]
-            if first_source + len(run) == source_seq and first_msg + len(run) == msg_seq:
+            held = len(run)
+            if first_source + held == source_seq and first_msg + held == msg_seq:
                 run.extend(digests)
             else:
                 runs.append((source_seq, msg_seq, digests))
         else:
             runs.append((source_seq, msg_seq, digests))
-        self._history_len += len(digests)
+        total = self._history_len = self._history_len + added
         # Keep at least history_size positions; cut a run's prefix only once
         # it is twice that long, so trimming is amortized O(1) per message.
         size = self._history_size
-        while self._history_len - len(runs[0][2]) >= size:
-            self._history_len -= len(runs.popleft()[2])
+        if total < 2 * size:
+            return
+        while len(runs) > 1 and total - len(runs[0][2]) >= size:
+            total -= len(runs.popleft()[2])
         first_source, first_msg, run = runs[0]
         if len(runs) == 1 and len(run) >= 2 * size:
             cut = len(run) - size
             runs[0] = (first_source + cut, first_msg + cut, run[cut:])
-            self._history_len -= cut
+            total -= cut
+        self._history_len = total
 
     def _find(self, source_seq: int) -> tuple[tuple[int, int, array[int]], int] | None:
         for run in reversed(self._runs):  # newest first: a re-recorded position wins

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -112,9 +113,14 @@ def _frames(seed: int, count: int, *, odd: bool = True) -> Iterator[bytes]:
 class _FakeLine:
     def __init__(self) -> None:
         self.sent: list[bytes] = []
+        self._more = False
 
-    def send_multipart(self, frames: tuple[bytes, bytes]) -> None:
-        self.sent.append(frames[1])
+    def send(self, frame: bytes, flags: int = 0) -> None:
+        if not self._more:
+            assert frame == b"EQ"  # the topic first
+        else:
+            self.sent.append(frame)
+        self._more = bool(flags & zmq.SNDMORE)
 
 
 def _runner(
