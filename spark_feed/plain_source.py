@@ -538,9 +538,10 @@ class SourceConfig:
         sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
         linger_ms: ZMQ_LINGER: how long close() may spend flushing.
         start_seq: first source_seq of every stream.
-        tick_s: send at most once per this long, so each frame carries about
-            ``rate * tick_s`` messages (as the Spark source batches); 0 sends
-            every message as soon as it is due (the lowest latency).
+        tick_s: batch sends: wait until ``rate * tick_s`` messages are due
+            (or the oldest has waited this long), so each frame carries about
+            that many (as the Spark source batches); 0 sends every message as
+            soon as it is due (the lowest latency).
         pregenerate: generate every message of the run before the clock starts
             and only pace the sends (needs ``count``, or ``rate`` and ``seconds``;
             at most PREGENERATE_MAX messages). For capacity benchmarks on small
@@ -795,7 +796,8 @@ class PlainSource:
         generated = 0
         progress = _Progress(start) if sys.stderr.isatty() else None
         next_drain = start
-        earliest = start  # no send before this: at most one round of frames per tick
+        # Messages per send the tick aims at (1 without a tick, or unpaced).
+        batch_target = max(1, int(cfg.rate * cfg.tick_s)) if cfg.rate > 0 else 1
         while not stop.is_set():
             now = time.monotonic()
             if end is not None and now >= end:
@@ -805,16 +807,21 @@ class PlainSource:
             due = schedule.due(now)
             if cfg.count is not None:
                 due = min(due, cfg.count - generated)
-            if due == 0 or now < earliest:
-                # Nothing due, or the last send was less than a tick ago: a
-                # sender quicker than the rate (pregenerated messages) would
-                # otherwise send a frame per message or two, not per tick.
-                wait = max(schedule.next_deadline() - now, earliest - now)
+            if due < batch_target:
+                # Batching: send once `batch_target` (rate x tick) messages are
+                # due, or the oldest due one has waited a tick. A sender quicker
+                # than its rate (pregenerated messages) would otherwise find a
+                # message or two due after every send: a frame per message.
+                all_due = schedule.start + (schedule.credited + batch_target) / cfg.rate
+                wait = min(all_due, schedule.next_deadline() + cfg.tick_s) - now
                 if end is not None:
                     wait = min(wait, end - now)
+            else:
+                wait = 0.0
+            if wait > 0:
                 # A plain sleep costs half the CPU of Event.wait (~16 vs ~29 us
                 # here, once per tick); slices keep a stop prompt.
-                time.sleep(min(max(wait, 0.0), _SLEEP_SLICE_S))
+                time.sleep(min(wait, _SLEEP_SLICE_S))
                 continue
             if pregenerated is not None:
                 due = min(due, len(pregenerated.data) - generated)
@@ -826,7 +833,6 @@ class PlainSource:
             else:
                 self._send_generated(model, due, batch, summary)
             generated += due
-            earliest = now + cfg.tick_s
             schedule.take(due)
             summary.forgiven = schedule.forgiven
             if now >= next_drain:  # subscriptions only matter for the counts: 10 times a second
