@@ -22,7 +22,7 @@ from bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipel
 
 SUBSCRIBERS: Final = (1, 2, 4, 8)
 QUICK_SUBSCRIBERS: Final = (1, 4)
-OFFERED_RATE: Final = 120_000.0  # above what one group sustains here: the clients see its capacity
+OFFERED_RATE: Final = 250_000.0  # above what one group sustains here: the clients see its capacity
 SECONDS: Final = 4.0
 QUICK_SECONDS: Final = 1.5
 CEILING_COUNT: Final = 200_000

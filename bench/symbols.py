@@ -20,7 +20,7 @@ from bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipel
 TOTAL_SYMBOLS: Final = 5_000
 KEEP: Final = (1, 10, 100, 1_000)
 QUICK_KEEP: Final = (1, 1_000)
-OFFERED_RATE: Final = 120_000.0  # above what one group sustains here: the clients see its capacity
+OFFERED_RATE: Final = 250_000.0  # above what one group sustains here: the clients see its capacity
 SECONDS: Final = 4.0
 QUICK_SECONDS: Final = 1.5
 
