@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bench.ceiling import run_pair
 from bench.common import Figure, figure
-from bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
+from bench.throughput import SOURCE_TICK_S, PipelineOptions, ceiling, open_log, run_pipeline
 
 TOTAL_SYMBOLS: Final = 5_000
 KEEP: Final = (1, 10, 100, 1_000)
@@ -37,7 +36,7 @@ def run(*, quick: bool = False) -> list[Figure]:
     seconds = QUICK_SECONDS if quick else SECONDS
     figures: list[Figure] = []
     with open_log("symbols") as log:
-        bare = run_pair(count=int(OFFERED_RATE * seconds * 5), log=log)
+        bare = ceiling(quick=quick, log=log)  # the throughput benchmark's bare pair
         for keep in QUICK_KEEP if quick else KEEP:
             result = run_pipeline(
                 PipelineOptions(rate=OFFERED_RATE, seconds=seconds, symbols=TOTAL_SYMBOLS, keep_symbols=keep),
