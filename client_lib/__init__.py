@@ -16,10 +16,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from client_lib.arbiter import (
+from client_lib.arbiter import ChannelArbiter
+from client_lib.errors import (
+    ClientError,
+    ClosedError,
+    ConfigError,
+    ProtocolError,
+    TransportError,
+)
+from client_lib.events import (
     ArbiterConfig,
     ArbiterStats,
-    ChannelArbiter,
     Conflict,
     Delivery,
     EndOfSession,
@@ -28,13 +35,6 @@ from client_lib.arbiter import (
     LineStats,
     RetransmissionNeeded,
     TermChanged,
-)
-from client_lib.errors import (
-    ClientError,
-    ClosedError,
-    ConfigError,
-    ProtocolError,
-    TransportError,
 )
 from client_lib.replay_client import ReplayClient, ReplayClientStats
 from client_lib.subscriber import (

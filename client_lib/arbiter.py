@@ -34,13 +34,20 @@ import logging
 import struct
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
 from typing import Final
 
-from google.protobuf.message import DecodeError
-
-from client_lib.errors import ConfigError, ProtocolError
-from proto import market_pb2
+from client_lib.events import (
+    ArbiterConfig,
+    ArbiterStats,
+    Conflict,
+    Delivery,
+    EndOfSession,
+    Event,
+    GapLost,
+    LineStats,
+    RetransmissionNeeded,
+    TermChanged,
+)
 from proto.wire import (
     BLOCK_HEADER,
     HEADER,
@@ -55,10 +62,6 @@ from proto.wire import (
 
 logger = logging.getLogger(__name__)
 
-FILL_TIMEOUT_S: Final = 0.05
-LOSS_TIMEOUT_S: Final = 0.5
-MAX_BUFFERED: Final = 100_000
-CONFLICT_WINDOW: Final = 65_536
 _MAX_U16: Final = 0xFFFF
 _RECENT_PACKETS: Final = 4096
 # The fast path reads the headers itself (proto.wire's layout, same checks).
@@ -66,250 +69,6 @@ _UNPACK_HEADER: Final = HEADER.unpack_from
 _UNPACK_BLOCK: Final = BLOCK_HEADER.unpack_from
 _BLOCK_OVERHEAD: Final = BLOCK_HEADER.size
 _MIN_BLOCK_LENGTH: Final = _BLOCK_OVERHEAD - 2  # the length field covers stream and seq
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ArbiterConfig:
-    """Settings of one channel's arbiter.
-
-    Args:
-        channel: the channel number packets must carry; ``None`` adopts the
-            number of the first well-formed packet.
-        fill_timeout: seconds a hole may stay open before retransmission is asked.
-        loss_timeout: seconds after which an unfilled hole is declared lost.
-        start_seq: first ``msg_seq`` to deliver; ``None`` starts at the first
-            packet seen.
-        max_buffered: reorder-buffer bound in messages; overflow declares the
-            oldest hole lost.
-        conflict_window: how many delivered ``msg_seq`` are remembered to check
-            late copies for conflicts.
-    """
-
-    channel: int | None = None
-    fill_timeout: float = FILL_TIMEOUT_S
-    loss_timeout: float = LOSS_TIMEOUT_S
-    start_seq: int | None = None
-    max_buffered: int = MAX_BUFFERED
-    conflict_window: int = CONFLICT_WINDOW
-
-    def __post_init__(self) -> None:
-        if self.channel is not None and not 0 <= self.channel <= _MAX_U16:
-            raise ConfigError("channel", self.channel, "must be a u16 channel number")
-        if not self.fill_timeout > 0:
-            raise ConfigError("fill_timeout", self.fill_timeout, "must be > 0")
-        if not self.loss_timeout >= self.fill_timeout:
-            raise ConfigError("loss_timeout", self.loss_timeout, "must be >= fill_timeout")
-        if self.start_seq is not None and self.start_seq < 0:
-            raise ConfigError("start_seq", self.start_seq, "must be >= 0")
-        if self.max_buffered < 1:
-            raise ConfigError("max_buffered", self.max_buffered, "must be >= 1")
-        if self.conflict_window < 1:
-            raise ConfigError("conflict_window", self.conflict_window, "must be >= 1")
-
-
-class Delivery:
-    """One message to hand to the application, in ``msg_seq`` order.
-
-    Attributes:
-        channel: channel number.
-        msg_seq: the message's channel sequence number.
-        source_stream: source-stream number from the block header.
-        source_seq: source sequence number from the block header.
-        line: the line that supplied the first copy.
-        term: the term of the packet that carried the first copy.
-        send_time_ns: that packet's send time, ns since the Unix epoch.
-    """
-
-    # A plain slotted class, not a dataclass: one is built per message on the
-    # hot path, and the payload stays a slice of the packet until asked for.
-    # The arbiter's fast path skips __init__ (object.__new__ and the stores
-    # inline: ~0.15 us less per message); ``_update`` is unset until decoded.
-    __slots__ = (
-        "channel",
-        "msg_seq",
-        "source_stream",
-        "source_seq",
-        "line",
-        "term",
-        "send_time_ns",
-        "_packet",
-        "_start",
-        "_end",
-        "_update",
-    )
-    channel: int
-    msg_seq: int
-    source_stream: int
-    source_seq: int
-    line: int
-    term: int
-    send_time_ns: int
-    _packet: bytes
-    _start: int
-    _end: int
-    _update: market_pb2.MarketUpdate
-
-    def __init__(
-        self,
-        channel: int,
-        msg_seq: int,
-        source_stream: int,
-        source_seq: int,
-        line: int,
-        term: int,
-        send_time_ns: int,
-        packet: bytes,
-        start: int,
-        end: int,
-    ) -> None:
-        self.channel = channel
-        self.msg_seq = msg_seq
-        self.source_stream = source_stream
-        self.source_seq = source_seq
-        self.line = line
-        self.term = term
-        self.send_time_ns = send_time_ns
-        self._packet = packet
-        self._start = start
-        self._end = end
-
-    @property
-    def payload(self) -> bytes:
-        """The protobuf-encoded application message."""
-        return self._packet[self._start : self._end]
-
-    @property
-    def update(self) -> market_pb2.MarketUpdate:
-        """The decoded ``MarketUpdate`` (decoded on first access, then cached).
-
-        Raises:
-            ProtocolError: the payload is not a valid ``MarketUpdate``.
-        """
-        try:
-            return self._update
-        except AttributeError:
-            pass
-        try:
-            update = market_pb2.MarketUpdate.FromString(self.payload)
-        except DecodeError as exc:
-            raise ProtocolError("payload", f"msg_seq {self.msg_seq}: {exc}") from exc
-        self._update = update
-        return update
-
-    def __repr__(self) -> str:
-        return (
-            f"<Delivery [channel={self.channel}, msg_seq={self.msg_seq}, "
-            f"source={self.source_stream}:{self.source_seq}, line={self.line}, term={self.term}]>"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RetransmissionNeeded:
-    """A hole stayed open for ``fill_timeout``: ask a replay service for it."""
-
-    channel: int
-    first_seq: int
-    last_seq: int
-
-    @property
-    def count(self) -> int:
-        return self.last_seq - self.first_seq + 1
-
-
-@dataclass(frozen=True, slots=True)
-class GapLost:
-    """A hole was given up (``loss_timeout`` or buffer overflow); delivery moved on."""
-
-    channel: int
-    first_seq: int
-    last_seq: int
-
-    @property
-    def count(self) -> int:
-        return self.last_seq - self.first_seq + 1
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """Two copies of one ``msg_seq`` named different source messages; the first was kept."""
-
-    channel: int
-    msg_seq: int
-    line: int
-    kept: tuple[int, int]
-    rejected: tuple[int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class TermChanged:
-    """A line showed a higher term (a promotion); lower terms are now stale."""
-
-    channel: int
-    old_term: int
-    new_term: int
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class EndOfSession:
-    """The first end-of-session packet seen on the channel."""
-
-    channel: int
-    line: int
-    next_seq: int
-
-
-Event = Delivery | RetransmissionNeeded | GapLost | Conflict | TermChanged | EndOfSession
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LineStats:
-    """Counters for one line of a channel."""
-
-    line: int
-    adapter: int | None
-    packets: int
-    blocks: int
-    heartbeats: int
-    first_copies: int
-    duplicates: int
-    garbage: int
-    stale: int
-    last_term: int | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ArbiterStats:
-    """A snapshot of one channel's arbitration counters.
-
-    ``duplicates`` counts blocks dropped because an identical copy came first;
-    ``late`` counts blocks below the delivery point that cannot be checked
-    (declared lost, before the start, or older than the conflict window);
-    ``stale`` counts packets dropped for a term below ``highest_term``;
-    ``garbage`` counts packets that failed to decode or named another channel.
-    """
-
-    channel: int | None
-    next_seq: int | None
-    delivered: int
-    duplicates: int
-    conflicts: int
-    late: int
-    stale: int
-    garbage: int
-    garbage_reasons: dict[str, int]
-    gaps: int
-    open_gaps: int
-    retransmission_requests: int
-    lost: int
-    highest_term: int | None
-    active_line: int | None
-    buffered: int
-    lines: tuple[LineStats, ...]
-
-    @property
-    def packets(self) -> int:
-        return sum(line.packets for line in self.lines)
 
 
 class _LineCounters:

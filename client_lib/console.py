@@ -18,14 +18,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from client_lib.arbiter import (
-    FILL_TIMEOUT_S,
-    LOSS_TIMEOUT_S,
-    ArbiterStats,
-    Delivery,
-    Event,
-)
 from client_lib.errors import ClientError, ConfigError, ProtocolError
+from client_lib.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
 from client_lib.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
 
 

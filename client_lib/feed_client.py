@@ -57,8 +57,8 @@ from client_lib._admin import (
     Subscription,
     TlsConfig,
 )
-from client_lib.arbiter import ArbiterStats, Delivery, RetransmissionNeeded
 from client_lib.errors import ClosedError, ProtocolError
+from client_lib.events import ArbiterStats, Delivery, RetransmissionNeeded
 from client_lib.replay_client import ReplayClient
 from client_lib.subscriber import ChannelSpec, Subscriber, SubscriberConfig
 

@@ -34,8 +34,8 @@ from typing import Any, Final
 
 import zmq
 
-from client_lib.arbiter import RetransmissionNeeded
 from client_lib.errors import ConfigError
+from client_lib.events import RetransmissionNeeded
 from proto.replay import (
     ReplayProtocolError,
     ReplayRequest,

@@ -37,19 +37,19 @@ from typing import Any, Final, Protocol
 import zmq
 import zmq.asyncio
 
-from client_lib.arbiter import (
+from client_lib.arbiter import ChannelArbiter
+from client_lib.errors import ClosedError, ConfigError, TransportError
+from client_lib.events import (
     CONFLICT_WINDOW,
     FILL_TIMEOUT_S,
     LOSS_TIMEOUT_S,
     MAX_BUFFERED,
     ArbiterConfig,
     ArbiterStats,
-    ChannelArbiter,
     Delivery,
     Event,
     RetransmissionNeeded,
 )
-from client_lib.errors import ClosedError, ConfigError, TransportError
 from proto.transport import recv_frames
 
 logger = logging.getLogger(__name__)

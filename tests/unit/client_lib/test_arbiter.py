@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client_lib.arbiter import (
+from client_lib.arbiter import ChannelArbiter
+from client_lib.errors import ConfigError, ProtocolError
+from client_lib.events import (
     ArbiterConfig,
-    ChannelArbiter,
     Conflict,
     Delivery,
     EndOfSession,
@@ -17,7 +18,6 @@ from client_lib.arbiter import (
     RetransmissionNeeded,
     TermChanged,
 )
-from client_lib.errors import ConfigError, ProtocolError
 from proto import market_pb2
 from proto.wire import FLAG_END_OF_SESSION, FLAG_RETRANSMISSION, encode_packet
 

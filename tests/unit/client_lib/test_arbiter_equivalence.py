@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client_lib.arbiter import (
+from client_lib.arbiter import ChannelArbiter
+from client_lib.events import (
     ArbiterConfig,
     ArbiterStats,
-    ChannelArbiter,
     Conflict,
     Delivery,
     EndOfSession,

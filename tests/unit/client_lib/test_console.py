@@ -7,8 +7,9 @@ import json
 import pytest
 
 from client_lib import console
-from client_lib.arbiter import ArbiterConfig, ChannelArbiter, Delivery, GapLost
+from client_lib.arbiter import ChannelArbiter
 from client_lib.errors import ConfigError
+from client_lib.events import ArbiterConfig, Delivery, GapLost
 from proto import market_pb2
 from proto.wire import encode_packet
 
