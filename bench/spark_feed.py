@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.common import Figure, figure, format_figure
+from bench.throughput import open_log
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 STREAMS: Final = ("A-M", "N-Z")
@@ -68,8 +69,37 @@ class _Counter:
         self._context.term()
 
 
+class JobFailed(RuntimeError):
+    """The Spark job exited before it delivered anything (its stderr is in ``log``)."""
+
+    def __init__(self, code: int | None, log: str) -> None:
+        super().__init__(f"spark_feed.job exited with code {code} before delivering anything; its log: {log}")
+        self.code = code
+        self.log = log
+
+
 def run_job(*, rate: int, trigger_ms: int, unpaced: bool, warmup_s: float, window_s: float) -> dict[str, Any]:
-    """Run the job once; return the measured delivery rate and the job's JSON summary."""
+    """Run the job; return the measured delivery rate and the job's JSON summary.
+
+    A job that dies before its first message (a start-up failure: a port
+    taken between probing and binding, a JVM that did not come up) is
+    retried once; a second such failure raises :class:`JobFailed`, so the
+    benchmark crashes loudly instead of reporting 0 msg/s.
+    """
+    try:
+        return _run_job_once(
+            rate=rate, trigger_ms=trigger_ms, unpaced=unpaced, warmup_s=warmup_s, window_s=window_s
+        )
+    except JobFailed as exc:
+        print(f"bench spark_feed: {exc}; retrying once", file=sys.stderr, flush=True)
+    return _run_job_once(
+        rate=rate, trigger_ms=trigger_ms, unpaced=unpaced, warmup_s=warmup_s, window_s=window_s
+    )
+
+
+def _run_job_once(
+    *, rate: int, trigger_ms: int, unpaced: bool, warmup_s: float, window_s: float
+) -> dict[str, Any]:
     endpoints = [f"tcp://127.0.0.1:{_free_port()}" for _ in STREAMS]
     counter = _Counter(endpoints)
     with tempfile.TemporaryDirectory(prefix="bench-spark-feed-") as tmp:
@@ -80,13 +110,14 @@ def run_job(*, rate: int, trigger_ms: int, unpaced: bool, warmup_s: float, windo
         for name, endpoint in zip(STREAMS, endpoints, strict=True):
             args += ["--endpoint", f"{name}={endpoint}"]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        job = subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
+        log = open_log("spark-feed")  # the job's stderr, kept for a post-mortem
+        job = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
         try:
             deadline = time.monotonic() + 600
             while counter.count == 0 and time.monotonic() < deadline and job.poll() is None:
                 time.sleep(0.1)  # polling for the first message, bounded
+            if counter.count == 0:
+                raise JobFailed(job.poll(), log.name)
             time.sleep(warmup_s)  # let the JIT settle before the window
             start_count, start = counter.count, time.monotonic()
             time.sleep(window_s)
@@ -98,6 +129,7 @@ def run_job(*, rate: int, trigger_ms: int, unpaced: bool, warmup_s: float, windo
                 job.kill()
                 job.wait()
             counter.close()
+            log.close()
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     summary = json.loads(lines[-1]) if lines else {}
     return {
