@@ -130,3 +130,43 @@ def test_a_lagging_backup_always_converges_on_the_active_numbering(
     for later in range(report_at, report_at + 6):
         verdict, _ahead = backup.compare(PositionReport(later, active_msg_seq + later - report_at, later))
         assert verdict is ReportVerdict.MATCH
+
+
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(1, 40), st.integers(0, 3), st.booleans()),  # run length, source gap, as a run?
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_history_in_runs_keeps_the_recent_window_and_stays_bounded(
+    steps: list[tuple[int, int, bool]],
+) -> None:
+    """record_run and record keep the same history a dict of every position would, for the last window."""
+    from array import array
+
+    size = 16
+    seq = Sequencer(history_size=size)
+    expected: dict[int, tuple[int, int]] = {}
+    source = 0
+    for length, gap, as_run in steps:
+        source += gap
+        first_source, first_msg = source + 1, seq.next_msg_seq
+        digests = [(first_source + i) * 7919 % 2**64 for i in range(length)]
+        if as_run:
+            seq.record_run(first_source, first_msg, array("Q", digests).tobytes())
+        else:
+            for i, digest in enumerate(digests):
+                seq.record(first_source + i, first_msg + i, digest)
+        for i, digest in enumerate(digests):
+            expected[first_source + i] = (first_msg + i, digest)
+        source += length
+        assert seq.last_source_seq == source and seq.next_msg_seq == first_msg + length
+        assert seq.last_digest == digests[-1]
+    recorded = sorted(expected)
+    for position in recorded[-size:]:  # the newest window is always there
+        assert seq._lookup(position) == expected[position]
+    for position in range(1, source + 1):  # anything still held is right; unseen positions are not
+        found = seq._lookup(position)
+        assert found is None or found == expected[position]
+    assert seq._history_len < 2 * size + 40  # bounded by the window, not by the stream
