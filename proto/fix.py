@@ -209,18 +209,16 @@ def split_messages(payload: bytes) -> tuple[list[bytes], int]:
     pos = 0
     end = len(payload)
     while pos < end:
-        try:
-            body, pos = _next_message(payload, pos, end)
-            bodies.append(body)
-        except FixError:
+        body, pos = next_message(payload, pos)
+        if body is None:
             malformed += 1
-            nxt = payload.find(_BEGIN, pos + 1)
-            pos = end if nxt < 0 else nxt
+        else:
+            bodies.append(body)
     return bodies, malformed
 
 
 def next_message(payload: bytes, pos: int) -> tuple[bytes | None, int]:
-    """Cut the one message that starts at ``pos``, as :func:`split_messages` would.
+    """Cut the one message that starts at ``pos`` (:func:`split_messages` is a loop of these).
 
     Returns:
         ``(body, next position)``, or ``(None, where to resynchronize)`` when
