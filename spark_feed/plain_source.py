@@ -851,7 +851,7 @@ class PlainSource:
             messages = model.generate_messages(planned)
             data = [m.data for m in messages]
             streams = [m.stream for m in messages]
-        return _Pregenerated(data, streams, first_seq=self.config.start_seq)
+        return _Pregenerated(data, streams)
 
     def _send_pregenerated(
         self, pre: _Pregenerated, first: int, count: int, batch: int, summary: SourceSummary
@@ -862,27 +862,25 @@ class PlainSource:
         else:
             streams = pre.streams[first : first + count]
             per_stream = [list(compress(data, map(s.__eq__, streams))) for s in range(len(self._sockets))]
-        for stream, messages in enumerate(per_stream):
-            if not messages:
-                continue
-            send, topic = self._sockets[stream].send_multipart, self._topics[stream]
-            for start in range(0, len(messages), batch):
-                send((topic, b"".join(messages[start : start + batch])))
-            self._sent[stream] += len(messages)
-            summary.last_seq[stream] = pre.first_seq + self._sent[stream] - 1
+        self._send_streams(per_stream, batch, summary)
 
     def _send_generated(self, model: SymbolModel, due: int, batch: int, summary: SourceSummary) -> None:
-        # The fast path (nothing malformed to inject): the model's bytes per
-        # stream, cut into frames of `batch` messages exactly as plan_frames
-        # cuts them, without a GeneratedMessage per message.
-        for stream, messages in enumerate(model.generate(due)):
+        # The fast path (nothing malformed to inject): the model's bytes per stream.
+        self._send_streams(model.generate(due), batch, summary)
+
+    def _send_streams(self, per_stream: list[list[bytes]], batch: int, summary: SourceSummary) -> None:
+        # Each stream's next messages (in source_seq order), cut into frames
+        # of `batch` messages exactly as plan_frames cuts them, without a
+        # GeneratedMessage per message.
+        start_seq = self.config.start_seq
+        for stream, messages in enumerate(per_stream):
             if not messages:
                 continue
             send, topic = self._sockets[stream].send_multipart, self._topics[stream]
             for first in range(0, len(messages), batch):
                 send((topic, b"".join(messages[first : first + batch])))
             self._sent[stream] += len(messages)
-            summary.last_seq[stream] = model.next_seq[stream] - 1
+            summary.last_seq[stream] = start_seq + self._sent[stream] - 1
 
     def _send_planned(
         self,
@@ -917,7 +915,6 @@ class _Pregenerated:
 
     data: list[bytes]
     streams: list[int] | None
-    first_seq: int
 
 
 class _Progress:
