@@ -382,21 +382,28 @@ static PyObject *State_apply(StateObject *self, PyObject *args) {
     return values_tuple(&s->v);
 }
 
-static PyObject *State_get(StateObject *self, PyObject *symbol) {
+/* The symbol a Python str names: 1 found (*out set), 0 unknown, -1 error (not a str). */
+static int state_lookup(StateObject *self, PyObject *symbol, Symbol **out) {
     Py_ssize_t len;
     const char *key = symbol_utf8(symbol, &len);
-    if (key == NULL) return NULL;
-    Symbol *s = state_find(self, key, len, fnv1a(key, len));
-    if (s == NULL) Py_RETURN_NONE;
+    if (key == NULL) return -1;
+    *out = state_find(self, key, len, fnv1a(key, len));
+    return *out != NULL;
+}
+
+static PyObject *State_get(StateObject *self, PyObject *symbol) {
+    Symbol *s;
+    int found = state_lookup(self, symbol, &s);
+    if (found < 0) return NULL;
+    if (!found) Py_RETURN_NONE;
     return values_tuple(&s->v);
 }
 
 static PyObject *State_symbol_hash(StateObject *self, PyObject *symbol) {
-    Py_ssize_t len;
-    const char *key = symbol_utf8(symbol, &len);
-    if (key == NULL) return NULL;
-    Symbol *s = state_find(self, key, len, fnv1a(key, len));
-    if (s == NULL) Py_RETURN_NONE;
+    Symbol *s;
+    int found = state_lookup(self, symbol, &s);
+    if (found < 0) return NULL;
+    if (!found) Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(s->hash);
 }
 
@@ -442,11 +449,9 @@ static PyObject *State_get_digest(StateObject *self, void *Py_UNUSED(closure)) {
 static Py_ssize_t State_len(StateObject *self) { return self->count; }
 
 static int State_contains(StateObject *self, PyObject *symbol) {
-    if (!PyUnicode_Check(symbol)) return 0;
-    Py_ssize_t len;
-    const char *key = PyUnicode_AsUTF8AndSize(symbol, &len);
-    if (key == NULL) return -1;
-    return state_find(self, key, len, fnv1a(key, len)) != NULL;
+    if (!PyUnicode_Check(symbol)) return 0; /* `in` answers False for a non-str, as a dict would */
+    Symbol *s;
+    return state_lookup(self, symbol, &s);
 }
 
 static PyMethodDef State_methods[] = {

@@ -118,20 +118,6 @@ def _values(raw: tuple[Any, ...]) -> SymbolValues:
     return SymbolValues(*raw)
 
 
-def _raw(values: SymbolValues) -> tuple[Any, ...]:
-    return (
-        values.volume,
-        values.high,
-        values.low,
-        values.last,
-        values.vwap,
-        values.trade_count,
-        values.bid,
-        values.ask,
-        values.notional,
-    )
-
-
 class NativeConversionState(ConversionState):
     """:class:`~adapter.state.ConversionState` kept in the C module, shared with the fast path.
 
@@ -167,7 +153,7 @@ class NativeConversionState(ConversionState):
         return self.native.symbol_hash(symbol)
 
     def set_symbol(self, symbol: str, values: SymbolValues) -> None:
-        self.native.set(symbol, _raw(values))
+        self.native.set(symbol, values.astuple())
 
     def snapshot(self) -> dict[str, SymbolValues]:
         return {symbol: _values(raw) for symbol, raw in self.native.items()}
@@ -175,7 +161,7 @@ class NativeConversionState(ConversionState):
     def restore(self, snapshot: Mapping[str, SymbolValues]) -> None:
         self.native.clear()
         for symbol, values in snapshot.items():
-            self.native.set(symbol, _raw(values))
+            self.native.set(symbol, values.astuple())
 
     def __len__(self) -> int:
         return len(self.native)

@@ -65,7 +65,11 @@ class SymbolValues:
 
     def copy(self) -> SymbolValues:
         """Return an independent copy."""
-        return SymbolValues(
+        return SymbolValues(*self.astuple())
+
+    def astuple(self) -> tuple[int, float, float, float, float, int, float, float, float]:
+        """The values in field order (what the digest packs and the C state stores)."""
+        return (
             self.volume,
             self.high,
             self.low,
@@ -91,18 +95,7 @@ def symbol_digest(symbol: str, values: SymbolValues) -> int:
     Returns:
         ``blake2b(digest_size=8)`` over the symbol and packed values, as an int.
     """
-    packed = _PACK_VALUES(
-        values.volume,
-        values.high,
-        values.low,
-        values.last,
-        values.vwap,
-        values.trade_count,
-        values.bid,
-        values.ask,
-        values.notional,
-    )
-    data = symbol.encode() + b"\x00" + packed
+    data = symbol.encode() + b"\x00" + _PACK_VALUES(*values.astuple())
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
 
 
