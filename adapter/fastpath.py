@@ -12,10 +12,11 @@ that message to the Python path and resumes. Two things make that safe:
 * one conversion state serves both paths: :class:`NativeConversionState` has
   :class:`~adapter.state.ConversionState`'s interface over the C ``State``;
 * the C path only takes messages and tables it reproduces byte for byte:
-  :func:`compile_spec` returns ``None`` (with the reason) for a converter table
-  that uses anything it does not implement -- scales, a notional other than
-  ``price * size``, extras other than two named arguments -- and the adapter
-  then runs the Python path alone.
+  :func:`compile_spec` raises :class:`Unsupported` (naming the feature) for a
+  converter table that uses anything it does not implement -- scales, a
+  notional other than ``price * size``, extras other than two named
+  arguments -- and :func:`make_fast_path` then logs it and returns ``None``:
+  the adapter runs the Python path alone.
 
 This module is pure: no sockets, no clock.
 """
@@ -88,9 +89,6 @@ def compile_spec(table: ConverterTable) -> dict[str, Any]:
             raise Unsupported(f"extra {rule.target} reads an unknown input")
         extras.append((rule.target.encode(), _OPS[rule.op], a, b))
         slots[rule.target] = len(_ENV_INPUTS) + len(extras) - 1
-    entry_types = [
-        (code.encode() if isinstance(code, str) else code, value) for code, value in table.entry_types.items()
-    ]
     if header["event_time_ns"].convert not in _TIME_KINDS or fields["price"].convert not in _PRICE_KINDS:
         raise Unsupported("event time or price converter")
     return {
@@ -107,7 +105,7 @@ def compile_spec(table: ConverterTable) -> dict[str, Any]:
         "size_tag": fields["size"].tag,
         "notional_kind": notional_kind,
         "notional_mask": notional_mask,
-        "types": entry_types,
+        "types": list(table.entry_types.items()),  # (wire bytes, EntryType value)
         "extras": extras,
         # add/mean go through math.fsum, whose sign for a sum of negative zeros is the Python's.
         "fsum_negative_zero": int(math.copysign(1.0, math.fsum((-0.0, -0.0))) < 0),
