@@ -13,17 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adapter import sync as sync_rules
-from adapter.config import (
-    CHECKPOINT_EVERY,
-    CHECKPOINT_INTERVAL_S,
-    LINE_HEARTBEAT_S,
-    REPLAY_MAX_BYTES,
-    AdapterConfig,
-)
+from adapter.config import REPLAY_MAX_BYTES, AdapterConfig
+from adapter.core import sync as sync_rules
+from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HEARTBEAT_S
+from adapter.core.sync import SyncConfig
 from adapter.errors import AdapterError
 from adapter.journal.config import FsyncPolicy
-from adapter.sync import SyncConfig
 from proto.wire import DEFAULT_MAX_PACKET_BYTES
 
 

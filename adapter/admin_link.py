@@ -2,10 +2,11 @@
 
 The admin server is a control plane: the adapter registers, reports its
 role, term, position and health, and takes operator commands, but data
-never waits for it. :class:`AdminLink` runs the admin server's
-:class:`~admin_server.agent.RegistryAgent` on its own thread and event loop;
-the runner reads commands from :attr:`AdminLink.commands` between batches and
-the agent reads the runner's status through a quick, lock-free callable.
+never waits for it. :class:`AdminLink` runs a registry agent on its own
+thread and event loop. The runner hands it the core's latest
+:class:`~adapter.core.SyncView` (a frozen value, so the agent's thread
+reads it without a lock) and drains the commands it received, already
+translated into the core's :mod:`~adapter.core.commands`.
 """
 
 from __future__ import annotations
@@ -15,38 +16,66 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable
 
-from admin_server import AdapterRegistration, AdapterStatus, Command, RegistryAgent
+from adapter.config import AdapterConfig
+from adapter.core import SyncView
+from adapter.core.commands import Command, RoleCommand, Throttle
+from adapter.core.sync_types import CommandKind, Role
+from admin_server import AdapterRegistration, AdapterRole, AdapterStatus, RegistryAgent, SyncStatus
+from admin_server import Command as RegistryCommand
+from admin_server import CommandKind as RegistryCommandKind
 
 logger = logging.getLogger(__name__)
+
+STATUS_INTERVAL_S = 0.5
+
+
+def registry_status(view: SyncView) -> AdapterStatus:
+    """The registry's view of an adapter (roles and statuses share their names)."""
+    return AdapterStatus(
+        role=AdapterRole(view.role.value),
+        term=view.term,
+        next_msg_seq=view.next_msg_seq,
+        sync_status=SyncStatus.BEHIND if view.behind else SyncStatus(view.status.value),
+        health_score=view.health_score,
+        lag=view.lag,
+    )
+
+
+def core_command(command: RegistryCommand) -> Command:
+    """An operator command from the admin server as the core's command."""
+    if command.kind is RegistryCommandKind.THROTTLE:
+        return Throttle(max(0.0, command.rate))
+    reason = command.reason or f"operator {command.issued_by}".strip()
+    return RoleCommand(CommandKind(command.kind.value), reason)
 
 
 class AdminLink:
     """Keeps one adapter registered with the admin server, on a background thread.
 
     Args:
-        target: the admin server's ``host:port``.
-        registration: what the adapter registers as.
-        status: returns the adapter's current status; called on the link's thread.
-        credentials: ``(key_id, secret)`` of a user with the adapter role, or None.
+        config: the adapter's configuration (``admin`` must be set).
+        view: the core's standing at start.
     """
 
-    def __init__(
-        self,
-        target: str,
-        registration: AdapterRegistration,
-        status: Callable[[], AdapterStatus],
-        *,
-        credentials: tuple[str, str] | None = None,
-        interval_s: float = 0.5,
-    ) -> None:
-        self.commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
-        self._target = target
-        self._registration = registration
-        self._status = status
-        self._credentials = credentials
-        self._interval_s = interval_s
+    def __init__(self, config: AdapterConfig, view: SyncView) -> None:
+        if config.admin is None:
+            raise ValueError("AdminLink needs config.admin")
+        self.view = view  # replaced whole by the runner; read by the agent's thread
+        self._commands: queue.SimpleQueue[RegistryCommand] = queue.SimpleQueue()
+        self._target = config.admin
+        self._registration = AdapterRegistration(
+            feed=config.feed,
+            channel_name=config.channel,
+            channel_number=config.channel_number,
+            adapter_id=config.adapter_id,
+            line_endpoint=config.line_endpoint,
+            replay_endpoint=config.replay_endpoint or "",
+            sync_endpoint=config.sync_endpoint,
+            role=AdapterRole(Role.BACKUP.value),
+            term=config.term,
+        )
+        self._credentials = config.admin_credentials
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="admin-link", daemon=True)
@@ -66,6 +95,17 @@ class AdminLink:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=5)
 
+    def commands(self) -> list[Command]:
+        """The operator commands received since the last call, as the core's commands."""
+        received: list[Command] = []
+        while not self._commands.empty():
+            command = self._commands.get_nowait()
+            logger.info(
+                "operator command %s from %s: %s", command.kind.value, command.issued_by, command.reason
+            )
+            received.append(core_command(command))
+        return received
+
     def _run(self) -> None:
         asyncio.run(self._main())
 
@@ -74,16 +114,16 @@ class AdminLink:
         self._stop = asyncio.Event()
         self._started.set()
 
-        async def on_command(command: Command) -> None:
-            self.commands.put(command)
+        async def on_command(command: RegistryCommand) -> None:
+            self._commands.put(command)
 
         agent = RegistryAgent(
             self._target,
             self._registration,
-            self._status,
+            lambda: registry_status(self.view),
             on_command,
             credentials=self._credentials,
-            interval_s=self._interval_s,
+            interval_s=STATUS_INTERVAL_S,
         )
         with contextlib.suppress(asyncio.CancelledError):
             async with agent:

@@ -6,17 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HEARTBEAT_S, CoreConfig
+from adapter.core.sync_types import SyncConfig
 from adapter.errors import ConfigError
 from adapter.journal.config import FsyncPolicy
-from adapter.sync import SyncConfig
-from proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
+from proto.wire import DEFAULT_MAX_PACKET_BYTES
 
-LINE_HEARTBEAT_S: Final = 0.1
 SOURCE_BATCH_FRAMES: Final = 64
 SOURCE_BUDGET_S: Final = 0.005  # longest stretch of source work between looks at the sync bus
-RING_SIZE: Final = 8192
-CHECKPOINT_EVERY: Final = 50_000  # journal checkpoint after this many journaled messages ...
-CHECKPOINT_INTERVAL_S: Final = 5.0  # ... or this long after the last one, whichever comes first
 REPLAY_MAX_BYTES: Final = 1024 * 1024  # bound on one replay reply (packets, headers included)
 _TRANSPORTS: Final = ("tcp://", "ipc://", "inproc://", "epgm://", "pgm://", "norm://")
 
@@ -93,11 +90,25 @@ class AdapterConfig:
         """The adapter's name in the admin server's registry, e.g. ``EQ-A-M.2``."""
         return f"{self.channel}.{self.adapter}"
 
+    def core(self) -> CoreConfig:
+        """The part of the configuration the adapter core decides with."""
+        return CoreConfig(
+            channel_number=self.channel_number,
+            adapter=self.adapter,
+            source_stream_number=self.source_stream_number,
+            want_active=self.want_active,
+            term=self.term,
+            sync=self.sync,
+            max_packet_bytes=self.max_packet_bytes,
+            line_heartbeat_s=self.line_heartbeat_s,
+            health_penalty=self.health_penalty,
+            journal=self.journal_dir is not None,
+            checkpoint_every=self.checkpoint_every,
+            checkpoint_interval_s=self.checkpoint_interval_s,
+        )
+
     def __post_init__(self) -> None:
-        for name in ("channel_number", "adapter", "source_stream_number"):
-            value = getattr(self, name)
-            if not 0 < value <= 0xFFFF:
-                raise ConfigError(f"{name} must be in 1..65535, got {value!r}")
+        self.core()  # checks identity, numbering and timers (raises ConfigError)
         if not self.channel or any(c.isspace() for c in self.channel):
             raise ConfigError(f"channel must be a non-empty name without whitespace, got {self.channel!r}")
         for name in ("source_endpoint", "line_endpoint", "sync_endpoint"):
@@ -106,12 +117,6 @@ class AdapterConfig:
             _check_endpoint("peers", peer)
         if self.control_endpoint is not None:
             _check_endpoint("control_endpoint", self.control_endpoint)
-        if self.term < 0:
-            raise ConfigError(f"term must be >= 0, got {self.term}")
-        if self.max_packet_bytes < HEADER_SIZE + 64:
-            raise ConfigError(f"max_packet_bytes must be >= {HEADER_SIZE + 64}, got {self.max_packet_bytes}")
-        if self.line_heartbeat_s <= 0:
-            raise ConfigError(f"line_heartbeat_s must be > 0, got {self.line_heartbeat_s}")
         if self.sndhwm < 0:
             raise ConfigError(f"sndhwm must be >= 0, got {self.sndhwm}")
         if self.replay_endpoint is not None:
@@ -120,10 +125,6 @@ class AdapterConfig:
                 raise ConfigError(
                     f"replay_endpoint {self.replay_endpoint!r} needs a journal_dir to serve from"
                 )
-        if self.checkpoint_every < 1:
-            raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
-        if not self.checkpoint_interval_s > 0:
-            raise ConfigError(f"checkpoint_interval_s must be > 0, got {self.checkpoint_interval_s}")
         if self.replay_max_bytes < self.max_packet_bytes:
             raise ConfigError(
                 f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"

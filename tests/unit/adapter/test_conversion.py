@@ -22,7 +22,7 @@ from adapter.conversion import (
     peek_source_seq,
     to_proto,
 )
-from adapter.converter_table import to_double, to_int, to_str, to_timestamp_ns
+from adapter.conversion.table import to_double, to_int, to_str, to_timestamp_ns
 from adapter.errors import ConfigError, ConversionError
 from proto import market_pb2
 from proto.fix import SourceEntry, encode_market_data, encode_message, split_messages
@@ -52,7 +52,7 @@ def raw_body(fields: list[tuple[int, str]]) -> bytes:
 
 
 def default_data() -> dict[str, Any]:
-    text = (Path(__file__).parents[3] / "adapter" / "converters.yaml").read_text()
+    text = (Path(__file__).parents[3] / "adapter" / "conversion" / "converters.yaml").read_text()
     data: dict[str, Any] = yaml.safe_load(text)
     return data
 

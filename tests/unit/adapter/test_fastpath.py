@@ -6,32 +6,27 @@ import hashlib
 import random
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import fastpath
-from adapter.config import AdapterConfig
-from adapter.conversion import Converter, ConverterTable
-from adapter.converter_table import DerivedRule
-from adapter.journal import JournalReader
-from adapter.runner import AdapterRunner
-from adapter.state import ConversionState, SymbolValues
-from adapter.sync import Role
-from proto import fix
+from adapter.conversion import Converter, ConverterTable, _native, make_engine
+from adapter.conversion.state import ConversionState, SymbolValues
+from adapter.conversion.table import DerivedRule
+from adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
+from adapter.core.sync import Role
+from proto import fix, wire
 
-pytestmark = pytest.mark.skipif(not fastpath.AVAILABLE, reason="adapter._fastpath is not built")
+pytestmark = pytest.mark.skipif(not _native.AVAILABLE, reason="adapter._fastpath is not built")
 
 NOW_NS = 1_790_000_000_123_456_789
 
 
 def test_the_extension_is_built_in_this_checkout() -> None:
     # Without it every adapter silently runs ~10x slower: CI must notice.
-    assert fastpath.AVAILABLE
+    assert _native.AVAILABLE
 
 
 @given(st.binary(max_size=400))
@@ -107,149 +102,119 @@ def _frames(seed: int, count: int, *, odd: bool = True) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-# --- the two paths through a real runner ----------------------------------------------------------
+# --- the two engines through a real core ------------------------------------------------------------
 
 
-class _FakeLine:
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-        self._more = False
-
-    def send(self, frame: bytes, flags: int = 0) -> None:
-        if not self._more:
-            assert frame == b"EQ"  # the topic first
-        else:
-            self.sent.append(frame)
-        self._more = bool(flags & zmq.SNDMORE)
-
-
-def _runner(
-    *, fast: bool, max_packet_bytes: int = 2048, publishing: bool = True, journal: Path | None = None
-) -> AdapterRunner:
-    config = AdapterConfig(
-        journal_dir=journal,
-        channel="EQ",
+def _core(
+    *, native: bool, max_packet_bytes: int = 2048, publishing: bool = True, journal: bool = False
+) -> AdapterCore:
+    config = CoreConfig(
         channel_number=1,
         adapter=1,
-        source_endpoint="tcp://127.0.0.1:1",
-        source_stream="A-Z",
         source_stream_number=7,
-        line_endpoint="tcp://127.0.0.1:2",
-        sync_endpoint="tcp://127.0.0.1:3",
         max_packet_bytes=max_packet_bytes,
+        journal=journal,
     )
-    runner = AdapterRunner(config)
-    if not fast:
-        runner._fast = None
-        runner.conversion = ConversionState()
-    runner.sync = replace(runner.sync, deciding=False, role=Role.ACTIVE if publishing else Role.BACKUP)
-    runner._line = _FakeLine()  # type: ignore[assignment]
-    if runner.journal is not None:
-        runner.journal.open()
-    return runner
+    engine = make_engine(ConverterTable.load(), prefer_native=native)
+    assert engine.is_native is native
+    core = AdapterCore(config, engine, now=0.0)
+    core.sync = replace(core.sync, deciding=False, role=Role.ACTIVE if publishing else Role.BACKUP)
+    return core
 
 
-def _feed(runner: AdapterRunner, frames: list[bytes]) -> dict[str, Any]:
+def _feed(core: AdapterCore, frames: list[bytes]) -> dict[str, Any]:
+    actions = []
     for frame in frames:
-        runner._on_source_payload(frame)
-    runner._flush()
-    line = runner._line
-    assert isinstance(line, _FakeLine)
+        actions += core.on_source([b"A-Z", frame], now=1.0, wall_ns=NOW_NS)
+    actions += core.on_tick(now=1.0, wall_ns=NOW_NS)
+    packets = [a.packet for a in actions if isinstance(a, Publish) and wire.decode_header(a.packet).count]
+    records = [
+        (r.first_msg_seq + i, seq, payload)
+        for r in actions
+        if isinstance(r, JournalRecords)
+        for i, (seq, payload) in enumerate(zip(r.source_seqs, r.payloads, strict=True))
+    ]
     return {
-        "packets": [packet[:24] + packet[32:] for packet in line.sent],  # without the send time
-        "counters": dict(runner.counters),
-        "next_msg_seq": runner.sequencer.next_msg_seq,
-        "last_source_seq": runner.sequencer.last_source_seq,
-        "digest": runner.conversion.digest,
-        "state": runner.conversion.snapshot(),
+        "packets": packets,
+        "records": records,
+        "counters": core.counters.as_dict(),
+        "next_msg_seq": core.sequencer.next_msg_seq,
+        "last_source_seq": core.sequencer.last_source_seq,
+        "digest": core.state.digest,
+        "state": core.state.snapshot(),
     }
 
 
-@pytest.fixture
-def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    import adapter.runner
-
-    monkeypatch.setattr(adapter.runner.time, "time_ns", lambda: NOW_NS)
-
-
-@pytest.mark.usefixtures("fixed_clock")
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32), count=st.integers(20, 400), packet=st.sampled_from((200, 700, 8192)))
-def test_fast_and_python_paths_publish_the_same_packets(seed: int, count: int, packet: int) -> None:
+def test_native_and_reference_engines_publish_the_same_packets(seed: int, count: int, packet: int) -> None:
     frames = list(_frames(seed, count))
-    fast = _feed(_runner(fast=True, max_packet_bytes=packet), frames)
-    slow = _feed(_runner(fast=False, max_packet_bytes=packet), frames)
-    assert fast == slow
-    assert fast["counters"]["published"] > 0
+    native = _feed(_core(native=True, max_packet_bytes=packet), frames)
+    reference = _feed(_core(native=False, max_packet_bytes=packet), frames)
+    assert native == reference
+    assert native["counters"]["published"] > 0
 
 
-@pytest.mark.usefixtures("fixed_clock")
-def test_both_paths_journal_the_same_records(tmp_path: Path) -> None:
+def test_both_engines_journal_the_same_records() -> None:
     frames = list(_frames(17, 600))
-    records = []
-    for fast in (True, False):
-        runner = _runner(fast=fast, journal=tmp_path / str(fast))
-        _feed(runner, frames)
-        assert runner.journal is not None
-        runner.journal.close()
-        records.append(list(JournalReader(tmp_path / str(fast)).read()))
-    assert records[0] == records[1]
-    assert len(records[0]) == _feed(_runner(fast=False), frames)["counters"]["published"] > 400
+    native = _feed(_core(native=True, journal=True), frames)
+    reference = _feed(_core(native=False, journal=True), frames)
+    assert native["records"] == reference["records"]
+    assert len(native["records"]) == native["counters"]["published"] > 400
 
 
-@pytest.mark.usefixtures("fixed_clock")
-def test_ordinary_messages_take_the_fast_path() -> None:
-    # Otherwise the equivalence above would hold trivially (everything in Python).
-    runner = _runner(fast=True)
-    on_body = runner._on_body
+def test_ordinary_messages_take_the_native_run() -> None:
+    # Otherwise the equivalence above would hold trivially (everything on the careful path).
+    core = _core(native=True)
+    careful = core._careful
     slow: list[bytes] = []
 
     def counted(body: bytes) -> int:
         slow.append(body)
-        return on_body(body)
+        return careful(body)
 
-    runner._on_body = counted  # type: ignore[method-assign]
-    result = _feed(runner, list(_frames(3, 2000, odd=False)))
+    core._careful = counted  # type: ignore[method-assign]
+    result = _feed(core, list(_frames(3, 2000, odd=False)))
     assert result["counters"]["published"] > 1500
     assert len(slow) < 0.15 * result["counters"]["published"]  # duplicates, gaps and the message after each
 
 
-@pytest.mark.usefixtures("fixed_clock")
 def test_a_backup_that_does_not_publish_numbers_and_converts_the_same() -> None:
     frames = list(_frames(5, 500))
-    fast_runner = _runner(fast=True, publishing=False)
-    slow_runner = _runner(fast=False, publishing=False)
-    fast, slow = _feed(fast_runner, frames), _feed(slow_runner, frames)
-    assert fast == slow and fast["packets"] == []
+    native_core = _core(native=True, publishing=False)
+    reference_core = _core(native=False, publishing=False)
+    native, reference = _feed(native_core, frames), _feed(reference_core, frames)
+    assert native == reference and native["packets"] == []
     # The history the sync rules compare with is the same too.
-    for source_seq in range(1, slow["last_source_seq"] + 1):
-        assert fast_runner.sequencer._lookup(source_seq) == slow_runner.sequencer._lookup(source_seq)
+    for source_seq in range(1, reference["last_source_seq"] + 1):
+        assert native_core.sequencer._lookup(source_seq) == reference_core.sequencer._lookup(source_seq)
 
 
-@pytest.mark.usefixtures("fixed_clock")
-def test_the_fast_path_stops_at_a_pending_report() -> None:
-    from adapter.sequencer import PositionReport, ReportVerdict
+@pytest.mark.parametrize("native", [True, False])
+def test_runs_stop_at_a_pending_report(native: bool) -> None:
+    from adapter.core.sequencer import PositionReport, ReportVerdict
 
-    runner = _runner(fast=True, publishing=False)
+    core = _core(native=native, publishing=False)
     frames = list(_frames(11, 300))
-    runner._on_source_payload(frames[0])
-    target = runner.sequencer.last_source_seq + 5
+    _feed(core, frames[:1])
+    target = core.sequencer.last_source_seq + 5
+    assert core.stop_position() == 0
     # The active gave that position a msg_seq 1000 ahead: rule 2 renumbers there.
-    verdict, _ahead = runner.sequencer.compare(PositionReport(target, 5000, 0))
-    assert verdict is ReportVerdict.BEHIND
-    for frame in frames[1:]:
-        runner._on_source_payload(frame)
-    found = runner.sequencer._lookup(target)
+    verdict, _ahead = core.sequencer.compare(PositionReport(target, 5000, 0))
+    assert verdict is ReportVerdict.BEHIND and core.stop_position() == target
+    _feed(core, frames[1:])
+    found = core.sequencer._lookup(target)
     assert found is not None and found[0] == 5000
 
 
-def test_an_unsupported_table_falls_back_to_python() -> None:
+def test_an_unsupported_table_runs_on_the_reference_engine() -> None:
     table = ConverterTable.load()
     odd = replace(table, extra=(DerivedRule(target="odd", op="add", args=("bid", "ask", "trade_price")),))
-    with pytest.raises(fastpath.Unsupported):
-        fastpath.compile_spec(odd)
-    assert fastpath.make_fast_path(odd, fastpath.new_conversion_state()) is None
-    assert fastpath.make_fast_path(table, ConversionState()) is None  # the Python state: no fast path
+    with pytest.raises(_native.Unsupported):
+        _native.compile_spec(odd)
+    assert "lacks" in str(_native.unsupported_reason(odd))
+    assert not make_engine(odd).is_native
+    assert make_engine(table).is_native
 
 
 # --- the state -----------------------------------------------------------------------------------
@@ -259,7 +224,7 @@ def test_an_unsupported_table_falls_back_to_python() -> None:
 @given(seed=st.integers(0, 2**32))
 def test_native_state_keeps_the_same_values_and_digest(seed: int) -> None:
     converter = Converter(ConverterTable.load())
-    native, python = fastpath.NativeConversionState(), ConversionState()
+    native, python = _native.NativeConversionState(), ConversionState()
     for frame in _frames(seed, 200):
         for body in fix.split_messages(frame)[0]:
             try:
@@ -278,14 +243,14 @@ def test_native_state_keeps_the_same_values_and_digest(seed: int) -> None:
     native.set_symbol("NEW", adopted)
     python.set_symbol("NEW", adopted)
     assert native.digest == python.digest and native.get("NEW") == adopted
-    restored = fastpath.NativeConversionState()
+    restored = _native.NativeConversionState()
     restored.restore(python.snapshot())
     assert restored.digest == python.digest and list(restored.snapshot()) == list(python.snapshot())
     assert native.get("NEVER") is None and native.symbol_digest("NEVER") is None
 
 
 def test_native_state_rejects_bad_input_clearly() -> None:
-    state = fastpath.NativeConversionState()
+    state = _native.NativeConversionState()
     with pytest.raises(TypeError):
         state.native.apply(b"AAPL", [])
     with pytest.raises(TypeError):

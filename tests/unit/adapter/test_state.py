@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.conversion import ConversionState, SourceMessage, SourceUpdateEntry, SymbolValues
-from adapter.state import symbol_digest
+from adapter.conversion.state import symbol_digest
+from adapter.errors import ConversionError
 from proto import market_pb2
 
 BID, ASK, TRADE = market_pb2.ENTRY_TYPE_BID, market_pb2.ENTRY_TYPE_ASK, market_pb2.ENTRY_TYPE_TRADE
@@ -61,15 +63,29 @@ def test_zero_size_trade_keeps_vwap_defined() -> None:
     assert values.vwap == 0.0 and values.trade_count == 1 and values.high == 5.0
 
 
-def test_apply_returns_live_values_and_get_returns_copy() -> None:
+def test_apply_and_get_return_copies_and_preview_changes_nothing() -> None:
     state = ConversionState()
-    live = state.apply(message("A", trade(1.0, 1)))
-    state.apply(message("A", trade(2.0, 1)))
-    assert live.volume == 2  # documented: the live object
+    first = state.apply(message("A", trade(1.0, 1)))
+    digest = state.digest
+    previewed = state.preview(message("A", trade(2.0, 1)))
+    assert previewed.volume == 2 and state.digest == digest and state.get("A") == first
+    second = state.apply(message("A", trade(2.0, 1)))
+    assert first.volume == 1 and second == previewed  # copies, not the live values
     copied = state.get("A")
-    assert copied == live and copied is not live
+    assert copied == second and copied is not second
     assert state.get("nope") is None
     assert "A" in state and len(state) == 1
+
+
+def test_a_message_that_would_overflow_is_refused_and_leaves_the_state_alone() -> None:
+    state = ConversionState()
+    state.apply(message("A", trade(1.0, 2**62)))
+    digest = state.digest
+    with pytest.raises(ConversionError, match="overflow"):
+        state.apply(message("A", trade(1.0, 2**62)))
+    with pytest.raises(ConversionError, match="overflow"):
+        state.apply(message("B", trade(1e308, 1), trade(1e308, 1)))
+    assert state.digest == digest and "B" not in state
 
 
 def test_repr_shows_symbols_and_digest() -> None:
@@ -116,7 +132,7 @@ def test_set_symbol_adopts_values_and_keeps_digest_right() -> None:
 def test_digest_is_deterministic_across_processes() -> None:
     script = (
         "from adapter.conversion import *\n"
-        "from adapter.state import symbol_digest\n"
+        "from adapter.conversion.state import symbol_digest\n"
         "s = ConversionState()\n"
         "for i in range(50):\n"
         "    p = 10.0 + i / 8\n"

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.errors import ConfigError, SyncProtocolError
-from adapter.sequencer import ReportVerdict
-from adapter.sync import (
+from adapter.core.sequencer import ReportVerdict
+from adapter.core.sync import (
     UNSYNCED_TIMEOUT_FACTOR,
     ActiveReported,
     ArrivalChecked,
@@ -36,6 +35,7 @@ from adapter.sync import (
     next_deadline,
     on_event,
 )
+from adapter.errors import ConfigError, SyncProtocolError
 
 CFG = SyncConfig()
 

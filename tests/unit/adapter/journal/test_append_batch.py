@@ -1,21 +1,20 @@
-"""JournalWriter.append_batch and append_many (C framing) against append, and JournalKeeper.append_batch."""
+"""JournalWriter.append_batch and append_many (C framing) against append; the core's journal plan and the keeper."""
 
 from __future__ import annotations
 
-import collections
 from array import array
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from adapter.config import AdapterConfig
+from adapter.conversion import ConverterTable, make_engine
+from adapter.core import AdapterCore
+from adapter.core.journaling import JournalPlan
 from adapter.journal import FsyncPolicy, JournalConfig, JournalReader, JournalWriter, Record, SequenceError
 from adapter.journal.format import NS_PER_DAY
 from adapter.journal.segment import list_segments, load_index
 from adapter.persistence import JournalKeeper
-from adapter.sequencer import Sequencer
-from adapter.state import ConversionState
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14T22:13:20Z
 # Small segments, buffers and index spacing, so a batch crosses all of them.
@@ -144,10 +143,21 @@ def test_append_many_matches_append_and_stops_at_bad_records(tmp_path: Path) -> 
         assert bad.last_msg_seq == 2
 
 
-# -- the adapter's keeper -----------------------------------------------------------------------
+# -- the adapter's journal plan and keeper --------------------------------------------------------
 
 
-def keeper(directory: Path) -> tuple[JournalKeeper, collections.Counter[str]]:
+def test_the_plan_journals_each_msg_seq_once_and_the_keeper_writes_it(tmp_path: Path) -> None:
+    plan = JournalPlan(source_stream=3, checkpoint_every=100, checkpoint_interval_s=5.0, now=0.0)
+    planned = [
+        plan.records(1, T0, array("q", [11, 12, 13]), [b"a", b"b", b"c"]),
+        plan.records(4, T0, (14,), (b"d",)),
+        # Renumbered backwards: numbers already journaled keep their first record.
+        plan.records(3, T0, [23, 24, 25, 26], [b"x", b"y", b"e", b"f"]),
+        plan.records(5, T0, [25], [b"z"]),
+    ]
+    assert planned[3] is None
+    assert (plan.journaled, plan.skipped, plan.last_msg_seq, plan.last_source_seq) == (6, 3, 6, 26)
+    assert "last_msg_seq=6, since_checkpoint=6, skipped=3" in repr(plan)
     config = AdapterConfig(
         feed="EQUITIES",
         channel="EQ1",
@@ -158,36 +168,16 @@ def keeper(directory: Path) -> tuple[JournalKeeper, collections.Counter[str]]:
         source_stream_number=3,
         line_endpoint="tcp://127.0.0.1:2",
         sync_endpoint="tcp://127.0.0.1:3",
-        journal_dir=directory,
+        journal_dir=tmp_path,
         journal_fsync=FsyncPolicy.NONE,
     )
-    counters: collections.Counter[str] = collections.Counter()
-    events: list[tuple[str, dict[str, Any]]] = []
-    journal = JournalKeeper(
-        config, ConversionState(), Sequencer(), counters, lambda name, **fields: events.append((name, fields))
-    )
-    journal.open()
-    return journal, counters
-
-
-def test_keeper_append_batch_counts_like_append(tmp_path: Path) -> None:
-    journal, counters = keeper(tmp_path)
-    journal.append_batch(1, T0, array("q", [11, 12, 13]), [b"a", b"b", b"c"])
-    journal.append(4, T0, 14, b"d")
-    # Renumbered backwards: numbers already journaled keep their first record.
-    journal.append_batch(3, T0, [23, 24, 25, 26], [b"x", b"y", b"e", b"f"])
-    journal.append_batch(5, T0, [25], [b"z"])
-    journal.append_batch(7, T0, [], [])
-    assert counters["journaled"] == 6
-    assert counters["journal_skipped"] == 3
-    assert journal.last_msg_seq == 6
-    assert "last_msg_seq=6, since_checkpoint=6" in repr(journal)
-    with pytest.raises(ValueError, match="differ in length"):
-        journal.append_batch(7, T0, [1, 2], [b"g"])
-    with pytest.raises(TypeError):
-        journal.append_batch(7, T0, [27, 28], [b"g", None])  # type: ignore[list-item]
-    assert counters["journaled"] == 7  # the record before the bad one was journaled
-    journal.close()
+    core = AdapterCore(config.core(), make_engine(ConverterTable.load()), now=0.0)
+    keeper = JournalKeeper(config)
+    assert keeper.open(core)["records_rolled"] == 0
+    for records in planned:
+        if records is not None:
+            keeper.append(records)
+    keeper.close()
     records = list(JournalReader(tmp_path).read())
     assert [(r.msg_seq, r.source_stream, r.source_seq, r.payload) for r in records] == [
         (1, 3, 11, b"a"),
@@ -196,5 +186,16 @@ def test_keeper_append_batch_counts_like_append(tmp_path: Path) -> None:
         (4, 3, 14, b"d"),
         (5, 3, 25, b"e"),
         (6, 3, 26, b"f"),
-        (7, 3, 27, b"g"),
     ]
+
+
+def test_a_checkpoint_is_due_by_count_or_time_and_only_at_the_journaled_position() -> None:
+    plan = JournalPlan(source_stream=3, checkpoint_every=3, checkpoint_interval_s=5.0, now=0.0)
+    assert plan.checkpoint(now=1.0, last_source_seq=0, symbols=dict) is None  # nothing journaled
+    plan.records(1, T0, [11, 12], [b"a", b"b"])
+    assert plan.checkpoint(now=1.0, last_source_seq=12, symbols=dict) is None  # 2 < 3, 1 s < 5 s
+    assert plan.checkpoint(now=6.0, last_source_seq=13, symbols=dict) is None  # converted past the journal
+    checkpoint = plan.checkpoint(now=6.0, last_source_seq=12, symbols=dict)
+    assert checkpoint is not None and checkpoint.msg_seq == 2 and plan.checkpoints == 1
+    plan.records(3, T0, [13, 14, 15], [b"c", b"d", b"e"])
+    assert plan.checkpoint(now=6.1, last_source_seq=15, symbols=dict) is not None  # by count

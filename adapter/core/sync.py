@@ -14,7 +14,7 @@ The rules (DESIGN.md, from the seed patent):
 
 1. *In sync*: the active's (msg_seq, source_seq) matches ours at the same
    source position and so does the conversion-state digest.
-2. *Behind*: the runner's :class:`~adapter.sequencer.Sequencer` gives the
+2. *Behind*: the runner's :class:`~adapter.core.sequencer.Sequencer` gives the
    reported source message the active's msg_seq when it gets there; a move of
    the counter is reported back here as a desync.
 3. *Ahead*: throttle (pause every k messages) until the active leads again;
@@ -40,9 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Final, TypeAlias
 
-from adapter.errors import SyncProtocolError
-from adapter.sequencer import ReportVerdict
-from adapter.sync_types import (
+from adapter.core.sequencer import ReportVerdict
+from adapter.core.sync_types import (
     AHEAD_TOLERANCE,
     DESYNC_LIMIT,
     DESYNC_WINDOW_S,
@@ -81,6 +80,7 @@ from adapter.sync_types import (
     SyncStatus,
     Tick,
 )
+from adapter.errors import SyncProtocolError
 
 UNSYNCED_TIMEOUT_FACTOR: Final = 3  # silence, in heartbeat timeouts, before an unsynced backup stands
 

@@ -17,13 +17,13 @@ message); what keeps lines identical is comparing positions with the active:
 
 The history of recent positions is kept as *runs*: consecutive source_seqs
 numbered consecutively, each run a start position and an ``array`` of the
-digests after each message. The C fast path (:mod:`adapter.fastpath`) hands
+digests after each message. The C fast path (:mod:`adapter.conversion._native`) hands
 over a whole run at once (:meth:`Sequencer.record_run`); runs that continue
 each other merge, so a steady stream is one run and a lookup is an index.
 
 The :class:`Sequencer` is mutable for speed (it runs once per message) but does
 no I/O and reads no clock. The role logic that turns verdicts into actions
-lives in :mod:`adapter.sync`.
+lives in :mod:`adapter.core.sync`.
 """
 
 from __future__ import annotations
@@ -238,6 +238,10 @@ class Sequencer:
             if 0 <= index < len(run[2]):
                 return run, index
         return None
+
+    def is_recorded(self, source_seq: int) -> bool:
+        """Whether ``source_seq`` got a msg_seq (as far as the recent history remembers)."""
+        return self._find(source_seq) is not None
 
     def _lookup(self, source_seq: int) -> tuple[int, int] | None:
         found = self._find(source_seq)

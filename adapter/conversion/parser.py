@@ -1,46 +1,27 @@
-"""Conversion: source FIX message bodies -> application messages, driven by the converter table.
+"""Parsing: one source FIX message body -> a :class:`SourceMessage`, driven by the converter table.
 
 Theory of operation
 -------------------
-The adapter's hot path per source message is::
-
-    seq = peek_source_seq(body)          # drop duplicates / spot gaps, no full parse
-    msg = converter.parse(body)          # -> SourceMessage (raises ConversionError)
-    values = state.apply(msg)            # -> the symbol's SymbolValues after it
-    block = encode_update(msg, values, publish_time_ns=now)   # protobuf bytes
-
-:class:`Converter` compiles a :class:`~adapter.converter_table.ConverterTable`
+:class:`Converter` compiles a :class:`~adapter.conversion.table.ConverterTable`
 once into local lookups, so ``parse`` does one ``split`` and one dict per
 entry, and every failure raises :class:`~adapter.errors.ConversionError` with a
-machine-readable ``reason`` (one of :data:`REASONS`) that the runner counts.
-Everything here is pure: no sockets, no clock (the publish time is passed in).
+machine-readable ``reason`` (one of :data:`REASONS`) that the adapter counts.
+:func:`peek_source_seq` reads only the sequence number, for messages that
+cannot be converted but must still be accounted for. Pure: no sockets, no clock.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
-from adapter.converter_table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
+from adapter.conversion.messages import SourceMessage, SourceUpdateEntry, new_entry
+from adapter.conversion.table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
 from adapter.errors import ConversionError
-from adapter.state import ConversionState, SymbolValues
 from proto import market_pb2
 
-__all__ = [
-    "REASONS",
-    "ConversionState",
-    "Converter",
-    "ConverterTable",
-    "SourceMessage",
-    "SourceUpdateEntry",
-    "SymbolValues",
-    "encode_update",
-    "from_proto",
-    "peek_source_seq",
-    "to_proto",
-]
+__all__ = ["REASONS", "Converter", "peek_source_seq"]
 
 REASONS: Final = frozenset(
     {
@@ -68,45 +49,6 @@ _BID: Final = market_pb2.ENTRY_TYPE_BID
 _ASK: Final = market_pb2.ENTRY_TYPE_ASK
 _SEQ_TAG_DEFAULT: Final = 34
 _SEQ_KEYS: dict[int, tuple[bytes, bytes]] = {}
-
-
-class SourceUpdateEntry(NamedTuple):
-    """One converted entry (immutable; a NamedTuple because it is built several times per message).
-
-    Attributes:
-        entry_type: a ``market_pb2.EntryType`` value.
-        price: the price, after the table's converter and scale.
-        size: the size.
-        notional: derived by the table (``price * size`` for trades, 0 otherwise).
-    """
-
-    entry_type: int
-    price: float
-    size: int
-    notional: float
-
-
-# tuple.__new__ skips NamedTuple's Python-level __new__ on the hot path.
-_new_entry: Final = tuple.__new__
-
-
-@dataclass(frozen=True, slots=True)
-class SourceMessage:
-    """One converted source message (one symbol).
-
-    Attributes:
-        source_seq: its gap-free number on its source stream (tag 34).
-        symbol: the instrument.
-        event_time_ns: the source's event time, ns since the epoch.
-        entries: the converted entries, in message order.
-        extra: the table's named derived values present in this message, in table order.
-    """
-
-    source_seq: int
-    symbol: str
-    event_time_ns: int
-    entries: tuple[SourceUpdateEntry, ...]
-    extra: tuple[tuple[str, float], ...] = ()
 
 
 def peek_source_seq(body: bytes, *, tag: int = _SEQ_TAG_DEFAULT) -> int:
@@ -263,7 +205,7 @@ class Converter:
                 notional = price * size
             else:
                 notional = notional_rule.evaluate({"price": price, "size": size}) or 0.0
-            entries.append(_new_entry(SourceUpdateEntry, (entry_type, price, size, notional)))
+            entries.append(new_entry(SourceUpdateEntry, (entry_type, price, size, notional)))
         entry_tuple = tuple(entries)
         extra = self._extras(entry_tuple) if self._extra else ()
         return SourceMessage(source_seq, symbol, event_time_ns, entry_tuple, extra)
@@ -361,76 +303,3 @@ def _convert_field(
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConversionError(bad, f"{tag.decode()}={raw[:24]!r} ({target}): {exc}") from exc
     return value if scale is None else value * scale
-
-
-# --- protobuf ------------------------------------------------------------------
-
-_SymbolState = market_pb2.SymbolState
-_Entry = market_pb2.Entry
-_MarketUpdate = market_pb2.MarketUpdate
-
-
-def to_proto(values: SymbolValues) -> market_pb2.SymbolState:
-    """Convert a symbol's values to the protobuf ``SymbolState``."""
-    return _SymbolState(
-        volume=values.volume,
-        high=values.high,
-        low=values.low,
-        last=values.last,
-        vwap=values.vwap,
-        trade_count=values.trade_count,
-        bid=values.bid,
-        ask=values.ask,
-        notional=values.notional,
-    )
-
-
-def from_proto(state: market_pb2.SymbolState) -> SymbolValues:
-    """Convert a protobuf ``SymbolState`` back to :class:`SymbolValues`."""
-    return SymbolValues(
-        volume=state.volume,
-        high=state.high,
-        low=state.low,
-        last=state.last,
-        vwap=state.vwap,
-        trade_count=state.trade_count,
-        bid=state.bid,
-        ask=state.ask,
-        notional=state.notional,
-    )
-
-
-def encode_update(msg: SourceMessage, values: SymbolValues, *, publish_time_ns: int) -> bytes:
-    """Serialize the application message for one converted source message.
-
-    Args:
-        msg: the converted message.
-        values: the symbol's values after ``msg`` (what :meth:`ConversionState.apply` returned).
-        publish_time_ns: the adapter's conversion time, ns since the epoch.
-
-    Returns:
-        A serialized ``feedha.v1.MarketUpdate``.
-    """
-    # Strategy: build the message by attribute assignment and `entries.add`;
-    # with the upb backend this measured ~2x faster than nested constructors.
-    update = _MarketUpdate(
-        symbol=msg.symbol, event_time_ns=msg.event_time_ns, publish_time_ns=publish_time_ns
-    )
-    add_entry = update.entries.add
-    for entry_type, price, size, notional in msg.entries:
-        add_entry(type=entry_type, price=price, size=size, notional=notional)
-    state = update.state
-    state.volume = values.volume
-    state.high = values.high
-    state.low = values.low
-    state.last = values.last
-    state.vwap = values.vwap
-    state.trade_count = values.trade_count
-    state.bid = values.bid
-    state.ask = values.ask
-    state.notional = values.notional
-    if msg.extra:
-        update.extra.update(msg.extra)
-    # Deterministic: map entries sorted by key, so every adapter (and the C
-    # fast path, adapter/_fastpath.c) produces the same bytes.
-    return update.SerializeToString(deterministic=True)

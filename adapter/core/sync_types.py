@@ -1,7 +1,7 @@
 """The types of the sync rules: configuration, state, events and actions.
 
 Plain frozen dataclasses and enums, no behaviour beyond a few derived
-properties; :mod:`adapter.sync` holds the rules that turn a state and an event
+properties; :mod:`adapter.core.sync` holds the rules that turn a state and an event
 into a new state and actions.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
+from adapter.core.sequencer import ReportVerdict
 from adapter.errors import ConfigError
-from adapter.sequencer import ReportVerdict
 
 HEARTBEAT_INTERVAL_S: Final = 0.01
 HEARTBEAT_TIMEOUT_S: Final = 0.4

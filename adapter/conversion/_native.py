@@ -1,22 +1,20 @@
-"""The C fast path (:mod:`adapter._fastpath`) seen from Python.
+"""The native conversion engine: runs in the C fast path (:mod:`adapter._fastpath`).
 
 Theory of operation
 -------------------
-The Python hot path (:meth:`adapter.conversion.Converter.parse`,
-:class:`adapter.state.ConversionState`, :func:`adapter.conversion.encode_update`,
-:class:`proto.wire.PacketBuilder`) costs ~30 µs per message. The C module does
-the same for *runs* of ordinary messages (see the theory of operation at the
-top of ``adapter/_fastpath.c``) and stops at anything else; the runner hands
-that message to the Python path and resumes. Two things make that safe:
+The C module converts *runs* of ordinary messages (see the theory of
+operation at the top of ``adapter/_fastpath.c``) and stops at anything else;
+the core hands that message to the careful path and resumes. Two things make
+that safe:
 
 * one conversion state serves both paths: :class:`NativeConversionState` has
-  :class:`~adapter.state.ConversionState`'s interface over the C ``State``;
+  :class:`~adapter.conversion.state.ConversionState`'s interface over the C ``State``;
 * the C path only takes messages and tables it reproduces byte for byte:
   :func:`compile_spec` raises :class:`Unsupported` (naming the feature) for a
   converter table that uses anything it does not implement -- scales, a
   notional other than ``price * size``, extras other than two named
-  arguments -- and :func:`make_fast_path` then logs it and returns ``None``:
-  the adapter runs the Python path alone.
+  arguments -- and :func:`unsupported_reason` then says why the reference
+  engine must run instead.
 
 This module is pure: no sockets, no clock.
 """
@@ -28,9 +26,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from adapter.conversion import SourceMessage
-from adapter.converter_table import EXTRA_INPUTS, ConverterTable, FieldRule
-from adapter.state import DIGEST_MASK, ConversionState, SymbolValues, symbol_digest
+from adapter.conversion.engine import ConversionEngine, Run, Stop
+from adapter.conversion.state import DIGEST_MASK, ConversionState, SymbolValues, symbol_digest
+from adapter.conversion.table import EXTRA_INPUTS, ConverterTable, FieldRule
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +36,6 @@ try:
     from adapter import _fastpath
 except ImportError:  # pragma: no cover - the build is broken; the adapter still works, slowly
     _fastpath = None  # type: ignore[assignment]
-    logger.warning("adapter._fastpath is not built: the adapter runs the pure-Python path (~10x slower)")
 
 AVAILABLE: Final = _fastpath is not None
 
@@ -117,10 +114,9 @@ def _values(raw: tuple[Any, ...]) -> SymbolValues:
 
 
 class NativeConversionState(ConversionState):
-    """:class:`~adapter.state.ConversionState` kept in the C module, shared with the fast path.
+    """:class:`~adapter.conversion.state.ConversionState` kept in the C module, shared with the fast path.
 
-    Same interface and the same digests (tests compare both); ``apply``
-    returns a copy of the values rather than the live object.
+    Same interface and the same digests (tests compare both).
     """
 
     __slots__ = ("native",)
@@ -129,9 +125,6 @@ class NativeConversionState(ConversionState):
         if _fastpath is None:
             raise RuntimeError("adapter._fastpath is not built")
         self.native = _fastpath.State()
-
-    def apply(self, msg: SourceMessage) -> SymbolValues:
-        return _values(self.native.apply(msg.symbol, msg.entries))
 
     @property
     def digest(self) -> int:
@@ -171,19 +164,61 @@ class NativeConversionState(ConversionState):
         return f"<NativeConversionState [symbols={len(self.native)}, digest={self.native.digest:016x}]>"
 
 
-def new_conversion_state() -> ConversionState:
-    """The C-backed state when the extension is built, the pure-Python one otherwise."""
-    return NativeConversionState() if AVAILABLE else ConversionState()
-
-
-def make_fast_path(table: ConverterTable, state: ConversionState) -> _fastpath.FastPath | None:
-    """A ``_fastpath.FastPath`` for this table and state, or ``None`` (logged) when it cannot run."""
-    if not isinstance(state, NativeConversionState):
-        return None
+def unsupported_reason(table: ConverterTable) -> str | None:
+    """Why the native engine cannot run ``table`` (``None``: it can)."""
+    if _fastpath is None:
+        return "the C extension adapter._fastpath is not built (run `python setup.py build_ext --inplace`)"
     try:
-        spec = compile_spec(table)
+        compile_spec(table)
     except Unsupported as exc:
-        logger.warning("converter table not supported by the C fast path (%s): using the Python path", exc)
-        return None
-    assert _fastpath is not None
-    return _fastpath.FastPath(state.native, spec)
+        return f"the converter table uses a feature the C fast path lacks ({exc})"
+    return None
+
+
+class NativeEngine(ConversionEngine):
+    """:class:`~adapter.conversion.engine.ConversionEngine` whose runs are the C fast path.
+
+    Args:
+        table: a converter table :func:`compile_spec` accepts.
+
+    Raises:
+        Unsupported: the table uses a feature the C path lacks.
+        RuntimeError: the extension is not built.
+    """
+
+    is_native = True
+
+    def __init__(self, table: ConverterTable) -> None:
+        state = NativeConversionState()
+        super().__init__(table, state)
+        assert _fastpath is not None  # NativeConversionState() raised otherwise
+        self._run = _fastpath.FastPath(state.native, compile_spec(table)).run
+
+    def run(
+        self,
+        frame: bytes,
+        pos: int,
+        *,
+        expect_seq: int,
+        stop_seq: int,
+        room: int,
+        max_count: int,
+        publish_time_ns: int,
+        source_stream: int,
+        publish: bool,
+        want_payloads: bool,
+    ) -> Run:
+        pos, count, stop, blocks, first_seq, digests, payloads = self._run(
+            frame,
+            pos,
+            expect_seq,
+            0,  # TODO(cfast): the discarded next_msg_seq argument goes away with the C change
+            stop_seq,
+            room,
+            max_count,
+            publish_time_ns,
+            source_stream,
+            publish,
+            want_payloads,
+        )
+        return Run(pos, count, Stop(stop), blocks, first_seq, digests, payloads)

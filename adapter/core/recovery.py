@@ -13,7 +13,7 @@ checkpoints hold the whole conversion state as a serialized
    symbols (none: start empty and roll the whole journal);
 3. roll forward every record after the checkpoint's msg_seq: set the
    record's symbol to the state it carries and record
-   ``(source_seq, msg_seq, digest)`` in the :class:`~adapter.sequencer.Sequencer`,
+   ``(source_seq, msg_seq, digest)`` in the :class:`~adapter.core.sequencer.Sequencer`,
    which leaves ``next_msg_seq`` after the last record, ``last_source_seq``
    at its source message and the recent history the sync rules compare with.
 
@@ -32,20 +32,44 @@ restored as of its last journaled message; the sync rules repair that too.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
-from adapter.conversion import from_proto, to_proto
-from adapter.journal import Checkpoint, JournalReader
-from adapter.sequencer import Sequencer
-from adapter.state import ConversionState, SymbolValues
+from adapter.conversion.codec import from_proto, to_proto
+from adapter.conversion.state import ConversionState, SymbolValues
+from adapter.core.sequencer import Sequencer
 from proto import market_pb2, sync_pb2
 
 logger = logging.getLogger(__name__)
 
-_NO_CHECKPOINT: Final = 0
+
+class RecordLike(Protocol):
+    """What recovery needs of a journal record (``adapter.journal.Record`` fits)."""
+
+    @property
+    def msg_seq(self) -> int: ...
+    @property
+    def source_seq(self) -> int: ...
+    @property
+    def payload(self) -> bytes: ...
+
+
+class JournalSource(Protocol):
+    """Reads a journal from a msg_seq on (``adapter.journal.JournalReader`` fits)."""
+
+    def read(self, from_seq: int = 0) -> Iterable[RecordLike]: ...
+
+
+class CheckpointLike(Protocol):
+    """A journal checkpoint (``adapter.journal.Checkpoint`` fits)."""
+
+    @property
+    def msg_seq(self) -> int: ...
+    @property
+    def state(self) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,7 +102,7 @@ class RecoverySummary:
 
 
 def encode_checkpoint_state(
-    symbols: dict[str, SymbolValues], *, source_stream: int, source_seq: int, next_msg_seq: int
+    symbols: Mapping[str, SymbolValues], *, source_stream: int, source_seq: int, next_msg_seq: int
 ) -> bytes:
     """The checkpoint blob: the whole conversion state right after ``source_seq``.
 
@@ -119,8 +143,8 @@ def decode_checkpoint_state(blob: bytes) -> tuple[int, int, dict[str, SymbolValu
 
 
 def recover_state(
-    reader: JournalReader,
-    checkpoint: Checkpoint | None,
+    reader: JournalSource,
+    checkpoint: CheckpointLike | None,
     conversion: ConversionState,
     sequencer: Sequencer,
 ) -> RecoverySummary:

@@ -25,25 +25,24 @@ same order (or adopted the same values). This module is pure.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from hashlib import blake2b
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from adapter.conversion.messages import SourceMessage
+from adapter.errors import ConversionError
 from proto import market_pb2
 
-if TYPE_CHECKING:
-    from adapter.conversion import SourceMessage
-
 DIGEST_MASK: Final = (1 << 64) - 1
+INT64_MAX: Final = (1 << 63) - 1
 _TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
 _BID: Final = market_pb2.ENTRY_TYPE_BID
 _ASK: Final = market_pb2.ENTRY_TYPE_ASK
 # volume, high, low, last, vwap, trade_count, bid, ask, notional -- big-endian, fixed size.
 _PACK_VALUES: Final = struct.Struct(">qddddqddd").pack
-_blake2b: Final = blake2b
-_from_bytes: Final = int.from_bytes
 
 
 @dataclass(slots=True)
@@ -99,6 +98,53 @@ def symbol_digest(symbol: str, values: SymbolValues) -> int:
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
 
 
+def advance(current: SymbolValues | None, msg: SourceMessage) -> SymbolValues:
+    """The conversion rule: a symbol's values after one more message (``current`` is updated in place).
+
+    Trades move high, low, last, volume, notional, trade count and VWAP; bids
+    and asks move ``bid``/``ask``. The C fast path (``adapter/_fastpath.c``,
+    ``apply_entry``) implements the same rule; tests compare the two.
+
+    Args:
+        current: the symbol's values before ``msg`` (a copy the caller owns), ``None`` for a new symbol.
+        msg: the converted message.
+
+    Returns:
+        The values after ``msg``.
+
+    Raises:
+        ConversionError: ``overflow`` when the volume leaves int64 or the notional is no longer finite.
+    """
+    values = SymbolValues() if current is None else current
+    traded = False
+    for entry_type, price, size, notional in msg.entries:
+        if entry_type == _TRADE:
+            if values.trade_count == 0:
+                values.high = values.low = price
+            elif price > values.high:
+                values.high = price
+            elif price < values.low:
+                values.low = price
+            values.last = price
+            values.volume += size
+            values.notional += notional
+            values.trade_count += 1
+            traded = True
+        elif entry_type == _BID:
+            values.bid = price
+        elif entry_type == _ASK:
+            values.ask = price
+    if values.volume > INT64_MAX:
+        raise ConversionError(
+            "overflow", f"volume of {msg.symbol!r} leaves int64 at source_seq {msg.source_seq}"
+        )
+    if values.trade_count and not math.isfinite(values.notional):
+        raise ConversionError("overflow", f"notional of {msg.symbol!r} is {values.notional}")
+    if traded:
+        values.vwap = values.notional / values.volume if values.volume else 0.0
+    return values
+
+
 class ConversionState:
     """Per-symbol :class:`SymbolValues` with an incrementally maintained digest.
 
@@ -115,61 +161,28 @@ class ConversionState:
         self._hashes: dict[str, int] = {}
         self._digest = 0
 
+    def preview(self, msg: SourceMessage) -> SymbolValues:
+        """The values ``msg`` would give its symbol, without changing the state.
+
+        Raises:
+            ConversionError: ``overflow`` (see :func:`advance`).
+        """
+        return advance(self.get(msg.symbol), msg)
+
     def apply(self, msg: SourceMessage) -> SymbolValues:
         """Apply one converted source message to its symbol's values.
 
         Args:
-            msg: the message, as :meth:`adapter.conversion.Converter.parse` returns it.
+            msg: the message, as :meth:`adapter.conversion.parser.Converter.parse` returns it.
 
         Returns:
-            The symbol's values after the message. This is the *live* object
-            (no copy, for the hot path): read it or encode it, never mutate it,
-            and copy it if you keep it past the next ``apply``.
+            A copy of the symbol's values after the message.
+
+        Raises:
+            ConversionError: ``overflow``; the state is left as it was.
         """
-        symbol = msg.symbol
-        values = self._values.get(symbol)
-        if values is None:
-            values = self._values[symbol] = SymbolValues()
-            old_hash = 0
-        else:
-            old_hash = self._hashes[symbol]
-        traded = False
-        # Strategy: unpack each entry tuple once (cheaper than three attribute
-        # reads per entry) and hash inline rather than through symbol_digest:
-        # this runs once per message on every adapter.
-        for entry_type, price, size, notional in msg.entries:
-            if entry_type == _TRADE:
-                if values.trade_count == 0:
-                    values.high = values.low = price
-                elif price > values.high:
-                    values.high = price
-                elif price < values.low:
-                    values.low = price
-                values.last = price
-                values.volume += size
-                values.notional += notional
-                values.trade_count += 1
-                traded = True
-            elif entry_type == _BID:
-                values.bid = price
-            elif entry_type == _ASK:
-                values.ask = price
-        if traded:
-            values.vwap = values.notional / values.volume if values.volume else 0.0
-        packed = _PACK_VALUES(
-            values.volume,
-            values.high,
-            values.low,
-            values.last,
-            values.vwap,
-            values.trade_count,
-            values.bid,
-            values.ask,
-            values.notional,
-        )
-        new_hash = _from_bytes(_blake2b(symbol.encode() + b"\x00" + packed, digest_size=8).digest(), "big")
-        self._hashes[symbol] = new_hash
-        self._digest = (self._digest - old_hash + new_hash) & DIGEST_MASK
+        values = self.preview(msg)
+        self.set_symbol(msg.symbol, values)
         return values
 
     @property

@@ -225,7 +225,7 @@ class ConverterTable:
         """Load and check a YAML table.
 
         Args:
-            path: the YAML file; ``None`` loads the packaged ``adapter/converters.yaml``.
+            path: the YAML file; ``None`` loads the packaged ``adapter/conversion/converters.yaml``.
 
         Returns:
             The checked table.
@@ -234,7 +234,7 @@ class ConverterTable:
             ConfigError: unreadable YAML or a bad key/value (the message names both).
         """
         if path is None:
-            text = resources.files("adapter").joinpath(DEFAULT_TABLE_RESOURCE).read_text("utf-8")
+            text = resources.files("adapter.conversion").joinpath(DEFAULT_TABLE_RESOURCE).read_text("utf-8")
             source = f"adapter/{DEFAULT_TABLE_RESOURCE}"
         else:
             try:

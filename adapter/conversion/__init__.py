@@ -1,0 +1,34 @@
+"""Conversion: source messages into the application message model, and the conversion state.
+
+``table`` (the converter table), ``parser`` (FIX body -> :class:`SourceMessage`),
+``state`` (per-symbol values and their digest), ``codec`` (``MarketUpdate``
+bytes), and the engines that run them (``engine``, chosen by ``choice``). All pure.
+"""
+
+from __future__ import annotations
+
+from adapter.conversion.choice import make_engine
+from adapter.conversion.codec import encode_update, from_proto, to_proto
+from adapter.conversion.engine import ConversionEngine, Run, Stop
+from adapter.conversion.messages import SourceMessage, SourceUpdateEntry
+from adapter.conversion.parser import REASONS, Converter, peek_source_seq
+from adapter.conversion.state import ConversionState, SymbolValues
+from adapter.conversion.table import ConverterTable
+
+__all__ = [
+    "REASONS",
+    "ConversionEngine",
+    "ConversionState",
+    "Converter",
+    "ConverterTable",
+    "Run",
+    "SourceMessage",
+    "SourceUpdateEntry",
+    "Stop",
+    "SymbolValues",
+    "encode_update",
+    "from_proto",
+    "make_engine",
+    "peek_source_seq",
+    "to_proto",
+]

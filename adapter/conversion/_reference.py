@@ -1,0 +1,92 @@
+"""The reference conversion engine: the whole run in Python.
+
+It produces byte for byte what the C fast path produces for the same input
+(``tests/unit/adapter/test_fastpath.py`` compares them), about thirty times
+slower. It may stop at fewer places than the C path (the C path also hands
+over non-canonical numbers, duplicate fields and non-ASCII symbols, which the
+careful path converts the same way); where both convert, the bytes agree.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from adapter.conversion.engine import ConversionEngine, Run, Stop
+from adapter.conversion.state import ConversionState
+from adapter.conversion.table import ConverterTable
+from adapter.errors import ConversionError
+from proto import fix, wire
+
+__all__ = ["ReferenceEngine"]
+
+
+class ReferenceEngine(ConversionEngine):
+    """:class:`~adapter.conversion.engine.ConversionEngine` in pure Python.
+
+    Args:
+        table: the checked converter table.
+    """
+
+    is_native = False
+
+    def __init__(self, table: ConverterTable) -> None:
+        super().__init__(table, ConversionState())
+
+    def run(
+        self,
+        frame: bytes,
+        pos: int,
+        *,
+        expect_seq: int,
+        stop_seq: int,
+        room: int,
+        max_count: int,
+        publish_time_ns: int,
+        source_stream: int,
+        publish: bool,
+        want_payloads: bool,
+    ) -> Run:
+        state = self.state
+        empty_packet = room < 0
+        room = abs(room)
+        blocks: list[bytes] = []
+        payloads: list[bytes] | None = [] if want_payloads else None
+        digests = array("Q")
+        first_seq = count = 0
+        stop = Stop.END
+        while pos < len(frame):
+            if count >= max_count:
+                stop = Stop.COUNT
+                break
+            body, after = fix.next_message(frame, pos)
+            try:
+                if body is None:
+                    raise ConversionError("malformed", "not a FIX message")
+                msg = self.converter.parse(body)
+                if (expect_seq and msg.source_seq != expect_seq) or (stop_seq and msg.source_seq >= stop_seq):
+                    raise ConversionError("out_of_run", "not the next ordinary message")
+                values = state.preview(msg)
+            except ConversionError:
+                stop = Stop.SLOW
+                break
+            if publish:
+                payload = self.encode(msg, values, publish_time_ns)
+                if len(payload) > wire.MAX_PAYLOAD:
+                    stop = Stop.SLOW
+                    break
+                size = wire.BLOCK_OVERHEAD + len(payload)
+                if size > room and not (empty_packet and count == 0):
+                    stop = Stop.ROOM
+                    break
+                room -= size
+                blocks.append(wire.encode_block(source_stream, msg.source_seq, payload))
+                if payloads is not None:
+                    payloads.append(payload)
+            state.set_symbol(msg.symbol, values)
+            digests.append(state.digest)
+            if not count:
+                first_seq = msg.source_seq
+            count += 1
+            expect_seq = msg.source_seq + 1
+            pos = after
+        return Run(pos, count, stop, b"".join(blocks), first_seq, digests.tobytes(), payloads)

@@ -1,0 +1,84 @@
+"""The market model's protobuf codec: conversion state and converted messages to ``MarketUpdate`` bytes.
+
+Pure: the publish time is passed in. The C fast path (``adapter/_fastpath.c``)
+writes the same bytes for the same input; ``scripts/gen_proto.py`` generates
+the field numbers it uses from ``proto/market.proto``.
+"""
+
+from __future__ import annotations
+
+from adapter.conversion.messages import SourceMessage
+from adapter.conversion.state import SymbolValues
+from proto import market_pb2
+
+__all__ = ["encode_update", "from_proto", "to_proto"]
+
+_SymbolState = market_pb2.SymbolState
+_Entry = market_pb2.Entry
+_MarketUpdate = market_pb2.MarketUpdate
+
+
+def to_proto(values: SymbolValues) -> market_pb2.SymbolState:
+    """Convert a symbol's values to the protobuf ``SymbolState``."""
+    return _SymbolState(
+        volume=values.volume,
+        high=values.high,
+        low=values.low,
+        last=values.last,
+        vwap=values.vwap,
+        trade_count=values.trade_count,
+        bid=values.bid,
+        ask=values.ask,
+        notional=values.notional,
+    )
+
+
+def from_proto(state: market_pb2.SymbolState) -> SymbolValues:
+    """Convert a protobuf ``SymbolState`` back to :class:`SymbolValues`."""
+    return SymbolValues(
+        volume=state.volume,
+        high=state.high,
+        low=state.low,
+        last=state.last,
+        vwap=state.vwap,
+        trade_count=state.trade_count,
+        bid=state.bid,
+        ask=state.ask,
+        notional=state.notional,
+    )
+
+
+def encode_update(msg: SourceMessage, values: SymbolValues, *, publish_time_ns: int) -> bytes:
+    """Serialize the application message for one converted source message.
+
+    Args:
+        msg: the converted message.
+        values: the symbol's values after ``msg`` (what :meth:`ConversionState.apply` returned).
+        publish_time_ns: the adapter's conversion time, ns since the epoch.
+
+    Returns:
+        A serialized ``feedha.v1.MarketUpdate``.
+    """
+    # Strategy: build the message by attribute assignment and `entries.add`;
+    # with the upb backend this measured ~2x faster than nested constructors.
+    update = _MarketUpdate(
+        symbol=msg.symbol, event_time_ns=msg.event_time_ns, publish_time_ns=publish_time_ns
+    )
+    add_entry = update.entries.add
+    for entry_type, price, size, notional in msg.entries:
+        add_entry(type=entry_type, price=price, size=size, notional=notional)
+    state = update.state
+    state.volume = values.volume
+    state.high = values.high
+    state.low = values.low
+    state.last = values.last
+    state.vwap = values.vwap
+    state.trade_count = values.trade_count
+    state.bid = values.bid
+    state.ask = values.ask
+    state.notional = values.notional
+    if msg.extra:
+        update.extra.update(msg.extra)
+    # Deterministic: map entries sorted by key, so every adapter (and the C
+    # fast path, adapter/_fastpath.c) produces the same bytes.
+    return update.SerializeToString(deterministic=True)

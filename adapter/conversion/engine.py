@@ -1,0 +1,141 @@
+"""The conversion engine: which implementation turns source frames into numbered wire blocks.
+
+Theory of operation
+-------------------
+The adapter core converts every source frame through one
+:class:`ConversionEngine`. An engine owns the conversion state and does two
+kinds of work:
+
+* :meth:`ConversionEngine.run` takes a *run* of ordinary messages of a frame
+  from a byte position: well-formed, strictly in sequence, before the next
+  position the sync rules watch (``stop_seq``), whose values fit and whose
+  block fits the packet. It parses, applies, encodes and frames each of
+  them and returns a :class:`Run`. At anything else it stops and says why
+  (:class:`Stop`); the core takes that one message through its careful path
+  and calls ``run`` again after it.
+* The careful path's steps, one message at a time: :meth:`parse` (raises
+  :class:`~adapter.errors.ConversionError` naming the reason),
+  ``state.preview``/``state.set_symbol`` and :meth:`encode`.
+
+There are two implementations, chosen in one place (:func:`adapter.conversion.choice.make_engine`), as
+the journal's framing is (``adapter.journal._framing``):
+
+* :class:`~adapter.conversion._native.NativeEngine`: ``run`` is the C fast
+  path (``adapter/_fastpath.c``) and the state lives in C;
+* :class:`~adapter.conversion._reference.ReferenceEngine`: everything in
+  Python, byte for byte the same output; the fallback when the extension is
+  not built or the converter table uses a feature the C path lacks.
+
+The careful path is the same Python code in both, so how an unusual message
+is handled never depends on the engine. Pure: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from adapter.conversion.codec import encode_update
+from adapter.conversion.messages import SourceMessage
+from adapter.conversion.parser import Converter
+from adapter.conversion.state import ConversionState, SymbolValues
+from adapter.conversion.table import ConverterTable
+
+__all__ = ["ConversionEngine", "Run", "Stop"]
+
+
+class Stop(enum.IntEnum):
+    """Why a run stopped (the values are the C module's ``STOP_*`` constants)."""
+
+    END = 0  # the frame is done
+    SLOW = 1  # the message at ``pos`` needs the careful path
+    ROOM = 2  # the packet is full
+    COUNT = 3  # ``max_count`` messages were taken
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What one :meth:`ConversionEngine.run` call converted.
+
+    Attributes:
+        pos: the frame position after the last converted message (where the run stopped).
+        count: how many messages it converted.
+        stop: why it stopped.
+        blocks: their wire blocks back to back (empty when not publishing).
+        first_source_seq: the first message's source_seq; the others follow by one (0 when count is 0).
+        digests: the conversion-state digest after each message, native uint64s (8 bytes each).
+        payloads: each message's encoded ``MarketUpdate`` (only when asked for).
+    """
+
+    pos: int
+    count: int
+    stop: Stop
+    blocks: bytes
+    first_source_seq: int
+    digests: bytes
+    payloads: list[bytes] | None
+
+
+class ConversionEngine:
+    """Converts source messages with one converter table into one conversion state.
+
+    Args:
+        table: the checked converter table.
+        state: the conversion state it applies messages to.
+    """
+
+    is_native: bool = False
+
+    def __init__(self, table: ConverterTable, state: ConversionState) -> None:
+        self.table = table
+        self.state = state
+        self.converter = Converter(table)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} [symbols={len(self.state)}, digest={self.state.digest:016x}]>"
+
+    def run(
+        self,
+        frame: bytes,
+        pos: int,
+        *,
+        expect_seq: int,
+        stop_seq: int,
+        room: int,
+        max_count: int,
+        publish_time_ns: int,
+        source_stream: int,
+        publish: bool,
+        want_payloads: bool,
+    ) -> Run:
+        """Convert the run of ordinary messages of ``frame`` from byte ``pos``.
+
+        Args:
+            frame: a source frame (one or more FIX messages back to back).
+            pos: where to start in it.
+            expect_seq: the source_seq the next message must carry (0: any, the first ever).
+            stop_seq: stop before a message with ``source_seq >= stop_seq`` (0: never).
+            room: bytes left in the current packet; negative for an empty packet of ``-room``
+                bytes, whose first block always fits.
+            max_count: convert at most this many messages.
+            publish_time_ns: the publish time stamped on every message.
+            source_stream: the source stream number written in every block.
+            publish: encode blocks (an adapter that does not publish only converts).
+            want_payloads: also return each payload (for the journal).
+
+        Returns:
+            The :class:`Run`; its messages are applied to the state.
+        """
+        raise NotImplementedError
+
+    def parse(self, body: bytes) -> SourceMessage:
+        """Convert one message body (the careful path).
+
+        Raises:
+            ConversionError: with the reason.
+        """
+        return self.converter.parse(body)
+
+    def encode(self, msg: SourceMessage, values: SymbolValues, publish_time_ns: int) -> bytes:
+        """The ``MarketUpdate`` payload of one converted message with its symbol's values."""
+        return encode_update(msg, values, publish_time_ns=publish_time_ns)

@@ -1,0 +1,28 @@
+"""The adapter's decisions, with no socket and no clock: the core, the sync rules, their codecs.
+
+:class:`AdapterCore` (``core``) takes every input with the time and returns
+:mod:`~adapter.core.actions`; ``sync``/``sync_types`` are the seed patent's
+rules as a pure state machine; ``sequencer`` numbers messages and compares
+positions; ``syncbus`` and ``commands`` turn bytes into typed messages and
+back; ``output``, ``journaling``, ``ring``, ``health`` and ``recovery`` are
+the core's parts. Nothing here imports zmq, grpc, asyncio or time.
+"""
+
+from __future__ import annotations
+
+from adapter.core.actions import Action, JournalRecords, Publish, SendSync, Status, WriteCheckpoint
+from adapter.core.config import CoreConfig
+from adapter.core.machine import AdapterCore, CoreCounters, SyncView
+
+__all__ = [
+    "Action",
+    "AdapterCore",
+    "CoreConfig",
+    "CoreCounters",
+    "JournalRecords",
+    "Publish",
+    "SendSync",
+    "Status",
+    "SyncView",
+    "WriteCheckpoint",
+]

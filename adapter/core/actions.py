@@ -1,0 +1,68 @@
+"""What the adapter core asks its shell to do: the actions its input handlers return.
+
+The core (:class:`adapter.core.machine.AdapterCore`) decides; the runner carries
+these out in order, after the handler returned (STYLE.md §3: decide first,
+then act). Plain frozen dataclasses: no behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from adapter.core.syncbus import SyncMessage
+
+__all__ = ["Action", "JournalRecords", "Publish", "SendSync", "Status", "WriteCheckpoint"]
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Send one packet on the line (``[channel topic, packet]``)."""
+
+    packet: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRecords:
+    """Append published messages ``first_msg_seq``, ``first_msg_seq + 1``, ... to the journal.
+
+    Attributes:
+        first_msg_seq: msg_seq of the first record.
+        time_ns: their publish time, ns since the Unix epoch.
+        source_stream: the source stream number of every record.
+        source_seqs: each record's source_seq (a list or an ``array('q')``).
+        payloads: each record's encoded ``MarketUpdate``.
+    """
+
+    first_msg_seq: int
+    time_ns: int
+    source_stream: int
+    source_seqs: Sequence[int]
+    payloads: Sequence[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteCheckpoint:
+    """Write a journal checkpoint: the conversion state right after journaled ``msg_seq``."""
+
+    msg_seq: int
+    state: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SendSync:
+    """Publish one message on the sync bus."""
+
+    message: SyncMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A status event for whoever watches the adapter (role changes, recovery, ...)."""
+
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+Action: TypeAlias = Publish | JournalRecords | WriteCheckpoint | SendSync | Status

@@ -1,0 +1,180 @@
+"""Operator commands to one adapter, and their JSON form on the local control socket.
+
+Commands reach an adapter from the admin server (``feedctl``) or from the
+control socket (drills, tests); both become the typed commands below, which
+:meth:`adapter.core.machine.AdapterCore.on_command` carries out. A request that
+is not a valid command raises :class:`ControlError` naming the field, and the
+runner answers ``{"ok": false, "error": ...}``; it never reaches the core.
+
+Control request: one JSON object, ``{"cmd": NAME, ...fields}``:
+
+========== ========================================= =============================
+cmd         fields                                    does
+========== ========================================= =============================
+status      --                                        reply with role, position, counters
+promote     ``reason`` (str, optional)                become active (in sync only), term + 1
+demote      ``reason``                                step down to backup (active only)
+fail        ``reason``                                go off line (rule 5 by hand)
+throttle    ``rate`` (msg/s; 0 lifts it)              cap the source reading rate
+drop        ``every`` (>=1), ``count`` (>=0)          fault injection: skip sending packets
+penalty     ``value`` (0..100)                        handicap on the health score
+corrupt_state ``delta`` (int, optional)               fault injection: skew every volume
+========== ========================================= =============================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from adapter.core.sync_types import CommandKind
+from adapter.errors import AdapterError
+
+__all__ = [
+    "MAX_REQUEST_BYTES",
+    "Command",
+    "ControlError",
+    "CorruptState",
+    "DropPackets",
+    "Penalty",
+    "RoleCommand",
+    "ShowStatus",
+    "Throttle",
+    "decode_request",
+    "encode_reply",
+]
+
+MAX_REQUEST_BYTES: Final = 4096
+MIN_THROTTLE_RATE: Final = 1.0  # msg/s: below this a throttle would pause the adapter for ever
+MAX_THROTTLE_RATE: Final = 1e9
+MAX_REASON_CHARS: Final = 200
+MAX_DROP_COUNT: Final = 1_000_000
+MAX_CORRUPT_DELTA: Final = 1 << 40
+
+
+class ControlError(AdapterError, ValueError):
+    """A control request that is not a valid command; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShowStatus:
+    """Reply with the adapter's status."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoleCommand:
+    """Promote, demote or fail the adapter (the sync rules decide whether it may)."""
+
+    kind: CommandKind
+    reason: str = "operator"
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """Cap the source reading rate at ``rate`` messages/s (0: no cap)."""
+
+    rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class DropPackets:
+    """Fault injection: journal but do not send every ``every``-th packet, ``count`` times."""
+
+    every: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Penalty:
+    """Subtract ``value`` from the health score (drills, tests)."""
+
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptState:
+    """Fault injection: add ``delta`` to every symbol's volume (the sync rules must repair it)."""
+
+    delta: int = 1000
+
+
+Command: TypeAlias = ShowStatus | RoleCommand | Throttle | DropPackets | Penalty | CorruptState
+
+
+def _reason(request: Mapping[str, Any]) -> str:
+    reason = request.get("reason", "operator")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+        raise ControlError(f"reason must be a string of at most {MAX_REASON_CHARS} characters")
+    return reason or "operator"
+
+
+def _number(
+    request: Mapping[str, Any], name: str, low: float, high: float, default: float | None = None
+) -> float:
+    value = request.get(name, default)
+    if value is None:
+        raise ControlError(f"{request.get('cmd')!r} needs the field {name!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ControlError(f"{name} must be a finite number, got {value!r}")
+    if not low <= value <= high:
+        raise ControlError(f"{name} must be in {low:g}..{high:g}, got {value!r}")
+    return float(value)
+
+
+def _integer(request: Mapping[str, Any], name: str, low: int, high: int, default: int) -> int:
+    value = request.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ControlError(f"{name} must be an integer in {low}..{high}, got {value!r}")
+    return value
+
+
+def _throttle(request: Mapping[str, Any]) -> Command:
+    rate = _number(request, "rate", 0.0, MAX_THROTTLE_RATE)
+    if 0 < rate < MIN_THROTTLE_RATE:
+        raise ControlError(f"rate must be 0 (no cap) or at least {MIN_THROTTLE_RATE:g} msg/s, got {rate!r}")
+    return Throttle(rate)
+
+
+_DECODERS: Final[Mapping[str, Callable[[Mapping[str, Any]], Command]]] = {
+    "status": lambda r: ShowStatus(),
+    "promote": lambda r: RoleCommand(CommandKind.PROMOTE, _reason(r)),
+    "demote": lambda r: RoleCommand(CommandKind.DEMOTE, _reason(r)),
+    "fail": lambda r: RoleCommand(CommandKind.FAIL, _reason(r)),
+    "throttle": _throttle,
+    "drop": lambda r: DropPackets(
+        _integer(r, "every", 1, MAX_DROP_COUNT, 1), _integer(r, "count", 0, MAX_DROP_COUNT, 1)
+    ),
+    "penalty": lambda r: Penalty(_number(r, "value", 0.0, 100.0)),
+    "corrupt_state": lambda r: CorruptState(
+        _integer(r, "delta", -MAX_CORRUPT_DELTA, MAX_CORRUPT_DELTA, 1000)
+    ),
+}
+
+
+def decode_request(data: bytes) -> Command:
+    """Parse one control request.
+
+    Raises:
+        ControlError: too long, not a JSON object, an unknown ``cmd``, or a missing or bad field.
+    """
+    if len(data) > MAX_REQUEST_BYTES:
+        raise ControlError(f"request of {len(data)} bytes exceeds {MAX_REQUEST_BYTES}")
+    try:
+        request = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise ControlError(f"not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise ControlError(f"a request is a JSON object, got {type(request).__name__}")
+    cmd = request.get("cmd")
+    decoder = _DECODERS.get(cmd) if isinstance(cmd, str) else None
+    if decoder is None:
+        raise ControlError(f"unknown command {cmd!r}; known: {', '.join(sorted(_DECODERS))}")
+    return decoder(request)
+
+
+def encode_reply(reply: Mapping[str, Any]) -> bytes:
+    """A reply as the control socket sends it (JSON)."""
+    return json.dumps(reply).encode()

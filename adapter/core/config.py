@@ -1,0 +1,65 @@
+"""What the adapter core needs to know: identity, numbering, timers and limits (no endpoints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from adapter.core.sync_types import SyncConfig
+from adapter.errors import ConfigError
+from proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
+
+LINE_HEARTBEAT_S: Final = 0.1
+RING_SIZE: Final = 8192
+CHECKPOINT_EVERY: Final = 50_000  # journal checkpoint after this many journaled messages ...
+CHECKPOINT_INTERVAL_S: Final = 5.0  # ... or this long after the last one, whichever comes first
+MAX_PAUSE_S: Final = 1.0  # the longest a throttle pauses source reading in one go
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoreConfig:
+    """The adapter core's configuration (``AdapterConfig.core()`` builds it).
+
+    Attributes:
+        channel_number: the channel number in packet headers (u16).
+        adapter: this adapter's number (u16, unique in the channel).
+        source_stream_number: the source stream's number in block headers (u16).
+        want_active: start as the active unless an active is heard during the start-up grace.
+        term: the term to start from.
+        sync: timers and limits of the sync rules.
+        max_packet_bytes: packet budget, header included.
+        line_heartbeat_s: idle time after which the line sends a heartbeat packet.
+        health_penalty: handicap subtracted from the health score (drills, tests).
+        journal: whether published messages are journaled (and checkpoints written).
+        checkpoint_every: checkpoint after this many journaled messages ...
+        checkpoint_interval_s: ... or this many seconds after the last one.
+    """
+
+    channel_number: int
+    adapter: int
+    source_stream_number: int
+    want_active: bool = False
+    term: int = 0
+    sync: SyncConfig = field(default_factory=SyncConfig)
+    max_packet_bytes: int = DEFAULT_MAX_PACKET_BYTES
+    line_heartbeat_s: float = LINE_HEARTBEAT_S
+    health_penalty: float = 0.0
+    journal: bool = False
+    checkpoint_every: int = CHECKPOINT_EVERY
+    checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S
+
+    def __post_init__(self) -> None:
+        for name in ("channel_number", "adapter", "source_stream_number"):
+            value = getattr(self, name)
+            if not 0 < value <= 0xFFFF:
+                raise ConfigError(f"{name} must be in 1..65535, got {value!r}")
+        if not 0 <= self.term <= 0xFFFFFFFF:
+            raise ConfigError(f"term must be in 0..4294967295, got {self.term}")
+        if self.max_packet_bytes < HEADER_SIZE + 64:
+            raise ConfigError(f"max_packet_bytes must be >= {HEADER_SIZE + 64}, got {self.max_packet_bytes}")
+        if not self.line_heartbeat_s > 0:
+            raise ConfigError(f"line_heartbeat_s must be > 0, got {self.line_heartbeat_s}")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if not self.checkpoint_interval_s > 0:
+            raise ConfigError(f"checkpoint_interval_s must be > 0, got {self.checkpoint_interval_s}")

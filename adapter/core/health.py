@@ -1,0 +1,103 @@
+"""Health: the figures an adapter reports and the score backups are ranked by.
+
+The score is a pure function of a :class:`HealthSample` so the ranking rules
+(rule 5: the least healthy backup fails itself; rule 6: the healthiest in-sync
+backup promotes itself) can be tested with made-up figures. The runner fills
+the sample from psutil and its own counters.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Final
+
+MEMORY_COMFORT_MB: Final = 512.0
+LAG_PER_POINT: Final = 100.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HealthSample:
+    """Raw health figures of one adapter at one moment."""
+
+    available_memory_mb: float
+    cpu_percent: float  # of one core, for this process
+    error_count: int  # errors in the recent window (malformed frames, conversion errors, ...)
+    message_rate: float  # messages/s published
+    lag: int  # source messages behind the active (negative when ahead)
+    penalty: float = 0.0  # operator- or test-imposed handicap
+
+
+def health_score(sample: HealthSample) -> float:
+    """Reduce a sample to a score in [0, 100]; higher is healthier.
+
+    The weights say what makes a backup a poor successor: a saturated CPU (it
+    will fall behind after promotion), memory pressure, recent errors and lag.
+    """
+    score = 100.0
+    score -= 0.3 * min(max(sample.cpu_percent, 0.0), 100.0)
+    score -= 20.0 * max(0.0, 1.0 - sample.available_memory_mb / MEMORY_COMFORT_MB)
+    score -= min(20.0, 2.0 * sample.error_count)
+    score -= min(20.0, abs(sample.lag) / LAG_PER_POINT)
+    score -= sample.penalty
+    return max(0.0, min(100.0, score))
+
+
+ERROR_WINDOW_S: Final = 10.0  # errors count toward health for this long
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MachineSample:
+    """What the machine says about this process (the runner reads it from psutil)."""
+
+    available_memory_mb: float
+    cpu_percent: float
+
+
+class HealthMeter:
+    """Turns the adapter's counters and the latest machine sample into a :class:`HealthSample`.
+
+    Pure: the caller passes the time and the cumulative figures in. The
+    message rate is measured between two samples; errors count only while
+    they are younger than ``error_window_s`` (a burst an hour ago says
+    nothing about the adapter now).
+
+    Args:
+        penalty: the operator's or a drill's handicap on the score.
+        now: the clock at start-up.
+        error_window_s: how long an error lowers the score.
+    """
+
+    __slots__ = ("penalty", "_machine", "_rate_mark", "_error_marks", "_error_window_s")
+
+    def __init__(self, *, penalty: float, now: float, error_window_s: float = ERROR_WINDOW_S) -> None:
+        self.penalty = penalty
+        self._machine = MachineSample(available_memory_mb=MEMORY_COMFORT_MB, cpu_percent=0.0)
+        self._rate_mark = (now, 0)
+        self._error_marks: deque[tuple[float, int]] = deque([(now, 0)])
+        self._error_window_s = error_window_s
+
+    def __repr__(self) -> str:
+        return f"<HealthMeter [penalty={self.penalty}, machine={self._machine}]>"
+
+    def on_machine_sample(self, sample: MachineSample) -> None:
+        """Keep the latest machine figures."""
+        self._machine = sample
+
+    def measure(self, *, now: float, published: int, errors: int, lag: int) -> HealthSample:
+        """A sample at ``now`` from the cumulative published and error counts."""
+        mark_time, mark_count = self._rate_mark
+        rate = (published - mark_count) / max(now - mark_time, 1e-6)
+        self._rate_mark = (now, published)
+        marks = self._error_marks
+        marks.append((now, errors))
+        while len(marks) > 1 and now - marks[1][0] >= self._error_window_s:
+            marks.popleft()
+        return HealthSample(
+            available_memory_mb=self._machine.available_memory_mb,
+            cpu_percent=self._machine.cpu_percent,
+            error_count=errors - marks[0][1],
+            message_rate=rate,
+            lag=lag,
+            penalty=self.penalty,
+        )

@@ -1,0 +1,109 @@
+"""What goes into the adapter's journal and when a checkpoint is due.
+
+Pure bookkeeping: the runner's journal writer carries out the
+:class:`~adapter.core.actions.JournalRecords` and
+:class:`~adapter.core.actions.WriteCheckpoint` actions this plans.
+
+* The journal keeps one record per ``msg_seq``, the first one written: when
+  rule 2 renumbers an adapter backwards, the numbers it publishes again are
+  not journaled again (they are counted as ``journal_skipped``).
+* A checkpoint is the conversion state *at* the last journaled message, so it
+  is taken only when nothing was converted after that message, once
+  ``checkpoint_every`` messages or ``checkpoint_interval_s`` seconds have
+  passed since the last one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from adapter.conversion.state import SymbolValues
+from adapter.core.actions import JournalRecords, WriteCheckpoint
+from adapter.core.recovery import encode_checkpoint_state
+
+__all__ = ["JournalPlan"]
+
+
+class JournalPlan:
+    """The journal's side of one adapter core.
+
+    Args:
+        source_stream: the source stream number of every record.
+        checkpoint_every: checkpoint after this many journaled messages ...
+        checkpoint_interval_s: ... or this long after the last checkpoint.
+        now: the clock at start-up.
+    """
+
+    __slots__ = (
+        "_source_stream",
+        "_every",
+        "_interval_s",
+        "last_msg_seq",
+        "last_source_seq",
+        "_since_checkpoint",
+        "_checkpoint_at",
+        "journaled",
+        "skipped",
+        "checkpoints",
+    )
+
+    def __init__(
+        self, *, source_stream: int, checkpoint_every: int, checkpoint_interval_s: float, now: float
+    ) -> None:
+        self._source_stream = source_stream
+        self._every = checkpoint_every
+        self._interval_s = checkpoint_interval_s
+        self.last_msg_seq = 0  # the newest msg_seq in the journal
+        self.last_source_seq = 0  # its source_seq
+        self._since_checkpoint = 0
+        self._checkpoint_at = now
+        self.journaled = self.skipped = self.checkpoints = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<JournalPlan [last_msg_seq={self.last_msg_seq}, since_checkpoint={self._since_checkpoint}, "
+            f"skipped={self.skipped}]>"
+        )
+
+    def resume(self, *, last_msg_seq: int, last_source_seq: int) -> None:
+        """Continue after what recovery found in the journal."""
+        self.last_msg_seq = last_msg_seq
+        self.last_source_seq = last_source_seq
+
+    def records(
+        self, first_msg_seq: int, time_ns: int, source_seqs: Sequence[int], payloads: Sequence[bytes]
+    ) -> JournalRecords | None:
+        """The records to journal for published messages ``first_msg_seq``, ... (``None``: all known)."""
+        count = len(payloads)
+        skip = min(max(self.last_msg_seq - first_msg_seq + 1, 0), count)
+        if skip:
+            self.skipped += skip
+            if skip == count:
+                return None
+            first_msg_seq += skip
+            source_seqs, payloads = source_seqs[skip:], payloads[skip:]
+            count -= skip
+        self.last_msg_seq = first_msg_seq + count - 1
+        self.last_source_seq = source_seqs[-1]
+        self.journaled += count
+        self._since_checkpoint += count
+        return JournalRecords(first_msg_seq, time_ns, self._source_stream, source_seqs, payloads)
+
+    def checkpoint(
+        self, *, now: float, last_source_seq: int, symbols: Callable[[], Mapping[str, SymbolValues]]
+    ) -> WriteCheckpoint | None:
+        """A checkpoint when one is due and the state is exactly the journal's; else ``None``."""
+        pending = self._since_checkpoint
+        due = pending >= self._every or (pending and now - self._checkpoint_at >= self._interval_s)
+        if not due or self.last_source_seq != last_source_seq:
+            return None
+        blob = encode_checkpoint_state(
+            symbols(),
+            source_stream=self._source_stream,
+            source_seq=self.last_source_seq,
+            next_msg_seq=self.last_msg_seq + 1,
+        )
+        self._since_checkpoint = 0
+        self._checkpoint_at = now
+        self.checkpoints += 1
+        return WriteCheckpoint(self.last_msg_seq, blob)

@@ -1,0 +1,223 @@
+"""The sync bus codec: typed messages to ``SyncMessage`` bytes and back.
+
+Theory of operation
+-------------------
+Adapters of a channel talk over the sync bus (``proto/sync.proto``). This
+module is the only place that sees the protobuf objects: the core builds the
+typed messages below and the runner sends ``encode_sync(msg)``; the runner
+feeds ``decode_sync(bytes)`` to the core. Every message carries its
+:class:`Sender` (adapter, term, role, send time). Pure: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from google.protobuf.message import DecodeError
+
+from adapter.conversion.codec import from_proto, to_proto
+from adapter.conversion.state import SymbolValues
+from adapter.core.sync_types import Role
+from adapter.errors import AdapterError
+from proto import sync_pb2
+
+__all__ = [
+    "Failed",
+    "Health",
+    "Sender",
+    "Snapshot",
+    "SnapshotRequest",
+    "StreamState",
+    "SyncDecodeError",
+    "SyncMessage",
+    "decode_sync",
+    "encode_sync",
+]
+
+_ROLE_TO_PB: Final = {
+    Role.ACTIVE: sync_pb2.ROLE_ACTIVE,
+    Role.BACKUP: sync_pb2.ROLE_BACKUP,
+    Role.FAILED: sync_pb2.ROLE_FAILED,
+}
+_ROLE_FROM_PB: Final = {value: key for key, value in _ROLE_TO_PB.items()}
+
+
+class SyncDecodeError(AdapterError, ValueError):
+    """A sync-bus frame that is not a well-formed SyncMessage of this channel."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Who sent a sync message, in which role and term, and when (ns since the epoch)."""
+
+    adapter: int
+    term: int
+    role: Role
+    send_time_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """Where the sender's stream stands (the active's heartbeat).
+
+    ``last_source_seq`` is the last source message it published, with the
+    ``last_msg_seq`` it got and the conversion-state ``digest`` right after it
+    (0: nothing published yet).
+    """
+
+    sender: Sender
+    source_stream: int
+    next_msg_seq: int
+    next_source_seq: int
+    last_source_seq: int
+    last_msg_seq: int
+    digest: int
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """The sender's health figures and the score backups are ranked by."""
+
+    sender: Sender
+    score: float
+    available_memory_mb: float
+    cpu_percent: float
+    error_count: int
+    message_rate: float
+    lag: int
+    in_sync: bool
+    desync_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRequest:
+    """The sender asks ``target_adapter`` for its whole conversion state."""
+
+    sender: Sender
+    target_adapter: int
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The sender's whole conversion state right after ``source_seq``."""
+
+    sender: Sender
+    source_stream: int
+    source_seq: int
+    next_msg_seq: int
+    symbols: Mapping[str, SymbolValues]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The sender takes itself off line (rule 5, or an operator failed it)."""
+
+    sender: Sender
+    reason: str
+
+
+SyncMessage: TypeAlias = StreamState | Health | SnapshotRequest | Snapshot | Failed
+
+
+def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
+    """Serialize one typed message as a ``feedha.v1.SyncMessage`` of ``channel``."""
+    sender = msg.sender
+    out = sync_pb2.SyncMessage(
+        channel=channel,
+        adapter=sender.adapter,
+        term=sender.term,
+        role=_ROLE_TO_PB[sender.role],
+        send_time_ns=sender.send_time_ns,
+    )
+    if isinstance(msg, StreamState):
+        ss = out.stream_state
+        ss.source_stream = msg.source_stream
+        ss.next_msg_seq = msg.next_msg_seq
+        ss.next_source_seq = msg.next_source_seq
+        ss.last_source_seq = msg.last_source_seq
+        ss.last_msg_seq = msg.last_msg_seq
+        ss.digest = msg.digest
+    elif isinstance(msg, Health):
+        _fill_health(out.health, msg)
+    elif isinstance(msg, SnapshotRequest):
+        out.snapshot_request.target_adapter = msg.target_adapter
+    elif isinstance(msg, Snapshot):
+        _fill_snapshot(out.snapshot, msg)
+    else:
+        out.failed.reason = msg.reason
+    return out.SerializeToString()
+
+
+def _fill_health(health: sync_pb2.Health, msg: Health) -> None:
+    health.score = msg.score
+    health.available_memory_mb = msg.available_memory_mb
+    health.cpu_percent = msg.cpu_percent
+    health.error_count = msg.error_count
+    health.message_rate = msg.message_rate
+    health.lag = msg.lag
+    health.in_sync = msg.in_sync
+    health.desync_count = msg.desync_count
+
+
+def _fill_snapshot(snap: sync_pb2.ConversionSnapshot, msg: Snapshot) -> None:
+    snap.source_stream = msg.source_stream
+    snap.source_seq = msg.source_seq
+    snap.next_msg_seq = msg.next_msg_seq
+    for symbol, values in msg.symbols.items():
+        entry = snap.symbols.add()
+        entry.symbol = symbol
+        entry.state.CopyFrom(to_proto(values))
+
+
+def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
+    """Parse one sync-bus frame.
+
+    Raises:
+        SyncDecodeError: not a SyncMessage, one of another channel, or one without a known role or body.
+    """
+    try:
+        msg = sync_pb2.SyncMessage.FromString(data)
+    except DecodeError as exc:
+        raise SyncDecodeError(f"undecodable sync frame of {len(data)} bytes") from exc
+    if msg.channel != channel:
+        raise SyncDecodeError(f"sync frame of channel {msg.channel}, this is channel {channel}")
+    role = _ROLE_FROM_PB.get(msg.role)
+    if role is None:
+        raise SyncDecodeError(f"sync frame with role {msg.role}")
+    sender = Sender(msg.adapter, msg.term, role, msg.send_time_ns)
+    kind = msg.WhichOneof("body")
+    if kind == "stream_state":
+        ss = msg.stream_state
+        return StreamState(
+            sender,
+            ss.source_stream,
+            ss.next_msg_seq,
+            ss.next_source_seq,
+            ss.last_source_seq,
+            ss.last_msg_seq,
+            ss.digest,
+        )
+    if kind == "health":
+        h = msg.health
+        return Health(
+            sender,
+            h.score,
+            h.available_memory_mb,
+            h.cpu_percent,
+            h.error_count,
+            h.message_rate,
+            h.lag,
+            h.in_sync,
+            h.desync_count,
+        )
+    if kind == "snapshot_request":
+        return SnapshotRequest(sender, msg.snapshot_request.target_adapter)
+    if kind == "snapshot":
+        snap = msg.snapshot
+        symbols = {entry.symbol: from_proto(entry.state) for entry in snap.symbols}
+        return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols)
+    if kind == "failed":
+        return Failed(sender, msg.failed.reason)
+    raise SyncDecodeError("sync frame without a body")
