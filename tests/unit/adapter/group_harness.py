@@ -1,0 +1,313 @@
+"""Adapter cores of one channel in one process, on a simulated clock, with no sockets.
+
+The pair harness of STYLE.md §13 for the whole adapter: :class:`CoreGroup`
+runs two or three real :class:`~adapter.core.AdapterCore` objects (real
+engines, real sync rules, the sync bus encoded and decoded as bytes) against
+a deterministic source, and one real :class:`~client_lib.ChannelArbiter`
+joined to every line, which fills holes from the adapters' journals through
+the real :class:`~adapter.replay.ReplayService`. Time advances in steps of
+``STEP_S``; faults are explicit: :meth:`CoreGroup.kill` (SIGKILL: state and
+unsent input are gone), :meth:`CoreGroup.stall` (SIGSTOP/SIGCONT: input
+queues up meanwhile), :meth:`CoreGroup.restart` (a new core recovered from
+the dead one's journal), operator commands and poison frames.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from adapter.conversion import ConverterTable, make_engine
+from adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish, SendSync, Status, WriteCheckpoint
+from adapter.core.commands import Command
+from adapter.core.health import MachineSample
+from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
+from adapter.journal.format import Record
+from adapter.replay import ReplayService
+from client_lib.arbiter import ChannelArbiter
+from client_lib.events import ArbiterConfig, Delivery, GapLost, RetransmissionNeeded
+from proto import fix
+from proto.replay import ReplayRequest, encode_request
+
+STEP_S: Final = 0.001
+EPOCH_NS: Final = 1_790_000_000_000_000_000
+CHANNEL: Final = 1
+STREAM: Final = 1
+SYMBOLS: Final = ("AAPL", "IBM", "MSFT", "NVDA", "ORCL", "SAP", "TSLA", "VOD")
+SOURCE_TOPIC: Final = b"A-Z"
+SOURCE_BUDGET: Final = 64  # frames an adapter takes per step (the runner's SOURCE_BATCH_FRAMES)
+
+
+class Source:
+    """A seeded market: ``rate`` messages/s in frames of one step's worth, numbered gap-free."""
+
+    def __init__(self, *, rate: float, seed: int = 7) -> None:
+        self.rate = rate
+        self._rng = random.Random(seed)
+        self._due = 0.0
+        self.next_seq = 1
+        self.poison: deque[bytes] = deque()  # messages to slip into the next frame
+
+    def frame(self) -> bytes | None:
+        """The frame of one step, or ``None`` when nothing is due."""
+        self._due += self.rate * STEP_S
+        parts = list(self.poison)
+        self.poison.clear()
+        while self._due >= 1:
+            self._due -= 1
+            parts.append(self._message(self.next_seq))
+            self.next_seq += 1
+        return b"".join(parts) or None
+
+    def _message(self, seq: int) -> bytes:
+        rng = self._rng
+        kind = rng.choice((fix.ENTRY_TRADE, fix.ENTRY_TRADE, fix.ENTRY_BID, fix.ENTRY_OFFER))
+        entry = fix.SourceEntry(kind, f"{rng.randint(9000, 11000) / 100:.2f}", rng.randint(1, 500))
+        return fix.encode_market_data(
+            source_seq=seq, symbol=rng.choice(SYMBOLS), event_time_ns=EPOCH_NS + seq, entries=[entry]
+        )
+
+
+class MemoryJournal:
+    """An adapter's journal in memory: what its JournalRecords and checkpoints wrote."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, Record] = {}
+        self.checkpoint: Any = None
+
+    def append(self, action: JournalRecords) -> None:
+        for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
+            msg_seq = action.first_msg_seq + i
+            self.records[msg_seq] = Record(msg_seq, action.time_ns, action.source_stream, seq, payload)
+
+    def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
+        last = max(self.records, default=0) if to_seq is None else to_seq
+        return (self.records[s] for s in sorted(self.records) if from_seq <= s <= last)
+
+    def bounds(self) -> tuple[int, int]:
+        return (min(self.records), max(self.records)) if self.records else (0, 0)
+
+
+@dataclass
+class Member:
+    """One adapter of the group and what surrounds it: inboxes, line, journal, events."""
+
+    number: int
+    core: AdapterCore
+    journal: MemoryJournal
+    source_inbox: deque[bytes] = field(default_factory=deque)
+    sync_inbox: deque[bytes] = field(default_factory=deque)
+    packets: list[bytes] = field(default_factory=list)
+    events: list[Status] = field(default_factory=list)
+    alive: bool = True
+    stalled_until: float = 0.0
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.core.status()
+
+    def roles(self) -> list[str]:
+        return [e.fields["new"] for e in self.events if e.event == "role"]
+
+
+class CoreGroup:
+    """An adapter group, a source and an arbitrating client on one simulated clock.
+
+    Args:
+        size: adapters; number 1 is configured active.
+        rate: source messages per second.
+        penalties: health penalty per adapter number.
+        journal: whether the adapters journal (and serve replays from it).
+    """
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        rate: float = 2000,
+        penalties: dict[int, float] | None = None,
+        journal: bool = True,
+    ) -> None:
+        self.now = 0.0
+        self.source = Source(rate=rate)
+        self.table = ConverterTable.load()
+        self.penalties = penalties or {}
+        self.journaling = journal
+        self.members: dict[int, Member] = {}
+        self.client = ChannelArbiter(ArbiterConfig(channel=CHANNEL, fill_timeout=0.05, loss_timeout=2.0))
+        self.delivered: dict[int, int] = {}  # msg_seq -> source_seq, as the client delivered them
+        self.lost = self.duplicates = self.out_of_order = 0
+        for number in range(1, size + 1):
+            self.start(number)
+
+    def __repr__(self) -> str:
+        roles = {n: m.core.sync.role.value for n, m in self.members.items() if m.alive}
+        return f"<CoreGroup [now={self.now:.3f}, roles={roles}, delivered={len(self.delivered)}]>"
+
+    # ---- faults and commands ---------------------------------------------------------------
+
+    def start(self, number: int, *, term: int = 0, journal: MemoryJournal | None = None) -> Member:
+        config = CoreConfig(
+            channel_number=CHANNEL,
+            adapter=number,
+            source_stream_number=STREAM,
+            want_active=number == 1,
+            term=term,
+            health_penalty=self.penalties.get(number, 0.0),
+            journal=self.journaling,
+        )
+        core = AdapterCore(config, make_engine(self.table), now=self.now)
+        journal = journal or MemoryJournal()
+        if self.journaling and journal.records:
+            core.recover(journal.checkpoint, journal, journal_last_msg_seq=journal.bounds()[1])
+        core.on_machine_sample(MachineSample(available_memory_mb=4096.0, cpu_percent=10.0))
+        member = self.members[number] = Member(number, core, journal)
+        return member
+
+    def kill(self, number: int) -> None:
+        """SIGKILL: the adapter stops; what it held and had not sent is gone."""
+        self.members[number].alive = False
+
+    def stall(self, number: int, seconds: float) -> None:
+        """SIGSTOP for ``seconds``, then SIGCONT: input queues up meanwhile."""
+        self.members[number].stalled_until = self.now + seconds
+
+    def restart(self, number: int, *, term: int = 0) -> Member:
+        """Start the adapter again on its journal (a restarted process)."""
+        old = self.members[number]
+        assert not old.alive, "kill it first"
+        return self.start(number, term=term, journal=old.journal)
+
+    def command(self, number: int, command: Command) -> dict[str, Any]:
+        member = self.members[number]
+        reply, actions = member.core.on_command(command, now=self.now, wall_ns=self._wall_ns())
+        self._carry_out(member, actions)
+        return reply
+
+    # ---- running -------------------------------------------------------------------------
+
+    def run(self, seconds: float, *, source: bool = True) -> None:
+        end = self.now + seconds
+        while self.now < end - STEP_S / 2:
+            self.step(source=source)
+
+    def run_until(self, condition: Callable[[], bool], *, within: float) -> float:
+        """Step until ``condition()`` holds; returns the simulated time it took (fails after ``within``)."""
+        start = self.now
+        while not condition():
+            assert self.now - start < within, f"not within {within}s: {self!r}"
+            self.step()
+        return self.now - start
+
+    def step(self, *, source: bool = True) -> None:
+        self.now += STEP_S
+        frame = self.source.frame() if source else None
+        for member in self.members.values():
+            if member.alive and frame is not None:
+                member.source_inbox.append(frame)
+        for member in self.members.values():
+            if member.alive and self.now >= member.stalled_until:
+                self._turn(member)
+        self._client_timers()
+
+    def _turn(self, member: Member) -> None:
+        # One turn of the runner's loop: sync bus, source (bounded, while allowed), tick.
+        core, wall_ns = member.core, self._wall_ns()
+        while member.sync_inbox:
+            try:
+                message = decode_sync(member.sync_inbox.popleft(), channel=CHANNEL)
+            except SyncDecodeError:
+                core.on_sync_garbage()
+                continue
+            self._carry_out(member, core.on_sync(message, now=self.now, wall_ns=wall_ns))
+        for _ in range(SOURCE_BUDGET):
+            if not member.source_inbox or not core.reads_source(self.now):
+                break
+            frame = member.source_inbox.popleft()
+            self._carry_out(member, core.on_source([SOURCE_TOPIC, frame], now=self.now, wall_ns=wall_ns))
+        self._carry_out(member, core.on_tick(now=self.now, wall_ns=wall_ns))
+
+    def _carry_out(self, member: Member, actions: Sequence[Any]) -> None:
+        for action in actions:
+            if isinstance(action, Publish):
+                member.packets.append(action.packet)
+                self._client_packet(member.number, action.packet)
+            elif isinstance(action, SendSync):
+                data = encode_sync(action.message, channel=CHANNEL)
+                for other in self.members.values():
+                    if other is not member and other.alive:
+                        other.sync_inbox.append(data)
+            elif isinstance(action, JournalRecords):
+                member.journal.append(action)
+            elif isinstance(action, WriteCheckpoint):
+                member.journal.checkpoint = action
+            elif isinstance(action, Status):
+                member.events.append(action)
+
+    def _wall_ns(self) -> int:
+        return EPOCH_NS + round(self.now * 1e9)
+
+    # ---- the client ----------------------------------------------------------------------
+
+    def _client_packet(self, line: int, packet: bytes) -> None:
+        self._client_events(self.client.on_packet(line, packet, now=self.now))
+
+    def _client_timers(self) -> None:
+        self._client_events(self.client.on_timer(now=self.now))
+
+    def _client_events(self, events: Sequence[Any]) -> None:
+        for event in events:
+            if isinstance(event, Delivery):
+                if event.msg_seq in self.delivered:
+                    self.duplicates += 1
+                elif self.delivered and event.msg_seq != max(self.delivered) + 1:
+                    self.out_of_order += 1
+                self.delivered[event.msg_seq] = event.source_seq
+            elif isinstance(event, GapLost):
+                self.lost += event.last_seq - event.first_seq + 1
+            elif isinstance(event, RetransmissionNeeded):
+                self._retransmit(event.first_seq, event.last_seq)
+
+    def _retransmit(self, first: int, last: int) -> None:
+        # Ask the first live adapter's replay service, as the client library does.
+        for member in self.members.values():
+            if not member.alive:
+                continue
+            service = ReplayService(
+                member.journal,
+                channel=CHANNEL,
+                adapter=member.number,
+                max_packet_bytes=8192,
+                max_bytes=1 << 20,
+                bounds=member.journal.bounds,
+            )
+            request = encode_request(
+                ReplayRequest(channel=CHANNEL, request_id=1, first_seq=first, last_seq=last)
+            )
+            reply = service.answer(
+                [b"client", request], term=member.core.sync.term, send_time_ns=self._wall_ns()
+            )
+            for packet in reply[2:]:
+                self._client_events(self.client.on_packet(member.number, packet, now=self.now))
+            return
+
+    # ---- what the tests look at ----------------------------------------------------------------
+
+    def actives(self) -> list[int]:
+        return [n for n, m in self.members.items() if m.alive and m.core.sync.role.value == "active"]
+
+    def delivered_source_seqs(self) -> list[int]:
+        return [self.delivered[s] for s in sorted(self.delivered)]
+
+    def line(self, number: int) -> dict[int, tuple[int, bytes]]:
+        """msg_seq -> (source_seq, payload) of everything one adapter's line carried."""
+        from proto import wire
+
+        seen: dict[int, tuple[int, bytes]] = {}
+        for packet in self.members[number].packets:
+            for block in wire.decode_packet(packet)[1]:
+                seen[block.msg_seq] = (block.source_seq, block.payload)
+        return seen

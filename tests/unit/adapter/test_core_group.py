@@ -1,0 +1,178 @@
+"""The whole failover story with real adapter cores in one process, on a simulated clock.
+
+The same scenarios as ``tests/integration/test_adapter_group.py`` (which runs
+them with real processes and sockets), plus the faults a process test cannot
+time exactly: a stall, a kill at a chosen moment, a restart on the journal.
+No sockets, no sleeps: ``CoreGroup`` (``group_harness.py``) steps the clock.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from adapter.core.commands import CorruptState, RoleCommand, Throttle
+from adapter.core.sync_types import CommandKind, Role
+from proto import market_pb2
+
+from .group_harness import CoreGroup
+
+
+def _volumes(group: CoreGroup, number: int) -> dict[int, tuple[int, str, int, float, float]]:
+    return {
+        msg_seq: (source_seq, u.symbol, u.state.volume, u.state.high, u.state.low)
+        for msg_seq, (source_seq, payload) in group.line(number).items()
+        for u in [market_pb2.MarketUpdate.FromString(payload)]
+    }
+
+
+def _in_sync(group: CoreGroup, number: int) -> bool:
+    return bool(group.members[number].status["status"] == "in_sync")
+
+
+def _assert_every_message_delivered_once(group: CoreGroup) -> None:
+    group.run(0.5, source=False)  # let the tail arrive and any hole fill
+    assert (group.lost, group.duplicates, group.out_of_order) == (0, 0, 0)
+    assert group.client.stats().conflicts == 0
+    assert group.delivered_source_seqs() == list(range(1, group.source.next_seq))
+
+
+def test_late_backup_catches_up_and_numbers_like_the_active() -> None:
+    group = CoreGroup(1)
+    group.run(1.5)
+    late = group.start(2)
+    group.run_until(lambda: _in_sync(group, 2) and late.status["published"] > 500, within=5)
+    assert late.core.sync.role is Role.BACKUP and late.status["snapshots_adopted"] >= 1
+    first, second = _volumes(group, 1), _volumes(group, 2)
+    common = set(first) & set(second)
+    assert len(common) > 500
+    assert all(first[msg_seq] == second[msg_seq] for msg_seq in common)
+
+
+def test_backup_ahead_throttles_until_the_active_leads() -> None:
+    group = CoreGroup(2, rate=3000)
+    group.run_until(partial(_in_sync, group, 2), within=3)
+    # Slow the active down (operator throttle): the backup runs ahead and must throttle itself.
+    assert group.command(1, Throttle(500.0))["rate"] == 500.0
+    group.run_until(lambda: group.members[2].core.sync.throttled, within=3)
+    group.command(1, Throttle(0.0))
+    group.run_until(lambda: not group.members[2].core.sync.throttled, within=5)
+    group.run(0.5)
+    assert _in_sync(group, 2) and group.members[2].core.sync.role is Role.BACKUP
+
+
+def test_backup_with_wrong_conversion_state_adopts_the_actives() -> None:
+    group = CoreGroup(2)
+    group.run_until(lambda: _in_sync(group, 2) and group.members[2].status["symbols"] >= 5, within=3)
+    adopted = group.members[2].status["snapshots_adopted"]
+    reply = group.command(2, CorruptState(12345))
+    assert reply["ok"] and reply["digest"] != group.members[1].core.state.digest
+    group.run_until(lambda: group.members[2].status["snapshots_adopted"] > adopted, within=2)
+    group.run(0.3)
+    assert _in_sync(group, 2)
+    assert group.members[2].core.state.digest == group.members[1].core.state.digest
+    later = {s: v for s, v in _volumes(group, 1).items() if s > group.members[2].status["next_msg_seq"] - 200}
+    second = _volumes(group, 2)
+    assert later and all(second[s] == v for s, v in later.items() if s in second)
+
+
+def test_repeated_desync_fails_the_least_healthy_backup_only() -> None:
+    group = CoreGroup(3, penalties={3: 60.0})
+    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    for _round in range(4):
+        for number in (2, 3):
+            member = group.members[number]
+            if member.core.sync.role is Role.BACKUP:
+                adopted = member.status["snapshots_adopted"]
+                group.command(number, CorruptState())
+                group.run_until(
+                    lambda m=member, a=adopted: (
+                        m.status["snapshots_adopted"] > a or m.core.sync.role is Role.FAILED
+                    ),
+                    within=2,
+                )
+    assert group.members[3].core.sync.role is Role.FAILED
+    assert group.members[2].core.sync.role is Role.BACKUP and _in_sync(group, 2)
+    failed = [e for e in group.members[3].events if e.event == "role" and e.fields["new"] == "failed"]
+    assert len(failed) == 1 and "lowest health" in failed[0].fields["reason"]
+
+
+def test_restarted_old_active_sees_the_higher_term_and_serves_as_backup() -> None:
+    group = CoreGroup(2)
+    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.kill(1)
+    group.run_until(lambda: group.actives() == [2], within=2)
+    assert group.members[2].core.sync.term == 2
+    restarted = group.restart(1, term=1)
+    group.run_until(partial(_in_sync, group, 1), within=5)
+    sync = restarted.core.sync
+    assert (sync.role, sync.term, sync.active) == (Role.BACKUP, 2, 2)
+    assert "active" not in restarted.roles()
+    group.run(0.3)
+    from proto import wire
+
+    assert restarted.packets and {wire.decode_header(p).term for p in restarted.packets} == {2}
+
+
+def test_malformed_source_frames_are_counted_and_cost_no_valid_message() -> None:
+    group = CoreGroup(2, rate=2000)
+    for _ in range(20):
+        group.source.poison.extend([b"garbage", b"8=FIX.4.4\x019=5\x0135=X\x0110=000\x01"])
+        group.run(0.1)
+    for member in group.members.values():
+        group._carry_out(member, member.core.on_source([b"A-Z"], now=group.now, wall_ns=0))  # one part only
+    _assert_every_message_delivered_once(group)
+    for number in (1, 2):
+        status = group.members[number].status
+        assert status["malformed_messages"] >= 20 and status["malformed_frames"] == 1
+
+
+def test_killing_the_active_loses_and_repeats_nothing() -> None:
+    group = CoreGroup(3, rate=3000)
+    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.run(1.0)
+    group.kill(1)
+    pause = group.run_until(lambda: len(group.actives()) == 1, within=2)
+    assert pause < 0.4 + 0.2  # the heartbeat timeout and the rank stagger
+    group.run(1.0)
+    (promoted,) = group.actives()
+    assert group.members[promoted].core.sync.term == 2
+    _assert_every_message_delivered_once(group)
+
+
+def test_a_stalled_active_is_replaced_and_steps_down_when_it_wakes() -> None:
+    group = CoreGroup(3, rate=3000)
+    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.stall(1, 1.0)
+    group.run(1.5)
+    assert group.members[1].core.sync.role is Role.BACKUP  # heard the higher term on waking
+    (active,) = group.actives()
+    assert active != 1 and group.members[active].core.sync.term == 2
+    group.run(0.5)
+    _assert_every_message_delivered_once(group)
+
+
+def test_a_backup_restarted_on_its_journal_resynchronizes_and_numbers_like_the_active() -> None:
+    group = CoreGroup(2)
+    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.run(0.5)
+    group.kill(2)
+    group.run(0.5)
+    restarted = group.restart(2)
+    assert restarted.core.sequencer.next_msg_seq > 500  # recovered its numbering from the journal
+    group.run_until(partial(_in_sync, group, 2), within=5)
+    group.run(0.5)
+    first, second = _volumes(group, 1), _volumes(group, 2)
+    tail = [s for s in second if s > restarted.core.sequencer.next_msg_seq - 300]
+    assert tail and all(first[s] == second[s] for s in tail)
+    _assert_every_message_delivered_once(group)
+
+
+def test_operator_failover_by_hand_promotes_an_in_sync_backup() -> None:
+    group = CoreGroup(2)
+    group.run_until(partial(_in_sync, group, 2), within=3)
+    refused = group.command(1, RoleCommand(CommandKind.PROMOTE))
+    assert refused["ok"]  # already active: nothing to do
+    group.command(1, RoleCommand(CommandKind.DEMOTE, "drill"))
+    group.run_until(lambda: group.actives() == [2], within=2)
+    assert group.members[2].core.sync.term == 2
+    _assert_every_message_delivered_once(group)
