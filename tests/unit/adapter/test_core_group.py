@@ -14,7 +14,7 @@ from adapter.core.commands import CorruptState, RoleCommand, Throttle
 from adapter.core.sync_types import CommandKind, Role
 from proto import market_pb2
 
-from .group_harness import CoreGroup
+from .group_harness import CoreGroup, Member
 
 
 def _volumes(group: CoreGroup, number: int) -> dict[int, tuple[int, str, int, float, float]]:
@@ -73,6 +73,10 @@ def test_backup_with_wrong_conversion_state_adopts_the_actives() -> None:
     later = {s: v for s, v in _volumes(group, 1).items() if s > group.members[2].status["next_msg_seq"] - 200}
     second = _volumes(group, 2)
     assert later and all(second[s] == v for s, v in later.items() if s in second)
+
+
+def _adopted_or_failed(member: Member, adopted: int) -> bool:
+    return bool(member.status["snapshots_adopted"] > adopted or member.core.sync.role is Role.FAILED)
 
 
 def test_repeated_desync_fails_the_least_healthy_backup_only() -> None:

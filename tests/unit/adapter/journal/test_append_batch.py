@@ -1,4 +1,4 @@
-"""JournalWriter.append_batch and append_many (C framing) against append; the core's journal plan and the keeper."""
+"""JournalWriter.append_batch and append_many (C framing) against append; the journal plan and keeper."""
 
 from __future__ import annotations
 
