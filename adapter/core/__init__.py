@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from adapter.core.actions import Action, JournalRecords, Publish, SendSync, Status, WriteCheckpoint
 from adapter.core.config import CoreConfig
-from adapter.core.machine import AdapterCore, CoreCounters, SyncView
+from adapter.core.machine import AdapterCore, SyncView
 
 __all__ = [
     "Action",
     "AdapterCore",
     "CoreConfig",
-    "CoreCounters",
     "JournalRecords",
     "Publish",
     "SendSync",

@@ -18,28 +18,24 @@ the machine's figures               :meth:`AdapterCore.on_machine_sample`
 the journal at start-up             :meth:`AdapterCore.recover`
 ==================================  =========================================================
 
-Source frames go through the conversion engine a *run* at a time
-(:mod:`adapter.conversion.engine`); the one message a run stops at goes
-through :meth:`AdapterCore._careful` (errors, duplicates, gaps, positions the
-sync rules watch, snapshots). Every handler that the sync rules must hear of
-becomes an event for :func:`adapter.core.sync.on_event`, whose actions turn
-into sync-bus messages and status events here. The runner asks
-:meth:`next_deadline` when to call ``on_tick`` again and :meth:`reads_source`
-whether to read source frames now (not while deciding the role, not while
-throttled).
+Source frames go through the :class:`~adapter.core.pipeline.Pipeline`
+(conversion runs, the careful path, numbering, packets, journal). Everything
+the sync rules must hear of becomes an event for
+:func:`adapter.core.sync.on_event` (:meth:`AdapterCore.apply`), whose actions
+turn into sync-bus messages and status events here. The runner asks
+:meth:`AdapterCore.next_deadline` when to call ``on_tick`` again and
+:meth:`AdapterCore.reads_source` whether to read source frames now (not while
+deciding the role, not while throttled).
 """
 
 from __future__ import annotations
 
 import logging
-from array import array
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
-from adapter.conversion.engine import ConversionEngine, Stop
-from adapter.conversion.messages import SourceMessage
-from adapter.conversion.parser import peek_source_seq
+from adapter.conversion.engine import ConversionEngine
 from adapter.core import recovery, syncbus
 from adapter.core.actions import Action, Publish, SendSync, Status
 from adapter.core.commands import (
@@ -51,16 +47,15 @@ from adapter.core.commands import (
     ShowStatus,
     Throttle,
 )
-from adapter.core.config import MAX_PAUSE_S, RING_SIZE, CoreConfig
+from adapter.core.config import MAX_PAUSE_S, CoreConfig
 from adapter.core.health import HealthMeter, MachineSample, health_score
 from adapter.core.journaling import JournalPlan
-from adapter.core.output import UNBOUNDED_ROOM, LineOutput
-from adapter.core.ring import SourceRing
-from adapter.core.sequencer import PositionReport, Sequencer, SourceVerdict
+from adapter.core.output import LineOutput
+from adapter.core.pipeline import Pipeline
+from adapter.core.sequencer import PositionReport
 from adapter.core.sync import Action as SyncAction
 from adapter.core.sync import (
     ActiveReported,
-    ArrivalChecked,
     CommandRejected,
     HealthMeasured,
     OperatorCommand,
@@ -74,7 +69,6 @@ from adapter.core.sync import (
     SendStreamState,
     SnapshotAdopted,
     SnapshotRequested,
-    SourceGapSeen,
     SyncEvent,
     SyncStatus,
     Tick,
@@ -82,33 +76,12 @@ from adapter.core.sync import (
     next_deadline,
     on_event,
 )
-from adapter.errors import ConversionError
-from proto import fix, wire
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AdapterCore", "CoreCounters", "SyncView"]
+__all__ = ["AdapterCore", "SyncView"]
 
-UNBOUNDED_COUNT: Final = 1 << 30
 TICK_AT_LEAST_EVERY_S: Final = 0.1
-
-
-@dataclass(slots=True)
-class CoreCounters:
-    """What the core has counted since start (the status reply shows them)."""
-
-    published: int = 0
-    malformed_frames: int = 0
-    malformed_messages: int = 0
-    conversion_errors: int = 0
-    duplicates: int = 0
-    source_gaps: int = 0
-    sync_garbage: int = 0
-    snapshots_sent: int = 0
-    snapshots_adopted: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,32 +108,30 @@ class AdapterCore:
 
     def __init__(self, config: CoreConfig, engine: ConversionEngine, *, now: float) -> None:
         self.config = config
-        self.engine = engine
-        self.state = engine.state
-        self.sequencer = Sequencer()
         self.sync = initial_state(
             adapter=config.adapter, want_active=config.want_active, term=config.term, now=now
         )
-        self.output = LineOutput(
+        output = LineOutput(
             channel=config.channel_number,
             adapter=config.adapter,
             max_packet_bytes=config.max_packet_bytes,
             heartbeat_s=config.line_heartbeat_s,
         )
-        self.journal = (
-            JournalPlan(
+        journal = None
+        if config.journal:
+            every, interval = config.checkpoint_every, config.checkpoint_interval_s
+            journal = JournalPlan(
                 source_stream=config.source_stream_number,
-                checkpoint_every=config.checkpoint_every,
-                checkpoint_interval_s=config.checkpoint_interval_s,
+                checkpoint_every=every,
+                checkpoint_interval_s=interval,
                 now=now,
             )
-            if config.journal
-            else None
+        self.pipeline = Pipeline(
+            engine, output, journal, source_stream=config.source_stream_number, sync=self
         )
+        self.engine, self.state, self.sequencer = engine, engine.state, self.pipeline.sequencer
         self.health = HealthMeter(penalty=config.health_penalty, now=now)
-        self.counters = CoreCounters()
-        self._ring = SourceRing(RING_SIZE)
-        self._pending_snapshot: syncbus.Snapshot | None = None
+        self.sync_garbage = self.snapshots_sent = 0
         self._active_position = 0  # the last source_seq the active reported
         self._paused_until = 0.0
         self._rate_limit = 0.0  # operator throttle, messages/s (0: none)
@@ -170,10 +141,10 @@ class AdapterCore:
         self._wall_ns = 0
 
     def __repr__(self) -> str:
+        sync = self.sync
         return (
-            f"<AdapterCore [adapter={self.config.adapter}, role={self.sync.role.value}, "
-            f"status={self.sync.status.value}, term={self.sync.term}, "
-            f"next_msg_seq={self.sequencer.next_msg_seq}]>"
+            f"<AdapterCore [adapter={self.config.adapter}, role={sync.role.value}, "
+            f"status={sync.status.value}, term={sync.term}, next_msg_seq={self.sequencer.next_msg_seq}]>"
         )
 
     # ---- inputs -----------------------------------------------------------------------
@@ -182,12 +153,10 @@ class AdapterCore:
         """One ZeroMQ message from the source: ``[topic, frame]``; a frame carries FIX messages."""
         self._clock(now, wall_ns)
         if len(parts) != 2:
-            self.counters.malformed_frames += 1
+            self.pipeline.counters.malformed_frames += 1
             return []
-        frame = parts[1]
-        converted = self._convert(frame)
+        converted = self.pipeline.on_frame(parts[1], now=now, wall_ns=wall_ns, out=self._out)
         if converted:
-            self._ring.add(frame, converted)
             self._throttle(converted)
         return self._take()
 
@@ -197,39 +166,41 @@ class AdapterCore:
         sender = msg.sender
         if sender.adapter == self.config.adapter:
             return []
-        self._apply(_peer_heard(msg))
+        self.apply(_peer_heard(msg))
         sync = self.sync
         from_active = sender.adapter == sync.active and sender.term == sync.term and sync.role is Role.BACKUP
         if isinstance(msg, syncbus.StreamState) and from_active and msg.last_source_seq:
             self._active_position = msg.last_source_seq
             report = PositionReport(msg.last_source_seq, msg.last_msg_seq, msg.digest)
             verdict, ahead_by = self.sequencer.compare(report)
-            self._apply(ActiveReported(sender.adapter, sender.term, verdict, ahead_by))
+            self.apply(ActiveReported(sender.adapter, sender.term, verdict, ahead_by))
         elif isinstance(msg, syncbus.SnapshotRequest):
-            self._apply(SnapshotRequested(sender.adapter, msg.target_adapter))
-        elif isinstance(msg, syncbus.Snapshot) and from_active:
-            self._on_snapshot(msg)
+            self.apply(SnapshotRequested(sender.adapter, msg.target_adapter))
+        elif isinstance(msg, syncbus.Snapshot) and from_active and self.pipeline.on_snapshot(msg):
+            self.apply(SnapshotAdopted(msg.source_seq))
         return self._take()
 
     def on_sync_garbage(self) -> None:
         """A sync-bus frame that did not decode (counted, nothing else)."""
-        self.counters.sync_garbage += 1
+        self.sync_garbage += 1
 
     def on_tick(self, *, now: float, wall_ns: int) -> list[Action]:
         """The loop went round: seal the packet being filled and fire whatever timer is due."""
         self._clock(now, wall_ns)
-        self._seal()
-        if self.journal is not None:
-            checkpoint = self.journal.checkpoint(
-                now=now, last_source_seq=self.sequencer.last_source_seq, symbols=self.state.snapshot
-            )
+        self.pipeline.seal(now=now, wall_ns=wall_ns, out=self._out)
+        journal = self.pipeline.journal
+        if journal is not None:
+            last = self.sequencer.last_source_seq
+            checkpoint = journal.checkpoint(now=now, last_source_seq=last, symbols=self.state.snapshot)
             if checkpoint is not None:
                 self._out.append(checkpoint)
         if now >= next_deadline(self.sync, self.config.sync, now=now):
-            self._apply(Tick())
-        if self.sync.is_publishing and now >= self.output.heartbeat_due():
-            packet = self.output.heartbeat(
-                term=self.sync.term, next_msg_seq=self.sequencer.next_msg_seq, now=now, send_time_ns=wall_ns
+            self.apply(Tick())
+        output = self.pipeline.output
+        if self.sync.is_publishing and now >= output.heartbeat_due():
+            next_msg_seq = self.sequencer.next_msg_seq
+            packet = output.heartbeat(
+                term=self.sync.term, next_msg_seq=next_msg_seq, now=now, send_time_ns=wall_ns
             )
             self._out.append(Publish(packet))
         return self._take()
@@ -242,17 +213,17 @@ class AdapterCore:
         self._rejection = None
         reply: dict[str, Any] = {"ok": True}
         if isinstance(command, RoleCommand):
-            self._apply(OperatorCommand(command.kind, command.reason))
+            self.apply(OperatorCommand(command.kind, command.reason))
         elif isinstance(command, Throttle):
             self._rate_limit = command.rate
             reply["rate"] = command.rate
         elif isinstance(command, DropPackets):
-            self.output.inject_drops(every=command.every, count=command.count)
+            self.pipeline.output.inject_drops(every=command.every, count=command.count)
             reply.update(every=command.every, count=command.count)
         elif isinstance(command, Penalty):
             self.health.penalty = command.value
         elif isinstance(command, CorruptState):
-            self._corrupt(command.delta)
+            self.pipeline.corrupt(command.delta)
             reply["digest"] = self.state.digest
         if self._rejection is not None:
             reply = {"ok": False, "error": self._rejection}
@@ -273,8 +244,10 @@ class AdapterCore:
     ) -> recovery.RecoverySummary:
         """Rebuild numbering and conversion state from the journal (before any other input)."""
         summary = recovery.recover_state(journal, checkpoint, self.state, self.sequencer)
-        if self.journal is not None:
-            self.journal.resume(last_msg_seq=journal_last_msg_seq, last_source_seq=summary.last_source_seq)
+        if self.pipeline.journal is not None:
+            self.pipeline.journal.resume(
+                last_msg_seq=journal_last_msg_seq, last_source_seq=summary.last_source_seq
+            )
         return summary
 
     # ---- what the runner asks ------------------------------------------------------------
@@ -283,7 +256,7 @@ class AdapterCore:
         """When :meth:`on_tick` must run next (never later than a tenth of a second)."""
         deadline = min(next_deadline(self.sync, self.config.sync, now=now), now + TICK_AT_LEAST_EVERY_S)
         if self.sync.is_publishing:
-            deadline = min(deadline, self.output.heartbeat_due())
+            deadline = min(deadline, self.pipeline.output.heartbeat_due())
         if not self.sync.deciding and now < self._paused_until:
             deadline = min(deadline, self._paused_until)
         return max(now, deadline)
@@ -299,13 +272,12 @@ class AdapterCore:
             max(0, self._active_position - self.sequencer.last_source_seq) if sync.role is Role.BACKUP else 0
         )
         behind = sync.status is SyncStatus.IN_SYNC and lag > self.config.sync.ahead_tolerance
-        return SyncView(
-            sync.role, sync.status, behind, sync.term, self.sequencer.next_msg_seq, sync.health_score, lag
-        )
+        next_msg_seq = self.sequencer.next_msg_seq
+        return SyncView(sync.role, sync.status, behind, sync.term, next_msg_seq, sync.health_score, lag)
 
     def status(self) -> dict[str, Any]:
         """Role, term, position and counters, for status replies and the final report."""
-        sync, output, journal = self.sync, self.output, self.journal
+        sync, output, journal = self.sync, self.pipeline.output, self.pipeline.journal
         return {
             "adapter": self.config.adapter,
             "role": sync.role.value,
@@ -318,199 +290,39 @@ class AdapterCore:
             "last_source_seq": self.sequencer.last_source_seq,
             "digest": self.state.digest,
             "symbols": len(self.state),
-            "journal_last_msg_seq": None if journal is None else journal.last_msg_seq,
-            **self.counters.as_dict(),
+            "fast_path": self.engine.is_native,
+            **self.pipeline.counters.as_dict(),
+            "sync_garbage": self.sync_garbage,
+            "snapshots_sent": self.snapshots_sent,
             "packets": output.packets,
             "heartbeats": output.heartbeats,
             "dropped_packets": output.dropped_packets,
+            "journal_last_msg_seq": None if journal is None else journal.last_msg_seq,
             "journaled": 0 if journal is None else journal.journaled,
             "journal_skipped": 0 if journal is None else journal.skipped,
             "checkpoints": 0 if journal is None else journal.checkpoints,
         }
 
-    # ---- the source path ---------------------------------------------------------------
+    # ---- the sync rules (also the pipeline's SyncPort) -------------------------------------
 
-    def stop_position(self) -> int:
-        """The lowest source position the sync rules watch (0: none); runs stop before it.
+    @property
+    def is_publishing(self) -> bool:
+        return self.sync.is_publishing
 
-        A pending report of the active (rule 2 renumbers there, and the digest
-        is checked) and a pending snapshot (adopted exactly there) need the
-        careful path; everything else may go through the engine's runs.
-        """
-        watched = self.sequencer.first_pending()
-        pending = self._pending_snapshot
-        if pending is not None:
-            watched = pending.source_seq if not watched else min(watched, pending.source_seq)
-        return watched
+    @property
+    def is_backup(self) -> bool:
+        return self.sync.role is Role.BACKUP
 
-    def _convert(self, frame: bytes) -> int:
-        engine, sequencer, output = self.engine, self.sequencer, self.output
-        journaling = self.journal is not None
-        pos = converted = 0
-        while pos < len(frame):
-            publishing = self.sync.is_publishing
-            room, max_count = output.room() if publishing else (UNBOUNDED_ROOM, UNBOUNDED_COUNT)
-            last = sequencer.last_source_seq
-            run = engine.run(
-                frame,
-                pos,
-                expect_seq=last + 1 if last else 0,
-                stop_seq=self.stop_position(),
-                room=room,
-                max_count=max_count,
-                publish_time_ns=self._wall_ns,
-                source_stream=self.config.source_stream_number,
-                # Encoded whether or not this adapter publishes: a message too big to
-                # publish must be skipped by every adapter of the group alike.
-                publish=True,
-                want_payloads=publishing and journaling,
-            )
-            if run.count:
-                converted += run.count
-                first_msg_seq = sequencer.next_msg_seq
-                sequencer.record_run(run.first_source_seq, first_msg_seq, run.digests)
-                if publishing:
-                    output.add_blocks(first_msg_seq, run.count, run.blocks)
-                    self.counters.published += run.count
-                    if run.payloads is not None:
-                        seqs = array("q", range(run.first_source_seq, run.first_source_seq + run.count))
-                        self._journal(first_msg_seq, seqs, run.payloads)
-            pos = run.pos
-            if run.stop is Stop.SLOW:
-                body, pos = fix.next_message(frame, pos)
-                if body is None:
-                    self.counters.malformed_messages += 1
-                else:
-                    converted += self._careful(body)
-            elif run.stop is not Stop.END:
-                self._seal()  # the packet is full
-        return converted
+    @property
+    def term(self) -> int:
+        return self.sync.term
 
-    def _careful(self, body: bytes) -> int:
-        """Take one message through the careful path; 1 if it got a msg_seq."""
-        try:
-            msg = self.engine.parse(body)
-        except ConversionError as exc:
-            self._unconvertible(body, exc)
-            return 0
-        sequencer = self.sequencer
-        verdict = sequencer.check_source(msg.source_seq)
-        if verdict is SourceVerdict.DUPLICATE:
-            self.counters.duplicates += 1
-            return 0
-        if verdict is SourceVerdict.GAP:
-            self.counters.source_gaps += 1
-            self._apply(SourceGapSeen(msg.source_seq - sequencer.next_source_seq))
-        pending = self._pending_snapshot
-        adopt = pending if pending is not None and pending.source_seq == msg.source_seq else None
-        try:
-            values = self.state.preview(msg)
-            if adopt is not None:
-                values = adopt.symbols.get(msg.symbol, values)
-            payload = self.engine.encode(msg, values, self._wall_ns)
-            if len(payload) > wire.MAX_PAYLOAD:
-                raise ConversionError(
-                    "oversize", f"payload of {len(payload)} bytes exceeds {wire.MAX_PAYLOAD}"
-                )
-        except ConversionError as exc:
-            self._unconvertible(body, exc, source_seq=msg.source_seq)
-            return 0
-        if adopt is not None:
-            self._pending_snapshot = None
-            self.state.restore(adopt.symbols)
-            self.counters.snapshots_adopted += 1
-            self._apply(SnapshotAdopted(msg.source_seq))
-        else:
-            self.state.set_symbol(msg.symbol, values)
-        self._number(msg, payload)
-        return 1
-
-    def _number(self, msg: SourceMessage, payload: bytes) -> None:
-        sequencer = self.sequencer
-        msg_seq = sequencer.assign(msg.source_seq)
-        check = sequencer.record(msg.source_seq, msg_seq, self.state.digest)
-        if self.sync.is_publishing:
-            if not self.output.fits(len(payload)):
-                self._seal()
-            self.output.add(msg_seq, self.config.source_stream_number, msg.source_seq, payload)
-            self.counters.published += 1
-            if self.journal is not None:
-                self._journal(msg_seq, (msg.source_seq,), (payload,))
-        if check is not None and self.sync.role is Role.BACKUP:
-            self._apply(ArrivalChecked(check.renumbered, check.digest_matches))
-
-    def _unconvertible(self, body: bytes, exc: ConversionError, *, source_seq: int | None = None) -> None:
-        self.counters.conversion_errors += 1
-        if source_seq is None:
-            try:
-                source_seq = peek_source_seq(body)
-            except ConversionError:
-                return  # not even sequenced: nothing to account for
-        logger.debug("source_seq %d skipped: %s", source_seq, exc)
-        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
-            # Every adapter skips the same bytes the same way, so numbering stays aligned.
-            self.sequencer.skip_source(source_seq)
-
-    def _journal(self, first_msg_seq: int, source_seqs: Any, payloads: Any) -> None:
-        assert self.journal is not None
-        records = self.journal.records(first_msg_seq, self._wall_ns, source_seqs, payloads)
-        if records is not None:
-            self._out.append(records)
-
-    def _seal(self) -> None:
-        packet = self.output.seal(term=self.sync.term, now=self._now, send_time_ns=self._wall_ns)
-        if packet is not None:
-            self._out.append(Publish(packet))
-
-    def _throttle(self, converted: int) -> None:
-        # Rule 3 (a backup ahead pauses after every k messages) and the operator's rate cap.
-        pause = 0.0
-        if self.sync.throttled:
-            cfg = self.config.sync
-            pause = converted * cfg.throttle_pause_s / cfg.throttle_every
-        if self._rate_limit:
-            pause = max(pause, converted / self._rate_limit)
-        if pause:
-            self._paused_until = self._now + min(pause, MAX_PAUSE_S)
-
-    # ---- snapshots and fault injection ------------------------------------------------------
-
-    def _on_snapshot(self, msg: syncbus.Snapshot) -> None:
-        at, last = msg.source_seq, self.sequencer.last_source_seq
-        if last < at:
-            self._pending_snapshot = msg  # adopted when we reach ``at`` (see _careful)
-            return
-        replay = self._ring.messages(
-            self.engine.parse, after=at, upto=last, wanted=self.sequencer.is_recorded
-        )
-        if replay and replay[0].source_seq != at + 1 and last > at:
-            logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
-            return
-        self.state.restore(msg.symbols)
-        digests = {at: self.state.digest}
-        for replayed in replay:
-            try:
-                self.state.apply(replayed)
-            except ConversionError:
-                continue
-            digests[replayed.source_seq] = self.state.digest
-        self.sequencer.restate_digests(digests)
-        self.counters.snapshots_adopted += 1
-        self._apply(SnapshotAdopted(at))
-
-    def _corrupt(self, delta: int) -> None:
-        for symbol, values in self.state.snapshot().items():
-            values.volume += delta
-            self.state.set_symbol(symbol, values)
-        self.sequencer.restate_digests({self.sequencer.last_recorded_source_seq: self.state.digest})
-
-    # ---- the sync rules ------------------------------------------------------------------
-
-    def _apply(self, event: SyncEvent) -> None:
+    def apply(self, event: SyncEvent) -> None:
+        """Feed one event to the sync rules and turn their actions into the core's."""
         was_publishing = self.sync.is_publishing
         self.sync, actions = on_event(self.sync, event, now=self._now, config=self.config.sync)
         if was_publishing and not self.sync.is_publishing:
-            self.output.discard()  # held output is dropped (the journal has it)
+            self.pipeline.output.discard()  # held output is dropped (the journal has it)
         for action in actions:
             _SYNC_ACTIONS[type(action)](self, action)
 
@@ -531,14 +343,12 @@ class AdapterCore:
         self._out.append(SendSync(message))
 
     def _send_health(self, action: SyncAction) -> None:
-        counters = self.counters
+        counters = self.pipeline.counters
+        lag = self.sync_view().lag
         sample = self.health.measure(
-            now=self._now,
-            published=counters.published,
-            errors=counters.malformed_messages + counters.conversion_errors + counters.malformed_frames,
-            lag=self.sync_view().lag,
+            now=self._now, published=counters.published, errors=counters.errors, lag=lag
         )
-        self._apply(HealthMeasured(health_score(sample)))
+        self.apply(HealthMeasured(health_score(sample)))
         sync = self.sync
         message = syncbus.Health(
             self._sender(),
@@ -559,36 +369,22 @@ class AdapterCore:
 
     def _send_snapshot(self, action: SyncAction) -> None:
         seq = self.sequencer
-        message = syncbus.Snapshot(
-            self._sender(),
-            self.config.source_stream_number,
-            seq.last_recorded_source_seq,
-            seq.next_msg_seq,
-            self.state.snapshot(),
-        )
+        at, stream = seq.last_recorded_source_seq, self.config.source_stream_number
+        message = syncbus.Snapshot(self._sender(), stream, at, seq.next_msg_seq, self.state.snapshot())
         self._out.append(SendSync(message))
-        self.counters.snapshots_sent += 1
+        self.snapshots_sent += 1
 
     def _role_changed(self, action: SyncAction) -> None:
         assert isinstance(action, RoleChanged)
         next_msg_seq = self.sequencer.next_msg_seq
+        old, new = action.old.value, action.new.value
         logger.info(
             "adapter %d: %s -> %s, term %d, next msg_seq %d (%s)",
-            self.config.adapter,
-            action.old.value,
-            action.new.value,
-            action.term,
-            next_msg_seq,
-            action.reason,
+            *(self.config.adapter, old, new, action.term, next_msg_seq, action.reason),
         )
-        self._seal()
-        fields_ = {
-            "old": action.old.value,
-            "new": action.new.value,
-            "term": action.term,
-            "reason": action.reason,
-        }
-        self._out.append(Status("role", {**fields_, "next_msg_seq": next_msg_seq}))
+        self.pipeline.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
+        fields = {"old": old, "new": new, "term": action.term, "reason": action.reason}
+        self._out.append(Status("role", {**fields, "next_msg_seq": next_msg_seq}))
 
     def _send_failed(self, action: SyncAction) -> None:
         assert isinstance(action, SendFailed)
@@ -600,6 +396,17 @@ class AdapterCore:
         self._rejection = f"{action.kind.value} rejected: {action.reason}"
 
     # ---- plumbing ---------------------------------------------------------------------
+
+    def _throttle(self, converted: int) -> None:
+        # Rule 3 (a backup ahead pauses after every k messages) and the operator's rate cap.
+        pause = 0.0
+        if self.sync.throttled:
+            cfg = self.config.sync
+            pause = converted * cfg.throttle_pause_s / cfg.throttle_every
+        if self._rate_limit:
+            pause = max(pause, converted / self._rate_limit)
+        if pause:
+            self._paused_until = self._now + min(pause, MAX_PAUSE_S)
 
     def _clock(self, now: float, wall_ns: int) -> None:
         self._now, self._wall_ns = now, wall_ns

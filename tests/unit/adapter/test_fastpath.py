@@ -137,7 +137,7 @@ def _feed(core: AdapterCore, frames: list[bytes]) -> dict[str, Any]:
     return {
         "packets": packets,
         "records": records,
-        "counters": core.counters.as_dict(),
+        "counters": core.pipeline.counters.as_dict(),
         "next_msg_seq": core.sequencer.next_msg_seq,
         "last_source_seq": core.sequencer.last_source_seq,
         "digest": core.state.digest,
@@ -166,14 +166,14 @@ def test_both_engines_journal_the_same_records() -> None:
 def test_ordinary_messages_take_the_native_run() -> None:
     # Otherwise the equivalence above would hold trivially (everything on the careful path).
     core = _core(native=True)
-    careful = core._careful
+    careful = core.pipeline._careful
     slow: list[bytes] = []
 
     def counted(body: bytes) -> int:
         slow.append(body)
         return careful(body)
 
-    core._careful = counted  # type: ignore[method-assign]
+    core.pipeline._careful = counted  # type: ignore[method-assign]
     result = _feed(core, list(_frames(3, 2000, odd=False)))
     assert result["counters"]["published"] > 1500
     assert len(slow) < 0.15 * result["counters"]["published"]  # duplicates, gaps and the message after each
@@ -198,10 +198,10 @@ def test_runs_stop_at_a_pending_report(native: bool) -> None:
     frames = list(_frames(11, 300))
     _feed(core, frames[:1])
     target = core.sequencer.last_source_seq + 5
-    assert core.stop_position() == 0
+    assert core.pipeline.stop_position() == 0
     # The active gave that position a msg_seq 1000 ahead: rule 2 renumbers there.
     verdict, _ahead = core.sequencer.compare(PositionReport(target, 5000, 0))
-    assert verdict is ReportVerdict.BEHIND and core.stop_position() == target
+    assert verdict is ReportVerdict.BEHIND and core.pipeline.stop_position() == target
     _feed(core, frames[1:])
     found = core.sequencer._lookup(target)
     assert found is not None and found[0] == 5000

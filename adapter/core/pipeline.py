@@ -1,0 +1,301 @@
+"""The source path of the adapter core: frames in, numbered and packed messages out.
+
+Theory of operation
+-------------------
+:class:`Pipeline` converts a source frame a *run* at a time through the
+conversion engine (:mod:`adapter.conversion.engine`): every ordinary message
+before the next watched position (:meth:`Pipeline.stop_position`) is parsed,
+applied, numbered, encoded into the line's packet and journaled in one engine
+call. The one message a run stops at takes the careful path
+(:meth:`Pipeline._careful`), which
+
+* counts and skips what cannot be converted or does not fit a block -- the
+  same way on every adapter of the group, so numbering stays identical (a
+  skipped message gets no ``msg_seq``) -- and never changes the state for it;
+* drops duplicates and reports source gaps to the sync rules;
+* adopts a pending snapshot exactly at its position;
+* numbers the message, honouring a pending report of the active (rule 2),
+  and reports the arrival check to the sync rules.
+
+What the sync rules decide (whether this adapter publishes, its term) comes
+from the core through the :class:`SyncPort` it passes in, and the events the
+pipeline raises go back through it at once: an arrival check can make a
+backup start publishing at the very next message. Pure: the time comes in
+with each call.
+"""
+
+from __future__ import annotations
+
+import logging
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Final, Protocol
+
+from adapter.conversion.engine import ConversionEngine, Stop
+from adapter.conversion.messages import SourceMessage
+from adapter.conversion.parser import peek_source_seq
+from adapter.core import syncbus
+from adapter.core.actions import Action, Publish
+from adapter.core.config import RING_SIZE
+from adapter.core.journaling import JournalPlan
+from adapter.core.output import UNBOUNDED_ROOM, LineOutput
+from adapter.core.ring import SourceRing
+from adapter.core.sequencer import Sequencer, SourceVerdict
+from adapter.core.sync_types import ArrivalChecked, SnapshotAdopted, SourceGapSeen, SyncEvent
+from adapter.errors import ConversionError
+from proto import fix, wire
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Pipeline", "PipelineCounters", "SyncPort"]
+
+UNBOUNDED_COUNT: Final = 1 << 30
+
+
+class SyncPort(Protocol):
+    """What the pipeline needs of the sync rules (the core provides it)."""
+
+    @property
+    def is_publishing(self) -> bool: ...
+    @property
+    def is_backup(self) -> bool: ...
+    @property
+    def term(self) -> int: ...
+    def apply(self, event: SyncEvent) -> None: ...
+
+
+@dataclass(slots=True)
+class PipelineCounters:
+    """What the source path has counted since start."""
+
+    published: int = 0
+    malformed_frames: int = 0
+    malformed_messages: int = 0
+    conversion_errors: int = 0
+    duplicates: int = 0
+    source_gaps: int = 0
+    snapshots_adopted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def errors(self) -> int:
+        """Everything the source sent that could not be used."""
+        return self.malformed_frames + self.malformed_messages + self.conversion_errors
+
+
+class Pipeline:
+    """Source frames -> numbered messages on the line and in the journal.
+
+    Args:
+        engine: the conversion engine (it owns the conversion state).
+        output: the line's packets.
+        journal: what to journal (``None``: no journal).
+        source_stream: the source stream number written in every block.
+        sync: the sync rules' side.
+    """
+
+    def __init__(
+        self,
+        engine: ConversionEngine,
+        output: LineOutput,
+        journal: JournalPlan | None,
+        *,
+        source_stream: int,
+        sync: SyncPort,
+    ) -> None:
+        self.engine = engine
+        self.state = engine.state
+        self.sequencer = Sequencer()
+        self.output = output
+        self.journal = journal
+        self.counters = PipelineCounters()
+        self.pending_snapshot: syncbus.Snapshot | None = None
+        self._source_stream = source_stream
+        self._sync = sync
+        self._ring = SourceRing(RING_SIZE)
+        self._out: list[Action] = []
+        self._now = 0.0
+        self._wall_ns = 0
+
+    def __repr__(self) -> str:
+        return f"<Pipeline [{self.sequencer!r}, {self.output!r}, engine={type(self.engine).__name__}]>"
+
+    def on_frame(self, frame: bytes, *, now: float, wall_ns: int, out: list[Action]) -> int:
+        """Convert one source frame; actions go to ``out``. Returns how many messages got a msg_seq."""
+        self._now, self._wall_ns, self._out = now, wall_ns, out
+        converted = self._convert(frame)
+        if converted:
+            self._ring.add(frame, converted)
+        return converted
+
+    def seal(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
+        """Close the packet being filled, if any, and send it."""
+        packet = self.output.seal(term=self._sync.term, now=now, send_time_ns=wall_ns)
+        if packet is not None:
+            out.append(Publish(packet))
+
+    def stop_position(self) -> int:
+        """The lowest source position the sync rules watch (0: none); runs stop before it.
+
+        A pending report of the active (rule 2 renumbers there, and the digest
+        is checked) and a pending snapshot (adopted exactly there) need the
+        careful path; everything else may go through the engine's runs.
+        """
+        watched = self.sequencer.first_pending()
+        pending = self.pending_snapshot
+        if pending is not None:
+            watched = pending.source_seq if not watched else min(watched, pending.source_seq)
+        return watched
+
+    # ---- runs ---------------------------------------------------------------------------
+
+    def _convert(self, frame: bytes) -> int:
+        engine, sequencer, output, sync = self.engine, self.sequencer, self.output, self._sync
+        journaling = self.journal is not None
+        pos = converted = 0
+        while pos < len(frame):
+            publishing = sync.is_publishing
+            room, max_count = output.room() if publishing else (UNBOUNDED_ROOM, UNBOUNDED_COUNT)
+            last = sequencer.last_source_seq
+            run = engine.run(
+                frame,
+                pos,
+                expect_seq=last + 1 if last else 0,
+                stop_seq=self.stop_position(),
+                room=room,
+                max_count=max_count,
+                publish_time_ns=self._wall_ns,
+                source_stream=self._source_stream,
+                # Encoded whether or not this adapter publishes: a message too big to
+                # publish must be skipped by every adapter of the group alike.
+                publish=True,
+                want_payloads=publishing and journaling,
+            )
+            if run.count:
+                converted += run.count
+                first_msg_seq = sequencer.next_msg_seq
+                sequencer.record_run(run.first_source_seq, first_msg_seq, run.digests)
+                if publishing:
+                    output.add_blocks(first_msg_seq, run.count, run.blocks)
+                    self.counters.published += run.count
+                    if run.payloads is not None:
+                        seqs = array("q", range(run.first_source_seq, run.first_source_seq + run.count))
+                        self._journal(first_msg_seq, seqs, run.payloads)
+            pos = run.pos
+            if run.stop is Stop.SLOW:
+                body, pos = fix.next_message(frame, pos)
+                if body is None:
+                    self.counters.malformed_messages += 1
+                else:
+                    converted += self._careful(body)
+            elif run.stop is not Stop.END:
+                self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)  # the packet is full
+        return converted
+
+    # ---- one message at a time ------------------------------------------------------------
+
+    def _careful(self, body: bytes) -> int:
+        """Take one message through the careful path; 1 if it got a msg_seq."""
+        try:
+            msg = self.engine.parse(body)
+        except ConversionError as exc:
+            self._unconvertible(body, exc)
+            return 0
+        sequencer = self.sequencer
+        verdict = sequencer.check_source(msg.source_seq)
+        if verdict is SourceVerdict.DUPLICATE:
+            self.counters.duplicates += 1
+            return 0
+        if verdict is SourceVerdict.GAP:
+            self.counters.source_gaps += 1
+            self._sync.apply(SourceGapSeen(msg.source_seq - sequencer.next_source_seq))
+        pending = self.pending_snapshot
+        adopt = pending if pending is not None and pending.source_seq == msg.source_seq else None
+        try:
+            values = self.state.preview(msg)
+            if adopt is not None:
+                values = adopt.symbols.get(msg.symbol, values)
+            payload = self.engine.encode(msg, values, self._wall_ns)
+            if len(payload) > wire.MAX_PAYLOAD:
+                raise ConversionError(
+                    "oversize", f"payload of {len(payload)} bytes exceeds {wire.MAX_PAYLOAD}"
+                )
+        except ConversionError as exc:
+            self._unconvertible(body, exc, source_seq=msg.source_seq)
+            return 0
+        if adopt is not None:
+            self.pending_snapshot = None
+            self.state.restore(adopt.symbols)
+            self.counters.snapshots_adopted += 1
+            self._sync.apply(SnapshotAdopted(msg.source_seq))
+        else:
+            self.state.set_symbol(msg.symbol, values)
+        self._number(msg, payload)
+        return 1
+
+    def _number(self, msg: SourceMessage, payload: bytes) -> None:
+        sequencer = self.sequencer
+        msg_seq = sequencer.assign(msg.source_seq)
+        check = sequencer.record(msg.source_seq, msg_seq, self.state.digest)
+        if self._sync.is_publishing:
+            if not self.output.fits(len(payload)):
+                self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
+            self.output.add(msg_seq, self._source_stream, msg.source_seq, payload)
+            self.counters.published += 1
+            if self.journal is not None:
+                self._journal(msg_seq, (msg.source_seq,), (payload,))
+        if check is not None and self._sync.is_backup:
+            self._sync.apply(ArrivalChecked(check.renumbered, check.digest_matches))
+
+    def _unconvertible(self, body: bytes, exc: ConversionError, *, source_seq: int | None = None) -> None:
+        self.counters.conversion_errors += 1
+        if source_seq is None:
+            try:
+                source_seq = peek_source_seq(body)
+            except ConversionError:
+                return  # not even sequenced: nothing to account for
+        logger.debug("source_seq %d skipped: %s", source_seq, exc)
+        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
+            # Every adapter skips the same bytes the same way, so numbering stays aligned.
+            self.sequencer.skip_source(source_seq)
+
+    def _journal(self, first_msg_seq: int, source_seqs: Sequence[int], payloads: Sequence[bytes]) -> None:
+        assert self.journal is not None
+        records = self.journal.records(first_msg_seq, self._wall_ns, source_seqs, payloads)
+        if records is not None:
+            self._out.append(records)
+
+    # ---- snapshots and fault injection ------------------------------------------------------
+
+    def on_snapshot(self, msg: syncbus.Snapshot) -> bool:
+        """Adopt the active's snapshot (now, or when the source reaches it); True once adopted."""
+        at, last = msg.source_seq, self.sequencer.last_source_seq
+        if last < at:
+            self.pending_snapshot = msg  # adopted when we reach ``at`` (see _careful)
+            return False
+        recorded = self.sequencer.is_recorded
+        replay = self._ring.messages(self.engine.parse, after=at, upto=last, wanted=recorded)
+        if replay and replay[0].source_seq != at + 1 and last > at:
+            logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
+            return False
+        self.state.restore(msg.symbols)
+        digests = {at: self.state.digest}
+        for replayed in replay:
+            try:
+                self.state.apply(replayed)
+            except ConversionError:
+                continue
+            digests[replayed.source_seq] = self.state.digest
+        self.sequencer.restate_digests(digests)
+        self.counters.snapshots_adopted += 1
+        return True
+
+    def corrupt(self, delta: int) -> None:
+        """Fault injection: add ``delta`` to every symbol's volume (the sync rules must repair it)."""
+        for symbol, values in self.state.snapshot().items():
+            values.volume += delta
+            self.state.set_symbol(symbol, values)
+        self.sequencer.restate_digests({self.sequencer.last_recorded_source_seq: self.state.digest})
