@@ -29,6 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
         "numbers and publishes it on its line, and keeps in sync with its peers over the sync bus. "
         "Status events (ready, role changes, final counters) are printed as JSON lines on stdout.",
     )
+    _identity_arguments(parser)
+    _endpoint_arguments(parser)
+    _tuning_arguments(parser)
+    _admin_arguments(parser)
+    _journal_arguments(parser)
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default: %(default)s)")
+    return parser
+
+
+def _identity_arguments(parser: argparse.ArgumentParser) -> None:
     ident = parser.add_argument_group("identity")
     ident.add_argument("--feed", default="EQUITIES", help="feed name (default: %(default)s)")
     ident.add_argument("--channel", required=True, help="channel name, the topic of line packets")
@@ -38,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ident.add_argument("--active", action="store_true", help="start as the active unless one is heard first")
     ident.add_argument("--term", type=int, default=0, help="term to start from (default: %(default)s)")
+
+
+def _endpoint_arguments(parser: argparse.ArgumentParser) -> None:
     net = parser.add_argument_group("endpoints")
     net.add_argument(
         "--source", required=True, help="feed source endpoint to connect, e.g. tcp://127.0.0.1:5555"
@@ -48,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--sync", required=True, help="sync-bus endpoint to bind")
     net.add_argument("--peer", action="append", default=[], help="a peer's sync endpoint (repeatable)")
     net.add_argument("--control", help="REP endpoint for JSON control commands (status, promote, ...)")
+
+
+def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
     tune = parser.add_argument_group("tuning")
     tune.add_argument("--heartbeat-interval", type=float, default=sync_rules.HEARTBEAT_INTERVAL_S)
     tune.add_argument(
@@ -67,12 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--health-penalty", type=float, default=0.0, help="handicap on the health score (drills)"
     )
+
+
+def _admin_arguments(parser: argparse.ArgumentParser) -> None:
     admin = parser.add_argument_group("admin server")
     admin.add_argument("--admin", help="admin server host:port to register with (default: none)")
     admin.add_argument(
         "--admin-key-id",
         help="API key id of a user with the adapter role (the secret is read from $FEEDHA_ADAPTER_SECRET)",
     )
+
+
+def _journal_arguments(parser: argparse.ArgumentParser) -> None:
     journal = parser.add_argument_group("journal and replay")
     journal.add_argument(
         "--journal",
@@ -113,8 +135,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=REPLAY_MAX_BYTES,
         help="most packet bytes in one replay reply (default: %(default)s)",
     )
-    parser.add_argument("--log-level", default="WARNING", help="logging level (default: %(default)s)")
-    return parser
 
 
 def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = None) -> AdapterConfig:

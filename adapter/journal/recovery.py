@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapter.journal.checkpoint import Checkpoint, CheckpointStore
@@ -165,6 +165,69 @@ def _remove_temporaries(directory: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _rebuild_missing_index(info: SegmentInfo, index_interval_bytes: int) -> bool:
+    # A segment before the recovery start is trusted (a checkpoint covers it);
+    # only its sparse index, when lost, is rebuilt from a scan.
+    if load_index(info) is not None:
+        return False
+    result = scan_segment(
+        info.path, start=SEGMENT_HEADER_SIZE, prev_seq=-1, index_interval_bytes=index_interval_bytes
+    )
+    write_index(info, result.index)
+    return True
+
+
+@dataclass(slots=True)
+class _Walk:
+    """What the walk over the segments after the recovery start has found so far."""
+
+    prev_seq: int
+    kept: int = 0
+    cut: int = 0
+    reason: str | None = None
+    truncated: str | None = None
+    removed: list[str] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)
+    tail: SegmentInfo | None = None
+    tail_index: SparseIndex | None = None
+
+    def drop(self, info: SegmentInfo, *, apply: bool) -> None:
+        self.removed.append(info.name)
+        if apply:
+            _remove_segment(info)
+
+    def check(self, info: SegmentInfo, start: _Start, first: bool, interval: int, *, apply: bool) -> None:
+        """Scan one segment: keep it, cut its bad tail, or remove it (everything after a cut goes)."""
+        if self.reason is not None:
+            self.cut += info.size
+            self.drop(info, apply=apply)
+            return
+        result, why = _scan(info, start, first, self.prev_seq, interval)
+        self.kept += result.records
+        if result.records:
+            self.prev_seq = max(self.prev_seq, result.last_seq)
+        if why != DecodeStatus.END.value:
+            self.reason = why
+            self.cut += info.size - result.good_end
+            if result.good_end < SEGMENT_HEADER_SIZE:
+                self.drop(info, apply=apply)
+                return
+            self.truncated = info.name
+            if apply:
+                _truncate(info, result.good_end)
+        self.tail = SegmentInfo(
+            path=info.path,
+            day=info.day,
+            first_seq=info.first_seq,
+            size=result.good_end,
+            mtime_ns=info.mtime_ns,
+        )
+        self.tail_index = result.index
+        if apply:
+            write_index(self.tail, result.index)
+            self.rebuilt.append(info.name)
+
+
 def recover(directory: str | os.PathLike[str], *, index_interval_bytes: int, apply: bool = True) -> Recovery:
     """Validate the journal after the newest valid checkpoint and cut a bad tail.
 
@@ -182,73 +245,32 @@ def recover(directory: str | os.PathLike[str], *, index_interval_bytes: int, app
     segments = list_segments(root)
     checkpoints = CheckpointStore(root).valid()
     start = _choose_start(segments, checkpoints)
-    prev_seq, kept, cut = start.prev_seq, 0, 0
-    reason: str | None = None
-    truncated: str | None = None
-    removed: list[str] = []
-    rebuilt: list[str] = []
-    tail: SegmentInfo | None = None
-    tail_index: SparseIndex | None = None
+    walk = _Walk(prev_seq=start.prev_seq)
     for i, info in enumerate(segments):
-        if i < start.position:
-            if apply and load_index(info) is None:
-                rebuilt.append(info.name)
-                result = scan_segment(
-                    info.path,
-                    start=SEGMENT_HEADER_SIZE,
-                    prev_seq=-1,
-                    index_interval_bytes=index_interval_bytes,
-                )
-                write_index(info, result.index)
-            continue
-        if reason is not None:
-            removed.append(info.name)
-            cut += info.size
-            if apply:
-                _remove_segment(info)
-            continue
-        result, why = _scan(info, start, i == start.position, prev_seq, index_interval_bytes)
-        kept += result.records
-        if result.records:
-            prev_seq = max(prev_seq, result.last_seq)
-        if why != DecodeStatus.END.value:
-            reason = why
-            cut += info.size - result.good_end
-            if result.good_end < SEGMENT_HEADER_SIZE:
-                removed.append(info.name)
-                if apply:
-                    _remove_segment(info)
-                continue
-            truncated = info.name
-            if apply:
-                _truncate(info, result.good_end)
-        tail = SegmentInfo(
-            path=info.path,
-            day=info.day,
-            first_seq=info.first_seq,
-            size=result.good_end,
-            mtime_ns=info.mtime_ns,
-        )
-        tail_index = result.index
-        if apply:
-            write_index(tail, result.index)
-            rebuilt.append(info.name)
-    if tail is None and segments and start.position > 0:
+        if i >= start.position:
+            walk.check(info, start, i == start.position, index_interval_bytes, apply=apply)
+        elif apply and _rebuild_missing_index(info, index_interval_bytes):
+            walk.rebuilt.append(info.name)
+    if walk.tail is None and segments and start.position > 0:
         last = segments[start.position - 1]
-        tail, tail_index = last, load_index(last)
+        walk.tail, walk.tail_index = last, load_index(last)
     report = RecoveryReport(
         checkpoint_generation=None if start.checkpoint is None else start.checkpoint.generation,
-        records_kept=kept,
-        bytes_cut=cut,
-        truncated_segment=truncated,
-        segments_removed=tuple(removed),
-        reason=reason,
-        last_msg_seq=prev_seq,
-        indexes_rebuilt=tuple(rebuilt),
+        records_kept=walk.kept,
+        bytes_cut=walk.cut,
+        truncated_segment=walk.truncated,
+        segments_removed=tuple(walk.removed),
+        reason=walk.reason,
+        last_msg_seq=walk.prev_seq,
+        indexes_rebuilt=tuple(walk.rebuilt),
     )
     if not report.is_clean:
-        logger.warning("journal recovery cut %d bytes (%s): %r", cut, reason, report)
+        logger.warning("journal recovery cut %d bytes (%s): %r", walk.cut, walk.reason, report)
     generation = max((checkpoint.generation for checkpoint in checkpoints), default=0)
     return Recovery(
-        report=report, tail=tail, tail_index=tail_index, last_seq=prev_seq, last_generation=generation
+        report=report,
+        tail=walk.tail,
+        tail_index=walk.tail_index,
+        last_seq=walk.prev_seq,
+        last_generation=generation,
     )

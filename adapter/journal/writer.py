@@ -214,11 +214,22 @@ class JournalWriter:
             return
         if first_msg_seq <= self._last_seq:
             raise SequenceError(last=self._last_seq, got=first_msg_seq)
+        self._frame_batch(first_msg_seq, time_ns, source_stream, source_seqs, payloads)
+
+    def _frame_batch(
+        self,
+        first_msg_seq: int,
+        time_ns: int,
+        source_stream: int,
+        source_seqs: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> None:
         # Strategy: frame_into frames records until one would cross _limit (the
         # end of the buffer, the segment's size budget or the next index entry);
         # that record goes through the slow path, then the C call resumes. After
         # a bad record the run is redone one record at a time, so the records
         # before it are appended and the error is raised for the bad one.
+        count = len(payloads)
         i, step = 0, count
         while i < count:
             if time_ns < self._day_end_ns:
