@@ -1,0 +1,211 @@
+"""Micro-benchmark of the adapter core: CPU µs per source message, in-process.
+
+``python -m bench.micro_adapter [--messages N] [--repeat R] [--cases ...]``
+prints one JSON object. The input is what the plain source sends at high
+rates: frames of ``--frame`` FIX messages (one to three entries, 200
+symbols), numbered gap-free. Cases (best of ``--repeat``, µs of thread CPU
+per message; the core's actions are collected, not carried out):
+
+* ``active``: ``AdapterCore.on_source`` + ``on_tick`` of an active on the
+  native engine: conversion runs, numbering, packets (the runner's hot path
+  without its sockets).
+* ``active_journal``: the same, journaling every message into a real
+  ``JournalWriter`` (``--fsync none``, in a temporary directory).
+* ``backup_syncing``: a backup that does not publish (it still converts,
+  numbers and encodes).
+* ``engine_run``: ``ConversionEngine.run`` alone over the frames (the C call).
+* ``reference``: ``active`` on the Python reference engine (a tenth of the messages).
+* ``bare_recv``: the same frames received from a bare PUB→SUB pair over
+  loopback (``recv_multipart`` only): the floor under the runner's source
+  socket, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+MESSAGES: Final = 200_000
+FRAME: Final = 50
+REPEAT: Final = 5
+SYMBOLS: Final = 200
+CASES: Final = ("active", "active_journal", "backup_syncing", "engine_run", "reference", "bare_recv")
+EPOCH_NS: Final = 1_790_000_000_000_000_000
+TOPIC: Final = b"A-Z"
+
+
+def make_frames(messages: int, frame: int, *, seed: int = 7) -> list[bytes]:
+    """Seeded frames of ``frame`` FIX market-data messages, source_seq 1..messages."""
+    from proto import fix
+
+    rng = random.Random(seed)
+    symbols = [f"S{index:03d}" for index in range(SYMBOLS)]
+    kinds = (fix.ENTRY_TRADE, fix.ENTRY_TRADE, fix.ENTRY_BID, fix.ENTRY_OFFER)
+    frames, parts = [], []
+    for seq in range(1, messages + 1):
+        entries = [
+            fix.SourceEntry(rng.choice(kinds), f"{rng.randint(5000, 15000) / 100:.2f}", rng.randint(1, 900))
+            for _ in range(rng.randint(1, 3))
+        ]
+        parts.append(
+            fix.encode_market_data(
+                source_seq=seq,
+                symbol=rng.choice(symbols),
+                event_time_ns=EPOCH_NS + seq * 1000,
+                entries=entries,
+            )
+        )
+        if len(parts) == frame:
+            frames.append(b"".join(parts))
+            parts = []
+    if parts:
+        frames.append(b"".join(parts))
+    return frames
+
+
+def _core(*, native: bool, publishing: bool, journal: bool) -> Any:
+    from adapter.conversion import ConverterTable, make_engine
+    from adapter.core import AdapterCore, CoreConfig
+    from adapter.core.sync_types import Role, SyncStatus
+
+    config = CoreConfig(channel_number=1, adapter=1, source_stream_number=1, journal=journal)
+    core = AdapterCore(config, make_engine(ConverterTable.load(), prefer_native=native), now=0.0)
+    role = Role.ACTIVE if publishing else Role.BACKUP
+    core.sync = replace(core.sync, deciding=False, role=role, status=SyncStatus.SYNCING)
+    return core
+
+
+def _time_core(frames: list[bytes], *, native: bool, publishing: bool, journal: bool) -> float:
+    import tempfile
+
+    from adapter.core import JournalRecords
+    from adapter.journal import FsyncPolicy, JournalConfig, JournalWriter
+
+    core = _core(native=native, publishing=publishing, journal=journal)
+    with tempfile.TemporaryDirectory(prefix="feedha-micro-adapter-") as directory:
+        writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.NONE)) if journal else None
+        try:
+            start = time.thread_time()
+            for frame in frames:
+                actions = core.on_source([TOPIC, frame], now=1.0, wall_ns=EPOCH_NS)
+                actions += core.on_tick(now=1.0, wall_ns=EPOCH_NS)
+                if writer is not None:
+                    for action in actions:
+                        if type(action) is JournalRecords:
+                            writer.append_batch(
+                                action.first_msg_seq,
+                                action.time_ns,
+                                action.source_stream,
+                                action.source_seqs,
+                                action.payloads,
+                            )
+            return time.thread_time() - start
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+def _time_engine(frames: list[bytes]) -> float:
+    from adapter.conversion import ConverterTable, make_engine
+
+    engine = make_engine(ConverterTable.load())
+    expect = 1
+    start = time.thread_time()
+    for frame in frames:
+        run = engine.run(
+            frame,
+            0,
+            expect_seq=expect,
+            stop_seq=0,
+            room=-(1 << 40),
+            max_count=1 << 30,
+            publish_time_ns=EPOCH_NS,
+            source_stream=1,
+            publish=True,
+            want_payloads=False,
+        )
+        expect += run.count
+    return time.thread_time() - start
+
+
+def _time_bare_recv(frames: list[bytes]) -> float:
+    import zmq
+
+    ctx = zmq.Context.instance()
+    pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+    try:
+        pub.sndhwm = sub.rcvhwm = 0
+        sub.subscribe(b"")
+        port = sub.bind_to_random_port("tcp://127.0.0.1")
+        pub.connect(f"tcp://127.0.0.1:{port}")
+        deadline = time.monotonic() + 5
+        while not sub.poll(10):  # slow joiner: a probe until one arrives
+            assert time.monotonic() < deadline, "the bare pair did not connect"
+            pub.send_multipart([b"probe", b""])
+        while sub.poll(50):
+            sub.recv_multipart()
+        for frame in frames:
+            pub.send_multipart([TOPIC, frame])
+        start = time.thread_time()
+        for _ in frames:
+            sub.recv_multipart()
+        return time.thread_time() - start
+    finally:
+        pub.close(linger=0)
+        sub.close(linger=0)
+
+
+def run_case(case: str, frames: list[bytes], messages: int) -> tuple[float, int]:
+    """Thread CPU seconds of one case and how many messages it took."""
+    timers: dict[str, Callable[[], float]] = {
+        "active": lambda: _time_core(frames, native=True, publishing=True, journal=False),
+        "active_journal": lambda: _time_core(frames, native=True, publishing=True, journal=True),
+        "backup_syncing": lambda: _time_core(frames, native=True, publishing=False, journal=False),
+        "engine_run": lambda: _time_engine(frames),
+        "bare_recv": lambda: _time_bare_recv(frames),
+    }
+    if case == "reference":
+        tenth = frames[: max(1, len(frames) // 10)]
+        return _time_core(tenth, native=False, publishing=True, journal=False), messages * len(tenth) // len(
+            frames
+        )
+    return timers[case](), messages
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the cases; print one JSON object with µs per message for each."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.micro_adapter", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--messages", type=int, default=MESSAGES, help="messages per case (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--frame", type=int, default=FRAME, help="messages per source frame (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=REPEAT, help="runs per case, best kept (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--cases", nargs="+", choices=CASES, default=list(CASES), help="cases to run (default: all)"
+    )
+    args = parser.parse_args(argv)
+    if args.messages < 1 or args.frame < 1 or args.repeat < 1:
+        parser.error("--messages, --frame and --repeat must be >= 1")
+    frames = make_frames(args.messages, args.frame)
+    result: dict[str, Any] = {"messages": args.messages, "frame": args.frame, "repeat": args.repeat}
+    for case in args.cases:
+        best = min(run_case(case, frames, args.messages) for _ in range(args.repeat))
+        result[f"{case}_us_per_msg"] = round(best[0] / best[1] * 1e6, 3)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
