@@ -277,3 +277,42 @@ def parse_fields(body: bytes) -> list[tuple[int, bytes]]:
             raise FixError("field", f"bad field {part[:20]!r}")
         fields.append((int(tag), value))
     return fields
+
+
+# --- SequenceReset (35=4): the explicit way a source moves its numbering ----------------------------
+
+MSG_TYPE_SEQUENCE_RESET: Final = b"4"
+TAG_NEW_SEQ_NO: Final = 36
+TAG_GAP_FILL_FLAG: Final = 123
+
+
+def encode_sequence_reset(*, source_seq: int, new_seq: int, gap_fill: bool = False) -> bytes:
+    """A SequenceReset: the message after this one carries ``new_seq`` (FIX 35=4, 36=NewSeqNo).
+
+    Args:
+        source_seq: this message's own sequence number (tag 34).
+        new_seq: the sequence number of the next message.
+        gap_fill: GapFillFlag (123=Y): the numbers in between were never sent; else a reset.
+    """
+    fields: list[tuple[int, str | int | bytes]] = [(35, "4"), (34, source_seq), (TAG_NEW_SEQ_NO, new_seq)]
+    if gap_fill:
+        fields.append((TAG_GAP_FILL_FLAG, "Y"))
+    return encode_message(fields)
+
+
+def decode_sequence_reset(body: bytes) -> tuple[int, int] | None:
+    """``(source_seq, new_seq)`` of a SequenceReset body, ``None`` for any other message.
+
+    Raises:
+        FixError: a SequenceReset without a valid 34= or 36=.
+    """
+    if not body.startswith(b"35=4\x01"):
+        return None
+    values = dict(parse_fields(body))
+    try:
+        source_seq, new_seq = int(values[34]), int(values[TAG_NEW_SEQ_NO])
+    except (KeyError, ValueError) as exc:
+        raise FixError("field", "SequenceReset needs 34= and 36= as integers") from exc
+    if source_seq <= 0 or new_seq <= 0:
+        raise FixError("field", f"SequenceReset 34={source_seq} 36={new_seq} must be positive")
+    return source_seq, new_seq

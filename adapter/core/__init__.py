@@ -10,7 +10,15 @@ the core's parts. Nothing here imports zmq, grpc, asyncio or time.
 
 from __future__ import annotations
 
-from adapter.core.actions import Action, JournalRecords, Publish, SendSync, Status, WriteCheckpoint
+from adapter.core.actions import (
+    Action,
+    JournalRecords,
+    Publish,
+    Quarantine,
+    SendSync,
+    Status,
+    WriteCheckpoint,
+)
 from adapter.core.config import CoreConfig
 from adapter.core.machine import AdapterCore, SyncView
 
@@ -20,6 +28,7 @@ __all__ = [
     "CoreConfig",
     "JournalRecords",
     "Publish",
+    "Quarantine",
     "SendSync",
     "Status",
     "SyncView",

@@ -13,7 +13,7 @@ from typing import Any, TypeAlias
 
 from adapter.core.syncbus import SyncMessage
 
-__all__ = ["Action", "JournalRecords", "Publish", "SendSync", "Status", "WriteCheckpoint"]
+__all__ = ["Action", "JournalRecords", "Publish", "Quarantine", "SendSync", "Status", "WriteCheckpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,4 +65,21 @@ class Status:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-Action: TypeAlias = Publish | JournalRecords | WriteCheckpoint | SendSync | Status
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    """Keep a source message the adapter skipped, for an operator to look at.
+
+    Attributes:
+        reason: why it was skipped (a ``ConversionError`` reason, ``source_seq_jump``, ...).
+        source_seq: its source_seq, when it had a readable one.
+        detail: what exactly was wrong.
+        data: the message's bytes as received (the FIX body, or the stretch that was not one).
+    """
+
+    reason: str
+    source_seq: int | None
+    detail: str
+    data: bytes
+
+
+Action: TypeAlias = Publish | JournalRecords | WriteCheckpoint | SendSync | Status | Quarantine

@@ -14,6 +14,8 @@ RING_SIZE: Final = 8192
 CHECKPOINT_EVERY: Final = 50_000  # journal checkpoint after this many journaled messages ...
 CHECKPOINT_INTERVAL_S: Final = 5.0  # ... or this long after the last one, whichever comes first
 MAX_PAUSE_S: Final = 1.0  # the longest a throttle pauses source reading in one go
+MAX_SOURCE_GAP: Final = 1_000_000  # missing source messages beyond which a gap is a suspect jump
+JUMP_CONFIRM: Final = 3  # consecutive messages that confirm a jump (the jump included)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +35,10 @@ class CoreConfig:
         journal: whether published messages are journaled (and checkpoints written).
         checkpoint_every: checkpoint after this many journaled messages ...
         checkpoint_interval_s: ... or this many seconds after the last one.
+        max_source_gap: a source_seq more than this many messages past the last one is a
+            *jump*: held until ``jump_confirm`` consecutive messages confirm it, quarantined
+            if the stream goes on where it was (one bad number must not silence the channel).
+        jump_confirm: how many consecutive messages confirm a jump.
     """
 
     channel_number: int
@@ -47,6 +53,8 @@ class CoreConfig:
     journal: bool = False
     checkpoint_every: int = CHECKPOINT_EVERY
     checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S
+    max_source_gap: int = MAX_SOURCE_GAP
+    jump_confirm: int = JUMP_CONFIRM
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):
@@ -63,3 +71,7 @@ class CoreConfig:
             raise ConfigError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
         if not self.checkpoint_interval_s > 0:
             raise ConfigError(f"checkpoint_interval_s must be > 0, got {self.checkpoint_interval_s}")
+        if self.max_source_gap < 1:
+            raise ConfigError(f"max_source_gap must be >= 1, got {self.max_source_gap}")
+        if not 1 <= self.jump_confirm <= 64:
+            raise ConfigError(f"jump_confirm must be in 1..64, got {self.jump_confirm}")

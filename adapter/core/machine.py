@@ -154,7 +154,10 @@ class AdapterCore:
         self._clock(now, wall_ns)
         if len(parts) != 2:
             self.pipeline.counters.malformed_frames += 1
-            return []
+            self.pipeline.quarantine(
+                "malformed_frame", None, f"a message of {len(parts)} parts", b"".join(parts)
+            )
+            return self._take()
         converted = self.pipeline.on_frame(parts[1], now=now, wall_ns=wall_ns, out=self._out)
         if converted:
             self._throttle(converted)

@@ -29,14 +29,14 @@ from __future__ import annotations
 import logging
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Final, Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Protocol
 
 from adapter.conversion.engine import ConversionEngine, Stop
 from adapter.conversion.messages import SourceMessage
 from adapter.conversion.parser import peek_source_seq
 from adapter.core import syncbus
-from adapter.core.actions import Action, Publish
+from adapter.core.actions import Action, Publish, Quarantine
 from adapter.core.config import RING_SIZE
 from adapter.core.journaling import JournalPlan
 from adapter.core.output import UNBOUNDED_ROOM, LineOutput
@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Pipeline", "PipelineCounters", "SyncPort"]
 
 UNBOUNDED_COUNT: Final = 1 << 30
+QUARANTINE_DATA_BYTES: Final = 4096  # what is kept of one quarantined message or stretch
 
 
 class SyncPort(Protocol):
@@ -73,17 +74,22 @@ class PipelineCounters:
     malformed_frames: int = 0
     malformed_messages: int = 0
     conversion_errors: int = 0
+    internal_errors: int = 0
     duplicates: int = 0
     source_gaps: int = 0
+    source_resets: int = 0
     snapshots_adopted: int = 0
+    quarantined: dict[str, int] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def as_dict(self) -> dict[str, Any]:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["quarantined"] = dict(self.quarantined)
+        return values
 
     @property
     def errors(self) -> int:
-        """Everything the source sent that could not be used."""
-        return self.malformed_frames + self.malformed_messages + self.conversion_errors
+        """Everything the source sent that could not be used, and every fault handling it."""
+        return self.malformed_frames + self.malformed_messages + self.conversion_errors + self.internal_errors
 
 
 class Pipeline:
@@ -95,6 +101,8 @@ class Pipeline:
         journal: what to journal (``None``: no journal).
         source_stream: the source stream number written in every block.
         sync: the sync rules' side.
+        max_source_gap: missing messages beyond which a gap is a suspect jump.
+        jump_confirm: consecutive messages (the jump included) that confirm a jump.
     """
 
     def __init__(
@@ -105,6 +113,8 @@ class Pipeline:
         *,
         source_stream: int,
         sync: SyncPort,
+        max_source_gap: int | None = None,
+        jump_confirm: int = 1,
     ) -> None:
         self.engine = engine
         self.state = engine.state
@@ -116,6 +126,10 @@ class Pipeline:
         self._source_stream = source_stream
         self._sync = sync
         self._ring = SourceRing(RING_SIZE)
+        self._max_gap = max_source_gap
+        self._jump_confirm = jump_confirm
+        self._held: list[tuple[SourceMessage, bytes]] = []  # a suspect jump, until confirmed
+        self._reported: set[str] = set()  # quarantine reasons already logged
         self._out: list[Action] = []
         self._now = 0.0
         self._wall_ns = 0
@@ -126,10 +140,33 @@ class Pipeline:
     def on_frame(self, frame: bytes, *, now: float, wall_ns: int, out: list[Action]) -> int:
         """Convert one source frame; actions go to ``out``. Returns how many messages got a msg_seq."""
         self._now, self._wall_ns, self._out = now, wall_ns, out
-        converted = self._convert(frame)
+        try:
+            converted = self._convert(frame)
+        except Exception as exc:  # a bug must cost one frame, never the process
+            self.counters.internal_errors += 1
+            logger.exception("internal error converting a source frame of %d bytes", len(frame))
+            self.quarantine("internal_error", None, repr(exc), frame)
+            return 0
         if converted:
             self._ring.add(frame, converted)
         return converted
+
+    def on_malformed(self, parts: list[bytes], *, out: list[Action]) -> None:
+        """A source message that is not ``[topic, frame]``: counted and kept."""
+        self._out = out
+        self.counters.malformed_frames += 1
+        self.quarantine("malformed_frame", None, f"a message of {len(parts)} parts", b"".join(parts))
+
+    def quarantine(self, reason: str, source_seq: int | None, detail: str, data: bytes) -> None:
+        """Count, log (once per reason) and keep a skipped source message."""
+        quarantined = self.counters.quarantined
+        quarantined[reason] = quarantined.get(reason, 0) + 1
+        if reason not in self._reported:
+            self._reported.add(reason)
+            logger.warning(
+                "quarantined (%s) at source_seq %s: %s (logged once per kind)", reason, source_seq, detail
+            )
+        self._out.append(Quarantine(reason, source_seq, detail, data[:QUARANTINE_DATA_BYTES]))
 
     def seal(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
         """Close the packet being filled, if any, and send it."""
@@ -144,6 +181,8 @@ class Pipeline:
         is checked) and a pending snapshot (adopted exactly there) need the
         careful path; everything else may go through the engine's runs.
         """
+        if self._held:  # every next message must be looked at: does it confirm the jump?
+            return self.sequencer.last_source_seq + 1
         watched = self.sequencer.first_pending()
         pending = self.pending_snapshot
         if pending is not None:
@@ -186,9 +225,16 @@ class Pipeline:
                         self._journal(first_msg_seq, seqs, run.payloads)
             pos = run.pos
             if run.stop is Stop.SLOW:
+                start = pos
                 body, pos = fix.next_message(frame, pos)
                 if body is None:
                     self.counters.malformed_messages += 1
+                    self.quarantine(
+                        "malformed_fix",
+                        None,
+                        f"{pos - start} bytes that are no FIX message",
+                        frame[start:pos],
+                    )
                 else:
                     converted += self._careful(body)
             elif run.stop is not Stop.END:
@@ -202,16 +248,26 @@ class Pipeline:
         try:
             msg = self.engine.parse(body)
         except ConversionError as exc:
-            self._unconvertible(body, exc)
-            return 0
+            return self._not_an_update(body, exc)
         sequencer = self.sequencer
-        verdict = sequencer.check_source(msg.source_seq)
+        verdict = sequencer.check_source(msg.source_seq, max_gap=self._max_gap)
+        if self._held:
+            if msg.source_seq == self._held[-1][0].source_seq + 1:
+                self._held.append((msg, body))
+                return self._believe_jump() if len(self._held) >= self._jump_confirm else 0
+            self._refuse_jump()
         if verdict is SourceVerdict.DUPLICATE:
             self.counters.duplicates += 1
             return 0
+        if verdict is SourceVerdict.JUMP:
+            self._held.append((msg, body))
+            return self._believe_jump() if self._jump_confirm <= 1 else 0
         if verdict is SourceVerdict.GAP:
             self.counters.source_gaps += 1
             self._sync.apply(SourceGapSeen(msg.source_seq - sequencer.next_source_seq))
+        return self._accept(msg, body)
+
+    def _accept(self, msg: SourceMessage, body: bytes) -> int:
         pending = self.pending_snapshot
         adopt = pending if pending is not None and pending.source_seq == msg.source_seq else None
         try:
@@ -236,6 +292,49 @@ class Pipeline:
         self._number(msg, payload)
         return 1
 
+    def _believe_jump(self) -> int:
+        # Enough consecutive messages continue the jump: the source really moved on.
+        held, self._held = self._held, []
+        first = held[0][0].source_seq
+        self.counters.source_gaps += 1
+        self._sync.apply(SourceGapSeen(first - self.sequencer.next_source_seq))
+        self.sequencer.skip_source(first - 1)
+        return sum(self._accept(msg, body) for msg, body in held)
+
+    def _refuse_jump(self) -> None:
+        # The stream went on where it was: the jump was one bad number, not a new position.
+        held, self._held = self._held, []
+        last = self.sequencer.last_source_seq
+        for msg, body in held:
+            self.counters.conversion_errors += 1
+            past = msg.source_seq - last - 1
+            detail = f"source_seq {msg.source_seq} is {past} past {last} (max gap {self._max_gap})"
+            self.quarantine("source_seq_jump", msg.source_seq, detail, body)
+
+    def _not_an_update(self, body: bytes, exc: ConversionError) -> int:
+        try:
+            reset = fix.decode_sequence_reset(body)
+        except fix.FixError as bad:
+            self._unconvertible(body, ConversionError("bad_sequence_reset", str(bad)))
+            return 0
+        if reset is None:
+            self._unconvertible(body, exc)
+            return 0
+        source_seq, new_seq = reset
+        verdict = self.sequencer.check_source(source_seq, max_gap=self._max_gap)
+        if verdict is SourceVerdict.DUPLICATE:
+            self.counters.duplicates += 1
+        elif verdict is SourceVerdict.JUMP or new_seq <= source_seq:
+            last = self.sequencer.last_source_seq
+            why = f"SequenceReset 34={source_seq} 36={new_seq} after source_seq {last}"
+            self._unconvertible(body, ConversionError("bad_sequence_reset", why), source_seq=source_seq)
+        else:
+            # The explicit way a source moves its numbering: every adapter moves alike.
+            self._refuse_jump()
+            self.counters.source_resets += 1
+            self.sequencer.skip_source(new_seq - 1)
+        return 0
+
     def _number(self, msg: SourceMessage, payload: bytes) -> None:
         sequencer = self.sequencer
         msg_seq = sequencer.assign(msg.source_seq)
@@ -256,9 +355,9 @@ class Pipeline:
             try:
                 source_seq = peek_source_seq(body)
             except ConversionError:
-                return  # not even sequenced: nothing to account for
-        logger.debug("source_seq %d skipped: %s", source_seq, exc)
-        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
+                pass  # not even sequenced: nothing to account for
+        self.quarantine(exc.reason, source_seq, str(exc), body)
+        if source_seq is not None and self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
             # Every adapter skips the same bytes the same way, so numbering stays aligned.
             self.sequencer.skip_source(source_seq)
 

@@ -44,6 +44,7 @@ class SourceVerdict(enum.Enum):
     NEXT = "next"  # exactly the next one (or the first ever)
     DUPLICATE = "duplicate"  # at or below the last seen: at-least-once delivery replayed it
     GAP = "gap"  # beyond the next one: source messages were missed
+    JUMP = "jump"  # further beyond than any plausible loss: suspect until confirmed
 
 
 class ReportVerdict(enum.Enum):
@@ -127,13 +128,20 @@ class Sequencer:
         """The lowest source position with a pending report (0: none)."""
         return min(self._pending) if self._pending else 0
 
-    def check_source(self, source_seq: int) -> SourceVerdict:
-        """Classify an incoming source_seq (does not change state)."""
+    def check_source(self, source_seq: int, *, max_gap: int | None = None) -> SourceVerdict:
+        """Classify an incoming source_seq (does not change state).
+
+        Args:
+            source_seq: the message's source_seq.
+            max_gap: missing messages beyond which a gap is a JUMP (``None``: never).
+        """
         last = self.last_source_seq
         if last == 0 or source_seq == last + 1:
             return SourceVerdict.NEXT
         if source_seq <= last:
             return SourceVerdict.DUPLICATE
+        if max_gap is not None and source_seq - last - 1 > max_gap:
+            return SourceVerdict.JUMP
         return SourceVerdict.GAP
 
     def skip_source(self, source_seq: int) -> None:
