@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.conversion import Converter, ConverterTable
-from proto.fix import SourceEntry, checksum, encode_market_data, split_messages
 from plain_source import (
     SENDER,
     PacingSchedule,
@@ -26,6 +25,7 @@ from plain_source import (
     symbol_names,
 )
 from plain_source.cli import config_from_args
+from proto.fix import SourceEntry, checksum, encode_market_data, split_messages
 
 EPOCH = 1_700_000_000_000_000_000
 
