@@ -46,10 +46,25 @@ def _best(run: Callable[[], float], repeat: int) -> float:
 
 
 def _module(script: str | None) -> Any:
-    """The plain source module: the package's, or another copy of it (A/B runs)."""
-    if not script:
-        from spark_feed import plain_source
+    """The plain source: this checkout's package, or another copy of it (A/B runs).
 
+    ``script`` is another checkout's ``plain_source/`` package directory
+    (imported as ``plain_source`` from its parent, so call this before
+    anything imports the package), or an older single-file
+    ``plain_source.py`` (loaded under another name).
+    """
+    if script and Path(script).is_dir():
+        package = Path(script).resolve()
+        if package.name != "plain_source":
+            raise SystemExit(f"--source-script: a package directory must be named plain_source: {script}")
+        sys.path.insert(0, str(package.parent))
+    if not script or Path(script).is_dir():
+        import plain_source
+
+        if script and Path(plain_source.__file__).parent != Path(script).resolve():
+            raise SystemExit(
+                f"--source-script: plain_source was already imported from {plain_source.__file__}"
+            )
         return plain_source
     import importlib.util
 
@@ -140,7 +155,12 @@ def _source_process(rate: float, seconds: float, script: str | None) -> dict[str
     import psutil
     import zmq
 
-    command = [sys.executable, script] if script else [sys.executable, "-m", "spark_feed.plain_source"]
+    command = [sys.executable, "-m", "plain_source"]
+    path = [str(REPO)]
+    if script and Path(script).is_dir():
+        path.insert(0, str(Path(script).resolve().parent))  # the copy's plain_source wins
+    elif script:
+        command = [sys.executable, script]
     proc = subprocess.Popen(
         [
             *command,
@@ -149,7 +169,7 @@ def _source_process(rate: float, seconds: float, script: str | None) -> dict[str
             *("--wait-subscribers", "1", "--linger-ms", "10000"),
         ],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -209,15 +229,17 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--repeat", type=int, default=REPEAT)
     parser.add_argument("--cases", default="generate,next,bare_send,source_process")
     parser.add_argument(
-        "--source-script", help="run this plain_source.py instead of the package's (A/B runs)"
+        "--source-script",
+        help="run this plain_source/ package directory, or an older single-file plain_source.py, "
+        "instead of the package's (A/B runs)",
     )
     args = parser.parse_args(list(argv))
-    from spark_feed.plain_source import MAX_BATCH
+    module = _module(args.source_script)  # first: a package copy must be the one imported
+    from plain_source import MAX_BATCH
 
     per_turn = max(1, int(args.rate * TICK_S))
     per_frame = min(per_turn, MAX_BATCH)
     results: dict[str, Any] = {}
-    module = _module(args.source_script)
     for name in args.cases.split(","):
         if name == "generate":
             results[name] = round(_best(_generate_case(module, args.messages, per_turn), args.repeat), 4)

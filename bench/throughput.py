@@ -1,6 +1,6 @@
 """Throughput benchmark, and the pipeline harness every feedha benchmark shares.
 
-The pipeline: the plain source (``spark_feed.plain_source``) → one or more
+The pipeline: the plain source (``plain_source``) → one or more
 adapter groups (an active and ``backups``; real ``feedha adapter``
 processes) → one or more bench clients (``python -m bench.throughput
 client``: ``client_lib.Subscriber`` joined to every line of its channel, so
@@ -64,7 +64,7 @@ def client_main(argv: Sequence[str]) -> int:
     headers, first/last delivery wall time, arbiter counters, latencies) on SIGTERM.
     """
     from client_lib import ChannelSpec, Delivery, Subscriber, SubscriberConfig
-    from spark_feed.plain_source import symbol_names
+    from plain_source import symbol_names
 
     parser = argparse.ArgumentParser(prog="python -m bench.throughput client")
     parser.add_argument("--channel", required=True)
@@ -324,7 +324,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 *(("--tick", str(options.source_tick_s)) if options.source_tick_s else ()),
                 *(("--pregenerate",) if options.pregenerate else ()),
             ]
-            proc = JsonProcess.python("source", "spark_feed.plain_source", source_args, log=log)
+            proc = JsonProcess.python("source", "plain_source", source_args, log=log)
             procs.append(proc)
             sources.append(proc)
         summaries = []
@@ -453,7 +453,7 @@ def run(*, quick: bool = False) -> list[Figure]:
     value = best[0] if best is not None else 0.0
     lost = 0 if best is None else best[1].lost
     params = {
-        "source": "plain source (spark_feed.plain_source), 1 stream, 200 symbols, seed 7",
+        "source": "plain source (plain_source), 1 stream, 200 symbols, seed 7",
         "adapters": "active + 1 backup",
         "adapter_heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
         "source_tick_s": SOURCE_TICK_S,
@@ -473,7 +473,7 @@ def run(*, quick: bool = False) -> list[Figure]:
 
 
 def _mean_source_bytes() -> float:
-    from spark_feed.plain_source import SymbolModel
+    from plain_source import SymbolModel
 
     model = SymbolModel(streams=(STREAM,), symbol_count=SYMBOLS, seed=7, epoch_ns=time.time_ns())
     sizes = [len(next(model).data) for _ in range(2000)]

@@ -17,7 +17,7 @@ COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "demo": ("feedha.demo", "main", "run the whole cluster on this machine, then a live failover drill"),
     "drill": ("feedha.drill", "main", "failover drills: kill, cut, partition, loss (prints a JSON summary)"),
     "adapter": ("adapter.__main__", "main", "run one feed adapter"),
-    "source": ("spark_feed.plain_source", "main", "run the plain-Python test source (deterministic, seeded)"),
+    "source": ("plain_source.cli", "main", "run the plain-Python test source (deterministic, seeded)"),
     "feed": ("spark_feed.job", "main", "run the PySpark Structured Streaming feed source"),
     "admin-server": ("admin_server.server", "main", "run the stream administration server (and manage keys)"),
     "subscribe": ("client_lib.console", "main", "console subscriber: print what a channel delivers"),

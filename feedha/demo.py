@@ -149,7 +149,7 @@ class Demo:
             args += ["--checkpoint", str(self.workdir / "spark-checkpoint")]
             module = "spark_feed.job"
         else:
-            module = "spark_feed.plain_source"
+            module = "plain_source"
         proc = JsonProcess.python("source", module, args, log=self.log, nice=SOURCE_NICE)
         self.procs.append(proc)
         return proc

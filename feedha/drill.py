@@ -256,7 +256,7 @@ def _start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> 
             "source", "source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log, nice=SOURCE_NICE
         )
     common += ["--seconds", f"{options.seconds:g}"]
-    return placement.spawn("source", "source", "spark_feed.plain_source", common, log)
+    return placement.spawn("source", "source", "plain_source", common, log)
 
 
 def run_failover(options: DrillOptions, log: IO[str]) -> dict[str, Any]:

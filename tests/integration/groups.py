@@ -78,7 +78,7 @@ class Group:
             *("--wait-subscribers", str(self.subscribers)),
             *extra,
         ]
-        self.source = JsonProcess.python("source", "spark_feed.plain_source", args)
+        self.source = JsonProcess.python("source", "plain_source", args)
         return self.source
 
     def sent(self, timeout: float = 30) -> int:

@@ -174,7 +174,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                         proc.wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
             c.source = JsonProcess.python(
                 "source",
-                "spark_feed.plain_source",
+                "plain_source",
                 [
                     *("--endpoint", f"A-M={source_endpoint}", "--streams", "A-M"),
                     *("--rate", "1000", "--seconds", "600", "--symbols", "26"),

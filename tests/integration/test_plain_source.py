@@ -36,7 +36,7 @@ def start_source(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
         [
             sys.executable,
             "-m",
-            "spark_feed.plain_source",
+            "plain_source",
             "--bind-host",
             "127.0.0.1",
             "--wait-timeout",
@@ -190,7 +190,7 @@ def test_pregenerated_run_sends_the_live_runs_messages(context: zmq.Context[zmq.
 
 def test_pregenerate_refuses_an_unbounded_run() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "spark_feed.plain_source", "--pregenerate", "--rate", "1000"],
+        [sys.executable, "-m", "plain_source", "--pregenerate", "--rate", "1000"],
         cwd=REPO,
         capture_output=True,
         text=True,

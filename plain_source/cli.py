@@ -1,0 +1,132 @@
+"""The ``feedha source`` command (also ``python -m plain_source``).
+
+Prints the bound endpoints as a JSON line, sends, then prints the summary
+line; exits 0, 1 if waiting for subscribers timed out, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import Final
+
+from plain_source.config import (
+    DEFAULT_LINGER_MS,
+    DEFAULT_RATE,
+    DEFAULT_STREAMS,
+    DEFAULT_SYMBOLS,
+    DEFAULT_WAIT_TIMEOUT_S,
+    MAX_BATCH,
+    SourceConfig,
+)
+from plain_source.source import PlainSource
+
+_DESCRIPTION: Final = (
+    "The plain-Python test source: deterministic FIX-style source streams on ZeroMQ XPUB sockets."
+)
+
+
+def _endpoint(text: str) -> tuple[str, str]:
+    name, sep, endpoint = text.partition("=")
+    if not sep or not name or not endpoint:
+        raise argparse.ArgumentTypeError(f"expected NAME=ENDPOINT, got {text!r}")
+    return name, endpoint
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``feedha source`` argument parser."""
+    parser = argparse.ArgumentParser(prog="feedha source", description=_DESCRIPTION)
+    add = parser.add_argument
+    add("--endpoint", type=_endpoint, action="append", default=[], metavar="NAME=tcp://HOST:PORT")
+    add("--bind-host", default="127.0.0.1", help="host for random ports (streams without --endpoint)")
+    add("--streams", help="comma-separated letter ranges (default A-M,N-Z, or the --endpoint names)")
+    add("--symbols", type=int, default=DEFAULT_SYMBOLS)
+    add("--seed", type=int, default=1)
+    add("--epoch-ns", type=int, default=None, help="event time of the first message (default: now)")
+    add("--rate", type=float, default=DEFAULT_RATE, help="messages/s over all streams; 0 = unpaced")
+    add("--seconds", type=float, default=None)
+    add("--count", type=int, default=None)
+    add("--batch", type=int, default=None, help=f"FIX messages per frame (default: as due, <= {MAX_BATCH})")
+    add("--malformed-every", type=int, default=0, metavar="K")
+    add("--wait-subscribers", type=int, default=0, metavar="N")
+    add("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT_S)
+    add("--sndhwm", type=int, default=0)
+    add("--linger-ms", type=int, default=DEFAULT_LINGER_MS)
+    add("--start-seq", type=int, default=1)
+    add("--tick", type=float, default=0.0, help="least sleep between sends, s (batches ~rate*tick per frame)")
+    add(
+        "--pregenerate",
+        action="store_true",
+        help="generate the whole run before the clock starts, then only pace the sends "
+        "(capacity benchmarks; needs --count or --rate and --seconds)",
+    )
+    return parser
+
+
+def config_from_args(argv: Sequence[str]) -> SourceConfig:
+    """Build a :class:`SourceConfig` from command-line arguments.
+
+    Raises:
+        SystemExit: bad arguments (argparse's usual exit code 2).
+    """
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    if args.streams:
+        streams = tuple(s.strip() for s in args.streams.split(",") if s.strip())
+    elif args.endpoint:
+        streams = tuple(name for name, _e in args.endpoint)
+    else:
+        streams = DEFAULT_STREAMS
+    try:
+        return SourceConfig(
+            streams=streams,
+            endpoints=tuple(args.endpoint),
+            bind_host=args.bind_host,
+            symbols=args.symbols,
+            seed=args.seed,
+            epoch_ns=args.epoch_ns,
+            rate=args.rate,
+            seconds=args.seconds,
+            count=args.count,
+            batch=args.batch,
+            malformed_every=args.malformed_every,
+            wait_subscribers=args.wait_subscribers,
+            wait_timeout_s=args.wait_timeout,
+            sndhwm=args.sndhwm,
+            linger_ms=args.linger_ms,
+            start_seq=args.start_seq,
+            tick_s=args.tick,
+            pregenerate=args.pregenerate,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def main(argv: list[str]) -> int:
+    """Run ``feedha source``: print the endpoints as a JSON line, send, then print the summary line.
+
+    Returns:
+        0, or 1 if waiting for subscribers timed out.
+    """
+    config = config_from_args(argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    source = PlainSource(config)
+    print(json.dumps({"endpoints": source.bind()}), flush=True)
+    summary = source.run(stop)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if summary.error:
+        print(f"feedha source: {summary.error}", file=sys.stderr)
+    print(summary.to_json(), flush=True)
+    return 1 if summary.error else 0

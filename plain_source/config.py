@@ -1,0 +1,118 @@
+"""The plain source's settings: one frozen dataclass, checked when built.
+
+Pure (no I/O): :mod:`plain_source.cli` builds it from argv, and
+:class:`~plain_source.source.PlainSource` takes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from plain_source.model import split_symbols
+
+DEFAULT_STREAMS: Final = ("A-M", "N-Z")
+DEFAULT_SYMBOLS: Final = 100
+DEFAULT_RATE: Final = 1000.0
+MAX_BATCH: Final = 64
+PREGENERATE_MAX: Final = 3_000_000  # messages (~190 bytes each): bounded memory for --pregenerate
+DEFAULT_LINGER_MS: Final = 2000
+DEFAULT_WAIT_TIMEOUT_S: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceConfig:
+    """Settings of one plain source.
+
+    Attributes:
+        streams: stream names (letter ranges), numbered 1..n in this order.
+        endpoints: ``(stream, endpoint)`` to bind; streams without one bind a random port on ``bind_host``.
+        bind_host: host for random ports.
+        symbols: how many symbols.
+        seed: random seed; with ``epoch_ns`` it fixes the byte stream.
+        epoch_ns: event time of the first message; ``None`` means now.
+        rate: messages per second over all streams; 0 means as fast as possible.
+        seconds: stop after this long (``None``: no limit).
+        count: stop after this many valid messages (``None``: no limit).
+        batch: FIX messages per frame at most; ``None`` means as many as are due, capped at MAX_BATCH.
+        malformed_every: inject one malformed item every this many messages (0: never).
+        wait_subscribers: before sending, wait for this many subscriptions on every stream.
+        wait_timeout_s: how long to wait for them.
+        sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
+        linger_ms: ZMQ_LINGER: how long close() may spend flushing.
+        start_seq: first source_seq of every stream.
+        tick_s: batch sends: wait until ``rate * tick_s`` messages are due
+            (or the oldest has waited this long), so each frame carries about
+            that many (as the Spark source batches); 0 sends every message as
+            soon as it is due (the lowest latency).
+        pregenerate: generate every message of the run before the clock starts
+            and only pace the sends (needs ``count``, or ``rate`` and ``seconds``;
+            at most PREGENERATE_MAX messages). For capacity benchmarks on small
+            machines, where a live generator (~5 µs of Python per message)
+            would take the CPU of the system under test. Event times then
+            follow the schedule from when generation began, not the sends.
+    """
+
+    streams: tuple[str, ...] = DEFAULT_STREAMS
+    endpoints: tuple[tuple[str, str], ...] = ()
+    bind_host: str = "127.0.0.1"
+    symbols: int = DEFAULT_SYMBOLS
+    seed: int = 1
+    epoch_ns: int | None = None
+    rate: float = DEFAULT_RATE
+    seconds: float | None = None
+    count: int | None = None
+    batch: int | None = None
+    malformed_every: int = 0
+    wait_subscribers: int = 0
+    wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S
+    sndhwm: int = 0
+    linger_ms: int = DEFAULT_LINGER_MS
+    start_seq: int = 1
+    tick_s: float = 0.0
+    pregenerate: bool = False
+
+    @property
+    def planned_count(self) -> int | None:
+        """How many messages the run sends at most, if it is bounded."""
+        by_time = None if self.seconds is None or self.rate <= 0 else math.ceil(self.rate * self.seconds)
+        if self.count is None:
+            return by_time
+        return self.count if by_time is None else min(self.count, by_time)
+
+    def __post_init__(self) -> None:
+        if not self.streams or len(set(self.streams)) != len(self.streams):
+            raise ValueError(f"streams must be distinct and non-empty: {self.streams!r}")
+        split_symbols([], self.streams)  # checks names and overlaps
+        unknown = {name for name, _e in self.endpoints} - set(self.streams)
+        if unknown:
+            raise ValueError(
+                f"endpoint for unknown stream(s) {sorted(unknown)}; streams are {list(self.streams)}"
+            )
+        checks = {
+            "symbols": self.symbols >= 1,
+            "rate": self.rate >= 0,
+            "seconds": self.seconds is None or self.seconds >= 0,
+            "count": self.count is None or self.count >= 0,
+            "batch": self.batch is None or self.batch >= 1,
+            "malformed_every": self.malformed_every >= 0,
+            "wait_subscribers": self.wait_subscribers >= 0,
+            "sndhwm": self.sndhwm >= 0,
+            "linger_ms": self.linger_ms >= -1,
+            "start_seq": self.start_seq >= 1,
+            "tick_s": 0 <= self.tick_s <= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"bad {name}: {getattr(self, name)!r}")
+        if self.pregenerate:
+            planned = self.planned_count
+            if planned is None:
+                raise ValueError(
+                    "pregenerate needs --count, or --rate and --seconds, to know how much to generate"
+                )
+            if planned > PREGENERATE_MAX:
+                raise ValueError(f"pregenerate: {planned} messages exceed the limit of {PREGENERATE_MAX}")
+            if self.malformed_every:
+                raise ValueError("pregenerate does not inject malformed messages (drop --malformed-every)")

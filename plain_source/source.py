@@ -1,0 +1,354 @@
+"""The plain source's socket shell: one XPUB socket per stream, paced sends of the model's messages.
+
+Theory of operation
+-------------------
+:class:`PlainSource` binds one XPUB socket per stream; each ZeroMQ message is
+``[stream_name, payload]``, the payload one or more FIX messages back to back.
+The send loop owns the clock: it asks the pure
+:class:`~plain_source.pacing.PacingSchedule` how many messages are due, has
+the :class:`~plain_source.model.SymbolModel` generate them (or takes them from
+a run generated ahead of the clock, ``pregenerate``), cuts them into frames
+(:func:`~plain_source.frames.plan_frames` when malformed content is injected)
+and sends. XPUB subscription messages are read only to count subscribers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from itertools import compress
+from typing import Final
+
+import zmq
+
+from plain_source.config import MAX_BATCH, SourceConfig
+from plain_source.frames import plan_frames
+from plain_source.model import SymbolModel
+from plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
+from proto import transport
+
+logger = logging.getLogger(__name__)
+
+_SLEEP_SLICE_S: Final = 0.05  # longest sleep between checks of the stop event
+_DRAIN_INTERVAL_S: Final = 0.1  # how often the send loop reads subscription messages
+
+
+@dataclass(slots=True)
+class SourceSummary:
+    """What a run sent; :meth:`to_json` is the line ``feedha source`` prints at exit."""
+
+    streams: tuple[str, ...]
+    endpoints: dict[str, str]
+    sent_per_stream: list[int]
+    last_seq: list[int]
+    malformed: int = 0
+    forgiven: int = 0
+    elapsed_s: float = 0.0  # from start to the end of sending, generation ahead of time excluded
+    pregenerate_s: float = 0.0  # generating the run ahead of the clock (--pregenerate)
+    error: str | None = None
+
+    @property
+    def sent(self) -> int:
+        """Valid messages sent over all streams."""
+        return sum(self.sent_per_stream)
+
+    def to_json(self) -> str:
+        """One JSON line."""
+        body: dict[str, object] = {
+            "sent": self.sent,
+            "streams": {
+                name: {"number": i + 1, "last_seq": self.last_seq[i], "sent": self.sent_per_stream[i]}
+                for i, name in enumerate(self.streams)
+            },
+            "endpoints": self.endpoints,
+            "malformed": self.malformed,
+            "forgiven": self.forgiven,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+        if self.pregenerate_s:
+            body["pregenerate_s"] = round(self.pregenerate_s, 3)
+        if self.error:
+            body["error"] = self.error
+        return json.dumps(body)
+
+
+# --- the socket shell -------------------------------------------------------------------
+
+
+class PlainSource:
+    """Binds one XPUB socket per stream and sends the model's messages, paced.
+
+    Use from Python (in-process or in a subprocess)::
+
+        source = PlainSource(SourceConfig(count=1000))
+        endpoints = source.bind()          # {"A-M": "tcp://127.0.0.1:PORT", ...}
+        summary = source.run(stop_event)   # blocks; closes the sockets
+
+    Args:
+        config: the settings.
+    """
+
+    def __init__(self, config: SourceConfig) -> None:
+        self.config = config
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self._sockets: list[zmq.Socket[bytes]] = []
+        self.endpoints: dict[str, str] = {}
+        self._topics = [name.encode() for name in config.streams]
+        self._subscribers = [0] * len(config.streams)
+        self._sent = [0] * len(config.streams)
+
+    def __repr__(self) -> str:
+        return f"<PlainSource [streams={list(self.config.streams)}, sent={sum(self._sent)}]>"
+
+    def bind(self) -> dict[str, str]:
+        """Bind the XPUB sockets (idempotent).
+
+        Returns:
+            stream name -> bound endpoint.
+        """
+        if self._sockets:
+            return self.endpoints
+        wanted = dict(self.config.endpoints)
+        for name in self.config.streams:
+            sock = self._context.socket(zmq.XPUB)
+            sock.setsockopt(zmq.LINGER, self.config.linger_ms)
+            sock.setsockopt(zmq.SNDHWM, self.config.sndhwm)
+            sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # see every subscription, to count subscribers
+            self._sockets.append(sock)
+            if name in wanted:
+                transport.configure_socket(sock, wanted[name])  # epgm://: buffers, ZMQ_RATE
+                sock.bind(wanted[name])
+                self.endpoints[name] = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            else:
+                port = sock.bind_to_random_port(f"tcp://{self.config.bind_host}")
+                self.endpoints[name] = f"tcp://{self.config.bind_host}:{port}"
+        return self.endpoints
+
+    def close(self) -> None:
+        """Close the sockets (flushing for up to ``linger_ms``)."""
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+
+    def _drain_subscriptions(self, timeout_ms: int) -> None:
+        poller = zmq.Poller()
+        for sock in self._sockets:
+            poller.register(sock, zmq.POLLIN)
+        for sock, _event in poller.poll(timeout_ms):
+            index = self._sockets.index(sock)
+            while True:
+                try:
+                    event = sock.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                if event[:1] == b"\x01":
+                    self._subscribers[index] += 1
+                elif event[:1] == b"\x00":
+                    self._subscribers[index] -= 1
+
+    def _wait_for_subscribers(self, stop: threading.Event) -> None:
+        wanted = self.config.wait_subscribers
+        deadline = time.monotonic() + self.config.wait_timeout_s
+        while min(self._subscribers) < wanted and not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"waited {self.config.wait_timeout_s}s for {wanted} subscriber(s) per stream; "
+                    f"have {dict(zip(self.config.streams, self._subscribers, strict=True))}"
+                )
+            self._drain_subscriptions(int(min(left, 0.1) * 1000) + 1)
+
+    def run(self, stop: threading.Event | None = None) -> SourceSummary:
+        """Send until ``count``/``seconds`` is reached or ``stop`` is set, then close.
+
+        Args:
+            stop: set it (from another thread or a signal handler) to stop cleanly.
+
+        Returns:
+            The summary (its ``error`` is set if waiting for subscribers timed out).
+        """
+        stop = stop or threading.Event()
+        cfg = self.config
+        self.bind()
+        summary = SourceSummary(
+            cfg.streams, dict(self.endpoints), self._sent, [cfg.start_seq - 1] * len(cfg.streams)
+        )
+        started = time.monotonic()
+        try:
+            self._wait_for_subscribers(stop)
+            self._send_loop(stop, summary)
+        except TimeoutError as exc:
+            summary.error = str(exc)
+        finally:
+            summary.elapsed_s = time.monotonic() - started - summary.pregenerate_s
+            self.close()
+        return summary
+
+    def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
+        cfg = self.config
+        step_ns = int(1e9 / cfg.rate) if cfg.rate > 0 else 1_000
+        model = SymbolModel(
+            streams=cfg.streams,
+            symbol_count=cfg.symbols,
+            seed=cfg.seed,
+            epoch_ns=time.time_ns() + step_ns if cfg.epoch_ns is None else cfg.epoch_ns,
+            step_ns=step_ns,
+            start_seq=cfg.start_seq,
+        )
+        pregenerated = None
+        if cfg.pregenerate:
+            began = time.monotonic()
+            pregenerated = self._pregenerate(model)
+            summary.pregenerate_s = time.monotonic() - began
+        garbage_rng = random.Random(cfg.seed ^ 0x5EED)
+        batch = cfg.batch or MAX_BATCH
+        max_burst = max(batch, int(cfg.rate * MAX_CATCHUP_S))
+        start = time.monotonic()
+        if cfg.epoch_ns is None and pregenerated is None:
+            # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so
+            # by default it is stamped with that time: its event time is when it
+            # is sent. Read next to `start`, after the model's set-up (~0.5 ms,
+            # which used to make every stamp that much early).
+            model.epoch_ns = time.time_ns() + step_ns
+        schedule = PacingSchedule(rate=cfg.rate, max_burst=max_burst, start=start)
+        end = None if cfg.seconds is None else start + cfg.seconds
+        generated = 0
+        progress = _Progress(start) if sys.stderr.isatty() else None
+        next_drain = start
+        # Messages per send the tick aims at (1 without a tick, or unpaced).
+        batch_target = max(1, int(cfg.rate * cfg.tick_s)) if cfg.rate > 0 else 1
+        while not stop.is_set():
+            now = time.monotonic()
+            if end is not None and now >= end:
+                break
+            if cfg.count is not None and generated >= cfg.count:
+                break
+            due = schedule.due(now)
+            if cfg.count is not None:
+                due = min(due, cfg.count - generated)
+            if due < batch_target:
+                # Batching: send once `batch_target` (rate x tick) messages are
+                # due, or the oldest due one has waited a tick. A sender quicker
+                # than its rate (pregenerated messages) would otherwise find a
+                # message or two due after every send: a frame per message.
+                all_due = schedule.start + (schedule.credited + batch_target) / cfg.rate
+                wait = min(all_due, schedule.next_deadline() + cfg.tick_s) - now
+                if end is not None:
+                    wait = min(wait, end - now)
+            else:
+                wait = 0.0
+            if wait > 0:
+                # A plain sleep costs half the CPU of Event.wait (~16 vs ~29 us
+                # here, once per tick); slices keep a stop prompt.
+                time.sleep(min(wait, _SLEEP_SLICE_S))
+                continue
+            if pregenerated is not None:
+                due = min(due, len(pregenerated.data) - generated)
+                if due == 0:
+                    break
+                self._send_pregenerated(pregenerated, generated, due, batch, summary)
+            elif cfg.malformed_every:
+                summary.malformed += self._send_planned(model, due, generated, batch, garbage_rng, summary)
+            else:
+                self._send_generated(model, due, batch, summary)
+            generated += due
+            schedule.take(due)
+            summary.forgiven = schedule.forgiven
+            if now >= next_drain:  # subscriptions only matter for the counts: 10 times a second
+                next_drain = now + _DRAIN_INTERVAL_S
+                self._drain_subscriptions(0)
+            if progress is not None:
+                progress.show(now, generated)
+
+    def _pregenerate(self, model: SymbolModel) -> _Pregenerated:
+        planned = self.config.planned_count
+        assert planned is not None  # SourceConfig checked it
+        if len(self.config.streams) == 1:
+            data = model.generate(planned)[0]
+            streams = None
+        else:
+            messages = model.generate_messages(planned)
+            data = [m.data for m in messages]
+            streams = [m.stream for m in messages]
+        return _Pregenerated(data, streams)
+
+    def _send_pregenerated(
+        self, pre: _Pregenerated, first: int, count: int, batch: int, summary: SourceSummary
+    ) -> None:
+        data = pre.data[first : first + count]
+        if pre.streams is None:
+            per_stream = [data]
+        else:
+            streams = pre.streams[first : first + count]
+            per_stream = [list(compress(data, map(s.__eq__, streams))) for s in range(len(self._sockets))]
+        self._send_streams(per_stream, batch, summary)
+
+    def _send_generated(self, model: SymbolModel, due: int, batch: int, summary: SourceSummary) -> None:
+        # The fast path (nothing malformed to inject): the model's bytes per stream.
+        self._send_streams(model.generate(due), batch, summary)
+
+    def _send_streams(self, per_stream: list[list[bytes]], batch: int, summary: SourceSummary) -> None:
+        # Each stream's next messages (in source_seq order), cut into frames
+        # of `batch` messages exactly as plan_frames cuts them, without a
+        # GeneratedMessage per message.
+        start_seq = self.config.start_seq
+        for stream, messages in enumerate(per_stream):
+            if not messages:
+                continue
+            send, topic = self._sockets[stream].send_multipart, self._topics[stream]
+            for first in range(0, len(messages), batch):
+                send((topic, b"".join(messages[first : first + batch])))
+            self._sent[stream] += len(messages)
+            summary.last_seq[stream] = start_seq + self._sent[stream] - 1
+
+    def _send_planned(
+        self,
+        model: SymbolModel,
+        due: int,
+        generated: int,
+        batch: int,
+        garbage_rng: random.Random,
+        summary: SourceSummary,
+    ) -> int:
+        # With malformed injection: message by message through plan_frames.
+        messages = model.generate_messages(due)
+        frames, malformed = plan_frames(
+            messages,
+            stream_count=len(self.config.streams),
+            batch=batch,
+            malformed_every=self.config.malformed_every,
+            generated_before=generated,
+            rng=garbage_rng,
+        )
+        for stream, payload in frames:
+            self._sockets[stream].send_multipart((self._topics[stream], payload))
+        for msg in messages:
+            self._sent[msg.stream] += 1
+            summary.last_seq[msg.stream] = msg.source_seq
+        return malformed
+
+
+@dataclass(slots=True)
+class _Pregenerated:
+    """A run's messages in global order (``streams``: each one's stream; ``None`` for one stream)."""
+
+    data: list[bytes]
+    streams: list[int] | None
+
+
+class _Progress:
+    # Progress on stderr only when it is a terminal, at most once a second.
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.last = start
+
+    def show(self, now: float, sent: int) -> None:
+        if now - self.last >= 1.0:
+            self.last = now
+            rate = sent / max(now - self.start, 1e-9)
+            print(f"\rsent {sent:,}  {rate:,.0f} msg/s ", end="", file=sys.stderr, flush=True)
