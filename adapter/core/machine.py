@@ -127,7 +127,13 @@ class AdapterCore:
                 now=now,
             )
         self.pipeline = Pipeline(
-            engine, output, journal, source_stream=config.source_stream_number, sync=self
+            engine,
+            output,
+            journal,
+            source_stream=config.source_stream_number,
+            sync=self,
+            max_source_gap=config.max_source_gap,
+            jump_confirm=config.jump_confirm,
         )
         self.engine, self.state, self.sequencer = engine, engine.state, self.pipeline.sequencer
         self.health = HealthMeter(penalty=config.health_penalty, now=now)

@@ -113,8 +113,8 @@ class Pipeline:
         *,
         source_stream: int,
         sync: SyncPort,
-        max_source_gap: int | None = None,
-        jump_confirm: int = 1,
+        max_source_gap: int,
+        jump_confirm: int,
     ) -> None:
         self.engine = engine
         self.state = engine.state

@@ -49,7 +49,20 @@ class Source:
         self._rng = random.Random(seed)
         self._due = 0.0
         self.next_seq = 1
-        self.poison: deque[bytes] = deque()  # messages to slip into the next frame
+        self.poison: deque[bytes] = deque()  # bytes to slip into the next frame (no source_seq used)
+        self.skipped: set[int] = set()  # source_seqs taken by poison messages: never delivered
+
+    def poison_message(self, make: Callable[[int], bytes]) -> int:
+        """Slip ``make(seq)`` into the next frame in place of message ``seq``; returns seq."""
+        seq = self.next_seq
+        self.next_seq += 1
+        self.skipped.add(seq)
+        self.poison.append(make(seq))
+        return seq
+
+    def expected(self) -> list[int]:
+        """The source_seqs a client must get: every normal message sent."""
+        return [seq for seq in range(1, self.next_seq) if seq not in self.skipped]
 
     def frame(self) -> bytes | None:
         """The frame of one step, or ``None`` when nothing is due."""
@@ -58,16 +71,18 @@ class Source:
         self.poison.clear()
         while self._due >= 1:
             self._due -= 1
-            parts.append(self._message(self.next_seq))
+            parts.append(self.message(self.next_seq))
             self.next_seq += 1
         return b"".join(parts) or None
 
-    def _message(self, seq: int) -> bytes:
+    def message(self, seq: int, *, symbol: str | None = None, size: int | None = None) -> bytes:
+        """The market-data message numbered ``seq`` (random unless symbol or size are given)."""
         rng = self._rng
         kind = rng.choice((fix.ENTRY_TRADE, fix.ENTRY_TRADE, fix.ENTRY_BID, fix.ENTRY_OFFER))
-        entry = fix.SourceEntry(kind, f"{rng.randint(9000, 11000) / 100:.2f}", rng.randint(1, 500))
+        entry = fix.SourceEntry(kind, f"{rng.randint(9000, 11000) / 100:.2f}", size or rng.randint(1, 500))
+        symbol = symbol or rng.choice(SYMBOLS)
         return fix.encode_market_data(
-            source_seq=seq, symbol=rng.choice(SYMBOLS), event_time_ns=EPOCH_NS + seq, entries=[entry]
+            source_seq=seq, symbol=symbol, event_time_ns=EPOCH_NS + seq, entries=[entry]
         )
 
 
@@ -298,6 +313,9 @@ class CoreGroup:
 
     def actives(self) -> list[int]:
         return [n for n, m in self.members.items() if m.alive and m.core.sync.role.value == "active"]
+
+    def quarantined(self, number: int) -> dict[str, int]:
+        return dict(self.members[number].status["quarantined"])
 
     def delivered_source_seqs(self) -> list[int]:
         return [self.delivered[s] for s in sorted(self.delivered)]

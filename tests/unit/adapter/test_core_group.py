@@ -12,7 +12,7 @@ from functools import partial
 
 from adapter.core.commands import CorruptState, RoleCommand, Throttle
 from adapter.core.sync_types import CommandKind, Role
-from proto import market_pb2
+from proto import fix, market_pb2
 
 from .group_harness import CoreGroup, Member
 
@@ -33,7 +33,7 @@ def _assert_every_message_delivered_once(group: CoreGroup) -> None:
     group.run(0.5, source=False)  # let the tail arrive and any hole fill
     assert (group.lost, group.duplicates, group.out_of_order) == (0, 0, 0)
     assert group.client.stats().conflicts == 0
-    assert group.delivered_source_seqs() == list(range(1, group.source.next_seq))
+    assert group.delivered_source_seqs() == group.source.expected()
 
 
 def test_late_backup_catches_up_and_numbers_like_the_active() -> None:
@@ -180,3 +180,58 @@ def test_operator_failover_by_hand_promotes_an_in_sync_backup() -> None:
     group.run_until(lambda: group.actives() == [2], within=2)
     assert group.members[2].core.sync.term == 2
     _assert_every_message_delivered_once(group)
+
+
+def _rewrite(message: bytes, tag: int, value: bytes) -> bytes:
+    body, _end = fix.next_message(message, 0)
+    assert body is not None
+    return fix.encode_message([(t, value if t == tag else v) for t, v in fix.parse_fields(body)])
+
+
+def test_poison_messages_are_quarantined_alike_and_cost_no_other_message() -> None:
+    group = CoreGroup(3, rate=2000)
+    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    source = group.source
+    poisons = {
+        "oversize": lambda seq: source.message(seq, symbol="X" * 70_000),
+        "bad_symbol": lambda seq: _rewrite(source.message(seq, symbol="QQQ"), 55, b"\xff\xfe"),  # not UTF-8
+        "bad_number": lambda seq: _rewrite(source.message(seq), 271, b"1e999"),
+    }
+    for _round in range(3):
+        for make in poisons.values():
+            source.poison_message(make)
+            group.run(0.05)
+        # A volume that overflows int64: the first message fits, the second does not.
+        source.poison_message(lambda seq: source.message(seq, symbol="BIG", size=2**62))
+        source.skipped.discard(source.next_seq - 1)  # that one is a normal, deliverable message
+        source.poison_message(lambda seq: source.message(seq, symbol="BIG", size=2**62))
+        # A source_seq 10**12 ahead, then the stream goes on where it was.
+        source.poison.append(source.message(source.next_seq + 10**12))
+        group.run(0.2)
+    _assert_every_message_delivered_once(group)
+    counts = [group.quarantined(n) for n in (1, 2, 3)]
+    assert counts[0] == counts[1] == counts[2]
+    assert counts[0]["source_seq_jump"] == 3 and counts[0]["overflow"] == 3
+    assert len(group.actives()) == 1
+    assert all(member.alive and member.core.sync.role is not Role.FAILED for member in group.members.values())
+
+
+def test_a_confirmed_jump_and_a_sequence_reset_move_every_adapter_alike() -> None:
+    group = CoreGroup(2, rate=2000)
+    group.run_until(partial(_in_sync, group, 2), within=3)
+    source = group.source
+    source.skipped.update(range(source.next_seq, source.next_seq + 2_000_000))
+    source.next_seq += 2_000_000  # the source really moved on (beyond the max gap)
+    group.run(0.5)
+    last = source.next_seq - 1
+    reset_at = source.next_seq
+    source.poison.append(fix.encode_sequence_reset(source_seq=reset_at, new_seq=reset_at + 5_000_000))
+    source.skipped.update(range(reset_at, reset_at + 5_000_000))
+    source.next_seq = reset_at + 5_000_000
+    group.run(0.5)
+    _assert_every_message_delivered_once(group)
+    for number in (1, 2):
+        status = group.members[number].status
+        assert status["source_resets"] == 1 and status["source_gaps"] >= 1
+        assert status["last_source_seq"] > last + 5_000_000
+    assert group.quarantined(1) == group.quarantined(2) == {}
