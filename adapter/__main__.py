@@ -97,6 +97,11 @@ def _admin_arguments(parser: argparse.ArgumentParser) -> None:
 def _journal_arguments(parser: argparse.ArgumentParser) -> None:
     journal = parser.add_argument_group("journal and replay")
     journal.add_argument(
+        "--quarantine",
+        type=Path,
+        help="file for skipped source messages (JSON lines; default: quarantine.jsonl beside the journal)",
+    )
+    journal.add_argument(
         "--journal",
         type=Path,
         help="journal directory (one per adapter): everything published is journaled there, "
@@ -175,6 +180,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         replay_max_bytes=args.replay_max_bytes,
         retention_max_age_s=args.retention_age,
         retention_max_bytes=args.retention_bytes,
+        quarantine_file=args.quarantine,
     )
 
 

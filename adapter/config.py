@@ -53,6 +53,8 @@ class AdapterConfig:
         replay_max_bytes: the most packet bytes one replay reply carries.
         retention_max_age_s: after each checkpoint, delete journal segments older than this (None: keep).
         retention_max_bytes: ... and the oldest segments while the journal is larger than this (None: keep).
+        quarantine_file: where skipped source messages are kept (None: beside the journal,
+            ``quarantine.jsonl``, or nowhere without a journal -- they are still counted and logged).
     """
 
     feed: str = "EQUITIES"
@@ -84,11 +86,19 @@ class AdapterConfig:
     replay_max_bytes: int = REPLAY_MAX_BYTES
     retention_max_age_s: float | None = None
     retention_max_bytes: int | None = None
+    quarantine_file: Path | None = None
 
     @property
     def adapter_id(self) -> str:
         """The adapter's name in the admin server's registry, e.g. ``EQ-A-M.2``."""
         return f"{self.channel}.{self.adapter}"
+
+    @property
+    def quarantine_path(self) -> Path | None:
+        """The quarantine file in use (see ``quarantine_file``)."""
+        if self.quarantine_file is not None:
+            return self.quarantine_file
+        return None if self.journal_dir is None else self.journal_dir / "quarantine.jsonl"
 
     def core(self) -> CoreConfig:
         """The part of the configuration the adapter core decides with."""

@@ -37,11 +37,21 @@ import zmq
 from adapter.admin_link import AdminLink
 from adapter.config import SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
 from adapter.conversion import ConverterTable, make_engine
-from adapter.core import Action, AdapterCore, JournalRecords, Publish, SendSync, Status, WriteCheckpoint
+from adapter.core import (
+    Action,
+    AdapterCore,
+    JournalRecords,
+    Publish,
+    Quarantine,
+    SendSync,
+    Status,
+    WriteCheckpoint,
+)
 from adapter.core.commands import ControlError, decode_request, encode_reply
 from adapter.core.health import MachineSample
 from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from adapter.persistence import JournalKeeper
+from adapter.quarantine import QuarantineFile
 from proto import transport
 
 logger = logging.getLogger(__name__)
@@ -68,6 +78,7 @@ class AdapterRunner:
         engine = make_engine(ConverterTable.load(config.converter_table))
         self.core = AdapterCore(config.core(), engine, now=time.monotonic())
         self.journal = None if config.journal_dir is None else JournalKeeper(config)
+        self._quarantine: QuarantineFile | None = None
         self._topic = config.channel.encode()
         self._sockets: list[zmq.Socket[bytes]] = []
         self._control: zmq.Socket[bytes] | None = None
@@ -83,11 +94,13 @@ class AdapterRunner:
 
     def run(self, stop: threading.Event) -> None:
         """Bind, connect and serve until ``stop`` is set; close every socket on the way out."""
+        cfg = self.config
         try:
             if self.journal is not None:  # recovery first: the sync rules start from its position
                 self._status("recovered", **self.journal.open(self.core))
+            if cfg.quarantine_path is not None:
+                self._quarantine = QuarantineFile(cfg.quarantine_path)
             self._open_sockets()
-            cfg = self.config
             self._status(
                 "ready",
                 line=cfg.line_endpoint,
@@ -108,6 +121,8 @@ class AdapterRunner:
                 sock.close(linger=0)
             if self.journal is not None:
                 self.journal.close()
+            if self._quarantine is not None:
+                self._quarantine.close()
 
     def status(self) -> dict[str, Any]:
         """The core's status with the runner's own figures."""
@@ -164,23 +179,33 @@ class AdapterRunner:
             poller = with_source if core.reads_source(now) else without_source
             timeout_ms = max(0, round((core.next_deadline(now) - now) * 1000.0))
             ready = dict(poller.poll(timeout_ms))
-            if self._sync_sub in ready:
-                self._drain_sync()
-            if self._control is not None and self._control in ready:
-                self._serve_control()
-            if self._replay is not None and self._replay in ready:
-                assert self.journal is not None
-                self.journal.serve(self._replay, term=core.sync.term)
-            if self._admin is not None:
-                for command in self._admin.commands():
-                    self._carry_out(core.on_command(command, now=time.monotonic(), wall_ns=time.time_ns())[1])
-            if self._source in ready:
-                self._drain_source()
-                # Heartbeats that arrived while we converted must count before
-                # the election timer is looked at, or a busy backup would
-                # promote itself over a live active.
-                self._drain_sync()
-            self._tick()
+            try:
+                self._turn(ready)
+            except Exception:  # a bug must cost one turn of the loop, never the process
+                logger.exception("internal fault in the adapter loop")
+                self._carry_out(
+                    core.on_fault("the adapter loop", now=time.monotonic(), wall_ns=time.time_ns())
+                )
+
+    def _turn(self, ready: dict[Any, int]) -> None:
+        core = self.core
+        if self._sync_sub in ready:
+            self._drain_sync()
+        if self._control is not None and self._control in ready:
+            self._serve_control()
+        if self._replay is not None and self._replay in ready:
+            assert self.journal is not None
+            self.journal.serve(self._replay, term=core.sync.term)
+        if self._admin is not None:
+            for command in self._admin.commands():
+                self._carry_out(core.on_command(command, now=time.monotonic(), wall_ns=time.time_ns())[1])
+        if self._source in ready:
+            self._drain_source()
+            # Heartbeats that arrived while we converted must count before
+            # the election timer is looked at, or a busy backup would
+            # promote itself over a live active.
+            self._drain_sync()
+        self._tick()
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -257,6 +282,8 @@ class AdapterRunner:
                 self.journal.checkpoint(action)
             elif type(action) is Status:
                 self._status(action.event, **action.fields)
+            elif type(action) is Quarantine and self._quarantine is not None:
+                self._quarantine.write(action, time_ns=time.time_ns())
 
     def _status(self, event: str, **fields: Any) -> None:
         self._on_status({"event": event, "adapter": self.config.adapter, "time_ns": time.time_ns(), **fields})

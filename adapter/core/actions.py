@@ -73,13 +73,16 @@ class Quarantine:
         reason: why it was skipped (a ``ConversionError`` reason, ``source_seq_jump``, ...).
         source_seq: its source_seq, when it had a readable one.
         detail: what exactly was wrong.
-        data: the message's bytes as received (the FIX body, or the stretch that was not one).
+        data: the message's bytes as received (the FIX body, or the stretch that was not
+            one), cut to the first few KiB.
+        size: the length of the whole message.
     """
 
     reason: str
     source_seq: int | None
     detail: str
     data: bytes
+    size: int
 
 
 Action: TypeAlias = Publish | JournalRecords | WriteCheckpoint | SendSync | Status | Quarantine

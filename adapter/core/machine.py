@@ -31,6 +31,7 @@ deciding the role, not while throttled).
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -76,12 +77,15 @@ from adapter.core.sync import (
     next_deadline,
     on_event,
 )
+from adapter.core.sync_types import CommandKind
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["AdapterCore", "SyncView"]
 
 TICK_AT_LEAST_EVERY_S: Final = 0.1
+FAULT_LIMIT: Final = 5  # internal faults within FAULT_WINDOW_S that make the adapter fail itself
+FAULT_WINDOW_S: Final = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +146,7 @@ class AdapterCore:
         self._paused_until = 0.0
         self._rate_limit = 0.0  # operator throttle, messages/s (0: none)
         self._rejection: str | None = None
+        self._faults: deque[float] = deque(maxlen=FAULT_LIMIT)
         self._out: list[Action] = []
         self._now = now
         self._wall_ns = 0
@@ -164,9 +169,20 @@ class AdapterCore:
                 "malformed_frame", None, f"a message of {len(parts)} parts", b"".join(parts)
             )
             return self._take()
+        counters = self.pipeline.counters
+        faults = counters.internal_errors
         converted = self.pipeline.on_frame(parts[1], now=now, wall_ns=wall_ns, out=self._out)
         if converted:
             self._throttle(converted)
+        if counters.internal_errors > faults:
+            self._fault("converting a source frame")
+        return self._take()
+
+    def on_fault(self, where: str, *, now: float, wall_ns: int) -> list[Action]:
+        """The runner caught an unexpected exception in a handler (a bug): count it, fail if it repeats."""
+        self._clock(now, wall_ns)
+        self.pipeline.counters.internal_errors += 1
+        self._fault(where)
         return self._take()
 
     def on_sync(self, msg: syncbus.SyncMessage, *, now: float, wall_ns: int) -> list[Action]:
@@ -416,6 +432,16 @@ class AdapterCore:
             pause = max(pause, converted / self._rate_limit)
         if pause:
             self._paused_until = self._now + min(pause, MAX_PAUSE_S)
+
+    def _fault(self, where: str) -> None:
+        # One fault is contained; a fault that keeps coming back means this
+        # adapter cannot be trusted: it goes off line once (and stays up, so
+        # nothing restarts it into the same fault again and again).
+        self._faults.append(self._now)
+        repeated = len(self._faults) == FAULT_LIMIT and self._now - self._faults[0] <= FAULT_WINDOW_S
+        if repeated and self.sync.role is not Role.FAILED:
+            reason = f"{FAULT_LIMIT} internal faults in {FAULT_WINDOW_S:g}s (the last {where})"
+            self.apply(OperatorCommand(CommandKind.FAIL, reason))
 
     def _clock(self, now: float, wall_ns: int) -> None:
         self._now, self._wall_ns = now, wall_ns

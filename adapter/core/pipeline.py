@@ -166,7 +166,7 @@ class Pipeline:
             logger.warning(
                 "quarantined (%s) at source_seq %s: %s (logged once per kind)", reason, source_seq, detail
             )
-        self._out.append(Quarantine(reason, source_seq, detail, data[:QUARANTINE_DATA_BYTES]))
+        self._out.append(Quarantine(reason, source_seq, detail, data[:QUARANTINE_DATA_BYTES], len(data)))
 
     def seal(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
         """Close the packet being filled, if any, and send it."""

@@ -1,4 +1,4 @@
-"""``feedha journal dump|verify``: print a journal's records, or check it."""
+"""``feedha journal dump|verify|quarantine``: print the records, check them, or show what was skipped."""
 
 from __future__ import annotations
 
@@ -88,6 +88,29 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.is_ok else 1
 
 
+def _quarantine(args: argparse.Namespace) -> int:
+    from adapter.quarantine import QUARANTINE_FILE, read_quarantine
+
+    path = args.directory / QUARANTINE_FILE if args.directory.is_dir() else args.directory
+    if not path.exists() and not path.with_name(path.name + ".1").exists():
+        print(f"feedha journal: no quarantine file at {path}", file=sys.stderr)
+        return 2
+    try:
+        for entry in read_quarantine(path):
+            data = entry.pop("data")
+            if args.json:
+                print(json.dumps({**entry, "data_hex": data.hex()}, sort_keys=True))
+            else:
+                text = data[:80].replace(b"\x01", b"|").decode("ascii", "replace")
+                print(
+                    f"{_time(entry['time_ns'])} {entry['reason']} source_seq={entry['source_seq']} "
+                    f"size={entry['size']} {entry['detail']} :: {text}"
+                )
+    except BrokenPipeError:
+        sys.stderr.close()
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run ``feedha journal dump|verify``.
 
@@ -107,7 +130,14 @@ def main(argv: list[str]) -> int:
     dump.add_argument("--json", action="store_true", help="JSON lines, with the decoded MarketUpdate")
     verify = commands.add_parser("verify", help="check every record and checkpoint; exit 1 on corruption")
     verify.add_argument("directory", type=Path)
+    quarantine = commands.add_parser(
+        "quarantine", help="print the source messages an adapter skipped (its quarantine file)"
+    )
+    quarantine.add_argument("directory", type=Path, help="the journal directory, or a quarantine file")
+    quarantine.add_argument("--json", action="store_true", help="JSON lines, with the bytes in hex")
     args = parser.parse_args(argv)
+    if args.command == "quarantine":
+        return _quarantine(args)
     if not args.directory.is_dir():
         print(f"feedha journal: not a directory: {args.directory}", file=sys.stderr)
         return 2
