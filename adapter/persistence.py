@@ -2,8 +2,9 @@
 
 :class:`JournalKeeper` is part of the runner's shell. It owns the journal
 writer (group commit, segments, checkpoints, retention) and the replay
-service that answers from the journal. The decisions -- which records,
-when a checkpoint -- are the core's (:mod:`adapter.core.journaling`).
+service that answers from it (on its own thread, :mod:`adapter.replay_server`).
+The decisions -- which records, when a checkpoint -- are the core's
+(:mod:`adapter.core.journaling`).
 """
 
 from __future__ import annotations
@@ -12,17 +13,14 @@ import logging
 import time
 from typing import Any
 
-import zmq
-
 from adapter.config import AdapterConfig
 from adapter.core import AdapterCore, JournalRecords, WriteCheckpoint
 from adapter.journal import JournalConfig, JournalReader, JournalWriter
 from adapter.journal.segment import list_segments
-from adapter.replay import ReplayService
+from adapter.replay import ReplayLimits, ReplayService
+from adapter.replay_server import FlushRequest, ReplayServer
 
 logger = logging.getLogger(__name__)
-
-REPLAY_REQUESTS_PER_WAKEUP = 8
 
 
 class JournalKeeper:
@@ -41,17 +39,15 @@ class JournalKeeper:
         self._config = config
         self._dir = config.journal_dir
         self.writer: JournalWriter | None = None
-        self.replay: ReplayService | None = None
-        self.replay_requests = 0
+        self.replay: ReplayServer | None = None
+        self.flush_request = FlushRequest(self._flush)
 
     def __repr__(self) -> str:
         last = None if self.writer is None else self.writer.last_msg_seq
-        return (
-            f"<JournalKeeper [dir={self._dir}, last_msg_seq={last}, replay_requests={self.replay_requests}]>"
-        )
+        return f"<JournalKeeper [dir={self._dir}, last_msg_seq={last}, replay={self.replay!r}]>"
 
     def open(self, core: AdapterCore) -> dict[str, Any]:
-        """Open the journal (cutting a torn tail) and let ``core`` recover from it.
+        """Open the journal (cutting a torn tail), let ``core`` recover from it, start the replay service.
 
         Returns:
             The fields of the ``recovered`` status event.
@@ -71,15 +67,17 @@ class JournalKeeper:
             journal_last_msg_seq=max(writer.last_msg_seq, 0),
         )
         if cfg.replay_endpoint:
-            self.replay = ReplayService(
+            service = ReplayService(
                 JournalReader(self._dir),
                 channel=cfg.channel_number,
                 adapter=cfg.adapter,
                 max_packet_bytes=cfg.max_packet_bytes,
                 max_bytes=cfg.replay_max_bytes,
                 bounds=self._bounds,
-                before_read=self._flush_for,
+                before_read=self._ask_flush,
             )
+            self.replay = ReplayServer(cfg.replay_endpoint, service, lambda: core.sync.term, ReplayLimits())
+            self.replay.start()
         report = writer.recovery_report
         return {
             **summary.as_dict(),
@@ -106,19 +104,9 @@ class JournalKeeper:
         if cfg.retention_max_age_s is not None or cfg.retention_max_bytes is not None:
             self.writer.apply_retention(now_ns=time.time_ns())
 
-    def serve(self, socket: zmq.Socket[bytes], *, term: int) -> None:
-        """Answer the replay requests waiting on ``socket`` (a bounded number per call)."""
-        assert self.replay is not None
-        # Bounded per wake-up, so replay never starves the source or the sync bus.
-        for _ in range(REPLAY_REQUESTS_PER_WAKEUP):
-            try:
-                frames = socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            self.replay_requests += 1
-            socket.send_multipart(self.replay.answer(frames, term=term, send_time_ns=time.time_ns()))
-
     def close(self) -> None:
+        if self.replay is not None:
+            self.replay.stop()
         if self.writer is not None:
             self.writer.close()
 
@@ -129,8 +117,11 @@ class JournalKeeper:
         segments = list_segments(self._dir)
         return (segments[0].first_seq if segments and newest else 0), newest
 
-    def _flush_for(self, last_seq: int) -> None:
+    def _ask_flush(self, last_seq: int) -> None:
+        self.flush_request.ask()
+
+    def _flush(self) -> None:
         # Records still in the group-commit buffer are invisible to readers;
         # write them out (no fsync needed: readers see written bytes).
-        assert self.writer is not None
-        self.writer.flush(sync=False)
+        if self.writer is not None:
+            self.writer.flush(sync=False)

@@ -82,7 +82,6 @@ class AdapterRunner:
         self._topic = config.channel.encode()
         self._sockets: list[zmq.Socket[bytes]] = []
         self._control: zmq.Socket[bytes] | None = None
-        self._replay: zmq.Socket[bytes] | None = None
         self._admin: AdminLink | None = None
         self._process = psutil.Process()
         self._next_machine_sample = 0.0
@@ -126,8 +125,11 @@ class AdapterRunner:
 
     def status(self) -> dict[str, Any]:
         """The core's status with the runner's own figures."""
-        replay_requests = 0 if self.journal is None else self.journal.replay_requests
-        return {"channel": self.config.channel, **self.core.status(), "replay_requests": replay_requests}
+        replay = None if self.journal is None else self.journal.replay
+        served = (
+            {} if replay is None else {"replay_requests": replay.requests, "replay_refused": replay.refused}
+        )
+        return {"channel": self.config.channel, **self.core.status(), **served}
 
     def _socket(self, kind: int) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(kind)
@@ -155,17 +157,13 @@ class AdapterRunner:
         if cfg.control_endpoint:
             self._control = self._socket(zmq.REP)
             self._control.bind(cfg.control_endpoint)
-        if self.journal is not None and self.journal.replay is not None:
-            self._replay = self._socket(zmq.ROUTER)
-            self._replay.sndhwm = 0
-            self._replay.bind(str(cfg.replay_endpoint))  # set: the replay service exists
 
     # ---- the loop ------------------------------------------------------------------------
 
     def _pollers(self) -> tuple[zmq.Poller, zmq.Poller]:
         with_source, without_source = zmq.Poller(), zmq.Poller()
         for poller in (with_source, without_source):
-            for sock in (self._sync_sub, self._control, self._replay):
+            for sock in (self._sync_sub, self._control):
                 if sock is not None:
                     poller.register(sock, zmq.POLLIN)
         with_source.register(self._source, zmq.POLLIN)
@@ -193,9 +191,8 @@ class AdapterRunner:
             self._drain_sync()
         if self._control is not None and self._control in ready:
             self._serve_control()
-        if self._replay is not None and self._replay in ready:
-            assert self.journal is not None
-            self.journal.serve(self._replay, term=core.sync.term)
+        if self.journal is not None:
+            self.journal.flush_request.serve()  # the replay thread needs what the writer buffers
         if self._admin is not None:
             for command in self._admin.commands():
                 self._carry_out(core.on_command(command, now=time.monotonic(), wall_ns=time.time_ns())[1])

@@ -59,6 +59,7 @@ class ReplayStatus(enum.IntEnum):
     BAD_REQUEST = 2  # not a request this server understands (see the message)
     WRONG_CHANNEL = 3  # the service serves another channel
     ERROR = 4  # the journal could not be read (see the message); try another line
+    BUSY = 5  # over this client's or the service's budget: ask again later, or another line
 
 
 class ReplayProtocolError(ValueError):

@@ -1,0 +1,156 @@
+"""The replay service's socket and thread: retransmission requests answered off the adapter's loop.
+
+Theory of operation
+-------------------
+Answering a replay request reads the journal and builds packets: tens of
+milliseconds for a big reply. On the adapter's loop that would delay its
+heartbeats, and a flood of requests could make backups think the active
+died. So the service runs on its own thread with its own ROUTER socket:
+
+* the socket is bounded both ways (``RCVHWM``/``SNDHWM``) and refuses
+  requests larger than a request can be (``MAXMSGSIZE``): a peer that floods
+  or never reads fills its own queue, not the adapter's memory;
+* every peer (ROUTER identity) and the service as a whole have token buckets
+  for requests and reply bytes (:class:`~adapter.replay.ReplayLimits`); a
+  request over the limit is answered ``BUSY`` at once, at almost no cost;
+* records the journal writer still holds in its group-commit buffer are
+  invisible to readers: when a read comes up short of what the writer holds,
+  the thread asks the adapter's loop to flush (:class:`FlushRequest`) and
+  waits a few milliseconds for it.
+
+The adapter's term is read from a callable (a plain attribute read).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+import zmq
+
+from adapter.replay import ReplayLimits, ReplayService
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FlushRequest", "ReplayServer"]
+
+POLL_MS: Final = 100
+QUEUE_MESSAGES: Final = 1000  # RCVHWM/SNDHWM of the ROUTER, in messages
+MAX_REQUEST_BYTES: Final = 256  # a request is 28 bytes; a frame this size or larger drops the peer
+FLUSH_WAIT_S: Final = 0.02
+
+
+class FlushRequest:
+    """The replay thread asks the adapter's loop to write out the journal's buffer, and waits.
+
+    The loop calls :meth:`serve` every turn; it flushes only when asked.
+    """
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._flush = flush
+        self._wanted = threading.Event()
+        self._done = threading.Condition()
+        self._generation = 0
+
+    def ask(self, *, timeout: float = FLUSH_WAIT_S) -> bool:
+        """From the replay thread: request a flush and wait for it (False on timeout)."""
+        with self._done:
+            generation = self._generation
+            self._wanted.set()
+            return self._done.wait_for(lambda: self._generation > generation, timeout)
+
+    def serve(self) -> None:
+        """From the adapter's loop: flush if the replay thread asked."""
+        if not self._wanted.is_set():
+            return
+        self._wanted.clear()
+        self._flush()
+        with self._done:
+            self._generation += 1
+            self._done.notify_all()
+
+
+class ReplayServer:
+    """Serves replay requests from the journal on a thread of its own.
+
+    Args:
+        endpoint: where the ROUTER socket binds.
+        service: answers one request from the journal.
+        term: the adapter's current term (read on the thread; must be quick).
+        limits: per-peer and total request and byte rates.
+    """
+
+    def __init__(
+        self, endpoint: str, service: ReplayService, term: Callable[[], int], limits: ReplayLimits
+    ) -> None:
+        self._endpoint = endpoint
+        self._service = service
+        self._term = term
+        self._limits = limits
+        self._stop = threading.Event()
+        self._bound = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="replay-server", daemon=True)
+        self.requests = self.refused = 0
+
+    def __repr__(self) -> str:
+        return f"<ReplayServer [endpoint={self._endpoint}, requests={self.requests}, refused={self.refused}]>"
+
+    def start(self) -> None:
+        """Bind and start serving; returns once bound.
+
+        Raises:
+            zmq.ZMQError: the endpoint could not be bound.
+        """
+        self._thread.start()
+        self._bound.wait(5)
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
+        try:
+            sock.linger = 0
+            sock.rcvhwm = sock.sndhwm = QUEUE_MESSAGES
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
+            try:
+                sock.bind(self._endpoint)
+            except zmq.ZMQError as exc:
+                self._error = exc
+                return
+            finally:
+                self._bound.set()
+            while not self._stop.is_set():
+                if sock.poll(POLL_MS):
+                    self._serve_ready(sock)
+        finally:
+            sock.close(linger=0)
+
+    def _serve_ready(self, sock: zmq.Socket[bytes]) -> None:
+        for _ in range(64):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.requests += 1
+            now = time.monotonic()
+            peer = frames[0] if frames else b""
+            try:
+                if self._limits.admit(peer, now=now):
+                    reply = self._service.answer(frames, term=self._term(), send_time_ns=time.time_ns())
+                    self._limits.charge(peer, sum(map(len, reply)), now=now)
+                else:
+                    self.refused += 1
+                    reply = self._service.busy(frames)
+                sock.send_multipart(reply, zmq.NOBLOCK)
+            except zmq.Again:
+                self.refused += 1  # the peer does not read its replies: its queue is full, drop this one
+            except Exception:  # a bug must cost one request, never the service
+                logger.exception("replay request failed")
