@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adapter.config import REPLAY_MAX_BYTES, AdapterConfig
+from adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, AdapterConfig
 from adapter.core import sync as sync_rules
 from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HEARTBEAT_S
 from adapter.core.sync import SyncConfig
@@ -78,6 +78,13 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
     tune.add_argument("--max-packet-bytes", type=int, default=DEFAULT_MAX_PACKET_BYTES)
     tune.add_argument(
         "--line-heartbeat", type=float, default=LINE_HEARTBEAT_S, help="idle line heartbeat interval"
+    )
+    tune.add_argument(
+        "--line-hwm",
+        type=int,
+        default=LINE_SNDHWM,
+        help="packets queued per line subscriber before that subscriber's own drops begin "
+        "(default: %(default)s; 0 = unbounded)",
     )
     tune.add_argument("--converters", type=Path, help="converter table YAML (default: the packaged one)")
     tune.add_argument(
@@ -168,6 +175,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         sync=sync,
         max_packet_bytes=args.max_packet_bytes,
         line_heartbeat_s=args.line_heartbeat,
+        sndhwm=args.line_hwm,
         converter_table=args.converters,
         health_penalty=args.health_penalty,
         admin=args.admin,

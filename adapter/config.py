@@ -13,6 +13,13 @@ from adapter.journal.config import FsyncPolicy
 from proto.wire import DEFAULT_MAX_PACKET_BYTES
 
 SOURCE_BATCH_FRAMES: Final = 64
+# Every queue is bounded (a PUB drops silently at its high-water mark, per subscriber):
+LINE_SNDHWM: Final = 4096  # packets queued per line subscriber (~1-4 s at full rate); then its own drops
+SOURCE_RCVHWM: Final = 20_000  # source frames waiting (the start-up grace, a throttle pause)
+SYNC_HWM: Final = 10_000  # sync-bus messages queued either way
+SOURCE_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # a larger source frame drops the connection
+SYNC_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024  # room for a snapshot of a large conversion state
+CONTROL_MAX_REQUEST_BYTES: Final = 64 * 1024
 SOURCE_BUDGET_S: Final = 0.005  # longest stretch of source work between looks at the sync bus
 REPLAY_MAX_BYTES: Final = 1024 * 1024  # bound on one replay reply (packets, headers included)
 _TRANSPORTS: Final = ("tcp://", "ipc://", "inproc://", "epgm://", "pgm://", "norm://")
@@ -39,7 +46,9 @@ class AdapterConfig:
         sync: timers and limits of the sync rules.
         max_packet_bytes: packet budget, header included.
         line_heartbeat_s: idle time after which the line sends a heartbeat packet.
-        sndhwm: PUB high-water mark; 0 means unbounded (a PUB drops silently at its HWM).
+        sndhwm: the line's high-water mark, in packets per subscriber: a subscriber that
+            stops reading loses packets on its own connection past it (it recovers them from
+            a replay service) and never grows the adapter; 0 means unbounded (tests only).
         converter_table: YAML converter table; None uses the packaged default.
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
@@ -73,7 +82,7 @@ class AdapterConfig:
     sync: SyncConfig = field(default_factory=SyncConfig)
     max_packet_bytes: int = DEFAULT_MAX_PACKET_BYTES
     line_heartbeat_s: float = LINE_HEARTBEAT_S
-    sndhwm: int = 0
+    sndhwm: int = LINE_SNDHWM
     converter_table: Path | None = None
     health_penalty: float = 0.0
     admin: str | None = None

@@ -35,7 +35,16 @@ import psutil
 import zmq
 
 from adapter.admin_link import AdminLink
-from adapter.config import SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
+from adapter.config import (
+    CONTROL_MAX_REQUEST_BYTES,
+    SOURCE_BATCH_FRAMES,
+    SOURCE_BUDGET_S,
+    SOURCE_MAX_FRAME_BYTES,
+    SOURCE_RCVHWM,
+    SYNC_HWM,
+    SYNC_MAX_MESSAGE_BYTES,
+    AdapterConfig,
+)
 from adapter.conversion import ConverterTable, make_engine
 from adapter.core import (
     Action,
@@ -131,9 +140,15 @@ class AdapterRunner:
         )
         return {"channel": self.config.channel, **self.core.status(), **served}
 
-    def _socket(self, kind: int) -> zmq.Socket[bytes]:
+    def _socket(
+        self, kind: int, *, rcvhwm: int | None = None, max_message: int | None = None
+    ) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(kind)
         sock.linger = 0
+        if rcvhwm is not None:
+            sock.rcvhwm = rcvhwm
+        if max_message is not None:  # a peer that sends more is disconnected by libzmq
+            sock.setsockopt(zmq.MAXMSGSIZE, max_message)
         self._sockets.append(sock)
         return sock
 
@@ -144,18 +159,17 @@ class AdapterRunner:
         transport.configure_socket(self._line, cfg.line_endpoint)  # epgm://: buffers, ZMQ_RATE
         self._line.bind(cfg.line_endpoint)
         self._sync_pub = self._socket(zmq.PUB)
-        self._sync_pub.sndhwm = 10_000
+        self._sync_pub.sndhwm = SYNC_HWM
         self._sync_pub.bind(cfg.sync_endpoint)
-        self._sync_sub = self._socket(zmq.SUB)
+        self._sync_sub = self._socket(zmq.SUB, rcvhwm=SYNC_HWM, max_message=SYNC_MAX_MESSAGE_BYTES)
         self._sync_sub.subscribe(b"")
         for peer in cfg.peers:
             self._sync_sub.connect(peer)
-        self._source = self._socket(zmq.SUB)
-        self._source.rcvhwm = 0
+        self._source = self._socket(zmq.SUB, rcvhwm=SOURCE_RCVHWM, max_message=SOURCE_MAX_FRAME_BYTES)
         self._source.subscribe(cfg.source_stream.encode())
         self._source.connect(cfg.source_endpoint)
         if cfg.control_endpoint:
-            self._control = self._socket(zmq.REP)
+            self._control = self._socket(zmq.REP, rcvhwm=100, max_message=CONTROL_MAX_REQUEST_BYTES)
             self._control.bind(cfg.control_endpoint)
 
     # ---- the loop ------------------------------------------------------------------------

@@ -52,7 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seconds", type=float, default=None)
     add("--count", type=int, default=None)
     add("--batch", type=int, default=None, help=f"FIX messages per frame (default: as due, <= {MAX_BATCH})")
-    add("--malformed-every", type=int, default=0, metavar="K")
+    add("--malformed-every", type=int, default=0, metavar="K", help="inject garbage every K messages")
+    add(
+        "--poison-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="replace every K-th message by poison no adapter can publish (oversize, bad UTF-8, bad number, "
+        "volume overflow, a source_seq jump): adapters must quarantine it and lose nothing else",
+    )
     add("--wait-subscribers", type=int, default=0, metavar="N")
     add("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT_S)
     add("--sndhwm", type=int, default=0)
@@ -95,6 +103,7 @@ def config_from_args(argv: Sequence[str]) -> SourceConfig:
             count=args.count,
             batch=args.batch,
             malformed_every=args.malformed_every,
+            poison_every=args.poison_every,
             wait_subscribers=args.wait_subscribers,
             wait_timeout_s=args.wait_timeout,
             sndhwm=args.sndhwm,

@@ -37,6 +37,9 @@ class SourceConfig:
         count: stop after this many valid messages (``None``: no limit).
         batch: FIX messages per frame at most; ``None`` means as many as are due, capped at MAX_BATCH.
         malformed_every: inject one malformed item every this many messages (0: never).
+        poison_every: replace every this many messages by poison (a message with its
+            source_seq that no adapter can publish: oversize, not UTF-8, a bad number, an
+            overflow; every fifth also a source_seq jump), 0: never.
         wait_subscribers: before sending, wait for this many subscriptions on every stream.
         wait_timeout_s: how long to wait for them.
         sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
@@ -65,6 +68,7 @@ class SourceConfig:
     count: int | None = None
     batch: int | None = None
     malformed_every: int = 0
+    poison_every: int = 0
     wait_subscribers: int = 0
     wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S
     sndhwm: int = 0
@@ -97,6 +101,7 @@ class SourceConfig:
             "count": self.count is None or self.count >= 0,
             "batch": self.batch is None or self.batch >= 1,
             "malformed_every": self.malformed_every >= 0,
+            "poison_every": self.poison_every >= 0,
             "wait_subscribers": self.wait_subscribers >= 0,
             "sndhwm": self.sndhwm >= 0,
             "linger_ms": self.linger_ms >= -1,
@@ -114,5 +119,7 @@ class SourceConfig:
                 )
             if planned > PREGENERATE_MAX:
                 raise ValueError(f"pregenerate: {planned} messages exceed the limit of {PREGENERATE_MAX}")
-            if self.malformed_every:
-                raise ValueError("pregenerate does not inject malformed messages (drop --malformed-every)")
+            if self.malformed_every or self.poison_every:
+                raise ValueError(
+                    "pregenerate does not inject malformed messages (drop --malformed-every/--poison-every)"
+                )

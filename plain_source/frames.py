@@ -9,8 +9,47 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Final
 
 from plain_source.model import GeneratedMessage
+from proto import fix
+
+POISON_KINDS: Final = ("oversize_symbol", "bad_utf8", "bad_number", "overflow")
+JUMP: Final = 10**12  # how far a poison jump message jumps
+_EVENT_NS: Final = 1_790_000_000_000_000_000
+
+
+def poison(msg: GeneratedMessage, index: int) -> list[bytes]:
+    """Poison in place of ``msg``: a message with its source_seq that no adapter can publish.
+
+    The kind rotates with ``index`` (:data:`POISON_KINDS`); every fifth poison
+    also brings a message numbered :data:`JUMP` past it (a source_seq no
+    stream could reach), which must not move anybody's numbering.
+    """
+    seq, kind = msg.source_seq, POISON_KINDS[index % len(POISON_KINDS)]
+    trade = fix.ENTRY_TRADE
+    symbol, entries = "POISON", [fix.SourceEntry(trade, "1.00", 1)]
+    if kind == "oversize_symbol":
+        symbol = "P" * 70_000  # a protobuf payload past the 65,525-byte block limit
+    elif kind == "overflow":  # a volume past int64
+        entries = [fix.SourceEntry(trade, "1.00", 2**62), fix.SourceEntry(trade, "1.00", 2**62)]
+    elif kind == "bad_number":
+        entries = [fix.SourceEntry(trade, "1.00", 10**40)]  # a size past int64
+    data = fix.encode_market_data(source_seq=seq, symbol=symbol, event_time_ns=_EVENT_NS, entries=entries)
+    if kind == "bad_utf8":
+        body, _end = fix.next_message(data, 0)
+        assert body is not None
+        fields = [
+            (tag, b"\xff\xfe" if tag == fix.TAG_SYMBOL else value) for tag, value in fix.parse_fields(body)
+        ]
+        data = fix.encode_message(fields)
+    items = [data]
+    if index % 5 == 4:
+        jumped = fix.encode_market_data(
+            source_seq=seq + JUMP, symbol="POISON", event_time_ns=_EVENT_NS, entries=[]
+        )
+        items.insert(0, jumped)
+    return items
 
 
 def corrupt(message: bytes) -> bytes:
@@ -33,6 +72,7 @@ def plan_frames(
     malformed_every: int,
     generated_before: int,
     rng: random.Random,
+    poison_every: int = 0,
 ) -> tuple[list[tuple[int, bytes]], int]:
     """Group due messages into frames per stream, injecting malformed content.
 
@@ -45,6 +85,8 @@ def plan_frames(
         stream_count: number of streams.
         batch: maximum FIX messages (valid ones) per frame.
         malformed_every: 0 for none.
+        poison_every: every this many messages one is replaced by :func:`poison` (0: none);
+            poison counts as malformed in the result.
         generated_before: messages generated before these (for the injection cadence).
         rng: the source of garbage bytes.
 
@@ -57,6 +99,11 @@ def plan_frames(
     malformed = 0
     for offset, msg in enumerate(messages):
         number = generated_before + offset + 1
+        if poison_every and number % poison_every == 0:
+            malformed += 1
+            pending[msg.stream].extend(poison(msg, number // poison_every - 1))
+            counts[msg.stream] += 1
+            continue
         if malformed_every and number % malformed_every == 0:
             malformed += 1
             if (number // malformed_every) % 2:

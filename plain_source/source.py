@@ -252,7 +252,7 @@ class PlainSource:
                 if due == 0:
                     break
                 self._send_pregenerated(pregenerated, generated, due, batch, summary)
-            elif cfg.malformed_every:
+            elif cfg.malformed_every or cfg.poison_every:
                 summary.malformed += self._send_planned(model, due, generated, batch, garbage_rng, summary)
             else:
                 self._send_generated(model, due, batch, summary)
@@ -322,6 +322,7 @@ class PlainSource:
             stream_count=len(self.config.streams),
             batch=batch,
             malformed_every=self.config.malformed_every,
+            poison_every=self.config.poison_every,
             generated_before=generated,
             rng=garbage_rng,
         )
