@@ -60,10 +60,14 @@ class ReplayCounters:
     busy: int = 0
 
 
-PEER_REQUESTS_PER_S: Final = 200.0
-PEER_BYTES_PER_S: Final = 32 * 1024 * 1024
-TOTAL_REQUESTS_PER_S: Final = 2000.0
-TOTAL_BYTES_PER_S: Final = 128 * 1024 * 1024
+# A gap a client fills is small; a resume pages through 1 MiB replies. A reply
+# costs the service ~60 ms of Python per MiB (measured), so the total keeps it
+# near half a core; one peer gets half the total. Bursts are a quarter second.
+PEER_REQUESTS_PER_S: Final = 100.0
+PEER_BYTES_PER_S: Final = 4 * 1024 * 1024
+TOTAL_REQUESTS_PER_S: Final = 400.0
+TOTAL_BYTES_PER_S: Final = 8 * 1024 * 1024
+BURST_S: Final = 0.25
 MAX_PEERS: Final = 4096  # peers remembered (least recently seen forgotten first)
 
 
@@ -112,8 +116,8 @@ class ReplayLimits:
     ) -> None:
         self._peer_rates = (peer_requests_per_s, peer_bytes_per_s)
         self._total = (
-            TokenBucket(total_requests_per_s, total_requests_per_s, now=0.0),
-            TokenBucket(total_bytes_per_s, total_bytes_per_s, now=0.0),
+            TokenBucket(total_requests_per_s, total_requests_per_s * BURST_S, now=0.0),
+            TokenBucket(total_bytes_per_s, total_bytes_per_s * BURST_S, now=0.0),
         )
         self._peers: OrderedDict[bytes, tuple[TokenBucket, TokenBucket]] = OrderedDict()
 
@@ -125,8 +129,8 @@ class ReplayLimits:
         if buckets is None:
             requests, size = self._peer_rates
             buckets = self._peers[peer] = (
-                TokenBucket(requests, requests, now=now),
-                TokenBucket(size, size, now=now),
+                TokenBucket(requests, requests * BURST_S, now=now),
+                TokenBucket(size, size * BURST_S, now=now),
             )
             if len(self._peers) > MAX_PEERS:
                 self._peers.popitem(last=False)

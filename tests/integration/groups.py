@@ -13,9 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import zmq
+
 from feedha.cluster import GroupPlan, control, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
+from proto import wire
 
 FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30"]
 
@@ -109,6 +112,41 @@ class Group:
     def close(self) -> None:
         for proc in [*self.adapters.values(), *self.retired, *([self.source] if self.source else [])]:
             proc.kill()  # also reaps the ones that ended by themselves
+
+
+class LineTap:
+    """Raw SUB sockets on lines: msg_seq -> (source_seq, payload) per line, and the terms seen."""
+
+    def __init__(self, endpoints: dict[int, str]) -> None:
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.sockets: dict[int, zmq.Socket[bytes]] = {}
+        self.seen: dict[int, dict[int, tuple[int, bytes]]] = {n: {} for n in endpoints}
+        self.terms: dict[int, set[int]] = {n: set() for n in endpoints}
+        for number, endpoint in endpoints.items():
+            sock = self.ctx.socket(zmq.SUB)
+            sock.linger = 0
+            sock.rcvhwm = 0
+            sock.subscribe(b"")
+            sock.connect(endpoint)
+            self.sockets[number] = sock
+
+    def pump(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        poller = zmq.Poller()
+        for sock in self.sockets.values():
+            poller.register(sock, zmq.POLLIN)
+        while time.monotonic() < deadline:
+            for sock, _ in poller.poll(50):
+                number = next(n for n, s in self.sockets.items() if s is sock)
+                _topic, packet = sock.recv_multipart()
+                header, blocks = wire.decode_packet(packet)
+                self.terms[number].add(header.term)
+                for block in blocks:
+                    self.seen[number][block.msg_seq] = (block.source_seq, block.payload)
+
+    def close(self) -> None:
+        for sock in self.sockets.values():
+            sock.close(linger=0)
 
 
 @contextmanager

@@ -7,17 +7,15 @@ with deadlines on the adapters' control sockets or on received packets.
 
 from __future__ import annotations
 
-import time
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
 import pytest
-import zmq
 
 from feedha.cluster import control
-from proto import market_pb2, wire
-from tests.integration.groups import Group, running_group
+from proto import market_pb2
+from tests.integration.groups import Group, LineTap, running_group
 
 CHANNEL = "EQ-A-Z"
 
@@ -28,41 +26,6 @@ def cluster(
     return running_group(
         channel=CHANNEL, channel_number=1, size=size, rate=rate, seconds=seconds, subscribers=subscribers
     )
-
-
-class LineTap:
-    """Raw SUB sockets on lines: msg_seq -> (source_seq, update) per line."""
-
-    def __init__(self, endpoints: dict[int, str]) -> None:
-        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        self.sockets: dict[int, zmq.Socket[bytes]] = {}
-        self.seen: dict[int, dict[int, tuple[int, bytes]]] = {n: {} for n in endpoints}
-        self.terms: dict[int, set[int]] = {n: set() for n in endpoints}
-        for number, endpoint in endpoints.items():
-            sock = self.ctx.socket(zmq.SUB)
-            sock.linger = 0
-            sock.rcvhwm = 0
-            sock.subscribe(CHANNEL.encode())
-            sock.connect(endpoint)
-            self.sockets[number] = sock
-
-    def pump(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        poller = zmq.Poller()
-        for sock in self.sockets.values():
-            poller.register(sock, zmq.POLLIN)
-        while time.monotonic() < deadline:
-            for sock, _ in poller.poll(50):
-                number = next(n for n, s in self.sockets.items() if s is sock)
-                _topic, packet = sock.recv_multipart()
-                header, blocks = wire.decode_packet(packet)
-                self.terms[number].add(header.term)
-                for block in blocks:
-                    self.seen[number][block.msg_seq] = (block.source_seq, block.payload)
-
-    def close(self) -> None:
-        for sock in self.sockets.values():
-            sock.close(linger=0)
 
 
 def test_late_backup_catches_up_and_numbers_like_the_active() -> None:

@@ -1,0 +1,159 @@
+"""No single input, peer or subscriber takes a channel down: real adapter processes against hostile input.
+
+Poison source messages through three adapters, a subscriber that never
+reads, a flood of replay requests, and bad control commands. Waits are polls
+with deadlines; every load is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import psutil
+import zmq
+
+from adapter.quarantine import QUARANTINE_FILE, read_quarantine
+from feedha.cluster import control
+from proto.replay import ReplayRequest, decode_status, encode_request
+from tests.integration.groups import LineTap, running_group
+
+CHANNEL = "EQ-A-Z"
+
+
+def test_poison_through_three_adapters_is_quarantined_alike_and_costs_nothing_else(tmp_path: Path) -> None:
+    every = 40
+    with running_group(
+        channel=CHANNEL, channel_number=1, size=3, rate=2000, seconds=4, journal_root=tmp_path
+    ) as group:
+        group.start_adapter(1, active=True)
+        group.start_adapter(2)
+        group.start_adapter(3)
+        tap = LineTap({n: group.plan.adapter(n).line for n in (1, 2, 3)})
+        try:
+            source = group.start_source("--poison-every", str(every), "--malformed-every", "97")
+            while source.alive:
+                tap.pump(0.5)
+            sent = group.sent()
+            tap.pump(1.0)
+        finally:
+            tap.close()
+        statuses = [group.status(n) for n in (1, 2, 3)]
+    delivered = {seq for line in tap.seen.values() for seq, _payload in line.values()}
+    poisoned = set(range(every, sent + 1, every))
+    assert delivered == set(range(1, sent + 1)) - poisoned
+    assert sorted(s["role"] for s in statuses) == ["active", "backup", "backup"]
+    assert all(s["status"] == "in_sync" for s in statuses)
+    quarantined = [s["quarantined"] for s in statuses]
+    assert quarantined[0] == quarantined[1] == quarantined[2]
+    kinds = quarantined[0]
+    assert {"oversize", "bad_symbol", "bad_number", "overflow", "source_seq_jump", "malformed_fix"} <= set(
+        kinds
+    )
+    assert sum(kinds[k] for k in ("oversize", "bad_symbol", "bad_number", "overflow")) == len(poisoned)
+    entries = list(read_quarantine(group.journal(1) / QUARANTINE_FILE))
+    assert len(entries) == sum(kinds.values())
+    assert {e["source_seq"] for e in entries if e["reason"] == "oversize"} <= poisoned
+    assert max(e["size"] for e in entries) > 70_000 >= max(len(e["data"]) for e in entries) > 0
+
+
+def test_a_subscriber_that_never_reads_does_not_grow_the_adapter() -> None:
+    with running_group(
+        channel=CHANNEL, channel_number=1, size=1, rate=50_000, seconds=14, subscribers=1
+    ) as group:
+        adapter = group.start_adapter(1, active=True)
+        stalled = zmq.Context.instance().socket(zmq.SUB)
+        stalled.linger = 0
+        stalled.rcvhwm = 10
+        stalled.setsockopt(zmq.RCVBUF, 4096)
+        stalled.subscribe(b"")
+        stalled.connect(group.plan.adapter(1).line)  # and never reads
+        try:
+            source = group.start_source("--pregenerate", "--tick", "0.001")
+            process = psutil.Process(adapter.popen.pid)
+            group.wait_status(1, lambda s: s["published"] > 100_000, 20)
+            before = process.memory_info().rss
+            source.popen.wait(timeout=40)  # it stops by itself after --seconds
+            after = process.memory_info().rss
+            status = group.status(1)
+        finally:
+            stalled.close(linger=0)
+    assert status["published"] > 500_000
+    growth_mib = (after - before) / 2**20
+    print(
+        json.dumps(
+            {"rss_before_mib": before / 2**20, "rss_after_mib": after / 2**20, "growth_mib": growth_mib}
+        )
+    )
+    assert growth_mib < 48
+
+
+def test_a_replay_flood_causes_no_failover(tmp_path: Path) -> None:
+    with running_group(
+        channel=CHANNEL, channel_number=1, size=2, rate=3000, seconds=12, journal_root=tmp_path
+    ) as group:
+        group.start_adapter(1, active=True)
+        group.start_adapter(2)
+        group.start_source()
+        group.wait_status(2, lambda s: s["status"] == "in_sync" and s["journaled"] > 5000, 20)
+        ctx = zmq.Context.instance()
+        flooders = [ctx.socket(zmq.DEALER) for _ in range(8)]
+        replies = busy = 0
+        try:
+            for sock in flooders:
+                sock.linger = 0
+                sock.rcvhwm = 100
+                sock.connect(group.plan.adapter(1).replay)
+            deadline = time.monotonic() + 4
+            request = encode_request(ReplayRequest(channel=1, request_id=1, first_seq=1, last_seq=5000))
+            while time.monotonic() < deadline:
+                for sock in flooders:
+                    try:
+                        sock.send_multipart([b"", request], zmq.NOBLOCK)
+                    except zmq.Again:
+                        pass  # the service's queue for us is full: bounded, as it should be
+                    while sock.poll(0):
+                        frames = sock.recv_multipart()
+                        replies += 1
+                        busy += decode_status(frames[1]).status.name == "BUSY"
+        finally:
+            for sock in flooders:
+                sock.close(linger=0)
+        statuses = [group.status(n) for n in (1, 2)]
+        roles = [e for n in (1, 2) for e in group.adapters[n].events if e.get("event") == "role"]
+    assert replies > 100 and busy > 0
+    assert statuses[0]["role"] == "active" and statuses[0]["term"] == 1
+    assert statuses[1]["role"] == "backup" and statuses[1]["term"] == 1
+    assert [e["new"] for e in roles] == ["active", "backup"]  # the start-up decisions only
+    assert statuses[0]["replay_refused"] > 0
+
+
+def test_bad_control_commands_get_clear_errors_and_the_adapter_lives() -> None:
+    with running_group(channel=CHANNEL, channel_number=1, size=1, rate=1000, seconds=5) as group:
+        group.start_adapter(1, active=True)
+        group.wait_status(1, lambda s: s["role"] == "active", 10)
+        endpoint = group.plan.adapter(1).control
+        answers = {
+            "missing rate": control(endpoint, "throttle"),
+            "tiny rate": control(endpoint, "throttle", rate=1e-300),
+            "string rate": control(endpoint, "throttle", rate="fast"),
+            "unknown": control(endpoint, "reboot"),
+            "bad drop": control(endpoint, "drop", every=0),
+            "long reason": control(endpoint, "fail", reason="x" * 10_000),
+        }
+        for name, reply in answers.items():
+            assert reply["ok"] is False and reply["error"], name
+        assert "rate" in str(answers["missing rate"]["error"])
+        ctx = zmq.Context.instance()
+        raw = ctx.socket(zmq.REQ)
+        raw.linger = 0
+        try:
+            raw.connect(endpoint)
+            raw.send(b"\xff not json")
+            assert raw.poll(5000)
+            assert json.loads(raw.recv())["ok"] is False
+        finally:
+            raw.close(linger=0)
+        status = group.status(1)
+    assert status["role"] == "active" and status["ok"]

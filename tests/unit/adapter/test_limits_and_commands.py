@@ -1,0 +1,89 @@
+"""The replay service's budgets and the control socket's command decoding: pure, explicit times."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adapter.core.commands import (
+    ControlError,
+    CorruptState,
+    DropPackets,
+    Penalty,
+    RoleCommand,
+    ShowStatus,
+    Throttle,
+    decode_request,
+)
+from adapter.core.sync_types import CommandKind
+from adapter.replay import ReplayLimits, TokenBucket
+
+
+def test_a_token_bucket_refills_at_its_rate_up_to_its_burst_and_carries_debt() -> None:
+    bucket = TokenBucket(10.0, 2.0, now=0.0)
+    assert bucket.has(now=0.0)
+    bucket.take(2, now=0.0)
+    assert not bucket.has(now=0.05)  # 0.5 token back
+    assert bucket.has(now=0.1)
+    bucket.take(30, now=0.1)  # an expensive reply: a debt of 29
+    assert not bucket.has(now=2.0)
+    assert bucket.has(now=3.1)
+    assert "rate=10/s" in repr(bucket)
+
+
+def test_one_flooding_peer_is_refused_while_another_is_served() -> None:
+    limits = ReplayLimits(
+        peer_requests_per_s=10, peer_bytes_per_s=1e6, total_requests_per_s=100, total_bytes_per_s=1e7
+    )
+    admitted = sum(limits.admit(b"flood", now=1.0) for _ in range(100))
+    assert admitted == 2  # a quarter second's worth of 10/s, rounded down
+    assert limits.admit(b"quiet", now=1.0)
+    limits.charge(b"quiet", 10**6, now=1.0)  # a big reply: the quiet peer now waits too
+    assert not limits.admit(b"quiet", now=1.5)
+    assert limits.admit(b"quiet", now=2.0)
+
+
+def _decode(**request: object) -> object:
+    return decode_request(json.dumps(request).encode())
+
+
+def test_commands_decode_with_their_fields_and_defaults() -> None:
+    assert _decode(cmd="status") == ShowStatus()
+    assert _decode(cmd="promote") == RoleCommand(CommandKind.PROMOTE, "operator")
+    assert _decode(cmd="fail", reason="drill") == RoleCommand(CommandKind.FAIL, "drill")
+    assert _decode(cmd="throttle", rate=0) == Throttle(0.0)
+    assert _decode(cmd="throttle", rate=500) == Throttle(500.0)
+    assert _decode(cmd="drop", every=3, count=40) == DropPackets(3, 40)
+    assert _decode(cmd="penalty", value=60) == Penalty(60.0)
+    assert _decode(cmd="corrupt_state") == CorruptState(1000)
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ({"cmd": "throttle"}, "needs the field 'rate'"),
+        ({"cmd": "throttle", "rate": 1e-300}, "at least 1 msg/s"),
+        ({"cmd": "throttle", "rate": float("inf")}, "finite"),
+        ({"cmd": "throttle", "rate": True}, "finite number"),
+        ({"cmd": "drop", "every": 0}, "every must be an integer"),
+        ({"cmd": "penalty", "value": 101}, "0..100"),
+        ({"cmd": "fail", "reason": "x" * 201}, "at most 200"),
+        ({"cmd": "reboot"}, "unknown command 'reboot'"),
+        ({"cmd": 7}, "unknown command 7"),
+    ],
+)
+def test_bad_requests_name_what_is_wrong(request_: dict[str, object], message: str) -> None:
+    with pytest.raises(ControlError, match=message):
+        decode_request(json.dumps(request_).encode())
+
+
+def test_garbage_and_oversize_requests_are_refused() -> None:
+    for data in (
+        b"\xff\xfe",
+        b"[1, 2]",
+        b"{" * 100_000,
+        json.dumps({"cmd": "status", "pad": "x" * 5000}).encode(),
+    ):
+        with pytest.raises(ControlError):
+            decode_request(data)
