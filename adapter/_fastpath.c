@@ -35,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
+
 /* ---- BLAKE2b-64 (RFC 7693), unkeyed, as hashlib.blake2b(data, digest_size=8) ---- */
 
 static const uint64_t B2_IV[8] = {
@@ -127,8 +129,6 @@ static uint64_t blake2b_64(const uint8_t *data, size_t len) {
 }
 
 /* ---- the conversion state ---- */
-
-enum { ENTRY_BID = 1, ENTRY_ASK = 2, ENTRY_TRADE = 3 };
 
 typedef struct {
     int64_t volume;
@@ -272,7 +272,7 @@ static void state_clear(StateObject *self) {
 
 /* One entry applied to a symbol's values, exactly as ConversionState.apply does. */
 static inline int apply_entry(Values *v, int type, double price, int64_t size, double notional) {
-    if (type == ENTRY_TRADE) {
+    if (type == FH_ENTRYTYPE_TRADE) {
         if (v->trade_count == 0) {
             v->high = v->low = price;
         } else if (price > v->high) {
@@ -286,9 +286,9 @@ static inline int apply_entry(Values *v, int type, double price, int64_t size, d
         v->trade_count += 1;
         return 1;
     }
-    if (type == ENTRY_BID) {
+    if (type == FH_ENTRYTYPE_BID) {
         v->bid = price;
-    } else if (type == ENTRY_ASK) {
+    } else if (type == FH_ENTRYTYPE_ASK) {
         v->ask = price;
     }
     return 0;
@@ -797,15 +797,15 @@ static int convert(FastPathObject *fp, const char *body, Py_ssize_t n, Message *
         } else {
             x->notional = 0.0;
         }
-        if (x->type == ENTRY_TRADE) {
+        if (x->type == FH_ENTRYTYPE_TRADE) {
             env[2] = x->price;
             present[2] = 1;
             if (__builtin_add_overflow(trade_size, x->size, &trade_size)) return -1;
             trade_notional += x->notional;
-        } else if (x->type == ENTRY_BID) {
+        } else if (x->type == FH_ENTRYTYPE_BID) {
             env[0] = x->price;
             present[0] = 1;
-        } else if (x->type == ENTRY_ASK) {
+        } else if (x->type == FH_ENTRYTYPE_ASK) {
             env[1] = x->price;
             present[1] = 1;
         }
@@ -877,38 +877,38 @@ static int encode_update(FastPathObject *fp, const Message *m, const Values *v, 
                   (size_t)fp->extra_count * (80);
     if (buf_reserve(out, need) < 0) return -1;
     uint8_t *p = out->data + out->len;
-    *p++ = 0x0A;
+    *p++ = FH_MARKETUPDATE_SYMBOL_TAG;
     p = put_varint(p, (uint64_t)m->symbol_len);
     memcpy(p, m->symbol, (size_t)m->symbol_len);
     p += m->symbol_len;
     if (m->event_time_ns) {
-        *p++ = 0x10;
+        *p++ = FH_MARKETUPDATE_EVENT_TIME_NS_TAG;
         p = put_varint(p, (uint64_t)m->event_time_ns);
     }
     if (publish_ns) {
-        *p++ = 0x18;
+        *p++ = FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG;
         p = put_varint(p, (uint64_t)publish_ns);
     }
     for (int i = 0; i < m->entry_count; i++) {
         const Entry *e = &m->entries[i];
         size_t size = (e->type ? 1 + varint_size((uint64_t)e->type) : 0) + (dbits(e->price) ? 9 : 0) +
                       (e->size ? 1 + varint_size((uint64_t)e->size) : 0) + (dbits(e->notional) ? 9 : 0);
-        *p++ = 0x22;
+        *p++ = FH_MARKETUPDATE_ENTRIES_TAG;
         p = put_varint(p, size);
         if (e->type) {
-            *p++ = 0x08;
+            *p++ = FH_ENTRY_TYPE_TAG;
             p = put_varint(p, (uint64_t)e->type);
         }
         if (dbits(e->price)) {
-            *p++ = 0x11;
+            *p++ = FH_ENTRY_PRICE_TAG;
             p = put_double(p, e->price);
         }
         if (e->size) {
-            *p++ = 0x18;
+            *p++ = FH_ENTRY_SIZE_TAG;
             p = put_varint(p, (uint64_t)e->size);
         }
         if (dbits(e->notional)) {
-            *p++ = 0x21;
+            *p++ = FH_ENTRY_NOTIONAL_TAG;
             p = put_double(p, e->notional);
         }
     }
@@ -916,10 +916,10 @@ static int encode_update(FastPathObject *fp, const Message *m, const Values *v, 
                         (dbits(v->low) ? 9 : 0) + (dbits(v->last) ? 9 : 0) + (dbits(v->vwap) ? 9 : 0) +
                         (v->trade_count ? 1 + varint_size((uint64_t)v->trade_count) : 0) +
                         (dbits(v->bid) ? 9 : 0) + (dbits(v->ask) ? 9 : 0) + (dbits(v->notional) ? 9 : 0);
-    *p++ = 0x2A;
+    *p++ = FH_MARKETUPDATE_STATE_TAG;
     p = put_varint(p, state_size);
     if (v->volume) {
-        *p++ = 0x08;
+        *p++ = FH_SYMBOLSTATE_VOLUME_TAG;
         p = put_varint(p, (uint64_t)v->volume);
     }
 #define PUT_D(tag, x)           \
@@ -927,30 +927,30 @@ static int encode_update(FastPathObject *fp, const Message *m, const Values *v, 
         *p++ = (tag);           \
         p = put_double(p, (x)); \
     }
-    PUT_D(0x11, v->high)
-    PUT_D(0x19, v->low)
-    PUT_D(0x21, v->last)
-    PUT_D(0x29, v->vwap)
+    PUT_D(FH_SYMBOLSTATE_HIGH_TAG, v->high)
+    PUT_D(FH_SYMBOLSTATE_LOW_TAG, v->low)
+    PUT_D(FH_SYMBOLSTATE_LAST_TAG, v->last)
+    PUT_D(FH_SYMBOLSTATE_VWAP_TAG, v->vwap)
     if (v->trade_count) {
-        *p++ = 0x30;
+        *p++ = FH_SYMBOLSTATE_TRADE_COUNT_TAG;
         p = put_varint(p, (uint64_t)v->trade_count);
     }
-    PUT_D(0x39, v->bid)
-    PUT_D(0x41, v->ask)
-    PUT_D(0x49, v->notional)
+    PUT_D(FH_SYMBOLSTATE_BID_TAG, v->bid)
+    PUT_D(FH_SYMBOLSTATE_ASK_TAG, v->ask)
+    PUT_D(FH_SYMBOLSTATE_NOTIONAL_TAG, v->notional)
 #undef PUT_D
     for (int k = 0; k < fp->extra_count; k++) {
         int i = fp->extra_order[k];
         if (!m->extra_present[i]) continue;
         const Extra *x = &fp->extras[i];
         size_t entry = 1 + varint_size((uint64_t)x->name_len) + (size_t)x->name_len + 9;
-        *p++ = 0x32;
+        *p++ = FH_MARKETUPDATE_EXTRA_TAG;
         p = put_varint(p, entry);
-        *p++ = 0x0A;
+        *p++ = FH_MARKETUPDATE_EXTRAENTRY_KEY_TAG;
         p = put_varint(p, (uint64_t)x->name_len);
         memcpy(p, x->name, (size_t)x->name_len);
         p += x->name_len;
-        *p++ = 0x11;
+        *p++ = FH_MARKETUPDATE_EXTRAENTRY_VALUE_TAG;
         p = put_double(p, m->extra_values[i]);
     }
     out->len = (size_t)(p - out->data);
