@@ -7,8 +7,8 @@
  * FIX framing, field parsing, conversion (adapter/conversion.py), the
  * conversion state and its digest (adapter/state.py), msg_seq numbering,
  * protobuf encoding and wire blocks (proto/wire.py). That costs ~30 us of
- * Python per message. This module does the same work for *runs* of ordinary
- * messages:
+ * Python per message. This module does the same work, but the numbering, for
+ * *runs* of ordinary messages:
  *
  *   State     the conversion state: symbol -> values, each symbol's BLAKE2b-64
  *             hash and the order-independent sum of them (the digest). The
@@ -16,16 +16,29 @@
  *   FastPath  FastPath.run(frame, pos, ...) walks a source frame from ``pos``,
  *             and for every message that is well-formed, strictly in sequence
  *             and before the next position the sync rules watch, it converts,
- *             applies, numbers and encodes it into wire blocks.
+ *             applies and encodes it into a wire block. The runner numbers
+ *             the run: its messages take the next msg_seqs in order.
  *
  * The rule that keeps the two paths identical: the C path *accepts* only a
  * strict subset of inputs (canonical numbers, no duplicate fields, ASCII
- * symbols, the converter-table features listed in FastPath's docstring) and
- * stops at anything else, returning where it stopped; the runner hands that
- * one message to the Python path (which names the error, resynchronizes, or
- * applies a sync rule) and calls run() again after it. Everything the C path
- * produces is byte for byte what the Python path produces for the same input;
- * tests/unit/adapter/test_fastpath.py checks it with hypothesis.
+ * symbols, the converter-table features adapter/fastpath.py's compile_spec
+ * accepts) and stops at anything else, returning where it stopped; the runner
+ * hands that one message to the Python path (which names the error,
+ * resynchronizes, or applies a sync rule) and calls run() again after it.
+ * Everything the C path produces is byte for byte what the Python path
+ * produces for the same input; tests/unit/adapter/test_fastpath.py checks it
+ * with hypothesis.
+ *
+ * The MarketUpdate encoder writes protobuf by hand (deterministic order, zero
+ * scalars omitted, as upb's SerializeToString(deterministic=True)). Its field
+ * numbers and tags come from _market_fields.h, which scripts/gen_proto.py
+ * generates from proto/market.proto and refuses to write when the schema no
+ * longer matches what the encoder assumes.
+ *
+ * Layout: BLAKE2b, the State type, the output buffer and protobuf primitives,
+ * then the fast path: FIX number/time parsing, convert() (one message body ->
+ * Message), next_message() (FIX framing), encode_update() (Message + values ->
+ * MarketUpdate bytes), the spec reader behind FastPath(), and run().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1065,32 +1078,32 @@ static void FastPath_dealloc(FastPathObject *self) {
 
 PyDoc_STRVAR(
     FastPath_run_doc,
-    "run(frame, pos, expect_seq, next_msg_seq, stop_seq, room, max_count, publish_time_ns, source_stream,\n"
-    "    publish, want_payloads)\n"
+    "run(frame, pos, expect_seq, stop_seq, room, max_count, publish_time_ns, source_stream, publish,\n"
+    "    want_payloads)\n"
     "-> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
     "Convert the in-order messages of ``frame`` from byte ``pos``.\n\n"
     "expect_seq: the source_seq the next message must carry (0: any, the first ever).\n"
-    "next_msg_seq: the msg_seq the first converted message gets (then +1 each).\n"
     "stop_seq: stop before a message with source_seq >= stop_seq (0: never): a position the\n"
     "    sync rules watch (a pending report, a pending snapshot).\n"
     "room: bytes left in the current packet for blocks; a block that does not fit stops the\n"
     "    run (STOP_ROOM) unless it is the first of an empty packet (room < 0: empty packet of -room bytes).\n"
     "max_count: at most this many messages.\n"
-    "publish: encode blocks (an adapter that is not publishing only converts and numbers).\n"
+    "publish: encode blocks (an adapter that is not publishing only converts and applies).\n"
     "want_payloads: also return each payload as bytes (for the journal).\n\n"
     "Returns the position after the last converted message, how many were converted, why it\n"
     "stopped (0 end of frame, 1 the message at pos needs the Python path, 2 packet full,\n"
     "3 max_count), the wire blocks back to back, the first message's source_seq (the others\n"
     "follow by one; 0 when count is 0), the digest after each message (native uint64s as\n"
-    "bytes), and the payloads (a list, or None).");
+    "bytes), and the payloads (a list, or None). Numbering is the caller's: the converted\n"
+    "messages take the next ``count`` msg_seqs in order.");
 
 static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
     Py_buffer frame;
     Py_ssize_t pos, max_count;
-    long long expect_seq, next_msg_seq, stop_seq, room, publish_ns;
+    long long expect_seq, stop_seq, room, publish_ns;
     int source_stream, publish, want_payloads;
-    if (!PyArg_ParseTuple(args, "y*nLLLLnLipp", &frame, &pos, &expect_seq, &next_msg_seq, &stop_seq, &room,
-                          &max_count, &publish_ns, &source_stream, &publish, &want_payloads))
+    if (!PyArg_ParseTuple(args, "y*nLLLnLipp", &frame, &pos, &expect_seq, &stop_seq, &room, &max_count,
+                          &publish_ns, &source_stream, &publish, &want_payloads))
         return NULL;
     const char *buf = frame.buf;
     Py_ssize_t end = frame.len;
@@ -1193,7 +1206,6 @@ done:
     PyMem_Free(blocks.data);
     PyMem_Free(digests.data);
     PyBuffer_Release(&frame);
-    (void)next_msg_seq; /* numbering is the caller's: msg_seq = next_msg_seq + index */
     return result;
 }
 

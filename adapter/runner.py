@@ -327,7 +327,6 @@ class AdapterRunner(OperationsMixin):
                 payload,
                 pos,
                 last + 1 if last else 0,
-                first_msg_seq,
                 self._watched_position(),
                 room,
                 max_count,
