@@ -720,14 +720,16 @@ enum { SEEN_MSG_TYPE = 1, SEEN_SEQ = 2, SEEN_SYMBOL = 4, SEEN_TIME = 8, SEEN_COU
 /* Fields of the current entry seen so far (each once, all three). */
 enum { SEEN_TYPE = 1, SEEN_PRICE = 2, SEEN_SIZE = 4, SEEN_ENTRY = 7 };
 
-/* The next "tag=value" field from *p, skipping empty ones: 1 found, 0 end of body, -1 a
- * tag that is not canonical (leading zero, over 9 digits, not a number). Advances *p. */
+/* The "tag=value" field at *p (before end), up to the next SOH or end: 1 found, 0 an empty
+ * field, -1 a tag that is not canonical (leading zero, over 9 digits, not a number). Moves
+ * *p past the field's SOH (for the last field, one past end: the frame's trailer follows
+ * the body, so that is still inside the frame). */
 static inline int next_field(const char **p, const char *end, long *tag, const char **value, Py_ssize_t *value_len) {
-    while (*p < end && **p == 1) (*p)++;
-    if (*p == end) return 0;
     const char *start = *p;
     const char *soh = memchr(start, 1, (size_t)(end - start));
     if (soh == NULL) soh = end;
+    *p = soh + 1;
+    if (soh == start) return 0;
     const char *eq = memchr(start, '=', (size_t)(soh - start));
     if (eq == NULL || eq == start || eq - start > 9 || start[0] == '0') return -1;
     long t = 0;
@@ -738,7 +740,6 @@ static inline int next_field(const char **p, const char *end, long *tag, const c
     *tag = t;
     *value = eq + 1;
     *value_len = soh - (eq + 1);
-    *p = soh < end ? soh + 1 : end;
     return 1;
 }
 
@@ -828,8 +829,12 @@ static inline int parse_body(const FastPathObject *fp, const char *body, Py_ssiz
     const char *p = body, *end = body + n, *v;
     long tag;
     Py_ssize_t vn;
-    int more;
-    while ((more = next_field(&p, end, &tag, &v, &vn)) > 0) {
+    while (p < end) {
+        int found = next_field(&p, end, &tag, &v, &vn);
+        if (found <= 0) {
+            if (found < 0) return -1;
+            continue;
+        }
         if (tag == fp->start_tag) {
             if ((e != NULL && entry_seen != SEEN_ENTRY) || groups == MAX_ENTRIES) return -1;
             e = &m->entries[groups++];
@@ -838,7 +843,7 @@ static inline int parse_body(const FastPathObject *fp, const char *body, Py_ssiz
         if (e == NULL ? header_field(fp, m, tag, v, vn, &seen, &count) : entry_field(fp, e, tag, v, vn, &entry_seen))
             return -1;
     }
-    if (more < 0 || seen != SEEN_HEADER || (e != NULL && entry_seen != SEEN_ENTRY) || count != groups) return -1;
+    if (seen != SEEN_HEADER || (e != NULL && entry_seen != SEEN_ENTRY) || count != groups) return -1;
     m->entry_count = groups;
     return 0;
 }
