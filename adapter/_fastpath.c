@@ -7,8 +7,8 @@
  * FIX framing, field parsing, conversion (adapter/conversion.py), the
  * conversion state and its digest (adapter/state.py), msg_seq numbering,
  * protobuf encoding and wire blocks (proto/wire.py). That costs ~30 us of
- * Python per message. This module does the same work for *runs* of ordinary
- * messages:
+ * Python per message. This module does the same work, but the numbering, for
+ * *runs* of ordinary messages:
  *
  *   State     the conversion state: symbol -> values, each symbol's BLAKE2b-64
  *             hash and the order-independent sum of them (the digest). The
@@ -16,16 +16,29 @@
  *   FastPath  FastPath.run(frame, pos, ...) walks a source frame from ``pos``,
  *             and for every message that is well-formed, strictly in sequence
  *             and before the next position the sync rules watch, it converts,
- *             applies, numbers and encodes it into wire blocks.
+ *             applies and encodes it into a wire block. The runner numbers
+ *             the run: its messages take the next msg_seqs in order.
  *
  * The rule that keeps the two paths identical: the C path *accepts* only a
  * strict subset of inputs (canonical numbers, no duplicate fields, ASCII
- * symbols, the converter-table features listed in FastPath's docstring) and
- * stops at anything else, returning where it stopped; the runner hands that
- * one message to the Python path (which names the error, resynchronizes, or
- * applies a sync rule) and calls run() again after it. Everything the C path
- * produces is byte for byte what the Python path produces for the same input;
- * tests/unit/adapter/test_fastpath.py checks it with hypothesis.
+ * symbols, the converter-table features adapter/fastpath.py's compile_spec
+ * accepts) and stops at anything else, returning where it stopped; the runner
+ * hands that one message to the Python path (which names the error,
+ * resynchronizes, or applies a sync rule) and calls run() again after it.
+ * Everything the C path produces is byte for byte what the Python path
+ * produces for the same input; tests/unit/adapter/test_fastpath.py checks it
+ * with hypothesis.
+ *
+ * The MarketUpdate encoder writes protobuf by hand (deterministic order, zero
+ * scalars omitted, as upb's SerializeToString(deterministic=True)). Its field
+ * numbers and tags come from _market_fields.h, which scripts/gen_proto.py
+ * generates from proto/market.proto and refuses to write when the schema no
+ * longer matches what the encoder assumes.
+ *
+ * Layout: BLAKE2b, the State type, the output buffer and protobuf primitives,
+ * then the fast path: FIX number/time parsing, convert() (one message body ->
+ * Message), next_message() (FIX framing), encode_update() (Message + values ->
+ * MarketUpdate bytes), the spec reader behind FastPath(), and run().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,6 +47,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
 
 /* ---- BLAKE2b-64 (RFC 7693), unkeyed, as hashlib.blake2b(data, digest_size=8) ---- */
 
@@ -127,8 +142,6 @@ static uint64_t blake2b_64(const uint8_t *data, size_t len) {
 }
 
 /* ---- the conversion state ---- */
-
-enum { ENTRY_BID = 1, ENTRY_ASK = 2, ENTRY_TRADE = 3 };
 
 typedef struct {
     int64_t volume;
@@ -272,7 +285,7 @@ static void state_clear(StateObject *self) {
 
 /* One entry applied to a symbol's values, exactly as ConversionState.apply does. */
 static inline int apply_entry(Values *v, int type, double price, int64_t size, double notional) {
-    if (type == ENTRY_TRADE) {
+    if (type == FH_ENTRYTYPE_TRADE) {
         if (v->trade_count == 0) {
             v->high = v->low = price;
         } else if (price > v->high) {
@@ -286,9 +299,9 @@ static inline int apply_entry(Values *v, int type, double price, int64_t size, d
         v->trade_count += 1;
         return 1;
     }
-    if (type == ENTRY_BID) {
+    if (type == FH_ENTRYTYPE_BID) {
         v->bid = price;
-    } else if (type == ENTRY_ASK) {
+    } else if (type == FH_ENTRYTYPE_ASK) {
         v->ask = price;
     }
     return 0;
@@ -695,117 +708,163 @@ static inline double fsum2(const FastPathObject *fp, double a, double b) {
 }
 
 /*
- * Parse and convert one message body; 0 on success, -1 when the Python path
- * must take it (anything unusual: the Python path then decides what it is).
+ * ---- convert(): one message body -> Message ----
+ *
+ * Every helper returns -1 for "the Python path must take this message"
+ * (anything unusual: the Python path then decides what it is). They are
+ * static inline: convert() runs once per message.
  */
-static int convert(FastPathObject *fp, const char *body, Py_ssize_t n, Message *m) {
-    int have_type = 0, have_seq = 0, have_symbol = 0, have_time = 0, have_count = 0;
+
+/* Header fields seen so far (each may appear once, all must). */
+enum { SEEN_MSG_TYPE = 1, SEEN_SEQ = 2, SEEN_SYMBOL = 4, SEEN_TIME = 8, SEEN_COUNT = 16, SEEN_HEADER = 31 };
+/* Fields of the current entry seen so far (each once, all three). */
+enum { SEEN_TYPE = 1, SEEN_PRICE = 2, SEEN_SIZE = 4, SEEN_ENTRY = 7 };
+
+/* The "tag=value" field at *p (before end), up to the next SOH or end: 1 found, 0 an empty
+ * field, -1 a tag that is not canonical (leading zero, over 9 digits, not a number). Moves
+ * *p past the field's SOH (for the last field, one past end: the frame's trailer follows
+ * the body, so that is still inside the frame). */
+static inline int next_field(const char **p, const char *end, long *tag, const char **value, Py_ssize_t *value_len) {
+    const char *start = *p;
+    const char *soh = memchr(start, 1, (size_t)(end - start));
+    if (soh == NULL) soh = end;
+    *p = soh + 1;
+    if (soh == start) return 0;
+    const char *eq = memchr(start, '=', (size_t)(soh - start));
+    if (eq == NULL || eq == start || eq - start > 9 || start[0] == '0') return -1;
+    long t = 0;
+    for (const char *q = start; q < eq; q++) {
+        if (*q < '0' || *q > '9') return -1;
+        t = t * 10 + (*q - '0');
+    }
+    *tag = t;
+    *value = eq + 1;
+    *value_len = soh - (eq + 1);
+    return 1;
+}
+
+/* A symbol the fast path takes: 1..255 printable ASCII bytes, no space (others go to Python). */
+static inline int is_plain_symbol(const char *v, Py_ssize_t vn) {
+    if (vn <= 0 || vn > 255) return 0;
+    for (Py_ssize_t i = 0; i < vn; i++)
+        if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7E) return 0;
+    return 1;
+}
+
+/* One field before the first entry; tags the table does not name are ignored. */
+static inline int header_field(const FastPathObject *fp, Message *m, long tag, const char *v, Py_ssize_t vn,
+                               unsigned *seen, int64_t *count) {
+    unsigned bit;
+    if (tag == 35) {
+        if (vn != fp->msg_type_len || memcmp(v, fp->msg_type, (size_t)vn)) return -1;
+        bit = SEEN_MSG_TYPE;
+    } else if (tag == fp->seq_tag) {
+        int64_t seq;
+        if (parse_uint(v, vn, &seq) || seq <= 0) return -1;
+        m->source_seq = (uint64_t)seq;
+        bit = SEEN_SEQ;
+    } else if (tag == fp->symbol_tag) {
+        if (!is_plain_symbol(v, vn)) return -1;
+        m->symbol = v;
+        m->symbol_len = vn;
+        bit = SEEN_SYMBOL;
+    } else if (tag == fp->time_tag) {
+        if (fp->time_kind == TIME_FIX ? parse_fix_time(v, vn, &m->event_time_ns) : parse_int(v, vn, &m->event_time_ns))
+            return -1;
+        bit = SEEN_TIME;
+    } else if (tag == fp->count_tag) {
+        if (parse_uint(v, vn, count)) return -1;
+        bit = SEEN_COUNT;
+    } else {
+        return 0;
+    }
+    if (*seen & bit) return -1; /* a duplicate: the Python path decides */
+    *seen |= bit;
+    return 0;
+}
+
+/* The EntryType value of an entry type code the table lists. */
+static inline int entry_type_value(const FastPathObject *fp, const char *v, Py_ssize_t vn) {
+    for (int t = 0; t < fp->type_count; t++)
+        if (fp->type_code_len[t] == vn && memcmp(fp->type_codes[t], v, (size_t)vn) == 0) return fp->type_values[t];
+    return -1;
+}
+
+/* A price as the table converts it: to_double, or to_int within the doubles' exact integers. */
+static inline int parse_price(const FastPathObject *fp, const char *v, Py_ssize_t vn, double *out) {
+    if (fp->price_kind == PRICE_DOUBLE) return parse_double(v, vn, out);
+    int64_t iv;
+    if (parse_int(v, vn, &iv) || iv > (1LL << 53) || iv < -(1LL << 53)) return -1;
+    *out = (double)iv;
+    return 0;
+}
+
+/* One field of the current entry; other tags are ignored. */
+static inline int entry_field(const FastPathObject *fp, Entry *e, long tag, const char *v, Py_ssize_t vn,
+                              unsigned *seen) {
+    unsigned bit;
+    if (tag == fp->type_tag) {
+        if ((e->type = entry_type_value(fp, v, vn)) < 0) return -1;
+        bit = SEEN_TYPE;
+    } else if (tag == fp->price_tag) {
+        if (parse_price(fp, v, vn, &e->price)) return -1;
+        bit = SEEN_PRICE;
+    } else if (tag == fp->size_tag) {
+        if (parse_int(v, vn, &e->size) || e->size < 0) return -1;
+        bit = SEEN_SIZE;
+    } else {
+        return 0;
+    }
+    if (*seen & bit) return -1;
+    *seen |= bit;
+    return 0;
+}
+
+/* The fields of a body into m: the header, then entries each opened by start_tag. */
+static inline int parse_body(const FastPathObject *fp, const char *body, Py_ssize_t n, Message *m) {
+    unsigned seen = 0, entry_seen = 0;
     int64_t count = -1;
     int groups = 0;
     Entry *e = NULL;
-    int e_type = 0, e_price = 0, e_size = 0;
-    const char *p = body, *end = body + n;
+    const char *p = body, *end = body + n, *v;
+    long tag;
+    Py_ssize_t vn;
     while (p < end) {
-        const char *soh = memchr(p, 1, (size_t)(end - p));
-        if (soh == NULL) soh = end;
-        if (soh == p) {
-            p++;
+        int found = next_field(&p, end, &tag, &v, &vn);
+        if (found <= 0) {
+            if (found < 0) return -1;
             continue;
         }
-        const char *eq = memchr(p, '=', (size_t)(soh - p));
-        if (eq == NULL || eq == p || eq - p > 9 || p[0] == '0') return -1;
-        long tag = 0;
-        for (const char *q = p; q < eq; q++) {
-            if (*q < '0' || *q > '9') return -1;
-            tag = tag * 10 + (*q - '0');
-        }
-        const char *v = eq + 1;
-        Py_ssize_t vn = soh - v;
         if (tag == fp->start_tag) {
-            if (e != NULL && !(e_type && e_price && e_size)) return -1;
-            if (groups == MAX_ENTRIES) return -1;
+            if ((e != NULL && entry_seen != SEEN_ENTRY) || groups == MAX_ENTRIES) return -1;
             e = &m->entries[groups++];
-            e_type = e_price = e_size = 0;
+            entry_seen = 0;
         }
-        if (e == NULL) { /* header */
-            if (tag == 35) {
-                if (have_type || vn != fp->msg_type_len || memcmp(v, fp->msg_type, (size_t)vn)) return -1;
-                have_type = 1;
-            } else if (tag == fp->seq_tag) {
-                int64_t seq;
-                if (have_seq || parse_uint(v, vn, &seq) || seq <= 0) return -1;
-                m->source_seq = (uint64_t)seq;
-                have_seq = 1;
-            } else if (tag == fp->symbol_tag) {
-                if (have_symbol || vn <= 0 || vn > 255) return -1;
-                for (Py_ssize_t i = 0; i < vn; i++)
-                    if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7E) return -1;
-                m->symbol = v;
-                m->symbol_len = vn;
-                have_symbol = 1;
-            } else if (tag == fp->time_tag) {
-                if (have_time) return -1;
-                if (fp->time_kind == TIME_FIX ? parse_fix_time(v, vn, &m->event_time_ns)
-                                              : parse_int(v, vn, &m->event_time_ns))
-                    return -1;
-                have_time = 1;
-            } else if (tag == fp->count_tag) {
-                if (have_count || parse_uint(v, vn, &count)) return -1;
-                have_count = 1;
-            }
-        } else { /* an entry */
-            if (tag == fp->type_tag) {
-                if (e_type) return -1;
-                int t;
-                for (t = 0; t < fp->type_count; t++)
-                    if (fp->type_code_len[t] == vn && memcmp(fp->type_codes[t], v, (size_t)vn) == 0) break;
-                if (t == fp->type_count) return -1;
-                e->type = fp->type_values[t];
-                e_type = 1;
-            } else if (tag == fp->price_tag) {
-                if (e_price) return -1;
-                if (fp->price_kind == PRICE_DOUBLE) {
-                    if (parse_double(v, vn, &e->price)) return -1;
-                } else {
-                    int64_t iv;
-                    if (parse_int(v, vn, &iv) || iv > (1LL << 53) || iv < -(1LL << 53)) return -1;
-                    e->price = (double)iv;
-                }
-                e_price = 1;
-            } else if (tag == fp->size_tag) {
-                if (e_size || parse_int(v, vn, &e->size) || e->size < 0) return -1;
-                e_size = 1;
-            }
-        }
-        p = soh + 1;
+        if (e == NULL ? header_field(fp, m, tag, v, vn, &seen, &count) : entry_field(fp, e, tag, v, vn, &entry_seen))
+            return -1;
     }
-    if (!(have_type && have_seq && have_symbol && have_time && have_count)) return -1;
-    if (e != NULL && !(e_type && e_price && e_size)) return -1;
-    if (count != groups) return -1;
+    if (seen != SEEN_HEADER || (e != NULL && entry_seen != SEEN_ENTRY) || count != groups) return -1;
     m->entry_count = groups;
+    return 0;
+}
 
-    /* Derived values, as Converter._parse_fast / _extras compute them. */
-    double env[ENV_FIXED + MAX_EXTRAS];
-    int present[ENV_FIXED + MAX_EXTRAS];
-    memset(present, 0, sizeof present);
+/* Each entry's notional, and the fixed inputs of the extras (bid, ask, trade price, size
+ * and notional), as Converter._parse_fast computes them. */
+static inline int derive_entries(const FastPathObject *fp, Message *m, double *env, int *present) {
     int64_t trade_size = 0;
     double trade_notional = 0.0;
-    for (int i = 0; i < groups; i++) {
+    for (int i = 0; i < m->entry_count; i++) {
         Entry *x = &m->entries[i];
-        if (fp->notional_kind && (fp->notional_mask & (1u << x->type))) {
-            x->notional = x->price * (double)x->size;
-        } else {
-            x->notional = 0.0;
-        }
-        if (x->type == ENTRY_TRADE) {
+        x->notional = fp->notional_kind && (fp->notional_mask & (1u << x->type)) ? x->price * (double)x->size : 0.0;
+        if (x->type == FH_ENTRYTYPE_TRADE) {
             env[2] = x->price;
             present[2] = 1;
             if (__builtin_add_overflow(trade_size, x->size, &trade_size)) return -1;
             trade_notional += x->notional;
-        } else if (x->type == ENTRY_BID) {
+        } else if (x->type == FH_ENTRYTYPE_BID) {
             env[0] = x->price;
             present[0] = 1;
-        } else if (x->type == ENTRY_ASK) {
+        } else if (x->type == FH_ENTRYTYPE_ASK) {
             env[1] = x->price;
             present[1] = 1;
         }
@@ -816,30 +875,50 @@ static int convert(FastPathObject *fp, const char *body, Py_ssize_t n, Message *
         env[4] = trade_notional;
         present[3] = present[4] = 1;
     }
+    return 0;
+}
+
+/* One extra rule's operation: 1 with *out, 0 when it yields nothing (division by zero). */
+static inline int extra_op(const FastPathObject *fp, int op, double a, double b, double *out) {
+    switch (op) {
+    case OP_ADD: *out = fsum2(fp, a, b); break;
+    case OP_SUB: *out = a - b; break;
+    case OP_MUL: *out = a * b; break;
+    case OP_DIV:
+        if (b == 0.0) return 0;
+        *out = a / b;
+        break;
+    case OP_MEAN: *out = fsum2(fp, a, b) / 2.0; break;
+    case OP_MIN: *out = b < a ? b : a; break;
+    default: *out = b > a ? b : a; break;
+    }
+    return 1;
+}
+
+/* The extras in table order (each may read the fixed inputs and the extras before it), as
+ * Converter._extras computes them; an extra whose inputs are absent is absent. */
+static inline int derive_extras(const FastPathObject *fp, Message *m, double *env, int *present) {
     for (int i = 0; i < fp->extra_count; i++) {
         const Extra *x = &fp->extras[i];
+        double r;
         m->extra_present[i] = 0;
-        if (!present[x->a] || !present[x->b]) continue;
-        double a = env[x->a], b = env[x->b], r;
-        switch (x->op) {
-        case OP_ADD: r = fsum2(fp, a, b); break;
-        case OP_SUB: r = a - b; break;
-        case OP_MUL: r = a * b; break;
-        case OP_DIV:
-            if (b == 0.0) continue;
-            r = a / b;
-            break;
-        case OP_MEAN: r = fsum2(fp, a, b) / 2.0; break;
-        case OP_MIN: r = b < a ? b : a; break;
-        default: r = b > a ? b : a; break;
-        }
+        if (!present[x->a] || !present[x->b] || !extra_op(fp, x->op, env[x->a], env[x->b], &r)) continue;
         if (!isfinite(r)) return -1; /* overflow: Python raises or differs; let it decide */
         env[ENV_FIXED + i] = r;
         present[ENV_FIXED + i] = 1;
         m->extra_values[i] = r;
         m->extra_present[i] = 1;
     }
-    for (int i = 0; i < groups; i++)
+    return 0;
+}
+
+/* Parse and convert one message body; 0 on success, -1 when the Python path must take it. */
+static int convert(const FastPathObject *fp, const char *body, Py_ssize_t n, Message *m) {
+    if (parse_body(fp, body, n, m) < 0) return -1;
+    double env[ENV_FIXED + MAX_EXTRAS];
+    int present[ENV_FIXED + MAX_EXTRAS] = {0};
+    if (derive_entries(fp, m, env, present) < 0 || derive_extras(fp, m, env, present) < 0) return -1;
+    for (int i = 0; i < m->entry_count; i++)
         if (!isfinite(m->entries[i].notional)) return -1;
     return 0;
 }
@@ -871,98 +950,112 @@ static int next_message(const char *buf, Py_ssize_t end, Py_ssize_t pos, Py_ssiz
     return 0;
 }
 
-/* The serialized MarketUpdate (SerializeToString(deterministic=True) of encode_update's message). */
-static int encode_update(FastPathObject *fp, const Message *m, const Values *v, int64_t publish_ns, Buf *out) {
-    size_t need = 16 + (size_t)m->symbol_len + 24 + (size_t)m->entry_count * 40 + 100 +
-                  (size_t)fp->extra_count * (80);
-    if (buf_reserve(out, need) < 0) return -1;
-    uint8_t *p = out->data + out->len;
-    *p++ = 0x0A;
-    p = put_varint(p, (uint64_t)m->symbol_len);
-    memcpy(p, m->symbol, (size_t)m->symbol_len);
-    p += m->symbol_len;
-    if (m->event_time_ns) {
-        *p++ = 0x10;
-        p = put_varint(p, (uint64_t)m->event_time_ns);
+/*
+ * ---- encode_update(): Message + values -> MarketUpdate bytes ----
+ *
+ * SerializeToString(deterministic=True) of conversion.encode_update's message:
+ * fields in number order, proto3 scalars omitted when zero (doubles when their
+ * bits are: -0.0 is written), the map sorted by key. The sizes below count one
+ * byte per tag, which gen_proto.py guarantees (field numbers 1..15).
+ */
+
+/* An int64/enum field, omitted when zero. */
+static inline size_t varint_field_size(uint64_t v) { return v ? 1 + varint_size(v) : 0; }
+
+static inline uint8_t *put_varint_field(uint8_t *p, uint8_t tag, uint64_t v) {
+    if (v) {
+        *p++ = tag;
+        p = put_varint(p, v);
     }
-    if (publish_ns) {
-        *p++ = 0x18;
-        p = put_varint(p, (uint64_t)publish_ns);
+    return p;
+}
+
+/* A double field, omitted when its bits are zero. */
+static inline size_t double_field_size(double d) { return dbits(d) ? 9 : 0; }
+
+static inline uint8_t *put_double_field(uint8_t *p, uint8_t tag, double d) {
+    if (dbits(d)) {
+        *p++ = tag;
+        p = put_double(p, d);
     }
-    for (int i = 0; i < m->entry_count; i++) {
-        const Entry *e = &m->entries[i];
-        size_t size = (e->type ? 1 + varint_size((uint64_t)e->type) : 0) + (dbits(e->price) ? 9 : 0) +
-                      (e->size ? 1 + varint_size((uint64_t)e->size) : 0) + (dbits(e->notional) ? 9 : 0);
-        *p++ = 0x22;
-        p = put_varint(p, size);
-        if (e->type) {
-            *p++ = 0x08;
-            p = put_varint(p, (uint64_t)e->type);
-        }
-        if (dbits(e->price)) {
-            *p++ = 0x11;
-            p = put_double(p, e->price);
-        }
-        if (e->size) {
-            *p++ = 0x18;
-            p = put_varint(p, (uint64_t)e->size);
-        }
-        if (dbits(e->notional)) {
-            *p++ = 0x21;
-            p = put_double(p, e->notional);
-        }
-    }
-    size_t state_size = (v->volume ? 1 + varint_size((uint64_t)v->volume) : 0) + (dbits(v->high) ? 9 : 0) +
-                        (dbits(v->low) ? 9 : 0) + (dbits(v->last) ? 9 : 0) + (dbits(v->vwap) ? 9 : 0) +
-                        (v->trade_count ? 1 + varint_size((uint64_t)v->trade_count) : 0) +
-                        (dbits(v->bid) ? 9 : 0) + (dbits(v->ask) ? 9 : 0) + (dbits(v->notional) ? 9 : 0);
-    *p++ = 0x2A;
-    p = put_varint(p, state_size);
-    if (v->volume) {
-        *p++ = 0x08;
-        p = put_varint(p, (uint64_t)v->volume);
-    }
-#define PUT_D(tag, x)           \
-    if (dbits(x)) {             \
-        *p++ = (tag);           \
-        p = put_double(p, (x)); \
-    }
-    PUT_D(0x11, v->high)
-    PUT_D(0x19, v->low)
-    PUT_D(0x21, v->last)
-    PUT_D(0x29, v->vwap)
-    if (v->trade_count) {
-        *p++ = 0x30;
-        p = put_varint(p, (uint64_t)v->trade_count);
-    }
-    PUT_D(0x39, v->bid)
-    PUT_D(0x41, v->ask)
-    PUT_D(0x49, v->notional)
-#undef PUT_D
+    return p;
+}
+
+/* A length-delimited field's tag and length; its content follows. */
+static inline uint8_t *put_length(uint8_t *p, uint8_t tag, size_t len) {
+    *p++ = tag;
+    return put_varint(p, len);
+}
+
+/* One repeated Entry: its tag, length and fields. */
+static inline uint8_t *put_entry(uint8_t *p, const Entry *e) {
+    size_t size = varint_field_size((uint64_t)e->type) + double_field_size(e->price) +
+                  varint_field_size((uint64_t)e->size) + double_field_size(e->notional);
+    p = put_length(p, FH_MARKETUPDATE_ENTRIES_TAG, size);
+    p = put_varint_field(p, FH_ENTRY_TYPE_TAG, (uint64_t)e->type);
+    p = put_double_field(p, FH_ENTRY_PRICE_TAG, e->price);
+    p = put_varint_field(p, FH_ENTRY_SIZE_TAG, (uint64_t)e->size);
+    return put_double_field(p, FH_ENTRY_NOTIONAL_TAG, e->notional);
+}
+
+/* The SymbolState (always present, possibly empty). */
+static inline uint8_t *put_state(uint8_t *p, const Values *v) {
+    size_t size = varint_field_size((uint64_t)v->volume) + double_field_size(v->high) + double_field_size(v->low) +
+                  double_field_size(v->last) + double_field_size(v->vwap) +
+                  varint_field_size((uint64_t)v->trade_count) + double_field_size(v->bid) +
+                  double_field_size(v->ask) + double_field_size(v->notional);
+    p = put_length(p, FH_MARKETUPDATE_STATE_TAG, size);
+    p = put_varint_field(p, FH_SYMBOLSTATE_VOLUME_TAG, (uint64_t)v->volume);
+    p = put_double_field(p, FH_SYMBOLSTATE_HIGH_TAG, v->high);
+    p = put_double_field(p, FH_SYMBOLSTATE_LOW_TAG, v->low);
+    p = put_double_field(p, FH_SYMBOLSTATE_LAST_TAG, v->last);
+    p = put_double_field(p, FH_SYMBOLSTATE_VWAP_TAG, v->vwap);
+    p = put_varint_field(p, FH_SYMBOLSTATE_TRADE_COUNT_TAG, (uint64_t)v->trade_count);
+    p = put_double_field(p, FH_SYMBOLSTATE_BID_TAG, v->bid);
+    p = put_double_field(p, FH_SYMBOLSTATE_ASK_TAG, v->ask);
+    return put_double_field(p, FH_SYMBOLSTATE_NOTIONAL_TAG, v->notional);
+}
+
+/* The extra map's entries that the message has, by name (the deterministic order). The
+ * value is written even when zero: upb writes both fields of a map entry. */
+static inline uint8_t *put_extras(uint8_t *p, const FastPathObject *fp, const Message *m) {
     for (int k = 0; k < fp->extra_count; k++) {
         int i = fp->extra_order[k];
         if (!m->extra_present[i]) continue;
         const Extra *x = &fp->extras[i];
-        size_t entry = 1 + varint_size((uint64_t)x->name_len) + (size_t)x->name_len + 9;
-        *p++ = 0x32;
-        p = put_varint(p, entry);
-        *p++ = 0x0A;
-        p = put_varint(p, (uint64_t)x->name_len);
+        p = put_length(p, FH_MARKETUPDATE_EXTRA_TAG, 1 + varint_size((uint64_t)x->name_len) + (size_t)x->name_len + 9);
+        p = put_length(p, FH_MARKETUPDATE_EXTRAENTRY_KEY_TAG, (size_t)x->name_len);
         memcpy(p, x->name, (size_t)x->name_len);
         p += x->name_len;
-        *p++ = 0x11;
+        *p++ = FH_MARKETUPDATE_EXTRAENTRY_VALUE_TAG;
         p = put_double(p, m->extra_values[i]);
     }
+    return p;
+}
+
+/* The serialized MarketUpdate, appended to out. */
+static inline int encode_update(const FastPathObject *fp, const Message *m, const Values *v, int64_t publish_ns,
+                                Buf *out) {
+    size_t need = 16 + (size_t)m->symbol_len + 24 + (size_t)m->entry_count * 40 + 100 + (size_t)fp->extra_count * 80;
+    if (buf_reserve(out, need) < 0) return -1;
+    uint8_t *p = put_length(out->data + out->len, FH_MARKETUPDATE_SYMBOL_TAG, (size_t)m->symbol_len);
+    memcpy(p, m->symbol, (size_t)m->symbol_len);
+    p += m->symbol_len;
+    p = put_varint_field(p, FH_MARKETUPDATE_EVENT_TIME_NS_TAG, (uint64_t)m->event_time_ns);
+    p = put_varint_field(p, FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG, (uint64_t)publish_ns);
+    for (int i = 0; i < m->entry_count; i++) p = put_entry(p, &m->entries[i]);
+    p = put_state(p, v);
+    p = put_extras(p, fp, m);
     out->len = (size_t)(p - out->data);
     return 0;
 }
 
-static int extra_name_cmp(const Extra *a, const Extra *b) {
-    Py_ssize_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
-    int c = memcmp(a->name, b->name, (size_t)n);
-    if (c) return c;
-    return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
-}
+/*
+ * ---- FastPath(state, spec): the spec adapter/fastpath.py's compile_spec makes ----
+ *
+ * Each reader takes one part of the spec dict and sets -1 + an exception
+ * (ValueError naming the key, or TypeError/KeyError) when it is malformed.
+ */
 
 static long dict_long(PyObject *spec, const char *key) {
     PyObject *value = PyDict_GetItemString(spec, key); /* borrowed */
@@ -973,13 +1066,8 @@ static long dict_long(PyObject *spec, const char *key) {
     return PyLong_AsLong(value);
 }
 
-static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"state", "spec", NULL};
-    PyObject *state, *spec;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &StateType, &state, &PyDict_Type, &spec))
-        return -1;
-    Py_INCREF(state);
-    Py_XSETREF(self->state, (StateObject *)state);
+/* The FIX MsgType (tag 35) value every message must carry. */
+static int read_msg_type(FastPathObject *self, PyObject *spec) {
     const char *msg_type;
     Py_ssize_t msg_type_len;
     PyObject *mt = PyDict_GetItemString(spec, "msg_type");
@@ -990,6 +1078,11 @@ static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
     }
     memcpy(self->msg_type, msg_type, (size_t)msg_type_len);
     self->msg_type_len = msg_type_len;
+    return 0;
+}
+
+/* The FIX tags of the fields the fast path reads, and how it converts them. */
+static int read_tags(FastPathObject *self, PyObject *spec) {
     long *tags[] = {&self->seq_tag, &self->symbol_tag, &self->time_tag, &self->count_tag,
                     &self->start_tag, &self->type_tag, &self->price_tag, &self->size_tag};
     const char *names[] = {"seq_tag", "symbol_tag", "time_tag", "count_tag",
@@ -1008,7 +1101,12 @@ static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
     long mask = dict_long(spec, "notional_mask");
     if (mask < 0) return -1;
     self->notional_mask = (unsigned)mask;
-    PyObject *types = PyDict_GetItemString(spec, "types"); /* [(wire bytes, value)] */
+    return 0;
+}
+
+/* The entry type codes: [(wire bytes, EntryType value)]. */
+static int read_entry_types(FastPathObject *self, PyObject *spec) {
+    PyObject *types = PyDict_GetItemString(spec, "types");
     if (types == NULL || !PyList_Check(types) || PyList_GET_SIZE(types) > 8) {
         PyErr_SetString(PyExc_ValueError, "types must be a list of at most 8 (bytes, int) pairs");
         return -1;
@@ -1027,7 +1125,32 @@ static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
         self->type_code_len[i] = code_len;
         self->type_values[i] = value;
     }
-    PyObject *extras = PyDict_GetItemString(spec, "extras"); /* [(name bytes, op, slot a, slot b)] */
+    return 0;
+}
+
+static int extra_name_cmp(const Extra *a, const Extra *b) {
+    Py_ssize_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
+    int c = memcmp(a->name, b->name, (size_t)n);
+    if (c) return c;
+    return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
+}
+
+/* extra_order: the extras sorted by name, the order the map is encoded in (insertion sort:
+ * at most MAX_EXTRAS of them). */
+static void sort_extras(FastPathObject *self) {
+    for (int i = 1; i < self->extra_count; i++)
+        for (int j = i; j > 0 && extra_name_cmp(&self->extras[self->extra_order[j - 1]],
+                                                &self->extras[self->extra_order[j]]) > 0; j--) {
+            int t = self->extra_order[j];
+            self->extra_order[j] = self->extra_order[j - 1];
+            self->extra_order[j - 1] = t;
+        }
+}
+
+/* The extra rules: [(name bytes, op, env slot a, env slot b)], each reading only the fixed
+ * inputs and the extras before it. */
+static int read_extras(FastPathObject *self, PyObject *spec) {
+    PyObject *extras = PyDict_GetItemString(spec, "extras");
     if (extras == NULL || !PyList_Check(extras) || PyList_GET_SIZE(extras) > MAX_EXTRAS) {
         PyErr_Format(PyExc_ValueError, "extras must be a list of at most %d rules", MAX_EXTRAS);
         return -1;
@@ -1048,13 +1171,20 @@ static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
         x->name_len = name_len;
         self->extra_order[i] = i;
     }
-    for (int i = 1; i < self->extra_count; i++) /* insertion sort by name */
-        for (int j = i; j > 0 && extra_name_cmp(&self->extras[self->extra_order[j - 1]],
-                                                &self->extras[self->extra_order[j]]) > 0; j--) {
-            int t = self->extra_order[j];
-            self->extra_order[j] = self->extra_order[j - 1];
-            self->extra_order[j - 1] = t;
-        }
+    sort_extras(self);
+    return 0;
+}
+
+static int FastPath_init(FastPathObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"state", "spec", NULL};
+    PyObject *state, *spec;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &StateType, &state, &PyDict_Type, &spec))
+        return -1;
+    Py_INCREF(state);
+    Py_XSETREF(self->state, (StateObject *)state);
+    if (read_msg_type(self, spec) < 0 || read_tags(self, spec) < 0 || read_entry_types(self, spec) < 0 ||
+        read_extras(self, spec) < 0)
+        return -1;
     return 0;
 }
 
@@ -1063,137 +1193,184 @@ static void FastPath_dealloc(FastPathObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/*
+ * ---- FastPath.run(): a run of messages -> wire blocks ----
+ */
+
+/* One run() call: its arguments and what it has collected so far. */
+typedef struct {
+    long long expect_seq; /* the source_seq the next message must carry (0: any) */
+    long long stop_seq;   /* stop before this source_seq (0: never) */
+    long long room;       /* bytes left in the packet */
+    int empty_packet;     /* the packet was empty: its first block goes in whatever its size */
+    Py_ssize_t max_count;
+    long long publish_ns;
+    int source_stream;
+    int publish;
+    Buf blocks, digests;
+    PyObject *payloads; /* a list, or NULL when not asked for */
+    Py_ssize_t count;
+    long long first_seq;
+} Run;
+
+/* The message at pos framed and converted, if the fast path may take it: well-formed, the
+ * expected source_seq and before stop_seq. -1: the Python path decides. */
+static inline int take_message(const FastPathObject *self, const Run *run, const char *buf, Py_ssize_t end,
+                               Py_ssize_t pos, Message *m, Py_ssize_t *next) {
+    Py_ssize_t body_start, body_end;
+    if (next_message(buf, end, pos, &body_start, &body_end, next) < 0 ||
+        convert(self, buf + body_start, body_end - body_start, m) < 0)
+        return -1;
+    if (run->expect_seq && (long long)m->source_seq != run->expect_seq) return -1;
+    if (run->stop_seq && (long long)m->source_seq >= run->stop_seq) return -1;
+    return 0;
+}
+
+/* The symbol's values after the message, computed on a copy: a message that stops the run
+ * must leave the state alone (a symbol is added only when its first message commits, as in
+ * adapter/state.py). *s: the symbol, NULL when new. -1: overflow, the Python path decides. */
+static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s, Values *v) {
+    *s = state_find(state, m->symbol, m->symbol_len, fnv1a(m->symbol, m->symbol_len));
+    if (*s != NULL) {
+        *v = (*s)->v;
+    } else {
+        memset(v, 0, sizeof *v);
+    }
+    int traded = 0, overflow = 0;
+    for (int i = 0; i < m->entry_count; i++) {
+        const Entry *e = &m->entries[i];
+        int r = apply_entry(v, e->type, e->price, e->size, e->notional);
+        if (r < 0) overflow = 1;
+        traded |= r > 0;
+    }
+    finish_apply(v, traded);
+    return overflow || (v->trade_count && !isfinite(v->notional)) ? -1 : 0;
+}
+
+/* proto/wire.py's block header: u16 length (payload + 10), u16 source_stream, u64 source_seq. */
+static inline void put_block_header(uint8_t *b, size_t payload_len, int source_stream, uint64_t source_seq) {
+    unsigned length = (unsigned)payload_len + 10;
+    b[0] = (uint8_t)(length >> 8);
+    b[1] = (uint8_t)length;
+    b[2] = (uint8_t)(source_stream >> 8);
+    b[3] = (uint8_t)source_stream;
+    put_be64(b + 4, source_seq);
+}
+
+/* The message's wire block appended to run->blocks (and its payload to run->payloads): 0, or
+ * STOP_SLOW (too big for a block) / STOP_ROOM (the packet is full) with nothing appended,
+ * or -1 with an exception. The payload is encoded straight into the block after its header. */
+static inline int append_block(const FastPathObject *self, Run *run, const Message *m, const Values *v) {
+    size_t block_start = run->blocks.len;
+    if (buf_reserve(&run->blocks, 12) < 0) return -1;
+    run->blocks.len += 12;
+    if (encode_update(self, m, v, run->publish_ns, &run->blocks) < 0) return -1;
+    size_t payload_len = run->blocks.len - block_start - 12;
+    long long block = 12 + (long long)payload_len;
+    if (payload_len > MAX_PAYLOAD) {
+        run->blocks.len = block_start;
+        return STOP_SLOW;
+    }
+    if (block > run->room && !(run->empty_packet && run->count == 0)) {
+        run->blocks.len = block_start;
+        return STOP_ROOM;
+    }
+    run->room -= block;
+    uint8_t *b = run->blocks.data + block_start;
+    put_block_header(b, payload_len, run->source_stream, m->source_seq);
+    if (run->payloads != NULL) {
+        PyObject *item = PyBytes_FromStringAndSize((const char *)b + 12, (Py_ssize_t)payload_len);
+        if (item == NULL || PyList_Append(run->payloads, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+    }
+    return 0;
+}
+
+/* The message is in: its symbol takes the new values and hash, and the digest after it is
+ * recorded. -1 with an exception (memory). */
+static inline int commit(StateObject *state, Run *run, Symbol *s, const Message *m, const Values *v) {
+    if (s == NULL && (s = state_get(state, m->symbol, m->symbol_len)) == NULL) return -1;
+    s->v = *v;
+    if (rehash(state, s) < 0 || buf_reserve(&run->digests, 8) < 0) return -1;
+    if (run->count == 0) run->first_seq = (long long)m->source_seq;
+    memcpy(run->digests.data + run->digests.len, &state->digest, 8);
+    run->digests.len += 8;
+    run->count++;
+    run->expect_seq = (long long)m->source_seq + 1;
+    return 0;
+}
+
+/* Messages from *pos until one stops the run: why it stopped (STOP_*), or -1 with an exception. */
+static int run_messages(FastPathObject *self, Run *run, const char *buf, Py_ssize_t end, Py_ssize_t *pos) {
+    Message m;
+    while (*pos < end) {
+        if (run->count >= run->max_count) return STOP_COUNT;
+        Py_ssize_t next;
+        Symbol *s;
+        Values v;
+        if (take_message(self, run, buf, end, *pos, &m, &next) < 0 || apply_to_copy(self->state, &m, &s, &v) < 0)
+            return STOP_SLOW;
+        if (run->publish) {
+            int appended = append_block(self, run, &m, &v);
+            if (appended != 0) return appended;
+        }
+        if (commit(self->state, run, s, &m, &v) < 0) return -1;
+        *pos = next;
+    }
+    return STOP_END;
+}
+
 PyDoc_STRVAR(
     FastPath_run_doc,
-    "run(frame, pos, expect_seq, next_msg_seq, stop_seq, room, max_count, publish_time_ns, source_stream,\n"
-    "    publish, want_payloads)\n"
+    "run(frame, pos, expect_seq, stop_seq, room, max_count, publish_time_ns, source_stream, publish,\n"
+    "    want_payloads)\n"
     "-> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
     "Convert the in-order messages of ``frame`` from byte ``pos``.\n\n"
     "expect_seq: the source_seq the next message must carry (0: any, the first ever).\n"
-    "next_msg_seq: the msg_seq the first converted message gets (then +1 each).\n"
     "stop_seq: stop before a message with source_seq >= stop_seq (0: never): a position the\n"
     "    sync rules watch (a pending report, a pending snapshot).\n"
     "room: bytes left in the current packet for blocks; a block that does not fit stops the\n"
     "    run (STOP_ROOM) unless it is the first of an empty packet (room < 0: empty packet of -room bytes).\n"
     "max_count: at most this many messages.\n"
-    "publish: encode blocks (an adapter that is not publishing only converts and numbers).\n"
+    "publish: encode blocks (an adapter that is not publishing only converts and applies).\n"
     "want_payloads: also return each payload as bytes (for the journal).\n\n"
     "Returns the position after the last converted message, how many were converted, why it\n"
     "stopped (0 end of frame, 1 the message at pos needs the Python path, 2 packet full,\n"
     "3 max_count), the wire blocks back to back, the first message's source_seq (the others\n"
     "follow by one; 0 when count is 0), the digest after each message (native uint64s as\n"
-    "bytes), and the payloads (a list, or None).");
+    "bytes), and the payloads (a list, or None). Numbering is the caller's: the converted\n"
+    "messages take the next ``count`` msg_seqs in order.");
 
 static PyObject *FastPath_run(FastPathObject *self, PyObject *args) {
     Py_buffer frame;
-    Py_ssize_t pos, max_count;
-    long long expect_seq, next_msg_seq, stop_seq, room, publish_ns;
-    int source_stream, publish, want_payloads;
-    if (!PyArg_ParseTuple(args, "y*nLLLLnLipp", &frame, &pos, &expect_seq, &next_msg_seq, &stop_seq, &room,
-                          &max_count, &publish_ns, &source_stream, &publish, &want_payloads))
+    Py_ssize_t pos;
+    int want_payloads;
+    Run run = {0};
+    if (!PyArg_ParseTuple(args, "y*nLLLnLipp", &frame, &pos, &run.expect_seq, &run.stop_seq, &run.room,
+                          &run.max_count, &run.publish_ns, &run.source_stream, &run.publish, &want_payloads))
         return NULL;
-    const char *buf = frame.buf;
-    Py_ssize_t end = frame.len;
-    Buf blocks = {0}, digests = {0};
-    long long first_seq = 0;
-    PyObject *payloads = want_payloads ? PyList_New(0) : NULL;
+    run.empty_packet = run.room < 0;
+    if (run.empty_packet) run.room = -run.room;
     PyObject *result = NULL;
-    int stop = STOP_END;
-    Py_ssize_t count = 0;
-    int empty_packet = room < 0;
-    if (empty_packet) room = -room;
-    if (pos < 0 || pos > end || source_stream < 0 || source_stream > 0xFFFF) {
+    if (pos < 0 || pos > frame.len || run.source_stream < 0 || run.source_stream > 0xFFFF) {
         PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
         goto done;
     }
-    if (want_payloads && payloads == NULL) goto done;
-    Message m;
-    while (pos < end) {
-        if (count >= max_count) {
-            stop = STOP_COUNT;
-            break;
-        }
-        Py_ssize_t bs, be, next;
-        if (next_message(buf, end, pos, &bs, &be, &next) < 0 || convert(self, buf + bs, be - bs, &m) < 0 ||
-            (expect_seq && (long long)m.source_seq != expect_seq) || (stop_seq && (long long)m.source_seq >= stop_seq)) {
-            stop = STOP_SLOW;
-            break;
-        }
-        /* Apply to a copy first: a message that stops the run must leave the state alone
-         * (a symbol is added only when its first message commits, as in adapter/state.py). */
-        Symbol *s = state_find(self->state, m.symbol, m.symbol_len, fnv1a(m.symbol, m.symbol_len));
-        Values v;
-        if (s != NULL) {
-            v = s->v;
-        } else {
-            memset(&v, 0, sizeof v);
-        }
-        int traded = 0, overflow = 0;
-        for (int i = 0; i < m.entry_count; i++) {
-            int r = apply_entry(&v, m.entries[i].type, m.entries[i].price, m.entries[i].size, m.entries[i].notional);
-            if (r < 0) overflow = 1;
-            traded |= r > 0;
-        }
-        finish_apply(&v, traded);
-        if (overflow || (v.trade_count && !isfinite(v.notional))) {
-            stop = STOP_SLOW;
-            break;
-        }
-        if (publish) {
-            /* Encode straight into the block, after its 12-byte header; undone if it does not fit. */
-            size_t block_start = blocks.len;
-            if (buf_reserve(&blocks, 12) < 0) goto done;
-            blocks.len += 12;
-            if (encode_update(self, &m, &v, publish_ns, &blocks) < 0) goto done;
-            size_t payload_len = blocks.len - block_start - 12;
-            long long block = 12 + (long long)payload_len;
-            if (payload_len > MAX_PAYLOAD) {
-                blocks.len = block_start;
-                stop = STOP_SLOW;
-                break;
-            }
-            if (block > room && !(empty_packet && count == 0)) {
-                blocks.len = block_start;
-                stop = STOP_ROOM;
-                break;
-            }
-            room -= block;
-            uint8_t *b = blocks.data + block_start;
-            unsigned length = (unsigned)payload_len + 10;
-            b[0] = (uint8_t)(length >> 8);
-            b[1] = (uint8_t)length;
-            b[2] = (uint8_t)(source_stream >> 8);
-            b[3] = (uint8_t)source_stream;
-            put_be64(b + 4, m.source_seq);
-            if (payloads != NULL) {
-                PyObject *item = PyBytes_FromStringAndSize((const char *)b + 12, (Py_ssize_t)payload_len);
-                if (item == NULL || PyList_Append(payloads, item) < 0) {
-                    Py_XDECREF(item);
-                    goto done;
-                }
-                Py_DECREF(item);
-            }
-        }
-        if (s == NULL && (s = state_get(self->state, m.symbol, m.symbol_len)) == NULL) goto done;
-        s->v = v;
-        if (rehash(self->state, s) < 0) goto done;
-        if (buf_reserve(&digests, 8) < 0) goto done;
-        if (count == 0) first_seq = (long long)m.source_seq;
-        memcpy(digests.data + digests.len, &self->state->digest, 8);
-        digests.len += 8;
-        count++;
-        expect_seq = (long long)m.source_seq + 1;
-        pos = next;
-    }
-    result = Py_BuildValue("(nniy#Ly#O)", pos, count, stop, blocks.data ? (const char *)blocks.data : "",
-                           (Py_ssize_t)blocks.len, first_seq, digests.data ? (const char *)digests.data : "",
-                           (Py_ssize_t)digests.len, payloads ? payloads : Py_None);
+    if (want_payloads && (run.payloads = PyList_New(0)) == NULL) goto done;
+    int stop = run_messages(self, &run, frame.buf, frame.len, &pos);
+    if (stop < 0) goto done;
+    result = Py_BuildValue("(nniy#Ly#O)", pos, run.count, stop, run.blocks.data ? (const char *)run.blocks.data : "",
+                           (Py_ssize_t)run.blocks.len, run.first_seq,
+                           run.digests.data ? (const char *)run.digests.data : "", (Py_ssize_t)run.digests.len,
+                           run.payloads ? run.payloads : Py_None);
 done:
-    Py_XDECREF(payloads);
-    PyMem_Free(blocks.data);
-    PyMem_Free(digests.data);
+    Py_XDECREF(run.payloads);
+    PyMem_Free(run.blocks.data);
+    PyMem_Free(run.digests.data);
     PyBuffer_Release(&frame);
-    (void)next_msg_seq; /* numbering is the caller's: msg_seq = next_msg_seq + index */
     return result;
 }
 

@@ -34,7 +34,6 @@ class FastPath:
         frame: bytes,
         pos: int,
         expect_seq: int,
-        next_msg_seq: int,
         stop_seq: int,
         room: int,
         max_count: int,

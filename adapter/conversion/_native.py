@@ -212,7 +212,6 @@ class NativeEngine(ConversionEngine):
             frame,
             pos,
             expect_seq,
-            0,  # TODO(cfast): the discarded next_msg_seq argument goes away with the C change
             stop_seq,
             room,
             max_count,

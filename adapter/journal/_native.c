@@ -614,6 +614,53 @@ static PyObject *py_frame_one_into(PyObject *Py_UNUSED(self), PyObject *const *a
     return result;
 }
 
+/* The numbers of a (msg_seq, time_ns, source_stream, source_seq, payload) tuple; TypeError or
+ * ValueError naming records[i] or the field when it is not one. */
+static int record_tuple_fields(PyObject *item, Py_ssize_t i, uint64_t *msg_seq, uint64_t *time_ns, uint64_t *stream,
+                               uint64_t *source_seq) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5) {
+        PyErr_Format(PyExc_TypeError,
+                     "records[%zd] must be a (msg_seq, time_ns, source_stream, source_seq, payload) tuple, "
+                     "not %.100s",
+                     i, Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    if (as_uint(PyTuple_GET_ITEM(item, 0), "msg_seq", UINT64_MAX, msg_seq) < 0 ||
+        as_uint(PyTuple_GET_ITEM(item, 1), "time_ns", UINT64_MAX, time_ns) < 0 ||
+        as_uint(PyTuple_GET_ITEM(item, 2), "source_stream", UINT16_MAX, stream) < 0 ||
+        as_uint(PyTuple_GET_ITEM(item, 3), "source_seq", UINT64_MAX, source_seq) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Frame records[i] at dst + *offset if its msg_seq exceeds *last (when *have_last), its time is
+ * before day_end and it ends at or before limit: 1 framed (*offset and *last advanced), 0 not
+ * (the caller's slow path decides: SequenceError, a new segment, a flush), -1 error. */
+static int frame_tuple(PyObject *item, Py_ssize_t i, uint8_t *dst, Py_ssize_t *offset, Py_ssize_t limit,
+                       uint64_t day_end, bool *have_last, uint64_t *last) {
+    uint64_t msg_seq, time_ns, stream, source_seq;
+    if (record_tuple_fields(item, i, &msg_seq, &time_ns, &stream, &source_seq) < 0) {
+        return -1;
+    }
+    if ((*have_last && msg_seq <= *last) || time_ns >= day_end) {
+        return 0;
+    }
+    Payload p;
+    if (payload_open(&p, PyTuple_GET_ITEM(item, 4), i) < 0) {
+        return -1;
+    }
+    int framed = p.len <= limit - *offset - RECORD_HEADER_SIZE;
+    if (framed) {
+        write_record(dst + *offset, msg_seq, time_ns, source_seq, (uint16_t)stream, 0, p.data, p.len);
+        *offset += RECORD_HEADER_SIZE + p.len;
+        *last = msg_seq;
+        *have_last = true;
+    }
+    payload_close(&p);
+    return framed;
+}
+
 static PyObject *py_frame_tuples_into(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"buf", "offset", "limit", "records", "last_seq", "day_end_ns", "start", "stop", NULL};
     PyObject *buf, *records_obj, *last_obj, *day_end_obj;
@@ -637,45 +684,20 @@ static PyObject *py_frame_tuples_into(PyObject *Py_UNUSED(self), PyObject *args,
         Py_DECREF(records);
         return NULL;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(records);
     PyObject **items = PySequence_Fast_ITEMS(records);
     PyObject *result = NULL;
     Py_ssize_t i = start;
-    if (check_window(d.len, offset, &limit) < 0 || check_range(count, &start, &stop) < 0) {
+    if (check_window(d.len, offset, &limit) < 0 || check_range(PySequence_Fast_GET_SIZE(records), &start, &stop) < 0) {
         goto done;
     }
     for (i = start; i < stop; i++) {
-        PyObject *item = items[i];
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5) {
-            PyErr_Format(PyExc_TypeError,
-                         "records[%zd] must be a (msg_seq, time_ns, source_stream, source_seq, payload) tuple, "
-                         "not %.100s",
-                         i, Py_TYPE(item)->tp_name);
+        int framed = frame_tuple(items[i], i, d.data, &offset, limit, day_end, &have_last, &last);
+        if (framed < 0) {
             goto done;
         }
-        uint64_t msg_seq, time_ns, stream, source_seq;
-        if (as_uint(PyTuple_GET_ITEM(item, 0), "msg_seq", UINT64_MAX, &msg_seq) < 0 ||
-            as_uint(PyTuple_GET_ITEM(item, 1), "time_ns", UINT64_MAX, &time_ns) < 0 ||
-            as_uint(PyTuple_GET_ITEM(item, 2), "source_stream", UINT16_MAX, &stream) < 0 ||
-            as_uint(PyTuple_GET_ITEM(item, 3), "source_seq", UINT64_MAX, &source_seq) < 0) {
-            goto done;
-        }
-        if ((have_last && msg_seq <= last) || time_ns >= day_end) {
-            break; /* the caller's slow path decides: SequenceError, or a new segment */
-        }
-        Payload p;
-        if (payload_open(&p, PyTuple_GET_ITEM(item, 4), i) < 0) {
-            goto done;
-        }
-        if (p.len > limit - offset - RECORD_HEADER_SIZE) {
-            payload_close(&p);
+        if (framed == 0) {
             break;
         }
-        write_record(d.data + offset, msg_seq, time_ns, source_seq, (uint16_t)stream, 0, p.data, p.len);
-        offset += RECORD_HEADER_SIZE + p.len;
-        payload_close(&p);
-        last = msg_seq;
-        have_last = true;
     }
     if (have_last) {
         result = Py_BuildValue("(nnK)", offset, i, (unsigned long long)last);
@@ -692,7 +714,18 @@ done:
 
 enum { STATUS_END = 0, STATUS_INCOMPLETE = 1, STATUS_BAD_LENGTH = 2, STATUS_BAD_CRC = 3, STATUS_BAD_SEQ = 4 };
 
-/* A new record_type instance (a tuple subclass with no extra fields, like a NamedTuple). Steals the items. */
+/* record_type must be a tuple subclass with no extra fields (like a NamedTuple): make_record
+ * fills its items directly. */
+static int check_record_type(PyTypeObject *type) {
+    if (!PyType_IsSubtype(type, &PyTuple_Type) || type->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        type->tp_itemsize != PyTuple_Type.tp_itemsize || type->tp_dictoffset != 0) {
+        PyErr_Format(PyExc_TypeError, "record_type must be a tuple subclass with no extra fields: %R", (PyObject *)type);
+        return -1;
+    }
+    return 0;
+}
+
+/* A new record_type instance. Steals the items. */
 static PyObject *make_record(PyTypeObject *type, PyObject *items[5]) {
     PyObject *record = type == &PyTuple_Type ? PyTuple_New(5) : type->tp_alloc(type, 5);
     if (record == NULL) {
@@ -705,6 +738,47 @@ static PyObject *make_record(PyTypeObject *type, PyObject *items[5]) {
         PyTuple_SET_ITEM(record, k, items[k]);
     }
     return record;
+}
+
+/* Whether the `avail` bytes at h start with a whole, intact record whose msg_seq exceeds prev
+ * (when have_prev): true with its payload length, or false with why not (a STATUS_*). */
+static bool check_record(const uint8_t *h, Py_ssize_t avail, bool have_prev, uint64_t prev, uint32_t *length,
+                         int *status) {
+    if (avail < RECORD_HEADER_SIZE) {
+        *status = avail == 0 ? STATUS_END : STATUS_INCOMPLETE;
+        return false;
+    }
+    *length = get_u32le(h + 4);
+    if (*length > MAX_PAYLOAD_BYTES) {
+        *status = STATUS_BAD_LENGTH;
+    } else if ((Py_ssize_t)*length > avail - RECORD_HEADER_SIZE) {
+        *status = STATUS_INCOMPLETE;
+    } else if (crc32c_value(0, h + 4, RECORD_HEADER_SIZE - 4 + (size_t)*length) != get_u32le(h)) {
+        *status = STATUS_BAD_CRC;
+    } else if (have_prev && load_u64le(h + 8) <= prev) {
+        *status = STATUS_BAD_SEQ;
+    } else {
+        return true;
+    }
+    return false;
+}
+
+/* The checked record at h as a record_type (msg_seq, time_ns, source_stream, source_seq, payload). */
+static PyObject *decode_record(PyTypeObject *type, const uint8_t *h, uint32_t length) {
+    PyObject *items[5] = {
+        PyLong_FromUnsignedLongLong(load_u64le(h + 8)),
+        PyLong_FromUnsignedLongLong(load_u64le(h + 16)),
+        PyLong_FromLong(get_u16le(h + 32)),
+        PyLong_FromUnsignedLongLong(load_u64le(h + 24)),
+        PyBytes_FromStringAndSize((const char *)h + RECORD_HEADER_SIZE, (Py_ssize_t)length),
+    };
+    if (!items[0] || !items[1] || !items[2] || !items[3] || !items[4]) {
+        for (int k = 0; k < 5; k++) {
+            Py_XDECREF(items[k]);
+        }
+        return NULL;
+    }
+    return make_record(type, items);
 }
 
 static PyObject *py_decode_records(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs) {
@@ -722,70 +796,26 @@ static PyObject *py_decode_records(PyObject *Py_UNUSED(self), PyObject *args, Py
     uint64_t prev;
     int status = STATUS_END;
     const uint8_t *base = data.buf;
-    Py_ssize_t size = data.len;
-    if (!PyType_IsSubtype(type, &PyTuple_Type) || type->tp_basicsize != PyTuple_Type.tp_basicsize ||
-        type->tp_itemsize != PyTuple_Type.tp_itemsize || type->tp_dictoffset != 0) {
-        PyErr_Format(PyExc_TypeError, "record_type must be a tuple subclass with no extra fields: %R", (PyObject *)type);
+    if (check_record_type(type) < 0) {
         goto done;
     }
     if (pos < 0 || pos > data.len) {
         PyErr_Format(PyExc_ValueError, "pos out of range 0..%zd: %zd", data.len, pos);
         goto done;
     }
-    if (as_optional_seq(prev_obj, "prev_seq", &have_prev, &prev) < 0) {
+    if (as_optional_seq(prev_obj, "prev_seq", &have_prev, &prev) < 0 || (records = PyList_New(0)) == NULL) {
         goto done;
     }
-    records = PyList_New(0);
-    if (records == NULL) {
-        goto done;
-    }
-    while (max_records < 0 || PyList_GET_SIZE(records) < max_records) {
-        if (size - pos < RECORD_HEADER_SIZE) {
-            status = pos == size ? STATUS_END : STATUS_INCOMPLETE;
-            break;
-        }
-        const uint8_t *h = base + pos;
-        uint32_t length = get_u32le(h + 4);
-        if (length > MAX_PAYLOAD_BYTES) {
-            status = STATUS_BAD_LENGTH;
-            break;
-        }
-        if ((Py_ssize_t)length > size - pos - RECORD_HEADER_SIZE) {
-            status = STATUS_INCOMPLETE;
-            break;
-        }
-        if (crc32c_value(0, h + 4, RECORD_HEADER_SIZE - 4 + (size_t)length) != get_u32le(h)) {
-            status = STATUS_BAD_CRC;
-            break;
-        }
-        uint64_t msg_seq = load_u64le(h + 8);
-        if (have_prev && msg_seq <= prev) {
-            status = STATUS_BAD_SEQ;
-            break;
-        }
-        PyObject *items[5] = {
-            PyLong_FromUnsignedLongLong(msg_seq),
-            PyLong_FromUnsignedLongLong(load_u64le(h + 16)),
-            PyLong_FromLong(get_u16le(h + 32)),
-            PyLong_FromUnsignedLongLong(load_u64le(h + 24)),
-            PyBytes_FromStringAndSize((const char *)h + RECORD_HEADER_SIZE, (Py_ssize_t)length),
-        };
-        if (!items[0] || !items[1] || !items[2] || !items[3] || !items[4]) {
-            for (int k = 0; k < 5; k++) {
-                Py_XDECREF(items[k]);
-            }
+    uint32_t length;
+    while ((max_records < 0 || PyList_GET_SIZE(records) < max_records) &&
+           check_record(base + pos, data.len - pos, have_prev, prev, &length, &status)) {
+        PyObject *record = decode_record(type, base + pos, length);
+        if (record == NULL || PyList_Append(records, record) < 0) {
+            Py_XDECREF(record);
             goto done;
         }
-        PyObject *record = make_record(type, items);
-        if (record == NULL) {
-            goto done;
-        }
-        int rc = PyList_Append(records, record);
         Py_DECREF(record);
-        if (rc < 0) {
-            goto done;
-        }
-        prev = msg_seq;
+        prev = load_u64le(base + pos + 8);
         have_prev = true;
         pos += RECORD_HEADER_SIZE + (Py_ssize_t)length;
     }
@@ -811,6 +841,22 @@ static int write_fully(int fd, const uint8_t *p, Py_ssize_t n) {
         n -= done;
     }
     return 0;
+}
+
+/* The group commit proper, run without the GIL: 0 or an errno. */
+static int write_group(int fd, const Py_buffer *views, Py_ssize_t count, int sync, int index_fd,
+                       const Py_buffer *index) {
+    int err = 0;
+    for (Py_ssize_t i = 0; i < count && err == 0; i++) {
+        err = write_fully(fd, views[i].buf, views[i].len);
+    }
+    if (err == 0 && sync && fsync(fd) < 0) {
+        err = errno;
+    }
+    if (err == 0 && index_fd >= 0 && index->obj != NULL && index->len > 0) {
+        err = write_fully(index_fd, index->buf, index->len);
+    }
+    return err;
 }
 
 /*
@@ -849,17 +895,9 @@ static PyObject *py_write_out(PyObject *Py_UNUSED(self), PyObject *args, PyObjec
             goto done;
         }
     }
-    int err = 0;
+    int err;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count && err == 0; i++) {
-        err = write_fully(fd, views[i].buf, views[i].len);
-    }
-    if (err == 0 && sync && fsync(fd) < 0) {
-        err = errno;
-    }
-    if (err == 0 && index_fd >= 0 && index.obj != NULL && index.len > 0) {
-        err = write_fully(index_fd, index.buf, index.len);
-    }
+    err = write_group(fd, views, count, sync, index_fd, &index);
     Py_END_ALLOW_THREADS
     if (err != 0) {
         errno = err;
