@@ -13,7 +13,9 @@ per message; the core's actions are collected, not carried out):
   ``JournalWriter`` (``--fsync none``, in a temporary directory).
 * ``backup_syncing``: a backup that does not publish (it still converts,
   numbers and encodes).
-* ``engine_run``: ``ConversionEngine.run`` alone over the frames (the C call).
+* ``engine_run``: ``ConversionEngine.run`` alone over the frames (the C call);
+  ``engine_journal`` also returns the payloads (for the journal),
+  ``engine_convert`` converts and numbers without framing blocks.
 * ``reference``: ``active`` on the Python reference engine (a tenth of the messages).
 * ``bare_recv``: the same frames received from a bare PUB→SUB pair over
   loopback (``recv_multipart`` only): the floor under the runner's source
@@ -35,7 +37,16 @@ MESSAGES: Final = 200_000
 FRAME: Final = 50
 REPEAT: Final = 5
 SYMBOLS: Final = 200
-CASES: Final = ("active", "active_journal", "backup_syncing", "engine_run", "reference", "bare_recv")
+CASES: Final = (
+    "active",
+    "active_journal",
+    "backup_syncing",
+    "engine_run",
+    "engine_journal",
+    "engine_convert",
+    "reference",
+    "bare_recv",
+)
 EPOCH_NS: Final = 1_790_000_000_000_000_000
 TOPIC: Final = b"A-Z"
 
@@ -111,7 +122,7 @@ def _time_core(frames: list[bytes], *, native: bool, publishing: bool, journal: 
                 writer.close()
 
 
-def _time_engine(frames: list[bytes]) -> float:
+def _time_engine(frames: list[bytes], *, publish: bool = True, payloads: bool = False) -> float:
     from adapter.conversion import ConverterTable, make_engine
 
     engine = make_engine(ConverterTable.load())
@@ -127,8 +138,8 @@ def _time_engine(frames: list[bytes]) -> float:
             max_count=1 << 30,
             publish_time_ns=EPOCH_NS,
             source_stream=1,
-            publish=True,
-            want_payloads=False,
+            publish=publish,
+            want_payloads=payloads,
         )
         expect += run.count
     return time.thread_time() - start
@@ -168,6 +179,8 @@ def run_case(case: str, frames: list[bytes], messages: int) -> tuple[float, int]
         "active_journal": lambda: _time_core(frames, native=True, publishing=True, journal=True),
         "backup_syncing": lambda: _time_core(frames, native=True, publishing=False, journal=False),
         "engine_run": lambda: _time_engine(frames),
+        "engine_journal": lambda: _time_engine(frames, payloads=True),
+        "engine_convert": lambda: _time_engine(frames, publish=False),
         "bare_recv": lambda: _time_bare_recv(frames),
     }
     if case == "reference":
