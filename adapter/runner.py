@@ -46,6 +46,7 @@ from typing import Any, Final
 import psutil
 import zmq
 
+import transport
 from adapter import fastpath, syncbus
 from adapter.admin_link import AdminLink
 from adapter.config import RING_SIZE, SOURCE_BATCH_FRAMES, SOURCE_BUDGET_S, AdapterConfig
@@ -77,7 +78,7 @@ from adapter.sync import (
     next_deadline,
     on_event,
 )
-from proto import fix, transport, wire
+from proto import fix, wire
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from zlib import adler32 as _adler32
 
 import zmq
 
-from proto import transport
+import transport
 from proto.fix import checksum
 
 logger = logging.getLogger(__name__)
