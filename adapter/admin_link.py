@@ -2,8 +2,8 @@
 
 The admin server is a control plane: the adapter registers, reports its
 role, term, position and health, and takes operator commands, but data
-never waits for it. :class:`AdminLink` runs the admin server's
-:class:`~admin_server.agent.RegistryAgent` on its own thread and event loop;
+never waits for it. :class:`AdminLink` runs the admin client's
+:class:`~admin_client.agent.RegistryAgent` on its own thread and event loop;
 the runner reads commands from :attr:`AdminLink.commands` between batches and
 the agent reads the runner's status through a quick, lock-free callable.
 """
@@ -17,7 +17,8 @@ import queue
 import threading
 from collections.abc import Callable
 
-from admin_server import AdapterRegistration, AdapterStatus, Command, RegistryAgent
+from admin_client import RegistryAgent
+from proto.registry import AdapterRegistration, AdapterStatus, Command
 
 logger = logging.getLogger(__name__)
 

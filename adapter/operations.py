@@ -20,9 +20,9 @@ from adapter.config import AdapterConfig
 from adapter.sequencer import Sequencer
 from adapter.state import ConversionState
 from adapter.sync import CommandKind, OperatorCommand, Role, SyncEvent, SyncState, SyncStatus
-from admin_server import AdapterRegistration, AdapterRole, AdapterStatus
-from admin_server import CommandKind as AdminCommandKind
-from admin_server import SyncStatus as AdminSyncStatus
+from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus
+from proto.registry import CommandKind as AdminCommandKind
+from proto.registry import SyncStatus as AdminSyncStatus
 
 if TYPE_CHECKING:
     import zmq
