@@ -145,4 +145,3 @@ def configure_socket(
         socket.setsockopt(zmq.MULTICAST_MAXTPDU, options.max_tpdu)
     except zmq.ZMQError as exc:
         raise TransportConfigError(f"{endpoint!r}: libzmq refused a multicast option: {exc}") from exc
-
