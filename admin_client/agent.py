@@ -157,8 +157,9 @@ class RegistryAgent:
                 attempt = 0  # the server closed a healthy stream: retry promptly
             except grpc.aio.AioRpcError as exc:
                 self.last_error = f"{exc.code().name}: {exc.details()}"
-            except (OSError, RuntimeError) as exc:
-                self.last_error = str(exc)
+            except (OSError, RuntimeError, asyncio.InvalidStateError) as exc:
+                # InvalidStateError: grpc refuses a write on a call that just ended.
+                self.last_error = str(exc) or type(exc).__name__
             finally:
                 self.is_connected = False
             attempt += 1
@@ -192,7 +193,12 @@ class RegistryAgent:
                 while not reader.done():
                     snapshot = self._snapshot()
                     if snapshot is not None:
-                        await call.write(admin_pb2.AdapterReport(status=status_to_proto(snapshot)))
+                        try:
+                            await call.write(admin_pb2.AdapterReport(status=status_to_proto(snapshot)))
+                        except asyncio.InvalidStateError:
+                            # The call ended (server gone) after the reader's last check:
+                            # the reader holds the reason, await it below.
+                            break
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(asyncio.shield(reader), self.interval_s)
                 await reader  # re-raise what ended the stream
