@@ -20,6 +20,7 @@ from adapter.core.sync import SyncConfig
 from adapter.errors import AdapterError
 from adapter.journal.config import FsyncPolicy
 from proto.wire import DEFAULT_MAX_PACKET_BYTES
+from transport.errors import TransportConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,7 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    runner.run(stop)
+    try:
+        runner.run(stop)
+    except TransportConfigError as exc:  # the line's socket set-up, e.g. epgm:// without OpenPGM
+        print(f"feedha adapter: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -2,7 +2,8 @@
 
 The admin server is a control plane: the adapter registers, reports its
 role, term, position and health, and takes operator commands, but data
-never waits for it. :class:`AdminLink` runs a registry agent on its own
+never waits for it. :class:`AdminLink` runs the admin client's
+:class:`~admin_client.agent.RegistryAgent` on its own
 thread and event loop. The runner hands it the core's latest
 :class:`~adapter.core.SyncView` (a frozen value, so the agent's thread
 reads it without a lock) and drains the commands it received, already
@@ -21,9 +22,10 @@ from adapter.config import AdapterConfig
 from adapter.core import SyncView
 from adapter.core.commands import Command, RoleCommand, Throttle
 from adapter.core.sync_types import CommandKind, Role
-from admin_server import AdapterRegistration, AdapterRole, AdapterStatus, RegistryAgent, SyncStatus
-from admin_server import Command as RegistryCommand
-from admin_server import CommandKind as RegistryCommandKind
+from admin_client import RegistryAgent
+from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
+from proto.registry import Command as RegistryCommand
+from proto.registry import CommandKind as RegistryCommandKind
 
 logger = logging.getLogger(__name__)
 

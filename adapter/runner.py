@@ -34,6 +34,7 @@ from typing import Any, Final
 import psutil
 import zmq
 
+import transport
 from adapter.admin_link import AdminLink
 from adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
@@ -61,7 +62,6 @@ from adapter.core.health import MachineSample
 from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from adapter.persistence import JournalKeeper
 from adapter.quarantine import QuarantineFile
-from proto import transport
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,15 @@
 """The stream administration server: login, authorization policy, adapter registry, brokering, feedctl.
 
-Public names for adapters and embedders; see docs/admin-server.md.
+See docs/admin-server.md. The adapter side of the registry moved out of this
+package: :class:`~admin_client.RegistryAgent` is in ``admin_client`` and the
+registry's contract types are in ``proto.registry``. They are re-exported here
+for code written against the old names; new code imports them from there.
 """
 
 from __future__ import annotations
 
-from admin_server.agent import CommandHandler, RegistryAgent, StatusSource
-from admin_server.registry import (
+from admin_client.agent import CommandHandler, RegistryAgent, StatusSource
+from proto.registry import (
     AdapterRegistration,
     AdapterRole,
     AdapterStatus,

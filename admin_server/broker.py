@@ -19,7 +19,8 @@ from typing import Final
 from admin_server.config import ChannelConfig
 from admin_server.errors import NotFoundError, PermissionDeniedError
 from admin_server.policy import Mode, Policy, Principal
-from admin_server.registry import AdapterRecord, AdapterRole
+from admin_server.registry import AdapterRecord
+from proto.registry import AdapterRole
 
 MAX_ITEMS: Final = 1000
 MAX_ITEM_LENGTH: Final = 64

@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from admin_client.channel import TlsConfig, login, open_channel
 from proto import admin_pb2, admin_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -99,15 +100,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) -> int:
-    if args.tls:
-        root = Path(args.ca).read_bytes() if args.ca else None
-        channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root))
-    else:
-        channel = grpc.aio.insecure_channel(target)
-    async with channel:
-        auth = admin_pb2_grpc.AdminAuthStub(channel)  # type: ignore[no-untyped-call]
-        login = await auth.Login(admin_pb2.LoginRequest(key_id=key_id, secret=secret), timeout=TIMEOUT_S)
-        md = (("authorization", f"Bearer {login.token}"),)
+    tls = TlsConfig(root_certificates=Path(args.ca).read_bytes() if args.ca else None) if args.tls else None
+    async with open_channel(target, tls) as channel:
+        md = (await login(channel, key_id, secret, timeout_s=TIMEOUT_S)).metadata
         stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
         if args.command == "adapters":
             reply = await stub.ListAdapters(admin_pb2.ListAdaptersRequest(), metadata=md, timeout=TIMEOUT_S)

@@ -16,6 +16,7 @@ from admin_server.hub import AdapterSession, Hub, HubEvent
 from admin_server.registry import Directive
 from admin_server.service import abort_with
 from proto import admin_pb2, admin_pb2_grpc
+from proto.registry import command_to_proto, registration_from_proto, status_from_proto
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
         if not first.HasField("registration"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first report must be a registration")
         try:
-            registration = convert.registration_from_proto(first.registration)
+            registration = registration_from_proto(first.registration)
         except ValueError as exc:
             await abort_with(context, exc)
         session = self._hub.attach(registration)
@@ -46,7 +47,7 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
                 getter = asyncio.create_task(session.commands.get())
                 done, _pending = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
-                    yield convert.command_to_proto(getter.result().command)
+                    yield command_to_proto(getter.result().command)
                     continue
                 getter.cancel()
                 break
@@ -61,7 +62,7 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
     ) -> None:
         async for report in request_iterator:
             if report.HasField("status"):
-                self._hub.report(session, convert.status_from_proto(report.status))
+                self._hub.report(session, status_from_proto(report.status))
             elif report.HasField("registration"):
                 logger.warning("adapter %s sent a second registration; ignored", session.adapter_id)
 
@@ -174,7 +175,7 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
 def _sent(directives: list[Directive]) -> admin_pb2.CommandResponse:
     return admin_pb2.CommandResponse(
         sent=[
-            admin_pb2.CommandSent(adapter_id=d.adapter_id, command=convert.command_to_proto(d.command))
+            admin_pb2.CommandSent(adapter_id=d.adapter_id, command=command_to_proto(d.command))
             for d in directives
         ]
     )

@@ -30,8 +30,9 @@ from admin_server.errors import (
     PreconditionError,
 )
 from admin_server.policy import PolicyFile, Principal
-from admin_server.registry import AdapterRegistration, AdapterStatus, Directive, Registry, RegistryEvent
+from admin_server.registry import Directive, Registry, RegistryEvent
 from admin_server.store import Store, SubscriptionRecord
+from proto.registry import AdapterRegistration, AdapterStatus
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,10 @@ they return :class:`Directive` values, which the shell delivers to the
 adapters' streams. The registry does not change roles itself: it records
 what the adapters report after they obey, since only they know whether they
 did (an adapter that sees a higher term demotes itself).
+
+The types both ends of the adapter's stream share (registration, status,
+command, and their enums) are the contract in ``proto.registry``; this module
+holds only the server's view of them.
 """
 
 from __future__ import annotations
@@ -22,35 +26,14 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from admin_server.errors import NotFoundError, PreconditionError
-
-
-class AdapterRole(enum.Enum):
-    """An adapter's role in its channel's group."""
-
-    UNSPECIFIED = "unspecified"
-    ACTIVE = "active"
-    BACKUP = "backup"
-    FAILED = "failed"
-
-
-class SyncStatus(enum.Enum):
-    """A backup's synchronization verdict (the active reports IN_SYNC)."""
-
-    UNSPECIFIED = "unspecified"
-    IN_SYNC = "in_sync"
-    SYNCING = "syncing"
-    BEHIND = "behind"
-    AHEAD = "ahead"
-    FAILED = "failed"
-
-
-class CommandKind(enum.Enum):
-    """Operator commands an adapter receives."""
-
-    PROMOTE = "promote"
-    DEMOTE = "demote"
-    FAIL = "fail"
-    THROTTLE = "throttle"
+from proto.registry import (
+    AdapterRegistration,
+    AdapterRole,
+    AdapterStatus,
+    Command,
+    CommandKind,
+    SyncStatus,
+)
 
 
 class EventKind(enum.Enum):
@@ -59,62 +42,6 @@ class EventKind(enum.Enum):
     REGISTERED = "registered"
     CHANGED = "changed"  # role, term or sync status changed
     DOWN = "down"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AdapterRegistration:
-    """What an adapter declares when it connects.
-
-    Attributes:
-        feed: feed name.
-        channel_name: e.g. ``EQ-A-M``.
-        channel_number: the channel number on the wire.
-        adapter_id: unique adapter id, e.g. ``eq1-a``.
-        line_endpoint: where its line publishes (ZeroMQ URL).
-        replay_endpoint: its replay (retransmission) service.
-        sync_endpoint: its sync-bus PUB socket.
-        role: role at registration.
-        term: term at registration.
-    """
-
-    feed: str
-    channel_name: str
-    channel_number: int
-    adapter_id: str
-    line_endpoint: str
-    replay_endpoint: str = ""
-    sync_endpoint: str = ""
-    role: AdapterRole = AdapterRole.BACKUP
-    term: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.adapter_id:
-            raise ValueError("adapter_id must not be empty")
-        if not self.channel_name:
-            raise ValueError(f"adapter {self.adapter_id}: channel_name must not be empty")
-        if self.term < 0:
-            raise ValueError(f"adapter {self.adapter_id}: term must be >= 0, got {self.term}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AdapterStatus:
-    """State and health an adapter reports every interval.
-
-    Attributes:
-        role: current role.
-        term: current term.
-        next_msg_seq: msg_seq of the next message it will publish.
-        sync_status: synchronization verdict.
-        health_score: 0..100, higher is healthier.
-        lag: source messages behind the active (negative: ahead).
-    """
-
-    role: AdapterRole
-    term: int
-    next_msg_seq: int = 0
-    sync_status: SyncStatus = SyncStatus.UNSPECIFIED
-    health_score: float = 0.0
-    lag: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,17 +62,6 @@ class AdapterRecord:
     def channel_name(self) -> str:
         """The adapter's channel."""
         return self.registration.channel_name
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Command:
-    """An operator command for one adapter."""
-
-    kind: CommandKind
-    term: int = 0
-    rate: float = 0.0
-    reason: str = ""
-    issued_by: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

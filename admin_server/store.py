@@ -17,13 +17,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from admin_server.errors import NotFoundError
-from admin_server.registry import (
-    AdapterRecord,
-    AdapterRegistration,
-    AdapterRole,
-    AdapterStatus,
-    SyncStatus,
-)
+from admin_server.registry import AdapterRecord
+from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 
 SCHEMA_VERSION: Final = 1
 

@@ -48,7 +48,7 @@ from client_lib.subscriber import (
 )
 
 if TYPE_CHECKING:
-    from client_lib._admin import (
+    from admin_client import (
         AdminClient,
         AdminClientError,
         AdminUnavailable,
@@ -62,8 +62,9 @@ if TYPE_CHECKING:
     )
     from client_lib.feed_client import FeedClient, FeedClientStats
 
-# The admin client needs grpc; load it only when one of its names is used, so
-# a data-plane-only subscriber does not pay for the import.
+# The admin client (package admin_client, shared with the adapters and feedctl)
+# needs grpc; load it only when one of its names is used, so a data-plane-only
+# subscriber does not pay for the import.
 _ADMIN_NAMES: Final = frozenset(
     {
         "AdminClient",
@@ -89,9 +90,9 @@ def __getattr__(name: str) -> Any:
 
         return getattr(feed_client, name)
     if name in _ADMIN_NAMES:
-        from client_lib import _admin
+        import admin_client
 
-        return getattr(_admin, name)
+        return getattr(admin_client, name)
     raise AttributeError(f"module 'client_lib' has no attribute {name!r}")
 
 

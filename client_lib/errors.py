@@ -4,7 +4,8 @@
 ``ProtocolError`` is the remote side's fault (bytes that do not follow the
 wire format or the message schema); ``TransportError`` wraps what ZeroMQ
 raised; ``ClosedError`` is using a subscriber after ``close()``. The admin
-client's errors (login, entitlements) live with it in ``client_lib._admin``.
+client's errors (login, entitlements) live with it in ``admin_client.errors``
+(``client_lib`` re-exports them).
 
 The line arbiter never raises on bad packets: it counts and drops them. A
 ``ProtocolError`` reaches the caller only where the caller asked for the

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Two threads, one owner each:
 
-- the *admin thread* runs an asyncio loop with an :class:`~client_lib._admin.AdminClient`:
+- the *admin thread* runs an asyncio loop with an :class:`~admin_client.AdminClient`:
   login, subscribe/modify/cancel (called from the user's thread and waited
   on), and one task that watches the subscription's routes
   (``WatchRoutes``). It never touches a socket of the data plane: every
@@ -47,8 +47,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from client_lib._admin import (
-    RETRY_DEADLINE_S,
+from admin_client import (
     AdminClient,
     AdminClientError,
     AdminUnavailable,
@@ -57,6 +56,7 @@ from client_lib._admin import (
     Subscription,
     TlsConfig,
 )
+from admin_client.session import RETRY_DEADLINE_S
 from client_lib.errors import ClosedError, ProtocolError
 from client_lib.events import ArbiterStats, Delivery, RetransmissionNeeded
 from client_lib.replay_client import ReplayClient

@@ -50,7 +50,7 @@ from client_lib.events import (
     Event,
     RetransmissionNeeded,
 )
-from proto.transport import recv_frames
+from transport import recv_frames
 
 logger = logging.getLogger(__name__)
 
@@ -334,7 +334,7 @@ def _configure(socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: Sub
     socket.setsockopt(zmq.RCVHWM, config.rcvhwm)
     if endpoint.startswith(("epgm://", "pgm://")):
         # PGM sizes its receive window from ZMQ_RATE x ZMQ_RECOVERY_IVL: same options as the sender.
-        from proto.transport import configure_socket
+        from transport import configure_socket
 
         try:
             configure_socket(socket, endpoint)

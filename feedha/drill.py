@@ -36,11 +36,11 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+import transport
 from feedha import netns
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
 from feedha.ports import free_ports
 from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError, python_argv
-from proto import transport
 
 CHANNEL = "EQ-A-Z"
 STREAM = "A-Z"

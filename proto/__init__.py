@@ -1,6 +1,16 @@
-"""feedha's protocol package: the .proto schema, the code generated from it, and
-the pure codecs for the data-plane wire format (``proto.wire``) and the FIX-style
-source format (``proto.fix``).
+"""feedha's contracts: the .proto schema, the code generated from it, and pure codecs.
+
+- ``proto.wire``: the data-plane wire format (packets of blocks on a line);
+- ``proto.replay``: the retransmission request/reply frames;
+- ``proto.fix``: the FIX-style source format;
+- ``proto.registry``: the adapter registry's Python-side types (registration,
+  status, commands) and their conversions to and from ``admin_pb2``;
+- ``proto.errors``: :class:`~proto.errors.ProtoError`, the base of every
+  decoder's error.
+
+This package imports no ZeroMQ (socket set-up is in ``transport``) and none of
+feedha's component packages: they all depend on it, never the reverse
+(``scripts/check_layers.py`` enforces it).
 
 Regenerate the ``*_pb2.py`` / ``*_pb2.pyi`` files with ``python scripts/gen_proto.py``;
 ``python scripts/gen_proto.py --check`` fails when they are stale.

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import Final
 from zlib import adler32 as _adler32
 
+from proto.errors import ProtoError
+
 _ADLER_CHUNK: Final = 256  # 256 * 255 + 1 < 65521: the adler32 sum cannot wrap
 
 SOH: Final = b"\x01"
@@ -55,16 +57,14 @@ ENTRY_OFFER: Final = "1"
 ENTRY_TRADE: Final = "2"
 
 
-class FixError(ValueError):
+class FixError(ProtoError):
     """A source message that does not follow the format.
 
     Attributes:
         reason: short cause (``"begin"``, ``"length"``, ``"checksum"``, ``"field"``).
     """
 
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"bad FIX message ({reason}): {detail}")
-        self.reason = reason
+    subject = "bad FIX message"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,8 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from proto.errors import ProtoError
+
 logger = logging.getLogger(__name__)
 
 MAGIC: Final = b"FR"
@@ -62,16 +64,14 @@ class ReplayStatus(enum.IntEnum):
     BUSY = 5  # over this client's or the service's budget: ask again later, or another line
 
 
-class ReplayProtocolError(ValueError):
+class ReplayProtocolError(ProtoError):
     """Bytes that do not follow the replay protocol.
 
     Attributes:
         reason: a short machine-readable cause (``"size"``, ``"magic"``, ``"version"``, ``"kind"``, ...).
     """
 
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"bad replay frame ({reason}): {detail}")
-        self.reason = reason
+    subject = "bad replay frame"
 
 
 @dataclass(frozen=True, slots=True)

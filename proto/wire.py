@@ -39,6 +39,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from proto.errors import ProtoError
+
 MAGIC: Final = b"FH"
 VERSION: Final = 1
 
@@ -64,7 +66,7 @@ DEFAULT_MAX_PACKET_BYTES: Final = 8192
 assert HEADER_SIZE == 32 and BLOCK_OVERHEAD == 12
 
 
-class WireError(ValueError):
+class WireError(ProtoError):
     """A packet that does not follow the wire format.
 
     Attributes:
@@ -72,9 +74,7 @@ class WireError(ValueError):
             ``"truncated"``, ``"length"``, ``"count"``, ``"flags"``).
     """
 
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"bad packet ({reason}): {detail}")
-        self.reason = reason
+    subject = "bad packet"
 
 
 @dataclass(frozen=True, slots=True)

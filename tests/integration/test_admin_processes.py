@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from admin_server.agent import RegistryAgent
-from admin_server.registry import AdapterRole, CommandKind
-from client_lib._admin import AdminClient
+from admin_client import AdminClient, RegistryAgent
+from proto.registry import AdapterRole, CommandKind
 from tests.integration.test_admin_server import POLICY, eventually, fake_adapter
 
 BIN = Path(sys.executable).parent

@@ -11,10 +11,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from admin_client import AdminClient, AuthenticationFailed, PermissionDenied, RegistryAgent
 from admin_server import tokens
-from admin_server.agent import RegistryAgent
 from admin_server.config import ChannelConfig, ServerConfig
-from admin_server.registry import (
+from admin_server.server import AdminServer
+from admin_server.store import Store
+from proto import admin_pb2, admin_pb2_grpc
+from proto.registry import (
     AdapterRegistration,
     AdapterRole,
     AdapterStatus,
@@ -22,10 +25,6 @@ from admin_server.registry import (
     CommandKind,
     SyncStatus,
 )
-from admin_server.server import AdminServer
-from admin_server.store import Store
-from client_lib._admin import AdminClient, AuthenticationFailed, PermissionDenied
-from proto import admin_pb2, admin_pb2_grpc
 
 POLICY = """\
 groups:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,14 @@ def test_images_are_built_by_the_dockerfile() -> None:
     for doc in _workloads():
         for container in _pod_spec(doc)["containers"]:
             assert container["image"] == IMAGE, doc["metadata"]["name"]
+
+
+def test_the_image_copies_every_installed_package() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    pyproject = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())
+    for pattern in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]:
+        package = pattern.rstrip("*")
+        assert f"COPY {package} {package}\n" in dockerfile, package
 
 
 def test_referenced_objects_exist() -> None:

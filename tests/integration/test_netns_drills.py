@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+import transport
 from feedha import netns
 from feedha.drill import DrillOptions, run_failover
-from proto import transport
 
 pytestmark = [
     pytest.mark.netns,

@@ -6,13 +6,12 @@ from admin_server.broker import line_views, plan_routes
 from admin_server.config import ChannelConfig, ServerConfig
 from admin_server.errors import ConfigError, NotFoundError, PermissionDeniedError, PreconditionError
 from admin_server.policy import Principal, parse_policy
-from admin_server.registry import (
+from admin_server.registry import EventKind, Registry
+from proto.registry import (
     AdapterRegistration,
     AdapterRole,
     AdapterStatus,
     CommandKind,
-    EventKind,
-    Registry,
     SyncStatus,
 )
 

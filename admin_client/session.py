@@ -5,7 +5,8 @@ again when the token expires (or its key was rotated and the caller holds
 the new secret), and retries while the server is unreachable (until
 ``retry_deadline_s``), so a subscriber rides through an admin-server
 restart. It returns plain dataclasses (:class:`Route`, :class:`Line`) and
-needs only grpc and the generated ``proto.admin_pb2``.
+needs only grpc and the generated ``proto.admin_pb2``; its errors are in
+``admin_client.errors``.
 
 Example::
 
@@ -28,7 +29,10 @@ from typing import Final, TypeVar
 
 import grpc
 
+from admin_client.channel import BearerToken, TlsConfig, login, open_channel
+from admin_client.errors import AuthenticationFailed, error_from_rpc
 from proto import admin_pb2, admin_pb2_grpc
+from proto.registry import role_from_proto
 
 logger = logging.getLogger(__name__)
 
@@ -37,34 +41,6 @@ CALL_TIMEOUT_S: Final = 10.0
 RETRY_INITIAL_S: Final = 0.1
 RETRY_MAX_S: Final = 2.0
 _T = TypeVar("_T")
-
-
-class AdminClientError(Exception):
-    """Base class of the admin client's errors.
-
-    Attributes:
-        code: the gRPC status code name (e.g. ``"NOT_FOUND"``), when from the server.
-    """
-
-    def __init__(self, message: str, *, code: str = "") -> None:
-        self.code = code
-        super().__init__(message)
-
-
-class AuthenticationFailed(AdminClientError):
-    """Login refused (bad key id or secret) or the token was rejected."""
-
-
-class PermissionDenied(AdminClientError):
-    """Not entitled (``symbols`` names the unentitled symbols) or not an admin."""
-
-    def __init__(self, message: str, *, code: str = "PERMISSION_DENIED", symbols: Sequence[str] = ()) -> None:
-        self.symbols = tuple(symbols)
-        super().__init__(message, code=code)
-
-
-class AdminUnavailable(AdminClientError):
-    """The server stayed unreachable for the whole retry deadline."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,15 +86,6 @@ class RouteUpdate:
     routes: tuple[Route, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TlsConfig:
-    """TLS settings (PEM bytes): server CA, and a client certificate for mutual TLS."""
-
-    root_certificates: bytes | None = None
-    private_key: bytes | None = None
-    certificate_chain: bytes | None = None
-
-
 def _route(msg: admin_pb2.ChannelRoute) -> Route:
     return Route(
         feed=msg.feed,
@@ -131,7 +98,7 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
                 adapter_id=line.adapter_id,
                 line_endpoint=line.line_endpoint,
                 replay_endpoint=line.replay_endpoint,
-                role=admin_pb2.AdapterRole.Name(line.role).removeprefix("ADAPTER_ROLE_").lower(),
+                role=role_from_proto(line.role).value,
                 term=line.term,
                 is_up=line.is_up,
             )
@@ -140,19 +107,6 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
         symbols=tuple(msg.symbols),
         delayed=msg.delayed,
     )
-
-
-def _translate(exc: grpc.aio.AioRpcError) -> AdminClientError:
-    code, details = exc.code(), exc.details() or ""
-    if code is grpc.StatusCode.UNAUTHENTICATED:
-        return AuthenticationFailed(details, code=code.name)
-    if code is grpc.StatusCode.PERMISSION_DENIED:
-        _head, found, tail = details.partition("not entitled to: ")
-        symbols = [s.strip() for s in tail.split(",") if s.strip()] if found else []
-        return PermissionDenied(details, code=code.name, symbols=symbols)
-    if code is grpc.StatusCode.UNAVAILABLE:
-        return AdminUnavailable(details, code=code.name)
-    return AdminClientError(f"{code.name}: {details}", code=code.name)
 
 
 class AdminClient:
@@ -185,24 +139,17 @@ class AdminClient:
         self.retry_deadline_s = retry_deadline_s
         self.call_timeout_s = call_timeout_s
         self._channel: grpc.aio.Channel | None = None
-        self._token: str | None = None
+        self._token: BearerToken | None = None
         self.user: str | None = None
         self.logins = 0
 
     def __repr__(self) -> str:
-        state = "logged-in" if self._token else "open" if self._channel else "closed"
+        state = "logged-in" if self._token is not None else "open" if self._channel else "closed"
         return f"<AdminClient {self.target} [{state}, user={self.user}, logins={self.logins}]>"
 
     def _open(self) -> grpc.aio.Channel:
         if self._channel is None:
-            if self._tls is None or self._tls is False:
-                self._channel = grpc.aio.insecure_channel(self.target)
-            else:
-                tls = self._tls if isinstance(self._tls, TlsConfig) else TlsConfig()
-                credentials = grpc.ssl_channel_credentials(
-                    tls.root_certificates, tls.private_key, tls.certificate_chain
-                )
-                self._channel = grpc.aio.secure_channel(self.target, credentials)
+            self._channel = open_channel(self.target, self._tls)
         return self._channel
 
     async def close(self) -> None:
@@ -227,16 +174,14 @@ class AdminClient:
         """
 
         async def attempt() -> None:
-            stub = admin_pb2_grpc.AdminAuthStub(self._open())  # type: ignore[no-untyped-call]
-            request = admin_pb2.LoginRequest(key_id=self._key_id, secret=self._secret)
-            reply = await stub.Login(request, timeout=self.call_timeout_s)
-            self._token, self.user = reply.token, reply.user
+            token = await login(self._open(), self._key_id, self._secret, timeout_s=self.call_timeout_s)
+            self._token, self.user = token, token.user
             self.logins += 1
 
         await self._retry(attempt)
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
-        return (("authorization", f"Bearer {self._token}"),)
+        return self._token.metadata if self._token is not None else ()
 
     async def _retry(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
         # Strategy: UNAVAILABLE (server down or restarting) is retried with
@@ -248,7 +193,7 @@ class AdminClient:
                 return await attempt()
             except grpc.aio.AioRpcError as exc:
                 if exc.code() is not grpc.StatusCode.UNAVAILABLE or time.monotonic() + delay > deadline:
-                    raise _translate(exc) from exc
+                    raise error_from_rpc(exc) from exc
             await asyncio.sleep(delay)
             delay = min(RETRY_MAX_S, delay * 2)
 
@@ -335,7 +280,7 @@ class AdminClient:
                     self._token, relogged = None, True
                     continue
                 if code is not grpc.StatusCode.UNAVAILABLE:
-                    raise _translate(exc) from exc
+                    raise error_from_rpc(exc) from exc
                 logger.info("admin client: route watch lost (%s); retrying in %.1f s", exc.details(), delay)
             finally:
                 call.cancel()

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import zmq
 
-from adapter.errors import ConfigError
+from transport.errors import TransportConfigError
 
 MULTICAST_SCHEMES: Final = ("epgm://", "pgm://", "norm://")
 MULTICAST_BUFFER_BYTES: Final = 16 * 1024 * 1024  # SO_SNDBUF / SO_RCVBUF
@@ -64,7 +64,7 @@ class MulticastOptions:
         for name in ("buffer_bytes", "rate_kbps", "recovery_interval_ms", "hops", "max_tpdu"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+                raise TransportConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 DEFAULT_MULTICAST: Final = MulticastOptions()
@@ -126,13 +126,13 @@ def configure_socket(
         options: the multicast settings (default: :data:`DEFAULT_MULTICAST`).
 
     Raises:
-        ConfigError: a multicast endpoint but this libzmq has no OpenPGM
+        TransportConfigError: a multicast endpoint but this libzmq has no OpenPGM
             (the message names the ``tcp://`` fallback), or libzmq refused an option.
     """
     if not is_multicast(endpoint):
         return
     if endpoint.startswith(("epgm://", "pgm://")) and not has_multicast():
-        raise ConfigError(
+        raise TransportConfigError(
             f"{endpoint!r} needs a libzmq with OpenPGM, and this pyzmq's has none: "
             "run scripts/setup (it builds pyzmq against Debian's libzmq) or use a tcp:// line"
         )
@@ -144,20 +144,4 @@ def configure_socket(
         socket.setsockopt(zmq.MULTICAST_HOPS, options.hops)
         socket.setsockopt(zmq.MULTICAST_MAXTPDU, options.max_tpdu)
     except zmq.ZMQError as exc:
-        raise ConfigError(f"{endpoint!r}: libzmq refused a multicast option: {exc}") from exc
-
-
-def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
-    """Receive one whole message without blocking (raises ``zmq.Again`` if none).
-
-    Strategy: ``recv_multipart`` asks ``getsockopt(RCVMORE)`` after every
-    frame, a slow call in pyzmq (~1.3 us here); a ``Frame`` carries the same
-    flag as an attribute, and ``.bytes`` is the copy ``recv`` would make.
-    Measured 3-4 us instead of 5-9 us per 2-frame message.
-    """
-    frame = socket.recv(zmq.NOBLOCK, copy=False)
-    frames = [frame.bytes]
-    while frame.more:
-        frame = socket.recv(zmq.NOBLOCK, copy=False)
-        frames.append(frame.bytes)
-    return frames
+        raise TransportConfigError(f"{endpoint!r}: libzmq refused a multicast option: {exc}") from exc

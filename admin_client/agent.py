@@ -21,6 +21,7 @@ Example::
                                      health_score=97.0, lag=0),
         on_command=handle_command,          # async def handle_command(command: Command) -> None
         credentials=("fk_...", "secret"),   # a key whose user has role adapter (or admin)
+        tls=None,                           # or True / TlsConfig(...) for TLS
     )
     async with agent:                       # starts the background task; exit cancels it cleanly
         ...                                 # the adapter's own work
@@ -37,16 +38,22 @@ from typing import Final
 
 import grpc
 
-from admin_server import convert
-from admin_server.registry import AdapterRegistration, AdapterStatus, Command
+from admin_client.channel import TlsConfig, login, open_channel
 from proto import admin_pb2, admin_pb2_grpc
+from proto.registry import (
+    AdapterRegistration,
+    AdapterStatus,
+    Command,
+    command_from_proto,
+    registration_to_proto,
+    status_to_proto,
+)
 
 logger = logging.getLogger(__name__)
 
 STATUS_INTERVAL_S: Final = 1.0
 RECONNECT_INITIAL_S: Final = 0.2
 RECONNECT_MAX_S: Final = 5.0
-LOGIN_TIMEOUT_S: Final = 10.0
 
 StatusSource = Callable[[], AdapterStatus]
 CommandHandler = Callable[[Command], Awaitable[None]]
@@ -76,8 +83,8 @@ class RegistryAgent:
             exception is logged; the stream goes on.
         credentials: ``(key_id, secret)`` of a user with role ``adapter`` or
             ``admin``; ``None`` when the server runs with ``adapter_auth: false``.
-        channel_credentials: gRPC TLS credentials (``grpc.ssl_channel_credentials(...)``);
-            ``None`` for plaintext.
+        tls: ``None``/``False`` for plaintext, ``True`` for TLS with the
+            system roots, or a :class:`~admin_client.channel.TlsConfig`.
         interval_s: seconds between status reports.
         reconnect_initial_s: first reconnect delay (doubles up to ``reconnect_max_s``).
         reconnect_max_s: reconnect delay cap.
@@ -91,7 +98,7 @@ class RegistryAgent:
         on_command: CommandHandler,
         *,
         credentials: tuple[str, str] | None = None,
-        channel_credentials: grpc.ChannelCredentials | None = None,
+        tls: TlsConfig | bool | None = None,
         interval_s: float = STATUS_INTERVAL_S,
         reconnect_initial_s: float = RECONNECT_INITIAL_S,
         reconnect_max_s: float = RECONNECT_MAX_S,
@@ -103,7 +110,7 @@ class RegistryAgent:
         self._status = status
         self._on_command = on_command
         self._credentials = credentials
-        self._channel_credentials = channel_credentials
+        self._tls = tls
         self.interval_s = interval_s
         self._reconnect = (reconnect_initial_s, reconnect_max_s)
         self._task: asyncio.Task[None] | None = None
@@ -150,8 +157,9 @@ class RegistryAgent:
                 attempt = 0  # the server closed a healthy stream: retry promptly
             except grpc.aio.AioRpcError as exc:
                 self.last_error = f"{exc.code().name}: {exc.details()}"
-            except (OSError, RuntimeError) as exc:
-                self.last_error = str(exc)
+            except (OSError, RuntimeError, asyncio.InvalidStateError) as exc:
+                # InvalidStateError: grpc refuses a write on a call that just ended.
+                self.last_error = str(exc) or type(exc).__name__
             finally:
                 self.is_connected = False
             attempt += 1
@@ -164,30 +172,19 @@ class RegistryAgent:
             )
             await asyncio.sleep(delay)
 
-    def _channel(self) -> grpc.aio.Channel:
-        if self._channel_credentials is not None:
-            return grpc.aio.secure_channel(self.target, self._channel_credentials)
-        return grpc.aio.insecure_channel(self.target)
-
     async def _session(self) -> None:
-        async with self._channel() as channel:
+        async with open_channel(self.target, self._tls) as channel:
             metadata: tuple[tuple[str, str], ...] = ()
             if self._credentials is not None:
-                login = admin_pb2_grpc.AdminAuthStub(channel)  # type: ignore[no-untyped-call]
                 key_id, secret = self._credentials
-                reply = await login.Login(
-                    admin_pb2.LoginRequest(key_id=key_id, secret=secret), timeout=LOGIN_TIMEOUT_S
-                )
-                metadata = (("authorization", f"Bearer {reply.token}"),)
+                metadata = (await login(channel, key_id, secret)).metadata
             stub = admin_pb2_grpc.AdapterRegistryStub(channel)  # type: ignore[no-untyped-call]
             call = stub.Connect(metadata=metadata)
             registration = self.registration
             snapshot = self._snapshot()
             if snapshot is not None:
                 registration = dataclasses.replace(registration, role=snapshot.role, term=snapshot.term)
-            await call.write(
-                admin_pb2.AdapterReport(registration=convert.registration_to_proto(registration))
-            )
+            await call.write(admin_pb2.AdapterReport(registration=registration_to_proto(registration)))
             self.is_connected = True
             self.connections += 1
             logger.info("registry agent %s: registered with %s", registration.adapter_id, self.target)
@@ -196,7 +193,12 @@ class RegistryAgent:
                 while not reader.done():
                     snapshot = self._snapshot()
                     if snapshot is not None:
-                        await call.write(admin_pb2.AdapterReport(status=convert.status_to_proto(snapshot)))
+                        try:
+                            await call.write(admin_pb2.AdapterReport(status=status_to_proto(snapshot)))
+                        except asyncio.InvalidStateError:
+                            # The call ended (server gone) after the reader's last check:
+                            # the reader holds the reason, await it below.
+                            break
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(asyncio.shield(reader), self.interval_s)
                 await reader  # re-raise what ended the stream
@@ -216,7 +218,7 @@ class RegistryAgent:
     async def _read_commands(self, call: grpc.aio.StreamStreamCall) -> None:
         async for message in call:
             try:
-                command = convert.command_from_proto(message)
+                command = command_from_proto(message)
             except ValueError as exc:
                 logger.warning("registry agent %s: %s", self.registration.adapter_id, exc)
                 continue

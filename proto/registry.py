@@ -1,0 +1,228 @@
+"""The adapter registry's contract: what an adapter declares, reports and is told, and its wire form.
+
+An adapter registers with the admin server (:class:`AdapterRegistration`),
+reports its :class:`AdapterStatus` every interval, and receives operator
+:class:`Command` values, over ``feedha.v1.AdapterRegistry.Connect``. Both
+sides of that stream use these types: the adapter's ``RegistryAgent``
+(``admin_client``) and the server's registry (``admin_server``). The
+``*_to_proto``/``*_from_proto`` functions convert them to and from the
+generated ``admin_pb2`` messages; enums travel by name (``ADAPTER_ROLE_ACTIVE``
+<-> :attr:`AdapterRole.ACTIVE`), and values this side does not know read as
+``UNSPECIFIED``, except command kinds, which are refused.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from proto import admin_pb2
+from proto.errors import ProtoError
+
+
+class AdapterRole(enum.Enum):
+    """An adapter's role in its channel's group."""
+
+    UNSPECIFIED = "unspecified"
+    ACTIVE = "active"
+    BACKUP = "backup"
+    FAILED = "failed"
+
+
+class SyncStatus(enum.Enum):
+    """A backup's synchronization verdict (the active reports IN_SYNC)."""
+
+    UNSPECIFIED = "unspecified"
+    IN_SYNC = "in_sync"
+    SYNCING = "syncing"
+    BEHIND = "behind"
+    AHEAD = "ahead"
+    FAILED = "failed"
+
+
+class CommandKind(enum.Enum):
+    """Operator commands an adapter receives."""
+
+    PROMOTE = "promote"
+    DEMOTE = "demote"
+    FAIL = "fail"
+    THROTTLE = "throttle"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterRegistration:
+    """What an adapter declares when it connects.
+
+    Attributes:
+        feed: feed name.
+        channel_name: e.g. ``EQ-A-M``.
+        channel_number: the channel number on the wire.
+        adapter_id: unique adapter id, e.g. ``eq1-a``.
+        line_endpoint: where its line publishes (ZeroMQ URL).
+        replay_endpoint: its replay (retransmission) service.
+        sync_endpoint: its sync-bus PUB socket.
+        role: role at registration.
+        term: term at registration.
+    """
+
+    feed: str
+    channel_name: str
+    channel_number: int
+    adapter_id: str
+    line_endpoint: str
+    replay_endpoint: str = ""
+    sync_endpoint: str = ""
+    role: AdapterRole = AdapterRole.BACKUP
+    term: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.adapter_id:
+            raise ValueError("adapter_id must not be empty")
+        if not self.channel_name:
+            raise ValueError(f"adapter {self.adapter_id}: channel_name must not be empty")
+        if self.term < 0:
+            raise ValueError(f"adapter {self.adapter_id}: term must be >= 0, got {self.term}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterStatus:
+    """State and health an adapter reports every interval.
+
+    Attributes:
+        role: current role.
+        term: current term.
+        next_msg_seq: msg_seq of the next message it will publish.
+        sync_status: synchronization verdict.
+        health_score: 0..100, higher is healthier.
+        lag: source messages behind the active (negative: ahead).
+    """
+
+    role: AdapterRole
+    term: int
+    next_msg_seq: int = 0
+    sync_status: SyncStatus = SyncStatus.UNSPECIFIED
+    health_score: float = 0.0
+    lag: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """An operator command for one adapter."""
+
+    kind: CommandKind
+    term: int = 0
+    rate: float = 0.0
+    reason: str = ""
+    issued_by: str = ""
+
+
+def role_to_proto(role: AdapterRole) -> str:
+    """Registry role -> proto enum value name (message constructors take names)."""
+    return f"ADAPTER_ROLE_{role.name}"
+
+
+def role_from_proto(value: int) -> AdapterRole:
+    """Proto enum -> registry role (unknown values read as UNSPECIFIED)."""
+    try:
+        return AdapterRole[admin_pb2.AdapterRole.Name(value).removeprefix("ADAPTER_ROLE_")]
+    except (ValueError, KeyError):  # a number the schema lacks, or a name this enum lacks
+        return AdapterRole.UNSPECIFIED
+
+
+def sync_to_proto(status: SyncStatus) -> str:
+    """Registry sync status -> proto enum value name."""
+    return f"SYNC_STATUS_{status.name}"
+
+
+def sync_from_proto(value: int) -> SyncStatus:
+    """Proto enum -> registry sync status."""
+    try:
+        return SyncStatus[admin_pb2.SyncStatus.Name(value).removeprefix("SYNC_STATUS_")]
+    except (ValueError, KeyError):
+        return SyncStatus.UNSPECIFIED
+
+
+def registration_to_proto(reg: AdapterRegistration) -> admin_pb2.AdapterRegistration:
+    """Registration dataclass -> message."""
+    return admin_pb2.AdapterRegistration(
+        feed=reg.feed,
+        channel_name=reg.channel_name,
+        channel_number=reg.channel_number,
+        adapter_id=reg.adapter_id,
+        line_endpoint=reg.line_endpoint,
+        replay_endpoint=reg.replay_endpoint,
+        sync_endpoint=reg.sync_endpoint,
+        role=role_to_proto(reg.role),
+        term=reg.term,
+    )
+
+
+def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegistration:
+    """Message -> registration dataclass.
+
+    Raises:
+        ValueError: missing adapter id or channel name.
+    """
+    return AdapterRegistration(
+        feed=msg.feed,
+        channel_name=msg.channel_name,
+        channel_number=msg.channel_number,
+        adapter_id=msg.adapter_id,
+        line_endpoint=msg.line_endpoint,
+        replay_endpoint=msg.replay_endpoint,
+        sync_endpoint=msg.sync_endpoint,
+        role=role_from_proto(msg.role),
+        term=msg.term,
+    )
+
+
+def status_to_proto(status: AdapterStatus) -> admin_pb2.AdapterStatus:
+    """Status dataclass -> message."""
+    return admin_pb2.AdapterStatus(
+        role=role_to_proto(status.role),
+        term=status.term,
+        next_msg_seq=status.next_msg_seq,
+        sync_status=sync_to_proto(status.sync_status),
+        health_score=status.health_score,
+        lag=status.lag,
+    )
+
+
+def status_from_proto(msg: admin_pb2.AdapterStatus) -> AdapterStatus:
+    """Message -> status dataclass."""
+    return AdapterStatus(
+        role=role_from_proto(msg.role),
+        term=msg.term,
+        next_msg_seq=msg.next_msg_seq,
+        sync_status=sync_from_proto(msg.sync_status),
+        health_score=msg.health_score,
+        lag=msg.lag,
+    )
+
+
+def command_to_proto(command: Command) -> admin_pb2.OperatorCommand:
+    """Command dataclass -> message."""
+    return admin_pb2.OperatorCommand(
+        kind=f"COMMAND_KIND_{command.kind.name}",
+        term=command.term,
+        rate=command.rate,
+        reason=command.reason,
+        issued_by=command.issued_by,
+    )
+
+
+def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
+    """Message -> command dataclass.
+
+    Raises:
+        ProtoError: unknown command kind (a ``ValueError``).
+    """
+    try:
+        name = admin_pb2.CommandKind.Name(msg.kind).removeprefix("COMMAND_KIND_")
+    except ValueError:  # a number this schema lacks (a newer server)
+        name = ""
+    if name not in CommandKind.__members__:
+        raise ProtoError("kind", f"unknown command kind {msg.kind}")
+    return Command(
+        kind=CommandKind[name], term=msg.term, rate=msg.rate, reason=msg.reason, issued_by=msg.issued_by
+    )

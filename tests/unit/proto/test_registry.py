@@ -1,0 +1,54 @@
+"""The registry contract's conversions round-trip and read unknown values safely."""
+
+from __future__ import annotations
+
+import pytest
+
+from proto import admin_pb2, registry
+from proto.errors import ProtoError
+from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, Command, CommandKind, SyncStatus
+
+
+def test_registration_round_trip() -> None:
+    reg = AdapterRegistration(
+        feed="EQUITIES",
+        channel_name="EQ-A-M",
+        channel_number=1,
+        adapter_id="eq1-a",
+        line_endpoint="tcp://127.0.0.1:6001",
+        replay_endpoint="tcp://127.0.0.1:6101",
+        sync_endpoint="tcp://127.0.0.1:6201",
+        role=AdapterRole.ACTIVE,
+        term=3,
+    )
+    assert registry.registration_from_proto(registry.registration_to_proto(reg)) == reg
+
+
+@pytest.mark.parametrize("role", list(AdapterRole))
+@pytest.mark.parametrize("sync", list(SyncStatus))
+def test_status_round_trip(role: AdapterRole, sync: SyncStatus) -> None:
+    status = AdapterStatus(role=role, term=7, next_msg_seq=42, sync_status=sync, health_score=97.5, lag=-2)
+    assert registry.status_from_proto(registry.status_to_proto(status)) == status
+
+
+@pytest.mark.parametrize("kind", list(CommandKind))
+def test_command_round_trip(kind: CommandKind) -> None:
+    command = Command(kind=kind, term=4, rate=100.0, reason="drill", issued_by="ops")
+    assert registry.command_from_proto(registry.command_to_proto(command)) == command
+
+
+def test_unknown_enum_values() -> None:
+    assert registry.role_from_proto(999) is AdapterRole.UNSPECIFIED
+    assert registry.sync_from_proto(999) is SyncStatus.UNSPECIFIED
+    with pytest.raises(ProtoError, match="unknown command kind"):
+        registry.command_from_proto(admin_pb2.OperatorCommand(kind=0))
+
+
+def test_registration_from_proto_refuses_a_missing_adapter_id() -> None:
+    with pytest.raises(ValueError, match="adapter_id"):
+        registry.registration_from_proto(admin_pb2.AdapterRegistration(channel_name="EQ-A-M"))
+
+
+def test_command_kind_the_schema_lacks() -> None:
+    with pytest.raises(ProtoError, match="unknown command kind 99"):
+        registry.command_from_proto(admin_pb2.OperatorCommand(kind=99))

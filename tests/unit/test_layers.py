@@ -1,0 +1,122 @@
+"""scripts/check_layers.py: the real tree follows the layers; a broken tree is refused, by name."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "check_layers.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_layers"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+check_layers = _load()
+
+
+def _run(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def test_the_real_tree_follows_the_layers() -> None:
+    result = _run(ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_violation_and_a_cycle_are_named(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "proto/__init__.py": "",
+            "proto/codec.py": "import zmq.asyncio\n",
+            "adapter/__init__.py": "",
+            "adapter/a.py": "from adapter import b\n",
+            "adapter/b.py": "def later():\n    from adapter.c import x\n",
+            "adapter/c.py": "from . import a\nx = 1\n",
+            "adapter/link.py": "from admin_server.agent import RegistryAgent\n",
+            "admin_server/__init__.py": "",
+            "admin_server/agent.py": "RegistryAgent = object\n",
+        },
+    )
+    result = _run(root)
+    assert result.returncode == 1
+    assert "proto/codec.py:1: imports zmq.asyncio; proto must not import zmq" in result.stderr
+    assert (
+        "adapter/link.py:1: imports admin_server.agent; adapter must not import admin_server" in result.stderr
+    )
+    assert "cycle between 3 file(s): adapter/a.py, adapter/b.py, adapter/c.py" in result.stderr
+    assert "adapter/a.py -> adapter/b.py -> adapter/c.py -> adapter/a.py" in result.stderr
+
+
+def test_type_checking_imports_are_no_cycle_but_still_break_layers(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "adapter/__init__.py": "",
+            "adapter/state.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from adapter.conversion import M\n"
+            ),
+            "adapter/conversion.py": "from adapter.state import S\n",
+            "client_lib/__init__.py": "import typing\nif typing.TYPE_CHECKING:\n    import adapter.state\n",
+        },
+    )
+    problems = check_layers.check(root)
+    assert problems == [
+        "client_lib/__init__.py:3: imports adapter.state (under TYPE_CHECKING); client_lib must not import "
+        "adapter (what subscribers import must not pull in the adapter or the server)"
+    ]
+
+
+def test_allowed_cycles_and_self_imports(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "bench/__init__.py": "",
+            "bench/x.py": "import bench.y\n",
+            "bench/y.py": "from bench.x import run\n",
+            "bench/z.py": "from bench import z\n",
+        },
+    )
+    files = check_layers.parse_tree(root)
+    allowed = frozenset({frozenset({"bench/x.py", "bench/y.py"})})
+    assert check_layers.import_cycles(files, allowed) == [
+        "cycle between 1 file(s): bench/z.py (e.g. bench/z.py -> bench/z.py)"
+    ]
+
+
+def test_from_package_import_name_leads_to_the_init_unless_name_is_a_module(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "feedha/__init__.py": "from feedha.cli import main\n",
+            "feedha/cli.py": "from feedha import VERSION, ports\n",
+            "feedha/ports.py": "",
+        },
+    )
+    graph = check_layers.import_graph(check_layers.parse_tree(root))
+    assert graph["feedha/cli.py"] == {"feedha/__init__.py", "feedha/ports.py"}
+    assert check_layers.import_cycles(check_layers.parse_tree(root)) == [
+        "cycle between 2 file(s): feedha/__init__.py, feedha/cli.py "
+        "(e.g. feedha/__init__.py -> feedha/cli.py -> feedha/__init__.py)"
+    ]

@@ -1,0 +1,48 @@
+"""ZeroMQ socket set-up and transport tuning, shared by the adapter, the sources and the subscribers.
+
+The line transport is picked by the endpoint URL: ``tcp://`` unicast fan-out
+by default, ``epgm://``/``pgm://`` multicast where libzmq has OpenPGM
+(docs/multicast.md). :func:`configure_socket` sets what a multicast socket
+needs before its bind/connect; :func:`recv_frames` is the receive loop of the
+hot path. This package imports ``zmq`` and nothing of feedha's other packages:
+the wire contracts are in ``proto``.
+"""
+
+from __future__ import annotations
+
+from transport.errors import TransportConfigError, TransportError
+from transport.frames import recv_frames
+from transport.options import (
+    DEFAULT_MULTICAST,
+    LIBZMQ_DEFAULTS,
+    MULTICAST_BUFFER_BYTES,
+    MULTICAST_HOPS,
+    MULTICAST_MAX_TPDU,
+    MULTICAST_RATE_KBPS,
+    MULTICAST_SCHEMES,
+    RECOVERY_INTERVAL_MS,
+    MulticastOptions,
+    configure_socket,
+    has_multicast,
+    is_multicast,
+    multicast_endpoint,
+)
+
+__all__ = [
+    "DEFAULT_MULTICAST",
+    "LIBZMQ_DEFAULTS",
+    "MULTICAST_BUFFER_BYTES",
+    "MULTICAST_HOPS",
+    "MULTICAST_MAX_TPDU",
+    "MULTICAST_RATE_KBPS",
+    "MULTICAST_SCHEMES",
+    "RECOVERY_INTERVAL_MS",
+    "MulticastOptions",
+    "TransportConfigError",
+    "TransportError",
+    "configure_socket",
+    "has_multicast",
+    "is_multicast",
+    "multicast_endpoint",
+    "recv_frames",
+]
