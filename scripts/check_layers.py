@@ -44,7 +44,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-# The layers, lowest first. package -> (names it must not import, why).
+# What a module that decides must not touch: sockets, clocks, threads, RPC.
+_IO: Final = frozenset(
+    {
+        "zmq",
+        "grpc",
+        "asyncio",
+        "time",
+        "threading",
+        "socket",
+        "select",
+        "psutil",
+        "pyspark",
+        "transport",
+        "admin_client",
+    }
+)
+_PURE: Final = "a pure core decides from its inputs and the time passed in; its shell does the I/O"
+
+# The layers, lowest first. package (or module prefix) -> (names it must not
+# import, why). A name forbids itself and everything under it (``zmq`` forbids
+# ``zmq.asyncio``); every rule whose key prefixes a module applies to it.
 # A package not listed may import anything that does not make a cycle.
 LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
     "proto": (
@@ -69,6 +89,16 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
         frozenset({"adapter", "admin_server"}),
         "what subscribers import must not pull in the adapter or the server",
     ),
+    # The pure cores (STYLE.md §1): they decide, the shells around them do the I/O.
+    "adapter.core": (
+        _IO | {"adapter.runner", "adapter.persistence", "adapter.admin_link", "adapter.journal"},
+        _PURE,
+    ),
+    "adapter.conversion": (_IO | {"adapter.core", "adapter.runner", "adapter.journal"}, _PURE),
+    "client_lib.arbiter": (_IO, _PURE),
+    "plain_source.model": (_IO, _PURE),
+    "plain_source.frames": (_IO, _PURE),
+    "plain_source.pacing": (_IO, _PURE),
 }
 
 SOURCE_PACKAGES: Final = (
@@ -185,19 +215,20 @@ def layer_violations(files: Sequence[SourceFile]) -> list[str]:
     """The imports that break :data:`LAYER_RULES`, one message each."""
     found = []
     for source in files:
-        rule = LAYER_RULES.get(source.module.split(".")[0])
-        if rule is None:
-            continue
-        forbidden, why = rule
-        for imp in source.imports:
-            top = imp.module.split(".")[0]
-            if top in forbidden:
-                guard = " (under TYPE_CHECKING)" if imp.type_checking else ""
-                found.append(
-                    f"{source.path}:{imp.line}: imports {imp.module}{guard}; "
-                    f"{source.module.split('.')[0]} must not import {top} ({why})"
-                )
+        for key, (forbidden, why) in LAYER_RULES.items():
+            if not _under(source.module, key):
+                continue
+            for imp in source.imports:
+                hit = next((name for name in sorted(forbidden) if _under(imp.module, name)), None)
+                if hit is not None:
+                    guard = " (under TYPE_CHECKING)" if imp.type_checking else ""
+                    where = f"{source.path}:{imp.line}: imports {imp.module}{guard}"
+                    found.append(f"{where}; {key} must not import {hit} ({why})")
     return found
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def import_graph(files: Sequence[SourceFile]) -> dict[str, set[str]]:

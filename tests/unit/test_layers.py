@@ -120,3 +120,26 @@ def test_from_package_import_name_leads_to_the_init_unless_name_is_a_module(tmp_
         "cycle between 2 file(s): feedha/__init__.py, feedha/cli.py "
         "(e.g. feedha/__init__.py -> feedha/cli.py -> feedha/__init__.py)"
     ]
+
+
+def test_a_pure_core_that_reads_the_clock_or_a_socket_is_named(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "adapter/__init__.py": "",
+            "adapter/core/__init__.py": "",
+            "adapter/core/machine.py": "import time\nfrom adapter.runner import AdapterRunner\n",
+            "adapter/runner.py": "import time\nimport zmq\nAdapterRunner = object\n",  # the shell may
+            "client_lib/__init__.py": "",
+            "client_lib/arbiter.py": "import zmq\n",
+        },
+    )
+    result = _run(root)
+    assert result.returncode == 1
+    assert "adapter/core/machine.py:1: imports time; adapter.core must not import time" in result.stderr
+    assert (
+        "adapter/core/machine.py:2: imports adapter.runner; adapter.core must not import adapter.runner"
+        in (result.stderr)
+    )
+    assert "client_lib/arbiter.py:1: imports zmq; client_lib.arbiter must not import zmq" in result.stderr
+    assert "adapter/runner.py" not in result.stderr
