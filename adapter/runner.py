@@ -60,8 +60,8 @@ from adapter.core import (
 from adapter.core.commands import ControlError, decode_request, encode_reply
 from adapter.core.health import MachineSample
 from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
+from adapter.journal.quarantine import QuarantineFile
 from adapter.persistence import JournalKeeper
-from adapter.quarantine import QuarantineFile
 
 logger = logging.getLogger(__name__)
 
@@ -294,7 +294,14 @@ class AdapterRunner:
             elif type(action) is Status:
                 self._status(action.event, **action.fields)
             elif type(action) is Quarantine and self._quarantine is not None:
-                self._quarantine.write(action, time_ns=time.time_ns())
+                self._quarantine.write(
+                    time_ns=time.time_ns(),
+                    reason=action.reason,
+                    source_seq=action.source_seq,
+                    detail=action.detail,
+                    data=action.data,
+                    size=action.size,
+                )
 
     def _status(self, event: str, **fields: Any) -> None:
         self._on_status({"event": event, "adapter": self.config.adapter, "time_ns": time.time_ns(), **fields})

@@ -89,7 +89,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _quarantine(args: argparse.Namespace) -> int:
-    from adapter.quarantine import QUARANTINE_FILE, read_quarantine
+    from adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
 
     path = args.directory / QUARANTINE_FILE if args.directory.is_dir() else args.directory
     if not path.exists() and not path.with_name(path.name + ".1").exists():

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import zmq
 
-from adapter.quarantine import QUARANTINE_FILE, read_quarantine
+from adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
 from feedha.cluster import control
 from proto.replay import ReplayRequest, decode_status, encode_request
 from tests.integration.groups import LineTap, running_group

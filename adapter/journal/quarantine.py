@@ -25,8 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from adapter.core import Quarantine
-
 logger = logging.getLogger(__name__)
 
 __all__ = ["QUARANTINE_FILE", "QuarantineFile", "read_quarantine"]
@@ -58,15 +56,26 @@ class QuarantineFile:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         return os.fdopen(fd, "a", encoding="utf-8")
 
-    def write(self, entry: Quarantine, *, time_ns: int) -> None:
-        """Append one entry (a write error is logged, never raised: the data path goes on)."""
+    def write(
+        self, *, time_ns: int, reason: str, source_seq: int | None, detail: str, data: bytes, size: int
+    ) -> None:
+        """Append one entry (a write error is logged, never raised: the data path goes on).
+
+        Args:
+            time_ns: when it was skipped, ns since the epoch.
+            reason: why (``oversize``, ``source_seq_jump``, ...).
+            source_seq: its source_seq, ``None`` when it had no readable one.
+            detail: what exactly was wrong (cut to 500 characters).
+            data: the bytes kept (the caller cuts them).
+            size: the length of the whole message.
+        """
         record = {
             "time_ns": time_ns,
-            "reason": entry.reason,
-            "source_seq": entry.source_seq,
-            "detail": entry.detail[:500],
-            "size": entry.size,
-            "data": base64.b64encode(entry.data).decode(),
+            "reason": reason,
+            "source_seq": source_seq,
+            "detail": detail[:500],
+            "size": size,
+            "data": base64.b64encode(data).decode(),
         }
         try:
             self._file.write(json.dumps(record) + "\n")
