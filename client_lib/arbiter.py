@@ -36,6 +36,7 @@ from bisect import bisect_right
 from collections import deque
 from typing import Final
 
+from client_lib._claims import MAX_JUMP, Claims
 from client_lib.events import (
     ArbiterConfig,
     ArbiterStats,
@@ -146,6 +147,8 @@ class ChannelArbiter:
         self._recent_order: deque[int] = deque()
         self._lines: dict[int, _LineCounters] = {line: _LineCounters() for line in range(lines)}
         self._highest_term: int | None = None
+        self._claims = Claims()
+        self._suspect = 0
         self._active_line: int | None = None
         self._ended = False
         self._delivered = self._duplicates = self._conflicts = self._late = 0
@@ -201,6 +204,8 @@ class ChannelArbiter:
             ):
                 out = self._take_live(line, counters, packet, first, count, term, send_ns)
                 if out is not None:
+                    if self._claims.pending:
+                        self._claims.contradict(line)
                     counters.adapter = adapter
                     counters.last_term = term
                     return self._expire(now, out) if self._holes else out
@@ -221,8 +226,18 @@ class ChannelArbiter:
             self._drop_garbage(counters, "channel", header.channel)
             return self._expire(now, [])
         out: list[Event] = []
-        if not header.is_retransmission and not self._check_term(line, header, counters, out):
-            return self._expire(now, out)
+        if not header.is_retransmission:
+            if not self._check_term(line, header, counters, out):
+                return self._expire(now, out)
+            if not self._check_jump(line, header):
+                self._suspect += 1
+                return self._expire(now, out)
+            if (
+                self._claims.pending
+                and header.term == self._highest_term
+                and header.first_seq <= self._high + MAX_JUMP
+            ):
+                self._claims.contradict(line)  # an ordinary packet: other lines' claims start again
         first, count = header.first_seq, header.count
         if count and self._is_known_copy(first, packet):
             # Byte-identical to a packet whose blocks were all first copies.
@@ -291,6 +306,7 @@ class ChannelArbiter:
             open_gaps=len(self._holes),
             retransmission_requests=self._requests,
             lost=self._lost,
+            suspect=self._suspect,
             highest_term=self._highest_term,
             active_line=self._active_line,
             buffered=len(self._buffer),
@@ -311,20 +327,30 @@ class ChannelArbiter:
         logger.debug("channel %s: dropped garbage packet (%s): %s", self._channel, reason, detail)
 
     def _check_term(self, line: int, header: PacketHeader, counters: _LineCounters, out: list[Event]) -> bool:
-        # Follow the highest term; a lower one is a stale (demoted) sender.
-        if self._highest_term is None:
+        # Follow the highest term; a lower one is a stale (demoted) sender. A
+        # higher one fences the others only once confirmed (client_lib._claims):
+        # until then its packets are taken like any line's.
+        highest = self._highest_term
+        if highest is None:
             self._highest_term = header.term
-        elif header.term < self._highest_term:
+        elif header.term < highest:
             self._stale += 1
             counters.stale += 1
             return False
-        elif header.term > self._highest_term:
-            out.append(TermChanged(header.channel, self._highest_term, header.term, line))
-            logger.info(
-                "channel %s: term %d -> %d on line %d", header.channel, self._highest_term, header.term, line
-            )
-            self._highest_term = header.term
+        elif header.term > highest:
+            believed = self._claims.term(line, header.term, highest=highest)
+            if believed is not None:
+                out.append(TermChanged(header.channel, highest, believed, line))
+                logger.info("channel %s: term %d -> %d on line %d", header.channel, highest, believed, line)
+                self._highest_term = believed
         return True
+
+    def _check_jump(self, line: int, header: PacketHeader) -> bool:
+        # A msg_seq far past everything seen is believed only once confirmed:
+        # one bad packet must not open a gap of billions that is then skipped.
+        if self._next is None or header.first_seq <= self._high + MAX_JUMP:
+            return True
+        return self._claims.jump(line, header.first_seq, high=self._high)
 
     def _start_at(self, first: int) -> None:
         if self._next is None:

@@ -241,7 +241,9 @@ class ArbiterStats:
     ``late`` counts blocks below the delivery point that cannot be checked
     (declared lost, before the start, or older than the conflict window);
     ``stale`` counts packets dropped for a term below ``highest_term``;
-    ``garbage`` counts packets that failed to decode or named another channel.
+    ``garbage`` counts packets that failed to decode or named another channel;
+    ``suspect`` counts packets dropped for a ``msg_seq`` far past everything
+    seen that no other line or later packet confirmed.
     """
 
     channel: int | None
@@ -261,6 +263,7 @@ class ArbiterStats:
     active_line: int | None
     buffered: int
     lines: tuple[LineStats, ...]
+    suspect: int = 0
 
     @property
     def packets(self) -> int:

@@ -50,6 +50,8 @@ logger = logging.getLogger(__name__)
 TIMEOUT_S: Final = 0.5
 BUDGET_S: Final = 2.0
 MAX_REQUESTS: Final = 256
+REPLY_QUEUE_MESSAGES: Final = 64  # replies are read one request at a time: a few queued is plenty
+MAX_REPLY_BYTES: Final = 64 * 1024 * 1024  # a reply is up to ~1 MiB of packets; far more is hostile
 
 Ranges = list[tuple[int, int]]
 
@@ -215,7 +217,7 @@ class ReplayClient:
                 if job.exhausted():
                     return True
                 job.requests += 1
-                reply = self._ask(endpoint, channel, low, last)
+                reply = self._ask(endpoint, channel, low, last, deadline=job.deadline)
                 if reply is None:
                     return False
                 through, got = reply
@@ -225,15 +227,21 @@ class ReplayClient:
                 low = through + 1
         return True
 
-    def _ask(self, endpoint: str, channel: int, first: int, last: int) -> tuple[int, _Got] | None:
+    def _ask(
+        self, endpoint: str, channel: int, first: int, last: int, *, deadline: float
+    ) -> tuple[int, _Got] | None:
         """One request; ``None`` when the service failed (timeout, garbage, error)."""
         request_id = next(self._ids) & 0xFFFFFFFF
         socket = self._socket(endpoint)
         self._counts["requests"] += 1
+        # One deadline for the whole exchange: replies to other requests, or
+        # junk, arriving now and then must not keep the wait going.
+        until = min(deadline, time.monotonic() + self._timeout_ms / 1000)
         try:
             socket.send_multipart([b"", encode_request(ReplayRequest(channel, request_id, first, last))])
             while True:
-                if not socket.poll(self._timeout_ms):
+                left_ms = max(0, round((until - time.monotonic()) * 1000))
+                if not left_ms or not socket.poll(left_ms):
                     self._counts["timeouts"] += 1
                     logger.info("replay service %s: no reply in %d ms", endpoint, self._timeout_ms)
                     self._drop(endpoint)
@@ -276,7 +284,8 @@ class ReplayClient:
         if socket is None:
             socket = self._context.socket(zmq.DEALER)
             socket.linger = 0
-            socket.rcvhwm = 0
+            socket.rcvhwm = REPLY_QUEUE_MESSAGES
+            socket.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)  # a larger reply drops the connection
             socket.connect(endpoint)
             self._sockets[endpoint] = socket
         return socket

@@ -4,8 +4,10 @@ Theory of operation
 -------------------
 Each line of each joined channel gets its own SUB socket, subscribed to the
 channel name (frames are ``[topic, packet]``), with ``RCVHWM`` set on purpose
-(default 0, unbounded: PUB/SUB drops silently at the high-water mark, and a
-drop is a gap the arbiter must then repair) and ``linger`` 0. One poll loop
+(default :data:`RCVHWM` packets: past it ZeroMQ drops silently, and a drop is a
+gap the arbiter repairs from a replay service; an application that stops
+reading never grows this process without bound), a cap on the size of a
+frame (``MAXMSGSIZE``: a larger one drops that connection) and ``linger`` 0. One poll loop
 waits on every socket and on the earliest arbiter deadline, drains each ready
 socket without blocking (up to ``batch`` messages, so one busy line cannot
 starve the others), feeds the packets to the channel's arbiter and fires its
@@ -54,7 +56,8 @@ from transport import recv_frames
 
 logger = logging.getLogger(__name__)
 
-RCVHWM: Final = 0
+RCVHWM: Final = 20_000  # packets per line (~1-2 million messages, seconds at full rate)
+MAX_PACKET_FRAME_BYTES: Final = 1024 * 1024  # a packet is at most 64 KiB; far more is hostile
 # Packets drained from one socket per wake-up. Small on purpose: a full
 # packet carries ~50-80 messages, and every Delivery of a wake-up stays alive
 # until the caller has the list; 8 packets per line keep that set under the
@@ -332,6 +335,7 @@ class _Engine:
 def _configure(socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: SubscriberConfig) -> None:
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.RCVHWM, config.rcvhwm)
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_PACKET_FRAME_BYTES)
     if endpoint.startswith(("epgm://", "pgm://")):
         # PGM sizes its receive window from ZMQ_RATE x ZMQ_RECOVERY_IVL: same options as the sender.
         from transport import configure_socket

@@ -157,3 +157,45 @@ def test_bad_control_commands_get_clear_errors_and_the_adapter_lives() -> None:
             raw.close(linger=0)
         status = group.status(1)
     assert status["role"] == "active" and status["ok"]
+
+
+def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
+    from client_lib import ChannelSpec, Subscriber
+    from client_lib.events import Delivery
+    from proto import wire
+
+    with running_group(channel=CHANNEL, channel_number=1, size=2, rate=2000, seconds=4) as group:
+        group.start_adapter(1, active=True)
+        group.start_adapter(2)
+        rogue = zmq.Context.instance().socket(zmq.PUB)
+        rogue.linger = 0
+        rogue_endpoint = f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}"
+        lines = (group.plan.adapter(1).line, group.plan.adapter(2).line, rogue_endpoint)
+        delivered: list[int] = []
+        try:
+            with Subscriber([ChannelSpec(CHANNEL, 1, lines)]) as subscriber:
+                source = group.start_source()
+                forged = [
+                    wire.encode_packet(
+                        channel=1, adapter=9, term=2**32 - 1, first_seq=1, blocks=(), send_time_ns=0
+                    ),
+                    wire.encode_packet(
+                        channel=1, adapter=9, term=1, first_seq=2**63, blocks=(), send_time_ns=0
+                    ),
+                ]
+                deadline = time.monotonic() + 30
+                sent_forged = 0
+                while (source.alive or subscriber.poll(0.5)) and time.monotonic() < deadline:
+                    for event in subscriber.poll(0.05):
+                        if isinstance(event, Delivery):
+                            delivered.append(event.source_seq)
+                    if len(delivered) > 500 and sent_forged < 20:
+                        rogue.send_multipart([CHANNEL.encode(), forged[sent_forged % 2]])
+                        sent_forged += 1
+                sent = group.sent()
+                stats = subscriber.stats()[CHANNEL]
+        finally:
+            rogue.close(linger=0)
+    assert sent_forged == 20
+    assert delivered == list(range(1, sent + 1))
+    assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0 and stats.suspect >= 1

@@ -8,6 +8,10 @@ different boundaries per line, identical or differing payloads, drops,
 duplicates, reorders, heartbeats, conflicts, a promotion with stale packets
 from the old active, retransmissions, garbage, end of session, timers --
 must give the same events (field by field), stats, deadlines and repr.
+
+Since then the reference has changed in one place, as the arbiter did: a
+higher term and a far ``msg_seq`` jump are claims believed only once
+confirmed (``client_lib._claims``; ``_check_term`` and ``_check_jump``).
 """
 
 # ruff: noqa: E501
@@ -23,6 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from client_lib._claims import MAX_JUMP, Claims
 from client_lib.arbiter import ChannelArbiter
 from client_lib.events import (
     ArbiterConfig,
@@ -129,6 +134,8 @@ class ReferenceArbiter:
         self._recent_order: deque[int] = deque()
         self._lines: dict[int, _LineCounters] = {line: _LineCounters() for line in range(lines)}
         self._highest_term: int | None = None
+        self._claims = Claims()
+        self._suspect = 0
         self._active_line: int | None = None
         self._ended = False
         self._delivered = self._duplicates = self._conflicts = self._late = 0
@@ -175,8 +182,18 @@ class ReferenceArbiter:
             self._drop_garbage(counters, "channel", header.channel)
             return self._expire(now, [])
         out: list[Event] = []
-        if not header.is_retransmission and not self._check_term(line, header, counters, out):
-            return self._expire(now, out)
+        if not header.is_retransmission:
+            if not self._check_term(line, header, counters, out):
+                return self._expire(now, out)
+            if not self._check_jump(line, header):
+                self._suspect += 1
+                return self._expire(now, out)
+            if (
+                self._claims.pending
+                and header.term == self._highest_term
+                and header.first_seq <= self._high + MAX_JUMP
+            ):
+                self._claims.contradict(line)  # an ordinary packet: other lines' claims start again
         first, count = header.first_seq, header.count
         if count and self._is_known_copy(first, packet):
             # Byte-identical to a packet whose blocks were all first copies.
@@ -245,6 +262,7 @@ class ReferenceArbiter:
             open_gaps=len(self._holes),
             retransmission_requests=self._requests,
             lost=self._lost,
+            suspect=self._suspect,
             highest_term=self._highest_term,
             active_line=self._active_line,
             buffered=len(self._buffer),
@@ -273,12 +291,16 @@ class ReferenceArbiter:
             counters.stale += 1
             return False
         elif header.term > self._highest_term:
-            out.append(TermChanged(header.channel, self._highest_term, header.term, line))
-            logger.info(
-                "channel %s: term %d -> %d on line %d", header.channel, self._highest_term, header.term, line
-            )
-            self._highest_term = header.term
+            believed = self._claims.term(line, header.term, highest=self._highest_term)
+            if believed is not None:
+                out.append(TermChanged(header.channel, self._highest_term, believed, line))
+                self._highest_term = believed
         return True
+
+    def _check_jump(self, line: int, header: PacketHeader) -> bool:
+        if self._next is None or header.first_seq <= self._high + MAX_JUMP:
+            return True
+        return self._claims.jump(line, header.first_seq, high=self._high)
 
     def _start_at(self, first: int) -> None:
         if self._next is None:

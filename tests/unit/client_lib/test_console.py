@@ -10,6 +10,7 @@ from client_lib import console
 from client_lib.arbiter import ChannelArbiter
 from client_lib.errors import ConfigError
 from client_lib.events import ArbiterConfig, Delivery, GapLost
+from client_lib.subscriber import RCVHWM
 from proto import market_pb2
 from proto.wire import encode_packet
 
@@ -45,7 +46,7 @@ def test_build_maps_options() -> None:
         ("tcp://a:1", "tcp://b:2"),
         7,
     )
-    assert config.loss_timeout == 2.0 and config.rcvhwm == 0
+    assert config.loss_timeout == 2.0 and config.rcvhwm == RCVHWM == 20_000
 
 
 @pytest.mark.parametrize(
