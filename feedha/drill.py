@@ -71,6 +71,7 @@ class DrillOptions:
     loss_on: str = "active"  # active | lines | client
     restart: str | None = None
     journal: bool = True  # every adapter journals its line (issue 5); --no-journal to measure without
+    extra_source_args: list[str] = field(default_factory=list)
 
 
 # Fixed ports on the namespace hosts: each host has its own port space.
@@ -104,7 +105,7 @@ def adapter_host(number: int) -> str:
     return f"adapter-{number}"
 
 
-def _place_local(options: DrillOptions) -> Placement:
+def place_local(options: DrillOptions) -> Placement:
     if options.transport != "tcp":
         raise ProcessError("--transport epgm needs --hosts netns (multicast does not run on loopback)")
     source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
@@ -175,7 +176,7 @@ class Drill:
         return procs + [p for p in (self.source, self.client) if p is not None]
 
 
-def _progress(text: str) -> None:
+def show_progress(text: str) -> None:
     if sys.stderr.isatty():
         print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
 
@@ -195,7 +196,7 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
             journal = placement.journal_root / f"adapter-{plan.adapter}"
             args += ["--journal", str(journal), "--replay", placement.replay[plan.adapter]]
         drill.adapter_args[plan.adapter] = args
-        drill.adapters[plan.adapter] = _start_adapter(drill, plan.adapter, args)
+        drill.adapters[plan.adapter] = start_adapter_process(drill, plan.adapter, args)
     for proc in drill.adapters.values():
         proc.wait_event("ready", 20)
     drill.adapters[1].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
@@ -213,7 +214,7 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
     return drill
 
 
-def _start_adapter(drill: Drill, number: int, args: Sequence[str]) -> JsonProcess:
+def start_adapter_process(drill: Drill, number: int, args: Sequence[str]) -> JsonProcess:
     name = f"{drill.group.channel}/adapter-{number}"
     return drill.placement.spawn(name, adapter_host(number), "adapter", args, drill.log)
 
@@ -255,13 +256,13 @@ def _start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> 
         return placement.spawn(
             "source", "source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log, nice=SOURCE_NICE
         )
-    common += ["--seconds", f"{options.seconds:g}"]
+    common += ["--seconds", f"{options.seconds:g}", *options.extra_source_args]
     return placement.spawn("source", "source", "plain_source", common, log)
 
 
 def run_failover(options: DrillOptions, log: IO[str]) -> dict[str, Any]:
     """Run the failover drill and return its summary (tears down what it built, always)."""
-    placement = _place_netns(options) if options.hosts == "netns" else _place_local(options)
+    placement = _place_netns(options) if options.hosts == "netns" else place_local(options)
     drill: Drill | None = None
     try:
         drill = start_drill(options, log, placement)
@@ -302,7 +303,7 @@ def _drive(drill: Drill) -> dict[str, Any]:
             healed = True
             _heal_partition(drill)
         progress = drill.client.last("progress") or {}
-        _progress(
+        show_progress(
             f"drill: {elapsed:5.1f}s  delivered {progress.get('delivered', 0):>9,}  killed {killed or '-'}"
         )
         try:
@@ -311,14 +312,14 @@ def _drive(drill: Drill) -> dict[str, Any]:
             pass
     source_summary = drill.source.wait_for(lambda e: "sent" in e, 30)
     sent = int(source_summary["sent"])
-    _drain(drill.client, sent)
+    drain_client(drill.client, sent)
     drill.client.stop()
     summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
-    drill.roles_at_end = _roles(drill)
+    drill.roles_at_end = roles_now(drill)
     for proc in drill.adapters.values():
         if proc.alive:
             proc.stop()
-    _progress("")
+    show_progress("")
     return _report(drill, source_summary, summary, killed, kill_wall)
 
 
@@ -345,7 +346,7 @@ def _inject(drill: Drill) -> tuple[int | None, float | None]:
         hit = _victim(drill, options.restart)
         drill.adapters[hit].kill()
         args = [a for a in drill.adapter_args[hit] if a != "--active"]
-        drill.adapters[hit] = _start_adapter(drill, hit, args)
+        drill.adapters[hit] = start_adapter_process(drill, hit, args)
         drill.faults.append({"fault": "restart", "adapter": hit})
     return hit, time.time()
 
@@ -357,7 +358,7 @@ def _heal_partition(drill: Drill) -> None:
     drill.faults.append({"fault": "heal_partition", "adapters": [a, b]})
 
 
-def _roles(drill: Drill) -> dict[int, str]:
+def roles_now(drill: Drill) -> dict[int, str]:
     """Each live adapter's role as its control socket reports it ("unreachable" if it cannot)."""
     roles: dict[int, str] = {}
     for plan in drill.group.adapters:
@@ -375,7 +376,7 @@ def _progress_beyond(event: dict[str, Any], *, delivered: int) -> bool:
     return event.get("event") == "progress" and int(event.get("delivered", 0)) > delivered
 
 
-def _drain(client: JsonProcess, sent: int) -> None:
+def drain_client(client: JsonProcess, sent: int) -> None:
     """Wait until the client has delivered ``sent`` messages or stopped making progress.
 
     A group driven above what this machine sustains has a backlog when the
@@ -488,6 +489,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="feedha drill", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="drill", required=True)
+    from feedha import chaos
+
+    chaos.add_arguments(
+        sub.add_parser(
+            "chaos",
+            help="a seeded schedule of faults (kill, stop, restart, poison, stalled subscriber, replay "
+            "flood, bad commands) against one channel under load",
+            description=chaos.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
     failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
@@ -597,6 +609,12 @@ def _network_options(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``feedha drill``."""
     args = build_parser().parse_args(argv)
+    if args.drill == "chaos":
+        from feedha import chaos
+
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        with tempfile.NamedTemporaryFile("w", prefix="feedha-chaos-", suffix=".log", delete=False) as log:
+            return chaos.main(args, log)
     if args.backups < 1 or args.rate <= 0 or args.seconds <= 0 or not 0 < args.kill_at < 1:
         print(
             "feedha drill: need --backups >= 1, --rate > 0, --seconds > 0, 0 < --kill-at < 1", file=sys.stderr

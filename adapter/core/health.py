@@ -14,6 +14,7 @@ from typing import Final
 
 MEMORY_COMFORT_MB: Final = 512.0
 LAG_PER_POINT: Final = 100.0
+MIN_GROUP_RATE: Final = 100.0  # msg/s below which rates say nothing about health
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,22 +24,27 @@ class HealthSample:
     available_memory_mb: float
     cpu_percent: float  # of one core, for this process
     error_count: int  # errors in the recent window (malformed frames, conversion errors, ...)
-    message_rate: float  # messages/s published
+    message_rate: float  # source messages/s converted (numbered)
     lag: int  # source messages behind the active (negative when ahead)
     penalty: float = 0.0  # operator- or test-imposed handicap
+    group_rate: float = 0.0  # the fastest live peer's message rate (0: none known)
 
 
 def health_score(sample: HealthSample) -> float:
     """Reduce a sample to a score in [0, 100]; higher is healthier.
 
     The weights say what makes a backup a poor successor: a saturated CPU (it
-    will fall behind after promotion), memory pressure, recent errors and lag.
+    will fall behind after promotion), memory pressure, recent errors, lag,
+    and converting slower than the fastest of its group.
     """
     score = 100.0
     score -= 0.3 * min(max(sample.cpu_percent, 0.0), 100.0)
     score -= 20.0 * max(0.0, 1.0 - sample.available_memory_mb / MEMORY_COMFORT_MB)
     score -= min(20.0, 2.0 * sample.error_count)
     score -= min(20.0, abs(sample.lag) / LAG_PER_POINT)
+    if sample.group_rate >= MIN_GROUP_RATE:
+        # Converting slower than the group means falling behind after a promotion.
+        score -= 20.0 * max(0.0, 1.0 - sample.message_rate / sample.group_rate)
     score -= sample.penalty
     return max(0.0, min(100.0, score))
 
@@ -84,11 +90,11 @@ class HealthMeter:
         """Keep the latest machine figures."""
         self._machine = sample
 
-    def measure(self, *, now: float, published: int, errors: int, lag: int) -> HealthSample:
-        """A sample at ``now`` from the cumulative published and error counts."""
+    def measure(self, *, now: float, numbered: int, errors: int, lag: int, group_rate: float) -> HealthSample:
+        """A sample at ``now`` from the cumulative numbered-message and error counts."""
         mark_time, mark_count = self._rate_mark
-        rate = (published - mark_count) / max(now - mark_time, 1e-6)
-        self._rate_mark = (now, published)
+        rate = (numbered - mark_count) / max(now - mark_time, 1e-6)
+        self._rate_mark = (now, numbered)
         marks = self._error_marks
         marks.append((now, errors))
         while len(marks) > 1 and now - marks[1][0] >= self._error_window_s:
@@ -100,4 +106,5 @@ class HealthMeter:
             message_rate=rate,
             lag=lag,
             penalty=self.penalty,
+            group_rate=group_rate,
         )

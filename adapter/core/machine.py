@@ -147,6 +147,7 @@ class AdapterCore:
         self._rate_limit = 0.0  # operator throttle, messages/s (0: none)
         self._rejection: str | None = None
         self._faults: deque[float] = deque(maxlen=FAULT_LIMIT)
+        self._peer_rates: dict[int, tuple[float, float]] = {}  # adapter -> (message rate, heard at)
         self._out: list[Action] = []
         self._now = now
         self._wall_ns = 0
@@ -192,6 +193,8 @@ class AdapterCore:
         if sender.adapter == self.config.adapter:
             return []
         self.apply(_peer_heard(msg))
+        if isinstance(msg, syncbus.Health):
+            self._peer_rates[sender.adapter] = (msg.message_rate, now)
         sync = self.sync
         from_active = sender.adapter == sync.active and sender.term == sync.term and sync.role is Role.BACKUP
         if isinstance(msg, syncbus.StreamState) and from_active and msg.last_source_seq:
@@ -368,10 +371,15 @@ class AdapterCore:
         self._out.append(SendSync(message))
 
     def _send_health(self, action: SyncAction) -> None:
-        counters = self.pipeline.counters
-        lag = self.sync_view().lag
+        counters, now = self.pipeline.counters, self._now
+        timeout = self.config.sync.peer_timeout_s
+        fresh = [rate for rate, heard in self._peer_rates.values() if now - heard <= timeout]
         sample = self.health.measure(
-            now=self._now, published=counters.published, errors=counters.errors, lag=lag
+            now=now,
+            numbered=counters.numbered,
+            errors=counters.errors,
+            lag=self.sync_view().lag,
+            group_rate=max(fresh, default=0.0),
         )
         self.apply(HealthMeasured(health_score(sample)))
         sync = self.sync

@@ -71,6 +71,7 @@ class PipelineCounters:
     """What the source path has counted since start."""
 
     published: int = 0
+    numbered: int = 0  # messages that got a msg_seq, published or not
     malformed_frames: int = 0
     malformed_messages: int = 0
     conversion_errors: int = 0
@@ -215,6 +216,7 @@ class Pipeline:
             )
             if run.count:
                 converted += run.count
+                self.counters.numbered += run.count
                 first_msg_seq = sequencer.next_msg_seq
                 sequencer.record_run(run.first_source_seq, first_msg_seq, run.digests)
                 if publishing:
@@ -339,6 +341,7 @@ class Pipeline:
         sequencer = self.sequencer
         msg_seq = sequencer.assign(msg.source_seq)
         check = sequencer.record(msg.source_seq, msg_seq, self.state.digest)
+        self.counters.numbered += 1
         if self._sync.is_publishing:
             if not self.output.fits(len(payload)):
                 self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)

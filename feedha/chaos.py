@@ -1,0 +1,374 @@
+"""``feedha drill chaos``: a seeded schedule of faults against one channel under load.
+
+One channel -- an active and two backups, journals and replay services on --
+fed by the plain source at ``--rate`` with poison messages mixed in
+(``--poison-every``), read by an arbitrating client that fills gaps from the
+journals. For ``--minutes`` a seeded schedule (:func:`plan_faults`) injects,
+one after the other:
+
+* ``kill``: SIGKILL an adapter, start it again on its journal a few seconds later;
+* ``stop``: SIGSTOP an adapter for up to three seconds, then SIGCONT;
+* ``restart``: SIGKILL and start again at once;
+* ``stalled_subscriber``: a subscriber joins a line and never reads;
+* ``replay_flood``: eight peers flood a replay service with large requests;
+* ``bad_control``: a burst of malformed and out-of-range control commands;
+
+at most one adapter down or stopped at a time (the schedule skips a process
+fault that would leave fewer than two adapters working). The summary has
+``sent``, ``delivered``, ``lost``, ``duplicates``, ``conflicts``, ``faults``
+(count by kind, poison messages included), ``adapters_alive`` and
+``max_rss_mib`` per adapter (sampled every second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any, Final
+
+import psutil
+import zmq
+
+from feedha.cluster import control
+from feedha.drill import (
+    CHANNEL,
+    Drill,
+    DrillOptions,
+    drain_client,
+    place_local,
+    roles_now,
+    show_progress,
+    start_adapter_process,
+    start_drill,
+)
+from proto.replay import ReplayRequest, encode_request
+
+KINDS: Final = ("kill", "stop", "restart", "stalled_subscriber", "replay_flood", "bad_control")
+WEIGHTS: Final = (2, 2, 1, 1, 1, 1)
+PROCESS_FAULTS: Final = frozenset({"kill", "stop", "restart"})
+GAP_S: Final = (3.0, 7.0)  # between one fault and the next
+DURATION_S: Final = {
+    "kill": (2.0, 5.0),
+    "stop": (0.5, 3.0),
+    "stalled_subscriber": (5.0, 20.0),
+    "replay_flood": (2.0, 5.0),
+}
+SETTLE_S: Final = 3.0  # an adapter started again counts as working this long after its start
+POISON_EVERY: Final = 997
+BAD_COMMANDS: Final = (
+    {"cmd": "throttle"},
+    {"cmd": "throttle", "rate": 1e-300},
+    {"cmd": "drop", "every": 0},
+    {"cmd": "penalty", "value": "high"},
+    {"cmd": "reboot"},
+    {"cmd": "fail", "reason": "x" * 5000},
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One planned fault: when (seconds into the run), what, for how long, and a draw to pick its target."""
+
+    at: float
+    kind: str
+    duration: float
+    pick: float
+
+
+def plan_faults(seed: int, seconds: float) -> list[Fault]:
+    """The seeded schedule of faults over a run of ``seconds`` (pure: same seed, same plan)."""
+    rng = random.Random(seed)
+    faults: list[Fault] = []
+    at = rng.uniform(*GAP_S)
+    while at < seconds - 2.0:
+        kind = rng.choices(KINDS, WEIGHTS)[0]
+        low, high = DURATION_S.get(kind, (0.0, 0.0))
+        faults.append(Fault(round(at, 3), kind, round(rng.uniform(low, high), 3), rng.random()))
+        at += rng.uniform(*GAP_S)
+    return faults
+
+
+@dataclass(kw_only=True)
+class ChaosOptions:
+    minutes: float = 2.0
+    seed: int = 1
+    rate: float = 5000.0
+    poison_every: int = POISON_EVERY
+
+
+@dataclass
+class _Chaos:
+    """The running chaos: the drill's processes, what is broken now, what was done."""
+
+    drill: Drill
+    started: float
+    counts: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    heal: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
+    stopped: set[int] = field(default_factory=set)
+    started_at: dict[int, float] = field(default_factory=dict)
+    max_rss: dict[int, float] = field(default_factory=dict)
+    halt: threading.Event = field(default_factory=threading.Event)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def working(self) -> list[int]:
+        now = self.elapsed()
+        return [
+            number
+            for number, proc in self.drill.adapters.items()
+            if proc.alive
+            and number not in self.stopped
+            and now - self.started_at.get(number, -1e9) >= SETTLE_S
+        ]
+
+
+def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
+    """Run the chaos drill and return its summary (tears down what it built, always)."""
+    seconds = options.minutes * 60
+    drill_options = DrillOptions(
+        backups=2,
+        rate=options.rate,
+        seconds=seconds,
+        kill="none",
+        journal=True,
+        extra_source_args=["--poison-every", str(options.poison_every)] if options.poison_every else [],
+    )
+    placement = place_local(drill_options)
+    drill: Drill | None = None
+    chaos: _Chaos | None = None
+    try:
+        drill = start_drill(drill_options, log, placement)
+        assert drill.client is not None
+        drill.client.wait_for(lambda e: e.get("event") == "progress" and e.get("delivered", 0) > 0, 30)
+        chaos = _Chaos(drill, time.monotonic())
+        _drive(chaos, plan_faults(options.seed, seconds))
+        return _summary(chaos, options)
+    finally:
+        if chaos is not None:
+            chaos.halt.set()
+        if drill is not None:
+            for number in list(drill.adapters):
+                _signal(drill, number, signal.SIGCONT)
+            for proc in drill.all():
+                proc.kill()
+        if placement.journal_root is not None:
+            shutil.rmtree(placement.journal_root, ignore_errors=True)
+
+
+def _drive(chaos: _Chaos, plan: list[Fault]) -> None:
+    drill = chaos.drill
+    assert drill.source is not None
+    pending = list(plan)
+    next_sample = 0.0
+    while drill.source.alive:
+        now = chaos.elapsed()
+        for due in [h for h in chaos.heal if h[0] <= now]:
+            chaos.heal.remove(due)
+            due[1]()
+        if pending and pending[0].at <= now:
+            _inject(chaos, pending.pop(0))
+        if now >= next_sample:
+            next_sample = now + 1.0
+            _sample_rss(chaos)
+            delivered = (drill.client.last("progress") or {}).get("delivered", 0) if drill.client else 0
+            show_progress(
+                f"chaos: {now:5.0f}s  delivered {delivered:>9,}  faults {sum(chaos.counts.values())}"
+            )
+        try:
+            drill.source.popen.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            pass
+    for _at, action in sorted(chaos.heal, key=lambda h: h[0]):
+        action()  # heal what is still broken, so the backlog can arrive
+    chaos.heal.clear()
+
+
+def _inject(chaos: _Chaos, fault: Fault) -> None:
+    drill, working = chaos.drill, chaos.working()
+    if fault.kind in PROCESS_FAULTS and len(working) < len(drill.adapters):
+        chaos.skipped[fault.kind] += 1  # another adapter is still down or settling
+        return
+    target = working[int(fault.pick * len(working)) % len(working)] if working else 1
+    chaos.counts[fault.kind] += 1
+    later = chaos.elapsed() + fault.duration
+    drill.faults.append({"fault": fault.kind, "adapter": target, "at_s": round(chaos.elapsed(), 1)})
+    if fault.kind == "kill":
+        drill.adapters[target].kill()
+        chaos.heal.append((later, lambda: _start_again(chaos, target)))
+    elif fault.kind == "restart":
+        drill.adapters[target].kill()
+        _start_again(chaos, target)
+    elif fault.kind == "stop":
+        _signal(drill, target, signal.SIGSTOP)
+        chaos.stopped.add(target)
+        chaos.heal.append((later, lambda: _resume(chaos, target)))
+    elif fault.kind == "stalled_subscriber":
+        sock = _stalled_subscriber(drill.group.adapter(target).line)
+        chaos.heal.append((later, lambda: sock.close(linger=0)))
+    elif fault.kind == "replay_flood":
+        endpoint = drill.placement.replay[target]
+        stop = threading.Event()
+        thread = threading.Thread(target=_flood, args=(endpoint, stop, chaos.halt), daemon=True)
+        thread.start()
+        chaos.heal.append((later, stop.set))
+    else:
+        _bad_commands(drill.group.adapter(target).control)
+
+
+def _start_again(chaos: _Chaos, number: int) -> None:
+    drill = chaos.drill
+    drill.adapters[number].kill()  # reaps it
+    args = [a for a in drill.adapter_args[number] if a != "--active"]  # it rejoins as a backup
+    drill.adapters[number] = start_adapter_process(drill, number, args)
+    chaos.started_at[number] = chaos.elapsed()
+    chaos.stopped.discard(number)
+
+
+def _resume(chaos: _Chaos, number: int) -> None:
+    _signal(chaos.drill, number, signal.SIGCONT)
+    chaos.stopped.discard(number)
+    chaos.started_at[number] = chaos.elapsed()  # give it time to hear the new term and catch up
+
+
+def _signal(drill: Drill, number: int, signum: int) -> None:
+    proc = drill.adapters.get(number)
+    if proc is not None and proc.alive:
+        os.kill(proc.popen.pid, signum)
+
+
+def _stalled_subscriber(endpoint: str) -> zmq.Socket[bytes]:
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
+    sock.linger = 0
+    sock.rcvhwm = 10
+    sock.setsockopt(zmq.RCVBUF, 4096)
+    sock.subscribe(b"")
+    sock.connect(endpoint)  # and never reads
+    return sock
+
+
+def _flood(endpoint: str, stop: threading.Event, halt: threading.Event) -> None:
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    socks = [ctx.socket(zmq.DEALER) for _ in range(8)]
+    request = encode_request(ReplayRequest(channel=1, request_id=7, first_seq=1, last_seq=50_000))
+    try:
+        for sock in socks:
+            sock.linger = 0
+            sock.rcvhwm = sock.sndhwm = 100
+            sock.connect(endpoint)
+        while not stop.is_set() and not halt.is_set():
+            for sock in socks:
+                try:
+                    sock.send_multipart([b"", request], zmq.NOBLOCK)
+                except zmq.Again:
+                    pass
+                while sock.poll(0):
+                    sock.recv_multipart()
+            time.sleep(0.001)  # bounded offer: about a thousand requests a second per peer
+    finally:
+        for sock in socks:
+            sock.close(linger=0)
+
+
+def _bad_commands(endpoint: str) -> None:
+    for request in BAD_COMMANDS:
+        fields = {k: v for k, v in request.items() if k != "cmd"}
+        try:
+            control(endpoint, str(request["cmd"]), timeout=2.0, **fields)
+        except TimeoutError:
+            pass  # a stopped or restarting adapter does not answer: fine
+
+
+def _sample_rss(chaos: _Chaos) -> None:
+    for number, proc in chaos.drill.adapters.items():
+        try:
+            rss = psutil.Process(proc.popen.pid).memory_info().rss / 2**20
+        except psutil.Error:
+            continue
+        chaos.max_rss[number] = max(chaos.max_rss.get(number, 0.0), rss)
+
+
+def _summary(chaos: _Chaos, options: ChaosOptions) -> dict[str, Any]:
+    drill = chaos.drill
+    assert drill.source is not None and drill.client is not None
+    source = drill.source.wait_for(lambda e: "sent" in e, 30)
+    sent = int(source["sent"])
+    poisoned = sent // options.poison_every if options.poison_every else 0
+    drain_client(drill.client, sent - poisoned)
+    drill.client.stop()
+    client = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
+    roles = roles_now(drill)
+    show_progress("")
+    faults = dict(chaos.counts)
+    if poisoned:
+        faults["poison"] = poisoned
+    return {
+        "drill": "chaos",
+        "minutes": options.minutes,
+        "seed": options.seed,
+        "rate": options.rate,
+        "sent": sent,
+        "poisoned": poisoned,
+        "delivered": client["delivered"],
+        "lost": sent - poisoned - int(client["unique"]),
+        "duplicates": client["duplicates"],
+        "out_of_order": client["out_of_order"],
+        "conflicts": client["arbiter"].get("conflicts", 0),
+        "faults": faults,
+        "faults_skipped": dict(chaos.skipped),
+        "adapters_alive": sum(1 for proc in drill.adapters.values() if proc.alive),
+        "roles_at_end": {str(n): role for n, role in roles.items()},
+        "max_rss_mib": {str(n): round(rss, 1) for n, rss in sorted(chaos.max_rss.items())},
+        "max_pause_ms": round(float(client.get("max_pause_ms", 0.0)), 1),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``feedha drill chaos`` options."""
+    parser.add_argument(
+        "--minutes", type=float, default=2.0, help="how long the drill runs (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=1, help="seed of the fault schedule (default: %(default)s)"
+    )
+    parser.add_argument("--rate", type=float, default=5000, help="source messages/s (default: %(default)s)")
+    parser.add_argument(
+        "--poison-every",
+        type=int,
+        default=POISON_EVERY,
+        metavar="K",
+        help="every K-th source message is poison (default: %(default)s; 0: none)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+
+def main(args: argparse.Namespace, log: IO[str]) -> int:
+    """Run ``feedha drill chaos`` with parsed ``args``; exit 0 when nothing was lost or repeated."""
+    if args.minutes <= 0 or args.rate <= 0 or args.poison_every < 0:
+        print("feedha drill chaos: need --minutes > 0, --rate > 0, --poison-every >= 0", file=sys.stderr)
+        return 2
+    options = ChaosOptions(
+        minutes=args.minutes, seed=args.seed, rate=args.rate, poison_every=args.poison_every
+    )
+    result = run_chaos(options, log)
+    result["log"] = log.name
+    if args.json:
+        print(json.dumps(result))
+    else:
+        width = max(len(k) for k in result)
+        for key, value in result.items():
+            print(f"{key:<{width}}  {value}")
+    ok = result["lost"] == 0 and result["duplicates"] == 0 and result["conflicts"] == 0
+    return 0 if ok and result["adapters_alive"] == len(result["max_rss_mib"]) else 1

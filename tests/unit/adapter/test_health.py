@@ -1,0 +1,42 @@
+"""The health score and the meter that samples it: explicit figures and times."""
+
+from __future__ import annotations
+
+from adapter.core.health import HealthMeter, HealthSample, MachineSample, health_score
+
+
+def _sample(**changes: float) -> HealthSample:
+    figures = {
+        "available_memory_mb": 4096.0,
+        "cpu_percent": 0.0,
+        "error_count": 0,
+        "message_rate": 0.0,
+        "lag": 0,
+    }
+    figures.update(changes)
+    return HealthSample(**figures)  # type: ignore[arg-type]
+
+
+def test_a_healthy_idle_adapter_scores_full_marks() -> None:
+    assert health_score(_sample()) == 100.0
+
+
+def test_converting_slower_than_the_group_lowers_the_score() -> None:
+    keeping_up = health_score(_sample(message_rate=10_000.0, group_rate=10_000.0))
+    half = health_score(_sample(message_rate=5_000.0, group_rate=10_000.0))
+    assert keeping_up == 100.0 and half == 90.0
+    # Below 100 msg/s in the group, rates say nothing.
+    assert health_score(_sample(message_rate=0.0, group_rate=50.0)) == 100.0
+
+
+def test_the_meter_counts_errors_in_a_sliding_window_and_measures_the_rate() -> None:
+    meter = HealthMeter(penalty=0.0, now=0.0, error_window_s=10.0)
+    meter.on_machine_sample(MachineSample(available_memory_mb=1024.0, cpu_percent=50.0))
+    first = meter.measure(now=1.0, numbered=1000, errors=5, lag=0, group_rate=0.0)
+    assert first.error_count == 5 and first.message_rate == 1000.0 and first.cpu_percent == 50.0
+    for t in range(2, 12):
+        sample = meter.measure(now=float(t), numbered=1000 + 500 * (t - 1), errors=5, lag=0, group_rate=0.0)
+    assert sample.message_rate == 500.0
+    assert sample.error_count == 0  # the burst at t=1 is older than the window now
+    later = meter.measure(now=12.0, numbered=6000, errors=8, lag=0, group_rate=0.0)
+    assert later.error_count == 3
