@@ -15,7 +15,7 @@ from typing import Final
 # name -> (module, function, one-line help)
 COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "demo": ("feedha.demo", "main", "run the whole cluster on this machine, then a live failover drill"),
-    "drill": ("feedha.drill", "main", "failover drills: kill, cut, partition, loss (prints a JSON summary)"),
+    "drill": ("feedha.drill_cli", "main", "drills: failover (kill, cut, partition, loss) and chaos"),
     "adapter": ("adapter.__main__", "main", "run one feed adapter"),
     "source": ("plain_source.cli", "main", "run the plain-Python test source (deterministic, seeded)"),
     "feed": ("spark_feed.job", "main", "run the PySpark Structured Streaming feed source"),

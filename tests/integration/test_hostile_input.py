@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import zmq
 
 from adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
@@ -199,3 +200,23 @@ def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
     assert sent_forged == 20
     assert delivered == list(range(1, sent + 1))
     assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0 and stats.suspect >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_two_minute_chaos_drill_loses_nothing() -> None:
+    """The issue's acceptance command (CI runs it with the slow drills)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "feedha", "drill", "chaos", "--minutes", "2", "--seed", "5", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=560,
+    )
+    result = json.loads(out.stdout)
+    print(json.dumps(result))
+    assert (result["lost"], result["duplicates"], result["conflicts"]) == (0, 0, 0)
+    assert sum(n for kind, n in result["faults"].items() if kind != "poison") > 10
+    assert result["adapters_alive"] == 3 and out.returncode == 0

@@ -1,0 +1,196 @@
+"""``feedha drill``: the command line of the drills (``failover`` and ``chaos``).
+
+The drills themselves are :mod:`feedha.drill` (failover, with the network
+faults) and :mod:`feedha.chaos` (a seeded schedule of faults under load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import transport
+from feedha import chaos, netns
+from feedha.drill import DrillOptions, run_failover
+from feedha.procs import ProcessError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from feedha import drill
+
+    parser = argparse.ArgumentParser(
+        prog="feedha drill", description=drill.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="drill", required=True)
+    chaos.add_arguments(
+        sub.add_parser(
+            "chaos",
+            help="a seeded schedule of faults (kill, stop, restart, poison, stalled subscriber, replay "
+            "flood, bad commands) against one channel under load",
+            description=chaos.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+    failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
+    failover.add_argument(
+        "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
+    )
+    failover.add_argument(
+        "--rate", type=float, default=20_000, help="source messages/s (default: %(default)s)"
+    )
+    failover.add_argument(
+        "--seconds", type=float, default=10, help="how long the source streams (default: %(default)s)"
+    )
+    failover.add_argument(
+        "--kill",
+        choices=("active", "backup", "none"),
+        help="adapter to SIGKILL (default: active, or none when another fault is chosen)",
+    )
+    failover.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
+    net = failover.add_argument_group("hosts and network faults")
+    net.add_argument(
+        "--hosts",
+        choices=("local", "netns"),
+        default="local",
+        help="local: processes on loopback; netns: one network namespace per host on a bridge (root)",
+    )
+    net.add_argument(
+        "--transport",
+        choices=("tcp", "epgm"),
+        help="line transport (default: epgm with --hosts netns when pyzmq has OpenPGM, else tcp)",
+    )
+    net.add_argument("--cut", metavar="HOST", help="cut HOST's link at --kill-at (active, backup or N)")
+    net.add_argument(
+        "--partition", metavar="A,B", help="drop the sync bus between adapters A and B from --kill-at"
+    )
+    net.add_argument("--heal-at", type=float, default=0.8, help="fraction of the run at which to heal")
+    net.add_argument("--loss", type=float, default=0.0, metavar="PCT", help="drop PCT%% of packets")
+    net.add_argument(
+        "--loss-on",
+        choices=("active", "lines", "client"),
+        default="active",
+        help="whose outgoing packets --loss drops: the active's line, every line, or the client's",
+    )
+    net.add_argument("--restart", metavar="HOST", help="kill HOST's adapter at --kill-at and start it again")
+    net.add_argument(
+        "--journal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="adapters journal their lines and serve replay; the client fills gaps from them (default: on)",
+    )
+    failover.add_argument("--symbols", type=int, default=200)
+    failover.add_argument("--seed", type=int, default=7)
+    failover.add_argument(
+        "--source", choices=("plain", "spark"), default="plain", help="feed source (default: plain)"
+    )
+    failover.add_argument("--heartbeat-timeout", type=float, help="adapters' heartbeat timeout in seconds")
+    failover.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    failover.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    return parser
+
+
+def _network_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The DrillOptions fields of the network faults, checked.
+
+    Raises:
+        ValueError: a combination that cannot run, named.
+    """
+    partition: tuple[str, str] | None = None
+    if args.partition is not None:
+        a, sep, b = args.partition.partition(",")
+        if not sep or not a or not b or a == b:
+            raise ValueError(f"--partition takes two adapters A,B, got {args.partition!r}")
+        partition = (a, b)
+    for name, value in (
+        ("--cut", args.cut),
+        ("--restart", args.restart),
+        *(("--partition", p) for p in partition or ()),
+    ):
+        if value is not None and value not in ("active", "backup") and not value.isdigit():
+            raise ValueError(f"{name} takes active, backup or an adapter number, got {value!r}")
+    needs_netns = args.cut or partition or args.loss
+    if needs_netns and args.hosts != "netns":
+        raise ValueError("--cut, --partition and --loss need --hosts netns")
+    if not 0 <= args.loss < 100 or not 0 < args.heal_at < 1 or args.heal_at <= args.kill_at:
+        raise ValueError("need 0 <= --loss < 100 and --kill-at < --heal-at < 1")
+    chosen = args.transport
+    if chosen is None:
+        chosen = "epgm" if args.hosts == "netns" and transport.has_multicast() else "tcp"
+        if args.hosts == "netns" and chosen == "tcp":
+            print("feedha drill: pyzmq has no OpenPGM; lines fall back to tcp://", file=sys.stderr)
+    elif chosen == "epgm" and not transport.has_multicast():
+        raise ValueError(
+            "--transport epgm needs pyzmq built with OpenPGM (scripts/setup); use --transport tcp"
+        )
+    other_fault = args.cut or partition or args.restart
+    return {
+        "kill": args.kill or ("none" if other_fault else "active"),
+        "hosts": args.hosts,
+        "transport": chosen,
+        "cut": args.cut,
+        "partition": partition,
+        "heal_at": args.heal_at,
+        "loss": args.loss,
+        "loss_on": args.loss_on,
+        "restart": args.restart,
+        "journal": args.journal,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``feedha drill``."""
+    args = build_parser().parse_args(argv)
+    if args.drill == "chaos":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        with tempfile.NamedTemporaryFile("w", prefix="feedha-chaos-", suffix=".log", delete=False) as log:
+            return chaos.main(args, log)
+    if args.backups < 1 or args.rate <= 0 or args.seconds <= 0 or not 0 < args.kill_at < 1:
+        print(
+            "feedha drill: need --backups >= 1, --rate > 0, --seconds > 0, 0 < --kill-at < 1", file=sys.stderr
+        )
+        return 2
+    try:
+        network = _network_options(args)
+    except ValueError as exc:
+        print(f"feedha drill: {exc}", file=sys.stderr)
+        return 2
+    options = DrillOptions(
+        **network,
+        backups=args.backups,
+        rate=args.rate,
+        seconds=args.seconds,
+        kill_at=args.kill_at,
+        symbols=args.symbols,
+        seed=args.seed,
+        source=args.source,
+        heartbeat_timeout=args.heartbeat_timeout,
+    )
+    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-", suffix=".log")[1])
+    # SIGTERM must unwind through run_failover's finally: it removes the namespaces.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with open(log_path, "w") as log:
+        try:
+            result = run_failover(options, log)
+        except (ProcessError, netns.NetnsError) as exc:
+            print(f"feedha drill: {exc} (component logs: {log_path})", file=sys.stderr)
+            return 1
+    result["log"] = str(log_path)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        width = max(len(k) for k in result)
+        for key, value in result.items():
+            print(f"{key:<{width}}  {value}")
+    ok = (
+        result["lost"] == 0
+        and result["duplicates"] == 0
+        and result["out_of_order"] == 0
+        and result["conflicts"] == 0
+    )
+    return 0 if ok else 1
