@@ -15,7 +15,7 @@ from typing import Any
 
 from adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, AdapterConfig
 from adapter.core import sync as sync_rules
-from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HEARTBEAT_S
+from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HEARTBEAT_S, MAX_SOURCE_GAP
 from adapter.core.sync import SyncConfig
 from adapter.errors import AdapterError
 from adapter.journal.config import FsyncPolicy
@@ -79,6 +79,13 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
     tune.add_argument("--max-packet-bytes", type=int, default=DEFAULT_MAX_PACKET_BYTES)
     tune.add_argument(
         "--line-heartbeat", type=float, default=LINE_HEARTBEAT_S, help="idle line heartbeat interval"
+    )
+    tune.add_argument(
+        "--max-source-gap",
+        type=int,
+        default=MAX_SOURCE_GAP,
+        help="a source_seq further past the last one than this is held until three messages confirm it "
+        "(default: %(default)s; a SequenceReset 35=4 moves the numbering explicitly)",
     )
     tune.add_argument(
         "--line-hwm",
@@ -177,6 +184,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         max_packet_bytes=args.max_packet_bytes,
         line_heartbeat_s=args.line_heartbeat,
         sndhwm=args.line_hwm,
+        max_source_gap=args.max_source_gap,
         converter_table=args.converters,
         health_penalty=args.health_penalty,
         admin=args.admin,

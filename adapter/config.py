@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HEARTBEAT_S, CoreConfig
+from adapter.core.config import (
+    CHECKPOINT_EVERY,
+    CHECKPOINT_INTERVAL_S,
+    LINE_HEARTBEAT_S,
+    MAX_SOURCE_GAP,
+    CoreConfig,
+)
 from adapter.core.sync_types import SyncConfig
 from adapter.errors import ConfigError
 from adapter.journal.config import FsyncPolicy
@@ -62,6 +68,8 @@ class AdapterConfig:
         replay_max_bytes: the most packet bytes one replay reply carries.
         retention_max_age_s: after each checkpoint, delete journal segments older than this (None: keep).
         retention_max_bytes: ... and the oldest segments while the journal is larger than this (None: keep).
+        max_source_gap: a source_seq further past the last one than this is held until
+            confirmed (see ``CoreConfig.max_source_gap``).
         quarantine_file: where skipped source messages are kept (None: beside the journal,
             ``quarantine.jsonl``, or nowhere without a journal -- they are still counted and logged).
     """
@@ -96,6 +104,7 @@ class AdapterConfig:
     retention_max_age_s: float | None = None
     retention_max_bytes: int | None = None
     quarantine_file: Path | None = None
+    max_source_gap: int = MAX_SOURCE_GAP
 
     @property
     def adapter_id(self) -> str:
@@ -124,6 +133,7 @@ class AdapterConfig:
             journal=self.journal_dir is not None,
             checkpoint_every=self.checkpoint_every,
             checkpoint_interval_s=self.checkpoint_interval_s,
+            max_source_gap=self.max_source_gap,
         )
 
     def __post_init__(self) -> None:
