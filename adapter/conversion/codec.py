@@ -20,17 +20,22 @@ _MarketUpdate = market_pb2.MarketUpdate
 
 def to_proto(values: SymbolValues) -> market_pb2.SymbolState:
     """Convert a symbol's values to the protobuf ``SymbolState``."""
-    return _SymbolState(
-        volume=values.volume,
-        high=values.high,
-        low=values.low,
-        last=values.last,
-        vwap=values.vwap,
-        trade_count=values.trade_count,
-        bid=values.bid,
-        ask=values.ask,
-        notional=values.notional,
-    )
+    state = _SymbolState()
+    _fill_state(state, values)
+    return state
+
+
+def _fill_state(state: market_pb2.SymbolState, values: SymbolValues) -> None:
+    # Attribute assignment: measured faster with upb than a constructor with keywords.
+    state.volume = values.volume
+    state.high = values.high
+    state.low = values.low
+    state.last = values.last
+    state.vwap = values.vwap
+    state.trade_count = values.trade_count
+    state.bid = values.bid
+    state.ask = values.ask
+    state.notional = values.notional
 
 
 def from_proto(state: market_pb2.SymbolState) -> SymbolValues:
@@ -67,16 +72,7 @@ def encode_update(msg: SourceMessage, values: SymbolValues, *, publish_time_ns: 
     add_entry = update.entries.add
     for entry_type, price, size, notional in msg.entries:
         add_entry(type=entry_type, price=price, size=size, notional=notional)
-    state = update.state
-    state.volume = values.volume
-    state.high = values.high
-    state.low = values.low
-    state.last = values.last
-    state.vwap = values.vwap
-    state.trade_count = values.trade_count
-    state.bid = values.bid
-    state.ask = values.ask
-    state.notional = values.notional
+    _fill_state(update.state, values)
     if msg.extra:
         update.extra.update(msg.extra)
     # Deterministic: map entries sorted by key, so every adapter (and the C
