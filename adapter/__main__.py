@@ -107,6 +107,19 @@ def _admin_arguments(parser: argparse.ArgumentParser) -> None:
         "--admin-key-id",
         help="API key id of a user with the adapter role (the secret is read from $FEEDHA_ADAPTER_SECRET)",
     )
+    security = parser.add_argument_group("data-plane security (docs/security.md)")
+    security.add_argument(
+        "--curve-key",
+        type=Path,
+        help="this adapter's CURVE key pair (`feedha keys new FILE`): line and replay accept only the "
+        "subscriber keys the admin server grants (needs --admin). Without it they are open to anyone.",
+    )
+    security.add_argument(
+        "--sync-key",
+        type=Path,
+        help="the group's CURVE key pair, the same file for every adapter of the channel: only its "
+        "holders may speak on the sync bus. Without it the sync bus is open to anyone.",
+    )
 
 
 def _journal_arguments(parser: argparse.ArgumentParser) -> None:
@@ -198,6 +211,8 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         retention_max_age_s=args.retention_age,
         retention_max_bytes=args.retention_bytes,
         quarantine_file=args.quarantine,
+        curve_key=args.curve_key,
+        sync_key=args.sync_key,
     )
 
 

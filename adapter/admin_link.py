@@ -17,6 +17,7 @@ import contextlib
 import logging
 import queue
 import threading
+from dataclasses import dataclass
 
 from adapter.config import AdapterConfig
 from adapter.core import SyncView
@@ -44,8 +45,20 @@ def registry_status(view: SyncView) -> AdapterStatus:
     )
 
 
-def core_command(command: RegistryCommand) -> Command:
-    """An operator command from the admin server as the core's command."""
+@dataclass(frozen=True, slots=True)
+class AccessChange:
+    """Data-plane access from the admin server: subscriber keys granted or revoked (for the runner)."""
+
+    grants: list[tuple[str, int]]  # (Z85 key, expires_at_ns)
+    revoke: bool
+    replace: bool
+
+
+def core_command(command: RegistryCommand) -> Command | AccessChange:
+    """A command from the admin server: the core's command, or an access change for the runner."""
+    if command.kind in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
+        grants = [(g.curve_public_key, g.expires_at_ns) for g in command.grants]
+        return AccessChange(grants, command.kind is RegistryCommandKind.REVOKE, command.replace_grants)
     if command.kind is RegistryCommandKind.THROTTLE:
         return Throttle(max(0.0, command.rate))
     reason = command.reason or f"operator {command.issued_by}".strip()
@@ -60,7 +73,7 @@ class AdminLink:
         view: the core's standing at start.
     """
 
-    def __init__(self, config: AdapterConfig, view: SyncView) -> None:
+    def __init__(self, config: AdapterConfig, view: SyncView, *, curve_public_key: str = "") -> None:
         if config.admin is None:
             raise ValueError("AdminLink needs config.admin")
         self.view = view  # replaced whole by the runner; read by the agent's thread
@@ -76,6 +89,7 @@ class AdminLink:
             sync_endpoint=config.sync_endpoint,
             role=AdapterRole(Role.BACKUP.value),
             term=config.term,
+            curve_public_key=curve_public_key,
         )
         self._credentials = config.admin_credentials
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -97,14 +111,14 @@ class AdminLink:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=5)
 
-    def commands(self) -> list[Command]:
-        """The operator commands received since the last call, as the core's commands."""
-        received: list[Command] = []
+    def commands(self) -> list[Command | AccessChange]:
+        """The commands received since the last call: the core's, and access changes for the runner."""
+        received: list[Command | AccessChange] = []
         while not self._commands.empty():
             command = self._commands.get_nowait()
-            logger.info(
-                "operator command %s from %s: %s", command.kind.value, command.issued_by, command.reason
-            )
+            if command.kind not in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
+                by, why = command.issued_by, command.reason
+                logger.info("operator command %s from %s: %s", command.kind.value, by, why)
             received.append(core_command(command))
         return received
 

@@ -70,6 +70,10 @@ class AdapterConfig:
         retention_max_bytes: ... and the oldest segments while the journal is larger than this (None: keep).
         max_source_gap: a source_seq further past the last one than this is held until
             confirmed (see ``CoreConfig.max_source_gap``).
+        curve_key: this adapter's CURVE key pair (secret file): its line and replay service then
+            accept only the subscriber keys the admin server grants (None: open to anyone).
+        sync_key: the group's CURVE key pair, shared by the adapters of the channel: only holders
+            may speak on the sync bus (None: an open sync bus).
         quarantine_file: where skipped source messages are kept (None: beside the journal,
             ``quarantine.jsonl``, or nowhere without a journal -- they are still counted and logged).
     """
@@ -104,6 +108,8 @@ class AdapterConfig:
     retention_max_age_s: float | None = None
     retention_max_bytes: int | None = None
     quarantine_file: Path | None = None
+    curve_key: Path | None = None
+    sync_key: Path | None = None
     max_source_gap: int = MAX_SOURCE_GAP
 
     @property
@@ -154,6 +160,8 @@ class AdapterConfig:
                 raise ConfigError(
                     f"replay_endpoint {self.replay_endpoint!r} needs a journal_dir to serve from"
                 )
+        if self.curve_key is not None and self.admin is None:
+            raise ConfigError("curve_key needs an admin server (--admin): it grants the subscribers' keys")
         if self.replay_max_bytes < self.max_packet_bytes:
             raise ConfigError(
                 f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"

@@ -19,6 +19,7 @@ from adapter.journal import JournalConfig, JournalReader, JournalWriter
 from adapter.journal.segment import list_segments
 from adapter.replay import ReplayLimits, ReplayService
 from adapter.replay_server import FlushRequest, ReplayServer
+from adapter.zap import DataPlaneGuard
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +34,12 @@ class JournalKeeper:
         ValueError: ``config.journal_dir`` is not set.
     """
 
-    def __init__(self, config: AdapterConfig) -> None:
+    def __init__(self, config: AdapterConfig, guard: DataPlaneGuard | None = None) -> None:
         if config.journal_dir is None:
             raise ValueError("JournalKeeper needs config.journal_dir")
         self._config = config
         self._dir = config.journal_dir
+        self._guard = guard
         self.writer: JournalWriter | None = None
         self.replay: ReplayServer | None = None
         self.flush_request = FlushRequest(self._flush)
@@ -76,7 +78,10 @@ class JournalKeeper:
                 bounds=self._bounds,
                 before_read=self._ask_flush,
             )
-            self.replay = ReplayServer(cfg.replay_endpoint, service, lambda: core.sync.term, ReplayLimits())
+            secure = None if self._guard is None else self._guard.secure
+            self.replay = ReplayServer(
+                cfg.replay_endpoint, service, lambda: core.sync.term, ReplayLimits(), secure=secure
+            )
             self.replay.start()
         report = writer.recovery_report
         return {

@@ -31,6 +31,7 @@ from typing import Final
 
 import zmq
 
+from adapter.access import REPLAY
 from adapter.replay import ReplayLimits, ReplayService
 
 logger = logging.getLogger(__name__)
@@ -81,15 +82,24 @@ class ReplayServer:
         service: answers one request from the journal.
         term: the adapter's current term (read on the thread; must be quick).
         limits: per-peer and total request and byte rates.
+        secure: makes the socket a CURVE server before it binds (``None``: an open socket).
     """
 
     def __init__(
-        self, endpoint: str, service: ReplayService, term: Callable[[], int], limits: ReplayLimits
+        self,
+        endpoint: str,
+        service: ReplayService,
+        term: Callable[[], int],
+        limits: ReplayLimits,
+        *,
+        secure: Callable[[zmq.Socket[bytes], str], None] | None = None,
     ) -> None:
         self._endpoint = endpoint
         self._service = service
         self._term = term
         self._limits = limits
+        self._secure = secure
+        self._rebind = threading.Event()
         self._stop = threading.Event()
         self._bound = threading.Event()
         self._error: BaseException | None = None
@@ -110,24 +120,42 @@ class ReplayServer:
         if self._error is not None:
             raise self._error
 
+    def rebind(self) -> None:
+        """Bind the socket afresh (every peer reconnects and is checked again); from any thread."""
+        self._rebind.set()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def _run(self) -> None:
+    def _open(self) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
+        sock.linger = 0
+        sock.rcvhwm = sock.sndhwm = QUEUE_MESSAGES
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
+        if self._secure is not None:
+            self._secure(sock, REPLAY)
         try:
-            sock.linger = 0
-            sock.rcvhwm = sock.sndhwm = QUEUE_MESSAGES
-            sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
-            try:
-                sock.bind(self._endpoint)
-            except zmq.ZMQError as exc:
-                self._error = exc
-                return
-            finally:
-                self._bound.set()
+            sock.bind(self._endpoint)
+        except zmq.ZMQError:
+            sock.close(linger=0)
+            raise
+        return sock
+
+    def _run(self) -> None:
+        try:
+            sock = self._open()
+        except zmq.ZMQError as exc:
+            self._error = exc
+            return
+        finally:
+            self._bound.set()
+        try:
             while not self._stop.is_set():
+                if self._rebind.is_set():
+                    self._rebind.clear()
+                    sock.close(linger=0)
+                    sock = self._open()
                 if sock.poll(POLL_MS):
                     self._serve_ready(sock)
         finally:

@@ -35,7 +35,8 @@ import psutil
 import zmq
 
 import transport
-from adapter.admin_link import AdminLink
+from adapter.access import LINE, REPLAY
+from adapter.admin_link import AccessChange, AdminLink
 from adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
     SOURCE_BATCH_FRAMES,
@@ -62,6 +63,7 @@ from adapter.core.health import MachineSample
 from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from adapter.journal.quarantine import QuarantineFile
 from adapter.persistence import JournalKeeper
+from adapter.zap import DataPlaneGuard, load_keys
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +88,12 @@ class AdapterRunner:
         self._on_status = on_status or (lambda _event: None)
         engine = make_engine(ConverterTable.load(config.converter_table))
         self.core = AdapterCore(config.core(), engine, now=time.monotonic())
-        self.journal = None if config.journal_dir is None else JournalKeeper(config)
+        self.guard = DataPlaneGuard(
+            adapter=config.adapter,
+            keys=None if config.curve_key is None else load_keys(config.curve_key),
+            sync_keys=None if config.sync_key is None else load_keys(config.sync_key),
+        )
+        self.journal = None if config.journal_dir is None else JournalKeeper(config, self.guard)
         self._quarantine: QuarantineFile | None = None
         self._topic = config.channel.encode()
         self._sockets: list[zmq.Socket[bytes]] = []
@@ -104,6 +111,7 @@ class AdapterRunner:
         """Bind, connect and serve until ``stop`` is set; close every socket on the way out."""
         cfg = self.config
         try:
+            self.guard.start(zmq.Context.instance())  # ZAP before any socket binds
             if self.journal is not None:  # recovery first: the sync rules start from its position
                 self._status("recovered", **self.journal.open(self.core))
             if cfg.quarantine_path is not None:
@@ -118,7 +126,8 @@ class AdapterRunner:
                 fast_path=self.core.engine.is_native,
             )
             if cfg.admin:
-                self._admin = AdminLink(cfg, self.core.sync_view())
+                public = "" if self.guard.keys is None else self.guard.keys.public.decode()
+                self._admin = AdminLink(cfg, self.core.sync_view(), curve_public_key=public)
                 self._admin.start()
             self._loop(stop)
         finally:
@@ -131,6 +140,7 @@ class AdapterRunner:
                 self.journal.close()
             if self._quarantine is not None:
                 self._quarantine.close()
+            self.guard.stop()
 
     def status(self) -> dict[str, Any]:
         """The core's status with the runner's own figures."""
@@ -138,7 +148,7 @@ class AdapterRunner:
         served = (
             {} if replay is None else {"replay_requests": replay.requests, "replay_refused": replay.refused}
         )
-        return {"channel": self.config.channel, **self.core.status(), **served}
+        return {"channel": self.config.channel, **self.core.status(), **served, "access": self.guard.status()}
 
     def _socket(
         self, kind: int, *, rcvhwm: int | None = None, max_message: int | None = None
@@ -154,14 +164,12 @@ class AdapterRunner:
 
     def _open_sockets(self) -> None:
         cfg = self.config
-        self._line = self._socket(zmq.PUB)
-        self._line.sndhwm = cfg.sndhwm
-        transport.configure_socket(self._line, cfg.line_endpoint)  # epgm://: buffers, ZMQ_RATE
-        self._line.bind(cfg.line_endpoint)
+        self._line = self._open_line()
         self._sync_pub = self._socket(zmq.PUB)
         self._sync_pub.sndhwm = SYNC_HWM
-        self._sync_pub.bind(cfg.sync_endpoint)
         self._sync_sub = self._socket(zmq.SUB, rcvhwm=SYNC_HWM, max_message=SYNC_MAX_MESSAGE_BYTES)
+        self.guard.secure_sync(self._sync_pub, self._sync_sub)
+        self._sync_pub.bind(cfg.sync_endpoint)
         self._sync_sub.subscribe(b"")
         for peer in cfg.peers:
             self._sync_sub.connect(peer)
@@ -171,6 +179,27 @@ class AdapterRunner:
         if cfg.control_endpoint:
             self._control = self._socket(zmq.REP, rcvhwm=100, max_message=CONTROL_MAX_REQUEST_BYTES)
             self._control.bind(cfg.control_endpoint)
+
+    def _open_line(self) -> zmq.Socket[bytes]:
+        cfg = self.config
+        line = self._socket(zmq.PUB)
+        line.sndhwm = cfg.sndhwm
+        transport.configure_socket(line, cfg.line_endpoint)  # epgm://: buffers, ZMQ_RATE
+        self.guard.secure(line, LINE)
+        line.bind(cfg.line_endpoint)
+        return line
+
+    def _rebind(self, now: float) -> None:
+        # ZAP is only asked at connection time: to cut off a revoked subscriber that is
+        # connected, the socket is bound afresh and every peer reconnects (and is asked).
+        for where in self.guard.due_rebinds(now=now, now_ns=time.time_ns()):
+            logger.info("binding the %s afresh: a revoked key was connected to it", where)
+            if where == LINE:
+                self._sockets.remove(self._line)
+                self._line.close(linger=0)
+                self._line = self._open_line()
+            elif where == REPLAY and self.journal is not None and self.journal.replay is not None:
+                self.journal.replay.rebind()
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -209,7 +238,13 @@ class AdapterRunner:
             self.journal.flush_request.serve()  # the replay thread needs what the writer buffers
         if self._admin is not None:
             for command in self._admin.commands():
-                self._carry_out(core.on_command(command, now=time.monotonic(), wall_ns=time.time_ns())[1])
+                now = time.monotonic()
+                if isinstance(command, AccessChange):
+                    self.guard.on_access(
+                        command.grants, revoke=command.revoke, replace=command.replace, now=now
+                    )
+                else:
+                    self._carry_out(core.on_command(command, now=now, wall_ns=time.time_ns())[1])
         if self._source in ready:
             self._drain_source()
             # Heartbeats that arrived while we converted must count before
@@ -227,6 +262,7 @@ class AdapterRunner:
                 MachineSample(available_memory_mb=memory, cpu_percent=self._process.cpu_percent(None))
             )
         self._carry_out(self.core.on_tick(now=now, wall_ns=time.time_ns()))
+        self._rebind(now)
         if self._admin is not None:
             self._admin.view = self.core.sync_view()
 

@@ -43,10 +43,12 @@ class BearerToken:
     Attributes:
         token: the bearer token (left out of ``repr``).
         user: the user the API key belongs to.
+        expires_at: when the token expires, Unix seconds (0: unknown).
     """
 
     token: str = field(repr=False)
     user: str
+    expires_at: float = 0.0
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -96,4 +98,4 @@ async def login(
     """
     stub = admin_pb2_grpc.AdminAuthStub(channel)  # type: ignore[no-untyped-call]
     reply = await stub.Login(admin_pb2.LoginRequest(key_id=key_id, secret=secret), timeout=timeout_s)
-    return BearerToken(token=reply.token, user=reply.user)
+    return BearerToken(token=reply.token, user=reply.user, expires_at=reply.expires_at_ns / 1e9)

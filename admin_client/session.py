@@ -53,6 +53,7 @@ class Line:
     role: str  # "active", "backup", "failed", "unspecified"
     term: int
     is_up: bool
+    curve_server_key: str = ""  # Z85 CURVE key to connect to its line and replay with ("": plain)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +102,7 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
                 role=role_from_proto(line.role).value,
                 term=line.term,
                 is_up=line.is_up,
+                curve_server_key=line.curve_server_key,
             )
             for line in msg.lines
         ),
@@ -180,6 +182,11 @@ class AdminClient:
 
         await self._retry(attempt)
 
+    @property
+    def token_expires_at(self) -> float:
+        """When the current token expires (Unix seconds; 0 before the first login)."""
+        return 0.0 if self._token is None else self._token.expires_at
+
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         return self._token.metadata if self._token is not None else ()
 
@@ -212,8 +219,13 @@ class AdminClient:
                 logger.info("admin client: token rejected, logging in again")
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def subscribe(self, symbols: Sequence[str]) -> Subscription:
+    async def subscribe(self, symbols: Sequence[str], *, curve_public_key: str = "") -> Subscription:
         """Subscribe to symbols or fnmatch patterns.
+
+        Args:
+            symbols: symbols or patterns.
+            curve_public_key: this subscriber's Z85 CURVE public key: lines that need CURVE
+                accept it while the subscription lives and this client stays logged in.
 
         Returns:
             The subscription id and one route per channel (and delivery mode).
@@ -222,7 +234,7 @@ class AdminClient:
             PermissionDenied: some symbols are not entitled (``exc.symbols``).
             AdminClientError: other failures (``exc.code``).
         """
-        request = admin_pb2.SubscribeRequest(symbols=list(symbols))
+        request = admin_pb2.SubscribeRequest(symbols=list(symbols), curve_public_key=curve_public_key)
         reply: admin_pb2.SubscribeResponse = await self._call(
             lambda stub: stub.Subscribe(request, metadata=self._metadata(), timeout=self.call_timeout_s)
         )

@@ -34,6 +34,14 @@ _principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
 )
 
 
+_token_expiry: contextvars.ContextVar[float] = contextvars.ContextVar("feedha_token_expiry", default=0.0)
+
+
+def current_token_expiry() -> float:
+    """When the current RPC's token expires (Unix seconds; 0 when the method needs no token)."""
+    return _token_expiry.get()
+
+
 def current_principal() -> Principal:
     """The authenticated caller of the current RPC (set by :class:`AuthInterceptor`).
 
@@ -98,7 +106,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             )
             return
         try:
-            principal = self._hub.authenticate(token)
+            principal, expires_at = self._hub.authenticate_token(token)
         except AuthenticationError as exc:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
             return
@@ -112,6 +120,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 f"user {principal.user!r} lacks the {role} role for {method}",
             )
         _principal.set(principal)
+        _token_expiry.set(expires_at)
 
 
 def _wrap(

@@ -37,6 +37,7 @@ class LineView:
     role: AdapterRole
     term: int
     is_up: bool
+    curve_server_key: str = ""  # Z85 CURVE key to connect with ("": a plain line)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +86,7 @@ def line_views(records: Iterable[AdapterRecord]) -> tuple[LineView, ...]:
             role=r.status.role,
             term=r.status.term,
             is_up=r.is_up,
+            curve_server_key=r.registration.curve_public_key,
         )
         for r in records
     )

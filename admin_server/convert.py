@@ -40,6 +40,7 @@ def route_to_proto(route: Route) -> admin_pb2.ChannelRoute:
                 role=role_to_proto(line.role),
                 term=line.term,
                 is_up=line.is_up,
+                curve_server_key=line.curve_server_key,
             )
             for line in route.lines
         ],

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from admin_server import broker, tokens
+from admin_server import access, broker, tokens
 from admin_server.backoff import LoginBackoff
 from admin_server.config import ServerConfig
 from admin_server.errors import (
@@ -32,12 +32,13 @@ from admin_server.errors import (
 from admin_server.policy import PolicyFile, Principal
 from admin_server.registry import Directive, Registry, RegistryEvent
 from admin_server.store import Store, SubscriptionRecord
-from proto.registry import AdapterRegistration, AdapterStatus
+from proto.registry import AdapterRegistration, AdapterStatus, is_curve_key
 
 logger = logging.getLogger(__name__)
 
 EVENT_QUEUE_SIZE: Final = 1000
 COMMAND_QUEUE_SIZE: Final = 100
+ACCESS_INTERVAL_S: Final = 0.5  # expiries are enforced within this (and by the adapters themselves)
 SIGNING_KEY_META: Final = "token_signing_key"
 
 
@@ -59,6 +60,7 @@ class AdapterSession:
 
     adapter_id: str
     commands: asyncio.Queue[Directive] = field(default_factory=lambda: asyncio.Queue(COMMAND_QUEUE_SIZE))
+    told: access.Grants | None = None  # the data-plane grants this adapter was last told (None: none yet)
 
 
 class Hub:
@@ -121,10 +123,17 @@ class Hub:
             raise
         self.backoff.on_success(peer)
         token, claims = self.signer.issue(user=key.user, key_id=key.key_id, now=self.clock())
+        # A new token keeps the user's subscriptions on the data plane until it expires.
+        if self.store.extend_subscriptions(key.user, valid_until=claims.expires_at):
+            self.reconcile_access()
         return token, claims, self.principal(key.user)
 
     def authenticate(self, token: str) -> Principal:
-        """Verify a bearer token and resolve its principal.
+        """Verify a bearer token and resolve its principal (see :meth:`authenticate_token`)."""
+        return self.authenticate_token(token)[0]
+
+    def authenticate_token(self, token: str) -> tuple[Principal, float]:
+        """Verify a bearer token; its principal and its expiry (Unix seconds).
 
         Raises:
             AuthenticationError: forged, malformed, expired, or its key was rotated or removed.
@@ -135,7 +144,7 @@ class Hub:
             raise AuthenticationError("the token's API key no longer exists; log in again")
         if claims.issued_at < key.rotated_at - 1e-3:
             raise AuthenticationError("the token's API key was rotated; log in again")
-        return self.principal(claims.user)
+        return self.principal(claims.user), claims.expires_at
 
     def principal(self, user: str) -> Principal:
         """The principal for a user name, with its key-store groups and roles."""
@@ -158,16 +167,38 @@ class Hub:
         )
 
     def subscribe(
-        self, principal: Principal, symbols: Sequence[str]
+        self,
+        principal: Principal,
+        symbols: Sequence[str],
+        *,
+        curve_key: str = "",
+        valid_until: float = 0.0,
     ) -> tuple[SubscriptionRecord, list[broker.Route]]:
-        """Create a subscription after checking entitlements."""
+        """Create a subscription after checking entitlements.
+
+        Args:
+            principal: the caller.
+            symbols: symbols or patterns.
+            curve_key: the subscriber's CURVE public key (its lines then accept it), or "".
+            valid_until: until when that key may connect (the caller's token expiry).
+
+        Raises:
+            ValueError: ``curve_key`` is not a Z85 CURVE key.
+        """
+        if curve_key and not is_curve_key(curve_key):
+            raise ValueError("curve_public_key must be a Z85-encoded CURVE public key (40 characters)")
         routes = self.routes(principal, symbols)
         record = self.store.add_subscription(
-            user=principal.user, symbols=tuple(broker.validate_items(symbols)), now=self.clock()
+            user=principal.user,
+            symbols=tuple(broker.validate_items(symbols)),
+            now=self.clock(),
+            curve_key=curve_key,
+            valid_until=valid_until,
         )
         self.publish(
             HubEvent(at=self.clock(), kind="subscribe", detail=f"{record.subscription_id} {principal.user}")
         )
+        self.reconcile_access()
         return record, routes
 
     def owned_subscription(self, principal: Principal, subscription_id: str) -> SubscriptionRecord:
@@ -182,14 +213,17 @@ class Hub:
         return record
 
     def modify(
-        self, principal: Principal, subscription_id: str, symbols: Sequence[str]
+        self, principal: Principal, subscription_id: str, symbols: Sequence[str], *, valid_until: float = 0.0
     ) -> list[broker.Route]:
         """Replace a subscription's symbols after checking entitlements."""
         self.owned_subscription(principal, subscription_id)
         routes = self.routes(principal, symbols)
         items = tuple(broker.validate_items(symbols))
-        self.store.update_subscription(subscription_id, symbols=items, now=self.clock())
+        self.store.update_subscription(
+            subscription_id, symbols=items, now=self.clock(), valid_until=valid_until
+        )
         self.publish(HubEvent(at=self.clock(), kind="modify", detail=subscription_id, routes_changed=True))
+        self.reconcile_access()
         return routes
 
     def cancel(self, principal: Principal, subscription_id: str) -> None:
@@ -197,6 +231,47 @@ class Hub:
         self.owned_subscription(principal, subscription_id)
         self.store.delete_subscription(subscription_id)
         self.publish(HubEvent(at=self.clock(), kind="cancel", detail=subscription_id, routes_changed=True))
+        self.reconcile_access()
+
+    # -- data-plane access
+
+    def reconcile_access(self) -> None:
+        """Tell every connected adapter which subscriber keys it must accept now (see :mod:`access`)."""
+        wanted = access.desired_grants(
+            self.store.subscriptions(), now=self.clock(), channels_for=self._channels_of
+        )
+        for session in list(self._sessions.values()):
+            with contextlib.suppress(NotFoundError):
+                record = self.registry.get(session.adapter_id)
+                if not record.registration.curve_public_key:
+                    continue  # a plain adapter: nothing to enforce
+                target = wanted.get(record.channel_name, {})
+                for command in access.plan_commands(session.told, target, reason="data-plane access"):
+                    try:
+                        session.commands.put_nowait(Directive(adapter_id=session.adapter_id, command=command))
+                    except asyncio.QueueFull:
+                        session.told = None  # not reading: tell it everything again next time
+                        break
+                else:
+                    if session.told != target:
+                        revoked = len(set(session.told or ()) - set(target))
+                        logger.info(
+                            "adapter %s: %d key(s) granted, %d revoked",
+                            session.adapter_id,
+                            len(target),
+                            revoked,
+                        )
+                    session.told = dict(target)
+
+    def _channels_of(self, sub: SubscriptionRecord) -> list[str]:
+        routes = self.routes(self.principal(sub.user), sub.symbols)
+        return [route.channel.name for route in routes if not route.delayed]
+
+    async def watch_access(self, interval_s: float = ACCESS_INTERVAL_S) -> None:
+        """Reconcile data-plane access every ``interval_s`` forever (expiries; runs as a task)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            self.reconcile_access()
 
     # -- adapters
 
@@ -206,6 +281,7 @@ class Hub:
         self._sessions[registration.adapter_id] = session
         self._apply(self.registry.on_register(registration, now=self.clock()), registration.adapter_id)
         logger.info("adapter %s registered on %s", registration.adapter_id, registration.channel_name)
+        self.reconcile_access()
         return session
 
     def report(self, session: AdapterSession, status: AdapterStatus) -> None:
@@ -303,6 +379,7 @@ class Hub:
             await asyncio.sleep(self.config.policy_poll_s)
             if self.policy_file.poll():
                 self.publish(HubEvent(at=self.clock(), kind="policy", detail="reloaded", routes_changed=True))
+                self.reconcile_access()
             elif self.policy_file.rejections != rejections:
                 rejections = self.policy_file.rejections
                 detail = f"rejected, keeping the last good policy: {self.policy_file.last_error}"

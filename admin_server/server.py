@@ -107,6 +107,7 @@ class AdminServer:
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._tasks.append(asyncio.create_task(hub.watch_policy(), name="policy-watch"))
+        self._tasks.append(asyncio.create_task(hub.watch_access(), name="access-watch"))
         logger.info(
             "admin server listening on %s:%d (tls=%s)", self.config.host, self.port, self.config.has_tls
         )

@@ -14,7 +14,7 @@ from typing import Final, NoReturn
 import grpc
 
 from admin_server import convert
-from admin_server.auth import current_principal
+from admin_server.auth import current_principal, current_token_expiry
 from admin_server.broker import Route
 from admin_server.errors import (
     AdminError,
@@ -109,7 +109,12 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
     ) -> admin_pb2.SubscribeResponse:
         """Check entitlements and return the routes for the requested symbols."""
         try:
-            record, routes = self._hub.subscribe(current_principal(), list(request.symbols))
+            record, routes = self._hub.subscribe(
+                current_principal(),
+                list(request.symbols),
+                curve_key=request.curve_public_key,
+                valid_until=current_token_expiry(),
+            )
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
         return admin_pb2.SubscribeResponse(
@@ -121,7 +126,12 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
     ) -> admin_pb2.SubscribeResponse:
         """Replace a subscription's symbols."""
         try:
-            routes = self._hub.modify(current_principal(), request.subscription_id, list(request.symbols))
+            routes = self._hub.modify(
+                current_principal(),
+                request.subscription_id,
+                list(request.symbols),
+                valid_until=current_token_expiry(),
+            )
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
         return admin_pb2.SubscribeResponse(

@@ -67,6 +67,8 @@ class SubscriptionRecord:
     symbols: tuple[str, ...]
     created_at: float
     updated_at: float
+    curve_key: str = ""  # the subscriber's Z85 CURVE public key ("": none)
+    valid_until: float = 0.0  # its data-plane access lasts until then (its owner's token expiry)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +97,7 @@ def encode_record(record: AdapterRecord) -> str:
                 "sync_endpoint": reg.sync_endpoint,
                 "role": reg.role.value,
                 "term": reg.term,
+                "curve_public_key": reg.curve_public_key,
             },
             "status": {
                 "role": status.role.value,
@@ -141,6 +144,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._migrate()
         self._db.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
@@ -233,29 +237,61 @@ class Store:
         """Every stored adapter record."""
         return [decode_record(row[0]) for row in self._db.execute("SELECT record FROM adapters")]
 
+    def _migrate(self) -> None:
+        # Columns added after the first release: a database made before them gets them, empty.
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(subscriptions)")}
+        if "curve_key" not in have:
+            self._db.execute("ALTER TABLE subscriptions ADD COLUMN curve_key TEXT NOT NULL DEFAULT ''")
+        if "valid_until" not in have:
+            self._db.execute("ALTER TABLE subscriptions ADD COLUMN valid_until REAL NOT NULL DEFAULT 0")
+
     # -- subscriptions
 
-    def add_subscription(self, *, user: str, symbols: tuple[str, ...], now: float) -> SubscriptionRecord:
+    def add_subscription(
+        self,
+        *,
+        user: str,
+        symbols: tuple[str, ...],
+        now: float,
+        curve_key: str = "",
+        valid_until: float = 0.0,
+    ) -> SubscriptionRecord:
         """Store a new subscription with a fresh id."""
         record = SubscriptionRecord(
-            subscription_id=uuid.uuid4().hex, user=user, symbols=symbols, created_at=now, updated_at=now
+            subscription_id=uuid.uuid4().hex,
+            user=user,
+            symbols=symbols,
+            created_at=now,
+            updated_at=now,
+            curve_key=curve_key,
+            valid_until=valid_until,
         )
         self._db.execute(
-            "INSERT INTO subscriptions(subscription_id, user, symbols, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (record.subscription_id, user, json.dumps(list(symbols)), now, now),
+            "INSERT INTO subscriptions(subscription_id, user, symbols, created_at, updated_at, curve_key, "
+            "valid_until) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (record.subscription_id, user, json.dumps(list(symbols)), now, now, curve_key, valid_until),
         )
         return record
 
-    def update_subscription(self, subscription_id: str, *, symbols: tuple[str, ...], now: float) -> None:
-        """Replace a subscription's symbols.
+    def extend_subscriptions(self, user: str, *, valid_until: float) -> int:
+        """Let every subscription of ``user`` keep its data-plane access until ``valid_until``."""
+        cursor = self._db.execute(
+            "UPDATE subscriptions SET valid_until = MAX(valid_until, ?) WHERE user = ?", (valid_until, user)
+        )
+        return cursor.rowcount
+
+    def update_subscription(
+        self, subscription_id: str, *, symbols: tuple[str, ...], now: float, valid_until: float = 0.0
+    ) -> None:
+        """Replace a subscription's symbols (and extend its access to ``valid_until``).
 
         Raises:
             NotFoundError: unknown subscription.
         """
         cursor = self._db.execute(
-            "UPDATE subscriptions SET symbols = ?, updated_at = ? WHERE subscription_id = ?",
-            (json.dumps(list(symbols)), now, subscription_id),
+            "UPDATE subscriptions SET symbols = ?, updated_at = ?, valid_until = MAX(valid_until, ?) "
+            "WHERE subscription_id = ?",
+            (json.dumps(list(symbols)), now, valid_until, subscription_id),
         )
         if cursor.rowcount == 0:
             raise NotFoundError(f"unknown subscription {subscription_id!r}")
@@ -277,8 +313,7 @@ class Store:
             NotFoundError: unknown subscription.
         """
         row = self._db.execute(
-            "SELECT subscription_id, user, symbols, created_at, updated_at FROM subscriptions "
-            "WHERE subscription_id = ?",
+            f"SELECT {_SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE subscription_id = ?",
             (subscription_id,),
         ).fetchone()
         if row is None:
@@ -287,10 +322,7 @@ class Store:
 
     def subscriptions(self) -> list[SubscriptionRecord]:
         """Every subscription, oldest first."""
-        rows = self._db.execute(
-            "SELECT subscription_id, user, symbols, created_at, updated_at FROM subscriptions "
-            "ORDER BY created_at"
-        )
+        rows = self._db.execute(f"SELECT {_SUBSCRIPTION_COLUMNS} FROM subscriptions ORDER BY created_at")
         return [_subscription(row) for row in rows]
 
     # -- audit
@@ -310,6 +342,11 @@ class Store:
         return [AuditEntry(at=r[0], user=r[1], action=r[2], target=r[3], detail=r[4]) for r in rows]
 
 
+_SUBSCRIPTION_COLUMNS: Final = (
+    "subscription_id, user, symbols, created_at, updated_at, curve_key, valid_until"
+)
+
+
 def _subscription(row: tuple[Any, ...]) -> SubscriptionRecord:
     return SubscriptionRecord(
         subscription_id=row[0],
@@ -317,4 +354,6 @@ def _subscription(row: tuple[Any, ...]) -> SubscriptionRecord:
         symbols=tuple(json.loads(row[2])),
         created_at=float(row[3]),
         updated_at=float(row[4]),
+        curve_key=str(row[5]),
+        valid_until=float(row[6]),
     )

@@ -22,8 +22,11 @@ Entitlement: the admin server grants routes only for entitled symbols, and
 each route names the symbols (or fnmatch patterns) of the subscription it
 carries. The data thread decodes each delivery's symbol and hands over only
 those that match its channel's route; the others are counted as
-``filtered``. On ``tcp://`` lines this client-side filter is the
-enforcement today (adapter-side CURVE/ZAP is not built yet).
+``filtered``. Adapters that run with CURVE enforce the channel grant
+themselves: the client makes a session key pair, sends its public key with
+the subscription, and the lines and replay services accept that key for as
+long as the subscription lives and the client stays logged in -- so the
+admin thread logs in again before each token expires.
 
 When the admin server is down, the lines keep flowing; the watch task
 retries until the server returns, then the routes come again. If the server
@@ -36,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import fnmatch
 import logging
 import queue
@@ -46,6 +50,8 @@ from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeVar
+
+import zmq
 
 from admin_client import (
     AdminClient,
@@ -65,6 +71,7 @@ from client_lib.subscriber import ChannelSpec, Subscriber, SubscriberConfig
 logger = logging.getLogger(__name__)
 
 POLL_INTERVAL_S: Final = 0.1
+RENEW_AT: Final = 0.7  # log in again when this share of the token's lifetime has passed
 WATCH_RETRY_S: Final = 1.0
 _CALL_MARGIN_S: Final = 15.0
 _T = TypeVar("_T")
@@ -160,7 +167,11 @@ class FeedClient:
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
     ) -> None:
-        self._config = config or SubscriberConfig()
+        curve_public, curve_secret = zmq.curve_keypair()  # this session's data-plane identity
+        self._curve = (curve_public.decode(), curve_secret.decode())
+        self._config = dataclasses.replace(
+            config or SubscriberConfig(), curve_public=self._curve[0], curve_secret=self._curve[1]
+        )
         self._poll_interval_s = poll_interval_s
         self._retry_deadline_s = retry_deadline_s
         self._updates: queue.SimpleQueue[tuple[str, tuple[Route, ...]]] = queue.SimpleQueue()
@@ -175,6 +186,7 @@ class FeedClient:
         self._watch_connections = self._resubscriptions = 0
         self._last_admin_error = ""
         self._watch: asyncio.Task[None] | None = None
+        self._renew: asyncio.Task[None] | None = None
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="feedclient-admin", daemon=True)
@@ -226,6 +238,20 @@ class FeedClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch
         self._watch = asyncio.create_task(self._watch_routes(), name="feedclient-watch")
+        if self._renew is None:
+            self._renew = asyncio.create_task(self._keep_logged_in(), name="feedclient-renew")
+
+    async def _keep_logged_in(self) -> None:
+        # The lines accept this client's key until its token expires: log in
+        # again well before, so the admin server extends the grant.
+        while True:
+            left = self._admin.token_expires_at - time.time()
+            await asyncio.sleep(max(1.0, left * RENEW_AT))
+            try:
+                await self._admin.login()
+            except AdminClientError as exc:
+                self._last_admin_error = str(exc)
+                logger.warning("could not log in again to keep the lines: %s", exc)
 
     async def _watch_routes(self) -> None:
         # Strategy: AdminClient.watch_routes already rides through restarts
@@ -250,7 +276,9 @@ class FeedClient:
                         self._subscription_id,
                     )
                     with contextlib.suppress(AdminClientError):
-                        subscription = await self._admin.subscribe(self._symbols)
+                        subscription = await self._admin.subscribe(
+                            self._symbols, curve_public_key=self._curve[0]
+                        )
                         self._subscription_id = subscription.subscription_id
                         self._resubscriptions += 1
                         self._updates.put(("resubscribed", subscription.routes))
@@ -264,11 +292,12 @@ class FeedClient:
             await asyncio.sleep(WATCH_RETRY_S)
 
     async def _stop_watch(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
+        for task in (self._watch, self._renew):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._watch = self._renew = None
 
     # -- subscription (user's thread) -------------------------------------------------
 
@@ -288,7 +317,7 @@ class FeedClient:
         if self._subscription_id:
             raise ValueError(f"already subscribed ({self._subscription_id}); use modify()")
         symbols = tuple(symbols)
-        subscription = self._call(self._admin.subscribe(symbols))
+        subscription = self._call(self._admin.subscribe(symbols, curve_public_key=self._curve[0]))
         self._subscription_id, self._symbols = subscription.subscription_id, symbols
         self._updates.put(("subscribed", subscription.routes))
         self._call(self._start_watch())
@@ -399,7 +428,14 @@ class FeedClient:
             endpoints = tuple(dict.fromkeys(line.line_endpoint for line in route.lines if line.line_endpoint))
             if not endpoints:
                 continue  # no adapter registered yet: joined when one is
-            spec = ChannelSpec(route.channel_name, route.channel_number, endpoints)
+            keys = {line.line_endpoint: line.curve_server_key for line in route.lines}
+            server_keys = tuple(keys.get(e, "") for e in endpoints)
+            spec = ChannelSpec(
+                route.channel_name,
+                route.channel_number,
+                endpoints,
+                server_keys=server_keys if any(server_keys) else (),
+            )
             if self._subscriber is None:
                 self._subscriber = Subscriber([spec], self._config, on_retransmission_needed=self._retransmit)
                 added = len(endpoints)
@@ -425,7 +461,8 @@ class FeedClient:
             return
         if self._replay is not None:
             self._replay.close()
-        self._replay = ReplayClient(wanted) if wanted else None
+        keys = {line.replay_endpoint: line.curve_server_key for r in routes for line in r.lines}
+        self._replay = ReplayClient(wanted, server_keys=keys, curve_keypair=self._curve) if wanted else None
         self._replay_endpoints = wanted
 
     def _retransmit(self, event: RetransmissionNeeded) -> list[bytes] | None:

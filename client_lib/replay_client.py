@@ -111,6 +111,8 @@ class ReplayClient:
         budget: most seconds one call may spend in all.
         max_requests: most requests one call may send.
         context: a ZeroMQ context; by default the process-wide instance.
+        server_keys: per endpoint, the Z85 CURVE key of a replay service that needs CURVE.
+        curve_keypair: this client's Z85 CURVE ``(public, secret)`` keys, for those services.
 
     Raises:
         ConfigError: no endpoints, a bad endpoint, or a bad setting.
@@ -124,6 +126,8 @@ class ReplayClient:
         budget: float = BUDGET_S,
         max_requests: int = MAX_REQUESTS,
         context: zmq.Context[Any] | None = None,
+        server_keys: Mapping[str, str] | None = None,
+        curve_keypair: tuple[str, str] | None = None,
     ) -> None:
         if not endpoints:
             raise ConfigError("endpoints", endpoints, "name at least one channel's replay services")
@@ -149,6 +153,20 @@ class ReplayClient:
         self._ids = itertools.count(1)
         self._counts = dict.fromkeys(ReplayClientStats.__dataclass_fields__, 0)
         self._closed = False
+        self._server_keys = dict(server_keys or {})
+        self._curve = curve_keypair
+        if any(self._server_keys.values()) and curve_keypair is None:
+            raise ConfigError(
+                "curve_keypair", None, "replay services with CURVE keys need the client's key pair"
+            )
+
+    def add(
+        self, channel: int, endpoints: Sequence[str], server_keys: Mapping[str, str] | None = None
+    ) -> None:
+        """Also ask these replay services of ``channel`` (routes grew); known ones are kept."""
+        known = self._endpoints.get(channel, ())
+        self._endpoints[channel] = known + tuple(e for e in endpoints if e not in known)
+        self._server_keys.update(server_keys or {})
 
     def __repr__(self) -> str:
         c = self._counts
@@ -284,6 +302,10 @@ class ReplayClient:
         if socket is None:
             socket = self._context.socket(zmq.DEALER)
             socket.linger = 0
+            server_key = self._server_keys.get(endpoint, "")
+            if server_key and self._curve is not None:
+                socket.curve_serverkey = server_key.encode()
+                socket.curve_publickey, socket.curve_secretkey = (k.encode() for k in self._curve)
             socket.rcvhwm = REPLY_QUEUE_MESSAGES
             socket.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY_BYTES)  # a larger reply drops the connection
             socket.connect(endpoint)

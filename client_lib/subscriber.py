@@ -32,7 +32,7 @@ import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Protocol
 
@@ -52,6 +52,7 @@ from client_lib.events import (
     Event,
     RetransmissionNeeded,
 )
+from proto.registry import is_curve_key
 from transport import recv_frames
 
 logger = logging.getLogger(__name__)
@@ -77,12 +78,16 @@ class ChannelSpec:
         number: the channel number packets carry; ``None`` adopts the first one seen.
         endpoints: one endpoint per line, e.g. ``"tcp://10.0.0.1:5601"``.
         start_seq: first ``msg_seq`` to deliver (resume); ``None`` starts at the first packet.
+        server_keys: per endpoint, the Z85 CURVE public key of its adapter ("": a plain line);
+            empty: every line is plain. CURVE lines need the subscriber's key pair
+            (:attr:`SubscriberConfig.curve_public`/``curve_secret``).
     """
 
     name: str
     number: int | None
     endpoints: tuple[str, ...]
     start_seq: int | None = None
+    server_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or any(ch.isspace() for ch in self.name):
@@ -95,6 +100,18 @@ class ChannelSpec:
                 raise ConfigError("endpoints", endpoint, "expected transport://address")
         if len(set(self.endpoints)) != len(self.endpoints):
             raise ConfigError("endpoints", self.endpoints, "the same line is listed twice")
+        object.__setattr__(self, "server_keys", tuple(self.server_keys))
+        if self.server_keys and len(self.server_keys) != len(self.endpoints):
+            raise ConfigError("server_keys", len(self.server_keys), "need one key (or '') per endpoint")
+        for key in self.server_keys:
+            if key and not is_curve_key(key):
+                raise ConfigError("server_keys", key[:48], "not a Z85 CURVE public key (40 characters)")
+
+    def server_key(self, endpoint: str) -> str:
+        """The CURVE key to connect to ``endpoint`` with ("": a plain line)."""
+        if not self.server_keys:
+            return ""
+        return self.server_keys[self.endpoints.index(endpoint)]
 
 
 class _LineLike(Protocol):
@@ -124,15 +141,20 @@ def channel_specs_from_routes(
     Raises:
         ConfigError: a route without lines or with a bad endpoint.
     """
-    return [
-        ChannelSpec(
-            route.channel_name,
-            route.channel_number,
-            tuple(line.line_endpoint for line in route.lines),
-            start_seq=start_seq,
+    specs = []
+    for route in routes:
+        keys = tuple(getattr(line, "curve_server_key", "") for line in route.lines)
+        endpoints = tuple(line.line_endpoint for line in route.lines)
+        specs.append(
+            ChannelSpec(
+                route.channel_name,
+                route.channel_number,
+                endpoints,
+                start_seq=start_seq,
+                server_keys=keys if any(keys) else (),
+            )
         )
-        for route in routes
-    ]
+    return specs
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +184,8 @@ class SubscriberConfig:
         loss_timeout: see :class:`ArbiterConfig`.
         max_buffered: see :class:`ArbiterConfig`.
         conflict_window: see :class:`ArbiterConfig`.
+        curve_public: this subscriber's Z85 CURVE public key, for lines that need CURVE.
+        curve_secret: its secret key (never shown in ``repr``).
     """
 
     rcvhwm: int = RCVHWM
@@ -171,8 +195,15 @@ class SubscriberConfig:
     loss_timeout: float = LOSS_TIMEOUT_S
     max_buffered: int = MAX_BUFFERED
     conflict_window: int = CONFLICT_WINDOW
+    curve_public: str = ""
+    curve_secret: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
+        if bool(self.curve_public) != bool(self.curve_secret):
+            raise ConfigError("curve_secret", "...", "give both curve_public and curve_secret, or neither")
+        for name in ("curve_public", "curve_secret"):
+            if getattr(self, name) and not is_curve_key(getattr(self, name)):
+                raise ConfigError(name, "...", "not a Z85 CURVE key (40 characters)")
         for name in ("rcvhwm", "rcvbuf"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
@@ -240,6 +271,7 @@ class _Engine:
             )
             for spec in specs
         }
+        self.server_keys = {e: spec.server_key(e) for spec in specs for e in spec.endpoints}
         # One route per socket: (arbiter, line index, topic, endpoint).
         self.routes = [
             (self.arbiters[spec.name], line, spec.name.encode(), endpoint)
@@ -266,9 +298,17 @@ class _Engine:
                 raise ConfigError("number", spec.number, f"channel {spec.name} is number {current.number}")
             new = [e for e in spec.endpoints if e not in current.endpoints]
             first_line = len(current.endpoints)
-            self.specs[self.specs.index(current)] = ChannelSpec(
-                current.name, current.number, current.endpoints + tuple(new), current.start_seq
+            keys = tuple(current.server_key(e) for e in current.endpoints) + tuple(
+                spec.server_key(e) for e in new
             )
+            self.specs[self.specs.index(current)] = ChannelSpec(
+                current.name,
+                current.number,
+                current.endpoints + tuple(new),
+                current.start_seq,
+                server_keys=keys if any(keys) else (),
+            )
+        self.server_keys.update((e, spec.server_key(e)) for e in new)
         arbiter, topic, start = self.arbiters[spec.name], spec.name.encode(), len(self.routes)
         self.routes.extend((arbiter, first_line + i, topic, endpoint) for i, endpoint in enumerate(new))
         return list(range(start, len(self.routes)))
@@ -332,8 +372,18 @@ class _Engine:
         )
 
 
-def _configure(socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: SubscriberConfig) -> None:
+def _configure(
+    socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: SubscriberConfig, server_key: str = ""
+) -> None:
     socket.setsockopt(zmq.LINGER, 0)
+    if server_key:
+        if not config.curve_public:
+            raise ConfigError(
+                "curve_public", "", f"the line {endpoint} needs CURVE: give the subscriber a key pair"
+            )
+        socket.curve_serverkey = server_key.encode()
+        socket.curve_publickey = config.curve_public.encode()
+        socket.curve_secretkey = config.curve_secret.encode()
     socket.setsockopt(zmq.RCVHWM, config.rcvhwm)
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_PACKET_FRAME_BYTES)
     if endpoint.startswith(("epgm://", "pgm://")):
@@ -390,7 +440,7 @@ class Subscriber:
             for index, (_arbiter, _line, topic, endpoint) in enumerate(self._engine.routes):
                 socket = self._context.socket(zmq.SUB)
                 self._sockets.append(socket)
-                _configure(socket, topic, endpoint, self._config)
+                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
                 self._index[socket] = index
                 self._poller.register(socket, zmq.POLLIN)
         except zmq.ZMQError as exc:
@@ -487,7 +537,7 @@ class Subscriber:
                 _arbiter, _line, topic, endpoint = self._engine.routes[index]
                 socket = self._context.socket(zmq.SUB)
                 self._sockets.append(socket)
-                _configure(socket, topic, endpoint, self._config)
+                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
                 self._index[socket] = index
                 self._poller.register(socket, zmq.POLLIN)
         except zmq.ZMQError as exc:
@@ -549,7 +599,7 @@ class AsyncSubscriber:
             for index, (_arbiter, _line, topic, endpoint) in enumerate(self._engine.routes):
                 socket = self._context.socket(zmq.SUB)
                 self._sockets.append(socket)
-                _configure(socket, topic, endpoint, self._config)
+                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
                 self._shadows[socket] = (index, zmq.Socket.shadow(socket.underlying))
                 self._poller.register(socket, zmq.POLLIN)
         except zmq.ZMQError as exc:

@@ -30,6 +30,8 @@ class CommandKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMMAND_KIND_DEMOTE: _ClassVar[CommandKind]
     COMMAND_KIND_FAIL: _ClassVar[CommandKind]
     COMMAND_KIND_THROTTLE: _ClassVar[CommandKind]
+    COMMAND_KIND_GRANT: _ClassVar[CommandKind]
+    COMMAND_KIND_REVOKE: _ClassVar[CommandKind]
 ADAPTER_ROLE_UNSPECIFIED: AdapterRole
 ADAPTER_ROLE_ACTIVE: AdapterRole
 ADAPTER_ROLE_BACKUP: AdapterRole
@@ -45,6 +47,8 @@ COMMAND_KIND_PROMOTE: CommandKind
 COMMAND_KIND_DEMOTE: CommandKind
 COMMAND_KIND_FAIL: CommandKind
 COMMAND_KIND_THROTTLE: CommandKind
+COMMAND_KIND_GRANT: CommandKind
+COMMAND_KIND_REVOKE: CommandKind
 
 class LoginRequest(_message.Message):
     __slots__ = ("key_id", "secret")
@@ -67,7 +71,7 @@ class LoginResponse(_message.Message):
     def __init__(self, token: _Optional[str] = ..., expires_at_ns: _Optional[int] = ..., user: _Optional[str] = ..., is_admin: _Optional[bool] = ...) -> None: ...
 
 class AdapterRegistration(_message.Message):
-    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term")
+    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key")
     FEED_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +81,7 @@ class AdapterRegistration(_message.Message):
     SYNC_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
+    CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     feed: str
     channel_name: str
     channel_number: int
@@ -86,7 +91,8 @@ class AdapterRegistration(_message.Message):
     sync_endpoint: str
     role: AdapterRole
     term: int
-    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ...) -> None: ...
+    curve_public_key: str
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., curve_public_key: _Optional[str] = ...) -> None: ...
 
 class AdapterStatus(_message.Message):
     __slots__ = ("role", "term", "next_msg_seq", "sync_status", "health_score", "lag")
@@ -113,34 +119,48 @@ class AdapterReport(_message.Message):
     def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ...) -> None: ...
 
 class OperatorCommand(_message.Message):
-    __slots__ = ("kind", "term", "rate", "reason", "issued_by")
+    __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     RATE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     ISSUED_BY_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_GRANTS_FIELD_NUMBER: _ClassVar[int]
     kind: CommandKind
     term: int
     rate: float
     reason: str
     issued_by: str
-    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ...) -> None: ...
+    grants: _containers.RepeatedCompositeFieldContainer[AccessGrant]
+    replace_grants: bool
+    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AccessGrant, _Mapping]]] = ..., replace_grants: _Optional[bool] = ...) -> None: ...
+
+class AccessGrant(_message.Message):
+    __slots__ = ("curve_public_key", "expires_at_ns")
+    CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    curve_public_key: str
+    expires_at_ns: int
+    def __init__(self, curve_public_key: _Optional[str] = ..., expires_at_ns: _Optional[int] = ...) -> None: ...
 
 class Line(_message.Message):
-    __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up")
+    __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up", "curve_server_key")
     ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
     LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     REPLAY_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     IS_UP_FIELD_NUMBER: _ClassVar[int]
+    CURVE_SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
     adapter_id: str
     line_endpoint: str
     replay_endpoint: str
     role: AdapterRole
     term: int
     is_up: bool
-    def __init__(self, adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., is_up: _Optional[bool] = ...) -> None: ...
+    curve_server_key: str
+    def __init__(self, adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., is_up: _Optional[bool] = ..., curve_server_key: _Optional[str] = ...) -> None: ...
 
 class ChannelRoute(_message.Message):
     __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed")
@@ -163,10 +183,12 @@ class ChannelRoute(_message.Message):
     def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("symbols",)
+    __slots__ = ("symbols", "curve_public_key")
     SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     symbols: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, symbols: _Optional[_Iterable[str]] = ...) -> None: ...
+    curve_public_key: str
+    def __init__(self, symbols: _Optional[_Iterable[str]] = ..., curve_public_key: _Optional[str] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
     __slots__ = ("subscription_id", "routes")

@@ -47,6 +47,8 @@ class CommandKind(enum.Enum):
     DEMOTE = "demote"
     FAIL = "fail"
     THROTTLE = "throttle"
+    GRANT = "grant"  # data-plane access for subscriber keys (until their expiry)
+    REVOKE = "revoke"  # data-plane access withdrawn: cut these keys off
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +65,7 @@ class AdapterRegistration:
         sync_endpoint: its sync-bus PUB socket.
         role: role at registration.
         term: term at registration.
+        curve_public_key: the Z85 CURVE public key of its line and replay service ("": none).
     """
 
     feed: str
@@ -74,8 +77,11 @@ class AdapterRegistration:
     sync_endpoint: str = ""
     role: AdapterRole = AdapterRole.BACKUP
     term: int = 0
+    curve_public_key: str = ""
 
     def __post_init__(self) -> None:
+        if self.curve_public_key and not is_curve_key(self.curve_public_key):
+            raise ValueError(f"adapter {self.adapter_id}: curve_public_key is not a Z85 CURVE key")
         if not self.adapter_id:
             raise ValueError("adapter_id must not be empty")
         if not self.channel_name:
@@ -105,15 +111,39 @@ class AdapterStatus:
     lag: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class AccessGrant:
+    """A subscriber's CURVE public key (Z85) and until when it may connect (ns since the epoch)."""
+
+    curve_public_key: str
+    expires_at_ns: int = 0
+
+    def __post_init__(self) -> None:
+        if not is_curve_key(self.curve_public_key):
+            raise ValueError(f"not a Z85 CURVE public key: {self.curve_public_key[:48]!r}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Command:
-    """An operator command for one adapter."""
+    """An operator command for one adapter (GRANT/REVOKE: data-plane access for subscriber keys)."""
 
     kind: CommandKind
     term: int = 0
     rate: float = 0.0
     reason: str = ""
     issued_by: str = ""
+    grants: tuple[AccessGrant, ...] = ()
+    replace_grants: bool = False
+
+
+_Z85: frozenset[str] = frozenset(
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+)
+
+
+def is_curve_key(text: str) -> bool:
+    """Whether ``text`` looks like a Z85-encoded 32-byte CURVE key (40 characters of the Z85 alphabet)."""
+    return len(text) == 40 and all(ch in _Z85 for ch in text)
 
 
 def role_to_proto(role: AdapterRole) -> str:
@@ -154,6 +184,7 @@ def registration_to_proto(reg: AdapterRegistration) -> admin_pb2.AdapterRegistra
         sync_endpoint=reg.sync_endpoint,
         role=role_to_proto(reg.role),
         term=reg.term,
+        curve_public_key=reg.curve_public_key,
     )
 
 
@@ -173,6 +204,7 @@ def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegist
         sync_endpoint=msg.sync_endpoint,
         role=role_from_proto(msg.role),
         term=msg.term,
+        curve_public_key=msg.curve_public_key,
     )
 
 
@@ -208,6 +240,11 @@ def command_to_proto(command: Command) -> admin_pb2.OperatorCommand:
         rate=command.rate,
         reason=command.reason,
         issued_by=command.issued_by,
+        grants=[
+            admin_pb2.AccessGrant(curve_public_key=g.curve_public_key, expires_at_ns=g.expires_at_ns)
+            for g in command.grants
+        ],
+        replace_grants=command.replace_grants,
     )
 
 
@@ -223,6 +260,16 @@ def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
         name = ""
     if name not in CommandKind.__members__:
         raise ProtoError("kind", f"unknown command kind {msg.kind}")
+    try:
+        grants = tuple(AccessGrant(g.curve_public_key, g.expires_at_ns) for g in msg.grants)
+    except ValueError as exc:
+        raise ProtoError("grant", str(exc)) from exc
     return Command(
-        kind=CommandKind[name], term=msg.term, rate=msg.rate, reason=msg.reason, issued_by=msg.issued_by
+        kind=CommandKind[name],
+        term=msg.term,
+        rate=msg.rate,
+        reason=msg.reason,
+        issued_by=msg.issued_by,
+        grants=grants,
+        replace_grants=msg.replace_grants,
     )

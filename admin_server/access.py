@@ -1,0 +1,73 @@
+"""Data-plane access: which subscriber keys each channel's adapters must accept, and what to tell them.
+
+Theory of operation
+-------------------
+A subscriber that wants the lines of its channels sends its CURVE public key
+with its subscription. The admin server does not track grants one by one;
+it *reconciles*: from the stored subscriptions, the current policy and the
+time, :func:`desired_grants` computes for every channel the set of keys that
+may connect and until when (the owner's token expiry, extended at each
+login). For each connected adapter, :func:`plan_commands` compares that with
+what the adapter was last told and returns the GRANT/REVOKE commands that
+close the difference; the first commands after an adapter (re)connects
+replace its whole table. So every way of losing access -- a cancelled
+subscription, a policy change, a token that expired without a new login -- is
+the same thing: the key drops out of the desired set, and the next
+reconciliation (at every change, and every second) revokes it. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from admin_server.errors import AdminError
+from admin_server.store import SubscriptionRecord
+from proto.registry import AccessGrant, Command, CommandKind
+
+__all__ = ["Grants", "desired_grants", "plan_commands"]
+
+Grants = dict[str, int]  # curve public key -> expires_at_ns
+
+
+def desired_grants(
+    subscriptions: Iterable[SubscriptionRecord],
+    *,
+    now: float,
+    channels_for: Callable[[SubscriptionRecord], Iterable[str]],
+) -> dict[str, Grants]:
+    """Channel name -> the keys that may connect to its lines and replay services now.
+
+    Args:
+        subscriptions: every stored subscription.
+        now: wall-clock seconds.
+        channels_for: the channels a subscription's routes reach under the current
+            policy (raises an ``AdminError`` when its owner is no longer entitled).
+    """
+    grants: dict[str, Grants] = {}
+    for sub in subscriptions:
+        if not sub.curve_key or sub.valid_until <= now:
+            continue
+        try:
+            channels = list(channels_for(sub))
+        except AdminError:
+            continue  # no longer entitled: no access
+        expires_ns = int(sub.valid_until * 1e9)
+        for channel in channels:
+            keys = grants.setdefault(channel, {})
+            keys[sub.curve_key] = max(keys.get(sub.curve_key, 0), expires_ns)
+    return grants
+
+
+def plan_commands(told: Mapping[str, int] | None, wanted: Mapping[str, int], *, reason: str) -> list[Command]:
+    """The commands that bring an adapter from what it was ``told`` (``None``: nothing yet) to ``wanted``."""
+    if told is None:
+        grants = tuple(AccessGrant(key, expires) for key, expires in sorted(wanted.items()))
+        return [Command(kind=CommandKind.GRANT, grants=grants, replace_grants=True, reason=reason)]
+    commands = []
+    changed = tuple(AccessGrant(key, exp) for key, exp in sorted(wanted.items()) if told.get(key) != exp)
+    if changed:
+        commands.append(Command(kind=CommandKind.GRANT, grants=changed, reason=reason))
+    gone = tuple(AccessGrant(key) for key in sorted(told) if key not in wanted)
+    if gone:
+        commands.append(Command(kind=CommandKind.REVOKE, grants=gone, reason=reason))
+    return commands
