@@ -4,6 +4,14 @@ Usage::
 
     feedha subscribe --channel EQ1=1 --line tcp://127.0.0.1:5601 --line tcp://127.0.0.1:5602 \\
         [--count N] [--seconds S] [--json] [--start-seq SEQ] [--fill-timeout S] [--loss-timeout S]
+    feedha subscribe --key-file USER.json [--admin HOST:PORT] --channel NAME [--symbols P ...] \\
+        [--count N] [--seconds S] [--json]
+
+The first form joins the given lines directly. The second logs in to the
+admin server with the API key in the key file (JSON with ``key_id``,
+``secret`` and optionally ``admin``, as ``feedha up`` writes them),
+subscribes to ``--symbols`` (default ``*``: every entitled symbol) and
+follows the routes it is given, with CURVE where the adapters need it.
 
 Each delivery is printed as one line (text, or one JSON object per line with
 ``--json``), as are gap and term events; a stats summary closes the output.
@@ -18,6 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from admin_client import AdminClientError
 from client_lib.errors import ClientError, ConfigError, ProtocolError
 from client_lib.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
 from client_lib.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
@@ -28,7 +37,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="feedha subscribe", description="Join every line of a channel and print what it delivers."
     )
     parser.add_argument("--channel", required=True, help="NAME=NUMBER (or NAME to adopt the number)")
-    parser.add_argument("--line", action="append", required=True, help="a line endpoint; repeat per line")
+    parser.add_argument("--line", action="append", default=[], help="a line endpoint; repeat per line")
+    parser.add_argument("--key-file", help="log in with this API key file (JSON) instead of naming lines")
+    parser.add_argument("--admin", help="the admin server host:port (default: the key file's)")
+    parser.add_argument("--symbols", nargs="+", default=["*"], help="symbols or patterns (with --key-file)")
     parser.add_argument("--count", type=int, help="stop after this many deliveries")
     parser.add_argument("--seconds", type=float, help="stop after this many seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
@@ -72,6 +84,8 @@ def build(args: argparse.Namespace) -> tuple[ChannelSpec, SubscriberConfig]:
     if args.seconds is not None and args.seconds <= 0:
         raise ConfigError("--seconds", args.seconds, "must be > 0")
     name, number = parse_channel(args.channel)
+    if not args.line:
+        raise ConfigError("--line", None, "give the lines (--line, repeated) or a --key-file to log in with")
     spec = ChannelSpec(name, number, tuple(args.line), start_seq=args.start_seq)
     config = SubscriberConfig(
         rcvhwm=args.rcvhwm, fill_timeout=args.fill_timeout, loss_timeout=args.loss_timeout
@@ -162,6 +176,59 @@ def run(spec: ChannelSpec, config: SubscriberConfig, args: argparse.Namespace, o
     return 0
 
 
+def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``--key-file`` form: log in, subscribe, print what the named channel delivers."""
+    from client_lib.feed_client import FeedClient
+
+    try:
+        key = json.loads(open(args.key_file, encoding="utf-8").read())
+        admin, key_id, secret = args.admin or key["admin"], key["key_id"], key["secret"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            "--key-file", args.key_file, f"not a key file with key_id and secret: {exc}"
+        ) from exc
+    name, _number = parse_channel(args.channel)
+    render = json.dumps if args.json else _text
+    started = time.monotonic()
+    until = None if args.seconds is None else started + args.seconds
+    delivered = 0
+    with FeedClient(admin, key_id, secret) as client:
+        client.subscribe(args.symbols)
+        try:
+            while args.count is None or delivered < args.count:
+                remaining = None if until is None else until - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                batch = client.poll(remaining if remaining is not None else 1.0)
+                number = _channel_number(client, name) if batch else None
+                for delivery in batch:
+                    if delivery.channel != number:
+                        continue  # another channel of the subscription
+                    print(render(describe(delivery)), file=out)
+                    delivered += 1
+                    if delivered == args.count:
+                        break
+        except KeyboardInterrupt:
+            pass
+        stats = client.stats().channels.get(name)
+    summary = {
+        "event": "Summary",
+        "channel": name,
+        "delivered": delivered,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    if stats is not None:
+        summary.update(_summary(name, stats, time.monotonic() - started), delivered=delivered)
+    print(render(summary), file=out)
+    out.flush()
+    return 0
+
+
+def _channel_number(client: Any, name: str) -> int | None:
+    stats = client.stats().channels.get(name)
+    return None if stats is None else stats.channel
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``feedha subscribe``.
 
@@ -176,11 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help or an argparse error
         return exc.code if isinstance(exc.code, int) else 2
     try:
+        if args.key_file:
+            return run_logged_in(args, sys.stdout)
         spec, config = build(args)
         return run(spec, config, args, sys.stdout)
     except ConfigError as exc:
         print(f"feedha subscribe: {exc}", file=sys.stderr)
         return 2
-    except ClientError as exc:
+    except (ClientError, AdminClientError) as exc:
         print(f"feedha subscribe: {exc}", file=sys.stderr)
         return 1

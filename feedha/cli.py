@@ -23,6 +23,8 @@ COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "subscribe": ("client_lib.console", "main", "console subscriber: print what a channel delivers"),
     "journal": ("adapter.journal.cli", "main", "journal tools: dump, verify"),
     "bench": ("bench.cli", "main", "benchmarks, each beside the raw-ZeroMQ ceiling (prints JSON)"),
+    "keys": ("feedha.keys", "main", "CURVE key pairs for adapters' lines and sync buses"),
+    "up": ("feedha.up", "main", "run a secure local cluster in the foreground until Ctrl-C"),
 }
 
 

@@ -8,7 +8,7 @@ front (each adapter must know its peers' sync endpoints before it starts);
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -129,6 +129,7 @@ def start_adapter(
     active: bool,
     extra: Sequence[str] = (),
     log: IO[str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> JsonProcess:
     """Start adapter ``number`` of the group as a process and return it (not yet ready)."""
     return JsonProcess.python(
@@ -136,6 +137,7 @@ def start_adapter(
         "adapter",
         adapter_argv(group, number, active=active, extra=extra),
         log=log,
+        env=env,
     )
 
 

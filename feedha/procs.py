@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,14 +45,22 @@ class JsonProcess:
         name: a short label for messages.
         argv: the command; ``python`` modules are run with the current interpreter.
         log: where the child's stderr goes (a file), default inherited.
+        env: extra environment variables for the child (secrets, say).
     """
 
-    def __init__(self, name: str, argv: Sequence[str], *, log: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        log: IO[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.events: list[Event] = []
         self.text: list[str] = []
         self._cond = threading.Condition()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         self.popen = subprocess.Popen(
             list(argv),
             cwd=ROOT,

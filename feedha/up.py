@@ -1,0 +1,252 @@
+"""``feedha up``: a local cluster to develop against, secure by default, in the foreground until Ctrl-C.
+
+Starts, as separate processes on loopback: the stream administration server,
+the feed source (the plain source by default, or the Spark job), and
+``--channels N`` adapter groups (an active and two backups each, journals
+and replay services on). Every adapter serves its line and replay service
+with CURVE and admits only the subscriber keys the admin server grants; each
+group's sync bus has its own key. Three users are created, each with a key
+file (JSON: admin address, key id, secret; mode 0600): ``subscriber``
+(real-time, every symbol), ``delayed`` (delayed-only) and ``operator``
+(feedctl). Then one JSON line tells where everything is::
+
+    {"admin": "127.0.0.1:PORT", "users": {"subscriber": FILE, "delayed": FILE, "operator": FILE},
+     "channels": [{"name": ..., "number": ..., "lines": [...], "replay": [...]}], "dir": DIR}
+
+SIGINT or SIGTERM stops everything (adapters first, gracefully) and exits 0.
+Try it: ``feedha subscribe --key-file FILE --channel NAME --count 10``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from adapter.zap import write_keys
+from feedha.cluster import GroupPlan, plan_group, start_adapter
+from feedha.ports import free_ports
+from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError
+
+POLICY = """\
+version: 1
+groups:
+  operators: {roles: [admin]}
+  feed: {roles: [adapter]}
+  traders: {}
+  delayed: {}
+rules:
+  - groups: [traders]
+    symbols: ["*"]
+    mode: realtime
+  - groups: [delayed]
+    symbols: ["*"]
+    mode: delayed
+"""
+USERS = (
+    ("subscriber", ["--group", "traders"]),
+    ("delayed", ["--group", "delayed"]),
+    ("operator", ["--admin"]),
+)
+
+
+def channel_letters(count: int) -> list[tuple[str, str]]:
+    """``count`` channels over A-Z: (name, letter range), e.g. ``[("EQ-A-M", "A-M"), ("EQ-N-Z", "N-Z")]``."""
+    letters = string.ascii_uppercase
+    size = -(-len(letters) // count)
+    spans = [letters[i : i + size] for i in range(0, len(letters), size)]
+    return [(f"EQ-{span[0]}-{span[-1]}", f"{span[0]}-{span[-1]}") for span in spans]
+
+
+class Cluster:
+    """The processes of ``feedha up`` and what they were given."""
+
+    def __init__(self, args: argparse.Namespace, workdir: Path, log: IO[str]) -> None:
+        self.args, self.workdir, self.log = args, workdir, log
+        self.procs: list[JsonProcess] = []
+        self.adapters: list[JsonProcess] = []
+        self.groups: list[GroupPlan] = []
+        self.admin = ""
+        self.key_files: dict[str, str] = {}
+
+    def _admin_cli(self, *args: str) -> str:
+        command = [sys.executable, "-m", "feedha", "admin-server", *args, "--config", str(self._config)]
+        return subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout
+
+    def start_admin(self) -> None:
+        port = free_ports(1)[0]
+        channels = "\n".join(
+            f"      - {{name: {name}, number: {n}, source_stream: {letters}, letters: {letters}}}"
+            for n, (name, letters) in enumerate(channel_letters(self.args.channels), start=1)
+        )
+        self._config = self.workdir / "admin-server.yaml"
+        self._config.write_text(
+            f"listen: 127.0.0.1:{port}\ndatabase: admin.sqlite\npolicy: policy.yaml\n"
+            "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n"
+            "feeds:\n  - name: EQUITIES\n    message_model: feedha.v1.MarketUpdate\n    channels:\n"
+            f"{channels}\n"
+        )
+        (self.workdir / "policy.yaml").write_text(POLICY)
+        self.admin = f"127.0.0.1:{port}"
+        for user, flags in (*USERS, ("feed", ["--adapter", "--group", "feed"])):
+            fields = dict(
+                line.split(": ", 1)
+                for line in self._admin_cli("add-user", user, *flags).splitlines()
+                if ": " in line
+            )
+            path = self.workdir / "users" / f"{user}.json"
+            path.parent.mkdir(exist_ok=True)
+            _write_private(path, json.dumps({"admin": self.admin, "user": user, **fields}) + "\n")
+            self.key_files[user] = str(path)
+        command = [sys.executable, "-m", "feedha", "admin-server", "--config", str(self._config)]
+        admin = JsonProcess("admin-server", command, log=self.log)
+        self.procs.append(admin)
+        deadline = time.monotonic() + 30
+        while not any("listening on" in t for t in admin.text):
+            if time.monotonic() > deadline or not admin.alive:
+                raise ProcessError("the admin server did not start (see the log)")
+            time.sleep(0.05)  # poll interval of a deadline-bounded wait
+
+    def start_groups(self) -> dict[str, str]:
+        feed = json.loads(Path(self.key_files["feed"]).read_text())
+        env = {**os.environ, "FEEDHA_ADAPTER_SECRET": feed["secret"]}
+        keys = self.workdir / "keys"
+        keys.mkdir(mode=0o700, exist_ok=True)
+        endpoints: dict[str, str] = {}
+        for number, (name, letters) in enumerate(channel_letters(self.args.channels), start=1):
+            endpoints[letters] = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+            group = plan_group(
+                channel=name,
+                channel_number=number,
+                source_endpoint=endpoints[letters],
+                source_stream=letters,
+                source_stream_number=number,
+                size=3,
+                journal_root=self.workdir / "journals",
+            )
+            self.groups.append(group)
+            write_keys(keys / f"{name}.sync.key")
+            for plan in group.adapters:
+                write_keys(keys / f"{name}.{plan.adapter}.key")
+                extra = [
+                    *("--admin", self.admin, "--admin-key-id", feed["key_id"]),
+                    *("--curve-key", str(keys / f"{name}.{plan.adapter}.key")),
+                    *("--sync-key", str(keys / f"{name}.sync.key")),
+                    *("--heartbeat-timeout", "1.0", "--log-level", "INFO"),
+                ]
+                proc = start_adapter(
+                    group, plan.adapter, active=plan.adapter == 1, extra=extra, log=self.log, env=env
+                )
+                self.adapters.append(proc)
+                self.procs.append(proc)
+        for proc in self.adapters:
+            proc.wait_event("ready", 30)
+        return endpoints
+
+    def start_source(self, endpoints: dict[str, str]) -> None:
+        args = ["--streams", ",".join(endpoints), "--rate", f"{self.args.rate:g}", "--symbols", "400"]
+        args += ["--wait-subscribers", "3", "--tick", "0.001"]
+        for stream, endpoint in endpoints.items():
+            args += ["--endpoint", f"{stream}={endpoint}"]
+        if self.args.source == "spark":
+            args += ["--checkpoint", str(self.workdir / "spark-checkpoint")]
+            module = "spark_feed.job"
+        else:
+            module = "plain_source"
+        self.procs.append(JsonProcess.python("source", module, args, log=self.log, nice=SOURCE_NICE))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "admin": self.admin,
+            "users": {user: self.key_files[user] for user, _flags in USERS},
+            "channels": [
+                {
+                    "name": g.channel,
+                    "number": g.channel_number,
+                    "lines": list(g.lines),
+                    "replay": list(g.replays),
+                }
+                for g in self.groups
+            ],
+            "dir": str(self.workdir),
+            "log": str(self.workdir / "components.log"),
+        }
+
+    def stop(self) -> None:
+        for proc in self.adapters:
+            proc.stop(timeout=10)  # SIGTERM: they unregister and close their journals
+        for proc in self.procs:
+            proc.kill()
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``feedha up``."""
+    parser = argparse.ArgumentParser(
+        prog="feedha up", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--channels", type=int, default=2, help="adapter groups, 1..26 (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--source", choices=("plain", "spark"), default="plain", help="feed source (default: plain)"
+    )
+    parser.add_argument("--rate", type=float, default=1000, help="source messages/s (default: %(default)s)")
+    parser.add_argument(
+        "--dir", type=Path, help="work directory (default: a new temporary one, removed at exit)"
+    )
+    parser.add_argument("--json", action="store_true", help="print only the JSON line (no progress text)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.channels <= 26 or args.rate <= 0:
+        print("feedha up: need 1 <= --channels <= 26 and --rate > 0", file=sys.stderr)
+        return 2
+    if args.source == "spark" and shutil.which("java") is None:
+        print("feedha up: no java on PATH: use --source plain", file=sys.stderr)
+        return 2
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="feedha-up-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with open(workdir / "components.log", "w") as log:
+        cluster = Cluster(args, workdir, log)
+        try:
+            if not args.json:
+                print(f"feedha up: starting in {workdir}", file=sys.stderr)
+            cluster.start_admin()
+            cluster.start_source(cluster.start_groups())
+            print(json.dumps(cluster.describe()), flush=True)
+            if not args.json:
+                print("feedha up: running; Ctrl-C stops it", file=sys.stderr)
+            while not stop.wait(0.5):
+                dead = [p.name for p in cluster.procs if not p.alive]
+                if dead:
+                    print(
+                        f"feedha up: {', '.join(dead)} ended (see {workdir / 'components.log'})",
+                        file=sys.stderr,
+                    )
+                    return 1
+            return 0
+        except ProcessError as exc:
+            print(f"feedha up: {exc} (see {workdir / 'components.log'})", file=sys.stderr)
+            return 1
+        finally:
+            cluster.stop()
+            if args.dir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
