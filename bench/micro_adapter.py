@@ -125,30 +125,20 @@ def _time_core(frames: list[bytes], *, native: bool, publishing: bool, journal: 
 def _time_engine(frames: list[bytes], *, publish: bool = True, payloads: bool = False) -> float:
     from adapter.conversion import ConverterTable, make_engine
 
-    engine = make_engine(ConverterTable.load())
+    run = make_engine(ConverterTable.load()).run_function()
     expect = 1
     start = time.thread_time()
     for frame in frames:
-        run = engine.run(
-            frame,
-            0,
-            expect_seq=expect,
-            stop_seq=0,
-            room=-(1 << 40),
-            max_count=1 << 30,
-            publish_time_ns=EPOCH_NS,
-            source_stream=1,
-            publish=publish,
-            want_payloads=payloads,
-        )
-        expect += run.count
+        # frame, pos, expect_seq, stop_seq, room (an empty packet of any size), max_count, time, stream, ...
+        result = run(frame, 0, expect, 0, -(1 << 40), 1 << 30, EPOCH_NS, 1, publish, payloads)
+        expect += result[1]
     return time.thread_time() - start
 
 
 def _time_bare_recv(frames: list[bytes]) -> float:
     import zmq
 
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
     try:
         pub.sndhwm = sub.rcvhwm = 0

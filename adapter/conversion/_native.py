@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from adapter.conversion.engine import ConversionEngine, Run, Stop
+from adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
 from adapter.conversion.state import DIGEST_MASK, ConversionState, SymbolValues, symbol_digest
 from adapter.conversion.table import EXTRA_INPUTS, ConverterTable, FieldRule
 
@@ -194,11 +194,14 @@ class NativeEngine(ConversionEngine):
         assert _fastpath is not None  # NativeConversionState() raised otherwise
         self._run = _fastpath.FastPath(state.native, compile_spec(table)).run
 
+    def run_function(self) -> RunFunction:
+        """The C call itself (``FastPath.run``): no Python frame between the core and C."""
+        return self._run
+
     def run(
         self,
         frame: bytes,
         pos: int,
-        *,
         expect_seq: int,
         stop_seq: int,
         room: int,
@@ -207,8 +210,9 @@ class NativeEngine(ConversionEngine):
         source_stream: int,
         publish: bool,
         want_payloads: bool,
-    ) -> Run:
-        pos, count, stop, blocks, first_seq, digests, payloads = self._run(
+        /,
+    ) -> RunTuple:
+        return self._run(
             frame,
             pos,
             expect_seq,
@@ -220,4 +224,3 @@ class NativeEngine(ConversionEngine):
             publish,
             want_payloads,
         )
-        return Run(pos, count, Stop(stop), blocks, first_seq, digests, payloads)

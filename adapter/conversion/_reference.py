@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 
-from adapter.conversion.engine import ConversionEngine, Run, Stop
+from adapter.conversion.engine import ConversionEngine, RunTuple, Stop
 from adapter.conversion.state import ConversionState
 from adapter.conversion.table import ConverterTable
 from adapter.errors import ConversionError
@@ -36,7 +36,6 @@ class ReferenceEngine(ConversionEngine):
         self,
         frame: bytes,
         pos: int,
-        *,
         expect_seq: int,
         stop_seq: int,
         room: int,
@@ -45,7 +44,8 @@ class ReferenceEngine(ConversionEngine):
         source_stream: int,
         publish: bool,
         want_payloads: bool,
-    ) -> Run:
+        /,
+    ) -> RunTuple:
         state = self.state
         empty_packet = room < 0
         room = abs(room)
@@ -89,4 +89,4 @@ class ReferenceEngine(ConversionEngine):
             count += 1
             expect_seq = msg.source_seq + 1
             pos = after
-        return Run(pos, count, stop, b"".join(blocks), first_seq, digests.tobytes(), payloads)
+        return pos, count, stop, b"".join(blocks), first_seq, digests.tobytes(), payloads

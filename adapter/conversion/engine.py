@@ -33,7 +33,8 @@ is handled never depends on the engine. Pure: no sockets, no clock.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import NamedTuple
 
 from adapter.conversion.codec import encode_update
 from adapter.conversion.messages import SourceMessage
@@ -41,7 +42,7 @@ from adapter.conversion.parser import Converter
 from adapter.conversion.state import ConversionState, SymbolValues
 from adapter.conversion.table import ConverterTable
 
-__all__ = ["ConversionEngine", "Run", "Stop"]
+__all__ = ["ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
 
 
 class Stop(enum.IntEnum):
@@ -53,27 +54,30 @@ class Stop(enum.IntEnum):
     COUNT = 3  # ``max_count`` messages were taken
 
 
-@dataclass(frozen=True, slots=True)
-class Run:
-    """What one :meth:`ConversionEngine.run` call converted.
+class Run(NamedTuple):
+    """What one run converted (a run function returns these fields as a plain tuple, in this order).
 
     Attributes:
         pos: the frame position after the last converted message (where the run stopped).
-        count: how many messages it converted.
+        messages: how many messages it converted.
         stop: why it stopped.
         blocks: their wire blocks back to back (empty when not publishing).
-        first_source_seq: the first message's source_seq; the others follow by one (0 when count is 0).
+        first_source_seq: the first message's source_seq; the others follow by one (0 when none).
         digests: the conversion-state digest after each message, native uint64s (8 bytes each).
         payloads: each message's encoded ``MarketUpdate`` (only when asked for).
     """
 
     pos: int
-    count: int
-    stop: Stop
+    messages: int
+    stop: int  # a Stop value
     blocks: bytes
     first_source_seq: int
     digests: bytes
     payloads: list[bytes] | None
+
+
+RunTuple = tuple[int, int, int, bytes, int, bytes, list[bytes] | None]
+RunFunction = Callable[[bytes, int, int, int, int, int, int, int, bool, bool], RunTuple]
 
 
 class ConversionEngine:
@@ -94,11 +98,18 @@ class ConversionEngine:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} [symbols={len(self.state)}, digest={self.state.digest:016x}]>"
 
+    def run_function(self) -> RunFunction:
+        """The function that converts runs (called once per run: the hot path takes no detour).
+
+        It takes, positionally, what :meth:`run` takes and returns the fields of
+        a :class:`Run` as a plain tuple (for the native engine it is the C call itself).
+        """
+        return self.run
+
     def run(
         self,
         frame: bytes,
         pos: int,
-        *,
         expect_seq: int,
         stop_seq: int,
         room: int,
@@ -107,7 +118,8 @@ class ConversionEngine:
         source_stream: int,
         publish: bool,
         want_payloads: bool,
-    ) -> Run:
+        /,
+    ) -> RunTuple:
         """Convert the run of ordinary messages of ``frame`` from byte ``pos``.
 
         Args:
@@ -124,7 +136,8 @@ class ConversionEngine:
             want_payloads: also return each payload (for the journal).
 
         Returns:
-            The :class:`Run`; its messages are applied to the state.
+            The fields of a :class:`Run` (``Run._make`` names them); its messages are applied
+            to the state.
         """
         raise NotImplementedError
 

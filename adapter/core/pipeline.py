@@ -126,6 +126,7 @@ class Pipeline:
         self.pending_snapshot: syncbus.Snapshot | None = None
         self._source_stream = source_stream
         self._sync = sync
+        self._run = engine.run_function()
         self._ring = SourceRing(RING_SIZE)
         self._max_gap = max_source_gap
         self._jump_confirm = jump_confirm
@@ -193,40 +194,46 @@ class Pipeline:
     # ---- runs ---------------------------------------------------------------------------
 
     def _convert(self, frame: bytes) -> int:
-        engine, sequencer, output, sync = self.engine, self.sequencer, self.output, self._sync
+        run, sequencer, output, sync, counters = (
+            self._run,
+            self.sequencer,
+            self.output,
+            self._sync,
+            self.counters,
+        )
         journaling = self.journal is not None
         pos = converted = 0
         while pos < len(frame):
             publishing = sync.is_publishing
             room, max_count = output.room() if publishing else (UNBOUNDED_ROOM, UNBOUNDED_COUNT)
             last = sequencer.last_source_seq
-            run = engine.run(
+            # Encoded whether or not this adapter publishes (publish=True): a message
+            # too big to publish must be skipped by every adapter of the group alike.
+            pos, count, stop, blocks, first_seq, digests, payloads = run(
                 frame,
                 pos,
-                expect_seq=last + 1 if last else 0,
-                stop_seq=self.stop_position(),
-                room=room,
-                max_count=max_count,
-                publish_time_ns=self._wall_ns,
-                source_stream=self._source_stream,
-                # Encoded whether or not this adapter publishes: a message too big to
-                # publish must be skipped by every adapter of the group alike.
-                publish=True,
-                want_payloads=publishing and journaling,
+                last + 1 if last else 0,
+                self.stop_position(),
+                room,
+                max_count,
+                self._wall_ns,
+                self._source_stream,
+                True,
+                publishing and journaling,
             )
-            if run.count:
-                converted += run.count
-                self.counters.numbered += run.count
+            if count:
+                converted += count
+                counters.numbered += count
                 first_msg_seq = sequencer.next_msg_seq
-                sequencer.record_run(run.first_source_seq, first_msg_seq, run.digests)
+                sequencer.record_run(first_seq, first_msg_seq, digests)
                 if publishing:
-                    output.add_blocks(first_msg_seq, run.count, run.blocks)
-                    self.counters.published += run.count
-                    if run.payloads is not None:
-                        seqs = array("q", range(run.first_source_seq, run.first_source_seq + run.count))
-                        self._journal(first_msg_seq, seqs, run.payloads)
-            pos = run.pos
-            if run.stop is Stop.SLOW:
+                    output.add_blocks(first_msg_seq, count, blocks)
+                    counters.published += count
+                    if payloads is not None:
+                        self._journal(
+                            first_msg_seq, array("q", range(first_seq, first_seq + count)), payloads
+                        )
+            if stop == Stop.SLOW:
                 start = pos
                 body, pos = fix.next_message(frame, pos)
                 if body is None:
@@ -239,7 +246,7 @@ class Pipeline:
                     )
                 else:
                     converted += self._careful(body)
-            elif run.stop is not Stop.END:
+            elif stop != Stop.END:
                 self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)  # the packet is full
         return converted
 
