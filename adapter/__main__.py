@@ -115,6 +115,12 @@ def _admin_arguments(parser: argparse.ArgumentParser) -> None:
         "subscriber keys the admin server grants (needs --admin). Without it they are open to anyone.",
     )
     security.add_argument(
+        "--grant-keys",
+        type=Path,
+        help="a file of subscriber public keys (Z85, one per line) admitted as long as the adapter runs, "
+        "besides the admin server's grants (benchmarks, closed deployments; needs --curve-key)",
+    )
+    security.add_argument(
         "--sync-key",
         type=Path,
         help="the group's CURVE key pair, the same file for every adapter of the channel: only its "
@@ -213,6 +219,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         quarantine_file=args.quarantine,
         curve_key=args.curve_key,
         sync_key=args.sync_key,
+        grant_keys=args.grant_keys,
     )
 
 

@@ -35,8 +35,9 @@ MAX_KEYS: Final = 100_000  # grants held at most (a grant flood cannot grow the 
 class AccessTable:
     """Granted subscriber keys (Z85 text) with their expiry, and which sockets let each one in."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, permanent: Iterable[str] = ()) -> None:
         self._grants: dict[str, int] = {}
+        self._permanent = frozenset(permanent)  # admitted as long as the adapter runs (--grant-keys)
         self._seen: dict[str, set[str]] = {LINE: set(), REPLAY: set()}
         self.granted = self.revoked = self.refused = 0
 
@@ -78,6 +79,8 @@ class AccessTable:
     def admits(self, where: str, key: str, now_ns: int) -> bool:
         """The ZAP answer for ``key`` connecting to ``where`` at ``now_ns`` (remembers whom it let in)."""
         expires = self._grants.get(key)
+        if key in self._permanent:
+            expires = now_ns + 1
         if expires is None or expires <= now_ns:
             self.refused += 1
             return False

@@ -72,6 +72,8 @@ class AdapterConfig:
             confirmed (see ``CoreConfig.max_source_gap``).
         curve_key: this adapter's CURVE key pair (secret file): its line and replay service then
             accept only the subscriber keys the admin server grants (None: open to anyone).
+        grant_keys: a file of subscriber public keys (Z85, one per line) admitted for as long as the
+            adapter runs, besides what the admin server grants (benchmarks, closed deployments).
         sync_key: the group's CURVE key pair, shared by the adapters of the channel: only holders
             may speak on the sync bus (None: an open sync bus).
         quarantine_file: where skipped source messages are kept (None: beside the journal,
@@ -110,6 +112,7 @@ class AdapterConfig:
     quarantine_file: Path | None = None
     curve_key: Path | None = None
     sync_key: Path | None = None
+    grant_keys: Path | None = None
     max_source_gap: int = MAX_SOURCE_GAP
 
     @property
@@ -160,8 +163,12 @@ class AdapterConfig:
                 raise ConfigError(
                     f"replay_endpoint {self.replay_endpoint!r} needs a journal_dir to serve from"
                 )
-        if self.curve_key is not None and self.admin is None:
-            raise ConfigError("curve_key needs an admin server (--admin): it grants the subscribers' keys")
+        if self.curve_key is not None and self.admin is None and self.grant_keys is None:
+            raise ConfigError(
+                "curve_key needs an admin server (--admin) to grant the subscribers' keys, or --grant-keys"
+            )
+        if self.grant_keys is not None and self.curve_key is None:
+            raise ConfigError("grant_keys needs curve_key: without CURVE the line is open to anyone anyway")
         if self.replay_max_bytes < self.max_packet_bytes:
             raise ConfigError(
                 f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"

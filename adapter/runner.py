@@ -63,7 +63,7 @@ from adapter.core.health import MachineSample
 from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from adapter.journal.quarantine import QuarantineFile
 from adapter.persistence import JournalKeeper
-from adapter.zap import DataPlaneGuard, load_keys
+from adapter.zap import DataPlaneGuard, load_keys, read_public_keys
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,7 @@ class AdapterRunner:
             adapter=config.adapter,
             keys=None if config.curve_key is None else load_keys(config.curve_key),
             sync_keys=None if config.sync_key is None else load_keys(config.sync_key),
+            static_grants=() if config.grant_keys is None else read_public_keys(config.grant_keys),
         )
         self.journal = None if config.journal_dir is None else JournalKeeper(config, self.guard)
         self._quarantine: QuarantineFile | None = None

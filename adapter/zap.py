@@ -78,6 +78,29 @@ def _write(path: Path, public: bytes, secret: bytes | None, mode: int) -> None:
         out.write("\n".join(lines) + "\n")
 
 
+def read_public_keys(path: Path) -> tuple[str, ...]:
+    """Z85 public keys, one per line (``#`` comments and blank lines ignored; a ``.pub`` file works too).
+
+    Raises:
+        ConfigError: unreadable, or a line that is not a key.
+    """
+    try:
+        lines = path.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read public keys: {exc}") from exc
+    keys = []
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if text.startswith("public-key"):
+            text = text.partition("=")[2].strip().strip('"')
+        if not text or text.startswith("#") or text in ("metadata", "curve"):
+            continue
+        if len(text) != 40:
+            raise ConfigError(f"{path}:{number}: not a Z85 CURVE public key")
+        keys.append(text)
+    return tuple(keys)
+
+
 def secure_server(sock: zmq.Socket[Any], keys: CurveKeys, domain: str) -> None:
     """Make ``sock`` a CURVE server with ``keys``, checked by ZAP in ``domain`` (before bind)."""
     sock.curve_server = True
@@ -136,11 +159,19 @@ class DataPlaneGuard:
         adapter: this adapter's number (it staggers its rebinds by it).
         keys: its own key pair for line and replay (``None``: they are open).
         sync_keys: the group's key pair for the sync bus (``None``: it is open).
+        static_grants: subscriber keys admitted as long as the adapter runs (``--grant-keys``).
     """
 
-    def __init__(self, *, adapter: int, keys: CurveKeys | None, sync_keys: CurveKeys | None) -> None:
+    def __init__(
+        self,
+        *,
+        adapter: int,
+        keys: CurveKeys | None,
+        sync_keys: CurveKeys | None,
+        static_grants: tuple[str, ...] = (),
+    ) -> None:
         self.keys, self.sync_keys = keys, sync_keys
-        self.table = AccessTable()
+        self.table = AccessTable(permanent=static_grants)
         self._stagger = (adapter - 1) * REBIND_STAGGER_S
         self._rebind_at: dict[str, float] = {}
         self._next_expiry_check = 0.0

@@ -1,0 +1,48 @@
+"""The adapter's access table: grants, expiry, revocation and which sockets must be bound afresh."""
+
+from __future__ import annotations
+
+from adapter.access import LINE, MAX_KEYS, REPLAY, AccessTable
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+
+
+def test_a_granted_key_is_admitted_until_it_expires() -> None:
+    table = AccessTable()
+    assert not table.admits(LINE, A, now_ns=1)
+    table.grant(A, 100)
+    assert table.admits(LINE, A, now_ns=99) and not table.admits(LINE, A, now_ns=100)
+    assert table.refused == 2 and len(table) == 1
+
+
+def test_revoking_a_key_that_connected_rebinds_only_where_it_connected() -> None:
+    table = AccessTable()
+    table.grant(A, 100)
+    table.grant(B, 100)
+    assert table.admits(LINE, A, now_ns=1)
+    assert table.admits(REPLAY, B, now_ns=1)
+    assert table.revoke([A]) == {LINE}
+    assert table.revoke([C]) == set()  # never granted, never connected
+    table.rebound(LINE)
+    assert table.revoke([A]) == set()  # rebound since: nobody holds it
+    assert not table.admits(LINE, A, now_ns=2)
+
+
+def test_expiry_and_replacement_revoke_like_a_revoke() -> None:
+    table = AccessTable()
+    table.grant(A, 10)
+    table.grant(B, 1000)
+    table.admits(LINE, A, now_ns=5)
+    table.admits(LINE, B, now_ns=5)
+    assert table.expire(now_ns=10) == {LINE}
+    assert table.replace([(C, 1000)]) == {LINE}  # B lost access, and B was connected
+    assert table.admits(LINE, C, now_ns=20) and not table.admits(LINE, B, now_ns=20)
+    assert "keys=1" in repr(table)
+
+
+def test_permanent_keys_need_no_grant_and_the_table_is_bounded() -> None:
+    table = AccessTable(permanent=[A])
+    assert table.admits(LINE, A, now_ns=10**18)
+    for i in range(MAX_KEYS + 10):
+        table.grant(f"{i:040d}", 10)
+    assert len(table) == MAX_KEYS
