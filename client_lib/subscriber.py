@@ -27,6 +27,7 @@ arbiter on a dedicated line (index = number of lines of the channel).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -57,6 +58,7 @@ from transport import recv_frames
 
 logger = logging.getLogger(__name__)
 
+REDIAL_S: Final = 1.0  # a CURVE line silent this long is dialled again (libzmq gives up after a refusal)
 RCVHWM: Final = 20_000  # packets per line (~1-2 million messages, seconds at full rate)
 MAX_PACKET_FRAME_BYTES: Final = 1024 * 1024  # a packet is at most 64 KiB; far more is hostile
 # Packets drained from one socket per wake-up. Small on purpose: a full
@@ -278,6 +280,8 @@ class _Engine:
             for spec in specs
             for line, endpoint in enumerate(spec.endpoints)
         ]
+        self._heard = [0.0] * len(self.routes)  # when each route last brought anything
+        self._next_redial = 0.0
 
     def join(self, spec: ChannelSpec, config: SubscriberConfig) -> list[int]:
         """Add a channel, or the new lines of a joined one; returns the new route indices.
@@ -311,9 +315,11 @@ class _Engine:
         self.server_keys.update((e, spec.server_key(e)) for e in new)
         arbiter, topic, start = self.arbiters[spec.name], spec.name.encode(), len(self.routes)
         self.routes.extend((arbiter, first_line + i, topic, endpoint) for i, endpoint in enumerate(new))
+        self._heard.extend([0.0] * len(new))
         return list(range(start, len(self.routes)))
 
     def on_frames(self, index: int, frames: list[bytes], now: float, out: list[Event]) -> None:
+        self._heard[index] = now
         arbiter, line, topic, _endpoint = self.routes[index]
         if len(frames) != 2:
             arbiter.on_garbage(line, reason="frames")
@@ -328,11 +334,31 @@ class _Engine:
                 self._emit(arbiter, arbiter.on_timer(now=now), now, out)
         return out
 
+    def due_redials(self, now: float) -> list[int]:
+        """CURVE routes silent for :data:`REDIAL_S` that must be dialled again (see :func:`redial`).
+
+        libzmq does not reconnect after its peer refused the CURVE key (the
+        grant may arrive a moment after the subscription, or come back after a
+        revocation): a CURVE line that has brought nothing, not even a
+        heartbeat, for a while is dialled afresh.
+        """
+        if now < self._next_redial:
+            return []
+        self._next_redial = now + REDIAL_S
+        due = []
+        for index, (_arbiter, _line, _topic, endpoint) in enumerate(self.routes):
+            if self.server_keys.get(endpoint) and now - self._heard[index] >= REDIAL_S:
+                self._heard[index] = now  # the next redial, if still silent, one interval later
+                due.append(index)
+        return due
+
     def wait_ms(self, now: float, until: float | None) -> int | None:
-        """Milliseconds to wait for sockets: to ``until`` or the earliest arbiter deadline."""
+        """Milliseconds to wait for sockets: to ``until`` or the earliest arbiter or redial deadline."""
         deadlines = [d for d in (a.next_deadline() for a in self.arbiters.values()) if d is not None]
         if until is not None:
             deadlines.append(until)
+        if any(self.server_keys.values()):
+            deadlines.append(self._next_redial)
         if not deadlines:
             return None
         return max(0, math.ceil((min(deadlines) - now) * 1000))
@@ -370,6 +396,13 @@ class _Engine:
         return (
             f"<{kind} [channels={names}, lines={len(self.routes)}, delivered={delivered}, closed={closed}]>"
         )
+
+
+def redial(socket: zmq.Socket[Any], endpoint: str) -> None:
+    """Disconnect and connect again (a fresh CURVE handshake)."""
+    with contextlib.suppress(zmq.ZMQError):  # not connected any more: connect again anyway
+        socket.disconnect(endpoint)
+    socket.connect(endpoint)
 
 
 def _configure(
@@ -498,6 +531,8 @@ class Subscriber:
         try:
             while True:
                 now = time.monotonic()
+                for index in self._engine.due_redials(now):
+                    redial(self._sockets[index], self._engine.routes[index][3])
                 events = self._engine.on_timers(now)
                 if events:
                     return events
@@ -653,6 +688,8 @@ class AsyncSubscriber:
         try:
             while True:
                 now = time.monotonic()
+                for index in self._engine.due_redials(now):
+                    redial(self._sockets[index], self._engine.routes[index][3])
                 events = self._engine.on_timers(now)
                 if events:
                     return events

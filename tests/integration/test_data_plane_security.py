@@ -1,0 +1,201 @@
+"""The data plane enforces what the admin server decides: real processes, real CURVE, real gRPC.
+
+``feedha up`` runs a secure cluster (one channel, three adapters); tests try
+it as an outsider would (plain sockets, no keys), as an entitled subscriber,
+and as one whose access is taken away. The sync bus is tried with a forged
+peer, with and without the group key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from admin_client import AdminClient
+from client_lib import ChannelSpec, Subscriber, SubscriberConfig
+from client_lib.events import Delivery
+from feedha.procs import JsonProcess
+from proto.replay import ReplayRequest, encode_request
+from tests.integration.groups import running_group
+
+CHANNEL = "EQ-A-Z"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    workdir = tmp_path_factory.mktemp("up")
+    proc = JsonProcess.python(
+        "up", "feedha", ["up", "--channels", "1", "--rate", "2000", "--json", "--dir", str(workdir)]
+    )
+    try:
+        described = proc.wait_for(lambda e: "admin" in e, 90)
+        yield described
+    finally:
+        proc.popen.send_signal(signal.SIGTERM)
+        try:
+            proc.popen.wait(timeout=30)
+        finally:
+            proc.kill()
+
+
+def _user(cluster: dict[str, Any], name: str) -> dict[str, str]:
+    user: dict[str, str] = json.loads(Path(cluster["users"][name]).read_text())
+    return user
+
+
+def test_key_files_are_private_and_outsiders_get_nothing_while_a_subscriber_gets_everything(
+    cluster: dict[str, Any],
+) -> None:
+    for path in cluster["users"].values():
+        assert Path(path).stat().st_mode & 0o077 == 0
+    (channel,) = cluster["channels"]
+    ctx = zmq.Context.instance()
+    outsiders = []
+    for line in channel["lines"]:
+        sock = ctx.socket(zmq.SUB)
+        sock.linger = 0
+        sock.subscribe(b"")
+        sock.connect(line)
+        outsiders.append(sock)
+    for replay in channel["replay"]:
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.connect(replay)
+        sock.send_multipart(
+            [b"", encode_request(ReplayRequest(channel=1, request_id=1, first_seq=1, last_seq=10))]
+        )
+        outsiders.append(sock)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "feedha", "subscribe", "--key-file", cluster["users"]["subscriber"]]
+            + ["--channel", CHANNEL, "--count", "1000", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        got = sum(1 for sock in outsiders if sock.poll(500))
+    finally:
+        for sock in outsiders:
+            sock.close(linger=0)
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert out.returncode == 0 and summary["delivered"] == 1000 and summary["lost"] == 0
+    assert got == 0  # not one packet on any line, not one reply from any replay service
+
+
+def _subscribe(cluster: dict[str, Any], keys: tuple[bytes, bytes]) -> tuple[AdminClient, str, ChannelSpec]:
+    user = _user(cluster, "subscriber")
+
+    async def go() -> tuple[AdminClient, str, ChannelSpec]:
+        admin = AdminClient(cluster["admin"], user["key_id"], user["secret"])
+        await admin.__aenter__()
+        subscription = await admin.subscribe(["*"], curve_public_key=keys[0].decode())
+        (route,) = subscription.routes
+        spec = ChannelSpec(
+            route.channel_name,
+            route.channel_number,
+            tuple(line.line_endpoint for line in route.lines),
+            server_keys=tuple(line.curve_server_key for line in route.lines),
+        )
+        return admin, subscription.subscription_id, spec
+
+    return _LOOP.run_until_complete(go())
+
+
+_LOOP = asyncio.new_event_loop()
+
+
+def _silence_after(subscriber: Subscriber, *, within: float) -> float:
+    """Seconds until no packet arrives any more on any line (a quiet half second), or within."""
+    start = time.monotonic()
+    last_packet = start
+    while time.monotonic() - start < within:
+        if subscriber.poll(0.05):
+            last_packet = time.monotonic()
+        elif time.monotonic() - last_packet >= 0.5:
+            return last_packet - start
+    return within
+
+
+@pytest.mark.parametrize("how", ["cancel", "policy"])
+def test_a_revoked_subscriber_is_cut_off_within_two_seconds(cluster: dict[str, Any], how: str) -> None:
+    keys = zmq.curve_keypair()
+    admin, subscription_id, spec = _subscribe(cluster, keys)
+    config = SubscriberConfig(curve_public=keys[0].decode(), curve_secret=keys[1].decode())
+    policy = Path(cluster["dir"]) / "policy.yaml"
+    original = policy.read_text()
+    try:
+        with Subscriber([spec], config) as subscriber:
+            deadline = time.monotonic() + 20
+            while not any(isinstance(e, Delivery) for e in subscriber.poll(0.2)):
+                assert time.monotonic() < deadline, "the granted subscriber got nothing"
+            if how == "cancel":
+                _LOOP.run_until_complete(admin.cancel(subscription_id))
+            else:  # the policy no longer grants the subscriber's group anything
+                policy.write_text(
+                    original.replace(
+                        'symbols: ["*"]\n    mode: realtime', 'symbols: ["ZZZZ"]\n    mode: realtime'
+                    )
+                )
+                os.utime(policy)
+            cut_after = _silence_after(subscriber, within=8.0)
+    finally:
+        policy.write_text(original)
+        _LOOP.run_until_complete(admin.close())
+    budget = 2.0 if how == "cancel" else 2.0 + 1.0  # + the admin server's policy poll interval
+    assert cut_after <= budget
+
+
+@pytest.mark.parametrize("secured", [False, True])
+def test_a_forged_sync_bus_peer_changes_nothing_with_the_group_key(tmp_path: Path, secured: bool) -> None:
+    from adapter.core.sync_types import Role
+    from adapter.core.syncbus import Sender, StreamState, encode_sync
+    from adapter.zap import write_keys
+
+    key = tmp_path / "sync.key"
+    group_public = write_keys(key).public
+    extra = ["--sync-key", str(key)] if secured else []
+    with running_group(channel=CHANNEL, channel_number=1, size=3, rate=1000, seconds=20) as group:
+        for number in (1, 2, 3):
+            group.start_adapter(number, active=number == 1, extra=extra)
+        group.start_source()
+        group.wait_status(2, lambda s: s["status"] == "in_sync", 20)
+        group.adapters[3].kill()  # its sync endpoint is free: a forger takes it
+        rogue = zmq.Context.instance().socket(zmq.PUB)
+        rogue.linger = 0
+        rogue.bind(group.plan.adapter(3).sync)
+        reader = zmq.Context.instance().socket(zmq.SUB)  # and another one listens in, with a key of its own
+        reader.linger = 0
+        if secured:
+            reader.curve_publickey, reader.curve_secretkey = zmq.curve_keypair()
+            reader.curve_serverkey = group_public
+        reader.subscribe(b"")
+        reader.connect(group.plan.adapter(1).sync)
+        try:
+            forged = encode_sync(
+                StreamState(Sender(3, 99, Role.ACTIVE, time.time_ns()), 1, 1, 1, 0, 0, 0), channel=1
+            )
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                rogue.send(forged)
+                time.sleep(0.01)  # a forger's pace: a hundred forged heartbeats a second
+            heard = reader.poll(1000)
+            statuses = [group.status(n) for n in (1, 2)]
+        finally:
+            rogue.close(linger=0)
+            reader.close(linger=0)
+    if secured:
+        assert [s["term"] for s in statuses] == [1, 1] and statuses[0]["role"] == "active"
+        assert not heard and statuses[0]["access"]["refused"]["sync"] >= 1
+    else:  # the control: without the key, the forgery works (the reason for the key)
+        assert {s["term"] for s in statuses} == {99} and heard
