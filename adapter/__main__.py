@@ -121,6 +121,12 @@ def _admin_arguments(parser: argparse.ArgumentParser) -> None:
         "besides the admin server's grants (benchmarks, closed deployments; needs --curve-key)",
     )
     security.add_argument(
+        "--allow-fault-injection",
+        action="store_true",
+        help="accept the control commands that break things on purpose (drop, corrupt_state, penalty): "
+        "drills and tests only",
+    )
+    security.add_argument(
         "--sync-key",
         type=Path,
         help="the group's CURVE key pair, the same file for every adapter of the channel: only its "
@@ -220,6 +226,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         curve_key=args.curve_key,
         sync_key=args.sync_key,
         grant_keys=args.grant_keys,
+        fault_injection=args.allow_fault_injection,
     )
 
 

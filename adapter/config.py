@@ -28,6 +28,7 @@ SYNC_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024  # room for a snapshot of a lar
 CONTROL_MAX_REQUEST_BYTES: Final = 64 * 1024
 SOURCE_BUDGET_S: Final = 0.005  # longest stretch of source work between looks at the sync bus
 REPLAY_MAX_BYTES: Final = 1024 * 1024  # bound on one replay reply (packets, headers included)
+_LOCAL_CONTROL: Final = ("ipc://", "inproc://", "tcp://127.0.0.1:", "tcp://localhost:", "tcp://[::1]:")
 _TRANSPORTS: Final = ("tcp://", "ipc://", "inproc://", "epgm://", "pgm://", "norm://")
 
 
@@ -76,6 +77,7 @@ class AdapterConfig:
             adapter runs, besides what the admin server grants (benchmarks, closed deployments).
         sync_key: the group's CURVE key pair, shared by the adapters of the channel: only holders
             may speak on the sync bus (None: an open sync bus).
+        fault_injection: accept the control commands that break things on purpose (drills, tests).
         quarantine_file: where skipped source messages are kept (None: beside the journal,
             ``quarantine.jsonl``, or nowhere without a journal -- they are still counted and logged).
     """
@@ -113,6 +115,7 @@ class AdapterConfig:
     curve_key: Path | None = None
     sync_key: Path | None = None
     grant_keys: Path | None = None
+    fault_injection: bool = False
     max_source_gap: int = MAX_SOURCE_GAP
 
     @property
@@ -143,6 +146,7 @@ class AdapterConfig:
             checkpoint_every=self.checkpoint_every,
             checkpoint_interval_s=self.checkpoint_interval_s,
             max_source_gap=self.max_source_gap,
+            fault_injection=self.fault_injection,
         )
 
     def __post_init__(self) -> None:
@@ -155,6 +159,12 @@ class AdapterConfig:
             _check_endpoint("peers", peer)
         if self.control_endpoint is not None:
             _check_endpoint("control_endpoint", self.control_endpoint)
+            if not self.control_endpoint.startswith(_LOCAL_CONTROL):
+                raise ConfigError(
+                    f"control_endpoint {self.control_endpoint!r} must be local (ipc://, or tcp:// on "
+                    "127.0.0.1 or [::1]): it takes commands without authentication; operators go through "
+                    "the admin server"
+                )
         if self.sndhwm < 0:
             raise ConfigError(f"sndhwm must be >= 0, got {self.sndhwm}")
         if self.replay_endpoint is not None:

@@ -39,6 +39,8 @@ class CoreConfig:
             *jump*: held until ``jump_confirm`` consecutive messages confirm it, quarantined
             if the stream goes on where it was (one bad number must not silence the channel).
         jump_confirm: how many consecutive messages confirm a jump.
+        fault_injection: accept the drill commands that break things on purpose
+            (``drop``, ``corrupt_state``, ``penalty``); off unless asked for.
     """
 
     channel_number: int
@@ -55,6 +57,7 @@ class CoreConfig:
     checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S
     max_source_gap: int = MAX_SOURCE_GAP
     jump_confirm: int = JUMP_CONFIRM
+    fault_injection: bool = False
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):

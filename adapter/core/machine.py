@@ -71,6 +71,7 @@ from adapter.core.sync import (
     SnapshotAdopted,
     SnapshotRequested,
     SyncEvent,
+    SyncState,
     SyncStatus,
     Tick,
     initial_state,
@@ -173,7 +174,7 @@ class AdapterCore:
         counters = self.pipeline.counters
         faults = counters.internal_errors
         converted = self.pipeline.on_frame(parts[1], now=now, wall_ns=wall_ns, out=self._out)
-        if converted:
+        if converted and (self._sync.throttled or self._rate_limit):
             self._throttle(converted)
         if counters.internal_errors > faults:
             self._fault("converting a source frame")
@@ -240,6 +241,11 @@ class AdapterCore:
         self._clock(now, wall_ns)
         self._rejection = None
         reply: dict[str, Any] = {"ok": True}
+        if isinstance(command, DropPackets | CorruptState | Penalty) and not self.config.fault_injection:
+            return {
+                "ok": False,
+                "error": "fault injection is off (start the adapter with --allow-fault-injection)",
+            }, []
         if isinstance(command, RoleCommand):
             self.apply(OperatorCommand(command.kind, command.reason))
         elif isinstance(command, Throttle):
@@ -334,8 +340,16 @@ class AdapterCore:
     # ---- the sync rules (also the pipeline's SyncPort) -------------------------------------
 
     @property
-    def is_publishing(self) -> bool:
-        return self.sync.is_publishing
+    def sync(self) -> SyncState:
+        """The sync rules' state of this adapter."""
+        return self._sync
+
+    @sync.setter
+    def sync(self, state: SyncState) -> None:
+        # Whether this adapter publishes is asked once per run of the source
+        # path: kept as a plain attribute, refreshed whenever the state changes.
+        self._sync = state
+        self.is_publishing = state.is_publishing
 
     @property
     def is_backup(self) -> bool:

@@ -20,7 +20,7 @@ from feedha.ports import free_ports
 from feedha.procs import JsonProcess
 from proto import wire
 
-FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30"]
+FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30", "--allow-fault-injection"]
 
 
 class Group:

@@ -22,7 +22,11 @@ from feedha.cli import COMMANDS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 IMAGE = "feedha:latest"
-OPERATOR_SECRETS = {"feedha-admin-tls", "feedha-adapter-key"}  # created by hand (deploy/k8s/config.yaml)
+OPERATOR_SECRETS = {
+    "feedha-admin-tls",
+    "feedha-adapter-key",
+    "feedha-adapter-curve",
+}  # created by hand (deploy/k8s/config.yaml)
 WORKLOADS = {"Deployment", "StatefulSet", "Pod"}
 # What the adapters' shell scripts expand to (other variables become "1").
 SHELL_VALUES = {"peers": "--peer tcp://peer:6002 --peer tcp://peer:6002", "active": "--active"}

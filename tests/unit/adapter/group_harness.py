@@ -173,6 +173,7 @@ class CoreGroup:
             term=term,
             health_penalty=self.penalties.get(number, 0.0),
             journal=self.journaling,
+            fault_injection=True,
         )
         core = AdapterCore(config, make_engine(self.table), now=self.now)
         journal = journal or MemoryJournal()

@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+from adapter.config import AdapterConfig
+from adapter.conversion import make_engine
+from adapter.conversion.table import ConverterTable
 from adapter.core.commands import (
     ControlError,
     CorruptState,
@@ -16,7 +19,10 @@ from adapter.core.commands import (
     Throttle,
     decode_request,
 )
+from adapter.core.config import CoreConfig
+from adapter.core.machine import AdapterCore
 from adapter.core.sync_types import CommandKind
+from adapter.errors import ConfigError
 from adapter.replay import ReplayLimits, TokenBucket
 
 
@@ -87,3 +93,50 @@ def test_garbage_and_oversize_requests_are_refused() -> None:
     ):
         with pytest.raises(ControlError):
             decode_request(data)
+
+
+def test_fault_injection_commands_are_refused_unless_the_adapter_was_started_for_drills() -> None:
+    def core(fault_injection: bool) -> AdapterCore:
+        config = CoreConfig(
+            channel_number=1, adapter=1, source_stream_number=1, fault_injection=fault_injection
+        )
+        return AdapterCore(config, make_engine(ConverterTable.load()), now=0.0)
+
+    for command in (DropPackets(5, 2), CorruptState(), Penalty(0.5)):
+        reply, actions = core(False).on_command(command, now=1.0, wall_ns=1)
+        assert reply["ok"] is False and "--allow-fault-injection" in reply["error"]
+        assert actions == []
+        reply, _ = core(True).on_command(command, now=1.0, wall_ns=1)
+        assert reply["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "local"),
+    [
+        ("ipc:///tmp/feedha-control", True),
+        ("tcp://127.0.0.1:6003", True),
+        ("tcp://[::1]:6003", True),
+        ("tcp://0.0.0.0:6003", False),
+        ("tcp://10.1.2.3:6003", False),
+        ("tcp://*:6003", False),
+    ],
+)
+def test_the_control_socket_must_be_local(endpoint: str, local: bool) -> None:
+    def make() -> AdapterConfig:
+        return AdapterConfig(
+            channel="c",
+            channel_number=1,
+            adapter=1,
+            source_endpoint="tcp://127.0.0.1:1",
+            source_stream="s",
+            source_stream_number=1,
+            line_endpoint="tcp://127.0.0.1:2",
+            sync_endpoint="tcp://127.0.0.1:3",
+            control_endpoint=endpoint,
+        )
+
+    if local:
+        assert make().control_endpoint == endpoint
+    else:
+        with pytest.raises(ConfigError, match="must be local"):
+            make()
