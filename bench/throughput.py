@@ -29,6 +29,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, Final
 
 from bench.common import Figure, figure
@@ -75,6 +76,10 @@ def client_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--symbols", type=int, default=SYMBOLS, help="symbols the source generates")
     parser.add_argument("--latency", action="store_true", help="decode and time event time -> delivery")
+    parser.add_argument(
+        "--server-key", action="append", default=[], help="per --line, the adapter's CURVE public key (Z85)"
+    )
+    parser.add_argument("--curve-key", help="this client's CURVE key pair file (with --server-key)")
     args = parser.parse_args(list(argv))
     stopping = False
 
@@ -85,7 +90,15 @@ def client_main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     keep = frozenset(symbol_names(args.symbols)[: args.keep_symbols]) if args.keep_symbols else None
-    spec = ChannelSpec(args.channel, args.channel_number, tuple(args.line))
+    spec = ChannelSpec(
+        args.channel, args.channel_number, tuple(args.line), server_keys=tuple(args.server_key)
+    )
+    config = SubscriberConfig()
+    if args.curve_key:
+        from adapter.zap import load_keys
+
+        keys = load_keys(Path(args.curve_key))
+        config = SubscriberConfig(curve_public=keys.public.decode(), curve_secret=keys.secret.decode())
     delivered = kept = duplicates = out_of_order = 0
     last_source_seq = 0
     first_wall = last_wall = 0.0
@@ -93,7 +106,7 @@ def client_main(argv: Sequence[str]) -> int:
     ready = False
     next_progress = time.monotonic() + PROGRESS_S
     time_ns = time.time_ns
-    with Subscriber([spec], SubscriberConfig()) as subscriber:
+    with Subscriber([spec], config) as subscriber:
         while not stopping:
             events = subscriber.poll(0.05)
             if events:
@@ -182,6 +195,10 @@ class PipelineOptions:
             adapters and the client need, and the bare ceiling's sender
             generates nothing either. Latency runs turn it off (their event
             times must be the scheduled send times).
+        secure: the data plane as deployed with keys: every adapter's line and
+            sync bus are CURVE servers (``--curve-key``, ``--sync-key``), the
+            client's key is admitted with ``--grant-keys`` and the client
+            connects with its key pair (no admin server in the loop).
     """
 
     rate: float
@@ -196,6 +213,7 @@ class PipelineOptions:
     source_tick_s: float = SOURCE_TICK_S
     count: int | None = None  # unpaced: send this many as fast as the source can, then stop
     pregenerate: bool = True
+    secure: bool = False
 
 
 @dataclass
@@ -271,6 +289,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
     from feedha.procs import JsonProcess
 
     procs: list[JsonProcess] = []
+    keys = tempfile.TemporaryDirectory(prefix="feedha-bench-keys-") if options.secure else None
     try:
         groups: list[GroupPlan] = []
         adapters: list[list[JsonProcess]] = []
@@ -285,8 +304,15 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 size=options.backups + 1,
             )
             groups.append(group)
+            secured = _SecureGroup(Path(keys.name), group) if keys is not None else None
             members = [
-                start_adapter(group, plan.adapter, active=plan.adapter == 1, log=log)
+                start_adapter(
+                    group,
+                    plan.adapter,
+                    active=plan.adapter == 1,
+                    log=log,
+                    extra=secured.adapter_argv(plan.adapter) if secured is not None else (),
+                )
                 for plan in group.adapters
             ]
             procs += members
@@ -300,6 +326,8 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             args = ["client", "--channel", group.channel, "--channel-number", str(group.channel_number)]
             for line in group.lines:
                 args += ["--line", line]
+            if keys is not None:
+                args += _SecureGroup(Path(keys.name), group).client_argv()
             args += ["--symbols", str(options.symbols)]
             if options.keep_symbols:
                 args += ["--keep-symbols", str(options.keep_symbols)]
@@ -365,6 +393,40 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
     finally:
         for proc in procs:
             proc.kill()
+        if keys is not None:
+            keys.cleanup()
+
+
+@dataclass
+class _SecureGroup:
+    """One secured group's key files, made on first use: each adapter's, the sync key, the client's."""
+
+    root: Path
+    group: Any  # feedha.cluster.GroupPlan
+
+    def _keys(self, name: str) -> Any:
+        from adapter.zap import load_keys, write_keys
+
+        path = self.root / f"{self.group.channel}-{name}.key"
+        return load_keys(path) if path.exists() else write_keys(path)
+
+    def adapter_argv(self, number: int) -> list[str]:
+        client = self._keys("client")
+        self._keys("sync")
+        grants = self.root / f"{self.group.channel}-grants.txt"
+        grants.write_text(client.public.decode() + "\n", encoding="ascii")
+        self._keys(f"adapter-{number}")
+        return [
+            *("--curve-key", str(self.root / f"{self.group.channel}-adapter-{number}.key")),
+            *("--sync-key", str(self.root / f"{self.group.channel}-sync.key")),
+            *("--grant-keys", str(grants)),
+        ]
+
+    def client_argv(self) -> list[str]:
+        argv = ["--curve-key", str(self.root / f"{self.group.channel}-client.key")]
+        for plan in self.group.adapters:
+            argv += ["--server-key", self._keys(f"adapter-{plan.adapter}").public.decode()]
+        return argv
 
 
 def _delivered_at_least(count: int) -> Callable[[dict[str, Any]], bool]:
@@ -396,80 +458,126 @@ def _sustained(result: PipelineResult) -> bool:
     )
 
 
+@dataclass
+class _Ramp:
+    """One ramp of the source rate: every step, and the best sustained one."""
+
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    best: tuple[float, PipelineResult] | None = None
+
+    def params(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "failovers": None if best is None else best[1].failovers,
+            "offered_rate": None if best is None else best[1].options.rate,
+            "lost": 0 if best is None else best[1].lost,
+            "steps": self.steps,
+        }
+
+
+def _ramp(*, secure: bool, step_s: float, budget_s: float, log: IO[str]) -> _Ramp:
+    """Raise the rate by RAMP_FACTOR while sustained, then bisect between the last good and first bad step."""
+    ramp = _Ramp()
+    started = time.monotonic()
+    rate = RAMP_START
+    failed_at: float | None = None
+    while time.monotonic() - started < budget_s:
+        result = run_pipeline(PipelineOptions(rate=rate, seconds=step_s, secure=secure), log)
+        ok = _sustained(result)
+        summary = result.clients[0][1]
+        ramp.steps.append(
+            {
+                "rate": rate,
+                "sent": result.sent[0],
+                "source_rate": round(result.source_rate(), 1),
+                "delivered": summary["delivered"],
+                "delivered_rate": round(result.client_rate(summary), 1),
+                "lost": result.lost,
+                "undelivered": result.undelivered,
+                "drain_s": round(result.drain_s(), 3),
+                "sustained": ok,
+            }
+        )
+        if ok:
+            if ramp.best is None or result.client_rate(summary) > ramp.best[0]:
+                ramp.best = (result.client_rate(summary), result)
+            if result.source_rate() < 0.95 * rate:
+                break  # the source cannot go faster: the ramp ends here
+            rate = rate * RAMP_FACTOR if failed_at is None else (rate + failed_at) / 2
+        else:
+            failed_at = rate
+            if ramp.best is None:
+                rate /= RAMP_FACTOR * RAMP_FACTOR
+            else:
+                previous = ramp.best[1].options.rate
+                if failed_at / previous < 1.15:
+                    break
+                rate = (previous + failed_at) / 2
+        if rate < 1000:
+            break
+    return ramp
+
+
 def run(*, quick: bool = False) -> list[Figure]:
-    """Ramp the source rate; report the highest sustained delivered msg/s beside the bare pyzmq ceiling.
+    """Ramp the source rate with the data plane open, then secured; each beside the bare pyzmq ceiling.
+
+    Both ramps run in the same invocation between the same two ceiling
+    measurements, so their ratios compare the cost of CURVE on the lines and
+    the sync bus on this machine, today.
 
     Args:
         quick: shorter steps and a smaller time budget.
 
     Returns:
-        One figure, ``throughput`` (msg/s), with the ramp in its parameters.
+        Two figures (msg/s), ``throughput`` (no keys) and ``throughput_secure``
+        (CURVE lines and sync bus), with their ramps in the parameters.
     """
     step_s = QUICK_STEP_S if quick else STEP_S
     budget = QUICK_RAMP_BUDGET_S if quick else RAMP_BUDGET_S
     with open_log("throughput") as log:
         ceilings = [ceiling(quick=quick, log=log)]
-        started = time.monotonic()
-        rate = RAMP_START
-        steps: list[dict[str, Any]] = []
-        best: tuple[float, PipelineResult] | None = None
-        failed_at: float | None = None
-        while time.monotonic() - started < budget:
-            result = run_pipeline(PipelineOptions(rate=rate, seconds=step_s), log)
-            ok = _sustained(result)
-            summary = result.clients[0][1]
-            steps.append(
-                {
-                    "rate": rate,
-                    "sent": result.sent[0],
-                    "source_rate": round(result.source_rate(), 1),
-                    "delivered": summary["delivered"],
-                    "delivered_rate": round(result.client_rate(summary), 1),
-                    "lost": result.lost,
-                    "undelivered": result.undelivered,
-                    "drain_s": round(result.drain_s(), 3),
-                    "sustained": ok,
-                }
-            )
-            if ok:
-                if best is None or result.client_rate(summary) > best[0]:
-                    best = (result.client_rate(summary), result)
-                if result.source_rate() < 0.95 * rate:
-                    break  # the source cannot go faster: the ramp ends here
-                rate = rate * RAMP_FACTOR if failed_at is None else (rate + failed_at) / 2
-            else:
-                failed_at = rate
-                if best is None:
-                    rate /= RAMP_FACTOR * RAMP_FACTOR
-                else:
-                    previous = best[1].options.rate
-                    if failed_at / previous < 1.15:
-                        break
-                    rate = (previous + failed_at) / 2
-            if rate < 1000:
-                break
+        ramps = {
+            secure: _ramp(secure=secure, step_s=step_s, budget_s=budget, log=log) for secure in (False, True)
+        }
         ceilings.append(ceiling(quick=quick, log=log))
     top = max(c["rate"] for c in ceilings)
-    value = best[0] if best is not None else 0.0
-    lost = 0 if best is None else best[1].lost
-    params = {
+    common = {
         "source": "plain source (plain_source), 1 stream, 200 symbols, seed 7",
         "adapters": "active + 1 backup",
         "adapter_heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
         "source_tick_s": SOURCE_TICK_S,
-        "failovers": None if best is None else best[1].failovers,
         "client": "client_lib.Subscriber joined to both lines (arbitrating), no decode",
-        "offered_rate": None if best is None else best[1].options.rate,
-        "lost": lost,
         "step_s": step_s,
-        "steps": steps,
         "ceiling_runs": [round(c["rate"], 1) for c in ceilings],
         "ceiling_payload_bytes": 100,
         "mean_source_message_bytes": _mean_source_bytes(),
         "quick": quick,
         "log": log.name,
     }
-    return [figure(name="throughput", value=value, unit="msg/s", ceiling=top, params=params)]
+    plain, secure = ramps[False], ramps[True]
+    plain_value = plain.best[0] if plain.best is not None else 0.0
+    secure_value = secure.best[0] if secure.best is not None else 0.0
+    return [
+        figure(
+            name="throughput",
+            value=plain_value,
+            unit="msg/s",
+            ceiling=top,
+            params={**common, "data_plane": "open (no keys)", **plain.params()},
+        ),
+        figure(
+            name="throughput_secure",
+            value=secure_value,
+            unit="msg/s",
+            ceiling=top,
+            params={
+                **common,
+                "data_plane": "CURVE on lines and sync bus (--curve-key, --sync-key, --grant-keys)",
+                "vs_open": round(secure_value / plain_value, 3) if plain_value else None,
+                **secure.params(),
+            },
+        ),
+    ]
 
 
 def _mean_source_bytes() -> float:

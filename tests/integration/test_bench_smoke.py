@@ -62,3 +62,13 @@ def test_a_figure_without_a_ceiling_has_no_ratio() -> None:
     item = figure(name="failover_lost", value=0, unit="msg", ceiling=None, params={"lost": 3})
     assert item["ceiling"] is None and item["ratio"] is None
     assert lost_in(item) == 3
+
+
+@pytest.mark.timeout(180)
+def test_the_secured_pipeline_delivers_everything_over_curve(tmp_path: Path) -> None:
+    with open(tmp_path / "components.log", "w") as log:
+        result = run_pipeline(PipelineOptions(rate=0, seconds=30, count=500, secure=True), log)
+    (_channel, summary), *_ = result.clients
+    assert summary["delivered"] == 500 and result.lost == 0, summary
+    # The adapters ran with keys: none of them warned that its data plane is open.
+    assert "open to anyone" not in (tmp_path / "components.log").read_text()
