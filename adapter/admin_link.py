@@ -27,8 +27,12 @@ from admin_client import RegistryAgent
 from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 from proto.registry import Command as RegistryCommand
 from proto.registry import CommandKind as RegistryCommandKind
+from proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
+
+# Commands about the data plane's keys: frequent and not an operator's doing (not logged one by one).
+_DATA_PLANE = frozenset({RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE, RegistryCommandKind.SEAL})
 
 STATUS_INTERVAL_S = 0.5
 
@@ -54,8 +58,18 @@ class AccessChange:
     replace: bool
 
 
-def core_command(command: RegistryCommand) -> Command | AccessChange:
-    """A command from the admin server: the core's command, or an access change for the runner."""
+@dataclass(frozen=True, slots=True)
+class SealChange:
+    """The admin server's packet key for this channel's multicast line (for the runner)."""
+
+    key: SealKey
+
+
+def core_command(command: RegistryCommand) -> Command | AccessChange | SealChange:
+    """A command from the admin server: the core's command, or an access or seal change for the runner."""
+    if command.kind is RegistryCommandKind.SEAL:
+        assert command.seal_key is not None  # command_from_proto refuses a SEAL without one
+        return SealChange(command.seal_key)
     if command.kind in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
         grants = [(g.curve_public_key, g.expires_at_ns) for g in command.grants]
         return AccessChange(grants, command.kind is RegistryCommandKind.REVOKE, command.replace_grants)
@@ -111,12 +125,12 @@ class AdminLink:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=5)
 
-    def commands(self) -> list[Command | AccessChange]:
-        """The commands received since the last call: the core's, and access changes for the runner."""
-        received: list[Command | AccessChange] = []
+    def commands(self) -> list[Command | AccessChange | SealChange]:
+        """The commands received since the last call: the core's, and the runner's (access, seal)."""
+        received: list[Command | AccessChange | SealChange] = []
         while not self._commands.empty():
             command = self._commands.get_nowait()
-            if command.kind not in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
+            if command.kind not in _DATA_PLANE:
                 by, why = command.issued_by, command.reason
                 logger.info("operator command %s from %s: %s", command.kind.value, by, why)
             received.append(core_command(command))

@@ -36,7 +36,7 @@ import zmq
 
 import transport
 from adapter.access import LINE, REPLAY
-from adapter.admin_link import AccessChange, AdminLink
+from adapter.admin_link import AccessChange, AdminLink, SealChange
 from adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
     SOURCE_BATCH_FRAMES,
@@ -64,6 +64,7 @@ from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from adapter.journal.quarantine import QuarantineFile
 from adapter.persistence import JournalKeeper
 from adapter.zap import DataPlaneGuard, load_keys, read_public_keys
+from proto.seal import Sealer
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,12 @@ class AdapterRunner:
         self._control: zmq.Socket[bytes] | None = None
         self._admin: AdminLink | None = None
         self._process = psutil.Process()
+        # CURVE cannot cover a multicast line: a secured adapter's packets go out sealed
+        # with the admin server's channel key, and until that key arrives they are only
+        # journaled (subscribers recover them from a replay service).
+        self._sealing = transport.is_multicast(config.line_endpoint) and self.guard.enabled
+        self._sealer: Sealer | None = None
+        self._unsealed = 0
         self._next_machine_sample = 0.0
 
     def __repr__(self) -> str:
@@ -149,7 +156,15 @@ class AdapterRunner:
         served = (
             {} if replay is None else {"replay_requests": replay.requests, "replay_refused": replay.refused}
         )
-        return {"channel": self.config.channel, **self.core.status(), **served, "access": self.guard.status()}
+        key_id = None if self._sealer is None else self._sealer.key.key_id
+        sealing = {"key_id": key_id, "unsent": self._unsealed}
+        return {
+            "channel": self.config.channel,
+            **self.core.status(),
+            **served,
+            "access": self.guard.status(),
+            **({"sealing": sealing} if self._sealing else {}),
+        }
 
     def _socket(
         self, kind: int, *, rcvhwm: int | None = None, max_message: int | None = None
@@ -244,6 +259,9 @@ class AdapterRunner:
                     self.guard.on_access(
                         command.grants, revoke=command.revoke, replace=command.replace, now=now
                     )
+                elif isinstance(command, SealChange):
+                    self._sealing, self._sealer = True, Sealer(command.key)
+                    logger.info("sealing the line's packets with key %d", command.key.key_id)
                 else:
                     self._carry_out(core.on_command(command, now=now, wall_ns=time.time_ns())[1])
         if self._source in ready:
@@ -316,10 +334,16 @@ class AdapterRunner:
     def _carry_out(self, actions: Sequence[Action]) -> None:
         for action in actions:
             if type(action) is Publish:
+                packet = action.packet
+                if self._sealing:
+                    if self._sealer is None:
+                        self._unsealed += 1
+                        continue
+                    packet = self._sealer.seal(packet)
                 # Two sends with int flags: send_multipart builds the flags with
                 # IntFlag arithmetic per frame, ~2 us a packet.
                 self._line.send(self._topic, _SNDMORE)
-                self._line.send(action.packet)
+                self._line.send(packet)
             elif type(action) is JournalRecords:
                 assert self.journal is not None
                 self.journal.append(action)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -32,7 +32,9 @@ import grpc
 from admin_client.channel import BearerToken, TlsConfig, login, open_channel
 from admin_client.errors import AuthenticationFailed, error_from_rpc
 from proto import admin_pb2, admin_pb2_grpc
-from proto.registry import role_from_proto
+from proto.errors import ProtoError
+from proto.registry import role_from_proto, seal_key_from_proto
+from proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ class Route:
     lines: tuple[Line, ...]
     symbols: tuple[str, ...]
     delayed: bool
+    seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,7 +111,16 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
         ),
         symbols=tuple(msg.symbols),
         delayed=msg.delayed,
+        seal_keys=tuple(_seal_keys(msg)),
     )
+
+
+def _seal_keys(msg: admin_pb2.ChannelRoute) -> Iterator[SealKey]:
+    for key in msg.seal_keys:
+        try:
+            yield seal_key_from_proto(key)
+        except ProtoError as exc:  # a server bug or a newer key size: that line stays unreadable
+            logger.warning("route %s: ignoring a seal key: %s", msg.channel_name, exc)
 
 
 class AdminClient:

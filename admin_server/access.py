@@ -24,7 +24,7 @@ from admin_server.errors import AdminError
 from admin_server.store import SubscriptionRecord
 from proto.registry import AccessGrant, Command, CommandKind
 
-__all__ = ["Grants", "desired_grants", "plan_commands"]
+__all__ = ["Grants", "desired_grants", "entitled_subscriptions", "plan_commands"]
 
 Grants = dict[str, int]  # curve public key -> expires_at_ns
 
@@ -71,3 +71,27 @@ def plan_commands(told: Mapping[str, int] | None, wanted: Mapping[str, int], *, 
     if gone:
         commands.append(Command(kind=CommandKind.REVOKE, grants=gone, reason=reason))
     return commands
+
+
+def entitled_subscriptions(
+    subscriptions: Iterable[SubscriptionRecord],
+    *,
+    now: float,
+    channels_for: Callable[[SubscriptionRecord], Iterable[str]],
+) -> dict[str, set[str]]:
+    """Channel name -> the subscriptions entitled to it in real time now (whatever their keys).
+
+    The holders of a multicast channel's packet keys (see :mod:`sealing`); the
+    arguments are those of :func:`desired_grants`.
+    """
+    entitled: dict[str, set[str]] = {}
+    for sub in subscriptions:
+        if sub.valid_until <= now:
+            continue
+        try:
+            channels = list(channels_for(sub))
+        except AdminError:
+            continue
+        for channel in channels:
+            entitled.setdefault(channel, set()).add(sub.subscription_id)
+    return entitled

@@ -21,6 +21,7 @@ from admin_server.errors import NotFoundError, PermissionDeniedError
 from admin_server.policy import Mode, Policy, Principal
 from admin_server.registry import AdapterRecord
 from proto.registry import AdapterRole
+from proto.seal import SealKey
 
 MAX_ITEMS: Final = 1000
 MAX_ITEM_LENGTH: Final = 64
@@ -48,6 +49,7 @@ class Route:
     lines: tuple[LineView, ...]
     symbols: tuple[str, ...]
     delayed: bool
+    seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
 
 
 def validate_items(items: Sequence[str]) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from admin_server.broker import Route
 from admin_server.registry import AdapterRecord
 from proto import admin_pb2
-from proto.registry import registration_to_proto, role_to_proto, status_to_proto
+from proto.registry import registration_to_proto, role_to_proto, seal_key_to_proto, status_to_proto
 
 
 def record_to_proto(record: AdapterRecord) -> admin_pb2.AdapterInfo:
@@ -46,4 +46,5 @@ def route_to_proto(route: Route) -> admin_pb2.ChannelRoute:
         ],
         symbols=list(route.symbols),
         delayed=route.delayed,
+        seal_keys=[seal_key_to_proto(key) for key in route.seal_keys],
     )

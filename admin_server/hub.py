@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from admin_server import access, broker, tokens
+from admin_server import access, broker, sealing, tokens
 from admin_server.backoff import LoginBackoff
 from admin_server.config import ServerConfig
 from admin_server.errors import (
@@ -32,7 +33,7 @@ from admin_server.errors import (
 from admin_server.policy import PolicyFile, Principal
 from admin_server.registry import Directive, Registry, RegistryEvent
 from admin_server.store import Store, SubscriptionRecord
-from proto.registry import AdapterRegistration, AdapterStatus, is_curve_key
+from proto.registry import AdapterRegistration, AdapterStatus, Command, CommandKind, is_curve_key
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class AdapterSession:
     adapter_id: str
     commands: asyncio.Queue[Directive] = field(default_factory=lambda: asyncio.Queue(COMMAND_QUEUE_SIZE))
     told: access.Grants | None = None  # the data-plane grants this adapter was last told (None: none yet)
+    sealing_with: int | None = None  # the seal key id this adapter was last told to use
 
 
 class Hub:
@@ -92,6 +94,7 @@ class Hub:
         self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
         self._sessions: dict[str, AdapterSession] = {}
+        self.seals = sealing.SealRings()
 
     def __repr__(self) -> str:
         return f"<Hub [{self.registry!r}, listeners={len(self._listeners)}, sessions={len(self._sessions)}]>"
@@ -162,9 +165,15 @@ class Hub:
     def routes(self, principal: Principal, symbols: Sequence[str]) -> list[broker.Route]:
         """Routes for symbols under the current policy and registry (see :func:`broker.plan_routes`)."""
         lines = {name: broker.line_views(self.registry.lines(name)) for name in self.registry.channel_names()}
-        return broker.plan_routes(
+        routes = broker.plan_routes(
             principal, symbols, policy=self.policy_file.policy, channels=self.config.channels, lines=lines
         )
+        return [
+            route
+            if route.delayed or not (keys := self.seals.keys_for(route.channel.name))
+            else dataclasses.replace(route, seal_keys=keys)
+            for route in routes
+        ]
 
     def subscribe(
         self,
@@ -236,10 +245,23 @@ class Hub:
     # -- data-plane access
 
     def reconcile_access(self) -> None:
-        """Tell every connected adapter which subscriber keys it must accept now (see :mod:`access`)."""
-        wanted = access.desired_grants(
-            self.store.subscriptions(), now=self.clock(), channels_for=self._channels_of
-        )
+        """Bring the data plane in line with the subscriptions, the policy and the clock.
+
+        Every connected adapter learns which subscriber keys it must accept now
+        (see :mod:`access`); multicast channels' packet keys are rotated and
+        handed out (see :mod:`sealing`).
+        """
+        now, memo = self.clock(), {}  # one route plan per subscription per reconciliation
+
+        def channels_of(sub: SubscriptionRecord) -> list[str]:
+            if sub.subscription_id not in memo:
+                memo[sub.subscription_id] = self._channels_of(sub)
+            return memo[sub.subscription_id]
+
+        subscriptions = self.store.subscriptions()
+        wanted = access.desired_grants(subscriptions, now=now, channels_for=channels_of)
+        entitled = access.entitled_subscriptions(subscriptions, now=now, channels_for=channels_of)
+        self._reconcile_seals(entitled, now=now)
         for session in list(self._sessions.values()):
             with contextlib.suppress(NotFoundError):
                 record = self.registry.get(session.adapter_id)
@@ -262,6 +284,29 @@ class Hub:
                             revoked,
                         )
                     session.told = dict(target)
+
+    def _reconcile_seals(self, entitled: dict[str, set[str]], *, now: float) -> None:
+        sealed = {
+            record.channel_name
+            for record in self.registry.records()
+            if sealing.is_multicast(record.registration.line_endpoint)
+        }
+        for channel in sorted(self.seals.update(sealed, entitled, now=now)):
+            self.publish(
+                HubEvent(at=now, kind="seal", channel_name=channel, detail="packet keys", routes_changed=True)
+            )
+        for session in list(self._sessions.values()):
+            with contextlib.suppress(NotFoundError):
+                record = self.registry.get(session.adapter_id)
+                key = self.seals.current(record.channel_name)
+                if key is None or not sealing.is_multicast(record.registration.line_endpoint):
+                    continue
+                if session.sealing_with != key.key_id:
+                    command = Command(kind=CommandKind.SEAL, seal_key=key, reason="packet key")
+                    with contextlib.suppress(asyncio.QueueFull):  # not reading: told again next time
+                        session.commands.put_nowait(Directive(adapter_id=session.adapter_id, command=command))
+                        session.sealing_with = key.key_id
+                        logger.info("adapter %s: seal with key %d", session.adapter_id, key.key_id)
 
     def _channels_of(self, sub: SubscriptionRecord) -> list[str]:
         routes = self.routes(self.principal(sub.user), sub.symbols)

@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--key-file", help="log in with this API key file (JSON) instead of naming lines")
     parser.add_argument("--admin", help="the admin server host:port (default: the key file's)")
     parser.add_argument("--symbols", nargs="+", default=["*"], help="symbols or patterns (with --key-file)")
+    parser.add_argument(
+        "--multicast-interface",
+        metavar="ADDR",
+        default="",
+        help="with --key-file: this host's IPv4 address to join multicast lines on (they name the adapter's)",
+    )
     parser.add_argument("--count", type=int, help="stop after this many deliveries")
     parser.add_argument("--seconds", type=float, help="stop after this many seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
@@ -192,7 +198,8 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
     started = time.monotonic()
     until = None if args.seconds is None else started + args.seconds
     delivered = 0
-    with FeedClient(admin, key_id, secret) as client:
+    config = SubscriberConfig(multicast_interface=args.multicast_interface)
+    with FeedClient(admin, key_id, secret, config=config) as client:
         client.subscribe(args.symbols)
         try:
             while args.count is None or delivered < args.count:

@@ -53,6 +53,7 @@ from typing import Any, Final, TypeVar
 
 import zmq
 
+import transport
 from admin_client import (
     AdminClient,
     AdminClientError,
@@ -425,16 +426,20 @@ class FeedClient:
         self._filters = {r.channel_number: _SymbolFilter(r.symbols) for r in live}
         self._update_replay(live)
         for route in live:
-            endpoints = tuple(dict.fromkeys(line.line_endpoint for line in route.lines if line.line_endpoint))
+            local = {line.line_endpoint: self._local(line.line_endpoint) for line in route.lines}
+            endpoints = tuple(
+                dict.fromkeys(local[line.line_endpoint] for line in route.lines if line.line_endpoint)
+            )
             if not endpoints:
                 continue  # no adapter registered yet: joined when one is
-            keys = {line.line_endpoint: line.curve_server_key for line in route.lines}
+            keys = {local[line.line_endpoint]: line.curve_server_key for line in route.lines}
             server_keys = tuple(keys.get(e, "") for e in endpoints)
             spec = ChannelSpec(
                 route.channel_name,
                 route.channel_number,
                 endpoints,
                 server_keys=server_keys if any(server_keys) else (),
+                seal_keys=route.seal_keys,
             )
             if self._subscriber is None:
                 self._subscriber = Subscriber([spec], self._config, on_retransmission_needed=self._retransmit)
@@ -444,6 +449,17 @@ class FeedClient:
             self._lines += added
             if added:
                 logger.info("joined %d line(s) of %s (%s)", added, route.channel_name, reason)
+
+    def _local(self, endpoint: str) -> str:
+        # A multicast line names its adapter's interface: join it on ours.
+        interface = self._config.multicast_interface
+        if not interface or not transport.is_multicast(endpoint):
+            return endpoint
+        try:
+            return transport.receiving_endpoint(endpoint, interface)
+        except ValueError as exc:
+            logger.warning("cannot join line %s here: %s", endpoint, exc)
+            return endpoint
 
     def _update_replay(self, routes: list[Route]) -> None:
         # Gaps are filled from the lines' replay services (adapter journals);

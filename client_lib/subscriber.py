@@ -28,6 +28,7 @@ arbiter on a dedicated line (index = number of lines of the channel).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import math
 import time
@@ -39,6 +40,7 @@ from typing import Any, Final, Protocol
 
 import zmq
 import zmq.asyncio
+from proto.seal import Opener, SealError, SealKey
 
 from client_lib.arbiter import ChannelArbiter
 from client_lib.errors import ClosedError, ConfigError, TransportError
@@ -83,6 +85,9 @@ class ChannelSpec:
         server_keys: per endpoint, the Z85 CURVE public key of its adapter ("": a plain line);
             empty: every line is plain. CURVE lines need the subscriber's key pair
             (:attr:`SubscriberConfig.curve_public`/``curve_secret``).
+        seal_keys: the channel's packet keys (multicast lines, newest last); when given,
+            every packet must be sealed with one of them (or a key given earlier) and any
+            other packet is counted as garbage.
     """
 
     name: str
@@ -90,6 +95,7 @@ class ChannelSpec:
     endpoints: tuple[str, ...]
     start_seq: int | None = None
     server_keys: tuple[str, ...] = ()
+    seal_keys: tuple[SealKey, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or any(ch.isspace() for ch in self.name):
@@ -108,6 +114,9 @@ class ChannelSpec:
         for key in self.server_keys:
             if key and not is_curve_key(key):
                 raise ConfigError("server_keys", key[:48], "not a Z85 CURVE public key (40 characters)")
+        object.__setattr__(self, "seal_keys", tuple(self.seal_keys))
+        if not all(isinstance(key, SealKey) for key in self.seal_keys):
+            raise ConfigError("seal_keys", len(self.seal_keys), "expected proto.seal.SealKey values")
 
     def server_key(self, endpoint: str) -> str:
         """The CURVE key to connect to ``endpoint`` with ("": a plain line)."""
@@ -154,6 +163,7 @@ def channel_specs_from_routes(
                 endpoints,
                 start_seq=start_seq,
                 server_keys=keys if any(keys) else (),
+                seal_keys=tuple(getattr(route, "seal_keys", ())),
             )
         )
     return specs
@@ -188,6 +198,10 @@ class SubscriberConfig:
         conflict_window: see :class:`ArbiterConfig`.
         curve_public: this subscriber's Z85 CURVE public key, for lines that need CURVE.
         curve_secret: its secret key (never shown in ``repr``).
+        multicast_interface: the IPv4 address of this host's interface that receives
+            multicast lines. A multicast line handed out by the admin server names
+            its adapter's interface; :class:`~client_lib.FeedClient` joins the same
+            group and port on this one ("": use the endpoints as given).
     """
 
     rcvhwm: int = RCVHWM
@@ -199,8 +213,16 @@ class SubscriberConfig:
     conflict_window: int = CONFLICT_WINDOW
     curve_public: str = ""
     curve_secret: str = field(default="", repr=False)
+    multicast_interface: str = ""
 
     def __post_init__(self) -> None:
+        if self.multicast_interface:
+            try:
+                ipaddress.IPv4Address(self.multicast_interface)
+            except ValueError:
+                raise ConfigError(
+                    "multicast_interface", self.multicast_interface, "expected an IPv4 address"
+                ) from None
         if bool(self.curve_public) != bool(self.curve_secret):
             raise ConfigError("curve_secret", "...", "give both curve_public and curve_secret, or neither")
         for name in ("curve_public", "curve_secret"):
@@ -274,6 +296,10 @@ class _Engine:
             for spec in specs
         }
         self.server_keys = {e: spec.server_key(e) for spec in specs for e in spec.endpoints}
+        # Sealed channels (multicast lines): topic -> the keys that open their packets.
+        self.openers: dict[bytes, Opener] = {}
+        for spec in specs:
+            self._add_seal_keys(spec)
         # One route per socket: (arbiter, line index, topic, endpoint).
         self.routes = [
             (self.arbiters[spec.name], line, spec.name.encode(), endpoint)
@@ -313,10 +339,17 @@ class _Engine:
                 server_keys=keys if any(keys) else (),
             )
         self.server_keys.update((e, spec.server_key(e)) for e in new)
+        self._add_seal_keys(spec)
         arbiter, topic, start = self.arbiters[spec.name], spec.name.encode(), len(self.routes)
         self.routes.extend((arbiter, first_line + i, topic, endpoint) for i, endpoint in enumerate(new))
         self._heard.extend([0.0] * len(new))
         return list(range(start, len(self.routes)))
+
+    def _add_seal_keys(self, spec: ChannelSpec) -> None:
+        if spec.seal_keys:
+            opener = self.openers.setdefault(spec.name.encode(), Opener())
+            for key in spec.seal_keys:
+                opener.add(key)
 
     def on_frames(self, index: int, frames: list[bytes], now: float, out: list[Event]) -> None:
         self._heard[index] = now
@@ -324,7 +357,14 @@ class _Engine:
         if len(frames) != 2:
             arbiter.on_garbage(line, reason="frames")
         elif frames[0] == topic:  # SUB filters by prefix: "EQ1" also matches "EQ10"
-            self._emit(arbiter, arbiter.on_packet(line, frames[1], now=now), now, out)
+            packet = frames[1]
+            if self.openers and topic in self.openers:
+                try:
+                    packet = self.openers[topic].open(packet)
+                except SealError as exc:  # forged, tampered, plain, or sealed with a key we lack
+                    arbiter.on_garbage(line, reason=f"seal-{exc.reason}")
+                    return
+            self._emit(arbiter, arbiter.on_packet(line, packet, now=now), now, out)
 
     def on_timers(self, now: float) -> list[Event]:
         out: list[Event] = []

@@ -32,6 +32,7 @@ class CommandKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMMAND_KIND_THROTTLE: _ClassVar[CommandKind]
     COMMAND_KIND_GRANT: _ClassVar[CommandKind]
     COMMAND_KIND_REVOKE: _ClassVar[CommandKind]
+    COMMAND_KIND_SEAL: _ClassVar[CommandKind]
 ADAPTER_ROLE_UNSPECIFIED: AdapterRole
 ADAPTER_ROLE_ACTIVE: AdapterRole
 ADAPTER_ROLE_BACKUP: AdapterRole
@@ -49,6 +50,7 @@ COMMAND_KIND_FAIL: CommandKind
 COMMAND_KIND_THROTTLE: CommandKind
 COMMAND_KIND_GRANT: CommandKind
 COMMAND_KIND_REVOKE: CommandKind
+COMMAND_KIND_SEAL: CommandKind
 
 class LoginRequest(_message.Message):
     __slots__ = ("key_id", "secret")
@@ -119,7 +121,7 @@ class AdapterReport(_message.Message):
     def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ...) -> None: ...
 
 class OperatorCommand(_message.Message):
-    __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants")
+    __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants", "seal_key")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     RATE_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +129,7 @@ class OperatorCommand(_message.Message):
     ISSUED_BY_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     REPLACE_GRANTS_FIELD_NUMBER: _ClassVar[int]
+    SEAL_KEY_FIELD_NUMBER: _ClassVar[int]
     kind: CommandKind
     term: int
     rate: float
@@ -134,7 +137,16 @@ class OperatorCommand(_message.Message):
     issued_by: str
     grants: _containers.RepeatedCompositeFieldContainer[AccessGrant]
     replace_grants: bool
-    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AccessGrant, _Mapping]]] = ..., replace_grants: _Optional[bool] = ...) -> None: ...
+    seal_key: SealKey
+    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AccessGrant, _Mapping]]] = ..., replace_grants: _Optional[bool] = ..., seal_key: _Optional[_Union[SealKey, _Mapping]] = ...) -> None: ...
+
+class SealKey(_message.Message):
+    __slots__ = ("key_id", "key")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key_id: int
+    key: bytes
+    def __init__(self, key_id: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class AccessGrant(_message.Message):
     __slots__ = ("curve_public_key", "expires_at_ns")
@@ -163,7 +175,7 @@ class Line(_message.Message):
     def __init__(self, adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., is_up: _Optional[bool] = ..., curve_server_key: _Optional[str] = ...) -> None: ...
 
 class ChannelRoute(_message.Message):
-    __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed")
+    __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed", "seal_keys")
     FEED_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +184,7 @@ class ChannelRoute(_message.Message):
     LINES_FIELD_NUMBER: _ClassVar[int]
     SYMBOLS_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
+    SEAL_KEYS_FIELD_NUMBER: _ClassVar[int]
     feed: str
     channel_name: str
     channel_number: int
@@ -180,7 +193,8 @@ class ChannelRoute(_message.Message):
     lines: _containers.RepeatedCompositeFieldContainer[Line]
     symbols: _containers.RepeatedScalarFieldContainer[str]
     delayed: bool
-    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ...) -> None: ...
+    seal_keys: _containers.RepeatedCompositeFieldContainer[SealKey]
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ..., seal_keys: _Optional[_Iterable[_Union[SealKey, _Mapping]]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("symbols", "curve_public_key")

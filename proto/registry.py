@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from proto import admin_pb2
 from proto.errors import ProtoError
+from proto.seal import SealKey
 
 
 class AdapterRole(enum.Enum):
@@ -49,6 +50,7 @@ class CommandKind(enum.Enum):
     THROTTLE = "throttle"
     GRANT = "grant"  # data-plane access for subscriber keys (until their expiry)
     REVOKE = "revoke"  # data-plane access withdrawn: cut these keys off
+    SEAL = "seal"  # multicast lines: seal packets with this key from now on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,6 +136,7 @@ class Command:
     issued_by: str = ""
     grants: tuple[AccessGrant, ...] = ()
     replace_grants: bool = False
+    seal_key: SealKey | None = None
 
 
 _Z85: frozenset[str] = frozenset(
@@ -245,7 +248,25 @@ def command_to_proto(command: Command) -> admin_pb2.OperatorCommand:
             for g in command.grants
         ],
         replace_grants=command.replace_grants,
+        seal_key=None if command.seal_key is None else seal_key_to_proto(command.seal_key),
     )
+
+
+def seal_key_to_proto(key: SealKey) -> admin_pb2.SealKey:
+    """Seal key -> message."""
+    return admin_pb2.SealKey(key_id=key.key_id, key=key.key)
+
+
+def seal_key_from_proto(msg: admin_pb2.SealKey) -> SealKey:
+    """Message -> seal key.
+
+    Raises:
+        ProtoError: not a 32-byte key (a ``ValueError``).
+    """
+    try:
+        return SealKey(msg.key_id, msg.key)
+    except ValueError as exc:
+        raise ProtoError("seal_key", str(exc)) from exc
 
 
 def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
@@ -264,6 +285,9 @@ def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
         grants = tuple(AccessGrant(g.curve_public_key, g.expires_at_ns) for g in msg.grants)
     except ValueError as exc:
         raise ProtoError("grant", str(exc)) from exc
+    seal_key = seal_key_from_proto(msg.seal_key) if msg.HasField("seal_key") else None
+    if name == "SEAL" and seal_key is None:
+        raise ProtoError("seal_key", "a SEAL command without a key")
     return Command(
         kind=CommandKind[name],
         term=msg.term,
@@ -272,4 +296,5 @@ def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
         issued_by=msg.issued_by,
         grants=grants,
         replace_grants=msg.replace_grants,
+        seal_key=seal_key,
     )

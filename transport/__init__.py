@@ -26,6 +26,7 @@ from transport.options import (
     has_multicast,
     is_multicast,
     multicast_endpoint,
+    receiving_endpoint,
 )
 
 __all__ = [
@@ -44,5 +45,6 @@ __all__ = [
     "has_multicast",
     "is_multicast",
     "multicast_endpoint",
+    "receiving_endpoint",
     "recv_frames",
 ]

@@ -111,6 +111,27 @@ def multicast_endpoint(interface: str, group: str, port: int, *, scheme: str = "
     return f"{scheme}://{interface};{group}:{port}"
 
 
+def receiving_endpoint(endpoint: str, interface: str) -> str:
+    """The endpoint a receiver connects to for a line: a multicast line's on its own ``interface``.
+
+    An ``epgm://``/``pgm://`` endpoint names the interface of the host that
+    uses it, so a multicast line registered by an adapter names the adapter's
+    interface; a subscriber joins the same group and port on its own.
+    Other endpoints are returned unchanged.
+
+    Raises:
+        ValueError: ``interface`` is not an IPv4 address, or a malformed multicast endpoint.
+    """
+    if not endpoint.startswith(("epgm://", "pgm://")):
+        return endpoint
+    scheme, _, rest = endpoint.partition("://")
+    _interface, semicolon, group_port = rest.partition(";")
+    group, colon, port = group_port.rpartition(":")
+    if not semicolon or not colon or not port.isdigit():
+        raise ValueError(f"expected {scheme}://INTERFACE;GROUP:PORT, got {endpoint!r}")
+    return multicast_endpoint(interface, group, int(port), scheme=scheme)
+
+
 def configure_socket(
     socket: zmq.Socket[Any], endpoint: str, options: MulticastOptions = DEFAULT_MULTICAST
 ) -> None:

@@ -7,6 +7,7 @@ import pytest
 from proto import admin_pb2, registry
 from proto.errors import ProtoError
 from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, Command, CommandKind, SyncStatus
+from proto.seal import SealKey
 
 
 def test_registration_round_trip() -> None:
@@ -33,8 +34,19 @@ def test_status_round_trip(role: AdapterRole, sync: SyncStatus) -> None:
 
 @pytest.mark.parametrize("kind", list(CommandKind))
 def test_command_round_trip(kind: CommandKind) -> None:
-    command = Command(kind=kind, term=4, rate=100.0, reason="drill", issued_by="ops")
+    key = SealKey(7, bytes(range(32))) if kind is CommandKind.SEAL else None
+    command = Command(kind=kind, term=4, rate=100.0, reason="drill", issued_by="ops", seal_key=key)
     assert registry.command_from_proto(registry.command_to_proto(command)) == command
+
+
+def test_a_seal_command_needs_a_whole_key() -> None:
+    with pytest.raises(ProtoError, match="without a key"):
+        registry.command_from_proto(admin_pb2.OperatorCommand(kind=admin_pb2.COMMAND_KIND_SEAL))
+    short = admin_pb2.SealKey(key_id=1, key=b"short")
+    with pytest.raises(ProtoError, match="32 bytes"):
+        registry.command_from_proto(
+            admin_pb2.OperatorCommand(kind=admin_pb2.COMMAND_KIND_SEAL, seal_key=short)
+        )
 
 
 def test_unknown_enum_values() -> None:
