@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -247,3 +249,16 @@ def test_any_packet_round_trips(blocks: list[tuple[int, int, bytes]], first_seq:
     sealed = seal.Sealer(key).seal(plain)
     assert seal.Opener([key]).open(sealed) == plain
     assert sealed[48:-16] != plain[32:] or not blocks
+
+
+def test_the_documented_example_matches_the_vector() -> None:
+    text = (Path(__file__).parents[3] / "docs" / "wire-format.md").read_text(encoding="utf-8")
+    section = text.split("### Sealed packets (version 2)", 1)[1].split("#### Example", 1)[1]
+    block = section.split("```", 2)[1]
+    hex_bytes = []
+    for line in block.splitlines():
+        for token in line.split():
+            if len(token) != 2 or any(c not in "0123456789abcdef" for c in token):
+                break  # the comment after the bytes
+            hex_bytes.append(token)
+    assert bytes.fromhex("".join(hex_bytes)) == VECTOR
