@@ -4,7 +4,7 @@ Two packet shapes, built with ``proto.wire.PacketBuilder`` from real encoded
 ``MarketUpdate`` messages:
 
 - ``typical``: packets filled to the adapter's default 8,192-byte budget
-  (~80 updates each), what a busy line sends;
+  (~90 updates of ~90 bytes each), what a busy line sends;
 - ``small``: one update per packet, what a quiet line sends (no batching), the
   worst case per message.
 

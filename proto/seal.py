@@ -241,8 +241,10 @@ class Sealer:
         self._counter = counter + 1
         self.sealed += 1
         nonce = self._prefix + _COUNTER.pack(counter)
-        aad = packet[:_VERSION_OFFSET] + _SEALED_VERSION_BYTE + packet[3:HEADER_SIZE] + self._key_id_bytes
-        return aad + nonce + self._aead.encrypt(nonce, packet[HEADER_SIZE:], aad)
+        aad = b"".join(
+            (packet[:_VERSION_OFFSET], _SEALED_VERSION_BYTE, packet[3:HEADER_SIZE], self._key_id_bytes)
+        )
+        return b"".join((aad, nonce, self._aead.encrypt(nonce, packet[HEADER_SIZE:], aad)))
 
 
 class Opener:
@@ -327,11 +329,7 @@ class Opener:
         if aead is None:
             raise SealError("unknown-key", f"key id {key_id}, holding {list(self._keys)}")
         try:
-            body = aead.decrypt(
-                bytes(packet[NONCE_OFFSET:BODY_OFFSET]),
-                bytes(packet[BODY_OFFSET:]),
-                bytes(packet[:NONCE_OFFSET]),
-            )
+            body = aead.decrypt(packet[NONCE_OFFSET:BODY_OFFSET], packet[BODY_OFFSET:], packet[:NONCE_OFFSET])
         except InvalidTag:
             raise SealError("tag", f"authentication failed under key id {key_id}") from None
-        return bytes(packet[:_VERSION_OFFSET]) + _PLAIN_VERSION_BYTE + bytes(packet[3:HEADER_SIZE]) + body
+        return b"".join((packet[:_VERSION_OFFSET], _PLAIN_VERSION_BYTE, packet[3:HEADER_SIZE], body))
