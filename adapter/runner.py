@@ -156,7 +156,7 @@ class AdapterRunner:
         served = (
             {} if replay is None else {"replay_requests": replay.requests, "replay_refused": replay.refused}
         )
-        key_id = None if self._sealer is None else self._sealer.key.key_id
+        key_id = None if self._sealer is None else self._sealer.key_id
         sealing = {"key_id": key_id, "unsent": self._unsealed}
         return {
             "channel": self.config.channel,

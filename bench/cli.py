@@ -30,6 +30,7 @@ BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
     "symbols": ("bench.symbols", "run"),
     "channels": ("bench.channels", "run"),
     "journal": ("bench.journal", "run"),
+    "seal": ("bench.seal", "run"),
     "spark_feed": ("bench.spark_feed", "run"),
 }
 DEFAULT_RESULTS: Final = Path("results")

@@ -1,6 +1,8 @@
 """feedha's contracts: the .proto schema, the code generated from it, and pure codecs.
 
 - ``proto.wire``: the data-plane wire format (packets of blocks on a line);
+- ``proto.seal``: sealed packets (wire version 2) for multicast lines,
+  AES-256-GCM per channel key;
 - ``proto.replay``: the retransmission request/reply frames;
 - ``proto.fix``: the FIX-style source format;
 - ``proto.registry``: the adapter registry's Python-side types (registration,

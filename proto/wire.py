@@ -10,7 +10,7 @@ Header (``struct`` format ``">2sBBHHIQHHQ"``)::
 
     offset size field
          0    2 magic b"FH"
-         2    1 version (1)
+         2    1 version (1; 2 is a sealed packet, see proto.seal)
          3    1 flags: bit 0 heartbeat, bit 1 retransmission, bit 2 end of session
          4    2 channel number
          6    2 adapter number
@@ -43,6 +43,8 @@ from proto.errors import ProtoError
 
 MAGIC: Final = b"FH"
 VERSION: Final = 1
+# A sealed packet (proto.seal): same header with this version, encrypted body.
+SEALED_VERSION: Final = 2
 
 FLAG_HEARTBEAT: Final = 0x01
 FLAG_RETRANSMISSION: Final = 0x02
@@ -71,7 +73,8 @@ class WireError(ProtoError):
 
     Attributes:
         reason: a short machine-readable cause (``"magic"``, ``"version"``,
-            ``"truncated"``, ``"length"``, ``"count"``, ``"flags"``).
+            ``"sealed"`` (a version-2 packet: open it with ``proto.seal.Opener``
+            first), ``"truncated"``, ``"length"``, ``"count"``, ``"flags"``).
     """
 
     subject = "bad packet"
@@ -197,8 +200,9 @@ def decode_header(packet: bytes | memoryview) -> PacketHeader:
     """Decode and validate the fixed header.
 
     Raises:
-        WireError: short packet, wrong magic or version, unknown flags, or a
-            heartbeat that carries blocks.
+        WireError: short packet, wrong magic or version (``"sealed"`` for a
+            sealed packet not yet opened), unknown flags, or a heartbeat that
+            carries blocks.
     """
     if len(packet) < HEADER_SIZE:
         raise WireError("truncated", f"{len(packet)} bytes, a header needs {HEADER_SIZE}")
@@ -207,6 +211,8 @@ def decode_header(packet: bytes | memoryview) -> PacketHeader:
     )
     if magic != MAGIC:
         raise WireError("magic", f"magic {bytes(magic)!r}, expected {MAGIC!r}")
+    if version == SEALED_VERSION:
+        raise WireError("sealed", "a sealed (version 2) packet: open it with proto.seal.Opener first")
     if version != VERSION:
         raise WireError("version", f"version {version}, this decoder reads {VERSION}")
     if flags & ~_KNOWN_FLAGS:

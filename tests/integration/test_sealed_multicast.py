@@ -88,7 +88,8 @@ def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
     workdir = site.workdir
     (workdir / "policy.yaml").write_text(POLICY + PROBATION_RULE)
     (workdir / "admin.yaml").write_text(
-        f"listen: {site.admin}\ndatabase: admin.sqlite\npolicy: policy.yaml\npolicy_poll_s: 0.2\ninsecure: true\n"
+        f"listen: {site.admin}\ndatabase: admin.sqlite\npolicy: policy.yaml\n"
+        "policy_poll_s: 0.2\ninsecure: true\n"
         "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n"
         "feeds:\n  - name: EQUITIES\n    message_model: feedha.v1.MarketUpdate\n    channels:\n"
         f"      - {{name: {CHANNEL}, number: 1, source_stream: {STREAM}, letters: {STREAM}}}\n"

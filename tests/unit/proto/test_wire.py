@@ -54,7 +54,8 @@ def test_heartbeat_carries_next_seq() -> None:
     ("mutate", "reason"),
     [
         (lambda p: b"XX" + p[2:], "magic"),
-        (lambda p: p[:2] + b"\x02" + p[3:], "version"),
+        (lambda p: p[:2] + b"\x03" + p[3:], "version"),
+        (lambda p: p[:2] + b"\x02" + p[3:], "sealed"),
         (lambda p: p[:3] + b"\x80" + p[4:], "flags"),
         (lambda p: p[:31], "truncated"),
         (lambda p: p[:-1], "truncated"),
