@@ -23,6 +23,7 @@ from client_lib import (
     SubscriberConfig,
 )
 from proto import market_pb2
+from proto.seal import Sealer, SealKey
 from proto.wire import FLAG_RETRANSMISSION, encode_packet
 
 CHANNEL = "EQ1"
@@ -355,3 +356,34 @@ def test_console_subscriber_prints_every_delivery_once(
     summary = records[-1]
     assert summary["event"] == "Summary" and summary["delivered"] == total and summary["lost"] == 0
     assert len(summary["lines"]) == 2
+
+
+def test_a_sealed_channel_delivers_what_its_keys_open_and_counts_everything_else(lines: Any) -> None:
+    old, new, stranger = SealKey.new(1), SealKey.new(2), SealKey.new(3)
+    ((pub, endpoint),) = lines(1)
+    spec = ChannelSpec(CHANNEL, NUMBER, (endpoint,), seal_keys=(old,))
+    with Subscriber([spec]) as sub:
+        deadline = time.monotonic() + 10
+        while sub.stats()[CHANNEL].lines[0].heartbeats == 0:  # slow joiner: sealed probes
+            assert time.monotonic() < deadline, "the line never joined"
+            pub.send_multipart([TOPIC, Sealer(old).seal(packet(1, 0, adapter=9))])
+            sub.poll(0.02)
+        sent = [
+            Sealer(old).seal(packet(1, 10)),
+            packet(11, 10),  # plain: anyone on a multicast segment can send it
+            Sealer(stranger).seal(packet(11, 10)),  # a key this subscriber was never given
+            Sealer(old).seal(packet(11, 10))[:-1] + b"\x00",  # a tampered tag
+        ]
+        for frame in sent:
+            pub.send_multipart([TOPIC, frame])
+        events: list[Event] = []
+        while len([e for e in events if isinstance(e, Delivery)]) < 10 and time.monotonic() < deadline:
+            events += sub.poll(0.05)
+        # The rotation reaches the subscriber (a route update): packets under the new key open too.
+        sub.join(ChannelSpec(CHANNEL, NUMBER, (endpoint,), seal_keys=(new,)))
+        pub.send_multipart([TOPIC, Sealer(new).seal(packet(11, 10))])
+        while len([e for e in events if isinstance(e, Delivery)]) < 20 and time.monotonic() < deadline:
+            events += sub.poll(0.05)
+        stats = sub.stats()[CHANNEL]
+    assert [e.msg_seq for e in events if isinstance(e, Delivery)] == list(range(1, 21))
+    assert stats.garbage == 3 and stats.lost == 0
