@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import platform
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -115,3 +116,29 @@ def format_figure(item: Figure, *, as_json: bool) -> str:
         "" if item["ceiling"] is None else f"  ceiling {item['ceiling']:>14,.1f}  ratio {item['ratio']:.3f}"
     )
     return f"{item['name']:<24} {item['value']:>14,.1f} {item['unit']:<6}{ceiling}"
+
+
+def sample_payloads(count: int, *, seed: int = 7, max_entries: int = 3) -> list[bytes]:
+    """``count`` encoded ``MarketUpdate`` payloads shaped like an adapter's (256 distinct, repeated).
+
+    Each has 1..``max_entries`` entries and the symbol's state; the same seed
+    gives the same bytes, so figures stay comparable from run to run.
+    """
+    from proto import market_pb2  # the benchmarks that need no payloads do not import protobuf
+
+    rng = random.Random(seed)
+    symbols = ["AAPL", "MSFT", "IBM", "GOOGL", "AMZN", "NVDA", "TSLA", "META"]
+    t0 = 1_700_000_000_000_000_000
+    distinct = []
+    for i in range(256):
+        update = market_pb2.MarketUpdate(
+            symbol=rng.choice(symbols), event_time_ns=t0 + i, publish_time_ns=t0 + i
+        )
+        for _ in range(rng.randint(1, max_entries)):
+            price, size = round(rng.uniform(10, 500), 2), rng.randint(1, 5000)
+            update.entries.add(type=rng.randint(1, 3), price=price, size=size, notional=price * size)
+        update.state.volume = rng.randint(0, 10**7)
+        update.state.high, update.state.low, update.state.last = 501.5, 9.75, 123.25
+        update.state.vwap, update.state.trade_count = 120.125, rng.randint(0, 10**5)
+        distinct.append(update.SerializeToString())
+    return [distinct[i % len(distinct)] for i in range(count)]

@@ -18,7 +18,6 @@ Payloads are real encoded ``MarketUpdate`` messages of varying size.
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
 from array import array
@@ -28,8 +27,7 @@ from typing import Any, Final
 
 from adapter.journal import FsyncPolicy, JournalConfig, JournalReader, JournalWriter
 from adapter.journal.format import RECORD_HEADER, RECORD_HEADER_SIZE, Record, encode_record
-from bench.common import Figure, best_time, figure
-from proto import market_pb2
+from bench.common import Figure, best_time, figure, sample_payloads
 
 MESSAGES: Final = 400_000
 QUICK_MESSAGES: Final = 40_000
@@ -37,24 +35,6 @@ REPEATS: Final = 3
 # Records per append_batch call, like the blocks of one line packet.
 BATCH: Final = 64
 _T0: Final = 1_700_000_000_000_000_000
-
-
-def _payloads(count: int, seed: int = 7) -> list[bytes]:
-    rng = random.Random(seed)
-    symbols = ["AAPL", "MSFT", "IBM", "GOOGL", "AMZN", "NVDA", "TSLA", "META"]
-    distinct = []
-    for i in range(256):
-        update = market_pb2.MarketUpdate(
-            symbol=rng.choice(symbols), event_time_ns=_T0 + i, publish_time_ns=_T0 + i
-        )
-        for _ in range(rng.randint(1, 3)):
-            price, size = round(rng.uniform(10, 500), 2), rng.randint(1, 5000)
-            update.entries.add(type=rng.randint(1, 3), price=price, size=size, notional=price * size)
-        update.state.volume = rng.randint(0, 10**7)
-        update.state.high, update.state.low, update.state.last = 501.5, 9.75, 123.25
-        update.state.vwap, update.state.trade_count = 120.125, rng.randint(0, 10**5)
-        distinct.append(update.SerializeToString())
-    return [distinct[i % len(distinct)] for i in range(count)]
 
 
 Item = tuple[int, int, int, int, bytes]
@@ -132,7 +112,7 @@ def run(*, quick: bool = False) -> list[Figure]:
         ``journal_append_single`` (one ``append`` call per record) in msg/s.
     """
     count = QUICK_MESSAGES if quick else MESSAGES
-    payloads = _payloads(count)
+    payloads = sample_payloads(count)
     # One publish time per packet of BATCH records, as on the line.
     items: list[Item] = [(i + 1, _T0 + i // BATCH, 1, i + 1, p) for i, p in enumerate(payloads)]
     packets: list[Packet] = [

@@ -4,7 +4,7 @@ Two packet shapes, built with ``proto.wire.PacketBuilder`` from real encoded
 ``MarketUpdate`` messages:
 
 - ``typical``: packets filled to the adapter's default 8,192-byte budget
-  (~90 updates of ~90 bytes each), what a busy line sends;
+  (~75 updates of ~100 bytes each), what a busy line sends;
 - ``small``: one update per packet, what a quiet line sends (no batching), the
   worst case per message.
 
@@ -27,12 +27,11 @@ Ceiling, in the same run: the bare pyzmq PUB→SUB pair, unpaced, 100-byte messa
 
 from __future__ import annotations
 
-import random
 from typing import Any, Final
 
-from bench.common import Figure, best_time, figure
+from bench.common import Figure, best_time, figure, sample_payloads
 from bench.throughput import ceiling, open_log
-from proto import market_pb2, seal, wire
+from proto import seal, wire
 
 TYPICAL_PACKETS: Final = 4_000
 QUICK_TYPICAL_PACKETS: Final = 400
@@ -43,30 +42,13 @@ QUICK_REPEATS: Final = 3
 _T0: Final = 1_700_000_000_000_000_000
 
 
-def _payloads(count: int, seed: int = 11) -> list[bytes]:
-    """Encoded updates shaped like the adapter's (one entry and the symbol's state; ~90 bytes)."""
-    rng = random.Random(seed)
-    symbols = ["AAPL", "MSFT", "IBM", "GOOGL", "AMZN", "NVDA", "TSLA", "META"]
-    distinct = []
-    for i in range(256):
-        update = market_pb2.MarketUpdate(
-            symbol=rng.choice(symbols), event_time_ns=_T0 + i, publish_time_ns=_T0 + i
-        )
-        price, size = round(rng.uniform(10, 500), 2), rng.randint(1, 5000)
-        update.entries.add(type=rng.randint(1, 3), price=price, size=size)
-        update.state.volume, update.state.trade_count = rng.randint(0, 10**7), rng.randint(0, 10**5)
-        update.state.last, update.state.bid, update.state.ask = price, price - 0.01, price + 0.01
-        distinct.append(update.SerializeToString())
-    return [distinct[i % len(distinct)] for i in range(count)]
-
-
 def _packets(packet_count: int, per_packet: int | None) -> tuple[list[bytes], int]:
     """``packet_count`` v1 packets of ``per_packet`` updates (None: as many as fit the default budget).
 
     Returns:
         The packets and the number of updates they carry.
     """
-    payloads = _payloads(256)
+    payloads = sample_payloads(256, seed=11, max_entries=1)
     builder = wire.PacketBuilder()
     packets: list[bytes] = []
     msg_seq = 1

@@ -16,7 +16,7 @@ from typing import IO
 import zmq
 
 from feedha.ports import free_ports
-from feedha.procs import JsonProcess
+from feedha.procs import SOURCE_NICE, JsonProcess
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +139,32 @@ def start_adapter(
         log=log,
         env=env,
     )
+
+
+def start_source(
+    endpoints: Mapping[str, str],
+    *,
+    kind: str,
+    rate: float,
+    wait_subscribers: int,
+    workdir: Path,
+    extra: Sequence[str] = (),
+    log: IO[str] | None = None,
+) -> JsonProcess:
+    """Start the feed source (``kind``: ``plain`` or ``spark``) publishing each stream on its endpoint.
+
+    It sends 400 symbols at ``rate`` msg/s in all once ``wait_subscribers``
+    adapters have subscribed to each stream; the Spark job checkpoints under
+    ``workdir``. The source runs at a lower CPU priority (see :data:`SOURCE_NICE`).
+    """
+    args = ["--streams", ",".join(endpoints), "--rate", f"{rate:g}", "--symbols", "400"]
+    args += ["--wait-subscribers", str(wait_subscribers), *extra]
+    for stream, endpoint in endpoints.items():
+        args += ["--endpoint", f"{stream}={endpoint}"]
+    if kind == "spark":
+        args += ["--checkpoint", str(workdir / "spark-checkpoint")]
+    module = "spark_feed.job" if kind == "spark" else "plain_source"
+    return JsonProcess.python("source", module, args, log=log, nice=SOURCE_NICE)
 
 
 def control(endpoint: str, cmd: str, *, timeout: float = 5.0, **fields: object) -> dict[str, object]:

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from feedha.cluster import GroupPlan, plan_group, start_adapter
+from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
 from feedha.ports import free_ports
-from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError
+from feedha.procs import JsonProcess, ProcessError
 
 CHANNELS = (("EQ-A-M", 1, "A-M"), ("EQ-N-Z", 2, "N-Z"))
 ADMIN_CONFIG = """\
@@ -141,16 +141,14 @@ class Demo:
     def start_source(self, endpoints: dict[str, str]) -> JsonProcess:
         # No --seconds: the demo stops the source itself (SIGTERM) once the run is over,
         # so Spark's start-up time does not eat into it.
-        args = ["--streams", ",".join(endpoints), "--rate", f"{self.args.rate:g}", "--symbols", "400"]
-        args += ["--wait-subscribers", str(self.args.backups + 1)]
-        for stream, endpoint in endpoints.items():
-            args += ["--endpoint", f"{stream}={endpoint}"]
-        if self.args.source == "spark":
-            args += ["--checkpoint", str(self.workdir / "spark-checkpoint")]
-            module = "spark_feed.job"
-        else:
-            module = "plain_source"
-        proc = JsonProcess.python("source", module, args, log=self.log, nice=SOURCE_NICE)
+        proc = start_source(
+            endpoints,
+            kind=self.args.source,
+            rate=self.args.rate,
+            wait_subscribers=self.args.backups + 1,
+            workdir=self.workdir,
+            log=self.log,
+        )
         self.procs.append(proc)
         return proc
 

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from adapter.zap import write_keys
-from feedha.cluster import GroupPlan, plan_group, start_adapter
+from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
 from feedha.ports import free_ports
-from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError
+from feedha.procs import JsonProcess, ProcessError
 
 POLICY = """\
 version: 1
@@ -155,16 +155,16 @@ class Cluster:
         return endpoints
 
     def start_source(self, endpoints: dict[str, str]) -> None:
-        args = ["--streams", ",".join(endpoints), "--rate", f"{self.args.rate:g}", "--symbols", "400"]
-        args += ["--wait-subscribers", "3", "--tick", "0.001"]
-        for stream, endpoint in endpoints.items():
-            args += ["--endpoint", f"{stream}={endpoint}"]
-        if self.args.source == "spark":
-            args += ["--checkpoint", str(self.workdir / "spark-checkpoint")]
-            module = "spark_feed.job"
-        else:
-            module = "plain_source"
-        self.procs.append(JsonProcess.python("source", module, args, log=self.log, nice=SOURCE_NICE))
+        source = start_source(
+            endpoints,
+            kind=self.args.source,
+            rate=self.args.rate,
+            wait_subscribers=3,
+            workdir=self.workdir,
+            extra=["--tick", "0.001"],
+            log=self.log,
+        )
+        self.procs.append(source)
 
     def describe(self) -> dict[str, Any]:
         return {

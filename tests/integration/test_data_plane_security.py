@@ -152,8 +152,8 @@ def test_a_revoked_subscriber_is_cut_off_within_two_seconds(cluster: dict[str, A
     finally:
         policy.write_text(original)
         _LOOP.run_until_complete(admin.close())
-    budget = 2.0 if how == "cancel" else 2.0 + 1.0  # + the admin server's policy poll interval
-    assert cut_after <= budget
+    budget = 2.0 if how == "cancel" else 2.0 + 0.25  # + the admin server's policy poll interval
+    assert cut_after <= budget, f"still receiving {cut_after:.2f} s after the revocation"
 
 
 @pytest.mark.parametrize("secured", [False, True])
