@@ -109,6 +109,12 @@ class JournalKeeper:
         if cfg.retention_max_age_s is not None or cfg.retention_max_bytes is not None:
             self.writer.apply_retention(now_ns=time.time_ns())
 
+    def served(self) -> dict[str, int]:
+        """The replay service's counters for the adapter's status (none before it started)."""
+        if self.replay is None:
+            return {}
+        return {"replay_requests": self.replay.requests, "replay_refused": self.replay.refused}
+
     def close(self) -> None:
         if self.replay is not None:
             self.replay.stop()

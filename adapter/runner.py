@@ -20,7 +20,9 @@ on one thread nothing needs a lock). Each turn of the loop it
 and after every call carries out the actions the core returned: publish a
 packet, journal records, write a checkpoint, send on the sync bus, report a
 status. Packets are sealed whenever the loop has drained what was ready,
-never on a fixed delay, so batching adds no latency at low rates.
+never on a fixed delay, so batching adds no latency at low rates. On a
+multicast line they are then also sealed in the cryptographic sense
+(:mod:`adapter.line_seal`).
 """
 
 from __future__ import annotations
@@ -62,9 +64,9 @@ from adapter.core.commands import ControlError, decode_request, encode_reply
 from adapter.core.health import MachineSample
 from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from adapter.journal.quarantine import QuarantineFile
+from adapter.line_seal import LineSeal
 from adapter.persistence import JournalKeeper
-from adapter.zap import DataPlaneGuard, load_keys, read_public_keys
-from proto.seal import Sealer
+from adapter.zap import DataPlaneGuard
 
 logger = logging.getLogger(__name__)
 
@@ -89,12 +91,7 @@ class AdapterRunner:
         self._on_status = on_status or (lambda _event: None)
         engine = make_engine(ConverterTable.load(config.converter_table))
         self.core = AdapterCore(config.core(), engine, now=time.monotonic())
-        self.guard = DataPlaneGuard(
-            adapter=config.adapter,
-            keys=None if config.curve_key is None else load_keys(config.curve_key),
-            sync_keys=None if config.sync_key is None else load_keys(config.sync_key),
-            static_grants=() if config.grant_keys is None else read_public_keys(config.grant_keys),
-        )
+        self.guard = DataPlaneGuard.from_config(config)
         self.journal = None if config.journal_dir is None else JournalKeeper(config, self.guard)
         self._quarantine: QuarantineFile | None = None
         self._topic = config.channel.encode()
@@ -102,12 +99,7 @@ class AdapterRunner:
         self._control: zmq.Socket[bytes] | None = None
         self._admin: AdminLink | None = None
         self._process = psutil.Process()
-        # CURVE cannot cover a multicast line: a secured adapter's packets go out sealed
-        # with the admin server's channel key, and until that key arrives they are only
-        # journaled (subscribers recover them from a replay service).
-        self._sealing = transport.is_multicast(config.line_endpoint) and self.guard.enabled
-        self._sealer: Sealer | None = None
-        self._unsealed = 0
+        self.seal = LineSeal(required=transport.is_multicast(config.line_endpoint) and self.guard.enabled)
         self._next_machine_sample = 0.0
 
     def __repr__(self) -> str:
@@ -152,19 +144,9 @@ class AdapterRunner:
 
     def status(self) -> dict[str, Any]:
         """The core's status with the runner's own figures."""
-        replay = None if self.journal is None else self.journal.replay
-        served = (
-            {} if replay is None else {"replay_requests": replay.requests, "replay_refused": replay.refused}
-        )
-        key_id = None if self._sealer is None else self._sealer.key_id
-        sealing = {"key_id": key_id, "unsent": self._unsealed}
-        return {
-            "channel": self.config.channel,
-            **self.core.status(),
-            **served,
-            "access": self.guard.status(),
-            **({"sealing": sealing} if self._sealing else {}),
-        }
+        served = {} if self.journal is None else self.journal.served()
+        status = {"channel": self.config.channel, **self.core.status(), **served}
+        return {**status, "access": self.guard.status(), **self.seal.status()}
 
     def _socket(
         self, kind: int, *, rcvhwm: int | None = None, max_message: int | None = None
@@ -260,8 +242,7 @@ class AdapterRunner:
                         command.grants, revoke=command.revoke, replace=command.replace, now=now
                     )
                 elif isinstance(command, SealChange):
-                    self._sealing, self._sealer = True, Sealer(command.key)
-                    logger.info("sealing the line's packets with key %d", command.key.key_id)
+                    self.seal.use(command.key)
                 else:
                     self._carry_out(core.on_command(command, now=now, wall_ns=time.time_ns())[1])
         if self._source in ready:
@@ -334,16 +315,12 @@ class AdapterRunner:
     def _carry_out(self, actions: Sequence[Action]) -> None:
         for action in actions:
             if type(action) is Publish:
-                packet = action.packet
-                if self._sealing:
-                    if self._sealer is None:
-                        self._unsealed += 1
-                        continue
-                    packet = self._sealer.seal(packet)
-                # Two sends with int flags: send_multipart builds the flags with
-                # IntFlag arithmetic per frame, ~2 us a packet.
-                self._line.send(self._topic, _SNDMORE)
-                self._line.send(packet)
+                packet = self.seal.seal(action.packet) if self.seal.active else action.packet
+                if packet is not None:  # None: a sealed line whose first key has not come yet
+                    # Two sends with int flags: send_multipart builds the flags with
+                    # IntFlag arithmetic per frame, ~2 us a packet.
+                    self._line.send(self._topic, _SNDMORE)
+                    self._line.send(packet)
             elif type(action) is JournalRecords:
                 assert self.journal is not None
                 self.journal.append(action)

@@ -22,6 +22,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from adapter.access import LINE, REPLAY, SYNC, AccessTable
+from adapter.config import AdapterConfig
 from adapter.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -176,6 +177,20 @@ class DataPlaneGuard:
         self._rebind_at: dict[str, float] = {}
         self._next_expiry_check = 0.0
         self._gate: Gatekeeper | None = None
+
+    @classmethod
+    def from_config(cls, config: AdapterConfig) -> DataPlaneGuard:
+        """The guard of the key files an adapter was started with.
+
+        Raises:
+            ConfigError: a key file that cannot be read or is readable by others.
+        """
+        return cls(
+            adapter=config.adapter,
+            keys=None if config.curve_key is None else load_keys(config.curve_key),
+            sync_keys=None if config.sync_key is None else load_keys(config.sync_key),
+            static_grants=() if config.grant_keys is None else read_public_keys(config.grant_keys),
+        )
 
     def __repr__(self) -> str:
         curve, sync = self.keys is not None, self.sync_keys is not None
