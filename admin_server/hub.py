@@ -303,7 +303,9 @@ class Hub:
             )
         held = self._sessions.get(adapter_id)
         if error is None and held is not None and held.user != principal.user:
-            error = PreconditionError(f"adapter {adapter_id!r} is registered by a live session of another user")
+            error = PreconditionError(
+                f"adapter {adapter_id!r} is registered by a live session of another user"
+            )
         if error is None:
             return
         logger.warning("registration refused: %s", error)
