@@ -125,7 +125,7 @@ def test_adapter_bindings_name_channels_and_ids() -> None:
     assert policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-A-M.2")
     assert not policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-A-M.4")  # unbound number
     assert not policy.may_register(feed_a, channel_name="EQ-N-Z", adapter_id="EQ-N-Z.1")  # other channel
-    assert not policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-N-Z.1")  # another channel's id
+    assert not policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-N-Z.1")  # other's id
     assert not policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-A-M.02")
     assert policy.may_register(feed_n, channel_name="EQ-N-Z", adapter_id="eq-n-z-primary")
     assert policy.may_register(feed_n, channel_name="EQ-X", adapter_id="EQ-X.2")
