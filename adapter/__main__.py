@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         runner.run(stop)
-    except TransportConfigError as exc:  # the line's socket set-up, e.g. epgm:// without OpenPGM
+    except (TransportConfigError, AdapterError) as exc:  # e.g. epgm:// without OpenPGM, a TLS file
         print(f"feedha adapter: {exc}", file=sys.stderr)
         return 2
     return 0
