@@ -367,7 +367,8 @@ async def _register(target: str, creds: tuple[str, str], registration: AdapterRe
     """Open a registry stream and send the registration; returns (channel, call) while it lives."""
     channel = grpc.aio.insecure_channel(target)
     md = await login(channel, *creds)
-    call = admin_pb2_grpc.AdapterRegistryStub(channel).Connect(metadata=md)
+    stub = admin_pb2_grpc.AdapterRegistryStub(channel)  # type: ignore[no-untyped-call]
+    call = stub.Connect(metadata=md)
     await call.write(admin_pb2.AdapterReport(registration=registration_to_proto(registration)))
     return channel, call
 

@@ -228,7 +228,7 @@ def test_adapter_registers_over_tls_and_a_key_registers_only_its_adapters(cluste
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
-                await updates.aclose()
+                await updates.aclose()  # type: ignore[attr-defined]
 
     asyncio.run(subscriber())
     refusals = cluster.refusals()
