@@ -242,3 +242,24 @@ def test_adapter_registers_over_tls_and_a_key_registers_only_its_adapters(cluste
     # The same key on its own adapter works; feed-n registers EQ-N-Z's.
     cluster.adapter("feed-n", eq_n, 2)
     wait_until(lambda: cluster.adapters().get("EQ-N-Z.2", {}).get("up"), "EQ-N-Z.2 registered")
+
+
+def test_feedha_subscribe_logs_in_with_a_client_certificate(cluster: Cluster) -> None:
+    key_id, secret = cluster.keys["carol"]
+    key_file = cluster.workdir / "carol.json"
+    key_file.write_text(json.dumps({"admin": cluster.target, "key_id": key_id, "secret": secret}))
+    tls = [
+        "--tls-ca",
+        str(cluster.ca),
+        "--tls-cert",
+        str(cluster.client.cert),
+        "--tls-key",
+        str(cluster.client.key),
+    ]
+    argv = ["-m", "feedha", "subscribe", "--key-file", str(key_file), "--channel", "EQ-A-M"]
+    done = run(*argv, "--seconds", "1", "--json", *tls)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert (summary["event"], summary["channel"]) == ("Summary", "EQ-A-M")
+    half = run(*argv, "--seconds", "1", *tls[:4])
+    assert half.returncode == 2 and "both cert and key" in half.stderr
