@@ -430,3 +430,18 @@ async def test_registrations_are_bound_to_the_callers_adapters(env: Env) -> None
     async with channel:
         await eventually(lambda: hub.registry.get("a").is_up, what="the other user takes a free id")
         call.cancel()
+
+
+async def test_without_adapter_auth_adapters_register_without_a_key(tmp_path: Path) -> None:
+    db, policy = tmp_path / "admin.sqlite", tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    config = ServerConfig(port=0, database=db, policy=policy, channels=CHANNELS, adapter_auth=False)
+    async with AdminServer(config) as server:
+        assert server.hub is not None
+        hub = server.hub
+        c = fake_adapter("c", AdapterRole.ACTIVE)  # bound to nobody: no user to bind without adapter_auth
+        agent = RegistryAgent(
+            f"127.0.0.1:{server.port}", c.registration, c.status, c.on_command, interval_s=0.05
+        )
+        async with agent:
+            await eventually(lambda: bool(hub.registry.records()) and hub.registry.get("c").is_up)
