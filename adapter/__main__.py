@@ -19,6 +19,7 @@ from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HE
 from adapter.core.sync import SyncConfig
 from adapter.errors import AdapterError
 from adapter.journal.config import FsyncPolicy
+from admin_client.channel import add_tls_arguments
 from proto.wire import DEFAULT_MAX_PACKET_BYTES
 from transport.errors import TransportConfigError
 
@@ -107,6 +108,7 @@ def _admin_arguments(parser: argparse.ArgumentParser) -> None:
         "--admin-key-id",
         help="API key id of a user with the adapter role (the secret is read from $FEEDHA_ADAPTER_SECRET)",
     )
+    add_tls_arguments(admin, prefix="admin-tls")
     security = parser.add_argument_group("data-plane security (docs/security.md)")
     security.add_argument(
         "--curve-key",
@@ -214,6 +216,9 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         health_penalty=args.health_penalty,
         admin=args.admin,
         admin_credentials=(args.admin_key_id, admin_secret or "") if args.admin_key_id else None,
+        admin_tls_ca=args.admin_tls_ca,
+        admin_tls_cert=args.admin_tls_cert,
+        admin_tls_key=args.admin_tls_key,
         replay_endpoint=args.replay,
         journal_dir=args.journal,
         journal_fsync=FsyncPolicy(args.fsync),
@@ -251,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         runner.run(stop)
-    except TransportConfigError as exc:  # the line's socket set-up, e.g. epgm:// without OpenPGM
+    except (TransportConfigError, AdapterError) as exc:  # e.g. epgm:// without OpenPGM, a TLS file
         print(f"feedha adapter: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -23,7 +23,8 @@ from adapter.config import AdapterConfig
 from adapter.core import SyncView
 from adapter.core.commands import Command, RoleCommand, Throttle
 from adapter.core.sync_types import CommandKind, Role
-from admin_client import RegistryAgent
+from adapter.errors import ConfigError
+from admin_client import AdminClientError, RegistryAgent, tls_from_files
 from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 from proto.registry import Command as RegistryCommand
 from proto.registry import CommandKind as RegistryCommandKind
@@ -106,6 +107,10 @@ class AdminLink:
             curve_public_key=curve_public_key,
         )
         self._credentials = config.admin_credentials
+        try:  # read at start: a missing file is a configuration error, not a link that never comes up
+            self._tls = tls_from_files(config.admin_tls_ca, config.admin_tls_cert, config.admin_tls_key)
+        except (AdminClientError, ValueError) as exc:
+            raise ConfigError(str(exc)) from exc
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="admin-link", daemon=True)
@@ -153,6 +158,7 @@ class AdminLink:
             lambda: registry_status(self.view),
             on_command,
             credentials=self._credentials,
+            tls=self._tls,
             interval_s=STATUS_INTERVAL_S,
         )
         with contextlib.suppress(asyncio.CancelledError):

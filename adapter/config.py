@@ -60,6 +60,9 @@ class AdapterConfig:
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
         admin_credentials: ``(key_id, secret)`` of a user with the adapter role.
+        admin_tls_ca: PEM CA that verifies the admin server: the link uses TLS (None: plaintext).
+        admin_tls_cert: PEM client certificate for an admin server that requires one (with ``admin_tls_key``).
+        admin_tls_key: the client certificate's private key.
         replay_endpoint: where the replay service binds (announced with the line);
             needs ``journal_dir``, which it serves from.
         journal_dir: the journal directory (one per adapter); None runs without a journal.
@@ -103,6 +106,9 @@ class AdapterConfig:
     health_penalty: float = 0.0
     admin: str | None = None
     admin_credentials: tuple[str, str] | None = None
+    admin_tls_ca: Path | None = None
+    admin_tls_cert: Path | None = None
+    admin_tls_key: Path | None = None
     replay_endpoint: str | None = None
     journal_dir: Path | None = None
     journal_fsync: FsyncPolicy = FsyncPolicy.BATCH
@@ -177,6 +183,10 @@ class AdapterConfig:
             raise ConfigError(
                 "curve_key needs an admin server (--admin) to grant the subscribers' keys, or --grant-keys"
             )
+        if (self.admin_tls_cert is None) != (self.admin_tls_key is None):
+            raise ConfigError("admin_tls_cert and admin_tls_key must be given together")
+        if self.admin is None and (self.admin_tls_ca or self.admin_tls_cert):
+            raise ConfigError("admin_tls_ca/admin_tls_cert need an admin server (--admin)")
         if self.grant_keys is not None and self.curve_key is None:
             raise ConfigError("grant_keys needs curve_key: without CURVE the line is open to anyone anyway")
         if self.replay_max_bytes < self.max_packet_bytes:

@@ -18,7 +18,15 @@ are in ``proto.registry``. This package imports neither the server
 from __future__ import annotations
 
 from admin_client.agent import CommandHandler, RegistryAgent, StatusSource, reconnect_delay
-from admin_client.channel import BearerToken, TlsConfig, login, open_channel
+from admin_client.channel import (
+    BearerToken,
+    TlsConfig,
+    TlsFileError,
+    add_tls_arguments,
+    login,
+    open_channel,
+    tls_from_files,
+)
 from admin_client.errors import (
     AdminClientError,
     AdminUnavailable,
@@ -43,8 +51,11 @@ __all__ = [
     "StatusSource",
     "Subscription",
     "TlsConfig",
+    "TlsFileError",
+    "add_tls_arguments",
     "error_from_rpc",
     "login",
     "open_channel",
     "reconnect_delay",
+    "tls_from_files",
 ]

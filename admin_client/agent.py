@@ -54,6 +54,14 @@ logger = logging.getLogger(__name__)
 STATUS_INTERVAL_S: Final = 1.0
 RECONNECT_INITIAL_S: Final = 0.2
 RECONNECT_MAX_S: Final = 5.0
+# The server refused this adapter's key or registration (not a network problem).
+_REFUSALS: Final = frozenset(
+    {
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    }
+)
 
 StatusSource = Callable[[], AdapterStatus]
 CommandHandler = Callable[[Command], Awaitable[None]]
@@ -157,6 +165,10 @@ class RegistryAgent:
                 attempt = 0  # the server closed a healthy stream: retry promptly
             except grpc.aio.AioRpcError as exc:
                 self.last_error = f"{exc.code().name}: {exc.details()}"
+                if exc.code() in _REFUSALS:  # retried (a policy fix needs no restart), but said loudly
+                    logger.warning(
+                        "registry agent %s: refused: %s", self.registration.adapter_id, self.last_error
+                    )
             except (OSError, RuntimeError, asyncio.InvalidStateError) as exc:
                 # InvalidStateError: grpc refuses a write on a call that just ended.
                 self.last_error = str(exc) or type(exc).__name__

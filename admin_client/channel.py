@@ -3,7 +3,9 @@
 The adapter's :class:`~admin_client.agent.RegistryAgent`, the subscribers'
 :class:`~admin_client.session.AdminClient` and ``feedctl`` all reach the
 server the same way: a ``grpc.aio`` channel, plaintext or TLS
-(:func:`open_channel`), then ``AdminAuth.Login`` with an API key
+(:func:`open_channel`; :func:`tls_from_files` reads the PEM files that the
+``--tls-ca/--tls-cert/--tls-key`` options of every command line name, and
+:func:`add_tls_arguments` declares those options), then ``AdminAuth.Login`` with an API key
 (:func:`login`), whose token goes on every later call as
 ``authorization: Bearer <token>`` (:attr:`BearerToken.metadata`).
 
@@ -17,11 +19,14 @@ Example::
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import grpc
 
+from admin_client.errors import AdminClientError
 from proto import admin_pb2, admin_pb2_grpc
 
 LOGIN_TIMEOUT_S: Final = 10.0
@@ -32,8 +37,81 @@ class TlsConfig:
     """TLS settings (PEM bytes): server CA, and a client certificate for mutual TLS."""
 
     root_certificates: bytes | None = None
-    private_key: bytes | None = None
+    private_key: bytes | None = field(default=None, repr=False)
     certificate_chain: bytes | None = None
+
+
+class TlsFileError(AdminClientError):
+    """A TLS file named on the command line or in a config cannot be read.
+
+    Attributes:
+        path: the file.
+    """
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+def tls_from_files(
+    ca: str | Path | None = None,
+    cert: str | Path | None = None,
+    key: str | Path | None = None,
+    *,
+    enabled: bool = False,
+) -> TlsConfig | None:
+    """TLS settings from PEM files: the one place every admin client builds its credentials.
+
+    Args:
+        ca: CA bundle that verifies the server (None: the system roots).
+        cert: client certificate chain, for servers that require one (mutual TLS).
+        key: the client certificate's private key.
+        enabled: use TLS even when no file is named (system roots, no client certificate).
+
+    Returns:
+        None for plaintext (no file named, not ``enabled``), else the loaded settings.
+
+    Raises:
+        ValueError: ``cert`` without ``key`` or ``key`` without ``cert``.
+        TlsFileError: a file cannot be read.
+    """
+    if (cert is None) != (key is None):
+        raise ValueError(f"a client certificate needs both cert and key, got cert={cert!r} key={key!r}")
+    if not enabled and ca is None and cert is None:
+        return None
+    return TlsConfig(root_certificates=_read(ca), certificate_chain=_read(cert), private_key=_read(key))
+
+
+def _read(path: str | Path | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise TlsFileError(f"cannot read TLS file {str(path)!r}: {exc.strerror}", path=Path(path)) from exc
+
+
+def add_tls_arguments(
+    parser: argparse._ActionsContainer, *, prefix: str = "tls", what: str = "the admin server"
+) -> None:
+    """Declare ``--PREFIX-ca``, ``--PREFIX-cert`` and ``--PREFIX-key`` (read by :func:`tls_from_files`).
+
+    Args:
+        parser: the parser (or argument group) to add them to.
+        prefix: the options' prefix, e.g. ``"tls"`` or ``"admin-tls"``.
+        what: the server they reach, for the help text.
+    """
+    parser.add_argument(
+        f"--{prefix}-ca",
+        type=Path,
+        help=f"PEM CA bundle: connect to {what} with TLS and verify it with this CA",
+    )
+    parser.add_argument(
+        f"--{prefix}-cert",
+        type=Path,
+        help=f"PEM client certificate for {what} (mutual TLS; with --{prefix}-key)",
+    )
+    parser.add_argument(f"--{prefix}-key", type=Path, help=f"PEM private key of --{prefix}-cert")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,8 @@
 
 Usage::
 
-    feedctl [--admin-server HOST:PORT] [--key-id ID --secret S] [--tls [--ca F]] [--json] COMMAND
+    feedctl [--admin-server HOST:PORT] [--key-id ID --secret S]
+            [--tls] [--tls-ca F] [--tls-cert F --tls-key F] [--json] COMMAND
       adapters                         table: channel, adapter, role, term, msg_seq, sync, health, lag, up
       subscriptions                    every subscription
       failover CHANNEL [--to ADAPTER]  demote the active, promote a backup (term + 1)
@@ -13,6 +14,9 @@ Usage::
 
 Credentials come from ``--key-id/--secret`` or ``FEEDHA_KEY_ID``/``FEEDHA_SECRET``;
 the server from ``--admin-server`` or ``FEEDHA_ADMIN_SERVER`` (default 127.0.0.1:50051).
+TLS: ``--tls-ca`` verifies the server with that CA (``--tls`` alone: the system
+roots); ``--tls-cert/--tls-key`` present a client certificate, which a server
+with ``tls_client_ca`` requires.
 Exit codes: 0 ok, 1 refused by the server, 2 usage or connection error.
 """
 
@@ -30,7 +34,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from admin_client.channel import TlsConfig, login, open_channel
+from admin_client.channel import TlsFileError, add_tls_arguments, login, open_channel, tls_from_files
 from proto import admin_pb2, admin_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -76,8 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--admin-server", default=None, help="HOST:PORT of the admin server")
     parser.add_argument("--key-id", default=None, help="API key id (or FEEDHA_KEY_ID)")
     parser.add_argument("--secret", default=None, help="API key secret (or FEEDHA_SECRET)")
-    parser.add_argument("--tls", action="store_true", help="connect with TLS")
-    parser.add_argument("--ca", help="PEM CA bundle for TLS (default: system roots)")
+    parser.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --tls-ca)")
+    add_tls_arguments(parser)
+    parser.add_argument("--ca", dest="tls_ca", type=Path, help=argparse.SUPPRESS)  # the old name of --tls-ca
     parser.add_argument("--json", action="store_true", help="print JSON")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("adapters", help="list adapters")
@@ -100,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) -> int:
-    tls = TlsConfig(root_certificates=Path(args.ca).read_bytes() if args.ca else None) if args.tls else None
+    tls = tls_from_files(args.tls_ca, args.tls_cert, args.tls_key, enabled=args.tls)
     async with open_channel(target, tls) as channel:
         md = (await login(channel, key_id, secret, timeout_s=TIMEOUT_S)).metadata
         stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
@@ -182,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code()
         print(f"feedctl: {code.name}: {exc.details()}", file=sys.stderr)
         return 2 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) else 1
-    except OSError as exc:
+    except (OSError, TlsFileError, ValueError) as exc:
         print(f"feedctl: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

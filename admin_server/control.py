@@ -40,7 +40,10 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
             registration = registration_from_proto(first.registration)
         except ValueError as exc:
             await abort_with(context, exc)
-        session = self._hub.attach(registration)
+        try:
+            session = self._hub.attach(registration, current_principal())
+        except AdminError as exc:
+            await abort_with(context, exc)
         reader = asyncio.create_task(self._read(request_iterator, session))
         try:
             while True:

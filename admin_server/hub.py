@@ -60,6 +60,7 @@ class AdapterSession:
     """One connected adapter stream: its id and the queue of commands for it."""
 
     adapter_id: str
+    user: str = ""  # who registered it: only that user may take the id over while it is live
     commands: asyncio.Queue[Directive] = field(default_factory=lambda: asyncio.Queue(COMMAND_QUEUE_SIZE))
     told: access.Grants | None = None  # the data-plane grants this adapter was last told (None: none yet)
     sealing_with: int | None = None  # the seal key id this adapter was last told to use
@@ -320,14 +321,44 @@ class Hub:
 
     # -- adapters
 
-    def attach(self, registration: AdapterRegistration) -> AdapterSession:
-        """An adapter stream registered; a newer stream for the same id replaces the older one."""
-        session = AdapterSession(adapter_id=registration.adapter_id)
+    def attach(self, registration: AdapterRegistration, principal: Principal) -> AdapterSession:
+        """An adapter stream registered; a newer stream of the same user replaces the older one.
+
+        Raises:
+            PermissionDeniedError: the policy does not bind the adapter to the caller (audited).
+            PreconditionError: another user's stream holds the adapter id (audited).
+        """
+        self._authorize_registration(registration, principal)
+        session = AdapterSession(adapter_id=registration.adapter_id, user=principal.user)
         self._sessions[registration.adapter_id] = session
         self._apply(self.registry.on_register(registration, now=self.clock()), registration.adapter_id)
         logger.info("adapter %s registered on %s", registration.adapter_id, registration.channel_name)
         self.reconcile_access()
         return session
+
+    def _authorize_registration(self, registration: AdapterRegistration, principal: Principal) -> None:
+        # Without adapter_auth every stream is the anonymous "adapter": nothing to bind.
+        adapter_id, channel = registration.adapter_id, registration.channel_name
+        error: PermissionDeniedError | PreconditionError | None = None
+        if self.config.adapter_auth and not self.policy_file.policy.may_register(
+            principal, channel_name=channel, adapter_id=adapter_id
+        ):
+            error = PermissionDeniedError(
+                f"user {principal.user!r} is not bound to adapter {adapter_id!r} on channel {channel!r}"
+            )
+        held = self._sessions.get(adapter_id)
+        if error is None and held is not None and held.user != principal.user:
+            error = PreconditionError(
+                f"adapter {adapter_id!r} is registered by a live session of another user"
+            )
+        if error is None:
+            return
+        logger.warning("registration refused: %s", error)
+        detail = f"channel={channel} line={registration.line_endpoint}: {error}"
+        self.store.audit(
+            user=principal.user, action="register-refused", target=adapter_id, detail=detail, now=self.clock()
+        )
+        raise error
 
     def report(self, session: AdapterSession, status: AdapterStatus) -> None:
         """An adapter reported its status."""

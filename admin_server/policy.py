@@ -1,7 +1,7 @@
 """The authorization policy: who may see which symbols, real-time or delayed, and who is admin.
 
 Theory of operation: the policy is a YAML file (``deploy/policy.yaml``) with
-three sections::
+four sections::
 
     groups:                       # declared groups; roles: admin, adapter
       operators: {roles: [admin]}
@@ -12,6 +12,14 @@ three sections::
       - groups: [traders]         # and/or users: [...]
         symbols: ["A*", "MSFT"]   # fnmatch patterns, case-sensitive
         mode: realtime            # or delayed
+    adapters:                     # who may register which adapters
+      feed-eq-a: {channels: [EQ-A-M], ids: [1, 2, 3]}
+
+An adapter registration names its channel and adapter id; the caller's user
+must have a binding that lists the channel and the id, either exactly
+(``"EQ-A-M.2"``) or as an adapter number (``2`` stands for ``<channel>.2``,
+the id ``feedha adapter --adapter 2`` registers). A user without a binding
+registers nothing, whatever its roles (:meth:`Policy.may_register`).
 
 :func:`parse_policy` walks the composed YAML node tree (not the loaded
 objects) so that every error names the line of the offending node. The
@@ -41,7 +49,7 @@ from admin_server.errors import PolicyError
 logger = logging.getLogger(__name__)
 
 ROLES: Final = frozenset({"admin", "adapter"})
-_SECTIONS: Final = frozenset({"version", "groups", "users", "rules"})
+_SECTIONS: Final = frozenset({"version", "groups", "users", "rules", "adapters"})
 
 
 class Mode(enum.IntEnum):
@@ -64,6 +72,29 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterBinding:
+    """What one user may register on the adapter registry.
+
+    Attributes:
+        channels: channel names it may register adapters on.
+        ids: adapter ids it may register, exactly as the registration carries them.
+        numbers: adapter numbers: ``n`` allows the id ``<channel>.<n>`` on each bound channel.
+        line: the binding's line in the policy file.
+    """
+
+    channels: frozenset[str]
+    ids: frozenset[str] = frozenset()
+    numbers: frozenset[int] = frozenset()
+    line: int = 0
+
+    def allows(self, channel_name: str, adapter_id: str) -> bool:
+        """Whether this binding covers adapter ``adapter_id`` on channel ``channel_name``."""
+        if channel_name not in self.channels:
+            return False
+        return adapter_id in self.ids or any(adapter_id == f"{channel_name}.{n}" for n in self.numbers)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Principal:
     """Who is calling: a user name plus the groups and roles the key store gives it."""
 
@@ -79,6 +110,7 @@ class Policy:
     groups: Mapping[str, frozenset[str]] = field(default_factory=dict)  # group -> roles
     users: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
     rules: tuple[Rule, ...] = ()
+    adapters: Mapping[str, AdapterBinding] = field(default_factory=dict)  # user -> binding
 
     def groups_of(self, principal: Principal) -> frozenset[str]:
         """The principal's groups: from the key store plus from the policy's ``users`` section."""
@@ -122,6 +154,23 @@ class Policy:
             if rule.mode > best and any(fnmatch.fnmatchcase(requested, p) for p in rule.symbols):
                 best = rule.mode
         return best
+
+    def may_register(self, principal: Principal, *, channel_name: str, adapter_id: str) -> bool:
+        """Whether the principal may register adapter ``adapter_id`` on ``channel_name``.
+
+        Only the ``adapters`` section decides: a user with no binding may
+        register nothing, whatever its roles.
+
+        Args:
+            principal: the caller.
+            channel_name: the channel the registration names.
+            adapter_id: the adapter id the registration names.
+
+        Returns:
+            True when the caller's binding covers both.
+        """
+        binding = self.adapters.get(principal.user)
+        return binding is not None and binding.allows(channel_name, adapter_id)
 
 
 def _fail(reason: str, node: yaml.Node | None, source: str) -> PolicyError:
@@ -233,6 +282,42 @@ def _parse_rule(node: yaml.Node, groups: Mapping[str, frozenset[str]], source: s
     )
 
 
+def _adapter_ids(node: yaml.Node, what: str, source: str) -> tuple[frozenset[str], frozenset[int]]:
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise _fail(f"{what} must be a non-empty list of adapter ids or numbers", node, source)
+    ids: set[str] = set()
+    numbers: set[int] = set()
+    for item in node.value:
+        if isinstance(item, yaml.ScalarNode) and item.tag.endswith(":int") and item.value.isdigit():
+            if int(item.value) < 1:
+                raise _fail(f"{what}: adapter numbers start at 1", item, source)
+            numbers.add(int(item.value))
+        elif isinstance(item, yaml.ScalarNode) and item.tag.endswith(":str") and item.value.strip():
+            ids.add(item.value.strip())
+        else:
+            raise _fail(f"{what} must hold adapter ids (strings) or adapter numbers (>= 1)", item, source)
+    return frozenset(ids), frozenset(numbers)
+
+
+def _parse_adapters(node: yaml.Node, source: str) -> dict[str, AdapterBinding]:
+    bindings: dict[str, AdapterBinding] = {}
+    for name, key, value in _mapping(node, "adapters", source):
+        what = f"adapters {name!r}"
+        items = _mapping(value, what, source)
+        _check_keys(items, {"channels", "ids", "description"}, what, source)
+        fields = {k: v for k, _kn, v in items}
+        if "channels" not in fields or "ids" not in fields:
+            raise _fail(f"{what} needs channels and ids", value, source)
+        channels = _string_list(fields["channels"], f"{what} channels", source)
+        if not channels:
+            raise _fail(f"{what} channels is empty", fields["channels"], source)
+        ids, numbers = _adapter_ids(fields["ids"], f"{what} ids", source)
+        bindings[name] = AdapterBinding(
+            channels=frozenset(channels), ids=ids, numbers=numbers, line=key.start_mark.line + 1
+        )
+    return bindings
+
+
 def parse_policy(text: str, *, source: str = "<string>") -> Policy:
     """Parse and validate a policy document.
 
@@ -273,7 +358,8 @@ def parse_policy(text: str, *, source: str = "<string>") -> Policy:
         if not isinstance(rules_node, yaml.SequenceNode):
             raise _fail("rules must be a list", rules_node, source)
         rules = [_parse_rule(item, groups, source) for item in rules_node.value]
-    return Policy(groups=groups, users=users, rules=tuple(rules))
+    adapters = _parse_adapters(by_name["adapters"], source) if "adapters" in by_name else {}
+    return Policy(groups=groups, users=users, rules=tuple(rules), adapters=adapters)
 
 
 class PolicyFile:

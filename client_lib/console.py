@@ -5,7 +5,7 @@ Usage::
     feedha subscribe --channel EQ1=1 --line tcp://127.0.0.1:5601 --line tcp://127.0.0.1:5602 \\
         [--count N] [--seconds S] [--json] [--start-seq SEQ] [--fill-timeout S] [--loss-timeout S]
     feedha subscribe --key-file USER.json [--admin HOST:PORT] --channel NAME [--symbols P ...] \\
-        [--count N] [--seconds S] [--json]
+        [--tls-ca F [--tls-cert F --tls-key F]] [--count N] [--seconds S] [--json]
 
 The first form joins the given lines directly. The second logs in to the
 admin server with the API key in the key file (JSON with ``key_id``,
@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from admin_client import AdminClientError
+from admin_client import AdminClientError, add_tls_arguments, tls_from_files
 from client_lib.errors import ClientError, ConfigError, ProtocolError
 from client_lib.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
 from client_lib.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="with --key-file: this host's IPv4 address to join multicast lines on (they name the adapter's)",
     )
+    add_tls_arguments(parser)
     parser.add_argument("--count", type=int, help="stop after this many deliveries")
     parser.add_argument("--seconds", type=float, help="stop after this many seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
@@ -193,13 +194,17 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
         raise ConfigError(
             "--key-file", args.key_file, f"not a key file with key_id and secret: {exc}"
         ) from exc
+    try:
+        tls = tls_from_files(args.tls_ca, args.tls_cert, args.tls_key)
+    except ValueError as exc:
+        raise ConfigError("--tls-cert/--tls-key", args.tls_cert or args.tls_key, str(exc)) from exc
     name, _number = parse_channel(args.channel)
     render = json.dumps if args.json else _text
     started = time.monotonic()
     until = None if args.seconds is None else started + args.seconds
     delivered = 0
     config = SubscriberConfig(multicast_interface=args.multicast_interface)
-    with FeedClient(admin, key_id, secret, config=config) as client:
+    with FeedClient(admin, key_id, secret, config=config, tls=tls) as client:
         client.subscribe(args.symbols)
         try:
             while args.count is None or delivered < args.count:

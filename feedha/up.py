@@ -97,7 +97,9 @@ class Cluster:
             "feeds:\n  - name: EQUITIES\n    message_model: feedha.v1.MarketUpdate\n    channels:\n"
             f"{channels}\n"
         )
-        (self.workdir / "policy.yaml").write_text(POLICY)
+        names = ", ".join(name for name, _letters in channel_letters(self.args.channels))
+        bindings = f"adapters:\n  feed: {{channels: [{names}], ids: [1, 2, 3]}}\n"  # groups of 3
+        (self.workdir / "policy.yaml").write_text(POLICY + bindings)
         self.admin = f"127.0.0.1:{port}"
         for user, flags in (*USERS, ("feed", ["--adapter", "--group", "feed"])):
             fields = dict(

@@ -3,7 +3,7 @@
 ``python -m tests.integration.multicast_peers spy --interface ADDR --line EP ... --seconds S``
     joins the lines with plain ZeroMQ and no keys, as anyone on the segment
     can, and reports what it could make of the packets.
-``python -m tests.integration.multicast_peers holder --admin HOST:PORT --key-file F --interface ADDR ...``
+``python -m tests.integration.multicast_peers holder --admin HOST:PORT --key-file F --tls-ca F ...``
     logs in, subscribes, keeps the packet keys of that moment and never asks
     for new ones (a subscriber whose access is then revoked); it reports when
     its keys last opened a packet and how many packets they no longer open.
@@ -25,7 +25,7 @@ from typing import Any
 import zmq
 
 import transport
-from admin_client import AdminClient
+from admin_client import AdminClient, tls_from_files
 from proto.seal import Opener, SealError, SealKey
 from proto.wire import WireError, decode_header
 
@@ -83,8 +83,8 @@ def spy(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _subscribe(admin: str, key_id: str, secret: str) -> tuple[list[str], list[SealKey]]:
-    async with AdminClient(admin, key_id, secret) as client:
+async def _subscribe(admin: str, key_id: str, secret: str, ca: str) -> tuple[list[str], list[SealKey]]:
+    async with AdminClient(admin, key_id, secret, tls=tls_from_files(ca)) as client:
         subscription = await client.subscribe(["*"])
         (route,) = subscription.routes
         return [line.line_endpoint for line in route.lines], list(route.seal_keys)
@@ -93,7 +93,7 @@ async def _subscribe(admin: str, key_id: str, secret: str) -> tuple[list[str], l
 def holder(args: argparse.Namespace) -> int:
     """Subscribe once, keep those keys, and report when they stop opening packets."""
     key = json.loads(open(args.key_file, encoding="utf-8").read())
-    lines, keys = asyncio.run(_subscribe(args.admin, key["key_id"], key["secret"]))
+    lines, keys = asyncio.run(_subscribe(args.admin, key["key_id"], key["secret"], args.tls_ca))
     opener = Opener()
     for seal_key in keys:
         opener.add(seal_key)
@@ -132,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     holder_parser = sub.add_parser("holder")
     holder_parser.add_argument("--admin", required=True)
     holder_parser.add_argument("--key-file", required=True)
+    holder_parser.add_argument(
+        "--tls-ca", required=True, help="the CA that signed the admin server's certificate"
+    )
     for each in (spy_parser, holder_parser):
         each.add_argument("--interface", required=True)
         each.add_argument("--seconds", type=float, required=True)

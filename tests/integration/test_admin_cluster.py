@@ -60,6 +60,8 @@ rules:
   - groups: [everything]
     symbols: ["*"]
     mode: realtime
+adapters:
+  feed: {channels: [EQ-A-M], ids: [1, 2, 3]}
 """
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -24,6 +26,7 @@ from proto.registry import (
     Command,
     CommandKind,
     SyncStatus,
+    registration_to_proto,
 )
 
 POLICY = """\
@@ -38,6 +41,8 @@ rules:
   - users: [dora]
     symbols: ["*"]
     mode: delayed
+adapters:
+  feed: {channels: [EQ-A-M], ids: [a, b]}
 """
 CHANNELS = (
     ChannelConfig(
@@ -356,3 +361,87 @@ async def test_agent_reconnects_when_server_returns(tmp_path: Path) -> None:
         finally:
             await second.stop(grace=None)
     assert "connections=2" in repr(agent)
+
+
+async def _register(target: str, creds: tuple[str, str], registration: AdapterRegistration) -> Any:
+    """Open a registry stream and send the registration; returns (channel, call) while it lives."""
+    channel = grpc.aio.insecure_channel(target)
+    md = await login(channel, *creds)
+    stub = admin_pb2_grpc.AdapterRegistryStub(channel)  # type: ignore[no-untyped-call]
+    call = stub.Connect(metadata=md)
+    await call.write(admin_pb2.AdapterReport(registration=registration_to_proto(registration)))
+    return channel, call
+
+
+async def _refusal(call: Any) -> grpc.StatusCode:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await asyncio.wait_for(call.read(), 10)
+    return caught.value.code()
+
+
+async def test_registrations_are_bound_to_the_callers_adapters(env: Env) -> None:
+    hub = env.server.hub
+    assert hub is not None
+    env.keys["other"] = add_user(env.policy.parent / "admin.sqlite", "other", roles=("adapter",))
+    env.keys["boss"] = add_user(env.policy.parent / "admin.sqlite", "boss", roles=("adapter", "admin"))
+    env.policy.write_text(POLICY + "  other: {channels: [EQ-A-M], ids: [a]}\n")
+    await eventually(lambda: "other" in hub.policy_file.policy.adapters, what="reload")
+    wrong_channel = dataclasses.replace(
+        fake_adapter("a", AdapterRole.ACTIVE).registration, channel_name="EQ-N-Z"
+    )
+    for creds, registration in [
+        (env.keys["feed"], wrong_channel),  # bound id, other channel
+        (env.keys["feed"], fake_adapter("c", AdapterRole.ACTIVE).registration),  # unbound id
+        (env.keys["boss"], fake_adapter("a", AdapterRole.ACTIVE).registration),  # roles, no binding
+    ]:
+        channel, call = await _register(env.target, creds, registration)
+        async with channel:
+            assert await _refusal(call) is grpc.StatusCode.PERMISSION_DENIED
+    assert hub.registry.records() == []
+    refused = [e for e in hub.store.audit_log() if e.action == "register-refused"]
+    assert sorted((e.user, e.target) for e in refused) == [("boss", "a"), ("feed", "a"), ("feed", "c")]
+    assert "EQ-N-Z" in next(e.detail for e in refused if e.user == "feed" and e.target == "a")
+    # A live registration of "a" is kept against another bound user; its own user may take it over.
+    first_channel, first = await _register(
+        env.target, env.keys["feed"], fake_adapter("a", AdapterRole.ACTIVE).registration
+    )
+    async with first_channel:
+        await eventually(lambda: bool(hub.registry.records()) and hub.registry.get("a").is_up)
+        channel, call = await _register(
+            env.target, env.keys["other"], fake_adapter("a", AdapterRole.ACTIVE).registration
+        )
+        async with channel:
+            assert await _refusal(call) is grpc.StatusCode.FAILED_PRECONDITION
+        assert hub.registry.get("a").registration.line_endpoint == "tcp://127.0.0.1:7000/a"
+        replaced = dataclasses.replace(
+            fake_adapter("a", AdapterRole.ACTIVE).registration, line_endpoint="tcp://127.0.0.1:7001"
+        )
+        channel, call = await _register(env.target, env.keys["feed"], replaced)
+        async with channel:
+            await eventually(
+                lambda: hub.registry.get("a").registration.line_endpoint == "tcp://127.0.0.1:7001"
+            )
+            call.cancel()
+    first.cancel()
+    await eventually(lambda: not hub.registry.get("a").is_up, what="a down")
+    channel, call = await _register(
+        env.target, env.keys["other"], fake_adapter("a", AdapterRole.ACTIVE).registration
+    )
+    async with channel:
+        await eventually(lambda: hub.registry.get("a").is_up, what="the other user takes a free id")
+        call.cancel()
+
+
+async def test_without_adapter_auth_adapters_register_without_a_key(tmp_path: Path) -> None:
+    db, policy = tmp_path / "admin.sqlite", tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    config = ServerConfig(port=0, database=db, policy=policy, channels=CHANNELS, adapter_auth=False)
+    async with AdminServer(config) as server:
+        assert server.hub is not None
+        hub = server.hub
+        c = fake_adapter("c", AdapterRole.ACTIVE)  # bound to nobody: no user to bind without adapter_auth
+        agent = RegistryAgent(
+            f"127.0.0.1:{server.port}", c.registration, c.status, c.on_command, interval_s=0.05
+        )
+        async with agent:
+            await eventually(lambda: bool(hub.registry.records()) and hub.registry.get("c").is_up)

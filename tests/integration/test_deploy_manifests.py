@@ -24,7 +24,9 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 IMAGE = "feedha:latest"
 OPERATOR_SECRETS = {
     "feedha-admin-tls",
-    "feedha-adapter-key",
+    "feedha-admin-ca",
+    "feedha-adapter-key-eq-a-m",
+    "feedha-adapter-key-eq-n-z",
     "feedha-adapter-curve",
 }  # created by hand (deploy/k8s/config.yaml)
 WORKLOADS = {"Deployment", "StatefulSet", "Pod"}
@@ -172,3 +174,27 @@ def test_adapter_groups_never_share_a_node(group: dict[str, Any]) -> None:
         for r in rules
     )
     assert group["spec"]["replicas"] >= 2
+
+
+def test_adapters_verify_the_admin_server_and_their_key_is_bound_to_their_group() -> None:
+    """Every adapter reaches the admin server over TLS, with a key the policy binds to its own adapters."""
+    from adapter.__main__ import build_parser as adapter_parser
+    from admin_server.policy import Principal, parse_policy
+
+    (config,) = [d for d in DOCS if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "feedha-config"]
+    policy = parse_policy(config["data"]["policy.yaml"], source="feedha-config/policy.yaml")
+    channels = {c for binding in policy.adapters.values() for c in binding.channels}
+    for doc in (d for d in DOCS if d["kind"] == "StatefulSet"):
+        (container,) = _pod_spec(doc)["containers"]
+        refs = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef", {}) for e in container["env"]}
+        # the group's own key: secret feedha-adapter-key-eq-a-m holds user feed-eq-a-m's key
+        user = refs["ADAPTER_KEY_ID"]["name"].replace("feedha-adapter-key-", "feed-")
+        for argv in _feedha_command_lines(doc):
+            args = adapter_parser().parse_args([a for a in argv[2:] if a])
+            assert args.admin and args.admin_tls_ca is not None, doc["metadata"]["name"]
+            principal = Principal(user=user)
+            for number in range(1, doc["spec"]["replicas"] + 1):
+                adapter_id = f"{args.channel}.{number}"
+                assert policy.may_register(principal, channel_name=args.channel, adapter_id=adapter_id)
+            for other in channels - {args.channel}:
+                assert not policy.may_register(principal, channel_name=other, adapter_id=f"{other}.1")

@@ -5,6 +5,8 @@ admin server handing out the packet keys. On the segment: ``alice``, an
 entitled subscriber (``feedha subscribe``); ``bob``, entitled until the test
 revokes him in the policy, who keeps the keys he was given; and ``spy``, who
 joins the lines with plain ZeroMQ and no keys, as anyone on the segment can.
+Everything is as deployed: the admin server serves TLS, the adapters verify
+it and are bound to their ids, lines and sync bus have their keys.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from adapter.zap import write_keys
 from feedha import netns
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv
 from feedha.procs import JsonProcess, python_argv
+from tests.integration.certs import Authority
 
 pytestmark = [
     pytest.mark.netns,
@@ -38,6 +41,8 @@ CHANNEL, STREAM, ADMIN_PORT, SOURCE_PORT = "EQ", "A-Z", 50051, 7000
 RATE = 2000
 POLICY = """\
 version: 1
+adapters:
+  feed: {channels: [EQ], ids: [1, 2]}
 groups:
   feed: {roles: [adapter]}
   traders: {}
@@ -57,6 +62,7 @@ class Site:
         self.procs: list[JsonProcess] = []
         self.address = {host: segment.address(host) for host in HOSTS}
         self.admin = f"{self.address['admin']}:{ADMIN_PORT}"
+        self.authority = Authority(workdir)
 
     def spawn(self, name: str, host: str, module: str, args: list[str], **kwargs: Any) -> JsonProcess:
         proc = JsonProcess(
@@ -86,10 +92,11 @@ class Site:
 
 def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
     workdir = site.workdir
+    server = site.authority.issue("admin", "admin", server=True, addresses=[site.address["admin"]])
     (workdir / "policy.yaml").write_text(POLICY + PROBATION_RULE)
     (workdir / "admin.yaml").write_text(
         f"listen: {site.admin}\ndatabase: admin.sqlite\npolicy: policy.yaml\n"
-        "policy_poll_s: 0.2\ninsecure: true\n"
+        f"policy_poll_s: 0.2\ntls_cert: {server.cert}\ntls_key: {server.key}\n"
         "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n"
         "feeds:\n  - name: EQUITIES\n    message_model: feedha.v1.MarketUpdate\n    channels:\n"
         f"      - {{name: {CHANNEL}, number: 1, source_stream: {STREAM}, letters: {STREAM}}}\n"
@@ -131,6 +138,7 @@ def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
         extra = [
             *("--admin", site.admin, "--admin-key-id", feed["key_id"]),
             *("--curve-key", str(workdir / f"adapter-{number}.key"), "--sync-key", str(workdir / "sync.key")),
+            *("--admin-tls-ca", str(site.authority.ca)),
             *("--heartbeat-timeout", "1.0", "--log-level", "INFO"),
         ]
         site.spawn(
@@ -163,6 +171,7 @@ def test_sealed_lines_are_readable_only_with_current_keys(tmp_path: Path) -> Non
                 "bob",
                 "tests.integration.multicast_peers",
                 ["holder", "--admin", site.admin, "--key-file", str(users["bob"])]
+                + ["--tls-ca", str(site.authority.ca)]
                 + ["--interface", site.address["bob"], "--seconds", "14"],
             )
             bob.wait_event("ready", 40)
@@ -178,7 +187,8 @@ def test_sealed_lines_are_readable_only_with_current_keys(tmp_path: Path) -> Non
                 "alice",
                 "feedha",
                 ["subscribe", "--key-file", str(users["alice"]), "--channel", CHANNEL]
-                + ["--count", str(RATE * 8), "--json", "--multicast-interface", site.address["alice"]],
+                + ["--count", str(RATE * 8), "--json", "--multicast-interface", site.address["alice"]]
+                + ["--tls-ca", str(site.authority.ca)],
             )
             alice.wait_for(lambda e: e.get("event") == "Delivery", 40)
             # bob loses his entitlement: his keys must stop opening packets.

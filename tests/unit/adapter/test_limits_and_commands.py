@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,23 @@ def test_the_control_socket_must_be_local(endpoint: str, local: bool) -> None:
     else:
         with pytest.raises(ConfigError, match="must be local"):
             make()
+
+
+def test_admin_tls_arguments_reach_the_config() -> None:
+    from adapter.__main__ import build_parser, config_from_args
+
+    base = ["--channel", "c", "--channel-number", "1", "--adapter", "1", "--source", "tcp://127.0.0.1:1"]
+    base += ["--source-stream", "s", "--source-stream-number", "1"]
+    base += ["--line", "tcp://127.0.0.1:2", "--sync", "tcp://127.0.0.1:3", "--admin", "127.0.0.1:4"]
+    tls = ["--admin-tls-ca", "ca.pem", "--admin-tls-cert", "c.pem", "--admin-tls-key", "k.pem"]
+    config = config_from_args(build_parser().parse_args(base + tls))
+    assert (config.admin_tls_ca, config.admin_tls_cert, config.admin_tls_key) == (
+        Path("ca.pem"),
+        Path("c.pem"),
+        Path("k.pem"),
+    )
+    with pytest.raises(ConfigError, match="together"):
+        config_from_args(build_parser().parse_args(base + tls[:4]))
+    without_admin = [a for a in base if a not in ("--admin", "127.0.0.1:4")]
+    with pytest.raises(ConfigError, match="need an admin server"):
+        config_from_args(build_parser().parse_args(without_admin + tls[:2]))

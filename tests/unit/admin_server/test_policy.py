@@ -103,3 +103,58 @@ def test_policy_file_keeps_last_good(tmp_path: Path) -> None:
     assert watched.poll()
     assert watched.policy.entitlement(Principal(user="alice"), "AAPL") is Mode.DELAYED
     assert "generation=2" in repr(watched)
+
+
+BOUND = """\
+groups:
+  adapters: {roles: [adapter]}
+users:
+  feed-a: {groups: [adapters]}
+  feed-n: {groups: [adapters]}
+adapters:
+  feed-a: {channels: [EQ-A-M], ids: [1, 2, 3]}
+  feed-n:
+    channels: [EQ-N-Z, EQ-X]
+    ids: [eq-n-z-primary, 2]
+"""
+
+
+def test_adapter_bindings_name_channels_and_ids() -> None:
+    policy = parse_policy(BOUND)
+    feed_a, feed_n = Principal(user="feed-a"), Principal(user="feed-n")
+    assert policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-A-M.2")
+    assert not policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-A-M.4")  # unbound number
+    assert not policy.may_register(feed_a, channel_name="EQ-N-Z", adapter_id="EQ-N-Z.1")  # other channel
+    assert not policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-N-Z.1")  # other's id
+    assert not policy.may_register(feed_a, channel_name="EQ-A-M", adapter_id="EQ-A-M.02")
+    assert policy.may_register(feed_n, channel_name="EQ-N-Z", adapter_id="eq-n-z-primary")
+    assert policy.may_register(feed_n, channel_name="EQ-X", adapter_id="EQ-X.2")
+    assert not policy.may_register(feed_n, channel_name="EQ-A-M", adapter_id="eq-n-z-primary")
+    assert policy.adapters["feed-n"].line == 8
+
+
+def test_adapter_role_without_binding_registers_nothing() -> None:
+    policy = parse_policy(BOUND + "  ops: {channels: [EQ-A-M], ids: [1]}\n")
+    carol = Principal(user="carol", roles=frozenset({"adapter", "admin"}))
+    assert policy.has_role(carol, "adapter")
+    assert not policy.may_register(carol, channel_name="EQ-A-M", adapter_id="EQ-A-M.1")
+    assert not parse_policy(GOOD).may_register(carol, channel_name="EQ-A-M", adapter_id="EQ-A-M.1")
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "reason"),
+    [
+        ("adapters:\n  f: {channels: [EQ-A-M]}\n", 2, "needs channels and ids"),
+        ("adapters:\n  f: {channels: [], ids: [1]}\n", 2, "channels is empty"),
+        ("adapters:\n  f: {channels: [EQ-A-M], ids: []}\n", 2, "non-empty list"),
+        ("adapters:\n  f:\n    channels: [EQ-A-M]\n    ids: [1, 0]\n", 4, "numbers start at 1"),
+        ("adapters:\n  f:\n    channels: [EQ-A-M]\n    ids: [1, true]\n", 4, "adapter ids (strings)"),
+        ("adapters:\n  f:\n    channels: [EQ-A-M]\n    ids: [1]\n    endpoints: [x]\n", 5, "unknown key"),
+        ("adapters: [f]\n", 1, "must be a mapping"),
+    ],
+)
+def test_bad_adapter_bindings_name_their_line(section: str, line: int, reason: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy("version: 1\n" + section, source="p.yaml")
+    assert reason in str(caught.value)
+    assert caught.value.line == line + 1
