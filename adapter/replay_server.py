@@ -31,6 +31,7 @@ from typing import Final
 
 import zmq
 
+import transport
 from adapter.access import REPLAY
 from adapter.replay import ReplayLimits, ReplayService
 
@@ -42,6 +43,7 @@ POLL_MS: Final = 100
 QUEUE_MESSAGES: Final = 1000  # RCVHWM/SNDHWM of the ROUTER, in messages
 MAX_REQUEST_BYTES: Final = 256  # a request is 28 bytes; a frame this size or larger drops the peer
 FLUSH_WAIT_S: Final = 0.02
+BIND_WAIT_S: Final = 1.0  # how long a rebind waits for the old socket to let go of the address
 
 
 class FlushRequest:
@@ -135,8 +137,9 @@ class ReplayServer:
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
         if self._secure is not None:
             self._secure(sock, REPLAY)
-        try:
-            sock.bind(self._endpoint)
+        try:  # after a rebind the old socket may hold the address a moment longer
+            if not transport.bind_again(sock, self._endpoint, wait_s=BIND_WAIT_S):
+                raise zmq.ZMQError(zmq.EADDRINUSE, f"{self._endpoint} still in use after {BIND_WAIT_S} s")
         except zmq.ZMQError:
             sock.close(linger=0)
             raise
@@ -155,11 +158,21 @@ class ReplayServer:
                 if self._rebind.is_set():
                     self._rebind.clear()
                     sock.close(linger=0)
-                    sock = self._open()
+                    sock = self._reopen()
                 if sock.poll(POLL_MS):
                     self._serve_ready(sock)
         finally:
             sock.close(linger=0)
+
+    def _reopen(self) -> zmq.Socket[bytes]:
+        # Bound again after a revocation; until that works the service is just quiet.
+        while True:
+            try:
+                return self._open()
+            except zmq.ZMQError as exc:
+                logger.error("replay service: cannot bind %s again (%s); retrying", self._endpoint, exc)
+                if self._stop.wait(POLL_MS / 1000):
+                    return zmq.Context.instance().socket(zmq.ROUTER)  # unbound: closed on the way out
 
     def _serve_ready(self, sock: zmq.Socket[bytes]) -> None:
         for _ in range(64):

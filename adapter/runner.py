@@ -101,6 +101,7 @@ class AdapterRunner:
         self._process = psutil.Process()
         self.seal = LineSeal(required=transport.is_multicast(config.line_endpoint) and self.guard.enabled)
         self._next_machine_sample = 0.0
+        self._line_bound = True
 
     def __repr__(self) -> str:
         return f"<AdapterRunner [{self.core!r}]>"
@@ -178,26 +179,30 @@ class AdapterRunner:
             self._control = self._socket(zmq.REP, rcvhwm=100, max_message=CONTROL_MAX_REQUEST_BYTES)
             self._control.bind(cfg.control_endpoint)
 
-    def _open_line(self) -> zmq.Socket[bytes]:
+    def _open_line(self, *, bind: bool = True) -> zmq.Socket[bytes]:
         cfg = self.config
         line = self._socket(zmq.PUB)
         line.sndhwm = cfg.sndhwm
         transport.configure_socket(line, cfg.line_endpoint)  # epgm://: buffers, ZMQ_RATE
         self.guard.secure(line, LINE)
-        line.bind(cfg.line_endpoint)
+        if bind:
+            line.bind(cfg.line_endpoint)
         return line
 
     def _rebind(self, now: float) -> None:
-        # ZAP is only asked at connection time: to cut off a revoked subscriber that is
-        # connected, the socket is bound afresh and every peer reconnects (and is asked).
+        # ZAP is asked at connection time only: to cut off a revoked peer, every peer reconnects.
         for where in self.guard.due_rebinds(now=now, now_ns=time.time_ns()):
             logger.info("binding the %s afresh: a revoked key was connected to it", where)
             if where == LINE:
                 self._sockets.remove(self._line)
                 self._line.close(linger=0)
-                self._line = self._open_line()
+                self._line, self._line_bound = self._open_line(bind=False), False
             elif where == REPLAY and self.journal is not None and self.journal.replay is not None:
                 self.journal.replay.rebind()
+        if not self._line_bound:  # until then packets go nowhere: subscribers fill from the other lines
+            self._line_bound = transport.bind_again(self._line, self.config.line_endpoint)
+            if not self._line_bound:
+                logger.warning("the line's address is still in use; binding again next turn")
 
     # ---- the loop ------------------------------------------------------------------------
 

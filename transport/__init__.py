@@ -10,6 +10,7 @@ the wire contracts are in ``proto``.
 
 from __future__ import annotations
 
+from transport.binding import bind_again
 from transport.errors import TransportConfigError, TransportError
 from transport.frames import recv_frames
 from transport.options import (
@@ -41,6 +42,7 @@ __all__ = [
     "MulticastOptions",
     "TransportConfigError",
     "TransportError",
+    "bind_again",
     "configure_socket",
     "has_multicast",
     "is_multicast",
