@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from admin_server import access, broker, tokens
+from admin_server import access, broker, keyfile, tokens
 from admin_server.backoff import LoginBackoff
 from admin_server.config import ServerConfig
 from admin_server.errors import (
@@ -39,7 +39,6 @@ logger = logging.getLogger(__name__)
 EVENT_QUEUE_SIZE: Final = 1000
 COMMAND_QUEUE_SIZE: Final = 100
 ACCESS_INTERVAL_S: Final = 0.5  # expiries are enforced within this (and by the adapters themselves)
-SIGNING_KEY_META: Final = "token_signing_key"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +87,7 @@ class Hub:
         self.registry = Registry(store.load_adapters())
         self.backoff = LoginBackoff()
         self._hasher = config.secret_hashing.hasher()
-        key = store.set_meta_if_absent(SIGNING_KEY_META, tokens.new_signing_key())
+        key = keyfile.load_signing_key(config.signing_key_path, store=store)
         self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
         self._sessions: dict[str, AdapterSession] = {}

@@ -10,12 +10,14 @@ rather than paying a thread hop; only argon2 hashing runs off the loop.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from admin_server import keyfile
 from admin_server.errors import NotFoundError
 from admin_server.registry import AdapterRecord
 from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
@@ -139,7 +141,7 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db = _connect(path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -162,6 +164,24 @@ class Store:
         """A metadata value, or ``None``."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else bytes(row[0]) if isinstance(row[0], bytes) else str(row[0]).encode()
+
+    def delete_meta(self, key: str, *, secure: bool = False) -> None:
+        """Delete a metadata value.
+
+        Args:
+            key: the name.
+            secure: overwrite the freed bytes and empty the write-ahead log too
+                (for secrets: a plain delete leaves them in free pages).
+        """
+        if secure:
+            self._db.execute("PRAGMA secure_delete=ON")
+        try:
+            self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        finally:
+            if secure:
+                self._db.execute("PRAGMA secure_delete=OFF")
+        if secure:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def set_meta_if_absent(self, key: str, value: bytes) -> bytes:
         """Store a metadata value unless one exists; return the stored one."""
@@ -342,6 +362,19 @@ class Store:
         return [AuditEntry(at=r[0], user=r[1], action=r[2], target=r[3], detail=r[4]) for r in rows]
 
 
+def _connect(path: Path | str) -> sqlite3.Connection:
+    # The database and the files SQLite makes beside it (which take the
+    # database file's mode) are private: users' key hashes and the audit log.
+    if str(path) == ":memory:":
+        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    with keyfile.private_umask():
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, keyfile.PRIVATE_MODE))
+        for suffix in ("", *_SIDE_FILES):
+            keyfile.make_private(Path(f"{path}{suffix}"))
+        return sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+
+
+_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 _SUBSCRIPTION_COLUMNS: Final = (
     "subscription_id, user, symbols, created_at, updated_at, curve_key, valid_until"
 )
