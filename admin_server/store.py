@@ -23,6 +23,8 @@ from admin_server.registry import AdapterRecord
 from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 
 SCHEMA_VERSION: Final = 1
+LOGIN_AUDIT_WINDOW_S: Final = 1.0
+MAX_LOGIN_AUDIT_ROWS: Final = 100  # failed-login rows per window; the rest are counted in one
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -75,13 +77,14 @@ class SubscriptionRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """One operator action."""
+    """One operator action, or repeated failed logins (``count`` of them from ``at`` on)."""
 
     at: float
     user: str
     action: str
     target: str
     detail: str
+    count: int = 1
 
 
 def encode_record(record: AdapterRecord) -> str:
@@ -142,6 +145,8 @@ class Store:
     def __init__(self, path: Path | str) -> None:
         self.path = path
         self._db = _connect(path)
+        self._login_window_at = 0.0
+        self._login_rows: dict[tuple[str, str, str, str], int] = {}  # this window's failed-login rows
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -264,6 +269,8 @@ class Store:
             self._db.execute("ALTER TABLE subscriptions ADD COLUMN curve_key TEXT NOT NULL DEFAULT ''")
         if "valid_until" not in have:
             self._db.execute("ALTER TABLE subscriptions ADD COLUMN valid_until REAL NOT NULL DEFAULT 0")
+        if "count" not in {row[1] for row in self._db.execute("PRAGMA table_info(audit)")}:
+            self._db.execute("ALTER TABLE audit ADD COLUMN count INTEGER NOT NULL DEFAULT 1")
 
     # -- subscriptions
 
@@ -354,12 +361,51 @@ class Store:
             (now, user, action, target, detail),
         )
 
+    def audit_failed_login(self, *, key_id: str, user: str, address: str, reason: str, now: float) -> None:
+        """Audit a failed login, collapsing repeats (action ``login-failed``, target the key id).
+
+        Within one :data:`LOGIN_AUDIT_WINDOW_S` window, failures with the same key
+        id, address and reason share one row whose ``count`` grows; past
+        :data:`MAX_LOGIN_AUDIT_ROWS` rows in a window, the rest share a single
+        ``*`` row. So a flood costs at most that many rows per window.
+
+        Args:
+            key_id: the key id presented (cut to 64 printable characters).
+            user: the key's user, or "" when no such key exists.
+            address: the client address without port.
+            reason: why it failed, e.g. ``wrong secret``.
+            now: Unix seconds.
+        """
+        if now - self._login_window_at >= LOGIN_AUDIT_WINDOW_S or now < self._login_window_at:
+            self._login_window_at, self._login_rows = now, {}
+        slot = (_printable(key_id), user, _printable(address), reason)
+        if slot not in self._login_rows and len(self._login_rows) >= MAX_LOGIN_AUDIT_ROWS:
+            slot = ("*", "*", "*", "more failed logins")
+        row = self._login_rows.get(slot)
+        if row is not None:
+            self._db.execute("UPDATE audit SET count = count + 1 WHERE id = ?", (row,))
+            return
+        key, user, address, reason = slot
+        cursor = self._db.execute(
+            "INSERT INTO audit(at, user, action, target, detail) VALUES (?, ?, 'login-failed', ?, ?)",
+            (now, user, key, f"from {address}: {reason}"),
+        )
+        assert cursor.lastrowid is not None
+        self._login_rows[slot] = cursor.lastrowid
+
     def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
         """The newest audit entries, newest first."""
         rows = self._db.execute(
-            "SELECT at, user, action, target, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+            "SELECT at, user, action, target, detail, count FROM audit ORDER BY id DESC LIMIT ?", (limit,)
         )
-        return [AuditEntry(at=r[0], user=r[1], action=r[2], target=r[3], detail=r[4]) for r in rows]
+        return [
+            AuditEntry(at=r[0], user=r[1], action=r[2], target=r[3], detail=r[4], count=r[5]) for r in rows
+        ]
+
+
+def _printable(text: str) -> str:
+    # Key ids come from strangers: keep the audit log short and one line per row.
+    return "".join(c if c.isprintable() else "?" for c in text[:64])
 
 
 def _connect(path: Path | str) -> sqlite3.Connection:
