@@ -28,7 +28,7 @@ CHANNELS = (
     ChannelConfig(feed="EQ", name="EQ-A-M", number=1, source_stream="A-M", first_letter="A", last_letter="M"),
     ChannelConfig(feed="EQ", name="EQ-N-Z", number=2, source_stream="N-Z", first_letter="N", last_letter="Z"),
 )
-LINES = {
+LINES: dict[str, tuple[LineView, ...]] = {
     name: (
         LineView(
             adapter_id=f"{name}-a",
