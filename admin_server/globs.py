@@ -176,10 +176,21 @@ def is_covered(requested: str, grants: Sequence[str]) -> bool:
         PatternError: a pattern request longer than :data:`MAX_PATTERN_LENGTH`, or too
             complex to decide within :data:`MAX_STEPS` (refused, never admitted).
     """
-    return _is_covered(requested, tuple(dict.fromkeys(grants)))
+    answer = _decide(requested, tuple(dict.fromkeys(grants)))
+    if isinstance(answer, PatternError):
+        raise PatternError(str(answer))
+    return answer
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
+def _decide(requested: str, grants: tuple[str, ...]) -> bool | PatternError:
+    # Refusals are cached too: the access reconciliation asks again every half second.
+    try:
+        return _is_covered(requested, grants)
+    except PatternError as exc:
+        return exc
+
+
 def _is_covered(requested: str, grants: tuple[str, ...]) -> bool:
     request = _parse(requested)
     if all(token.kind is _Kind.LITERAL for token in request):
