@@ -7,7 +7,9 @@ delivery mode: a channel can carry some of a subscriber's symbols in real
 time and others delayed). Every requested item must be entitled, or the
 whole request fails with :class:`PermissionDeniedError` naming the items.
 A symbol maps to the channels whose letter range holds its first letter; a
-pattern that starts with a wildcard maps to every channel. Pure: no I/O.
+pattern that starts with a wildcard maps to every channel. A delayed route
+carries no lines: the lines and replay services are real time, and whoever
+is entitled only to delayed data must not be told where they are. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Route:
     channel: ChannelConfig
     lines: tuple[LineView, ...]
     symbols: tuple[str, ...]
-    delayed: bool
+    delayed: bool  # then ``lines`` is empty
     seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
 
 
@@ -135,8 +137,15 @@ def plan_routes(
     if unrouted:
         raise NotFoundError(f"no channel carries: {', '.join(unrouted)}")
     by_name = {c.name: c for c in channels}
+    # A delayed route names no line and no replay service: both serve real time
+    # (a delayed stream is future work, issue 14).
     routes = [
-        Route(channel=by_name[name], lines=lines.get(name, ()), symbols=tuple(symbols), delayed=delayed)
+        Route(
+            channel=by_name[name],
+            lines=() if delayed else lines.get(name, ()),
+            symbols=tuple(symbols),
+            delayed=delayed,
+        )
         for (name, delayed), symbols in grouped.items()
     ]
     return sorted(routes, key=lambda r: (r.channel.number, r.delayed))

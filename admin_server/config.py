@@ -1,7 +1,7 @@
 """The admin server's configuration: one frozen dataclass, built once by ``server.py``.
 
 The file (``deploy/admin-server.yaml``) declares where to listen, the
-database, the policy file, TLS files and the feeds with their channels; a
+database, the signing key file, the policy file, TLS files and the feeds with their channels; a
 channel covers the symbols whose first letter lies in its ``letters`` range.
 Command-line options override the file. Relative paths in the file are
 relative to the file's directory.
@@ -17,7 +17,7 @@ from typing import Any, Final
 import argon2
 import yaml
 
-from admin_server import tokens
+from admin_server import keyfile, tokens
 from admin_server.errors import ConfigError
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -117,6 +117,8 @@ class ServerConfig:
         insecure: allow plaintext on a non-loopback address.
         adapter_auth: adapters must log in (role ``adapter`` or ``admin``) to register.
         secret_hashing: the argon2id cost of new secret hashes.
+        signing_key_file: the token signing key file, mode 0600 (default: the
+            database path plus ``.signing-key``; created when missing).
     """
 
     host: str = DEFAULT_HOST
@@ -132,6 +134,7 @@ class ServerConfig:
     insecure: bool = False
     adapter_auth: bool = True
     secret_hashing: SecretHashing = SecretHashing()
+    signing_key_file: Path | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -157,6 +160,15 @@ class ServerConfig:
     def has_tls(self) -> bool:
         """Whether TLS is configured."""
         return self.tls_cert is not None
+
+    @property
+    def signing_key_path(self) -> Path | None:
+        """The signing key file (``None`` for an in-memory database without one: a key in memory)."""
+        if self.signing_key_file is not None:
+            return self.signing_key_file
+        if str(self.database) == ":memory:":
+            return None
+        return keyfile.default_signing_key_path(self.database)
 
 
 def is_loopback(host: str) -> bool:
@@ -240,7 +252,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if listen is not None:
         host, _colon, port = str(listen).rpartition(":")
         kwargs["host"], kwargs["port"] = host or DEFAULT_HOST, int(port)
-    for key in ("database", "policy", "tls_cert", "tls_key", "tls_client_ca"):
+    for key in ("database", "policy", "tls_cert", "tls_key", "tls_client_ca", "signing_key_file"):
         if raw.get(key):
             kwargs[key] = base / str(raw.pop(key))
         else:

@@ -66,6 +66,10 @@ class PermissionDeniedError(AdminError):
         super().__init__(message)
 
 
+class PatternError(AdminError, ValueError):
+    """A requested symbol pattern is refused: too long or too complex to check against the grants."""
+
+
 class NotFoundError(AdminError, LookupError):
     """An adapter, channel, key or subscription does not exist."""
 

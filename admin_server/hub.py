@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from admin_server import access, broker, sealing, tokens
-from admin_server.backoff import LoginBackoff
+from admin_server import access, broker, keyfile, sealing, tokens
+from admin_server.backoff import LoginThrottle
 from admin_server.config import ServerConfig
 from admin_server.errors import (
     AuthenticationError,
@@ -32,7 +32,7 @@ from admin_server.errors import (
 )
 from admin_server.policy import PolicyFile, Principal
 from admin_server.registry import Directive, Registry, RegistryEvent
-from admin_server.store import Store, SubscriptionRecord
+from admin_server.store import ApiKey, Store, SubscriptionRecord
 from proto.registry import AdapterRegistration, AdapterStatus, Command, CommandKind, is_curve_key
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ logger = logging.getLogger(__name__)
 EVENT_QUEUE_SIZE: Final = 1000
 COMMAND_QUEUE_SIZE: Final = 100
 ACCESS_INTERVAL_S: Final = 0.5  # expiries are enforced within this (and by the adapters themselves)
-SIGNING_KEY_META: Final = "token_signing_key"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,9 +88,9 @@ class Hub:
         self.policy_file = policy_file
         self.clock = clock
         self.registry = Registry(store.load_adapters())
-        self.backoff = LoginBackoff()
+        self.backoff = LoginThrottle()
         self._hasher = config.secret_hashing.hasher()
-        key = store.set_meta_if_absent(SIGNING_KEY_META, tokens.new_signing_key())
+        key = keyfile.load_signing_key(config.signing_key_path, store=store)
         self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
         self._sessions: dict[str, AdapterSession] = {}
@@ -107,30 +106,43 @@ class Hub:
     ) -> tuple[str, tokens.TokenClaims, Principal]:
         """Check an API key and issue a token.
 
+        Args:
+            key_id: the API key id.
+            secret: its secret.
+            peer: the client address without port (:func:`backoff.peer_address`).
+
         Raises:
-            LoginThrottledError: the peer failed too often recently.
+            LoginThrottledError: the key or the address failed too often recently.
             AuthenticationError: unknown key or wrong secret.
         """
-        wait = self.backoff.retry_after(peer, now=self.clock())
-        if wait > 0:
-            raise LoginThrottledError(wait)
         key = self.store.find_key(key_id) if key_id else None
+        wait = self.backoff.retry_after(key_id, peer, now=self.clock())
+        if wait > 0:
+            self._audit_failed_login(key_id, key, peer, "throttled")
+            raise LoginThrottledError(wait)
         try:
             if key is None:
                 # Hash anyway, so an unknown key id costs the same time as a wrong secret.
                 await asyncio.to_thread(tokens.hash_secret, secret, hasher=self._hasher)
-                raise AuthenticationError(f"unknown API key id {key_id!r}")
+                raise AuthenticationError(f"unknown API key id {key_id[:64]!r}")
             await asyncio.to_thread(tokens.verify_secret, key.secret_hash, secret)
         except AuthenticationError:
-            delay = self.backoff.on_failure(peer, now=self.clock())
-            logger.warning("failed login for key %r from %s (next delay %.1f s)", key_id, peer, delay)
+            delay = self.backoff.on_failure(None if key is None else key.key_id, peer, now=self.clock())
+            self._audit_failed_login(key_id, key, peer, "unknown key id" if key is None else "wrong secret")
+            logger.warning("failed login for key %r from %s (next delay %.1f s)", key_id[:64], peer, delay)
             raise
-        self.backoff.on_success(peer)
+        self.backoff.on_success(key.key_id)
         token, claims = self.signer.issue(user=key.user, key_id=key.key_id, now=self.clock())
         # A new token keeps the user's subscriptions on the data plane until it expires.
         if self.store.extend_subscriptions(key.user, valid_until=claims.expires_at):
             self.reconcile_access()
         return token, claims, self.principal(key.user)
+
+    def _audit_failed_login(self, key_id: str, key: ApiKey | None, address: str, reason: str) -> None:
+        user = key.user if key is not None else ""
+        self.store.audit_failed_login(
+            key_id=key_id, user=user, address=address, reason=reason, now=self.clock()
+        )
 
     def authenticate(self, token: str) -> Principal:
         """Verify a bearer token and resolve its principal (see :meth:`authenticate_token`)."""

@@ -10,7 +10,7 @@ four sections::
       alice: {groups: [traders]}
     rules:                        # grants, in any order
       - groups: [traders]         # and/or users: [...]
-        symbols: ["A*", "MSFT"]   # fnmatch patterns, case-sensitive
+        symbols: ["A*", "MSFT"]   # fnmatch patterns, case-sensitive (see globs.py)
         mode: realtime            # or delayed
     adapters:                     # who may register which adapters
       feed-eq-a: {channels: [EQ-A-M], ids: [1, 2, 3]}
@@ -35,7 +35,6 @@ mtime changes; a bad file is rejected (and reported) and the old policy stays.
 from __future__ import annotations
 
 import enum
-import fnmatch
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from typing import Final
 
 import yaml
 
+from admin_server import globs
 from admin_server.errors import PolicyError
 
 logger = logging.getLogger(__name__)
@@ -132,12 +132,12 @@ class Policy:
         return any(role in self.groups.get(group, frozenset()) for group in self.groups_of(principal))
 
     def entitlement(self, principal: Principal, requested: str) -> Mode:
-        """The best mode any rule grants the principal for a symbol or pattern.
+        """The mode the principal's grants give a symbol or pattern.
 
-        A requested pattern is covered by a grant pattern when the requested
-        text, read literally, matches the grant (``"AB*"`` is covered by
-        ``"A*"``, ``"*"`` is not). That is conservative: it never grants a
-        pattern that could match an unentitled symbol for the usual globs.
+        A requested pattern is admitted only when every symbol it can match is
+        granted (:func:`globs.is_covered`): ``REALTIME`` when the real-time grants
+        cover it, else ``DELAYED`` when the delayed and real-time grants together
+        do. ``"AB*"`` is covered by ``"A*"``; ``"A*"`` is not covered by ``"A?"``.
 
         Args:
             principal: the caller.
@@ -145,15 +145,20 @@ class Policy:
 
         Returns:
             ``Mode.REALTIME``, ``Mode.DELAYED`` or ``Mode.NONE``.
+
+        Raises:
+            PatternError: a pattern too long or too complex to check (refused).
         """
         groups = self.groups_of(principal)
-        best = Mode.NONE
+        granted: dict[Mode, list[str]] = {Mode.REALTIME: [], Mode.DELAYED: []}
         for rule in self.rules:
-            if principal.user not in rule.users and not (groups & rule.groups):
-                continue
-            if rule.mode > best and any(fnmatch.fnmatchcase(requested, p) for p in rule.symbols):
-                best = rule.mode
-        return best
+            if principal.user in rule.users or groups & rule.groups:
+                granted[rule.mode].extend(rule.symbols)
+        if globs.is_covered(requested, granted[Mode.REALTIME]):
+            return Mode.REALTIME
+        if globs.is_covered(requested, granted[Mode.REALTIME] + granted[Mode.DELAYED]):
+            return Mode.DELAYED
+        return Mode.NONE
 
     def may_register(self, principal: Principal, *, channel_name: str, adapter_id: str) -> bool:
         """Whether the principal may register adapter ``adapter_id`` on ``channel_name``.

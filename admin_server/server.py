@@ -163,6 +163,7 @@ def _build_config(args: argparse.Namespace) -> ServerConfig:
         "tls_key": Path(args.tls_key) if getattr(args, "tls_key", None) else None,
         "tls_client_ca": Path(args.tls_client_ca) if getattr(args, "tls_client_ca", None) else None,
         "token_ttl_s": getattr(args, "token_ttl", None),
+        "signing_key_file": Path(args.signing_key_file) if getattr(args, "signing_key_file", None) else None,
     }
     kwargs.update({key: value for key, value in overrides.items() if value is not None})
     if getattr(args, "insecure", False):
@@ -187,6 +188,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-key", help="PEM server private key")
     parser.add_argument("--tls-client-ca", help="PEM CA bundle: require client certificates (mutual TLS)")
     parser.add_argument("--token-ttl", type=float, help="token lifetime in seconds")
+    parser.add_argument(
+        "--signing-key-file", help="token signing key file, mode 0600 (default: DATABASE.signing-key)"
+    )
     parser.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command")

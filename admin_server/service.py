@@ -15,6 +15,7 @@ import grpc
 
 from admin_server import convert
 from admin_server.auth import current_principal, current_token_expiry
+from admin_server.backoff import peer_address
 from admin_server.broker import Route
 from admin_server.errors import (
     AdminError,
@@ -60,15 +61,6 @@ async def abort_with(context: grpc.aio.ServicerContext, exc: Exception) -> NoRet
     raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
 
 
-def peer_host(peer: str) -> str:
-    """The host part of a gRPC peer string (``ipv4:127.0.0.1:5000`` -> ``ipv4:127.0.0.1``)."""
-    if peer.startswith("ipv6:"):
-        return peer.rsplit(":", 1)[0] if "]:" in peer else peer
-    if peer.startswith("ipv4:"):
-        return peer.rsplit(":", 1)[0]
-    return peer
-
-
 class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
     """``feedha.v1.AdminAuth``: Login."""
 
@@ -81,7 +73,7 @@ class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
         """Exchange an API key id and secret for a token."""
         try:
             token, claims, principal = await self._hub.login(
-                request.key_id, request.secret, peer=peer_host(context.peer())
+                request.key_id, request.secret, peer=peer_address(context.peer())
             )
         except AdminError as exc:
             await abort_with(context, exc)

@@ -10,17 +10,21 @@ rather than paying a thread hop; only argon2 hashing runs off the loop.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from admin_server import keyfile
 from admin_server.errors import NotFoundError
 from admin_server.registry import AdapterRecord
 from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 
 SCHEMA_VERSION: Final = 1
+LOGIN_AUDIT_WINDOW_S: Final = 1.0
+MAX_LOGIN_AUDIT_ROWS: Final = 100  # failed-login rows per window; the rest are counted in one
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -73,13 +77,14 @@ class SubscriptionRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """One operator action."""
+    """One operator action, or repeated failed logins (``count`` of them from ``at`` on)."""
 
     at: float
     user: str
     action: str
     target: str
     detail: str
+    count: int = 1
 
 
 def encode_record(record: AdapterRecord) -> str:
@@ -139,7 +144,9 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db = _connect(path)
+        self._login_window_at = 0.0
+        self._login_rows: dict[tuple[str, str, str, str], int] = {}  # this window's failed-login rows
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -162,6 +169,24 @@ class Store:
         """A metadata value, or ``None``."""
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else bytes(row[0]) if isinstance(row[0], bytes) else str(row[0]).encode()
+
+    def delete_meta(self, key: str, *, secure: bool = False) -> None:
+        """Delete a metadata value.
+
+        Args:
+            key: the name.
+            secure: overwrite the freed bytes and empty the write-ahead log too
+                (for secrets: a plain delete leaves them in free pages).
+        """
+        if secure:
+            self._db.execute("PRAGMA secure_delete=ON")
+        try:
+            self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        finally:
+            if secure:
+                self._db.execute("PRAGMA secure_delete=OFF")
+        if secure:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def set_meta_if_absent(self, key: str, value: bytes) -> bytes:
         """Store a metadata value unless one exists; return the stored one."""
@@ -244,6 +269,8 @@ class Store:
             self._db.execute("ALTER TABLE subscriptions ADD COLUMN curve_key TEXT NOT NULL DEFAULT ''")
         if "valid_until" not in have:
             self._db.execute("ALTER TABLE subscriptions ADD COLUMN valid_until REAL NOT NULL DEFAULT 0")
+        if "count" not in {row[1] for row in self._db.execute("PRAGMA table_info(audit)")}:
+            self._db.execute("ALTER TABLE audit ADD COLUMN count INTEGER NOT NULL DEFAULT 1")
 
     # -- subscriptions
 
@@ -334,14 +361,66 @@ class Store:
             (now, user, action, target, detail),
         )
 
+    def audit_failed_login(self, *, key_id: str, user: str, address: str, reason: str, now: float) -> None:
+        """Audit a failed login, collapsing repeats (action ``login-failed``, target the key id).
+
+        Within one :data:`LOGIN_AUDIT_WINDOW_S` window, failures with the same key
+        id, address and reason share one row whose ``count`` grows; past
+        :data:`MAX_LOGIN_AUDIT_ROWS` rows in a window, the rest share a single
+        ``*`` row. So a flood costs at most that many rows per window.
+
+        Args:
+            key_id: the key id presented (cut to 64 printable characters).
+            user: the key's user, or "" when no such key exists.
+            address: the client address without port.
+            reason: why it failed, e.g. ``wrong secret``.
+            now: Unix seconds.
+        """
+        if now - self._login_window_at >= LOGIN_AUDIT_WINDOW_S or now < self._login_window_at:
+            self._login_window_at, self._login_rows = now, {}
+        slot = (_printable(key_id), user, _printable(address), reason)
+        if slot not in self._login_rows and len(self._login_rows) >= MAX_LOGIN_AUDIT_ROWS:
+            slot = ("*", "*", "*", "more failed logins")
+        row = self._login_rows.get(slot)
+        if row is not None:
+            self._db.execute("UPDATE audit SET count = count + 1 WHERE id = ?", (row,))
+            return
+        key, user, address, reason = slot
+        cursor = self._db.execute(
+            "INSERT INTO audit(at, user, action, target, detail) VALUES (?, ?, 'login-failed', ?, ?)",
+            (now, user, key, f"from {address}: {reason}"),
+        )
+        assert cursor.lastrowid is not None
+        self._login_rows[slot] = cursor.lastrowid
+
     def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
         """The newest audit entries, newest first."""
         rows = self._db.execute(
-            "SELECT at, user, action, target, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+            "SELECT at, user, action, target, detail, count FROM audit ORDER BY id DESC LIMIT ?", (limit,)
         )
-        return [AuditEntry(at=r[0], user=r[1], action=r[2], target=r[3], detail=r[4]) for r in rows]
+        return [
+            AuditEntry(at=r[0], user=r[1], action=r[2], target=r[3], detail=r[4], count=r[5]) for r in rows
+        ]
 
 
+def _printable(text: str) -> str:
+    # Key ids come from strangers: keep the audit log short and one line per row.
+    return "".join(c if c.isprintable() else "?" for c in text[:64])
+
+
+def _connect(path: Path | str) -> sqlite3.Connection:
+    # The database and the files SQLite makes beside it (which take the
+    # database file's mode) are private: users' key hashes and the audit log.
+    if str(path) == ":memory:":
+        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    with keyfile.private_umask():
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, keyfile.PRIVATE_MODE))
+        for suffix in ("", *_SIDE_FILES):
+            keyfile.make_private(Path(f"{path}{suffix}"))
+        return sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+
+
+_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 _SUBSCRIPTION_COLUMNS: Final = (
     "subscription_id, user, symbols, created_at, updated_at, curve_key, valid_until"
 )

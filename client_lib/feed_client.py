@@ -178,6 +178,7 @@ class FeedClient:
         self._updates: queue.SimpleQueue[tuple[str, tuple[Route, ...]]] = queue.SimpleQueue()
         self._subscriber: Subscriber | None = None
         self._filters: dict[int, _SymbolFilter] = {}  # channel number -> its route's symbols
+        self._delayed_noted: set[tuple[str, tuple[str, ...]]] = set()  # delayed routes already logged
         self._lines = self._replay_requests = 0
         self._replay: ReplayClient | None = None
         self._replay_endpoints: dict[int, tuple[str, ...]] = {}
@@ -419,6 +420,15 @@ class FeedClient:
     def _apply_routes(self, reason: str, routes: tuple[Route, ...]) -> None:
         # Delayed routes are not served in real time: their symbols stay filtered.
         live = [r for r in routes if not r.delayed]
+        for route in routes:
+            if route.delayed and (route.channel_name, route.symbols) not in self._delayed_noted:
+                self._delayed_noted.add((route.channel_name, route.symbols))
+                logger.warning(
+                    "%s: %s entitled delayed only; the delayed stream is not available yet, "
+                    "nothing is delivered for them",
+                    route.channel_name,
+                    ", ".join(route.symbols),
+                )
         self._route_updates += 1
         if reason == "cancelled" and self._subscriber is not None:
             self._subscriber.close()

@@ -76,4 +76,4 @@ def test_backoff_grows_caps_and_resets() -> None:
     backoff.on_failure("q", now=0.0)
     backoff.on_success("q")
     assert backoff.retry_after("q", now=0.0) == 0.0
-    assert repr(backoff) == "<LoginBackoff [peers=0]>"
+    assert repr(backoff) == "<LoginBackoff [names=0]>"
