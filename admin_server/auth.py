@@ -21,6 +21,8 @@ import grpc
 from admin_server.errors import AuthenticationError
 from admin_server.hub import Hub
 from admin_server.policy import Principal
+from admin_server.store import Lease
+from admin_server.tokens import TokenClaims
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +36,13 @@ _principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
 )
 
 
-_token_expiry: contextvars.ContextVar[float] = contextvars.ContextVar("feedha_token_expiry", default=0.0)
+_token: contextvars.ContextVar[TokenClaims | None] = contextvars.ContextVar("feedha_token", default=None)
 
 
-def current_token_expiry() -> float:
-    """When the current RPC's token expires (Unix seconds; 0 when the method needs no token)."""
-    return _token_expiry.get()
+def current_lease() -> Lease:
+    """The data-plane lease the current RPC's token gives (empty when the method needs no token)."""
+    claims = _token.get()
+    return Lease() if claims is None else Lease(claims.expires_at, claims.key_id, claims.issued_at)
 
 
 def current_principal() -> Principal:
@@ -106,7 +109,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             )
             return
         try:
-            principal, expires_at = self._hub.authenticate_token(token)
+            principal, claims = self._hub.authenticate_token(token)
         except AuthenticationError as exc:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
             return
@@ -120,7 +123,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 f"user {principal.user!r} lacks the {role} role for {method}",
             )
         _principal.set(principal)
-        _token_expiry.set(expires_at)
+        _token.set(claims)
 
 
 def _wrap(

@@ -32,7 +32,7 @@ from admin_server.errors import (
 )
 from admin_server.policy import PolicyFile, Principal
 from admin_server.registry import Directive, Registry, RegistryEvent
-from admin_server.store import ApiKey, Store, SubscriptionRecord
+from admin_server.store import ApiKey, Lease, Store, SubscriptionRecord
 from proto.registry import AdapterRegistration, AdapterStatus, Command, CommandKind, is_curve_key
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class Hub:
         self.backoff.on_success(key.key_id)
         token, claims = self.signer.issue(user=key.user, key_id=key.key_id, now=self.clock())
         # A new token keeps the user's subscriptions on the data plane until it expires.
-        if self.store.extend_subscriptions(key.user, valid_until=claims.expires_at):
+        if self.store.extend_subscriptions(key.user, Lease(claims.expires_at, key.key_id, claims.issued_at)):
             self.reconcile_access()
         return token, claims, self.principal(key.user)
 
@@ -148,8 +148,8 @@ class Hub:
         """Verify a bearer token and resolve its principal (see :meth:`authenticate_token`)."""
         return self.authenticate_token(token)[0]
 
-    def authenticate_token(self, token: str) -> tuple[Principal, float]:
-        """Verify a bearer token; its principal and its expiry (Unix seconds).
+    def authenticate_token(self, token: str) -> tuple[Principal, tokens.TokenClaims]:
+        """Verify a bearer token; its principal and what it says.
 
         Raises:
             AuthenticationError: forged, malformed, expired, or its key was rotated or removed.
@@ -160,7 +160,7 @@ class Hub:
             raise AuthenticationError("the token's API key no longer exists; log in again")
         if claims.issued_at < key.rotated_at - 1e-3:
             raise AuthenticationError("the token's API key was rotated; log in again")
-        return self.principal(claims.user), claims.expires_at
+        return self.principal(claims.user), claims
 
     def principal(self, user: str) -> Principal:
         """The principal for a user name, with its key-store groups and roles."""
@@ -194,7 +194,7 @@ class Hub:
         symbols: Sequence[str],
         *,
         curve_key: str = "",
-        valid_until: float = 0.0,
+        lease: Lease | None = None,
     ) -> tuple[SubscriptionRecord, list[broker.Route]]:
         """Create a subscription after checking entitlements.
 
@@ -202,7 +202,7 @@ class Hub:
             principal: the caller.
             symbols: symbols or patterns.
             curve_key: the subscriber's CURVE public key (its lines then accept it), or "".
-            valid_until: until when that key may connect (the caller's token expiry).
+            lease: until when that key may connect, and under which API key (the caller's token).
 
         Raises:
             ValueError: ``curve_key`` is not a Z85 CURVE key.
@@ -215,7 +215,7 @@ class Hub:
             symbols=tuple(broker.validate_items(symbols)),
             now=self.clock(),
             curve_key=curve_key,
-            valid_until=valid_until,
+            lease=lease,
         )
         self.publish(
             HubEvent(at=self.clock(), kind="subscribe", detail=f"{record.subscription_id} {principal.user}")
@@ -235,15 +235,18 @@ class Hub:
         return record
 
     def modify(
-        self, principal: Principal, subscription_id: str, symbols: Sequence[str], *, valid_until: float = 0.0
+        self,
+        principal: Principal,
+        subscription_id: str,
+        symbols: Sequence[str],
+        *,
+        lease: Lease | None = None,
     ) -> list[broker.Route]:
         """Replace a subscription's symbols after checking entitlements."""
         self.owned_subscription(principal, subscription_id)
         routes = self.routes(principal, symbols)
         items = tuple(broker.validate_items(symbols))
-        self.store.update_subscription(
-            subscription_id, symbols=items, now=self.clock(), valid_until=valid_until
-        )
+        self.store.update_subscription(subscription_id, symbols=items, now=self.clock(), lease=lease)
         self.publish(HubEvent(at=self.clock(), kind="modify", detail=subscription_id, routes_changed=True))
         self.reconcile_access()
         return routes
@@ -322,6 +325,10 @@ class Hub:
                         logger.info("adapter %s: seal with key %d", session.adapter_id, key.key_id)
 
     def _channels_of(self, sub: SubscriptionRecord) -> list[str]:
+        if sub.key_id:  # the key behind its token was rotated or removed: so is its access
+            key = self.store.find_key(sub.key_id)
+            if key is None or key.rotated_at > sub.granted_at + 1e-3:
+                raise AuthenticationError(f"subscription {sub.subscription_id}: its API key changed")
         routes = self.routes(self.principal(sub.user), sub.symbols)
         return [route.channel.name for route in routes if not route.delayed]
 

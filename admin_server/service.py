@@ -14,7 +14,7 @@ from typing import Final, NoReturn
 import grpc
 
 from admin_server import convert
-from admin_server.auth import current_principal, current_token_expiry
+from admin_server.auth import current_lease, current_principal
 from admin_server.backoff import peer_address
 from admin_server.broker import Route
 from admin_server.errors import (
@@ -105,7 +105,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                 current_principal(),
                 list(request.symbols),
                 curve_key=request.curve_public_key,
-                valid_until=current_token_expiry(),
+                lease=current_lease(),
             )
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
@@ -122,7 +122,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                 current_principal(),
                 request.subscription_id,
                 list(request.symbols),
-                valid_until=current_token_expiry(),
+                lease=current_lease(),
             )
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)

@@ -15,7 +15,7 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from admin_server import keyfile
 from admin_server.errors import NotFoundError
@@ -62,6 +62,18 @@ class ApiKey:
     rotated_at: float
 
 
+class Lease(NamedTuple):
+    """The token behind a subscription's data-plane access: until when, and which key issued it when.
+
+    Rotating or removing that key ends the access (the admin server checks at
+    every reconciliation), as it ends the token.
+    """
+
+    valid_until: float = 0.0
+    key_id: str = ""
+    granted_at: float = 0.0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubscriptionRecord:
     """A stored subscription."""
@@ -73,6 +85,8 @@ class SubscriptionRecord:
     updated_at: float
     curve_key: str = ""  # the subscriber's Z85 CURVE public key ("": none)
     valid_until: float = 0.0  # its data-plane access lasts until then (its owner's token expiry)
+    key_id: str = ""  # the API key of the token that granted that access ("": not recorded)
+    granted_at: float = 0.0  # when that token was issued (a later rotation of the key ends the access)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,6 +283,9 @@ class Store:
             self._db.execute("ALTER TABLE subscriptions ADD COLUMN curve_key TEXT NOT NULL DEFAULT ''")
         if "valid_until" not in have:
             self._db.execute("ALTER TABLE subscriptions ADD COLUMN valid_until REAL NOT NULL DEFAULT 0")
+        if "key_id" not in have:
+            self._db.execute("ALTER TABLE subscriptions ADD COLUMN key_id TEXT NOT NULL DEFAULT ''")
+            self._db.execute("ALTER TABLE subscriptions ADD COLUMN granted_at REAL NOT NULL DEFAULT 0")
         if "count" not in {row[1] for row in self._db.execute("PRAGMA table_info(audit)")}:
             self._db.execute("ALTER TABLE audit ADD COLUMN count INTEGER NOT NULL DEFAULT 1")
 
@@ -281,9 +298,10 @@ class Store:
         symbols: tuple[str, ...],
         now: float,
         curve_key: str = "",
-        valid_until: float = 0.0,
+        lease: Lease | None = None,
     ) -> SubscriptionRecord:
-        """Store a new subscription with a fresh id."""
+        """Store a new subscription with a fresh id (and its data-plane access under ``lease``)."""
+        lease = lease or Lease()
         record = SubscriptionRecord(
             subscription_id=uuid.uuid4().hex,
             user=user,
@@ -291,34 +309,48 @@ class Store:
             created_at=now,
             updated_at=now,
             curve_key=curve_key,
-            valid_until=valid_until,
+            valid_until=lease.valid_until,
+            key_id=lease.key_id,
+            granted_at=lease.granted_at,
         )
         self._db.execute(
             "INSERT INTO subscriptions(subscription_id, user, symbols, created_at, updated_at, curve_key, "
-            "valid_until) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (record.subscription_id, user, json.dumps(list(symbols)), now, now, curve_key, valid_until),
+            "valid_until, key_id, granted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (record.subscription_id, user, json.dumps(list(symbols)), now, now, curve_key, *lease),
         )
         return record
 
-    def extend_subscriptions(self, user: str, *, valid_until: float) -> int:
-        """Let every subscription of ``user`` keep its data-plane access until ``valid_until``."""
+    def extend_subscriptions(self, user: str, lease: Lease) -> int:
+        """Renew the data-plane access of every subscription of ``user`` under a new token's ``lease``."""
         cursor = self._db.execute(
-            "UPDATE subscriptions SET valid_until = MAX(valid_until, ?) WHERE user = ?", (valid_until, user)
+            "UPDATE subscriptions SET valid_until = MAX(valid_until, ?), key_id = ?, granted_at = ? "
+            "WHERE user = ?",
+            (*lease, user),
         )
         return cursor.rowcount
 
     def update_subscription(
-        self, subscription_id: str, *, symbols: tuple[str, ...], now: float, valid_until: float = 0.0
+        self, subscription_id: str, *, symbols: tuple[str, ...], now: float, lease: Lease | None = None
     ) -> None:
-        """Replace a subscription's symbols (and extend its access to ``valid_until``).
+        """Replace a subscription's symbols (and renew its access under ``lease``).
 
         Raises:
             NotFoundError: unknown subscription.
         """
+        lease = lease or Lease()
         cursor = self._db.execute(
-            "UPDATE subscriptions SET symbols = ?, updated_at = ?, valid_until = MAX(valid_until, ?) "
+            "UPDATE subscriptions SET symbols = ?, updated_at = ?, valid_until = MAX(valid_until, ?), "
+            "key_id = CASE WHEN ? = '' THEN key_id ELSE ? END, granted_at = MAX(granted_at, ?) "
             "WHERE subscription_id = ?",
-            (json.dumps(list(symbols)), now, valid_until, subscription_id),
+            (
+                json.dumps(list(symbols)),
+                now,
+                lease.valid_until,
+                lease.key_id,
+                lease.key_id,
+                lease.granted_at,
+                subscription_id,
+            ),
         )
         if cursor.rowcount == 0:
             raise NotFoundError(f"unknown subscription {subscription_id!r}")
@@ -422,7 +454,7 @@ def _connect(path: Path | str) -> sqlite3.Connection:
 
 _SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 _SUBSCRIPTION_COLUMNS: Final = (
-    "subscription_id, user, symbols, created_at, updated_at, curve_key, valid_until"
+    "subscription_id, user, symbols, created_at, updated_at, curve_key, valid_until, key_id, granted_at"
 )
 
 
@@ -435,4 +467,6 @@ def _subscription(row: tuple[Any, ...]) -> SubscriptionRecord:
         updated_at=float(row[4]),
         curve_key=str(row[5]),
         valid_until=float(row[6]),
+        key_id=str(row[7]),
+        granted_at=float(row[8]),
     )
