@@ -205,7 +205,14 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
     delivered = 0
     config = SubscriberConfig(multicast_interface=args.multicast_interface)
     with FeedClient(admin, key_id, secret, config=config, tls=tls) as client:
-        client.subscribe(args.symbols)
+        routes = {r.channel_name: r for r in client.subscribe(args.symbols).routes}
+        if name not in routes or routes[name].delayed:
+            if name in routes:
+                why = "is delayed-only for this user: the delayed stream is not served yet"
+            else:
+                why = f"carries none of the symbols asked for (routes: {', '.join(routes) or 'none'})"
+            print(f"feedha subscribe: channel {name} {why}", file=sys.stderr)
+            return 1
         try:
             while args.count is None or delivered < args.count:
                 remaining = None if until is None else until - time.monotonic()

@@ -546,3 +546,9 @@ class FeedClient:
         admin: AdminClient | None = getattr(self, "_admin", None)
         if admin is not None:
             await admin.close()
+        # gRPC leaves a task per finished call that waits for its status; end them
+        # here, or the closing loop reports each one as "destroyed but pending".
+        leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)

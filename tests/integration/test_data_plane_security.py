@@ -226,3 +226,15 @@ def test_a_forged_sync_bus_peer_changes_nothing_with_the_group_key(tmp_path: Pat
         assert not heard and statuses[0]["access"]["refused"]["sync"] >= 1
     else:  # the control: without the key, the forgery works (the reason for the key)
         assert {s["term"] for s in statuses} == {99} and heard
+
+
+def test_a_delayed_only_user_is_told_there_is_no_delayed_stream_yet(cluster: dict[str, Any]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "feedha", "subscribe", "--key-file", cluster["users"]["delayed"]]
+        + ["--channel", CHANNEL, "--count", "5", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1 and out.stdout == ""
+    assert "delayed-only" in out.stderr and "destroyed but it is pending" not in out.stderr
