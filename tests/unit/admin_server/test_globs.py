@@ -30,14 +30,14 @@ def brute_force_covered(requested: str, grants: list[str]) -> bool:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(pattern=st.text(alphabet="ab[]!-*?", max_size=8))
 def test_the_nfa_matches_exactly_what_fnmatch_matches(pattern: str) -> None:
     for symbol in SYNTAX_STRINGS:
         assert globs.matches(symbol, pattern) == fnmatch.fnmatchcase(symbol, pattern), (symbol, pattern)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(requested=patterns, grants=grant_lists)
 @example(requested="a*", grants=["a?"])
 @example(requested="a*", grants=["a", "a?*"])

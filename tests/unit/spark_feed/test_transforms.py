@@ -57,6 +57,7 @@ def _messages(table: pa.Table) -> list[bytes]:
     return [out[a:b].tobytes() for a, b in zip(out_offsets[:-1], out_offsets[1:], strict=True)]
 
 
+@pytest.mark.slow  # Spark plans every batch: ~40-80 s on 2 cores (make test-slow, CI)
 def test_locate_rows_numbering_is_gap_free_across_any_batches(spark, schedule) -> None:
     # Micro-batches are contiguous offset ranges; a crash replays one whole.
     cuts = [0, 1, 7, 150, 151, 400, schedule.cycle * 2 + 3, schedule.cycle * 3]
@@ -84,6 +85,7 @@ def test_locate_rows_numbering_is_gap_free_across_any_batches(spark, schedule) -
     assert sum(last.values()) == cuts[-1]
 
 
+@pytest.mark.slow  # Spark plans every batch: ~40-80 s on 2 cores (make test-slow, CI)
 def test_synthetic_messages_are_exact_fix_and_deterministic(spark, schedule) -> None:
     sdf = transforms.schedule_frame(spark, schedule)
     encoder = transforms.SyntheticEncoder(sdf, cycle=schedule.cycle, seed=9, sender="FEED",
