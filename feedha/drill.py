@@ -468,7 +468,23 @@ def _report(
         "retransmission_requests": arbiter.get("retransmission_requests", 0),
         "actives_at_end": sum(1 for role in drill.roles_at_end.values() if role == "active"),
         "roles_at_end": {str(n): role for n, role in drill.roles_at_end.items()},
+        "adapters": _adapter_counters(drill),
+        "client_streams": client.get("streams", {}),
     }
+
+
+_COUNTERS = ("role", "term", "next_msg_seq", "last_source_seq", "numbered", "published", "source_gaps",
+             "duplicates", "dropped_packets", "snapshots_adopted")  # fmt: skip
+
+
+def _adapter_counters(drill: Drill) -> dict[str, dict[str, Any]]:
+    """Each adapter's final counters (from its ``stopped`` report; a killed one has none)."""
+    out = {}
+    for number, proc in drill.adapters.items():
+        stopped = proc.last("stopped")
+        if stopped is not None:
+            out[str(number)] = {key: stopped.get(key) for key in _COUNTERS}
+    return out
 
 
 def _gaps_recovered(arbiter: dict[str, Any]) -> int:

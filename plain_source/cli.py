@@ -64,7 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--wait-subscribers", type=int, default=0, metavar="N")
     add("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT_S)
     add("--sndhwm", type=int, default=0)
-    add("--linger-ms", type=int, default=DEFAULT_LINGER_MS)
+    add(
+        "--linger-ms",
+        type=int,
+        default=DEFAULT_LINGER_MS,
+        help="how long closing flushes to lagging subscribers",
+    )
     add("--start-seq", type=int, default=1)
     add("--tick", type=float, default=0.0, help="least sleep between sends, s (batches ~rate*tick per frame)")
     add(
