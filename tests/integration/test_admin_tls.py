@@ -18,8 +18,7 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +30,7 @@ from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
 from tests.integration.certs import Authority, Pair
+from tests.integration.test_admin_cluster import wait_until
 
 WAIT = 60.0  # generous: a loaded 2-core machine
 CONFIG = """\
@@ -112,17 +112,6 @@ class Cluster:
         return proc
 
 
-def wait_until(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)  # poll interval of a deadline-bounded wait
-
-
 def _group(channel: str, number: int) -> GroupPlan:
     source = f"tcp://127.0.0.1:{free_ports(1)[0]}"  # nothing publishes: these tests are about the registry
     letters = channel.removeprefix("EQ-")
@@ -171,7 +160,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.procs.append(admin)
         try:
             line = wait_until(
-                lambda: next((t for t in admin.text if "listening on" in t), None), "the server"
+                lambda: next((t for t in admin.text if "listening on" in t), None), WAIT, "the server"
             )
             match = re.search(r"listening on \S+:(\d+)", line)
             assert match, line
@@ -200,7 +189,7 @@ def test_adapter_registers_over_tls_and_a_key_registers_only_its_adapters(cluste
     eq_a, eq_n = _group("EQ-A-M", 1), _group("EQ-N-Z", 2)
     honest = cluster.adapter("feed-a", eq_a, 1)
     honest.wait_event("ready", WAIT)
-    wait_until(lambda: cluster.adapters().get("EQ-A-M.1", {}).get("up"), "EQ-A-M.1 registered over TLS")
+    wait_until(lambda: cluster.adapters().get("EQ-A-M.1", {}).get("up"), WAIT, "EQ-A-M.1 registered over TLS")
     tls = tls_from_files(cluster.ca, cluster.client.cert, cluster.client.key)
     carol = cluster.keys["carol"]
     seen: list[set[str]] = []
@@ -220,7 +209,10 @@ def test_adapter_registers_over_tls_and_a_key_registers_only_its_adapters(cluste
                 # feed-a's valid key, used for another channel and for an adapter id it is not bound to:
                 poisoners = [cluster.adapter("feed-a", eq_n, 1), cluster.adapter("feed-a", eq_a, 2)]
                 await asyncio.to_thread(
-                    wait_until, lambda: len({t for _u, t, _d in cluster.refusals()}) == 2, "both refusals"
+                    wait_until,
+                    lambda: len({t for _u, t, _d in cluster.refusals()}) == 2,
+                    WAIT,
+                    "both refusals",
                 )
                 await asyncio.sleep(2.0)  # the poisoners keep retrying; the routes must stay clean
                 assert all(p.alive for p in poisoners)
@@ -241,7 +233,7 @@ def test_adapter_registers_over_tls_and_a_key_registers_only_its_adapters(cluste
     assert set(cluster.adapters()) == {"EQ-A-M.1"}
     # The same key on its own adapter works; feed-n registers EQ-N-Z's.
     cluster.adapter("feed-n", eq_n, 2)
-    wait_until(lambda: cluster.adapters().get("EQ-N-Z.2", {}).get("up"), "EQ-N-Z.2 registered")
+    wait_until(lambda: cluster.adapters().get("EQ-N-Z.2", {}).get("up"), WAIT, "EQ-N-Z.2 registered")
 
 
 def test_feedha_subscribe_logs_in_with_a_client_certificate(cluster: Cluster) -> None:
