@@ -324,11 +324,20 @@ class Hub:
                         session.sealing_with = key.key_id
                         logger.info("adapter %s: seal with key %d", session.adapter_id, key.key_id)
 
-    def _channels_of(self, sub: SubscriptionRecord) -> list[str]:
+    def lease_holds(self, sub: SubscriptionRecord) -> bool:
+        """Whether the token behind a subscription still stands: not expired, its API key unchanged."""
+        if sub.valid_until <= self.clock():
+            return False
         if sub.key_id:  # the key behind its token was rotated or removed: so is its access
             key = self.store.find_key(sub.key_id)
-            if key is None or key.rotated_at > sub.granted_at + 1e-3:
-                raise AuthenticationError(f"subscription {sub.subscription_id}: its API key changed")
+            return key is not None and key.rotated_at <= sub.granted_at + 1e-3
+        return True
+
+    def _channels_of(self, sub: SubscriptionRecord) -> list[str]:
+        if not self.lease_holds(sub):
+            raise AuthenticationError(
+                f"subscription {sub.subscription_id}: its token expired or its key changed"
+            )
         routes = self.routes(self.principal(sub.user), sub.symbols)
         return [route.channel.name for route in routes if not route.delayed]
 

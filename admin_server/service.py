@@ -169,6 +169,8 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                     record = hub.store.find_subscription(sub_id)
                 except NotFoundError:
                     return  # cancelled: end the stream cleanly
+                if not hub.lease_holds(record):  # routes carry packet keys: not past the token's life
+                    await abort_with(context, AuthenticationError("the token expired or its API key changed"))
                 try:
                     new_routes = hub.routes(principal, record.symbols)
                 except (AdminError, ValueError) as exc:

@@ -16,6 +16,7 @@ import pytest
 from admin_client import AdminClient, AuthenticationFailed, PermissionDenied, RegistryAgent
 from admin_server import tokens
 from admin_server.config import ChannelConfig, ServerConfig
+from admin_server.hub import HubEvent
 from admin_server.server import AdminServer
 from admin_server.store import Store
 from proto import admin_pb2, admin_pb2_grpc
@@ -445,3 +446,26 @@ async def test_without_adapter_auth_adapters_register_without_a_key(tmp_path: Pa
         )
         async with agent:
             await eventually(lambda: bool(hub.registry.records()) and hub.registry.get("c").is_up)
+
+
+async def test_route_updates_stop_once_the_api_key_behind_the_subscription_is_rotated(env: Env) -> None:
+    # Route updates carry packet keys: a subscription whose key was rotated (or whose token
+    # expired) must not be handed the keys that the rotation made to shut it out.
+    async with grpc.aio.insecure_channel(env.target) as channel:
+        md = await login(channel, *env.keys["alice"])
+        broker = admin_pb2_grpc.StreamBrokerStub(channel)
+        reply = await broker.Subscribe(admin_pb2.SubscribeRequest(symbols=["AAPL"]), metadata=md)
+        watch = broker.WatchRoutes(
+            admin_pb2.WatchRoutesRequest(subscription_id=reply.subscription_id), metadata=md
+        )
+        first = await watch.read()
+        assert first.reason == "current"
+        hub = env.server.hub
+        assert hub is not None
+        hub.store.replace_secret(env.keys["alice"][0], secret_hash="rotated", now=time.time() + 1)
+        hub.publish(
+            HubEvent(at=time.time(), kind="seal", channel_name="EQ-A-M", routes_changed=True)
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await asyncio.wait_for(watch.read(), 10)
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
