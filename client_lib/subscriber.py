@@ -40,7 +40,6 @@ from typing import Any, Final, Protocol
 
 import zmq
 import zmq.asyncio
-from proto.seal import Opener, SealError, SealKey
 
 from client_lib.arbiter import ChannelArbiter
 from client_lib.errors import ClosedError, ConfigError, TransportError
@@ -56,6 +55,7 @@ from client_lib.events import (
     RetransmissionNeeded,
 )
 from proto.registry import is_curve_key
+from proto.seal import Opener, SealError, SealKey
 from transport import recv_frames
 
 logger = logging.getLogger(__name__)
