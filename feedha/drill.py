@@ -72,7 +72,7 @@ class DrillOptions:
 
 
 # Fixed ports on the namespace hosts: each host has its own port space.
-SOURCE_PORT, LINE_PORT, SYNC_PORT, CONTROL_PORT, REPLAY_PORT = 7000, 7001, 7002, 7003, 7004
+SOURCE_PORT, LINE_PORT, SYNC_PORT, REPLAY_PORT = 7000, 7001, 7002, 7004
 MULTICAST_PORT_BASE = 7100  # line N's multicast port is 7100 + N
 
 
@@ -142,7 +142,9 @@ def _place_netns(options: DrillOptions) -> Placement:
             else:
                 line = f"tcp://{address}:{LINE_PORT}"
                 client_lines.append(line)
-            sync, ctl = f"tcp://{address}:{SYNC_PORT}", f"tcp://{address}:{CONTROL_PORT}"
+            # The control socket is local by design (no authentication): a path-named ipc://
+            # socket, which every namespace of this machine shares (they share the filesystem).
+            sync, ctl = f"tcp://{address}:{SYNC_PORT}", f"ipc:///tmp/{segment.tag}-control-{number}"
             adapters.append(AdapterPlan(adapter=number, line=line, sync=sync, control=ctl))
             replay[number] = f"tcp://{address}:{REPLAY_PORT}"
         group = GroupPlan(CHANNEL, 1, source_endpoint, STREAM, 1, tuple(adapters))
