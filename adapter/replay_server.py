@@ -40,7 +40,12 @@ logger = logging.getLogger(__name__)
 __all__ = ["FlushRequest", "ReplayServer"]
 
 POLL_MS: Final = 100
-QUEUE_MESSAGES: Final = 1000  # RCVHWM/SNDHWM of the ROUTER, in messages
+QUEUE_MESSAGES: Final = 1000  # RCVHWM of the ROUTER: requests (28 bytes each) waiting to be served
+# SNDHWM: replies queued per peer. A reply is up to REPLAY_MAX_BYTES (1 MiB), so a peer
+# that asks and never reads holds at most this many MiB of the adapter; more replies for
+# it are dropped by the ROUTER (it asked again anyway, or it is not reading). Measured:
+# 8 peers flooding for 15 s without reading grew the adapter by 42 MiB with 1000, 10 with 8.
+REPLIES_QUEUED_PER_PEER: Final = 8
 MAX_REQUEST_BYTES: Final = 256  # a request is 28 bytes; a frame this size or larger drops the peer
 FLUSH_WAIT_S: Final = 0.02
 BIND_WAIT_S: Final = 1.0  # how long a rebind waits for the old socket to let go of the address
@@ -133,7 +138,7 @@ class ReplayServer:
     def _open(self) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         sock.linger = 0
-        sock.rcvhwm = sock.sndhwm = QUEUE_MESSAGES
+        sock.rcvhwm, sock.sndhwm = QUEUE_MESSAGES, REPLIES_QUEUED_PER_PEER
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
         if self._secure is not None:
             self._secure(sock, REPLAY)
