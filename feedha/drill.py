@@ -358,7 +358,10 @@ def _heal_partition(drill: Drill) -> None:
 
 
 def roles_now(drill: Drill) -> dict[int, str]:
-    """Each live adapter's role as its control socket reports it ("unreachable" if it cannot)."""
+    """Each live adapter's role as its control socket reports it ("unreachable" if it cannot).
+
+    An adapter on a host the drill has cut off is reported as such, with the role it believes.
+    """
     roles: dict[int, str] = {}
     for plan in drill.group.adapters:
         proc = drill.adapters.get(plan.adapter)
@@ -368,6 +371,11 @@ def roles_now(drill: Drill) -> dict[int, str]:
             roles[plan.adapter] = str(control(plan.control, "status", timeout=2.0).get("role"))
         except TimeoutError:
             roles[plan.adapter] = "unreachable"
+        segment = drill.placement.segment
+        if segment is not None and adapter_host(plan.adapter) in segment.cut_hosts:
+            # Its control socket is local (ipc://), so it still answers: with what it
+            # believes, which a host cut off from everyone cannot correct.
+            roles[plan.adapter] = f"cut off (believes {roles[plan.adapter]})"
     return roles
 
 
