@@ -463,9 +463,7 @@ async def test_route_updates_stop_once_the_api_key_behind_the_subscription_is_ro
         hub = env.server.hub
         assert hub is not None
         hub.store.replace_secret(env.keys["alice"][0], secret_hash="rotated", now=time.time() + 1)
-        hub.publish(
-            HubEvent(at=time.time(), kind="seal", channel_name="EQ-A-M", routes_changed=True)
-        )
+        hub.publish(HubEvent(at=time.time(), kind="seal", channel_name="EQ-A-M", routes_changed=True))
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await asyncio.wait_for(watch.read(), 10)
         assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
