@@ -18,7 +18,7 @@ reconciliation (at every change, and every second) revokes it. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from admin_server.errors import AdminError
 from admin_server.store import SubscriptionRecord
@@ -44,13 +44,8 @@ def desired_grants(
             policy (raises an ``AdminError`` when its owner is no longer entitled).
     """
     grants: dict[str, Grants] = {}
-    for sub in subscriptions:
-        if not sub.curve_key or sub.valid_until <= now:
-            continue
-        try:
-            channels = list(channels_for(sub))
-        except AdminError:
-            continue  # no longer entitled: no access
+    keyed = (sub for sub in subscriptions if sub.curve_key)
+    for sub, channels in _reach(keyed, now=now, channels_for=channels_for):
         expires_ns = int(sub.valid_until * 1e9)
         for channel in channels:
             keys = grants.setdefault(channel, {})
@@ -85,13 +80,24 @@ def entitled_subscriptions(
     arguments are those of :func:`desired_grants`.
     """
     entitled: dict[str, set[str]] = {}
+    for sub, channels in _reach(subscriptions, now=now, channels_for=channels_for):
+        for channel in channels:
+            entitled.setdefault(channel, set()).add(sub.subscription_id)
+    return entitled
+
+
+def _reach(
+    subscriptions: Iterable[SubscriptionRecord],
+    *,
+    now: float,
+    channels_for: Callable[[SubscriptionRecord], Iterable[str]],
+) -> Iterator[tuple[SubscriptionRecord, list[str]]]:
+    """Each subscription whose token still stands, with the channels it reaches in real time."""
     for sub in subscriptions:
         if sub.valid_until <= now:
             continue
         try:
             channels = list(channels_for(sub))
         except AdminError:
-            continue
-        for channel in channels:
-            entitled.setdefault(channel, set()).add(sub.subscription_id)
-    return entitled
+            continue  # no longer entitled: no access
+        yield sub, channels

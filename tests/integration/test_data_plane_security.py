@@ -49,6 +49,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             proc.kill()
 
 
+def _feedha_subscribe(cluster: dict[str, Any], user: str, *, count: int) -> subprocess.CompletedProcess[str]:
+    """``feedha subscribe --key-file USER --channel CHANNEL --count N --json``, as a user would run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "feedha", "subscribe", "--key-file", cluster["users"][user]]
+        + ["--channel", CHANNEL, "--count", str(count), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def _user(cluster: dict[str, Any], name: str) -> dict[str, str]:
     user: dict[str, str] = json.loads(Path(cluster["users"][name]).read_text())
     return user
@@ -77,13 +88,7 @@ def test_key_files_are_private_and_outsiders_get_nothing_while_a_subscriber_gets
         )
         outsiders.append(sock)
     try:
-        out = subprocess.run(
-            [sys.executable, "-m", "feedha", "subscribe", "--key-file", cluster["users"]["subscriber"]]
-            + ["--channel", CHANNEL, "--count", "1000", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = _feedha_subscribe(cluster, "subscriber", count=1000)
         got = sum(1 for sock in outsiders if sock.poll(500))
     finally:
         for sock in outsiders:
@@ -229,12 +234,6 @@ def test_a_forged_sync_bus_peer_changes_nothing_with_the_group_key(tmp_path: Pat
 
 
 def test_a_delayed_only_user_is_told_there_is_no_delayed_stream_yet(cluster: dict[str, Any]) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "feedha", "subscribe", "--key-file", cluster["users"]["delayed"]]
-        + ["--channel", CHANNEL, "--count", "5", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _feedha_subscribe(cluster, "delayed", count=5)
     assert out.returncode == 1 and out.stdout == ""
     assert "delayed-only" in out.stderr and "destroyed but it is pending" not in out.stderr
