@@ -13,15 +13,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, AdapterConfig
-from adapter.core import sync as sync_rules
-from adapter.core.config import CHECKPOINT_EVERY, CHECKPOINT_INTERVAL_S, LINE_HEARTBEAT_S, MAX_SOURCE_GAP
-from adapter.core.sync import SyncConfig
-from adapter.errors import AdapterError
-from adapter.journal.config import FsyncPolicy
-from admin_client.channel import add_tls_arguments
-from proto.wire import DEFAULT_MAX_PACKET_BYTES
-from transport.errors import TransportConfigError
+from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, AdapterConfig
+from feedha.adapter.core import sync as sync_rules
+from feedha.adapter.core.config import (
+    CHECKPOINT_EVERY,
+    CHECKPOINT_INTERVAL_S,
+    LINE_HEARTBEAT_S,
+    MAX_SOURCE_GAP,
+)
+from feedha.adapter.core.sync import SyncConfig
+from feedha.adapter.errors import AdapterError
+from feedha.adapter.journal.config import FsyncPolicy
+from feedha.admin_client.channel import add_tls_arguments
+from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
+from feedha.transport.errors import TransportConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         config = config_from_args(args, admin_secret=os.environ.get("FEEDHA_ADAPTER_SECRET"))
-        from adapter.runner import AdapterRunner
+        from feedha.adapter.runner import AdapterRunner
 
         runner = AdapterRunner(config, on_status=_print_status)
     except AdapterError as exc:

@@ -19,16 +19,16 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from adapter.config import AdapterConfig
-from adapter.core import SyncView
-from adapter.core.commands import Command, RoleCommand, Throttle
-from adapter.core.sync_types import CommandKind, Role
-from adapter.errors import ConfigError
-from admin_client import AdminClientError, RegistryAgent, tls_from_files
-from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
-from proto.registry import Command as RegistryCommand
-from proto.registry import CommandKind as RegistryCommandKind
-from proto.seal import SealKey
+from feedha.adapter.config import AdapterConfig
+from feedha.adapter.core import SyncView
+from feedha.adapter.core.commands import Command, RoleCommand, Throttle
+from feedha.adapter.core.sync_types import CommandKind, Role
+from feedha.adapter.errors import ConfigError
+from feedha.admin_client import AdminClientError, RegistryAgent, tls_from_files
+from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
+from feedha.proto.registry import Command as RegistryCommand
+from feedha.proto.registry import CommandKind as RegistryCommandKind
+from feedha.proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 

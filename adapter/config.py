@@ -6,17 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from adapter.core.config import (
+from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
     CHECKPOINT_INTERVAL_S,
     LINE_HEARTBEAT_S,
     MAX_SOURCE_GAP,
     CoreConfig,
 )
-from adapter.core.sync_types import SyncConfig
-from adapter.errors import ConfigError
-from adapter.journal.config import FsyncPolicy
-from proto.wire import DEFAULT_MAX_PACKET_BYTES
+from feedha.adapter.core.sync_types import SyncConfig
+from feedha.adapter.errors import ConfigError
+from feedha.adapter.journal.config import FsyncPolicy
+from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
 
 SOURCE_BATCH_FRAMES: Final = 64
 # Every queue is bounded (a PUB drops silently at its high-water mark, per subscriber):

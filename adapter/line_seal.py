@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from proto.seal import Sealer, SealKey
+from feedha.proto.seal import Sealer, SealKey
 
 logger = logging.getLogger(__name__)
 

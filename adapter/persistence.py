@@ -13,13 +13,13 @@ import logging
 import time
 from typing import Any
 
-from adapter.config import AdapterConfig
-from adapter.core import AdapterCore, JournalRecords, WriteCheckpoint
-from adapter.journal import JournalConfig, JournalReader, JournalWriter
-from adapter.journal.segment import list_segments
-from adapter.replay import ReplayLimits, ReplayService
-from adapter.replay_server import FlushRequest, ReplayServer
-from adapter.zap import DataPlaneGuard
+from feedha.adapter.config import AdapterConfig
+from feedha.adapter.core import AdapterCore, JournalRecords, WriteCheckpoint
+from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter
+from feedha.adapter.journal.segment import list_segments
+from feedha.adapter.replay import ReplayLimits, ReplayService
+from feedha.adapter.replay_server import FlushRequest, ReplayServer
+from feedha.adapter.zap import DataPlaneGuard
 
 logger = logging.getLogger(__name__)
 

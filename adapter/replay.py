@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from proto import wire
-from proto.replay import (
+from feedha.proto import wire
+from feedha.proto.replay import (
     MAX_PACKETS,
     ReplayProtocolError,
     ReplayRequest,

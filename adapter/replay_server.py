@@ -31,9 +31,9 @@ from typing import Final
 
 import zmq
 
-import transport
-from adapter.access import REPLAY
-from adapter.replay import ReplayLimits, ReplayService
+from feedha import transport
+from feedha.adapter.access import REPLAY
+from feedha.adapter.replay import ReplayLimits, ReplayService
 
 logger = logging.getLogger(__name__)
 

@@ -36,10 +36,10 @@ from typing import Any, Final
 import psutil
 import zmq
 
-import transport
-from adapter.access import LINE, REPLAY
-from adapter.admin_link import AccessChange, AdminLink, SealChange
-from adapter.config import (
+from feedha import transport
+from feedha.adapter.access import LINE, REPLAY
+from feedha.adapter.admin_link import AccessChange, AdminLink, SealChange
+from feedha.adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
     SOURCE_BATCH_FRAMES,
     SOURCE_BUDGET_S,
@@ -49,8 +49,8 @@ from adapter.config import (
     SYNC_MAX_MESSAGE_BYTES,
     AdapterConfig,
 )
-from adapter.conversion import ConverterTable, make_engine
-from adapter.core import (
+from feedha.adapter.conversion import ConverterTable, make_engine
+from feedha.adapter.core import (
     Action,
     AdapterCore,
     JournalRecords,
@@ -60,13 +60,13 @@ from adapter.core import (
     Status,
     WriteCheckpoint,
 )
-from adapter.core.commands import ControlError, decode_request, encode_reply
-from adapter.core.health import MachineSample
-from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
-from adapter.journal.quarantine import QuarantineFile
-from adapter.line_seal import LineSeal
-from adapter.persistence import JournalKeeper
-from adapter.zap import DataPlaneGuard
+from feedha.adapter.core.commands import ControlError, decode_request, encode_reply
+from feedha.adapter.core.health import MachineSample
+from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
+from feedha.adapter.journal.quarantine import QuarantineFile
+from feedha.adapter.line_seal import LineSeal
+from feedha.adapter.persistence import JournalKeeper
+from feedha.adapter.zap import DataPlaneGuard
 
 logger = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
-from adapter.access import LINE, REPLAY, SYNC, AccessTable
-from adapter.config import AdapterConfig
-from adapter.errors import ConfigError
+from feedha.adapter.access import LINE, REPLAY, SYNC, AccessTable
+from feedha.adapter.config import AdapterConfig
+from feedha.adapter.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class Gatekeeper:
         self.table = table
         self._sync_public = sync_public
         self.refused: dict[str, int] = {LINE: 0, REPLAY: 0, SYNC: 0}
-        self._auth = ThreadAuthenticator(context, log=logging.getLogger("adapter.zap.auth"))
+        self._auth = ThreadAuthenticator(context, log=logging.getLogger("feedha.adapter.zap.auth"))
 
     def __repr__(self) -> str:
         return f"<Gatekeeper [{self.table!r}, refused={self.refused}]>"

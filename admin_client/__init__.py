@@ -17,8 +17,8 @@ are in ``proto.registry``. This package imports neither the server
 
 from __future__ import annotations
 
-from admin_client.agent import CommandHandler, RegistryAgent, StatusSource, reconnect_delay
-from admin_client.channel import (
+from feedha.admin_client.agent import CommandHandler, RegistryAgent, StatusSource, reconnect_delay
+from feedha.admin_client.channel import (
     BearerToken,
     TlsConfig,
     TlsFileError,
@@ -27,14 +27,14 @@ from admin_client.channel import (
     open_channel,
     tls_from_files,
 )
-from admin_client.errors import (
+from feedha.admin_client.errors import (
     AdminClientError,
     AdminUnavailable,
     AuthenticationFailed,
     PermissionDenied,
     error_from_rpc,
 )
-from admin_client.session import AdminClient, Line, Route, RouteUpdate, Subscription
+from feedha.admin_client.session import AdminClient, Line, Route, RouteUpdate, Subscription
 
 __all__ = [
     "AdminClient",

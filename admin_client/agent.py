@@ -38,9 +38,9 @@ from typing import Final
 
 import grpc
 
-from admin_client.channel import TlsConfig, login, open_channel
-from proto import admin_pb2, admin_pb2_grpc
-from proto.registry import (
+from feedha.admin_client.channel import TlsConfig, login, open_channel
+from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.proto.registry import (
     AdapterRegistration,
     AdapterStatus,
     Command,

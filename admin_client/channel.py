@@ -26,8 +26,8 @@ from typing import Final
 
 import grpc
 
-from admin_client.errors import AdminClientError
-from proto import admin_pb2, admin_pb2_grpc
+from feedha.admin_client.errors import AdminClientError
+from feedha.proto import admin_pb2, admin_pb2_grpc
 
 LOGIN_TIMEOUT_S: Final = 10.0
 

@@ -29,12 +29,12 @@ from typing import Final, TypeVar
 
 import grpc
 
-from admin_client.channel import BearerToken, TlsConfig, login, open_channel
-from admin_client.errors import AuthenticationFailed, error_from_rpc
-from proto import admin_pb2, admin_pb2_grpc
-from proto.errors import ProtoError
-from proto.registry import role_from_proto, seal_key_from_proto
-from proto.seal import SealKey
+from feedha.admin_client.channel import BearerToken, TlsConfig, login, open_channel
+from feedha.admin_client.errors import AuthenticationFailed, error_from_rpc
+from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.proto.errors import ProtoError
+from feedha.proto.registry import role_from_proto, seal_key_from_proto
+from feedha.proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 

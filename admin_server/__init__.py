@@ -8,8 +8,8 @@ for code written against the old names; new code imports them from there.
 
 from __future__ import annotations
 
-from admin_client.agent import CommandHandler, RegistryAgent, StatusSource
-from proto.registry import (
+from feedha.admin_client.agent import CommandHandler, RegistryAgent, StatusSource
+from feedha.proto.registry import (
     AdapterRegistration,
     AdapterRole,
     AdapterStatus,

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from admin_server.errors import AdminError
-from admin_server.store import SubscriptionRecord
-from proto.registry import AccessGrant, Command, CommandKind
+from feedha.admin_server.errors import AdminError
+from feedha.admin_server.store import SubscriptionRecord
+from feedha.proto.registry import AccessGrant, Command, CommandKind
 
 __all__ = ["Grants", "desired_grants", "entitled_subscriptions", "plan_commands"]
 

@@ -18,11 +18,11 @@ from typing import Any, Final
 
 import grpc
 
-from admin_server.errors import AuthenticationError
-from admin_server.hub import Hub
-from admin_server.policy import Principal
-from admin_server.store import Lease
-from admin_server.tokens import TokenClaims
+from feedha.admin_server.errors import AuthenticationError
+from feedha.admin_server.hub import Hub
+from feedha.admin_server.policy import Principal
+from feedha.admin_server.store import Lease
+from feedha.admin_server.tokens import TokenClaims
 
 logger = logging.getLogger(__name__)
 

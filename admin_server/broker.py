@@ -18,12 +18,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from admin_server.config import ChannelConfig
-from admin_server.errors import NotFoundError, PermissionDeniedError
-from admin_server.policy import Mode, Policy, Principal
-from admin_server.registry import AdapterRecord
-from proto.registry import AdapterRole
-from proto.seal import SealKey
+from feedha.admin_server.config import ChannelConfig
+from feedha.admin_server.errors import NotFoundError, PermissionDeniedError
+from feedha.admin_server.policy import Mode, Policy, Principal
+from feedha.admin_server.registry import AdapterRecord
+from feedha.proto.registry import AdapterRole
+from feedha.proto.seal import SealKey
 
 MAX_ITEMS: Final = 1000
 MAX_ITEM_LENGTH: Final = 64

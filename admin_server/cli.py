@@ -34,8 +34,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from admin_client.channel import TlsFileError, add_tls_arguments, login, open_channel, tls_from_files
-from proto import admin_pb2, admin_pb2_grpc
+from feedha.admin_client.channel import TlsFileError, add_tls_arguments, login, open_channel, tls_from_files
+from feedha.proto import admin_pb2, admin_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TIMEOUT_S = 10.0

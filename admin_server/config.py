@@ -17,8 +17,8 @@ from typing import Any, Final
 import argon2
 import yaml
 
-from admin_server import keyfile, tokens
-from admin_server.errors import ConfigError
+from feedha.admin_server import keyfile, tokens
+from feedha.admin_server.errors import ConfigError
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 50051

@@ -9,14 +9,14 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from admin_server import convert
-from admin_server.auth import current_principal
-from admin_server.errors import AdminError
-from admin_server.hub import AdapterSession, Hub, HubEvent
-from admin_server.registry import Directive
-from admin_server.service import abort_with
-from proto import admin_pb2, admin_pb2_grpc
-from proto.registry import command_to_proto, registration_from_proto, status_from_proto
+from feedha.admin_server import convert
+from feedha.admin_server.auth import current_principal
+from feedha.admin_server.errors import AdminError
+from feedha.admin_server.hub import AdapterSession, Hub, HubEvent
+from feedha.admin_server.registry import Directive
+from feedha.admin_server.service import abort_with
+from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.proto.registry import command_to_proto, registration_from_proto, status_from_proto
 
 logger = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ registry contract's conversions (registration, status, command) are in
 
 from __future__ import annotations
 
-from admin_server.broker import Route
-from admin_server.registry import AdapterRecord
-from proto import admin_pb2
-from proto.registry import registration_to_proto, role_to_proto, seal_key_to_proto, status_to_proto
+from feedha.admin_server.broker import Route
+from feedha.admin_server.registry import AdapterRecord
+from feedha.proto import admin_pb2
+from feedha.proto.registry import registration_to_proto, role_to_proto, seal_key_to_proto, status_to_proto
 
 
 def record_to_proto(record: AdapterRecord) -> admin_pb2.AdapterInfo:

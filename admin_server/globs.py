@@ -42,7 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from admin_server.errors import PatternError
+from feedha.admin_server.errors import PatternError
 
 __all__ = ["MAX_PATTERN_LENGTH", "MAX_STEPS", "has_wildcards", "is_covered", "matches"]
 

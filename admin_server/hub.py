@@ -20,20 +20,20 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from admin_server import access, broker, keyfile, sealing, tokens
-from admin_server.backoff import LoginThrottle
-from admin_server.config import ServerConfig
-from admin_server.errors import (
+from feedha.admin_server import access, broker, keyfile, sealing, tokens
+from feedha.admin_server.backoff import LoginThrottle
+from feedha.admin_server.config import ServerConfig
+from feedha.admin_server.errors import (
     AuthenticationError,
     LoginThrottledError,
     NotFoundError,
     PermissionDeniedError,
     PreconditionError,
 )
-from admin_server.policy import PolicyFile, Principal
-from admin_server.registry import Directive, Registry, RegistryEvent
-from admin_server.store import ApiKey, Lease, Store, SubscriptionRecord
-from proto.registry import AdapterRegistration, AdapterStatus, Command, CommandKind, is_curve_key
+from feedha.admin_server.policy import PolicyFile, Principal
+from feedha.admin_server.registry import Directive, Registry, RegistryEvent
+from feedha.admin_server.store import ApiKey, Lease, Store, SubscriptionRecord
+from feedha.proto.registry import AdapterRegistration, AdapterStatus, Command, CommandKind, is_curve_key
 
 logger = logging.getLogger(__name__)
 

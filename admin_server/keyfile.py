@@ -41,11 +41,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from admin_server import tokens
-from admin_server.errors import ConfigError
+from feedha.admin_server import tokens
+from feedha.admin_server.errors import ConfigError
 
 if TYPE_CHECKING:
-    from admin_server.store import Store
+    from feedha.admin_server.store import Store
 
 logger = logging.getLogger(__name__)
 

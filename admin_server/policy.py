@@ -43,8 +43,8 @@ from typing import Final
 
 import yaml
 
-from admin_server import globs
-from admin_server.errors import PolicyError
+from feedha.admin_server import globs
+from feedha.admin_server.errors import PolicyError
 
 logger = logging.getLogger(__name__)
 

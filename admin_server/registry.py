@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from admin_server.errors import NotFoundError, PreconditionError
-from proto.registry import (
+from feedha.admin_server.errors import NotFoundError, PreconditionError
+from feedha.proto.registry import (
     AdapterRegistration,
     AdapterRole,
     AdapterStatus,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from proto.seal import SealKey
+from feedha.proto.seal import SealKey
 
 __all__ = ["SWITCH_S", "ChannelSeal", "SealRings", "is_multicast"]
 

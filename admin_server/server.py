@@ -29,16 +29,16 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from admin_server import tokens
-from admin_server.auth import AuthInterceptor
-from admin_server.config import SecretHashing, ServerConfig, read_config_file
-from admin_server.control import AdapterRegistryServicer, AdminControlServicer
-from admin_server.errors import AdminError, ConfigError
-from admin_server.hub import Hub
-from admin_server.policy import PolicyFile
-from admin_server.service import AdminAuthServicer, StreamBrokerServicer
-from admin_server.store import Store
-from proto import admin_pb2, admin_pb2_grpc
+from feedha.admin_server import tokens
+from feedha.admin_server.auth import AuthInterceptor
+from feedha.admin_server.config import SecretHashing, ServerConfig, read_config_file
+from feedha.admin_server.control import AdapterRegistryServicer, AdminControlServicer
+from feedha.admin_server.errors import AdminError, ConfigError
+from feedha.admin_server.hub import Hub
+from feedha.admin_server.policy import PolicyFile
+from feedha.admin_server.service import AdminAuthServicer, StreamBrokerServicer
+from feedha.admin_server.store import Store
+from feedha.proto import admin_pb2, admin_pb2_grpc
 
 logger = logging.getLogger(__name__)
 

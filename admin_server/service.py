@@ -13,11 +13,11 @@ from typing import Final, NoReturn
 
 import grpc
 
-from admin_server import convert
-from admin_server.auth import current_lease, current_principal
-from admin_server.backoff import peer_address
-from admin_server.broker import Route
-from admin_server.errors import (
+from feedha.admin_server import convert
+from feedha.admin_server.auth import current_lease, current_principal
+from feedha.admin_server.backoff import peer_address
+from feedha.admin_server.broker import Route
+from feedha.admin_server.errors import (
     AdminError,
     AuthenticationError,
     ConfigError,
@@ -27,8 +27,8 @@ from admin_server.errors import (
     PolicyError,
     PreconditionError,
 )
-from admin_server.hub import Hub
-from proto import admin_pb2, admin_pb2_grpc
+from feedha.admin_server.hub import Hub
+from feedha.proto import admin_pb2, admin_pb2_grpc
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from admin_server import keyfile
-from admin_server.errors import NotFoundError
-from admin_server.registry import AdapterRecord
-from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
+from feedha.admin_server import keyfile
+from feedha.admin_server.errors import NotFoundError
+from feedha.admin_server.registry import AdapterRecord
+from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 
 SCHEMA_VERSION: Final = 1
 LOGIN_AUDIT_WINDOW_S: Final = 1.0

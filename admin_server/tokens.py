@@ -24,7 +24,7 @@ from typing import Final
 
 import argon2
 
-from admin_server.errors import AuthenticationError, TokenExpiredError, TokenInvalidError
+from feedha.admin_server.errors import AuthenticationError, TokenExpiredError, TokenInvalidError
 
 TOKEN_TTL_S: Final = 3600.0
 SIGNING_KEY_BYTES: Final = 32

@@ -1,7 +1,7 @@
 """The ceiling every feedha benchmark divides by: a bare pyzmq PUB→SUB pair on loopback.
 
 One publisher process and one or more subscriber processes (``python -m
-bench.ceiling pub|sub``), 100-byte payloads, one single-frame ZeroMQ message
+feedha.bench.ceiling pub|sub``), 100-byte payloads, one single-frame ZeroMQ message
 each, ``SNDHWM``/``RCVHWM`` 0 (unbounded, so nothing is dropped), no
 batching, no decoding beyond the 16-byte stamp. Each payload starts with
 ``b"D"``, a u64 sequence number and the send time (``time.time_ns()``; when
@@ -199,7 +199,7 @@ def run_pair(
     common = ["--size", str(size)]
     pub = JsonProcess.python(
         "ceiling-pub",
-        "bench.ceiling",
+        "feedha.bench.ceiling",
         ["pub", "--count", str(count), "--rate", str(rate), "--wait", str(timeout), *common],
         log=log,
     )
@@ -211,7 +211,7 @@ def run_pair(
             subs.append(
                 JsonProcess.python(
                     f"ceiling-sub-{index}",
-                    "bench.ceiling",
+                    "feedha.bench.ceiling",
                     ["sub", "--endpoint", endpoint, *extra, *common],
                     log=log,
                 )
@@ -242,8 +242,8 @@ def run_pair(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.ceiling pub|sub``: the child processes of :func:`run_pair`."""
-    parser = argparse.ArgumentParser(prog="python -m bench.ceiling", description=__doc__)
+    """``python -m feedha.bench.ceiling pub|sub``: the child processes of :func:`run_pair`."""
+    parser = argparse.ArgumentParser(prog="python -m feedha.bench.ceiling", description=__doc__)
     parser.add_argument("role", choices=("pub", "sub"))
     parser.add_argument("--endpoint", help="sub: the publisher's endpoint")
     parser.add_argument("--count", type=int, default=100_000)

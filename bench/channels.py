@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bench.common import Figure, figure
-from bench.throughput import SOURCE_TICK_S, PipelineOptions, ceiling, open_log, run_pipeline
+from feedha.bench.common import Figure, figure
+from feedha.bench.throughput import SOURCE_TICK_S, PipelineOptions, ceiling, open_log, run_pipeline
 
 CHANNELS: Final = (1, 2, 4)
 QUICK_CHANNELS: Final = (1, 2)

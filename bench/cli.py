@@ -19,19 +19,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from bench.common import Figure, format_figure
+from feedha.bench.common import Figure, format_figure
 
 # name -> (module, function); the function takes ``quick: bool`` and returns a list of figures.
 BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
-    "throughput": ("bench.throughput", "run"),
-    "fanout": ("bench.fanout", "run"),
-    "latency": ("bench.latency", "run"),
-    "failover": ("bench.failover", "run"),
-    "symbols": ("bench.symbols", "run"),
-    "channels": ("bench.channels", "run"),
-    "journal": ("bench.journal", "run"),
-    "seal": ("bench.seal", "run"),
-    "spark_feed": ("bench.spark_feed", "run"),
+    "throughput": ("feedha.bench.throughput", "run"),
+    "fanout": ("feedha.bench.fanout", "run"),
+    "latency": ("feedha.bench.latency", "run"),
+    "failover": ("feedha.bench.failover", "run"),
+    "symbols": ("feedha.bench.symbols", "run"),
+    "channels": ("feedha.bench.channels", "run"),
+    "journal": ("feedha.bench.journal", "run"),
+    "seal": ("feedha.bench.seal", "run"),
+    "spark_feed": ("feedha.bench.spark_feed", "run"),
 }
 DEFAULT_RESULTS: Final = Path("results")
 
@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
     runs = {json.dumps(item["params"], sort_keys=True, default=str): item for item in figures}
     lost = sum(lost_in(item) for item in runs.values())
     if args.name == "all":
-        from bench.report import write_report
+        from feedha.bench.report import write_report
 
         report = write_report(figures, args.results, quick=args.quick, errors=errors)
         print(f"feedha bench: report in {report} ({time.monotonic() - started:.0f} s)", file=sys.stderr)

@@ -124,7 +124,7 @@ def sample_payloads(count: int, *, seed: int = 7, max_entries: int = 3) -> list[
     Each has 1..``max_entries`` entries and the symbol's state; the same seed
     gives the same bytes, so figures stay comparable from run to run.
     """
-    from proto import market_pb2  # the benchmarks that need no payloads do not import protobuf
+    from feedha.proto import market_pb2  # the benchmarks that need no payloads do not import protobuf
 
     rng = random.Random(seed)
     symbols = ["AAPL", "MSFT", "IBM", "GOOGL", "AMZN", "NVDA", "TSLA", "META"]

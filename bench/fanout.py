@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bench.ceiling import run_pair
-from bench.common import Figure, figure
-from bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
+from feedha.bench.ceiling import run_pair
+from feedha.bench.common import Figure, figure
+from feedha.bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
 
 SUBSCRIBERS: Final = (1, 2, 4, 8)
 QUICK_SUBSCRIBERS: Final = (1, 4)

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from adapter.journal import FsyncPolicy, JournalConfig, JournalReader, JournalWriter
-from adapter.journal.format import RECORD_HEADER, RECORD_HEADER_SIZE, Record, encode_record
-from bench.common import Figure, best_time, figure, sample_payloads
+from feedha.adapter.journal import FsyncPolicy, JournalConfig, JournalReader, JournalWriter
+from feedha.adapter.journal.format import RECORD_HEADER, RECORD_HEADER_SIZE, Record, encode_record
+from feedha.bench.common import Figure, best_time, figure, sample_payloads
 
 MESSAGES: Final = 400_000
 QUICK_MESSAGES: Final = 40_000

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bench.ceiling import run_pair
-from bench.common import Figure, figure
-from bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
+from feedha.bench.ceiling import run_pair
+from feedha.bench.common import Figure, figure
+from feedha.bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
 
 RATES: Final = (1_000.0, 10_000.0, 50_000.0)
 QUICK_RATES: Final = (1_000.0, 10_000.0)

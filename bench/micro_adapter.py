@@ -1,6 +1,6 @@
 """Micro-benchmark of the adapter core: CPU µs per source message, in-process.
 
-``python -m bench.micro_adapter [--messages N] [--repeat R] [--cases ...]``
+``python -m feedha.bench.micro_adapter [--messages N] [--repeat R] [--cases ...]``
 prints one JSON object. The input is what the plain source sends at high
 rates: frames of ``--frame`` FIX messages (one to three entries, 200
 symbols), numbered gap-free. Cases (best of ``--repeat``, µs of thread CPU
@@ -53,7 +53,7 @@ TOPIC: Final = b"A-Z"
 
 def make_frames(messages: int, frame: int, *, seed: int = 7) -> list[bytes]:
     """Seeded frames of ``frame`` FIX market-data messages, source_seq 1..messages."""
-    from proto import fix
+    from feedha.proto import fix
 
     rng = random.Random(seed)
     symbols = [f"S{index:03d}" for index in range(SYMBOLS)]
@@ -81,9 +81,9 @@ def make_frames(messages: int, frame: int, *, seed: int = 7) -> list[bytes]:
 
 
 def _core(*, native: bool, publishing: bool, journal: bool) -> Any:
-    from adapter.conversion import ConverterTable, make_engine
-    from adapter.core import AdapterCore, CoreConfig
-    from adapter.core.sync_types import Role, SyncStatus
+    from feedha.adapter.conversion import ConverterTable, make_engine
+    from feedha.adapter.core import AdapterCore, CoreConfig
+    from feedha.adapter.core.sync_types import Role, SyncStatus
 
     config = CoreConfig(channel_number=1, adapter=1, source_stream_number=1, journal=journal)
     core = AdapterCore(config, make_engine(ConverterTable.load(), prefer_native=native), now=0.0)
@@ -95,8 +95,8 @@ def _core(*, native: bool, publishing: bool, journal: bool) -> Any:
 def _time_core(frames: list[bytes], *, native: bool, publishing: bool, journal: bool) -> float:
     import tempfile
 
-    from adapter.core import JournalRecords
-    from adapter.journal import FsyncPolicy, JournalConfig, JournalWriter
+    from feedha.adapter.core import JournalRecords
+    from feedha.adapter.journal import FsyncPolicy, JournalConfig, JournalWriter
 
     core = _core(native=native, publishing=publishing, journal=journal)
     with tempfile.TemporaryDirectory(prefix="feedha-micro-adapter-") as directory:
@@ -123,7 +123,7 @@ def _time_core(frames: list[bytes], *, native: bool, publishing: bool, journal: 
 
 
 def _time_engine(frames: list[bytes], *, publish: bool = True, payloads: bool = False) -> float:
-    from adapter.conversion import ConverterTable, make_engine
+    from feedha.adapter.conversion import ConverterTable, make_engine
 
     run = make_engine(ConverterTable.load()).run_function()
     expect = 1
@@ -184,7 +184,7 @@ def run_case(case: str, frames: list[bytes], messages: int) -> tuple[float, int]
 def main(argv: Sequence[str]) -> int:
     """Run the cases; print one JSON object with µs per message for each."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.micro_adapter", description=__doc__.split("\n\n")[0]
+        prog="python -m feedha.bench.micro_adapter", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--messages", type=int, default=MESSAGES, help="messages per case (default: %(default)s)"

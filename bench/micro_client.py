@@ -1,6 +1,6 @@
 """Micro-benchmark of the arbitrating client: CPU µs per delivered message.
 
-``python -m bench.micro_client [--messages N] [--repeat R] [--rate R] [--cases ...]``
+``python -m feedha.bench.micro_client [--messages N] [--repeat R] [--rate R] [--cases ...]``
 prints one JSON object. Packets are what a channel carries at high rates:
 ~8 KiB packets of ~56 blocks whose payloads are real ``MarketUpdate``
 encodings (1-3 entries), on two lines (active + backup, the same msg_seq
@@ -62,7 +62,7 @@ TOPIC: Final = b"EQ"
 
 def _payloads(count: int, seed: int = 1, *, adapter: int = 1) -> list[bytes]:
     """Encoded MarketUpdates; each adapter stamps its own publish time, as real ones do."""
-    from proto import market_pb2
+    from feedha.proto import market_pb2
 
     rng = random.Random(seed)
     out = []
@@ -86,7 +86,7 @@ def _payloads(count: int, seed: int = 1, *, adapter: int = 1) -> list[bytes]:
 
 def _packets(payloads: Sequence[bytes], *, adapter: int, cuts: int = 0) -> list[bytes]:
     """Cut the blocks into packets of at most PACKET_BYTES (``cuts`` shifts the boundaries)."""
-    from proto.wire import PacketBuilder
+    from feedha.proto.wire import PacketBuilder
 
     builder = PacketBuilder(PACKET_BYTES - cuts * 97)
     out = []
@@ -114,7 +114,7 @@ def _best(run: Callable[[], float], repeat: int) -> float:
 
 
 def _arbiter_case(stream: list[tuple[int, bytes]], messages: int) -> Callable[[], float]:
-    from client_lib import ArbiterConfig, ChannelArbiter, Delivery
+    from feedha.client import ArbiterConfig, ChannelArbiter, Delivery
 
     def run() -> float:
         arbiter = ChannelArbiter(ArbiterConfig(channel=CHANNEL), lines=2)
@@ -167,8 +167,8 @@ def _preload(pubs: Sequence[Any], stream: list[tuple[int, bytes]], settle_s: flo
 def _subscriber_case(stream: list[tuple[int, bytes]], messages: int, settle_s: float) -> Callable[[], float]:
     import zmq
 
-    from client_lib import ChannelSpec, Delivery, Subscriber
-    from proto.wire import encode_packet
+    from feedha.client import ChannelSpec, Delivery, Subscriber
+    from feedha.proto.wire import encode_packet
 
     def run() -> float:
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
@@ -281,12 +281,12 @@ def _bare_messages_case(messages: int, settle_s: float) -> Callable[[], float]:
 
 
 def _publisher_main(argv: Sequence[str]) -> int:
-    """``python -m bench.micro_client publish``: two lines' packets, paced, for the ``paced`` case."""
+    """``python -m feedha.bench.micro_client publish``: two lines' packets, paced, for the ``paced`` case."""
     import zmq
 
-    from proto.wire import encode_packet
+    from feedha.proto.wire import encode_packet
 
-    parser = argparse.ArgumentParser(prog="python -m bench.micro_client publish")
+    parser = argparse.ArgumentParser(prog="python -m feedha.bench.micro_client publish")
     parser.add_argument("--messages", type=int, required=True)
     parser.add_argument("--rate", type=float, required=True)
     args = parser.parse_args(list(argv))
@@ -329,13 +329,13 @@ def _paced_case(messages: int, rate: float, *, bare: bool = False) -> dict[str, 
     """
     import subprocess
 
-    from client_lib import ChannelSpec, Delivery, Subscriber
+    from feedha.client import ChannelSpec, Delivery, Subscriber
 
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "bench.micro_client",
+            "feedha.bench.micro_client",
             "publish",
             "--messages",
             str(messages),
@@ -430,7 +430,7 @@ def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["publish"]:
         return _publisher_main(argv[1:])
     parser = argparse.ArgumentParser(
-        prog="python -m bench.micro_client", description=__doc__.split("\n\n")[0]
+        prog="python -m feedha.bench.micro_client", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--messages", type=int, default=MESSAGES)
     parser.add_argument("--repeat", type=int, default=REPEAT)

@@ -1,6 +1,6 @@
 """Micro-benchmark of the plain source: CPU µs per message, generating and sending.
 
-``python -m bench.micro_source [--rate R] [--seconds S] [--repeat N]`` prints
+``python -m feedha.bench.micro_source [--rate R] [--seconds S] [--repeat N]`` prints
 one JSON object. The source is configured as ``bench throughput`` runs it
 (one stream ``A-Z``, 200 symbols, seed 7, ``--tick 0.001``). Cases:
 
@@ -48,26 +48,27 @@ def _best(run: Callable[[], float], repeat: int) -> float:
 def _module(script: str | None) -> Any:
     """The plain source: this checkout's package, or another copy of it (A/B runs).
 
-    ``script`` is another checkout's ``plain_source/`` package directory
-    (imported as ``plain_source`` from its parent, so call this before
-    anything imports the package), or an older single-file
-    ``plain_source.py`` (loaded under another name).
+    ``script`` is an older checkout's ``plain_source/`` package directory
+    (from before the ``feedha`` namespace: imported as ``plain_source`` from
+    its parent, so call this before anything imports that name), or an older
+    single-file ``plain_source.py`` (loaded under another name).
     """
-    if script and Path(script).is_dir():
+    if not script:
+        from feedha import plain_source
+
+        return plain_source
+    import importlib
+    import importlib.util
+
+    if Path(script).is_dir():
         package = Path(script).resolve()
         if package.name != "plain_source":
             raise SystemExit(f"--source-script: a package directory must be named plain_source: {script}")
         sys.path.insert(0, str(package.parent))
-    if not script or Path(script).is_dir():
-        import plain_source
-
-        if script and Path(plain_source.__file__).parent != Path(script).resolve():
-            raise SystemExit(
-                f"--source-script: plain_source was already imported from {plain_source.__file__}"
-            )
-        return plain_source
-    import importlib.util
-
+        module = importlib.import_module("plain_source")
+        if Path(module.__file__ or "").parent != package:
+            raise SystemExit(f"--source-script: plain_source was already imported from {module.__file__}")
+        return module
     spec = importlib.util.spec_from_file_location("_plain_source_under_test", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -155,10 +156,11 @@ def _source_process(rate: float, seconds: float, script: str | None) -> dict[str
     import psutil
     import zmq
 
-    command = [sys.executable, "-m", "plain_source"]
+    command = [sys.executable, "-m", "feedha.plain_source"]
     path = [str(REPO)]
     if script and Path(script).is_dir():
-        path.insert(0, str(Path(script).resolve().parent))  # the copy's plain_source wins
+        command = [sys.executable, "-m", "plain_source"]  # an older checkout's top-level package
+        path.insert(0, str(Path(script).resolve().parent))
     elif script:
         command = [sys.executable, script]
     proc = subprocess.Popen(
@@ -221,7 +223,7 @@ def _source_process(rate: float, seconds: float, script: str | None) -> dict[str
 def main(argv: Sequence[str]) -> int:
     """Run the cases and print one JSON object (µs of CPU per message)."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.micro_source", description=__doc__.split("\n\n")[0]
+        prog="python -m feedha.bench.micro_source", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--rate", type=float, default=RATE, help="msg/s offered by the source process")
     parser.add_argument("--seconds", type=float, default=SECONDS)
@@ -235,7 +237,7 @@ def main(argv: Sequence[str]) -> int:
     )
     args = parser.parse_args(list(argv))
     module = _module(args.source_script)  # first: a package copy must be the one imported
-    from plain_source import MAX_BATCH
+    from feedha.plain_source import MAX_BATCH
 
     per_turn = max(1, int(args.rate * TICK_S))
     per_frame = min(per_turn, MAX_BATCH)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import Figure, machine
+from feedha.bench.common import Figure, machine
 
 _KEY_PARAMS = (
     "offered_rate",

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bench.common import Figure, best_time, figure, sample_payloads
-from bench.throughput import ceiling, open_log
-from proto import seal, wire
+from feedha.bench.common import Figure, best_time, figure, sample_payloads
+from feedha.bench.throughput import ceiling, open_log
+from feedha.proto import seal, wire
 
 TYPICAL_PACKETS: Final = 4_000
 QUICK_TYPICAL_PACKETS: Final = 400

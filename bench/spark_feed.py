@@ -1,6 +1,6 @@
 """Benchmark: the rate the Spark feed job delivers to a ZeroMQ SUB, beside the bare PUB->SUB ceiling.
 
-``python -m bench.spark_feed [--json] [--quick]`` or ``feedha bench spark_feed``.
+``python -m feedha.bench.spark_feed [--json] [--quick]`` or ``feedha bench spark_feed``.
 
 Runs ``spark_feed.job`` as a child process (``--unpaced``: micro-batches back
 to back), counts FIX messages arriving on one SUB socket connected to every
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from bench.common import Figure, figure, format_figure
-from bench.throughput import open_log
+from feedha.bench.common import Figure, figure, format_figure
+from feedha.bench.throughput import open_log
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 STREAMS: Final = ("A-M", "N-Z")
@@ -103,7 +103,7 @@ def _run_job_once(
     endpoints = [f"tcp://127.0.0.1:{_free_port()}" for _ in STREAMS]
     counter = _Counter(endpoints)
     with tempfile.TemporaryDirectory(prefix="bench-spark-feed-") as tmp:
-        args = [sys.executable, "-m", "spark_feed.job", "--checkpoint", str(Path(tmp) / "ckpt"),
+        args = [sys.executable, "-m", "feedha.spark_feed.job", "--checkpoint", str(Path(tmp) / "ckpt"),
                 "--rate", str(rate), "--trigger-ms", str(trigger_ms), "--quiet",
                 "--master", "local[*]"]  # fmt: skip
         args += ["--unpaced"] if unpaced else []
@@ -149,7 +149,7 @@ def run(quick: bool) -> list[Figure]:
     Returns:
         The figures.
     """
-    from bench.ceiling import run_pair
+    from feedha.bench.ceiling import run_pair
 
     ceiling = run_pair(count=100_000 if quick else 400_000)["rate"]
     window = 15.0 if quick else 40.0
@@ -193,8 +193,8 @@ def run(quick: bool) -> list[Figure]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.spark_feed [--json] [--quick]``."""
-    parser = argparse.ArgumentParser(prog="bench.spark_feed", description=__doc__)
+    """``python -m feedha.bench.spark_feed [--json] [--quick]``."""
+    parser = argparse.ArgumentParser(prog="feedha bench spark_feed", description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 
 The pipeline: the plain source (``plain_source``) → one or more
 adapter groups (an active and ``backups``; real ``feedha adapter``
-processes) → one or more bench clients (``python -m bench.throughput
+processes) → one or more bench clients (``python -m feedha.bench.throughput
 client``: ``client_lib.Subscriber`` joined to every line of its channel, so
 it arbitrates), all on loopback. Every run starts fresh processes and is
 bounded in time; :func:`run_pipeline` returns what the source sent and what
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
-from bench.common import Figure, figure
+from feedha.bench.common import Figure, figure
 
 STREAM: Final = "A-Z"
 SYMBOLS: Final = 200
@@ -58,16 +58,16 @@ def _emit(event: str, **fields: Any) -> None:
 
 
 def client_main(argv: Sequence[str]) -> int:
-    """``python -m bench.throughput client``: subscribe, arbitrate, count; summary on SIGTERM.
+    """``python -m feedha.bench.throughput client``: subscribe, arbitrate, count; summary on SIGTERM.
 
     Prints ``ready`` once a packet arrived, ``progress`` every 0.1 s, and a
     ``summary`` (delivered, kept, unique/duplicates/out-of-order per the block
     headers, first/last delivery wall time, arbiter counters, latencies) on SIGTERM.
     """
-    from client_lib import ChannelSpec, Delivery, Subscriber, SubscriberConfig
-    from plain_source import symbol_names
+    from feedha.client import ChannelSpec, Delivery, Subscriber, SubscriberConfig
+    from feedha.plain_source import symbol_names
 
-    parser = argparse.ArgumentParser(prog="python -m bench.throughput client")
+    parser = argparse.ArgumentParser(prog="python -m feedha.bench.throughput client")
     parser.add_argument("--channel", required=True)
     parser.add_argument("--channel-number", type=int, required=True)
     parser.add_argument("--line", action="append", required=True)
@@ -95,7 +95,7 @@ def client_main(argv: Sequence[str]) -> int:
     )
     config = SubscriberConfig()
     if args.curve_key:
-        from adapter.zap import load_keys
+        from feedha.adapter.zap import load_keys
 
         keys = load_keys(Path(args.curve_key))
         config = SubscriberConfig(curve_public=keys.public.decode(), curve_secret=keys.secret.decode())
@@ -155,7 +155,7 @@ def client_main(argv: Sequence[str]) -> int:
         "conflicts": stats.conflicts,
     }
     if args.latency:
-        from bench.ceiling import latency_summary
+        from feedha.bench.ceiling import latency_summary
 
         summary["latency_us"] = latency_summary(latencies)
         # Where the worst ones fell (index in delivery order, µs): a start-up
@@ -334,7 +334,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             if options.latency:
                 args.append("--latency")
             for index in range(options.subscribers):
-                proc = JsonProcess.python(f"client-{ch}-{index}", "bench.throughput", args, log=log)
+                proc = JsonProcess.python(f"client-{ch}-{index}", "feedha.bench.throughput", args, log=log)
                 procs.append(proc)
                 clients.append((ch, proc))
         for _ch, proc in clients:
@@ -352,7 +352,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 *(("--tick", str(options.source_tick_s)) if options.source_tick_s else ()),
                 *(("--pregenerate",) if options.pregenerate else ()),
             ]
-            proc = JsonProcess.python("source", "plain_source", source_args, log=log)
+            proc = JsonProcess.python("source", "feedha.plain_source", source_args, log=log)
             procs.append(proc)
             sources.append(proc)
         summaries = []
@@ -405,7 +405,7 @@ class _SecureGroup:
     group: Any  # feedha.cluster.GroupPlan
 
     def _keys(self, name: str) -> Any:
-        from adapter.zap import load_keys, write_keys
+        from feedha.adapter.zap import load_keys, write_keys
 
         path = self.root / f"{self.group.channel}-{name}.key"
         return load_keys(path) if path.exists() else write_keys(path)
@@ -440,7 +440,7 @@ def open_log(name: str) -> IO[str]:
 
 def ceiling(*, quick: bool, log: IO[str]) -> dict[str, Any]:
     """The bare pyzmq throughput ceiling (one run)."""
-    from bench.ceiling import run_pair
+    from feedha.bench.ceiling import run_pair
 
     return run_pair(count=QUICK_CEILING_COUNT if quick else CEILING_COUNT, log=log)
 
@@ -581,7 +581,7 @@ def run(*, quick: bool = False) -> list[Figure]:
 
 
 def _mean_source_bytes() -> float:
-    from plain_source import SymbolModel
+    from feedha.plain_source import SymbolModel
 
     model = SymbolModel(streams=(STREAM,), symbol_count=SYMBOLS, seed=7, epoch_ns=time.time_ns())
     sizes = [len(next(model).data) for _ in range(2000)]
@@ -589,12 +589,12 @@ def _mean_source_bytes() -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.throughput client ...``: the bench client process."""
+    """``python -m feedha.bench.throughput client ...``: the bench client process."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["client"]:
         return client_main(args[1:])
     print(
-        "usage: python -m bench.throughput client --channel NAME --channel-number N --line URL...",
+        "usage: python -m feedha.bench.throughput client --channel NAME --channel-number N --line URL...",
         file=sys.stderr,
     )
     return 2

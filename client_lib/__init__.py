@@ -2,7 +2,7 @@
 
 Quick start::
 
-    from client_lib import ChannelSpec, Subscriber
+    from feedha.client import ChannelSpec, Subscriber
 
     with Subscriber([ChannelSpec("EQ1", 1, ("tcp://10.0.0.1:5601", "tcp://10.0.0.2:5601"))]) as sub:
         for delivery in sub.deliveries():
@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from client_lib.arbiter import ChannelArbiter
-from client_lib.errors import (
+from feedha.client.arbiter import ChannelArbiter
+from feedha.client.errors import (
     ClientError,
     ClosedError,
     ConfigError,
     ProtocolError,
     TransportError,
 )
-from client_lib.events import (
+from feedha.client.events import (
     ArbiterConfig,
     ArbiterStats,
     Conflict,
@@ -36,8 +36,8 @@ from client_lib.events import (
     RetransmissionNeeded,
     TermChanged,
 )
-from client_lib.replay_client import ReplayClient, ReplayClientStats
-from client_lib.subscriber import (
+from feedha.client.replay_client import ReplayClient, ReplayClientStats
+from feedha.client.subscriber import (
     AsyncSubscriber,
     ChannelSpec,
     LineSpec,
@@ -48,7 +48,7 @@ from client_lib.subscriber import (
 )
 
 if TYPE_CHECKING:
-    from admin_client import (
+    from feedha.admin_client import (
         AdminClient,
         AdminClientError,
         AdminUnavailable,
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
         Subscription,
         TlsConfig,
     )
-    from client_lib.feed_client import FeedClient, FeedClientStats
+    from feedha.client.feed_client import FeedClient, FeedClientStats
 
 # The admin client (package admin_client, shared with the adapters and feedctl)
 # needs grpc; load it only when one of its names is used, so a data-plane-only
@@ -86,14 +86,14 @@ _FEED_CLIENT_NAMES: Final = frozenset({"FeedClient", "FeedClientStats"})
 
 def __getattr__(name: str) -> Any:
     if name in _FEED_CLIENT_NAMES:
-        from client_lib import feed_client
+        from feedha.client import feed_client
 
         return getattr(feed_client, name)
     if name in _ADMIN_NAMES:
-        import admin_client
+        from feedha import admin_client
 
         return getattr(admin_client, name)
-    raise AttributeError(f"module 'client_lib' has no attribute {name!r}")
+    raise AttributeError(f"module 'feedha.client' has no attribute {name!r}")
 
 
 __all__ = [

@@ -36,8 +36,8 @@ from bisect import bisect_right
 from collections import deque
 from typing import Final
 
-from client_lib._claims import MAX_JUMP, Claims
-from client_lib.events import (
+from feedha.client._claims import MAX_JUMP, Claims
+from feedha.client.events import (
     ArbiterConfig,
     ArbiterStats,
     Conflict,
@@ -49,7 +49,7 @@ from client_lib.events import (
     RetransmissionNeeded,
     TermChanged,
 )
-from proto.wire import (
+from feedha.proto.wire import (
     BLOCK_HEADER,
     HEADER,
     HEADER_SIZE,

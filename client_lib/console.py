@@ -26,10 +26,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from admin_client import AdminClientError, add_tls_arguments, tls_from_files
-from client_lib.errors import ClientError, ConfigError, ProtocolError
-from client_lib.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
-from client_lib.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
+from feedha.admin_client import AdminClientError, add_tls_arguments, tls_from_files
+from feedha.client.errors import ClientError, ConfigError, ProtocolError
+from feedha.client.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
+from feedha.client.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -185,7 +185,7 @@ def run(spec: ChannelSpec, config: SubscriberConfig, args: argparse.Namespace, o
 
 def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
     """The ``--key-file`` form: log in, subscribe, print what the named channel delivers."""
-    from client_lib.feed_client import FeedClient
+    from feedha.client.feed_client import FeedClient
 
     try:
         key = json.loads(open(args.key_file, encoding="utf-8").read())

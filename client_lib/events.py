@@ -13,8 +13,8 @@ from typing import Final
 
 from google.protobuf.message import DecodeError
 
-from client_lib.errors import ConfigError, ProtocolError
-from proto import market_pb2
+from feedha.client.errors import ConfigError, ProtocolError
+from feedha.proto import market_pb2
 
 FILL_TIMEOUT_S: Final = 0.05
 LOSS_TIMEOUT_S: Final = 0.5

@@ -53,8 +53,8 @@ from typing import Any, Final, TypeVar
 
 import zmq
 
-import transport
-from admin_client import (
+from feedha import transport
+from feedha.admin_client import (
     AdminClient,
     AdminClientError,
     AdminUnavailable,
@@ -63,11 +63,11 @@ from admin_client import (
     Subscription,
     TlsConfig,
 )
-from admin_client.session import RETRY_DEADLINE_S
-from client_lib.errors import ClosedError, ProtocolError
-from client_lib.events import ArbiterStats, Delivery, RetransmissionNeeded
-from client_lib.replay_client import ReplayClient
-from client_lib.subscriber import ChannelSpec, Subscriber, SubscriberConfig
+from feedha.admin_client.session import RETRY_DEADLINE_S
+from feedha.client.errors import ClosedError, ProtocolError
+from feedha.client.events import ArbiterStats, Delivery, RetransmissionNeeded
+from feedha.client.replay_client import ReplayClient
+from feedha.client.subscriber import ChannelSpec, Subscriber, SubscriberConfig
 
 logger = logging.getLogger(__name__)
 

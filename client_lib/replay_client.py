@@ -34,16 +34,16 @@ from typing import Any, Final
 
 import zmq
 
-from client_lib.errors import ConfigError
-from client_lib.events import RetransmissionNeeded
-from proto.replay import (
+from feedha.client.errors import ConfigError
+from feedha.client.events import RetransmissionNeeded
+from feedha.proto.replay import (
     ReplayProtocolError,
     ReplayRequest,
     ReplayStatus,
     decode_status,
     encode_request,
 )
-from proto.wire import WireError, decode_header
+from feedha.proto.wire import WireError, decode_header
 
 logger = logging.getLogger(__name__)
 

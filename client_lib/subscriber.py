@@ -41,9 +41,9 @@ from typing import Any, Final, Protocol
 import zmq
 import zmq.asyncio
 
-from client_lib.arbiter import ChannelArbiter
-from client_lib.errors import ClosedError, ConfigError, TransportError
-from client_lib.events import (
+from feedha.client.arbiter import ChannelArbiter
+from feedha.client.errors import ClosedError, ConfigError, TransportError
+from feedha.client.events import (
     CONFLICT_WINDOW,
     FILL_TIMEOUT_S,
     LOSS_TIMEOUT_S,
@@ -54,9 +54,9 @@ from client_lib.events import (
     Event,
     RetransmissionNeeded,
 )
-from proto.registry import is_curve_key
-from proto.seal import Opener, SealError, SealKey
-from transport import recv_frames
+from feedha.proto.registry import is_curve_key
+from feedha.proto.seal import Opener, SealError, SealKey
+from feedha.transport import recv_frames
 
 logger = logging.getLogger(__name__)
 
@@ -461,7 +461,7 @@ def _configure(
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_PACKET_FRAME_BYTES)
     if endpoint.startswith(("epgm://", "pgm://")):
         # PGM sizes its receive window from ZMQ_RATE x ZMQ_RECOVERY_IVL: same options as the sender.
-        from transport import configure_socket
+        from feedha.transport import configure_socket
 
         try:
             configure_socket(socket, endpoint)

@@ -52,7 +52,7 @@ from feedha.drill import (
     start_adapter_process,
     start_drill,
 )
-from proto.replay import ReplayRequest, encode_request
+from feedha.proto.replay import ReplayRequest, encode_request
 
 KINDS: Final = ("kill", "stop", "restart", "stalled_subscriber", "replay_flood", "bad_control")
 WEIGHTS: Final = (2, 2, 1, 1, 1, 1)

@@ -163,7 +163,7 @@ def start_source(
         args += ["--endpoint", f"{stream}={endpoint}"]
     if kind == "spark":
         args += ["--checkpoint", str(workdir / "spark-checkpoint")]
-    module = "spark_feed.job" if kind == "spark" else "plain_source"
+    module = "feedha.spark_feed.job" if kind == "spark" else "feedha.plain_source"
     return JsonProcess.python("source", module, args, log=log, nice=SOURCE_NICE)
 
 

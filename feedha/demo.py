@@ -157,7 +157,7 @@ class Demo:
             [
                 sys.executable,
                 "-m",
-                "admin_server.cli",
+                "feedha.admin_server.cli",
                 "--admin-server",
                 self.admin_target,
                 "--key-id",

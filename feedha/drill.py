@@ -33,8 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-import transport
-from feedha import netns
+from feedha import netns, transport
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
 from feedha.ports import free_ports
 from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError, python_argv
@@ -253,10 +252,15 @@ def _start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> 
     if options.source == "spark":
         checkpoint = tempfile.mkdtemp(prefix="feedha-drill-spark-")
         return placement.spawn(
-            "source", "source", "spark_feed.job", [*common, "--checkpoint", checkpoint], log, nice=SOURCE_NICE
+            "source",
+            "source",
+            "feedha.spark_feed.job",
+            [*common, "--checkpoint", checkpoint],
+            log,
+            nice=SOURCE_NICE,
         )
     common += ["--seconds", f"{options.seconds:g}", *options.extra_source_args]
-    return placement.spawn("source", "source", "plain_source", common, log)
+    return placement.spawn("source", "source", "feedha.plain_source", common, log)
 
 
 def run_failover(options: DrillOptions, log: IO[str]) -> dict[str, Any]:

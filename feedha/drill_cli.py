@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import transport
-from feedha import chaos, netns
+from feedha import chaos, netns, transport
 from feedha.drill import DrillOptions, run_failover
 from feedha.procs import ProcessError
 

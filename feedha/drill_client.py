@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from client_lib import ChannelSpec, Delivery, ReplayClient, Subscriber, SubscriberConfig
+from feedha.client import ChannelSpec, Delivery, ReplayClient, Subscriber, SubscriberConfig
 
 GAP_RECORD_MS = 20.0
 GAPS_KEPT = 64

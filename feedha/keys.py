@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from adapter.zap import write_keys
+from feedha.adapter.zap import write_keys
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from adapter.zap import write_keys
+from feedha.adapter.zap import write_keys
 from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError

@@ -8,7 +8,7 @@ byte-identical streams.
 
 Quick start::
 
-    from plain_source import PlainSource, SourceConfig
+    from feedha.plain_source import PlainSource, SourceConfig
 
     source = PlainSource(SourceConfig(count=1000))
     endpoints = source.bind()          # {"A-M": "tcp://127.0.0.1:PORT", ...}
@@ -19,12 +19,12 @@ Layout: :mod:`~plain_source.model` (symbols and messages),
 :mod:`~plain_source.pacing` (due counts) are pure, as is
 :mod:`~plain_source.config`; :mod:`~plain_source.source` is the socket shell
 and :mod:`~plain_source.cli` the ``feedha source`` command
-(``python -m plain_source``).
+(``python -m feedha.plain_source``).
 """
 
 from __future__ import annotations
 
-from plain_source.config import (
+from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
     DEFAULT_RATE,
     DEFAULT_STREAMS,
@@ -34,8 +34,8 @@ from plain_source.config import (
     PREGENERATE_MAX,
     SourceConfig,
 )
-from plain_source.frames import corrupt, garbage, plan_frames
-from plain_source.model import (
+from feedha.plain_source.frames import corrupt, garbage, plan_frames
+from feedha.plain_source.model import (
     SENDER,
     GeneratedMessage,
     SymbolModel,
@@ -43,8 +43,8 @@ from plain_source.model import (
     split_symbols,
     symbol_names,
 )
-from plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
-from plain_source.source import PlainSource, SourceSummary
+from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
+from feedha.plain_source.source import PlainSource, SourceSummary
 
 __all__ = [
     "DEFAULT_LINGER_MS",

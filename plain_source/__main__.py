@@ -1,10 +1,10 @@
-"""``python -m plain_source ...``: the same as ``feedha source ...``."""
+"""``python -m feedha.plain_source ...``: the same as ``feedha source ...``."""
 
 from __future__ import annotations
 
 import sys
 
-from plain_source.cli import main
+from feedha.plain_source.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""The ``feedha source`` command (also ``python -m plain_source``).
+"""The ``feedha source`` command (also ``python -m feedha.plain_source``).
 
 Prints the bound endpoints as a JSON line, sends, then prints the summary
 line; exits 0, 1 if waiting for subscribers timed out, 2 on bad arguments.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Final
 
-from plain_source.config import (
+from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
     DEFAULT_RATE,
     DEFAULT_STREAMS,
@@ -24,7 +24,7 @@ from plain_source.config import (
     MAX_BATCH,
     SourceConfig,
 )
-from plain_source.source import PlainSource
+from feedha.plain_source.source import PlainSource
 
 _DESCRIPTION: Final = (
     "The plain-Python test source: deterministic FIX-style source streams on ZeroMQ XPUB sockets."

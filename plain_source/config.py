@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from plain_source.model import split_symbols
+from feedha.plain_source.model import split_symbols
 
 DEFAULT_STREAMS: Final = ("A-M", "N-Z")
 DEFAULT_SYMBOLS: Final = 100

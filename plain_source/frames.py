@@ -11,8 +11,8 @@ import random
 from collections.abc import Sequence
 from typing import Final
 
-from plain_source.model import GeneratedMessage
-from proto import fix
+from feedha.plain_source.model import GeneratedMessage
+from feedha.proto import fix
 
 POISON_KINDS: Final = ("oversize_symbol", "bad_utf8", "bad_number", "overflow")
 JUMP: Final = 10**12  # how far a poison jump message jumps

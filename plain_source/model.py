@@ -27,7 +27,7 @@ from operator import and_
 from typing import Final
 from zlib import adler32 as _adler32
 
-from proto.fix import checksum
+from feedha.proto.fix import checksum
 
 SENDER: Final = "FEEDHA"
 _LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -26,11 +26,11 @@ from typing import Final
 
 import zmq
 
-import transport
-from plain_source.config import MAX_BATCH, SourceConfig
-from plain_source.frames import plan_frames
-from plain_source.model import SymbolModel
-from plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
+from feedha import transport
+from feedha.plain_source.config import MAX_BATCH, SourceConfig
+from feedha.plain_source.frames import plan_frames
+from feedha.plain_source.model import SymbolModel
+from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from proto import admin_pb2 as proto_dot_admin__pb2
+from feedha.proto import admin_pb2 as feedha_dot_proto_dot_admin__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/admin_pb2_grpc.py depends on'
+        + ' but the generated code in feedha/proto/admin_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,8 +38,8 @@ class AdminAuthStub:
         """
         self.Login = channel.unary_unary(
                 '/feedha.v1.AdminAuth/Login',
-                request_serializer=proto_dot_admin__pb2.LoginRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.LoginResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.LoginRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.LoginResponse.FromString,
                 _registered_method=True)
 
 
@@ -59,8 +59,8 @@ def add_AdminAuthServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Login': grpc.unary_unary_rpc_method_handler(
                     servicer.Login,
-                    request_deserializer=proto_dot_admin__pb2.LoginRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.LoginResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.LoginRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.LoginResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -90,8 +90,8 @@ class AdminAuth:
             request,
             target,
             '/feedha.v1.AdminAuth/Login',
-            proto_dot_admin__pb2.LoginRequest.SerializeToString,
-            proto_dot_admin__pb2.LoginResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.LoginRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.LoginResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -114,8 +114,8 @@ class AdapterRegistryStub:
         """
         self.Connect = channel.stream_stream(
                 '/feedha.v1.AdapterRegistry/Connect',
-                request_serializer=proto_dot_admin__pb2.AdapterReport.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.OperatorCommand.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.AdapterReport.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.OperatorCommand.FromString,
                 _registered_method=True)
 
 
@@ -133,8 +133,8 @@ def add_AdapterRegistryServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Connect': grpc.stream_stream_rpc_method_handler(
                     servicer.Connect,
-                    request_deserializer=proto_dot_admin__pb2.AdapterReport.FromString,
-                    response_serializer=proto_dot_admin__pb2.OperatorCommand.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.AdapterReport.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.OperatorCommand.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -162,8 +162,8 @@ class AdapterRegistry:
             request_iterator,
             target,
             '/feedha.v1.AdapterRegistry/Connect',
-            proto_dot_admin__pb2.AdapterReport.SerializeToString,
-            proto_dot_admin__pb2.OperatorCommand.FromString,
+            feedha_dot_proto_dot_admin__pb2.AdapterReport.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.OperatorCommand.FromString,
             options,
             channel_credentials,
             insecure,
@@ -186,23 +186,23 @@ class StreamBrokerStub:
         """
         self.Subscribe = channel.unary_unary(
                 '/feedha.v1.StreamBroker/Subscribe',
-                request_serializer=proto_dot_admin__pb2.SubscribeRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.SubscribeResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.SubscribeResponse.FromString,
                 _registered_method=True)
         self.Modify = channel.unary_unary(
                 '/feedha.v1.StreamBroker/Modify',
-                request_serializer=proto_dot_admin__pb2.ModifyRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.SubscribeResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.ModifyRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.SubscribeResponse.FromString,
                 _registered_method=True)
         self.Cancel = channel.unary_unary(
                 '/feedha.v1.StreamBroker/Cancel',
-                request_serializer=proto_dot_admin__pb2.CancelRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.CancelResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.CancelRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.CancelResponse.FromString,
                 _registered_method=True)
         self.WatchRoutes = channel.unary_stream(
                 '/feedha.v1.StreamBroker/WatchRoutes',
-                request_serializer=proto_dot_admin__pb2.WatchRoutesRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.RouteUpdate.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.WatchRoutesRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.RouteUpdate.FromString,
                 _registered_method=True)
 
 
@@ -240,23 +240,23 @@ def add_StreamBrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Subscribe': grpc.unary_unary_rpc_method_handler(
                     servicer.Subscribe,
-                    request_deserializer=proto_dot_admin__pb2.SubscribeRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.SubscribeResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.SubscribeRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.SubscribeResponse.SerializeToString,
             ),
             'Modify': grpc.unary_unary_rpc_method_handler(
                     servicer.Modify,
-                    request_deserializer=proto_dot_admin__pb2.ModifyRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.SubscribeResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.ModifyRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.SubscribeResponse.SerializeToString,
             ),
             'Cancel': grpc.unary_unary_rpc_method_handler(
                     servicer.Cancel,
-                    request_deserializer=proto_dot_admin__pb2.CancelRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.CancelResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.CancelRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.CancelResponse.SerializeToString,
             ),
             'WatchRoutes': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchRoutes,
-                    request_deserializer=proto_dot_admin__pb2.WatchRoutesRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.RouteUpdate.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.WatchRoutesRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.RouteUpdate.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -284,8 +284,8 @@ class StreamBroker:
             request,
             target,
             '/feedha.v1.StreamBroker/Subscribe',
-            proto_dot_admin__pb2.SubscribeRequest.SerializeToString,
-            proto_dot_admin__pb2.SubscribeResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.SubscribeRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.SubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -311,8 +311,8 @@ class StreamBroker:
             request,
             target,
             '/feedha.v1.StreamBroker/Modify',
-            proto_dot_admin__pb2.ModifyRequest.SerializeToString,
-            proto_dot_admin__pb2.SubscribeResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.ModifyRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.SubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -338,8 +338,8 @@ class StreamBroker:
             request,
             target,
             '/feedha.v1.StreamBroker/Cancel',
-            proto_dot_admin__pb2.CancelRequest.SerializeToString,
-            proto_dot_admin__pb2.CancelResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.CancelRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.CancelResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -365,8 +365,8 @@ class StreamBroker:
             request,
             target,
             '/feedha.v1.StreamBroker/WatchRoutes',
-            proto_dot_admin__pb2.WatchRoutesRequest.SerializeToString,
-            proto_dot_admin__pb2.RouteUpdate.FromString,
+            feedha_dot_proto_dot_admin__pb2.WatchRoutesRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.RouteUpdate.FromString,
             options,
             channel_credentials,
             insecure,
@@ -389,38 +389,38 @@ class AdminControlStub:
         """
         self.ListAdapters = channel.unary_unary(
                 '/feedha.v1.AdminControl/ListAdapters',
-                request_serializer=proto_dot_admin__pb2.ListAdaptersRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.ListAdaptersResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.ListAdaptersRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.ListAdaptersResponse.FromString,
                 _registered_method=True)
         self.ListSubscriptions = channel.unary_unary(
                 '/feedha.v1.AdminControl/ListSubscriptions',
-                request_serializer=proto_dot_admin__pb2.ListSubscriptionsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.ListSubscriptionsResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.ListSubscriptionsRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.ListSubscriptionsResponse.FromString,
                 _registered_method=True)
         self.Failover = channel.unary_unary(
                 '/feedha.v1.AdminControl/Failover',
-                request_serializer=proto_dot_admin__pb2.FailoverRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.CommandResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.FailoverRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
                 _registered_method=True)
         self.FailAdapter = channel.unary_unary(
                 '/feedha.v1.AdminControl/FailAdapter',
-                request_serializer=proto_dot_admin__pb2.FailAdapterRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.CommandResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.FailAdapterRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
                 _registered_method=True)
         self.Throttle = channel.unary_unary(
                 '/feedha.v1.AdminControl/Throttle',
-                request_serializer=proto_dot_admin__pb2.ThrottleRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.CommandResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.ThrottleRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
                 _registered_method=True)
         self.Purge = channel.unary_unary(
                 '/feedha.v1.AdminControl/Purge',
-                request_serializer=proto_dot_admin__pb2.PurgeRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.PurgeResponse.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.PurgeRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.PurgeResponse.FromString,
                 _registered_method=True)
         self.WatchEvents = channel.unary_stream(
                 '/feedha.v1.AdminControl/WatchEvents',
-                request_serializer=proto_dot_admin__pb2.WatchEventsRequest.SerializeToString,
-                response_deserializer=proto_dot_admin__pb2.AdminEvent.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.WatchEventsRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.AdminEvent.FromString,
                 _registered_method=True)
 
 
@@ -474,38 +474,38 @@ def add_AdminControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ListAdapters': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAdapters,
-                    request_deserializer=proto_dot_admin__pb2.ListAdaptersRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.ListAdaptersResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.ListAdaptersRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.ListAdaptersResponse.SerializeToString,
             ),
             'ListSubscriptions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListSubscriptions,
-                    request_deserializer=proto_dot_admin__pb2.ListSubscriptionsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.ListSubscriptionsResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.ListSubscriptionsRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.ListSubscriptionsResponse.SerializeToString,
             ),
             'Failover': grpc.unary_unary_rpc_method_handler(
                     servicer.Failover,
-                    request_deserializer=proto_dot_admin__pb2.FailoverRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.CommandResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.FailoverRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.SerializeToString,
             ),
             'FailAdapter': grpc.unary_unary_rpc_method_handler(
                     servicer.FailAdapter,
-                    request_deserializer=proto_dot_admin__pb2.FailAdapterRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.CommandResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.FailAdapterRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.SerializeToString,
             ),
             'Throttle': grpc.unary_unary_rpc_method_handler(
                     servicer.Throttle,
-                    request_deserializer=proto_dot_admin__pb2.ThrottleRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.CommandResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.ThrottleRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.SerializeToString,
             ),
             'Purge': grpc.unary_unary_rpc_method_handler(
                     servicer.Purge,
-                    request_deserializer=proto_dot_admin__pb2.PurgeRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.PurgeResponse.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.PurgeRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.PurgeResponse.SerializeToString,
             ),
             'WatchEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEvents,
-                    request_deserializer=proto_dot_admin__pb2.WatchEventsRequest.FromString,
-                    response_serializer=proto_dot_admin__pb2.AdminEvent.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.WatchEventsRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.AdminEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -533,8 +533,8 @@ class AdminControl:
             request,
             target,
             '/feedha.v1.AdminControl/ListAdapters',
-            proto_dot_admin__pb2.ListAdaptersRequest.SerializeToString,
-            proto_dot_admin__pb2.ListAdaptersResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.ListAdaptersRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.ListAdaptersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -560,8 +560,8 @@ class AdminControl:
             request,
             target,
             '/feedha.v1.AdminControl/ListSubscriptions',
-            proto_dot_admin__pb2.ListSubscriptionsRequest.SerializeToString,
-            proto_dot_admin__pb2.ListSubscriptionsResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.ListSubscriptionsRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.ListSubscriptionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -587,8 +587,8 @@ class AdminControl:
             request,
             target,
             '/feedha.v1.AdminControl/Failover',
-            proto_dot_admin__pb2.FailoverRequest.SerializeToString,
-            proto_dot_admin__pb2.CommandResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.FailoverRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -614,8 +614,8 @@ class AdminControl:
             request,
             target,
             '/feedha.v1.AdminControl/FailAdapter',
-            proto_dot_admin__pb2.FailAdapterRequest.SerializeToString,
-            proto_dot_admin__pb2.CommandResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.FailAdapterRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -641,8 +641,8 @@ class AdminControl:
             request,
             target,
             '/feedha.v1.AdminControl/Throttle',
-            proto_dot_admin__pb2.ThrottleRequest.SerializeToString,
-            proto_dot_admin__pb2.CommandResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.ThrottleRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -668,8 +668,8 @@ class AdminControl:
             request,
             target,
             '/feedha.v1.AdminControl/Purge',
-            proto_dot_admin__pb2.PurgeRequest.SerializeToString,
-            proto_dot_admin__pb2.PurgeResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.PurgeRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.PurgeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -695,8 +695,8 @@ class AdminControl:
             request,
             target,
             '/feedha.v1.AdminControl/WatchEvents',
-            proto_dot_admin__pb2.WatchEventsRequest.SerializeToString,
-            proto_dot_admin__pb2.AdminEvent.FromString,
+            feedha_dot_proto_dot_admin__pb2.WatchEventsRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.AdminEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Final
 from zlib import adler32 as _adler32
 
-from proto.errors import ProtoError
+from feedha.proto.errors import ProtoError
 
 _ADLER_CHUNK: Final = 256  # 256 * 255 + 1 < 65521: the adler32 sum cannot wrap
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from proto import admin_pb2
-from proto.errors import ProtoError
-from proto.seal import SealKey
+from feedha.proto import admin_pb2
+from feedha.proto.errors import ProtoError
+from feedha.proto.seal import SealKey
 
 
 class AdapterRole(enum.Enum):

@@ -34,7 +34,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from proto.errors import ProtoError
+from feedha.proto.errors import ProtoError
 
 logger = logging.getLogger(__name__)
 

@@ -46,8 +46,8 @@ from typing import Final
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from proto.errors import ProtoError
-from proto.wire import HEADER_SIZE, MAGIC, SEALED_VERSION, VERSION
+from feedha.proto.errors import ProtoError
+from feedha.proto.wire import HEADER_SIZE, MAGIC, SEALED_VERSION, VERSION
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from proto.errors import ProtoError
+from feedha.proto.errors import ProtoError
 
 MAGIC: Final = b"FH"
 VERSION: Final = 1

@@ -11,14 +11,19 @@ which rule that breaks; every cycle with its files).
 
 Theory of operation
 -------------------
-Each ``.py`` file of the source packages (:data:`SOURCE_PACKAGES`, those
-present under ROOT; not ``tests/``) is parsed with :mod:`ast`, never
-imported, so the check needs nothing but Python and runs on a broken tree.
+Each ``.py`` file of the source packages (the folders that
+``[tool.feedha.namespace]`` in ROOT/pyproject.toml maps into the ``feedha``
+namespace; not ``tests/``) is parsed with :mod:`ast`, never imported, so the
+check needs nothing but Python and runs on a broken tree. A file's module is
+its installed name (``client_lib/arbiter.py`` is ``feedha.client.arbiter``).
 Every ``import``/``from ... import`` counts, at module level or inside a
 function, with relative imports resolved.
 
-- **Layer rules** look at the first component of the imported name: ``proto``
-  importing ``zmq.asyncio`` breaks the ``proto`` rule on ``zmq``. Imports under
+- **Layer rules** look at the imported name and what it starts with:
+  ``feedha.proto`` importing ``zmq.asyncio`` breaks its rule on ``zmq``.
+- **The namespace**: importing a folder by its old top-level name (``import
+  adapter``, ``from client_lib import X``) is refused: installed, only
+  ``feedha`` exists. Imports under
   ``if TYPE_CHECKING:`` count too: a type-level dependency on a higher layer
   is still one.
 - **Cycles** are found on the graph of files: ``from pkg import name`` leads
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,68 +62,88 @@ _IO: Final = frozenset(
         "select",
         "psutil",
         "pyspark",
-        "transport",
-        "admin_client",
+        "feedha.transport",
+        "feedha.admin_client",
     }
 )
 _PURE: Final = "a pure core decides from its inputs and the time passed in; its shell does the I/O"
+COMMANDS: Final = "feedha's commands"  # stands for the modules of the namespace's root folder (feedha/)
 
 # The layers, lowest first. package (or module prefix) -> (names it must not
 # import, why). A name forbids itself and everything under it (``zmq`` forbids
 # ``zmq.asyncio``); every rule whose key prefixes a module applies to it.
 # A package not listed may import anything that does not make a cycle.
 LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
-    "proto": (
+    "feedha.proto": (
         frozenset(
-            {"zmq", "adapter", "admin_server", "admin_client", "client_lib", "transport", "feedha", "bench"}
+            {
+                "zmq",
+                "feedha.adapter",
+                "feedha.admin_server",
+                "feedha.admin_client",
+                "feedha.client",
+                "feedha.transport",
+                "feedha.spark_feed",
+                "feedha.plain_source",
+                "feedha.bench",
+                COMMANDS,
+            }
         ),
         "proto is pure contracts and codecs: every other package depends on it, never the reverse",
     ),
-    "transport": (
-        frozenset({"adapter", "admin_server", "admin_client", "client_lib"}),
+    "feedha.transport": (
+        frozenset({"feedha.adapter", "feedha.admin_server", "feedha.admin_client", "feedha.client"}),
         "transport is ZeroMQ set-up shared by adapters, sources and subscribers",
     ),
-    "admin_client": (
-        frozenset({"adapter", "admin_server", "client_lib"}),
-        "admin_client is the admin API's client side, shared by the adapter, client_lib and feedctl",
+    "feedha.admin_client": (
+        frozenset({"feedha.adapter", "feedha.admin_server", "feedha.client"}),
+        "admin_client is the admin API's client side, shared by the adapter, the client and feedctl",
     ),
-    "adapter": (
-        frozenset({"admin_server"}),
+    "feedha.adapter": (
+        frozenset({"feedha.admin_server"}),
         "the adapter reaches the admin server through admin_client and proto.registry only",
     ),
-    "client_lib": (
-        frozenset({"adapter", "admin_server"}),
+    "feedha.client": (
+        frozenset({"feedha.adapter", "feedha.admin_server"}),
         "what subscribers import must not pull in the adapter or the server",
     ),
     # The pure cores (STYLE.md §1): they decide, the shells around them do the I/O.
-    "adapter.core": (
-        _IO | {"adapter.runner", "adapter.persistence", "adapter.admin_link", "adapter.journal"},
+    "feedha.adapter.core": (
+        _IO
+        | {
+            "feedha.adapter.runner",
+            "feedha.adapter.persistence",
+            "feedha.adapter.admin_link",
+            "feedha.adapter.journal",
+        },
         _PURE,
     ),
-    "adapter.conversion": (_IO | {"adapter.core", "adapter.runner", "adapter.journal"}, _PURE),
-    "client_lib.arbiter": (_IO, _PURE),
-    "plain_source.model": (_IO, _PURE),
-    "plain_source.frames": (_IO, _PURE),
-    "plain_source.pacing": (_IO, _PURE),
+    "feedha.adapter.conversion": (
+        _IO | {"feedha.adapter.core", "feedha.adapter.runner", "feedha.adapter.journal"},
+        _PURE,
+    ),
+    "feedha.client.arbiter": (_IO, _PURE),
+    "feedha.plain_source.model": (_IO, _PURE),
+    "feedha.plain_source.frames": (_IO, _PURE),
+    "feedha.plain_source.pacing": (_IO, _PURE),
 }
 
-SOURCE_PACKAGES: Final = (
-    "proto",
-    "transport",
-    "admin_client",
-    "adapter",
-    "admin_server",
-    "client_lib",
-    "spark_feed",
-    "plain_source",
-    "feedha",
-    "bench",
-)
+NAMESPACE_ROOT: Final = "feedha"
 
 # Cycles tolerated for now, each as the exact set of files of its component,
-# with a comment saying who removes it and when. None today: adapter/state.py
-# imports adapter/conversion.py only under TYPE_CHECKING, which is no cycle.
+# with a comment saying who removes it and when. None today.
 ALLOWED_CYCLES: Final[frozenset[frozenset[str]]] = frozenset()
+
+
+def namespace(root: Path) -> dict[str, str]:
+    """The installed package of each folder, from ``[tool.feedha.namespace]`` in root/pyproject.toml.
+
+    Returns:
+        ``{"feedha.client": "client_lib", ...}``: package name -> folder (relative to ``root``).
+    """
+    with open(root / "pyproject.toml", "rb") as f:
+        table: dict[str, str] = tomllib.load(f)["tool"]["feedha"]["namespace"]
+    return table
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,48 +209,78 @@ def _walk_imports(tree: ast.AST, here: str, is_package: bool) -> Iterator[Import
         stack.extend((child, guarded) for child in ast.iter_child_nodes(node))
 
 
-def parse_tree(root: Path, packages: Sequence[str] = SOURCE_PACKAGES) -> list[SourceFile]:
+def parse_tree(root: Path, packages: Mapping[str, str] | None = None) -> list[SourceFile]:
     """Parse every ``.py`` file of the packages present under ``root``.
 
     Args:
         root: the repository root.
-        packages: the top-level package names to look for.
+        packages: package name -> its folder (default: :func:`namespace`).
 
     Returns:
-        The files, sorted by path.
+        The files, sorted by path; each file's module is its installed (namespace) name.
 
     Raises:
         SyntaxError: a file does not parse.
     """
     files = []
-    for package in packages:
-        if not (root / package / "__init__.py").is_file():
+    for package, folder in (namespace(root) if packages is None else packages).items():
+        base = root / folder
+        if not (base / "__init__.py").is_file():
             continue
-        for path in sorted((root / package).rglob("*.py")):
-            rel = path.relative_to(root)
+        for path in sorted(base.rglob("*.py")):
+            inner = path.relative_to(base)
             is_package = path.name == "__init__.py"
-            parts = rel.parent.parts if is_package else (*rel.parent.parts, path.stem)
-            module = ".".join(parts)
+            parts = inner.parent.parts if is_package else (*inner.parent.parts, path.stem)
+            module = ".".join([package, *parts])
+            rel = path.relative_to(root)
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(rel))
             imports = tuple(sorted(_walk_imports(tree, module, is_package), key=lambda i: i.line))
             files.append(SourceFile(rel.as_posix(), module, is_package, imports))
-    return files
+    return sorted(files, key=lambda f: f.path)
 
 
-def layer_violations(files: Sequence[SourceFile]) -> list[str]:
-    """The imports that break :data:`LAYER_RULES`, one message each."""
+def layer_violations(files: Sequence[SourceFile], folders: Mapping[str, str] | None = None) -> list[str]:
+    """The imports that break :data:`LAYER_RULES` or bypass the namespace, one message each.
+
+    Args:
+        files: the parsed tree.
+        folders: package name -> folder, to name imports of a folder's old
+            top-level name (``import adapter`` instead of ``feedha.adapter``).
+    """
+    root_folder = (folders or {}).get(NAMESPACE_ROOT, NAMESPACE_ROOT)
+    commands = {f.module for f in files if f.path.startswith(f"{root_folder}/") and not f.is_package}
+    bare = {folder: package for package, folder in (folders or {}).items() if folder != package}
     found = []
     for source in files:
+        for imp in source.imports:
+            top = imp.module.partition(".")[0]
+            if top in bare:
+                found.append(
+                    f"{source.path}:{imp.line}: imports {imp.module}; import it as {bare[top]} "
+                    "(everything installed lives in the feedha namespace)"
+                )
         for key, (forbidden, why) in LAYER_RULES.items():
             if not _under(source.module, key):
                 continue
             for imp in source.imports:
-                hit = next((name for name in sorted(forbidden) if _under(imp.module, name)), None)
+                hit = _forbidden_hit(imp, forbidden, commands)
                 if hit is not None:
                     guard = " (under TYPE_CHECKING)" if imp.type_checking else ""
                     where = f"{source.path}:{imp.line}: imports {imp.module}{guard}"
                     found.append(f"{where}; {key} must not import {hit} ({why})")
     return found
+
+
+def _forbidden_hit(imp: Import, forbidden: frozenset[str], commands: set[str]) -> str | None:
+    # `from feedha import transport` imports feedha.transport: judge each name it takes.
+    modules = [f"{imp.module}.{n}" for n in imp.names] if imp.module == NAMESPACE_ROOT else [imp.module]
+    for module in modules:
+        if COMMANDS in forbidden and any(_under(module, c) for c in commands):
+            return COMMANDS
+        hit = next((name for name in sorted(forbidden) if _under(module, name)), None)
+        if hit is not None:
+            return hit
+    return None
 
 
 def _under(module: str, prefix: str) -> bool:
@@ -327,8 +383,11 @@ def import_cycles(
 
 def check(root: Path) -> list[str]:
     """Every problem in the tree at ``root``; empty when it follows the layers."""
-    files = parse_tree(root)
-    return layer_violations(files) + import_cycles(files)
+    folders = namespace(root)
+    files = parse_tree(root, folders)
+    # The tests are not installed, but they must import what is, by the same names.
+    tests = parse_tree(root, {"tests": "tests"})
+    return layer_violations([*files, *tests], folders) + import_cycles(files)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

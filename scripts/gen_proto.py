@@ -8,8 +8,10 @@ Usage:
 Generated files:
 
 * ``proto/*_pb2.py``, ``*_pb2.pyi``, ``*_pb2_grpc.py``: grpc_tools' Python code.
-  The .proto files are compiled with the repository root on the include path,
-  so generated modules import each other as ``from proto import market_pb2``.
+  The .proto files are compiled as ``feedha/proto/*.proto`` (their installed
+  place: ``proto/`` is the package ``feedha.proto``), so generated modules import
+  each other as ``from feedha.proto import market_pb2`` and a .proto imports
+  another as ``import "feedha/proto/market.proto"``.
 * ``adapter/_market_fields.h``: the field numbers and ready-made tags of the
   ``feedha.v1`` fields that the C fast path (``adapter/_fastpath.c``) encodes
   by hand. Generating it refuses (exit 1, naming the field) when the schema
@@ -34,7 +36,8 @@ if TYPE_CHECKING:
 ROOT: Final = Path(__file__).resolve().parent.parent
 PROTO_SUFFIXES: Final = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 HEADER: Final = "adapter/_market_fields.h"  # relative to the root
-MARKET_PROTO: Final = "proto/market.proto"
+PACKAGE_DIR: Final = "feedha/proto"  # where proto/ is installed, and the .proto files' include path
+MARKET_PROTO: Final = f"{PACKAGE_DIR}/market.proto"
 
 # FieldDescriptor.TYPE_* (the values are fixed by descriptor.proto).
 _DOUBLE, _INT64, _STRING, _MESSAGE, _ENUM = 1, 3, 9, 11, 14
@@ -102,15 +105,22 @@ def _compile(source_root: Path, out_root: Path, outputs: list[str]) -> None:
     if not sources:
         raise SystemExit(f"no .proto files under {source_root / 'proto'}")
     include = Path(protoc.__file__).parent / "_proto"
-    args = [
-        "grpc_tools.protoc",
-        f"-I{source_root}",
-        f"-I{include}",
-        *outputs,
-        *[str(p.relative_to(source_root)) for p in sources],
-    ]
-    if protoc.main(args) != 0:
-        raise SystemExit("protoc failed")
+    with tempfile.TemporaryDirectory() as stage:
+        # The schema as it is installed (feedha/proto/*.proto), so the names
+        # compiled into the descriptors and the generated imports are the namespace's.
+        staged = Path(stage) / PACKAGE_DIR
+        staged.mkdir(parents=True)
+        for source in sources:
+            shutil.copyfile(source, staged / source.name)
+        args = [
+            "grpc_tools.protoc",
+            f"-I{stage}",
+            f"-I{include}",
+            *outputs,
+            *[f"{PACKAGE_DIR}/{p.name}" for p in sources],
+        ]
+        if protoc.main(args) != 0:
+            raise SystemExit("protoc failed")
 
 
 def load_market(source_root: Path = ROOT) -> FileDescriptor:
@@ -271,11 +281,14 @@ def generate(out_root: Path, source_root: Path = ROOT) -> list[str]:
         SchemaError: market.proto no longer matches the C encoder.
     """
     (out_root / "proto").mkdir(parents=True, exist_ok=True)
-    _compile(
-        source_root,
-        out_root,
-        [f"--python_out={out_root}", f"--pyi_out={out_root}", f"--grpc_python_out={out_root}"],
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        _compile(
+            source_root,
+            Path(tmp),
+            [f"--python_out={tmp}", f"--pyi_out={tmp}", f"--grpc_python_out={tmp}"],
+        )
+        for path in (Path(tmp) / PACKAGE_DIR).iterdir():
+            shutil.move(path, out_root / "proto" / path.name)
     kept = []
     for path in sorted((out_root / "proto").iterdir()):
         if not path.name.endswith(PROTO_SUFFIXES):

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from spark_feed import model
-from spark_feed.sink import FrameTransport, Publisher, ZmqTransport
+from feedha.spark_feed import model
+from feedha.spark_feed.sink import FrameTransport, Publisher, ZmqTransport
 
 logger = logging.getLogger(__name__)
 
@@ -278,7 +278,7 @@ class FeedRun:
     def __init__(self, config: FeedConfig, spark: Any) -> None:
         import zmq
 
-        from spark_feed.transforms import SyntheticEncoder, schedule_frame
+        from feedha.spark_feed.transforms import SyntheticEncoder, schedule_frame
 
         self.config = config
         self.stats = RunStats()
@@ -346,7 +346,7 @@ class FeedRun:
                 self._in_batch = False
 
     def _publish(self, batch: Any, batch_id: int) -> None:
-        from spark_feed import transforms
+        from feedha.spark_feed import transforms
 
         entered_ns = time.time_ns()
         config = self.config
@@ -413,7 +413,7 @@ class FeedRun:
 
 def _last_seqs(table: Any, bases: dict[int, int]) -> dict[int, int]:
     # Per stream, the last source_seq once this batch is out (the base if the batch has none).
-    from spark_feed.schema import COL_SEQ, COL_STREAM
+    from feedha.spark_feed.schema import COL_SEQ, COL_STREAM
 
     result = dict(bases)
     if table.num_rows:

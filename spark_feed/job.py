@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from spark_feed._run import BatchState, FeedConfig, FeedRun, StopRequested, parse_args
+from feedha.spark_feed._run import BatchState, FeedConfig, FeedRun, StopRequested, parse_args
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def start_query(spark: Any, run: FeedRun) -> Any:
             .load()
         )
     else:
-        from spark_feed.schema import REPLAY_SCHEMA
+        from feedha.spark_feed.schema import REPLAY_SCHEMA
 
         reader = spark.readStream.schema(REPLAY_SCHEMA).option("maxFilesPerTrigger", config.files_per_trigger)
         if config.replay_format == "csv":

@@ -30,8 +30,8 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-from spark_feed.model import StreamSpec
-from spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM
+from feedha.spark_feed.model import StreamSpec
+from feedha.spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from spark_feed.model import Schedule, StreamSpec
-from spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM, SCHEDULE_SCHEMA
+from feedha.spark_feed.model import Schedule, StreamSpec
+from feedha.spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM, SCHEDULE_SCHEMA
 
 SOH: Final = "\x01"
 NS_PER_S: Final = 1_000_000_000

@@ -10,10 +10,10 @@ the wire contracts are in ``proto``.
 
 from __future__ import annotations
 
-from transport.binding import bind_again
-from transport.errors import TransportConfigError, TransportError
-from transport.frames import recv_frames
-from transport.options import (
+from feedha.transport.binding import bind_again
+from feedha.transport.errors import TransportConfigError, TransportError
+from feedha.transport.frames import recv_frames
+from feedha.transport.options import (
     DEFAULT_MULTICAST,
     LIBZMQ_DEFAULTS,
     MULTICAST_BUFFER_BYTES,

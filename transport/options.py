@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import zmq
 
-from transport.errors import TransportConfigError
+from feedha.transport.errors import TransportConfigError
 
 MULTICAST_SCHEMES: Final = ("epgm://", "pgm://", "norm://")
 MULTICAST_BUFFER_BYTES: Final = 16 * 1024 * 1024  # SO_SNDBUF / SO_RCVBUF

@@ -7,13 +7,13 @@ bytes), and the engines that run them (``engine``, chosen by ``choice``). All pu
 
 from __future__ import annotations
 
-from adapter.conversion.choice import make_engine
-from adapter.conversion.codec import encode_update, from_proto, to_proto
-from adapter.conversion.engine import ConversionEngine, Run, Stop
-from adapter.conversion.messages import SourceMessage, SourceUpdateEntry
-from adapter.conversion.parser import REASONS, Converter, peek_source_seq
-from adapter.conversion.state import ConversionState, SymbolValues
-from adapter.conversion.table import ConverterTable
+from feedha.adapter.conversion.choice import make_engine
+from feedha.adapter.conversion.codec import encode_update, from_proto, to_proto
+from feedha.adapter.conversion.engine import ConversionEngine, Run, Stop
+from feedha.adapter.conversion.messages import SourceMessage, SourceUpdateEntry
+from feedha.adapter.conversion.parser import REASONS, Converter, peek_source_seq
+from feedha.adapter.conversion.state import ConversionState, SymbolValues
+from feedha.adapter.conversion.table import ConverterTable
 
 __all__ = [
     "REASONS",

@@ -26,14 +26,14 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
-from adapter.conversion.state import DIGEST_MASK, ConversionState, SymbolValues, symbol_digest
-from adapter.conversion.table import EXTRA_INPUTS, ConverterTable, FieldRule
+from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
+from feedha.adapter.conversion.state import DIGEST_MASK, ConversionState, SymbolValues, symbol_digest
+from feedha.adapter.conversion.table import EXTRA_INPUTS, ConverterTable, FieldRule
 
 logger = logging.getLogger(__name__)
 
 try:
-    from adapter import _fastpath
+    from feedha.adapter import _fastpath
 except ImportError:  # pragma: no cover - the build is broken; the adapter still works, slowly
     _fastpath = None  # type: ignore[assignment]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from array import array
 
-from adapter.conversion.engine import ConversionEngine, RunTuple, Stop
-from adapter.conversion.state import ConversionState
-from adapter.conversion.table import ConverterTable
-from adapter.errors import ConversionError
-from proto import fix, wire
+from feedha.adapter.conversion.engine import ConversionEngine, RunTuple, Stop
+from feedha.adapter.conversion.state import ConversionState
+from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.errors import ConversionError
+from feedha.proto import fix, wire
 
 __all__ = ["ReferenceEngine"]
 

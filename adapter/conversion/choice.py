@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from adapter.conversion import _native
-from adapter.conversion._reference import ReferenceEngine
-from adapter.conversion.engine import ConversionEngine
-from adapter.conversion.table import ConverterTable
+from feedha.adapter.conversion import _native
+from feedha.adapter.conversion._reference import ReferenceEngine
+from feedha.adapter.conversion.engine import ConversionEngine
+from feedha.adapter.conversion.table import ConverterTable
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ the field numbers it uses from ``proto/market.proto``.
 
 from __future__ import annotations
 
-from adapter.conversion.messages import SourceMessage
-from adapter.conversion.state import SymbolValues
-from proto import market_pb2
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.state import SymbolValues
+from feedha.proto import market_pb2
 
 __all__ = ["encode_update", "from_proto", "to_proto"]
 

@@ -36,11 +36,11 @@ import enum
 from collections.abc import Callable
 from typing import NamedTuple
 
-from adapter.conversion.codec import encode_update
-from adapter.conversion.messages import SourceMessage
-from adapter.conversion.parser import Converter
-from adapter.conversion.state import ConversionState, SymbolValues
-from adapter.conversion.table import ConverterTable
+from feedha.adapter.conversion.codec import encode_update
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.parser import Converter
+from feedha.adapter.conversion.state import ConversionState, SymbolValues
+from feedha.adapter.conversion.table import ConverterTable
 
 __all__ = ["ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
 

@@ -16,10 +16,10 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from adapter.conversion.messages import SourceMessage, SourceUpdateEntry, new_entry
-from adapter.conversion.table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
-from adapter.errors import ConversionError
-from proto import market_pb2
+from feedha.adapter.conversion.messages import SourceMessage, SourceUpdateEntry, new_entry
+from feedha.adapter.conversion.table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
+from feedha.adapter.errors import ConversionError
+from feedha.proto import market_pb2
 
 __all__ = ["REASONS", "Converter", "peek_source_seq"]
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass, fields
 from hashlib import blake2b
 from typing import Final
 
-from adapter.conversion.messages import SourceMessage
-from adapter.errors import ConversionError
-from proto import market_pb2
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.errors import ConversionError
+from feedha.proto import market_pb2
 
 DIGEST_MASK: Final = (1 << 64) - 1
 INT64_MAX: Final = (1 << 63) - 1

@@ -28,9 +28,9 @@ from typing import Any, Final
 
 import yaml
 
-from adapter.errors import ConfigError
-from proto import market_pb2
-from proto.fix import parse_timestamp
+from feedha.adapter.errors import ConfigError
+from feedha.proto import market_pb2
+from feedha.proto.fix import parse_timestamp
 
 DEFAULT_TABLE_RESOURCE: Final = "converters.yaml"
 INT64_MIN: Final = -(2**63)
@@ -234,7 +234,11 @@ class ConverterTable:
             ConfigError: unreadable YAML or a bad key/value (the message names both).
         """
         if path is None:
-            text = resources.files("adapter.conversion").joinpath(DEFAULT_TABLE_RESOURCE).read_text("utf-8")
+            text = (
+                resources.files("feedha.adapter.conversion")
+                .joinpath(DEFAULT_TABLE_RESOURCE)
+                .read_text("utf-8")
+            )
             source = f"adapter/{DEFAULT_TABLE_RESOURCE}"
         else:
             try:

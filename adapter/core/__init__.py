@@ -10,7 +10,7 @@ the core's parts. Nothing here imports zmq, grpc, asyncio or time.
 
 from __future__ import annotations
 
-from adapter.core.actions import (
+from feedha.adapter.core.actions import (
     Action,
     JournalRecords,
     Publish,
@@ -19,8 +19,8 @@ from adapter.core.actions import (
     Status,
     WriteCheckpoint,
 )
-from adapter.core.config import CoreConfig
-from adapter.core.machine import AdapterCore, SyncView
+from feedha.adapter.core.config import CoreConfig
+from feedha.adapter.core.machine import AdapterCore, SyncView
 
 __all__ = [
     "Action",

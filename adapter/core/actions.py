@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from adapter.core.syncbus import SyncMessage
+from feedha.adapter.core.syncbus import SyncMessage
 
 __all__ = ["Action", "JournalRecords", "Publish", "Quarantine", "SendSync", "Status", "WriteCheckpoint"]
 

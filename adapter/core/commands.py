@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
-from adapter.core.sync_types import CommandKind
-from adapter.errors import AdapterError
+from feedha.adapter.core.sync_types import CommandKind
+from feedha.adapter.errors import AdapterError
 
 __all__ = [
     "MAX_REQUEST_BYTES",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from adapter.core.sync_types import SyncConfig
-from adapter.errors import ConfigError
-from proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
+from feedha.adapter.core.sync_types import SyncConfig
+from feedha.adapter.errors import ConfigError
+from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
 
 LINE_HEARTBEAT_S: Final = 0.1
 RING_SIZE: Final = 8192

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from adapter.conversion.state import SymbolValues
-from adapter.core.actions import JournalRecords, WriteCheckpoint
-from adapter.core.recovery import encode_checkpoint_state
+from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.core.actions import JournalRecords, WriteCheckpoint
+from feedha.adapter.core.recovery import encode_checkpoint_state
 
 __all__ = ["JournalPlan"]
 

@@ -36,10 +36,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from adapter.conversion.engine import ConversionEngine
-from adapter.core import recovery, syncbus
-from adapter.core.actions import Action, Publish, SendSync, Status
-from adapter.core.commands import (
+from feedha.adapter.conversion.engine import ConversionEngine
+from feedha.adapter.core import recovery, syncbus
+from feedha.adapter.core.actions import Action, Publish, SendSync, Status
+from feedha.adapter.core.commands import (
     Command,
     CorruptState,
     DropPackets,
@@ -48,14 +48,14 @@ from adapter.core.commands import (
     ShowStatus,
     Throttle,
 )
-from adapter.core.config import MAX_PAUSE_S, CoreConfig
-from adapter.core.health import HealthMeter, MachineSample, health_score
-from adapter.core.journaling import JournalPlan
-from adapter.core.output import LineOutput
-from adapter.core.pipeline import Pipeline
-from adapter.core.sequencer import PositionReport
-from adapter.core.sync import Action as SyncAction
-from adapter.core.sync import (
+from feedha.adapter.core.config import MAX_PAUSE_S, CoreConfig
+from feedha.adapter.core.health import HealthMeter, MachineSample, health_score
+from feedha.adapter.core.journaling import JournalPlan
+from feedha.adapter.core.output import LineOutput
+from feedha.adapter.core.pipeline import Pipeline
+from feedha.adapter.core.sequencer import PositionReport
+from feedha.adapter.core.sync import Action as SyncAction
+from feedha.adapter.core.sync import (
     ActiveReported,
     CommandRejected,
     HealthMeasured,
@@ -78,7 +78,7 @@ from adapter.core.sync import (
     next_deadline,
     on_event,
 )
-from adapter.core.sync_types import CommandKind
+from feedha.adapter.core.sync_types import CommandKind
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from proto import wire
+from feedha.proto import wire
 
 __all__ = ["LineOutput"]
 

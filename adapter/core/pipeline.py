@@ -32,19 +32,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Protocol
 
-from adapter.conversion.engine import ConversionEngine, Stop
-from adapter.conversion.messages import SourceMessage
-from adapter.conversion.parser import peek_source_seq
-from adapter.core import syncbus
-from adapter.core.actions import Action, Publish, Quarantine
-from adapter.core.config import RING_SIZE
-from adapter.core.journaling import JournalPlan
-from adapter.core.output import UNBOUNDED_ROOM, LineOutput
-from adapter.core.ring import SourceRing
-from adapter.core.sequencer import Sequencer, SourceVerdict
-from adapter.core.sync_types import ArrivalChecked, SnapshotAdopted, SourceGapSeen, SyncEvent
-from adapter.errors import ConversionError
-from proto import fix, wire
+from feedha.adapter.conversion.engine import ConversionEngine, Stop
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.parser import peek_source_seq
+from feedha.adapter.core import syncbus
+from feedha.adapter.core.actions import Action, Publish, Quarantine
+from feedha.adapter.core.config import RING_SIZE
+from feedha.adapter.core.journaling import JournalPlan
+from feedha.adapter.core.output import UNBOUNDED_ROOM, LineOutput
+from feedha.adapter.core.ring import SourceRing
+from feedha.adapter.core.sequencer import Sequencer, SourceVerdict
+from feedha.adapter.core.sync_types import ArrivalChecked, SnapshotAdopted, SourceGapSeen, SyncEvent
+from feedha.adapter.errors import ConversionError
+from feedha.proto import fix, wire
 
 logger = logging.getLogger(__name__)
 

@@ -38,10 +38,10 @@ from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
-from adapter.conversion.codec import from_proto, to_proto
-from adapter.conversion.state import ConversionState, SymbolValues
-from adapter.core.sequencer import Sequencer
-from proto import market_pb2, sync_pb2
+from feedha.adapter.conversion.codec import from_proto, to_proto
+from feedha.adapter.conversion.state import ConversionState, SymbolValues
+from feedha.adapter.core.sequencer import Sequencer
+from feedha.proto import market_pb2, sync_pb2
 
 logger = logging.getLogger(__name__)
 

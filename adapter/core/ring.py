@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from adapter.conversion.messages import SourceMessage
-from adapter.errors import ConversionError
-from proto import fix
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.errors import ConversionError
+from feedha.proto import fix
 
 __all__ = ["SourceRing"]
 

@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Final, TypeAlias
 
-from adapter.core.sequencer import ReportVerdict
-from adapter.core.sync_types import (
+from feedha.adapter.core.sequencer import ReportVerdict
+from feedha.adapter.core.sync_types import (
     AHEAD_TOLERANCE,
     DESYNC_LIMIT,
     DESYNC_WINDOW_S,
@@ -80,7 +80,7 @@ from adapter.core.sync_types import (
     SyncStatus,
     Tick,
 )
-from adapter.errors import SyncProtocolError
+from feedha.adapter.errors import SyncProtocolError
 
 UNSYNCED_TIMEOUT_FACTOR: Final = 3  # silence, in heartbeat timeouts, before an unsynced backup stands
 

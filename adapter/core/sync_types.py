@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from adapter.core.sequencer import ReportVerdict
-from adapter.errors import ConfigError
+from feedha.adapter.core.sequencer import ReportVerdict
+from feedha.adapter.errors import ConfigError
 
 HEARTBEAT_INTERVAL_S: Final = 0.01
 HEARTBEAT_TIMEOUT_S: Final = 0.4

@@ -17,11 +17,11 @@ from typing import Final, TypeAlias
 
 from google.protobuf.message import DecodeError
 
-from adapter.conversion.codec import from_proto, to_proto
-from adapter.conversion.state import SymbolValues
-from adapter.core.sync_types import Role
-from adapter.errors import AdapterError
-from proto import sync_pb2
+from feedha.adapter.conversion.codec import from_proto, to_proto
+from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.core.sync_types import Role
+from feedha.adapter.errors import AdapterError
+from feedha.proto import sync_pb2
 
 __all__ = [
     "Failed",

@@ -15,20 +15,20 @@ See DESIGN.md, "The journal". Public API::
 
 from __future__ import annotations
 
-from adapter.journal.checkpoint import Checkpoint, CheckpointStore
-from adapter.journal.config import FsyncPolicy, JournalConfig
-from adapter.journal.errors import (
+from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
+from feedha.adapter.journal.config import FsyncPolicy, JournalConfig
+from feedha.adapter.journal.errors import (
     CorruptRecordError,
     JournalClosedError,
     JournalError,
     JournalIOError,
     SequenceError,
 )
-from adapter.journal.format import Record
-from adapter.journal.reader import JournalReader
-from adapter.journal.recovery import RecoveryReport, recover
-from adapter.journal.retention import apply_retention
-from adapter.journal.writer import JournalWriter
+from feedha.adapter.journal.format import Record
+from feedha.adapter.journal.reader import JournalReader
+from feedha.adapter.journal.recovery import RecoveryReport, recover
+from feedha.adapter.journal.retention import apply_retention
+from feedha.adapter.journal.writer import JournalWriter
 
 __all__ = [
     "Checkpoint",

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapter.journal._framing import write_out
-from adapter.journal.errors import JournalIOError
-from adapter.journal.format import INDEX_ENTRY, encode_index_header
-from adapter.journal.segment import SparseIndex
+from feedha.adapter.journal._framing import write_out
+from feedha.adapter.journal.errors import JournalIOError
+from feedha.adapter.journal.format import INDEX_ENTRY, encode_index_header
+from feedha.adapter.journal.segment import SparseIndex
 
 logger = logging.getLogger(__name__)
 

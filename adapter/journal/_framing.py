@@ -14,7 +14,7 @@ import logging
 logger = logging.getLogger(__name__)
 
 try:
-    from adapter.journal._native import (
+    from feedha.adapter.journal._native import (
         HARDWARE_CRC,
         crc32c,
         decode_records,
@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without a build
         "(several times slower): run `python setup.py build_ext --inplace`",
         exc,
     )
-    from adapter.journal._reference import (
+    from feedha.adapter.journal._reference import (
         HARDWARE_CRC,
         crc32c,
         decode_records,

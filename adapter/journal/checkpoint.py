@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from adapter.journal._framing import crc32c
-from adapter.journal.errors import CorruptRecordError
+from feedha.adapter.journal._framing import crc32c
+from feedha.adapter.journal.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
 

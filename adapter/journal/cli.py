@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from adapter.journal.format import Record
-from adapter.journal.reader import JournalReader
-from adapter.journal.verify import verify_journal
+from feedha.adapter.journal.format import Record
+from feedha.adapter.journal.reader import JournalReader
+from feedha.adapter.journal.verify import verify_journal
 
 
 def _time(time_ns: int) -> str:
@@ -24,7 +24,7 @@ def _decode_update(payload: bytes) -> dict[str, Any] | None:
     from google.protobuf import json_format
     from google.protobuf.message import DecodeError
 
-    from proto import market_pb2
+    from feedha.proto import market_pb2
 
     update = market_pb2.MarketUpdate()
     try:
@@ -89,7 +89,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _quarantine(args: argparse.Namespace) -> int:
-    from adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
+    from feedha.adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
 
     path = args.directory / QUARANTINE_FILE if args.directory.is_dir() else args.directory
     if not path.exists() and not path.with_name(path.name + ".1").exists():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from adapter.errors import ConfigError
+from feedha.adapter.errors import ConfigError
 
 
 class FsyncPolicy(Enum):

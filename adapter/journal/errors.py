@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapter.errors import AdapterError
+from feedha.adapter.errors import AdapterError
 
 
 class JournalError(AdapterError):

@@ -51,9 +51,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final, NamedTuple
 
-from adapter.journal import _framing
-from adapter.journal._framing import crc32c
-from adapter.journal.errors import CorruptRecordError
+from feedha.adapter.journal import _framing
+from feedha.adapter.journal._framing import crc32c
+from feedha.adapter.journal.errors import CorruptRecordError
 
 RECORD_HEADER: Final = struct.Struct("<IIQQQHH")
 RECORD_HEADER_SIZE: Final = RECORD_HEADER.size  # 36

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from adapter.journal.errors import CorruptRecordError
-from adapter.journal.format import (
+from feedha.adapter.journal.errors import CorruptRecordError
+from feedha.adapter.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     DecodeStatus,
@@ -43,7 +43,7 @@ from adapter.journal.format import (
     decode_records,
     decode_segment_header,
 )
-from adapter.journal.segment import SegmentInfo, list_segments, load_index, next_segment
+from feedha.adapter.journal.segment import SegmentInfo, list_segments, load_index, next_segment
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapter.journal.checkpoint import Checkpoint, CheckpointStore
-from adapter.journal.errors import CorruptRecordError
-from adapter.journal.format import SEGMENT_HEADER_SIZE, DecodeStatus
-from adapter.journal.segment import (
+from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
+from feedha.adapter.journal.errors import CorruptRecordError
+from feedha.adapter.journal.format import SEGMENT_HEADER_SIZE, DecodeStatus
+from feedha.adapter.journal.segment import (
     ScanResult,
     SegmentInfo,
     SparseIndex,

@@ -6,8 +6,8 @@ import logging
 import os
 from pathlib import Path
 
-from adapter.journal.config import JournalConfig
-from adapter.journal.segment import SegmentInfo, list_segments
+from feedha.adapter.journal.config import JournalConfig
+from feedha.adapter.journal.segment import SegmentInfo, list_segments
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapter.journal.errors import CorruptRecordError
-from adapter.journal.format import (
+from feedha.adapter.journal.errors import CorruptRecordError
+from feedha.adapter.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     DecodeStatus,

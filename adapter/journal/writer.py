@@ -30,12 +30,12 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from adapter.journal._flusher import Batch, Flusher, OpenSegment
-from adapter.journal._framing import frame_into, frame_one_into, frame_tuples_into
-from adapter.journal.checkpoint import Checkpoint, CheckpointStore
-from adapter.journal.config import FsyncPolicy, JournalConfig
-from adapter.journal.errors import JournalClosedError, SequenceError
-from adapter.journal.format import (
+from feedha.adapter.journal._flusher import Batch, Flusher, OpenSegment
+from feedha.adapter.journal._framing import frame_into, frame_one_into, frame_tuples_into
+from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
+from feedha.adapter.journal.config import FsyncPolicy, JournalConfig
+from feedha.adapter.journal.errors import JournalClosedError, SequenceError
+from feedha.adapter.journal.format import (
     MAX_PAYLOAD_BYTES,
     NS_PER_DAY,
     RECORD_HEADER_SIZE,
@@ -46,9 +46,9 @@ from adapter.journal.format import (
     segment_name,
     utc_day,
 )
-from adapter.journal.recovery import RecoveryReport, recover
-from adapter.journal.retention import apply_retention
-from adapter.journal.segment import SparseIndex
+from feedha.adapter.journal.recovery import RecoveryReport, recover
+from feedha.adapter.journal.retention import apply_retention
+from feedha.adapter.journal.segment import SparseIndex
 
 logger = logging.getLogger(__name__)
 

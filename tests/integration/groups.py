@@ -18,7 +18,7 @@ import zmq
 from feedha.cluster import GroupPlan, control, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
-from proto import wire
+from feedha.proto import wire
 
 FAST = ["--heartbeat-timeout", "0.4", "--desync-window", "30", "--allow-fault-injection"]
 
@@ -81,7 +81,7 @@ class Group:
             *("--wait-subscribers", str(self.subscribers)),
             *extra,
         ]
-        self.source = JsonProcess.python("source", "plain_source", args)
+        self.source = JsonProcess.python("source", "feedha.plain_source", args)
         return self.source
 
     def sent(self, timeout: float = 30) -> int:

@@ -24,10 +24,10 @@ from typing import Any
 
 import zmq
 
-import transport
-from admin_client import AdminClient, tls_from_files
-from proto.seal import Opener, SealError, SealKey
-from proto.wire import WireError, decode_header
+from feedha import transport
+from feedha.admin_client import AdminClient, tls_from_files
+from feedha.proto.seal import Opener, SealError, SealKey
+from feedha.proto.wire import WireError, decode_header
 
 
 def _emit(event: str, **fields: Any) -> None:

@@ -1,6 +1,6 @@
 """The synchronized adapter group with real processes and real sockets on loopback.
 
-Each test starts the plain test source, adapters (``python -m adapter``) and
+Each test starts the plain test source, adapters (``python -m feedha.adapter``) and
 reads their lines directly or through the client library. Waits are polls
 with deadlines on the adapters' control sockets or on received packets.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from feedha.cluster import control
-from proto import market_pb2
+from feedha.proto import market_pb2
 from tests.integration.groups import Group, LineTap, running_group
 
 CHANNEL = "EQ-A-Z"

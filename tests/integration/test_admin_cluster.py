@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import pytest
 
-from client_lib import AuthenticationFailed, Delivery, FeedClient, PermissionDenied, SubscriberConfig
+from feedha.client import AuthenticationFailed, Delivery, FeedClient, PermissionDenied, SubscriberConfig
 from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
@@ -176,7 +176,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                         proc.wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
             c.source = JsonProcess.python(
                 "source",
-                "plain_source",
+                "feedha.plain_source",
                 [
                     *("--endpoint", f"A-M={source_endpoint}", "--streams", "A-M"),
                     *("--rate", "1000", "--seconds", "600", "--symbols", "26"),

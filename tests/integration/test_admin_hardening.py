@@ -15,12 +15,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from admin_client import RegistryAgent
-from admin_server import keyfile, tokens
-from admin_server.backoff import ADDRESS_FREE_FAILURES
-from admin_server.store import Store
-from proto import admin_pb2, admin_pb2_grpc
-from proto.registry import AdapterRole
+from feedha.admin_client import RegistryAgent
+from feedha.admin_server import keyfile, tokens
+from feedha.admin_server.backoff import ADDRESS_FREE_FAILURES
+from feedha.admin_server.store import Store
+from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.proto.registry import AdapterRole
 from tests.integration.test_admin_processes import BIN, ServerProcess, add_user, run
 from tests.integration.test_admin_server import eventually, fake_adapter
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from admin_client import AdminClient, RegistryAgent
-from proto.registry import AdapterRole, CommandKind
+from feedha.admin_client import AdminClient, RegistryAgent
+from feedha.proto.registry import AdapterRole, CommandKind
 from tests.integration.test_admin_server import POLICY, eventually, fake_adapter
 
 BIN = Path(sys.executable).parent

@@ -13,14 +13,14 @@ from typing import Any
 import grpc
 import pytest
 
-from admin_client import AdminClient, AuthenticationFailed, PermissionDenied, RegistryAgent
-from admin_server import tokens
-from admin_server.config import ChannelConfig, ServerConfig
-from admin_server.hub import HubEvent
-from admin_server.server import AdminServer
-from admin_server.store import Store
-from proto import admin_pb2, admin_pb2_grpc
-from proto.registry import (
+from feedha.admin_client import AdminClient, AuthenticationFailed, PermissionDenied, RegistryAgent
+from feedha.admin_server import tokens
+from feedha.admin_server.config import ChannelConfig, ServerConfig
+from feedha.admin_server.hub import HubEvent
+from feedha.admin_server.server import AdminServer
+from feedha.admin_server.store import Store
+from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.proto.registry import (
     AdapterRegistration,
     AdapterRole,
     AdapterStatus,

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import pytest
 
-from admin_client import AdminClient, tls_from_files
+from feedha.admin_client import AdminClient, tls_from_files
 from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
@@ -88,7 +88,9 @@ class Cluster:
                 "--tls-key",
                 str(self.client.key),
             )
-        return run("-m", "admin_server.cli", "--admin-server", self.target, *tls, "--json", *args, env=env)
+        return run(
+            "-m", "feedha.admin_server.cli", "--admin-server", self.target, *tls, "--json", *args, env=env
+        )
 
     def adapters(self) -> dict[str, dict[str, Any]]:
         done = self.feedctl("adapters")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from bench import seal as bench_seal
-from bench.cli import BENCHMARKS
-from bench.common import format_figure
+from feedha.bench import seal as bench_seal
+from feedha.bench.cli import BENCHMARKS
+from feedha.bench.common import format_figure
 
 
 def test_packets_are_typical_and_small() -> None:
@@ -21,7 +21,7 @@ def test_packets_are_typical_and_small() -> None:
 
 @pytest.mark.timeout(60)
 def test_quick_run_prints_cost_and_rate_figures_beside_the_bare_pair() -> None:
-    assert BENCHMARKS["seal"] == ("bench.seal", "run")
+    assert BENCHMARKS["seal"] == ("feedha.bench.seal", "run")
     figures = [json.loads(format_figure(item, as_json=True)) for item in bench_seal.run(quick=True)]
     shapes = {(item["name"], item["unit"], item["params"]["packet"]) for item in figures}
     assert shapes == {

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.ceiling import run_pair
-from bench.cli import lost_in
-from bench.common import figure, format_figure
-from bench.report import load_figures, write_report
-from bench.throughput import PipelineOptions, run_pipeline
+from feedha.bench.ceiling import run_pair
+from feedha.bench.cli import lost_in
+from feedha.bench.common import figure, format_figure
+from feedha.bench.report import load_figures, write_report
+from feedha.bench.throughput import PipelineOptions, run_pipeline
 
 FIGURE_KEYS = {"name", "value", "unit", "ceiling", "ratio", "params", "machine"}
 MACHINE_KEYS = {"cores", "cpu_model", "python", "pyzmq", "libzmq", "platform"}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import zmq
 
-from client_lib import (
+from feedha.client import (
     AsyncSubscriber,
     ChannelSpec,
     ClosedError,
@@ -22,9 +22,9 @@ from client_lib import (
     Subscriber,
     SubscriberConfig,
 )
-from proto import market_pb2
-from proto.seal import Sealer, SealKey
-from proto.wire import FLAG_RETRANSMISSION, encode_packet
+from feedha.proto import market_pb2
+from feedha.proto.seal import Sealer, SealKey
+from feedha.proto.wire import FLAG_RETRANSMISSION, encode_packet
 
 CHANNEL = "EQ1"
 NUMBER = 3
@@ -252,7 +252,7 @@ def test_gap_lost_without_hook_then_delivery_moves_on(lines: Any) -> None:
 
 
 def test_bad_endpoint_is_a_config_error() -> None:
-    from client_lib import ConfigError
+    from feedha.client import ConfigError
 
     with pytest.raises(ConfigError) as info:
         Subscriber({CHANNEL: ["tcp://no-such-host-name-here.invalid:zz"]})
@@ -321,7 +321,7 @@ def test_console_subscriber_prints_every_delivery_once(
 ) -> None:
     import threading
 
-    from client_lib import console
+    from feedha.client import console
 
     total = 200
     made = lines(2)

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 import zmq
 
-from admin_client import AdminClient
-from client_lib import ChannelSpec, Subscriber, SubscriberConfig
-from client_lib.events import Delivery
+from feedha.admin_client import AdminClient
+from feedha.client import ChannelSpec, Subscriber, SubscriberConfig
+from feedha.client.events import Delivery
 from feedha.procs import JsonProcess
-from proto.replay import ReplayRequest, encode_request
+from feedha.proto.replay import ReplayRequest, encode_request
 from tests.integration.groups import running_group
 
 CHANNEL = "EQ-A-Z"
@@ -190,9 +190,9 @@ def test_a_revoked_subscriber_is_cut_off_within_two_seconds(cluster: dict[str, A
 
 @pytest.mark.parametrize("secured", [False, True])
 def test_a_forged_sync_bus_peer_changes_nothing_with_the_group_key(tmp_path: Path, secured: bool) -> None:
-    from adapter.core.sync_types import Role
-    from adapter.core.syncbus import Sender, StreamState, encode_sync
-    from adapter.zap import write_keys
+    from feedha.adapter.core.sync_types import Role
+    from feedha.adapter.core.syncbus import Sender, StreamState, encode_sync
+    from feedha.adapter.zap import write_keys
 
     key = tmp_path / "sync.key"
     group_public = write_keys(key).public

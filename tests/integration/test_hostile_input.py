@@ -15,9 +15,9 @@ import psutil
 import pytest
 import zmq
 
-from adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
+from feedha.adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
 from feedha.cluster import control
-from proto.replay import ReplayRequest, decode_status, encode_request
+from feedha.proto.replay import ReplayRequest, decode_status, encode_request
 from tests.integration.groups import LineTap, running_group
 
 CHANNEL = "EQ-A-Z"
@@ -167,9 +167,9 @@ def test_bad_control_commands_get_clear_errors_and_the_adapter_lives() -> None:
 
 
 def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
-    from client_lib import ChannelSpec, Subscriber
-    from client_lib.events import Delivery
-    from proto import wire
+    from feedha.client import ChannelSpec, Subscriber
+    from feedha.client.events import Delivery
+    from feedha.proto import wire
 
     with running_group(channel=CHANNEL, channel_number=1, size=2, rate=2000, seconds=4) as group:
         group.start_adapter(1, active=True)

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from adapter.journal import JournalWriter
-from adapter.journal.segment import list_segments
-from proto import market_pb2
+from feedha.adapter.journal import JournalWriter
+from feedha.adapter.journal.segment import list_segments
+from feedha.proto import market_pb2
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000_000_000

@@ -8,15 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from adapter.journal import JournalReader, JournalWriter, Record
-from adapter.journal.segment import list_segments
+from feedha.adapter.journal import JournalReader, JournalWriter, Record
+from feedha.adapter.journal.segment import list_segments
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000_000_000
 
 CHILD = f"""
 import sys
-from adapter.journal import FsyncPolicy, JournalConfig, JournalWriter
+from feedha.adapter.journal import FsyncPolicy, JournalConfig, JournalWriter
 
 directory, count, every, segment_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 config = JournalConfig(segment_bytes=segment_bytes, buffer_bytes=16384, fsync=FsyncPolicy.BATCH)

@@ -19,13 +19,13 @@ from typing import Any
 
 import zmq
 
-from adapter.journal import JournalReader
-from adapter.journal.segment import list_segments
-from client_lib import ChannelSpec, Delivery, GapLost, ReplayClient, Subscriber, SubscriberConfig
+from feedha.adapter.journal import JournalReader
+from feedha.adapter.journal.segment import list_segments
+from feedha.client import ChannelSpec, Delivery, GapLost, ReplayClient, Subscriber, SubscriberConfig
 from feedha.cluster import control
 from feedha.ports import free_ports
-from proto import market_pb2, wire
-from proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
+from feedha.proto import market_pb2, wire
+from feedha.proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
 from tests.integration.groups import Group, running_group
 
 CHANNEL = "EQ-J"

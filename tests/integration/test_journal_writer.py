@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.journal import (
+from feedha.adapter.journal import (
     CorruptRecordError,
     FsyncPolicy,
     JournalClosedError,
@@ -23,8 +23,8 @@ from adapter.journal import (
     SequenceError,
     recover,
 )
-from adapter.journal.format import NS_PER_DAY, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE
-from adapter.journal.segment import list_segments, load_index
+from feedha.adapter.journal.format import NS_PER_DAY, RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE
+from feedha.adapter.journal.segment import list_segments, load_index
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14T22:13:20Z
 SMALL = JournalConfig(segment_bytes=8192, buffer_bytes=4096, index_interval_bytes=512, fsync=FsyncPolicy.NONE)

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-import transport
-from feedha import netns
+from feedha import netns, transport
 from feedha.drill import DrillOptions, run_failover
 
 pytestmark = [
@@ -101,7 +100,7 @@ def test_backup_host_restarted_resynchronizes(tmp_path: Path) -> None:
 
 def _replay_ready() -> str | None:
     """Why the journal-recovery drills cannot run yet, or None when they can."""
-    if importlib.util.find_spec("client_lib.replay_client") is None:
+    if importlib.util.find_spec("feedha.client.replay_client") is None:
         return "client_lib/replay_client.py (the replay service's client) is not there yet"
     source = Path(__file__).resolve().parents[2] / "feedha" / "drill_client.py"
     if "--replay" not in source.read_text():

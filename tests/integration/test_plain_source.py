@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-from adapter.conversion import peek_source_seq
-from proto.fix import split_messages
+from feedha.adapter.conversion import peek_source_seq
+from feedha.proto.fix import split_messages
 
 REPO = Path(__file__).parents[2]
 EPOCH = 1_700_000_000_000_000_000
@@ -36,7 +36,7 @@ def start_source(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
         [
             sys.executable,
             "-m",
-            "plain_source",
+            "feedha.plain_source",
             "--bind-host",
             "127.0.0.1",
             "--wait-timeout",
@@ -190,7 +190,7 @@ def test_pregenerated_run_sends_the_live_runs_messages(context: zmq.Context[zmq.
 
 def test_pregenerate_refuses_an_unbounded_run() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "plain_source", "--pregenerate", "--rate", "1000"],
+        [sys.executable, "-m", "feedha.plain_source", "--pregenerate", "--rate", "1000"],
         cwd=REPO,
         capture_output=True,
         text=True,

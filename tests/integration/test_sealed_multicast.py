@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 
-import transport
-from adapter.zap import write_keys
-from feedha import netns
+from feedha import netns, transport
+from feedha.adapter.zap import write_keys
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv
 from feedha.procs import JsonProcess, python_argv
 from tests.integration.certs import Authority
@@ -153,7 +152,7 @@ def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
     site.spawn(
         "source",
         "source",
-        "plain_source",
+        "feedha.plain_source",
         [*("--endpoint", f"{STREAM}={source}", "--streams", STREAM, "--rate", str(RATE), "--seconds", "60")]
         + ["--symbols", "50", "--wait-subscribers", "2", "--tick", "0.001"],
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from proto import fix
+from feedha.proto import fix
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -86,7 +86,7 @@ def receiver_and_args(tmp_path: Path) -> Iterator[tuple[Receiver, list[str]]]:
     ports = [_free_port() for _ in STREAMS]
     endpoints = [f"tcp://127.0.0.1:{port}" for port in ports]
     receiver = Receiver(endpoints)
-    args = [sys.executable, "-m", "spark_feed.job", "--checkpoint", str(tmp_path / "checkpoint"),
+    args = [sys.executable, "-m", "feedha.spark_feed.job", "--checkpoint", str(tmp_path / "checkpoint"),
             "--rate", "4000", "--trigger-ms", "500", "--symbols", "120", "--seed", "3",
             "--master", "local[2]",
             "--wait-subscribers", "1", "--wait-timeout", "120", "--quiet"]  # fmt: skip

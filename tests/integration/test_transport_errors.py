@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-import transport
-from transport import TransportConfigError
+from feedha import transport
+from feedha.transport import TransportConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = "epgm://127.0.0.1;239.192.1.1:7101"

@@ -31,7 +31,19 @@ def _run(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+NAMESPACE = """\
+[tool.feedha.namespace]
+"feedha" = "feedha"
+"feedha.proto" = "proto"
+"feedha.adapter" = "adapter"
+"feedha.admin_server" = "admin_server"
+"feedha.client" = "client_lib"
+"feedha.bench" = "bench"
+"""
+
+
 def _tree(root: Path, files: dict[str, str]) -> Path:
+    (root / "pyproject.toml").write_text(NAMESPACE)
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -51,19 +63,20 @@ def test_a_violation_and_a_cycle_are_named(tmp_path: Path) -> None:
             "proto/__init__.py": "",
             "proto/codec.py": "import zmq.asyncio\n",
             "adapter/__init__.py": "",
-            "adapter/a.py": "from adapter import b\n",
-            "adapter/b.py": "def later():\n    from adapter.c import x\n",
+            "adapter/a.py": "from feedha.adapter import b\n",
+            "adapter/b.py": "def later():\n    from feedha.adapter.c import x\n",
             "adapter/c.py": "from . import a\nx = 1\n",
-            "adapter/link.py": "from admin_server.agent import RegistryAgent\n",
+            "adapter/link.py": "from feedha.admin_server.agent import RegistryAgent\n",
             "admin_server/__init__.py": "",
             "admin_server/agent.py": "RegistryAgent = object\n",
         },
     )
     result = _run(root)
     assert result.returncode == 1
-    assert "proto/codec.py:1: imports zmq.asyncio; proto must not import zmq" in result.stderr
+    assert "proto/codec.py:1: imports zmq.asyncio; feedha.proto must not import zmq" in result.stderr
     assert (
-        "adapter/link.py:1: imports admin_server.agent; adapter must not import admin_server" in result.stderr
+        "adapter/link.py:1: imports feedha.admin_server.agent; feedha.adapter must not import "
+        "feedha.admin_server" in result.stderr
     )
     assert "cycle between 3 file(s): adapter/a.py, adapter/b.py, adapter/c.py" in result.stderr
     assert "adapter/a.py -> adapter/b.py -> adapter/c.py -> adapter/a.py" in result.stderr
@@ -75,16 +88,19 @@ def test_type_checking_imports_are_no_cycle_but_still_break_layers(tmp_path: Pat
         {
             "adapter/__init__.py": "",
             "adapter/state.py": (
-                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from adapter.conversion import M\n"
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from feedha.adapter.conversion import M\n"
             ),
-            "adapter/conversion.py": "from adapter.state import S\n",
-            "client_lib/__init__.py": "import typing\nif typing.TYPE_CHECKING:\n    import adapter.state\n",
+            "adapter/conversion.py": "from feedha.adapter.state import S\n",
+            "client_lib/__init__.py": (
+                "import typing\nif typing.TYPE_CHECKING:\n    import feedha.adapter.state\n"
+            ),
         },
     )
     problems = check_layers.check(root)
     assert problems == [
-        "client_lib/__init__.py:3: imports adapter.state (under TYPE_CHECKING); client_lib must not import "
-        "adapter (what subscribers import must not pull in the adapter or the server)"
+        "client_lib/__init__.py:3: imports feedha.adapter.state (under TYPE_CHECKING); feedha.client must "
+        "not import feedha.adapter (what subscribers import must not pull in the adapter or the server)"
     ]
 
 
@@ -93,9 +109,9 @@ def test_allowed_cycles_and_self_imports(tmp_path: Path) -> None:
         tmp_path,
         {
             "bench/__init__.py": "",
-            "bench/x.py": "import bench.y\n",
-            "bench/y.py": "from bench.x import run\n",
-            "bench/z.py": "from bench import z\n",
+            "bench/x.py": "import feedha.bench.y\n",
+            "bench/y.py": "from feedha.bench.x import run\n",
+            "bench/z.py": "from feedha.bench import z\n",
         },
     )
     files = check_layers.parse_tree(root)
@@ -128,7 +144,7 @@ def test_a_pure_core_that_reads_the_clock_or_a_socket_is_named(tmp_path: Path) -
         {
             "adapter/__init__.py": "",
             "adapter/core/__init__.py": "",
-            "adapter/core/machine.py": "import time\nfrom adapter.runner import AdapterRunner\n",
+            "adapter/core/machine.py": "import time\nfrom feedha.adapter.runner import AdapterRunner\n",
             "adapter/runner.py": "import time\nimport zmq\nAdapterRunner = object\n",  # the shell may
             "client_lib/__init__.py": "",
             "client_lib/arbiter.py": "import zmq\n",
@@ -136,10 +152,32 @@ def test_a_pure_core_that_reads_the_clock_or_a_socket_is_named(tmp_path: Path) -
     )
     result = _run(root)
     assert result.returncode == 1
-    assert "adapter/core/machine.py:1: imports time; adapter.core must not import time" in result.stderr
     assert (
-        "adapter/core/machine.py:2: imports adapter.runner; adapter.core must not import adapter.runner"
-        in (result.stderr)
+        "adapter/core/machine.py:1: imports time; feedha.adapter.core must not import time" in result.stderr
     )
-    assert "client_lib/arbiter.py:1: imports zmq; client_lib.arbiter must not import zmq" in result.stderr
+    assert (
+        "adapter/core/machine.py:2: imports feedha.adapter.runner; feedha.adapter.core must not import "
+        "feedha.adapter.runner" in (result.stderr)
+    )
+    assert "client_lib/arbiter.py:1: imports zmq; feedha.client.arbiter must not import zmq" in result.stderr
     assert "adapter/runner.py" not in result.stderr
+
+
+def test_an_import_that_bypasses_the_namespace_is_named(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "feedha/__init__.py": "",
+            "feedha/demo.py": "from client_lib import FeedClient\n",
+            "proto/__init__.py": "",
+            "proto/wire.py": "from feedha import demo\n",
+            "client_lib/__init__.py": "FeedClient = object\n",
+        },
+    )
+    problems = check_layers.check(root)
+    assert problems == [
+        "feedha/demo.py:1: imports client_lib; import it as feedha.client "
+        "(everything installed lives in the feedha namespace)",
+        "proto/wire.py:1: imports feedha; feedha.proto must not import feedha's commands "
+        "(proto is pure contracts and codecs: every other package depends on it, never the reverse)",
+    ]

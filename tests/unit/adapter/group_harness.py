@@ -20,17 +20,25 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from adapter.conversion import ConverterTable, make_engine
-from adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish, SendSync, Status, WriteCheckpoint
-from adapter.core.commands import Command
-from adapter.core.health import MachineSample
-from adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
-from adapter.journal.format import Record
-from adapter.replay import ReplayService
-from client_lib.arbiter import ChannelArbiter
-from client_lib.events import ArbiterConfig, Delivery, GapLost, RetransmissionNeeded
-from proto import fix
-from proto.replay import ReplayRequest, encode_request
+from feedha.adapter.conversion import ConverterTable, make_engine
+from feedha.adapter.core import (
+    AdapterCore,
+    CoreConfig,
+    JournalRecords,
+    Publish,
+    SendSync,
+    Status,
+    WriteCheckpoint,
+)
+from feedha.adapter.core.commands import Command
+from feedha.adapter.core.health import MachineSample
+from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
+from feedha.adapter.journal.format import Record
+from feedha.adapter.replay import ReplayService
+from feedha.client.arbiter import ChannelArbiter
+from feedha.client.events import ArbiterConfig, Delivery, GapLost, RetransmissionNeeded
+from feedha.proto import fix
+from feedha.proto.replay import ReplayRequest, encode_request
 
 STEP_S: Final = 0.001
 EPOCH_NS: Final = 1_790_000_000_000_000_000
@@ -323,7 +331,7 @@ class CoreGroup:
 
     def line(self, number: int) -> dict[int, tuple[int, bytes]]:
         """msg_seq -> (source_seq, payload) of everything one adapter's line carried."""
-        from proto import wire
+        from feedha.proto import wire
 
         seen: dict[int, tuple[int, bytes]] = {}
         for packet in self.members[number].packets:

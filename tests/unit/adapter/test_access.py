@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapter.access import LINE, MAX_KEYS, REPLAY, AccessTable
+from feedha.adapter.access import LINE, MAX_KEYS, REPLAY, AccessTable
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 

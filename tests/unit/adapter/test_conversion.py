@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.conversion import (
+from feedha.adapter.conversion import (
     REASONS,
     Converter,
     ConverterTable,
@@ -22,10 +22,10 @@ from adapter.conversion import (
     peek_source_seq,
     to_proto,
 )
-from adapter.conversion.table import to_double, to_int, to_str, to_timestamp_ns
-from adapter.errors import ConfigError, ConversionError
-from proto import market_pb2
-from proto.fix import SourceEntry, encode_market_data, encode_message, split_messages
+from feedha.adapter.conversion.table import to_double, to_int, to_str, to_timestamp_ns
+from feedha.adapter.errors import ConfigError, ConversionError
+from feedha.proto import market_pb2
+from feedha.proto.fix import SourceEntry, encode_market_data, encode_message, split_messages
 
 T0 = 1_700_000_000_123_456_789
 BID, ASK, TRADE = market_pb2.ENTRY_TYPE_BID, market_pb2.ENTRY_TYPE_ASK, market_pb2.ENTRY_TYPE_TRADE

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from adapter.core.commands import CorruptState, RoleCommand, Throttle
-from adapter.core.sync_types import CommandKind, Role
-from proto import fix, market_pb2
+from feedha.adapter.core.commands import CorruptState, RoleCommand, Throttle
+from feedha.adapter.core.sync_types import CommandKind, Role
+from feedha.proto import fix, market_pb2
 
 from .group_harness import CoreGroup, Member
 
@@ -112,7 +112,7 @@ def test_restarted_old_active_sees_the_higher_term_and_serves_as_backup() -> Non
     assert (sync.role, sync.term, sync.active) == (Role.BACKUP, 2, 2)
     assert "active" not in restarted.roles()
     group.run(0.3)
-    from proto import wire
+    from feedha.proto import wire
 
     assert restarted.packets and {wire.decode_header(p).term for p in restarted.packets} == {2}
 

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.conversion import Converter, ConverterTable, _native, make_engine
-from adapter.conversion.state import ConversionState, SymbolValues
-from adapter.conversion.table import DerivedRule
-from adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
-from adapter.core.sync import Role
-from proto import fix, wire
+from feedha.adapter.conversion import Converter, ConverterTable, _native, make_engine
+from feedha.adapter.conversion.state import ConversionState, SymbolValues
+from feedha.adapter.conversion.table import DerivedRule
+from feedha.adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
+from feedha.adapter.core.sync import Role
+from feedha.proto import fix, wire
 
 pytestmark = pytest.mark.skipif(not _native.AVAILABLE, reason="adapter._fastpath is not built")
 
@@ -31,7 +31,7 @@ def test_the_extension_is_built_in_this_checkout() -> None:
 
 @given(st.binary(max_size=400))
 def test_blake2b_64_is_hashlib_blake2b(data: bytes) -> None:
-    from adapter import _fastpath
+    from feedha.adapter import _fastpath
 
     assert _fastpath.blake2b_64(data) == int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
@@ -192,7 +192,7 @@ def test_a_backup_that_does_not_publish_numbers_and_converts_the_same() -> None:
 
 @pytest.mark.parametrize("native", [True, False])
 def test_runs_stop_at_a_pending_report(native: bool) -> None:
-    from adapter.core.sequencer import PositionReport, ReportVerdict
+    from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
 
     core = _core(native=native, publishing=False)
     frames = list(_frames(11, 300))

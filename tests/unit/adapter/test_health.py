@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapter.core.health import HealthMeter, HealthSample, MachineSample, health_score
+from feedha.adapter.core.health import HealthMeter, HealthSample, MachineSample, health_score
 
 
 def _sample(**changes: float) -> HealthSample:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from adapter.config import AdapterConfig
-from adapter.conversion import make_engine
-from adapter.conversion.table import ConverterTable
-from adapter.core.commands import (
+from feedha.adapter.config import AdapterConfig
+from feedha.adapter.conversion import make_engine
+from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.core.commands import (
     ControlError,
     CorruptState,
     DropPackets,
@@ -20,11 +20,11 @@ from adapter.core.commands import (
     Throttle,
     decode_request,
 )
-from adapter.core.config import CoreConfig
-from adapter.core.machine import AdapterCore
-from adapter.core.sync_types import CommandKind
-from adapter.errors import ConfigError
-from adapter.replay import ReplayLimits, TokenBucket
+from feedha.adapter.core.config import CoreConfig
+from feedha.adapter.core.machine import AdapterCore
+from feedha.adapter.core.sync_types import CommandKind
+from feedha.adapter.errors import ConfigError
+from feedha.adapter.replay import ReplayLimits, TokenBucket
 
 
 def test_a_token_bucket_refills_at_its_rate_up_to_its_burst_and_carries_debt() -> None:
@@ -144,7 +144,7 @@ def test_the_control_socket_must_be_local(endpoint: str, local: bool) -> None:
 
 
 def test_admin_tls_arguments_reach_the_config() -> None:
-    from adapter.__main__ import build_parser, config_from_args
+    from feedha.adapter.__main__ import build_parser, config_from_args
 
     base = ["--channel", "c", "--channel-number", "1", "--adapter", "1", "--source", "tcp://127.0.0.1:1"]
     base += ["--source-stream", "s", "--source-stream-number", "1"]

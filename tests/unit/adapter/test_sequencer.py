@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.core.sequencer import PositionReport, ReportVerdict, Sequencer, SourceVerdict
+from feedha.adapter.core.sequencer import PositionReport, ReportVerdict, Sequencer, SourceVerdict
 
 
 def feed(seq: Sequencer, first: int, last: int, digest: int = 0) -> None:

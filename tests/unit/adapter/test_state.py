@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.conversion import ConversionState, SourceMessage, SourceUpdateEntry, SymbolValues
-from adapter.conversion.state import symbol_digest
-from adapter.errors import ConversionError
-from proto import market_pb2
+from feedha.adapter.conversion import ConversionState, SourceMessage, SourceUpdateEntry, SymbolValues
+from feedha.adapter.conversion.state import symbol_digest
+from feedha.adapter.errors import ConversionError
+from feedha.proto import market_pb2
 
 BID, ASK, TRADE = market_pb2.ENTRY_TYPE_BID, market_pb2.ENTRY_TYPE_ASK, market_pb2.ENTRY_TYPE_TRADE
 REPO = Path(__file__).parents[3]

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.core.sequencer import ReportVerdict
-from adapter.core.sync import (
+from feedha.adapter.core.sequencer import ReportVerdict
+from feedha.adapter.core.sync import (
     UNSYNCED_TIMEOUT_FACTOR,
     ActiveReported,
     ArrivalChecked,
@@ -35,7 +35,7 @@ from adapter.core.sync import (
     next_deadline,
     on_event,
 )
-from adapter.errors import ConfigError, SyncProtocolError
+from feedha.adapter.errors import ConfigError, SyncProtocolError
 
 CFG = SyncConfig()
 

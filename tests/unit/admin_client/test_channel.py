@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from admin_client import (
+from feedha.admin_client import (
     AdminClientError,
     AdminUnavailable,
     AuthenticationFailed,

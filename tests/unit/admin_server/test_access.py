@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from admin_server.access import desired_grants, plan_commands
-from admin_server.errors import PermissionDeniedError
-from admin_server.store import SubscriptionRecord
-from proto.registry import AccessGrant, CommandKind
+from feedha.admin_server.access import desired_grants, plan_commands
+from feedha.admin_server.errors import PermissionDeniedError
+from feedha.admin_server.store import SubscriptionRecord
+from feedha.proto.registry import AccessGrant, CommandKind
 
 A, B = "a" * 40, "b" * 40
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from admin_server.backoff import (
+from feedha.admin_server.backoff import (
     ADDRESS_FREE_FAILURES,
     ADDRESS_MAX_DELAY_S,
     FREE_FAILURES,
     LoginThrottle,
     peer_address,
 )
-from admin_server.store import MAX_LOGIN_AUDIT_ROWS, Store
+from feedha.admin_server.store import MAX_LOGIN_AUDIT_ROWS, Store
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from admin_server.broker import LineView, plan_routes
-from admin_server.config import ChannelConfig
-from admin_server.errors import PermissionDeniedError
-from admin_server.policy import Principal, parse_policy
-from proto.registry import AdapterRole
+from feedha.admin_server.broker import LineView, plan_routes
+from feedha.admin_server.config import ChannelConfig
+from feedha.admin_server.errors import PermissionDeniedError
+from feedha.admin_server.policy import Principal, parse_policy
+from feedha.proto.registry import AdapterRole
 
 POLICY = parse_policy(
     """\

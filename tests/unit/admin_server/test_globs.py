@@ -9,9 +9,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from admin_server import globs
-from admin_server.errors import PatternError
-from admin_server.policy import Mode, Principal, parse_policy
+from feedha.admin_server import globs
+from feedha.admin_server.errors import PatternError
+from feedha.admin_server.policy import Mode, Principal, parse_policy
 
 # The patterns mention only a, b and ]; c stands for every character they do not mention.
 ALPHABET = "ab]c"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from admin_server import keyfile, tokens
-from admin_server.config import ServerConfig
-from admin_server.errors import ConfigError
-from admin_server.store import Store
+from feedha.admin_server import keyfile, tokens
+from feedha.admin_server.config import ServerConfig
+from feedha.admin_server.errors import ConfigError
+from feedha.admin_server.store import Store
 
 
 def mode(path: Path) -> int:

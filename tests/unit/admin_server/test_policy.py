@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from admin_server.errors import PolicyError
-from admin_server.policy import Mode, PolicyFile, Principal, parse_policy
+from feedha.admin_server.errors import PolicyError
+from feedha.admin_server.policy import Mode, PolicyFile, Principal, parse_policy
 
 GOOD = """\
 version: 1

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from admin_server.broker import line_views, plan_routes
-from admin_server.config import ChannelConfig, ServerConfig
-from admin_server.errors import ConfigError, NotFoundError, PermissionDeniedError, PreconditionError
-from admin_server.policy import Principal, parse_policy
-from admin_server.registry import EventKind, Registry
-from proto.registry import (
+from feedha.admin_server.broker import line_views, plan_routes
+from feedha.admin_server.config import ChannelConfig, ServerConfig
+from feedha.admin_server.errors import ConfigError, NotFoundError, PermissionDeniedError, PreconditionError
+from feedha.admin_server.policy import Principal, parse_policy
+from feedha.admin_server.registry import EventKind, Registry
+from feedha.proto.registry import (
     AdapterRegistration,
     AdapterRole,
     AdapterStatus,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from admin_server.sealing import SWITCH_S, SealRings, is_multicast
-from proto.seal import SealKey
+from feedha.admin_server.sealing import SWITCH_S, SealRings, is_multicast
+from feedha.proto.seal import SealKey
 
 
 def _rings() -> SealRings:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from admin_server import tokens
-from admin_server.backoff import LoginBackoff
-from admin_server.errors import AuthenticationError, TokenExpiredError, TokenInvalidError
+from feedha.admin_server import tokens
+from feedha.admin_server.backoff import LoginBackoff
+from feedha.admin_server.errors import AuthenticationError, TokenExpiredError, TokenInvalidError
 
 KEY = b"k" * 32
 

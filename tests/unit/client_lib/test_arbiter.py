@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client_lib.arbiter import ChannelArbiter
-from client_lib.errors import ConfigError, ProtocolError
-from client_lib.events import (
+from feedha.client.arbiter import ChannelArbiter
+from feedha.client.errors import ConfigError, ProtocolError
+from feedha.client.events import (
     ArbiterConfig,
     Conflict,
     Delivery,
@@ -18,8 +18,8 @@ from client_lib.events import (
     RetransmissionNeeded,
     TermChanged,
 )
-from proto import market_pb2
-from proto.wire import FLAG_END_OF_SESSION, FLAG_RETRANSMISSION, encode_packet
+from feedha.proto import market_pb2
+from feedha.proto.wire import FLAG_END_OF_SESSION, FLAG_RETRANSMISSION, encode_packet
 
 CHANNEL = 7
 

@@ -27,9 +27,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client_lib._claims import MAX_JUMP, Claims
-from client_lib.arbiter import ChannelArbiter
-from client_lib.events import (
+from feedha.client._claims import MAX_JUMP, Claims
+from feedha.client.arbiter import ChannelArbiter
+from feedha.client.events import (
     ArbiterConfig,
     ArbiterStats,
     Conflict,
@@ -41,7 +41,7 @@ from client_lib.events import (
     RetransmissionNeeded,
     TermChanged,
 )
-from proto.wire import (
+from feedha.proto.wire import (
     FLAG_END_OF_SESSION,
     FLAG_RETRANSMISSION,
     HEADER_SIZE,

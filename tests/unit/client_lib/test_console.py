@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from client_lib import console
-from client_lib.arbiter import ChannelArbiter
-from client_lib.errors import ConfigError
-from client_lib.events import ArbiterConfig, Delivery, GapLost
-from client_lib.subscriber import RCVHWM
-from proto import market_pb2
-from proto.wire import encode_packet
+from feedha.client import console
+from feedha.client.arbiter import ChannelArbiter
+from feedha.client.errors import ConfigError
+from feedha.client.events import ArbiterConfig, Delivery, GapLost
+from feedha.client.subscriber import RCVHWM
+from feedha.proto import market_pb2
+from feedha.proto.wire import encode_packet
 
 
 def test_parse_channel() -> None:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-import client_lib
-from client_lib import ChannelSpec, ConfigError, LineSpec, SubscriberConfig, channel_specs_from_routes
-from client_lib.subscriber import normalize_channels
+from feedha import client as client_lib
+from feedha.client import ChannelSpec, ConfigError, LineSpec, SubscriberConfig, channel_specs_from_routes
+from feedha.client.subscriber import normalize_channels
 
 
 def test_mapping_form_adopts_channel_numbers() -> None:

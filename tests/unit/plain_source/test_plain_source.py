@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.conversion import Converter, ConverterTable
-from plain_source import (
+from feedha.adapter.conversion import Converter, ConverterTable
+from feedha.plain_source import (
     SENDER,
     PacingSchedule,
     PlainSource,
@@ -24,8 +24,8 @@ from plain_source import (
     split_symbols,
     symbol_names,
 )
-from plain_source.cli import config_from_args
-from proto.fix import SourceEntry, checksum, encode_market_data, split_messages
+from feedha.plain_source.cli import config_from_args
+from feedha.proto.fix import SourceEntry, checksum, encode_market_data, split_messages
 
 EPOCH = 1_700_000_000_000_000_000
 
@@ -349,7 +349,7 @@ def test_send_loop_fast_path_sends_the_frames_plan_frames_makes(batch: int) -> N
 
 @pytest.mark.parametrize("p", [0.02, 0.45, 0.5, 1e-9, 0.999999])
 def test_random_below_decides_like_random_on_the_boundary_words(p: float) -> None:
-    from plain_source.model import _RandomBelow  # the fast path's exact test, checked at its edges
+    from feedha.plain_source.model import _RandomBelow  # the fast path's exact test, checked at its edges
 
     below = _RandomBelow.of(p)
 

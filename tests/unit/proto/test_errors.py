@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proto import fix, replay, wire
-from proto.errors import ProtoError
+from feedha.proto import fix, replay, wire
+from feedha.proto.errors import ProtoError
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proto import fix
+from feedha.proto import fix
 
 NS = 1_700_000_000_123_456_789
 

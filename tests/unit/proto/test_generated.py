@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from proto import market_pb2
+from feedha.proto import market_pb2
 
 ROOT = Path(__file__).resolve().parents[3]
 

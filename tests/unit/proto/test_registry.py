@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from proto import admin_pb2, registry
-from proto.errors import ProtoError
-from proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, Command, CommandKind, SyncStatus
-from proto.seal import SealKey
+from feedha.proto import admin_pb2, registry
+from feedha.proto.errors import ProtoError
+from feedha.proto.registry import (
+    AdapterRegistration,
+    AdapterRole,
+    AdapterStatus,
+    Command,
+    CommandKind,
+    SyncStatus,
+)
+from feedha.proto.seal import SealKey
 
 
 def test_registration_round_trip() -> None:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proto import seal, wire
-from proto.errors import ProtoError
+from feedha.proto import seal, wire
+from feedha.proto.errors import ProtoError
 
 # The worked example of docs/wire-format.md, "Sealed packets (version 2)": the v1 example packet
 # of section 1 sealed with key id 7, key bytes 00 01 .. 1f, nonce prefix a1b2c3d4, counter 1.

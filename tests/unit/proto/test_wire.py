@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proto import wire
+from feedha.proto import wire
 
 EXAMPLE = bytes.fromhex(
     "4648 01 00 0001 0002 00000003 000000000000000a"  # magic ver flags chan adapter term first

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from spark_feed import model
+from feedha.spark_feed import model
 
 
 def _schedule(symbols: int = 60, seed: int = 3, streams: str = "A-M,N-Z") -> model.Schedule:

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from proto import fix
-from spark_feed import model
-from spark_feed.sink import Publisher, finish_messages, frame_ranges
+from feedha.proto import fix
+from feedha.spark_feed import model
+from feedha.spark_feed.sink import Publisher, finish_messages, frame_ranges
 
 
 def _unfinished(message: bytes) -> bytes:

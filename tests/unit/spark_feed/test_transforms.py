@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from proto import fix
-from spark_feed import model, transforms
-from spark_feed.schema import REPLAY_SCHEMA
-from spark_feed.sink import finish_messages
+from feedha.proto import fix
+from feedha.spark_feed import model, transforms
+from feedha.spark_feed.schema import REPLAY_SCHEMA
+from feedha.spark_feed.sink import finish_messages
 
 pytestmark = [
     pytest.mark.spark,

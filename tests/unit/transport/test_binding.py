@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from transport import bind_again
+from feedha.transport import bind_again
 
 
 def test_an_address_closed_a_moment_ago_is_bound_again() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import transport
-from transport import MulticastOptions, TransportConfigError, TransportError
+from feedha import transport
+from feedha.transport import MulticastOptions, TransportConfigError, TransportError
 
 
 def test_is_multicast() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from transport import receiving_endpoint
+from feedha.transport import receiving_endpoint
 
 
 def test_a_multicast_line_is_joined_on_the_receivers_interface() -> None:

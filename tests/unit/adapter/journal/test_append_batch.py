@@ -7,14 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from adapter.config import AdapterConfig
-from adapter.conversion import ConverterTable, make_engine
-from adapter.core import AdapterCore
-from adapter.core.journaling import JournalPlan
-from adapter.journal import FsyncPolicy, JournalConfig, JournalReader, JournalWriter, Record, SequenceError
-from adapter.journal.format import NS_PER_DAY
-from adapter.journal.segment import list_segments, load_index
-from adapter.persistence import JournalKeeper
+from feedha.adapter.config import AdapterConfig
+from feedha.adapter.conversion import ConverterTable, make_engine
+from feedha.adapter.core import AdapterCore
+from feedha.adapter.core.journaling import JournalPlan
+from feedha.adapter.journal import (
+    FsyncPolicy,
+    JournalConfig,
+    JournalReader,
+    JournalWriter,
+    Record,
+    SequenceError,
+)
+from feedha.adapter.journal.format import NS_PER_DAY
+from feedha.adapter.journal.segment import list_segments, load_index
+from feedha.adapter.persistence import JournalKeeper
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14T22:13:20Z
 # Small segments, buffers and index spacing, so a batch crosses all of them.

@@ -4,8 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from adapter.journal.checkpoint import Checkpoint, CheckpointStore, decode_checkpoint, encode_checkpoint
-from adapter.journal.errors import CorruptRecordError
+from feedha.adapter.journal.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    decode_checkpoint,
+    encode_checkpoint,
+)
+from feedha.adapter.journal.errors import CorruptRecordError
 
 
 def make(generation: int, state: bytes = b"state") -> Checkpoint:

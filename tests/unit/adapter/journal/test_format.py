@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.journal.errors import CorruptRecordError
-from adapter.journal.format import (
+from feedha.adapter.journal.errors import CorruptRecordError
+from feedha.adapter.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     DecodeStatus,

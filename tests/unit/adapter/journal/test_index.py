@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from adapter.journal.segment import SparseIndex
+from feedha.adapter.journal.segment import SparseIndex
 
 
 def test_floor_finds_last_entry_at_or_before() -> None:

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.journal import _framing, _native, _reference
-from adapter.journal.format import MAX_PAYLOAD_BYTES, RECORD_HEADER_SIZE, Record, encode_record
+from feedha.adapter.journal import _framing, _native, _reference
+from feedha.adapter.journal.format import MAX_PAYLOAD_BYTES, RECORD_HEADER_SIZE, Record, encode_record
 
 IMPLEMENTATIONS = [pytest.param(_native, id="native"), pytest.param(_reference, id="reference")]
 MAX_U64 = 2**64 - 1
@@ -65,9 +65,9 @@ def test_constants_match_the_format() -> None:
 def test_fallback_without_the_extension_logs_a_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setitem(sys.modules, "adapter.journal._native", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "feedha.adapter.journal._native", None)  # makes the import fail
     try:
-        with caplog.at_level(logging.WARNING, logger="adapter.journal._framing"):
+        with caplog.at_level(logging.WARNING, logger="feedha.adapter.journal._framing"):
             fallback = importlib.reload(_framing)
         assert not fallback.IS_NATIVE
         assert fallback.frame_records is _reference.frame_records

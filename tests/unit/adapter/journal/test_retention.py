@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapter.journal.format import segment_name
-from adapter.journal.retention import select_expired
-from adapter.journal.segment import SegmentInfo
+from feedha.adapter.journal.format import segment_name
+from feedha.adapter.journal.retention import select_expired
+from feedha.adapter.journal.segment import SegmentInfo
 
 S = 1_000_000_000
 
