@@ -153,6 +153,7 @@ class AdapterConfig:
             checkpoint_interval_s=self.checkpoint_interval_s,
             max_source_gap=self.max_source_gap,
             fault_injection=self.fault_injection,
+            group_size=len(self.peers) + 1,
         )
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import AdapterCore, JournalRecords, WriteCheckpoint
 from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter
 from feedha.adapter.journal.segment import list_segments
+from feedha.adapter.journal.term import read_term, write_term
 from feedha.adapter.replay import ReplayLimits, ReplayService
 from feedha.adapter.replay_server import FlushRequest, ReplayServer
 from feedha.adapter.zap import DataPlaneGuard
@@ -67,6 +68,7 @@ class JournalKeeper:
             writer.latest_checkpoint(),
             JournalReader(self._dir),
             journal_last_msg_seq=max(writer.last_msg_seq, 0),
+            term=read_term(self._dir),
         )
         if cfg.replay_endpoint:
             service = ReplayService(
@@ -108,6 +110,10 @@ class JournalKeeper:
         cfg = self._config
         if cfg.retention_max_age_s is not None or cfg.retention_max_bytes is not None:
             self.writer.apply_retention(now_ns=time.time_ns())
+
+    def record_term(self, term: int) -> None:
+        """Keep the highest term known, for a restart (fsync'd: terms grow rarely)."""
+        write_term(self._dir, term)
 
     def served(self) -> dict[str, int]:
         """The replay service's counters for the adapter's status (none before it started)."""

@@ -56,6 +56,7 @@ from feedha.adapter.core import (
     JournalRecords,
     Publish,
     Quarantine,
+    RecordTerm,
     SendSync,
     Status,
     WriteCheckpoint,
@@ -336,6 +337,8 @@ class AdapterRunner:
                 self.journal.checkpoint(action)
             elif type(action) is Status:
                 self._status(action.event, **action.fields)
+            elif type(action) is RecordTerm and self.journal is not None:
+                self.journal.record_term(action.term)
             elif type(action) is Quarantine and self._quarantine is not None:
                 self._quarantine.write(
                     time_ns=time.time_ns(),

@@ -36,7 +36,7 @@ class StreamState(_message.Message):
     def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
 
 class Health(_message.Message):
-    __slots__ = ("score", "available_memory_mb", "cpu_percent", "error_count", "message_rate", "lag", "in_sync", "desync_count")
+    __slots__ = ("score", "available_memory_mb", "cpu_percent", "error_count", "message_rate", "lag", "in_sync", "desync_count", "published_msg_seq")
     SCORE_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class Health(_message.Message):
     LAG_FIELD_NUMBER: _ClassVar[int]
     IN_SYNC_FIELD_NUMBER: _ClassVar[int]
     DESYNC_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     score: float
     available_memory_mb: float
     cpu_percent: float
@@ -53,7 +54,8 @@ class Health(_message.Message):
     lag: int
     in_sync: bool
     desync_count: int
-    def __init__(self, score: _Optional[float] = ..., available_memory_mb: _Optional[float] = ..., cpu_percent: _Optional[float] = ..., error_count: _Optional[int] = ..., message_rate: _Optional[float] = ..., lag: _Optional[int] = ..., in_sync: _Optional[bool] = ..., desync_count: _Optional[int] = ...) -> None: ...
+    published_msg_seq: int
+    def __init__(self, score: _Optional[float] = ..., available_memory_mb: _Optional[float] = ..., cpu_percent: _Optional[float] = ..., error_count: _Optional[int] = ..., message_rate: _Optional[float] = ..., lag: _Optional[int] = ..., in_sync: _Optional[bool] = ..., desync_count: _Optional[int] = ..., published_msg_seq: _Optional[int] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
     __slots__ = ("target_adapter",)

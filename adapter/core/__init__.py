@@ -4,7 +4,7 @@
 :mod:`~adapter.core.actions`; ``sync``/``sync_types`` are the seed patent's
 rules as a pure state machine; ``sequencer`` numbers messages and compares
 positions; ``syncbus`` and ``commands`` turn bytes into typed messages and
-back; ``output``, ``journaling``, ``ring``, ``health`` and ``recovery`` are
+back; ``gate``, ``output``, ``journaling``, ``ring``, ``health`` and ``recovery`` are
 the core's parts. Nothing here imports zmq, grpc, asyncio or time.
 """
 
@@ -15,6 +15,7 @@ from feedha.adapter.core.actions import (
     JournalRecords,
     Publish,
     Quarantine,
+    RecordTerm,
     SendSync,
     Status,
     WriteCheckpoint,
@@ -29,6 +30,7 @@ __all__ = [
     "JournalRecords",
     "Publish",
     "Quarantine",
+    "RecordTerm",
     "SendSync",
     "Status",
     "SyncView",

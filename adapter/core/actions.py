@@ -13,7 +13,16 @@ from typing import Any, TypeAlias
 
 from feedha.adapter.core.syncbus import SyncMessage
 
-__all__ = ["Action", "JournalRecords", "Publish", "Quarantine", "SendSync", "Status", "WriteCheckpoint"]
+__all__ = [
+    "Action",
+    "JournalRecords",
+    "Publish",
+    "Quarantine",
+    "RecordTerm",
+    "SendSync",
+    "Status",
+    "WriteCheckpoint",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +60,13 @@ class WriteCheckpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordTerm:
+    """Keep ``term``, the highest term this adapter has known, where a restart finds it."""
+
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
 class SendSync:
     """Publish one message on the sync bus."""
 
@@ -85,4 +101,4 @@ class Quarantine:
     size: int
 
 
-Action: TypeAlias = Publish | JournalRecords | WriteCheckpoint | SendSync | Status | Quarantine
+Action: TypeAlias = Publish | JournalRecords | WriteCheckpoint | RecordTerm | SendSync | Status | Quarantine

@@ -12,7 +12,8 @@ Control request: one JSON object, ``{"cmd": NAME, ...fields}``:
 cmd         fields                                    does
 ========== ========================================= =============================
 status      --                                        reply with role, position, counters
-promote     ``reason`` (str, optional)                become active (in sync only), term + 1
+promote     ``reason`` (str, optional), ``force``     become active (in sync only, unless ``force``:
+            (bool, optional)                          the operator vouches for its numbering), term + 1
 demote      ``reason``                                step down to backup (active only)
 fail        ``reason``                                go off line (rule 5 by hand)
 throttle    ``rate`` (msg/s; 0 lifts it)              cap the source reading rate
@@ -70,6 +71,7 @@ class RoleCommand:
 
     kind: CommandKind
     reason: str = "operator"
+    force: bool = False  # promote although its numbering is not confirmed (the operator decides)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,13 @@ def _integer(request: Mapping[str, Any], name: str, low: int, high: int, default
     return value
 
 
+def _flag(request: Mapping[str, Any], name: str) -> bool:
+    value = request.get(name, False)
+    if not isinstance(value, bool):
+        raise ControlError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def _throttle(request: Mapping[str, Any]) -> Command:
     rate = _number(request, "rate", 0.0, MAX_THROTTLE_RATE)
     if 0 < rate < MIN_THROTTLE_RATE:
@@ -140,7 +149,7 @@ def _throttle(request: Mapping[str, Any]) -> Command:
 
 _DECODERS: Final[Mapping[str, Callable[[Mapping[str, Any]], Command]]] = {
     "status": lambda r: ShowStatus(),
-    "promote": lambda r: RoleCommand(CommandKind.PROMOTE, _reason(r)),
+    "promote": lambda r: RoleCommand(CommandKind.PROMOTE, _reason(r), _flag(r, "force")),
     "demote": lambda r: RoleCommand(CommandKind.DEMOTE, _reason(r)),
     "fail": lambda r: RoleCommand(CommandKind.FAIL, _reason(r)),
     "throttle": _throttle,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from feedha.adapter.core.gate import DEFAULT_SILENCE_S
 from feedha.adapter.core.sync_types import SyncConfig
 from feedha.adapter.errors import ConfigError
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
@@ -41,6 +42,11 @@ class CoreConfig:
         jump_confirm: how many consecutive messages confirm a jump.
         fault_injection: accept the drill commands that break things on purpose
             (``drop``, ``corrupt_state``, ``penalty``); off unless asked for.
+        group_size: how many adapters the channel's group has (this one included; 0:
+            unknown). An adapter whose numbering nobody has confirmed takes over only
+            when it hears every member of the group, so it must know how many there are.
+        silence_release_s: how long a backup's confirmed-but-waiting output waits for the
+            active's next report before it goes out anyway (the active died or stalled).
     """
 
     channel_number: int
@@ -58,6 +64,8 @@ class CoreConfig:
     max_source_gap: int = MAX_SOURCE_GAP
     jump_confirm: int = JUMP_CONFIRM
     fault_injection: bool = False
+    group_size: int = 0
+    silence_release_s: float = DEFAULT_SILENCE_S
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):
@@ -78,3 +86,7 @@ class CoreConfig:
             raise ConfigError(f"max_source_gap must be >= 1, got {self.max_source_gap}")
         if not 1 <= self.jump_confirm <= 64:
             raise ConfigError(f"jump_confirm must be in 1..64, got {self.jump_confirm}")
+        if not 0 <= self.group_size <= 0xFFFF:
+            raise ConfigError(f"group_size must be in 0..65535, got {self.group_size}")
+        if not self.silence_release_s > 0:
+            raise ConfigError(f"silence_release_s must be > 0, got {self.silence_release_s}")

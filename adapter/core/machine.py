@@ -33,12 +33,12 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import recovery, syncbus
-from feedha.adapter.core.actions import Action, Publish, SendSync, Status
+from feedha.adapter.core.actions import Action, Publish, RecordTerm, SendSync, Status
 from feedha.adapter.core.commands import (
     Command,
     CorruptState,
@@ -53,7 +53,7 @@ from feedha.adapter.core.health import HealthMeter, MachineSample, health_score
 from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import LineOutput
 from feedha.adapter.core.pipeline import Pipeline
-from feedha.adapter.core.sequencer import PositionReport
+from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
 from feedha.adapter.core.sync import Action as SyncAction
 from feedha.adapter.core.sync import (
     ActiveReported,
@@ -113,9 +113,14 @@ class AdapterCore:
 
     def __init__(self, config: CoreConfig, engine: ConversionEngine, *, now: float) -> None:
         self.config = config
-        self.sync = initial_state(
-            adapter=config.adapter, want_active=config.want_active, term=config.term, now=now
+        self._sync: SyncState = initial_state(
+            adapter=config.adapter,
+            want_active=config.want_active,
+            term=config.term,
+            now=now,
+            group_size=config.group_size,
         )
+        self.is_publishing = self._sync.is_publishing
         output = LineOutput(
             channel=config.channel_number,
             adapter=config.adapter,
@@ -141,6 +146,7 @@ class AdapterCore:
             jump_confirm=config.jump_confirm,
         )
         self.engine, self.state, self.sequencer = engine, engine.state, self.pipeline.sequencer
+        self.pipeline.gate.close(confirmed=0, trusted=False)  # every adapter starts as a backup that listens
         self.health = HealthMeter(penalty=config.health_penalty, now=now)
         self.sync_garbage = self.snapshots_sent = 0
         self._active_position = 0  # the last source_seq the active reported
@@ -202,6 +208,7 @@ class AdapterCore:
             self._active_position = msg.last_source_seq
             report = PositionReport(msg.last_source_seq, msg.last_msg_seq, msg.digest)
             verdict, ahead_by = self.sequencer.compare(report)
+            self._gate_on_report(verdict, msg.last_source_seq)
             self.apply(ActiveReported(sender.adapter, sender.term, verdict, ahead_by))
         elif isinstance(msg, syncbus.SnapshotRequest):
             self.apply(SnapshotRequested(sender.adapter, msg.target_adapter))
@@ -225,8 +232,9 @@ class AdapterCore:
                 self._out.append(checkpoint)
         if now >= next_deadline(self.sync, self.config.sync, now=now):
             self.apply(Tick())
+        self._release_if_active_silent(now)
         output = self.pipeline.output
-        if self.sync.is_publishing and now >= output.heartbeat_due():
+        if self.sync.is_publishing and now >= output.heartbeat_due() and self.pipeline.may_heartbeat():
             next_msg_seq = self.sequencer.next_msg_seq
             packet = output.heartbeat(
                 term=self.sync.term, next_msg_seq=next_msg_seq, now=now, send_time_ns=wall_ns
@@ -247,7 +255,7 @@ class AdapterCore:
                 "error": "fault injection is off (start the adapter with --allow-fault-injection)",
             }, []
         if isinstance(command, RoleCommand):
-            self.apply(OperatorCommand(command.kind, command.reason))
+            self.apply(OperatorCommand(command.kind, command.reason, command.force))
         elif isinstance(command, Throttle):
             self._rate_limit = command.rate
             reply["rate"] = command.rate
@@ -275,9 +283,19 @@ class AdapterCore:
         journal: recovery.JournalSource,
         *,
         journal_last_msg_seq: int,
+        term: int = 0,
     ) -> recovery.RecoverySummary:
-        """Rebuild numbering and conversion state from the journal (before any other input)."""
+        """Rebuild numbering, conversion state and term from the journal (before any other input).
+
+        Args:
+            checkpoint: the newest valid checkpoint, if any.
+            journal: reads the journal's records.
+            journal_last_msg_seq: the last msg_seq in the journal (0: empty).
+            term: the highest term this adapter had recorded (``RecordTerm``).
+        """
         summary = recovery.recover_state(journal, checkpoint, self.state, self.sequencer)
+        self.pipeline.published_msg_seq = journal_last_msg_seq
+        self._sync = replace(self._sync, published=journal_last_msg_seq, term=max(self._sync.term, term))
         if self.pipeline.journal is not None:
             self.pipeline.journal.resume(
                 last_msg_seq=journal_last_msg_seq, last_source_seq=summary.last_source_seq
@@ -331,6 +349,8 @@ class AdapterCore:
             "packets": output.packets,
             "heartbeats": output.heartbeats,
             "dropped_packets": output.dropped_packets,
+            "published_msg_seq": self.pipeline.published_msg_seq,
+            "gate": self.pipeline.gate.counters.as_dict(),
             "journal_last_msg_seq": None if journal is None else journal.last_msg_seq,
             "journaled": 0 if journal is None else journal.journaled,
             "journal_skipped": 0 if journal is None else journal.skipped,
@@ -348,8 +368,13 @@ class AdapterCore:
     def sync(self, state: SyncState) -> None:
         # Whether this adapter publishes is asked once per run of the source
         # path: kept as a plain attribute, refreshed whenever the state changes.
+        old = self._sync
         self._sync = state
         self.is_publishing = state.is_publishing
+        if old.role is not state.role:
+            self._gate_follows_role(old.role, state.role)
+        if state.term > old.term:
+            self._out.append(RecordTerm(state.term))  # a restart must never go back to a lower term
 
     @property
     def is_backup(self) -> bool:
@@ -364,9 +389,39 @@ class AdapterCore:
         was_publishing = self.sync.is_publishing
         self.sync, actions = on_event(self.sync, event, now=self._now, config=self.config.sync)
         if was_publishing and not self.sync.is_publishing:
-            self.pipeline.output.discard()  # held output is dropped (the journal has it)
+            self.pipeline.unpublish()  # failed: nothing unconfirmed goes out any more
         for action in actions:
             _SYNC_ACTIONS[type(action)](self, action)
+
+    def _gate_follows_role(self, old: Role, new: Role) -> None:
+        pipeline = self.pipeline
+        if new is Role.ACTIVE:
+            pipeline.open_gate(out=self._out)  # our numbering is the channel's now
+        elif old is Role.ACTIVE:
+            # What we numbered as the active goes out as it was; what follows waits for the new active.
+            pipeline.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
+            pipeline.gate.close(confirmed=self.sequencer.last_recorded_source_seq, trusted=True)
+
+    def _gate_on_report(self, verdict: ReportVerdict, at: int) -> None:
+        # The active's report is the only word on whether what we numbered may go out.
+        gate = self.pipeline.gate
+        gate.heard()
+        if verdict is ReportVerdict.MATCH:
+            self.pipeline.confirm(at, out=self._out)
+        elif verdict in (ReportVerdict.NUMBERING_MISMATCH, ReportVerdict.DIGEST_MISMATCH):
+            self.pipeline.unpublish()
+
+    def _release_if_active_silent(self, now: float) -> None:
+        # The active stopped reporting (dead or stalled): keep the stream flowing on our
+        # line while the group elects, as an in-sync backup always did.
+        sync, gate = self.sync, self.pipeline.gate
+        if sync.role is not Role.BACKUP or sync.status is not SyncStatus.IN_SYNC:
+            return
+        if gate.passes or not gate.is_trusted:
+            return
+        heard = max(sync.reported_at or 0.0, sync.active_heard_at or 0.0, sync.demoted_at or 0.0)
+        if now - heard > self.config.silence_release_s:
+            self.pipeline.release(out=self._out, provisional=True)
 
     def _sender(self) -> syncbus.Sender:
         return syncbus.Sender(self.config.adapter, self.sync.term, self.sync.role, self._wall_ns)
@@ -395,7 +450,7 @@ class AdapterCore:
             lag=self.sync_view().lag,
             group_rate=max(fresh, default=0.0),
         )
-        self.apply(HealthMeasured(health_score(sample)))
+        self.apply(HealthMeasured(health_score(sample), self.pipeline.published_msg_seq))
         sync = self.sync
         message = syncbus.Health(
             self._sender(),
@@ -407,6 +462,7 @@ class AdapterCore:
             sample.lag,
             sync.is_in_sync,
             len(sync.desyncs),
+            self.pipeline.published_msg_seq,
         )
         self._out.append(SendSync(message))
 
@@ -487,5 +543,7 @@ _SYNC_ACTIONS: Final[Mapping[type, Callable[[AdapterCore, SyncAction], None]]] =
 def _peer_heard(msg: syncbus.SyncMessage) -> PeerHeard:
     sender = msg.sender
     if isinstance(msg, syncbus.Health):
-        return PeerHeard(sender.adapter, sender.role, sender.term, msg.score, msg.in_sync)
+        return PeerHeard(
+            sender.adapter, sender.role, sender.term, msg.score, msg.in_sync, msg.published_msg_seq
+        )
     return PeerHeard(sender.adapter, sender.role, sender.term)

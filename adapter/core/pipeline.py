@@ -17,6 +17,10 @@ call. The one message a run stops at takes the careful path
 * numbers the message, honouring a pending report of the active (rule 2),
   and reports the arrival check to the sync rules.
 
+What a backup numbers waits in the :class:`~adapter.core.gate.OutputGate`
+(packets and journal records alike) until the active's reports confirm its
+numbering; the active's goes straight out.
+
 What the sync rules decide (whether this adapter publishes, its term) comes
 from the core through the :class:`SyncPort` it passes in, and the events the
 pipeline raises go back through it at once: an arrival check can make a
@@ -38,6 +42,7 @@ from feedha.adapter.conversion.parser import peek_source_seq
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Action, Publish, Quarantine
 from feedha.adapter.core.config import RING_SIZE
+from feedha.adapter.core.gate import OutputGate
 from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import UNBOUNDED_ROOM, LineOutput
 from feedha.adapter.core.ring import SourceRing
@@ -52,6 +57,25 @@ __all__ = ["Pipeline", "PipelineCounters", "SyncPort"]
 
 UNBOUNDED_COUNT: Final = 1 << 30
 QUARANTINE_DATA_BYTES: Final = 4096  # what is kept of one quarantined message or stretch
+
+
+@dataclass(frozen=True, slots=True)
+class _Packet:
+    """A sealed packet on its way out, and the last msg_seq it carries."""
+
+    data: bytes
+    last_msg_seq: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Records:
+    """Messages to journal once they are published (the journal holds what the line carried)."""
+
+    first_msg_seq: int
+    time_ns: int
+    source_seqs: Sequence[int]
+    payloads: Sequence[bytes]
 
 
 class SyncPort(Protocol):
@@ -70,7 +94,7 @@ class SyncPort(Protocol):
 class PipelineCounters:
     """What the source path has counted since start."""
 
-    published: int = 0
+    published: int = 0  # messages that went out on the line (past the gate, not dropped on purpose)
     numbered: int = 0  # messages that got a msg_seq, published or not
     malformed_frames: int = 0
     malformed_messages: int = 0
@@ -123,6 +147,8 @@ class Pipeline:
         self.output = output
         self.journal = journal
         self.counters = PipelineCounters()
+        self.gate: OutputGate[_Packet | _Records] = OutputGate()
+        self.published_msg_seq = 0  # the last msg_seq this adapter's line carried (or its journal holds)
         self.pending_snapshot: syncbus.Snapshot | None = None
         self._source_stream = source_stream
         self._sync = sync
@@ -132,6 +158,8 @@ class Pipeline:
         self._jump_confirm = jump_confirm
         self._held: list[tuple[SourceMessage, bytes]] = []  # a suspect jump, until confirmed
         self._reported: set[str] = set()  # quarantine reasons already logged
+        self._packet_upto = 0  # the last source_seq in the packet being filled
+        self._packet_last = 0  # its last msg_seq
         self._out: list[Action] = []
         self._now = 0.0
         self._wall_ns = 0
@@ -171,10 +199,49 @@ class Pipeline:
         self._out.append(Quarantine(reason, source_seq, detail, data[:QUARANTINE_DATA_BYTES], len(data)))
 
     def seal(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
-        """Close the packet being filled, if any, and send it."""
+        """Close the packet being filled, if any, and send it (or hold it at the gate)."""
+        count = self.output.pending
         packet = self.output.seal(term=self._sync.term, now=now, send_time_ns=wall_ns)
         if packet is not None:
-            out.append(Publish(packet))
+            self._out = out
+            item = _Packet(packet, self._packet_last, count)
+            self.gate.admit(item, self._packet_upto, len(packet), self._emit)
+
+    def confirm(self, upto: int, *, out: list[Action]) -> None:
+        """The active confirmed our numbering up to source position ``upto``: release what waits."""
+        self._out = out
+        self.gate.confirm(upto, self._emit)
+
+    def release(self, *, out: list[Action], provisional: bool) -> None:
+        """Send everything the gate holds (promoted; or the active is silent: ``provisional``)."""
+        self._out = out
+        self.gate.release_all(self._emit, provisional=provisional)
+
+    def open_gate(self, *, out: list[Action]) -> None:
+        """This adapter is the active now: nothing waits any more."""
+        self._out = out
+        self.gate.open(self._emit)
+
+    def unpublish(self) -> None:
+        """Drop the packet being filled and what the gate holds (numbered wrong, or not publishing)."""
+        self.output.discard()
+        self.gate.discard()
+
+    def may_heartbeat(self) -> bool:
+        """Whether an idle-line heartbeat may announce our next msg_seq (it is the active's too)."""
+        gate = self.gate
+        return gate.passes or (not gate.held and self.sequencer.last_recorded_source_seq <= gate.confirmed)
+
+    def _emit(self, item: _Packet | _Records) -> None:
+        if type(item) is _Packet:
+            self._out.append(Publish(item.data))
+            self.published_msg_seq = item.last_msg_seq
+            self.counters.published += item.count
+            return
+        assert isinstance(item, _Records) and self.journal is not None
+        records = self.journal.records(item.first_msg_seq, item.time_ns, item.source_seqs, item.payloads)
+        if records is not None:
+            self._out.append(records)
 
     def stop_position(self) -> int:
         """The lowest source position the sync rules watch (0: none); runs stop before it.
@@ -228,7 +295,7 @@ class Pipeline:
                 sequencer.record_run(first_seq, first_msg_seq, digests)
                 if publishing:
                     output.add_blocks(first_msg_seq, count, blocks)
-                    counters.published += count
+                    self._packet_upto, self._packet_last = first_seq + count - 1, first_msg_seq + count - 1
                     if payloads is not None:
                         self._journal(
                             first_msg_seq, array("q", range(first_seq, first_seq + count)), payloads
@@ -293,6 +360,7 @@ class Pipeline:
             return 0
         if adopt is not None:
             self.pending_snapshot = None
+            self.unpublish()  # what waits carries the state the snapshot replaces
             self.state.restore(adopt.symbols)
             self.counters.snapshots_adopted += 1
             self._sync.apply(SnapshotAdopted(msg.source_seq))
@@ -345,18 +413,28 @@ class Pipeline:
         return 0
 
     def _number(self, msg: SourceMessage, payload: bytes) -> None:
-        sequencer = self.sequencer
+        sequencer, gate = self.sequencer, self.gate
+        expected = sequencer.next_msg_seq
         msg_seq = sequencer.assign(msg.source_seq)
         check = sequencer.record(msg.source_seq, msg_seq, self.state.digest)
         self.counters.numbered += 1
-        if self._sync.is_publishing:
+        publishing = self._sync.is_publishing
+        if msg_seq != expected and publishing and not gate.is_open:
+            # Rule 2 moved our counter: what we numbered since the last confirmation was
+            # numbered wrong. It waited at the gate, so it is dropped unseen.
+            self.unpublish()
+        if publishing:
             if not self.output.fits(len(payload)):
                 self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
             self.output.add(msg_seq, self._source_stream, msg.source_seq, payload)
-            self.counters.published += 1
+            self._packet_upto, self._packet_last = msg.source_seq, msg_seq
             if self.journal is not None:
                 self._journal(msg_seq, (msg.source_seq,), (payload,))
         if check is not None and self._sync.is_backup:
+            if check.digest_matches:
+                gate.confirm(msg.source_seq, self._emit)
+            else:
+                self.unpublish()  # this message carries the wrong state too
             self._sync.apply(ArrivalChecked(check.renumbered, check.digest_matches))
 
     def _unconvertible(self, body: bytes, exc: ConversionError, *, source_seq: int | None = None) -> None:
@@ -372,10 +450,10 @@ class Pipeline:
             self.sequencer.skip_source(source_seq)
 
     def _journal(self, first_msg_seq: int, source_seqs: Sequence[int], payloads: Sequence[bytes]) -> None:
-        assert self.journal is not None
-        records = self.journal.records(first_msg_seq, self._wall_ns, source_seqs, payloads)
-        if records is not None:
-            self._out.append(records)
+        # Journaled once published: through the gate, with the packets.
+        size = sum(len(p) for p in payloads) if not self.gate.is_open else 0
+        records = _Records(first_msg_seq, self._wall_ns, source_seqs, payloads)
+        self.gate.admit(records, source_seqs[-1], size, self._emit)
 
     # ---- snapshots and fault injection ------------------------------------------------------
 
@@ -390,6 +468,7 @@ class Pipeline:
         if replay and replay[0].source_seq != at + 1 and last > at:
             logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
             return False
+        self.unpublish()  # what waits carries the state the snapshot replaces
         self.state.restore(msg.symbols)
         digests = {at: self.state.digest}
         for replayed in replay:

@@ -32,13 +32,35 @@ The rules (DESIGN.md, from the seed patent):
 A new adapter first listens for ``startup_grace_s``: if it hears an active it
 joins as a backup whatever it was configured as, so a restarted old active
 never competes with the one that replaced it.
+
+Who may take over when nobody is in sync
+----------------------------------------
+An adapter is *in sync* once the active's reports confirmed its numbering.
+One that is not -- just restarted on its journal, or it missed source
+messages -- cannot know what numbers the channel gave meanwhile: an adapter
+that is merely stopped (SIGSTOP, a long pause) may have published far past
+it. Promoting it would reuse ``msg_seq``s that subscribers already hold for
+other messages. So when no in-sync backup is left:
+
+* only when *every* member of the group is heard (``group_size``) may anyone
+  stand, since a silent member may hold newer numbering;
+* then only the member furthest along the channel's numbering (the highest
+  ``msg_seq`` its line carried, from its health reports; after a restart,
+  its journal's last) stands, best health first among equals. If that
+  member cannot (it failed itself), nobody promotes by itself: an operator
+  decides (``promote`` with ``force``);
+* a configured active takes the role at start-up without an election only
+  when the whole group is new (nothing was ever published).
+
+The channel may stay without an active while a member is silent; it never
+gets two numberings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 from feedha.adapter.core.sequencer import ReportVerdict
 from feedha.adapter.core.sync_types import (
@@ -129,9 +151,12 @@ __all__ = [
 ]
 
 
-def initial_state(*, adapter: int, want_active: bool, term: int, now: float) -> SyncState:
+def initial_state(
+    *, adapter: int, want_active: bool, term: int, now: float, group_size: int = 0
+) -> SyncState:
     """The state of an adapter that has just started and listens before acting."""
     return SyncState(
+        group_size=group_size,
         adapter=adapter,
         role=Role.BACKUP,
         status=SyncStatus.SYNCING,
@@ -204,13 +229,15 @@ def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
         last_seen=now,
         score=ev.score if ev.score is not None else (old.score if old else None),
         in_sync=ev.in_sync if ev.in_sync is not None else (old.in_sync if old else False),
+        published=ev.published if ev.published is not None else (old.published if old else 0),
     )
     state = replace(state, peers={**state.peers, ev.adapter: peer})
     if state.role is Role.FAILED:
         return state, []
     if ev.role is not Role.ACTIVE:
-        if ev.adapter == state.active:  # our active stepped down or failed: elect after the timeout
-            state = replace(state, active=None)
+        if ev.adapter == state.active:
+            # Our active stepped down or failed: it said so, no need to wait for its silence.
+            state = replace(state, active=None, active_heard_at=now - config.heartbeat_timeout_s)
         return state, []
     if state.role is Role.ACTIVE and not state.deciding:
         if _precedence(ev.term, ev.adapter) > _precedence(state.term, state.adapter):
@@ -361,12 +388,35 @@ def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
 
 
 def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    return state, []  # the active is the reference: its numbering is the channel's
+    # The active missed source messages (it stalled, or its own connection dropped
+    # them). A backup that kept up has them, and while the active was silent its
+    # line carried them: numbering across the gap here would give their msg_seqs to
+    # other messages. So the role goes to such a backup. With none in sync the gap
+    # is everybody's, and the active's numbering is the channel's.
+    assert isinstance(ev, SourceGapSeen)
+    keepers = [
+        p
+        for p in state.peers.values()
+        if p.role is Role.BACKUP and p.in_sync and now - p.last_seen <= config.peer_timeout_s
+    ]
+    if not keepers:
+        return state, []
+    new = replace(
+        state,
+        role=Role.BACKUP,
+        status=SyncStatus.SYNCING,
+        active=None,
+        active_heard_at=now,
+        throttled=False,
+        demoted_at=now,
+    )
+    reason = f"missed {ev.missing} source messages that in-sync backup {keepers[0].adapter} has"
+    return new, [RoleChanged(Role.ACTIVE, Role.BACKUP, state.term, reason), SendHealth()]
 
 
 def _on_health(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, HealthMeasured)
-    return replace(state, health_score=ev.score), []
+    return replace(state, health_score=ev.score, published=ev.published), []
 
 
 def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
@@ -394,9 +444,12 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
 
 
 def _decide(state: SyncState, now: float) -> Result:
-    # Nobody active was heard during the grace period.
-    if state.want_active:
-        term = max([state.term, 1, *(p.term for p in state.peers.values())])
+    # Nobody active was heard during the grace period. A configured active takes
+    # the role only in a group that never published anything (a cold start):
+    # otherwise a restarted active would renumber what a stalled peer published.
+    fresh = state.published == 0 and all(p.published == 0 for p in state.peers.values())
+    if state.want_active and fresh:
+        term = max([state.term, *(p.term for p in state.peers.values())]) + 1
         new = replace(
             state,
             deciding=False,
@@ -419,25 +472,38 @@ def _election_base(state: SyncState, config: SyncConfig) -> float:
     return max(base, state.active_heard_at or base)
 
 
+class _Candidate(NamedTuple):
+    score: float
+    adapter: int
+    in_sync: bool
+    published: int
+
+
 def _candidates(state: SyncState, now: float, config: SyncConfig) -> tuple[list[int], bool]:
     """The adapters that may promote themselves, best first, and whether they are in sync.
 
-    In-sync backups stand first. If none is in sync (a group that never
-    started, or all of them resynchronizing), every live backup stands: a
-    channel with no active at all is worse than one renumbered.
+    In-sync backups stand first, by health. If none is in sync, see the module
+    docstring: only the member furthest along the channel's numbering stands,
+    and only while every member of the group is heard.
     """
+    heard = [p for p in state.peers.values() if now - p.last_seen <= config.peer_timeout_s]
     live = [
-        (p.score if p.score is not None else 0.0, p.adapter, p.in_sync)
-        for p in state.peers.values()
-        if p.role is Role.BACKUP and now - p.last_seen <= config.peer_timeout_s
+        _Candidate(p.score if p.score is not None else 0.0, p.adapter, p.in_sync, p.published)
+        for p in heard
+        if p.role is Role.BACKUP
     ]
     demoted = state.demoted_at
     if demoted is None or now - demoted >= 2 * config.heartbeat_timeout_s:
-        live.append((state.health_score, state.adapter, state.status is SyncStatus.IN_SYNC))
-    in_sync = [c for c in live if c[2]]
-    chosen = in_sync or live
-    chosen.sort(key=lambda c: (-c[0], c[1]))
-    return [adapter for _score, adapter, _in_sync in chosen], bool(in_sync)
+        in_sync = state.status is SyncStatus.IN_SYNC
+        live.append(_Candidate(state.health_score, state.adapter, in_sync, state.published))
+    standing = [c for c in live if c.in_sync]
+    if not standing:
+        if not state.group_size or len(heard) < state.group_size - 1:
+            return [], False  # a silent member may have published past everyone heard
+        furthest = max([state.published, *(p.published for p in heard)])
+        standing = [c for c in live if c.published == furthest]
+    standing.sort(key=lambda c: (-c.score, c.adapter))
+    return [c.adapter for c in standing], any(c.in_sync for c in standing)
 
 
 def _maybe_promote(state: SyncState, now: float, config: SyncConfig) -> Result:
@@ -480,8 +546,12 @@ def _on_command(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig)
     if ev.kind is CommandKind.PROMOTE:
         if state.role is Role.ACTIVE:
             return state, []
-        if state.status is not SyncStatus.IN_SYNC:
-            return state, [CommandRejected(ev.kind, f"not in sync (status {state.status.value})")]
+        if state.status is not SyncStatus.IN_SYNC and not ev.force:
+            why = (
+                f"not in sync (status {state.status.value}); promote with force to take over anyway "
+                "(messages another adapter published past this one's position would be numbered again)"
+            )
+            return state, [CommandRejected(ev.kind, why)]
         return _promote(state, now, ev.reason)
     if state.role is not Role.ACTIVE:
         return state, [CommandRejected(ev.kind, "not active")]

@@ -36,9 +36,9 @@ class Role(enum.Enum):
 
 
 class SyncStatus(enum.Enum):
-    SYNCING = "syncing"  # numbering or state not verified yet: output held
-    IN_SYNC = "in_sync"
-    AHEAD = "ahead"  # sent a reported message under another msg_seq: output held, throttled
+    SYNCING = "syncing"  # numbering or state not verified (yet, or no longer): may not take over
+    IN_SYNC = "in_sync"  # the active confirmed our numbering and state
+    AHEAD = "ahead"  # numbered a reported message differently and is past it: throttled
     FAILED = "failed"
 
 
@@ -82,6 +82,7 @@ class Peer:
     last_seen: float
     score: float | None = None
     in_sync: bool = False
+    published: int = 0  # the last msg_seq its line carried
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,13 +109,14 @@ class SyncState:
     demoted_at: float | None = None
     next_heartbeat_at: float = 0.0
     next_health_at: float = 0.0
+    group_size: int = 0  # adapters in the group, this one included (0: unknown)
+    published: int = 0  # the last msg_seq our line carried (or our journal holds)
 
     @property
     def is_publishing(self) -> bool:
-        """Whether this adapter sends on its line right now."""
-        if self.deciding:
-            return False
-        return self.role is Role.ACTIVE or (self.role is Role.BACKUP and self.status is SyncStatus.IN_SYNC)
+        """Whether this adapter fills its line: the active's output goes straight out, a
+        backup's waits at its output gate until the active confirms the numbering."""
+        return not self.deciding and self.role is not Role.FAILED
 
     @property
     def is_in_sync(self) -> bool:
@@ -139,6 +141,7 @@ class PeerHeard:
     term: int
     score: float | None = None
     in_sync: bool | None = None
+    published: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,7 @@ class SourceGapSeen:
 @dataclass(frozen=True, slots=True)
 class HealthMeasured:
     score: float
+    published: int = 0  # the last msg_seq our line carried, reported with the health
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,7 @@ class CommandKind(enum.Enum):
 class OperatorCommand:
     kind: CommandKind
     reason: str = "operator"
+    force: bool = False  # promote even an adapter whose numbering nobody confirmed
 
 
 SyncEvent: TypeAlias = (

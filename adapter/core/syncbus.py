@@ -89,6 +89,7 @@ class Health:
     lag: int
     in_sync: bool
     desync_count: int
+    published_msg_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +160,7 @@ def _fill_health(health: sync_pb2.Health, msg: Health) -> None:
     health.lag = msg.lag
     health.in_sync = msg.in_sync
     health.desync_count = msg.desync_count
+    health.published_msg_seq = msg.published_msg_seq
 
 
 def _fill_snapshot(snap: sync_pb2.ConversionSnapshot, msg: Snapshot) -> None:
@@ -211,6 +213,7 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
             h.lag,
             h.in_sync,
             h.desync_count,
+            h.published_msg_seq,
         )
     if kind == "snapshot_request":
         return SnapshotRequest(sender, msg.snapshot_request.target_adapter)

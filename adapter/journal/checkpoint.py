@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from feedha.adapter.journal._framing import crc32c
+from feedha.adapter.journal.durable import replace_durably
 from feedha.adapter.journal.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
@@ -185,17 +186,5 @@ class CheckpointStore:
             The slot file written.
         """
         path = self.paths[checkpoint.generation % 2]
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, encode_checkpoint(checkpoint))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        directory_fd = os.open(self._directory, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(directory_fd)
-        finally:
-            os.close(directory_fd)
+        replace_durably(path, encode_checkpoint(checkpoint))
         return path

@@ -166,11 +166,13 @@ def test_resume_from_the_middle_of_the_journal_joins_live_with_no_gap_or_duplica
         stats = reader.sub.stats()[CHANNEL]
         replay = reader.replay.stats()
         assert stats.retransmission_requests >= 1 and stats.lost == 0 and stats.conflicts == 0
-        # The replayed part is at least what was journaled before the reader joined, in bounded pages.
-        assert replay.messages >= now - start and replay.requests >= 2
+        # The replayed part is what the lines no longer carried when the reader joined (a backup's
+        # line runs a report interval behind the active's, so it may carry a little from before
+        # `now`), fetched in bounded pages.
         replayed = {d.msg_seq for d in reader.deliveries if d.line == len(g.plan.lines)}
         live = {d.msg_seq for d in reader.deliveries if d.line < len(g.plan.lines)}
         assert min(replayed) == start and replayed and live and max(replayed) < max(live)
+        assert replay.messages >= len(replayed) > (now - start) * 0.9 and replay.requests >= 2
 
 
 def test_replay_service_answers_a_clear_error_for_ranges_it_does_not_have(tmp_path: Path) -> None:

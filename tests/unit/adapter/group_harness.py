@@ -26,6 +26,7 @@ from feedha.adapter.core import (
     CoreConfig,
     JournalRecords,
     Publish,
+    RecordTerm,
     SendSync,
     Status,
     WriteCheckpoint,
@@ -100,6 +101,7 @@ class MemoryJournal:
     def __init__(self) -> None:
         self.records: dict[int, Record] = {}
         self.checkpoint: Any = None
+        self.term = 0
 
     def append(self, action: JournalRecords) -> None:
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
@@ -159,6 +161,7 @@ class CoreGroup:
         self.table = ConverterTable.load()
         self.penalties = penalties or {}
         self.journaling = journal
+        self.size = size
         self.members: dict[int, Member] = {}
         self.client = ChannelArbiter(ArbiterConfig(channel=CHANNEL, fill_timeout=0.05, loss_timeout=2.0))
         self.delivered: dict[int, int] = {}  # msg_seq -> source_seq, as the client delivered them
@@ -182,11 +185,14 @@ class CoreGroup:
             health_penalty=self.penalties.get(number, 0.0),
             journal=self.journaling,
             fault_injection=True,
+            group_size=self.size,
         )
         core = AdapterCore(config, make_engine(self.table), now=self.now)
         journal = journal or MemoryJournal()
         if self.journaling and journal.records:
-            core.recover(journal.checkpoint, journal, journal_last_msg_seq=journal.bounds()[1])
+            core.recover(
+                journal.checkpoint, journal, journal_last_msg_seq=journal.bounds()[1], term=journal.term
+            )
         core.on_machine_sample(MachineSample(available_memory_mb=4096.0, cpu_percent=10.0))
         member = self.members[number] = Member(number, core, journal)
         return member
@@ -268,6 +274,8 @@ class CoreGroup:
                 member.journal.append(action)
             elif isinstance(action, WriteCheckpoint):
                 member.journal.checkpoint = action
+            elif isinstance(action, RecordTerm):
+                member.journal.term = action.term
             elif isinstance(action, Status):
                 member.events.append(action)
 

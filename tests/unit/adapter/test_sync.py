@@ -78,20 +78,21 @@ def test_restarted_old_active_hears_higher_term_and_serves_as_backup() -> None:
     state = initial_state(adapter=1, want_active=True, term=1, now=0.0)
     state, actions = apply(state, PeerHeard(2, Role.ACTIVE, 2), 0.05)
     assert state.role is Role.BACKUP and state.active == 2 and state.term == 2 and not state.deciding
-    assert not state.is_publishing  # until its numbering and state are verified
+    assert not state.is_in_sync  # its output waits at the gate until numbering and state are verified
     state, _ = apply(state, PeerHeard(2, Role.ACTIVE, 2), 0.9)
     state, _ = apply(state, Tick(), 1.0)
     assert state.role is Role.BACKUP
 
 
-def test_backup_publishes_only_once_verified() -> None:
+def test_backup_is_in_sync_only_once_verified() -> None:
+    # (What it numbers meanwhile waits at its output gate: tests/unit/adapter/test_gate.py.)
     state = initial_state(adapter=2, want_active=False, term=0, now=0.0)
     state, _ = apply(state, PeerHeard(1, Role.ACTIVE, 1), 0.01)
-    assert state.status is SyncStatus.SYNCING and not state.is_publishing
+    assert state.status is SyncStatus.SYNCING and not state.is_in_sync and state.is_publishing
     state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.BEHIND, -3), 0.02)
-    assert not state.is_publishing
+    assert not state.is_in_sync
     state, _ = apply(state, ArrivalChecked(renumbered=True, digest_matches=True), 0.03)
-    assert state.is_publishing and state.ever_in_sync
+    assert state.is_in_sync and state.ever_in_sync
     assert state.desyncs == ()  # the first alignment of a joining backup is not a desync
 
 
@@ -117,12 +118,12 @@ def test_throttle_expires_when_reports_stop() -> None:
     assert not state.throttled
 
 
-def test_ahead_under_other_numbering_holds_output_and_throttles() -> None:
+def test_ahead_under_other_numbering_throttles_until_realigned() -> None:
     state = synced_backup()
     state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.NUMBERING_MISMATCH, 10), 1.0)
-    assert state.status is SyncStatus.AHEAD and state.throttled and not state.is_publishing
+    assert state.status is SyncStatus.AHEAD and state.throttled and not state.is_in_sync
     state, _ = apply(state, ArrivalChecked(renumbered=True, digest_matches=True), 1.1)
-    assert state.status is SyncStatus.IN_SYNC and state.is_publishing
+    assert state.status is SyncStatus.IN_SYNC and state.is_in_sync
     assert len(state.desyncs) == 1  # one episode: the mismatch and the renumbering that ended it
 
 
@@ -151,10 +152,25 @@ def test_active_answers_snapshot_requests_addressed_to_it() -> None:
     assert apply(state, SnapshotRequested(requester=2, target=3), 1.0)[1] == []
 
 
-def test_source_gap_on_a_backup_holds_output() -> None:
+def test_source_gap_on_a_backup_is_no_longer_in_sync() -> None:
     state = synced_backup()
     state, _ = apply(state, SourceGapSeen(missing=5), 1.0)
-    assert state.status is SyncStatus.SYNCING and not state.is_publishing
+    assert state.status is SyncStatus.SYNCING and not state.is_in_sync
+
+
+def test_source_gap_on_the_active_hands_the_role_to_an_in_sync_backup() -> None:
+    active = started_active()
+    alone, actions = apply(active, SourceGapSeen(missing=5), 1.0)
+    assert alone.role is Role.ACTIVE and actions == []  # nobody else has them: the gap is everybody's
+    active, _ = apply(active, PeerHeard(2, Role.BACKUP, 1, 90.0, True), 1.0)
+    stepped, actions = apply(active, SourceGapSeen(missing=5), 1.1)
+    assert stepped.role is Role.BACKUP and stepped.status is SyncStatus.SYNCING and stepped.active is None
+    assert any(isinstance(a, RoleChanged) and "in-sync backup 2" in a.reason for a in actions)
+    assert SendHealth() in actions  # the backups learn at once, and elect without waiting for silence
+    backup = synced_backup()
+    backup, _ = apply(backup, PeerHeard(1, Role.BACKUP, 1, 50.0, False), 1.2)
+    backup, _ = apply(backup, Tick(), 1.2 + CFG.heartbeat_interval_s)
+    assert backup.role is Role.ACTIVE and backup.term == 2
 
 
 # ---- rule 5 -----------------------------------------------------------------------
@@ -260,13 +276,73 @@ def test_backup_ignores_an_active_of_an_older_term() -> None:
     assert state.active == 3 and state.term == 5
 
 
-def test_nobody_in_sync_still_elects_someone() -> None:
-    state = synced_backup(score=50.0)
-    state = replace(state, status=SyncStatus.SYNCING)
-    state, _ = apply(state, Tick(), 0.01 + CFG.heartbeat_timeout_s + 0.01)
+def _unsynced_group(*, published: int, peers: dict[int, tuple[Role, int]], now: float) -> SyncState:
+    """Adapter 2 of a group of 3, not in sync, its active gone; ``peers``: adapter -> (role, published)."""
+    state = initial_state(adapter=2, want_active=False, term=1, now=0.0, group_size=3)
+    state, _ = apply(state, Tick(), CFG.startup_grace_s)  # nobody active heard: decided, a backup
+    state, _ = apply(state, HealthMeasured(80.0, published), CFG.startup_grace_s)
+    for adapter, (role, theirs) in peers.items():
+        state, _ = apply(state, PeerHeard(adapter, role, 1, 50.0, False, theirs), now)
+    assert state.status is SyncStatus.SYNCING and not state.deciding
+    return state
+
+
+def test_nobody_in_sync_waits_while_a_member_is_silent() -> None:
+    # Adapter 3 is heard, adapter 1 (the old active, stopped) is not: it may have
+    # published far past both, so neither may renumber the channel.
+    state = _unsynced_group(published=900, peers={3: (Role.BACKUP, 800)}, now=5.0)
+    for now in (5.0, 5.5, 6.0):
+        state, _ = apply(state, PeerHeard(3, Role.BACKUP, 1, 50.0, False, 800), now)
+        state, actions = apply(state, Tick(), now)
+        assert state.role is Role.BACKUP and not any(isinstance(a, RoleChanged) for a in actions)
+
+
+def test_nobody_in_sync_lets_the_member_furthest_along_take_over_once_all_are_heard() -> None:
+    peers = {1: (Role.BACKUP, 700), 3: (Role.BACKUP, 800)}
+    state = _unsynced_group(published=900, peers=peers, now=1.0)
+    state, _ = apply(state, Tick(), 1.0 + CFG.heartbeat_timeout_s + 0.01)
     assert state.role is Role.BACKUP  # an unsynced backup waits longer: it may just not hear the active
-    state, _ = apply(state, Tick(), 0.01 + UNSYNCED_TIMEOUT_FACTOR * CFG.heartbeat_timeout_s + 0.01)
-    assert state.role is Role.ACTIVE
+    later = 1.0 + UNSYNCED_TIMEOUT_FACTOR * CFG.heartbeat_timeout_s + 0.01
+    for adapter, (role, published) in peers.items():
+        state, _ = apply(state, PeerHeard(adapter, role, 1, 50.0, False, published), later)
+    state, actions = apply(state, Tick(), later)
+    assert state.role is Role.ACTIVE and state.term == 2
+    # The member behind it stands down, however healthy it is.
+    behind = _unsynced_group(published=800, peers={1: (Role.BACKUP, 700), 3: (Role.BACKUP, 900)}, now=later)
+    behind, _ = apply(behind, HealthMeasured(100.0, 800), later)
+    behind, _ = apply(behind, Tick(), later + 1.0)
+    assert behind.role is Role.BACKUP
+
+
+def test_nobody_in_sync_and_the_furthest_member_failed_leaves_it_to_the_operator() -> None:
+    peers = {1: (Role.FAILED, 950), 3: (Role.BACKUP, 800)}
+    state = _unsynced_group(published=900, peers=peers, now=1.0)
+    state, _ = apply(state, Tick(), 3.0)
+    state, _ = apply(state, PeerHeard(1, Role.FAILED, 1, 0.0, False, 950), 3.0)
+    state, _ = apply(state, PeerHeard(3, Role.BACKUP, 1, 50.0, False, 800), 3.0)
+    state, _ = apply(state, Tick(), 3.0)
+    assert state.role is Role.BACKUP
+    refused, actions = apply(state, OperatorCommand(CommandKind.PROMOTE), 3.1)
+    assert refused.role is Role.BACKUP and isinstance(actions[0], CommandRejected)
+    assert "force" in actions[0].reason
+    forced, _ = apply(state, OperatorCommand(CommandKind.PROMOTE, "operator", force=True), 3.1)
+    assert forced.role is Role.ACTIVE and forced.term == 2
+
+
+def test_a_restarted_configured_active_with_history_does_not_take_over_by_itself() -> None:
+    fresh = initial_state(adapter=1, want_active=True, term=0, now=0.0, group_size=2)
+    fresh, _ = apply(fresh, Tick(), CFG.startup_grace_s)
+    assert fresh.role is Role.ACTIVE  # a cold start: nothing was ever published
+    restarted = replace(
+        initial_state(adapter=1, want_active=True, term=3, now=0.0, group_size=2), published=500
+    )
+    restarted, _ = apply(restarted, Tick(), CFG.startup_grace_s)
+    assert restarted.role is Role.BACKUP and not restarted.deciding
+    # A fresh configured active also yields when a peer has published before.
+    joined = initial_state(adapter=1, want_active=True, term=0, now=0.0, group_size=2)
+    joined, _ = apply(joined, PeerHeard(2, Role.BACKUP, 3, 90.0, True, 400), 0.1)
+    joined, _ = apply(joined, Tick(), CFG.startup_grace_s)
+    assert joined.role is Role.BACKUP
 
 
 # ---- operator commands ---------------------------------------------------------------

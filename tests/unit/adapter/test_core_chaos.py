@@ -1,0 +1,181 @@
+"""Seeded fault schedules against three adapter cores: no msg_seq ever names two messages.
+
+The in-process group (``group_harness``) under a random schedule of SIGKILL +
+restart on the journal, SIGSTOP/SIGCONT and immediate restarts, with every
+source queue bounded as a real source's high-water mark bounds it (a stalled
+adapter loses source messages, a restarted one misses what was sent while it
+was down). After the schedule the source stops, everything is healed, and
+the group runs on until the backlog has arrived.
+
+What must hold whatever the schedule:
+
+* across every packet of every line and every journal record, one msg_seq
+  always names the same source message with the same conversion state on it
+  (no conflicts: the lines are exact duplicates), and the client never
+  delivers a msg_seq twice;
+* every msg_seq a line ever carried reaches the client (nothing it saw is
+  lost), filled from the journals where a line missed it.
+
+With the chaos drill's discipline -- one process fault at a time, the next
+only once every adapter has been back for a while -- every source message
+that was sent is delivered, too.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from feedha.adapter.core.sync_types import Role
+from feedha.proto import market_pb2, wire
+from tests.unit.adapter.group_harness import CoreGroup
+
+SOURCE_QUEUE = 400  # frames a stalled adapter's source connection keeps (then the source drops)
+SETTLE_S = 3.0  # gentle schedules: an adapter back this long counts as working again
+
+
+@dataclass
+class ChaosRun:
+    group: CoreGroup
+    faults: list[tuple[float, str, int]] = field(default_factory=list)
+
+    def conflicts(self) -> list[tuple[int, object, object]]:
+        """(msg_seq, what, what else) for every msg_seq that named two messages, or two states."""
+        named: dict[int, tuple[int, bytes]] = {}
+        found: list[tuple[int, object, object]] = []
+
+        def see(msg_seq: int, source_seq: int, payload: bytes) -> None:
+            update = market_pb2.MarketUpdate.FromString(payload)
+            what = (source_seq, update.symbol.encode() + update.state.SerializeToString(deterministic=True))
+            first = named.setdefault(msg_seq, what)
+            if first != what:
+                found.append((msg_seq, first, what))
+
+        for member in self.group.members.values():
+            for packet in member.packets:
+                for block in wire.decode_packet(packet)[1]:
+                    see(block.msg_seq, block.source_seq, block.payload)
+            for msg_seq, record in member.journal.records.items():
+                see(msg_seq, record.source_seq, record.payload)
+        return found
+
+    def carried(self) -> set[int]:
+        """Every msg_seq any line carried."""
+        return {
+            block.msg_seq
+            for member in self.group.members.values()
+            for packet in member.packets
+            for block in wire.decode_packet(packet)[1]
+        }
+
+
+def run_chaos(seed: int, *, seconds: float, rate: float, gentle: bool) -> ChaosRun:
+    rng = random.Random(seed)
+    group = CoreGroup(3, rate=rate)
+    chaos = ChaosRun(group)
+    group.run(1.0)
+    end = group.now + seconds
+    down: dict[int, float] = {}  # adapter -> when it starts again
+    back: dict[int, float] = {}  # adapter -> when it came back (restart or SIGCONT)
+    while group.now < end:
+        for number, until in list(down.items()):
+            if group.now >= until:
+                group.restart(number)
+                back[number] = group.now
+                del down[number]
+        if gentle:
+            _restart_failed(chaos, back)
+        if rng.random() < 0.003:
+            _inject(chaos, rng, down, back, gentle)
+        group.step()
+        for member in group.members.values():
+            while len(member.source_inbox) > SOURCE_QUEUE:
+                member.source_inbox.popleft()
+    for number in list(down):
+        group.restart(number)
+    group.run(6.0, source=False)  # the source stops: the backlog must arrive
+    return chaos
+
+
+def _working(chaos: ChaosRun, down: dict[int, float], back: dict[int, float], gentle: bool) -> list[int]:
+    group = chaos.group
+    settle = SETTLE_S if gentle else 0.0
+    return [
+        number
+        for number, member in group.members.items()
+        if member.alive
+        and number not in down
+        and group.now >= member.stalled_until
+        and group.now - back.get(number, -1e9) >= settle
+    ]
+
+
+def _inject(
+    chaos: ChaosRun, rng: random.Random, down: dict[int, float], back: dict[int, float], gentle: bool
+) -> None:
+    group = chaos.group
+    working = _working(chaos, down, back, gentle)
+    if len(working) < len(group.members):
+        return  # one process fault at a time
+    kind = rng.choice(("kill", "stop", "restart"))
+    number = rng.choice(working)
+    chaos.faults.append((round(group.now, 3), kind, number))
+    if kind == "kill":
+        group.kill(number)
+        down[number] = group.now + rng.uniform(0.5, 3.0)
+    elif kind == "stop":
+        seconds = rng.uniform(0.3, 2.0)
+        group.stall(number, seconds)
+        back[number] = group.now + seconds
+    else:
+        group.kill(number)
+        group.restart(number)
+        back[number] = group.now
+
+
+def _restart_failed(chaos: ChaosRun, back: dict[int, float]) -> None:
+    # An adapter that failed itself stays up and off line; its operator restarts it.
+    group = chaos.group
+    for number, member in group.members.items():
+        if member.alive and member.core.sync.role is Role.FAILED:
+            group.kill(number)
+            group.restart(number)
+            back[number] = group.now
+            chaos.faults.append((round(group.now, 3), "restart_failed", number))
+
+
+def _check(chaos: ChaosRun, *, gentle: bool) -> None:
+    group = chaos.group
+    schedule = f"faults: {chaos.faults}"
+    assert chaos.conflicts() == [], schedule
+    assert group.duplicates == 0, schedule
+    assert group.lost == 0, schedule
+    assert chaos.carried() <= set(group.delivered), schedule
+    if gentle:
+        delivered = sorted(group.delivered.values())
+        assert delivered == group.source.expected(), schedule
+
+
+@pytest.fixture(autouse=True)
+def _quiet(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.CRITICAL)  # thousands of expected warnings (quarantine, gaps) otherwise
+
+
+@pytest.mark.parametrize("seed", [1, 2, 8])
+def test_one_fault_at_a_time_loses_repeats_and_conflicts_nothing(seed: int) -> None:
+    _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=True), gentle=True)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_faults_on_top_of_each_other_never_give_one_msg_seq_two_messages(seed: int) -> None:
+    _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=False), gentle=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(20))
+def test_long_schedules(seed: int) -> None:
+    _check(run_chaos(seed, seconds=30.0, rate=2000.0, gentle=True), gentle=True)
+    _check(run_chaos(seed + 1000, seconds=30.0, rate=2000.0, gentle=False), gentle=False)
