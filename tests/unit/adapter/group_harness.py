@@ -165,6 +165,7 @@ class CoreGroup:
         self.members: dict[int, Member] = {}
         self.client = ChannelArbiter(ArbiterConfig(channel=CHANNEL, fill_timeout=0.05, loss_timeout=2.0))
         self.delivered: dict[int, int] = {}  # msg_seq -> source_seq, as the client delivered them
+        self._last_delivered = 0
         self.lost = self.duplicates = self.out_of_order = 0
         for number in range(1, size + 1):
             self.start(number)
@@ -295,9 +296,10 @@ class CoreGroup:
             if isinstance(event, Delivery):
                 if event.msg_seq in self.delivered:
                     self.duplicates += 1
-                elif self.delivered and event.msg_seq != max(self.delivered) + 1:
+                elif self.delivered and event.msg_seq != self._last_delivered + 1:
                     self.out_of_order += 1
                 self.delivered[event.msg_seq] = event.source_seq
+                self._last_delivered = max(self._last_delivered, event.msg_seq)
             elif isinstance(event, GapLost):
                 self.lost += event.last_seq - event.first_seq + 1
             elif isinstance(event, RetransmissionNeeded):

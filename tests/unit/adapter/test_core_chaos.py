@@ -175,6 +175,7 @@ def test_faults_on_top_of_each_other_never_give_one_msg_seq_two_messages(seed: i
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", range(20))
 def test_long_schedules(seed: int) -> None:
     _check(run_chaos(seed, seconds=30.0, rate=2000.0, gentle=True), gentle=True)
