@@ -52,6 +52,7 @@ from feedha.drill import (
     start_adapter_process,
     start_drill,
 )
+from feedha.procs import JsonProcess
 from feedha.proto.replay import ReplayRequest, encode_request
 
 KINDS: Final = ("kill", "stop", "restart", "stalled_subscriber", "replay_flood", "bad_control")
@@ -120,6 +121,7 @@ class _Chaos:
     started_at: dict[int, float] = field(default_factory=dict)
     max_rss: dict[int, float] = field(default_factory=dict)
     halt: threading.Event = field(default_factory=threading.Event)
+    retired: list[tuple[int, JsonProcess]] = field(default_factory=list)  # adapters started again since
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -204,7 +206,9 @@ def _inject(chaos: _Chaos, fault: Fault) -> None:
     target = working[int(fault.pick * len(working)) % len(working)] if working else 1
     chaos.counts[fault.kind] += 1
     later = chaos.elapsed() + fault.duration
-    drill.faults.append({"fault": fault.kind, "adapter": target, "at_s": round(chaos.elapsed(), 1)})
+    drill.faults.append(
+        {"fault": fault.kind, "adapter": target, "at_s": round(chaos.elapsed(), 1), "time_ns": time.time_ns()}
+    )
     if fault.kind == "kill":
         drill.adapters[target].kill()
         chaos.heal.append((later, lambda: _start_again(chaos, target)))
@@ -231,6 +235,7 @@ def _inject(chaos: _Chaos, fault: Fault) -> None:
 def _start_again(chaos: _Chaos, number: int) -> None:
     drill = chaos.drill
     drill.adapters[number].kill()  # reaps it
+    chaos.retired.append((number, drill.adapters[number]))
     args = [a for a in drill.adapter_args[number] if a != "--active"]  # it rejoins as a backup
     drill.adapters[number] = start_adapter_process(drill, number, args)
     chaos.started_at[number] = chaos.elapsed()
@@ -300,6 +305,29 @@ def _sample_rss(chaos: _Chaos) -> None:
         chaos.max_rss[number] = max(chaos.max_rss.get(number, 0.0), rss)
 
 
+TIMELINE_EVENTS: Final = frozenset({"ready", "recovered", "role"})
+
+
+def _write_timeline(chaos: _Chaos, log: IO[str]) -> None:
+    """Faults and every adapter's role changes, in time order, into the drill's log (for post-mortems)."""
+    rows: list[tuple[int, str]] = [
+        (int(f["time_ns"]), f"fault {f['fault']} on adapter {f['adapter']}")
+        for f in chaos.drill.faults
+        if "time_ns" in f
+    ]
+    procs = [*chaos.retired, *chaos.drill.adapters.items()]
+    for number, proc in procs:
+        for event in list(proc.events):
+            if event.get("event") in TIMELINE_EVENTS and "time_ns" in event:
+                fields = {k: v for k, v in event.items() if k not in ("event", "adapter", "time_ns")}
+                rows.append(
+                    (int(event["time_ns"]), f"adapter {number} {event['event']} {json.dumps(fields)}")
+                )
+    log.write("---- chaos timeline (wall clock, ns) ----\n")
+    log.writelines(f"{when} {text}\n" for when, text in sorted(rows))
+    log.flush()
+
+
 def _summary(chaos: _Chaos, options: ChaosOptions) -> dict[str, Any]:
     drill = chaos.drill
     assert drill.source is not None and drill.client is not None
@@ -309,6 +337,7 @@ def _summary(chaos: _Chaos, options: ChaosOptions) -> dict[str, Any]:
     drain_client(drill.client, sent - poisoned)
     drill.client.stop()
     client = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
+    _write_timeline(chaos, drill.log)
     roles = roles_now(drill)
     show_progress("")
     faults = dict(chaos.counts)
