@@ -12,6 +12,7 @@ subscriber received per channel.
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import json
 import shutil
 import subprocess
@@ -27,6 +28,8 @@ from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError
 
 CHANNELS = (("EQ-A-M", 1, "A-M"), ("EQ-N-Z", 2, "N-Z"))
+# Package data: the demo runs from an installed wheel as well as from a clone.
+POLICY = importlib.resources.files("feedha") / "demo_policy.yaml"
 ADMIN_CONFIG = """\
 listen: 127.0.0.1:{port}
 database: admin.sqlite
@@ -61,9 +64,7 @@ class Demo:
     def start_admin(self) -> None:
         port = free_ports(1)[0]
         (self.workdir / "admin-server.yaml").write_text(ADMIN_CONFIG.format(port=port))
-        shutil.copy(
-            Path(__file__).resolve().parent.parent / "deploy" / "policy.yaml", self.workdir / "policy.yaml"
-        )
+        (self.workdir / "policy.yaml").write_bytes(POLICY.read_bytes())
         config = str(self.workdir / "admin-server.yaml")
         out = subprocess.run(
             [

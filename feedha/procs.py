@@ -16,11 +16,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 Event = dict[str, Any]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # The feed source is a simulator here: on a shared machine it runs at a lower
@@ -63,7 +61,6 @@ class JsonProcess:
         env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         self.popen = subprocess.Popen(
             list(argv),
-            cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=log if log is not None else None,
             stdin=subprocess.DEVNULL,
