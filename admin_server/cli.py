@@ -12,8 +12,11 @@ Usage::
       purge CHANNEL MESSAGE_ID         purge a pending delayed message (not supported yet)
       watch [--count N]                live events
 
+The options before COMMAND may also follow it (``feedctl adapters --json``).
 Credentials come from ``--key-id/--secret`` or ``FEEDHA_KEY_ID``/``FEEDHA_SECRET``;
-the server from ``--admin-server`` or ``FEEDHA_ADMIN_SERVER`` (default 127.0.0.1:50051).
+the server from ``--admin-server`` or ``FEEDHA_ADMIN_SERVER`` (default 127.0.0.1:50051);
+every option can also be set by a ``FEEDHA_<OPTION>`` variable or in a
+``--config`` YAML file (``feedha.settings``).
 TLS: ``--tls-ca`` verifies the server with that CA (``--tls`` alone: the system
 roots); ``--tls-cert/--tls-key`` present a client certificate, which a server
 with ``tls_client_ca`` requires.
@@ -25,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +36,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from feedha import extras, settings
 from feedha.admin_client.channel import TlsFileError, add_tls_arguments, login, open_channel, tls_from_files
 from feedha.proto import admin_pb2, admin_pb2_grpc
 
@@ -77,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="feedctl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("-V", "--version", action="version", version=f"feedctl (feedha) {extras.version()}")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="YAML file of settings (keys: the options)"
+    )
     parser.add_argument("--admin-server", default=None, help="HOST:PORT of the admin server")
     parser.add_argument("--key-id", default=None, help="API key id (or FEEDHA_KEY_ID)")
     parser.add_argument("--secret", default=None, help="API key secret (or FEEDHA_SECRET)")
@@ -101,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("message_id")
     watch = sub.add_parser("watch", help="print live events")
     watch.add_argument("--count", type=int, default=0, help="stop after N events (0: forever)")
+    settings.share_options(parser)
     return parser
 
 
@@ -172,10 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The exit code.
     """
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    key_id = args.key_id or os.environ.get("FEEDHA_KEY_ID", "")
-    secret = args.secret or os.environ.get("FEEDHA_SECRET", "")
-    target = args.admin_server or os.environ.get("FEEDHA_ADMIN_SERVER", DEFAULT_TARGET)
+    args = settings.parse(_parser(), sys.argv[1:] if argv is None else argv).args
+    key_id, secret = args.key_id or "", args.secret or ""
+    target = args.admin_server or DEFAULT_TARGET
     if not key_id or not secret:
         print(
             "feedctl: credentials needed: --key-id/--secret or FEEDHA_KEY_ID/FEEDHA_SECRET", file=sys.stderr
