@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from feedha import extras
 from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError
@@ -286,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.source == "spark" and shutil.which("java") is None:
         say("feedha demo: no java on PATH, using the plain-Python source instead of Spark")
+        args.source = "plain"
+    if args.source == "spark" and extras.missing(["spark"]):
+        say(f"feedha demo: Spark is not installed ({extras.install_hint(['spark'])}); using the plain source")
         args.source = "plain"
     workdir = Path(tempfile.mkdtemp(prefix="feedha-demo-"))
     log_path = workdir / "components.log"
