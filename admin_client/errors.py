@@ -77,8 +77,17 @@ class PermissionDenied(AdminClientError):
 
     @property
     def symbols(self) -> tuple[str, ...]:
-        """The unentitled symbols or patterns (empty when that is not the reason)."""
+        """The unentitled symbols or patterns (empty when that is not the reason).
+
+        A long list is cut to its first 2 KiB; :attr:`symbols_omitted` counts the rest.
+        """
         return tuple(self.metadata.get("symbols", "").split())
+
+    @property
+    def symbols_omitted(self) -> int:
+        """How many unentitled symbols the server left out of :attr:`symbols` (0: none)."""
+        text = self.metadata.get("symbolsOmitted", "0")
+        return int(text) if text.isdigit() else 0
 
 
 class AdminUnavailable(AdminClientError):

@@ -38,6 +38,13 @@ from feedha.admin_server.errors import (
 logger = logging.getLogger(__name__)
 
 DOMAIN: Final = "feedha.v1"
+# A status travels in HTTP/2 trailers, which a gRPC client refuses past 16 KiB (8 KiB by
+# default is its soft limit): a refusal of 1,000 symbols must not turn into RESOURCE_EXHAUSTED.
+# So the message, each metadata value and the field violations are bounded; a list cut
+# short says how much is left out (metadata `<key>Omitted`, a last violation `...`).
+MAX_MESSAGE: Final = 512
+MAX_METADATA_VALUE: Final = 2048
+MAX_VIOLATIONS: Final = 16
 
 STATUS_FOR: Final[tuple[tuple[type[Exception], grpc.StatusCode], ...]] = (
     (AuthenticationError, grpc.StatusCode.UNAUTHENTICATED),
@@ -67,13 +74,37 @@ def _reason(exc: Exception, code: grpc.StatusCode) -> str:
     return "INTERNAL" if code is grpc.StatusCode.INTERNAL else code.name
 
 
+def _bounded_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in metadata.items():
+        if len(value) <= MAX_METADATA_VALUE:
+            out[key] = value
+            continue
+        # A space-separated list (symbols, adapter ids) keeps whole items; other text is cut.
+        items = value.split(" ")
+        kept: list[str] = []
+        for item in items:
+            if sum(len(k) + 1 for k in kept) + len(item) > MAX_METADATA_VALUE:
+                break
+            kept.append(item)
+        out[key] = " ".join(kept) if kept else value[:MAX_METADATA_VALUE]
+        out[f"{key}Omitted"] = str(len(items) - len(kept))
+    return out
+
+
 def rich_status(exc: Exception) -> grpc.Status:
     """The status for ``exc``: its code, its message, and the details the module's docstring lists."""
     code = status_for(exc)
     message = "internal error" if code is grpc.StatusCode.INTERNAL else str(exc)
-    metadata = exc.metadata if isinstance(exc, AdminError) else {}
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
+    metadata = _bounded_metadata(exc.metadata) if isinstance(exc, AdminError) else {}
     details = [error_details_pb2.ErrorInfo(reason=_reason(exc, code), domain=DOMAIN, metadata=metadata)]
-    violations = exc.violations if isinstance(exc, AdminError) else ()
+    violations = list(exc.violations) if isinstance(exc, AdminError) else []
+    if len(violations) > MAX_VIOLATIONS:
+        more = len(violations) - MAX_VIOLATIONS + 1
+        last = violations[-1]
+        violations = [*violations[: MAX_VIOLATIONS - 1], type(last)("...", last.reason, f"{more} more")]
     if violations:
         details.append(
             error_details_pb2.BadRequest(

@@ -209,3 +209,16 @@ async def test_watch_events_are_typed(env: Env) -> None:
         events.cancel()
     assert second.kind == admin_pb2.EVENT_KIND_SUBSCRIBE and "alice" in second.detail
     assert second.event_time.ToNanoseconds() >= first.event_time.ToNanoseconds() > 0
+
+
+async def test_a_refusal_of_a_thousand_symbols_still_arrives_whole(env: Env) -> None:
+    # Trailers past 16 KiB are refused by the client (RESOURCE_EXHAUSTED): the server bounds them.
+    symbols = [f"Z{n:063d}" for n in range(1000)]  # the most a request may hold, each as long as allowed
+    async with AdminClient(env.target, *env.keys["alice"]) as client:
+        with pytest.raises(PermissionDenied) as denied:
+            await client.subscribe(symbols)
+    error = denied.value
+    assert error.reason == "SYMBOLS_NOT_ENTITLED" and len(str(error)) <= 512
+    assert error.symbols == tuple(symbols[: len(error.symbols)]) and len(error.symbols) >= 30
+    assert len(error.symbols) + error.symbols_omitted == 1000
+    assert len(error.violations) == 16 and error.violations[-1].description == "985 more"
