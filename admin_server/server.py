@@ -165,7 +165,7 @@ def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials:
     )
 
 
-# ServerConfig field -> the option that sets it (None: ServerConfig's default).
+# ServerConfig fields set by the option of the same name (None: ServerConfig's default).
 _OPTIONS: Final = (
     "host",
     "port",

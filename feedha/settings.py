@@ -26,6 +26,10 @@ be set three more ways, lowest precedence first:
 4. the command line, which always wins: a repeatable option given there
    replaces the file's list instead of adding to it.
 
+Only the command's own options are settings: a sub-command's options (``add-user
+--group``, ``feedctl failover --to``) describe one invocation and are given on
+the command line.
+
 The values of (2) and (3) are checked and converted with the option's own
 ``type`` and ``choices`` and become the parser's defaults (an option that is
 ``required`` is satisfied by them); argparse then parses the command line as
@@ -204,19 +208,20 @@ def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParse
 
 
 def _settable(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.Action]]:
+    # The main parser's options only: a sub-command's own options (add-user --group,
+    # feedctl failover --to) are what one invocation does, not settings of the command.
     seen: set[str] = set()
-    for each in _parsers(parser):
-        for action in each._actions:
-            if (
-                not action.option_strings
-                or action.dest in _NOT_SETTINGS
-                or action.dest == argparse.SUPPRESS
-                or action.dest in seen
-                or _kind(action) is None
-            ):
-                continue
-            seen.add(action.dest)
-            yield action.dest, action
+    for action in parser._actions:
+        if (
+            not action.option_strings
+            or action.dest in _NOT_SETTINGS
+            or action.dest == argparse.SUPPRESS
+            or action.dest in seen
+            or _kind(action) is None
+        ):
+            continue
+        seen.add(action.dest)
+        yield action.dest, action
 
 
 def _kind(action: argparse.Action) -> str | None:
@@ -326,13 +331,9 @@ def _value(
 
 
 def _apply(parser: argparse.ArgumentParser, values: Mapping[str, Any]) -> None:
-    # An option of the main parser is set there only: a sub-command's copy of it
-    # (share_options) defaults to SUPPRESS, so a value given before the
-    # sub-command is not overwritten by the file's.
-    top = {action.dest for action in parser._actions}
-    for each in _parsers(parser):
-        own = {action.dest: action for action in each._actions}
-        found = {d: v for d, v in values.items() if d in own and (each is parser or d not in top)}
-        for dest in found:
-            own[dest].required = False  # satisfied by the file or the environment
-        each.set_defaults(**found)
+    # Set on the main parser only: a sub-command's copy of an option (share_options)
+    # defaults to SUPPRESS, so a value given before the sub-command stands.
+    own = {action.dest: action for action in parser._actions}
+    for dest in values:
+        own[dest].required = False  # satisfied by the file or the environment
+    parser.set_defaults(**values)

@@ -140,14 +140,23 @@ def _ctl() -> argparse.ArgumentParser:
 
 
 def test_shared_options_follow_a_sub_command_and_the_file_does_not_override_them(tmp_path: Path) -> None:
-    path = _write(tmp_path, "database: from-file.sqlite\ngroup: [traders]\n")
+    path = _write(tmp_path, "database: from-file.sqlite\n")
     argv = ["--database", "cli.sqlite", "--config", str(path), "add-user", "bob"]
-    before = settings.parse(_ctl(), argv, environ={}).args
-    assert before.database == Path("cli.sqlite") and before.group == ["traders"] and not before.json
+    before = settings.parse(_ctl(), argv, environ={"FEEDHA_GROUP": "traders"}).args
+    assert before.database == Path("cli.sqlite") and before.group == [] and not before.json
     after = settings.parse(_ctl(), ["--config", str(path), "add-user", "bob", "--json"], environ={}).args
     assert after.json is True and after.database == path.parent / "from-file.sqlite"
     last = settings.parse(_ctl(), ["--database", "a", "add-user", "bob", "--database", "b"], environ={}).args
     assert last.database == Path("b")  # after the sub-command wins
+
+
+def test_a_sub_command_s_own_options_are_no_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, "group: [traders]\n")  # add-user --group: one invocation's, not a setting
+    with pytest.raises(SystemExit):
+        settings.parse(_ctl(), ["--config", str(path), "add-user", "bob"], environ={})
+    assert "unknown key 'group'" in capsys.readouterr().err
 
 
 def test_json_log_format_writes_one_object_per_record() -> None:
