@@ -1,10 +1,18 @@
-"""``feedha adapter``: run one feed adapter (command line -> AdapterConfig -> runner)."""
+"""``feedha adapter``: run one feed adapter (flags, config file, environment -> AdapterConfig -> runner).
+
+Every option is also a key of the ``--config`` YAML file and a ``FEEDHA_*``
+variable (``feedha.settings``); the secret of ``--admin-key-id`` is read from
+``$FEEDHA_ADAPTER_SECRET`` only. So every adapter of a group can share one
+config file, with what differs per adapter (``adapter``, ``line``, ``replay``,
+``curve_key``) in its environment: ``peer: ["1=tcp://...", "2=tcp://..."]``
+names every member's sync endpoint by number and each adapter skips its own,
+and ``active_adapter: 1`` says which one starts as the active.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import signal
 import sys
@@ -13,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from feedha import logs, settings
 from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, AdapterConfig
 from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
@@ -34,14 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="feedha adapter",
         description="Run one feed adapter of a channel's adapter group. It converts the source stream, "
         "numbers and publishes it on its line, and keeps in sync with its peers over the sync bus. "
-        "Status events (ready, role changes, final counters) are printed as JSON lines on stdout.",
+        "Status events (ready, role changes, final counters) are printed as JSON lines on stdout. "
+        "Every option is also a key of the --config file and a FEEDHA_<OPTION> variable.",
     )
     _identity_arguments(parser)
     _endpoint_arguments(parser)
     _tuning_arguments(parser)
     _admin_arguments(parser)
     _journal_arguments(parser)
-    parser.add_argument("--log-level", default="WARNING", help="logging level (default: %(default)s)")
+    settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
 
@@ -54,6 +64,13 @@ def _identity_arguments(parser: argparse.ArgumentParser) -> None:
         "--adapter", type=int, required=True, help="this adapter's number, unique in the channel"
     )
     ident.add_argument("--active", action="store_true", help="start as the active unless one is heard first")
+    ident.add_argument(
+        "--active-adapter",
+        type=int,
+        metavar="N",
+        help="the adapter of the group that starts as the active (as --active on adapter N), "
+        "so every member can share one config file",
+    )
     ident.add_argument("--term", type=int, default=0, help="term to start from (default: %(default)s)")
 
 
@@ -66,7 +83,14 @@ def _endpoint_arguments(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--source-stream-number", type=int, required=True, help="source stream number")
     net.add_argument("--line", required=True, help="line endpoint to bind, e.g. tcp://127.0.0.1:6001")
     net.add_argument("--sync", required=True, help="sync-bus endpoint to bind")
-    net.add_argument("--peer", action="append", default=[], help="a peer's sync endpoint (repeatable)")
+    net.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="[N=]ENDPOINT",
+        help="a peer's sync endpoint (repeatable); N=ENDPOINT names adapter N's, and this adapter "
+        "skips its own, so one list of every member serves the whole group",
+    )
     net.add_argument("--control", help="REP endpoint for JSON control commands (status, promote, ...)")
 
 
@@ -208,9 +232,9 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         source_stream_number=args.source_stream_number,
         line_endpoint=args.line,
         sync_endpoint=args.sync,
-        peers=tuple(args.peer),
+        peers=peer_endpoints(args.peer, adapter=args.adapter),
         control_endpoint=args.control,
-        want_active=args.active,
+        want_active=args.active or args.active_adapter == args.adapter,
         term=args.term,
         sync=sync,
         max_packet_bytes=args.max_packet_bytes,
@@ -240,14 +264,36 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
     )
 
 
+def peer_endpoints(values: Sequence[str], *, adapter: int) -> tuple[str, ...]:
+    """The peers' sync endpoints from ``--peer`` values: ``N=ENDPOINT`` for adapter ``adapter`` is skipped.
+
+    Args:
+        values: ``ENDPOINT`` or ``N=ENDPOINT`` items.
+        adapter: this adapter's number.
+    """
+    peers = []
+    for value in values:
+        number, sep, endpoint = value.partition("=")
+        if sep and number.isdigit():
+            if int(number) == adapter:
+                continue
+            value = endpoint
+        peers.append(value)
+    return tuple(peers)
+
+
+# Options no inherited environment variable may set: drill-only switches.
+_NO_ENV = frozenset({"allow_fault_injection", "health_penalty"})
+
+
 def _print_status(event: dict[str, Any]) -> None:
     print(json.dumps(event), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``feedha adapter``."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = settings.parse(build_parser(), argv, no_env=_NO_ENV).args
+    logs.configure_from(args)
     try:
         config = config_from_args(args, admin_secret=os.environ.get("FEEDHA_ADAPTER_SECRET"))
         from feedha.adapter.runner import AdapterRunner

@@ -45,13 +45,22 @@ class CurveKeys:
 def load_keys(path: Path) -> CurveKeys:
     """Read a key pair written by :func:`write_keys` (ZeroMQ's certificate format).
 
+    A secret key file must be the owner's alone (0600 or 0400), with one
+    exception, PostgreSQL's for its key files: a file owned by root may also be
+    readable by its group (0640, 0440). That is how Kubernetes mounts a Secret
+    for a pod with an ``fsGroup`` (root:fsGroup, 0440), and how configuration
+    management hands a root-owned key to a service's group.
+
     Raises:
-        ConfigError: the file is missing, unreadable, readable by others, or holds no secret key.
+        ConfigError: the file is missing, unreadable, too open, or holds no secret key.
     """
     try:
-        if path.stat().st_mode & 0o077:
+        info = path.stat()
+        loose = info.st_mode & (0o037 if info.st_uid == 0 else 0o077)
+        if loose:
             raise ConfigError(
-                f"{path}: a secret key file must not be readable by group or others (chmod 600)"
+                f"{path}: a secret key file must not be accessible by group or others (mode "
+                f"{info.st_mode & 0o777:04o}; chmod 600, or 640 for a file owned by root)"
             )
         public, secret = zmq.auth.load_certificate(str(path))
     except (OSError, ValueError) as exc:

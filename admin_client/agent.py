@@ -196,7 +196,7 @@ class RegistryAgent:
             snapshot = self._snapshot()
             if snapshot is not None:
                 registration = dataclasses.replace(registration, role=snapshot.role, term=snapshot.term)
-            await call.write(admin_pb2.AdapterReport(registration=registration_to_proto(registration)))
+            await call.write(admin_pb2.ConnectRequest(registration=registration_to_proto(registration)))
             self.is_connected = True
             self.connections += 1
             logger.info("registry agent %s: registered with %s", registration.adapter_id, self.target)
@@ -206,7 +206,7 @@ class RegistryAgent:
                     snapshot = self._snapshot()
                     if snapshot is not None:
                         try:
-                            await call.write(admin_pb2.AdapterReport(status=status_to_proto(snapshot)))
+                            await call.write(admin_pb2.ConnectRequest(status=status_to_proto(snapshot)))
                         except asyncio.InvalidStateError:
                             # The call ended (server gone) after the reader's last check:
                             # the reader holds the reason, await it below.
@@ -230,7 +230,7 @@ class RegistryAgent:
     async def _read_commands(self, call: grpc.aio.StreamStreamCall) -> None:
         async for message in call:
             try:
-                command = command_from_proto(message)
+                command = command_from_proto(message.command)
             except ValueError as exc:
                 logger.warning("registry agent %s: %s", self.registration.adapter_id, exc)
                 continue

@@ -121,12 +121,15 @@ class BearerToken:
     Attributes:
         token: the bearer token (left out of ``repr``).
         user: the user the API key belongs to.
-        expires_at: when the token expires, Unix seconds (0: unknown).
+        expires_at: when the token expires, Unix seconds on the server's clock (0: unknown).
+        lifetime_s: how long it lasted when it was issued, in seconds (0: unknown): renew by
+            this on the client's own clock, which may differ from the server's.
     """
 
     token: str = field(repr=False)
     user: str
     expires_at: float = 0.0
+    lifetime_s: float = 0.0
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -176,4 +179,9 @@ async def login(
     """
     stub = admin_pb2_grpc.AdminAuthStub(channel)  # type: ignore[no-untyped-call]
     reply = await stub.Login(admin_pb2.LoginRequest(key_id=key_id, secret=secret), timeout=timeout_s)
-    return BearerToken(token=reply.token, user=reply.user, expires_at=reply.expires_at_ns / 1e9)
+    return BearerToken(
+        token=reply.token,
+        user=reply.user,
+        expires_at=reply.expire_time.ToNanoseconds() / 1e9,
+        lifetime_s=reply.lifetime.ToNanoseconds() / 1e9,
+    )

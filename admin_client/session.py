@@ -83,11 +83,38 @@ class Subscription:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteUpdate:
-    """The routes of a watched subscription after a change (the first one is the current state)."""
+    """The routes of a watched subscription after a change (the first one is the current state).
+
+    Attributes:
+        subscription_id: the subscription.
+        reason: for people: ``"current"`` for the first update of a watch, else
+            what changed and where (``"changed EQ-A-M.2"``).
+        routes: the routes now.
+        initial: the first update of a watch (the routes as they are, not a change).
+        cause: what changed, by the API's ``EventKind`` name in lower case
+            (``"registered"``, ``"down"``, ``"policy"`` ...; ``"watching"`` when ``initial``).
+    """
 
     subscription_id: str
     reason: str
     routes: tuple[Route, ...]
+    initial: bool = False
+    cause: str = ""
+
+
+def _route_update(message: admin_pb2.WatchRoutesResponse) -> RouteUpdate:
+    try:
+        cause = admin_pb2.EventKind.Name(message.cause).removeprefix("EVENT_KIND_").lower()
+    except ValueError:  # a kind this schema lacks (a newer server)
+        cause = "unspecified"
+    initial = message.cause == admin_pb2.EVENT_KIND_WATCHING
+    return RouteUpdate(
+        subscription_id=message.subscription_id,
+        reason="current" if initial else f"{cause} {message.detail}".strip(),
+        routes=tuple(_route(r) for r in message.routes),
+        initial=initial,
+        cause=cause,
+    )
 
 
 def _route(msg: admin_pb2.ChannelRoute) -> Route:
@@ -154,6 +181,7 @@ class AdminClient:
         self.call_timeout_s = call_timeout_s
         self._channel: grpc.aio.Channel | None = None
         self._token: BearerToken | None = None
+        self._expires_at = 0.0
         self.user: str | None = None
         self.logins = 0
 
@@ -190,14 +218,17 @@ class AdminClient:
         async def attempt() -> None:
             token = await login(self._open(), self._key_id, self._secret, timeout_s=self.call_timeout_s)
             self._token, self.user = token, token.user
+            # The expiry on this machine's clock: the lifetime the server gave, from now
+            # (a skewed clock would read the server's timestamp wrongly).
+            self._expires_at = time.time() + token.lifetime_s if token.lifetime_s else token.expires_at
             self.logins += 1
 
         await self._retry(attempt)
 
     @property
     def token_expires_at(self) -> float:
-        """When the current token expires (Unix seconds; 0 before the first login)."""
-        return 0.0 if self._token is None else self._token.expires_at
+        """When the current token expires, by this machine's clock (Unix seconds; 0 before a login)."""
+        return 0.0 if self._token is None else self._expires_at
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         return self._token.metadata if self._token is not None else ()
@@ -257,7 +288,7 @@ class AdminClient:
     async def modify(self, subscription_id: str, symbols: Sequence[str]) -> Subscription:
         """Replace a subscription's symbols; returns the new routes."""
         request = admin_pb2.ModifyRequest(subscription_id=subscription_id, symbols=list(symbols))
-        reply: admin_pb2.SubscribeResponse = await self._call(
+        reply: admin_pb2.ModifyResponse = await self._call(
             lambda stub: stub.Modify(request, metadata=self._metadata(), timeout=self.call_timeout_s)
         )
         return Subscription(
@@ -292,11 +323,7 @@ class AdminClient:
             try:
                 async for update in call:
                     delay, relogged = RETRY_INITIAL_S, False
-                    yield RouteUpdate(
-                        subscription_id=update.subscription_id,
-                        reason=update.reason,
-                        routes=tuple(_route(r) for r in update.routes),
-                    )
+                    yield _route_update(update)
                 return
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()

@@ -6,7 +6,8 @@ it through the :class:`~admin_server.hub.Hub`, checks the role the service
 needs (``admin`` for AdminControl, ``adapter`` or ``admin`` for
 AdapterRegistry) and stores the :class:`Principal` in a context variable for
 the servicer. Failures end the call with UNAUTHENTICATED or
-PERMISSION_DENIED and a message that says why.
+PERMISSION_DENIED, a message that says why, and the structured details of
+``status.py`` (reasons ``TOKEN_MISSING``, ``TOKEN_EXPIRED``, ``ROLE_REQUIRED`` ...).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any, Final
 
 import grpc
 
-from feedha.admin_server.errors import AuthenticationError
+from feedha.admin_server.errors import AuthenticationError, PermissionDeniedError
 from feedha.admin_server.hub import Hub
 from feedha.admin_server.policy import Principal
+from feedha.admin_server.status import abort_with
 from feedha.admin_server.store import Lease
 from feedha.admin_server.tokens import TokenClaims
 
@@ -104,24 +106,27 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     async def _check(self, context: grpc.aio.ServicerContext, method: str, role: str | None) -> None:
         token = bearer_token(context.invocation_metadata())
         if token is None:
-            await context.abort(
-                grpc.StatusCode.UNAUTHENTICATED, "missing 'authorization: Bearer <token>'; log in"
+            missing = AuthenticationError(
+                "missing 'authorization: Bearer <token>'; log in", reason="TOKEN_MISSING"
             )
+            await abort_with(context, missing)
             return
         try:
             principal, claims = self._hub.authenticate_token(token)
         except AuthenticationError as exc:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            await abort_with(context, exc)
             return
         allowed = role is None or self._hub.has_role(principal, role)
         if not allowed and role == "adapter":
             allowed = self._hub.has_role(principal, "admin")
         if not allowed:
             logger.warning("user %s denied %s (needs role %s)", principal.user, method, role)
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
+            denied = PermissionDeniedError(
                 f"user {principal.user!r} lacks the {role} role for {method}",
+                reason="ROLE_REQUIRED",
+                metadata={"role": str(role), "method": method},
             )
+            await abort_with(context, denied)
         _principal.set(principal)
         _token.set(claims)
 

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from feedha.admin_server.config import ChannelConfig
-from feedha.admin_server.errors import NotFoundError, PermissionDeniedError
+from feedha.admin_server.errors import (
+    FieldViolation,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from feedha.admin_server.policy import Mode, Policy, Principal
 from feedha.admin_server.registry import AdapterRecord
 from feedha.proto.registry import AdapterRole
@@ -58,19 +63,33 @@ def validate_items(items: Sequence[str]) -> list[str]:
     """Check requested symbols/patterns and drop duplicates (keeping order).
 
     Raises:
-        ValueError: empty request, too many items, or an item that is empty,
-            too long or holds whitespace.
+        InvalidArgumentError: empty request, too many items, or an item that is empty,
+            too long or holds whitespace (a ``ValueError``; the field named).
     """
     if not items:
-        raise ValueError("symbols must not be empty")
+        raise _invalid("symbols", "SYMBOLS_EMPTY", "symbols must not be empty")
     if len(items) > MAX_ITEMS:
-        raise ValueError(f"too many symbols: {len(items)} > {MAX_ITEMS}")
+        raise _invalid("symbols", "TOO_MANY_SYMBOLS", f"too many symbols: {len(items)} > {MAX_ITEMS}")
     seen: dict[str, None] = {}
-    for item in items:
+    for index, item in enumerate(items):
         if not item or len(item) > MAX_ITEM_LENGTH or any(c.isspace() for c in item):
-            raise ValueError(f"invalid symbol or pattern: {item!r}")
+            raise _invalid(f"symbols[{index}]", "SYMBOL_INVALID", f"invalid symbol or pattern: {item[:64]!r}")
         seen.setdefault(item, None)
     return list(seen)
+
+
+def _invalid(field: str, reason: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(message, violations=[FieldViolation(field, reason, message)])
+
+
+def _violations(items: Sequence[str], refused: Sequence[str], reason: str, what: str) -> list[FieldViolation]:
+    """One violation per requested item that is refused, by its index in the request."""
+    wanted = set(refused)
+    return [
+        FieldViolation(f"symbols[{index}]", reason, f"{what}: {item!r}")
+        for index, item in enumerate(items)
+        if item in wanted
+    ]
 
 
 def channels_for(item: str, channels: Iterable[ChannelConfig]) -> list[ChannelConfig]:
@@ -125,7 +144,11 @@ def plan_routes(
     modes = {item: policy.entitlement(principal, item) for item in wanted}
     denied = [item for item, mode in modes.items() if mode is Mode.NONE]
     if denied:
-        raise PermissionDeniedError(f"not entitled to: {', '.join(denied)}", symbols=denied)
+        raise PermissionDeniedError(
+            f"not entitled to: {', '.join(denied)}",
+            symbols=denied,
+            violations=_violations(items, denied, "SYMBOL_NOT_ENTITLED", "not entitled"),
+        )
     grouped: dict[tuple[str, bool], list[str]] = {}
     unrouted = []
     for item in wanted:
@@ -135,7 +158,12 @@ def plan_routes(
         for channel in targets:
             grouped.setdefault((channel.name, modes[item] is Mode.DELAYED), []).append(item)
     if unrouted:
-        raise NotFoundError(f"no channel carries: {', '.join(unrouted)}")
+        raise NotFoundError(
+            f"no channel carries: {', '.join(unrouted)}",
+            reason="SYMBOLS_NOT_ROUTED",
+            metadata={"symbols": " ".join(unrouted)},
+            violations=_violations(items, unrouted, "SYMBOL_NOT_ROUTED", "no channel carries"),
+        )
     by_name = {c.name: c for c in channels}
     # A delayed route names no line and no replay service: both serve real time
     # (a delayed stream is future work, issue 14).

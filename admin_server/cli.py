@@ -4,7 +4,7 @@ Usage::
 
     feedctl [--admin-server HOST:PORT] [--key-id ID --secret S]
             [--tls] [--tls-ca F] [--tls-cert F --tls-key F] [--json] COMMAND
-      adapters                         table: channel, adapter, role, term, msg_seq, sync, health, lag, up
+      adapters [--channel C]           table: channel, adapter, role, term, msg_seq, sync, health, lag, up
       subscriptions                    every subscription
       failover CHANNEL [--to ADAPTER]  demote the active, promote a backup (term + 1)
       fail ADAPTER [--reason TEXT]     take an adapter off line
@@ -12,12 +12,16 @@ Usage::
       purge CHANNEL MESSAGE_ID         purge a pending delayed message (not supported yet)
       watch [--count N]                live events
 
+The options before COMMAND may also follow it (``feedctl adapters --json``).
 Credentials come from ``--key-id/--secret`` or ``FEEDHA_KEY_ID``/``FEEDHA_SECRET``;
-the server from ``--admin-server`` or ``FEEDHA_ADMIN_SERVER`` (default 127.0.0.1:50051).
+the server from ``--admin-server`` or ``FEEDHA_ADMIN_SERVER`` (default 127.0.0.1:50051);
+every option can also be set by a ``FEEDHA_<OPTION>`` variable or in a
+``--config`` YAML file (``feedha.settings``).
 TLS: ``--tls-ca`` verifies the server with that CA (``--tls`` alone: the system
 roots); ``--tls-cert/--tls-key`` present a client certificate, which a server
 with ``tls_client_ca`` requires.
-Exit codes: 0 ok, 1 refused by the server, 2 usage or connection error.
+Exit codes: 0 ok, 1 refused by the server (printed as CODE (REASON): message,
+with the request fields at fault), 2 usage or connection error.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,11 +37,15 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from feedha import extras, settings
 from feedha.admin_client.channel import TlsFileError, add_tls_arguments, login, open_channel, tls_from_files
+from feedha.admin_client.errors import status_details
 from feedha.proto import admin_pb2, admin_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TIMEOUT_S = 10.0
+PAGE_SIZE = 500  # adapters or subscriptions per List call; feedctl reads every page
+Metadata = tuple[tuple[str, str], ...]
 
 
 def _enum(name: str, prefix: str) -> str:
@@ -77,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="feedctl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("-V", "--version", action="version", version=f"feedctl (feedha) {extras.version()}")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="YAML file of settings (keys: the options)"
+    )
     parser.add_argument("--admin-server", default=None, help="HOST:PORT of the admin server")
     parser.add_argument("--key-id", default=None, help="API key id (or FEEDHA_KEY_ID)")
     parser.add_argument("--secret", default=None, help="API key secret (or FEEDHA_SECRET)")
@@ -85,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ca", dest="tls_ca", type=Path, help=argparse.SUPPRESS)  # the old name of --tls-ca
     parser.add_argument("--json", action="store_true", help="print JSON")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("adapters", help="list adapters")
+    adapters = sub.add_parser("adapters", help="list adapters")
+    adapters.add_argument("--channel", help="only this channel's adapters")
     sub.add_parser("subscriptions", help="list subscriptions")
     failover = sub.add_parser("failover", help="fail a channel over by hand")
     failover.add_argument("channel")
@@ -101,7 +113,69 @@ def _parser() -> argparse.ArgumentParser:
     purge.add_argument("message_id")
     watch = sub.add_parser("watch", help="print live events")
     watch.add_argument("--count", type=int, default=0, help="stop after N events (0: forever)")
+    settings.share_options(parser)
     return parser
+
+
+async def _pages(call: Any, request: Any, field: str, md: Metadata) -> list[Any]:
+    # Every page of a List call: ask again with the token until it is "".
+    items: list[Any] = []
+    while True:
+        reply = await call(request, metadata=md, timeout=TIMEOUT_S)
+        items += getattr(reply, field)
+        if not reply.next_page_token:
+            return items
+        request.page_token = reply.next_page_token
+
+
+async def _adapters(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
+    request = admin_pb2.ListAdaptersRequest(page_size=PAGE_SIZE, channel_name=args.channel or "")
+    rows = [_adapter_row(a) for a in await _pages(stub.ListAdapters, request, "adapters", md)]
+    columns = ("channel", "adapter", "role", "term", "msg_seq", "sync", "health", "lag", "up")
+    _print(args, rows, _table(rows, columns))
+
+
+async def _subscriptions(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
+    request = admin_pb2.ListSubscriptionsRequest(page_size=PAGE_SIZE)
+    found = await _pages(stub.ListSubscriptions, request, "subscriptions", md)
+    rows = [{"subscription": s.subscription_id, "user": s.user, "symbols": list(s.symbols)} for s in found]
+    text_rows = [{**r, "symbols": ",".join(r["symbols"])} for r in rows]
+    _print(args, rows, _table(text_rows, ("subscription", "user", "symbols")))
+
+
+async def _command(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
+    if args.command == "failover":
+        request: Any = admin_pb2.FailoverRequest(channel_name=args.channel, to_adapter_id=args.to)
+        reply: Any = await stub.Failover(request, metadata=md, timeout=TIMEOUT_S)
+    elif args.command == "fail":
+        request = admin_pb2.FailAdapterRequest(adapter_id=args.adapter, reason=args.reason)
+        reply = await stub.FailAdapter(request, metadata=md, timeout=TIMEOUT_S)
+    else:
+        request = admin_pb2.ThrottleRequest(adapter_id=args.adapter, rate=args.rate)
+        reply = await stub.Throttle(request, metadata=md, timeout=TIMEOUT_S)
+    rows = [
+        {
+            "adapter": s.adapter_id,
+            "command": _enum(admin_pb2.CommandKind.Name(s.command.kind), "COMMAND_KIND_"),
+            "term": s.command.term,
+            "rate": s.command.rate,
+        }
+        for s in reply.sent
+    ]
+    _print(args, rows, "\n".join(f"sent {r['command']} to {r['adapter']} (term {r['term']})" for r in rows))
+
+
+async def _watch(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
+    seen = 0
+    async for event in stub.WatchEvents(admin_pb2.WatchEventsRequest(), metadata=md):
+        kind = _enum(admin_pb2.EventKind.Name(event.kind), "EVENT_KIND_")
+        data = json_format.MessageToDict(event, preserving_proto_field_name=True)
+        data["kind"] = kind
+        text = f"{kind:<10} {event.channel_name:<10} {event.adapter_id:<12} {event.detail}"
+        _print(args, data, text.rstrip())
+        seen += 1
+        if args.count and seen >= args.count:
+            return
 
 
 async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) -> int:
@@ -110,57 +184,25 @@ async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) 
         md = (await login(channel, key_id, secret, timeout_s=TIMEOUT_S)).metadata
         stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
         if args.command == "adapters":
-            reply = await stub.ListAdapters(admin_pb2.ListAdaptersRequest(), metadata=md, timeout=TIMEOUT_S)
-            rows = [_adapter_row(a) for a in reply.adapters]
-            columns = ("channel", "adapter", "role", "term", "msg_seq", "sync", "health", "lag", "up")
-            _print(args, rows, _table(rows, columns))
+            await _adapters(stub, args, md)
         elif args.command == "subscriptions":
-            reply = await stub.ListSubscriptions(
-                admin_pb2.ListSubscriptionsRequest(), metadata=md, timeout=TIMEOUT_S
-            )
-            rows = [
-                {"subscription": s.subscription_id, "user": s.user, "symbols": list(s.symbols)}
-                for s in reply.subscriptions
-            ]
-            text_rows = [{**r, "symbols": ",".join(r["symbols"])} for r in rows]
-            _print(args, rows, _table(text_rows, ("subscription", "user", "symbols")))
+            await _subscriptions(stub, args, md)
         elif args.command in ("failover", "fail", "throttle"):
-            if args.command == "failover":
-                request: Any = admin_pb2.FailoverRequest(channel_name=args.channel, to_adapter_id=args.to)
-                reply = await stub.Failover(request, metadata=md, timeout=TIMEOUT_S)
-            elif args.command == "fail":
-                request = admin_pb2.FailAdapterRequest(adapter_id=args.adapter, reason=args.reason)
-                reply = await stub.FailAdapter(request, metadata=md, timeout=TIMEOUT_S)
-            else:
-                request = admin_pb2.ThrottleRequest(adapter_id=args.adapter, rate=args.rate)
-                reply = await stub.Throttle(request, metadata=md, timeout=TIMEOUT_S)
-            rows = [
-                {
-                    "adapter": s.adapter_id,
-                    "command": _enum(admin_pb2.CommandKind.Name(s.command.kind), "COMMAND_KIND_"),
-                    "term": s.command.term,
-                    "rate": s.command.rate,
-                }
-                for s in reply.sent
-            ]
-            _print(
-                args,
-                rows,
-                "\n".join(f"sent {r['command']} to {r['adapter']} (term {r['term']})" for r in rows),
-            )
+            await _command(stub, args, md)
         elif args.command == "purge":
             request = admin_pb2.PurgeRequest(channel_name=args.channel, message_id=args.message_id)
             await stub.Purge(request, metadata=md, timeout=TIMEOUT_S)
         elif args.command == "watch":
-            seen = 0
-            async for event in stub.WatchEvents(admin_pb2.WatchEventsRequest(), metadata=md):
-                data = json_format.MessageToDict(event, preserving_proto_field_name=True)
-                text = f"{event.kind:<10} {event.channel_name:<10} {event.adapter_id:<12} {event.detail}"
-                _print(args, data, text.rstrip())
-                seen += 1
-                if args.count and seen >= args.count:
-                    break
+            await _watch(stub, args, md)
     return 0
+
+
+def _refusal(exc: grpc.aio.AioRpcError) -> str:
+    """``CODE (REASON): message``, and the fields at fault, from the status and its details."""
+    found = status_details(exc)
+    head = exc.code().name + (f" ({found.reason})" if found.reason else "")
+    fields = "".join(f"\n  {v.field}: {v.description}" for v in found.violations)
+    return f"{head}: {exc.details()}{fields}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,10 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The exit code.
     """
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    key_id = args.key_id or os.environ.get("FEEDHA_KEY_ID", "")
-    secret = args.secret or os.environ.get("FEEDHA_SECRET", "")
-    target = args.admin_server or os.environ.get("FEEDHA_ADMIN_SERVER", DEFAULT_TARGET)
+    args = settings.parse(_parser(), sys.argv[1:] if argv is None else argv).args
+    key_id, secret = args.key_id or "", args.secret or ""
+    target = args.admin_server or DEFAULT_TARGET
     if not key_id or not secret:
         print(
             "feedctl: credentials needed: --key-id/--secret or FEEDHA_KEY_ID/FEEDHA_SECRET", file=sys.stderr
@@ -185,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_run(args, key_id, secret, target))
     except grpc.aio.AioRpcError as exc:
         code = exc.code()
-        print(f"feedctl: {code.name}: {exc.details()}", file=sys.stderr)
+        print(f"feedctl: {_refusal(exc)}", file=sys.stderr)
         return 2 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) else 1
     except (OSError, TlsFileError, ValueError) as exc:
         print(f"feedctl: {exc}", file=sys.stderr)

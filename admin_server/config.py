@@ -3,19 +3,22 @@
 The file (``deploy/admin-server.yaml``) declares where to listen, the
 database, the signing key file, the policy file, TLS files and the feeds with their channels; a
 channel covers the symbols whose first letter lies in its ``letters`` range.
-Command-line options override the file. Relative paths in the file are
-relative to the file's directory.
+The file's keys are the options of ``feedha admin-server`` (``feedha.settings``
+reads them; ``FEEDHA_*`` variables override the file and flags override both),
+plus two sections that are not options, ``feeds`` and ``secret_hashing``
+(:data:`SECTIONS`). Relative paths in the file are relative to the file's
+directory.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import argon2
-import yaml
 
 from feedha.admin_server import keyfile, tokens
 from feedha.admin_server.errors import ConfigError
@@ -226,46 +229,38 @@ def _parse_hashing(raw: Any) -> SecretHashing:
         raise ConfigError(f"secret_hashing: {exc}") from exc
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Read a server config file into :class:`ServerConfig` keyword arguments.
+# The config file's keys that are not command-line options (feedha.settings reads the rest).
+SECTIONS: Final = frozenset({"feeds", "secret_hashing"})
+# Older names of the file's keys, still read: `listen: HOST:PORT` is `host` and `port`.
+_RENAMED: Final = {"token_ttl_s": "token_ttl", "policy_poll_s": "policy_poll"}
 
-    Args:
-        path: the YAML file.
 
-    Returns:
-        Keyword arguments (paths resolved against the file's directory).
+def rename_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """The config file's mapping with older key names turned into the options' names.
+
+    ``listen: HOST:PORT`` becomes ``host`` and ``port``; ``token_ttl_s`` and
+    ``policy_poll_s`` become ``token_ttl`` and ``policy_poll``.
 
     Raises:
-        ConfigError: unreadable or invalid file.
+        ConfigError: ``listen`` is not ``HOST:PORT``.
     """
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the config must be a mapping")
-    base = path.parent
-    kwargs: dict[str, Any] = {}
-    listen = raw.pop("listen", None)
-    if listen is not None:
-        host, _colon, port = str(listen).rpartition(":")
-        kwargs["host"], kwargs["port"] = host or DEFAULT_HOST, int(port)
-    for key in ("database", "policy", "tls_cert", "tls_key", "tls_client_ca", "signing_key_file"):
-        if raw.get(key):
-            kwargs[key] = base / str(raw.pop(key))
-        else:
-            raw.pop(key, None)
-    for key in ("token_ttl_s", "policy_poll_s"):
-        if key in raw:
-            kwargs[key] = float(raw.pop(key))
-    for key in ("insecure", "adapter_auth"):
-        if key in raw:
-            kwargs[key] = bool(raw.pop(key))
-    if "secret_hashing" in raw:
-        kwargs["secret_hashing"] = _parse_hashing(raw.pop("secret_hashing"))
-    kwargs["channels"] = _parse_channels(raw.pop("feeds", None))
-    if raw:
-        raise ConfigError(f"{path}: unknown keys {sorted(raw)}")
+    out = {_RENAMED.get(key, key): value for key, value in raw.items() if key != "listen"}
+    if "listen" in raw:
+        host, colon, port = str(raw["listen"]).rpartition(":")
+        if not colon or not port.isdigit():
+            raise ConfigError(f"listen must be HOST:PORT, got {raw['listen']!r}")
+        out.setdefault("host", host or DEFAULT_HOST)
+        out.setdefault("port", int(port))
+    return out
+
+
+def sections_to_kwargs(sections: Mapping[str, Any]) -> dict[str, Any]:
+    """:class:`ServerConfig` keyword arguments from the file's sections (``feeds``, ``secret_hashing``).
+
+    Raises:
+        ConfigError: an invalid section.
+    """
+    kwargs: dict[str, Any] = {"channels": _parse_channels(sections.get("feeds"))}
+    if "secret_hashing" in sections:
+        kwargs["secret_hashing"] = _parse_hashing(sections["secret_hashing"])
     return kwargs

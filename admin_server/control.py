@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from feedha.admin_server import convert
+from feedha.admin_server import convert, paging
 from feedha.admin_server.auth import current_principal
-from feedha.admin_server.errors import AdminError
+from feedha.admin_server.errors import AdminError, InvalidArgumentError, NotImplementedYetError
 from feedha.admin_server.hub import AdapterSession, Hub, HubEvent
 from feedha.admin_server.registry import Directive
-from feedha.admin_server.service import abort_with
+from feedha.admin_server.status import abort_with
 from feedha.proto import admin_pb2, admin_pb2_grpc
 from feedha.proto.registry import command_to_proto, registration_from_proto, status_from_proto
 
@@ -28,14 +28,19 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
         self._hub = hub
 
     async def Connect(  # noqa: N802 (gRPC method name)
-        self, request_iterator: AsyncIterator[admin_pb2.AdapterReport], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[admin_pb2.OperatorCommand]:
+        self, request_iterator: AsyncIterator[admin_pb2.ConnectRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[admin_pb2.ConnectResponse]:
         """Take the registration, then status reports; send operator commands back."""
         first = await anext(aiter(request_iterator), None)
         if first is None:
             return
         if not first.HasField("registration"):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first report must be a registration")
+            await abort_with(
+                context,
+                InvalidArgumentError(
+                    "the first message must be a registration", reason="REGISTRATION_MISSING"
+                ),
+            )
         try:
             registration = registration_from_proto(first.registration)
         except ValueError as exc:
@@ -50,7 +55,7 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
                 getter = asyncio.create_task(session.commands.get())
                 done, _pending = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
-                    yield command_to_proto(getter.result().command)
+                    yield admin_pb2.ConnectResponse(command=command_to_proto(getter.result().command))
                     continue
                 getter.cancel()
                 break
@@ -61,7 +66,7 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
             self._hub.detach(session)
 
     async def _read(
-        self, request_iterator: AsyncIterator[admin_pb2.AdapterReport], session: AdapterSession
+        self, request_iterator: AsyncIterator[admin_pb2.ConnectRequest], session: AdapterSession
     ) -> None:
         async for report in request_iterator:
             if report.HasField("status"):
@@ -70,10 +75,10 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
                 logger.warning("adapter %s sent a second registration; ignored", session.adapter_id)
 
 
-def _event_to_proto(event: HubEvent) -> admin_pb2.AdminEvent:
-    return admin_pb2.AdminEvent(
-        time_ns=int(event.at * 1e9),
-        kind=event.kind,
+def _event_to_proto(event: HubEvent) -> admin_pb2.WatchEventsResponse:
+    return admin_pb2.WatchEventsResponse(
+        event_time=convert.timestamp(event.at),
+        kind=convert.event_kind_to_proto(event.kind),
         channel_name=event.channel_name,
         adapter_id=event.adapter_id,
         detail=event.detail,
@@ -89,30 +94,45 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
     async def ListAdapters(  # noqa: N802
         self, request: admin_pb2.ListAdaptersRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.ListAdaptersResponse:
-        """Every registered adapter, up or down."""
+        """The registered adapters, up or down, a page at a time (by channel, then id)."""
         records = self._hub.registry.records()
-        return admin_pb2.ListAdaptersResponse(adapters=[convert.record_to_proto(r) for r in records])
+        if request.channel_name:
+            records = [r for r in records if r.channel_name == request.channel_name]
+        try:
+            chunk, token = paging.page(
+                records,
+                key=lambda r: (r.channel_name, r.adapter_id),
+                page_size=request.page_size,
+                page_token=request.page_token,
+                scope=f"adapters:{request.channel_name}",
+            )
+        except AdminError as exc:
+            await abort_with(context, exc)
+        return admin_pb2.ListAdaptersResponse(
+            adapters=[convert.record_to_proto(r) for r in chunk], next_page_token=token
+        )
 
     async def ListSubscriptions(  # noqa: N802
         self, request: admin_pb2.ListSubscriptionsRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.ListSubscriptionsResponse:
-        """Every subscription."""
+        """Every subscription, a page at a time (oldest first)."""
+        try:
+            chunk, token = paging.page(
+                self._hub.store.subscriptions(),
+                key=lambda s: (s.created_at, s.subscription_id),
+                page_size=request.page_size,
+                page_token=request.page_token,
+                scope="subscriptions",
+            )
+        except AdminError as exc:
+            await abort_with(context, exc)
         return admin_pb2.ListSubscriptionsResponse(
-            subscriptions=[
-                admin_pb2.SubscriptionInfo(
-                    subscription_id=s.subscription_id,
-                    user=s.user,
-                    symbols=list(s.symbols),
-                    created_at_ns=int(s.created_at * 1e9),
-                    updated_at_ns=int(s.updated_at * 1e9),
-                )
-                for s in self._hub.store.subscriptions()
-            ]
+            subscriptions=[convert.subscription_to_proto(s) for s in chunk], next_page_token=token
         )
 
     async def Failover(  # noqa: N802
         self, request: admin_pb2.FailoverRequest, context: grpc.aio.ServicerContext
-    ) -> admin_pb2.CommandResponse:
+    ) -> admin_pb2.FailoverResponse:
         """Demote the channel's active and promote a backup, at term + 1."""
         hub, principal = self._hub, current_principal()
         try:
@@ -122,11 +142,11 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
             sent = hub.send(principal, "failover", request.channel_name, plan)
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
-        return _sent(sent)
+        return admin_pb2.FailoverResponse(sent=_sent(sent))
 
     async def FailAdapter(  # noqa: N802
         self, request: admin_pb2.FailAdapterRequest, context: grpc.aio.ServicerContext
-    ) -> admin_pb2.CommandResponse:
+    ) -> admin_pb2.FailAdapterResponse:
         """Tell an adapter to take itself off line."""
         hub, principal = self._hub, current_principal()
         try:
@@ -134,11 +154,11 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
             sent = hub.send(principal, "fail", request.adapter_id, plan)
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
-        return _sent(sent)
+        return admin_pb2.FailAdapterResponse(sent=_sent(sent))
 
     async def Throttle(  # noqa: N802
         self, request: admin_pb2.ThrottleRequest, context: grpc.aio.ServicerContext
-    ) -> admin_pb2.CommandResponse:
+    ) -> admin_pb2.ThrottleResponse:
         """Limit an adapter's publishing rate."""
         hub, principal = self._hub, current_principal()
         try:
@@ -146,7 +166,7 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
             sent = hub.send(principal, "throttle", request.adapter_id, plan)
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
-        return _sent(sent)
+        return admin_pb2.ThrottleResponse(sent=_sent(sent))
 
     async def Purge(  # noqa: N802
         self, request: admin_pb2.PurgeRequest, context: grpc.aio.ServicerContext
@@ -160,25 +180,23 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
             detail="refused: not supported yet",
             now=self._hub.clock(),
         )
-        await context.abort(
-            grpc.StatusCode.UNIMPLEMENTED, "purge is not supported yet: the delayed-data stream is not built"
+        await abort_with(
+            context,
+            NotImplementedYetError("purge is not supported yet: the delayed-data stream is not built"),
         )
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def WatchEvents(  # noqa: N802
         self, request: admin_pb2.WatchEventsRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[admin_pb2.AdminEvent]:
+    ) -> AsyncIterator[admin_pb2.WatchEventsResponse]:
         """Stream registry changes, commands, subscriptions and policy reloads as they happen."""
         async with self._hub.listen() as events:
-            yield admin_pb2.AdminEvent(time_ns=int(self._hub.clock() * 1e9), kind="watching")
+            yield _event_to_proto(HubEvent(at=self._hub.clock(), kind="watching"))
             while True:
                 yield _event_to_proto(await events.get())
 
 
-def _sent(directives: list[Directive]) -> admin_pb2.CommandResponse:
-    return admin_pb2.CommandResponse(
-        sent=[
-            admin_pb2.CommandSent(adapter_id=d.adapter_id, command=command_to_proto(d.command))
-            for d in directives
-        ]
-    )
+def _sent(directives: list[Directive]) -> list[admin_pb2.CommandSent]:
+    return [
+        admin_pb2.CommandSent(adapter_id=d.adapter_id, command=command_to_proto(d.command))
+        for d in directives
+    ]

@@ -7,10 +7,33 @@ registry contract's conversions (registration, status, command) are in
 
 from __future__ import annotations
 
+import logging
+
+from google.protobuf import timestamp_pb2
+
 from feedha.admin_server.broker import Route
 from feedha.admin_server.registry import AdapterRecord
+from feedha.admin_server.store import SubscriptionRecord
 from feedha.proto import admin_pb2
 from feedha.proto.registry import registration_to_proto, role_to_proto, seal_key_to_proto, status_to_proto
+
+logger = logging.getLogger(__name__)
+
+
+def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    """Unix seconds -> Timestamp."""
+    message = timestamp_pb2.Timestamp()
+    message.FromNanoseconds(int(seconds * 1e9))
+    return message
+
+
+def event_kind_to_proto(kind: str) -> str:
+    """A hub event's kind (``"registered"``, ``"policy"`` ...) -> its EventKind name (UNSPECIFIED if none)."""
+    name = f"EVENT_KIND_{kind.upper()}"
+    if name not in admin_pb2.EventKind.keys():
+        logger.warning("event kind %r has no EventKind value", kind)
+        return "EVENT_KIND_UNSPECIFIED"
+    return name
 
 
 def record_to_proto(record: AdapterRecord) -> admin_pb2.AdapterInfo:
@@ -19,7 +42,18 @@ def record_to_proto(record: AdapterRecord) -> admin_pb2.AdapterInfo:
         registration=registration_to_proto(record.registration),
         status=status_to_proto(record.status),
         is_up=record.is_up,
-        updated_at_ns=int(record.updated_at * 1e9),
+        update_time=timestamp(record.updated_at),
+    )
+
+
+def subscription_to_proto(record: SubscriptionRecord) -> admin_pb2.SubscriptionInfo:
+    """Stored subscription -> SubscriptionInfo message."""
+    return admin_pb2.SubscriptionInfo(
+        subscription_id=record.subscription_id,
+        user=record.user,
+        symbols=list(record.symbols),
+        create_time=timestamp(record.created_at),
+        update_time=timestamp(record.updated_at),
     )
 
 

@@ -25,6 +25,8 @@ from feedha.admin_server.backoff import LoginThrottle
 from feedha.admin_server.config import ServerConfig
 from feedha.admin_server.errors import (
     AuthenticationError,
+    FieldViolation,
+    InvalidArgumentError,
     LoginThrottledError,
     NotFoundError,
     PermissionDeniedError,
@@ -157,9 +159,11 @@ class Hub:
         claims = self.signer.verify(token, now=self.clock())
         key = self.store.find_key(claims.key_id)
         if key is None or key.user != claims.user:
-            raise AuthenticationError("the token's API key no longer exists; log in again")
+            raise AuthenticationError(
+                "the token's API key no longer exists; log in again", reason="KEY_REVOKED"
+            )
         if claims.issued_at < key.rotated_at - 1e-3:
-            raise AuthenticationError("the token's API key was rotated; log in again")
+            raise AuthenticationError("the token's API key was rotated; log in again", reason="KEY_ROTATED")
         return self.principal(claims.user), claims
 
     def principal(self, user: str) -> Principal:
@@ -208,7 +212,10 @@ class Hub:
             ValueError: ``curve_key`` is not a Z85 CURVE key.
         """
         if curve_key and not is_curve_key(curve_key):
-            raise ValueError("curve_public_key must be a Z85-encoded CURVE public key (40 characters)")
+            message = "curve_public_key must be a Z85-encoded CURVE public key (40 characters)"
+            raise InvalidArgumentError(
+                message, violations=[FieldViolation("curve_public_key", "CURVE_KEY_INVALID", message)]
+            )
         routes = self.routes(principal, symbols)
         record = self.store.add_subscription(
             user=principal.user,
@@ -231,7 +238,7 @@ class Hub:
         """
         record = self.store.find_subscription(subscription_id)
         if record.user != principal.user and not self.has_role(principal, "admin"):
-            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+            raise NotFoundError(f"unknown subscription {subscription_id!r}", reason="SUBSCRIPTION_NOT_FOUND")
         return record
 
     def modify(
@@ -372,12 +379,16 @@ class Hub:
             principal, channel_name=channel, adapter_id=adapter_id
         ):
             error = PermissionDeniedError(
-                f"user {principal.user!r} is not bound to adapter {adapter_id!r} on channel {channel!r}"
+                f"user {principal.user!r} is not bound to adapter {adapter_id!r} on channel {channel!r}",
+                reason="ADAPTER_NOT_BOUND",
+                metadata={"adapterId": adapter_id, "channel": channel},
             )
         held = self._sessions.get(adapter_id)
         if error is None and held is not None and held.user != principal.user:
             error = PreconditionError(
-                f"adapter {adapter_id!r} is registered by a live session of another user"
+                f"adapter {adapter_id!r} is registered by a live session of another user",
+                reason="ADAPTER_ID_IN_USE",
+                metadata={"adapterId": adapter_id},
             )
         if error is None:
             return
@@ -427,7 +438,11 @@ class Hub:
         """
         missing = [d.adapter_id for d in directives if d.adapter_id not in self._sessions]
         if missing:
-            raise PreconditionError(f"adapter(s) not connected: {', '.join(missing)}")
+            raise PreconditionError(
+                f"adapter(s) not connected: {', '.join(missing)}",
+                reason="ADAPTER_NOT_CONNECTED",
+                metadata={"adapterIds": " ".join(missing)},
+            )
         for directive in directives:
             command = directive.command
             detail = f"{command.kind.value} term={command.term} rate={command.rate} {command.reason}".strip()
@@ -435,7 +450,9 @@ class Hub:
                 self._sessions[directive.adapter_id].commands.put_nowait(directive)
             except asyncio.QueueFull:
                 raise PreconditionError(
-                    f"adapter {directive.adapter_id!r} is not reading its commands"
+                    f"adapter {directive.adapter_id!r} is not reading its commands",
+                    reason="ADAPTER_NOT_READING",
+                    metadata={"adapterId": directive.adapter_id},
                 ) from None
             self.store.audit(
                 user=principal.user,
@@ -497,4 +514,8 @@ def ensure_admin(hub: Hub, principal: Principal) -> None:
         PermissionDeniedError: not an admin.
     """
     if not hub.has_role(principal, "admin"):
-        raise PermissionDeniedError(f"user {principal.user!r} lacks the admin role")
+        raise PermissionDeniedError(
+            f"user {principal.user!r} lacks the admin role",
+            reason="ROLE_REQUIRED",
+            metadata={"role": "admin"},
+        )

@@ -21,11 +21,17 @@ holds only the server's view of them.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from feedha.admin_server.errors import NotFoundError, PreconditionError
+from feedha.admin_server.errors import (
+    FieldViolation,
+    InvalidArgumentError,
+    NotFoundError,
+    PreconditionError,
+)
 from feedha.proto.registry import (
     AdapterRegistration,
     AdapterRole,
@@ -114,7 +120,11 @@ class Registry:
         try:
             return self._records[adapter_id]
         except KeyError:
-            raise NotFoundError(f"unknown adapter {adapter_id!r}") from None
+            raise NotFoundError(
+                f"unknown adapter {adapter_id!r}",
+                reason="ADAPTER_NOT_FOUND",
+                metadata={"adapterId": adapter_id},
+            ) from None
 
     def records(self) -> list[AdapterRecord]:
         """Every record, sorted by channel then adapter id."""
@@ -194,7 +204,11 @@ class Registry:
         """
         members = self.lines(channel_name)
         if not members:
-            raise NotFoundError(f"no adapters registered for channel {channel_name!r}")
+            raise NotFoundError(
+                f"no adapters registered for channel {channel_name!r}",
+                reason="CHANNEL_NOT_FOUND",
+                metadata={"channel": channel_name},
+            )
         active = self.active(channel_name)
         target = self._pick_target(channel_name, members, active, to)
         new_term = max(r.status.term for r in members) + 1
@@ -214,12 +228,13 @@ class Registry:
             target = self.get(to)
             if target.channel_name != channel_name:
                 raise PreconditionError(
-                    f"adapter {to!r} serves {target.channel_name!r}, not {channel_name!r}"
+                    f"adapter {to!r} serves {target.channel_name!r}, not {channel_name!r}",
+                    reason="ADAPTER_OF_ANOTHER_CHANNEL",
                 )
             if not target.is_up:
-                raise PreconditionError(f"adapter {to!r} is down")
+                raise PreconditionError(f"adapter {to!r} is down", reason="ADAPTER_DOWN")
             if active is not None and target.adapter_id == active.adapter_id:
-                raise PreconditionError(f"adapter {to!r} is already the active")
+                raise PreconditionError(f"adapter {to!r} is already the active", reason="ALREADY_ACTIVE")
             return target
         candidates = [
             r
@@ -230,7 +245,9 @@ class Registry:
             and r.status.sync_status is not SyncStatus.FAILED
         ]
         if not candidates:
-            raise PreconditionError(f"channel {channel_name!r} has no up backup to promote")
+            raise PreconditionError(
+                f"channel {channel_name!r} has no up backup to promote", reason="NO_BACKUP_AVAILABLE"
+            )
         return max(
             candidates,
             key=lambda r: (_SYNC_RANK[r.status.sync_status], r.status.health_score, -abs(r.status.lag)),
@@ -254,12 +271,13 @@ class Registry:
         """Plan limiting an adapter's publishing rate (0 removes the limit).
 
         Raises:
-            ValueError: negative rate.
+            InvalidArgumentError: a negative, infinite or NaN rate (a ``ValueError``).
             NotFoundError: unknown adapter.
             PreconditionError: the adapter is down.
         """
-        if rate < 0:
-            raise ValueError(f"rate must be >= 0, got {rate!r}")
+        if not rate >= 0 or math.isinf(rate):  # NaN fails the first test
+            message = f"rate must be a finite number >= 0, got {rate!r}"
+            raise InvalidArgumentError(message, violations=[FieldViolation("rate", "RATE_NEGATIVE", message)])
         command = Command(
             kind=CommandKind.THROTTLE, rate=rate, reason="operator throttle", issued_by=issued_by
         )
@@ -268,7 +286,7 @@ class Registry:
     def _command_up(self, adapter_id: str, command: Command) -> Directive:
         record = self.get(adapter_id)
         if not record.is_up:
-            raise PreconditionError(f"adapter {adapter_id!r} is down")
+            raise PreconditionError(f"adapter {adapter_id!r} is down", reason="ADAPTER_DOWN")
         return Directive(adapter_id=adapter_id, command=command)
 
     def _event(self, kind: EventKind, adapter_id: str, detail: str, *, routes_changed: bool) -> RegistryEvent:

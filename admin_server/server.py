@@ -7,8 +7,12 @@ Usage::
     feedha admin-server add-user NAME [--group G ...] [--admin] [--adapter] [--database F | --config FILE]
     feedha admin-server rotate-key KEY_ID [--database F | --config FILE]
 
-With ``--port 0`` the server binds any free port; it always prints
-``listening on HOST:PORT`` (flushed) once it serves.
+Every option is also a key of the config file (``port: 50051``; the sample is
+deploy/admin-server.yaml, which also holds the ``feeds`` and ``secret_hashing``
+sections) and a ``FEEDHA_<OPTION>`` variable (``FEEDHA_PORT=50051``); variables
+override the file and options override both. With ``--port 0`` the server
+binds any free port; it always prints ``listening on HOST:PORT`` (flushed)
+once it serves.
 """
 
 from __future__ import annotations
@@ -20,18 +24,27 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import argon2
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from feedha import logs, settings
 from feedha.admin_server import tokens
 from feedha.admin_server.auth import AuthInterceptor
-from feedha.admin_server.config import SecretHashing, ServerConfig, read_config_file
+from feedha.admin_server.config import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    SECTIONS,
+    SecretHashing,
+    ServerConfig,
+    rename_keys,
+    sections_to_kwargs,
+)
 from feedha.admin_server.control import AdapterRegistryServicer, AdminControlServicer
 from feedha.admin_server.errors import AdminError, ConfigError
 from feedha.admin_server.hub import Hub
@@ -152,68 +165,81 @@ def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials:
     )
 
 
-def _build_config(args: argparse.Namespace) -> ServerConfig:
-    kwargs: dict[str, Any] = read_config_file(Path(args.config)) if args.config else {}
-    overrides = {
-        "host": args.host,
-        "port": args.port,
-        "database": Path(args.database) if args.database else None,
-        "policy": Path(args.policy) if getattr(args, "policy", None) else None,
-        "tls_cert": Path(args.tls_cert) if getattr(args, "tls_cert", None) else None,
-        "tls_key": Path(args.tls_key) if getattr(args, "tls_key", None) else None,
-        "tls_client_ca": Path(args.tls_client_ca) if getattr(args, "tls_client_ca", None) else None,
-        "token_ttl_s": getattr(args, "token_ttl", None),
-        "signing_key_file": Path(args.signing_key_file) if getattr(args, "signing_key_file", None) else None,
-    }
-    kwargs.update({key: value for key, value in overrides.items() if value is not None})
-    if getattr(args, "insecure", False):
-        kwargs["insecure"] = True
+# ServerConfig fields set by the option of the same name (None: ServerConfig's default).
+_OPTIONS: Final = (
+    "host",
+    "port",
+    "database",
+    "policy",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
+    "signing_key_file",
+    "insecure",
+    "adapter_auth",
+)
+
+
+def _build_config(args: argparse.Namespace, sections: Mapping[str, Any]) -> ServerConfig:
+    kwargs: dict[str, Any] = sections_to_kwargs(sections)
+    kwargs.update({name: getattr(args, name) for name in _OPTIONS if getattr(args, name) is not None})
+    if args.token_ttl is not None:
+        kwargs["token_ttl_s"] = args.token_ttl
+    if args.policy_poll is not None:
+        kwargs["policy_poll_s"] = args.policy_poll
     return ServerConfig(**kwargs)
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="server config file (YAML), e.g. deploy/admin-server.yaml")
-    common.add_argument("--database", help="SQLite database file (default from config, else admin.sqlite)")
-    common.add_argument("--host", help="bind address (default 127.0.0.1)")
-    common.add_argument("--port", type=int, help="bind port (0: any free port)")
     parser = argparse.ArgumentParser(
-        prog="feedha admin-server",
-        parents=[common],
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="feedha admin-server", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--policy", help="authorization policy file (YAML)")
-    parser.add_argument("--tls-cert", help="PEM server certificate")
-    parser.add_argument("--tls-key", help="PEM server private key")
-    parser.add_argument("--tls-client-ca", help="PEM CA bundle: require client certificates (mutual TLS)")
-    parser.add_argument("--token-ttl", type=float, help="token lifetime in seconds")
+    parser.add_argument("--database", type=Path, help="SQLite database file (default: admin.sqlite)")
+    parser.add_argument("--host", help=f"bind address (default: {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, help=f"bind port, 0: any free port (default: {DEFAULT_PORT})")
+    parser.add_argument("--policy", type=Path, help="authorization policy file, YAML (default: policy.yaml)")
+    parser.add_argument("--tls-cert", type=Path, help="PEM server certificate")
+    parser.add_argument("--tls-key", type=Path, help="PEM server private key")
     parser.add_argument(
-        "--signing-key-file", help="token signing key file, mode 0600 (default: DATABASE.signing-key)"
+        "--tls-client-ca", type=Path, help="PEM CA bundle: require client certificates (mutual TLS)"
+    )
+    parser.add_argument("--token-ttl", type=float, help="token lifetime in seconds (default: 3600)")
+    parser.add_argument(
+        "--policy-poll", type=float, help="seconds between checks of the policy file (default: 0.25)"
+    )
+    parser.add_argument(
+        "--signing-key-file",
+        type=Path,
+        help="token signing key file, mode 0600 (default: DATABASE.signing-key)",
     )
     parser.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--adapter-auth",
+        action=argparse.BooleanOptionalAction,
+        help="adapters must log in with a key of role adapter to register (default: yes)",
+    )
+    settings.add_common_arguments(parser, log_level="INFO")
     sub = parser.add_subparsers(dest="command")
-    add = sub.add_parser("add-user", parents=[common], help="create a user and print a new API key")
+    add = sub.add_parser("add-user", help="create a user and print a new API key")
     add.add_argument("name")
     add.add_argument("--group", action="append", default=[], help="add the user to a group (repeatable)")
     add.add_argument("--admin", action="store_true", help="give the admin role (feedctl)")
     add.add_argument("--adapter", action="store_true", help="give the adapter role (registry)")
-    rotate = sub.add_parser("rotate-key", parents=[common], help="replace an API key's secret")
+    rotate = sub.add_parser("rotate-key", help="replace an API key's secret")
     rotate.add_argument("key_id")
+    settings.share_options(parser, ("config", "database", "log_level", "log_format"))
     return parser
 
 
-def _open_store(args: argparse.Namespace) -> tuple[Store, argon2.PasswordHasher]:
-    kwargs: dict[str, Any] = read_config_file(Path(args.config)) if args.config else {}
-    database = Path(args.database) if args.database else kwargs.get("database", Path("admin.sqlite"))
-    hashing: SecretHashing = kwargs.get("secret_hashing", SecretHashing())
+def _open_store(args: argparse.Namespace, sections: Mapping[str, Any]) -> tuple[Store, argon2.PasswordHasher]:
+    database: Path = args.database or Path("admin.sqlite")
+    hashing: SecretHashing = sections_to_kwargs(sections).get("secret_hashing", SecretHashing())
     return Store(database), hashing.hasher()
 
 
-def add_user(args: argparse.Namespace) -> int:
+def add_user(args: argparse.Namespace, sections: Mapping[str, Any]) -> int:
     """``add-user``: create (or extend) a user and print a new key id and secret."""
-    store, hasher = _open_store(args)
+    store, hasher = _open_store(args, sections)
     try:
         roles = frozenset(role for role, on in (("admin", args.admin), ("adapter", args.adapter)) if on)
         now = time.time()
@@ -229,9 +255,9 @@ def add_user(args: argparse.Namespace) -> int:
     return 0
 
 
-def rotate_key(args: argparse.Namespace) -> int:
+def rotate_key(args: argparse.Namespace, sections: Mapping[str, Any]) -> int:
     """``rotate-key``: replace a key's secret and print the new one."""
-    store, hasher = _open_store(args)
+    store, hasher = _open_store(args, sections)
     try:
         secret, now = tokens.new_secret(), time.time()
         key = store.replace_secret(
@@ -267,18 +293,15 @@ def main(argv: list[str]) -> int:
     Returns:
         The exit code (2 for configuration errors).
     """
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(args, "log_level", "INFO"),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    found = settings.parse(_parser(), argv, sections=SECTIONS, rewrite=rename_keys)
+    args = found.args
+    logs.configure_from(args)
     try:
         if args.command == "add-user":
-            return add_user(args)
+            return add_user(args, found.sections)
         if args.command == "rotate-key":
-            return rotate_key(args)
-        asyncio.run(_serve(_build_config(args)))
+            return rotate_key(args, found.sections)
+        asyncio.run(_serve(_build_config(args, found.sections)))
     except AdminError as exc:
         print(f"feedha admin-server: {exc}", file=sys.stderr)
         return 2

@@ -1,64 +1,29 @@
-"""The gRPC servicers for logins and brokering, and the domain-error -> status-code mapping.
+"""The gRPC servicers for logins and brokering.
 
 Servicers stay thin: read the request, call the :class:`~admin_server.hub.Hub`,
-build the response. Domain errors become status codes here (and in
-``auth.py``) and nowhere else; see :data:`STATUS_FOR`.
+build the response. Domain errors become statuses with structured details
+through :func:`~admin_server.status.abort_with` (``status.py``), here, in
+``control.py`` and in ``auth.py``, and nowhere else.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Final, NoReturn
 
 import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from feedha.admin_server import convert
 from feedha.admin_server.auth import current_lease, current_principal
 from feedha.admin_server.backoff import peer_address
 from feedha.admin_server.broker import Route
-from feedha.admin_server.errors import (
-    AdminError,
-    AuthenticationError,
-    ConfigError,
-    LoginThrottledError,
-    NotFoundError,
-    PermissionDeniedError,
-    PolicyError,
-    PreconditionError,
-)
+from feedha.admin_server.errors import AdminError, AuthenticationError, NotFoundError
 from feedha.admin_server.hub import Hub
+from feedha.admin_server.status import STATUS_FOR, abort_with, status_for
 from feedha.proto import admin_pb2, admin_pb2_grpc
 
 logger = logging.getLogger(__name__)
-
-STATUS_FOR: Final[tuple[tuple[type[Exception], grpc.StatusCode], ...]] = (
-    (AuthenticationError, grpc.StatusCode.UNAUTHENTICATED),
-    (LoginThrottledError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
-    (NotFoundError, grpc.StatusCode.NOT_FOUND),
-    (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
-    (PolicyError, grpc.StatusCode.FAILED_PRECONDITION),
-    (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
-    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
-)
-
-
-def status_for(exc: Exception) -> grpc.StatusCode:
-    """The status code for a domain error (INTERNAL for anything unexpected)."""
-    for kind, code in STATUS_FOR:
-        if isinstance(exc, kind):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
-async def abort_with(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
-    """End the call with the status code and message for ``exc``."""
-    code = status_for(exc)
-    if code is grpc.StatusCode.INTERNAL:
-        logger.exception("internal error", exc_info=exc)
-    await context.abort(code, str(exc))
-    raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
 
 
 class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
@@ -77,9 +42,13 @@ class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
             )
         except AdminError as exc:
             await abort_with(context, exc)
+        expire_time, lifetime = timestamp_pb2.Timestamp(), duration_pb2.Duration()
+        expire_time.FromNanoseconds(int(claims.expires_at * 1e9))
+        lifetime.FromNanoseconds(max(0, int((claims.expires_at - self._hub.clock()) * 1e9)))
         return admin_pb2.LoginResponse(
             token=token,
-            expires_at_ns=int(claims.expires_at * 1e9),
+            expire_time=expire_time,
+            lifetime=lifetime,
             user=principal.user,
             is_admin=self._hub.has_role(principal, "admin"),
         )
@@ -115,7 +84,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
 
     async def Modify(  # noqa: N802
         self, request: admin_pb2.ModifyRequest, context: grpc.aio.ServicerContext
-    ) -> admin_pb2.SubscribeResponse:
+    ) -> admin_pb2.ModifyResponse:
         """Replace a subscription's symbols."""
         try:
             routes = self._hub.modify(
@@ -126,7 +95,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
             )
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
-        return admin_pb2.SubscribeResponse(
+        return admin_pb2.ModifyResponse(
             subscription_id=request.subscription_id, routes=routes_to_proto(routes)
         )
 
@@ -142,7 +111,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
 
     async def WatchRoutes(  # noqa: N802
         self, request: admin_pb2.WatchRoutesRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[admin_pb2.RouteUpdate]:
+    ) -> AsyncIterator[admin_pb2.WatchRoutesResponse]:
         """Stream the subscription's routes now and after every change of its lines."""
         hub, sub_id = self._hub, request.subscription_id
         try:
@@ -155,8 +124,8 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                 routes = hub.routes(principal, record.symbols)
             except (AdminError, ValueError) as exc:
                 await abort_with(context, exc)
-            yield admin_pb2.RouteUpdate(
-                subscription_id=sub_id, reason="current", routes=routes_to_proto(routes)
+            yield admin_pb2.WatchRoutesResponse(
+                subscription_id=sub_id, cause=admin_pb2.EVENT_KIND_WATCHING, routes=routes_to_proto(routes)
             )
             while True:
                 event = await events.get()
@@ -170,14 +139,29 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                 except NotFoundError:
                     return  # cancelled: end the stream cleanly
                 if not hub.lease_holds(record):  # routes carry packet keys: not past the token's life
-                    await abort_with(context, AuthenticationError("the token expired or its API key changed"))
+                    ended = AuthenticationError(
+                        "the token expired or its API key changed", reason="LEASE_ENDED"
+                    )
+                    await abort_with(context, ended)
                 try:
                     new_routes = hub.routes(principal, record.symbols)
                 except (AdminError, ValueError) as exc:
                     await abort_with(context, exc)
                 if new_routes != routes:
                     routes = new_routes
-                    reason = f"{event.kind} {event.adapter_id or event.detail}".strip()
-                    yield admin_pb2.RouteUpdate(
-                        subscription_id=sub_id, reason=reason, routes=routes_to_proto(routes)
+                    yield admin_pb2.WatchRoutesResponse(
+                        subscription_id=sub_id,
+                        cause=convert.event_kind_to_proto(event.kind),
+                        detail=event.adapter_id or event.detail,
+                        routes=routes_to_proto(routes),
                     )
+
+
+__all__ = [
+    "STATUS_FOR",
+    "AdminAuthServicer",
+    "StreamBrokerServicer",
+    "abort_with",
+    "routes_to_proto",
+    "status_for",
+]

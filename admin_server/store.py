@@ -257,7 +257,7 @@ class Store:
             "UPDATE api_keys SET secret_hash = ?, rotated_at = ? WHERE key_id = ?", (secret_hash, now, key_id)
         )
         if cursor.rowcount == 0:
-            raise NotFoundError(f"unknown key id {key_id!r}")
+            raise NotFoundError(f"unknown key id {key_id!r}", reason="KEY_NOT_FOUND")
         key = self.find_key(key_id)
         assert key is not None
         return key
@@ -353,7 +353,7 @@ class Store:
             ),
         )
         if cursor.rowcount == 0:
-            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+            raise NotFoundError(f"unknown subscription {subscription_id!r}", reason="SUBSCRIPTION_NOT_FOUND")
 
     def delete_subscription(self, subscription_id: str) -> None:
         """Delete a subscription.
@@ -363,7 +363,7 @@ class Store:
         """
         cursor = self._db.execute("DELETE FROM subscriptions WHERE subscription_id = ?", (subscription_id,))
         if cursor.rowcount == 0:
-            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+            raise NotFoundError(f"unknown subscription {subscription_id!r}", reason="SUBSCRIPTION_NOT_FOUND")
 
     def find_subscription(self, subscription_id: str) -> SubscriptionRecord:
         """One subscription.
@@ -376,7 +376,7 @@ class Store:
             (subscription_id,),
         ).fetchone()
         if row is None:
-            raise NotFoundError(f"unknown subscription {subscription_id!r}")
+            raise NotFoundError(f"unknown subscription {subscription_id!r}", reason="SUBSCRIPTION_NOT_FOUND")
         return _subscription(row)
 
     def subscriptions(self) -> list[SubscriptionRecord]:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from feedha import logs, settings
 from feedha.admin_client import AdminClientError, add_tls_arguments, tls_from_files
 from feedha.client.errors import ClientError, ConfigError, ProtocolError
 from feedha.client.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
@@ -34,7 +35,9 @@ from feedha.client.subscriber import RCVHWM, ChannelSpec, Subscriber, Subscriber
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="feedha subscribe", description="Join every line of a channel and print what it delivers."
+        prog="feedha subscribe",
+        description="Join every line of a channel and print what it delivers. Every option is also a key "
+        "of the --config file and a FEEDHA_<OPTION> variable.",
     )
     parser.add_argument("--channel", required=True, help="NAME=NUMBER (or NAME to adopt the number)")
     parser.add_argument("--line", action="append", default=[], help="a line endpoint; repeat per line")
@@ -61,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rcvhwm", type=int, default=RCVHWM, help="ZeroMQ receive high-water mark (0: unbounded)"
     )
+    settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
 
@@ -258,9 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 on success, 2 on bad arguments, 1 on a transport error.
     """
     try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = settings.parse(_parser(), list(sys.argv[1:] if argv is None else argv)).args
     except SystemExit as exc:  # --help or an argparse error
         return exc.code if isinstance(exc.code, int) else 2
+    logs.configure_from(args)
     try:
         if args.key_file:
             return run_logged_in(args, sys.stdout)

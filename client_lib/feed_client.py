@@ -264,7 +264,7 @@ class FeedClient:
         while True:
             try:
                 async for update in self._admin.watch_routes(self._subscription_id):
-                    if update.reason == "current":
+                    if update.initial:
                         self._watch_connections += 1
                     self._updates.put((update.reason, update.routes))
                 return  # the subscription was cancelled
@@ -272,7 +272,7 @@ class FeedClient:
                 raise
             except AdminClientError as exc:
                 self._last_admin_error = str(exc)
-                if exc.code == "NOT_FOUND":
+                if exc.reason == "SUBSCRIPTION_NOT_FOUND":
                     logger.warning(
                         "subscription %s unknown to the admin server; subscribing again",
                         self._subscription_id,

@@ -3,6 +3,8 @@
 Each sub-command lives in its own module with a ``main(argv) -> int``; this
 module only dispatches, importing the target lazily so ``feedha --help`` stays
 fast and a component never imports what it does not use (Spark, gRPC, ...).
+A command that needs an optional part of feedha (an *extra*, see
+``feedha.extras``) that is not installed says which one, and exits 2.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Final
+
+from feedha import extras
 
 # name -> (module, function, one-line help)
 COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
@@ -31,10 +35,24 @@ COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "up": ("feedha.up", "main", "run a secure local cluster in the foreground until Ctrl-C"),
 }
 
+# name -> the extras (pyproject.toml [project.optional-dependencies]) it needs
+# beyond the base install; a command not listed runs on the base install.
+EXTRAS: Final[dict[str, tuple[str, ...]]] = {
+    "demo": ("adapter", "admin"),
+    "drill": ("adapter", "admin"),
+    "adapter": ("adapter",),
+    "feed": ("spark",),
+    "admin-server": ("admin",),
+    "journal": ("adapter",),
+    "bench": ("bench",),
+    "keys": ("adapter",),
+    "up": ("adapter", "admin"),
+}
+
 
 def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
-    lines = ["usage: feedha COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: feedha [--version] COMMAND [ARGS...]", "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, (_m, _f, text) in COMMANDS.items()]
     lines += ["", "Run `feedha COMMAND --help` for the options of one command."]
     return "\n".join(lines)
@@ -53,12 +71,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        print(f"feedha {extras.version()}")
+        return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         print(f"feedha: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    needed = EXTRAS.get(name, ())
+    message = extras.missing_message(f"feedha {name}", needed)
+    if message is not None:
+        print(f"feedha: {message}", file=sys.stderr)
+        return 2
     module_name, function_name, _help = COMMANDS[name]
-    function: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), function_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # The metadata said everything is there, yet an import failed (a
+        # package removed by hand, a broken environment): still no traceback.
+        if (exc.name or "").partition(".")[0] == "feedha":
+            raise
+        hint = extras.install_hint(needed or ("all",))
+        print(f"feedha {name}: cannot import {exc.name!r}; install it with: {hint}", file=sys.stderr)
+        return 2
+    function: Callable[[list[str]], int] = getattr(module, function_name)
     return function(rest)
 
 

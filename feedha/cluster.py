@@ -134,7 +134,7 @@ def start_adapter(
     """Start adapter ``number`` of the group as a process and return it (not yet ready)."""
     return JsonProcess.python(
         f"{group.channel}/adapter-{number}",
-        "adapter",
+        "feedha.adapter",
         adapter_argv(group, number, active=active, extra=extra),
         log=log,
         env=env,

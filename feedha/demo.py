@@ -12,6 +12,7 @@ subscriber received per channel.
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import json
 import shutil
 import subprocess
@@ -22,11 +23,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from feedha import extras
 from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError
 
 CHANNELS = (("EQ-A-M", 1, "A-M"), ("EQ-N-Z", 2, "N-Z"))
+# Package data: the demo runs from an installed wheel as well as from a clone.
+POLICY = importlib.resources.files("feedha") / "demo_policy.yaml"
 ADMIN_CONFIG = """\
 listen: 127.0.0.1:{port}
 database: admin.sqlite
@@ -61,9 +65,7 @@ class Demo:
     def start_admin(self) -> None:
         port = free_ports(1)[0]
         (self.workdir / "admin-server.yaml").write_text(ADMIN_CONFIG.format(port=port))
-        shutil.copy(
-            Path(__file__).resolve().parent.parent / "deploy" / "policy.yaml", self.workdir / "policy.yaml"
-        )
+        (self.workdir / "policy.yaml").write_bytes(POLICY.read_bytes())
         config = str(self.workdir / "admin-server.yaml")
         out = subprocess.run(
             [
@@ -285,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.source == "spark" and shutil.which("java") is None:
         say("feedha demo: no java on PATH, using the plain-Python source instead of Spark")
+        args.source = "plain"
+    if args.source == "spark" and extras.missing(["spark"]):
+        say(f"feedha demo: Spark is not installed ({extras.install_hint(['spark'])}); using the plain source")
         args.source = "plain"
     workdir = Path(tempfile.mkdtemp(prefix="feedha-demo-"))
     log_path = workdir / "components.log"

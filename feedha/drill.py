@@ -214,7 +214,7 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
 
 def start_adapter_process(drill: Drill, number: int, args: Sequence[str]) -> JsonProcess:
     name = f"{drill.group.channel}/adapter-{number}"
-    return drill.placement.spawn(name, adapter_host(number), "adapter", args, drill.log)
+    return drill.placement.spawn(name, adapter_host(number), "feedha.adapter", args, drill.log)
 
 
 def _set_loss(drill: Drill) -> None:

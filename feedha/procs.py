@@ -16,11 +16,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 Event = dict[str, Any]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # The feed source is a simulator here: on a shared machine it runs at a lower
@@ -46,6 +44,7 @@ class JsonProcess:
         argv: the command; ``python`` modules are run with the current interpreter.
         log: where the child's stderr goes (a file), default inherited.
         env: extra environment variables for the child (secrets, say).
+        cwd: the child's working directory (default: this process's).
     """
 
     def __init__(
@@ -55,6 +54,7 @@ class JsonProcess:
         *,
         log: IO[str] | None = None,
         env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
     ) -> None:
         self.name = name
         self.events: list[Event] = []
@@ -63,7 +63,7 @@ class JsonProcess:
         env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         self.popen = subprocess.Popen(
             list(argv),
-            cwd=ROOT,
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=log if log is not None else None,
             stdin=subprocess.DEVNULL,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Final
 
+from feedha import logs, settings
 from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
     DEFAULT_RATE,
@@ -40,7 +41,11 @@ def _endpoint(text: str) -> tuple[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``feedha source`` argument parser."""
-    parser = argparse.ArgumentParser(prog="feedha source", description=_DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="feedha source",
+        description=_DESCRIPTION + " Every option is also a key of the --config file and a "
+        "FEEDHA_<OPTION> variable.",
+    )
     add = parser.add_argument
     add("--endpoint", type=_endpoint, action="append", default=[], metavar="NAME=tcp://HOST:PORT")
     add("--bind-host", default="127.0.0.1", help="host for random ports (streams without --endpoint)")
@@ -78,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="generate the whole run before the clock starts, then only pace the sends "
         "(capacity benchmarks; needs --count or --rate and --seconds)",
     )
+    settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
 
@@ -88,7 +94,10 @@ def config_from_args(argv: Sequence[str]) -> SourceConfig:
         SystemExit: bad arguments (argparse's usual exit code 2).
     """
     parser = build_parser()
-    args = parser.parse_args(list(argv))
+    return _config(parser, settings.parse(parser, list(argv)).args)
+
+
+def _config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SourceConfig:
     if args.streams:
         streams = tuple(s.strip() for s in args.streams.split(",") if s.strip())
     elif args.endpoint:
@@ -127,7 +136,10 @@ def main(argv: list[str]) -> int:
     Returns:
         0, or 1 if waiting for subscribers timed out.
     """
-    config = config_from_args(argv)
+    parser = build_parser()
+    args = settings.parse(parser, argv).args
+    logs.configure_from(args)
+    config = _config(parser, args)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -1,3 +1,7 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -33,6 +37,20 @@ class CommandKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMMAND_KIND_GRANT: _ClassVar[CommandKind]
     COMMAND_KIND_REVOKE: _ClassVar[CommandKind]
     COMMAND_KIND_SEAL: _ClassVar[CommandKind]
+
+class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
+    EVENT_KIND_WATCHING: _ClassVar[EventKind]
+    EVENT_KIND_REGISTERED: _ClassVar[EventKind]
+    EVENT_KIND_CHANGED: _ClassVar[EventKind]
+    EVENT_KIND_DOWN: _ClassVar[EventKind]
+    EVENT_KIND_COMMAND: _ClassVar[EventKind]
+    EVENT_KIND_SUBSCRIBE: _ClassVar[EventKind]
+    EVENT_KIND_MODIFY: _ClassVar[EventKind]
+    EVENT_KIND_CANCEL: _ClassVar[EventKind]
+    EVENT_KIND_SEAL: _ClassVar[EventKind]
+    EVENT_KIND_POLICY: _ClassVar[EventKind]
 ADAPTER_ROLE_UNSPECIFIED: AdapterRole
 ADAPTER_ROLE_ACTIVE: AdapterRole
 ADAPTER_ROLE_BACKUP: AdapterRole
@@ -51,6 +69,17 @@ COMMAND_KIND_THROTTLE: CommandKind
 COMMAND_KIND_GRANT: CommandKind
 COMMAND_KIND_REVOKE: CommandKind
 COMMAND_KIND_SEAL: CommandKind
+EVENT_KIND_UNSPECIFIED: EventKind
+EVENT_KIND_WATCHING: EventKind
+EVENT_KIND_REGISTERED: EventKind
+EVENT_KIND_CHANGED: EventKind
+EVENT_KIND_DOWN: EventKind
+EVENT_KIND_COMMAND: EventKind
+EVENT_KIND_SUBSCRIBE: EventKind
+EVENT_KIND_MODIFY: EventKind
+EVENT_KIND_CANCEL: EventKind
+EVENT_KIND_SEAL: EventKind
+EVENT_KIND_POLICY: EventKind
 
 class LoginRequest(_message.Message):
     __slots__ = ("key_id", "secret")
@@ -61,16 +90,18 @@ class LoginRequest(_message.Message):
     def __init__(self, key_id: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class LoginResponse(_message.Message):
-    __slots__ = ("token", "expires_at_ns", "user", "is_admin")
+    __slots__ = ("token", "expire_time", "user", "is_admin", "lifetime")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
-    EXPIRES_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     IS_ADMIN_FIELD_NUMBER: _ClassVar[int]
+    LIFETIME_FIELD_NUMBER: _ClassVar[int]
     token: str
-    expires_at_ns: int
+    expire_time: _timestamp_pb2.Timestamp
     user: str
     is_admin: bool
-    def __init__(self, token: _Optional[str] = ..., expires_at_ns: _Optional[int] = ..., user: _Optional[str] = ..., is_admin: _Optional[bool] = ...) -> None: ...
+    lifetime: _duration_pb2.Duration
+    def __init__(self, token: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., user: _Optional[str] = ..., is_admin: _Optional[bool] = ..., lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AdapterRegistration(_message.Message):
     __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key")
@@ -112,13 +143,19 @@ class AdapterStatus(_message.Message):
     lag: int
     def __init__(self, role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., sync_status: _Optional[_Union[SyncStatus, str]] = ..., health_score: _Optional[float] = ..., lag: _Optional[int] = ...) -> None: ...
 
-class AdapterReport(_message.Message):
+class ConnectRequest(_message.Message):
     __slots__ = ("registration", "status")
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     registration: AdapterRegistration
     status: AdapterStatus
     def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ...) -> None: ...
+
+class ConnectResponse(_message.Message):
+    __slots__ = ("command",)
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    command: OperatorCommand
+    def __init__(self, command: _Optional[_Union[OperatorCommand, _Mapping]] = ...) -> None: ...
 
 class OperatorCommand(_message.Message):
     __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants", "seal_key")
@@ -149,12 +186,12 @@ class SealKey(_message.Message):
     def __init__(self, key_id: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class AccessGrant(_message.Message):
-    __slots__ = ("curve_public_key", "expires_at_ns")
+    __slots__ = ("curve_public_key", "expire_time")
     CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
-    EXPIRES_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     curve_public_key: str
-    expires_at_ns: int
-    def __init__(self, curve_public_key: _Optional[str] = ..., expires_at_ns: _Optional[int] = ...) -> None: ...
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, curve_public_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Line(_message.Message):
     __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up", "curve_server_key")
@@ -220,6 +257,14 @@ class ModifyRequest(_message.Message):
     symbols: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, subscription_id: _Optional[str] = ..., symbols: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ModifyResponse(_message.Message):
+    __slots__ = ("subscription_id", "routes")
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    routes: _containers.RepeatedCompositeFieldContainer[ChannelRoute]
+    def __init__(self, subscription_id: _Optional[str] = ..., routes: _Optional[_Iterable[_Union[ChannelRoute, _Mapping]]] = ...) -> None: ...
+
 class CancelRequest(_message.Message):
     __slots__ = ("subscription_id",)
     SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -236,61 +281,77 @@ class WatchRoutesRequest(_message.Message):
     subscription_id: str
     def __init__(self, subscription_id: _Optional[str] = ...) -> None: ...
 
-class RouteUpdate(_message.Message):
-    __slots__ = ("subscription_id", "reason", "routes")
+class WatchRoutesResponse(_message.Message):
+    __slots__ = ("subscription_id", "cause", "detail", "routes")
     SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
     ROUTES_FIELD_NUMBER: _ClassVar[int]
     subscription_id: str
-    reason: str
+    cause: EventKind
+    detail: str
     routes: _containers.RepeatedCompositeFieldContainer[ChannelRoute]
-    def __init__(self, subscription_id: _Optional[str] = ..., reason: _Optional[str] = ..., routes: _Optional[_Iterable[_Union[ChannelRoute, _Mapping]]] = ...) -> None: ...
+    def __init__(self, subscription_id: _Optional[str] = ..., cause: _Optional[_Union[EventKind, str]] = ..., detail: _Optional[str] = ..., routes: _Optional[_Iterable[_Union[ChannelRoute, _Mapping]]] = ...) -> None: ...
 
 class AdapterInfo(_message.Message):
-    __slots__ = ("registration", "status", "is_up", "updated_at_ns")
+    __slots__ = ("registration", "status", "is_up", "update_time")
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     IS_UP_FIELD_NUMBER: _ClassVar[int]
-    UPDATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     registration: AdapterRegistration
     status: AdapterStatus
     is_up: bool
-    updated_at_ns: int
-    def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ..., is_up: _Optional[bool] = ..., updated_at_ns: _Optional[int] = ...) -> None: ...
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ..., is_up: _Optional[bool] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListAdaptersRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token", "channel_name")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    channel_name: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., channel_name: _Optional[str] = ...) -> None: ...
 
 class ListAdaptersResponse(_message.Message):
-    __slots__ = ("adapters",)
+    __slots__ = ("adapters", "next_page_token")
     ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     adapters: _containers.RepeatedCompositeFieldContainer[AdapterInfo]
-    def __init__(self, adapters: _Optional[_Iterable[_Union[AdapterInfo, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, adapters: _Optional[_Iterable[_Union[AdapterInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class SubscriptionInfo(_message.Message):
-    __slots__ = ("subscription_id", "user", "symbols", "created_at_ns", "updated_at_ns")
+    __slots__ = ("subscription_id", "user", "symbols", "create_time", "update_time")
     SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     SYMBOLS_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
-    UPDATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     subscription_id: str
     user: str
     symbols: _containers.RepeatedScalarFieldContainer[str]
-    created_at_ns: int
-    updated_at_ns: int
-    def __init__(self, subscription_id: _Optional[str] = ..., user: _Optional[str] = ..., symbols: _Optional[_Iterable[str]] = ..., created_at_ns: _Optional[int] = ..., updated_at_ns: _Optional[int] = ...) -> None: ...
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, subscription_id: _Optional[str] = ..., user: _Optional[str] = ..., symbols: _Optional[_Iterable[str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListSubscriptionsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListSubscriptionsResponse(_message.Message):
-    __slots__ = ("subscriptions",)
+    __slots__ = ("subscriptions", "next_page_token")
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     subscriptions: _containers.RepeatedCompositeFieldContainer[SubscriptionInfo]
-    def __init__(self, subscriptions: _Optional[_Iterable[_Union[SubscriptionInfo, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[SubscriptionInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class FailoverRequest(_message.Message):
     __slots__ = ("channel_name", "to_adapter_id")
@@ -308,7 +369,7 @@ class CommandSent(_message.Message):
     command: OperatorCommand
     def __init__(self, adapter_id: _Optional[str] = ..., command: _Optional[_Union[OperatorCommand, _Mapping]] = ...) -> None: ...
 
-class CommandResponse(_message.Message):
+class FailoverResponse(_message.Message):
     __slots__ = ("sent",)
     SENT_FIELD_NUMBER: _ClassVar[int]
     sent: _containers.RepeatedCompositeFieldContainer[CommandSent]
@@ -322,6 +383,12 @@ class FailAdapterRequest(_message.Message):
     reason: str
     def __init__(self, adapter_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class FailAdapterResponse(_message.Message):
+    __slots__ = ("sent",)
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    sent: _containers.RepeatedCompositeFieldContainer[CommandSent]
+    def __init__(self, sent: _Optional[_Iterable[_Union[CommandSent, _Mapping]]] = ...) -> None: ...
+
 class ThrottleRequest(_message.Message):
     __slots__ = ("adapter_id", "rate")
     ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -329,6 +396,12 @@ class ThrottleRequest(_message.Message):
     adapter_id: str
     rate: float
     def __init__(self, adapter_id: _Optional[str] = ..., rate: _Optional[float] = ...) -> None: ...
+
+class ThrottleResponse(_message.Message):
+    __slots__ = ("sent",)
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    sent: _containers.RepeatedCompositeFieldContainer[CommandSent]
+    def __init__(self, sent: _Optional[_Iterable[_Union[CommandSent, _Mapping]]] = ...) -> None: ...
 
 class PurgeRequest(_message.Message):
     __slots__ = ("channel_name", "message_id")
@@ -346,16 +419,16 @@ class WatchEventsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class AdminEvent(_message.Message):
-    __slots__ = ("time_ns", "kind", "channel_name", "adapter_id", "detail")
-    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+class WatchEventsResponse(_message.Message):
+    __slots__ = ("event_time", "kind", "channel_name", "adapter_id", "detail")
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
-    time_ns: int
-    kind: str
+    event_time: _timestamp_pb2.Timestamp
+    kind: EventKind
     channel_name: str
     adapter_id: str
     detail: str
-    def __init__(self, time_ns: _Optional[int] = ..., kind: _Optional[str] = ..., channel_name: _Optional[str] = ..., adapter_id: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+    def __init__(self, event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[_Union[EventKind, str]] = ..., channel_name: _Optional[str] = ..., adapter_id: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...

@@ -114,8 +114,8 @@ class AdapterRegistryStub:
         """
         self.Connect = channel.stream_stream(
                 '/feedha.v1.AdapterRegistry/Connect',
-                request_serializer=feedha_dot_proto_dot_admin__pb2.AdapterReport.SerializeToString,
-                response_deserializer=feedha_dot_proto_dot_admin__pb2.OperatorCommand.FromString,
+                request_serializer=feedha_dot_proto_dot_admin__pb2.ConnectRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.ConnectResponse.FromString,
                 _registered_method=True)
 
 
@@ -133,8 +133,8 @@ def add_AdapterRegistryServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Connect': grpc.stream_stream_rpc_method_handler(
                     servicer.Connect,
-                    request_deserializer=feedha_dot_proto_dot_admin__pb2.AdapterReport.FromString,
-                    response_serializer=feedha_dot_proto_dot_admin__pb2.OperatorCommand.SerializeToString,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.ConnectRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.ConnectResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -162,8 +162,8 @@ class AdapterRegistry:
             request_iterator,
             target,
             '/feedha.v1.AdapterRegistry/Connect',
-            feedha_dot_proto_dot_admin__pb2.AdapterReport.SerializeToString,
-            feedha_dot_proto_dot_admin__pb2.OperatorCommand.FromString,
+            feedha_dot_proto_dot_admin__pb2.ConnectRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.ConnectResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -192,7 +192,7 @@ class StreamBrokerStub:
         self.Modify = channel.unary_unary(
                 '/feedha.v1.StreamBroker/Modify',
                 request_serializer=feedha_dot_proto_dot_admin__pb2.ModifyRequest.SerializeToString,
-                response_deserializer=feedha_dot_proto_dot_admin__pb2.SubscribeResponse.FromString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.ModifyResponse.FromString,
                 _registered_method=True)
         self.Cancel = channel.unary_unary(
                 '/feedha.v1.StreamBroker/Cancel',
@@ -202,7 +202,7 @@ class StreamBrokerStub:
         self.WatchRoutes = channel.unary_stream(
                 '/feedha.v1.StreamBroker/WatchRoutes',
                 request_serializer=feedha_dot_proto_dot_admin__pb2.WatchRoutesRequest.SerializeToString,
-                response_deserializer=feedha_dot_proto_dot_admin__pb2.RouteUpdate.FromString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.WatchRoutesResponse.FromString,
                 _registered_method=True)
 
 
@@ -246,7 +246,7 @@ def add_StreamBrokerServicer_to_server(servicer, server):
             'Modify': grpc.unary_unary_rpc_method_handler(
                     servicer.Modify,
                     request_deserializer=feedha_dot_proto_dot_admin__pb2.ModifyRequest.FromString,
-                    response_serializer=feedha_dot_proto_dot_admin__pb2.SubscribeResponse.SerializeToString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.ModifyResponse.SerializeToString,
             ),
             'Cancel': grpc.unary_unary_rpc_method_handler(
                     servicer.Cancel,
@@ -256,7 +256,7 @@ def add_StreamBrokerServicer_to_server(servicer, server):
             'WatchRoutes': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchRoutes,
                     request_deserializer=feedha_dot_proto_dot_admin__pb2.WatchRoutesRequest.FromString,
-                    response_serializer=feedha_dot_proto_dot_admin__pb2.RouteUpdate.SerializeToString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.WatchRoutesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -312,7 +312,7 @@ class StreamBroker:
             target,
             '/feedha.v1.StreamBroker/Modify',
             feedha_dot_proto_dot_admin__pb2.ModifyRequest.SerializeToString,
-            feedha_dot_proto_dot_admin__pb2.SubscribeResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.ModifyResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -366,7 +366,7 @@ class StreamBroker:
             target,
             '/feedha.v1.StreamBroker/WatchRoutes',
             feedha_dot_proto_dot_admin__pb2.WatchRoutesRequest.SerializeToString,
-            feedha_dot_proto_dot_admin__pb2.RouteUpdate.FromString,
+            feedha_dot_proto_dot_admin__pb2.WatchRoutesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -400,17 +400,17 @@ class AdminControlStub:
         self.Failover = channel.unary_unary(
                 '/feedha.v1.AdminControl/Failover',
                 request_serializer=feedha_dot_proto_dot_admin__pb2.FailoverRequest.SerializeToString,
-                response_deserializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.FailoverResponse.FromString,
                 _registered_method=True)
         self.FailAdapter = channel.unary_unary(
                 '/feedha.v1.AdminControl/FailAdapter',
                 request_serializer=feedha_dot_proto_dot_admin__pb2.FailAdapterRequest.SerializeToString,
-                response_deserializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.FailAdapterResponse.FromString,
                 _registered_method=True)
         self.Throttle = channel.unary_unary(
                 '/feedha.v1.AdminControl/Throttle',
                 request_serializer=feedha_dot_proto_dot_admin__pb2.ThrottleRequest.SerializeToString,
-                response_deserializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.ThrottleResponse.FromString,
                 _registered_method=True)
         self.Purge = channel.unary_unary(
                 '/feedha.v1.AdminControl/Purge',
@@ -420,7 +420,7 @@ class AdminControlStub:
         self.WatchEvents = channel.unary_stream(
                 '/feedha.v1.AdminControl/WatchEvents',
                 request_serializer=feedha_dot_proto_dot_admin__pb2.WatchEventsRequest.SerializeToString,
-                response_deserializer=feedha_dot_proto_dot_admin__pb2.AdminEvent.FromString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.WatchEventsResponse.FromString,
                 _registered_method=True)
 
 
@@ -458,7 +458,8 @@ class AdminControlServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Purge(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Purge a pending delayed message (operators). Not implemented yet: UNIMPLEMENTED.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -485,17 +486,17 @@ def add_AdminControlServicer_to_server(servicer, server):
             'Failover': grpc.unary_unary_rpc_method_handler(
                     servicer.Failover,
                     request_deserializer=feedha_dot_proto_dot_admin__pb2.FailoverRequest.FromString,
-                    response_serializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.SerializeToString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.FailoverResponse.SerializeToString,
             ),
             'FailAdapter': grpc.unary_unary_rpc_method_handler(
                     servicer.FailAdapter,
                     request_deserializer=feedha_dot_proto_dot_admin__pb2.FailAdapterRequest.FromString,
-                    response_serializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.SerializeToString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.FailAdapterResponse.SerializeToString,
             ),
             'Throttle': grpc.unary_unary_rpc_method_handler(
                     servicer.Throttle,
                     request_deserializer=feedha_dot_proto_dot_admin__pb2.ThrottleRequest.FromString,
-                    response_serializer=feedha_dot_proto_dot_admin__pb2.CommandResponse.SerializeToString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.ThrottleResponse.SerializeToString,
             ),
             'Purge': grpc.unary_unary_rpc_method_handler(
                     servicer.Purge,
@@ -505,7 +506,7 @@ def add_AdminControlServicer_to_server(servicer, server):
             'WatchEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEvents,
                     request_deserializer=feedha_dot_proto_dot_admin__pb2.WatchEventsRequest.FromString,
-                    response_serializer=feedha_dot_proto_dot_admin__pb2.AdminEvent.SerializeToString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.WatchEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -588,7 +589,7 @@ class AdminControl:
             target,
             '/feedha.v1.AdminControl/Failover',
             feedha_dot_proto_dot_admin__pb2.FailoverRequest.SerializeToString,
-            feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.FailoverResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -615,7 +616,7 @@ class AdminControl:
             target,
             '/feedha.v1.AdminControl/FailAdapter',
             feedha_dot_proto_dot_admin__pb2.FailAdapterRequest.SerializeToString,
-            feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.FailAdapterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -642,7 +643,7 @@ class AdminControl:
             target,
             '/feedha.v1.AdminControl/Throttle',
             feedha_dot_proto_dot_admin__pb2.ThrottleRequest.SerializeToString,
-            feedha_dot_proto_dot_admin__pb2.CommandResponse.FromString,
+            feedha_dot_proto_dot_admin__pb2.ThrottleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -696,7 +697,7 @@ class AdminControl:
             target,
             '/feedha.v1.AdminControl/WatchEvents',
             feedha_dot_proto_dot_admin__pb2.WatchEventsRequest.SerializeToString,
-            feedha_dot_proto_dot_admin__pb2.AdminEvent.FromString,
+            feedha_dot_proto_dot_admin__pb2.WatchEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -115,7 +115,10 @@ class AdapterStatus:
 
 @dataclass(frozen=True, slots=True)
 class AccessGrant:
-    """A subscriber's CURVE public key (Z85) and until when it may connect (ns since the epoch)."""
+    """A subscriber's CURVE public key (Z85) and until when it may connect (ns since the epoch; 0: unset).
+
+    On the wire the expiry is a ``google.protobuf.Timestamp`` (``expire_time``).
+    """
 
     curve_public_key: str
     expires_at_ns: int = 0
@@ -243,13 +246,22 @@ def command_to_proto(command: Command) -> admin_pb2.OperatorCommand:
         rate=command.rate,
         reason=command.reason,
         issued_by=command.issued_by,
-        grants=[
-            admin_pb2.AccessGrant(curve_public_key=g.curve_public_key, expires_at_ns=g.expires_at_ns)
-            for g in command.grants
-        ],
+        grants=[_grant_to_proto(g) for g in command.grants],
         replace_grants=command.replace_grants,
         seal_key=None if command.seal_key is None else seal_key_to_proto(command.seal_key),
     )
+
+
+def _grant_to_proto(grant: AccessGrant) -> admin_pb2.AccessGrant:
+    message = admin_pb2.AccessGrant(curve_public_key=grant.curve_public_key)
+    if grant.expires_at_ns:
+        message.expire_time.FromNanoseconds(grant.expires_at_ns)
+    return message
+
+
+def _grant_from_proto(message: admin_pb2.AccessGrant) -> AccessGrant:
+    expires = message.expire_time.ToNanoseconds() if message.HasField("expire_time") else 0
+    return AccessGrant(message.curve_public_key, expires)
 
 
 def seal_key_to_proto(key: SealKey) -> admin_pb2.SealKey:
@@ -282,7 +294,7 @@ def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
     if name not in CommandKind.__members__:
         raise ProtoError("kind", f"unknown command kind {msg.kind}")
     try:
-        grants = tuple(AccessGrant(g.curve_public_key, g.expires_at_ns) for g in msg.grants)
+        grants = tuple(_grant_from_proto(g) for g in msg.grants)
     except ValueError as exc:
         raise ProtoError("grant", str(exc)) from exc
     seal_key = seal_key_from_proto(msg.seal_key) if msg.HasField("seal_key") else None

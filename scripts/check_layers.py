@@ -68,6 +68,10 @@ _IO: Final = frozenset(
 )
 _PURE: Final = "a pure core decides from its inputs and the time passed in; its shell does the I/O"
 COMMANDS: Final = "feedha's commands"  # stands for the modules of the namespace's root folder (feedha/)
+# The root folder's modules every command's entry point shares (how settings, logs and extras
+# are read): not commands, and leaves (they import no other feedha module but each other).
+SHARED: Final = frozenset({"feedha.settings", "feedha.logs", "feedha.extras"})
+_ONLY_SHARED: Final = "a package reaches the root folder only for the commands' shared plumbing"
 
 # The layers, lowest first. package (or module prefix) -> (names it must not
 # import, why). A name forbids itself and everything under it (``zmq`` forbids
@@ -92,21 +96,46 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
         "proto is pure contracts and codecs: every other package depends on it, never the reverse",
     ),
     "feedha.transport": (
-        frozenset({"feedha.adapter", "feedha.admin_server", "feedha.admin_client", "feedha.client"}),
+        frozenset(
+            {"feedha.adapter", "feedha.admin_server", "feedha.admin_client", "feedha.client", COMMANDS}
+        ),
         "transport is ZeroMQ set-up shared by adapters, sources and subscribers",
     ),
     "feedha.admin_client": (
-        frozenset({"feedha.adapter", "feedha.admin_server", "feedha.client"}),
+        frozenset({"feedha.adapter", "feedha.admin_server", "feedha.client", COMMANDS}),
         "admin_client is the admin API's client side, shared by the adapter, the client and feedctl",
     ),
     "feedha.adapter": (
-        frozenset({"feedha.admin_server"}),
+        frozenset({"feedha.admin_server", COMMANDS}),
         "the adapter reaches the admin server through admin_client and proto.registry only",
     ),
     "feedha.client": (
-        frozenset({"feedha.adapter", "feedha.admin_server"}),
+        frozenset({"feedha.adapter", "feedha.admin_server", COMMANDS}),
         "what subscribers import must not pull in the adapter or the server",
     ),
+    "feedha.admin_server": (frozenset({"feedha.adapter", "feedha.client", COMMANDS}), _ONLY_SHARED),
+    "feedha.plain_source": (frozenset({COMMANDS}), _ONLY_SHARED),
+    "feedha.spark_feed": (frozenset({COMMANDS}), _ONLY_SHARED),
+    **{
+        module: (
+            frozenset(
+                {
+                    "feedha.proto",
+                    "feedha.transport",
+                    "feedha.adapter",
+                    "feedha.admin_server",
+                    "feedha.admin_client",
+                    "feedha.client",
+                    "feedha.spark_feed",
+                    "feedha.plain_source",
+                    "feedha.bench",
+                    COMMANDS,
+                }
+            ),
+            "the commands' shared plumbing is a leaf: every component's entry point imports it",
+        )
+        for module in sorted(SHARED)
+    },
     # The pure cores (STYLE.md §1): they decide, the shells around them do the I/O.
     "feedha.adapter.core": (
         _IO
@@ -248,7 +277,11 @@ def layer_violations(files: Sequence[SourceFile], folders: Mapping[str, str] | N
             top-level name (``import adapter`` instead of ``feedha.adapter``).
     """
     root_folder = (folders or {}).get(NAMESPACE_ROOT, NAMESPACE_ROOT)
-    commands = {f.module for f in files if f.path.startswith(f"{root_folder}/") and not f.is_package}
+    commands = {
+        f.module
+        for f in files
+        if f.path.startswith(f"{root_folder}/") and not f.is_package and f.module not in SHARED
+    }
     bare = {folder: package for package, folder in (folders or {}).items() if folder != package}
     found = []
     for source in files:

@@ -75,6 +75,8 @@ class FeedConfig:
     files_per_trigger: int = 1
     quiet: bool = False
     spark_log_level: str = "ERROR"
+    log_level: str = "INFO"  # --quiet lowers it to WARNING
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
         if self.source not in ("synthetic", "replay"):
@@ -107,12 +109,27 @@ class FeedConfig:
 
 
 def parse_args(argv: list[str]) -> FeedConfig:
-    """Build the config from the command line.
+    """Build the config from the command line, the ``--config`` file and ``FEEDHA_*`` variables.
 
     Raises:
         ValueError: a bad value (named in the message).
+        SystemExit: ``--help`` (0) or an argument argparse refuses (2, with the usage).
     """
-    p = argparse.ArgumentParser(prog="feedha feed", description="PySpark Structured Streaming feed source")
+    from feedha import settings
+
+    a = settings.parse(build_parser(), argv).args
+    return _config(a)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``feedha feed`` argument parser."""
+    from feedha import settings
+
+    p = argparse.ArgumentParser(
+        prog="feedha feed",
+        description="The PySpark Structured Streaming feed source. Every option is also a key of the "
+        "--config file and a FEEDHA_<OPTION> variable.",
+    )
     p.add_argument("--source", choices=("synthetic", "replay"), default="synthetic")
     p.add_argument("--rate", type=int, default=DEFAULT_RATE, help="synthetic rows/s (default %(default)s)")
     p.add_argument(
@@ -138,10 +155,11 @@ def parse_args(argv: list[str]) -> FeedConfig:
     p.add_argument("--files-per-trigger", type=int, default=1)
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--spark-log-level", default="ERROR", choices=("ERROR", "WARN", "INFO"))
-    try:
-        a = p.parse_args(argv)
-    except SystemExit as exc:
-        raise ValueError("bad arguments") from exc
+    settings.add_common_arguments(p, log_level="INFO")
+    return p
+
+
+def _config(a: argparse.Namespace) -> FeedConfig:
     endpoints = []
     for item in a.endpoint:
         name, sep, url = item.partition("=")
@@ -155,7 +173,7 @@ def parse_args(argv: list[str]) -> FeedConfig:
         sender=a.sender, frame_messages=a.frame_messages, sndhwm=a.sndhwm, max_rate=a.max_rate,
         wait_subscribers=a.wait_subscribers, wait_timeout_s=a.wait_timeout, replay_dir=a.replay_dir,
         replay_format=a.replay_format, files_per_trigger=a.files_per_trigger, quiet=a.quiet,
-        spark_log_level=a.spark_log_level,
+        spark_log_level=a.spark_log_level, log_level=a.log_level, log_format=a.log_format,
     )  # fmt: skip
 
 

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from feedha import logs
 from feedha.spark_feed._run import BatchState, FeedConfig, FeedRun, StopRequested, parse_args
 
 logger = logging.getLogger(__name__)
@@ -142,8 +143,7 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"feedha feed: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.WARNING if config.quiet else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    logs.configure("WARNING" if config.quiet else config.log_level, config.log_format)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -28,8 +28,8 @@ try:
     IS_NATIVE = True
 except ImportError as exc:  # pragma: no cover - exercised only without a build
     logger.warning(
-        "adapter.journal._native is not built (%s); journal framing falls back to pure Python "
-        "(several times slower): run `python setup.py build_ext --inplace`",
+        "feedha.adapter.journal._native is not built (%s); journal framing falls back to pure Python "
+        "(several times slower): install feedha where a C compiler and the Python headers are",
         exc,
     )
     from feedha.adapter.journal._reference import (

@@ -151,7 +151,7 @@ async def test_delayed_only_routes_carry_no_real_time_endpoint_and_a_question_ma
                 )
                 for name, reply in (("traders", trader), ("delayed", delayed))
             }
-            seen: dict[str, list[admin_pb2.RouteUpdate]] = {"traders": [], "delayed": []}
+            seen: dict[str, list[admin_pb2.WatchRoutesResponse]] = {"traders": [], "delayed": []}
 
             async def follow(name: str) -> None:
                 async for update in watches[name]:

@@ -13,7 +13,13 @@ from typing import Any
 import grpc
 import pytest
 
-from feedha.admin_client import AdminClient, AuthenticationFailed, PermissionDenied, RegistryAgent
+from feedha.admin_client import (
+    AdminClient,
+    AuthenticationFailed,
+    PermissionDenied,
+    RegistryAgent,
+    error_from_rpc,
+)
 from feedha.admin_server import tokens
 from feedha.admin_server.config import ChannelConfig, ServerConfig
 from feedha.admin_server.hub import HubEvent
@@ -157,6 +163,7 @@ async def test_bad_credentials_and_tokens(env: Env) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await auth.Login(admin_pb2.LoginRequest(key_id=key_id, secret="wrong"))
         assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert error_from_rpc(info.value).reason == "CREDENTIALS_INVALID"
         assert "invalid API key secret" in info.value.details()
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await auth.Login(admin_pb2.LoginRequest(key_id="fk_nobody", secret=secret))
@@ -167,12 +174,14 @@ async def test_bad_credentials_and_tokens(env: Env) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await broker.Subscribe(request)
         assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED and "missing" in info.value.details()
+        assert error_from_rpc(info.value).reason == "TOKEN_MISSING"
         metadata = await login(channel, key_id, secret)
         token = metadata[0][1].removeprefix("Bearer ")
         forged = token.split(".")[0] + ".AAAA"
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await broker.Subscribe(request, metadata=(("authorization", f"Bearer {forged}"),))
         assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED and "signature" in info.value.details()
+        assert error_from_rpc(info.value).reason == "TOKEN_INVALID"
         await broker.Subscribe(request, metadata=metadata)
         env.clock.offset = 2 * env.server.config.token_ttl_s
         with pytest.raises(grpc.aio.AioRpcError) as info:
@@ -239,7 +248,7 @@ async def test_malformed_policy_is_rejected_and_old_policy_keeps_working(env: En
         env.policy.write_text(POLICY.replace("mode: realtime", "mode: instant"))
         await eventually(lambda: hub.policy_file.rejections == 1, what="rejection")
         error = hub.policy_file.last_error
-        assert error is not None and error.line == 8 and "'instant'" in error.reason
+        assert error is not None and error.line == 8 and "'instant'" in error.problem
         assert hub.policy_file.generation == generation
         await admin.subscribe(["AAPL"])  # old policy still in force
         env.policy.write_text(POLICY.replace('"A*", ', ""))
@@ -303,7 +312,7 @@ async def test_agents_register_failover_and_routes_follow(env: Env) -> None:
         ]
         updates = client.watch_routes(subscription.subscription_id)
         first = await anext(updates)
-        assert first.reason == "current"
+        assert first.reason == "current" and first.initial and first.cause == "watching"
         async with grpc.aio.insecure_channel(env.target) as channel:
             control = admin_pb2_grpc.AdminControlStub(channel)
             md = await login(channel, *env.keys["ops"])
@@ -370,7 +379,7 @@ async def _register(target: str, creds: tuple[str, str], registration: AdapterRe
     md = await login(channel, *creds)
     stub = admin_pb2_grpc.AdapterRegistryStub(channel)  # type: ignore[no-untyped-call]
     call = stub.Connect(metadata=md)
-    await call.write(admin_pb2.AdapterReport(registration=registration_to_proto(registration)))
+    await call.write(admin_pb2.ConnectRequest(registration=registration_to_proto(registration)))
     return channel, call
 
 
@@ -459,7 +468,7 @@ async def test_route_updates_stop_once_the_api_key_behind_the_subscription_is_ro
             admin_pb2.WatchRoutesRequest(subscription_id=reply.subscription_id), metadata=md
         )
         first = await watch.read()
-        assert first.reason == "current"
+        assert first.cause == admin_pb2.EVENT_KIND_WATCHING
         hub = env.server.hub
         assert hub is not None
         hub.store.replace_secret(env.keys["alice"][0], secret_hash="rotated", now=time.time() + 1)
@@ -467,3 +476,4 @@ async def test_route_updates_stop_once_the_api_key_behind_the_subscription_is_ro
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await asyncio.wait_for(watch.read(), 10)
         assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert error_from_rpc(info.value).reason == "LEASE_ENDED"

@@ -1,37 +1,46 @@
-"""Every Kubernetes manifest under deploy/ parses, and what it references exists.
+"""Every Kubernetes manifest under deploy/ is valid, consistent, and runs what the package ships.
 
-Checked: images are the one the Dockerfile builds; ConfigMaps, PVCs and
-Services referenced are defined (Secrets are the operator's, and must be the
-documented ones); every Service selects some pod template and targets a port
-it declares; every ``feedha`` command line is a real sub-command whose
-arguments parse; adapter groups keep their members on different nodes.
+Checked: each object validates against the Kubernetes schemas (kubernetes-validate,
+strict: unknown fields are errors) for the oldest and newest versions we
+support; images are the one the Dockerfile builds; ConfigMaps (and their keys),
+PVCs, Services and ServiceAccounts referenced are defined (Secrets are the
+operator's, and must be the documented ones); every Service selects some pod
+and targets a port it declares; every pod runs as the image's user with an
+fsGroup, resource requests and limits, a read-only root and a writable /tmp;
+every component has a NetworkPolicy that opens exactly ports its pods declare;
+every command is a real sub-command whose config file and per-pod variables
+build a valid configuration; adapter groups keep their members on different
+nodes and their keys are bound to their own adapters.
 """
 
 from __future__ import annotations
 
+import copy
 import re
-import shlex
-import tomllib
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
+from feedha import settings
 from feedha.cli import COMMANDS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 IMAGE = "feedha:latest"
+UID = 10001  # the image's user (deploy/Dockerfile)
+# The oldest Kubernetes the manifests need (StatefulSet ordinals and the pod-index label are
+# on by default from 1.28) and the newest schema kubernetes-validate ships.
+K8S_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 OPERATOR_SECRETS = {
-    "feedha-admin-tls",
-    "feedha-admin-ca",
-    "feedha-adapter-key-eq-a-m",
-    "feedha-adapter-key-eq-n-z",
-    "feedha-adapter-curve",
-}  # created by hand (deploy/k8s/config.yaml)
+    "feedha-admin-tls": {"tls.crt", "tls.key"},
+    "feedha-admin-ca": {"ca.crt"},
+    "feedha-adapter-key-eq-a-m": {"key-id", "secret"},
+    "feedha-adapter-key-eq-n-z": {"key-id", "secret"},
+    "feedha-adapter-curve": {"adapter-1.key", "adapter-2.key", "adapter-3.key", "sync.key"},
+}  # created by hand (deploy/k8s/config.yaml says how)
 WORKLOADS = {"Deployment", "StatefulSet", "Pod"}
-# What the adapters' shell scripts expand to (other variables become "1").
-SHELL_VALUES = {"peers": "--peer tcp://peer:6002 --peer tcp://peer:6002", "active": "--active"}
 
 
 def _manifests() -> list[dict[str, Any]]:
@@ -48,7 +57,8 @@ DOCS = _manifests()
 
 
 def _pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
-    return doc["spec"] if doc["kind"] == "Pod" else doc["spec"]["template"]["spec"]
+    spec: dict[str, Any] = doc["spec"] if doc["kind"] == "Pod" else doc["spec"]["template"]["spec"]
+    return spec
 
 
 def _pod_labels(doc: dict[str, Any]) -> dict[str, str]:
@@ -56,12 +66,27 @@ def _pod_labels(doc: dict[str, Any]) -> dict[str, str]:
     return dict(meta.get("labels", {}))
 
 
-def _named(kind: str) -> set[str]:
-    return {d["metadata"]["name"] for d in DOCS if d["kind"] == kind}
+def _named(kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in DOCS if d["kind"] == kind}
 
 
 def _workloads() -> list[dict[str, Any]]:
     return [d for d in DOCS if d["kind"] in WORKLOADS]
+
+
+def _containers() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(doc, c) for doc in _workloads() for c in _pod_spec(doc)["containers"]]
+
+
+def _ports(labels: dict[str, str]) -> set[int]:
+    """The container ports of the workloads whose pods carry ``labels``."""
+    return {
+        port["containerPort"]
+        for doc in _workloads()
+        if labels.items() <= _pod_labels(doc).items()
+        for container in _pod_spec(doc)["containers"]
+        for port in container.get("ports", [])
+    }
 
 
 def test_every_manifest_is_listed_and_parses() -> None:
@@ -70,24 +95,34 @@ def test_every_manifest_is_listed_and_parses() -> None:
     on_disk |= {str(p.relative_to(DEPLOY)) for p in (DEPLOY / "spark").glob("*.yaml")}
     assert on_disk <= listed
     assert all("apiVersion" in d and "kind" in d and "name" in d["metadata"] for d in DOCS)
-    assert {"Deployment", "StatefulSet", "Service", "ConfigMap"} <= {d["kind"] for d in DOCS}
+    kinds = {d["kind"] for d in DOCS}
+    assert {"Deployment", "StatefulSet", "Service", "ConfigMap", "NetworkPolicy"} <= kinds
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_manifests_validate_against_the_kubernetes_schemas(doc: dict[str, Any], version: str) -> None:
+    kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_validator_would_catch_a_mistake() -> None:
+    (group, *_rest) = [d for d in DOCS if d["kind"] == "StatefulSet"]
+    broken = copy.deepcopy(group)
+    broken["spec"]["template"]["spec"]["containers"][0]["resources"]["limit"] = {"cpu": "1"}  # limits
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSIONS[0], strict=True)
 
 
 def test_images_are_built_by_the_dockerfile() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert IMAGE in dockerfile  # the build command names the tag
-    assert "/opt/spark" in dockerfile  # the Spark driver runs /opt/spark/bin/spark-submit
-    for doc in _workloads():
-        for container in _pod_spec(doc)["containers"]:
-            assert container["image"] == IMAGE, doc["metadata"]["name"]
-
-
-def test_the_image_copies_every_installed_package() -> None:
-    dockerfile = (DEPLOY / "Dockerfile").read_text()
-    pyproject = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())
-    assert "COPY pyproject.toml setup.py " in dockerfile  # setup.py maps the folders and builds the C parts
-    for folder in pyproject["tool"]["feedha"]["namespace"].values():
-        assert f"COPY {folder} {folder}\n" in dockerfile, folder
+    for doc, container in _containers():
+        assert container["image"] == IMAGE, doc["metadata"]["name"]
+        # Files of the image that a command names: /opt/spark/bin/spark-submit, local:///opt/feedha/...
+        for word in _argv(container):
+            path = word.removeprefix("local://")
+            if path.startswith("/opt/"):
+                assert path.removesuffix("/bin/spark-submit") in dockerfile, word
 
 
 def test_referenced_objects_exist() -> None:
@@ -98,7 +133,8 @@ def test_referenced_objects_exist() -> None:
         volumes = {v["name"] for v in spec.get("volumes", [])} | templates
         for volume in spec.get("volumes", []):
             if "configMap" in volume:
-                assert volume["configMap"]["name"] in configmaps
+                data = configmaps[volume["configMap"]["name"]]["data"]
+                assert {item["key"] for item in volume["configMap"].get("items", [])} <= set(data)
             if "persistentVolumeClaim" in volume:
                 assert volume["persistentVolumeClaim"]["claimName"] in claims
             if "secret" in volume:
@@ -111,59 +147,205 @@ def test_referenced_objects_exist() -> None:
             for env in container.get("env", []):
                 ref = env.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
-                    assert ref["name"] in OPERATOR_SECRETS
+                    assert ref["key"] in OPERATOR_SECRETS[ref["name"]]
         if doc["kind"] == "StatefulSet":
-            assert doc["spec"]["serviceName"] in services
-    text = "\n".join(yaml.safe_dump(d) for d in _workloads())
-    for host in re.findall(r"tcp://([a-z][a-z0-9-]*)[:.]", text) + re.findall(r"--admin[ =]([a-z-]+):", text):
+            governing = services[doc["spec"]["serviceName"]]
+            assert governing["spec"].get("clusterIP") == "None"  # headless: stable per-pod names
+    text = "\n".join(yaml.safe_dump(d) for d in DOCS)
+    for host in re.findall(r"tcp://([a-z][a-z0-9-]*)[:.]", text) + re.findall(r"admin: ([a-z-]+):", text):
         assert host.split(".")[0] in services or re.sub(r"-\d+$", "", host) in services, host
 
 
 def test_services_select_pods_and_target_their_ports() -> None:
-    pods = [(_pod_labels(d), _pod_spec(d)) for d in _workloads()]
-    for service in (d for d in DOCS if d["kind"] == "Service"):
+    for service in _named("Service").values():
         selector = service["spec"]["selector"]
-        matching = [spec for labels, spec in pods if selector.items() <= labels.items()]
-        assert matching, f"service {service['metadata']['name']} selects no pod"
-        declared = {p["containerPort"] for spec in matching for c in spec["containers"] for p in c["ports"]}
+        declared = _ports(selector)
+        assert declared, f"service {service['metadata']['name']} selects no pod"
         for port in service["spec"]["ports"]:
             assert port.get("targetPort", port["port"]) in declared, service["metadata"]["name"]
 
 
-def _feedha_command_lines(doc: dict[str, Any]) -> list[list[str]]:
-    lines = []
-    for container in _pod_spec(doc)["containers"]:
-        argv = list(container.get("command", [])) + list(container.get("args", []))
-        if argv[:2] == ["sh", "-c"]:
-            script = re.sub(r"\\\n", " ", argv[2])
-            for line in script.splitlines():
-                if "exec feedha " in line:
-                    command = line.split("exec ", 1)[1]
-                    for name, value in SHELL_VALUES.items():
-                        command = command.replace(f"${name} ", f"{value} ")
-                    words = shlex.split(command)
-                    lines.append([re.sub(r"\$\{?(\w+)\}?", "1", w) for w in words])
-        elif argv and argv[0] == "feedha":
-            lines.append(argv)
-    return lines
+@pytest.mark.parametrize("doc", _workloads(), ids=lambda d: d["metadata"]["name"])
+def test_pods_run_as_the_image_user_with_limits_and_a_read_only_root(doc: dict[str, Any]) -> None:
+    spec = _pod_spec(doc)
+    context = spec["securityContext"]
+    assert context["runAsNonRoot"] and context["runAsUser"] == UID and context["fsGroup"] == UID
+    assert (DEPLOY / "Dockerfile").read_text().count(f"{UID}") >= 2  # the image's uid and gid
+    for container in spec["containers"]:
+        resources = container["resources"]
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(resources[kind]), (doc["metadata"]["name"], kind)
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert "/tmp" in {m["mountPath"] for m in container["volumeMounts"]}
 
 
-def test_feedha_commands_exist_and_parse() -> None:
-    from feedha.adapter.__main__ import build_parser as adapter_parser
+def test_adapters_have_guaranteed_whole_cores() -> None:
+    for doc, container in _containers():
+        if _pod_labels(doc).get("app") == "feedha-adapter":
+            resources = container["resources"]
+            assert resources["requests"] == resources["limits"]
+            assert float(resources["limits"]["cpu"]).is_integer()
+
+
+def test_every_component_has_a_network_policy_over_its_own_ports() -> None:
+    policies = list(_named("NetworkPolicy").values())
+    for doc in _workloads():
+        labels = _pod_labels(doc)
+        assert any(p["spec"]["podSelector"]["matchLabels"].items() <= labels.items() for p in policies), (
+            labels
+        )
+    executors = {"app": "feedha-feed-executor"}  # the driver labels its executor pods so
+    assert any(
+        "--conf=spark.kubernetes.executor.label.app=feedha-feed-executor" in _argv(c)
+        for _d, c in _containers()
+    )
+    for policy in policies:
+        selected = policy["spec"]["podSelector"]["matchLabels"]
+        own = _ports(selected)
+        assert own or selected == executors, policy["metadata"]["name"]
+        for rule in policy["spec"].get("ingress", []):
+            for port in rule.get("ports", []):
+                assert port["port"] in own, (policy["metadata"]["name"], port)
+            for peer in rule.get("from", []):
+                assert (
+                    _ports(peer["podSelector"]["matchLabels"])
+                    or peer["podSelector"]["matchLabels"] == executors
+                )
+        for rule in policy["spec"].get("egress", []):
+            for peer in rule.get("to", []):
+                reachable = _ports(peer["podSelector"]["matchLabels"])
+                assert {p["port"] for p in rule["ports"]} <= reachable, (policy["metadata"]["name"], rule)
+
+
+def test_sync_buses_are_open_only_to_their_own_group() -> None:
+    for policy in _named("NetworkPolicy").values():
+        selected = policy["spec"]["podSelector"]["matchLabels"]
+        if selected.get("app") != "feedha-adapter":
+            continue
+        for rule in policy["spec"]["ingress"]:
+            if any(p["port"] == 6002 for p in rule.get("ports", [])):
+                assert [peer["podSelector"]["matchLabels"] for peer in rule["from"]] == [selected]
+
+
+def test_the_spark_driver_is_a_statefulset_of_one() -> None:
+    (driver,) = [d for d in _workloads() if _pod_labels(d).get("app") == "feedha-feed-driver"]
+    assert driver["kind"] == "StatefulSet" and driver["spec"]["replicas"] == 1
+    assert "checkpoint" in {t["metadata"]["name"] for t in driver["spec"]["volumeClaimTemplates"]}
+
+
+# -- commands and their config files -----------------------------------------------------
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    # Kubernetes' dependent variables: $(NAME) is the value of an earlier variable.
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), value)
+
+
+def _pod_environment(container: dict[str, Any], index: int) -> dict[str, str]:
+    """The container's variables in pod ``index``: fields resolved, secrets replaced by placeholders."""
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        source = item.get("valueFrom", {})
+        if "value" in item:
+            env[item["name"]] = _expand(item["value"], env)
+        elif "fieldRef" in source:
+            path = source["fieldRef"]["fieldPath"]
+            assert path in ("status.podIP", "metadata.labels['apps.kubernetes.io/pod-index']"), path
+            env[item["name"]] = f"10.1.0.{index}" if path == "status.podIP" else str(index)
+        elif "secretKeyRef" in source:
+            env[item["name"]] = f"<{source['secretKeyRef']['key']}>"
+    return env
+
+
+def _config_file(doc: dict[str, Any], container: dict[str, Any], path: str, tmp: Path) -> Path:
+    """Write the ConfigMap item mounted at ``path`` to ``tmp`` (same name) and return it."""
+    directory, name = path.rsplit("/", 1)
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+    (volume,) = [v for v in _pod_spec(doc)["volumes"] if v["name"] == mount["name"]]
+    source = volume["configMap"]
+    keys = {item["path"]: item["key"] for item in source.get("items", [])} or {name: name}
+    data = _named("ConfigMap")[source["name"]]["data"]
+    target = tmp / directory.strip("/") / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(data[keys[name]])
+    for item, key in keys.items():  # files the config names beside it (the policy)
+        (target.parent / item).write_text(data[key])
+    return target
+
+
+def _argv(container: dict[str, Any]) -> list[str]:
+    return [str(word) for word in [*container.get("command", []), *container.get("args", [])]]
+
+
+def _ordinals(doc: dict[str, Any]) -> range:
+    if doc["kind"] != "StatefulSet":
+        return range(0, 1)
+    start = doc["spec"].get("ordinals", {}).get("start", 0)
+    return range(start, start + doc["spec"]["replicas"])
+
+
+def _settings(doc: dict[str, Any], container: dict[str, Any], index: int, tmp: Path) -> settings.Settings:
+    argv = _argv(container)
+    env = _pod_environment(container, index)
+    if argv[0] == "/opt/spark/bin/spark-submit":  # the job's arguments follow its .py file
+        argv = ["feedha", "feed", *argv[[a.endswith(".py") for a in argv].index(True) + 1 :]]
+    assert argv[0] in ("feedha", "feedctl") and argv[1] in COMMANDS, argv
+    config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+    if "--config" in argv:
+        config = argv[argv.index("--config") + 1]
+    assert config is not None, f"{doc['metadata']['name']} runs without a config file"
+    local = _config_file(doc, container, config, tmp)
+    rest = [a for a in argv[2:] if a != config and not a.startswith("--config")]
+    if argv[1] == "adapter":
+        from feedha.adapter.__main__ import build_parser
+    elif argv[1] == "admin-server":
+        from feedha.admin_server.server import _parser as build_parser  # type: ignore[assignment]
+    else:
+        from feedha.spark_feed._run import build_parser  # type: ignore[assignment]
+    sections = frozenset({"feeds", "secret_hashing"}) if argv[1] == "admin-server" else frozenset()
+    return settings.parse(build_parser(), ["--config", str(local), *rest], environ=env, sections=sections)
+
+
+def test_every_command_builds_its_configuration_from_its_file_and_pod(tmp_path: Path) -> None:
+    from feedha.adapter.__main__ import config_from_args
+    from feedha.admin_server.server import _build_config
+    from feedha.spark_feed._run import _config
 
     seen = set()
-    for doc in _workloads():
-        for argv in _feedha_command_lines(doc):
-            assert argv[1] in COMMANDS, argv
-            seen.add(argv[1])
-            if argv[1] == "adapter":
-                args = adapter_parser().parse_args([a for a in argv[2:] if a])
-                assert args.journal is not None and args.replay is not None
-    assert {"admin-server", "adapter"} <= seen
+    for doc, container in _containers():
+        for index in _ordinals(doc):
+            found = _settings(doc, container, index, tmp_path / f"{doc['metadata']['name']}-{index}")
+            args = found.args
+            if hasattr(args, "channel_number"):  # an adapter
+                seen.add("adapter")
+                config = config_from_args(args, admin_secret="<secret>")
+                assert config.adapter == index and config.want_active == (index == 1)
+                assert config.line_endpoint == f"tcp://10.1.0.{index}:6001"
+                assert config.replay_endpoint and config.journal_dir is not None
+                assert len(config.peers) == doc["spec"]["replicas"] - 1
+                assert all(f"-{index}." not in peer for peer in config.peers)  # never itself
+                assert (
+                    config.curve_key is not None
+                    and config.curve_key.name in OPERATOR_SECRETS["feedha-adapter-curve"]
+                )
+                assert config.admin and config.admin_tls_ca is not None and config.admin_credentials
+            elif hasattr(args, "token_ttl"):
+                seen.add("admin-server")
+                server = _build_config(args, found.sections)
+                assert server.has_tls and server.port == 50051 and len(server.channels) == 2
+            else:
+                seen.add("feed")
+                feed = _config(args)
+                assert feed.master is None and dict(feed.endpoints).keys() == {"A-M", "N-Z"}
+            assert args.log_format == "json"
+    assert seen == {"adapter", "admin-server", "feed"}
 
 
 @pytest.mark.parametrize(
-    "group", [d for d in DOCS if d["kind"] == "StatefulSet"], ids=lambda d: d["metadata"]["name"]
+    "group",
+    [d for d in DOCS if d["kind"] == "StatefulSet" and _pod_labels(d).get("app") == "feedha-adapter"],
+    ids=lambda d: d["metadata"]["name"],
 )
 def test_adapter_groups_never_share_a_node(group: dict[str, Any]) -> None:
     rules = _pod_spec(group)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -176,25 +358,26 @@ def test_adapter_groups_never_share_a_node(group: dict[str, Any]) -> None:
     assert group["spec"]["replicas"] >= 2
 
 
-def test_adapters_verify_the_admin_server_and_their_key_is_bound_to_their_group() -> None:
+def test_adapters_verify_the_admin_server_and_their_key_is_bound_to_their_group(tmp_path: Path) -> None:
     """Every adapter reaches the admin server over TLS, with a key the policy binds to its own adapters."""
-    from feedha.adapter.__main__ import build_parser as adapter_parser
+    from feedha.adapter.__main__ import config_from_args
     from feedha.admin_server.policy import Principal, parse_policy
 
     (config,) = [d for d in DOCS if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "feedha-config"]
     policy = parse_policy(config["data"]["policy.yaml"], source="feedha-config/policy.yaml")
     channels = {c for binding in policy.adapters.values() for c in binding.channels}
-    for doc in (d for d in DOCS if d["kind"] == "StatefulSet"):
+    groups = [d for d in DOCS if d["kind"] == "StatefulSet" and _pod_labels(d).get("app") == "feedha-adapter"]
+    assert groups
+    for doc in groups:
         (container,) = _pod_spec(doc)["containers"]
         refs = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef", {}) for e in container["env"]}
         # the group's own key: secret feedha-adapter-key-eq-a-m holds user feed-eq-a-m's key
-        user = refs["ADAPTER_KEY_ID"]["name"].replace("feedha-adapter-key-", "feed-")
-        for argv in _feedha_command_lines(doc):
-            args = adapter_parser().parse_args([a for a in argv[2:] if a])
-            assert args.admin and args.admin_tls_ca is not None, doc["metadata"]["name"]
+        user = refs["FEEDHA_ADMIN_KEY_ID"]["name"].replace("feedha-adapter-key-", "feed-")
+        assert refs["FEEDHA_ADAPTER_SECRET"]["name"] == refs["FEEDHA_ADMIN_KEY_ID"]["name"]
+        for index in _ordinals(doc):
+            adapter = config_from_args(_settings(doc, container, index, tmp_path / str(index)).args)
+            assert adapter.admin_tls_ca is not None, doc["metadata"]["name"]
             principal = Principal(user=user)
-            for number in range(1, doc["spec"]["replicas"] + 1):
-                adapter_id = f"{args.channel}.{number}"
-                assert policy.may_register(principal, channel_name=args.channel, adapter_id=adapter_id)
-            for other in channels - {args.channel}:
+            assert policy.may_register(principal, channel_name=adapter.channel, adapter_id=adapter.adapter_id)
+            for other in channels - {adapter.channel}:
                 assert not policy.may_register(principal, channel_name=other, adapter_id=f"{other}.1")

@@ -143,7 +143,7 @@ def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
         site.spawn(
             f"adapter-{number}",
             f"adapter-{number}",
-            "adapter",
+            "feedha.adapter",
             adapter_argv(group, number, active=number == 1, extra=extra),
             env={"FEEDHA_ADAPTER_SECRET": feed["secret"]},
         )

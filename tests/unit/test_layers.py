@@ -181,3 +181,25 @@ def test_an_import_that_bypasses_the_namespace_is_named(tmp_path: Path) -> None:
         "proto/wire.py:1: imports feedha; feedha.proto must not import feedha's commands "
         "(proto is pure contracts and codecs: every other package depends on it, never the reverse)",
     ]
+
+
+def test_components_reach_the_root_folder_only_for_the_shared_plumbing(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "feedha/__init__.py": "",
+            "feedha/settings.py": "from feedha import logs\n",
+            "feedha/logs.py": "from feedha.proto import wire\n",
+            "feedha/demo.py": "from feedha.adapter import main\n",
+            "adapter/__init__.py": "",
+            "adapter/main.py": "from feedha import settings\nfrom feedha import demo\n",
+            "proto/__init__.py": "",
+            "proto/wire.py": "",
+        },
+    )
+    problems = check_layers.check(root)
+    assert any(p.startswith("adapter/main.py:2:") and "feedha's commands" in p for p in problems), problems
+    assert any(p.startswith("feedha/logs.py:1: imports feedha.proto;") for p in problems), problems
+    assert not any(
+        p.startswith(("adapter/main.py:1", "feedha/settings.py", "feedha/demo.py")) for p in problems
+    )

@@ -20,6 +20,13 @@ from feedha.admin_client import (
     error_from_rpc,
     tls_from_files,
 )
+from feedha.admin_server.errors import (
+    FieldViolation,
+    LoginThrottledError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from feedha.admin_server.status import rich_status
 
 
 def test_bearer_token_metadata_and_repr() -> None:
@@ -46,10 +53,50 @@ def test_error_from_rpc(code: grpc.StatusCode, cls: type[AdminClientError]) -> N
     assert type(exc) is cls and exc.code == code.name
 
 
-def test_permission_denied_names_the_symbols() -> None:
-    exc = error_from_rpc(_rpc_error(grpc.StatusCode.PERMISSION_DENIED, "not entitled to: AAPL, MSFT"))
-    assert isinstance(exc, PermissionDenied)
-    assert exc.symbols == ("AAPL", "MSFT")
+def _from_server(error: Exception) -> grpc.aio.AioRpcError:
+    """What the client sees when the server refuses with ``error`` (the server's own status builder)."""
+    status = rich_status(error)
+    return grpc.aio.AioRpcError(
+        status.code, grpc.aio.Metadata(), grpc.aio.Metadata(*status.trailing_metadata), details=status.details
+    )
+
+
+def test_permission_denied_names_the_symbols_from_the_details_not_the_message() -> None:
+    refused = PermissionDeniedError(
+        "anything at all",
+        symbols=["AAPL", "M*"],
+        violations=[FieldViolation("symbols[0]", "SYMBOL_NOT_ENTITLED", "not entitled: 'AAPL'")],
+    )
+    exc = error_from_rpc(_from_server(refused))
+    assert isinstance(exc, PermissionDenied) and exc.code == "PERMISSION_DENIED"
+    assert exc.symbols == ("AAPL", "M*") and exc.reason == "SYMBOLS_NOT_ENTITLED"
+    assert [v.field for v in exc.violations] == ["symbols[0]"]
+    assert (
+        error_from_rpc(_rpc_error(grpc.StatusCode.PERMISSION_DENIED, "not entitled to: AAPL")).symbols == ()
+    )
+
+
+def test_every_refusal_carries_its_reason_and_facts() -> None:
+    throttled = error_from_rpc(_from_server(LoginThrottledError(2.5)))
+    assert (throttled.code, throttled.reason, throttled.retry_after_s) == (
+        "RESOURCE_EXHAUSTED",
+        "LOGIN_THROTTLED",
+        2.5,
+    )
+    role = error_from_rpc(
+        _from_server(PermissionDeniedError("x", reason="ROLE_REQUIRED", metadata={"role": "admin"}))
+    )
+    assert role.reason == "ROLE_REQUIRED" and role.metadata == {"role": "admin"}
+    gone = error_from_rpc(_from_server(NotFoundError("x", reason="SUBSCRIPTION_NOT_FOUND")))
+    assert type(gone) is AdminClientError and gone.reason == "SUBSCRIPTION_NOT_FOUND"
+    internal = error_from_rpc(_from_server(RuntimeError("a secret path /etc/x")))
+    assert internal.code == "INTERNAL" and "/etc/x" not in str(internal)  # nothing leaks
+
+
+def test_undecodable_details_are_no_details() -> None:
+    trailers = grpc.aio.Metadata(("grpc-status-details-bin", b"\xff\x00garbage"))
+    error = grpc.aio.AioRpcError(grpc.StatusCode.NOT_FOUND, grpc.aio.Metadata(), trailers, details="x")
+    assert error_from_rpc(error).reason == ""
 
 
 def test_tls_from_files(tmp_path: Path) -> None:

@@ -79,7 +79,7 @@ def test_bad_policies_name_line_and_reason(text: str, line: int, reason: str) ->
     with pytest.raises(PolicyError) as info:
         parse_policy(text, source="p.yaml")
     assert info.value.line == line, str(info.value)
-    assert reason in info.value.reason
+    assert reason in info.value.problem
     assert str(info.value).startswith(f"p.yaml:{line}: ")
 
 

@@ -1,0 +1,21 @@
+"""Every kind of hub event has its EventKind on the wire (none reaches a client as UNSPECIFIED)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from feedha.admin_server import convert, hub
+from feedha.admin_server.registry import EventKind
+from feedha.proto import admin_pb2
+
+
+def test_every_hub_event_kind_has_an_enum_value() -> None:
+    source = Path(hub.__file__).read_text() + Path(convert.__file__).read_text()
+    kinds = set(re.findall(r'kind="([a-z_]+)"', source)) | {kind.value for kind in EventKind} | {"watching"}
+    assert len(kinds) >= 9
+    for kind in kinds:
+        assert convert.event_kind_to_proto(kind) != "EVENT_KIND_UNSPECIFIED", kind
+    assert set(admin_pb2.EventKind.keys()) == {"EVENT_KIND_UNSPECIFIED"} | {
+        convert.event_kind_to_proto(kind) for kind in kinds
+    }
