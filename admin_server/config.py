@@ -119,6 +119,8 @@ class ServerConfig:
         secret_hashing: the argon2id cost of new secret hashes.
         signing_key_file: the token signing key file, mode 0600 (default: the
             database path plus ``.signing-key``; created when missing).
+        metrics_address: ``(host, port)`` of the HTTP listener: ``/metrics``, ``/healthz``,
+            ``/readyz`` and the status page (None: not served; HTTPS when TLS is configured).
     """
 
     host: str = DEFAULT_HOST
@@ -135,6 +137,7 @@ class ServerConfig:
     adapter_auth: bool = True
     secret_hashing: SecretHashing = SecretHashing()
     signing_key_file: Path | None = None
+    metrics_address: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -152,6 +155,15 @@ class ServerConfig:
                 f"refusing plaintext gRPC on non-loopback address {self.host!r}: "
                 "configure tls_cert/tls_key, or pass --insecure"
             )
+        if self.metrics_address is not None:
+            host, port = self.metrics_address
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"metrics port must be 0..65535, got {port}")
+            if not self.has_tls and not self.insecure and not is_loopback(host):
+                raise ConfigError(
+                    f"refusing a plaintext status page on non-loopback address {host!r}: "
+                    "configure tls_cert/tls_key (it is then HTTPS), or pass --insecure"
+                )
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise ConfigError(f"duplicate channel names in {names}")
@@ -252,6 +264,13 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if listen is not None:
         host, _colon, port = str(listen).rpartition(":")
         kwargs["host"], kwargs["port"] = host or DEFAULT_HOST, int(port)
+    metrics = raw.pop("metrics", None)
+    if metrics is not None:
+        host, _colon, port = str(metrics).rpartition(":")
+        try:
+            kwargs["metrics_address"] = (host.strip("[]") or DEFAULT_HOST, int(port))
+        except ValueError:
+            raise ConfigError(f"{path}: metrics must be HOST:PORT, got {metrics!r}") from None
     for key in ("database", "policy", "tls_cert", "tls_key", "tls_client_ca", "signing_key_file"):
         if raw.get(key):
             kwargs[key] = base / str(raw.pop(key))
