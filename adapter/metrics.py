@@ -288,6 +288,18 @@ def _journal_metrics(sample: Sample, labels: Mapping[str, str]) -> Iterator[Metr
         labels,
         status.get("replay_refused", 0),
     )
+    access = status.get("access", {})
+    refused = CounterMetricFamily(
+        "feedha_adapter_access_refused",
+        "connections refused by CURVE/ZAP (not granted), by socket",
+        labels=[*labels, "socket"],
+    )
+    for where, count in sorted(access.get("refused", {}).items()):
+        refused.add_metric([*labels.values(), str(where)], count)
+    yield refused
+    yield _gauge(
+        "feedha_adapter_granted_keys", "subscriber keys admitted now", labels, access.get("granted_keys", 0)
+    )
     if sample.sync_bounds:
         cumulative, buckets = 0, []
         for bound, count in zip((*sample.sync_bounds, float("inf")), sample.sync_counts, strict=True):

@@ -20,6 +20,7 @@ Each delivery is printed as one line (text, or one JSON object per line with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -103,7 +104,9 @@ def build(args: argparse.Namespace) -> tuple[ChannelSpec, SubscriberConfig]:
 def describe(event: Event) -> dict[str, Any]:
     """A JSON-ready description of one event."""
     if not isinstance(event, Delivery):
-        fields = {slot: getattr(event, slot) for slot in type(event).__slots__}
+        fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+        if not fields.get("channel_name"):
+            fields.pop("channel_name", None)
         return {"event": type(event).__name__, **fields}
     out: dict[str, Any] = {
         "event": "Delivery",
