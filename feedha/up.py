@@ -184,7 +184,8 @@ class Cluster:
         self.procs.append(source)
 
     def describe(self) -> dict[str, Any]:
-        adapters = [f"http://{p.last('ready')['metrics']}/metrics" for p in self.adapters if p.last("ready")]
+        ready = [proc.last("ready") for proc in self.adapters]
+        adapters = [f"http://{event['metrics']}/metrics" for event in ready if event and event.get("metrics")]
         return {
             "admin": self.admin,
             "status_page": self.status_page,
