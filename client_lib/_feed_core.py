@@ -26,6 +26,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -104,6 +105,12 @@ class _SymbolFilter:
         return wanted
 
 
+class LatencySink(Protocol):
+    """Where delivery latencies go (:class:`feedha.client.metrics.LatencyBuckets`)."""
+
+    def observe_ns(self, latency_ns: int) -> None: ...
+
+
 class Joinable(Protocol):
     """What the core needs of a subscriber (both :class:`Subscriber` and :class:`AsyncSubscriber`)."""
 
@@ -135,6 +142,7 @@ class FeedCore:
         self.lines = self.replay_requests = 0
         self.delivered = self.filtered = self.undecodable = self.route_updates = 0
         self.status_counts: dict[str, int] = {}
+        self.latency: LatencySink | None = None  # set by a metrics collector
 
     # -- routes ------------------------------------------------------------------------
 
@@ -279,6 +287,8 @@ class FeedCore:
         """What the application sees of the subscriber's events (see the module docstring)."""
         out: list[Delivery | StatusEvent] = []
         delivered = 0
+        latency = self.latency
+        now_ns = time.time_ns() if latency is not None else 0
         for event in events:
             if isinstance(event, Delivery):
                 symbol_filter = self.filters.get(event.channel)
@@ -290,6 +300,8 @@ class FeedCore:
                 if wanted:
                     out.append(event)
                     delivered += 1
+                    if latency is not None:
+                        latency.observe_ns(now_ns - event.send_time_ns)
                 else:
                     self.filtered += 1
             elif isinstance(event, StatusEvent):

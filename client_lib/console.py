@@ -221,12 +221,16 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
                 remaining = None if until is None else until - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
-                batch = client.poll(remaining if remaining is not None else 1.0)
+                batch = client.poll_events(remaining if remaining is not None else 1.0)
                 number = _channel_number(client, name) if batch else None
-                for delivery in batch:
-                    if delivery.channel != number:
+                for event in batch:
+                    if not isinstance(event, Delivery):  # a status event: gap, failover, stale ...
+                        if event.channel_name == name:
+                            print(render(describe(event)), file=out)
+                        continue
+                    if event.channel != number:
                         continue  # another channel of the subscription
-                    print(render(describe(delivery)), file=out)
+                    print(render(describe(event)), file=out)
                     delivered += 1
                     if delivered == args.count:
                         break

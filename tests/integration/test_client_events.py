@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from feedha.client import (
     AsyncFeedClient,
@@ -39,6 +40,7 @@ from feedha.client import (
     SubscriberConfig,
     TermChanged,
 )
+from feedha.client.metrics import FeedClientCollector
 from feedha.procs import JsonProcess
 
 pytestmark = pytest.mark.timeout(300)
@@ -154,6 +156,8 @@ def test_a_gap_is_reported_and_recovered_from_the_journals(up):
     with FeedClient(up["admin"], *_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:
         recovered: list[StatusEvent] = []
         client.on_status(recovered.append, Recovered)
+        registry = CollectorRegistry()
+        FeedClientCollector(client, registry=registry)
         client.subscribe(["*"])
         events: list[Any] = []
         _collect(client, events, lambda: sum(isinstance(e, Delivery) for e in events) >= 100, "deliveries")
@@ -168,6 +172,15 @@ def test_a_gap_is_reported_and_recovered_from_the_journals(up):
         _assert_in_order(deliveries)
         assert deliveries[-1].msg_seq - deliveries[0].msg_seq + 1 == len(deliveries), "a hole was skipped"
         assert client.stats().replay_requests >= 1
+        scraped = generate_latest(registry).decode()
+        assert 'feedha_client_status_events_total{kind="Recovered"}' in scraped
+        assert 'feedha_client_lost_total{channel="EQ-A-Z"} 0.0' in scraped
+        count = next(
+            line
+            for line in scraped.splitlines()
+            if line.startswith("feedha_client_delivery_latency_seconds_count")
+        )
+        assert float(count.split()[1]) == len(deliveries)
 
 
 def test_entitlement_narrowed_then_widened(up):
