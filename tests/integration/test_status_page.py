@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,12 @@ def test_every_metrics_url_answers_prometheus_text(cluster):
         "feedha_admin_logins_total",
     ):
         assert needed in names
+    # Every daemon metric the Grafana dashboard plots exists.
+    dashboard = (ROOT / "deploy" / "grafana" / "feedha-dashboard.json").read_text()
+    plotted = {
+        re.sub(r"_(bucket|sum|count)$", "", n) for n in re.findall(r"feedha_(?:adapter|admin)_\w+", dashboard)
+    }
+    assert plotted and plotted <= names, plotted - names
 
     # Ready once the adapters decided their roles and the backups are in sync (all publish).
     def all_ready():
