@@ -93,7 +93,8 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
     ),
     "feedha.transport": (
         frozenset({"feedha.adapter", "feedha.admin_server", "feedha.admin_client", "feedha.client"}),
-        "transport is ZeroMQ set-up shared by adapters, sources and subscribers",
+        "transport is ZeroMQ set-up (and the daemons' HTTP endpoint) shared by adapters, sources, "
+        "subscribers and the admin server",
     ),
     "feedha.admin_client": (
         frozenset({"feedha.adapter", "feedha.admin_server", "feedha.client"}),
