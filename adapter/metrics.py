@@ -98,7 +98,9 @@ class AdapterMetrics(Collector):
     # ---- the loop thread -------------------------------------------------------------
 
     def observe(self, runner: AdapterRunner, now: float) -> None:
-        """Publish a sample of the runner's state (call on the loop thread)."""
+        """Publish a sample of the runner's state (call on the loop thread; a no-op when not served)."""
+        if self._address is None:
+            return
         core = runner.core
         sync = core.sync
         new = [t for t in sync.desyncs if t > self._last_desync]
