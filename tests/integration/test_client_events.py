@@ -28,6 +28,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from feedha.client import (
     AsyncFeedClient,
+    AuthenticationFailed,
+    ClosedError,
     Delivery,
     EntitlementChanged,
     FeedClient,
@@ -221,6 +223,18 @@ def test_entitlement_narrowed_then_widened(up):
         _collect(client, events, lambda: any(isinstance(e, Delivery) for e in events[count:]), "data again")
         symbols = {e.update.symbol[0] for e in events if isinstance(e, Delivery)}
         assert symbols <= {"A", "B"}
+
+
+async def test_async_feed_client_refuses_a_bad_secret_and_needs_opening(up):
+    key_id, _secret = _key(up, "subscriber")
+    client = AsyncFeedClient(up["admin"], key_id, "not-the-secret", retry_deadline_s=5)
+    with pytest.raises(ClosedError, match="not open"):
+        await client.subscribe(["*"])
+    with pytest.raises(AuthenticationFailed):
+        await client.open()
+    assert "closed" in repr(client)
+    with pytest.raises(ClosedError):
+        await client.poll(0.1)
 
 
 async def test_async_feed_client_delivers_and_reports_a_failover(up):

@@ -8,6 +8,7 @@ the page changes by itself (server-sent events). Screenshots are kept under
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from feedha.client import FeedClient
 from feedha.procs import ROOT, JsonProcess
 
 pytestmark = pytest.mark.timeout(300)
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.timeout(300)
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")
 ARTIFACTS = ROOT / "results" / "status-page"
+_SUBSCRIBERS_JS = "const v = document.querySelector('.fact-subscribers .value'); return v && v.textContent"
 _ROLES_JS = (
     "return Array.from(document.querySelectorAll('tr[data-adapter]'))"
     ".map(r => [r.dataset.adapter, r.dataset.role])"
@@ -142,6 +145,7 @@ def test_the_status_page_shows_roles_and_a_failover(cluster, tmp_path):
     link = described["status_page"]
     assert _get(link.split("/login")[0] + "/")[0] == 401  # nothing without logging in
     driver = _browser(tmp_path / "profile")
+    stack = contextlib.ExitStack()
     try:
         driver.get(link)
         roles = _wait(lambda: dict(driver.execute_script(_ROLES_JS)), 30, "the adapters on the page")
@@ -151,6 +155,12 @@ def test_the_status_page_shows_roles_and_a_failover(cluster, tmp_path):
         before = next(adapter for adapter, role in roles.items() if role == "active")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(tmp_path / "before.png"))
+        # A subscriber appears on the page.
+        key = json.loads(Path(described["users"]["subscriber"]).read_text())
+        client = FeedClient(described["admin"], key["key_id"], key["secret"], retry_deadline_s=20)
+        stack.callback(client.close)
+        client.subscribe(["*"])
+        _wait(lambda: driver.execute_script(_SUBSCRIBERS_JS) == "1", 30, "one subscriber on the page")
 
         _failover(described, described["channels"][0]["name"])
 
@@ -170,6 +180,7 @@ def test_the_status_page_shows_roles_and_a_failover(cluster, tmp_path):
         assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     finally:
         driver.quit()
+        stack.close()
     # The link was one-time: a second use is refused, and the token is in no log.
     assert _get(link)[0] == 403
     token = link.split("token=")[1]
