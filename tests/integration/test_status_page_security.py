@@ -170,3 +170,59 @@ async def test_streams_are_bounded(server):
     while (await _http(server, "/events", cookie=cookie, read_all=False))[0] != 200:
         assert time.monotonic() < deadline, "stream slots never came back"
         await asyncio.sleep(0.2)
+
+
+async def test_with_tls_the_listener_is_https_and_the_cookie_secure(tmp_path: Path):
+    import ssl
+
+    from tests.integration.certs import Authority
+
+    authority = Authority(tmp_path)
+    pair = authority.issue("admin", "feedha-admin", server=True)
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    config = ServerConfig(
+        port=0,
+        database=tmp_path / "admin.sqlite",
+        policy=tmp_path / "policy.yaml",
+        channels=(CHANNEL,),
+        tls_cert=pair.cert,
+        tls_key=pair.key,
+        metrics_address=("127.0.0.1", 0),
+    )
+    server = AdminServer(config)
+    await server.start()
+    try:
+        assert server.http is not None and server.http.scheme == "https"
+        hub = server.hub
+        assert hub is not None
+        hub.store.upsert_user("ops", groups=frozenset({"operators"}), roles=frozenset(), now=time.time())
+        token = new_login_link(hub.store, "ops", now=time.time())
+        context = ssl.create_default_context(cafile=str(authority.ca))
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.http.port, ssl=context)
+        writer.write(f"GET /login?token={token} HTTP/1.1\r\n\r\n".encode())
+        reply = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        assert reply.startswith(b"HTTP/1.1 303") and b"; Secure" in reply
+        # Plaintext to the HTTPS port gets no page (the TLS handshake fails; nothing is served).
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.http.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
+        plain = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        assert b"200 OK" not in plain
+    finally:
+        await server.stop()
+
+
+def test_a_plaintext_status_page_off_loopback_is_refused(tmp_path: Path):
+    from feedha.admin_server.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="plaintext status page"):
+        ServerConfig(
+            database=tmp_path / "a.sqlite", policy=tmp_path / "p.yaml", metrics_address=("0.0.0.0", 9200)
+        )
+    ServerConfig(
+        database=tmp_path / "a.sqlite",
+        policy=tmp_path / "p.yaml",
+        metrics_address=("0.0.0.0", 9200),
+        insecure=True,
+    )
