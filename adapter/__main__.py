@@ -36,6 +36,7 @@ from feedha.adapter.journal.config import FsyncPolicy
 from feedha.admin_client.channel import add_tls_arguments
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
 from feedha.transport.errors import TransportConfigError
+from feedha.transport.http import parse_address
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     _tuning_arguments(parser)
     _admin_arguments(parser)
     _journal_arguments(parser)
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz over HTTP there (port 0 picks one; "
+        "the ready event names it; default: not served)",
+    )
     settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
@@ -261,6 +268,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         sync_key=args.sync_key,
         grant_keys=args.grant_keys,
         fault_injection=args.allow_fault_injection,
+        metrics_address=None if args.metrics is None else parse_address(args.metrics),
     )
 
 
@@ -296,6 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure_from(args)
     try:
         config = config_from_args(args, admin_secret=os.environ.get("FEEDHA_ADAPTER_SECRET"))
+    except (AdapterError, ValueError) as exc:  # ValueError: a malformed --metrics address
+        print(f"feedha adapter: {exc}", file=sys.stderr)
+        return 2
+    try:
         from feedha.adapter.runner import AdapterRunner
 
         runner = AdapterRunner(config, on_status=_print_status)

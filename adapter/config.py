@@ -83,6 +83,8 @@ class AdapterConfig:
         fault_injection: accept the control commands that break things on purpose (drills, tests).
         quarantine_file: where skipped source messages are kept (None: beside the journal,
             ``quarantine.jsonl``, or nowhere without a journal -- they are still counted and logged).
+        metrics_address: ``(host, port)`` where ``/metrics``, ``/healthz`` and ``/readyz`` are
+            served over HTTP (None: not served; port 0 picks one).
     """
 
     feed: str = "EQUITIES"
@@ -123,6 +125,7 @@ class AdapterConfig:
     grant_keys: Path | None = None
     fault_injection: bool = False
     max_source_gap: int = MAX_SOURCE_GAP
+    metrics_address: tuple[str, int] | None = None
 
     @property
     def adapter_id(self) -> str:

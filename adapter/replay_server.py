@@ -46,7 +46,9 @@ QUEUE_MESSAGES: Final = 1000  # RCVHWM of the ROUTER: requests (28 bytes each) w
 # it are dropped by the ROUTER (it asked again anyway, or it is not reading). Measured:
 # 8 peers flooding for 15 s without reading grew the adapter by 42 MiB with 1000, 10 with 8.
 REPLIES_QUEUED_PER_PEER: Final = 8
-MAX_REQUEST_BYTES: Final = 256  # a request is 28 bytes; a frame this size or larger drops the peer
+# A request is 28 bytes, but libzmq applies MAXMSGSIZE to the CURVE handshake too, whose
+# INITIATE command is ~300 bytes: at 256 every CURVE client was dropped before it could ask.
+MAX_REQUEST_BYTES: Final = 1024  # a frame larger than this drops the peer
 FLUSH_WAIT_S: Final = 0.02
 BIND_WAIT_S: Final = 1.0  # how long a rebind waits for the old socket to let go of the address
 

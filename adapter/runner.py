@@ -66,6 +66,7 @@ from feedha.adapter.core.health import MachineSample
 from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from feedha.adapter.journal.quarantine import QuarantineFile
 from feedha.adapter.line_seal import LineSeal
+from feedha.adapter.metrics import AdapterMetrics
 from feedha.adapter.persistence import JournalKeeper
 from feedha.adapter.zap import DataPlaneGuard
 
@@ -103,6 +104,8 @@ class AdapterRunner:
         self.seal = LineSeal(required=transport.is_multicast(config.line_endpoint) and self.guard.enabled)
         self._next_machine_sample = 0.0
         self._line_bound = True
+        self.line_bytes = 0  # packet bytes handed to the line socket
+        self.metrics = AdapterMetrics(config)
 
     def __repr__(self) -> str:
         return f"<AdapterRunner [{self.core!r}]>"
@@ -113,6 +116,7 @@ class AdapterRunner:
         """Bind, connect and serve until ``stop`` is set; close every socket on the way out."""
         cfg = self.config
         try:
+            metrics = self.metrics.serve()  # first: /healthz answers while the journal recovers
             self.guard.start(zmq.Context.instance())  # ZAP before any socket binds
             if self.journal is not None:  # recovery first: the sync rules start from its position
                 self._status("recovered", **self.journal.open(self.core))
@@ -126,6 +130,7 @@ class AdapterRunner:
                 replay=cfg.replay_endpoint,
                 next_msg_seq=self.core.sequencer.next_msg_seq,
                 fast_path=self.core.engine.is_native,
+                metrics=metrics,
             )
             if cfg.admin:
                 public = "" if self.guard.keys is None else self.guard.keys.public.decode()
@@ -143,6 +148,7 @@ class AdapterRunner:
             if self._quarantine is not None:
                 self._quarantine.close()
             self.guard.stop()
+            self.metrics.close()
 
     def status(self) -> dict[str, Any]:
         """The core's status with the runner's own figures."""
@@ -267,6 +273,7 @@ class AdapterRunner:
             self.core.on_machine_sample(
                 MachineSample(available_memory_mb=memory, cpu_percent=self._process.cpu_percent(None))
             )
+            self.metrics.observe(self, now)
         self._carry_out(self.core.on_tick(now=now, wall_ns=time.time_ns()))
         self._rebind(now)
         if self._admin is not None:
@@ -323,6 +330,7 @@ class AdapterRunner:
             if type(action) is Publish:
                 packet = self.seal.seal(action.packet) if self.seal.active else action.packet
                 if packet is not None:  # None: a sealed line whose first key has not come yet
+                    self.line_bytes += len(packet)
                     # Two sends with int flags: send_multipart builds the flags with
                     # IntFlag arithmetic per frame, ~2 us a packet.
                     self._line.send(self._topic, _SNDMORE)

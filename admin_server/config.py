@@ -122,6 +122,8 @@ class ServerConfig:
         secret_hashing: the argon2id cost of new secret hashes.
         signing_key_file: the token signing key file, mode 0600 (default: the
             database path plus ``.signing-key``; created when missing).
+        metrics_address: ``(host, port)`` of the HTTP listener: ``/metrics``, ``/healthz``,
+            ``/readyz`` and the status page (None: not served; HTTPS when TLS is configured).
     """
 
     host: str = DEFAULT_HOST
@@ -138,6 +140,7 @@ class ServerConfig:
     adapter_auth: bool = True
     secret_hashing: SecretHashing = SecretHashing()
     signing_key_file: Path | None = None
+    metrics_address: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -155,6 +158,15 @@ class ServerConfig:
                 f"refusing plaintext gRPC on non-loopback address {self.host!r}: "
                 "configure tls_cert/tls_key, or pass --insecure"
             )
+        if self.metrics_address is not None:
+            host, port = self.metrics_address
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"metrics port must be 0..65535, got {port}")
+            if not self.has_tls and not self.insecure and not is_loopback(host):
+                raise ConfigError(
+                    f"refusing a plaintext status page on non-loopback address {host!r}: "
+                    "configure tls_cert/tls_key (it is then HTTPS), or pass --insecure"
+                )
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise ConfigError(f"duplicate channel names in {names}")

@@ -56,6 +56,20 @@ class HubEvent:
     routes_changed: bool = False
 
 
+@dataclass(slots=True)
+class HubCounters:
+    """What the hub has done since start (read by the metrics collector)."""
+
+    logins: dict[str, int] = field(default_factory=dict)  # by result: ok, failed, throttled
+    routes_granted: int = 0
+    policy_reloads: dict[str, int] = field(default_factory=dict)  # by result: ok, rejected
+    registry_changes: dict[str, int] = field(default_factory=dict)  # by kind: registered, changed, down
+    commands: dict[str, int] = field(default_factory=dict)  # by action: failover, fail, throttle
+
+    def count(self, table: dict[str, int], key: str, by: int = 1) -> None:
+        table[key] = table.get(key, 0) + by
+
+
 @dataclass(slots=True, eq=False)
 class AdapterSession:
     """One connected adapter stream: its id and the queue of commands for it."""
@@ -97,6 +111,7 @@ class Hub:
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
         self._sessions: dict[str, AdapterSession] = {}
         self.seals = sealing.SealRings()
+        self.counters = HubCounters()
 
     def __repr__(self) -> str:
         return f"<Hub [{self.registry!r}, listeners={len(self._listeners)}, sessions={len(self._sessions)}]>"
@@ -121,6 +136,7 @@ class Hub:
         wait = self.backoff.retry_after(key_id, peer, now=self.clock())
         if wait > 0:
             self._audit_failed_login(key_id, key, peer, "throttled")
+            self.counters.count(self.counters.logins, "throttled")
             raise LoginThrottledError(wait)
         try:
             if key is None:
@@ -129,11 +145,13 @@ class Hub:
                 raise AuthenticationError(f"unknown API key id {key_id[:64]!r}")
             await asyncio.to_thread(tokens.verify_secret, key.secret_hash, secret)
         except AuthenticationError:
+            self.counters.count(self.counters.logins, "failed")
             delay = self.backoff.on_failure(None if key is None else key.key_id, peer, now=self.clock())
             self._audit_failed_login(key_id, key, peer, "unknown key id" if key is None else "wrong secret")
             logger.warning("failed login for key %r from %s (next delay %.1f s)", key_id[:64], peer, delay)
             raise
         self.backoff.on_success(key.key_id)
+        self.counters.count(self.counters.logins, "ok")
         token, claims = self.signer.issue(user=key.user, key_id=key.key_id, now=self.clock())
         # A new token keeps the user's subscriptions on the data plane until it expires.
         if self.store.extend_subscriptions(key.user, Lease(claims.expires_at, key.key_id, claims.issued_at)):
@@ -224,6 +242,7 @@ class Hub:
             curve_key=curve_key,
             lease=lease,
         )
+        self.counters.routes_granted += len(routes)
         self.publish(
             HubEvent(at=self.clock(), kind="subscribe", detail=f"{record.subscription_id} {principal.user}")
         )
@@ -254,6 +273,7 @@ class Hub:
         routes = self.routes(principal, symbols)
         items = tuple(broker.validate_items(symbols))
         self.store.update_subscription(subscription_id, symbols=items, now=self.clock(), lease=lease)
+        self.counters.routes_granted += len(routes)
         self.publish(HubEvent(at=self.clock(), kind="modify", detail=subscription_id, routes_changed=True))
         self.reconcile_access()
         return routes
@@ -417,6 +437,7 @@ class Hub:
         with contextlib.suppress(NotFoundError):
             self.store.save_adapter(self.registry.get(adapter_id))
         for ev in events:
+            self.counters.count(self.counters.registry_changes, ev.kind.value)
             self.publish(
                 HubEvent(
                     at=self.clock(),
@@ -454,6 +475,7 @@ class Hub:
                     reason="ADAPTER_NOT_READING",
                     metadata={"adapterId": directive.adapter_id},
                 ) from None
+            self.counters.count(self.counters.commands, action)
             self.store.audit(
                 user=principal.user,
                 action=action,
@@ -473,6 +495,25 @@ class Hub:
             )
         logger.info("operator %s: %s %s -> %d command(s)", principal.user, action, target, len(directives))
         return directives
+
+    @property
+    def adapter_sessions(self) -> int:
+        """Adapter streams connected now."""
+        return len(self._sessions)
+
+    @property
+    def listeners(self) -> int:
+        """Open watches now: route watches, ``feedctl watch`` streams and the status page's feed."""
+        return len(self._listeners)
+
+    def subscribers_by_channel(self) -> dict[str, int]:
+        """How many live subscriptions reach each channel in real time (expired leases not counted)."""
+        counts: dict[str, int] = {}
+        for sub in self.store.subscriptions():
+            with contextlib.suppress(AuthenticationError):
+                for channel in self._channels_of(sub):
+                    counts[channel] = counts.get(channel, 0) + 1
+        return counts
 
     # -- events
 
@@ -499,10 +540,12 @@ class Hub:
         while True:
             await asyncio.sleep(self.config.policy_poll_s)
             if self.policy_file.poll():
+                self.counters.count(self.counters.policy_reloads, "ok")
                 self.publish(HubEvent(at=self.clock(), kind="policy", detail="reloaded", routes_changed=True))
                 self.reconcile_access()
             elif self.policy_file.rejections != rejections:
                 rejections = self.policy_file.rejections
+                self.counters.count(self.counters.policy_reloads, "rejected")
                 detail = f"rejected, keeping the last good policy: {self.policy_file.last_error}"
                 self.publish(HubEvent(at=self.clock(), kind="policy", detail=detail))
 

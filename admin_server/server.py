@@ -4,15 +4,22 @@ Usage::
 
     feedha admin-server [--config FILE] [--host H] [--port P] [--database F] [--policy F]
                         [--tls-cert F --tls-key F [--tls-client-ca F]] [--insecure]
+                        [--metrics HOST:PORT]
     feedha admin-server add-user NAME [--group G ...] [--admin] [--adapter] [--database F | --config FILE]
     feedha admin-server rotate-key KEY_ID [--database F | --config FILE]
+    feedha admin-server login-link USER [--ttl SECONDS] [--url BASE] [--database F | --config FILE]
 
 Every option is also a key of the config file (``port: 50051``; the sample is
 deploy/admin-server.yaml, which also holds the ``feeds`` and ``secret_hashing``
 sections) and a ``FEEDHA_<OPTION>`` variable (``FEEDHA_PORT=50051``); variables
 override the file and options override both. With ``--port 0`` the server
 binds any free port; it always prints ``listening on HOST:PORT`` (flushed)
-once it serves.
+once it serves. With ``--metrics`` it also serves HTTP there (HTTPS when TLS
+is configured): ``/metrics`` (Prometheus), ``/healthz``, ``/readyz`` and the
+operators' status page at ``/``, and prints ``http listening on HOST:PORT``.
+``login-link`` prints a one-time link that logs a browser in to the status
+page as USER (who needs the admin role); the link works once, for ``--ttl``
+seconds (default 600).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -48,10 +56,14 @@ from feedha.admin_server.config import (
 from feedha.admin_server.control import AdapterRegistryServicer, AdminControlServicer
 from feedha.admin_server.errors import AdminError, ConfigError
 from feedha.admin_server.hub import Hub
+from feedha.admin_server.metrics import AdminMetrics
 from feedha.admin_server.policy import PolicyFile
 from feedha.admin_server.service import AdminAuthServicer, StreamBrokerServicer
+from feedha.admin_server.status_page import LINK_TTL_S, StatusPage, new_login_link
 from feedha.admin_server.store import Store
 from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.transport.health import health_routes
+from feedha.transport.http import HttpServer, parse_address
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +90,9 @@ class AdminServer:
         self._server: grpc.aio.Server | None = None
         self._store: Store | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.http: HttpServer | None = None
+        self.status_page: StatusPage | None = None
+        self._serving = False
 
     def __repr__(self) -> str:
         state = "serving" if self._server is not None else "stopped"
@@ -115,19 +130,55 @@ class AdminServer:
                 self.port = server.add_insecure_port(address)
         except RuntimeError as exc:
             raise ConfigError(f"cannot bind {address}: {exc}") from exc
+        await self._start_http(hub)
         await server.start()
         self._server = server
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._tasks.append(asyncio.create_task(hub.watch_policy(), name="policy-watch"))
         self._tasks.append(asyncio.create_task(hub.watch_access(), name="access-watch"))
+        self._serving = True
         logger.info(
             "admin server listening on %s:%d (tls=%s)", self.config.host, self.port, self.config.has_tls
         )
         return self.port
 
+    async def _start_http(self, hub: Hub) -> None:
+        if self.config.metrics_address is None:
+            return
+        host, port = self.config.metrics_address
+        context = None
+        if self.config.has_tls:
+            assert self.config.tls_cert is not None and self.config.tls_key is not None
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(self.config.tls_cert, self.config.tls_key)
+        self.status_page = page = StatusPage(hub, secure=context is not None, clock=self._clock)
+        self.http = HttpServer({}, host=host, port=port, ssl_context=context)
+        metrics = AdminMetrics(hub, http=self.http.counters, status_sessions=lambda: page.sessions)
+        self.http.routes.update(page.routes())
+        self.http.routes.update(
+            health_routes(registry=metrics.registry, alive=self._alive, ready=self._ready)
+        )
+        try:
+            await self.http.start()
+        except OSError as exc:
+            raise ConfigError(f"cannot bind the HTTP listener {host}:{port}: {exc}") from exc
+        self._tasks.append(asyncio.create_task(page.run(), name="status-page"))
+
+    def _alive(self) -> tuple[bool, str]:
+        return (True, "serving") if self._serving else (False, "stopping")
+
+    def _ready(self) -> tuple[bool, str]:
+        if not self._serving or self.hub is None:
+            return False, "not serving"
+        return True, f"serving gRPC on port {self.port}, {self.hub.adapter_sessions} adapter stream(s)"
+
     async def stop(self, grace: float | None = 1.0) -> None:
         """Stop serving and close the database."""
+        self._serving = False
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -187,6 +238,8 @@ def _build_config(args: argparse.Namespace, sections: Mapping[str, Any]) -> Serv
         kwargs["token_ttl_s"] = args.token_ttl
     if args.policy_poll is not None:
         kwargs["policy_poll_s"] = args.policy_poll
+    if args.metrics is not None:
+        kwargs["metrics_address"] = parse_address(args.metrics)
     return ServerConfig(**kwargs)
 
 
@@ -218,6 +271,12 @@ def _parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         help="adapters must log in with a key of role adapter to register (default: yes)",
     )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve HTTP there: /metrics, /healthz, /readyz and the status page (HTTPS with TLS; "
+        "port 0 picks one; default: not served)",
+    )
     settings.add_common_arguments(parser, log_level="INFO")
     sub = parser.add_subparsers(dest="command")
     add = sub.add_parser("add-user", help="create a user and print a new API key")
@@ -227,6 +286,17 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--adapter", action="store_true", help="give the adapter role (registry)")
     rotate = sub.add_parser("rotate-key", help="replace an API key's secret")
     rotate.add_argument("key_id")
+    link = sub.add_parser(
+        "login-link", help="print a one-time link that logs a browser in to the status page"
+    )
+    link.add_argument("user", help="the operator (a user with the admin role)")
+    link.add_argument(
+        "--ttl", type=float, default=LINK_TTL_S, help="seconds the link works (default: %(default)s)"
+    )
+    link.add_argument(
+        "--url",
+        help="the status page's base URL, e.g. http://127.0.0.1:9200 (default: from --metrics)",
+    )
     settings.share_options(parser, ("config", "database", "log_level", "log_format"))
     return parser
 
@@ -270,10 +340,37 @@ def rotate_key(args: argparse.Namespace, sections: Mapping[str, Any]) -> int:
     return 0
 
 
+def login_link(args: argparse.Namespace, sections: Mapping[str, Any]) -> int:
+    """``login-link``: store a one-time status-page token for an operator and print the link."""
+    store, _hasher = _open_store(args, sections)
+    try:
+        if store.find_user(args.user) is None:
+            print(f"feedha admin-server: unknown user {args.user!r}", file=sys.stderr)
+            return 2
+        try:
+            token = new_login_link(store, args.user, ttl_s=args.ttl, now=time.time())
+        except ValueError as exc:
+            print(f"feedha admin-server: --ttl: {exc}", file=sys.stderr)
+            return 2
+    finally:
+        store.close()
+    base = args.url
+    if base is None and args.metrics:
+        host, port = parse_address(args.metrics)
+        scheme = "https" if args.tls_cert else "http"
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        base = f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+    # The token goes to the terminal (stdout) only, never to a log.
+    print(f"{(base or '').rstrip('/')}/login?token={token}", flush=True)
+    return 0
+
+
 async def _serve(config: ServerConfig) -> None:
     server = AdminServer(config)
     await server.start()
     print(f"listening on {config.host}:{server.port}", flush=True)
+    if server.http is not None:
+        print(f"http listening on {server.http.host}:{server.http.port} ({server.http.scheme})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -301,8 +398,10 @@ def main(argv: list[str]) -> int:
             return add_user(args, found.sections)
         if args.command == "rotate-key":
             return rotate_key(args, found.sections)
+        if args.command == "login-link":
+            return login_link(args, found.sections)
         asyncio.run(_serve(_build_config(args, found.sections)))
-    except AdminError as exc:
+    except (AdminError, ValueError) as exc:  # ValueError: a malformed --metrics address
         print(f"feedha admin-server: {exc}", file=sys.stderr)
         return 2
     return 0

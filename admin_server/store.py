@@ -25,6 +25,7 @@ from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatu
 SCHEMA_VERSION: Final = 1
 LOGIN_AUDIT_WINDOW_S: Final = 1.0
 MAX_LOGIN_AUDIT_ROWS: Final = 100  # failed-login rows per window; the rest are counted in one
+MAX_LOGIN_LINKS: Final = 100  # unused status-page login links kept; older ones are dropped
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -40,6 +41,8 @@ CREATE TABLE IF NOT EXISTS subscriptions (
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, user TEXT NOT NULL, action TEXT NOT NULL,
     target TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS login_links (
+    token_hash TEXT PRIMARY KEY, user TEXT NOT NULL, expires_at REAL NOT NULL, created_at REAL NOT NULL);
 """
 
 
@@ -383,6 +386,30 @@ class Store:
         """Every subscription, oldest first."""
         rows = self._db.execute(f"SELECT {_SUBSCRIPTION_COLUMNS} FROM subscriptions ORDER BY created_at")
         return [_subscription(row) for row in rows]
+
+    # -- status-page login links (one-time: taken once, then gone)
+
+    def add_login_link(self, *, token_hash: str, user: str, expires_at: float, now: float) -> None:
+        """Store a login link's token hash; expired links go, and at most :data:`MAX_LOGIN_LINKS` stay."""
+        self._db.execute("DELETE FROM login_links WHERE expires_at <= ?", (now,))
+        self._db.execute(
+            "INSERT INTO login_links(token_hash, user, expires_at, created_at) VALUES (?, ?, ?, ?)",
+            (token_hash, user, expires_at, now),
+        )
+        self._db.execute(
+            "DELETE FROM login_links WHERE token_hash NOT IN "
+            "(SELECT token_hash FROM login_links ORDER BY created_at DESC LIMIT ?)",
+            (MAX_LOGIN_LINKS,),
+        )
+
+    def take_login_link(self, token_hash: str, *, now: float) -> str | None:
+        """Remove a login link and return its user, or ``None`` (unknown, used or expired)."""
+        row = self._db.execute(
+            "DELETE FROM login_links WHERE token_hash = ? RETURNING user, expires_at", (token_hash,)
+        ).fetchone()
+        if row is None or float(row[1]) <= now:
+            return None
+        return str(row[0])
 
     # -- audit
 

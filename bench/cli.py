@@ -4,7 +4,9 @@ Every benchmark starts its own processes on loopback, is bounded in time and
 measures its ceiling (the bare pyzmq PUB→SUB pair, :mod:`bench.ceiling`) in
 the same run. ``all`` also writes a markdown report, the raw figures and PNG
 plots to the results folder. The exit code is non-zero only when a benchmark
-crashed or a figure reports lost messages -- never for slowness.
+crashed or a figure reports lost messages -- never for slowness. On a
+terminal a progress bar on stderr shows which benchmark runs and how far the
+run is (:mod:`bench.progress`); with ``--json`` nothing but the figures.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from feedha.bench.common import Figure, format_figure
+from feedha.bench.progress import Progress
 
 # name -> (module, function); the function takes ``quick: bool`` and returns a list of figures.
 BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
@@ -68,18 +71,24 @@ def main(argv: list[str]) -> int:
     figures: list[Figure] = []
     errors: list[str] = []
     started = time.monotonic()
-    for name in names:
-        module_name, function_name = BENCHMARKS[name]
-        try:
-            run: Callable[..., list[Figure]] = getattr(importlib.import_module(module_name), function_name)
-            items = run(quick=args.quick)
-        except Exception as exc:  # noqa: BLE001 - report, go on with the other benchmarks, fail at the end
-            traceback.print_exc(file=sys.stderr)
-            errors.append(f"{name}: {type(exc).__name__}: {exc}")
-            continue
-        for item in items:
-            print(format_figure(item, as_json=args.json), flush=True)
-        figures += items
+    progress = Progress(
+        names,
+        stream=sys.stderr,
+        enabled=not args.json,
+        quick=args.quick,
+        memory=args.results / ".durations.json",
+    )
+    try:
+        for name in names:
+            progress.start(name)
+            items = _run_one(name, args.quick, errors, progress)
+            progress.finish(name, ok=items is not None)
+            for item in items or ():
+                progress.clear_line()
+                print(format_figure(item, as_json=args.json), flush=True)
+            figures += items or []
+    finally:
+        progress.close()
     # Figures of one run share their parameters (e.g. the three failover figures): count each run once.
     runs = {json.dumps(item["params"], sort_keys=True, default=str): item for item in figures}
     lost = sum(lost_in(item) for item in runs.values())
@@ -93,6 +102,18 @@ def main(argv: list[str]) -> int:
     if lost:
         print(f"feedha bench: {lost} message(s) lost", file=sys.stderr)
     return 1 if errors or lost else 0
+
+
+def _run_one(name: str, quick: bool, errors: list[str], progress: Progress) -> list[Figure] | None:
+    module_name, function_name = BENCHMARKS[name]
+    try:
+        run: Callable[..., list[Figure]] = getattr(importlib.import_module(module_name), function_name)
+        return run(quick=quick)
+    except Exception as exc:  # noqa: BLE001 - report, go on with the other benchmarks, fail at the end
+        progress.clear_line()
+        traceback.print_exc(file=sys.stderr)
+        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        return None
 
 
 if __name__ == "__main__":

@@ -30,10 +30,15 @@ from feedha.client.events import (
     Conflict,
     Delivery,
     EndOfSession,
+    EntitlementChanged,
     Event,
     GapLost,
     LineStats,
+    Recovered,
+    Resumed,
     RetransmissionNeeded,
+    Stale,
+    StatusEvent,
     TermChanged,
 )
 from feedha.client.replay_client import ReplayClient, ReplayClientStats
@@ -60,6 +65,7 @@ if TYPE_CHECKING:
         Subscription,
         TlsConfig,
     )
+    from feedha.client.async_feed_client import AsyncFeedClient
     from feedha.client.feed_client import FeedClient, FeedClientStats
 
 # The admin client (package admin_client, shared with the adapters and feedctl)
@@ -85,6 +91,10 @@ _FEED_CLIENT_NAMES: Final = frozenset({"FeedClient", "FeedClientStats"})
 
 
 def __getattr__(name: str) -> Any:
+    if name == "AsyncFeedClient":
+        from feedha.client import async_feed_client
+
+        return async_feed_client.AsyncFeedClient
     if name in _FEED_CLIENT_NAMES:
         from feedha.client import feed_client
 
@@ -102,6 +112,7 @@ __all__ = [
     "AdminUnavailable",
     "ArbiterConfig",
     "ArbiterStats",
+    "AsyncFeedClient",
     "AsyncSubscriber",
     "AuthenticationFailed",
     "ChannelArbiter",
@@ -112,6 +123,7 @@ __all__ = [
     "Conflict",
     "Delivery",
     "EndOfSession",
+    "EntitlementChanged",
     "Event",
     "FeedClient",
     "FeedClientStats",
@@ -121,12 +133,16 @@ __all__ = [
     "LineStats",
     "PermissionDenied",
     "ProtocolError",
+    "Recovered",
     "ReplayClient",
     "ReplayClientStats",
+    "Resumed",
     "RetransmissionHook",
     "RetransmissionNeeded",
     "Route",
     "RouteUpdate",
+    "Stale",
+    "StatusEvent",
     "Subscriber",
     "SubscriberConfig",
     "Subscription",

@@ -130,6 +130,7 @@ class ChannelArbiter:
     def __init__(self, config: ArbiterConfig, *, lines: int = 0) -> None:
         self._config = config
         self._channel = config.channel
+        self._name = config.name
         self._fill_timeout = config.fill_timeout
         self._loss_timeout = config.loss_timeout
         self._next: int | None = None  # next msg_seq to deliver
@@ -262,7 +263,7 @@ class ChannelArbiter:
         counters.last_term = header.term
         if header.is_end_of_session and not header.is_retransmission and not self._ended:
             self._ended = True
-            out.append(EndOfSession(header.channel, line, header.next_seq))
+            out.append(EndOfSession(header.channel, line, header.next_seq, channel_name=self._name))
         return self._expire(now, out)
 
     def on_garbage(self, line: int, *, reason: str) -> None:
@@ -279,6 +280,14 @@ class ChannelArbiter:
             that a lost gap released, in order.
         """
         return self._expire(now, [])
+
+    def missing(self, first_seq: int, last_seq: int) -> int:
+        """How many of ``first_seq..last_seq`` are still in holes (known missing, not yet lost)."""
+        return sum(
+            max(0, min(hole.last, last_seq) - max(hole.first, first_seq) + 1)
+            for hole in self._holes
+            if hole.first <= last_seq and hole.last >= first_seq
+        )
 
     def next_deadline(self) -> float | None:
         """When ``on_timer`` next has something to do, or ``None`` if nothing is pending."""
@@ -340,7 +349,7 @@ class ChannelArbiter:
         elif header.term > highest:
             believed = self._claims.term(line, header.term, highest=highest)
             if believed is not None:
-                out.append(TermChanged(header.channel, highest, believed, line))
+                out.append(TermChanged(header.channel, highest, believed, line, channel_name=self._name))
                 logger.info("channel %s: term %d -> %d on line %d", header.channel, highest, believed, line)
                 self._highest_term = believed
         return True
@@ -672,7 +681,7 @@ class ChannelArbiter:
             kept,
             rejected,
         )
-        out.append(Conflict(self._channel, seq, line, kept, rejected))
+        out.append(Conflict(self._channel, seq, line, kept, rejected, channel_name=self._name))
 
     def _deliver(self, delivery: Delivery, out: list[Event]) -> None:
         seq = delivery.msg_seq
@@ -715,7 +724,7 @@ class ChannelArbiter:
         assert hole.first == self._next, (hole.first, self._next)
         self._lost += hole.last - hole.first + 1
         logger.warning("channel %s: lost msg_seq %d..%d", self._channel, hole.first, hole.last)
-        out.append(GapLost(self._channel, hole.first, hole.last))
+        out.append(GapLost(self._channel, hole.first, hole.last, channel_name=self._name))
         self._next = hole.last + 1
         self._drain(out)
 
@@ -734,5 +743,5 @@ class ChannelArbiter:
             hole.requested = True
             self._requests += 1
             assert self._channel is not None
-            out.append(RetransmissionNeeded(self._channel, hole.first, hole.last))
+            out.append(RetransmissionNeeded(self._channel, hole.first, hole.last, channel_name=self._name))
         return out

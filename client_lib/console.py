@@ -20,6 +20,7 @@ Each delivery is printed as one line (text, or one JSON object per line with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -107,7 +108,9 @@ def build(args: argparse.Namespace) -> tuple[ChannelSpec, SubscriberConfig]:
 def describe(event: Event) -> dict[str, Any]:
     """A JSON-ready description of one event."""
     if not isinstance(event, Delivery):
-        fields = {slot: getattr(event, slot) for slot in type(event).__slots__}
+        fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+        if not fields.get("channel_name"):
+            fields.pop("channel_name", None)
         return {"event": type(event).__name__, **fields}
     out: dict[str, Any] = {
         "event": "Delivery",
@@ -222,12 +225,16 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
                 remaining = None if until is None else until - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
-                batch = client.poll(remaining if remaining is not None else 1.0)
+                batch = client.poll_events(remaining if remaining is not None else 1.0)
                 number = _channel_number(client, name) if batch else None
-                for delivery in batch:
-                    if delivery.channel != number:
+                for event in batch:
+                    if not isinstance(event, Delivery):  # a status event: gap, failover, stale ...
+                        if event.channel_name == name:
+                            print(render(describe(event)), file=out)
+                        continue
+                    if event.channel != number:
                         continue  # another channel of the subscription
-                    print(render(describe(delivery)), file=out)
+                    print(render(describe(event)), file=out)
                     delivered += 1
                     if delivered == args.count:
                         break

@@ -8,7 +8,7 @@ beyond the lazy protobuf decode of a :class:`Delivery`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from google.protobuf.message import DecodeError
@@ -38,6 +38,7 @@ class ArbiterConfig:
             oldest hole lost.
         conflict_window: how many delivered ``msg_seq`` are remembered to check
             late copies for conflicts.
+        name: the channel's name, put on the status events ("" when unknown).
     """
 
     channel: int | None = None
@@ -46,6 +47,7 @@ class ArbiterConfig:
     start_seq: int | None = None
     max_buffered: int = MAX_BUFFERED
     conflict_window: int = CONFLICT_WINDOW
+    name: str = ""
 
     def __post_init__(self) -> None:
         if self.channel is not None and not 0 <= self.channel <= _MAX_U16:
@@ -159,10 +161,23 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
-class RetransmissionNeeded:
-    """A hole stayed open for ``fill_timeout``: ask a replay service for it."""
+class StatusEvent:
+    """Something about a channel's stream rather than a message in it (EMA's status messages).
+
+    Every status event names its channel by number; the subscribers also fill
+    in ``channel_name`` (keyword-only, not compared). A new kind is one more
+    subclass: :class:`~feedha.client.FeedClient` hands on every ``StatusEvent``
+    to the application's iterator and callbacks without knowing it.
+    """
 
     channel: int
+    channel_name: str = field(default="", kw_only=True, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RetransmissionNeeded(StatusEvent):
+    """A gap: a hole stayed open for ``fill_timeout``, and a replay service is asked for it."""
+
     first_seq: int
     last_seq: int
 
@@ -172,10 +187,9 @@ class RetransmissionNeeded:
 
 
 @dataclass(frozen=True, slots=True)
-class GapLost:
+class GapLost(StatusEvent):
     """A hole was given up (``loss_timeout`` or buffer overflow); delivery moved on."""
 
-    channel: int
     first_seq: int
     last_seq: int
 
@@ -185,10 +199,23 @@ class GapLost:
 
 
 @dataclass(frozen=True, slots=True)
-class Conflict:
+class Recovered(StatusEvent):
+    """A gap (a :class:`RetransmissionNeeded`) was filled by retransmission.
+
+    ``recovered`` of its ``first_seq..last_seq`` came back; ``missing`` are
+    still in holes (they are retried until ``loss_timeout``, then lost).
+    """
+
+    first_seq: int
+    last_seq: int
+    recovered: int
+    missing: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict(StatusEvent):
     """Two copies of one ``msg_seq`` named different source messages; the first was kept."""
 
-    channel: int
     msg_seq: int
     line: int
     kept: tuple[int, int]
@@ -196,25 +223,50 @@ class Conflict:
 
 
 @dataclass(frozen=True, slots=True)
-class TermChanged:
-    """A line showed a higher term (a promotion); lower terms are now stale."""
+class TermChanged(StatusEvent):
+    """A line showed a higher term (a promotion: failover); lower terms are now stale."""
 
-    channel: int
     old_term: int
     new_term: int
     line: int
 
 
 @dataclass(frozen=True, slots=True)
-class EndOfSession:
+class EndOfSession(StatusEvent):
     """The first end-of-session packet seen on the channel."""
 
-    channel: int
     line: int
     next_seq: int
 
 
-Event = Delivery | RetransmissionNeeded | GapLost | Conflict | TermChanged | EndOfSession
+@dataclass(frozen=True, slots=True)
+class Stale(StatusEvent):
+    """No packet (not even a heartbeat) on any line of the channel for ``silent_s`` seconds."""
+
+    silent_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed(StatusEvent):
+    """Packets flow again on a channel that was :class:`Stale`, after ``silent_s`` seconds."""
+
+    silent_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class EntitlementChanged(StatusEvent):
+    """The admin server narrowed or widened what this client receives on the channel.
+
+    ``symbols`` are the symbols or patterns delivered from now on (empty: none,
+    the channel was withdrawn); ``added`` and ``removed`` are the difference.
+    """
+
+    symbols: tuple[str, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+Event = Delivery | StatusEvent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

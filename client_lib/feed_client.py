@@ -40,99 +40,38 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import fnmatch
 import logging
 import queue
-import re
 import threading
 import time
-from collections.abc import Coroutine, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import zmq
 
-from feedha import transport
 from feedha.admin_client import (
     AdminClient,
-    AdminClientError,
     AdminUnavailable,
-    PermissionDenied,
     Route,
     Subscription,
     TlsConfig,
 )
 from feedha.admin_client.session import RETRY_DEADLINE_S
-from feedha.client.errors import ClosedError, ProtocolError
-from feedha.client.events import ArbiterStats, Delivery, RetransmissionNeeded
-from feedha.client.replay_client import ReplayClient
+from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._watch import RouteWatch
+from feedha.client.errors import ClosedError
+from feedha.client.events import Delivery, StatusEvent
 from feedha.client.subscriber import ChannelSpec, Subscriber, SubscriberConfig
 
 logger = logging.getLogger(__name__)
 
 POLL_INTERVAL_S: Final = 0.1
-RENEW_AT: Final = 0.7  # log in again when this share of the token's lifetime has passed
-WATCH_RETRY_S: Final = 1.0
 _CALL_MARGIN_S: Final = 15.0
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FeedClientStats:
-    """What a :class:`FeedClient` has done.
-
-    Attributes:
-        subscription_id: the current subscription ("" when none).
-        symbols: the subscribed symbols or patterns.
-        delivered: messages handed to the application.
-        filtered: messages dropped because their symbol is not subscribed/entitled.
-        undecodable: messages whose payload could not be decoded (dropped).
-        route_updates: route sets applied (subscribe, modify, watch updates).
-        watch_connections: route watches opened (one more after each admin-server return).
-        resubscriptions: times the subscription was created again after ``NOT_FOUND``.
-        lines: line sockets joined, over all channels.
-        replay_requests: gaps handed to the lines' replay services (retransmission).
-        last_admin_error: the last admin-server error seen by the watch ("" if none).
-        channels: per-channel arbitration counters, keyed by channel name.
-    """
-
-    subscription_id: str
-    symbols: tuple[str, ...]
-    delivered: int
-    filtered: int
-    undecodable: int
-    route_updates: int
-    watch_connections: int
-    resubscriptions: int
-    lines: int
-    replay_requests: int
-    last_admin_error: str
-    channels: dict[str, ArbiterStats]
-
-
-class _SymbolFilter:
-    """The symbols of one route: exact names in a set, patterns in one regex, decisions cached."""
-
-    def __init__(self, patterns: Sequence[str]) -> None:
-        self.patterns = tuple(patterns)
-        self._exact = {p for p in patterns if not any(c in p for c in "*?[")}
-        wild = [fnmatch.translate(p) for p in patterns if p not in self._exact]
-        self._regex = re.compile("|".join(wild)) if wild else None
-        self._cache: dict[str, bool] = {}
-
-    def is_wanted(self, symbol: str) -> bool:
-        wanted = self._cache.get(symbol)
-        if wanted is None:
-            wanted = symbol in self._exact or (
-                self._regex is not None and self._regex.fullmatch(symbol) is not None
-            )
-            if len(self._cache) < 100_000:
-                self._cache[symbol] = wanted
-        return wanted
-
-
-class FeedClient:
+class FeedClient(RouteWatch):
     """Log in, subscribe through the admin server, and receive the entitled symbols from every line.
 
     Example::
@@ -177,14 +116,10 @@ class FeedClient:
         self._retry_deadline_s = retry_deadline_s
         self._updates: queue.SimpleQueue[tuple[str, tuple[Route, ...]]] = queue.SimpleQueue()
         self._subscriber: Subscriber | None = None
-        self._filters: dict[int, _SymbolFilter] = {}  # channel number -> its route's symbols
-        self._delayed_noted: set[tuple[str, tuple[str, ...]]] = set()  # delayed routes already logged
-        self._lines = self._replay_requests = 0
-        self._replay: ReplayClient | None = None
-        self._replay_endpoints: dict[int, tuple[str, ...]] = {}
+        self._core = FeedCore(self._config, self._curve)
+        self._pending: list[StatusEvent] = []  # events of applied route sets, not yet selected
         self._subscription_id = ""
         self._symbols: tuple[str, ...] = ()
-        self._delivered = self._filtered = self._undecodable = self._route_updates = 0
         self._watch_connections = self._resubscriptions = 0
         self._last_admin_error = ""
         self._watch: asyncio.Task[None] | None = None
@@ -206,7 +141,7 @@ class FeedClient:
         state = "closed" if self._closed else "subscribed" if self._subscription_id else "idle"
         return (
             f"<FeedClient [{state}, subscription={self._subscription_id or None}, "
-            f"delivered={self._delivered}, filtered={self._filtered}, lines={self._lines}]>"
+            f"delivered={self._core.delivered}, filtered={self._core.filtered}, lines={self._core.lines}]>"
         )
 
     def __enter__(self) -> FeedClient:
@@ -234,72 +169,8 @@ class FeedClient:
             future.cancel()
             raise AdminUnavailable("the admin server did not answer in time") from exc
 
-    async def _start_watch(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-        self._watch = asyncio.create_task(self._watch_routes(), name="feedclient-watch")
-        if self._renew is None:
-            self._renew = asyncio.create_task(self._keep_logged_in(), name="feedclient-renew")
-
-    async def _keep_logged_in(self) -> None:
-        # The lines accept this client's key until its token expires: log in
-        # again well before, so the admin server extends the grant.
-        while True:
-            left = self._admin.token_expires_at - time.time()
-            await asyncio.sleep(max(1.0, left * RENEW_AT))
-            try:
-                await self._admin.login()
-            except AdminClientError as exc:
-                self._last_admin_error = str(exc)
-                logger.warning("could not log in again to keep the lines: %s", exc)
-
-    async def _watch_routes(self) -> None:
-        # Strategy: AdminClient.watch_routes already rides through restarts
-        # (UNAVAILABLE is retried); here we handle what it gives up on. A
-        # forgotten subscription is created again; anything else (e.g. the
-        # policy withdrew an entitlement) is logged and retried slowly, while
-        # the lines keep flowing under the last good routes.
-        while True:
-            try:
-                async for update in self._admin.watch_routes(self._subscription_id):
-                    if update.initial:
-                        self._watch_connections += 1
-                    self._updates.put((update.reason, update.routes))
-                return  # the subscription was cancelled
-            except asyncio.CancelledError:
-                raise
-            except AdminClientError as exc:
-                self._last_admin_error = str(exc)
-                if exc.reason == "SUBSCRIPTION_NOT_FOUND":
-                    logger.warning(
-                        "subscription %s unknown to the admin server; subscribing again",
-                        self._subscription_id,
-                    )
-                    with contextlib.suppress(AdminClientError):
-                        subscription = await self._admin.subscribe(
-                            self._symbols, curve_public_key=self._curve[0]
-                        )
-                        self._subscription_id = subscription.subscription_id
-                        self._resubscriptions += 1
-                        self._updates.put(("resubscribed", subscription.routes))
-                        continue
-                elif isinstance(exc, PermissionDenied):
-                    self._updates.put(("denied", ()))
-                logger.warning("route watch failed: %s; retrying in %.1f s", exc, WATCH_RETRY_S)
-            except Exception as exc:  # a watch must never die of a surprise: retry
-                self._last_admin_error = repr(exc)
-                logger.exception("route watch failed; retrying in %.1f s", WATCH_RETRY_S)
-            await asyncio.sleep(WATCH_RETRY_S)
-
-    async def _stop_watch(self) -> None:
-        for task in (self._watch, self._renew):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._watch = self._renew = None
+    def _push(self, reason: str, routes: tuple[Route, ...]) -> None:
+        self._updates.put((reason, routes))  # thread-safe: the admin thread puts, the poller takes
 
     # -- subscription (user's thread) -------------------------------------------------
 
@@ -321,7 +192,7 @@ class FeedClient:
         symbols = tuple(symbols)
         subscription = self._call(self._admin.subscribe(symbols, curve_public_key=self._curve[0]))
         self._subscription_id, self._symbols = subscription.subscription_id, symbols
-        self._updates.put(("subscribed", subscription.routes))
+        self._push("subscribed", subscription.routes)
         self._call(self._start_watch())
         return subscription
 
@@ -338,7 +209,7 @@ class FeedClient:
         symbols = tuple(symbols)
         subscription = self._call(self._admin.modify(self._subscription_id, symbols))
         self._symbols = symbols
-        self._updates.put(("modified", subscription.routes))
+        self._push("modified", subscription.routes)
         return subscription
 
     def cancel(self) -> None:
@@ -349,15 +220,16 @@ class FeedClient:
         self._call(self._stop_watch())
         self._call(self._admin.cancel(self._subscription_id))
         self._subscription_id, self._symbols = "", ()
-        self._updates.put(("cancelled", ()))
+        self._push("cancelled", ())
 
     # -- data (the polling thread) ----------------------------------------------------
 
     def poll(self, timeout: float | None = None) -> list[Delivery]:
         """Wait up to ``timeout`` seconds (``None``: forever) for deliveries of subscribed symbols.
 
-        Route changes are applied first. Gap and term events are counted in
-        :meth:`stats` (per channel), not returned.
+        Route changes are applied first. Status events go to the callbacks
+        (:meth:`on_status`) and are counted in :meth:`stats`; :meth:`poll_events`
+        returns them too.
 
         Returns:
             The deliveries so far, in ``msg_seq`` order per channel; empty on timeout.
@@ -366,6 +238,18 @@ class FeedClient:
             ClosedError: the client is closed.
             TransportError: ZeroMQ failed.
         """
+        return [event for event in self._poll(timeout, status=False) if isinstance(event, Delivery)]
+
+    def poll_events(self, timeout: float | None = None) -> list[Delivery | StatusEvent]:
+        """As :meth:`poll`, with the status events in their place among the deliveries.
+
+        Returns:
+            Deliveries and :class:`~feedha.client.StatusEvent` values (gap, lost, recovered,
+            term change, stale, resumed, entitlement change ...) in the order they happened.
+        """
+        return self._poll(timeout, status=True)
+
+    def _poll(self, timeout: float | None, *, status: bool) -> list[Delivery | StatusEvent]:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._check_open()
@@ -373,41 +257,67 @@ class FeedClient:
             wait = self._poll_interval_s
             if deadline is not None:
                 wait = min(wait, max(0.0, deadline - time.monotonic()))
+            events: list[Any] = self._pending
+            self._pending = []
             if self._subscriber is None:  # nothing to read yet: wait for routes instead
                 with contextlib.suppress(queue.Empty):
-                    self._apply_routes(*self._updates.get(timeout=wait))
-                out: list[Delivery] = []
+                    self._apply_routes(*self._updates.get(timeout=0 if events else wait))
+                events += self._pending
+                self._pending = []
             else:
-                out = self._select(self._subscriber.poll(wait))
+                events += self._subscriber.poll(0 if events else wait)
+            out = self._core.select(events, status=status)
             if out or (deadline is not None and time.monotonic() >= deadline):
                 return out
 
     def deliveries(self) -> Iterator[Delivery]:
         """Iterate over deliveries of subscribed, entitled symbols until :meth:`close`."""
+        for event in self._iterate(status=False):
+            if isinstance(event, Delivery):
+                yield event
+
+    def events(self) -> Iterator[Delivery | StatusEvent]:
+        """Iterate over deliveries and status events, in order, until :meth:`close`.
+
+        Example::
+
+            for event in client.events():
+                match event:
+                    case Delivery():
+                        handle(event.update)
+                    case TermChanged(new_term=term):
+                        print("failover, term", term)
+                    case GapLost() | Stale():
+                        print("data quality:", event)
+        """
+        return self._iterate(status=True)
+
+    def _iterate(self, *, status: bool) -> Iterator[Delivery | StatusEvent]:
         while not self._closed:
             try:
-                batch = self.poll(self._poll_interval_s)
+                batch = self._poll(self._poll_interval_s, status=status)
             except ClosedError:
                 return
             yield from batch
 
-    def _select(self, events: list[Any]) -> list[Delivery]:
-        out: list[Delivery] = []
-        for event in events:
-            if not isinstance(event, Delivery):
-                continue
-            symbol_filter = self._filters.get(event.channel)
-            try:
-                wanted = symbol_filter is not None and symbol_filter.is_wanted(event.update.symbol)
-            except ProtocolError:
-                self._undecodable += 1
-                continue
-            if wanted:
-                out.append(event)
-            else:
-                self._filtered += 1
-        self._delivered += len(out)
-        return out
+    def on_status(self, callback: StatusCallback, *kinds: type[StatusEvent]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every status event (of ``kinds`` only, when given).
+
+        Callbacks run on the thread that polls (:meth:`poll`, :meth:`deliveries`,
+        :meth:`events`), in the order the events happened, before the poll
+        returns; one that raises is logged and the feed goes on.
+
+        Args:
+            callback: called with each :class:`~feedha.client.StatusEvent`.
+            kinds: event classes to receive (e.g. ``GapLost, TermChanged``); none: all.
+
+        Returns:
+            A function that removes the callback.
+
+        Raises:
+            TypeError: ``callback`` is not callable, or a kind is not a ``StatusEvent`` class.
+        """
+        return self._core.add_callback(callback, kinds)
 
     def _apply_updates(self) -> None:
         while True:
@@ -418,85 +328,12 @@ class FeedClient:
             self._apply_routes(reason, routes)
 
     def _apply_routes(self, reason: str, routes: tuple[Route, ...]) -> None:
-        # Delayed routes are not served in real time: their symbols stay filtered.
-        live = [r for r in routes if not r.delayed]
-        for route in routes:
-            if route.delayed and (route.channel_name, route.symbols) not in self._delayed_noted:
-                self._delayed_noted.add((route.channel_name, route.symbols))
-                logger.warning(
-                    "%s: %s entitled delayed only; the delayed stream is not available yet, "
-                    "nothing is delivered for them",
-                    route.channel_name,
-                    ", ".join(route.symbols),
-                )
-        self._route_updates += 1
-        if reason == "cancelled" and self._subscriber is not None:
-            self._subscriber.close()
-            self._subscriber, self._lines = None, 0
-        self._filters = {r.channel_number: _SymbolFilter(r.symbols) for r in live}
-        self._update_replay(live)
-        for route in live:
-            local = {line.line_endpoint: self._local(line.line_endpoint) for line in route.lines}
-            endpoints = tuple(
-                dict.fromkeys(local[line.line_endpoint] for line in route.lines if line.line_endpoint)
-            )
-            if not endpoints:
-                continue  # no adapter registered yet: joined when one is
-            keys = {local[line.line_endpoint]: line.curve_server_key for line in route.lines}
-            server_keys = tuple(keys.get(e, "") for e in endpoints)
-            spec = ChannelSpec(
-                route.channel_name,
-                route.channel_number,
-                endpoints,
-                server_keys=server_keys if any(server_keys) else (),
-                seal_keys=route.seal_keys,
-            )
-            if self._subscriber is None:
-                self._subscriber = Subscriber([spec], self._config, on_retransmission_needed=self._retransmit)
-                added = len(endpoints)
-            else:
-                added = self._subscriber.join(spec)
-            self._lines += added
-            if added:
-                logger.info("joined %d line(s) of %s (%s)", added, route.channel_name, reason)
+        subscriber, events = self._core.apply_routes(reason, routes, self._subscriber, self._make_subscriber)
+        self._subscriber = subscriber
+        self._pending += events
 
-    def _local(self, endpoint: str) -> str:
-        # A multicast line names its adapter's interface: join it on ours.
-        interface = self._config.multicast_interface
-        if not interface or not transport.is_multicast(endpoint):
-            return endpoint
-        try:
-            return transport.receiving_endpoint(endpoint, interface)
-        except ValueError as exc:
-            logger.warning("cannot join line %s here: %s", endpoint, exc)
-            return endpoint
-
-    def _update_replay(self, routes: list[Route]) -> None:
-        # Gaps are filled from the lines' replay services (adapter journals);
-        # rebuild the hook only when the set of services changed.
-        wanted = {
-            r.channel_number: services
-            for r in routes
-            if (
-                services := tuple(
-                    dict.fromkeys(line.replay_endpoint for line in r.lines if line.replay_endpoint)
-                )
-            )
-        }
-        if wanted == self._replay_endpoints:
-            return
-        if self._replay is not None:
-            self._replay.close()
-        keys = {line.replay_endpoint: line.curve_server_key for r in routes for line in r.lines}
-        self._replay = ReplayClient(wanted, server_keys=keys, curve_keypair=self._curve) if wanted else None
-        self._replay_endpoints = wanted
-
-    def _retransmit(self, event: RetransmissionNeeded) -> list[bytes] | None:
-        # Called by the subscriber, on the polling thread, with the socket loop paused.
-        if self._replay is None:
-            return None
-        self._replay_requests += 1
-        return self._replay(event)
+    def _make_subscriber(self, spec: ChannelSpec) -> Subscriber:
+        return Subscriber([spec], self._config, on_retransmission_needed=self._core.retransmit)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -507,16 +344,17 @@ class FeedClient:
         return FeedClientStats(
             subscription_id=self._subscription_id,
             symbols=self._symbols,
-            delivered=self._delivered,
-            filtered=self._filtered,
-            undecodable=self._undecodable,
-            route_updates=self._route_updates,
+            delivered=self._core.delivered,
+            filtered=self._core.filtered,
+            undecodable=self._core.undecodable,
+            route_updates=self._core.route_updates,
             watch_connections=self._watch_connections,
             resubscriptions=self._resubscriptions,
-            lines=self._lines,
-            replay_requests=self._replay_requests,
+            lines=self._core.lines,
+            replay_requests=self._core.replay_requests,
             last_admin_error=self._last_admin_error,
             channels={} if self._subscriber is None else self._subscriber.stats(),
+            status_events=dict(self._core.status_counts),
         )
 
     def close(self) -> None:
@@ -537,9 +375,7 @@ class FeedClient:
         if self._subscriber is not None:
             self._subscriber.close()
             self._subscriber = None
-        if self._replay is not None:
-            self._replay.close()
-            self._replay = None
+        self._core.close()
 
     async def _shutdown(self) -> None:
         await self._stop_watch()
@@ -552,3 +388,6 @@ class FeedClient:
         for task in leftovers:
             task.cancel()
         await asyncio.gather(*leftovers, return_exceptions=True)
+
+
+__all__ = ["FeedClient", "FeedClientStats"]

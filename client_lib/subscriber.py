@@ -52,8 +52,10 @@ from feedha.client.events import (
     ArbiterStats,
     Delivery,
     Event,
+    Recovered,
     RetransmissionNeeded,
 )
+from feedha.client.status import STALE_AFTER_S, ChannelLiveness
 from feedha.proto.registry import is_curve_key
 from feedha.proto.seal import Opener, SealError, SealKey
 from feedha.transport import recv_frames
@@ -198,6 +200,8 @@ class SubscriberConfig:
         conflict_window: see :class:`ArbiterConfig`.
         curve_public: this subscriber's Z85 CURVE public key, for lines that need CURVE.
         curve_secret: its secret key (never shown in ``repr``).
+        stale_after: seconds without a packet on any line of a channel (heartbeats
+            included) before a :class:`Stale` event; the next packet brings :class:`Resumed`.
         multicast_interface: the IPv4 address of this host's interface that receives
             multicast lines. A multicast line handed out by the admin server names
             its adapter's interface; :class:`~client_lib.FeedClient` joins the same
@@ -214,6 +218,7 @@ class SubscriberConfig:
     curve_public: str = ""
     curve_secret: str = field(default="", repr=False)
     multicast_interface: str = ""
+    stale_after: float = STALE_AFTER_S
 
     def __post_init__(self) -> None:
         if self.multicast_interface:
@@ -233,12 +238,15 @@ class SubscriberConfig:
                 raise ConfigError(name, getattr(self, name), "must be >= 0")
         if self.batch < 1:
             raise ConfigError("batch", self.batch, "must be >= 1")
+        if not self.stale_after > 0:
+            raise ConfigError("stale_after", self.stale_after, "must be > 0")
         # Let ArbiterConfig check the arbitration values, naming the parameter.
         self.arbiter_config(channel=None, start_seq=None)
 
-    def arbiter_config(self, *, channel: int | None, start_seq: int | None) -> ArbiterConfig:
+    def arbiter_config(self, *, channel: int | None, start_seq: int | None, name: str = "") -> ArbiterConfig:
         """The :class:`ArbiterConfig` for one channel."""
         return ArbiterConfig(
+            name=name,
             channel=channel,
             start_seq=start_seq,
             fill_timeout=self.fill_timeout,
@@ -290,9 +298,14 @@ class _Engine:
         self.hook = hook
         self.arbiters = {
             spec.name: ChannelArbiter(
-                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq),
+                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq, name=spec.name),
                 lines=len(spec.endpoints),
             )
+            for spec in specs
+        }
+        now = time.monotonic()
+        self.liveness = {
+            spec.name: ChannelLiveness(spec.number or 0, spec.name, stale_after=config.stale_after, now=now)
             for spec in specs
         }
         self.server_keys = {e: spec.server_key(e) for spec in specs for e in spec.endpoints}
@@ -300,9 +313,9 @@ class _Engine:
         self.openers: dict[bytes, Opener] = {}
         for spec in specs:
             self._add_seal_keys(spec)
-        # One route per socket: (arbiter, line index, topic, endpoint).
+        # One route per socket: (arbiter, line index, topic, endpoint, liveness).
         self.routes = [
-            (self.arbiters[spec.name], line, spec.name.encode(), endpoint)
+            (self.arbiters[spec.name], line, spec.name.encode(), endpoint, self.liveness[spec.name])
             for spec in specs
             for line, endpoint in enumerate(spec.endpoints)
         ]
@@ -319,8 +332,11 @@ class _Engine:
         if current is None:
             self.specs.append(spec)
             self.arbiters[spec.name] = ChannelArbiter(
-                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq),
+                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq, name=spec.name),
                 lines=len(spec.endpoints),
+            )
+            self.liveness[spec.name] = ChannelLiveness(
+                spec.number or 0, spec.name, stale_after=config.stale_after, now=time.monotonic()
             )
             new, first_line = list(spec.endpoints), 0
         else:
@@ -341,7 +357,8 @@ class _Engine:
         self.server_keys.update((e, spec.server_key(e)) for e in new)
         self._add_seal_keys(spec)
         arbiter, topic, start = self.arbiters[spec.name], spec.name.encode(), len(self.routes)
-        self.routes.extend((arbiter, first_line + i, topic, endpoint) for i, endpoint in enumerate(new))
+        live = self.liveness[spec.name]
+        self.routes.extend((arbiter, first_line + i, topic, endpoint, live) for i, endpoint in enumerate(new))
         self._heard.extend([0.0] * len(new))
         return list(range(start, len(self.routes)))
 
@@ -353,10 +370,14 @@ class _Engine:
 
     def on_frames(self, index: int, frames: list[bytes], now: float, out: list[Event]) -> None:
         self._heard[index] = now
-        arbiter, line, topic, _endpoint = self.routes[index]
+        arbiter, line, topic, _endpoint, live = self.routes[index]
         if len(frames) != 2:
             arbiter.on_garbage(line, reason="frames")
         elif frames[0] == topic:  # SUB filters by prefix: "EQ1" also matches "EQ10"
+            if live.stale:
+                out.extend(live.on_packet(now=now))
+            else:
+                live.heard_at = now
             packet = frames[1]
             if self.openers and topic in self.openers:
                 try:
@@ -368,10 +389,14 @@ class _Engine:
 
     def on_timers(self, now: float) -> list[Event]:
         out: list[Event] = []
-        for arbiter in self.arbiters.values():
+        for name, arbiter in self.arbiters.items():
             deadline = arbiter.next_deadline()
             if deadline is not None and deadline <= now:
                 self._emit(arbiter, arbiter.on_timer(now=now), now, out)
+            live = self.liveness[name]
+            if not live.stale and now - live.heard_at >= live.stale_after:
+                live.channel = arbiter.channel or live.channel
+                out.extend(live.on_timer(now=now))
         return out
 
     def due_redials(self, now: float) -> list[int]:
@@ -386,7 +411,7 @@ class _Engine:
             return []
         self._next_redial = now + REDIAL_S
         due = []
-        for index, (_arbiter, _line, _topic, endpoint) in enumerate(self.routes):
+        for index, (_arbiter, _line, _topic, endpoint, _live) in enumerate(self.routes):
             if self.server_keys.get(endpoint) and now - self._heard[index] >= REDIAL_S:
                 self._heard[index] = now  # the next redial, if still silent, one interval later
                 due.append(index)
@@ -395,6 +420,7 @@ class _Engine:
     def wait_ms(self, now: float, until: float | None) -> int | None:
         """Milliseconds to wait for sockets: to ``until`` or the earliest arbiter or redial deadline."""
         deadlines = [d for d in (a.next_deadline() for a in self.arbiters.values()) if d is not None]
+        deadlines += [d for d in (live.next_deadline() for live in self.liveness.values()) if d is not None]
         if until is not None:
             deadlines.append(until)
         if any(self.server_keys.values()):
@@ -421,10 +447,23 @@ class _Engine:
             # A failing recovery hook must not stop the feed: the gap times out.
             logger.exception("on_retransmission_needed failed for %s", event)
             return []
-        line = len(next(s for s in self.specs if self.arbiters[s.name] is arbiter).endpoints)
+        spec = next(s for s in self.specs if self.arbiters[s.name] is arbiter)
         out: list[Event] = []
+        taken = 0
         for packet in packets or ():
-            out.extend(arbiter.on_packet(line, packet, now=now))
+            out.extend(arbiter.on_packet(line=len(spec.endpoints), packet=packet, now=now))
+            taken += 1
+        missing = arbiter.missing(event.first_seq, event.last_seq)
+        if taken and missing < event.count:
+            recovered = Recovered(
+                event.channel,
+                event.first_seq,
+                event.last_seq,
+                recovered=event.count - missing,
+                missing=missing,
+                channel_name=spec.name,
+            )
+            out.append(recovered)
         return out
 
     def stats(self) -> dict[str, ArbiterStats]:
@@ -510,7 +549,7 @@ class Subscriber:
         self._pending: deque[Event] = deque()
         self._closed = False
         try:
-            for index, (_arbiter, _line, topic, endpoint) in enumerate(self._engine.routes):
+            for index, (_arbiter, _line, topic, endpoint, _live) in enumerate(self._engine.routes):
                 socket = self._context.socket(zmq.SUB)
                 self._sockets.append(socket)
                 _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
@@ -609,7 +648,7 @@ class Subscriber:
         indices = self._engine.join(channel, self._config)
         try:
             for index in indices:
-                _arbiter, _line, topic, endpoint = self._engine.routes[index]
+                _arbiter, _line, topic, endpoint, _live = self._engine.routes[index]
                 socket = self._context.socket(zmq.SUB)
                 self._sockets.append(socket)
                 _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
@@ -671,7 +710,7 @@ class AsyncSubscriber:
         self._pending: deque[Event] = deque()
         self._closed = False
         try:
-            for index, (_arbiter, _line, topic, endpoint) in enumerate(self._engine.routes):
+            for index, (_arbiter, _line, topic, endpoint, _live) in enumerate(self._engine.routes):
                 socket = self._context.socket(zmq.SUB)
                 self._sockets.append(socket)
                 _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
@@ -743,6 +782,32 @@ class AsyncSubscriber:
                     return events
         except zmq.ZMQError as exc:
             raise TransportError(str(exc)) from exc
+
+    def join(self, channel: ChannelSpec) -> int:
+        """Join a channel, or more lines of a joined channel, while running (see :meth:`Subscriber.join`).
+
+        Returns:
+            How many lines (sockets) were added.
+
+        Raises:
+            ClosedError: the subscriber is closed.
+            ConfigError: the channel number disagrees, or a bad endpoint.
+            TransportError: ZeroMQ refused to create a socket.
+        """
+        if self._closed:
+            raise ClosedError("join() on a closed AsyncSubscriber")
+        indices = self._engine.join(channel, self._config)
+        try:
+            for index in indices:
+                _arbiter, _line, topic, endpoint, _live = self._engine.routes[index]
+                socket = self._context.socket(zmq.SUB)
+                self._sockets.append(socket)
+                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
+                self._shadows[socket] = (index, zmq.Socket.shadow(socket.underlying))
+                self._poller.register(socket, zmq.POLLIN)
+        except zmq.ZMQError as exc:
+            raise TransportError(str(exc)) from exc
+        return len(indices)
 
     def _drain(self, socket: zmq.asyncio.Socket, now: float, out: list[Event]) -> None:
         entry = self._shadows.get(socket)

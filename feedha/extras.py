@@ -2,7 +2,7 @@
 
 The base install (``pip install feedha``) is the client: ``feedha.client``,
 ``feedha subscribe`` and ``feedctl``. Each other command needs an *extra*
-(``pip install 'feedha[adapter]'``, ``[admin]``, ``[spark]``, ``[bench]``, or
+(``pip install 'feedha[adapter]'``, ``[admin]``, ``[spark]``, ``[bench]``, ``[metrics]``, or
 ``[all]``). The extras and their distributions are read from the installed
 package's own metadata (``pyproject.toml`` is the one place that lists them),
 so this module never repeats a dependency list.

@@ -8,10 +8,18 @@ with CURVE and admits only the subscriber keys the admin server grants; each
 group's sync bus has its own key. Three users are created, each with a key
 file (JSON: admin address, key id, secret; mode 0600): ``subscriber``
 (real-time, every symbol), ``delayed`` (delayed-only) and ``operator``
-(feedctl). Then one JSON line tells where everything is::
+(feedctl, and the status page). Every daemon serves Prometheus metrics,
+``/healthz`` and ``/readyz`` on a loopback port. Then one JSON line tells
+where everything is::
 
-    {"admin": "127.0.0.1:PORT", "users": {"subscriber": FILE, "delayed": FILE, "operator": FILE},
+    {"admin": "127.0.0.1:PORT", "status_page": "http://127.0.0.1:PORT/login?token=...",
+     "metrics": ["http://127.0.0.1:PORT/metrics", ...],
+     "users": {"subscriber": FILE, "delayed": FILE, "operator": FILE},
      "channels": [{"name": ..., "number": ..., "lines": [...], "replay": [...]}], "dir": DIR}
+
+``status_page`` logs a browser in as the operator once, within 10 minutes
+(as Jupyter's link does); ``feedha admin-server login-link operator --config
+DIR/admin-server.yaml`` makes another.
 
 SIGINT or SIGTERM stops everything (adapters first, gracefully) and exits 0.
 Try it: ``feedha subscribe --key-file FILE --channel NAME --count 10``.
@@ -78,6 +86,8 @@ class Cluster:
         self.adapters: list[JsonProcess] = []
         self.groups: list[GroupPlan] = []
         self.admin = ""
+        self.http = ""  # the admin server's HTTP listener (metrics, status page)
+        self.status_page = ""
         self.key_files: dict[str, str] = {}
 
     def _admin_cli(self, *args: str) -> str:
@@ -112,13 +122,17 @@ class Cluster:
             _write_private(path, json.dumps({"admin": self.admin, "user": user, **fields}) + "\n")
             self.key_files[user] = str(path)
         command = [sys.executable, "-m", "feedha", "admin-server", "--config", str(self._config)]
-        admin = JsonProcess("admin-server", command, log=self.log)
+        admin = JsonProcess("admin-server", [*command, "--metrics", "127.0.0.1:0"], log=self.log)
         self.procs.append(admin)
         deadline = time.monotonic() + 30
-        while not any("listening on" in t for t in admin.text):
+        while not any(t.startswith("http listening on") for t in admin.text):
             if time.monotonic() > deadline or not admin.alive:
                 raise ProcessError("the admin server did not start (see the log)")
             time.sleep(0.05)  # poll interval of a deadline-bounded wait
+        line = next(t for t in admin.text if t.startswith("http listening on"))
+        self.http = "http://" + line.split()[3]
+        # One-time and short-lived; printed on our stdout only (never into the components' log).
+        self.status_page = self._admin_cli("login-link", "operator", "--url", self.http).strip()
 
     def start_groups(self) -> dict[str, str]:
         feed = json.loads(Path(self.key_files["feed"]).read_text())
@@ -146,6 +160,7 @@ class Cluster:
                     *("--curve-key", str(keys / f"{name}.{plan.adapter}.key")),
                     *("--sync-key", str(keys / f"{name}.sync.key")),
                     *("--heartbeat-timeout", "1.0", "--log-level", "INFO"),
+                    *("--metrics", "127.0.0.1:0"),
                 ]
                 proc = start_adapter(
                     group, plan.adapter, active=plan.adapter == 1, extra=extra, log=self.log, env=env
@@ -169,8 +184,12 @@ class Cluster:
         self.procs.append(source)
 
     def describe(self) -> dict[str, Any]:
+        ready = [proc.last("ready") for proc in self.adapters]
+        adapters = [f"http://{event['metrics']}/metrics" for event in ready if event and event.get("metrics")]
         return {
             "admin": self.admin,
+            "status_page": self.status_page,
+            "metrics": [f"{self.http}/metrics", *adapters],
             "users": {user: self.key_files[user] for user, _flags in USERS},
             "channels": [
                 {

@@ -99,7 +99,8 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
         frozenset(
             {"feedha.adapter", "feedha.admin_server", "feedha.admin_client", "feedha.client", COMMANDS}
         ),
-        "transport is ZeroMQ set-up shared by adapters, sources and subscribers",
+        "transport is ZeroMQ set-up (and the daemons' HTTP endpoint) shared by adapters, sources, "
+        "subscribers and the admin server",
     ),
     "feedha.admin_client": (
         frozenset({"feedha.adapter", "feedha.admin_server", "feedha.client", COMMANDS}),

@@ -27,13 +27,16 @@ A write error stops the flusher; the owner sees it as
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from feedha.adapter.journal._framing import write_out
 from feedha.adapter.journal.errors import JournalIOError
@@ -41,6 +44,27 @@ from feedha.adapter.journal.format import INDEX_ENTRY, encode_index_header
 from feedha.adapter.journal.segment import SparseIndex
 
 logger = logging.getLogger(__name__)
+
+# Upper bounds (seconds) of the synced-write duration buckets (metrics).
+SYNC_BUCKETS_S: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+@dataclass(slots=True)
+class SyncTimes:
+    """Durations of the flusher's synced writes (write and fsync in one call), in buckets.
+
+    Written by the flusher thread only; readers (metrics) copy ``counts``.
+    ``counts[i]`` is the number of writes that took at most ``bounds[i]``
+    and more than the bound before; the last slot counts the slower ones.
+    """
+
+    bounds: tuple[float, ...] = SYNC_BUCKETS_S
+    counts: list[int] = field(default_factory=lambda: [0] * (len(SYNC_BUCKETS_S) + 1))
+    total_s: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1
+        self.total_s += seconds
 
 
 @dataclass(slots=True, eq=False)
@@ -111,6 +135,7 @@ class Flusher:
         self._interval_s = interval_s
         self._stopping = False
         self._current: OpenSegment | None = None
+        self.sync_times = SyncTimes()
         self._thread = threading.Thread(target=self._run, name="journal-flusher", daemon=True)
 
     def __repr__(self) -> str:
@@ -191,7 +216,10 @@ class Flusher:
         # so a reader never seeks past the end of the segment.
         new = self._new_index_entries(segment, written)
         index_fd = self._index_fd(segment) if new else -1
+        started = time.perf_counter()
         write_out(segment.fd, chunks, sync, index_fd, b"".join(new))
+        if sync:
+            self.sync_times.observe(time.perf_counter() - started)
         segment.written = written
         segment.index_persisted += len(new)
 

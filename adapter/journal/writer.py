@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from feedha.adapter.journal._flusher import Batch, Flusher, OpenSegment
+from feedha.adapter.journal._flusher import Batch, Flusher, OpenSegment, SyncTimes
 from feedha.adapter.journal._framing import frame_into, frame_one_into, frame_tuples_into
 from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
 from feedha.adapter.journal.config import FsyncPolicy, JournalConfig
@@ -140,6 +140,11 @@ class JournalWriter:
     def config(self) -> JournalConfig:
         """The settings."""
         return self._config
+
+    @property
+    def sync_times(self) -> SyncTimes:
+        """How long synced group commits took (write and fsync), in buckets (for metrics)."""
+        return self._flusher.sync_times
 
     @property
     def last_msg_seq(self) -> int:

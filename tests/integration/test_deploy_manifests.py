@@ -208,6 +208,10 @@ def test_every_component_has_a_network_policy_over_its_own_ports() -> None:
             for port in rule.get("ports", []):
                 assert port["port"] in own, (policy["metadata"]["name"], port)
             for peer in rule.get("from", []):
+                if "podSelector" not in peer:  # Prometheus, from any namespace: /metrics only
+                    assert peer == {"namespaceSelector": {}}, (policy["metadata"]["name"], peer)
+                    assert {p["port"] for p in rule["ports"]} == {9100}, policy["metadata"]["name"]
+                    continue
                 assert (
                     _ports(peer["podSelector"]["matchLabels"])
                     or peer["podSelector"]["matchLabels"] == executors
@@ -381,3 +385,32 @@ def test_adapters_verify_the_admin_server_and_their_key_is_bound_to_their_group(
             assert policy.may_register(principal, channel_name=adapter.channel, adapter_id=adapter.adapter_id)
             for other in channels - {adapter.channel}:
                 assert not policy.may_register(principal, channel_name=other, adapter_id=f"{other}.1")
+
+
+def test_daemons_are_probed_on_their_health_endpoints() -> None:
+    probed = 0
+    for doc in _workloads():
+        for container in _pod_spec(doc)["containers"]:
+            if container["name"] not in ("admin-server", "adapter"):
+                continue
+            ports = {p["containerPort"] for p in container.get("ports", [])}
+            for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+                check = container[probe]["httpGet"]
+                assert check["path"] == path and check["port"] in ports, (doc["metadata"]["name"], probe)
+            probed += 1
+    assert probed == 3  # the admin server and both adapter groups
+
+
+def test_the_grafana_dashboard_is_importable() -> None:
+    import json
+
+    dashboard = json.loads((DEPLOY / "grafana" / "feedha-dashboard.json").read_text())
+    assert dashboard["uid"] and dashboard["title"] == "feedha"
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 15
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24 and panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["expr"].count("(") == target["expr"].count(")"), target["expr"]
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])

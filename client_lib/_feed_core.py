@@ -1,0 +1,329 @@
+"""What :class:`FeedClient` and :class:`AsyncFeedClient` share: routes in, channels, filters and events out.
+
+Theory of operation
+-------------------
+The two clients differ in how they talk to the admin server (a thread with
+its own loop, or the caller's loop) and which subscriber they own
+(:class:`Subscriber` or :class:`AsyncSubscriber`). Everything else is here,
+and none of it waits:
+
+- :meth:`FeedCore.apply_routes` turns a route set into joins of the
+  subscriber (new channels, new lines of joined ones: each channel keeps
+  one arbiter and its position), the per-channel symbol filters, the replay
+  services, and :class:`EntitlementChanged` events when what a channel
+  delivers narrowed or widened (not for the first route set, nor a cancel);
+- :meth:`FeedCore.select` takes what the subscriber decided and returns what
+  the application sees: deliveries of the entitled, subscribed symbols (the
+  rest counted as ``filtered``) and, when asked, every status event
+  (:class:`StatusEvent`: gap, lost, recovered, term change, stale, resumed,
+  entitlement change, and any kind added later); every status event also
+  goes to the callbacks registered with :meth:`FeedCore.add_callback`, in order,
+  on the thread (or task) that polls.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from feedha import transport
+from feedha.admin_client import Route
+from feedha.client.errors import ProtocolError
+from feedha.client.events import (
+    ArbiterStats,
+    Delivery,
+    EntitlementChanged,
+    RetransmissionNeeded,
+    StatusEvent,
+)
+from feedha.client.replay_client import ReplayClient
+from feedha.client.subscriber import ChannelSpec, SubscriberConfig
+
+logger = logging.getLogger(__name__)
+
+StatusCallback = Callable[[StatusEvent], Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeedClientStats:
+    """What a feed client has done.
+
+    Attributes:
+        subscription_id: the current subscription ("" when none).
+        symbols: the subscribed symbols or patterns.
+        delivered: messages handed to the application.
+        filtered: messages dropped because their symbol is not subscribed/entitled.
+        undecodable: messages whose payload could not be decoded (dropped).
+        route_updates: route sets applied (subscribe, modify, watch updates).
+        watch_connections: route watches opened (one more after each admin-server return).
+        resubscriptions: times the subscription was created again after ``NOT_FOUND``.
+        lines: line sockets joined, over all channels.
+        replay_requests: gaps handed to the lines' replay services (retransmission).
+        last_admin_error: the last admin-server error seen by the watch ("" if none).
+        channels: per-channel arbitration counters, keyed by channel name.
+        status_events: status events seen, by kind (``{"TermChanged": 1, ...}``).
+    """
+
+    subscription_id: str
+    symbols: tuple[str, ...]
+    delivered: int
+    filtered: int
+    undecodable: int
+    route_updates: int
+    watch_connections: int
+    resubscriptions: int
+    lines: int
+    replay_requests: int
+    last_admin_error: str
+    channels: dict[str, ArbiterStats]
+    status_events: dict[str, int]
+
+
+class _SymbolFilter:
+    """The symbols of one route: exact names in a set, patterns in one regex, decisions cached."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.patterns = tuple(patterns)
+        self._exact = {p for p in patterns if not any(c in p for c in "*?[")}
+        wild = [fnmatch.translate(p) for p in patterns if p not in self._exact]
+        self._regex = re.compile("|".join(wild)) if wild else None
+        self._cache: dict[str, bool] = {}
+
+    def is_wanted(self, symbol: str) -> bool:
+        wanted = self._cache.get(symbol)
+        if wanted is None:
+            wanted = symbol in self._exact or (
+                self._regex is not None and self._regex.fullmatch(symbol) is not None
+            )
+            if len(self._cache) < 100_000:
+                self._cache[symbol] = wanted
+        return wanted
+
+
+class LatencySink(Protocol):
+    """Where delivery latencies go (:class:`feedha.client.metrics.LatencyBuckets`)."""
+
+    def observe_ns(self, latency_ns: int) -> None: ...
+
+
+class Joinable(Protocol):
+    """What the core needs of a subscriber (both :class:`Subscriber` and :class:`AsyncSubscriber`)."""
+
+    def join(self, channel: ChannelSpec) -> int: ...
+
+    def close(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=Joinable)
+
+
+class FeedCore:
+    """Routes, filters, replay, selection, callbacks and counters of one feed client.
+
+    Args:
+        config: the subscriber settings (with this session's CURVE key pair).
+        curve: the session's ``(public, secret)`` CURVE keys (for the replay services).
+    """
+
+    def __init__(self, config: SubscriberConfig, curve: tuple[str, str]) -> None:
+        self.config = config
+        self._curve = curve
+        self.filters: dict[int, _SymbolFilter] = {}  # channel number -> its route's symbols
+        self._entitled: dict[str, tuple[int, tuple[str, ...]]] | None = None  # name -> (number, symbols)
+        self._delayed_noted: set[tuple[str, tuple[str, ...]]] = set()
+        self.replay: ReplayClient | None = None
+        self._replay_endpoints: dict[int, tuple[str, ...]] = {}
+        self._callbacks: list[tuple[StatusCallback, tuple[type[StatusEvent], ...]]] = []
+        self.lines = self.replay_requests = 0
+        self.delivered = self.filtered = self.undecodable = self.route_updates = 0
+        self.status_counts: dict[str, int] = {}
+        self.latency: LatencySink | None = None  # set by a metrics collector
+
+    # -- routes ------------------------------------------------------------------------
+
+    def apply_routes(
+        self,
+        reason: str,
+        routes: Sequence[Route],
+        subscriber: _S | None,
+        make: Callable[[ChannelSpec], _S],
+    ) -> tuple[_S | None, list[StatusEvent]]:
+        """Apply a route set; returns the subscriber (made by ``make`` for the first channel) and events."""
+        live = [r for r in routes if not r.delayed]
+        self._note_delayed(routes)
+        self.route_updates += 1
+        if reason == "cancelled" and subscriber is not None:
+            subscriber.close()
+            subscriber, self.lines = None, 0
+        self.filters = {r.channel_number: _SymbolFilter(r.symbols) for r in live}
+        events = self._entitlement_changes(reason, live)
+        self._update_replay(live)
+        for route in live:
+            spec = self._spec(route)
+            if spec is None:
+                continue  # no adapter registered yet: joined when one is
+            if subscriber is None:
+                subscriber, added = make(spec), len(spec.endpoints)
+            else:
+                added = subscriber.join(spec)
+            self.lines += added
+            if added:
+                logger.info("joined %d line(s) of %s (%s)", added, route.channel_name, reason)
+        return subscriber, events
+
+    def _note_delayed(self, routes: Sequence[Route]) -> None:
+        for route in routes:
+            if route.delayed and (route.channel_name, route.symbols) not in self._delayed_noted:
+                self._delayed_noted.add((route.channel_name, route.symbols))
+                logger.warning(
+                    "%s: %s entitled delayed only; the delayed stream is not available yet, "
+                    "nothing is delivered for them",
+                    route.channel_name,
+                    ", ".join(route.symbols),
+                )
+
+    def _entitlement_changes(self, reason: str, live: list[Route]) -> list[StatusEvent]:
+        # Strategy: compare each channel's symbols with the last route set's;
+        # the first set (subscribe) is the baseline and a cancel resets it.
+        now = {r.channel_name: (r.channel_number, tuple(r.symbols)) for r in live}
+        before, self._entitled = self._entitled, (None if reason == "cancelled" else now)
+        if before is None or reason == "cancelled":
+            return []
+        events: list[StatusEvent] = []
+        for name in sorted(set(before) | set(now)):
+            number, old = before.get(name, (now.get(name, (0, ()))[0], ()))
+            new = now.get(name, (number, ()))[1]
+            if set(old) != set(new):
+                added = tuple(s for s in new if s not in old)
+                removed = tuple(s for s in old if s not in new)
+                events.append(EntitlementChanged(number, new, added, removed, channel_name=name))
+        return events
+
+    def _spec(self, route: Route) -> ChannelSpec | None:
+        local = {line.line_endpoint: self._local(line.line_endpoint) for line in route.lines}
+        endpoints = tuple(
+            dict.fromkeys(local[line.line_endpoint] for line in route.lines if line.line_endpoint)
+        )
+        if not endpoints:
+            return None
+        keys = {local[line.line_endpoint]: line.curve_server_key for line in route.lines}
+        server_keys = tuple(keys.get(e, "") for e in endpoints)
+        return ChannelSpec(
+            route.channel_name,
+            route.channel_number,
+            endpoints,
+            server_keys=server_keys if any(server_keys) else (),
+            seal_keys=route.seal_keys,
+        )
+
+    def _local(self, endpoint: str) -> str:
+        # A multicast line names its adapter's interface: join it on ours.
+        interface = self.config.multicast_interface
+        if not interface or not transport.is_multicast(endpoint):
+            return endpoint
+        try:
+            return transport.receiving_endpoint(endpoint, interface)
+        except ValueError as exc:
+            logger.warning("cannot join line %s here: %s", endpoint, exc)
+            return endpoint
+
+    def _update_replay(self, routes: list[Route]) -> None:
+        # Gaps are filled from the lines' replay services (adapter journals);
+        # rebuild the hook only when the set of services changed.
+        wanted = {
+            r.channel_number: services
+            for r in routes
+            if (
+                services := tuple(
+                    dict.fromkeys(line.replay_endpoint for line in r.lines if line.replay_endpoint)
+                )
+            )
+        }
+        if wanted == self._replay_endpoints:
+            return
+        if self.replay is not None:
+            self.replay.close()
+        keys = {line.replay_endpoint: line.curve_server_key for r in routes for line in r.lines}
+        self.replay = ReplayClient(wanted, server_keys=keys, curve_keypair=self._curve) if wanted else None
+        self._replay_endpoints = wanted
+
+    def retransmit(self, event: RetransmissionNeeded) -> list[bytes] | None:
+        """The subscriber's retransmission hook: ask a replay service for the hole."""
+        if self.replay is None:
+            return None
+        self.replay_requests += 1
+        return self.replay(event)
+
+    # -- what the application sees ------------------------------------------------------
+
+    def add_callback(
+        self, callback: StatusCallback, kinds: tuple[type[StatusEvent], ...]
+    ) -> Callable[[], None]:
+        """Call ``callback`` with every status event of ``kinds`` (all when empty); returns a remover.
+
+        Raises:
+            TypeError: ``callback`` is not callable, or a kind is not a :class:`StatusEvent` subclass.
+        """
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {callback!r}")
+        for kind in kinds:
+            if not (isinstance(kind, type) and issubclass(kind, StatusEvent)):
+                raise TypeError(f"kinds must be StatusEvent subclasses, got {kind!r}")
+        entry = (callback, kinds)
+        self._callbacks.append(entry)
+
+        def remove() -> None:
+            if entry in self._callbacks:
+                self._callbacks.remove(entry)
+
+        return remove
+
+    def select(self, events: Sequence[Any], *, status: bool) -> list[Delivery | StatusEvent]:
+        """What the application sees of the subscriber's events (see the module docstring)."""
+        out: list[Delivery | StatusEvent] = []
+        delivered = 0
+        latency = self.latency
+        now_ns = time.time_ns() if latency is not None else 0
+        for event in events:
+            if isinstance(event, Delivery):
+                symbol_filter = self.filters.get(event.channel)
+                try:
+                    wanted = symbol_filter is not None and symbol_filter.is_wanted(event.update.symbol)
+                except ProtocolError:
+                    self.undecodable += 1
+                    continue
+                if wanted:
+                    out.append(event)
+                    delivered += 1
+                    if latency is not None:
+                        latency.observe_ns(now_ns - event.send_time_ns)
+                else:
+                    self.filtered += 1
+            elif isinstance(event, StatusEvent):
+                self._on_status(event)
+                if status:
+                    out.append(event)
+        self.delivered += delivered
+        return out
+
+    def _on_status(self, event: StatusEvent) -> None:
+        name = type(event).__name__
+        self.status_counts[name] = self.status_counts.get(name, 0) + 1
+        for callback, kinds in list(self._callbacks):
+            if kinds and not isinstance(event, kinds):
+                continue
+            try:
+                callback(event)
+            except Exception:  # an application's callback must not stop the feed
+                logger.exception("status callback %r failed on %r", callback, event)
+
+    def close(self) -> None:
+        """Close the replay client."""
+        if self.replay is not None:
+            self.replay.close()
+            self.replay = None
