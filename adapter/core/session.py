@@ -68,7 +68,7 @@ PROPOSAL_TIMEOUT_S: Final = 1.0  # a proposal not agreed by then is withdrawn
 RETRY_S: Final = 1.0  # a withdrawn scheduled end is proposed again this much later
 ACK_RESEND_S: Final = 0.1  # a backup acknowledges again while the proposal stays open
 _NS: Final = 1_000_000_000
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class SessionReason(enum.IntEnum):

@@ -339,7 +339,8 @@ class JournalWriter:
             or not 0 <= flags < 2**16
         ):
             raise ValueError(
-                f"record field out of range: {msg_seq=}, {time_ns=}, {source_stream=}, {source_seq=}, {flags=}"
+                "record field out of range: "
+                f"{msg_seq=}, {time_ns=}, {source_stream=}, {source_seq=}, {flags=}"
             )
         size = RECORD_HEADER_SIZE + length
         segment = self._segment
