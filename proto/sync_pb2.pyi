@@ -20,7 +20,7 @@ ROLE_BACKUP: Role
 ROLE_FAILED: Role
 
 class StreamState(_message.Message):
-    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason")
+    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class StreamState(_message.Message):
     SESSION_AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_BOUNDARY_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_START_NS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_REASON_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_SESSION_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_TIME_NS_FIELD_NUMBER: _ClassVar[int]
@@ -45,11 +46,12 @@ class StreamState(_message.Message):
     session_after_source_seq: int
     session_boundary_msg_seq: int
     session_start_ns: int
+    session_reason: _market_pb2.SessionReason
     proposed_session: int
     proposed_after_source_seq: int
     proposed_time_ns: int
     proposed_reason: _market_pb2.SessionReason
-    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ...) -> None: ...
+    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ...) -> None: ...
 
 class SessionAck(_message.Message):
     __slots__ = ("proposed_session", "after_source_seq", "position")
@@ -98,7 +100,7 @@ class SymbolSnapshot(_message.Message):
     def __init__(self, symbol: _Optional[str] = ..., state: _Optional[_Union[_market_pb2.SymbolState, _Mapping]] = ...) -> None: ...
 
 class ConversionSnapshot(_message.Message):
-    __slots__ = ("source_stream", "source_seq", "next_msg_seq", "symbols", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns")
+    __slots__ = ("source_stream", "source_seq", "next_msg_seq", "symbols", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +109,7 @@ class ConversionSnapshot(_message.Message):
     SESSION_AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_BOUNDARY_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_START_NS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_REASON_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
     source_seq: int
     next_msg_seq: int
@@ -115,7 +118,8 @@ class ConversionSnapshot(_message.Message):
     session_after_source_seq: int
     session_boundary_msg_seq: int
     session_start_ns: int
-    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ...) -> None: ...
+    session_reason: _market_pb2.SessionReason
+    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ...) -> None: ...
 
 class Failed(_message.Message):
     __slots__ = ("reason",)

@@ -53,6 +53,9 @@ from typing import Final
 
 __all__ = [
     "ACK_RECENT_S",
+    "FIRST_SESSION",
+    "RECORD_SESSION_BOUNDARY",
+    "Boundary",
     "PROPOSAL_TIMEOUT_S",
     "RETRY_S",
     "Proposal",
@@ -63,6 +66,9 @@ __all__ = [
     "Verdict",
 ]
 
+# The journal's record flag of an end-of-session record (adapter.journal.format.RECORD_SESSION_BOUNDARY;
+# the core imports no journal module, and a test keeps the two equal).
+RECORD_SESSION_BOUNDARY: Final = 0x02
 ACK_RECENT_S: Final = 0.25  # a backup heard this lately must acknowledge a proposal before it commits
 PROPOSAL_TIMEOUT_S: Final = 1.0  # a proposal not agreed by then is withdrawn
 RETRY_S: Final = 1.0  # a withdrawn scheduled end is proposed again this much later
@@ -146,12 +152,28 @@ class Session:
         after_source_seq: it began right after this source message (0: the first session).
         boundary_msg_seq: the end-of-session block that began it (0: none).
         start_ns: when it began, ns since the epoch (0: not known yet).
+        reason: why the session before it ended (a ``SessionReason``; 0 for the first).
     """
 
     id: int
     after_source_seq: int = 0
     boundary_msg_seq: int = 0
     start_ns: int = 0
+    reason: int = 0
+
+
+FIRST_SESSION: Final = Session(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A boundary to carry out: leave session ``ended`` for ``started`` right after ``after_source_seq``."""
+
+    ended: int
+    started: int
+    after_source_seq: int
+    time_ns: int
+    reason: SessionReason
 
 
 @dataclass(slots=True)
@@ -176,6 +198,10 @@ class Proposal:
     opened_at: float
     inherited: bool = False
     acks: dict[int, int] = field(default_factory=dict)
+
+    def boundary(self) -> Boundary:
+        """The boundary this proposal carries out."""
+        return Boundary(self.session - 1, self.session, self.after_source_seq, self.time_ns, self.reason)
 
 
 class Verdict(enum.Enum):
@@ -209,7 +235,7 @@ class SessionKeeper:
 
     def __init__(self, schedule: SessionSchedule | None = None) -> None:
         self.schedule = schedule
-        self.session = Session(1)
+        self.session = FIRST_SESSION
         self.proposal: Proposal | None = None  # the active's own
         self.held: Proposal | None = None  # the active's proposal as a backup knows it
         self.committed: Session | None = None  # a backup: roll into this when at the fence
@@ -292,7 +318,11 @@ class SessionKeeper:
     def begin(self, proposal: Proposal, *, boundary_msg_seq: int) -> Session:
         """Enter the session ``proposal`` opens (active or backup)."""
         self.session = Session(
-            proposal.session, proposal.after_source_seq, boundary_msg_seq, proposal.time_ns
+            proposal.session,
+            proposal.after_source_seq,
+            boundary_msg_seq,
+            proposal.time_ns,
+            int(proposal.reason),
         )
         self.held = self.committed = None
         self._acked = None

@@ -93,6 +93,7 @@ from feedha.adapter.core.sync_types import (
     SendHealth,
     SendSnapshot,
     SendStreamState,
+    SessionMissed,
     SnapshotAdopted,
     SnapshotRequested,
     SourceGapSeen,
@@ -135,6 +136,7 @@ __all__ = [
     "SendHealth",
     "SendSnapshot",
     "SendStreamState",
+    "SessionMissed",
     "SnapshotAdopted",
     "SnapshotRequested",
     "SourceGapSeen",
@@ -414,6 +416,15 @@ def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: Sync
     return new, [RoleChanged(Role.ACTIVE, Role.BACKUP, state.term, reason), SendHealth()]
 
 
+def _on_session_missed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    # The group rolled into a session where we could not (we were down, or past the
+    # boundary): our state is the wrong session's. Repair it like a digest mismatch.
+    state = replace(state, status=SyncStatus.SYNCING)
+    state, actions = _ask_snapshot(state, now, config)
+    state, more = _mismatched(state, now, config, "session")
+    return state, actions + more
+
+
 def _on_health(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, HealthMeasured)
     return replace(state, health_score=ev.score, published=ev.published), []
@@ -594,4 +605,7 @@ HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
     (Role.FAILED, OperatorCommand): _command_failed,
     (Role.FAILED, ArrivalChecked): _ignore,
     (Role.FAILED, SnapshotAdopted): _ignore,
+    (Role.ACTIVE, SessionMissed): _ignore,
+    (Role.BACKUP, SessionMissed): _on_session_missed,
+    (Role.FAILED, SessionMissed): _ignore,
 }

@@ -83,6 +83,7 @@ class StreamState:
     proposed_after_source_seq: int = 0
     proposed_time_ns: int = 0
     proposed_reason: int = 0
+    session_reason: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,7 @@ class Snapshot:
     session_after_source_seq: int = 0
     session_boundary_msg_seq: int = 0
     session_start_ns: int = 0
+    session_reason: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +158,9 @@ _STREAM_SESSION_FIELDS: Final = (
     "proposed_after_source_seq",
     "proposed_time_ns",
     "proposed_reason",
+    "session_reason",
 )
-_SNAPSHOT_SESSION_FIELDS: Final = _STREAM_SESSION_FIELDS[:4]
+_SNAPSHOT_SESSION_FIELDS: Final = (*_STREAM_SESSION_FIELDS[:4], "session_reason")
 
 
 def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
@@ -247,7 +250,7 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
             ss.last_source_seq,
             ss.last_msg_seq,
             ss.digest,
-            *(getattr(ss, name) for name in _STREAM_SESSION_FIELDS),
+            **{name: getattr(ss, name) for name in _STREAM_SESSION_FIELDS},
         )
     if kind == "health":
         h = msg.health
@@ -268,8 +271,8 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
     if kind == "snapshot":
         snap = msg.snapshot
         symbols = {entry.symbol: from_proto(entry.state) for entry in snap.symbols}
-        session = (getattr(snap, name) for name in _SNAPSHOT_SESSION_FIELDS)
-        return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols, *session)
+        session = {name: getattr(snap, name) for name in _SNAPSHOT_SESSION_FIELDS}
+        return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols, **session)
     if kind == "failed":
         return Failed(sender, msg.failed.reason)
     if kind == "session_ack":
