@@ -70,7 +70,9 @@ class ChaosRun:
             if update.HasField("session_boundary"):
                 started = update.session_boundary.started
                 if began.setdefault(started, msg_seq) != msg_seq:
-                    found.append((msg_seq, ("session", started, began[started]), ("session", started, msg_seq)))
+                    found.append(
+                        (msg_seq, ("session", started, began[started]), ("session", started, msg_seq))
+                    )
 
         for member in self.group.members.values():
             for packet in member.packets:
