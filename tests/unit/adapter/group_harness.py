@@ -101,15 +101,16 @@ class MemoryJournal:
 
     def __init__(self) -> None:
         self.records: dict[int, Record] = {}
+        self.last = 0  # the newest msg_seq journaled
         self.checkpoint: Any = None
         self.term = 0
 
     def append(self, action: JournalRecords) -> None:
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
             msg_seq = action.first_msg_seq + i
-            assert msg_seq > max(self.records, default=0), f"journal msg_seq {msg_seq} does not increase"
-            record = Record(msg_seq, action.time_ns, action.source_stream, seq, payload, action.flags)
-            self.records[msg_seq] = record
+            assert msg_seq > self.last, f"journal msg_seq {msg_seq} after {self.last}: it must increase"
+            self.records[msg_seq] = Record(msg_seq, action.time_ns, action.source_stream, seq, payload, action.flags)
+            self.last = msg_seq
 
     def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
         last = max(self.records, default=0) if to_seq is None else to_seq
