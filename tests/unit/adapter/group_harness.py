@@ -109,7 +109,9 @@ class MemoryJournal:
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
             msg_seq = action.first_msg_seq + i
             assert msg_seq > self.last, f"journal msg_seq {msg_seq} after {self.last}: it must increase"
-            self.records[msg_seq] = Record(msg_seq, action.time_ns, action.source_stream, seq, payload, action.flags)
+            self.records[msg_seq] = Record(
+                msg_seq, action.time_ns, action.source_stream, seq, payload, action.flags
+            )
             self.last = msg_seq
 
     def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
