@@ -167,6 +167,7 @@ class Pipeline:
         self.fence: int | None = None  # convert nothing past this source position (a boundary is agreed)
         self.deferred = b""  # the first message past the fence and the rest of its frame
         self.pending_roll: Boundary | None = None  # committed: roll on reaching the fence
+        self.suspect_after: int | None = None  # a backup's state is suspect after this source position
         self._source_stream = source_stream
         self._sync = sync
         self._run = engine.run_function()
@@ -222,7 +223,29 @@ class Pipeline:
         if packet is not None:
             self._out = out
             item = _Packet(packet, self._packet_last, count)
-            self.gate.admit(item, self._packet_upto, len(packet), self._emit)
+            self._admit(item, self._packet_upto, len(packet))
+
+    def _admit(self, item: _Packet | _Records, upto: int, size: int) -> None:
+        # A backup whose state is suspect (it missed source messages) keeps nothing for
+        # the gate: a later report could match a state the missed messages no longer
+        # show (a quote overwritten, a session's daily fields started again) and so
+        # confirm output that carried the wrong state. What it numbers meanwhile the
+        # other lines carry; it publishes again from a snapshot that covers the gap.
+        if self.suspect_after is not None:
+            self.gate.counters.discarded += 1
+            return
+        self.gate.admit(item, upto, size, self._emit)
+
+    def distrust(self, after: int) -> None:
+        """A backup missed source messages after source position ``after``: its state is suspect."""
+        self.unpublish()
+        if self.suspect_after is None or after < self.suspect_after:
+            self.suspect_after = after
+
+    def _trust_from(self, at: int) -> None:
+        # A snapshot of the state at ``at`` covers a gap at or before it.
+        if self.suspect_after is not None and at >= self.suspect_after:
+            self.suspect_after = None
 
     def confirm(self, upto: int, *, out: list[Action]) -> None:
         """The active confirmed our numbering up to source position ``upto``: release what waits."""
@@ -235,8 +258,9 @@ class Pipeline:
         self.gate.release_all(self._emit, provisional=provisional)
 
     def open_gate(self, *, out: list[Action]) -> None:
-        """This adapter is the active now: nothing waits any more."""
+        """This adapter is the active now: nothing waits any more (and its state is the channel's)."""
         self._out = out
+        self.suspect_after = None
         self.gate.open(self._emit)
 
     def unpublish(self) -> None:
@@ -443,12 +467,12 @@ class Pipeline:
                 now=self._now,
                 send_time_ns=self._wall_ns,
             )
-            self.gate.admit(_Packet(packet, msg_seq, 0), after, len(packet), self._emit)
+            self._admit(_Packet(packet, msg_seq, 0), after, len(packet))
             if self.journal is not None:
                 records = _Records(
                     msg_seq, self._wall_ns, (after,), (payload,), RECORD_SESSION_BOUNDARY, boundary.started
                 )
-                self.gate.admit(records, after, len(payload), self._emit)
+                self._admit(records, after, len(payload))
         self._sync.session_rolled(boundary, msg_seq)
 
     # ---- one message at a time ------------------------------------------------------------
@@ -475,6 +499,8 @@ class Pipeline:
         if verdict is SourceVerdict.GAP:
             self.counters.source_gaps += 1
             self._sync.apply(SourceGapSeen(msg.source_seq - sequencer.next_source_seq))
+            if self._sync.is_backup:
+                self.distrust(sequencer.last_source_seq)
         return self._accept(msg, body)
 
     def _accept(self, msg: SourceMessage, body: bytes) -> int:
@@ -511,6 +537,7 @@ class Pipeline:
         return 1
 
     def _adopt(self, snapshot: syncbus.Snapshot) -> None:
+        self._trust_from(snapshot.source_seq)
         self.state.restore(snapshot.symbols, session=snapshot.session or None)
         self.counters.snapshots_adopted += 1
         self._sync.session_adopted(snapshot)
@@ -522,6 +549,8 @@ class Pipeline:
         first = held[0][0].source_seq
         self.counters.source_gaps += 1
         self._sync.apply(SourceGapSeen(first - self.sequencer.next_source_seq))
+        if self._sync.is_backup:
+            self.distrust(self.sequencer.last_source_seq)
         self.sequencer.skip_source(first - 1)
         return sum(self._accept(msg, body) for msg, body in held)
 
@@ -600,7 +629,7 @@ class Pipeline:
         # Journaled once published: through the gate, with the packets.
         size = sum(len(p) for p in payloads) if not self.gate.is_open else 0
         records = _Records(first_msg_seq, self._wall_ns, source_seqs, payloads)
-        self.gate.admit(records, source_seqs[-1], size, self._emit)
+        self._admit(records, source_seqs[-1], size)
 
     # ---- snapshots and fault injection ------------------------------------------------------
 
@@ -616,6 +645,7 @@ class Pipeline:
             logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
             return False
         self.unpublish()  # what waits carries the state the snapshot replaces
+        self._trust_from(at)
         self.state.restore(msg.symbols, session=msg.session or None)
         self._sync.session_adopted(msg)
         # At a session boundary the snapshot's state is the next session's; the position

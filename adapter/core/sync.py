@@ -384,9 +384,13 @@ def _on_snapshot_requested(state: SyncState, ev: SyncEvent, now: float, config: 
 
 def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     # A backup that missed source messages must not invent numbering for what
-    # follows: hold output until the active's reports realign it.
+    # follows: hold output until the active's reports realign it. Its state lacks
+    # what it missed, so it asks for the active's at once (the pipeline publishes
+    # nothing until a snapshot that covers the gap is adopted).
     state = replace(state, status=SyncStatus.SYNCING)
-    return _mismatched(state, now, config, "source_gap")
+    state, actions = _ask_snapshot(state, now, config)
+    state, more = _mismatched(state, now, config, "source_gap")
+    return state, actions + more
 
 
 def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
