@@ -191,7 +191,12 @@ class ImageAssembler:
 
 
 def fetch_image(client: ReplayClient, channel: int, *, budget: float) -> ChannelImage | None:
-    """The newest image of ``channel`` from its replay services, asked in turn, paged.
+    """The freshest image of ``channel`` its replay services have, paged.
+
+    A journal's image stops short of a msg_seq the journal lacks until a newer
+    checkpoint moves it on, so one service's newest image can be older than
+    another's: the services are asked in turn and the image with the highest
+    msg_seq wins, unless one is as new as its own journal (then it is taken at once).
 
     Args:
         client: the channel's replay services (and their sockets, keys and time-outs).
@@ -202,26 +207,35 @@ def fetch_image(client: ReplayClient, channel: int, *, budget: float) -> Channel
         The image, or ``None`` when no service had a whole one.
     """
     deadline = time.monotonic() + budget
+    best: ChannelImage | None = None
     for endpoint in client.services(channel):
         if time.monotonic() >= deadline:
             break
-        image = _from_service(client, endpoint, channel, deadline)
-        if image is not None:
-            return image
-    logger.warning("channel %d: no replay service had an image", channel)
-    return None
+        got = _from_service(client, endpoint, channel, deadline)
+        if got is None:
+            continue
+        image, newest = got
+        if best is None or image.msg_seq > best.msg_seq:
+            best = image
+        if image.msg_seq >= newest:
+            break  # as new as that journal: no need to ask further
+    if best is None:
+        logger.warning("channel %d: no replay service had an image", channel)
+    return best
 
 
-def _from_service(client: ReplayClient, endpoint: str, channel: int, deadline: float) -> ChannelImage | None:
+def _from_service(
+    client: ReplayClient, endpoint: str, channel: int, deadline: float
+) -> tuple[ChannelImage, int] | None:
+    # The image and the newest msg_seq the service's journal held when asked.
     assembler = ImageAssembler(channel)
     msg_seq = 0  # the newest, then the one the first reply named
     for _page in range(MAX_PARTS):
         if time.monotonic() >= deadline:
             return None
         part = assembler.next_part
-        reply = client.request(
-            endpoint, snapshot_request(channel, 0, msg_seq=msg_seq, part=part), deadline=deadline
-        )
+        request = snapshot_request(channel, 0, msg_seq=msg_seq, part=part)
+        reply = client.request(endpoint, request, deadline=deadline)
         if reply is None:
             return None
         status, frames = reply
@@ -231,7 +245,7 @@ def _from_service(client: ReplayClient, endpoint: str, channel: int, deadline: f
         for frame in frames:
             image = assembler.add(frame)
             if image is not None:
-                return image
+                return image, status.newest_seq
         if assembler.msg_seq is None or assembler.next_part == part:
             return None  # nothing usable came back: leave it to the next service
         msg_seq = assembler.msg_seq

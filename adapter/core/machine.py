@@ -221,11 +221,23 @@ class AdapterCore:
             self.apply(ActiveReported(sender.adapter, sender.term, verdict, ahead_by))
         elif isinstance(msg, syncbus.SnapshotRequest):
             self.apply(SnapshotRequested(sender.adapter, msg.target_adapter))
-        elif isinstance(msg, syncbus.Snapshot) and from_active and self.pipeline.on_snapshot(msg):
-            self.apply(SnapshotAdopted(msg.source_seq))
+        elif isinstance(msg, syncbus.Snapshot) and from_active and self._wants_snapshot():
+            if self.pipeline.on_snapshot(msg):
+                self.apply(SnapshotAdopted(msg.source_seq))
         elif isinstance(msg, syncbus.SessionAck):
             self.sessions.on_ack(msg)
         return self._take()
+
+    def _wants_snapshot(self) -> bool:
+        # The active's snapshots go to every backup on the bus. One that did not ask and
+        # is in sync has the same state already: adopting it would only discard what waits
+        # at its gate (a hole in its line and journal each time another backup joins).
+        sync = self.sync
+        return (
+            sync.snapshot_requested_at is not None
+            or not sync.is_in_sync
+            or self.pipeline.suspect_after is not None
+        )
 
     def on_sync_garbage(self) -> None:
         """A sync-bus frame that did not decode (counted, nothing else)."""
