@@ -193,11 +193,11 @@ def _drain(run: _Run) -> None:
 
 def _next_msg_seq(run: _Run, number: int) -> int:
     try:
-        return int(
-            control(run.placement.group.adapter(number).control, "status", timeout=2.0)["next_msg_seq"]
-        )
-    except (TimeoutError, KeyError, TypeError, ValueError):
+        status = control(run.placement.group.adapter(number).control, "status", timeout=2.0)
+    except TimeoutError:
         return 0
+    value = status.get("next_msg_seq")
+    return value if isinstance(value, int) else 0
 
 
 def _digests(path: Path) -> dict[int, int]:
