@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from feedha import logs, settings
-from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, AdapterConfig
+from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, SNAPSHOT_INTERVAL_S, AdapterConfig
 from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
@@ -30,6 +30,7 @@ from feedha.adapter.core.config import (
     LINE_HEARTBEAT_S,
     MAX_SOURCE_GAP,
 )
+from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync import SyncConfig
 from feedha.adapter.errors import AdapterError
 from feedha.adapter.journal.config import FsyncPolicy
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tuning_arguments(parser)
     _admin_arguments(parser)
     _journal_arguments(parser)
+    _session_arguments(parser)
     parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
@@ -220,6 +222,35 @@ def _journal_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _session_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("trading day and images (docs/architecture.md, docs/wire-format.md)")
+    group.add_argument(
+        "--session-end",
+        metavar="HH:MM[:SS]",
+        help="end the trading session every day at this local time (the active proposes it, the group "
+        "agrees; daily volume, high, low, VWAP and trade count start again; default: only operators end it)",
+    )
+    group.add_argument(
+        "--session-timezone",
+        default="UTC",
+        metavar="ZONE",
+        help="IANA time zone of --session-end, e.g. America/New_York (default: %(default)s)",
+    )
+    group.add_argument(
+        "--snapshot-line",
+        metavar="ENDPOINT",
+        help="publish the channel's image (every symbol's state at one msg_seq) here again and again "
+        "(needs --journal; default: none; late joiners can also ask a replay service for it)",
+    )
+    group.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=SNAPSHOT_INTERVAL_S,
+        metavar="S",
+        help="seconds between two images on --snapshot-line (default: %(default)s)",
+    )
+
+
 def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = None) -> AdapterConfig:
     """Build the adapter's configuration from parsed arguments."""
     sync = SyncConfig(
@@ -269,6 +300,11 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         grant_keys=args.grant_keys,
         fault_injection=args.allow_fault_injection,
         metrics_address=None if args.metrics is None else parse_address(args.metrics),
+        session_schedule=None
+        if args.session_end is None
+        else SessionSchedule.parse(args.session_end, args.session_timezone),
+        snapshot_endpoint=args.snapshot_line,
+        snapshot_interval_s=args.snapshot_interval,
     )
 
 

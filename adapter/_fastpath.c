@@ -165,6 +165,7 @@ typedef struct {
     uint32_t *index; /* open addressing: symbol position + 1, 0 = empty */
     size_t index_mask;
     uint64_t digest;
+    uint64_t salt; /* the session's share of the digest (adapter/conversion/state.py session_digest) */
 } StateObject;
 
 static uint64_t fnv1a(const char *p, Py_ssize_t n) {
@@ -280,7 +281,7 @@ static void state_clear(StateObject *self) {
     for (Py_ssize_t i = 0; i < self->count; i++) PyMem_Free(self->symbols[i].key);
     self->count = 0;
     if (self->index_mask) memset(self->index, 0, (self->index_mask + 1) * sizeof(uint32_t));
-    self->digest = 0;
+    self->digest = self->salt;
 }
 
 /* One entry applied to a symbol's values, exactly as ConversionState.apply does. */
@@ -459,6 +460,23 @@ static PyObject *State_get_digest(StateObject *self, void *Py_UNUSED(closure)) {
     return PyLong_FromUnsignedLongLong(self->digest);
 }
 
+static PyObject *State_get_salt(StateObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(self->salt);
+}
+
+/* The session's share of the digest: the digest moves by the difference (O(1)). */
+static int State_set_salt(StateObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "salt cannot be deleted");
+        return -1;
+    }
+    unsigned long long salt = PyLong_AsUnsignedLongLong(value);
+    if (salt == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    self->digest = self->digest - self->salt + (uint64_t)salt;
+    self->salt = (uint64_t)salt;
+    return 0;
+}
+
 static Py_ssize_t State_len(StateObject *self) { return self->count; }
 
 static int State_contains(StateObject *self, PyObject *symbol) {
@@ -478,7 +496,8 @@ static PyMethodDef State_methods[] = {
 };
 
 static PyGetSetDef State_getset[] = {
-    {"digest", (getter)State_get_digest, NULL, "u64 sum of the symbols' hashes", NULL},
+    {"digest", (getter)State_get_digest, NULL, "u64 sum of the symbols' hashes and the salt", NULL},
+    {"salt", (getter)State_get_salt, (setter)State_set_salt, "u64 added to the digest (the session's share)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import SyncView
-from feedha.adapter.core.commands import Command, RoleCommand, Throttle
+from feedha.adapter.core.commands import Command, EndSession, RoleCommand, Throttle
 from feedha.adapter.core.sync_types import CommandKind, Role
 from feedha.adapter.errors import ConfigError
 from feedha.admin_client import AdminClientError, RegistryAgent, tls_from_files
@@ -76,6 +76,8 @@ def core_command(command: RegistryCommand) -> Command | AccessChange | SealChang
         return AccessChange(grants, command.kind is RegistryCommandKind.REVOKE, command.replace_grants)
     if command.kind is RegistryCommandKind.THROTTLE:
         return Throttle(max(0.0, command.rate))
+    if command.kind is RegistryCommandKind.SESSION_END:
+        return EndSession((command.reason or f"operator {command.issued_by}".strip())[:200])
     reason = command.reason or f"operator {command.issued_by}".strip()
     return RoleCommand(CommandKind(command.kind.value), reason, command.force)
 

@@ -13,6 +13,7 @@ from feedha.adapter.core.config import (
     MAX_SOURCE_GAP,
     CoreConfig,
 )
+from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
 from feedha.adapter.errors import ConfigError
 from feedha.adapter.journal.config import FsyncPolicy
@@ -28,6 +29,8 @@ SYNC_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024  # room for a snapshot of a lar
 CONTROL_MAX_REQUEST_BYTES: Final = 64 * 1024
 SOURCE_BUDGET_S: Final = 0.005  # longest stretch of source work between looks at the sync bus
 REPLAY_MAX_BYTES: Final = 1024 * 1024  # bound on one replay reply (packets, headers included)
+SNAPSHOT_INTERVAL_S: Final = 1.0  # the snapshot loop publishes the image this often
+MIN_SNAPSHOT_INTERVAL_S: Final = 0.05
 _LOCAL_CONTROL: Final = ("ipc://", "inproc://", "tcp://127.0.0.1:", "tcp://localhost:", "tcp://[::1]:")
 _TRANSPORTS: Final = ("tcp://", "ipc://", "inproc://", "epgm://", "pgm://", "norm://")
 
@@ -85,6 +88,10 @@ class AdapterConfig:
             ``quarantine.jsonl``, or nowhere without a journal -- they are still counted and logged).
         metrics_address: ``(host, port)`` where ``/metrics``, ``/healthz`` and ``/readyz`` are
             served over HTTP (None: not served; port 0 picks one).
+        session_schedule: the daily end of the trading session (None: only operators end it).
+        snapshot_endpoint: where the snapshot loop publishes the channel's image (needs
+            ``journal_dir``; None: no snapshot loop).
+        snapshot_interval_s: how often the snapshot loop publishes it.
     """
 
     feed: str = "EQUITIES"
@@ -126,6 +133,9 @@ class AdapterConfig:
     fault_injection: bool = False
     max_source_gap: int = MAX_SOURCE_GAP
     metrics_address: tuple[str, int] | None = None
+    session_schedule: SessionSchedule | None = None
+    snapshot_endpoint: str | None = None
+    snapshot_interval_s: float = SNAPSHOT_INTERVAL_S
 
     @property
     def adapter_id(self) -> str:
@@ -157,6 +167,7 @@ class AdapterConfig:
             max_source_gap=self.max_source_gap,
             fault_injection=self.fault_injection,
             group_size=len(self.peers) + 1,
+            session_schedule=self.session_schedule,
         )
 
     def __post_init__(self) -> None:
@@ -193,6 +204,18 @@ class AdapterConfig:
             raise ConfigError("admin_tls_ca/admin_tls_cert need an admin server (--admin)")
         if self.grant_keys is not None and self.curve_key is None:
             raise ConfigError("grant_keys needs curve_key: without CURVE the line is open to anyone anyway")
+        if self.snapshot_endpoint is not None:
+            _check_endpoint("snapshot_endpoint", self.snapshot_endpoint)
+            if self.journal_dir is None:
+                raise ConfigError(
+                    f"snapshot_endpoint {self.snapshot_endpoint!r} needs a journal_dir to build from"
+                )
+            if self.snapshot_endpoint.startswith(("epgm://", "pgm://", "norm://")):
+                raise ConfigError("snapshot_endpoint must be tcp:// or ipc:// (its parts are not sealed)")
+        if not self.snapshot_interval_s >= MIN_SNAPSHOT_INTERVAL_S:
+            raise ConfigError(
+                f"snapshot_interval_s must be >= {MIN_SNAPSHOT_INTERVAL_S}, got {self.snapshot_interval_s!r}"
+            )
         if self.replay_max_bytes < self.max_packet_bytes:
             raise ConfigError(
                 f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"

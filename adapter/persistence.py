@@ -13,13 +13,17 @@ import logging
 import time
 from typing import Any
 
+from feedha.adapter.access import LINE
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import AdapterCore, JournalRecords, WriteCheckpoint
 from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter
+from feedha.adapter.journal.checkpoint import CheckpointStore
 from feedha.adapter.journal.segment import list_segments
 from feedha.adapter.journal.term import read_term, write_term
 from feedha.adapter.replay import ReplayLimits, ReplayService
 from feedha.adapter.replay_server import FlushRequest, ReplayServer
+from feedha.adapter.snapshot import ImageBuilder
+from feedha.adapter.snapshot_server import SnapshotLoop
 from feedha.adapter.zap import DataPlaneGuard
 
 logger = logging.getLogger(__name__)
@@ -43,6 +47,7 @@ class JournalKeeper:
         self._guard = guard
         self.writer: JournalWriter | None = None
         self.replay: ReplayServer | None = None
+        self.snapshots: SnapshotLoop | None = None
         self.flush_request = FlushRequest(self._flush)
 
     def __repr__(self) -> str:
@@ -79,12 +84,23 @@ class JournalKeeper:
                 max_bytes=cfg.replay_max_bytes,
                 bounds=self._bounds,
                 before_read=self._ask_flush,
+                images=self._images(),
             )
             secure = None if self._guard is None else self._guard.secure
             self.replay = ReplayServer(
                 cfg.replay_endpoint, service, lambda: core.sync.term, ReplayLimits(), secure=secure
             )
             self.replay.start()
+        if cfg.snapshot_endpoint:
+            guard = self._guard
+            self.snapshots = SnapshotLoop(
+                cfg.snapshot_endpoint,
+                self._images(),
+                topic=cfg.channel.encode(),
+                interval_s=cfg.snapshot_interval_s,
+                secure=None if guard is None else lambda sock: guard.secure(sock, LINE),
+            )
+            self.snapshots.start()
         report = writer.recovery_report
         return {
             **summary.as_dict(),
@@ -92,9 +108,28 @@ class JournalKeeper:
             "journal_cut_reason": report.reason,
         }
 
+    def _images(self) -> ImageBuilder:
+        # One builder per thread that serves images (the replay service, the snapshot loop).
+        cfg = self._config
+        store = CheckpointStore(self._dir)
+        return ImageBuilder(
+            JournalReader(self._dir), store.latest, channel=cfg.channel_number, adapter=cfg.adapter
+        )
+
     def append(self, records: JournalRecords) -> None:
         """Write published messages into the group-commit buffer (no system call)."""
         assert self.writer is not None
+        if records.flags:  # an end-of-session record: one, rare, on the writer's slow path
+            for i, (seq, payload) in enumerate(zip(records.source_seqs, records.payloads, strict=True)):
+                self.writer.append(
+                    records.first_msg_seq + i,
+                    records.time_ns,
+                    records.source_stream,
+                    seq,
+                    payload,
+                    records.flags,
+                )
+            return
         self.writer.append_batch(
             records.first_msg_seq,
             records.time_ns,
@@ -117,11 +152,14 @@ class JournalKeeper:
 
     def served(self) -> dict[str, int]:
         """The replay service's counters for the adapter's status (none before it started)."""
+        served: dict[str, int] = {} if self.snapshots is None else self.snapshots.status()
         if self.replay is None:
-            return {}
-        return {"replay_requests": self.replay.requests, "replay_refused": self.replay.refused}
+            return served
+        return {**served, "replay_requests": self.replay.requests, "replay_refused": self.replay.refused}
 
     def close(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.stop()
         if self.replay is not None:
             self.replay.stop()
         if self.writer is not None:

@@ -3,6 +3,9 @@
 The protocol (request and reply frames) is :mod:`proto.replay`, a public
 contract documented byte by byte in docs/journal.md. :class:`ReplayService`
 reads the journal through an injected reader; the runner owns the socket.
+A session-boundary record goes back as the line carried it: alone in its
+packet, with the end-of-session flag. A snapshot request (kind 3) is answered
+with parts of the channel's image (:mod:`adapter.snapshot`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
+from feedha.adapter.snapshot import ImageBuilder
 from feedha.proto import wire
 from feedha.proto.replay import (
     MAX_PACKETS,
@@ -40,6 +45,8 @@ class RecordLike(Protocol):
     def source_seq(self) -> int: ...
     @property
     def payload(self) -> bytes: ...
+    @property
+    def flags(self) -> int: ...
 
 
 class JournalSource(Protocol):
@@ -58,6 +65,7 @@ class ReplayCounters:
     unavailable: int = 0
     errors: int = 0
     busy: int = 0
+    images: int = 0  # snapshot requests answered with parts of an image
 
 
 # A gap a client fills is small; a resume pages through 1 MiB replies. A reply
@@ -165,6 +173,7 @@ class ReplayService:
         before_read: called with the request's last msg_seq when a read came up
             short of what the journal's writer holds, so the owner can flush
             records its writer still buffers; the read is then done again.
+        images: builds the channel's images for snapshot requests (``None``: refused).
     """
 
     def __init__(
@@ -177,6 +186,7 @@ class ReplayService:
         max_bytes: int,
         bounds: Callable[[], tuple[int, int]],
         before_read: Callable[[int], None] | None = None,
+        images: ImageBuilder | None = None,
     ) -> None:
         if max_bytes < max_packet_bytes:
             raise ValueError(f"max_bytes ({max_bytes}) must hold one packet ({max_packet_bytes})")
@@ -187,6 +197,7 @@ class ReplayService:
         self._max_bytes = max_bytes
         self._bounds = bounds
         self._before_read = before_read
+        self._images = images
         self.counters = ReplayCounters()
 
     def __repr__(self) -> str:
@@ -218,6 +229,8 @@ class ReplayService:
             self.counters = _bump(c, requests=1, errors=1)
             message = f"this service serves channel {self._channel}, not {request.channel}"
             return envelope + [self._status(ReplayStatus.WRONG_CHANNEL, request, message)]
+        if request.is_snapshot:
+            return envelope + self._answer_snapshot(request, now=send_time_ns / 1e9)
         try:
             packets, through, short = self._collect(request, term=term, send_time_ns=send_time_ns)
             if short and self._before_read is not None:
@@ -245,6 +258,43 @@ class ReplayService:
             + packets
         )
 
+    def _answer_snapshot(self, request: ReplayRequest, *, now: float) -> list[bytes]:
+        # The newest image (or the one asked for, while it is held), from the part asked
+        # for, as many parts as fit in one reply.
+        c = self.counters
+        if self._images is None:
+            self.counters = _bump(c, requests=1, errors=1)
+            message = "this service serves no images (the adapter has no journal to build them from)"
+            return [self._status(ReplayStatus.BAD_REQUEST, request, message)]
+        try:
+            image = (
+                self._images.kept(request.first_seq) if request.first_seq else self._images.newest(now=now)
+            )
+        except Exception as exc:  # a damaged journal must not take the adapter down
+            logger.warning("image for %r failed: %s", request, exc)
+            self.counters = _bump(c, requests=1, errors=1)
+            return [self._status(ReplayStatus.ERROR, request, f"journal read failed: {exc}")]
+        if image is None or request.last_seq >= len(image.parts):
+            self.counters = _bump(c, requests=1, unavailable=1)
+            if image is None and request.first_seq:
+                why = f"the image at msg_seq {request.first_seq} is no longer held: ask for the newest (0)"
+            elif image is None:
+                why = "no image yet: the journal has no checkpoint, or does not start at msg_seq 1"
+            else:
+                held = f"the image at msg_seq {image.msg_seq} has {len(image.parts)} parts"
+                why = f"{held}; there is no part {request.last_seq}"
+            return [self._status(ReplayStatus.UNAVAILABLE, request, why)]
+        parts: list[bytes] = []
+        total = 0
+        for part in image.parts[request.last_seq :]:
+            if parts and (total + len(part) > self._max_bytes or len(parts) >= MAX_PACKETS):
+                break
+            parts.append(part)
+            total += len(part)
+        self.counters = _bump(c, requests=1, images=1, packets=len(parts))
+        status = self._status(ReplayStatus.OK, request, "", through=image.msg_seq, count=len(parts))
+        return [status, *parts]
+
     def busy(self, frames: Sequence[bytes]) -> list[bytes]:
         """The cheap reply to a request over its peer's or the service's budget (BUSY: ask later)."""
         self.counters = _bump(self.counters, requests=1, busy=1)
@@ -268,14 +318,14 @@ class ReplayService:
         last_packed = request.first_seq - 1
         newest_read = request.first_seq - 1
 
-        def seal() -> None:
+        def seal(flags: int = 0) -> None:
             nonlocal total
             packet = builder.build(
                 channel=self._channel,
                 adapter=self._adapter,
                 term=term,
                 send_time_ns=send_time_ns,
-                flags=wire.FLAG_RETRANSMISSION,
+                flags=wire.FLAG_RETRANSMISSION | flags,
             )
             packets.append(packet)
             total += len(packet)
@@ -283,14 +333,17 @@ class ReplayService:
         for record in self._journal.read(request.first_seq, request.last_seq):
             newest_read = record.msg_seq
             size = wire.BLOCK_OVERHEAD + len(record.payload)
+            boundary = record.flags & RECORD_SESSION_BOUNDARY
             contiguous = builder.count and record.msg_seq == builder.first_seq + builder.count
-            if builder.count and (not contiguous or not builder.fits(len(record.payload))):
+            if builder.count and (boundary or not contiguous or not builder.fits(len(record.payload))):
                 seal()
             if total + wire.HEADER_SIZE + size > self._max_bytes or len(packets) >= MAX_PACKETS:
                 through = last_packed
                 break
             builder.add(record.msg_seq, record.source_stream, record.source_seq, record.payload)
             last_packed = record.msg_seq
+            if boundary:  # the end-of-session block goes alone, flagged, as on the line
+                seal(wire.FLAG_END_OF_SESSION)
         else:
             # Ran to last_seq, or to the end of what the journal holds: every
             # msg_seq up to here that is not in the packets is not in this journal.

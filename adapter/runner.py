@@ -204,6 +204,8 @@ class AdapterRunner:
                 self._sockets.remove(self._line)
                 self._line.close(linger=0)
                 self._line, self._line_bound = self._open_line(bind=False), False
+                if self.journal is not None and self.journal.snapshots is not None:
+                    self.journal.snapshots.rebind()  # it serves the line's subscribers too
             elif where == REPLAY and self.journal is not None and self.journal.replay is not None:
                 self.journal.replay.rebind()
         if not self._line_bound:  # until then packets go nowhere: subscribers fill from the other lines

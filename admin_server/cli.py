@@ -9,6 +9,8 @@ Usage::
       failover CHANNEL [--to ADAPTER]  demote the active, promote a backup (term + 1)
       fail ADAPTER [--reason TEXT]     take an adapter off line
       throttle ADAPTER RATE            limit an adapter's rate (messages/s; 0 = no limit)
+      session end CHANNEL [--reason T] end the channel's trading session now (its active proposes
+                                       the boundary; every line rolls at the same msg_seq)
       purge CHANNEL MESSAGE_ID         purge a pending delayed message (not supported yet)
       watch [--count N]                live events
 
@@ -114,6 +116,15 @@ def _parser() -> argparse.ArgumentParser:
     throttle = sub.add_parser("throttle", help="limit an adapter's publishing rate")
     throttle.add_argument("adapter")
     throttle.add_argument("rate", type=float)
+    session = sub.add_parser("session", help="the channel's trading session")
+    session_sub = session.add_subparsers(dest="session_command", required=True)
+    end = session_sub.add_parser(
+        "end",
+        help="end the channel's trading session now: its active proposes the boundary, the group "
+        "agrees, every line carries the end-of-session block at the same msg_seq",
+    )
+    end.add_argument("channel")
+    end.add_argument("--reason", default="", help="for the audit log and the adapters' logs")
     purge = sub.add_parser("purge", help="purge a pending delayed message (not supported yet)")
     purge.add_argument("channel")
     purge.add_argument("message_id")
@@ -158,6 +169,9 @@ async def _command(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
     elif args.command == "fail":
         request = admin_pb2.FailAdapterRequest(adapter_id=args.adapter, reason=args.reason)
         reply = await stub.FailAdapter(request, metadata=md, timeout=TIMEOUT_S)
+    elif args.command == "session":
+        request = admin_pb2.EndSessionRequest(channel_name=args.channel, reason=args.reason)
+        reply = await stub.EndSession(request, metadata=md, timeout=TIMEOUT_S)
     else:
         request = admin_pb2.ThrottleRequest(adapter_id=args.adapter, rate=args.rate)
         reply = await stub.Throttle(request, metadata=md, timeout=TIMEOUT_S)
@@ -195,7 +209,7 @@ async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) 
             await _adapters(stub, args, md)
         elif args.command == "subscriptions":
             await _subscriptions(stub, args, md)
-        elif args.command in ("failover", "fail", "throttle"):
+        elif args.command in ("failover", "fail", "throttle", "session"):
             await _command(stub, args, md)
         elif args.command == "purge":
             request = admin_pb2.PurgeRequest(channel_name=args.channel, message_id=args.message_id)

@@ -171,6 +171,20 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
             await abort_with(context, exc)
         return admin_pb2.ThrottleResponse(sent=_sent(sent))
 
+    async def EndSession(  # noqa: N802
+        self, request: admin_pb2.EndSessionRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.EndSessionResponse:
+        """End a channel's trading session now (its active proposes the boundary)."""
+        hub, principal = self._hub, current_principal()
+        try:
+            plan = hub.registry.plan_session_end(
+                request.channel_name, reason=request.reason, issued_by=principal.user
+            )
+            sent = hub.send(principal, "session_end", request.channel_name, plan)
+        except (AdminError, ValueError) as exc:
+            await abort_with(context, exc)
+        return admin_pb2.EndSessionResponse(sent=_sent(sent))
+
     async def Purge(  # noqa: N802
         self, request: admin_pb2.PurgeRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.PurgeResponse:

@@ -287,6 +287,28 @@ class Registry:
         )
         return [self._command_up(adapter_id, command)]
 
+    def plan_session_end(
+        self, channel_name: str, *, reason: str = "", issued_by: str = ""
+    ) -> list[Directive]:
+        """Plan ending a channel's trading session: the command goes to its active.
+
+        Raises:
+            NotFoundError: no adapter registered for the channel.
+            PreconditionError: the channel has no active adapter up.
+        """
+        if not self.lines(channel_name):
+            raise NotFoundError(
+                f"no adapters registered for channel {channel_name!r}",
+                reason="CHANNEL_NOT_FOUND",
+                metadata={"channel": channel_name},
+            )
+        active = self.active(channel_name)
+        if active is None:
+            raise PreconditionError(f"channel {channel_name!r} has no active adapter up", reason="NO_ACTIVE")
+        why = (reason or "operator").strip()[:200]
+        command = Command(kind=CommandKind.SESSION_END, reason=why, issued_by=issued_by)
+        return [Directive(adapter_id=active.adapter_id, command=command)]
+
     def _command_up(self, adapter_id: str, command: Command) -> Directive:
         record = self.get(adapter_id)
         if not record.is_up:

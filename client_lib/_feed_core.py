@@ -12,6 +12,10 @@ and none of it waits:
   one arbiter and its position), the per-channel symbol filters, the replay
   services, and :class:`EntitlementChanged` events when what a channel
   delivers narrowed or widened (not for the first route set, nor a cancel);
+  with ``initial_image``, a channel joined for the first time first gets its
+  image from a replay service (an :class:`ImageDelivery` per symbol) and is
+  joined from the msg_seq after it, so image and live stream meet with no
+  seam (:mod:`feedha.client.images`);
 - :meth:`FeedCore.select` takes what the subscriber decided and returns what
   the application sees: deliveries of the entitled, subscribed symbols (the
   rest counted as ``filtered``) and, when asked, every status event
@@ -23,6 +27,7 @@ and none of it waits:
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import logging
 import re
@@ -38,6 +43,7 @@ from feedha.client.events import (
     ArbiterStats,
     Delivery,
     EntitlementChanged,
+    ImageUnavailable,
     RetransmissionNeeded,
     StatusEvent,
 )
@@ -143,6 +149,9 @@ class FeedCore:
         self.delivered = self.filtered = self.undecodable = self.route_updates = 0
         self.status_counts: dict[str, int] = {}
         self.latency: LatencySink | None = None  # set by a metrics collector
+        self.initial_image = False  # each new channel begins with its image (subscribe(initial_image=True))
+        self.images = 0  # images delivered
+        self._joined: set[int] = set()  # channel numbers joined since the last cancel
 
     # -- routes ------------------------------------------------------------------------
 
@@ -157,6 +166,8 @@ class FeedCore:
         live = [r for r in routes if not r.delayed]
         self._note_delayed(routes)
         self.route_updates += 1
+        if reason == "cancelled":
+            self._joined.clear()
         if reason == "cancelled" and subscriber is not None:
             subscriber.close()
             subscriber, self.lines = None, 0
@@ -167,6 +178,9 @@ class FeedCore:
             spec = self._spec(route)
             if spec is None:
                 continue  # no adapter registered yet: joined when one is
+            if self.initial_image and route.channel_number not in self._joined:
+                spec = self._begin_with_image(spec, events)
+            self._joined.add(route.channel_number)
             if subscriber is None:
                 subscriber, added = make(spec), len(spec.endpoints)
             else:
@@ -175,6 +189,20 @@ class FeedCore:
             if added:
                 logger.info("joined %d line(s) of %s (%s)", added, route.channel_name, reason)
         return subscriber, events
+
+    def _begin_with_image(self, spec: ChannelSpec, events: list[Any]) -> ChannelSpec:
+        # The image first (its deliveries go before anything live of the channel), then the
+        # lines from the msg_seq after it: the arbiter fills the holes between from a journal.
+        number = spec.number or 0
+        image = None if self.replay is None else self.replay.image(number)
+        if image is None:
+            why = "no replay service on the channel's routes" if self.replay is None else "no service had one"
+            events.append(ImageUnavailable(number, why, channel_name=spec.name))
+            return spec
+        self.images += 1
+        events.extend(image.deliveries())
+        logger.info("%s: image of %d symbols at msg_seq %d", spec.name, len(image.symbols), image.msg_seq)
+        return dataclasses.replace(spec, start_seq=image.msg_seq + 1)
 
     def _note_delayed(self, routes: Sequence[Route]) -> None:
         for route in routes:

@@ -47,6 +47,7 @@ from feedha.client.events import (
     GapLost,
     LineStats,
     RetransmissionNeeded,
+    SessionBoundaryDelivery,
     TermChanged,
 )
 from feedha.proto.wire import (
@@ -152,6 +153,7 @@ class ChannelArbiter:
         self._suspect = 0
         self._active_line: int | None = None
         self._ended = False
+        self.boundaries = 0  # end-of-session blocks delivered (SessionBoundaryDelivery)
         self._delivered = self._duplicates = self._conflicts = self._late = 0
         self._stale = self._gaps = self._requests = self._lost = 0
         self._garbage: dict[str, int] = {}
@@ -166,6 +168,11 @@ class ChannelArbiter:
     def channel(self) -> int | None:
         """The channel number (``None`` until adopted from the first packet)."""
         return self._channel
+
+    @property
+    def name(self) -> str:
+        """The channel's name ("" when not given)."""
+        return self._name
 
     @property
     def next_seq(self) -> int | None:
@@ -548,6 +555,7 @@ class ChannelArbiter:
         replaced = self._supersede(line, header, packet, blocks, out) if self._buffer else ()
         before = counters.first_copies
         accept = self._accept
+        kind = SessionBoundaryDelivery if header.is_end_of_session else Delivery
         for index, (stream, source_seq, start, end) in enumerate(blocks):
             if replaced and first + index in replaced:
                 continue
@@ -563,6 +571,7 @@ class ChannelArbiter:
                 header.send_time_ns,
                 counters,
                 out,
+                kind,
             )
         if counters.first_copies - before == len(blocks):
             self._remember_packet(first, packet)
@@ -580,6 +589,7 @@ class ChannelArbiter:
         send_time_ns: int,
         counters: _LineCounters,
         out: list[Event],
+        kind: type[Delivery] = Delivery,
     ) -> None:
         # Strategy: classify the block by where seq falls relative to the
         # delivery point, the reorder buffer and the known high-water mark.
@@ -609,9 +619,7 @@ class ChannelArbiter:
             self._high = seq + 1
         else:
             self._fill_hole(seq)
-        delivery = Delivery(
-            self._channel, seq, stream, source_seq, line, term, send_time_ns, packet, start, end
-        )
+        delivery = kind(self._channel, seq, stream, source_seq, line, term, send_time_ns, packet, start, end)
         counters.first_copies += 1
         self._active_line = line
         if seq == next_seq:
@@ -621,6 +629,8 @@ class ChannelArbiter:
             self._ring_source_seq[slot] = source_seq
             self._delivered += 1
             self._next = seq + 1
+            if kind is SessionBoundaryDelivery:
+                self.boundaries += 1
             out.append(delivery)
             if self._buffer:
                 self._drain(out)
@@ -650,7 +660,8 @@ class ChannelArbiter:
             if pending is None or pending.term >= header.term:
                 continue
             if (pending.source_stream, pending.source_seq) != (stream, source_seq):
-                self._buffer[seq] = Delivery(
+                kind = SessionBoundaryDelivery if header.is_end_of_session else Delivery
+                self._buffer[seq] = kind(
                     self._channel,
                     seq,
                     stream,
@@ -691,6 +702,8 @@ class ChannelArbiter:
         self._ring_source_seq[slot] = delivery.source_seq
         self._delivered += 1
         self._next = seq + 1
+        if type(delivery) is SessionBoundaryDelivery:
+            self.boundaries += 1
         out.append(delivery)
 
     def _drain(self, out: list[Event]) -> None:

@@ -147,8 +147,11 @@ class AsyncFeedClient(RouteWatch):
 
     # -- subscription ------------------------------------------------------------------
 
-    async def subscribe(self, symbols: Sequence[str]) -> Subscription:
+    async def subscribe(self, symbols: Sequence[str], *, initial_image: bool = False) -> Subscription:
         """Subscribe to symbols or fnmatch patterns and start following their routes.
+
+        ``initial_image``: each channel's image first, then live updates (see
+        :meth:`FeedClient.subscribe`; the image is fetched on the polling task).
 
         Raises:
             ClosedError: the client is closed or not opened.
@@ -162,6 +165,7 @@ class AsyncFeedClient(RouteWatch):
         symbols = tuple(symbols)
         subscription = await self._admin.subscribe(symbols, curve_public_key=self._curve[0])
         self._subscription_id, self._symbols = subscription.subscription_id, symbols
+        self._core.initial_image = initial_image
         self._push("subscribed", subscription.routes)
         await self._start_watch()
         return subscription

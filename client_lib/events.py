@@ -105,6 +105,7 @@ class Delivery:
     _start: int
     _end: int
     _update: market_pb2.MarketUpdate
+    is_image = False  # an image's symbol (feedha.client.images.ImageDelivery), not a message
 
     def __init__(
         self,
@@ -264,6 +265,46 @@ class EntitlementChanged(StatusEvent):
     symbols: tuple[str, ...]
     added: tuple[str, ...]
     removed: tuple[str, ...]
+
+
+class SessionBoundaryDelivery(Delivery):
+    """The end-of-session block of a channel (a packet with flag bit 2), as the arbiter delivers it.
+
+    Subscribers hand it on as :class:`SessionEnded` and :class:`SessionStarted`, in its place.
+    """
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnded(StatusEvent):
+    """The trading session ``session`` ended: ``msg_seq`` is its end-of-session block.
+
+    Delivered in order: every message before it belongs to the session that ended.
+    ``reason`` is ``"schedule"`` (its time of day came) or ``"operator"``.
+    """
+
+    session: int
+    msg_seq: int
+    time_ns: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStarted(StatusEvent):
+    """Session ``session`` began: from ``first_msg_seq`` on, daily fields (volume, high, low,
+    VWAP, trade count, notional) count from zero; last, bid and ask carry over."""
+
+    session: int
+    first_msg_seq: int
+    time_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImageUnavailable(StatusEvent):
+    """An initial image was asked for, but no replay service had one: live updates only."""
+
+    reason: str
 
 
 Event = Delivery | StatusEvent

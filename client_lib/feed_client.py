@@ -174,8 +174,17 @@ class FeedClient(RouteWatch):
 
     # -- subscription (user's thread) -------------------------------------------------
 
-    def subscribe(self, symbols: Sequence[str]) -> Subscription:
+    def subscribe(self, symbols: Sequence[str], *, initial_image: bool = False) -> Subscription:
         """Subscribe to symbols or fnmatch patterns and start following their routes.
+
+        Args:
+            symbols: symbols or fnmatch patterns.
+            initial_image: deliver each channel's image first -- an
+                :class:`~feedha.client.images.ImageDelivery` per entitled symbol with its
+                state at the image's msg_seq N -- then the live updates from N + 1, with
+                no seam (holes between are filled from a journal). When no replay service
+                has an image, an :class:`~feedha.client.ImageUnavailable` event says so and
+                the live updates come alone.
 
         Returns:
             The subscription and its routes.
@@ -192,6 +201,7 @@ class FeedClient(RouteWatch):
         symbols = tuple(symbols)
         subscription = self._call(self._admin.subscribe(symbols, curve_public_key=self._curve[0]))
         self._subscription_id, self._symbols = subscription.subscription_id, symbols
+        self._core.initial_image = initial_image
         self._push("subscribed", subscription.routes)
         self._call(self._start_watch())
         return subscription

@@ -25,21 +25,26 @@ and ``budget`` per call. It is not thread-safe (one per subscriber).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import zmq
 
 from feedha.client.errors import ConfigError
+
+if TYPE_CHECKING:
+    from feedha.client.images import ChannelImage
 from feedha.client.events import RetransmissionNeeded
 from feedha.proto.replay import (
     ReplayProtocolError,
     ReplayRequest,
     ReplayStatus,
+    ReplyStatus,
     decode_status,
     encode_request,
 )
@@ -185,6 +190,16 @@ class ReplayClient:
         """A snapshot of the counters."""
         return ReplayClientStats(**self._counts)
 
+    def image(self, channel: int, *, budget: float | None = None) -> ChannelImage | None:
+        """The channel's image from one of its replay services (``feedha.client.images.fetch_image``).
+
+        Returns:
+            Every symbol's state at one msg_seq, or ``None`` when no service had one.
+        """
+        from feedha.client.images import fetch_image
+
+        return fetch_image(self, channel, budget=self._budget if budget is None else budget)
+
     def __call__(self, event: RetransmissionNeeded) -> list[bytes]:
         """Fetch ``event.first_seq..event.last_seq`` of ``event.channel``.
 
@@ -245,18 +260,30 @@ class ReplayClient:
                 low = through + 1
         return True
 
-    def _ask(
-        self, endpoint: str, channel: int, first: int, last: int, *, deadline: float
-    ) -> tuple[int, _Got] | None:
-        """One request; ``None`` when the service failed (timeout, garbage, error)."""
+    def services(self, channel: int) -> tuple[str, ...]:
+        """The replay endpoints known for ``channel`` (the one that answered last first)."""
+        services = self._endpoints.get(channel, ())
+        start = self._preferred.get(channel, 0) % max(1, len(services))
+        return services[start:] + services[:start]
+
+    def request(
+        self, endpoint: str, request: ReplayRequest, *, deadline: float
+    ) -> tuple[ReplyStatus, list[bytes]] | None:
+        """Send one request to one service and wait for its reply (the request id is filled in).
+
+        Returns:
+            The reply's status and the frames after it; ``None`` when the service timed
+            out or failed (its socket is closed, so a late reply is never taken for another).
+        """
         request_id = next(self._ids) & 0xFFFFFFFF
         socket = self._socket(endpoint)
         self._counts["requests"] += 1
         # One deadline for the whole exchange: replies to other requests, or
         # junk, arriving now and then must not keep the wait going.
         until = min(deadline, time.monotonic() + self._timeout_ms / 1000)
+        body = encode_request(dataclasses.replace(request, request_id=request_id))
         try:
-            socket.send_multipart([b"", encode_request(ReplayRequest(channel, request_id, first, last))])
+            socket.send_multipart([b"", body])
             while True:
                 left_ms = max(0, round((until - time.monotonic()) * 1000))
                 if not left_ms or not socket.poll(left_ms):
@@ -268,12 +295,21 @@ class ReplayClient:
                 if len(frames) >= 2 and frames[0] == b"":
                     status = decode_status(frames[1])
                     if status.request_id == request_id:
-                        break
+                        return status, frames[2:]
         except (ReplayProtocolError, zmq.ZMQError) as exc:
             self._counts["failures"] += 1
             logger.info("replay service %s failed: %s", endpoint, exc)
             self._drop(endpoint)
             return None
+
+    def _ask(
+        self, endpoint: str, channel: int, first: int, last: int, *, deadline: float
+    ) -> tuple[int, _Got] | None:
+        """One request; ``None`` when the service failed (timeout, garbage, error)."""
+        reply = self.request(endpoint, ReplayRequest(channel, 0, first, last), deadline=deadline)
+        if reply is None:
+            return None
+        status, packets = reply
         if status.status is ReplayStatus.UNAVAILABLE:
             self._counts["unavailable"] += 1
             return first - 1, _Got()
@@ -282,7 +318,7 @@ class ReplayClient:
             logger.info("replay service %s: %s %s", endpoint, status.status.name, status.message)
             return None
         got = _Got()
-        for packet in frames[2:]:
+        for packet in packets:
             try:
                 header = decode_header(packet)
             except WireError as exc:

@@ -41,6 +41,7 @@ from typing import Any, Final, Protocol
 import zmq
 import zmq.asyncio
 
+from feedha.client._sessions import with_session_events
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.errors import ClosedError, ConfigError, TransportError
 from feedha.client.events import (
@@ -321,6 +322,7 @@ class _Engine:
         ]
         self._heard = [0.0] * len(self.routes)  # when each route last brought anything
         self._next_redial = 0.0
+        self._boundaries: dict[ChannelArbiter, int] = {}  # end-of-session blocks handed on, per arbiter
 
     def join(self, spec: ChannelSpec, config: SubscriberConfig) -> list[int]:
         """Add a channel, or the new lines of a joined one; returns the new route indices.
@@ -437,6 +439,9 @@ class _Engine:
                 index += 1
                 if isinstance(event, RetransmissionNeeded):
                     events.extend(self._recover(arbiter, event, now))
+        if arbiter.boundaries != self._boundaries.get(arbiter, 0):  # rare: look only then
+            self._boundaries[arbiter] = arbiter.boundaries
+            events = with_session_events(events, arbiter.name)
         out.extend(events)
 
     def _recover(self, arbiter: ChannelArbiter, event: RetransmissionNeeded, now: float) -> list[Event]:

@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
     )
+    _late_join_arguments(sub)
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
     failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
@@ -94,6 +95,64 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _late_join_arguments(sub: Any) -> None:
+    from feedha import drill_late_join
+
+    late = sub.add_parser(
+        "late-join",
+        help="clients join late from an image, across a failover and a session boundary",
+        description=drill_late_join.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    late.add_argument("--seconds", type=float, default=20, help="how long the source streams (default: 20)")
+    late.add_argument("--rate", type=float, default=2000, help="source messages/s (default: 2000)")
+    late.add_argument("--symbols", type=int, default=200)
+    late.add_argument("--seed", type=int, default=7)
+    late.add_argument(
+        "--kill", choices=("active", "none"), default="active", help="SIGKILL the active midway"
+    )
+    late.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run (default: 0.5)")
+    late.add_argument(
+        "--session-end-at", type=float, default=0.7, help="fraction of the run at which the session ends"
+    )
+    late.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    late.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+
+
+def _run_late_join(args: argparse.Namespace) -> int:
+    from feedha import drill_late_join
+
+    if args.seconds <= 0 or args.rate <= 0 or not 0 < args.kill_at < 1 or not 0 < args.session_end_at < 1:
+        print("feedha drill late-join: need --seconds > 0, --rate > 0, 0 < --kill-at, --session-end-at < 1",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    options = drill_late_join.LateJoinOptions(
+        seconds=args.seconds,
+        rate=args.rate,
+        symbols=args.symbols,
+        seed=args.seed,
+        kill=args.kill,
+        kill_at=args.kill_at,
+        session_end_at=args.session_end_at,
+    )
+    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-late-join-", suffix=".log")[1])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with open(log_path, "w") as log:
+        try:
+            result = drill_late_join.run_late_join(options, log)
+        except ProcessError as exc:
+            print(f"feedha drill late-join: {exc} (component logs: {log_path})", file=sys.stderr)
+            return 1
+    result["log"] = str(log_path)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        width = max(len(k) for k in result)
+        for key, value in result.items():
+            print(f"{key:<{width}}  {value}")
+    return 0 if drill_late_join.summary_ok(result) else 1
+
+
 def _network_options(args: argparse.Namespace) -> dict[str, Any]:
     """The DrillOptions fields of the network faults, checked.
 
@@ -145,6 +204,8 @@ def _network_options(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``feedha drill``."""
     args = build_parser().parse_args(argv)
+    if args.drill == "late-join":
+        return _run_late_join(args)
     if args.drill == "chaos":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with tempfile.NamedTemporaryFile("w", prefix="feedha-chaos-", suffix=".log", delete=False) as log:

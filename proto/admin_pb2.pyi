@@ -37,6 +37,7 @@ class CommandKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMMAND_KIND_GRANT: _ClassVar[CommandKind]
     COMMAND_KIND_REVOKE: _ClassVar[CommandKind]
     COMMAND_KIND_SEAL: _ClassVar[CommandKind]
+    COMMAND_KIND_SESSION_END: _ClassVar[CommandKind]
 
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -69,6 +70,7 @@ COMMAND_KIND_THROTTLE: CommandKind
 COMMAND_KIND_GRANT: CommandKind
 COMMAND_KIND_REVOKE: CommandKind
 COMMAND_KIND_SEAL: CommandKind
+COMMAND_KIND_SESSION_END: CommandKind
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_WATCHING: EventKind
 EVENT_KIND_REGISTERED: EventKind
@@ -402,6 +404,20 @@ class ThrottleRequest(_message.Message):
     def __init__(self, adapter_id: _Optional[str] = ..., rate: _Optional[float] = ...) -> None: ...
 
 class ThrottleResponse(_message.Message):
+    __slots__ = ("sent",)
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    sent: _containers.RepeatedCompositeFieldContainer[CommandSent]
+    def __init__(self, sent: _Optional[_Iterable[_Union[CommandSent, _Mapping]]] = ...) -> None: ...
+
+class EndSessionRequest(_message.Message):
+    __slots__ = ("channel_name", "reason")
+    CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    channel_name: str
+    reason: str
+    def __init__(self, channel_name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class EndSessionResponse(_message.Message):
     __slots__ = ("sent",)
     SENT_FIELD_NUMBER: _ClassVar[int]
     sent: _containers.RepeatedCompositeFieldContainer[CommandSent]

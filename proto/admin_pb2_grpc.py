@@ -417,6 +417,11 @@ class AdminControlStub:
                 request_serializer=feedha_dot_proto_dot_admin__pb2.PurgeRequest.SerializeToString,
                 response_deserializer=feedha_dot_proto_dot_admin__pb2.PurgeResponse.FromString,
                 _registered_method=True)
+        self.EndSession = channel.unary_unary(
+                '/feedha.v1.AdminControl/EndSession',
+                request_serializer=feedha_dot_proto_dot_admin__pb2.EndSessionRequest.SerializeToString,
+                response_deserializer=feedha_dot_proto_dot_admin__pb2.EndSessionResponse.FromString,
+                _registered_method=True)
         self.WatchEvents = channel.unary_stream(
                 '/feedha.v1.AdminControl/WatchEvents',
                 request_serializer=feedha_dot_proto_dot_admin__pb2.WatchEventsRequest.SerializeToString,
@@ -464,6 +469,12 @@ class AdminControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EndSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchEvents(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -502,6 +513,11 @@ def add_AdminControlServicer_to_server(servicer, server):
                     servicer.Purge,
                     request_deserializer=feedha_dot_proto_dot_admin__pb2.PurgeRequest.FromString,
                     response_serializer=feedha_dot_proto_dot_admin__pb2.PurgeResponse.SerializeToString,
+            ),
+            'EndSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndSession,
+                    request_deserializer=feedha_dot_proto_dot_admin__pb2.EndSessionRequest.FromString,
+                    response_serializer=feedha_dot_proto_dot_admin__pb2.EndSessionResponse.SerializeToString,
             ),
             'WatchEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEvents,
@@ -671,6 +687,33 @@ class AdminControl:
             '/feedha.v1.AdminControl/Purge',
             feedha_dot_proto_dot_admin__pb2.PurgeRequest.SerializeToString,
             feedha_dot_proto_dot_admin__pb2.PurgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/feedha.v1.AdminControl/EndSession',
+            feedha_dot_proto_dot_admin__pb2.EndSessionRequest.SerializeToString,
+            feedha_dot_proto_dot_admin__pb2.EndSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

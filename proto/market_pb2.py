@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x65\x65\x64ha/proto/market.proto\x12\tfeedha.v1\"Z\n\x05\x45ntry\x12\"\n\x04type\x18\x01 \x01(\x0e\x32\x14.feedha.v1.EntryType\x12\r\n\x05price\x18\x02 \x01(\x01\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x10\n\x08notional\x18\x04 \x01(\x01\"\x95\x01\n\x0bSymbolState\x12\x0e\n\x06volume\x18\x01 \x01(\x03\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\x0b\n\x03low\x18\x03 \x01(\x01\x12\x0c\n\x04last\x18\x04 \x01(\x01\x12\x0c\n\x04vwap\x18\x05 \x01(\x01\x12\x13\n\x0btrade_count\x18\x06 \x01(\x03\x12\x0b\n\x03\x62id\x18\x07 \x01(\x01\x12\x0b\n\x03\x61sk\x18\x08 \x01(\x01\x12\x10\n\x08notional\x18\t \x01(\x01\"\xf9\x01\n\x0cMarketUpdate\x12\x0e\n\x06symbol\x18\x01 \x01(\t\x12\x15\n\revent_time_ns\x18\x02 \x01(\x03\x12\x17\n\x0fpublish_time_ns\x18\x03 \x01(\x03\x12!\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x10.feedha.v1.Entry\x12%\n\x05state\x18\x05 \x01(\x0b\x32\x16.feedha.v1.SymbolState\x12\x31\n\x05\x65xtra\x18\x06 \x03(\x0b\x32\".feedha.v1.MarketUpdate.ExtraEntry\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01*e\n\tEntryType\x12\x1a\n\x16\x45NTRY_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x45NTRY_TYPE_BID\x10\x01\x12\x12\n\x0e\x45NTRY_TYPE_ASK\x10\x02\x12\x14\n\x10\x45NTRY_TYPE_TRADE\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x65\x65\x64ha/proto/market.proto\x12\tfeedha.v1\"Z\n\x05\x45ntry\x12\"\n\x04type\x18\x01 \x01(\x0e\x32\x14.feedha.v1.EntryType\x12\r\n\x05price\x18\x02 \x01(\x01\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x10\n\x08notional\x18\x04 \x01(\x01\"\x95\x01\n\x0bSymbolState\x12\x0e\n\x06volume\x18\x01 \x01(\x03\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\x0b\n\x03low\x18\x03 \x01(\x01\x12\x0c\n\x04last\x18\x04 \x01(\x01\x12\x0c\n\x04vwap\x18\x05 \x01(\x01\x12\x13\n\x0btrade_count\x18\x06 \x01(\x03\x12\x0b\n\x03\x62id\x18\x07 \x01(\x01\x12\x0b\n\x03\x61sk\x18\x08 \x01(\x01\x12\x10\n\x08notional\x18\t \x01(\x01\"\xaf\x02\n\x0cMarketUpdate\x12\x0e\n\x06symbol\x18\x01 \x01(\t\x12\x15\n\revent_time_ns\x18\x02 \x01(\x03\x12\x17\n\x0fpublish_time_ns\x18\x03 \x01(\x03\x12!\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x10.feedha.v1.Entry\x12%\n\x05state\x18\x05 \x01(\x0b\x32\x16.feedha.v1.SymbolState\x12\x31\n\x05\x65xtra\x18\x06 \x03(\x0b\x32\".feedha.v1.MarketUpdate.ExtraEntry\x12\x34\n\x10session_boundary\x18\x07 \x01(\x0b\x32\x1a.feedha.v1.SessionBoundary\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"u\n\x0fSessionBoundary\x12\r\n\x05\x65nded\x18\x01 \x01(\x04\x12\x0f\n\x07started\x18\x02 \x01(\x04\x12\x18\n\x10\x62oundary_time_ns\x18\x03 \x01(\x03\x12(\n\x06reason\x18\x04 \x01(\x0e\x32\x18.feedha.v1.SessionReason\"D\n\x0bSymbolImage\x12\x0e\n\x06symbol\x18\x01 \x01(\t\x12%\n\x05state\x18\x02 \x01(\x0b\x32\x16.feedha.v1.SymbolState\"\xc5\x01\n\tImagePart\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x61pter\x18\x02 \x01(\r\x12\x0f\n\x07msg_seq\x18\x03 \x01(\x04\x12\x0f\n\x07session\x18\x04 \x01(\x04\x12\x18\n\x10session_start_ns\x18\x05 \x01(\x03\x12\x0c\n\x04part\x18\x06 \x01(\r\x12\r\n\x05parts\x18\x07 \x01(\r\x12\x14\n\x0csymbol_count\x18\x08 \x01(\r\x12\'\n\x07symbols\x18\t \x03(\x0b\x32\x16.feedha.v1.SymbolImage*e\n\tEntryType\x12\x1a\n\x16\x45NTRY_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x45NTRY_TYPE_BID\x10\x01\x12\x12\n\x0e\x45NTRY_TYPE_ASK\x10\x02\x12\x14\n\x10\x45NTRY_TYPE_TRADE\x10\x03*i\n\rSessionReason\x12\x1e\n\x1aSESSION_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17SESSION_REASON_SCHEDULE\x10\x01\x12\x1b\n\x17SESSION_REASON_OPERATOR\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,14 +33,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MARKETUPDATE_EXTRAENTRY']._loaded_options = None
   _globals['_MARKETUPDATE_EXTRAENTRY']._serialized_options = b'8\001'
-  _globals['_ENTRYTYPE']._serialized_start=536
-  _globals['_ENTRYTYPE']._serialized_end=637
+  _globals['_ENTRYTYPE']._serialized_start=979
+  _globals['_ENTRYTYPE']._serialized_end=1080
+  _globals['_SESSIONREASON']._serialized_start=1082
+  _globals['_SESSIONREASON']._serialized_end=1187
   _globals['_ENTRY']._serialized_start=40
   _globals['_ENTRY']._serialized_end=130
   _globals['_SYMBOLSTATE']._serialized_start=133
   _globals['_SYMBOLSTATE']._serialized_end=282
   _globals['_MARKETUPDATE']._serialized_start=285
-  _globals['_MARKETUPDATE']._serialized_end=534
-  _globals['_MARKETUPDATE_EXTRAENTRY']._serialized_start=490
-  _globals['_MARKETUPDATE_EXTRAENTRY']._serialized_end=534
+  _globals['_MARKETUPDATE']._serialized_end=588
+  _globals['_MARKETUPDATE_EXTRAENTRY']._serialized_start=544
+  _globals['_MARKETUPDATE_EXTRAENTRY']._serialized_end=588
+  _globals['_SESSIONBOUNDARY']._serialized_start=590
+  _globals['_SESSIONBOUNDARY']._serialized_end=707
+  _globals['_SYMBOLIMAGE']._serialized_start=709
+  _globals['_SYMBOLIMAGE']._serialized_end=777
+  _globals['_IMAGEPART']._serialized_start=780
+  _globals['_IMAGEPART']._serialized_end=977
 # @@protoc_insertion_point(module_scope)

@@ -13,10 +13,19 @@ class EntryType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENTRY_TYPE_BID: _ClassVar[EntryType]
     ENTRY_TYPE_ASK: _ClassVar[EntryType]
     ENTRY_TYPE_TRADE: _ClassVar[EntryType]
+
+class SessionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_REASON_UNSPECIFIED: _ClassVar[SessionReason]
+    SESSION_REASON_SCHEDULE: _ClassVar[SessionReason]
+    SESSION_REASON_OPERATOR: _ClassVar[SessionReason]
 ENTRY_TYPE_UNSPECIFIED: EntryType
 ENTRY_TYPE_BID: EntryType
 ENTRY_TYPE_ASK: EntryType
 ENTRY_TYPE_TRADE: EntryType
+SESSION_REASON_UNSPECIFIED: SessionReason
+SESSION_REASON_SCHEDULE: SessionReason
+SESSION_REASON_OPERATOR: SessionReason
 
 class Entry(_message.Message):
     __slots__ = ("type", "price", "size", "notional")
@@ -53,7 +62,7 @@ class SymbolState(_message.Message):
     def __init__(self, volume: _Optional[int] = ..., high: _Optional[float] = ..., low: _Optional[float] = ..., last: _Optional[float] = ..., vwap: _Optional[float] = ..., trade_count: _Optional[int] = ..., bid: _Optional[float] = ..., ask: _Optional[float] = ..., notional: _Optional[float] = ...) -> None: ...
 
 class MarketUpdate(_message.Message):
-    __slots__ = ("symbol", "event_time_ns", "publish_time_ns", "entries", "state", "extra")
+    __slots__ = ("symbol", "event_time_ns", "publish_time_ns", "entries", "state", "extra", "session_boundary")
     class ExtraEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,10 +76,54 @@ class MarketUpdate(_message.Message):
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     EXTRA_FIELD_NUMBER: _ClassVar[int]
+    SESSION_BOUNDARY_FIELD_NUMBER: _ClassVar[int]
     symbol: str
     event_time_ns: int
     publish_time_ns: int
     entries: _containers.RepeatedCompositeFieldContainer[Entry]
     state: SymbolState
     extra: _containers.ScalarMap[str, float]
-    def __init__(self, symbol: _Optional[str] = ..., event_time_ns: _Optional[int] = ..., publish_time_ns: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ..., extra: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    session_boundary: SessionBoundary
+    def __init__(self, symbol: _Optional[str] = ..., event_time_ns: _Optional[int] = ..., publish_time_ns: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ..., extra: _Optional[_Mapping[str, float]] = ..., session_boundary: _Optional[_Union[SessionBoundary, _Mapping]] = ...) -> None: ...
+
+class SessionBoundary(_message.Message):
+    __slots__ = ("ended", "started", "boundary_time_ns", "reason")
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    BOUNDARY_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ended: int
+    started: int
+    boundary_time_ns: int
+    reason: SessionReason
+    def __init__(self, ended: _Optional[int] = ..., started: _Optional[int] = ..., boundary_time_ns: _Optional[int] = ..., reason: _Optional[_Union[SessionReason, str]] = ...) -> None: ...
+
+class SymbolImage(_message.Message):
+    __slots__ = ("symbol", "state")
+    SYMBOL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    symbol: str
+    state: SymbolState
+    def __init__(self, symbol: _Optional[str] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ...) -> None: ...
+
+class ImagePart(_message.Message):
+    __slots__ = ("channel", "adapter", "msg_seq", "session", "session_start_ns", "part", "parts", "symbol_count", "symbols")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_FIELD_NUMBER: _ClassVar[int]
+    MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_START_NS_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    SYMBOL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    channel: int
+    adapter: int
+    msg_seq: int
+    session: int
+    session_start_ns: int
+    part: int
+    parts: int
+    symbol_count: int
+    symbols: _containers.RepeatedCompositeFieldContainer[SymbolImage]
+    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., msg_seq: _Optional[int] = ..., session: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., symbol_count: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolImage, _Mapping]]] = ...) -> None: ...

@@ -51,6 +51,7 @@ class CommandKind(enum.Enum):
     GRANT = "grant"  # data-plane access for subscriber keys (until their expiry)
     REVOKE = "revoke"  # data-plane access withdrawn: cut these keys off
     SEAL = "seal"  # multicast lines: seal packets with this key from now on
+    SESSION_END = "session_end"  # the channel's active ends the trading session now
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 MAGIC: Final = b"FR"
 VERSION: Final = 1
 KIND_RANGE: Final = 1
+KIND_SNAPSHOT: Final = 3  # the channel's image (docs/wire-format.md, "Images"); 2 is the delayed range
+_KINDS: Final = {KIND_RANGE: "range", KIND_SNAPSHOT: "snapshot"}
 # magic, version, kind, channel, reserved, request id, first msg_seq, last msg_seq
 REQUEST: Final = struct.Struct(">2sBBHHIQQ")
 REQUEST_SIZE: Final = REQUEST.size  # 28
@@ -76,12 +78,28 @@ class ReplayProtocolError(ProtoError):
 
 @dataclass(frozen=True, slots=True)
 class ReplayRequest:
-    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``."""
+    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``.
+
+    A snapshot request (``kind`` :data:`KIND_SNAPSHOT`) asks for the channel's
+    image instead: ``first_seq`` is the msg_seq of the image wanted (0: the
+    newest) and ``last_seq`` the first part wanted (0-based); see
+    :func:`snapshot_request`.
+    """
 
     channel: int
     request_id: int
     first_seq: int
     last_seq: int
+    kind: int = KIND_RANGE
+
+    @property
+    def is_snapshot(self) -> bool:
+        return self.kind == KIND_SNAPSHOT
+
+
+def snapshot_request(channel: int, request_id: int, *, msg_seq: int = 0, part: int = 0) -> ReplayRequest:
+    """A request for the image at ``msg_seq`` (0: the newest), from part ``part`` on."""
+    return ReplayRequest(channel, request_id, msg_seq, part, KIND_SNAPSHOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +135,15 @@ def encode_request(request: ReplayRequest) -> bytes:
     Raises:
         ValueError: a field is out of range, or ``last_seq < first_seq``.
     """
-    if request.last_seq < request.first_seq:
+    if request.kind not in _KINDS:
+        raise ValueError(f"unknown request kind {request.kind}")
+    if request.kind == KIND_RANGE and request.last_seq < request.first_seq:
         raise ValueError(f"last_seq {request.last_seq} is before first_seq {request.first_seq}")
     try:
         return REQUEST.pack(
             MAGIC,
             VERSION,
-            KIND_RANGE,
+            request.kind,
             request.channel,
             0,
             request.request_id,
@@ -147,11 +167,12 @@ def decode_request(body: bytes) -> ReplayRequest:
         raise ReplayProtocolError("magic", f"magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
         raise ReplayProtocolError("version", f"version {version}, this server speaks {VERSION}")
-    if kind != KIND_RANGE:
-        raise ReplayProtocolError("kind", f"request kind {kind}, expected {KIND_RANGE} (range)")
-    if last < first:
+    if kind not in _KINDS:
+        known = ", ".join(f"{k} ({name})" for k, name in _KINDS.items())
+        raise ReplayProtocolError("kind", f"request kind {kind}, this server serves {known}")
+    if kind == KIND_RANGE and last < first:
         raise ReplayProtocolError("range", f"last msg_seq {last} is before first {first}")
-    return ReplayRequest(channel, request_id, first, last)
+    return ReplayRequest(channel, request_id, first, last, kind)
 
 
 def encode_status(status: ReplyStatus) -> bytes:

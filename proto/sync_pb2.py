@@ -25,27 +25,29 @@ _sym_db = _symbol_database.Default()
 from feedha.proto import market_pb2 as feedha_dot_proto_dot_market__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x66\x65\x65\x64ha/proto/sync.proto\x12\tfeedha.v1\x1a\x19\x66\x65\x65\x64ha/proto/market.proto\"\x92\x01\n\x0bStreamState\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x14\n\x0cnext_msg_seq\x18\x02 \x01(\x04\x12\x17\n\x0fnext_source_seq\x18\x03 \x01(\x04\x12\x17\n\x0flast_source_seq\x18\x04 \x01(\x04\x12\x14\n\x0clast_msg_seq\x18\x05 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x06 \x01(\x04\"\xc3\x01\n\x06Health\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x1b\n\x13\x61vailable_memory_mb\x18\x02 \x01(\x01\x12\x13\n\x0b\x63pu_percent\x18\x03 \x01(\x01\x12\x13\n\x0b\x65rror_count\x18\x04 \x01(\x04\x12\x14\n\x0cmessage_rate\x18\x05 \x01(\x01\x12\x0b\n\x03lag\x18\x06 \x01(\x03\x12\x0f\n\x07in_sync\x18\x07 \x01(\x08\x12\x14\n\x0c\x64\x65sync_count\x18\x08 \x01(\r\x12\x19\n\x11published_msg_seq\x18\t \x01(\x04\")\n\x0fSnapshotRequest\x12\x16\n\x0etarget_adapter\x18\x01 \x01(\r\"G\n\x0eSymbolSnapshot\x12\x0e\n\x06symbol\x18\x01 \x01(\t\x12%\n\x05state\x18\x02 \x01(\x0b\x32\x16.feedha.v1.SymbolState\"\x81\x01\n\x12\x43onversionSnapshot\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x12\n\nsource_seq\x18\x02 \x01(\x04\x12\x14\n\x0cnext_msg_seq\x18\x03 \x01(\x04\x12*\n\x07symbols\x18\x04 \x03(\x0b\x32\x19.feedha.v1.SymbolSnapshot\"\x18\n\x06\x46\x61iled\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xdf\x02\n\x0bSyncMessage\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x61pter\x18\x02 \x01(\r\x12\x0c\n\x04term\x18\x03 \x01(\r\x12\x1d\n\x04role\x18\x04 \x01(\x0e\x32\x0f.feedha.v1.Role\x12\x14\n\x0csend_time_ns\x18\x05 \x01(\x03\x12.\n\x0cstream_state\x18\n \x01(\x0b\x32\x16.feedha.v1.StreamStateH\x00\x12#\n\x06health\x18\x0c \x01(\x0b\x32\x11.feedha.v1.HealthH\x00\x12\x36\n\x10snapshot_request\x18\r \x01(\x0b\x32\x1a.feedha.v1.SnapshotRequestH\x00\x12\x31\n\x08snapshot\x18\x0e \x01(\x0b\x32\x1d.feedha.v1.ConversionSnapshotH\x00\x12#\n\x06\x66\x61iled\x18\x0f \x01(\x0b\x32\x11.feedha.v1.FailedH\x00\x42\x06\n\x04\x62ody*O\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_ACTIVE\x10\x01\x12\x0f\n\x0bROLE_BACKUP\x10\x02\x12\x0f\n\x0bROLE_FAILED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x66\x65\x65\x64ha/proto/sync.proto\x12\tfeedha.v1\x1a\x19\x66\x65\x65\x64ha/proto/market.proto\"\xbd\x03\n\x0bStreamState\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x14\n\x0cnext_msg_seq\x18\x02 \x01(\x04\x12\x17\n\x0fnext_source_seq\x18\x03 \x01(\x04\x12\x17\n\x0flast_source_seq\x18\x04 \x01(\x04\x12\x14\n\x0clast_msg_seq\x18\x05 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x06 \x01(\x04\x12\x0f\n\x07session\x18\x07 \x01(\x04\x12 \n\x18session_after_source_seq\x18\x08 \x01(\x04\x12 \n\x18session_boundary_msg_seq\x18\t \x01(\x04\x12\x18\n\x10session_start_ns\x18\n \x01(\x03\x12\x30\n\x0esession_reason\x18\x0f \x01(\x0e\x32\x18.feedha.v1.SessionReason\x12\x18\n\x10proposed_session\x18\x0b \x01(\x04\x12!\n\x19proposed_after_source_seq\x18\x0c \x01(\x04\x12\x18\n\x10proposed_time_ns\x18\r \x01(\x03\x12\x31\n\x0fproposed_reason\x18\x0e \x01(\x0e\x32\x18.feedha.v1.SessionReason\"R\n\nSessionAck\x12\x18\n\x10proposed_session\x18\x01 \x01(\x04\x12\x18\n\x10\x61\x66ter_source_seq\x18\x02 \x01(\x04\x12\x10\n\x08position\x18\x03 \x01(\x04\"\xc3\x01\n\x06Health\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x1b\n\x13\x61vailable_memory_mb\x18\x02 \x01(\x01\x12\x13\n\x0b\x63pu_percent\x18\x03 \x01(\x01\x12\x13\n\x0b\x65rror_count\x18\x04 \x01(\x04\x12\x14\n\x0cmessage_rate\x18\x05 \x01(\x01\x12\x0b\n\x03lag\x18\x06 \x01(\x03\x12\x0f\n\x07in_sync\x18\x07 \x01(\x08\x12\x14\n\x0c\x64\x65sync_count\x18\x08 \x01(\r\x12\x19\n\x11published_msg_seq\x18\t \x01(\x04\")\n\x0fSnapshotRequest\x12\x16\n\x0etarget_adapter\x18\x01 \x01(\r\"G\n\x0eSymbolSnapshot\x12\x0e\n\x06symbol\x18\x01 \x01(\t\x12%\n\x05state\x18\x02 \x01(\x0b\x32\x16.feedha.v1.SymbolState\"\xa2\x02\n\x12\x43onversionSnapshot\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x12\n\nsource_seq\x18\x02 \x01(\x04\x12\x14\n\x0cnext_msg_seq\x18\x03 \x01(\x04\x12*\n\x07symbols\x18\x04 \x03(\x0b\x32\x19.feedha.v1.SymbolSnapshot\x12\x0f\n\x07session\x18\x05 \x01(\x04\x12 \n\x18session_after_source_seq\x18\x06 \x01(\x04\x12 \n\x18session_boundary_msg_seq\x18\x07 \x01(\x04\x12\x18\n\x10session_start_ns\x18\x08 \x01(\x03\x12\x30\n\x0esession_reason\x18\t \x01(\x0e\x32\x18.feedha.v1.SessionReason\"\x18\n\x06\x46\x61iled\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x8d\x03\n\x0bSyncMessage\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x61pter\x18\x02 \x01(\r\x12\x0c\n\x04term\x18\x03 \x01(\r\x12\x1d\n\x04role\x18\x04 \x01(\x0e\x32\x0f.feedha.v1.Role\x12\x14\n\x0csend_time_ns\x18\x05 \x01(\x03\x12.\n\x0cstream_state\x18\n \x01(\x0b\x32\x16.feedha.v1.StreamStateH\x00\x12#\n\x06health\x18\x0c \x01(\x0b\x32\x11.feedha.v1.HealthH\x00\x12\x36\n\x10snapshot_request\x18\r \x01(\x0b\x32\x1a.feedha.v1.SnapshotRequestH\x00\x12\x31\n\x08snapshot\x18\x0e \x01(\x0b\x32\x1d.feedha.v1.ConversionSnapshotH\x00\x12#\n\x06\x66\x61iled\x18\x0f \x01(\x0b\x32\x11.feedha.v1.FailedH\x00\x12,\n\x0bsession_ack\x18\x10 \x01(\x0b\x32\x15.feedha.v1.SessionAckH\x00\x42\x06\n\x04\x62ody*O\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_ACTIVE\x10\x01\x12\x0f\n\x0bROLE_BACKUP\x10\x02\x12\x0f\n\x0bROLE_FAILED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'feedha.proto.sync_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=1040
-  _globals['_ROLE']._serialized_end=1119
+  _globals['_ROLE']._serialized_start=1630
+  _globals['_ROLE']._serialized_end=1709
   _globals['_STREAMSTATE']._serialized_start=66
-  _globals['_STREAMSTATE']._serialized_end=212
-  _globals['_HEALTH']._serialized_start=215
-  _globals['_HEALTH']._serialized_end=410
-  _globals['_SNAPSHOTREQUEST']._serialized_start=412
-  _globals['_SNAPSHOTREQUEST']._serialized_end=453
-  _globals['_SYMBOLSNAPSHOT']._serialized_start=455
-  _globals['_SYMBOLSNAPSHOT']._serialized_end=526
-  _globals['_CONVERSIONSNAPSHOT']._serialized_start=529
-  _globals['_CONVERSIONSNAPSHOT']._serialized_end=658
-  _globals['_FAILED']._serialized_start=660
-  _globals['_FAILED']._serialized_end=684
-  _globals['_SYNCMESSAGE']._serialized_start=687
-  _globals['_SYNCMESSAGE']._serialized_end=1038
+  _globals['_STREAMSTATE']._serialized_end=511
+  _globals['_SESSIONACK']._serialized_start=513
+  _globals['_SESSIONACK']._serialized_end=595
+  _globals['_HEALTH']._serialized_start=598
+  _globals['_HEALTH']._serialized_end=793
+  _globals['_SNAPSHOTREQUEST']._serialized_start=795
+  _globals['_SNAPSHOTREQUEST']._serialized_end=836
+  _globals['_SYMBOLSNAPSHOT']._serialized_start=838
+  _globals['_SYMBOLSNAPSHOT']._serialized_end=909
+  _globals['_CONVERSIONSNAPSHOT']._serialized_start=912
+  _globals['_CONVERSIONSNAPSHOT']._serialized_end=1202
+  _globals['_FAILED']._serialized_start=1204
+  _globals['_FAILED']._serialized_end=1228
+  _globals['_SYNCMESSAGE']._serialized_start=1231
+  _globals['_SYNCMESSAGE']._serialized_end=1628
 # @@protoc_insertion_point(module_scope)

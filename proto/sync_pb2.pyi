@@ -20,20 +20,48 @@ ROLE_BACKUP: Role
 ROLE_FAILED: Role
 
 class StreamState(_message.Message):
-    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest")
+    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     LAST_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SESSION_BOUNDARY_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SESSION_START_NS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_REASON_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_SESSION_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_REASON_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
     next_msg_seq: int
     next_source_seq: int
     last_source_seq: int
     last_msg_seq: int
     digest: int
-    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ...) -> None: ...
+    session: int
+    session_after_source_seq: int
+    session_boundary_msg_seq: int
+    session_start_ns: int
+    session_reason: _market_pb2.SessionReason
+    proposed_session: int
+    proposed_after_source_seq: int
+    proposed_time_ns: int
+    proposed_reason: _market_pb2.SessionReason
+    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ...) -> None: ...
+
+class SessionAck(_message.Message):
+    __slots__ = ("proposed_session", "after_source_seq", "position")
+    PROPOSED_SESSION_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    proposed_session: int
+    after_source_seq: int
+    position: int
+    def __init__(self, proposed_session: _Optional[int] = ..., after_source_seq: _Optional[int] = ..., position: _Optional[int] = ...) -> None: ...
 
 class Health(_message.Message):
     __slots__ = ("score", "available_memory_mb", "cpu_percent", "error_count", "message_rate", "lag", "in_sync", "desync_count", "published_msg_seq")
@@ -72,16 +100,26 @@ class SymbolSnapshot(_message.Message):
     def __init__(self, symbol: _Optional[str] = ..., state: _Optional[_Union[_market_pb2.SymbolState, _Mapping]] = ...) -> None: ...
 
 class ConversionSnapshot(_message.Message):
-    __slots__ = ("source_stream", "source_seq", "next_msg_seq", "symbols")
+    __slots__ = ("source_stream", "source_seq", "next_msg_seq", "symbols", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     SYMBOLS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SESSION_BOUNDARY_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SESSION_START_NS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_REASON_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
     source_seq: int
     next_msg_seq: int
     symbols: _containers.RepeatedCompositeFieldContainer[SymbolSnapshot]
-    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ...) -> None: ...
+    session: int
+    session_after_source_seq: int
+    session_boundary_msg_seq: int
+    session_start_ns: int
+    session_reason: _market_pb2.SessionReason
+    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ...) -> None: ...
 
 class Failed(_message.Message):
     __slots__ = ("reason",)
@@ -90,7 +128,7 @@ class Failed(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class SyncMessage(_message.Message):
-    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed")
+    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed", "session_ack")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +139,7 @@ class SyncMessage(_message.Message):
     SNAPSHOT_REQUEST_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ACK_FIELD_NUMBER: _ClassVar[int]
     channel: int
     adapter: int
     term: int
@@ -111,4 +150,5 @@ class SyncMessage(_message.Message):
     snapshot_request: SnapshotRequest
     snapshot: ConversionSnapshot
     failed: Failed
-    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ...) -> None: ...
+    session_ack: SessionAck
+    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ..., session_ack: _Optional[_Union[SessionAck, _Mapping]] = ...) -> None: ...

@@ -27,7 +27,14 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
-from feedha.adapter.conversion.state import DIGEST_MASK, ConversionState, SymbolValues, symbol_digest
+from feedha.adapter.conversion.state import (
+    DIGEST_MASK,
+    ConversionState,
+    SymbolValues,
+    next_session,
+    session_digest,
+    symbol_digest,
+)
 from feedha.adapter.conversion.table import EXTRA_INPUTS, ConverterTable, FieldRule
 
 logger = logging.getLogger(__name__)
@@ -125,13 +132,29 @@ class NativeConversionState(ConversionState):
         if _fastpath is None:
             raise RuntimeError("adapter._fastpath is not built")
         self.native = _fastpath.State()
+        self._session = 0
 
     @property
     def digest(self) -> int:
         return self.native.digest
 
+    @property
+    def session(self) -> int:
+        return self._session
+
+    @session.setter
+    def session(self, session_id: int) -> None:
+        self.native.salt = session_digest(session_id)
+        self._session = session_id
+
+    def roll(self, session_id: int) -> None:
+        session_digest(session_id)  # checks the range before anything changes
+        for symbol, raw in self.native.items():
+            self.native.set(symbol, next_session(_values(raw)).astuple())
+        self.session = session_id
+
     def recompute_digest(self) -> int:
-        total = 0
+        total = session_digest(self._session)
         for symbol, raw in self.native.items():
             total += symbol_digest(symbol, _values(raw))
         return total & DIGEST_MASK
@@ -149,7 +172,9 @@ class NativeConversionState(ConversionState):
     def snapshot(self) -> dict[str, SymbolValues]:
         return {symbol: _values(raw) for symbol, raw in self.native.items()}
 
-    def restore(self, snapshot: Mapping[str, SymbolValues]) -> None:
+    def restore(self, snapshot: Mapping[str, SymbolValues], *, session: int | None = None) -> None:
+        if session is not None:
+            self.session = session
         self.native.clear()
         for symbol, values in snapshot.items():
             self.native.set(symbol, values.astuple())
@@ -161,7 +186,10 @@ class NativeConversionState(ConversionState):
         return symbol in self.native
 
     def __repr__(self) -> str:
-        return f"<NativeConversionState [symbols={len(self.native)}, digest={self.native.digest:016x}]>"
+        return (
+            f"<NativeConversionState [symbols={len(self.native)}, session={self._session}, "
+            f"digest={self.native.digest:016x}]>"
+        )
 
 
 def unsupported_reason(table: ConverterTable) -> str | None:

@@ -11,7 +11,7 @@ from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2
 
-__all__ = ["encode_update", "from_proto", "to_proto"]
+__all__ = ["encode_session_boundary", "encode_update", "from_proto", "to_proto"]
 
 _SymbolState = market_pb2.SymbolState
 _Entry = market_pb2.Entry
@@ -77,4 +77,25 @@ def encode_update(msg: SourceMessage, values: SymbolValues, *, publish_time_ns: 
         update.extra.update(msg.extra)
     # Deterministic: map entries sorted by key, so every adapter (and the C
     # fast path, adapter/_fastpath.c) produces the same bytes.
+    return update.SerializeToString(deterministic=True)
+
+
+def encode_session_boundary(
+    *, ended: int, started: int, boundary_time_ns: int, reason: int, publish_time_ns: int
+) -> bytes:
+    """The payload of an end-of-session block: a ``MarketUpdate`` with no symbol and no entries.
+
+    Args:
+        ended: the session that ends.
+        started: the session that begins.
+        boundary_time_ns: the boundary's time (the same on every line).
+        reason: a ``feedha.v1.SessionReason`` value.
+        publish_time_ns: the adapter's time (differs from line to line, like every block's).
+    """
+    update = _MarketUpdate(event_time_ns=boundary_time_ns, publish_time_ns=publish_time_ns)
+    boundary = update.session_boundary
+    boundary.ended = ended
+    boundary.started = started
+    boundary.boundary_time_ns = boundary_time_ns
+    boundary.reason = reason  # type: ignore[assignment]  # an int of the enum
     return update.SerializeToString(deterministic=True)

@@ -20,7 +20,14 @@ mismatch, so the digest must be
 
 Floats are hashed bit for bit, so two states agree only when every value is
 identical, which holds for adapters that applied the same messages in the
-same order (or adopted the same values). This module is pure.
+same order (or adopted the same values).
+
+The trading day: the state belongs to a *session* (an id, 1, 2, ... that grows
+at every session boundary). The digest covers it -- :func:`session_digest` of
+the id is added to the sum -- so two adapters agree only when they are in the
+same session too. At a boundary every symbol's daily fields start again
+(:func:`next_session`) and the session id moves on (:meth:`ConversionState.roll`).
+This module is pure.
 """
 
 from __future__ import annotations
@@ -43,6 +50,10 @@ _BID: Final = market_pb2.ENTRY_TYPE_BID
 _ASK: Final = market_pb2.ENTRY_TYPE_ASK
 # volume, high, low, last, vwap, trade_count, bid, ask, notional -- big-endian, fixed size.
 _PACK_VALUES: Final = struct.Struct(">qddddqddd").pack
+# What a session id is hashed with: no symbol hash input is this short (a symbol's is
+# the name, a zero byte and 72 bytes of values), so the two cannot be confused.
+_SESSION_KEY: Final = b"\x00session\x00"
+MAX_SESSION_ID: Final = (1 << 63) - 1
 
 
 @dataclass(slots=True)
@@ -82,6 +93,27 @@ class SymbolValues:
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(SymbolValues))
+DAILY_FIELDS: Final = ("volume", "high", "low", "vwap", "trade_count", "notional")
+
+
+def next_session(values: SymbolValues) -> SymbolValues:
+    """A symbol's values at the start of the next session: the daily fields start again.
+
+    Volume, high, low, VWAP, trade count and notional go back to zero (``high``
+    and ``low`` are set again by the next trade); ``last``, ``bid`` and ``ask``
+    carry over, as an exchange carries the previous close and the standing quotes.
+    """
+    return SymbolValues(last=values.last, bid=values.bid, ask=values.ask)
+
+
+def session_digest(session_id: int) -> int:
+    """A session id's share of the digest (0 for session 0, which no adapter is in)."""
+    if not 0 <= session_id <= MAX_SESSION_ID:
+        raise ValueError(f"session_id must be in 0..{MAX_SESSION_ID}, got {session_id}")
+    if not session_id:
+        return 0
+    data = _SESSION_KEY + session_id.to_bytes(8, "big")
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
 
 
 def symbol_digest(symbol: str, values: SymbolValues) -> int:
@@ -154,12 +186,13 @@ class ConversionState:
         (0, 0)
     """
 
-    __slots__ = ("_values", "_hashes", "_digest")
+    __slots__ = ("_values", "_hashes", "_digest", "_session")
 
     def __init__(self) -> None:
         self._values: dict[str, SymbolValues] = {}
         self._hashes: dict[str, int] = {}
         self._digest = 0
+        self._session = 0
 
     def preview(self, msg: SourceMessage) -> SymbolValues:
         """The values ``msg`` would give its symbol, without changing the state.
@@ -190,9 +223,31 @@ class ConversionState:
         """A u64 digest of the whole state: order-independent and deterministic across processes."""
         return self._digest
 
+    @property
+    def session(self) -> int:
+        """The session the state belongs to (0: none yet); the digest covers it."""
+        return self._session
+
+    @session.setter
+    def session(self, session_id: int) -> None:
+        old = session_digest(self._session)
+        self._digest = (self._digest - old + session_digest(session_id)) & DIGEST_MASK
+        self._session = session_id
+
+    def roll(self, session_id: int) -> None:
+        """Start session ``session_id``: every symbol's daily fields start again (O(symbols)).
+
+        Raises:
+            ValueError: ``session_id`` is out of range.
+        """
+        session_digest(session_id)  # checks the range before anything changes
+        for symbol, values in self.snapshot().items():
+            self.set_symbol(symbol, next_session(values))
+        self.session = session_id
+
     def recompute_digest(self) -> int:
         """Recompute the digest from scratch (a check of the incremental one; O(symbols))."""
-        total = 0
+        total = session_digest(self._session)
         for symbol, values in self._values.items():
             total += symbol_digest(symbol, values)
         return total & DIGEST_MASK
@@ -224,11 +279,19 @@ class ConversionState:
         """Return a deep copy of every symbol's values."""
         return {symbol: values.copy() for symbol, values in self._values.items()}
 
-    def restore(self, snapshot: Mapping[str, SymbolValues]) -> None:
-        """Replace the whole state by ``snapshot`` (copied) and recompute the digest."""
+    def restore(self, snapshot: Mapping[str, SymbolValues], *, session: int | None = None) -> None:
+        """Replace the whole state by ``snapshot`` (copied) and recompute the digest.
+
+        Args:
+            snapshot: every symbol's values.
+            session: the session the values belong to (``None``: keep the current one).
+        """
+        session_id = self._session if session is None else session
+        salt = session_digest(session_id)
         self._values = {symbol: values.copy() for symbol, values in snapshot.items()}
         self._hashes = {symbol: symbol_digest(symbol, values) for symbol, values in self._values.items()}
-        self._digest = sum(self._hashes.values()) & DIGEST_MASK
+        self._digest = (sum(self._hashes.values()) + salt) & DIGEST_MASK
+        self._session = session_id
 
     def __len__(self) -> int:
         return len(self._values)
@@ -237,4 +300,7 @@ class ConversionState:
         return symbol in self._values
 
     def __repr__(self) -> str:
-        return f"<ConversionState [symbols={len(self._values)}, digest={self._digest:016x}]>"
+        return (
+            f"<ConversionState [symbols={len(self._values)}, session={self._session}, "
+            f"digest={self._digest:016x}]>"
+        )

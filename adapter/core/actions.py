@@ -42,6 +42,7 @@ class JournalRecords:
         source_stream: the source stream number of every record.
         source_seqs: each record's source_seq (a list or an ``array('q')``).
         payloads: each record's encoded ``MarketUpdate``.
+        flags: record flags of every record (``RECORD_SESSION_BOUNDARY`` for an end-of-session block).
     """
 
     first_msg_seq: int
@@ -49,6 +50,7 @@ class JournalRecords:
     source_stream: int
     source_seqs: Sequence[int]
     payloads: Sequence[bytes]
+    flags: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ throttle    ``rate`` (msg/s; 0 lifts it)              cap the source reading rat
 drop        ``every`` (>=1), ``count`` (>=0)          fault injection: skip sending packets
 penalty     ``value`` (0..100)                        handicap on the health score
 corrupt_state ``delta`` (int, optional)               fault injection: skew every volume
+session_end ``reason`` (str, optional)                end the trading session now (active only;
+                                                      the group agrees on the boundary)
 ========== ========================================= =============================
 """
 
@@ -40,6 +42,7 @@ __all__ = [
     "ControlError",
     "CorruptState",
     "DropPackets",
+    "EndSession",
     "Penalty",
     "RoleCommand",
     "ShowStatus",
@@ -103,7 +106,14 @@ class CorruptState:
     delta: int = 1000
 
 
-Command: TypeAlias = ShowStatus | RoleCommand | Throttle | DropPackets | Penalty | CorruptState
+@dataclass(frozen=True, slots=True)
+class EndSession:
+    """End the trading session now (the active proposes the boundary; the group agrees on it)."""
+
+    reason: str = "operator"
+
+
+Command: TypeAlias = ShowStatus | RoleCommand | Throttle | DropPackets | Penalty | CorruptState | EndSession
 
 
 def _reason(request: Mapping[str, Any]) -> str:
@@ -160,6 +170,7 @@ _DECODERS: Final[Mapping[str, Callable[[Mapping[str, Any]], Command]]] = {
     "corrupt_state": lambda r: CorruptState(
         _integer(r, "delta", -MAX_CORRUPT_DELTA, MAX_CORRUPT_DELTA, 1000)
     ),
+    "session_end": lambda r: EndSession(_reason(r)),
 }
 
 

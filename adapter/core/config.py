@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from feedha.adapter.core.gate import DEFAULT_SILENCE_S
+from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
 from feedha.adapter.errors import ConfigError
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
@@ -47,6 +48,8 @@ class CoreConfig:
             when it hears every member of the group, so it must know how many there are.
         silence_release_s: how long a backup's confirmed-but-waiting output waits for the
             active's next report before it goes out anyway (the active died or stalled).
+        session_schedule: the daily end of the trading session (``None``: sessions end only
+            when an operator ends them); only the active acts on it.
     """
 
     channel_number: int
@@ -66,6 +69,7 @@ class CoreConfig:
     fault_injection: bool = False
     group_size: int = 0
     silence_release_s: float = DEFAULT_SILENCE_S
+    session_schedule: SessionSchedule | None = None
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):

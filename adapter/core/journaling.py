@@ -8,9 +8,9 @@ Pure bookkeeping: the runner's journal writer carries out the
   rule 2 renumbers an adapter backwards, the numbers it publishes again are
   not journaled again (they are counted as ``journal_skipped``).
 * A checkpoint is the conversion state *at* the last journaled message, so it
-  is taken only when nothing was converted after that message, once
-  ``checkpoint_every`` messages or ``checkpoint_interval_s`` seconds have
-  passed since the last one.
+  is taken only when nothing was converted after that message (and no session
+  began that the journal has not recorded yet), once ``checkpoint_every``
+  messages or ``checkpoint_interval_s`` seconds have passed since the last one.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.core.actions import JournalRecords, WriteCheckpoint
 from feedha.adapter.core.recovery import encode_checkpoint_state
+from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 
 __all__ = ["JournalPlan"]
 
@@ -36,6 +37,7 @@ class JournalPlan:
 
     __slots__ = (
         "_source_stream",
+        "session",
         "_every",
         "_interval_s",
         "last_msg_seq",
@@ -55,6 +57,7 @@ class JournalPlan:
         self._interval_s = checkpoint_interval_s
         self.last_msg_seq = 0  # the newest msg_seq in the journal
         self.last_source_seq = 0  # its source_seq
+        self.session = 1  # the session the last record belongs to (a boundary record begins one)
         self._since_checkpoint = 0
         self._checkpoint_at = now
         self.journaled = self.skipped = self.checkpoints = 0
@@ -65,15 +68,26 @@ class JournalPlan:
             f"skipped={self.skipped}]>"
         )
 
-    def resume(self, *, last_msg_seq: int, last_source_seq: int) -> None:
+    def resume(self, *, last_msg_seq: int, last_source_seq: int, session: int = 1) -> None:
         """Continue after what recovery found in the journal."""
         self.last_msg_seq = last_msg_seq
         self.last_source_seq = last_source_seq
+        self.session = session
 
     def records(
-        self, first_msg_seq: int, time_ns: int, source_seqs: Sequence[int], payloads: Sequence[bytes]
+        self,
+        first_msg_seq: int,
+        time_ns: int,
+        source_seqs: Sequence[int],
+        payloads: Sequence[bytes],
+        flags: int = 0,
+        *,
+        session: int = 0,
     ) -> JournalRecords | None:
-        """The records to journal for published messages ``first_msg_seq``, ... (``None``: all known)."""
+        """The records to journal for published messages ``first_msg_seq``, ... (``None``: all known).
+
+        ``session`` is the session a session-boundary record (``flags``) begins.
+        """
         count = len(payloads)
         skip = min(max(self.last_msg_seq - first_msg_seq + 1, 0), count)
         if skip:
@@ -85,23 +99,31 @@ class JournalPlan:
             count -= skip
         self.last_msg_seq = first_msg_seq + count - 1
         self.last_source_seq = source_seqs[-1]
+        if flags & RECORD_SESSION_BOUNDARY:
+            self.session = session
         self.journaled += count
         self._since_checkpoint += count
-        return JournalRecords(first_msg_seq, time_ns, self._source_stream, source_seqs, payloads)
+        return JournalRecords(first_msg_seq, time_ns, self._source_stream, source_seqs, payloads, flags)
 
     def checkpoint(
-        self, *, now: float, last_source_seq: int, symbols: Callable[[], Mapping[str, SymbolValues]]
+        self,
+        *,
+        now: float,
+        last_source_seq: int,
+        symbols: Callable[[], Mapping[str, SymbolValues]],
+        session: Session = FIRST_SESSION,
     ) -> WriteCheckpoint | None:
         """A checkpoint when one is due and the state is exactly the journal's; else ``None``."""
         pending = self._since_checkpoint
         due = pending >= self._every or (pending and now - self._checkpoint_at >= self._interval_s)
-        if not due or self.last_source_seq != last_source_seq:
+        if not due or self.last_source_seq != last_source_seq or self.session != session.id:
             return None
         blob = encode_checkpoint_state(
             symbols(),
             source_stream=self._source_stream,
             source_seq=self.last_source_seq,
             next_msg_seq=self.last_msg_seq + 1,
+            session=session,
         )
         self._since_checkpoint = 0
         self._checkpoint_at = now

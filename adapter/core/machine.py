@@ -39,10 +39,12 @@ from typing import Any, Final
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import recovery, syncbus
 from feedha.adapter.core.actions import Action, Publish, RecordTerm, SendSync, Status
+from feedha.adapter.core.boundary import SessionDriver
 from feedha.adapter.core.commands import (
     Command,
     CorruptState,
     DropPackets,
+    EndSession,
     Penalty,
     RoleCommand,
     ShowStatus,
@@ -54,6 +56,7 @@ from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import LineOutput
 from feedha.adapter.core.pipeline import Pipeline
 from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
+from feedha.adapter.core.session import Boundary
 from feedha.adapter.core.sync import Action as SyncAction
 from feedha.adapter.core.sync import (
     ActiveReported,
@@ -147,6 +150,8 @@ class AdapterCore:
         )
         self.engine, self.state, self.sequencer = engine, engine.state, self.pipeline.sequencer
         self.pipeline.gate.close(confirmed=0, trusted=False)  # every adapter starts as a backup that listens
+        self.sessions = SessionDriver(self, config.session_schedule)
+        self.state.session = self.sessions.keeper.session.id
         self.health = HealthMeter(penalty=config.health_penalty, now=now)
         self.sync_garbage = self.snapshots_sent = 0
         self._active_position = 0  # the last source_seq the active reported
@@ -180,6 +185,8 @@ class AdapterCore:
         counters = self.pipeline.counters
         faults = counters.internal_errors
         converted = self.pipeline.on_frame(parts[1], now=now, wall_ns=wall_ns, out=self._out)
+        if self.pipeline.pending_roll is not None:
+            self.sessions.after_source()
         if converted and (self._sync.throttled or self._rate_limit):
             self._throttle(converted)
         if counters.internal_errors > faults:
@@ -204,6 +211,8 @@ class AdapterCore:
             self._peer_rates[sender.adapter] = (msg.message_rate, now)
         sync = self.sync
         from_active = sender.adapter == sync.active and sender.term == sync.term and sync.role is Role.BACKUP
+        if isinstance(msg, syncbus.StreamState) and from_active:
+            self.sessions.on_report(msg)  # first: a committed boundary changes what the report means
         if isinstance(msg, syncbus.StreamState) and from_active and msg.last_source_seq:
             self._active_position = msg.last_source_seq
             report = PositionReport(msg.last_source_seq, msg.last_msg_seq, msg.digest)
@@ -212,9 +221,23 @@ class AdapterCore:
             self.apply(ActiveReported(sender.adapter, sender.term, verdict, ahead_by))
         elif isinstance(msg, syncbus.SnapshotRequest):
             self.apply(SnapshotRequested(sender.adapter, msg.target_adapter))
-        elif isinstance(msg, syncbus.Snapshot) and from_active and self.pipeline.on_snapshot(msg):
-            self.apply(SnapshotAdopted(msg.source_seq))
+        elif isinstance(msg, syncbus.Snapshot) and from_active and self._wants_snapshot():
+            if self.pipeline.on_snapshot(msg):
+                self.apply(SnapshotAdopted(msg.source_seq))
+        elif isinstance(msg, syncbus.SessionAck):
+            self.sessions.on_ack(msg)
         return self._take()
+
+    def _wants_snapshot(self) -> bool:
+        # The active's snapshots go to every backup on the bus. One that did not ask and
+        # is in sync has the same state already: adopting it would only discard what waits
+        # at its gate (a hole in its line and journal each time another backup joins).
+        sync = self.sync
+        return (
+            sync.snapshot_requested_at is not None
+            or not sync.is_in_sync
+            or self.pipeline.suspect_after is not None
+        )
 
     def on_sync_garbage(self) -> None:
         """A sync-bus frame that did not decode (counted, nothing else)."""
@@ -227,11 +250,17 @@ class AdapterCore:
         journal = self.pipeline.journal
         if journal is not None:
             last = self.sequencer.last_source_seq
-            checkpoint = journal.checkpoint(now=now, last_source_seq=last, symbols=self.state.snapshot)
+            checkpoint = journal.checkpoint(
+                now=now,
+                last_source_seq=last,
+                symbols=self.state.snapshot,
+                session=self.sessions.keeper.session,
+            )
             if checkpoint is not None:
                 self._out.append(checkpoint)
         if now >= next_deadline(self.sync, self.config.sync, now=now):
             self.apply(Tick())
+        self.sessions.tick()
         self._release_if_active_silent(now)
         output = self.pipeline.output
         if self.sync.is_publishing and now >= output.heartbeat_due() and self.pipeline.may_heartbeat():
@@ -267,6 +296,8 @@ class AdapterCore:
         elif isinstance(command, CorruptState):
             self.pipeline.corrupt(command.delta)
             reply["digest"] = self.state.digest
+        elif isinstance(command, EndSession):
+            return self.sessions.request_end(command.reason), self._take()
         if self._rejection is not None:
             reply = {"ok": False, "error": self._rejection}
         elif isinstance(command, ShowStatus | RoleCommand):
@@ -294,11 +325,14 @@ class AdapterCore:
             term: the highest term this adapter had recorded (``RecordTerm``).
         """
         summary = recovery.recover_state(journal, checkpoint, self.state, self.sequencer)
+        self.sessions.recovered(summary.session)
         self.pipeline.published_msg_seq = journal_last_msg_seq
         self._sync = replace(self._sync, published=journal_last_msg_seq, term=max(self._sync.term, term))
         if self.pipeline.journal is not None:
             self.pipeline.journal.resume(
-                last_msg_seq=journal_last_msg_seq, last_source_seq=summary.last_source_seq
+                last_msg_seq=journal_last_msg_seq,
+                last_source_seq=summary.last_source_seq,
+                session=summary.session.id,
             )
         return summary
 
@@ -314,8 +348,8 @@ class AdapterCore:
         return max(now, deadline)
 
     def reads_source(self, now: float) -> bool:
-        """Whether source frames should be read now (not while deciding the role or throttled)."""
-        return not self.sync.deciding and now >= self._paused_until
+        """Whether source frames should be read now (not while deciding, throttled, or at a fence)."""
+        return not self.sync.deciding and now >= self._paused_until and not self.pipeline.deferred
 
     def sync_view(self) -> SyncView:
         """Role, sync status, term, position, health and lag, for the registry."""
@@ -355,6 +389,7 @@ class AdapterCore:
             "journaled": 0 if journal is None else journal.journaled,
             "journal_skipped": 0 if journal is None else journal.skipped,
             "checkpoints": 0 if journal is None else journal.checkpoints,
+            **self.sessions.status(),
         }
 
     # ---- the sync rules (also the pipeline's SyncPort) -------------------------------------
@@ -373,6 +408,7 @@ class AdapterCore:
         self.is_publishing = state.is_publishing
         if old.role is not state.role:
             self._gate_follows_role(old.role, state.role)
+            self.sessions.on_role_changed(old.role, state.role)
         if state.term > old.term:
             self._out.append(RecordTerm(state.term))  # a restart must never go back to a lower term
 
@@ -423,10 +459,38 @@ class AdapterCore:
         if now - heard > self.config.silence_release_s:
             self.pipeline.release(out=self._out, provisional=True)
 
-    def _sender(self) -> syncbus.Sender:
+    # ---- what the session driver uses ------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    @property
+    def wall_ns(self) -> int:
+        return self._wall_ns
+
+    @property
+    def out(self) -> list[Action]:
+        """The actions of the input being handled (the session driver adds to them)."""
+        return self._out
+
+    def sender(self) -> syncbus.Sender:
         return syncbus.Sender(self.config.adapter, self.sync.term, self.sync.role, self._wall_ns)
 
-    def _send_stream_state(self, action: SyncAction) -> None:
+    def report_now(self) -> None:
+        """Send our stream state now (the active), not at the next heartbeat."""
+        if self.sync.role is Role.ACTIVE:
+            self._send_stream_state(None)
+
+    def session_rolled(self, boundary: Boundary, msg_seq: int) -> None:
+        self.sessions.on_rolled(boundary, msg_seq)
+
+    def session_adopted(self, snapshot: syncbus.Snapshot) -> None:
+        self.sessions.on_adopted(snapshot)
+
+    _sender = sender
+
+    def _send_stream_state(self, action: SyncAction | None) -> None:
         seq = self.sequencer
         message = syncbus.StreamState(
             self._sender(),
@@ -436,6 +500,7 @@ class AdapterCore:
             seq.last_recorded_source_seq,
             seq.last_msg_seq,
             seq.last_digest,
+            **self.sessions.report_fields(),
         )
         self._out.append(SendSync(message))
 
@@ -473,7 +538,8 @@ class AdapterCore:
     def _send_snapshot(self, action: SyncAction) -> None:
         seq = self.sequencer
         at, stream = seq.last_recorded_source_seq, self.config.source_stream_number
-        message = syncbus.Snapshot(self._sender(), stream, at, seq.next_msg_seq, self.state.snapshot())
+        symbols, session = self.state.snapshot(), self.sessions.snapshot_fields()
+        message = syncbus.Snapshot(self._sender(), stream, at, seq.next_msg_seq, symbols, **session)
         self._out.append(SendSync(message))
         self.snapshots_sent += 1
 

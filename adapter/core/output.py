@@ -98,6 +98,30 @@ class LineOutput:
         self.packets += 1
         return packet
 
+    def end_of_session(
+        self,
+        msg_seq: int,
+        source_stream: int,
+        source_seq: int,
+        payload: bytes,
+        *,
+        term: int,
+        now: float,
+        send_time_ns: int,
+    ) -> bytes:
+        """The end-of-session packet: flag bit 2 and the one boundary block (never dropped on purpose)."""
+        builder = wire.PacketBuilder(self._max_packet_bytes)
+        builder.add(msg_seq, source_stream, source_seq, payload)
+        self.last_send = now
+        self.packets += 1
+        return builder.build(
+            channel=self._channel,
+            adapter=self._adapter,
+            term=term,
+            send_time_ns=send_time_ns,
+            flags=wire.FLAG_END_OF_SESSION,
+        )
+
     def heartbeat_due(self) -> float:
         """When an idle line owes its next heartbeat."""
         return self.last_send + self._heartbeat_s

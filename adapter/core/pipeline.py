@@ -21,6 +21,14 @@ What a backup numbers waits in the :class:`~adapter.core.gate.OutputGate`
 (packets and journal records alike) until the active's reports confirm its
 numbering; the active's goes straight out.
 
+Session boundaries (:mod:`adapter.core.session`): while the group agrees on
+one, a *fence* stops conversion after a source position; the first message
+past it and the rest of its frame wait (``deferred``) and the runner reads no
+more source. Once the boundary is committed (:meth:`Pipeline.commit`) the
+pipeline rolls right after the fence -- the state's daily fields start
+again, the end-of-session block takes the next msg_seq -- and converts what
+waited.
+
 What the sync rules decide (whether this adapter publishes, its term) comes
 from the core through the :class:`SyncPort` it passes in, and the events the
 pipeline raises go back through it at once: an arrival check can make a
@@ -36,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Protocol
 
+from feedha.adapter.conversion.codec import encode_session_boundary
 from feedha.adapter.conversion.engine import ConversionEngine, Stop
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.parser import peek_source_seq
@@ -47,6 +56,7 @@ from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import UNBOUNDED_ROOM, LineOutput
 from feedha.adapter.core.ring import SourceRing
 from feedha.adapter.core.sequencer import Sequencer, SourceVerdict
+from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY, Boundary
 from feedha.adapter.core.sync_types import ArrivalChecked, SnapshotAdopted, SourceGapSeen, SyncEvent
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, wire
@@ -76,6 +86,8 @@ class _Records:
     time_ns: int
     source_seqs: Sequence[int]
     payloads: Sequence[bytes]
+    flags: int = 0
+    session: int = 0  # the session a boundary record begins
 
 
 class SyncPort(Protocol):
@@ -88,6 +100,8 @@ class SyncPort(Protocol):
     @property
     def term(self) -> int: ...
     def apply(self, event: SyncEvent) -> None: ...
+    def session_rolled(self, boundary: Boundary, msg_seq: int) -> None: ...
+    def session_adopted(self, snapshot: syncbus.Snapshot) -> None: ...
 
 
 @dataclass(slots=True)
@@ -150,6 +164,10 @@ class Pipeline:
         self.gate: OutputGate[_Packet | _Records] = OutputGate()
         self.published_msg_seq = 0  # the last msg_seq this adapter's line carried (or its journal holds)
         self.pending_snapshot: syncbus.Snapshot | None = None
+        self.fence: int | None = None  # convert nothing past this source position (a boundary is agreed)
+        self.deferred = b""  # the first message past the fence and the rest of its frame
+        self.pending_roll: Boundary | None = None  # committed: roll on reaching the fence
+        self.suspect_after: int | None = None  # a backup's state is suspect after this source position
         self._source_stream = source_stream
         self._sync = sync
         self._run = engine.run_function()
@@ -205,7 +223,29 @@ class Pipeline:
         if packet is not None:
             self._out = out
             item = _Packet(packet, self._packet_last, count)
-            self.gate.admit(item, self._packet_upto, len(packet), self._emit)
+            self._admit(item, self._packet_upto, len(packet))
+
+    def _admit(self, item: _Packet | _Records, upto: int, size: int) -> None:
+        # A backup whose state is suspect (it missed source messages) keeps nothing for
+        # the gate: a later report could match a state the missed messages no longer
+        # show (a quote overwritten, a session's daily fields started again) and so
+        # confirm output that carried the wrong state. What it numbers meanwhile the
+        # other lines carry; it publishes again from a snapshot that covers the gap.
+        if self.suspect_after is not None:
+            self.gate.counters.discarded += 1
+            return
+        self.gate.admit(item, upto, size, self._emit)
+
+    def distrust(self, after: int) -> None:
+        """A backup missed source messages after source position ``after``: its state is suspect."""
+        self.unpublish()
+        if self.suspect_after is None or after < self.suspect_after:
+            self.suspect_after = after
+
+    def _trust_from(self, at: int) -> None:
+        # A snapshot of the state at ``at`` covers a gap at or before it.
+        if self.suspect_after is not None and at >= self.suspect_after:
+            self.suspect_after = None
 
     def confirm(self, upto: int, *, out: list[Action]) -> None:
         """The active confirmed our numbering up to source position ``upto``: release what waits."""
@@ -218,8 +258,9 @@ class Pipeline:
         self.gate.release_all(self._emit, provisional=provisional)
 
     def open_gate(self, *, out: list[Action]) -> None:
-        """This adapter is the active now: nothing waits any more."""
+        """This adapter is the active now: nothing waits any more (and its state is the channel's)."""
         self._out = out
+        self.suspect_after = None
         self.gate.open(self._emit)
 
     def unpublish(self) -> None:
@@ -239,7 +280,14 @@ class Pipeline:
             self.counters.published += item.count
             return
         assert isinstance(item, _Records) and self.journal is not None
-        records = self.journal.records(item.first_msg_seq, item.time_ns, item.source_seqs, item.payloads)
+        records = self.journal.records(
+            item.first_msg_seq,
+            item.time_ns,
+            item.source_seqs,
+            item.payloads,
+            item.flags,
+            session=item.session,
+        )
         if records is not None:
             self._out.append(records)
 
@@ -256,6 +304,8 @@ class Pipeline:
         pending = self.pending_snapshot
         if pending is not None:
             watched = pending.source_seq if not watched else min(watched, pending.source_seq)
+        if self.fence is not None:
+            watched = self.fence + 1 if not watched else min(watched, self.fence + 1)
         return watched
 
     # ---- runs ---------------------------------------------------------------------------
@@ -301,6 +351,12 @@ class Pipeline:
                             first_msg_seq, array("q", range(first_seq, first_seq + count)), payloads
                         )
             if stop == Stop.SLOW:
+                if self.fence is not None and self._past_fence(frame, pos):
+                    if self.pending_roll is None:
+                        self.deferred = frame[pos:]  # waits until the boundary is settled
+                        break
+                    self._roll()  # committed: the message past the fence is the new session's
+                    continue
                 start = pos
                 body, pos = fix.next_message(frame, pos)
                 if body is None:
@@ -316,6 +372,108 @@ class Pipeline:
             elif stop != Stop.END:
                 self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)  # the packet is full
         return converted
+
+    # ---- session boundaries ------------------------------------------------------------------
+
+    @property
+    def is_checking_jump(self) -> bool:
+        """Whether a suspect source_seq jump is held until confirmed (no boundary is proposed then)."""
+        return bool(self._held)
+
+    def at_fence(self) -> bool:
+        """Whether everything up to the fence is converted (the next message waits, or none came)."""
+        return self.fence is not None and (
+            bool(self.deferred) or self.sequencer.last_source_seq >= self.fence
+        )
+
+    def hold_at(self, after: int, *, now: float, wall_ns: int, out: list[Action]) -> None:
+        """Convert nothing past source position ``after`` until :meth:`commit` or :meth:`unfence`.
+
+        A fence moved further on lets what waited go on up to it.
+        """
+        if self.pending_roll is not None:
+            return
+        raised = self.fence is not None and after > self.fence
+        self.fence = after
+        if raised:
+            self._refeed(now=now, wall_ns=wall_ns, out=out)
+
+    def commit(self, boundary: Boundary, *, now: float, wall_ns: int, out: list[Action]) -> bool:
+        """Roll into ``boundary.started`` right after its fence: now if there, else on reaching it.
+
+        Returns:
+            Whether it rolled now.
+        """
+        self.fence, self.pending_roll = boundary.after_source_seq, boundary
+        if not self.at_fence():
+            return False
+        self._now, self._wall_ns, self._out = now, wall_ns, out
+        self._roll()
+        self._refeed(now=now, wall_ns=wall_ns, out=out)
+        return True
+
+    def unfence(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
+        """The boundary was withdrawn (or will not be carried out here): convert what waited."""
+        if self.pending_roll is None and self.fence is not None:
+            self.fence = None
+            self._refeed(now=now, wall_ns=wall_ns, out=out)
+
+    def abandon(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
+        """Forget a boundary this adapter can no longer carry out where the group did."""
+        self.pending_roll = self.fence = None
+        self._refeed(now=now, wall_ns=wall_ns, out=out)
+
+    def _refeed(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
+        # What waited at the fence goes through the pipeline again (and waits again at a new fence).
+        data, self.deferred = self.deferred, b""
+        if data:
+            self.on_frame(data, now=now, wall_ns=wall_ns, out=out)
+
+    def _past_fence(self, frame: bytes, pos: int) -> bool:
+        body, _end = fix.next_message(frame, pos)
+        if body is None:
+            return False  # malformed bytes: skipped the same way on every adapter, boundary or not
+        try:
+            return peek_source_seq(body) > (self.fence or 0)
+        except ConversionError:
+            return False
+
+    def _roll(self) -> None:
+        # The boundary: what was numbered before goes out first, then the state rolls and the
+        # end-of-session block takes the next msg_seq, on the line and in the journal alike.
+        boundary = self.pending_roll
+        assert boundary is not None
+        self.pending_roll = self.fence = None
+        self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
+        self.state.roll(boundary.started)
+        sequencer = self.sequencer
+        msg_seq = sequencer.next_msg_seq
+        sequencer.next_msg_seq = msg_seq + 1
+        if self._sync.is_publishing:
+            payload = encode_session_boundary(
+                ended=boundary.ended,
+                started=boundary.started,
+                boundary_time_ns=boundary.time_ns,
+                reason=int(boundary.reason),
+                publish_time_ns=self._wall_ns,
+            )
+            stream, after = self._source_stream, boundary.after_source_seq
+            packet = self.output.end_of_session(
+                msg_seq,
+                stream,
+                after,
+                payload,
+                term=self._sync.term,
+                now=self._now,
+                send_time_ns=self._wall_ns,
+            )
+            self._admit(_Packet(packet, msg_seq, 0), after, len(packet))
+            if self.journal is not None:
+                records = _Records(
+                    msg_seq, self._wall_ns, (after,), (payload,), RECORD_SESSION_BOUNDARY, boundary.started
+                )
+                self._admit(records, after, len(payload))
+        self._sync.session_rolled(boundary, msg_seq)
 
     # ---- one message at a time ------------------------------------------------------------
 
@@ -341,11 +499,18 @@ class Pipeline:
         if verdict is SourceVerdict.GAP:
             self.counters.source_gaps += 1
             self._sync.apply(SourceGapSeen(msg.source_seq - sequencer.next_source_seq))
+            if self._sync.is_backup:
+                self.distrust(sequencer.last_source_seq)
         return self._accept(msg, body)
 
     def _accept(self, msg: SourceMessage, body: bytes) -> int:
         pending = self.pending_snapshot
         adopt = pending if pending is not None and pending.source_seq == msg.source_seq else None
+        # A snapshot taken right at a session boundary holds the next session's state:
+        # this message is the last of the session before, so it is adopted after it.
+        later = adopt if adopt is not None and _begins_at(adopt, msg.source_seq, self.state.session) else None
+        if later is not None:
+            adopt = None
         try:
             values = self.state.preview(msg)
             if adopt is not None:
@@ -361,13 +526,22 @@ class Pipeline:
         if adopt is not None:
             self.pending_snapshot = None
             self.unpublish()  # what waits carries the state the snapshot replaces
-            self.state.restore(adopt.symbols)
-            self.counters.snapshots_adopted += 1
-            self._sync.apply(SnapshotAdopted(msg.source_seq))
+            self._adopt(adopt)
         else:
             self.state.set_symbol(msg.symbol, values)
         self._number(msg, payload)
+        if later is not None:
+            self.pending_snapshot = None
+            self.unpublish()
+            self._adopt(later)
         return 1
+
+    def _adopt(self, snapshot: syncbus.Snapshot) -> None:
+        self._trust_from(snapshot.source_seq)
+        self.state.restore(snapshot.symbols, session=snapshot.session or None)
+        self.counters.snapshots_adopted += 1
+        self._sync.session_adopted(snapshot)
+        self._sync.apply(SnapshotAdopted(snapshot.source_seq))
 
     def _believe_jump(self) -> int:
         # Enough consecutive messages continue the jump: the source really moved on.
@@ -375,6 +549,8 @@ class Pipeline:
         first = held[0][0].source_seq
         self.counters.source_gaps += 1
         self._sync.apply(SourceGapSeen(first - self.sequencer.next_source_seq))
+        if self._sync.is_backup:
+            self.distrust(self.sequencer.last_source_seq)
         self.sequencer.skip_source(first - 1)
         return sum(self._accept(msg, body) for msg, body in held)
 
@@ -453,7 +629,7 @@ class Pipeline:
         # Journaled once published: through the gate, with the packets.
         size = sum(len(p) for p in payloads) if not self.gate.is_open else 0
         records = _Records(first_msg_seq, self._wall_ns, source_seqs, payloads)
-        self.gate.admit(records, source_seqs[-1], size, self._emit)
+        self._admit(records, source_seqs[-1], size)
 
     # ---- snapshots and fault injection ------------------------------------------------------
 
@@ -469,8 +645,12 @@ class Pipeline:
             logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
             return False
         self.unpublish()  # what waits carries the state the snapshot replaces
-        self.state.restore(msg.symbols)
-        digests = {at: self.state.digest}
+        self._trust_from(at)
+        self.state.restore(msg.symbols, session=msg.session or None)
+        self._sync.session_adopted(msg)
+        # At a session boundary the snapshot's state is the next session's; the position
+        # itself keeps the digest of the message there (the last of the session before).
+        digests = {} if _begins_at(msg, at, 0) else {at: self.state.digest}
         for replayed in replay:
             try:
                 self.state.apply(replayed)
@@ -487,3 +667,12 @@ class Pipeline:
             values.volume += delta
             self.state.set_symbol(symbol, values)
         self.sequencer.restate_digests({self.sequencer.last_recorded_source_seq: self.state.digest})
+
+
+def _begins_at(snapshot: syncbus.Snapshot, source_seq: int, session: int) -> bool:
+    """Whether ``snapshot`` is a session's state right at its boundary after ``source_seq``."""
+    return (
+        snapshot.session != session
+        and snapshot.session_boundary_msg_seq != 0
+        and snapshot.session_after_source_seq == source_seq
+    )

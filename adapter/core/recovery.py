@@ -16,6 +16,10 @@ checkpoints hold the whole conversion state as a serialized
    ``(source_seq, msg_seq, digest)`` in the :class:`~adapter.core.sequencer.Sequencer`,
    which leaves ``next_msg_seq`` after the last record, ``last_source_seq``
    at its source message and the recent history the sync rules compare with.
+   A session-boundary record rolls the state into the session it begins
+   (every symbol's daily fields start again) and takes its msg_seq, as the
+   boundary did when it was published; the checkpoint says which session its
+   state belongs to.
 
 The adapter then starts as usual: it listens for the active, joins as a
 backup and lets the sync rules check the recovered position. When the state
@@ -41,6 +45,7 @@ from google.protobuf.message import DecodeError
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.adapter.core.sequencer import Sequencer
+from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 from feedha.proto import market_pb2, sync_pb2
 
 logger = logging.getLogger(__name__)
@@ -55,6 +60,8 @@ class RecordLike(Protocol):
     def source_seq(self) -> int: ...
     @property
     def payload(self) -> bytes: ...
+    @property
+    def flags(self) -> int: ...
 
 
 class JournalSource(Protocol):
@@ -85,6 +92,8 @@ class RecoverySummary:
         next_msg_seq: the msg_seq the adapter's next message gets.
         symbols: symbols in the rebuilt conversion state.
         digest: the rebuilt conversion state's digest.
+        session: the session the rebuilt state belongs to.
+        boundaries: session-boundary records rolled forward.
     """
 
     checkpoint_msg_seq: int | None
@@ -95,14 +104,34 @@ class RecoverySummary:
     next_msg_seq: int
     symbols: int
     digest: int
+    session: Session = FIRST_SESSION
+    boundaries: int = 0
 
     def as_dict(self) -> dict[str, int | None]:
         """The summary as a JSON-able dict (for status events)."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "session"}
+        out["session"] = self.session.id
+        out["session_start_ns"] = self.session.start_ns
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointState:
+    """A decoded checkpoint blob: the state right after ``source_seq``, in ``session``."""
+
+    source_seq: int
+    next_msg_seq: int
+    symbols: dict[str, SymbolValues]
+    session: Session
 
 
 def encode_checkpoint_state(
-    symbols: Mapping[str, SymbolValues], *, source_stream: int, source_seq: int, next_msg_seq: int
+    symbols: Mapping[str, SymbolValues],
+    *,
+    source_stream: int,
+    source_seq: int,
+    next_msg_seq: int,
+    session: Session = FIRST_SESSION,
 ) -> bytes:
     """The checkpoint blob: the whole conversion state right after ``source_seq``.
 
@@ -111,12 +140,20 @@ def encode_checkpoint_state(
         source_stream: the source stream number.
         source_seq: the last source message the state includes.
         next_msg_seq: the msg_seq the next message gets.
+        session: the session the state belongs to.
 
     Returns:
         A serialized ``feedha.v1.ConversionSnapshot``.
     """
     snapshot = sync_pb2.ConversionSnapshot(
-        source_stream=source_stream, source_seq=source_seq, next_msg_seq=next_msg_seq
+        source_stream=source_stream,
+        source_seq=source_seq,
+        next_msg_seq=next_msg_seq,
+        session=session.id,
+        session_after_source_seq=session.after_source_seq,
+        session_boundary_msg_seq=session.boundary_msg_seq,
+        session_start_ns=session.start_ns,
+        session_reason=session.reason,  # type: ignore[arg-type]  # an int of the enum
     )
     for symbol, values in symbols.items():
         entry = snapshot.symbols.add()
@@ -125,11 +162,8 @@ def encode_checkpoint_state(
     return snapshot.SerializeToString()
 
 
-def decode_checkpoint_state(blob: bytes) -> tuple[int, int, dict[str, SymbolValues]]:
-    """Read a checkpoint blob.
-
-    Returns:
-        ``(source_seq, next_msg_seq, symbols)``.
+def decode_checkpoint_state(blob: bytes) -> CheckpointState:
+    """Read a checkpoint blob (one written before sessions existed is in session 1).
 
     Raises:
         ValueError: the blob is not a ConversionSnapshot.
@@ -139,7 +173,23 @@ def decode_checkpoint_state(blob: bytes) -> tuple[int, int, dict[str, SymbolValu
     except DecodeError as exc:
         raise ValueError(f"checkpoint state of {len(blob)} bytes is not a ConversionSnapshot") from exc
     symbols = {entry.symbol: from_proto(entry.state) for entry in snapshot.symbols}
-    return snapshot.source_seq, snapshot.next_msg_seq, symbols
+    session = Session(
+        max(1, snapshot.session),
+        snapshot.session_after_source_seq,
+        snapshot.session_boundary_msg_seq,
+        snapshot.session_start_ns,
+        snapshot.session_reason,
+    )
+    return CheckpointState(snapshot.source_seq, snapshot.next_msg_seq, symbols, session)
+
+
+def boundary_of(payload: bytes) -> market_pb2.SessionBoundary | None:
+    """The session boundary an end-of-session record's payload names (``None``: not one)."""
+    try:
+        update = market_pb2.MarketUpdate.FromString(payload)
+    except DecodeError:
+        return None
+    return update.session_boundary if update.HasField("session_boundary") else None
 
 
 def recover_state(
@@ -161,20 +211,43 @@ def recover_state(
     """
     start = 0
     checkpoint_msg_seq: int | None = None
+    session = FIRST_SESSION
+    conversion.session = session.id
     if checkpoint is not None:
         try:
-            source_seq, _next_msg_seq, symbols = decode_checkpoint_state(checkpoint.state)
+            state = decode_checkpoint_state(checkpoint.state)
         except ValueError as exc:
             logger.warning("ignoring checkpoint %r: %s; rolling the whole journal", checkpoint, exc)
         else:
-            conversion.restore(symbols)
+            session = state.session
+            conversion.restore(state.symbols, session=session.id)
             checkpoint_msg_seq = checkpoint.msg_seq
             start = checkpoint.msg_seq + 1
-            if source_seq:
-                sequencer.record(source_seq, checkpoint.msg_seq, conversion.digest)
-    rolled = undecodable = 0
+            if checkpoint.msg_seq == session.boundary_msg_seq:
+                # A checkpoint right after a boundary: its position is the last message of the
+                # session before, whose state is not this one (see Session and the sequencer).
+                sequencer.reset_to(last_source_seq=state.source_seq, next_msg_seq=checkpoint.msg_seq + 1)
+            elif state.source_seq:
+                sequencer.record(state.source_seq, checkpoint.msg_seq, conversion.digest)
+    rolled = undecodable = boundaries = 0
     update = market_pb2.MarketUpdate()
     for record in reader.read(start):
+        if record.flags & RECORD_SESSION_BOUNDARY:
+            boundary = boundary_of(record.payload)
+            if boundary is None or boundary.started <= session.id:
+                undecodable += 1
+                continue
+            conversion.roll(boundary.started)
+            session = Session(
+                boundary.started,
+                record.source_seq,
+                record.msg_seq,
+                boundary.boundary_time_ns,
+                boundary.reason,
+            )
+            sequencer.reset_to(last_source_seq=record.source_seq, next_msg_seq=record.msg_seq + 1)
+            boundaries += 1
+            continue
         try:
             update.ParseFromString(record.payload)
         except DecodeError:
@@ -187,11 +260,13 @@ def recover_state(
         checkpoint_msg_seq=checkpoint_msg_seq,
         records_rolled=rolled,
         undecodable=undecodable,
-        last_msg_seq=sequencer.last_msg_seq,
+        last_msg_seq=sequencer.next_msg_seq - 1,  # a boundary record is a msg_seq the history skips
         last_source_seq=sequencer.last_source_seq,
         next_msg_seq=sequencer.next_msg_seq,
         symbols=len(conversion),
         digest=conversion.digest,
+        session=session,
+        boundaries=boundaries,
     )
     logger.info("recovered from the journal: %r", summary)
     return summary

@@ -93,6 +93,7 @@ from feedha.adapter.core.sync_types import (
     SendHealth,
     SendSnapshot,
     SendStreamState,
+    SessionMissed,
     SnapshotAdopted,
     SnapshotRequested,
     SourceGapSeen,
@@ -135,6 +136,7 @@ __all__ = [
     "SendHealth",
     "SendSnapshot",
     "SendStreamState",
+    "SessionMissed",
     "SnapshotAdopted",
     "SnapshotRequested",
     "SourceGapSeen",
@@ -382,9 +384,13 @@ def _on_snapshot_requested(state: SyncState, ev: SyncEvent, now: float, config: 
 
 def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     # A backup that missed source messages must not invent numbering for what
-    # follows: hold output until the active's reports realign it.
+    # follows: hold output until the active's reports realign it. Its state lacks
+    # what it missed, so it asks for the active's at once (the pipeline publishes
+    # nothing until a snapshot that covers the gap is adopted).
     state = replace(state, status=SyncStatus.SYNCING)
-    return _mismatched(state, now, config, "source_gap")
+    state, actions = _ask_snapshot(state, now, config)
+    state, more = _mismatched(state, now, config, "source_gap")
+    return state, actions + more
 
 
 def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
@@ -412,6 +418,15 @@ def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: Sync
     )
     reason = f"missed {ev.missing} source messages that in-sync backup {keepers[0].adapter} has"
     return new, [RoleChanged(Role.ACTIVE, Role.BACKUP, state.term, reason), SendHealth()]
+
+
+def _on_session_missed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    # The group rolled into a session where we could not (we were down, or past the
+    # boundary): our state is the wrong session's. Repair it like a digest mismatch.
+    state = replace(state, status=SyncStatus.SYNCING)
+    state, actions = _ask_snapshot(state, now, config)
+    state, more = _mismatched(state, now, config, "session")
+    return state, actions + more
 
 
 def _on_health(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
@@ -594,4 +609,7 @@ HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
     (Role.FAILED, OperatorCommand): _command_failed,
     (Role.FAILED, ArrivalChecked): _ignore,
     (Role.FAILED, SnapshotAdopted): _ignore,
+    (Role.ACTIVE, SessionMissed): _ignore,
+    (Role.BACKUP, SessionMissed): _on_session_missed,
+    (Role.FAILED, SessionMissed): _ignore,
 }

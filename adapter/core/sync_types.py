@@ -179,6 +179,13 @@ class SourceGapSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionMissed:
+    """The active is in a session we did not roll into where it did: our output is not the channel's."""
+
+    session: int
+
+
+@dataclass(frozen=True, slots=True)
 class HealthMeasured:
     score: float
     published: int = 0  # the last msg_seq our line carried, reported with the health
@@ -212,6 +219,7 @@ SyncEvent: TypeAlias = (
     | HealthMeasured
     | Tick
     | OperatorCommand
+    | SessionMissed
 )
 
 # ---- actions ----------------------------------------------------------------

@@ -27,6 +27,7 @@ __all__ = [
     "Failed",
     "Health",
     "Sender",
+    "SessionAck",
     "Snapshot",
     "SnapshotRequest",
     "StreamState",
@@ -74,6 +75,28 @@ class StreamState:
     last_source_seq: int
     last_msg_seq: int
     digest: int
+    session: int = 0  # the sender's session (0: a sender that knows no sessions)
+    session_after_source_seq: int = 0
+    session_boundary_msg_seq: int = 0
+    session_start_ns: int = 0
+    proposed_session: int = 0  # a boundary the sender proposes (0: none), see adapter.core.session
+    proposed_after_source_seq: int = 0
+    proposed_time_ns: int = 0
+    proposed_reason: int = 0
+    session_reason: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAck:
+    """A backup acknowledges the proposed boundary ``proposed_session`` at fence ``after_source_seq``.
+
+    It converts nothing after ``max(after_source_seq, position)`` until the active settles it.
+    """
+
+    sender: Sender
+    proposed_session: int
+    after_source_seq: int
+    position: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +132,11 @@ class Snapshot:
     source_seq: int
     next_msg_seq: int
     symbols: Mapping[str, SymbolValues]
+    session: int = 0  # the session the state belongs to, and where it began
+    session_after_source_seq: int = 0
+    session_boundary_msg_seq: int = 0
+    session_start_ns: int = 0
+    session_reason: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +147,20 @@ class Failed:
     reason: str
 
 
-SyncMessage: TypeAlias = StreamState | Health | SnapshotRequest | Snapshot | Failed
+SyncMessage: TypeAlias = StreamState | Health | SnapshotRequest | Snapshot | Failed | SessionAck
+
+_STREAM_SESSION_FIELDS: Final = (
+    "session",
+    "session_after_source_seq",
+    "session_boundary_msg_seq",
+    "session_start_ns",
+    "proposed_session",
+    "proposed_after_source_seq",
+    "proposed_time_ns",
+    "proposed_reason",
+    "session_reason",
+)
+_SNAPSHOT_SESSION_FIELDS: Final = (*_STREAM_SESSION_FIELDS[:4], "session_reason")
 
 
 def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
@@ -140,6 +181,13 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
         ss.last_source_seq = msg.last_source_seq
         ss.last_msg_seq = msg.last_msg_seq
         ss.digest = msg.digest
+        for name in _STREAM_SESSION_FIELDS:
+            setattr(ss, name, getattr(msg, name))
+    elif isinstance(msg, SessionAck):
+        ack = out.session_ack
+        ack.proposed_session = msg.proposed_session
+        ack.after_source_seq = msg.after_source_seq
+        ack.position = msg.position
     elif isinstance(msg, Health):
         _fill_health(out.health, msg)
     elif isinstance(msg, SnapshotRequest):
@@ -167,6 +215,8 @@ def _fill_snapshot(snap: sync_pb2.ConversionSnapshot, msg: Snapshot) -> None:
     snap.source_stream = msg.source_stream
     snap.source_seq = msg.source_seq
     snap.next_msg_seq = msg.next_msg_seq
+    for name in _SNAPSHOT_SESSION_FIELDS:
+        setattr(snap, name, getattr(msg, name))
     for symbol, values in msg.symbols.items():
         entry = snap.symbols.add()
         entry.symbol = symbol
@@ -200,6 +250,7 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
             ss.last_source_seq,
             ss.last_msg_seq,
             ss.digest,
+            **{name: getattr(ss, name) for name in _STREAM_SESSION_FIELDS},
         )
     if kind == "health":
         h = msg.health
@@ -220,7 +271,11 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
     if kind == "snapshot":
         snap = msg.snapshot
         symbols = {entry.symbol: from_proto(entry.state) for entry in snap.symbols}
-        return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols)
+        session = {name: getattr(snap, name) for name in _SNAPSHOT_SESSION_FIELDS}
+        return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols, **session)
     if kind == "failed":
         return Failed(sender, msg.failed.reason)
+    if kind == "session_ack":
+        ack = msg.session_ack
+        return SessionAck(sender, ack.proposed_session, ack.after_source_seq, ack.position)
     raise SyncDecodeError("sync frame without a body")

@@ -15,6 +15,8 @@
  *     8 u64 msg_seq   16 u64 time_ns   24 u64 source_seq
  *    32 u16 source_stream   34 u16 flags   36 payload (n bytes)
  *
+ * Decoded records are (msg_seq, time_ns, source_stream, source_seq, payload, flags).
+ *
  * CRC32C (Castagnoli, reflected polynomial 0x82F63B78, initial and final
  * XOR 0xFFFFFFFF) is the `crc32c` PyPI package's: crc32c(data, value) chains
  * from a previous result. On x86_64 with SSE4.2 the CRC32 instruction takes
@@ -577,19 +579,20 @@ static PyObject *py_frame_into(PyObject *Py_UNUSED(self), PyObject *args, PyObje
 /* -- one record, and records given as tuples --------------------------------------------------- */
 
 static PyObject *py_frame_one_into(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
+    if (nargs != 7 && nargs != 8) {
         PyErr_Format(PyExc_TypeError,
-                     "frame_one_into(buf, offset, msg_seq, time_ns, source_stream, source_seq, payload) takes 7 "
-                     "arguments (%zd given)",
+                     "frame_one_into(buf, offset, msg_seq, time_ns, source_stream, source_seq, payload[, flags]) "
+                     "takes 7 or 8 arguments (%zd given)",
                      nargs);
         return NULL;
     }
     Py_ssize_t offset;
-    uint64_t msg_seq, time_ns, stream, source_seq;
+    uint64_t msg_seq, time_ns, stream, source_seq, flags = 0;
     if (as_ssize(args[1], "offset", &offset) < 0 || as_uint(args[2], "msg_seq", UINT64_MAX, &msg_seq) < 0 ||
         as_uint(args[3], "time_ns", UINT64_MAX, &time_ns) < 0 ||
         as_uint(args[4], "source_stream", UINT16_MAX, &stream) < 0 ||
-        as_uint(args[5], "source_seq", UINT64_MAX, &source_seq) < 0) {
+        as_uint(args[5], "source_seq", UINT64_MAX, &source_seq) < 0 ||
+        (nargs == 8 && as_uint(args[7], "flags", UINT16_MAX, &flags) < 0)) {
         return NULL;
     }
     Payload p;
@@ -606,7 +609,7 @@ static PyObject *py_frame_one_into(PyObject *Py_UNUSED(self), PyObject *const *a
         PyErr_Format(PyExc_ValueError, "record of %zd bytes does not fit in buf at offset %zd (size %zd)",
                      RECORD_HEADER_SIZE + p.len, offset, d.len);
     } else {
-        write_record(d.data + offset, msg_seq, time_ns, source_seq, (uint16_t)stream, 0, p.data, p.len);
+        write_record(d.data + offset, msg_seq, time_ns, source_seq, (uint16_t)stream, (uint16_t)flags, p.data, p.len);
         result = PyLong_FromSsize_t(offset + RECORD_HEADER_SIZE + p.len);
     }
     dest_close(&d);
@@ -614,21 +617,23 @@ static PyObject *py_frame_one_into(PyObject *Py_UNUSED(self), PyObject *const *a
     return result;
 }
 
-/* The numbers of a (msg_seq, time_ns, source_stream, source_seq, payload) tuple; TypeError or
- * ValueError naming records[i] or the field when it is not one. */
+/* The numbers of a (msg_seq, time_ns, source_stream, source_seq, payload[, flags]) tuple (a Record
+ * has the flags); TypeError or ValueError naming records[i] or the field when it is not one. */
 static int record_tuple_fields(PyObject *item, Py_ssize_t i, uint64_t *msg_seq, uint64_t *time_ns, uint64_t *stream,
-                               uint64_t *source_seq) {
-    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5) {
+                               uint64_t *source_seq, uint64_t *flags) {
+    if (!PyTuple_Check(item) || (PyTuple_GET_SIZE(item) != 5 && PyTuple_GET_SIZE(item) != 6)) {
         PyErr_Format(PyExc_TypeError,
-                     "records[%zd] must be a (msg_seq, time_ns, source_stream, source_seq, payload) tuple, "
-                     "not %.100s",
+                     "records[%zd] must be a (msg_seq, time_ns, source_stream, source_seq, payload[, flags]) "
+                     "tuple, not %.100s",
                      i, Py_TYPE(item)->tp_name);
         return -1;
     }
+    *flags = 0;
     if (as_uint(PyTuple_GET_ITEM(item, 0), "msg_seq", UINT64_MAX, msg_seq) < 0 ||
         as_uint(PyTuple_GET_ITEM(item, 1), "time_ns", UINT64_MAX, time_ns) < 0 ||
         as_uint(PyTuple_GET_ITEM(item, 2), "source_stream", UINT16_MAX, stream) < 0 ||
-        as_uint(PyTuple_GET_ITEM(item, 3), "source_seq", UINT64_MAX, source_seq) < 0) {
+        as_uint(PyTuple_GET_ITEM(item, 3), "source_seq", UINT64_MAX, source_seq) < 0 ||
+        (PyTuple_GET_SIZE(item) == 6 && as_uint(PyTuple_GET_ITEM(item, 5), "flags", UINT16_MAX, flags) < 0)) {
         return -1;
     }
     return 0;
@@ -639,8 +644,8 @@ static int record_tuple_fields(PyObject *item, Py_ssize_t i, uint64_t *msg_seq, 
  * (the caller's slow path decides: SequenceError, a new segment, a flush), -1 error. */
 static int frame_tuple(PyObject *item, Py_ssize_t i, uint8_t *dst, Py_ssize_t *offset, Py_ssize_t limit,
                        uint64_t day_end, bool *have_last, uint64_t *last) {
-    uint64_t msg_seq, time_ns, stream, source_seq;
-    if (record_tuple_fields(item, i, &msg_seq, &time_ns, &stream, &source_seq) < 0) {
+    uint64_t msg_seq, time_ns, stream, source_seq, flags;
+    if (record_tuple_fields(item, i, &msg_seq, &time_ns, &stream, &source_seq, &flags) < 0) {
         return -1;
     }
     if ((*have_last && msg_seq <= *last) || time_ns >= day_end) {
@@ -652,7 +657,7 @@ static int frame_tuple(PyObject *item, Py_ssize_t i, uint8_t *dst, Py_ssize_t *o
     }
     int framed = p.len <= limit - *offset - RECORD_HEADER_SIZE;
     if (framed) {
-        write_record(dst + *offset, msg_seq, time_ns, source_seq, (uint16_t)stream, 0, p.data, p.len);
+        write_record(dst + *offset, msg_seq, time_ns, source_seq, (uint16_t)stream, (uint16_t)flags, p.data, p.len);
         *offset += RECORD_HEADER_SIZE + p.len;
         *last = msg_seq;
         *have_last = true;
@@ -725,16 +730,18 @@ static int check_record_type(PyTypeObject *type) {
     return 0;
 }
 
+enum { RECORD_FIELDS = 6 };
+
 /* A new record_type instance. Steals the items. */
-static PyObject *make_record(PyTypeObject *type, PyObject *items[5]) {
-    PyObject *record = type == &PyTuple_Type ? PyTuple_New(5) : type->tp_alloc(type, 5);
+static PyObject *make_record(PyTypeObject *type, PyObject *items[RECORD_FIELDS]) {
+    PyObject *record = type == &PyTuple_Type ? PyTuple_New(RECORD_FIELDS) : type->tp_alloc(type, RECORD_FIELDS);
     if (record == NULL) {
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < RECORD_FIELDS; k++) {
             Py_XDECREF(items[k]);
         }
         return NULL;
     }
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < RECORD_FIELDS; k++) {
         PyTuple_SET_ITEM(record, k, items[k]);
     }
     return record;
@@ -763,17 +770,18 @@ static bool check_record(const uint8_t *h, Py_ssize_t avail, bool have_prev, uin
     return false;
 }
 
-/* The checked record at h as a record_type (msg_seq, time_ns, source_stream, source_seq, payload). */
+/* The checked record at h as a record_type (msg_seq, time_ns, source_stream, source_seq, payload, flags). */
 static PyObject *decode_record(PyTypeObject *type, const uint8_t *h, uint32_t length) {
-    PyObject *items[5] = {
+    PyObject *items[RECORD_FIELDS] = {
         PyLong_FromUnsignedLongLong(load_u64le(h + 8)),
         PyLong_FromUnsignedLongLong(load_u64le(h + 16)),
         PyLong_FromLong(get_u16le(h + 32)),
         PyLong_FromUnsignedLongLong(load_u64le(h + 24)),
         PyBytes_FromStringAndSize((const char *)h + RECORD_HEADER_SIZE, (Py_ssize_t)length),
+        PyLong_FromLong(get_u16le(h + 34)),
     };
-    if (!items[0] || !items[1] || !items[2] || !items[3] || !items[4]) {
-        for (int k = 0; k < 5; k++) {
+    if (!items[0] || !items[1] || !items[2] || !items[3] || !items[4] || !items[5]) {
+        for (int k = 0; k < RECORD_FIELDS; k++) {
             Py_XDECREF(items[k]);
         }
         return NULL;
@@ -934,12 +942,12 @@ static PyMethodDef methods[] = {
      "Frame records start..stop-1 into buf from offset while they end at or before limit; next is the "
      "first record not framed."},
     {"frame_one_into", (PyCFunction)(void (*)(void))py_frame_one_into, METH_FASTCALL,
-     "frame_one_into(buf, offset, msg_seq, time_ns, source_stream, source_seq, payload) -> new_offset\n\n"
+     "frame_one_into(buf, offset, msg_seq, time_ns, source_stream, source_seq, payload[, flags]) -> new_offset\n\n"
      "Frame one record into buf at offset (ValueError when it does not fit)."},
     {"frame_tuples_into", (PyCFunction)(void (*)(void))py_frame_tuples_into, METH_VARARGS | METH_KEYWORDS,
      "frame_tuples_into(buf, offset, limit, records, last_seq, day_end_ns, start=0, stop=-1) "
      "-> (new_offset, next, last_seq)\n\n"
-     "Frame (msg_seq, time_ns, source_stream, source_seq, payload) tuples into buf while each msg_seq "
+     "Frame (msg_seq, time_ns, source_stream, source_seq, payload[, flags]) tuples into buf while each msg_seq "
      "exceeds the one before (last_seq first), time_ns < day_end_ns and the record ends at or before limit."},
     {"decode_records", (PyCFunction)(void (*)(void))py_decode_records, METH_VARARGS | METH_KEYWORDS,
      "decode_records(data, pos, prev_seq, max_records, record_type) -> (records, end, status)\n\n"

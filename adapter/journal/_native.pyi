@@ -4,7 +4,8 @@ from collections.abc import Sequence
 from typing import Final, TypeVar
 
 _Buffer = bytes | bytearray | memoryview
-_R = TypeVar("_R", bound=tuple[int, int, int, int, bytes])
+_R = TypeVar("_R", bound=tuple[int, int, int, int, bytes, int])
+_Tuple = tuple[int, int, int, int, bytes] | tuple[int, int, int, int, bytes, int]
 
 RECORD_HEADER_SIZE: Final[int]
 MAX_PAYLOAD_BYTES: Final[int]
@@ -41,13 +42,14 @@ def frame_one_into(
     source_stream: int,
     source_seq: int,
     payload: bytes,
+    flags: int = 0,
     /,
 ) -> int: ...
 def frame_tuples_into(
     buf: bytearray | memoryview,
     offset: int,
     limit: int,
-    records: Sequence[tuple[int, int, int, int, bytes]],
+    records: Sequence[_Tuple],
     last_seq: int,
     day_end_ns: int,
     start: int = 0,

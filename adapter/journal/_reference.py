@@ -27,7 +27,7 @@ _MAX_U16: Final = 2**16 - 1
 _STATUS_END, _STATUS_INCOMPLETE, _STATUS_BAD_LENGTH, _STATUS_BAD_CRC, _STATUS_BAD_SEQ = range(5)
 
 _Buffer = bytes | bytearray | memoryview
-_R = TypeVar("_R", bound=tuple[int, int, int, int, bytes])
+_R = TypeVar("_R", bound=tuple[int, int, int, int, bytes, int])
 
 
 def _uint(value: object, name: str, maximum: int) -> int:
@@ -167,6 +167,7 @@ def frame_one_into(
     source_stream: int,
     source_seq: int,
     payload: bytes,
+    flags: int = 0,
 ) -> int:
     """Frame one record into ``buf`` at ``offset``; returns the offset after it."""
     _uint(msg_seq, "msg_seq", _MAX_U64)
@@ -180,7 +181,9 @@ def frame_one_into(
             f"record of {RECORD_HEADER_SIZE + len(data)} bytes does not fit in buf at offset {offset} "
             f"(size {len(buf)})"
         )
-    buf[offset:end] = _record(msg_seq, time_ns, source_stream, source_seq, data, 0)
+    buf[offset:end] = _record(
+        msg_seq, time_ns, source_stream, source_seq, data, _uint(flags, "flags", _MAX_U16)
+    )
     return end
 
 
@@ -188,13 +191,13 @@ def frame_tuples_into(
     buf: bytearray | memoryview,
     offset: int,
     limit: int,
-    records: Sequence[tuple[int, int, int, int, bytes]],
+    records: Sequence[tuple[int, int, int, int, bytes] | tuple[int, int, int, int, bytes, int]],
     last_seq: int,
     day_end_ns: int,
     start: int = 0,
     stop: int = -1,
 ) -> tuple[int, int, int]:
-    """Frame ``(msg_seq, time_ns, source_stream, source_seq, payload)`` tuples into ``buf``.
+    """Frame ``(msg_seq, time_ns, source_stream, source_seq, payload[, flags])`` tuples into ``buf``.
 
     Stops without error at the first record whose msg_seq does not exceed the
     one before it (``last_seq`` first; negative: none), whose ``time_ns`` is
@@ -212,21 +215,22 @@ def frame_tuples_into(
     i = start
     while i < stop:
         item = records[i]
-        if not isinstance(item, tuple) or len(item) != 5:
+        if not isinstance(item, tuple) or len(item) not in (5, 6):
             raise TypeError(
-                f"records[{i}] must be a (msg_seq, time_ns, source_stream, source_seq, payload) tuple, "
-                f"not {type(item).__name__}"
+                f"records[{i}] must be a (msg_seq, time_ns, source_stream, source_seq, payload[, flags]) "
+                f"tuple, not {type(item).__name__}"
             )
         msg_seq = _uint(item[0], "msg_seq", _MAX_U64)
         time_ns = _uint(item[1], "time_ns", _MAX_U64)
         source_stream = _uint(item[2], "source_stream", _MAX_U16)
         source_seq = _uint(item[3], "source_seq", _MAX_U64)
+        flags = _uint(item[5], "flags", _MAX_U16) if len(item) == 6 else 0
         if (have_last and msg_seq <= last_seq) or time_ns >= day_end_ns:
             break
         payload = _payload(item[4], i)
         if offset + RECORD_HEADER_SIZE + len(payload) > limit:
             break
-        record = _record(msg_seq, time_ns, source_stream, source_seq, payload, 0)
+        record = _record(msg_seq, time_ns, source_stream, source_seq, payload, flags)
         buf[offset : offset + len(record)] = record
         offset += len(record)
         last_seq, have_last = msg_seq, True
@@ -254,7 +258,7 @@ def decode_records(
         if size - pos < RECORD_HEADER_SIZE:
             status = _STATUS_END if pos == size else _STATUS_INCOMPLETE
             break
-        crc, length, msg_seq, time_ns, source_seq, source_stream, _flags = unpack(view, pos)
+        crc, length, msg_seq, time_ns, source_seq, source_stream, flags = unpack(view, pos)
         if length > MAX_PAYLOAD_BYTES:
             status = _STATUS_BAD_LENGTH
             break
@@ -268,7 +272,7 @@ def decode_records(
         if msg_seq <= prev_seq:
             status = _STATUS_BAD_SEQ
             break
-        fields = (msg_seq, time_ns, source_stream, source_seq, view[pos + RECORD_HEADER_SIZE : end])
+        fields = (msg_seq, time_ns, source_stream, source_seq, view[pos + RECORD_HEADER_SIZE : end], flags)
         records.append(tuple.__new__(record_type, fields))
         prev_seq = msg_seq
         pos = end

@@ -34,11 +34,21 @@ def _decode_update(payload: bytes) -> dict[str, Any] | None:
     return json_format.MessageToDict(update)
 
 
+def _boundary(record: Record) -> str:
+    """`` END OF SESSION 3 -> 4 (operator)`` for a session-boundary record, else ``""``."""
+    if not record.is_session_boundary:
+        return ""
+    update = _decode_update(record.payload) or {}
+    boundary = update.get("sessionBoundary", {})
+    reason = str(boundary.get("reason", "")).removeprefix("SESSION_REASON_").lower() or "?"
+    return f" END OF SESSION {boundary.get('ended', '?')} -> {boundary.get('started', '?')} ({reason})"
+
+
 def _line(record: Record, *, as_json: bool) -> str:
     if not as_json:
         return (
             f"{record.msg_seq} {_time(record.time_ns)} stream={record.source_stream} "
-            f"source_seq={record.source_seq} size={len(record.payload)}"
+            f"source_seq={record.source_seq} size={len(record.payload)}{_boundary(record)}"
         )
     item: dict[str, Any] = {
         "msg_seq": record.msg_seq,
@@ -47,7 +57,10 @@ def _line(record: Record, *, as_json: bool) -> str:
         "source_stream": record.source_stream,
         "source_seq": record.source_seq,
         "payload_size": len(record.payload),
+        "flags": record.flags,
     }
+    if record.is_session_boundary:
+        item["session_boundary"] = True
     update = _decode_update(record.payload)
     if update is None:
         item["payload_hex"] = record.payload.hex()

@@ -24,7 +24,7 @@ followed by records, each a 36-byte header and the payload::
         16    8 time_ns (publish time, ns since the Unix epoch, UTC)
         24    8 source_seq
         32    2 source_stream
-        34    2 flags (reserved, 0)
+        34    2 flags: bit 1 session boundary (RECORD_SESSION_BOUNDARY); other bits 0
         36    n payload (the protobuf-encoded application message)
 
 The CRC comes first so that one CRC call covers one contiguous slice. A
@@ -60,6 +60,10 @@ RECORD_HEADER_SIZE: Final = RECORD_HEADER.size  # 36
 CRC_FIELD: Final = struct.Struct("<I")
 # A length above this is treated as corruption, not as a record to wait for.
 MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
+# Record flags (offset 34). A session-boundary record is the end-of-session block the
+# line carried: its own msg_seq, the source_seq of the session's last source message,
+# and a MarketUpdate whose session_boundary names the sessions (docs/journal.md).
+RECORD_SESSION_BOUNDARY: Final = 0x02
 
 SEGMENT_MAGIC: Final = b"FHJSEG\x00\x01"
 SEGMENT_VERSION: Final = 1
@@ -92,6 +96,7 @@ class Record(NamedTuple):
         source_stream: the source stream the message came from.
         source_seq: the message's sequence number on that source stream.
         payload: the protobuf-encoded application message.
+        flags: the record flags (``RECORD_SESSION_BOUNDARY``; 0 for a market-data message).
     """
 
     msg_seq: int
@@ -99,6 +104,12 @@ class Record(NamedTuple):
     source_stream: int
     source_seq: int
     payload: bytes
+    flags: int = 0
+
+    @property
+    def is_session_boundary(self) -> bool:
+        """Whether this is an end-of-session record (flag bit 1)."""
+        return bool(self.flags & RECORD_SESSION_BOUNDARY)
 
 
 class DecodeStatus(Enum):
@@ -151,7 +162,12 @@ def encode_record(record: Record) -> bytes:
     """
     # One C call (adapter.journal._native); the same bytes as _reference.frame_records.
     return _framing.frame_records(
-        record.msg_seq, record.time_ns, record.source_stream, (record.source_seq,), (record.payload,)
+        record.msg_seq,
+        record.time_ns,
+        record.source_stream,
+        (record.source_seq,),
+        (record.payload,),
+        record.flags,
     )
 
 

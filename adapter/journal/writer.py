@@ -154,7 +154,9 @@ class JournalWriter:
     def _live_end(self) -> int:
         return self._pos
 
-    def append(self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes) -> None:
+    def append(
+        self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes, flags: int = 0
+    ) -> None:
         """Append one record; it is written within ``flush_interval_s`` (or when the buffer fills).
 
         Args:
@@ -163,6 +165,7 @@ class JournalWriter:
             source_stream: source stream number (0..65535).
             source_seq: sequence number on the source stream (0..2**64-1).
             payload: the protobuf-encoded application message.
+            flags: record flags (``format.RECORD_SESSION_BOUNDARY``; 0..65535).
 
         Raises:
             SequenceError: ``msg_seq`` does not exceed the last one.
@@ -174,8 +177,8 @@ class JournalWriter:
         if msg_seq <= self._last_seq:
             raise SequenceError(last=self._last_seq, got=msg_seq)
         pos = self._pos
-        if pos + RECORD_HEADER_SIZE + len(payload) > self._limit or time_ns >= self._day_end_ns:
-            self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload)
+        if flags or pos + RECORD_HEADER_SIZE + len(payload) > self._limit or time_ns >= self._day_end_ns:
+            self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload, flags)
             return
         end = frame_one_into(self._buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
         self._last_seq = msg_seq
@@ -267,7 +270,9 @@ class JournalWriter:
             self._append_slow(first_msg_seq + i, time_ns, source_stream, source_seqs[i], payloads[i])
             i += 1
 
-    def append_many(self, records: Iterable[tuple[int, int, int, int, bytes]]) -> None:
+    def append_many(
+        self, records: Iterable[tuple[int, int, int, int, bytes] | tuple[int, int, int, int, bytes, int]]
+    ) -> None:
         """Append several records in one call: the batch framing path.
 
         Cheaper per record than :meth:`append` (one C call frames every record
@@ -310,14 +315,14 @@ class JournalWriter:
             if i == stop:
                 continue
             # Record i did not fit, starts a new UTC day, or does not increase msg_seq.
-            msg_seq, time_ns, source_stream, source_seq, payload = items[i]
+            msg_seq, time_ns, source_stream, source_seq, payload, *rest = items[i]
             if msg_seq <= self._last_seq:
                 raise SequenceError(last=self._last_seq, got=msg_seq)
-            self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload)
+            self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload, *rest)
             i += 1
 
     def _append_slow(
-        self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes
+        self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes, flags: int = 0
     ) -> None:
         self._check_usable()
         self._account_fast_records()
@@ -331,9 +336,11 @@ class JournalWriter:
             or not 0 <= time_ns < 2**64
             or not 0 <= source_stream < 2**16
             or not 0 <= source_seq < 2**64
+            or not 0 <= flags < 2**16
         ):
             raise ValueError(
-                f"record field out of range: {msg_seq=}, {time_ns=}, {source_stream=}, {source_seq=}"
+                "record field out of range: "
+                f"{msg_seq=}, {time_ns=}, {source_stream=}, {source_seq=}, {flags=}"
             )
         size = RECORD_HEADER_SIZE + length
         segment = self._segment
@@ -351,7 +358,9 @@ class JournalWriter:
         if offset >= self._next_index or not segment.index.seqs:
             segment.index.add(msg_seq, offset)
             self._next_index = offset + self._config.index_interval_bytes
-        end = frame_one_into(self._buf, self._pos, msg_seq, time_ns, source_stream, source_seq, payload)
+        end = frame_one_into(
+            self._buf, self._pos, msg_seq, time_ns, source_stream, source_seq, payload, flags
+        )
         segment.size += size
         self._last_seq = msg_seq
         self._pos = end

@@ -375,3 +375,55 @@ def test_a_new_line_is_joined_and_the_active_crashing_loses_nothing(cluster: Clu
         stats = client.stats()
     assert_gap_free(got)
     assert stats.channels[CHANNEL].lost == 0 and stats.route_updates >= 3
+
+
+def test_a_late_feed_client_starts_from_an_image_and_sees_feedctl_end_the_session(cluster: Cluster) -> None:
+    from feedha.client import ImageDelivery, SessionEnded, SessionStarted
+    from feedha.proto import market_pb2
+
+    key_id, secret = cluster.keys["carol"]  # entitled to everything, but no operator
+    env = {**os.environ, "FEEDHA_KEY_ID": key_id, "FEEDHA_SECRET": secret}
+    refused = run(
+        str(BIN / "feedctl"), "--admin-server", cluster.admin.target, "session", "end", CHANNEL, env=env
+    )
+    assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr, refused.stderr
+    with cluster.client("carol") as client:
+        client.subscribe(["*"], initial_image=True)
+        events: list[Any] = []
+
+        def poll_until(done: Callable[[], bool], what: str) -> None:
+            deadline = time.monotonic() + WAIT
+            while not done():
+                assert time.monotonic() < deadline, f"{what}: {client.stats()}"
+                events.extend(client.poll_events(0.1))
+
+        poll_until(
+            lambda: sum(isinstance(e, Delivery) and not e.is_image for e in events) >= 200, "live data"
+        )
+        sent = cluster.feedctl("session", "end", CHANNEL, "--reason", "integration test")
+        assert [row["command"] for row in sent] == ["session_end"]
+        poll_until(lambda: any(isinstance(e, SessionStarted) for e in events), "the session to end")
+        poll_until(
+            lambda: (
+                len(events) > events.index(next(e for e in events if isinstance(e, SessionStarted))) + 200
+            ),
+            "more",
+        )
+    image = [e for e in events if isinstance(e, ImageDelivery)]
+    assert image and events[: len(image)] == image  # the image first
+    (at,) = {d.msg_seq for d in image}
+    assert {d.update.symbol for d in image} <= {chr(65 + i) + "AA" for i in range(26)}
+    ended = next(e for e in events if isinstance(e, SessionEnded))
+    started = next(e for e in events if isinstance(e, SessionStarted))
+    assert events.index(started) == events.index(ended) + 1 and started.first_msg_seq == ended.msg_seq + 1
+    assert ended.reason == "operator" and started.session == ended.session + 1
+    live = [e.msg_seq for e in events if isinstance(e, Delivery) and not e.is_image]
+    # No seam and no hole: the image at N, then N + 1, ... with the boundary's msg_seq between.
+    assert sorted([*live, ended.msg_seq]) == list(range(at + 1, at + 2 + len(live)))
+    first_after: dict[str, market_pb2.MarketUpdate] = {}
+    for event in events:
+        if isinstance(event, Delivery) and not event.is_image and event.msg_seq > ended.msg_seq:
+            first_after.setdefault(event.update.symbol, event.update)
+    for update in first_after.values():  # daily fields from zero again
+        trades = [e for e in update.entries if e.type == market_pb2.ENTRY_TYPE_TRADE]
+        assert (update.state.trade_count, update.state.volume) == (len(trades), sum(e.size for e in trades))

@@ -33,6 +33,7 @@ from feedha.adapter.core import (
 )
 from feedha.adapter.core.commands import Command
 from feedha.adapter.core.health import MachineSample
+from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from feedha.adapter.journal.format import Record
 from feedha.adapter.replay import ReplayService
@@ -100,13 +101,18 @@ class MemoryJournal:
 
     def __init__(self) -> None:
         self.records: dict[int, Record] = {}
+        self.last = 0  # the newest msg_seq journaled
         self.checkpoint: Any = None
         self.term = 0
 
     def append(self, action: JournalRecords) -> None:
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
             msg_seq = action.first_msg_seq + i
-            self.records[msg_seq] = Record(msg_seq, action.time_ns, action.source_stream, seq, payload)
+            assert msg_seq > self.last, f"journal msg_seq {msg_seq} after {self.last}: it must increase"
+            self.records[msg_seq] = Record(
+                msg_seq, action.time_ns, action.source_stream, seq, payload, action.flags
+            )
+            self.last = msg_seq
 
     def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
         last = max(self.records, default=0) if to_seq is None else to_seq
@@ -146,6 +152,7 @@ class CoreGroup:
         rate: source messages per second.
         penalties: health penalty per adapter number.
         journal: whether the adapters journal (and serve replays from it).
+        schedule: the adapters' daily session end (the simulated wall clock is ``EPOCH_NS + now``).
     """
 
     def __init__(
@@ -155,7 +162,9 @@ class CoreGroup:
         rate: float = 2000,
         penalties: dict[int, float] | None = None,
         journal: bool = True,
+        schedule: SessionSchedule | None = None,
     ) -> None:
+        self.schedule = schedule
         self.now = 0.0
         self.source = Source(rate=rate)
         self.table = ConverterTable.load()
@@ -165,6 +174,7 @@ class CoreGroup:
         self.members: dict[int, Member] = {}
         self.client = ChannelArbiter(ArbiterConfig(channel=CHANNEL, fill_timeout=0.05, loss_timeout=2.0))
         self.delivered: dict[int, int] = {}  # msg_seq -> source_seq, as the client delivered them
+        self.session_ends: dict[int, int] = {}  # msg_seq -> source_seq of the end-of-session blocks
         self._last_delivered = 0
         self.lost = self.duplicates = self.out_of_order = 0
         for number in range(1, size + 1):
@@ -187,6 +197,7 @@ class CoreGroup:
             journal=self.journaling,
             fault_injection=True,
             group_size=self.size,
+            session_schedule=self.schedule,
         )
         core = AdapterCore(config, make_engine(self.table), now=self.now)
         journal = journal or MemoryJournal()
@@ -294,6 +305,8 @@ class CoreGroup:
     def _client_events(self, events: Sequence[Any]) -> None:
         for event in events:
             if isinstance(event, Delivery):
+                if event.payload[:1] != b"\x0a":  # no symbol: an end-of-session block
+                    self.session_ends[event.msg_seq] = event.source_seq
                 if event.msg_seq in self.delivered:
                     self.duplicates += 1
                 elif self.delivered and event.msg_seq != self._last_delivered + 1:
@@ -333,11 +346,29 @@ class CoreGroup:
     def actives(self) -> list[int]:
         return [n for n, m in self.members.items() if m.alive and m.core.sync.role.value == "active"]
 
+    def boundaries(self, number: int) -> dict[int, tuple[int, int, int]]:
+        """msg_seq -> (source_seq, ended, started) of every end-of-session block one line carried."""
+        from feedha.proto import market_pb2, wire
+
+        found: dict[int, tuple[int, int, int]] = {}
+        for packet in self.members[number].packets:
+            header, blocks = wire.decode_packet(packet)
+            if header.is_end_of_session:
+                for block in blocks:
+                    boundary = market_pb2.MarketUpdate.FromString(block.payload).session_boundary
+                    found[block.msg_seq] = (block.source_seq, boundary.ended, boundary.started)
+        return found
+
+    def journal_boundaries(self, number: int) -> dict[int, int]:
+        """msg_seq -> source_seq of every session-boundary record in one adapter's journal."""
+        return {s: r.source_seq for s, r in self.members[number].journal.records.items() if r.flags & 2}
+
     def quarantined(self, number: int) -> dict[str, int]:
         return dict(self.members[number].status["quarantined"])
 
     def delivered_source_seqs(self) -> list[int]:
-        return [self.delivered[s] for s in sorted(self.delivered)]
+        """The source_seq of every market-data message delivered, in msg_seq order."""
+        return [self.delivered[s] for s in sorted(self.delivered) if s not in self.session_ends]
 
     def line(self, number: int) -> dict[int, tuple[int, bytes]]:
         """msg_seq -> (source_seq, payload) of everything one adapter's line carried."""

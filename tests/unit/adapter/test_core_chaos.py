@@ -19,6 +19,11 @@ What must hold whatever the schedule:
 With the chaos drill's discipline -- one process fault at a time, the next
 only once every adapter has been back for a while -- every source message
 that was sent is delivered, too.
+
+An operator ends the trading session every ``SESSION_EVERY_S`` of the run, so
+the same faults hit session boundaries too: every line and journal that
+carries a boundary carries it at the same msg_seq, and once healed every
+adapter is in the same session with the same state.
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from feedha.adapter.core.commands import EndSession
 from feedha.adapter.core.sync_types import Role
 from feedha.proto import market_pb2, wire
 from tests.unit.adapter.group_harness import CoreGroup
 
 SOURCE_QUEUE = 400  # frames a stalled adapter's source connection keeps (then the source drops)
 SETTLE_S = 3.0  # gentle schedules: an adapter back this long counts as working again
+SESSION_EVERY_S = 1.7  # an operator ends the session this often (whoever is active then)
 
 
 @dataclass
@@ -43,16 +50,29 @@ class ChaosRun:
     faults: list[tuple[float, str, int]] = field(default_factory=list)
 
     def conflicts(self) -> list[tuple[int, object, object]]:
-        """(msg_seq, what, what else) for every msg_seq that named two messages, or two states."""
+        """(msg_seq, what, what else) for every msg_seq that named two messages, or two states.
+
+        An end-of-session block is named by its sessions; a session begun at two msg_seqs is
+        a conflict too.
+        """
         named: dict[int, tuple[int, bytes]] = {}
         found: list[tuple[int, object, object]] = []
+        began: dict[int, int] = {}  # session -> the msg_seq of the block that began it
 
         def see(msg_seq: int, source_seq: int, payload: bytes) -> None:
             update = market_pb2.MarketUpdate.FromString(payload)
-            what = (source_seq, update.symbol.encode() + update.state.SerializeToString(deterministic=True))
+            state = update.state.SerializeToString(deterministic=True)
+            boundary = update.session_boundary.SerializeToString(deterministic=True)
+            what = (source_seq, update.symbol.encode() + state + boundary)
             first = named.setdefault(msg_seq, what)
             if first != what:
                 found.append((msg_seq, first, what))
+            if update.HasField("session_boundary"):
+                started = update.session_boundary.started
+                if began.setdefault(started, msg_seq) != msg_seq:
+                    found.append(
+                        (msg_seq, ("session", started, began[started]), ("session", started, msg_seq))
+                    )
 
         for member in self.group.members.values():
             for packet in member.packets:
@@ -78,6 +98,7 @@ def run_chaos(seed: int, *, seconds: float, rate: float, gentle: bool) -> ChaosR
     chaos = ChaosRun(group)
     group.run(1.0)
     end = group.now + seconds
+    next_session_end = group.now + SESSION_EVERY_S
     down: dict[int, float] = {}  # adapter -> when it starts again
     back: dict[int, float] = {}  # adapter -> when it came back (restart or SIGCONT)
     while group.now < end:
@@ -90,6 +111,9 @@ def run_chaos(seed: int, *, seconds: float, rate: float, gentle: bool) -> ChaosR
             _restart_failed(chaos, back)
         if rng.random() < 0.003:
             _inject(chaos, rng, down, back, gentle)
+        if group.now >= next_session_end:
+            next_session_end += SESSION_EVERY_S
+            _end_session(chaos)
         group.step()
         for member in group.members.values():
             while len(member.source_inbox) > SOURCE_QUEUE:
@@ -136,6 +160,16 @@ def _inject(
         back[number] = group.now
 
 
+def _end_session(chaos: ChaosRun) -> None:
+    # The operator's command goes to whoever is active and running (as feedctl's would).
+    group = chaos.group
+    for number in group.actives():
+        if group.now >= group.members[number].stalled_until:
+            reply = group.command(number, EndSession("chaos"))
+            chaos.faults.append((round(group.now, 3), f"session_end:{reply.get('ok')}", number))
+            return
+
+
 def _restart_failed(chaos: ChaosRun, back: dict[int, float]) -> None:
     # An adapter that failed itself stays up and off line; its operator restarts it.
     group = chaos.group
@@ -154,8 +188,17 @@ def _check(chaos: ChaosRun, *, gentle: bool) -> None:
     assert group.duplicates == 0, schedule
     assert group.lost == 0, schedule
     assert chaos.carried() <= set(group.delivered), schedule
+    # Every adapter the active has confirmed is in its session with its state (one restarted
+    # after the source stopped may still be behind: it had nothing left to catch up with).
+    sessions = {
+        (m.core.sessions.keeper.session.id, m.core.state.digest)
+        for m in group.members.values()
+        if m.alive and m.core.sync.is_in_sync
+    }
+    assert len(sessions) == 1, f"in-sync adapters in different sessions or states: {sessions}; {schedule}"
+    assert next(iter(sessions))[0] > 1, schedule  # sessions did end
     if gentle:
-        delivered = sorted(group.delivered.values())
+        delivered = sorted(group.delivered_source_seqs())
         assert delivered == group.source.expected(), schedule
 
 

@@ -90,9 +90,9 @@ def test_a_message_that_would_overflow_is_refused_and_leaves_the_state_alone() -
 
 def test_repr_shows_symbols_and_digest() -> None:
     state = ConversionState()
-    assert repr(state) == "<ConversionState [symbols=0, digest=0000000000000000]>"
+    assert repr(state) == "<ConversionState [symbols=0, session=0, digest=0000000000000000]>"
     state.apply(message("A", trade(1.0, 1)))
-    assert repr(state) == f"<ConversionState [symbols=1, digest={state.digest:016x}]>"
+    assert repr(state) == f"<ConversionState [symbols=1, session=0, digest={state.digest:016x}]>"
     assert state.digest != 0
 
 
