@@ -138,12 +138,17 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         try:
             plan = hub.registry.plan_failover(
                 request.channel_name,
+                now=hub.clock(),
                 to=request.to_adapter_id or None,
                 force=request.force,
                 issued_by=principal.user,
             )
+        except (AdminError, ValueError) as exc:
+            await abort_with(context, exc)
+        try:
             sent = hub.send(principal, "failover", request.channel_name, plan)
         except (AdminError, ValueError) as exc:
+            hub.registry.cancel_failover(request.channel_name)
             await abort_with(context, exc)
         return admin_pb2.FailoverResponse(sent=_sent(sent))
 

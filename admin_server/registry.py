@@ -90,6 +90,10 @@ class RegistryEvent:
 
 
 # Rank backups for promotion: in-sync first, then the healthiest, then the least lag.
+# How long a planned failover holds off the next one for its channel unless an
+# adapter reports the new term sooner (a refused PROMOTE never does).
+HANDOVER_WINDOW_S: Final = 5.0
+
 _SYNC_RANK: Final[dict[SyncStatus, int]] = {
     SyncStatus.IN_SYNC: 3,
     SyncStatus.SYNCING: 2,
@@ -106,6 +110,8 @@ class Registry:
     def __init__(self, records: Iterable[AdapterRecord] = ()) -> None:
         # Records restored from the database are down until their adapter reconnects.
         self._records: dict[str, AdapterRecord] = {r.adapter_id: replace(r, is_up=False) for r in records}
+        # channel -> (the term a planned failover moves to, until when it holds off another)
+        self._handovers: dict[str, tuple[int, float]] = {}
 
     def __repr__(self) -> str:
         up = sum(r.is_up for r in self._records.values())
@@ -171,6 +177,9 @@ class Registry:
         """
         old = self.get(adapter_id)
         self._records[adapter_id] = replace(old, status=status, is_up=True, updated_at=now)
+        handover = self._handovers.get(old.channel_name)
+        if handover is not None and status.term >= handover[0]:
+            del self._handovers[old.channel_name]
         routing = (old.status.role, old.status.term, old.is_up) != (status.role, status.term, True)
         if not routing and old.status.sync_status is status.sync_status:
             return []
@@ -186,12 +195,24 @@ class Registry:
         return [self._event(EventKind.DOWN, adapter_id, "stream ended", routes_changed=True)]
 
     def plan_failover(
-        self, channel_name: str, *, to: str | None = None, force: bool = False, issued_by: str = ""
+        self,
+        channel_name: str,
+        *,
+        now: float,
+        to: str | None = None,
+        force: bool = False,
+        issued_by: str = "",
     ) -> list[Directive]:
         """Plan a hand failover: demote the active, promote ``to`` (or the best backup), both at term + 1.
 
+        The plan is made from what the adapters last reported, so a second
+        failover planned before any of them reports the first one's term would
+        repeat the first (the same target, the same term: nothing happens). It
+        is refused instead, for :data:`HANDOVER_WINDOW_S` at most.
+
         Args:
             channel_name: the channel.
+            now: the registry's clock (the one ``on_status`` gets).
             to: adapter id to promote; ``None`` picks the in-sync backup with the best health.
             force: the target takes over even if it is not in sync (an adapter refuses a
                 plain PROMOTE then: its numbering may repeat what another line published).
@@ -202,7 +223,8 @@ class Registry:
 
         Raises:
             NotFoundError: unknown channel or adapter.
-            PreconditionError: the target is down, already active, or no backup is up.
+            PreconditionError: the target is down, already active, or no backup is up;
+                or the channel's previous failover is not reported done yet.
         """
         members = self.lines(channel_name)
         if not members:
@@ -211,9 +233,19 @@ class Registry:
                 reason="CHANNEL_NOT_FOUND",
                 metadata={"channel": channel_name},
             )
+        reported = max(r.status.term for r in members)
+        pending, until = self._handovers.get(channel_name, (0, 0.0))
+        if pending > reported and now < until:
+            raise PreconditionError(
+                f"the failover of {channel_name!r} to term {pending} is not reported done yet; "
+                f"try again in a moment (at most {until - now:.1f} s)",
+                reason="FAILOVER_IN_PROGRESS",
+                metadata={"channel": channel_name, "term": str(pending)},
+            )
         active = self.active(channel_name)
         target = self._pick_target(channel_name, members, active, to)
-        new_term = max(r.status.term for r in members) + 1
+        new_term = reported + 1
+        self._handovers[channel_name] = (new_term, now + HANDOVER_WINDOW_S)
         reason = f"operator failover to {target.adapter_id}" + (" (forced)" if force else "")
         directives = []
         if active is not None:
@@ -224,6 +256,10 @@ class Registry:
         )
         directives.append(Directive(adapter_id=target.adapter_id, command=promote))
         return directives
+
+    def cancel_failover(self, channel_name: str) -> None:
+        """Forget a planned failover that could not be sent (the next one is planned at once)."""
+        self._handovers.pop(channel_name, None)
 
     def _pick_target(
         self, channel_name: str, members: list[AdapterRecord], active: AdapterRecord | None, to: str | None

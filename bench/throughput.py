@@ -57,16 +57,8 @@ def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
-def client_main(argv: Sequence[str]) -> int:
-    """``python -m feedha.bench.throughput client``: subscribe, arbitrate, count; summary on SIGTERM.
-
-    Prints ``ready`` once a packet arrived, ``progress`` every 0.1 s, and a
-    ``summary`` (delivered, kept, unique/duplicates/out-of-order per the block
-    headers, first/last delivery wall time, arbiter counters, latencies) on SIGTERM.
-    """
-    from feedha.client import ChannelSpec, Delivery, Subscriber, SubscriberConfig
-    from feedha.plain_source import symbol_names
-
+def client_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m feedha.bench.throughput client``."""
     parser = argparse.ArgumentParser(prog="python -m feedha.bench.throughput client")
     parser.add_argument("--channel", required=True)
     parser.add_argument("--channel-number", type=int, required=True)
@@ -80,7 +72,20 @@ def client_main(argv: Sequence[str]) -> int:
         "--server-key", action="append", default=[], help="per --line, the adapter's CURVE public key (Z85)"
     )
     parser.add_argument("--curve-key", help="this client's CURVE key pair file (with --server-key)")
-    args = parser.parse_args(list(argv))
+    return parser
+
+
+def client_main(argv: Sequence[str]) -> int:
+    """``python -m feedha.bench.throughput client``: subscribe, arbitrate, count; summary on SIGTERM.
+
+    Prints ``ready`` once a packet arrived, ``progress`` every 0.1 s, and a
+    ``summary`` (delivered, kept, unique/duplicates/out-of-order per the block
+    headers, first/last delivery wall time, arbiter counters, latencies) on SIGTERM.
+    """
+    from feedha.client import ChannelSpec, Delivery, Subscriber, SubscriberConfig
+    from feedha.plain_source import symbol_names
+
+    args = client_parser().parse_args(list(argv))
     stopping = False
 
     def stop(*_: object) -> None:
@@ -453,7 +458,8 @@ class _SecureGroup:
     def client_argv(self) -> list[str]:
         argv = ["--curve-key", str(self.root / f"{self.group.channel}-client.key")]
         for plan in self.group.adapters:
-            argv += ["--server-key", self._keys(f"adapter-{plan.adapter}").public.decode()]
+            key = self._keys(f"adapter-{plan.adapter}").public.decode()
+            argv.append(f"--server-key={key}")  # joined: a Z85 key may begin with "-"
         return argv
 
 

@@ -6,7 +6,7 @@ from feedha.admin_server.broker import line_views, plan_routes
 from feedha.admin_server.config import ChannelConfig, ServerConfig
 from feedha.admin_server.errors import ConfigError, NotFoundError, PermissionDeniedError, PreconditionError
 from feedha.admin_server.policy import Principal, parse_policy
-from feedha.admin_server.registry import EventKind, Registry
+from feedha.admin_server.registry import HANDOVER_WINDOW_S, EventKind, Registry
 from feedha.proto.registry import (
     AdapterRegistration,
     AdapterRole,
@@ -76,29 +76,49 @@ def test_failover_picks_healthiest_in_sync_backup(registry: Registry) -> None:
     registry.on_status("a", status(AdapterRole.ACTIVE, term=3), now=2.0)
     registry.on_status("b", status(AdapterRole.BACKUP, term=3, sync=SyncStatus.BEHIND, health=99), now=2.0)
     registry.on_status("c", status(AdapterRole.BACKUP, term=3, health=70), now=2.0)
-    demote, promote = registry.plan_failover("EQ-A-M", issued_by="ops")
+    demote, promote = registry.plan_failover("EQ-A-M", now=2.0, issued_by="ops")
     assert (demote.adapter_id, demote.command.kind, demote.command.term) == ("a", CommandKind.DEMOTE, 4)
     assert (promote.adapter_id, promote.command.kind, promote.command.term) == ("c", CommandKind.PROMOTE, 4)
     assert promote.command.issued_by == "ops"
-    (_demote, promote) = registry.plan_failover("EQ-A-M", to="b")
+    registry.cancel_failover("EQ-A-M")
+    (_demote, promote) = registry.plan_failover("EQ-A-M", now=2.0, to="b")
     assert promote.adapter_id == "b"
+
+
+def test_a_failover_not_reported_done_holds_off_the_next(registry: Registry) -> None:
+    # Planned from the reports, a second failover before any report of the first
+    # would repeat it (same target, same term): nothing would happen.
+    registry.on_status("a", status(AdapterRole.ACTIVE, term=3), now=1.0)
+    registry.plan_failover("EQ-A-M", now=2.0)
+    with pytest.raises(PreconditionError, match="to term 4 is not reported done") as refused:
+        registry.plan_failover("EQ-A-M", now=2.5)
+    assert refused.value.reason == "FAILOVER_IN_PROGRESS"
+    registry.on_status("c", status(AdapterRole.ACTIVE, term=4), now=2.6)
+    registry.on_status("a", status(AdapterRole.BACKUP, term=4), now=2.6)
+    demote, promote = registry.plan_failover("EQ-A-M", now=2.7)
+    assert (demote.adapter_id, promote.command.term) == ("c", 5)
+    # A promote the target refused never reports its term: the hold ends with the window.
+    with pytest.raises(PreconditionError, match="in a moment"):
+        registry.plan_failover("EQ-A-M", now=2.7 + HANDOVER_WINDOW_S - 0.1)
+    (_demote, promote) = registry.plan_failover("EQ-A-M", now=2.7 + HANDOVER_WINDOW_S)
+    assert promote.command.term == 5
 
 
 def test_failover_preconditions(registry: Registry) -> None:
     with pytest.raises(NotFoundError):
-        registry.plan_failover("NOPE")
+        registry.plan_failover("NOPE", now=2.0)
     with pytest.raises(PreconditionError, match="already the active"):
-        registry.plan_failover("EQ-A-M", to="a")
+        registry.plan_failover("EQ-A-M", now=2.0, to="a")
     registry.on_disconnect("b", now=2.0)
     with pytest.raises(PreconditionError, match="is down"):
-        registry.plan_failover("EQ-A-M", to="b")
+        registry.plan_failover("EQ-A-M", now=2.0, to="b")
     registry.on_disconnect("c", now=2.0)
     with pytest.raises(PreconditionError, match="no up backup"):
-        registry.plan_failover("EQ-A-M")
+        registry.plan_failover("EQ-A-M", now=2.0)
     # no active at all: only a PROMOTE
     registry.on_register(reg("c"), now=3.0)
     registry.on_disconnect("a", now=3.0)
-    (promote,) = registry.plan_failover("EQ-A-M")
+    (promote,) = registry.plan_failover("EQ-A-M", now=2.0)
     assert promote.adapter_id == "c" and promote.command.kind is CommandKind.PROMOTE
 
 
