@@ -64,6 +64,7 @@ class FeedConfig:
     endpoints: tuple[tuple[str, str], ...] = ()
     seconds: float | None = None
     master: str | None = "local[*]"
+    local_workers: int = 2
     partitions: int = 2
     sender: str = "FEED"
     frame_messages: int = 500
@@ -90,6 +91,8 @@ class FeedConfig:
             )
         if not self.checkpoint:
             raise ValueError("--checkpoint is required")
+        if not 1 <= self.local_workers <= 16:
+            raise ValueError(f"--local-workers must be 1..16: {self.local_workers}")
         if self.source == "replay" and not self.replay_dir:
             raise ValueError("--replay-dir is required with --source replay")
         names = {s.name for s in self.streams}
@@ -143,7 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (restart resumes from it)")
     p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL", help="bind URL of a stream")
     p.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--master", default="local[*]", help="Spark master; '' to take it from spark-submit")
+    p.add_argument(
+        "--master",
+        "--spark-master",
+        dest="master",
+        default="local[*]",
+        help="Spark master: local[N], spark://HOST:PORT, local-cluster (a standalone master and "
+        "--local-workers workers started on this machine, the job submitted to them with spark-submit), "
+        "or '' to take it from spark-submit (default %(default)s)",
+    )
+    p.add_argument(
+        "--local-workers", type=int, default=2, help="workers of --master local-cluster (default %(default)s)"
+    )
     p.add_argument("--partitions", type=int, default=2, help="rate partitions and shuffle partitions")
     p.add_argument("--sender", default="FEED", help="SenderCompID, tag 49")
     p.add_argument("--frame-messages", type=int, default=500, help="FIX messages per ZeroMQ frame")
@@ -170,7 +184,8 @@ def _config(a: argparse.Namespace) -> FeedConfig:
     return FeedConfig(
         source=a.source, rate=a.rate, trigger_ms=a.trigger_ms, unpaced=a.unpaced, symbols=a.symbols,
         streams=model.parse_streams(a.streams), seed=a.seed, checkpoint=a.checkpoint,
-        endpoints=tuple(endpoints), seconds=a.seconds, master=a.master or None, partitions=a.partitions,
+        endpoints=tuple(endpoints), seconds=a.seconds, master=a.master or None, local_workers=a.local_workers,
+        partitions=a.partitions,
         sender=a.sender, frame_messages=a.frame_messages, sndhwm=a.sndhwm, max_rate=a.max_rate,
         wait_subscribers=a.wait_subscribers, wait_timeout_s=a.wait_timeout, replay_dir=a.replay_dir,
         replay_format=a.replay_format, files_per_trigger=a.files_per_trigger, quiet=a.quiet,

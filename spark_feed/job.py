@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from feedha import logs
+from feedha.spark_feed import standalone
 from feedha.spark_feed._run import BatchState, FeedConfig, FeedRun, StopRequested, parse_args
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,8 @@ def main(argv: list[str]) -> int:
         print(f"feedha feed: {exc}", file=sys.stderr)
         return 2
     logs.configure("WARNING" if config.quiet else config.log_level, config.log_format)
+    if config.master == standalone.LOCAL_CLUSTER:
+        return standalone.run_on_local_cluster(argv, standalone.ClusterConfig(workers=config.local_workers))
     logging.getLogger("py4j").setLevel(logging.WARNING)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
