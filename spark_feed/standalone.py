@@ -7,9 +7,9 @@ machine: :class:`LocalCluster` starts a standalone master and
 :attr:`ClusterConfig.workers` workers with ``spark-class`` from the pyspark
 package (``SPARK_HOME`` is the package folder), each its own JVM with its own
 ports (chosen by the kernel, read back from the logs), work directory and log
-file, bound to 127.0.0.1; :func:`run_on_local_cluster` then submits the feed
-job with ``spark-submit --master spark://...`` in client mode, exactly as
-``deploy/spark/README.md`` does against any ``spark://`` master. Executors run
+file, bound to 127.0.0.1; :func:`spark_feed.submit.run_on_local_cluster`
+then submits the feed job with ``spark-submit --master spark://...`` in client
+mode, exactly as ``deploy/spark/README.md`` does against any ``spark://`` master. Executors run
 only Spark's own code (the rate source scan and its Arrow collect), so they
 need no Python and nothing of feedha; the driver runs the installed package.
 
@@ -21,16 +21,12 @@ on it. Stopping sends SIGTERM to every group and SIGKILL to what is left
 after :data:`STOP_WAIT_S`; each daemon also gets SIGTERM from the kernel if
 this process dies first (``PR_SET_PDEATHSIG``), so no JVM outlives it.
 
-Announced on stdout, before the job starts, as one JSON line::
-
-    {"event": "spark_cluster", "master": "spark://127.0.0.1:PORT", "workers": [{"index": 1, "pid": ...}],
-     "dir": "/tmp/feedha-spark-..."}
+(:mod:`spark_feed.submit` runs the job on it.)
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import os
 import re
@@ -38,8 +34,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,19 +58,6 @@ _DAEMON_PROPERTIES: Final = {
     "spark.worker.cleanup.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
-# The driver's own log4j set-up: warnings and worse on stderr (Spark's default is INFO).
-_DRIVER_LOG4J: Final = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
-logger.hadoop.level = error
-"""
-DRIVER_PROGRAM: Final = "import sys\nfrom feedha.spark_feed.job import main\nsys.exit(main(sys.argv[1:]))\n"
 
 
 class ClusterError(RuntimeError):
@@ -119,7 +100,7 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     # Runs in the child between fork and exec: SIGTERM when this process dies,
     # however it dies, so a killed launcher leaves no JVM behind. Linux only.
     if sys.platform.startswith("linux"):
@@ -144,7 +125,7 @@ class Daemon:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
-            cwd=self.log_path.parent, start_new_session=True, preexec_fn=_die_with_parent,
+            cwd=self.log_path.parent, start_new_session=True, preexec_fn=die_with_parent,
         )  # fmt: skip
         self.starts += 1
         self.died_at = None
@@ -357,85 +338,3 @@ class LocalCluster:
     def __repr__(self) -> str:
         alive = sum(1 for w in self.workers if w.alive)
         return f"<LocalCluster [{self.master_url or 'not started'}, workers={alive}/{len(self.workers)}]>"
-
-
-def write_driver_program(directory: Path) -> Path:
-    """Write the three-line driver program ``spark-submit`` runs (it imports the installed package)."""
-    program = directory / "feed_job.py"
-    program.write_text(DRIVER_PROGRAM)
-    return program
-
-
-def run_on_local_cluster(job_args: Sequence[str], config: ClusterConfig | None = None) -> int:
-    """Start a local cluster, run the feed job on it with ``spark-submit``, stop the cluster.
-
-    Args:
-        job_args: the job's own arguments (``--master`` is replaced: spark-submit gives it).
-        config: the cluster's shape.
-
-    Returns:
-        The job's exit code; 1 when the cluster did not start.
-    """
-    workdir = Path(tempfile.mkdtemp(prefix="feedha-spark-"))
-    code = 1
-    try:
-        with LocalCluster(workdir, config) as cluster:
-            cluster.start()
-            print(json.dumps({"event": "spark_cluster", **cluster.describe()}), flush=True)
-            program = write_driver_program(workdir)
-            code = _run_driver(cluster, cluster.submit_argv(program, [*job_args, "--master="]))
-    except ClusterError as exc:
-        print(f"feedha feed: {exc}", file=sys.stderr, flush=True)
-    finally:
-        if code == 0:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"feedha feed: the Spark cluster's logs are in {workdir / 'logs'}", file=sys.stderr)
-    return code
-
-
-def _pass_output(stream: IO[bytes]) -> None:
-    # spark-submit runs the Python driver with its stderr merged into stdout;
-    # split them again: JSON lines (the summary) to stdout, the rest to stderr.
-    for line in stream:
-        target = sys.stdout if line.startswith(b"{") else sys.stderr
-        target.buffer.write(line)
-        target.flush()
-
-
-def _run_driver(cluster: LocalCluster, argv: list[str]) -> int:
-    # The driver (spark-submit) in the foreground: SIGTERM/SIGINT are passed on
-    # to it (it stops gracefully between micro-batches), and dead workers are
-    # restarted while it runs.
-    conf = cluster.workdir / "driver-conf"  # SPARK_CONF_DIR of the driver: its log4j2.properties
-    conf.mkdir(exist_ok=True)
-    (conf / "log4j2.properties").write_text(_DRIVER_LOG4J)
-    env = {**cluster.env, "SPARK_CONF_DIR": str(conf),
-           "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}  # fmt: skip
-    driver = subprocess.Popen(
-        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, preexec_fn=_die_with_parent
-    )
-    assert driver.stdout is not None
-    output = threading.Thread(target=_pass_output, args=(driver.stdout,), name="driver-output", daemon=True)
-    output.start()
-    previous = {
-        signum: signal.signal(signum, lambda signum, _frame: driver.send_signal(signal.SIGTERM))
-        for signum in (signal.SIGTERM, signal.SIGINT)
-    }
-    try:
-        while True:
-            try:
-                code = driver.wait(timeout=POLL_S)
-                return code if code >= 0 else 128 - code  # killed by a signal: 128 + its number
-            except subprocess.TimeoutExpired:
-                pass
-            for note in cluster.supervise(time.monotonic()):
-                print(f"feedha feed: {note}", file=sys.stderr, flush=True)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-        output.join(timeout=5)
