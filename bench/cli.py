@@ -37,6 +37,8 @@ BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
     "spark_feed": ("feedha.bench.spark_feed", "run"),
 }
 DEFAULT_RESULTS: Final = Path("results")
+# The benchmarks that take --hosts.
+HOSTS_BENCHMARKS: Final = ("channels",)
 
 
 def lost_in(item: Figure) -> int:
@@ -61,6 +63,12 @@ def main(argv: list[str]) -> int:
         "--quick", action="store_true", help="smaller runs (a smoke test, < 5 minutes for all)"
     )
     parser.add_argument(
+        "--hosts",
+        choices=("local", "netns"),
+        help="channels: local (loopback, the default) or netns (each process on its own network-namespace "
+        "host; root)",
+    )
+    parser.add_argument(
         "--results",
         type=Path,
         default=DEFAULT_RESULTS,
@@ -68,6 +76,9 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
+    options = {"hosts": args.hosts} if args.hosts else {}
+    if options and args.name not in HOSTS_BENCHMARKS:
+        parser.error(f"--hosts applies to {', '.join(HOSTS_BENCHMARKS)} only")
     figures: list[Figure] = []
     errors: list[str] = []
     started = time.monotonic()
@@ -81,7 +92,7 @@ def main(argv: list[str]) -> int:
     try:
         for name in names:
             progress.start(name)
-            items = _run_one(name, args.quick, errors, progress)
+            items = _run_one(name, args.quick, errors, progress, options if name in HOSTS_BENCHMARKS else {})
             progress.finish(name, ok=items is not None)
             for item in items or ():
                 progress.clear_line()
@@ -104,11 +115,13 @@ def main(argv: list[str]) -> int:
     return 1 if errors or lost else 0
 
 
-def _run_one(name: str, quick: bool, errors: list[str], progress: Progress) -> list[Figure] | None:
+def _run_one(
+    name: str, quick: bool, errors: list[str], progress: Progress, options: dict[str, str]
+) -> list[Figure] | None:
     module_name, function_name = BENCHMARKS[name]
     try:
         run: Callable[..., list[Figure]] = getattr(importlib.import_module(module_name), function_name)
-        return run(quick=quick)
+        return run(quick=quick, **options)
     except Exception as exc:  # noqa: BLE001 - report, go on with the other benchmarks, fail at the end
         progress.clear_line()
         traceback.print_exc(file=sys.stderr)

@@ -31,7 +31,8 @@ from typing import Any, Final
 
 from feedha import logs
 from feedha.spark_feed import standalone, submit
-from feedha.spark_feed._run import BatchState, FeedConfig, FeedRun, StopRequested, parse_args
+from feedha.spark_feed._run import BatchState, FeedRun, StopRequested
+from feedha.spark_feed.config import FeedConfig, parse_args
 
 logger = logging.getLogger(__name__)
 

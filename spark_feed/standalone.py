@@ -122,6 +122,8 @@ class Daemon:
 
     def start(self) -> None:
         """Start (or start again) the JVM; its log file is appended to."""
+        if self._log is not None:
+            self._log.close()
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
