@@ -167,6 +167,7 @@ class FeedRun:
     def __init__(self, config: FeedConfig, spark: Any) -> None:
         import zmq
 
+        from feedha.spark_feed.ahead import Ahead
         from feedha.spark_feed.synthetic import SyntheticBatches
 
         self.config = config
@@ -189,13 +190,14 @@ class FeedRun:
             }
             symbols = model.make_symbols(config.symbols, config.seed, config.streams)
             self.schedule = model.build_schedule(symbols, config.streams, config.seed)
-            self._synthetic = SyntheticBatches(
+            synthetic = SyntheticBatches(
                 self.schedule,
                 seed=config.seed,
                 sender=config.sender,
                 rows_per_batch=config.rows_per_batch,
                 interval_ns=config.trigger_ms * 1_000_000,
             )
+            self._ahead = Ahead(synthetic, config.rows_per_batch)
         self.state = BatchState(Path(config.checkpoint) / "feedha", identity, config.trigger_ms * 1_000_000)
         self._context = zmq.Context()
         xpub = config.wait_subscribers > 0
@@ -241,9 +243,9 @@ class FeedRun:
         config = self.config
         if config.source == "synthetic":
             base_ns = self.state.event_base_ns(batch_id, entered_ns)
-            values = row_numbers(batch)
+            _values, chunks = self._ahead.chunks(batch_id, base_ns, lambda: row_numbers(batch))
             collected_ns = time.time_ns()
-            report = self.publisher.publish_batch(self._synthetic.chunks(values, base_ns=base_ns))
+            report = self.publisher.publish_batch(chunks)
         else:
             bases = self.state.replay_bases(batch_id)
             ordered = transforms.with_row_order(batch)
@@ -278,6 +280,8 @@ class FeedRun:
 
     def close(self) -> None:
         """Close the sockets (each lingers to flush) and the context."""
+        if self.config.source == "synthetic":
+            self._ahead.close()
         for transport in self._transports.values():
             transport.close()
         self._context.term()
@@ -301,6 +305,7 @@ class FeedRun:
             "batch_latency_ms": percentiles(self.stats.latency_ms),
             "handler_ms": percentiles(self.stats.handler_ms),
             "collect_ms": percentiles(self.stats.collect_ms),
+            "encoded_ahead": self._ahead.counts() if self.config.source == "synthetic" else None,
             "source": self.config.source,
         }
 

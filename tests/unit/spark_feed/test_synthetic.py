@@ -135,3 +135,42 @@ def test_a_random_split_into_batches_numbers_the_same() -> None:
     pieces = [market.ticks(np.arange(a, b)) for a, b in zip([0, *cuts], [*cuts, total], strict=True)]
     whole = market.ticks(np.arange(total))
     assert np.array_equal(np.concatenate([p.seq for p in pieces]), whole.seq)
+
+
+def _messages_of(chunks: object) -> list[bytes]:
+    out = []
+    for chunk in chunks:  # type: ignore[attr-defined]
+        raw = chunk.data.tobytes()
+        out += [
+            raw[a:b] for a, b in zip(chunk.offsets[:-1].tolist(), chunk.offsets[1:].tolist(), strict=True)
+        ]
+    return out
+
+
+def test_encoding_ahead_publishes_the_delivered_rows_hit_or_miss() -> None:
+    from feedha.spark_feed.ahead import Ahead
+
+    rows = 5_000
+    schedule = _schedule()
+    batches = SyntheticBatches(schedule, seed=3, sender="FEED", rows_per_batch=rows, interval_ns=INTERVAL_NS,
+                               chunk_rows=700)  # fmt: skip
+    ahead = Ahead(batches, rows, budget_bytes=200_000)  # ~1,200 messages: part of the batch only
+    try:
+        expected = ahead.expected(3)
+        assert expected[0] == 15_000 and len(expected) == rows
+        values, chunks = ahead.chunks(3, BASE_NS, lambda: expected.copy())
+        assert _messages_of(chunks) == _messages_of(batches.chunks(expected, base_ns=BASE_NS))
+        # Spark delivered other rows than expected: they, not the expected ones, are published.
+        other = np.arange(40_000, 40_000 + 1_234)
+        values, chunks = ahead.chunks(3, BASE_NS, lambda: other)
+        assert values is other
+        assert _messages_of(chunks) == _messages_of(batches.chunks(other, base_ns=BASE_NS))
+        assert ahead.counts() == {"hits": 1, "misses": 1} and "hits=1" in repr(ahead)
+        with pytest.raises(RuntimeError, match="job failed"):  # a failed collect publishes nothing
+            ahead.chunks(4, BASE_NS, _failing)
+    finally:
+        ahead.close()
+
+
+def _failing() -> np.ndarray:
+    raise RuntimeError("job failed")
