@@ -81,7 +81,7 @@ def run_on_local_cluster(job_args: Sequence[str], config: ClusterConfig | None =
             cluster.start()
             print(json.dumps({"event": "spark_cluster", **cluster.describe()}), flush=True)
             program = write_driver_program(workdir)
-            code = _Driver(cluster, cluster.submit_argv(program, [*job_args, "--master="])).run()
+            code = _Driver(cluster.submit_argv(program, [*job_args, "--master="]), cluster).run()
     except ClusterError as exc:
         print(f"feedha feed: {exc}", file=sys.stderr, flush=True)
     finally:
@@ -117,20 +117,29 @@ def _pass_output(stream: IO[bytes]) -> None:
 
 
 class _Driver:
-    """``spark-submit`` in the foreground (see module doc): output split, stop passed on, workers kept."""
+    """``spark-submit`` in the foreground (see module doc): output split, stop passed on, workers kept.
 
-    def __init__(self, cluster: LocalCluster, argv: list[str]) -> None:
-        conf = cluster.workdir / "driver-conf"  # the driver's SPARK_CONF_DIR: its log4j2.properties
-        conf.mkdir(exist_ok=True)
-        (conf / "log4j2.properties").write_text(_DRIVER_LOG4J)
-        env = {**cluster.env, "SPARK_CONF_DIR": str(conf),
+    Args:
+        argv: the ``spark-submit`` command line.
+        cluster: the local cluster it runs on (its workers are supervised), or None.
+    """
+
+    def __init__(self, argv: list[str], cluster: LocalCluster | None = None) -> None:
+        env = {**os.environ, DIE_WITH_PARENT: "1",
                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-               "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
-               DIE_WITH_PARENT: "1"}  # fmt: skip
+               "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}  # fmt: skip
+        workdir = None
+        if cluster is not None:
+            conf = cluster.workdir / "driver-conf"  # the driver's SPARK_CONF_DIR: its log4j2.properties
+            conf.mkdir(exist_ok=True)
+            (conf / "log4j2.properties").write_text(_DRIVER_LOG4J)
+            env |= {**cluster.env, "SPARK_CONF_DIR": str(conf)}
+            # Nothing of the caller's working directory (a clone) on the driver's path.
+            workdir = cluster.workdir
         self.cluster = cluster
         self.popen = subprocess.Popen(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with_parent, cwd=workdir,
         )  # fmt: skip
         self._stop_asked: float | None = None
         self._terminated = False
@@ -150,7 +159,8 @@ class _Driver:
                 except subprocess.TimeoutExpired:
                     pass
                 self._escalate()
-                for note in self.cluster.supervise(time.monotonic()):
+                notes = self.cluster.supervise(time.monotonic()) if self.cluster is not None else []
+                for note in notes:
                     print(f"feedha feed: {note}", file=sys.stderr, flush=True)
         finally:
             for signum, handler in previous.items():
@@ -179,3 +189,25 @@ class _Driver:
             self._terminated = True
         elif time.monotonic() - self._stop_asked > DRIVER_STOP_S + 10:
             os.killpg(self.popen.pid, signal.SIGKILL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m feedha.spark_feed.submit SPARK-SUBMIT [ARGS...]``: run a spark-submit of the feed job.
+
+    Runs the command line as :func:`run_on_local_cluster` runs its driver: in its
+    own session, stdout split into JSON lines and text, and SIGTERM/SIGINT turned
+    into a SIGTERM to the Python driver so it stops between micro-batches (a
+    container's init sends SIGTERM to its one child; ``deploy/spark/feed-driver.yaml``).
+
+    Returns:
+        spark-submit's exit code (128 + N when signal N ended it), 2 without a command.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(main.__doc__, file=sys.stderr)
+        return 0 if args else 2
+    return _Driver(args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

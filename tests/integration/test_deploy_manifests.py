@@ -292,6 +292,8 @@ def _ordinals(doc: dict[str, Any]) -> range:
 def _settings(doc: dict[str, Any], container: dict[str, Any], index: int, tmp: Path) -> settings.Settings:
     argv = _argv(container)
     env = _pod_environment(container, index)
+    if argv[:3] == ["python", "-m", "feedha.spark_feed.submit"]:  # the feed's stop-forwarding wrapper
+        argv = argv[3:]
     if argv[0] == "/opt/spark/bin/spark-submit":  # the job's arguments follow its .py file
         argv = ["feedha", "feed", *argv[[a.endswith(".py") for a in argv].index(True) + 1 :]]
     assert argv[0] in ("feedha", "feedctl") and argv[1] in COMMANDS, argv
