@@ -125,9 +125,10 @@ def _run_job_once(
             if counter.count == 0:
                 raise JobFailed(job.poll(), log.name)
             time.sleep(warmup_s)  # let the JIT settle before the window
-            start_count, start = counter.count, time.monotonic()
+            start_count, start, start_cpu = counter.count, time.monotonic(), _tree_cpu(job.pid)
             time.sleep(window_s)
             received, elapsed = counter.count - start_count, time.monotonic() - start
+            cpu = {part: used - start_cpu.get(part, 0.0) for part, used in _tree_cpu(job.pid).items()}
             job.send_signal(signal.SIGTERM)
             stdout, _ = job.communicate(timeout=120)
         finally:
@@ -142,8 +143,34 @@ def _run_job_once(
         "rate": received / elapsed,
         "received": received,
         "window_s": round(elapsed, 1),
+        "cpu": {
+            part: {
+                "cores": round(used / elapsed, 2),
+                "us_per_msg": round(1e6 * used / received, 2) if received else None,
+            }
+            for part, used in cpu.items()
+        },  # fmt: skip
         "summary": summary,
     }
+
+
+def _tree_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of the job: its Python driver and the JVM (and anything) under it."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        python = root.cpu_times()
+        rest = 0.0
+        for child in root.children(recursive=True):
+            try:
+                times = child.cpu_times()
+                rest += times.user + times.system
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        return {}
+    return {"python": python.user + python.system, "jvm": rest}
 
 
 def run(quick: bool) -> list[Figure]:
@@ -179,6 +206,8 @@ def run(quick: bool) -> list[Figure]:
                 "ceiling_runs": [round(c, 1) for c in ceilings],
                 "handler_ms": summary.get("handler_ms", {}),
                 "collect_ms": summary.get("collect_ms", {}),
+                "encoded_ahead": summary.get("encoded_ahead"),
+                "cpu": result["cpu"],
             },
         )
     ]
