@@ -100,11 +100,18 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+# Looked up once here: between fork and exec (preexec_fn) the child must not load anything.
+_PRCTL: Final = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
 def die_with_parent() -> None:
-    # Runs in the child between fork and exec: SIGTERM when this process dies,
-    # however it dies, so a killed launcher leaves no JVM behind. Linux only.
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    """Ask the kernel for SIGTERM when the parent dies, however it dies (Linux; elsewhere nothing).
+
+    Runs in a child between fork and exec (``preexec_fn``), so a killed
+    launcher leaves no JVM behind, or in a driver about its JVM.
+    """
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
