@@ -1,4 +1,4 @@
-"""A Spark standalone cluster on this machine (a master and workers), and the feed job submitted to it.
+"""A Spark standalone cluster on this machine: a master and workers, each its own JVM.
 
 Theory of operation
 -------------------
@@ -9,8 +9,8 @@ package (``SPARK_HOME`` is the package folder), each its own JVM with its own
 ports (chosen by the kernel, read back from the logs), work directory and log
 file, bound to 127.0.0.1; :func:`spark_feed.submit.run_on_local_cluster`
 then submits the feed job with ``spark-submit --master spark://...`` in client
-mode, exactly as ``deploy/spark/README.md`` does against any ``spark://`` master. Executors run
-only Spark's own code (the rate source scan and its Arrow collect), so they
+mode, exactly as ``deploy/spark/README.md`` does against any ``spark://``
+master. Executors run only Spark's own code (the rate source scan and its Arrow collect), so they
 need no Python and nothing of feedha; the driver runs the installed package.
 
 Every daemon runs in its own session, so a signal to its process group
@@ -20,8 +20,6 @@ service manager would do), and the master gives the application an executor
 on it. Stopping sends SIGTERM to every group and SIGKILL to what is left
 after :data:`STOP_WAIT_S`; each daemon also gets SIGTERM from the kernel if
 this process dies first (``PR_SET_PDEATHSIG``), so no JVM outlives it.
-
-(:mod:`spark_feed.submit` runs the job on it.)
 """
 
 from __future__ import annotations
@@ -252,38 +250,22 @@ class LocalCluster:
         self.master_url = found.group(1)
         self.master.wait_for_log(_MASTER_ALIVE, deadline)
         for index in range(1, self.config.workers + 1):
-            work = self.workdir / f"worker-{index}"
-            work.mkdir(exist_ok=True)
-            self.workers.append(
-                Daemon(
-                    f"worker {index}",
-                    [
-                        *self._spark_class,
-                        "org.apache.spark.deploy.worker.Worker",
-                        "--host",
-                        HOST,
-                        "--port",
-                        "0",
-                        "--webui-port",
-                        "0",
-                        "--cores",
-                        str(self.config.worker_cores),
-                        "--memory",
-                        f"{self.config.worker_memory_mb}m",
-                        "--work-dir",
-                        str(work),
-                        "--properties-file",
-                        str(self._properties),
-                        self.master_url,
-                    ],
-                    self.workdir / "logs" / f"worker-{index}.log",
-                    self.env,
-                )  # fmt: skip
-            )
+            log = self.workdir / "logs" / f"worker-{index}.log"
+            self.workers.append(Daemon(f"worker {index}", self._worker_argv(index), log, self.env))
         for worker in self.workers:
             worker.start()
         for worker in self.workers:
             worker.wait_for_log(_REGISTERED, deadline)
+
+    def _worker_argv(self, index: int) -> list[str]:
+        work = self.workdir / f"worker-{index}"
+        work.mkdir(exist_ok=True)
+        return [
+            *self._spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST, "--port", "0",
+            "--webui-port", "0", "--cores", str(self.config.worker_cores),
+            "--memory", f"{self.config.worker_memory_mb}m", "--work-dir", str(work),
+            "--properties-file", str(self._properties), self.master_url,
+        ]  # fmt: skip
 
     def supervise(self, now: float) -> list[str]:
         """Start again a worker that died (after the restart delay); returns what was done, for the log."""
