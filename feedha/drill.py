@@ -18,6 +18,12 @@ packets for the whole run; ``--restart HOST`` kills a host's adapter and
 starts it again. HOST is ``active``, ``backup`` or an adapter number. The
 summary then also has ``gaps`` (holes the client saw), ``gaps_recovered``,
 ``retransmission_requests`` and ``actives_at_end``.
+
+``--source spark`` runs the Spark feed (``--spark-master local[N]``,
+``spark://...``, or ``local-cluster``: a standalone master and two workers of
+this machine, the job submitted with spark-submit); with ``local-cluster``,
+``--kill worker`` SIGKILLs a worker and its executor mid-task instead of an
+adapter (:mod:`feedha.drill_spark`).
 """
 
 from __future__ import annotations
