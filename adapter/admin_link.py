@@ -77,7 +77,7 @@ def core_command(command: RegistryCommand) -> Command | AccessChange | SealChang
     if command.kind is RegistryCommandKind.THROTTLE:
         return Throttle(max(0.0, command.rate))
     reason = command.reason or f"operator {command.issued_by}".strip()
-    return RoleCommand(CommandKind(command.kind.value), reason)
+    return RoleCommand(CommandKind(command.kind.value), reason, command.force)
 
 
 class AdminLink:

@@ -102,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     failover = sub.add_parser("failover", help="fail a channel over by hand")
     failover.add_argument("channel")
     failover.add_argument("--to", default="", help="adapter to promote (default: best in-sync backup)")
+    failover.add_argument(
+        "--force",
+        action="store_true",
+        help="promote even a backup that is not in sync (when no member can confirm the numbering, "
+        "e.g. the furthest member failed: messages past the target's position are numbered again)",
+    )
     fail = sub.add_parser("fail", help="take an adapter off line")
     fail.add_argument("adapter")
     fail.add_argument("--reason", default="")
@@ -145,7 +151,9 @@ async def _subscriptions(stub: Any, args: argparse.Namespace, md: Metadata) -> N
 
 async def _command(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
     if args.command == "failover":
-        request: Any = admin_pb2.FailoverRequest(channel_name=args.channel, to_adapter_id=args.to)
+        request: Any = admin_pb2.FailoverRequest(
+            channel_name=args.channel, to_adapter_id=args.to, force=args.force
+        )
         reply: Any = await stub.Failover(request, metadata=md, timeout=TIMEOUT_S)
     elif args.command == "fail":
         request = admin_pb2.FailAdapterRequest(adapter_id=args.adapter, reason=args.reason)

@@ -137,7 +137,10 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         hub, principal = self._hub, current_principal()
         try:
             plan = hub.registry.plan_failover(
-                request.channel_name, to=request.to_adapter_id or None, issued_by=principal.user
+                request.channel_name,
+                to=request.to_adapter_id or None,
+                force=request.force,
+                issued_by=principal.user,
             )
             sent = hub.send(principal, "failover", request.channel_name, plan)
         except (AdminError, ValueError) as exc:

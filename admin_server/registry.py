@@ -186,13 +186,15 @@ class Registry:
         return [self._event(EventKind.DOWN, adapter_id, "stream ended", routes_changed=True)]
 
     def plan_failover(
-        self, channel_name: str, *, to: str | None = None, issued_by: str = ""
+        self, channel_name: str, *, to: str | None = None, force: bool = False, issued_by: str = ""
     ) -> list[Directive]:
         """Plan a hand failover: demote the active, promote ``to`` (or the best backup), both at term + 1.
 
         Args:
             channel_name: the channel.
             to: adapter id to promote; ``None`` picks the in-sync backup with the best health.
+            force: the target takes over even if it is not in sync (an adapter refuses a
+                plain PROMOTE then: its numbering may repeat what another line published).
             issued_by: the operator, for the record.
 
         Returns:
@@ -212,12 +214,14 @@ class Registry:
         active = self.active(channel_name)
         target = self._pick_target(channel_name, members, active, to)
         new_term = max(r.status.term for r in members) + 1
-        reason = f"operator failover to {target.adapter_id}"
+        reason = f"operator failover to {target.adapter_id}" + (" (forced)" if force else "")
         directives = []
         if active is not None:
             demote = Command(kind=CommandKind.DEMOTE, term=new_term, reason=reason, issued_by=issued_by)
             directives.append(Directive(adapter_id=active.adapter_id, command=demote))
-        promote = Command(kind=CommandKind.PROMOTE, term=new_term, reason=reason, issued_by=issued_by)
+        promote = Command(
+            kind=CommandKind.PROMOTE, term=new_term, reason=reason, issued_by=issued_by, force=force
+        )
         directives.append(Directive(adapter_id=target.adapter_id, command=promote))
         return directives
 

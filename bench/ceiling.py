@@ -17,6 +17,11 @@ Protocol between the orchestrator and the children (JSON lines on stdout):
 * ``sub`` connects, prints ``ready`` when the first warm-up arrives (the
   subscription is in place: no slow-joiner loss), counts data messages until
   an end marker, then prints ``{"event": "result", ...}``.
+* ``relay`` (two hops, :func:`run_pair` with ``hops=2``) connects a SUB to the
+  publisher, binds a PUB, prints ``ready`` with its endpoint and forwards every
+  message as it is (``recv`` then ``send``, no decoding) until the end
+  markers have passed: the bare two-hop path a feed adapter sits on, to
+  compare the pipeline with the same number of hops.
 """
 
 from __future__ import annotations
@@ -142,6 +147,35 @@ def _sub(args: argparse.Namespace) -> int:
     return 0
 
 
+def _relay(args: argparse.Namespace) -> int:
+    import zmq
+
+    ctx = zmq.Context()
+    sub, pub = ctx.socket(zmq.SUB), ctx.socket(zmq.PUB)
+    sub.rcvhwm = pub.sndhwm = 0
+    sub.linger, pub.linger = 0, 5000
+    sub.subscribe(b"")
+    sub.connect(args.endpoint)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
+    sub.rcvtimeo = int(args.timeout * 1000)
+    recv, send = sub.recv, pub.send
+    ends = forwarded = 0
+    while ends < END_MARKERS:
+        try:
+            message = recv()
+        except zmq.Again:
+            break  # the publisher died
+        send(message)
+        forwarded += 1
+        ends += message[:1] == b"E"
+    _emit("done", forwarded=forwarded)
+    sub.close()
+    pub.close()
+    ctx.term()
+    return 0
+
+
 def latency_summary(latencies_ns: Sequence[int]) -> dict[str, float]:
     """p50/p99/p99.9/max (µs) of one-way latencies, through an HdrHistogram (3 significant digits).
 
@@ -177,6 +211,7 @@ def run_pair(
     size: int = SIZE,
     log: IO[str] | None = None,
     timeout: float = 60.0,
+    hops: int = 1,
 ) -> dict[str, Any]:
     """Run one bare PUB→SUB measurement in child processes.
 
@@ -188,6 +223,7 @@ def run_pair(
         size: payload bytes (>= 17).
         log: where the children's stderr goes.
         timeout: seconds before giving up.
+        hops: 1 (PUB→SUB) or 2 (PUB→relay→SUB, the relay forwarding as it is).
 
     Returns:
         ``sent``, ``received`` (per subscriber), ``rate`` (msg/s per subscriber,
@@ -204,8 +240,18 @@ def run_pair(
         log=log,
     )
     subs: list[JsonProcess] = []
+    relays: list[JsonProcess] = []
     try:
         endpoint = pub.wait_event("ready", 20)["endpoint"]
+        if hops == 2:
+            relays.append(
+                JsonProcess.python(
+                    "ceiling-relay", "feedha.bench.ceiling", ["relay", "--endpoint", endpoint], log=log
+                )
+            )
+            endpoint = relays[0].wait_event("ready", 20)["endpoint"]
+        elif hops != 1:
+            raise ValueError(f"hops must be 1 or 2, got {hops}")
         for index in range(subscribers):
             extra = ["--latency"] if latency and index == 0 else []
             subs.append(
@@ -222,7 +268,7 @@ def run_pair(
         done = pub.wait_event("done", timeout)
         results = [sub.wait_event("result", timeout) for sub in subs]
     finally:
-        for proc in [pub, *subs]:
+        for proc in [pub, *relays, *subs]:
             proc.kill()
     rates = [
         r["received"] / max((r["last_ns"] - r["first_ns"]) / 1e9, 1e-9) if r["received"] > 1 else 0.0
@@ -242,20 +288,20 @@ def run_pair(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m feedha.bench.ceiling pub|sub``: the child processes of :func:`run_pair`."""
+    """``python -m feedha.bench.ceiling pub|sub|relay``: the child processes of :func:`run_pair`."""
     parser = argparse.ArgumentParser(prog="python -m feedha.bench.ceiling", description=__doc__)
-    parser.add_argument("role", choices=("pub", "sub"))
-    parser.add_argument("--endpoint", help="sub: the publisher's endpoint")
+    parser.add_argument("role", choices=("pub", "sub", "relay"))
+    parser.add_argument("--endpoint", help="sub, relay: the publisher's endpoint")
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--size", type=int, default=SIZE)
     parser.add_argument("--wait", type=float, default=60.0, help="pub: longest wait for the start signal")
-    parser.add_argument("--timeout", type=float, default=10.0, help="sub: silence that ends the run")
+    parser.add_argument("--timeout", type=float, default=10.0, help="sub, relay: silence that ends the run")
     parser.add_argument("--latency", action="store_true")
     args = parser.parse_args(argv)
     if args.size < STAMP.size:
         parser.error(f"--size must be >= {STAMP.size}")
-    return _pub(args) if args.role == "pub" else _sub(args)
+    return {"pub": _pub, "sub": _sub, "relay": _relay}[args.role](args)
 
 
 if __name__ == "__main__":

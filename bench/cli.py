@@ -1,5 +1,9 @@
 """``feedha bench NAME|all [--json] [--quick] [--results DIR]``: run benchmarks, print one figure per line.
 
+``throughput`` also takes the production shape of its third ramp:
+``--journal/--no-journal`` (default: journals with ``--fsync batch``) and
+``--backups N`` (default 2).
+
 Every benchmark starts its own processes on loopback, is bounded in time and
 measures its ceiling (the bare pyzmq PUB→SUB pair, :mod:`bench.ceiling`) in
 the same run. ``all`` also writes a markdown report, the raw figures and PNG
@@ -37,6 +41,7 @@ BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
     "spark_feed": ("feedha.bench.spark_feed", "run"),
 }
 DEFAULT_RESULTS: Final = Path("results")
+MAX_BACKUPS: Final = 4  # a 2-core machine runs (backups + 1) adapters, a source and a client at once
 # The benchmarks that take --hosts.
 HOSTS_BENCHMARKS: Final = ("channels",)
 
@@ -74,11 +79,23 @@ def main(argv: list[str]) -> int:
         default=DEFAULT_RESULTS,
         help="folder for the report of `all` (default: results/)",
     )
+    shape = parser.add_argument_group("throughput's production-shape ramp (throughput_journal)")
+    shape.add_argument(
+        "--journal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="every adapter journals with --fsync batch and serves replay (default: yes)",
+    )
+    shape.add_argument("--backups", type=int, default=2, help="backups per group (default: %(default)s)")
     args = parser.parse_args(argv)
+    if not 0 <= args.backups <= MAX_BACKUPS:
+        parser.error(f"--backups must be in 0..{MAX_BACKUPS}, got {args.backups}")
+    options: dict[str, dict[str, object]] = {"throughput": {"journal": args.journal, "backups": args.backups}}
+    if args.hosts:
+        if args.name not in (*HOSTS_BENCHMARKS, "all"):
+            parser.error(f"--hosts applies to {', '.join(HOSTS_BENCHMARKS)} only")
+        options |= {name: {"hosts": args.hosts} for name in HOSTS_BENCHMARKS}
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
-    options = {"hosts": args.hosts} if args.hosts else {}
-    if options and args.name not in HOSTS_BENCHMARKS:
-        parser.error(f"--hosts applies to {', '.join(HOSTS_BENCHMARKS)} only")
     figures: list[Figure] = []
     errors: list[str] = []
     started = time.monotonic()
@@ -92,7 +109,7 @@ def main(argv: list[str]) -> int:
     try:
         for name in names:
             progress.start(name)
-            items = _run_one(name, args.quick, errors, progress, options if name in HOSTS_BENCHMARKS else {})
+            items = _run_one(name, args.quick, errors, progress, **options.get(name, {}))
             progress.finish(name, ok=items is not None)
             for item in items or ():
                 progress.clear_line()
@@ -116,7 +133,7 @@ def main(argv: list[str]) -> int:
 
 
 def _run_one(
-    name: str, quick: bool, errors: list[str], progress: Progress, options: dict[str, str]
+    name: str, quick: bool, errors: list[str], progress: Progress, **options: object
 ) -> list[Figure] | None:
     module_name, function_name = BENCHMARKS[name]
     try:

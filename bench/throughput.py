@@ -103,6 +103,9 @@ def client_main(argv: Sequence[str]) -> int:
     last_source_seq = 0
     first_wall = last_wall = 0.0
     latencies = array("q")
+    # Per hop, from the packet's send time (the adapter's publish): source -> adapter publish
+    # (the source's batching, hop 1, the adapter) and adapter publish -> delivery (hop 2, the client).
+    to_publish, from_publish = array("q"), array("q")
     ready = False
     next_progress = time.monotonic() + PROGRESS_S
     time_ns = time.time_ns
@@ -126,7 +129,10 @@ def client_main(argv: Sequence[str]) -> int:
                         if keep is not None and update.symbol not in keep:
                             continue
                         if args.latency:
-                            latencies.append(now_ns - update.event_time_ns)
+                            event_ns, sent_ns = update.event_time_ns, event.send_time_ns
+                            latencies.append(now_ns - event_ns)
+                            to_publish.append(sent_ns - event_ns)
+                            from_publish.append(now_ns - sent_ns)
                     kept += 1
                 if not first_wall:
                     first_wall = now_ns / 1e9
@@ -158,6 +164,10 @@ def client_main(argv: Sequence[str]) -> int:
         from feedha.bench.ceiling import latency_summary
 
         summary["latency_us"] = latency_summary(latencies)
+        summary["hops_us"] = {
+            "source_to_publish": latency_summary(to_publish),
+            "publish_to_delivery": latency_summary(from_publish),
+        }
         # Where the worst ones fell (index in delivery order, µs): a start-up
         # effect and a stall in the middle look different.
         worst = sorted(range(len(latencies)), key=latencies.__getitem__)[-5:]
@@ -199,6 +209,10 @@ class PipelineOptions:
             sync bus are CURVE servers (``--curve-key``, ``--sync-key``), the
             client's key is admitted with ``--grant-keys`` and the client
             connects with its key pair (no admin server in the loop).
+        journal: every adapter journals what it publishes (``--journal`` in a
+            temporary directory, ``--fsync batch``, its replay service on), as
+            production runs.
+        journal_root: with ``journal``, keep the journals here instead (tests read them).
     """
 
     rate: float
@@ -214,6 +228,8 @@ class PipelineOptions:
     count: int | None = None  # unpaced: send this many as fast as the source can, then stop
     pregenerate: bool = True
     secure: bool = False
+    journal: bool = False
+    journal_root: Path | None = None
 
 
 @dataclass
@@ -290,6 +306,12 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
 
     procs: list[JsonProcess] = []
     keys = tempfile.TemporaryDirectory(prefix="feedha-bench-keys-") if options.secure else None
+    journals = (
+        tempfile.TemporaryDirectory(prefix="feedha-bench-journals-")
+        if options.journal and options.journal_root is None
+        else None
+    )
+    journal_root = options.journal_root if journals is None else Path(journals.name)
     try:
         groups: list[GroupPlan] = []
         adapters: list[list[JsonProcess]] = []
@@ -302,6 +324,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 source_stream=STREAM,
                 source_stream_number=1,
                 size=options.backups + 1,
+                journal_root=journal_root if options.journal else None,
             )
             groups.append(group)
             secured = _SecureGroup(Path(keys.name), group) if keys is not None else None
@@ -311,7 +334,10 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                     plan.adapter,
                     active=plan.adapter == 1,
                     log=log,
-                    extra=secured.adapter_argv(plan.adapter) if secured is not None else (),
+                    extra=[
+                        *(secured.adapter_argv(plan.adapter) if secured is not None else ()),
+                        *(("--fsync", "batch") if options.journal else ()),
+                    ],
                 )
                 for plan in group.adapters
             ]
@@ -395,6 +421,8 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             proc.kill()
         if keys is not None:
             keys.cleanup()
+        if journals is not None:
+            journals.cleanup()
 
 
 @dataclass
@@ -475,14 +503,37 @@ class _Ramp:
         }
 
 
-def _ramp(*, secure: bool, step_s: float, budget_s: float, log: IO[str]) -> _Ramp:
+@dataclass(frozen=True, kw_only=True)
+class Shape:
+    """What a ramp's pipelines look like besides the rate.
+
+    Attributes:
+        backups: backups per group besides the active.
+        secure: CURVE on the lines and the sync bus.
+        journal: journals (``--fsync batch``) and replay services on every adapter.
+    """
+
+    backups: int = 1
+    secure: bool = False
+    journal: bool = False
+
+    def describe(self) -> str:
+        keys = "CURVE on lines and sync bus" if self.secure else "open data plane"
+        journals = "journals with --fsync batch" if self.journal else "no journal"
+        return f"active + {self.backups} backup(s), {keys}, {journals}"
+
+
+def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ramp:
     """Raise the rate by RAMP_FACTOR while sustained, then bisect between the last good and first bad step."""
     ramp = _Ramp()
     started = time.monotonic()
     rate = RAMP_START
     failed_at: float | None = None
     while time.monotonic() - started < budget_s:
-        result = run_pipeline(PipelineOptions(rate=rate, seconds=step_s, secure=secure), log)
+        options = PipelineOptions(
+            rate=rate, seconds=step_s, secure=shape.secure, backups=shape.backups, journal=shape.journal
+        )
+        result = run_pipeline(options, log)
         ok = _sustained(result)
         summary = result.clients[0][1]
         ramp.steps.append(
@@ -518,35 +569,44 @@ def _ramp(*, secure: bool, step_s: float, budget_s: float, log: IO[str]) -> _Ram
     return ramp
 
 
-def run(*, quick: bool = False) -> list[Figure]:
-    """Ramp the source rate with the data plane open, then secured; each beside the bare pyzmq ceiling.
+def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[Figure]:
+    """Ramp the source rate in three shapes, each beside the bare pyzmq ceiling.
 
-    Both ramps run in the same invocation between the same two ceiling
-    measurements, so their ratios compare the cost of CURVE on the lines and
-    the sync bus on this machine, today.
+    ``throughput``: active + 1 backup, open data plane, no journal (the
+    pipeline's own cost); ``throughput_secure``: the same with CURVE on the
+    lines and the sync bus; ``throughput_journal``: the production shape,
+    journals with ``--fsync batch`` on every adapter and ``backups`` backups
+    (``feedha bench throughput --journal --backups 2``, the default). All
+    ramps run in the same invocation between the same two ceiling
+    measurements, so their ratios compare on this machine, today.
 
     Args:
         quick: shorter steps and a smaller time budget.
+        journal: the third ramp journals (``--no-journal``: it does not).
+        backups: backups per group in the third ramp.
 
     Returns:
-        Two figures (msg/s), ``throughput`` (no keys) and ``throughput_secure``
-        (CURVE lines and sync bus), with their ramps in the parameters.
+        Three figures (msg/s), with their ramps in the parameters.
     """
     step_s = QUICK_STEP_S if quick else STEP_S
     budget = QUICK_RAMP_BUDGET_S if quick else RAMP_BUDGET_S
+    shapes = {
+        "throughput": Shape(),
+        "throughput_secure": Shape(secure=True),
+        "throughput_journal": Shape(backups=backups, journal=journal),
+    }
     with open_log("throughput") as log:
         ceilings = [ceiling(quick=quick, log=log)]
         ramps = {
-            secure: _ramp(secure=secure, step_s=step_s, budget_s=budget, log=log) for secure in (False, True)
+            name: _ramp(shape, step_s=step_s, budget_s=budget, log=log) for name, shape in shapes.items()
         }
         ceilings.append(ceiling(quick=quick, log=log))
     top = max(c["rate"] for c in ceilings)
     common = {
         "source": "plain source (plain_source), 1 stream, 200 symbols, seed 7",
-        "adapters": "active + 1 backup",
         "adapter_heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
         "source_tick_s": SOURCE_TICK_S,
-        "client": "client_lib.Subscriber joined to both lines (arbitrating), no decode",
+        "client": "client_lib.Subscriber joined to every line (arbitrating), no decode",
         "step_s": step_s,
         "ceiling_runs": [round(c["rate"], 1) for c in ceilings],
         "ceiling_payload_bytes": 100,
@@ -554,29 +614,27 @@ def run(*, quick: bool = False) -> list[Figure]:
         "quick": quick,
         "log": log.name,
     }
-    plain, secure = ramps[False], ramps[True]
-    plain_value = plain.best[0] if plain.best is not None else 0.0
-    secure_value = secure.best[0] if secure.best is not None else 0.0
+    values = {name: ramp.best[0] if ramp.best is not None else 0.0 for name, ramp in ramps.items()}
+    plain = values["throughput"]
     return [
         figure(
-            name="throughput",
-            value=plain_value,
-            unit="msg/s",
-            ceiling=top,
-            params={**common, "data_plane": "open (no keys)", **plain.params()},
-        ),
-        figure(
-            name="throughput_secure",
-            value=secure_value,
+            name=name,
+            value=values[name],
             unit="msg/s",
             ceiling=top,
             params={
                 **common,
-                "data_plane": "CURVE on lines and sync bus (--curve-key, --sync-key, --grant-keys)",
-                "vs_open": round(secure_value / plain_value, 3) if plain_value else None,
-                **secure.params(),
+                "adapters": f"active + {shape.backups} backup(s)",
+                "data_plane": "CURVE on lines and sync bus (--curve-key, --sync-key, --grant-keys)"
+                if shape.secure
+                else "open (no keys)",
+                "journal": "--journal, --fsync batch, replay service" if shape.journal else "none",
+                "shape": shape.describe(),
+                "vs_open": round(values[name] / plain, 3) if plain and name != "throughput" else None,
+                **ramps[name].params(),
             },
-        ),
+        )
+        for name, shape in shapes.items()
     ]
 
 

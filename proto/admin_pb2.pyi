@@ -158,7 +158,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, command: _Optional[_Union[OperatorCommand, _Mapping]] = ...) -> None: ...
 
 class OperatorCommand(_message.Message):
-    __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants", "seal_key")
+    __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants", "seal_key", "force")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     RATE_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,7 @@ class OperatorCommand(_message.Message):
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     REPLACE_GRANTS_FIELD_NUMBER: _ClassVar[int]
     SEAL_KEY_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     kind: CommandKind
     term: int
     rate: float
@@ -175,7 +176,8 @@ class OperatorCommand(_message.Message):
     grants: _containers.RepeatedCompositeFieldContainer[AccessGrant]
     replace_grants: bool
     seal_key: SealKey
-    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AccessGrant, _Mapping]]] = ..., replace_grants: _Optional[bool] = ..., seal_key: _Optional[_Union[SealKey, _Mapping]] = ...) -> None: ...
+    force: bool
+    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AccessGrant, _Mapping]]] = ..., replace_grants: _Optional[bool] = ..., seal_key: _Optional[_Union[SealKey, _Mapping]] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class SealKey(_message.Message):
     __slots__ = ("key_id", "key")
@@ -354,12 +356,14 @@ class ListSubscriptionsResponse(_message.Message):
     def __init__(self, subscriptions: _Optional[_Iterable[_Union[SubscriptionInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class FailoverRequest(_message.Message):
-    __slots__ = ("channel_name", "to_adapter_id")
+    __slots__ = ("channel_name", "to_adapter_id", "force")
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     TO_ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     channel_name: str
     to_adapter_id: str
-    def __init__(self, channel_name: _Optional[str] = ..., to_adapter_id: _Optional[str] = ...) -> None: ...
+    force: bool
+    def __init__(self, channel_name: _Optional[str] = ..., to_adapter_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class CommandSent(_message.Message):
     __slots__ = ("adapter_id", "command")

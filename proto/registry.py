@@ -140,6 +140,7 @@ class Command:
     grants: tuple[AccessGrant, ...] = ()
     replace_grants: bool = False
     seal_key: SealKey | None = None
+    force: bool = False  # PROMOTE: even an adapter whose numbering is not confirmed
 
 
 _Z85: frozenset[str] = frozenset(
@@ -249,6 +250,7 @@ def command_to_proto(command: Command) -> admin_pb2.OperatorCommand:
         grants=[_grant_to_proto(g) for g in command.grants],
         replace_grants=command.replace_grants,
         seal_key=None if command.seal_key is None else seal_key_to_proto(command.seal_key),
+        force=command.force,
     )
 
 
@@ -308,5 +310,6 @@ def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
         issued_by=msg.issued_by,
         grants=grants,
         replace_grants=msg.replace_grants,
+        force=msg.force and name == "PROMOTE",
         seal_key=seal_key,
     )

@@ -262,8 +262,8 @@ def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
 
 def _demote(state: SyncState, now: float, active: int | None, term: int, reason: str) -> Result:
     # The new active was an in-sync backup, so our numbering is its numbering:
-    # keep publishing (holding output here would open a window in which no
-    # line carries the stream); the active's reports catch any mismatch.
+    # we stay in sync, and our output now waits at the gate (gate.py) for the
+    # new active's reports to confirm it, like any backup's.
     new = replace(
         state,
         role=Role.BACKUP,

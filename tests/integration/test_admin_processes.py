@@ -109,6 +109,19 @@ async def test_feedctl_adapters_failover_and_restart(workdir: Path) -> None:
             ]
             await eventually(lambda: a.commands and b.commands, what="commands")
             assert (a.commands[0].kind, b.commands[0].kind) == (CommandKind.DEMOTE, CommandKind.PROMOTE)
+            assert not b.commands[0].force
+            # --force reaches the adapter (which would refuse a plain PROMOTE while not in sync).
+            done = await asyncio.to_thread(
+                feedctl, server.target, ops, "failover", "EQ-A-M", "--to", "a", "--force"
+            )
+            assert done.returncode == 0, done.stderr
+            await eventually(lambda: len(a.commands) == 2, what="forced promote")
+            assert (a.commands[1].kind, a.commands[1].force, a.commands[1].term) == (
+                CommandKind.PROMOTE,
+                True,
+                5,
+            )
+            assert "(forced)" in a.commands[1].reason
             denied = await asyncio.to_thread(feedctl, server.target, alice, "adapters")
             assert denied.returncode == 1 and "PERMISSION_DENIED" in denied.stderr
             purge = await asyncio.to_thread(feedctl, server.target, ops, "purge", "EQ-A-M", "17")
@@ -120,8 +133,8 @@ async def test_feedctl_adapters_failover_and_restart(workdir: Path) -> None:
         assert done.returncode == 0, done.stderr
         rows = {row["adapter"]: row for row in json.loads(done.stdout)}
         assert {k: (r["role"], r["term"], r["up"]) for k, r in rows.items()} == {
-            "a": ("backup", 4, False),
-            "b": ("active", 4, False),
+            "a": ("active", 5, False),
+            "b": ("backup", 5, False),
         }
         done = await asyncio.to_thread(feedctl, server.target, ops, "subscriptions")
         assert [(s["subscription"], s["user"], s["symbols"]) for s in json.loads(done.stdout)] == [

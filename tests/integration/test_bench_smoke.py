@@ -72,3 +72,40 @@ def test_the_secured_pipeline_delivers_everything_over_curve(tmp_path: Path) -> 
     assert summary["delivered"] == 500 and result.lost == 0, summary
     # The adapters ran with keys: none of them warned that its data plane is open.
     assert "open to anyone" not in (tmp_path / "components.log").read_text()
+
+
+@pytest.mark.timeout(60)
+def test_the_bare_two_hop_relay_forwards_everything_and_measures_latency(tmp_path: Path) -> None:
+    with open(tmp_path / "components.log", "w") as log:
+        relay = run_pair(count=500, rate=5_000, latency=True, log=log, hops=2)
+    assert relay["lost"] == 0 and relay["received"] == [500]
+    assert relay["latency_us"]["count"] == 500
+
+
+@pytest.mark.timeout(180)
+def test_the_production_shape_journals_on_every_adapter_and_times_each_hop(tmp_path: Path) -> None:
+    options = PipelineOptions(
+        rate=2_000,
+        seconds=1.0,
+        backups=2,
+        journal=True,
+        journal_root=tmp_path / "journals",
+        latency=True,
+        pregenerate=False,
+    )
+    with open(tmp_path / "components.log", "w") as log:
+        result = run_pipeline(options, log)
+    (_channel, summary), *_ = result.clients
+    assert result.lost == 0 and result.duplicates == 0 and summary["delivered"] == result.sent[0] > 0
+    hops = summary["hops_us"]
+    assert set(hops) == {"source_to_publish", "publish_to_delivery"}
+    assert hops["source_to_publish"]["count"] == hops["publish_to_delivery"]["count"] == summary["delivered"]
+    # Each hop is part of the whole: no hop's median can pass the whole's maximum.
+    assert (
+        max(hops["source_to_publish"]["p50"], hops["publish_to_delivery"]["p50"])
+        <= summary["latency_us"]["max"]
+    )
+    journals = sorted((tmp_path / "journals").iterdir())
+    assert len(journals) == 3  # the active and both backups journal
+    for journal in journals:
+        assert sum(f.stat().st_size for f in journal.glob("*.fhj")) > 64, journal  # records past the header

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from feedha.adapter.admin_link import core_command
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.conversion import make_engine
 from feedha.adapter.conversion.table import ConverterTable
@@ -25,6 +26,8 @@ from feedha.adapter.core.machine import AdapterCore
 from feedha.adapter.core.sync_types import CommandKind
 from feedha.adapter.errors import ConfigError
 from feedha.adapter.replay import ReplayLimits, TokenBucket
+from feedha.proto.registry import Command as RegistryCommand
+from feedha.proto.registry import CommandKind as RegistryCommandKind
 
 
 def test_a_token_bucket_refills_at_its_rate_up_to_its_burst_and_carries_debt() -> None:
@@ -161,3 +164,10 @@ def test_admin_tls_arguments_reach_the_config() -> None:
     without_admin = [a for a in base if a not in ("--admin", "127.0.0.1:4")]
     with pytest.raises(ConfigError, match="need an admin server"):
         config_from_args(build_parser().parse_args(without_admin + tls[:2]))
+
+
+def test_the_adapter_hears_force_as_the_cores_promote_with_force() -> None:
+    forced = core_command(RegistryCommand(kind=RegistryCommandKind.PROMOTE, term=5, reason="ops", force=True))
+    plain = core_command(RegistryCommand(kind=RegistryCommandKind.PROMOTE, term=5, reason="ops"))
+    assert isinstance(forced, RoleCommand) and isinstance(plain, RoleCommand)
+    assert (forced.force, plain.force) == (True, False)

@@ -71,3 +71,10 @@ def test_registration_from_proto_refuses_a_missing_adapter_id() -> None:
 def test_command_kind_the_schema_lacks() -> None:
     with pytest.raises(ProtoError, match="unknown command kind 99"):
         registry.command_from_proto(admin_pb2.OperatorCommand(kind=99))
+
+
+def test_force_travels_with_a_promote_only() -> None:
+    forced = Command(kind=CommandKind.PROMOTE, term=5, reason="ops", force=True)
+    assert registry.command_from_proto(registry.command_to_proto(forced)).force
+    stray = admin_pb2.OperatorCommand(kind=admin_pb2.COMMAND_KIND_DEMOTE, term=5, force=True)
+    assert not registry.command_from_proto(stray).force  # force means nothing to a DEMOTE
