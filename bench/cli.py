@@ -42,6 +42,8 @@ BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
 }
 DEFAULT_RESULTS: Final = Path("results")
 MAX_BACKUPS: Final = 4  # a 2-core machine runs (backups + 1) adapters, a source and a client at once
+# The benchmarks that take --hosts.
+HOSTS_BENCHMARKS: Final = ("channels",)
 
 
 def lost_in(item: Figure) -> int:
@@ -66,6 +68,12 @@ def main(argv: list[str]) -> int:
         "--quick", action="store_true", help="smaller runs (a smoke test, < 5 minutes for all)"
     )
     parser.add_argument(
+        "--hosts",
+        choices=("local", "netns"),
+        help="channels: local (loopback, the default) or netns (each process on its own network-namespace "
+        "host; root)",
+    )
+    parser.add_argument(
         "--results",
         type=Path,
         default=DEFAULT_RESULTS,
@@ -82,7 +90,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.backups <= MAX_BACKUPS:
         parser.error(f"--backups must be in 0..{MAX_BACKUPS}, got {args.backups}")
-    options = {"throughput": {"journal": args.journal, "backups": args.backups}}
+    options: dict[str, dict[str, object]] = {"throughput": {"journal": args.journal, "backups": args.backups}}
+    if args.hosts:
+        if args.name not in (*HOSTS_BENCHMARKS, "all"):
+            parser.error(f"--hosts applies to {', '.join(HOSTS_BENCHMARKS)} only")
+        options |= {name: {"hosts": args.hosts} for name in HOSTS_BENCHMARKS}
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
     figures: list[Figure] = []
     errors: list[str] = []

@@ -18,6 +18,12 @@ packets for the whole run; ``--restart HOST`` kills a host's adapter and
 starts it again. HOST is ``active``, ``backup`` or an adapter number. The
 summary then also has ``gaps`` (holes the client saw), ``gaps_recovered``,
 ``retransmission_requests`` and ``actives_at_end``.
+
+``--source spark`` runs the Spark feed (``--spark-master local[N]``,
+``spark://...``, or ``local-cluster``: a standalone master and two workers of
+this machine, the job submitted with spark-submit); with ``local-cluster``,
+``--kill worker`` SIGKILLs a worker and its executor mid-task instead of an
+adapter (:mod:`feedha.drill_spark`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import IO, Any
 
 from feedha import netns, transport
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
+from feedha.drill_spark import kill_spark_worker
 from feedha.ports import free_ports
 from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError, python_argv
 
@@ -56,6 +63,7 @@ class DrillOptions:
     symbols: int = 200
     seed: int = 7
     source: str = "plain"
+    spark_master: str = "local[*]"  # with source "spark": local[N], spark://..., or local-cluster
     heartbeat_timeout: float | None = None
     extra_adapter_args: list[str] = field(default_factory=list)
     hosts: str = "local"  # local | netns
@@ -255,7 +263,7 @@ def _start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> 
             "source",
             "source",
             "feedha.spark_feed.job",
-            [*common, "--checkpoint", checkpoint],
+            [*common, "--checkpoint", checkpoint, "--master", options.spark_master],
             log,
             nice=SOURCE_NICE,
         )
@@ -297,7 +305,8 @@ def _drive(drill: Drill) -> dict[str, Any]:
     while drill.source.alive:
         elapsed = time.monotonic() - started
         if options.source == "spark" and elapsed >= options.seconds:
-            drill.source.stop(timeout=60)  # the Spark job runs until told; SIGTERM stops it gracefully
+            # The Spark job runs until told; SIGTERM stops it gracefully (a local cluster after it).
+            drill.source.stop(timeout=120)
             break
         if not injected and elapsed >= kill_after:
             injected = True
@@ -330,7 +339,9 @@ def _inject(drill: Drill) -> tuple[int | None, float | None]:
     """Apply the drill's fault(s) at ``--kill-at``; returns (adapter hit, wall time)."""
     options, segment = drill.options, drill.placement.segment
     hit: int | None = None
-    if options.kill != "none":
+    if options.kill == "worker":
+        drill.faults.append(kill_spark_worker(drill.source))
+    elif options.kill != "none":
         hit = _victim(drill, options.kill)
         drill.adapters[hit].kill()
         drill.faults.append({"fault": "kill", "adapter": hit})
@@ -458,10 +469,12 @@ def _report(
     return {
         "drill": "failover",
         "source": drill.options.source,
+        "spark_master": drill.options.spark_master if drill.options.source == "spark" else None,
+        "spark_cluster": drill.source.last("spark_cluster") if drill.source is not None else None,
         "backups": drill.options.backups,
         "rate": drill.options.rate,
         "seconds": drill.options.seconds,
-        "killed": drill.options.kill if killed is not None else "none",
+        "killed": drill.options.kill if killed is not None or drill.options.kill == "worker" else "none",
         "killed_adapter": killed if drill.options.kill != "none" else None,
         "sent": sent,
         "delivered": client["delivered"],

@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     failover.add_argument(
         "--kill",
-        choices=("active", "backup", "none"),
-        help="adapter to SIGKILL (default: active, or none when another fault is chosen)",
+        choices=("active", "backup", "worker", "none"),
+        help="adapter to SIGKILL, or worker: a worker of the Spark cluster with its executors (--source "
+        "spark --spark-master local-cluster) (default: active, or none when another fault is chosen)",
     )
     failover.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
     net = failover.add_argument_group("hosts and network faults")
@@ -88,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     failover.add_argument("--seed", type=int, default=7)
     failover.add_argument(
         "--source", choices=("plain", "spark"), default="plain", help="feed source (default: plain)"
+    )
+    failover.add_argument(
+        "--spark-master",
+        default="local[*]",
+        help="with --source spark: local[N], spark://HOST:PORT, or local-cluster (a standalone master and "
+        "two workers on this machine, the job submitted with spark-submit) (default: %(default)s)",
     )
     failover.add_argument("--heartbeat-timeout", type=float, help="adapters' heartbeat timeout in seconds")
     failover.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -186,6 +193,8 @@ def _network_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(
             "--transport epgm needs pyzmq built with OpenPGM (scripts/setup); use --transport tcp"
         )
+    if args.kill == "worker" and (args.source != "spark" or args.spark_master != "local-cluster"):
+        raise ValueError("--kill worker needs --source spark --spark-master local-cluster")
     other_fault = args.cut or partition or args.restart
     return {
         "kill": args.kill or ("none" if other_fault else "active"),
@@ -229,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         symbols=args.symbols,
         seed=args.seed,
         source=args.source,
+        spark_master=args.spark_master,
         heartbeat_timeout=args.heartbeat_timeout,
     )
     log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-", suffix=".log")[1])

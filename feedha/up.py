@@ -89,6 +89,7 @@ class Cluster:
         self.http = ""  # the admin server's HTTP listener (metrics, status page)
         self.status_page = ""
         self.key_files: dict[str, str] = {}
+        self.source: JsonProcess | None = None
 
     def _admin_cli(self, *args: str) -> str:
         command = [sys.executable, "-m", "feedha", "admin-server", *args, "--config", str(self._config)]
@@ -172,15 +173,20 @@ class Cluster:
         return endpoints
 
     def start_source(self, endpoints: dict[str, str]) -> None:
+        if self.args.source == "spark":
+            extra = ["--master", self.args.spark_master]
+        else:
+            extra = ["--tick", "0.001"]  # the plain source's batching; the Spark job has its micro-batches
         source = start_source(
             endpoints,
             kind=self.args.source,
             rate=self.args.rate,
             wait_subscribers=3,
             workdir=self.workdir,
-            extra=["--tick", "0.001"],
+            extra=extra,
             log=self.log,
         )
+        self.source = source
         self.procs.append(source)
 
     def describe(self) -> dict[str, Any]:
@@ -207,6 +213,8 @@ class Cluster:
     def stop(self) -> None:
         for proc in self.adapters:
             proc.stop(timeout=10)  # SIGTERM: they unregister and close their journals
+        if self.source is not None:
+            self.source.stop(timeout=90)  # the Spark job stops between micro-batches, then its cluster
         for proc in self.procs:
             proc.kill()
 
@@ -227,6 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--source", choices=("plain", "spark"), default="plain", help="feed source (default: plain)"
+    )
+    parser.add_argument(
+        "--spark-master",
+        default="local[*]",
+        help="with --source spark: local[N], spark://HOST:PORT, or local-cluster (a standalone master and "
+        "two workers on this machine, the job submitted with spark-submit) (default: %(default)s)",
     )
     parser.add_argument("--rate", type=float, default=1000, help="source messages/s (default: %(default)s)")
     parser.add_argument(

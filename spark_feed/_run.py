@@ -1,4 +1,4 @@
-"""Configuration, checkpoint-side batch state and the foreachBatch handler of ``feedha feed``.
+"""Checkpoint-side batch state and the foreachBatch handler of ``feedha feed``.
 
 Theory of operation
 -------------------
@@ -19,7 +19,6 @@ re-anchors to the wall clock after downtime instead of backfilling it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -31,13 +30,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from feedha.spark_feed import model
+from feedha.spark_feed.config import FeedConfig
+from feedha.spark_feed.market import PRICE_MODEL_VERSION
 from feedha.spark_feed.sink import FrameTransport, Publisher, ZmqTransport
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RATE: Final = 20_000
-DEFAULT_TRIGGER_MS: Final = 1000
-DEFAULT_BASE_PORT: Final = 5601
 KEEP_REPLAY_BATCHES: Final = 16
 LATENCY_SAMPLES: Final = 100_000
 # The event clock re-anchors when it falls this many trigger intervals behind.
@@ -46,135 +44,6 @@ MAX_LAG_INTERVALS: Final = 2
 
 class StopRequested(RuntimeError):
     """Raised in foreachBatch after a stop was asked for, so Spark does not commit the batch."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FeedConfig:
-    """Everything ``feedha feed`` needs, built once from argv."""
-
-    source: str = "synthetic"
-    rate: int = DEFAULT_RATE
-    trigger_ms: int = DEFAULT_TRIGGER_MS
-    unpaced: bool = False
-    symbols: int = model.DEFAULT_SYMBOLS
-    streams: tuple[model.StreamSpec, ...] = model.parse_streams(model.DEFAULT_STREAMS)
-    seed: int = model.DEFAULT_SEED
-    checkpoint: str = ""
-    endpoints: tuple[tuple[str, str], ...] = ()
-    seconds: float | None = None
-    master: str | None = "local[*]"
-    partitions: int = 2
-    sender: str = "FEED"
-    frame_messages: int = 500
-    sndhwm: int = 0
-    max_rate: float = 0.0
-    wait_subscribers: int = 0
-    wait_timeout_s: float = 60.0
-    replay_dir: str = ""
-    replay_format: str = "csv"
-    files_per_trigger: int = 1
-    quiet: bool = False
-    spark_log_level: str = "ERROR"
-    log_level: str = "INFO"  # --quiet lowers it to WARNING
-    log_format: str = "text"
-
-    def __post_init__(self) -> None:
-        if self.source not in ("synthetic", "replay"):
-            raise ValueError(f"source must be synthetic or replay: {self.source!r}")
-        if self.rate <= 0 or self.trigger_ms <= 0:
-            raise ValueError(f"rate and trigger-ms must be > 0: {self.rate}, {self.trigger_ms}")
-        if self.rows_per_batch < 1:
-            raise ValueError(
-                f"rate x trigger interval gives no row per batch: {self.rate}/s x {self.trigger_ms} ms"
-            )
-        if not self.checkpoint:
-            raise ValueError("--checkpoint is required")
-        if self.source == "replay" and not self.replay_dir:
-            raise ValueError("--replay-dir is required with --source replay")
-        names = {s.name for s in self.streams}
-        unknown = [name for name, _ in self.endpoints if name not in names]
-        if unknown:
-            raise ValueError(f"--endpoint names no source stream: {unknown} (streams: {sorted(names)})")
-
-    @property
-    def rows_per_batch(self) -> int:
-        """Rows the synthetic source makes per trigger."""
-        return self.rate * self.trigger_ms // 1000
-
-    def endpoint_of(self, stream: model.StreamSpec) -> str:
-        """The stream's bind endpoint: ``--endpoint`` or ``tcp://127.0.0.1:<5600 + number>``."""
-        return dict(self.endpoints).get(
-            stream.name, f"tcp://127.0.0.1:{DEFAULT_BASE_PORT - 1 + stream.number}"
-        )
-
-
-def parse_args(argv: list[str]) -> FeedConfig:
-    """Build the config from the command line, the ``--config`` file and ``FEEDHA_*`` variables.
-
-    Raises:
-        ValueError: a bad value (named in the message).
-        SystemExit: ``--help`` (0) or an argument argparse refuses (2, with the usage).
-    """
-    from feedha import settings
-
-    a = settings.parse(build_parser(), argv).args
-    return _config(a)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``feedha feed`` argument parser."""
-    from feedha import settings
-
-    p = argparse.ArgumentParser(
-        prog="feedha feed",
-        description="The PySpark Structured Streaming feed source. Every option is also a key of the "
-        "--config file and a FEEDHA_<OPTION> variable.",
-    )
-    p.add_argument("--source", choices=("synthetic", "replay"), default="synthetic")
-    p.add_argument("--rate", type=int, default=DEFAULT_RATE, help="synthetic rows/s (default %(default)s)")
-    p.add_argument(
-        "--trigger-ms", type=int, default=DEFAULT_TRIGGER_MS, help="trigger interval (default %(default)s)"
-    )
-    p.add_argument("--unpaced", action="store_true", help="trigger back to back (benchmarks)")
-    p.add_argument("--symbols", type=int, default=model.DEFAULT_SYMBOLS)
-    p.add_argument("--streams", default=model.DEFAULT_STREAMS, help="e.g. 'A-M,N-Z' or 'EQ1=A-F,EQ2=G-Z'")
-    p.add_argument("--seed", type=int, default=model.DEFAULT_SEED)
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (restart resumes from it)")
-    p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL", help="bind URL of a stream")
-    p.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--master", default="local[*]", help="Spark master; '' to take it from spark-submit")
-    p.add_argument("--partitions", type=int, default=2, help="rate partitions and shuffle partitions")
-    p.add_argument("--sender", default="FEED", help="SenderCompID, tag 49")
-    p.add_argument("--frame-messages", type=int, default=500, help="FIX messages per ZeroMQ frame")
-    p.add_argument("--sndhwm", type=int, default=0, help="PUB send high-water mark (0 = unbounded)")
-    p.add_argument("--max-rate", type=float, default=0.0, help="publisher-side pacing, messages/s (0 = off)")
-    p.add_argument("--wait-subscribers", type=int, default=0, help="XPUB: wait for N subscribers per stream")
-    p.add_argument("--wait-timeout", type=float, default=60.0)
-    p.add_argument("--replay-dir", default="", help="directory of tick files (see docs/spark-feed.md)")
-    p.add_argument("--replay-format", choices=("csv", "parquet"), default="csv")
-    p.add_argument("--files-per-trigger", type=int, default=1)
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.add_argument("--spark-log-level", default="ERROR", choices=("ERROR", "WARN", "INFO"))
-    settings.add_common_arguments(p, log_level="INFO")
-    return p
-
-
-def _config(a: argparse.Namespace) -> FeedConfig:
-    endpoints = []
-    for item in a.endpoint:
-        name, sep, url = item.partition("=")
-        if not sep or not url:
-            raise ValueError(f"--endpoint must be NAME=URL: {item!r}")
-        endpoints.append((name, url))
-    return FeedConfig(
-        source=a.source, rate=a.rate, trigger_ms=a.trigger_ms, unpaced=a.unpaced, symbols=a.symbols,
-        streams=model.parse_streams(a.streams), seed=a.seed, checkpoint=a.checkpoint,
-        endpoints=tuple(endpoints), seconds=a.seconds, master=a.master or None, partitions=a.partitions,
-        sender=a.sender, frame_messages=a.frame_messages, sndhwm=a.sndhwm, max_rate=a.max_rate,
-        wait_subscribers=a.wait_subscribers, wait_timeout_s=a.wait_timeout, replay_dir=a.replay_dir,
-        replay_format=a.replay_format, files_per_trigger=a.files_per_trigger, quiet=a.quiet,
-        spark_log_level=a.spark_log_level, log_level=a.log_level, log_format=a.log_format,
-    )  # fmt: skip
 
 
 def _write_json(path: Path, value: object) -> None:
@@ -266,14 +135,16 @@ class RunStats:
 
     latency_ms: list[float] = field(default_factory=list)
     handler_ms: list[float] = field(default_factory=list)
+    collect_ms: list[float] = field(default_factory=list)
     last_latency_ms: float = 0.0
     last_lag_ms: float = 0.0
 
-    def add(self, latency_ms: float, lag_ms: float, handler_ms: float) -> None:
-        """Record one published batch."""
+    def add(self, latency_ms: float, lag_ms: float, handler_ms: float, collect_ms: float) -> None:
+        """Record one published batch (``collect_ms``: the part of ``handler_ms`` spent in Spark)."""
         if len(self.latency_ms) < LATENCY_SAMPLES:
             self.latency_ms.append(latency_ms)
             self.handler_ms.append(handler_ms)
+            self.collect_ms.append(collect_ms)
         self.last_latency_ms, self.last_lag_ms = latency_ms, lag_ms
 
 
@@ -296,7 +167,8 @@ class FeedRun:
     def __init__(self, config: FeedConfig, spark: Any) -> None:
         import zmq
 
-        from feedha.spark_feed.transforms import SyntheticEncoder, schedule_frame
+        from feedha.spark_feed.ahead import Ahead
+        from feedha.spark_feed.synthetic import SyntheticBatches
 
         self.config = config
         self.stats = RunStats()
@@ -314,17 +186,18 @@ class FeedRun:
                 "seed": config.seed,
                 "symbols": config.symbols,
                 "rows_per_batch": config.rows_per_batch,
+                "price_model": PRICE_MODEL_VERSION,
             }
             symbols = model.make_symbols(config.symbols, config.seed, config.streams)
             self.schedule = model.build_schedule(symbols, config.streams, config.seed)
-            self._encoder = SyntheticEncoder(
-                schedule_frame(spark, self.schedule).cache(),
-                cycle=self.schedule.cycle,
+            synthetic = SyntheticBatches(
+                self.schedule,
                 seed=config.seed,
                 sender=config.sender,
-                interval_ns=config.trigger_ms * 1_000_000,
                 rows_per_batch=config.rows_per_batch,
+                interval_ns=config.trigger_ms * 1_000_000,
             )
+            self._ahead = Ahead(synthetic, config.rows_per_batch)
         self.state = BatchState(Path(config.checkpoint) / "feedha", identity, config.trigger_ms * 1_000_000)
         self._context = zmq.Context()
         xpub = config.wait_subscribers > 0
@@ -370,20 +243,24 @@ class FeedRun:
         config = self.config
         if config.source == "synthetic":
             base_ns = self.state.event_base_ns(batch_id, entered_ns)
-            table = self._encoder.encode(batch, base_ns=base_ns).toArrow()
+            _values, chunks = self._ahead.chunks(batch_id, base_ns, lambda: row_numbers(batch))
+            collected_ns = time.time_ns()
+            report = self.publisher.publish_batch(chunks)
         else:
             bases = self.state.replay_bases(batch_id)
             ordered = transforms.with_row_order(batch)
             out = transforms.replay_messages(ordered, config.streams, bases, sender=config.sender)
             table = out.toArrow()
+            collected_ns = time.time_ns()
             self.state.record_replay(batch_id, _last_seqs(table, bases))
-        report = self.publisher.publish_table(table)
+            report = self.publisher.publish_table(table)
         done_ns = time.time_ns()
         if report.rows:
             self.stats.add(
                 latency_ms=(done_ns - report.newest_event_ns) / 1e6,
                 lag_ms=(done_ns - report.oldest_event_ns) / 1e6,
                 handler_ms=(done_ns - entered_ns) / 1e6,
+                collect_ms=(collected_ns - entered_ns) / 1e6,
             )
 
     def request_stop(self) -> None:
@@ -403,6 +280,8 @@ class FeedRun:
 
     def close(self) -> None:
         """Close the sockets (each lingers to flush) and the context."""
+        if self.config.source == "synthetic":
+            self._ahead.close()
         for transport in self._transports.values():
             transport.close()
         self._context.term()
@@ -425,8 +304,25 @@ class FeedRun:
             "rows_per_s": round(sent / running, 1),
             "batch_latency_ms": percentiles(self.stats.latency_ms),
             "handler_ms": percentiles(self.stats.handler_ms),
+            "collect_ms": percentiles(self.stats.collect_ms),
+            "encoded_ahead": self._ahead.counts() if self.config.source == "synthetic" else None,
             "source": self.config.source,
         }
+
+
+def row_numbers(batch: Any) -> Any:
+    """The ``value`` column of a ``rate-micro-batch`` micro-batch, collected as one ascending int64 array.
+
+    Executors scan the source; only the row numbers (8 bytes a row) cross to
+    the driver, where the messages are made.
+    """
+    import numpy as np
+
+    column = batch.select("value").toArrow().column("value")
+    values = np.asarray(column.to_numpy(), dtype=np.int64)
+    if len(values) > 1 and not bool(np.all(values[1:] > values[:-1])):
+        values = np.sort(values)  # partitions arrive in order today; never rely on it
+    return values
 
 
 def _last_seqs(table: Any, bases: dict[int, int]) -> dict[int, int]:

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from feedha import logs
-from feedha.spark_feed._run import BatchState, FeedConfig, FeedRun, StopRequested, parse_args
+from feedha.spark_feed import standalone, submit
+from feedha.spark_feed._run import BatchState, FeedRun, StopRequested
+from feedha.spark_feed.config import FeedConfig, parse_args
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +146,10 @@ def main(argv: list[str]) -> int:
         print(f"feedha feed: {exc}", file=sys.stderr)
         return 2
     logs.configure("WARNING" if config.quiet else config.log_level, config.log_format)
+    if config.master == standalone.LOCAL_CLUSTER:
+        return submit.run_on_local_cluster(argv, standalone.ClusterConfig(workers=config.local_workers))
+    if os.environ.get(submit.DIE_WITH_PARENT):
+        standalone.die_with_parent()  # a driver under spark-submit's JVM must not outlive it
     logging.getLogger("py4j").setLevel(logging.WARNING)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

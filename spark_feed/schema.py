@@ -1,4 +1,4 @@
-"""Spark schemas of the feed source: replay tick files, the schedule table, the output rows.
+"""Spark schemas of the feed source: replay tick files and the output rows.
 
 The replay tick-file schema (CSV with a header line, or Parquet with these
 columns) is a public contract, documented in ``docs/spark-feed.md``:
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 REPLAY_SCHEMA: Final = StructType(
     [
@@ -37,22 +37,6 @@ REPLAY_SCHEMA: Final = StructType(
         StructField("ask_size", LongType(), nullable=True),
         StructField("trade_price", StringType(), nullable=True),
         StructField("trade_size", LongType(), nullable=True),
-    ]
-)
-
-# One row per cycle position of the synthetic schedule (see spark_feed.model).
-SCHEDULE_SCHEMA: Final = StructType(
-    [
-        StructField("position", LongType(), nullable=False),
-        StructField("symbol", StringType(), nullable=False),
-        StructField("symbol_number", IntegerType(), nullable=False),
-        StructField("stream", IntegerType(), nullable=False),
-        StructField("stream_rank", LongType(), nullable=False),
-        StructField("stream_count", LongType(), nullable=False),
-        StructField("symbol_rank", LongType(), nullable=False),
-        StructField("symbol_count", LongType(), nullable=False),
-        StructField("base_cents", LongType(), nullable=False),
-        StructField("volatility_bp", IntegerType(), nullable=False),
     ]
 )
 

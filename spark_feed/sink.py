@@ -2,11 +2,14 @@
 
 Theory of operation
 -------------------
-``foreachBatch`` hands the driver a micro-batch; :meth:`Publisher.publish_table`
-gets it as one Arrow table (``DataFrame.toArrow()``), sorts it by
-``(stream, source_seq)``, adds every message's ``10=`` checksum trailer in one
-vectorized pass over the Arrow buffers (:func:`finish_messages`), then cuts
-each stream's run into frames of up to ``frame_messages`` messages and sends
+``foreachBatch`` hands the driver a micro-batch, which arrives here as
+:class:`Encoded` chunks: finished FIX messages back to back in one buffer,
+sorted by ``(stream, source_seq)``. The synthetic source makes them with
+:class:`spark_feed.encoder.FixEncoder`; the replay source's rows come as one
+Arrow table (``DataFrame.toArrow()``) whose messages lack their ``10=``
+checksum trailer, added in one vectorized pass over the Arrow buffers
+(:func:`finish_messages`). :meth:`Publisher.publish_batch` cuts each stream's
+run into frames of up to ``frame_messages`` messages and sends
 ``[stream_name, payload]`` on that stream's socket. A frame is a zero-copy
 slice of one contiguous buffer, so packing hundreds of messages per frame
 costs nothing extra.
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -138,6 +141,65 @@ class BatchReport:
     counts: dict[int, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """Finished messages of one chunk, sorted by ``(stream, source_seq)``, back to back.
+
+    Attributes:
+        streams: each message's stream number (ascending).
+        seqs: each message's ``source_seq`` (ascending within a stream).
+        event_ns: each message's event time.
+        offsets: n + 1 offsets into ``data``.
+        data: the finished messages (with their ``10=`` trailers) back to back.
+    """
+
+    streams: npt.NDArray[np.int32]
+    seqs: I64
+    event_ns: I64
+    offsets: I64
+    data: U8
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+def empty_chunk() -> Encoded:
+    """A chunk of no messages."""
+    none = np.zeros(0, dtype=np.int64)
+    return Encoded(np.zeros(0, np.int32), none, none, np.zeros(1, np.int64), np.zeros(0, np.uint8))
+
+
+def encoded_from_table(table: pa.Table) -> tuple[Encoded, int]:
+    """Sort a batch of ``schema.OUTPUT_COLUMNS`` rows and finish its messages (the replay source's path).
+
+    Returns:
+        The chunk, and how many rows were dropped for having no stream (stream 0).
+    """
+    if not table.num_rows:
+        return empty_chunk(), 0
+    valid = pc.greater(table[COL_STREAM], 0)
+    dropped = table.num_rows - pc.sum(valid).as_py()
+    table = table.filter(valid).sort_by([(COL_STREAM, "ascending"), (COL_SEQ, "ascending")])
+    if not table.num_rows:
+        return empty_chunk(), dropped
+    messages = table[COL_MESSAGE].combine_chunks()
+    if isinstance(messages, pa.BinaryArray):  # 32-bit offsets; widen for numpy math
+        messages = messages.cast(pa.large_binary())
+    _validity, offsets_buf, data_buf = messages.buffers()
+    first = messages.offset
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[first : first + len(messages) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    out_offsets, out = finish_messages(offsets, data)
+    chunk = Encoded(
+        streams=table[COL_STREAM].to_numpy().astype(np.int32),
+        seqs=table[COL_SEQ].to_numpy().astype(np.int64),
+        event_ns=table[COL_EVENT_NS].to_numpy().astype(np.int64),
+        offsets=out_offsets,
+        data=out,
+    )
+    return chunk, dropped
+
+
 class Publisher:
     """Publishes finished batches, one transport per source stream, in ``source_seq`` order.
 
@@ -171,42 +233,38 @@ class Publisher:
         return sum(c.sent for c in self.counters.values())
 
     def publish_table(self, table: pa.Table) -> BatchReport:
-        """Publish one micro-batch (columns ``schema.OUTPUT_COLUMNS``).
+        """Publish one micro-batch of ``schema.OUTPUT_COLUMNS`` rows, any row order (the replay source)."""
+        chunk, dropped = encoded_from_table(table)
+        report = self.publish_batch([chunk])
+        report.dropped = dropped
+        self.dropped += dropped
+        return report
+
+    def publish_batch(self, chunks: Iterable[Encoded]) -> BatchReport:
+        """Publish one micro-batch, chunk by chunk (each chunk's frames go out before the next is made).
 
         Args:
-            table: the batch; any row order.
+            chunks: the batch's chunks; within one, rows sorted by (stream, source_seq); a
+                stream's rows of a later chunk follow those of an earlier one.
 
         Returns:
             What was sent.
         """
         report = BatchReport()
-        if table.num_rows:
-            valid = pc.greater(table[COL_STREAM], 0)
-            report.dropped = table.num_rows - pc.sum(valid).as_py()
-            table = table.filter(valid).sort_by([(COL_STREAM, "ascending"), (COL_SEQ, "ascending")])
-        if table.num_rows:
-            self._send(table, report)
+        started = time.monotonic()
+        for chunk in chunks:
+            if len(chunk):
+                self._send(chunk, report, started)
         self.batches += 1
-        self.dropped += report.dropped
         return report
 
-    def _send(self, table: pa.Table, report: BatchReport) -> None:
-        messages = table[COL_MESSAGE].combine_chunks()
-        if isinstance(messages, pa.BinaryArray):  # 32-bit offsets; widen for numpy math
-            messages = messages.cast(pa.large_binary())
-        _validity, offsets_buf, data_buf = messages.buffers()
-        offsets = np.frombuffer(offsets_buf, dtype=np.int64)[
-            messages.offset : messages.offset + len(messages) + 1
-        ]
-        data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-        out_offsets, out = finish_messages(offsets, data)
-        streams = table[COL_STREAM].to_numpy().astype(np.int32)
-        seqs = table[COL_SEQ].to_numpy()
-        events = table[COL_EVENT_NS].to_numpy()
-        report.newest_event_ns, report.oldest_event_ns = int(events.max()), int(events.min())
-        view = out.data
-        started = time.monotonic()
-        for number, first, end in frame_ranges(streams, self._frame_messages):
+    def _send(self, chunk: Encoded, report: BatchReport, started: float) -> None:
+        seqs, out_offsets = chunk.seqs, chunk.offsets
+        newest, oldest = int(chunk.event_ns.max()), int(chunk.event_ns.min())
+        report.newest_event_ns = max(report.newest_event_ns, newest)
+        report.oldest_event_ns = oldest if not report.oldest_event_ns else min(report.oldest_event_ns, oldest)
+        view = chunk.data.data
+        for number, first, end in frame_ranges(chunk.streams, self._frame_messages):
             self._pace(started, report.rows)
             payload = view[int(out_offsets[first]) : int(out_offsets[end])]
             self._transports[number].send([self._names[number], payload])

@@ -292,6 +292,8 @@ def _ordinals(doc: dict[str, Any]) -> range:
 def _settings(doc: dict[str, Any], container: dict[str, Any], index: int, tmp: Path) -> settings.Settings:
     argv = _argv(container)
     env = _pod_environment(container, index)
+    if argv[:3] == ["python", "-m", "feedha.spark_feed.submit"]:  # the feed's stop-forwarding wrapper
+        argv = argv[3:]
     if argv[0] == "/opt/spark/bin/spark-submit":  # the job's arguments follow its .py file
         argv = ["feedha", "feed", *argv[[a.endswith(".py") for a in argv].index(True) + 1 :]]
     assert argv[0] in ("feedha", "feedctl") and argv[1] in COMMANDS, argv
@@ -306,7 +308,7 @@ def _settings(doc: dict[str, Any], container: dict[str, Any], index: int, tmp: P
     elif argv[1] == "admin-server":
         from feedha.admin_server.server import _parser as build_parser  # type: ignore[assignment]
     else:
-        from feedha.spark_feed._run import build_parser  # type: ignore[assignment]
+        from feedha.spark_feed.config import build_parser  # type: ignore[assignment]
     sections = frozenset({"feeds", "secret_hashing"}) if argv[1] == "admin-server" else frozenset()
     return settings.parse(build_parser(), ["--config", str(local), *rest], environ=env, sections=sections)
 
@@ -314,7 +316,7 @@ def _settings(doc: dict[str, Any], container: dict[str, Any], index: int, tmp: P
 def test_every_command_builds_its_configuration_from_its_file_and_pod(tmp_path: Path) -> None:
     from feedha.adapter.__main__ import config_from_args
     from feedha.admin_server.server import _build_config
-    from feedha.spark_feed._run import _config
+    from feedha.spark_feed.config import _config
 
     seen = set()
     for doc, container in _containers():

@@ -1,0 +1,157 @@
+"""The configuration of ``feedha feed``: its options, checked, as one frozen dataclass."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Final
+
+from feedha.spark_feed import model
+
+DEFAULT_RATE: Final = 20_000
+DEFAULT_TRIGGER_MS: Final = 1000
+DEFAULT_BASE_PORT: Final = 5601
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeedConfig:
+    """Everything ``feedha feed`` needs, built once from argv."""
+
+    source: str = "synthetic"
+    rate: int = DEFAULT_RATE
+    trigger_ms: int = DEFAULT_TRIGGER_MS
+    unpaced: bool = False
+    symbols: int = model.DEFAULT_SYMBOLS
+    streams: tuple[model.StreamSpec, ...] = model.parse_streams(model.DEFAULT_STREAMS)
+    seed: int = model.DEFAULT_SEED
+    checkpoint: str = ""
+    endpoints: tuple[tuple[str, str], ...] = ()
+    seconds: float | None = None
+    master: str | None = "local[*]"
+    local_workers: int = 2
+    partitions: int = 2
+    sender: str = "FEED"
+    frame_messages: int = 500
+    sndhwm: int = 0
+    max_rate: float = 0.0
+    wait_subscribers: int = 0
+    wait_timeout_s: float = 60.0
+    replay_dir: str = ""
+    replay_format: str = "csv"
+    files_per_trigger: int = 1
+    quiet: bool = False
+    spark_log_level: str = "ERROR"
+    log_level: str = "INFO"  # --quiet lowers it to WARNING
+    log_format: str = "text"
+
+    def __post_init__(self) -> None:
+        if self.source not in ("synthetic", "replay"):
+            raise ValueError(f"source must be synthetic or replay: {self.source!r}")
+        if self.rate <= 0 or self.trigger_ms <= 0:
+            raise ValueError(f"rate and trigger-ms must be > 0: {self.rate}, {self.trigger_ms}")
+        if self.rows_per_batch < 1:
+            raise ValueError(
+                f"rate x trigger interval gives no row per batch: {self.rate}/s x {self.trigger_ms} ms"
+            )
+        if not self.checkpoint:
+            raise ValueError("--checkpoint is required")
+        if not 1 <= self.local_workers <= 16:
+            raise ValueError(f"--local-workers must be 1..16: {self.local_workers}")
+        if self.source == "replay" and not self.replay_dir:
+            raise ValueError("--replay-dir is required with --source replay")
+        names = {s.name for s in self.streams}
+        unknown = [name for name, _ in self.endpoints if name not in names]
+        if unknown:
+            raise ValueError(f"--endpoint names no source stream: {unknown} (streams: {sorted(names)})")
+
+    @property
+    def rows_per_batch(self) -> int:
+        """Rows the synthetic source makes per trigger."""
+        return self.rate * self.trigger_ms // 1000
+
+    def endpoint_of(self, stream: model.StreamSpec) -> str:
+        """The stream's bind endpoint: ``--endpoint`` or ``tcp://127.0.0.1:<5600 + number>``."""
+        return dict(self.endpoints).get(
+            stream.name, f"tcp://127.0.0.1:{DEFAULT_BASE_PORT - 1 + stream.number}"
+        )
+
+
+def parse_args(argv: list[str]) -> FeedConfig:
+    """Build the config from the command line, the ``--config`` file and ``FEEDHA_*`` variables.
+
+    Raises:
+        ValueError: a bad value (named in the message).
+        SystemExit: ``--help`` (0) or an argument argparse refuses (2, with the usage).
+    """
+    from feedha import settings
+
+    a = settings.parse(build_parser(), argv).args
+    return _config(a)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``feedha feed`` argument parser."""
+    from feedha import settings
+
+    p = argparse.ArgumentParser(
+        prog="feedha feed",
+        description="The PySpark Structured Streaming feed source. Every option is also a key of the "
+        "--config file and a FEEDHA_<OPTION> variable.",
+    )
+    p.add_argument("--source", choices=("synthetic", "replay"), default="synthetic")
+    p.add_argument("--rate", type=int, default=DEFAULT_RATE, help="synthetic rows/s (default %(default)s)")
+    p.add_argument(
+        "--trigger-ms", type=int, default=DEFAULT_TRIGGER_MS, help="trigger interval (default %(default)s)"
+    )
+    p.add_argument("--unpaced", action="store_true", help="trigger back to back (benchmarks)")
+    p.add_argument("--symbols", type=int, default=model.DEFAULT_SYMBOLS)
+    p.add_argument("--streams", default=model.DEFAULT_STREAMS, help="e.g. 'A-M,N-Z' or 'EQ1=A-F,EQ2=G-Z'")
+    p.add_argument("--seed", type=int, default=model.DEFAULT_SEED)
+    p.add_argument("--checkpoint", required=True, help="checkpoint directory (restart resumes from it)")
+    p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL", help="bind URL of a stream")
+    p.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
+    p.add_argument(
+        "--master",
+        "--spark-master",
+        dest="master",
+        default="local[*]",
+        help="Spark master: local[N], spark://HOST:PORT, local-cluster (a standalone master and "
+        "--local-workers workers started on this machine, the job submitted to them with spark-submit), "
+        "or '' to take it from spark-submit (default %(default)s)",
+    )
+    p.add_argument(
+        "--local-workers", type=int, default=2, help="workers of --master local-cluster (default %(default)s)"
+    )
+    p.add_argument("--partitions", type=int, default=2, help="rate partitions and shuffle partitions")
+    p.add_argument("--sender", default="FEED", help="SenderCompID, tag 49")
+    p.add_argument("--frame-messages", type=int, default=500, help="FIX messages per ZeroMQ frame")
+    p.add_argument("--sndhwm", type=int, default=0, help="PUB send high-water mark (0 = unbounded)")
+    p.add_argument("--max-rate", type=float, default=0.0, help="publisher-side pacing, messages/s (0 = off)")
+    p.add_argument("--wait-subscribers", type=int, default=0, help="XPUB: wait for N subscribers per stream")
+    p.add_argument("--wait-timeout", type=float, default=60.0)
+    p.add_argument("--replay-dir", default="", help="directory of tick files (see docs/spark-feed.md)")
+    p.add_argument("--replay-format", choices=("csv", "parquet"), default="csv")
+    p.add_argument("--files-per-trigger", type=int, default=1)
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--spark-log-level", default="ERROR", choices=("ERROR", "WARN", "INFO"))
+    settings.add_common_arguments(p, log_level="INFO")
+    return p
+
+
+def _config(a: argparse.Namespace) -> FeedConfig:
+    endpoints = []
+    for item in a.endpoint:
+        name, sep, url = item.partition("=")
+        if not sep or not url:
+            raise ValueError(f"--endpoint must be NAME=URL: {item!r}")
+        endpoints.append((name, url))
+    return FeedConfig(
+        source=a.source, rate=a.rate, trigger_ms=a.trigger_ms, unpaced=a.unpaced, symbols=a.symbols,
+        streams=model.parse_streams(a.streams), seed=a.seed, checkpoint=a.checkpoint,
+        endpoints=tuple(endpoints), seconds=a.seconds, master=a.master or None, local_workers=a.local_workers,
+        partitions=a.partitions,
+        sender=a.sender, frame_messages=a.frame_messages, sndhwm=a.sndhwm, max_rate=a.max_rate,
+        wait_subscribers=a.wait_subscribers, wait_timeout_s=a.wait_timeout, replay_dir=a.replay_dir,
+        replay_format=a.replay_format, files_per_trigger=a.files_per_trigger, quiet=a.quiet,
+        spark_log_level=a.spark_log_level, log_level=a.log_level, log_format=a.log_format,
+    )  # fmt: skip
