@@ -74,3 +74,13 @@ class MarketUpdate(_message.Message):
     state: SymbolState
     extra: _containers.ScalarMap[str, float]
     def __init__(self, symbol: _Optional[str] = ..., event_time_ns: _Optional[int] = ..., publish_time_ns: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ..., extra: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class Tombstone(_message.Message):
+    __slots__ = ("symbol", "purge_id", "reason")
+    SYMBOL_FIELD_NUMBER: _ClassVar[int]
+    PURGE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    symbol: str
+    purge_id: int
+    reason: str
+    def __init__(self, symbol: _Optional[str] = ..., purge_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...

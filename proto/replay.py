@@ -16,6 +16,13 @@ big-endian like the line's wire format:
   DESIGN wire format with ``FLAG_RETRANSMISSION`` set, several blocks per
   packet.
 
+Two request kinds: :data:`KIND_RANGE` (1) asks for the real-time stream's
+messages; :data:`KIND_DELAYED_RANGE` (2) asks for the *delayed* stream's: only
+messages whose delay has passed are served (the reply's ``through`` stops
+before the first that is not yet due), their packets carry ``FLAG_DELAYED``
+too, and this is all a delayed-only subscriber may ask (``NOT_ENTITLED``
+otherwise). Both kinds send a tombstone block in place of a purged message.
+
 One reply carries at most ``max_bytes`` of packets. ``through`` in the status
 says how far the reply reaches: every msg_seq in ``first..through`` that the
 journal holds is in the packets (any other one in that span is not in this
@@ -41,6 +48,8 @@ logger = logging.getLogger(__name__)
 MAGIC: Final = b"FR"
 VERSION: Final = 1
 KIND_RANGE: Final = 1
+KIND_DELAYED_RANGE: Final = 2  # the delayed stream: only messages past their delay
+_KINDS: Final = {KIND_RANGE: "range", KIND_DELAYED_RANGE: "delayed range"}
 # magic, version, kind, channel, reserved, request id, first msg_seq, last msg_seq
 REQUEST: Final = struct.Struct(">2sBBHHIQQ")
 REQUEST_SIZE: Final = REQUEST.size  # 28
@@ -62,6 +71,7 @@ class ReplayStatus(enum.IntEnum):
     WRONG_CHANNEL = 3  # the service serves another channel
     ERROR = 4  # the journal could not be read (see the message); try another line
     BUSY = 5  # over this client's or the service's budget: ask again later, or another line
+    NOT_ENTITLED = 6  # this key may not have what it asked (a delayed-only key asked for real time)
 
 
 class ReplayProtocolError(ProtoError):
@@ -76,12 +86,18 @@ class ReplayProtocolError(ProtoError):
 
 @dataclass(frozen=True, slots=True)
 class ReplayRequest:
-    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``."""
+    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``; ``kind`` says of which stream."""
 
     channel: int
     request_id: int
     first_seq: int
     last_seq: int
+    kind: int = KIND_RANGE
+
+    @property
+    def is_delayed(self) -> bool:
+        """A request for the delayed stream (only messages past their delay)."""
+        return self.kind == KIND_DELAYED_RANGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +135,13 @@ def encode_request(request: ReplayRequest) -> bytes:
     """
     if request.last_seq < request.first_seq:
         raise ValueError(f"last_seq {request.last_seq} is before first_seq {request.first_seq}")
+    if request.kind not in _KINDS:
+        raise ValueError(f"unknown replay request kind {request.kind}")
     try:
         return REQUEST.pack(
             MAGIC,
             VERSION,
-            KIND_RANGE,
+            request.kind,
             request.channel,
             0,
             request.request_id,
@@ -147,11 +165,12 @@ def decode_request(body: bytes) -> ReplayRequest:
         raise ReplayProtocolError("magic", f"magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
         raise ReplayProtocolError("version", f"version {version}, this server speaks {VERSION}")
-    if kind != KIND_RANGE:
-        raise ReplayProtocolError("kind", f"request kind {kind}, expected {KIND_RANGE} (range)")
+    if kind not in _KINDS:
+        known = ", ".join(f"{number} ({name})" for number, name in _KINDS.items())
+        raise ReplayProtocolError("kind", f"request kind {kind}, this server serves {known}")
     if last < first:
         raise ReplayProtocolError("range", f"last msg_seq {last} is before first {first}")
-    return ReplayRequest(channel, request_id, first, last)
+    return ReplayRequest(channel, request_id, first, last, kind)
 
 
 def encode_status(status: ReplyStatus) -> bytes:

@@ -25,27 +25,33 @@ _sym_db = _symbol_database.Default()
 from feedha.proto import market_pb2 as feedha_dot_proto_dot_market__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x66\x65\x65\x64ha/proto/sync.proto\x12\tfeedha.v1\x1a\x19\x66\x65\x65\x64ha/proto/market.proto\"\x92\x01\n\x0bStreamState\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x14\n\x0cnext_msg_seq\x18\x02 \x01(\x04\x12\x17\n\x0fnext_source_seq\x18\x03 \x01(\x04\x12\x17\n\x0flast_source_seq\x18\x04 \x01(\x04\x12\x14\n\x0clast_msg_seq\x18\x05 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x06 \x01(\x04\"\xc3\x01\n\x06Health\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x1b\n\x13\x61vailable_memory_mb\x18\x02 \x01(\x01\x12\x13\n\x0b\x63pu_percent\x18\x03 \x01(\x01\x12\x13\n\x0b\x65rror_count\x18\x04 \x01(\x04\x12\x14\n\x0cmessage_rate\x18\x05 \x01(\x01\x12\x0b\n\x03lag\x18\x06 \x01(\x03\x12\x0f\n\x07in_sync\x18\x07 \x01(\x08\x12\x14\n\x0c\x64\x65sync_count\x18\x08 \x01(\r\x12\x19\n\x11published_msg_seq\x18\t \x01(\x04\")\n\x0fSnapshotRequest\x12\x16\n\x0etarget_adapter\x18\x01 \x01(\r\"G\n\x0eSymbolSnapshot\x12\x0e\n\x06symbol\x18\x01 \x01(\t\x12%\n\x05state\x18\x02 \x01(\x0b\x32\x16.feedha.v1.SymbolState\"\x81\x01\n\x12\x43onversionSnapshot\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x12\n\nsource_seq\x18\x02 \x01(\x04\x12\x14\n\x0cnext_msg_seq\x18\x03 \x01(\x04\x12*\n\x07symbols\x18\x04 \x03(\x0b\x32\x19.feedha.v1.SymbolSnapshot\"\x18\n\x06\x46\x61iled\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xdf\x02\n\x0bSyncMessage\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x61pter\x18\x02 \x01(\r\x12\x0c\n\x04term\x18\x03 \x01(\r\x12\x1d\n\x04role\x18\x04 \x01(\x0e\x32\x0f.feedha.v1.Role\x12\x14\n\x0csend_time_ns\x18\x05 \x01(\x03\x12.\n\x0cstream_state\x18\n \x01(\x0b\x32\x16.feedha.v1.StreamStateH\x00\x12#\n\x06health\x18\x0c \x01(\x0b\x32\x11.feedha.v1.HealthH\x00\x12\x36\n\x10snapshot_request\x18\r \x01(\x0b\x32\x1a.feedha.v1.SnapshotRequestH\x00\x12\x31\n\x08snapshot\x18\x0e \x01(\x0b\x32\x1d.feedha.v1.ConversionSnapshotH\x00\x12#\n\x06\x66\x61iled\x18\x0f \x01(\x0b\x32\x11.feedha.v1.FailedH\x00\x42\x06\n\x04\x62ody*O\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_ACTIVE\x10\x01\x12\x0f\n\x0bROLE_BACKUP\x10\x02\x12\x0f\n\x0bROLE_FAILED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x66\x65\x65\x64ha/proto/sync.proto\x12\tfeedha.v1\x1a\x19\x66\x65\x65\x64ha/proto/market.proto\"\xa5\x01\n\x0bStreamState\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x14\n\x0cnext_msg_seq\x18\x02 \x01(\x04\x12\x17\n\x0fnext_source_seq\x18\x03 \x01(\x04\x12\x17\n\x0flast_source_seq\x18\x04 \x01(\x04\x12\x14\n\x0clast_msg_seq\x18\x05 \x01(\x04\x12\x0e\n\x06\x64igest\x18\x06 \x01(\x04\x12\x11\n\tpurge_seq\x18\x14 \x01(\x04\"\xef\x01\n\x06Health\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x1b\n\x13\x61vailable_memory_mb\x18\x02 \x01(\x01\x12\x13\n\x0b\x63pu_percent\x18\x03 \x01(\x01\x12\x13\n\x0b\x65rror_count\x18\x04 \x01(\x04\x12\x14\n\x0cmessage_rate\x18\x05 \x01(\x01\x12\x0b\n\x03lag\x18\x06 \x01(\x03\x12\x0f\n\x07in_sync\x18\x07 \x01(\x08\x12\x14\n\x0c\x64\x65sync_count\x18\x08 \x01(\r\x12\x19\n\x11published_msg_seq\x18\t \x01(\x04\x12\x11\n\tpurge_seq\x18\x14 \x01(\x04\x12\x17\n\x0f\x64\x65layed_msg_seq\x18\x15 \x01(\x04\")\n\x0fSnapshotRequest\x12\x16\n\x0etarget_adapter\x18\x01 \x01(\r\"G\n\x0eSymbolSnapshot\x12\x0e\n\x06symbol\x18\x01 \x01(\t\x12%\n\x05state\x18\x02 \x01(\x0b\x32\x16.feedha.v1.SymbolState\"\xa8\x01\n\x12\x43onversionSnapshot\x12\x15\n\rsource_stream\x18\x01 \x01(\r\x12\x12\n\nsource_seq\x18\x02 \x01(\x04\x12\x14\n\x0cnext_msg_seq\x18\x03 \x01(\x04\x12*\n\x07symbols\x18\x04 \x03(\x0b\x32\x19.feedha.v1.SymbolSnapshot\x12%\n\x06purges\x18\x10 \x03(\x0b\x32\x15.feedha.v1.PurgeEntry\"\x8d\x01\n\nPurgeEntry\x12\x10\n\x08purge_id\x18\x01 \x01(\x04\x12\x15\n\rfirst_msg_seq\x18\x02 \x01(\x04\x12\x14\n\x0clast_msg_seq\x18\x03 \x01(\x04\x12\x0f\n\x07time_ns\x18\x04 \x01(\x03\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x11\n\tissued_by\x18\x06 \x01(\t\x12\x0c\n\x04term\x18\x07 \x01(\r\"0\n\x06Purges\x12&\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x15.feedha.v1.PurgeEntry\"!\n\x08PurgeAck\x12\x15\n\rknown_through\x18\x01 \x01(\x04\"\x18\n\x06\x46\x61iled\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xae\x03\n\x0bSyncMessage\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x61pter\x18\x02 \x01(\r\x12\x0c\n\x04term\x18\x03 \x01(\r\x12\x1d\n\x04role\x18\x04 \x01(\x0e\x32\x0f.feedha.v1.Role\x12\x14\n\x0csend_time_ns\x18\x05 \x01(\x03\x12.\n\x0cstream_state\x18\n \x01(\x0b\x32\x16.feedha.v1.StreamStateH\x00\x12#\n\x06health\x18\x0c \x01(\x0b\x32\x11.feedha.v1.HealthH\x00\x12\x36\n\x10snapshot_request\x18\r \x01(\x0b\x32\x1a.feedha.v1.SnapshotRequestH\x00\x12\x31\n\x08snapshot\x18\x0e \x01(\x0b\x32\x1d.feedha.v1.ConversionSnapshotH\x00\x12#\n\x06\x66\x61iled\x18\x0f \x01(\x0b\x32\x11.feedha.v1.FailedH\x00\x12#\n\x06purges\x18\x14 \x01(\x0b\x32\x11.feedha.v1.PurgesH\x00\x12(\n\tpurge_ack\x18\x15 \x01(\x0b\x32\x13.feedha.v1.PurgeAckH\x00\x42\x06\n\x04\x62ody*O\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_ACTIVE\x10\x01\x12\x0f\n\x0bROLE_BACKUP\x10\x02\x12\x0f\n\x0bROLE_FAILED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'feedha.proto.sync_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=1040
-  _globals['_ROLE']._serialized_end=1119
+  _globals['_ROLE']._serialized_start=1450
+  _globals['_ROLE']._serialized_end=1529
   _globals['_STREAMSTATE']._serialized_start=66
-  _globals['_STREAMSTATE']._serialized_end=212
-  _globals['_HEALTH']._serialized_start=215
-  _globals['_HEALTH']._serialized_end=410
-  _globals['_SNAPSHOTREQUEST']._serialized_start=412
-  _globals['_SNAPSHOTREQUEST']._serialized_end=453
-  _globals['_SYMBOLSNAPSHOT']._serialized_start=455
-  _globals['_SYMBOLSNAPSHOT']._serialized_end=526
-  _globals['_CONVERSIONSNAPSHOT']._serialized_start=529
-  _globals['_CONVERSIONSNAPSHOT']._serialized_end=658
-  _globals['_FAILED']._serialized_start=660
-  _globals['_FAILED']._serialized_end=684
-  _globals['_SYNCMESSAGE']._serialized_start=687
-  _globals['_SYNCMESSAGE']._serialized_end=1038
+  _globals['_STREAMSTATE']._serialized_end=231
+  _globals['_HEALTH']._serialized_start=234
+  _globals['_HEALTH']._serialized_end=473
+  _globals['_SNAPSHOTREQUEST']._serialized_start=475
+  _globals['_SNAPSHOTREQUEST']._serialized_end=516
+  _globals['_SYMBOLSNAPSHOT']._serialized_start=518
+  _globals['_SYMBOLSNAPSHOT']._serialized_end=589
+  _globals['_CONVERSIONSNAPSHOT']._serialized_start=592
+  _globals['_CONVERSIONSNAPSHOT']._serialized_end=760
+  _globals['_PURGEENTRY']._serialized_start=763
+  _globals['_PURGEENTRY']._serialized_end=904
+  _globals['_PURGES']._serialized_start=906
+  _globals['_PURGES']._serialized_end=954
+  _globals['_PURGEACK']._serialized_start=956
+  _globals['_PURGEACK']._serialized_end=989
+  _globals['_FAILED']._serialized_start=991
+  _globals['_FAILED']._serialized_end=1015
+  _globals['_SYNCMESSAGE']._serialized_start=1018
+  _globals['_SYNCMESSAGE']._serialized_end=1448
 # @@protoc_insertion_point(module_scope)

@@ -15,10 +15,11 @@ Pure bookkeeping: the runner's journal writer carries out the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.core.actions import JournalRecords, WriteCheckpoint
+from feedha.adapter.core.purge import PurgeEntry
 from feedha.adapter.core.recovery import encode_checkpoint_state
 
 __all__ = ["JournalPlan"]
@@ -90,7 +91,12 @@ class JournalPlan:
         return JournalRecords(first_msg_seq, time_ns, self._source_stream, source_seqs, payloads)
 
     def checkpoint(
-        self, *, now: float, last_source_seq: int, symbols: Callable[[], Mapping[str, SymbolValues]]
+        self,
+        *,
+        now: float,
+        last_source_seq: int,
+        symbols: Callable[[], Mapping[str, SymbolValues]],
+        purges: Callable[[], Iterable[PurgeEntry]] = tuple,
     ) -> WriteCheckpoint | None:
         """A checkpoint when one is due and the state is exactly the journal's; else ``None``."""
         pending = self._since_checkpoint
@@ -102,6 +108,7 @@ class JournalPlan:
             source_stream=self._source_stream,
             source_seq=self.last_source_seq,
             next_msg_seq=self.last_msg_seq + 1,
+            purges=purges(),
         )
         self._since_checkpoint = 0
         self._checkpoint_at = now

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.core.purge import PurgeEntry, purge_from_proto, purge_to_proto
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import AdapterError
 from feedha.proto import sync_pb2
@@ -26,6 +27,8 @@ from feedha.proto import sync_pb2
 __all__ = [
     "Failed",
     "Health",
+    "PurgeAck",
+    "Purges",
     "Sender",
     "Snapshot",
     "SnapshotRequest",
@@ -74,6 +77,7 @@ class StreamState:
     last_source_seq: int
     last_msg_seq: int
     digest: int
+    purge_seq: int = 0  # the highest purge_id the sender holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,8 @@ class Health:
     in_sync: bool
     desync_count: int
     published_msg_seq: int = 0
+    purge_seq: int = 0  # every purge up to this id is held (the sender's ack)
+    delayed_msg_seq: int = 0  # the last msg_seq its delayed line carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +125,25 @@ class Failed:
     reason: str
 
 
-SyncMessage: TypeAlias = StreamState | Health | SnapshotRequest | Snapshot | Failed
+@dataclass(frozen=True, slots=True)
+class Purges:
+    """Purges from the active: one it just accepted, or those a backup lacks."""
+
+    sender: Sender
+    entries: tuple[PurgeEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeAck:
+    """The sender holds every purge up to ``known_through`` (an ack; a request for more)."""
+
+    sender: Sender
+    known_through: int
+
+
+SyncMessage: TypeAlias = StreamState | Health | SnapshotRequest | Snapshot | Failed | Purges | PurgeAck
+
+MAX_PURGES_PER_MESSAGE: Final = 256
 
 
 def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
@@ -140,12 +164,18 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
         ss.last_source_seq = msg.last_source_seq
         ss.last_msg_seq = msg.last_msg_seq
         ss.digest = msg.digest
+        ss.purge_seq = msg.purge_seq
     elif isinstance(msg, Health):
         _fill_health(out.health, msg)
     elif isinstance(msg, SnapshotRequest):
         out.snapshot_request.target_adapter = msg.target_adapter
     elif isinstance(msg, Snapshot):
         _fill_snapshot(out.snapshot, msg)
+    elif isinstance(msg, Purges):
+        for entry in msg.entries:
+            purge_to_proto(entry, out.purges.entries.add())
+    elif isinstance(msg, PurgeAck):
+        out.purge_ack.known_through = msg.known_through
     else:
         out.failed.reason = msg.reason
     return out.SerializeToString()
@@ -161,6 +191,8 @@ def _fill_health(health: sync_pb2.Health, msg: Health) -> None:
     health.in_sync = msg.in_sync
     health.desync_count = msg.desync_count
     health.published_msg_seq = msg.published_msg_seq
+    health.purge_seq = msg.purge_seq
+    health.delayed_msg_seq = msg.delayed_msg_seq
 
 
 def _fill_snapshot(snap: sync_pb2.ConversionSnapshot, msg: Snapshot) -> None:
@@ -200,6 +232,7 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
             ss.last_source_seq,
             ss.last_msg_seq,
             ss.digest,
+            ss.purge_seq,
         )
     if kind == "health":
         h = msg.health
@@ -214,6 +247,8 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
             h.in_sync,
             h.desync_count,
             h.published_msg_seq,
+            h.purge_seq,
+            h.delayed_msg_seq,
         )
     if kind == "snapshot_request":
         return SnapshotRequest(sender, msg.snapshot_request.target_adapter)
@@ -223,4 +258,19 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
         return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols)
     if kind == "failed":
         return Failed(sender, msg.failed.reason)
+    if kind == "purges":
+        return Purges(sender, _purge_entries(msg.purges))
+    if kind == "purge_ack":
+        return PurgeAck(sender, msg.purge_ack.known_through)
     raise SyncDecodeError("sync frame without a body")
+
+
+def _purge_entries(purges: sync_pb2.Purges) -> tuple[PurgeEntry, ...]:
+    if len(purges.entries) > MAX_PURGES_PER_MESSAGE:
+        raise SyncDecodeError(
+            f"{len(purges.entries)} purges in one message (at most {MAX_PURGES_PER_MESSAGE})"
+        )
+    try:
+        return tuple(purge_from_proto(entry) for entry in purges.entries)
+    except ValueError as exc:
+        raise SyncDecodeError(f"bad purge: {exc}") from exc

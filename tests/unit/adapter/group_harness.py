@@ -24,6 +24,7 @@ from feedha.adapter.conversion import ConverterTable, make_engine
 from feedha.adapter.core import (
     AdapterCore,
     CoreConfig,
+    JournalControl,
     JournalRecords,
     Publish,
     RecordTerm,
@@ -34,7 +35,7 @@ from feedha.adapter.core import (
 from feedha.adapter.core.commands import Command
 from feedha.adapter.core.health import MachineSample
 from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
-from feedha.adapter.journal.format import Record
+from feedha.adapter.journal.format import ControlRecord, Record
 from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.events import ArbiterConfig, Delivery, GapLost, RetransmissionNeeded
@@ -96,20 +97,29 @@ class Source:
 
 
 class MemoryJournal:
-    """An adapter's journal in memory: what its JournalRecords and checkpoints wrote."""
+    """An adapter's journal in memory: what its JournalRecords, control records and checkpoints wrote."""
 
     def __init__(self) -> None:
         self.records: dict[int, Record] = {}
+        self.controls: list[ControlRecord] = []  # in the order written
         self.checkpoint: Any = None
         self.term = 0
+
+    def append_control(self, action: JournalControl) -> None:
+        after = max(self.records, default=0)
+        self.controls.append(ControlRecord(action.flags, after, action.time_ns, action.payload))
 
     def append(self, action: JournalRecords) -> None:
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
             msg_seq = action.first_msg_seq + i
             self.records[msg_seq] = Record(msg_seq, action.time_ns, action.source_stream, seq, payload)
 
-    def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
+    def read(
+        self, from_seq: int = 0, to_seq: int | None = None, *, controls: list[ControlRecord] | None = None
+    ) -> Iterator[Record]:
         last = max(self.records, default=0) if to_seq is None else to_seq
+        if controls is not None:
+            controls.extend(c for c in self.controls if from_seq - 1 <= c.after_seq <= last)
         return (self.records[s] for s in sorted(self.records) if from_seq <= s <= last)
 
     def bounds(self) -> tuple[int, int]:
@@ -273,6 +283,8 @@ class CoreGroup:
                         other.sync_inbox.append(data)
             elif isinstance(action, JournalRecords):
                 member.journal.append(action)
+            elif isinstance(action, JournalControl):
+                member.journal.append_control(action)
             elif isinstance(action, WriteCheckpoint):
                 member.journal.checkpoint = action
             elif isinstance(action, RecordTerm):
