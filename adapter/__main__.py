@@ -30,6 +30,7 @@ from feedha.adapter.core.config import (
     LINE_HEARTBEAT_S,
     MAX_SOURCE_GAP,
 )
+from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.sync import SyncConfig
 from feedha.adapter.errors import AdapterError
 from feedha.adapter.journal.config import FsyncPolicy
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tuning_arguments(parser)
     _admin_arguments(parser)
     _journal_arguments(parser)
+    _delayed_arguments(parser)
     parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
@@ -220,6 +222,31 @@ def _journal_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _delayed_arguments(parser: argparse.ArgumentParser) -> None:
+    delayed = parser.add_argument_group("delayed line and purges (docs/journal.md)")
+    delayed.add_argument(
+        "--delayed-line",
+        metavar="ENDPOINT",
+        help="bind the delayed line here (tcp://; needs --journal): every message again, --delay after "
+        "it was published, for subscribers entitled to delayed data (default: none)",
+    )
+    delayed.add_argument(
+        "--delay",
+        type=float,
+        default=DEFAULT_DELAY_S,
+        metavar="SECONDS",
+        help="the feed's delay: give every adapter of the feed the same (default: %(default)g, 15 minutes)",
+    )
+    delayed.add_argument(
+        "--purge-margin",
+        type=float,
+        default=DEFAULT_MARGIN_S,
+        metavar="SECONDS",
+        help="a message can no longer be purged this long before the delayed line sends it "
+        "(default: %(default)g)",
+    )
+
+
 def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = None) -> AdapterConfig:
     """Build the adapter's configuration from parsed arguments."""
     sync = SyncConfig(
@@ -269,6 +296,9 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         grant_keys=args.grant_keys,
         fault_injection=args.allow_fault_injection,
         metrics_address=None if args.metrics is None else parse_address(args.metrics),
+        delayed_line_endpoint=args.delayed_line,
+        delay_s=args.delay,
+        purge_margin_s=args.purge_margin,
     )
 
 

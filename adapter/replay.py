@@ -3,6 +3,12 @@
 The protocol (request and reply frames) is :mod:`proto.replay`, a public
 contract documented byte by byte in docs/journal.md. :class:`ReplayService`
 reads the journal through an injected reader; the runner owns the socket.
+
+Both request kinds honour purges: a purged message goes out as a tombstone
+block in its place. A *delayed range* (kind 2) is served only as far as the
+delay has passed -- what the delayed line has had time to send -- and with
+``FLAG_DELAYED`` on its packets; a key entitled to delayed data only may ask
+for nothing else (``NOT_ENTITLED``).
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from feedha.proto import wire
+from google.protobuf.message import DecodeError
+
+from feedha.adapter.core.purge import PurgeBook, tombstone_block
+from feedha.proto import market_pb2, wire
 from feedha.proto.replay import (
     MAX_PACKETS,
     ReplayProtocolError,
@@ -34,6 +43,8 @@ class RecordLike(Protocol):
 
     @property
     def msg_seq(self) -> int: ...
+    @property
+    def time_ns(self) -> int: ...
     @property
     def source_stream(self) -> int: ...
     @property
@@ -58,6 +69,9 @@ class ReplayCounters:
     unavailable: int = 0
     errors: int = 0
     busy: int = 0
+    not_entitled: int = 0  # real-time requests from keys entitled to delayed data only
+    delayed: int = 0  # delayed-range requests answered
+    tombstones: int = 0  # purged messages sent as tombstones
 
 
 # A gap a client fills is small; a resume pages through 1 MiB replies. A reply
@@ -165,6 +179,8 @@ class ReplayService:
         before_read: called with the request's last msg_seq when a read came up
             short of what the journal's writer holds, so the owner can flush
             records its writer still buffers; the read is then done again.
+        purges: the adapter's purge book (read from the service's thread); ``None``: none.
+        delay_ns: the delayed line's delay (``None``: no delayed stream: delayed ranges are refused).
     """
 
     def __init__(
@@ -177,6 +193,8 @@ class ReplayService:
         max_bytes: int,
         bounds: Callable[[], tuple[int, int]],
         before_read: Callable[[int], None] | None = None,
+        purges: PurgeBook | None = None,
+        delay_ns: int | None = None,
     ) -> None:
         if max_bytes < max_packet_bytes:
             raise ValueError(f"max_bytes ({max_bytes}) must hold one packet ({max_packet_bytes})")
@@ -187,6 +205,8 @@ class ReplayService:
         self._max_bytes = max_bytes
         self._bounds = bounds
         self._before_read = before_read
+        self._purges = purges
+        self._delay_ns = delay_ns
         self.counters = ReplayCounters()
 
     def __repr__(self) -> str:
@@ -196,13 +216,17 @@ class ReplayService:
             f"unavailable={c.unavailable}]>"
         )
 
-    def answer(self, frames: Sequence[bytes], *, term: int, send_time_ns: int) -> list[bytes]:
+    def answer(
+        self, frames: Sequence[bytes], *, term: int, send_time_ns: int, delayed_only: bool = False
+    ) -> list[bytes]:
         """Answer one request message.
 
         Args:
             frames: the ZeroMQ message as the ROUTER received it (envelope, then the body).
             term: this adapter's term (stamped on the packets).
-            send_time_ns: the send time stamped on the packets.
+            send_time_ns: the send time stamped on the packets, and the clock a delayed
+                range is served by (what is past its delay at this time).
+            delayed_only: the asking key is entitled to delayed data only.
 
         Returns:
             The reply message: the envelope, the status frame, the packets.
@@ -214,10 +238,9 @@ class ReplayService:
         except ReplayProtocolError as exc:
             self.counters = _bump(c, requests=1, errors=1)
             return envelope + [self._status(ReplayStatus.BAD_REQUEST, None, str(exc))]
-        if request.channel != self._channel:
-            self.counters = _bump(c, requests=1, errors=1)
-            message = f"this service serves channel {self._channel}, not {request.channel}"
-            return envelope + [self._status(ReplayStatus.WRONG_CHANNEL, request, message)]
+        refusal = self._refusal(request, delayed_only)
+        if refusal is not None:
+            return envelope + [refusal]
         try:
             packets, through, short = self._collect(request, term=term, send_time_ns=send_time_ns)
             if short and self._before_read is not None:
@@ -226,24 +249,47 @@ class ReplayService:
                 packets, through, short = self._collect(request, term=term, send_time_ns=send_time_ns)
         except Exception as exc:  # a damaged journal must not take the adapter down
             logger.warning("replay of %r failed: %s", request, exc)
-            self.counters = _bump(c, requests=1, errors=1)
+            self.counters = _bump(self.counters, requests=1, errors=1)
             return envelope + [self._status(ReplayStatus.ERROR, request, f"journal read failed: {exc}")]
         if not packets:
-            oldest, newest = self._bounds()
-            held = f"{oldest}..{newest}" if newest else "nothing"
-            message = (
-                f"msg_seq {request.first_seq}..{request.last_seq} of channel {self._channel} "
-                f"is not in this journal (it holds {held})"
-            )
-            self.counters = _bump(c, requests=1, unavailable=1)
-            return envelope + [self._status(ReplayStatus.UNAVAILABLE, request, message)]
+            self.counters = _bump(self.counters, requests=1, unavailable=1)
+            return envelope + [self._status(ReplayStatus.UNAVAILABLE, request, self._unavailable(request))]
         messages = sum(wire.decode_header(p).count for p in packets)
-        self.counters = _bump(c, requests=1, messages=messages, packets=len(packets))
+        delayed = 1 if request.is_delayed else 0
+        self.counters = _bump(
+            self.counters, requests=1, messages=messages, packets=len(packets), delayed=delayed
+        )
         return (
             envelope
             + [self._status(ReplayStatus.OK, request, "", through=through, count=len(packets))]
             + packets
         )
+
+    def _refusal(self, request: ReplayRequest, delayed_only: bool) -> bytes | None:
+        c = self.counters
+        if request.channel != self._channel:
+            self.counters = _bump(c, requests=1, errors=1)
+            message = f"this service serves channel {self._channel}, not {request.channel}"
+            return self._status(ReplayStatus.WRONG_CHANNEL, request, message)
+        if delayed_only and not request.is_delayed:
+            self.counters = _bump(c, requests=1, not_entitled=1)
+            message = "this key is entitled to delayed data only: ask for a delayed range (kind 2)"
+            return self._status(ReplayStatus.NOT_ENTITLED, request, message)
+        if request.is_delayed and self._delay_ns is None:
+            self.counters = _bump(c, requests=1, unavailable=1)
+            return self._status(ReplayStatus.UNAVAILABLE, request, "this adapter serves no delayed stream")
+        return None
+
+    def _unavailable(self, request: ReplayRequest) -> str:
+        oldest, newest = self._bounds()
+        held = f"{oldest}..{newest}" if newest else "nothing"
+        first, last, channel = request.first_seq, request.last_seq, self._channel
+        if request.is_delayed:
+            return (
+                f"msg_seq {first}..{last} of channel {channel} is not on the delayed stream: not yet "
+                f"past its delay, or not in this journal (it holds {held})"
+            )
+        return f"msg_seq {first}..{last} of channel {channel} is not in this journal (it holds {held})"
 
     def busy(self, frames: Sequence[bytes]) -> list[bytes]:
         """The cheap reply to a request over its peer's or the service's budget (BUSY: ask later)."""
@@ -267,6 +313,9 @@ class ReplayService:
         short = False
         last_packed = request.first_seq - 1
         newest_read = request.first_seq - 1
+        flags = wire.FLAG_RETRANSMISSION | (wire.FLAG_DELAYED if request.is_delayed else 0)
+        # A delayed range stops at the first message whose delay has not passed.
+        due_before = send_time_ns - self._delay_ns if request.is_delayed and self._delay_ns else None
 
         def seal() -> None:
             nonlocal total
@@ -275,21 +324,25 @@ class ReplayService:
                 adapter=self._adapter,
                 term=term,
                 send_time_ns=send_time_ns,
-                flags=wire.FLAG_RETRANSMISSION,
+                flags=flags,
             )
             packets.append(packet)
             total += len(packet)
 
         for record in self._journal.read(request.first_seq, request.last_seq):
+            if due_before is not None and record.time_ns > due_before:
+                through = last_packed
+                break
             newest_read = record.msg_seq
-            size = wire.BLOCK_OVERHEAD + len(record.payload)
+            stream, source_seq, payload = self._block(record)
+            size = wire.BLOCK_OVERHEAD + len(payload)
             contiguous = builder.count and record.msg_seq == builder.first_seq + builder.count
-            if builder.count and (not contiguous or not builder.fits(len(record.payload))):
+            if builder.count and (not contiguous or not builder.fits(len(payload))):
                 seal()
             if total + wire.HEADER_SIZE + size > self._max_bytes or len(packets) >= MAX_PACKETS:
                 through = last_packed
                 break
-            builder.add(record.msg_seq, record.source_stream, record.source_seq, record.payload)
+            builder.add(record.msg_seq, stream, source_seq, payload)
             last_packed = record.msg_seq
         else:
             # Ran to last_seq, or to the end of what the journal holds: every
@@ -300,6 +353,19 @@ class ReplayService:
         if builder.count:
             seal()
         return packets, max(min(through, request.last_seq), request.first_seq - 1), short
+
+    def _block(self, record: RecordLike) -> tuple[int, int, bytes]:
+        # A purged message goes out as a tombstone, on either stream: retransmission honours purges.
+        purges = self._purges
+        entry = None if purges is None or not len(purges) else purges.covering(record.msg_seq)
+        if entry is None:
+            return record.source_stream, record.source_seq, record.payload
+        self.counters = _bump(self.counters, tombstones=1)
+        try:
+            symbol = market_pb2.MarketUpdate.FromString(record.payload).symbol
+        except DecodeError:
+            symbol = ""
+        return tombstone_block(symbol, record.source_seq, entry)
 
     def _status(
         self,

@@ -113,6 +113,11 @@ class DelayedSide:
         if self.line is not None:
             self.line.feed(records, caught_up=caught_up)
 
+    def start_at(self, msg_seq: int) -> None:
+        """Start the delayed line at ``msg_seq`` (a restart: what was due before now is not sent again)."""
+        if self.line is not None:
+            self.line.start_at(msg_seq)
+
     def restore(self, purges: Iterable[PurgeEntry]) -> int:
         """The purges recovery found (checkpoint and journal)."""
         return self.desk.restore(purges)

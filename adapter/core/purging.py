@@ -200,7 +200,7 @@ class PurgeDesk:
             return _refusal(
                 "BEYOND_END",
                 f"msg_seq {first}..{last} runs past the last message published ({ctx.journal_last})",
-                last_msg_seq=ctx.journal_last,
+                journal_last=ctx.journal_last,
             )
         if first <= frontier:
             return _refusal(

@@ -209,6 +209,30 @@ class _Cursor:
             )
 
 
+class Tail:
+    """A tailer's place in a journal: each :meth:`poll` returns the message records written since.
+
+    Made by :meth:`JournalReader.tail`; close it (or let the reader's owner do) to release its file.
+    """
+
+    def __init__(self, directory: Path, from_seq: int, chunk_bytes: int) -> None:
+        self._cursor = _Cursor(directory, from_seq, None, chunk_bytes)
+        self.next_seq = from_seq  # the msg_seq the next record read will have at least
+
+    def __repr__(self) -> str:
+        return f"<Tail [{self._cursor!r}]>"
+
+    def poll(self) -> tuple[list[Record], bool]:
+        """The records written since the last poll (a bounded batch), and whether that is all of them."""
+        records = self._cursor.poll()
+        if records:
+            self.next_seq = records[-1].msg_seq + 1
+        return records, len(records) < _BATCH_RECORDS
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
 class JournalReader:
     """Reads records by msg_seq from a journal directory, while a writer may be appending.
 
@@ -290,6 +314,37 @@ class JournalReader:
                     time.sleep(poll_interval_s)
         finally:
             cursor.close()
+
+    def tail(self, from_seq: int = 0) -> Tail:
+        """A tailer from ``from_seq`` that polls without blocking (the delayed line's reader)."""
+        return Tail(self._directory, from_seq, self._chunk)
+
+    def seek_time(self, time_ns: int) -> int:
+        """The msg_seq of the first message record written at or after ``time_ns`` (after the last: last + 1).
+
+        Reads segment headers to find the segment, then that segment's records: one
+        segment at most, however long the journal.
+
+        Args:
+            time_ns: a wall-clock time, ns since the epoch.
+        """
+        segments = list_segments(self._directory)
+        start = segments[0].first_seq if segments else 0
+        for info in segments:
+            try:
+                with open(info.path, "rb") as file:
+                    header = decode_segment_header(file.read(SEGMENT_HEADER_SIZE))
+            except (OSError, CorruptRecordError):
+                continue  # deleted meanwhile, or being created: the ones before it decide
+            if header.first_time_ns > time_ns:
+                break
+            start = info.first_seq
+        last = start - 1
+        for record in self.read(start):
+            if record.time_ns >= time_ns:
+                return record.msg_seq
+            last = record.msg_seq
+        return last + 1
 
     def read_range(self, first: int, last: int) -> list[Record]:
         """The records with ``first <= msg_seq <= last`` (for retransmission).
