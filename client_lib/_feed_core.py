@@ -11,7 +11,10 @@ and none of it waits:
   subscriber (new channels, new lines of joined ones: each channel keeps
   one arbiter and its position), the per-channel symbol filters, the replay
   services, and :class:`EntitlementChanged` events when what a channel
-  delivers narrowed or widened (not for the first route set, nor a cancel);
+  delivers narrowed or widened (not for the first route set, nor a cancel).
+  A delayed route (delayed-only symbols) joins the channel's delayed lines as
+  a stream of its own (``ChannelSpec(delayed=True)``), with its own filter, so
+  a mixed grant gets each symbol on the stream it is entitled to;
 - :meth:`FeedCore.select` takes what the subscriber decided and returns what
   the application sees: deliveries of the entitled, subscribed symbols (the
   rest counted as ``filtered``) and, when asked, every status event
@@ -38,6 +41,7 @@ from feedha.client.events import (
     ArbiterStats,
     Delivery,
     EntitlementChanged,
+    Purged,
     RetransmissionNeeded,
     StatusEvent,
 )
@@ -47,6 +51,11 @@ from feedha.client.subscriber import ChannelSpec, SubscriberConfig
 logger = logging.getLogger(__name__)
 
 StatusCallback = Callable[[StatusEvent], Any]
+
+
+def _stream(route: Route) -> str:
+    """A route's stream: the channel's name, ``NAME/delayed`` for its delayed stream."""
+    return f"{route.channel_name}/delayed" if route.delayed else route.channel_name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,9 +142,9 @@ class FeedCore:
     def __init__(self, config: SubscriberConfig, curve: tuple[str, str]) -> None:
         self.config = config
         self._curve = curve
-        self.filters: dict[int, _SymbolFilter] = {}  # channel number -> its route's symbols
-        self._entitled: dict[str, tuple[int, tuple[str, ...]]] | None = None  # name -> (number, symbols)
-        self._delayed_noted: set[tuple[str, tuple[str, ...]]] = set()
+        # (channel number, delayed) -> its route's symbols
+        self.filters: dict[tuple[int, bool], _SymbolFilter] = {}
+        self._entitled: dict[str, tuple[int, tuple[str, ...]]] | None = None  # key -> (number, symbols)
         self.replay: ReplayClient | None = None
         self._replay_endpoints: dict[int, tuple[str, ...]] = {}
         self._callbacks: list[tuple[StatusCallback, tuple[type[StatusEvent], ...]]] = []
@@ -154,13 +163,12 @@ class FeedCore:
         make: Callable[[ChannelSpec], _S],
     ) -> tuple[_S | None, list[StatusEvent]]:
         """Apply a route set; returns the subscriber (made by ``make`` for the first channel) and events."""
-        live = [r for r in routes if not r.delayed]
-        self._note_delayed(routes)
+        live = list(routes)
         self.route_updates += 1
         if reason == "cancelled" and subscriber is not None:
             subscriber.close()
             subscriber, self.lines = None, 0
-        self.filters = {r.channel_number: _SymbolFilter(r.symbols) for r in live}
+        self.filters = {(r.channel_number, r.delayed): _SymbolFilter(r.symbols) for r in live}
         events = self._entitlement_changes(reason, live)
         self._update_replay(live)
         for route in live:
@@ -173,24 +181,14 @@ class FeedCore:
                 added = subscriber.join(spec)
             self.lines += added
             if added:
-                logger.info("joined %d line(s) of %s (%s)", added, route.channel_name, reason)
+                what = "delayed line(s)" if route.delayed else "line(s)"
+                logger.info("joined %d %s of %s (%s)", added, what, route.channel_name, reason)
         return subscriber, events
-
-    def _note_delayed(self, routes: Sequence[Route]) -> None:
-        for route in routes:
-            if route.delayed and (route.channel_name, route.symbols) not in self._delayed_noted:
-                self._delayed_noted.add((route.channel_name, route.symbols))
-                logger.warning(
-                    "%s: %s entitled delayed only; the delayed stream is not available yet, "
-                    "nothing is delivered for them",
-                    route.channel_name,
-                    ", ".join(route.symbols),
-                )
 
     def _entitlement_changes(self, reason: str, live: list[Route]) -> list[StatusEvent]:
         # Strategy: compare each channel's symbols with the last route set's;
         # the first set (subscribe) is the baseline and a cancel resets it.
-        now = {r.channel_name: (r.channel_number, tuple(r.symbols)) for r in live}
+        now = {_stream(r): (r.channel_number, tuple(r.symbols)) for r in live}
         before, self._entitled = self._entitled, (None if reason == "cancelled" else now)
         if before is None or reason == "cancelled":
             return []
@@ -201,7 +199,11 @@ class FeedCore:
             if set(old) != set(new):
                 added = tuple(s for s in new if s not in old)
                 removed = tuple(s for s in old if s not in new)
-                events.append(EntitlementChanged(number, new, added, removed, channel_name=name))
+                channel_name, _, kind = name.partition("/")
+                changed = EntitlementChanged(
+                    number, new, added, removed, channel_name=channel_name, delayed=kind == "delayed"
+                )
+                events.append(changed)
         return events
 
     def _spec(self, route: Route) -> ChannelSpec | None:
@@ -219,6 +221,7 @@ class FeedCore:
             endpoints,
             server_keys=server_keys if any(server_keys) else (),
             seal_keys=route.seal_keys,
+            delayed=route.delayed,
         )
 
     def _local(self, endpoint: str) -> str:
@@ -235,15 +238,14 @@ class FeedCore:
     def _update_replay(self, routes: list[Route]) -> None:
         # Gaps are filled from the lines' replay services (adapter journals);
         # rebuild the hook only when the set of services changed.
-        wanted = {
-            r.channel_number: services
-            for r in routes
-            if (
-                services := tuple(
-                    dict.fromkeys(line.replay_endpoint for line in r.lines if line.replay_endpoint)
-                )
-            )
-        }
+        # A channel's real-time and delayed routes name the same services (the adapters'):
+        # one list per channel; each request says which stream it asks for.
+        found: dict[int, dict[str, None]] = {}
+        for route in routes:
+            for line in route.lines:
+                if line.replay_endpoint:
+                    found.setdefault(route.channel_number, {})[line.replay_endpoint] = None
+        wanted = {number: tuple(services) for number, services in found.items()}
         if wanted == self._replay_endpoints:
             return
         if self.replay is not None:
@@ -291,7 +293,7 @@ class FeedCore:
         now_ns = time.time_ns() if latency is not None else 0
         for event in events:
             if isinstance(event, Delivery):
-                symbol_filter = self.filters.get(event.channel)
+                symbol_filter = self.filters.get((event.channel, event.delayed))
                 try:
                     wanted = symbol_filter is not None and symbol_filter.is_wanted(event.update.symbol)
                 except ProtocolError:
@@ -304,12 +306,18 @@ class FeedCore:
                         latency.observe_ns(now_ns - event.send_time_ns)
                 else:
                     self.filtered += 1
+            elif isinstance(event, Purged) and not self._is_wanted(event):
+                self.filtered += 1  # a purge of a symbol this client does not get
             elif isinstance(event, StatusEvent):
                 self._on_status(event)
                 if status:
                     out.append(event)
         self.delivered += delivered
         return out
+
+    def _is_wanted(self, event: Purged) -> bool:
+        symbol_filter = self.filters.get((event.channel, event.delayed))
+        return symbol_filter is not None and symbol_filter.is_wanted(event.symbol)
 
     def _on_status(self, event: StatusEvent) -> None:
         name = type(event).__name__
