@@ -290,6 +290,7 @@ class JournalReader:
         *,
         poll_interval_s: float = POLL_INTERVAL_S,
         stop: threading.Event | None = None,
+        controls: list[ControlRecord] | None = None,
     ) -> Iterator[Record]:
         """Like :meth:`read`, but at the end wait for new records instead of stopping.
 
@@ -298,11 +299,12 @@ class JournalReader:
             to_seq: stop after this msg_seq (``None``: never).
             poll_interval_s: how long to wait between polls at the end of the journal.
             stop: when set, the iteration ends at the next poll.
+            controls: receives the control records passed on the way (see :meth:`read`).
 
         Yields:
             Records as the writer's flusher writes them, each exactly once, in order.
         """
-        cursor = _Cursor(self._directory, from_seq, to_seq, self._chunk)
+        cursor = _Cursor(self._directory, from_seq, to_seq, self._chunk, controls)
         try:
             while not cursor.done and not (stop is not None and stop.is_set()):
                 batch = cursor.poll()

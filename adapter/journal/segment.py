@@ -168,6 +168,7 @@ class ScanResult:
         last_seq: msg_seq of the last valid record (``prev_seq`` if none).
         status: why the scan stopped (``END`` when the file ends on a record boundary).
         index: sparse index entries built along the way.
+        controls: whole valid control records (purges) among them, not counted in ``records``.
     """
 
     records: int
@@ -175,6 +176,7 @@ class ScanResult:
     last_seq: int
     status: DecodeStatus
     index: SparseIndex
+    controls: int = 0
 
 
 def scan_segment(
@@ -194,7 +196,7 @@ def scan_segment(
     """
     index = SparseIndex() if index is None else index
     next_entry = (index.offsets[-1] if index.offsets else -index_interval_bytes) + index_interval_bytes
-    records, pos, last_seq = 0, start, prev_seq
+    records, controls, pos, last_seq = 0, 0, start, prev_seq
     status = DecodeStatus.END
     with open(path, "rb") as file:
         while True:
@@ -207,6 +209,7 @@ def scan_segment(
                 result = decode_records(data, 0, prev_seq=last_seq, with_controls=True)
             next_entry = _index_records(result, pos, index, next_entry, index_interval_bytes)
             records += len(result.records)
+            controls += len(result.controls)
             if result.records:
                 last_seq = result.records[-1].msg_seq
             pos += result.end
@@ -216,7 +219,9 @@ def scan_segment(
                 if status is DecodeStatus.INCOMPLETE and len(data) == 0:
                     status = DecodeStatus.END
                 break
-    return ScanResult(records=records, good_end=pos, last_seq=last_seq, status=status, index=index)
+    return ScanResult(
+        records=records, good_end=pos, last_seq=last_seq, status=status, index=index, controls=controls
+    )
 
 
 def _index_records(result: DecodeResult, pos: int, index: SparseIndex, next_entry: int, interval: int) -> int:
