@@ -92,7 +92,7 @@ class ConversionSnapshot(_message.Message):
     def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ..., purges: _Optional[_Iterable[_Union[PurgeEntry, _Mapping]]] = ...) -> None: ...
 
 class PurgeEntry(_message.Message):
-    __slots__ = ("purge_id", "first_msg_seq", "last_msg_seq", "time_ns", "reason", "issued_by", "term")
+    __slots__ = ("purge_id", "first_msg_seq", "last_msg_seq", "time_ns", "reason", "issued_by", "term", "withdrawn")
     PURGE_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,7 @@ class PurgeEntry(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     ISSUED_BY_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
+    WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
     purge_id: int
     first_msg_seq: int
     last_msg_seq: int
@@ -107,7 +108,8 @@ class PurgeEntry(_message.Message):
     reason: str
     issued_by: str
     term: int
-    def __init__(self, purge_id: _Optional[int] = ..., first_msg_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., time_ns: _Optional[int] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., term: _Optional[int] = ...) -> None: ...
+    withdrawn: bool
+    def __init__(self, purge_id: _Optional[int] = ..., first_msg_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., time_ns: _Optional[int] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., term: _Optional[int] = ..., withdrawn: _Optional[bool] = ...) -> None: ...
 
 class Purges(_message.Message):
     __slots__ = ("entries",)

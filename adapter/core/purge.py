@@ -12,7 +12,12 @@ the delayed line, a retransmission of either stream -- a *tombstone* block
 
 The book keeps the ranges disjoint: a purge that overlaps earlier ones adds
 only what they did not cover, so "which purge covers ``msg_seq``" is one
-bisection. It is read by the replay service's thread while the adapter's loop
+bisection. The active's word is final: a backup replaces a purge whose id it
+holds with different content, and withdraws the ones the active does not hold
+(accepted by an active the group did not follow, e.g. on the wrong side of a
+partition); both are journaled, and recovery replays the records in order.
+
+The book is read by the replay service's thread while the adapter's loop
 adds to it, so the ranges live in a tuple that is replaced whole (an atomic
 reference swap under the GIL), never changed in place.
 
@@ -63,6 +68,7 @@ class PurgeEntry:
         reason: the operator's reason.
         issued_by: the operator (the admin server's user name; "" from the control socket).
         term: the term of the active that accepted it.
+        withdrawn: a withdrawal record of that purge (the book drops it).
     """
 
     purge_id: int
@@ -72,6 +78,7 @@ class PurgeEntry:
     reason: str
     issued_by: str = ""
     term: int = 0
+    withdrawn: bool = False
 
     def __post_init__(self) -> None:
         if self.purge_id < 1:
@@ -106,6 +113,7 @@ def purge_to_proto(entry: PurgeEntry, out: sync_pb2.PurgeEntry) -> None:
     out.reason = entry.reason
     out.issued_by = entry.issued_by
     out.term = entry.term
+    out.withdrawn = entry.withdrawn
 
 
 def purge_from_proto(message: sync_pb2.PurgeEntry) -> PurgeEntry:
@@ -122,6 +130,7 @@ def purge_from_proto(message: sync_pb2.PurgeEntry) -> PurgeEntry:
         reason=message.reason[:MAX_REASON_CHARS],
         issued_by=message.issued_by[:MAX_REASON_CHARS],
         term=message.term,
+        withdrawn=message.withdrawn,
     )
 
 
@@ -212,8 +221,41 @@ class PurgeBook:
         return True
 
     def add_all(self, entries: Iterable[PurgeEntry]) -> list[PurgeEntry]:
-        """Hold every entry; returns the new ones."""
-        return [entry for entry in entries if self.add(entry)]
+        """Apply entries in order (a withdrawal drops its id, a changed one replaces it); the changed."""
+        changed = []
+        for entry in entries:
+            if entry.withdrawn:
+                done = self.withdraw(entry.purge_id)
+            elif entry.purge_id in self._entries:
+                done = self.replace(entry)
+            else:
+                done = self.add(entry)
+            if done:
+                changed.append(entry)
+        return changed
+
+    def replace(self, entry: PurgeEntry) -> bool:
+        """Hold ``entry`` in place of the purge of its id (the active's version); whether anything changed."""
+        if self._entries.get(entry.purge_id) == entry:
+            return False
+        self._entries[entry.purge_id] = entry
+        self._rebuild()
+        return True
+
+    def withdraw(self, purge_id: int) -> PurgeEntry | None:
+        """Drop the purge ``purge_id`` (the active does not hold it); the dropped entry, if any."""
+        dropped = self._entries.pop(purge_id, None)
+        if dropped is not None:
+            self._rebuild()
+        return dropped
+
+    def _rebuild(self) -> None:
+        # Built aside, then swapped in: a reader never sees a half-built table.
+        fresh = PurgeBook(limit=self.limit)
+        for entry in self.entries():
+            fresh.add(entry)
+        self._table = fresh._table
+        self.known_through, self.highest_id = fresh.known_through, fresh.highest_id
 
     def covering(self, msg_seq: int) -> PurgeEntry | None:
         """The purge that removed ``msg_seq`` (the first that named it), or ``None``."""

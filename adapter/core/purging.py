@@ -20,7 +20,10 @@ cancel-all). Every line of the group must agree, so one adapter decides:
    ``purge_id``, so a backup that missed one -- a lost message, a restart --
    sees it, asks (the ack doubles as the request) and is sent the rest. A
    backup's delayed line holds back while it lacks a purge the active holds,
-   so no line ever sends what the group purged.
+   so no line ever sends what the group purged. The active's word is final: a
+   purge a backup holds beyond the active's highest id (accepted by an active
+   the group no longer follows: a partition, a stall) is withdrawn, and one the
+   active holds differently is replaced -- journaled both ways.
 3. **The operator hears back** once every live backup acknowledged, or after
    ``ack_timeout_s`` with the ones that did not named (:class:`CommandDone`).
    A backup promoted after the reply holds the purge; a restarted adapter
@@ -32,6 +35,7 @@ Pure: the time and the core's view come in with each call; actions go out.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -91,6 +95,7 @@ class PurgeCounters:
 
     accepted: int = 0  # purges this adapter accepted as the active
     applied: int = 0  # purges learned from the active
+    withdrawn: int = 0  # purges dropped because the active did not hold them (a deposed active's)
     late: int = 0  # learned purges that named a msg_seq this adapter's delayed line had sent already
     resent: int = 0  # catch-up messages sent to backups that lacked purges
     refused: dict[str, int] = field(default_factory=dict)  # by reason
@@ -99,6 +104,7 @@ class PurgeCounters:
         return {
             "accepted": self.accepted,
             "applied": self.applied,
+            "withdrawn": self.withdrawn,
             "late": self.late,
             "resent": self.resent,
             "refused": dict(self.refused),
@@ -144,7 +150,7 @@ class PurgeDesk:
     # ---- recovery ----------------------------------------------------------------------
 
     def restore(self, entries: Iterable[PurgeEntry]) -> int:
-        """Hold the purges a restarted adapter found (checkpoint and journal); returns how many."""
+        """Apply the purges recovery found (checkpoint, then journal, in order); how many changed."""
         return len(self.book.add_all(entries))
 
     # ---- the active decides ---------------------------------------------------------------
@@ -238,8 +244,17 @@ class PurgeDesk:
     # ---- the backups learn -------------------------------------------------------------------
 
     def on_stream_state(self, msg: StreamState, ctx: PurgeContext, out: list[Action]) -> None:
-        """The active's report: how many purges it holds; ask for what we lack."""
+        """The active's report: how many purges it holds; drop what it lacks, ask for what we lack."""
         self.active_purge_seq = msg.purge_seq
+        for purge_id in [i for i in range(msg.purge_seq + 1, self.book.highest_id + 1) if i in self.book]:
+            dropped = self.book.withdraw(purge_id)
+            if dropped is not None:
+                self.counters.withdrawn += 1
+                logger.warning(
+                    "purge %d withdrawn: the active holds purges up to %d only", purge_id, msg.purge_seq
+                )
+                withdrawal = dataclasses.replace(dropped, withdrawn=True, time_ns=ctx.wall_ns)
+                out.append(JournalControl(PURGE_RECORD_FLAGS, ctx.wall_ns, encode_purge(withdrawal)))
         if self.book.known_through < msg.purge_seq:
             self._ask(ctx, out)
 
@@ -249,7 +264,7 @@ class PurgeDesk:
         if sender.role is not Role.ACTIVE or sender.adapter != ctx.active or ctx.role is Role.ACTIVE:
             return  # only the active we follow decides
         for entry in msg.entries:
-            if not self.book.add(entry):
+            if entry.withdrawn or not self.book.add_all((entry,)):
                 continue
             self.counters.applied += 1
             out.append(JournalControl(PURGE_RECORD_FLAGS, ctx.wall_ns, encode_purge(entry)))

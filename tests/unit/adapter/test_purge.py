@@ -257,3 +257,24 @@ def test_purge_messages_cross_the_sync_bus() -> None:
         Health(sender, 1.0, 2.0, 3.0, 4, 5.0, 6, True, 7, 8, purge_seq=9, delayed_msg_seq=10),
     ):
         assert decode_sync(encode_sync(message, channel=3), channel=3) == message
+
+
+def test_a_backup_drops_what_a_deposed_active_accepted_and_takes_the_active_s_version() -> None:
+    backup, out = PurgeDesk(now=0.0), []
+    view = ctx(role=Role.BACKUP, adapter=2, active=1)
+    new_active = Sender(1, 5, Role.ACTIVE, 0)
+    backup.restore([entry(1, 10, 10), entry(2, 20, 20), entry(3, 30, 30)])  # 3: a deposed active's
+    backup.on_stream_state(StreamState(new_active, 1, 0, 0, 0, 0, 0, purge_seq=2), view, out)
+    (withdrawal,) = out
+    assert isinstance(withdrawal, JournalControl) and decode_purge(withdrawal.payload).withdrawn
+    assert 3 not in backup.book and backup.book.covering(30) is None and backup.counters.withdrawn == 1
+    out.clear()
+    backup.on_purges(Purges(new_active, (entry(2, 25, 26, reason="the active's"),)), view, out)
+    assert backup.book.covering(20) is None and backup.book.covering(25).reason == "the active's"  # type: ignore[union-attr]
+    assert any(isinstance(a, JournalControl) for a in out)
+    # recovery replays the records in order: the same book again
+    again = PurgeDesk(now=0.0)
+    records = [entry(1, 10, 10), entry(2, 20, 20), entry(3, 30, 30)]
+    records += [decode_purge(withdrawal.payload), entry(2, 25, 26, reason="the active's")]
+    again.restore(records)
+    assert again.book.entries() == backup.book.entries()
