@@ -43,7 +43,7 @@ from feedha.adapter.journal.format import ControlRecord, Record
 from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.events import ArbiterConfig, Delivery, GapLost, Purged, RetransmissionNeeded
-from feedha.proto import fix
+from feedha.proto import fix, wire
 from feedha.proto.replay import KIND_DELAYED_RANGE, KIND_RANGE, ReplayRequest, encode_request
 
 STEP_S: Final = 0.001
@@ -192,6 +192,8 @@ class CoreGroup:
         self.delayed_delivered: dict[int, tuple[int, int]] = {}  # msg_seq -> (source_stream, source_seq)
         self.purged: dict[int, int] = {}  # msg_seq -> purge_id, as the delayed client reported them
         self.delayed_lost = self.delayed_duplicates = 0
+        self.delayed_lost_at: dict[int, float] = {}  # msg_seq -> when the delayed client gave it up
+        self.delayed_carried_at: dict[int, float] = {}  # msg_seq -> when a delayed line first carried it
         self.replies: list[dict[str, Any]] = []  # purge replies, at once or later (CommandDone)
         self.source = Source(rate=rate)
         self.table = ConverterTable.load()
@@ -328,6 +330,9 @@ class CoreGroup:
                 member.events.append(action)
             elif isinstance(action, PublishDelayed):
                 member.delayed_packets.append(action.packet)
+                header = wire.decode_header(action.packet)
+                for seq in range(header.first_seq, header.first_seq + header.count):
+                    self.delayed_carried_at.setdefault(seq, self.now)
                 self._delayed_events(
                     self.delayed_client.on_packet(member.number, action.packet, now=self.now)
                 )
@@ -359,6 +364,8 @@ class CoreGroup:
                 self.purged[event.msg_seq] = event.purge_id
             elif isinstance(event, GapLost):
                 self.delayed_lost += event.last_seq - event.first_seq + 1
+                for seq in range(event.first_seq, min(event.last_seq, event.first_seq + 100_000) + 1):
+                    self.delayed_lost_at[seq] = self.now
             elif isinstance(event, RetransmissionNeeded):
                 self._retransmit(event.first_seq, event.last_seq, delayed=True)
 
@@ -423,8 +430,6 @@ class CoreGroup:
 
     def line(self, number: int, *, delayed: bool = False) -> dict[int, tuple[int, bytes]]:
         """msg_seq -> (source_seq, payload) of everything one adapter's line (or delayed line) carried."""
-        from feedha.proto import wire
-
         seen: dict[int, tuple[int, bytes]] = {}
         member = self.members[number]
         for packet in member.delayed_packets if delayed else member.packets:
@@ -434,8 +439,6 @@ class CoreGroup:
 
     def delayed_blocks(self) -> dict[int, set[tuple[int, int]]]:
         """msg_seq -> every (source_stream, source_seq) any delayed line carried for it."""
-        from feedha.proto import wire
-
         seen: dict[int, set[tuple[int, int]]] = {}
         for member in self.members.values():
             for packet in member.delayed_packets:
