@@ -181,12 +181,8 @@ class DelayedLine:
         return self._buffer[0].time_ns + self.delay_ns if self._buffer else None
 
     def next_seq(self) -> int | None:
-        """The msg_seq the line sends next, once known."""
-        if self._buffer:
-            return self._buffer[0].msg_seq
-        if self.published_seq:
-            return self.published_seq + 1
-        return None
+        """What an idle line announces: the msg_seq after the last one it sent (``None``: nothing sent)."""
+        return self.published_seq + 1 if self.published_seq else None
 
     # ---- sending -----------------------------------------------------------------------
 
