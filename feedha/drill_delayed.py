@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
-from feedha.cluster import adapter_argv, control
+from feedha.cluster import adapter_argv, control, plan_group
 from feedha.drill import (
     CHANNEL,
+    STREAM,
     Drill,
     DrillOptions,
     Placement,
     drain_client,
-    place_local,
     show_progress,
     start_adapter_process,
     start_source,
@@ -54,6 +54,7 @@ MARGIN_S: Final = 0.5  # the adapters' purge margin in the drill
 # The source, three adapters (each serving two lines) and the client share this machine's
 # cores: a 1 s heartbeat timeout keeps a CPU stall from reading as a dead active (as the demo).
 HEARTBEAT_TIMEOUT_S: Final = 1.0
+START_S: Final = 60.0  # the longest a component may take to start (a loaded machine is slow)
 
 
 @dataclass(kw_only=True)
@@ -92,50 +93,51 @@ def run_delayed(options: DelayedOptions, log: IO[str]) -> dict[str, Any]:
         symbols=options.symbols,
         seed=options.seed,
     )
-    placement = place_local(base)
-    placement.journal_root = Path(tempfile.mkdtemp(prefix="feedha-drill-delayed-"))
-    adapters = placement.group.adapters
-    ports = free_ports(len(adapters))
-    delayed_lines = {a.adapter: f"tcp://127.0.0.1:{port}" for a, port in zip(adapters, ports, strict=True)}
-    drill: Drill | None = None
+    root = Path(tempfile.mkdtemp(prefix="feedha-drill-delayed-"))
+    placement = _place(options, root)
+    drill = Drill(base, placement.group, log, placement)
     try:
-        drill = _start(options, base, placement, delayed_lines, log)
+        _start(options, drill)
         return _drive(options, drill)
     finally:
-        if drill is not None:
-            for proc in drill.all():
-                proc.kill()
-        shutil.rmtree(placement.journal_root, ignore_errors=True)
+        for proc in drill.all():  # whatever was started, even when starting failed half-way
+            proc.kill()
+        shutil.rmtree(root, ignore_errors=True)
 
 
-def _start(
-    options: DelayedOptions, base: DrillOptions, placement: Placement, delayed: dict[int, str], log: IO[str]
-) -> Drill:
-    group = placement.group
-    drill = Drill(base, group, log, placement)
-    assert placement.journal_root is not None
+def _place(options: DelayedOptions, root: Path) -> Placement:
+    # Every endpoint from one plan (one free_ports call): no two components can pick one port.
+    source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+    group = plan_group(
+        channel=CHANNEL,
+        channel_number=1,
+        source_endpoint=source_endpoint,
+        source_stream=STREAM,
+        source_stream_number=1,
+        size=options.backups + 1,
+        journal_root=root,
+        delayed=True,
+    )
+    replay = {a.adapter: a.replay for a in group.adapters}
+    return Placement(source_endpoint, group, group.lines, replay, journal_root=root)
+
+
+def _start(options: DelayedOptions, drill: Drill) -> None:
+    group, placement, base, log = drill.group, drill.placement, drill.options, drill.log
     for plan in group.adapters:
-        args = adapter_argv(group, plan.adapter, active=plan.adapter == 1)
-        args += ["--journal", str(placement.journal_root / f"adapter-{plan.adapter}")]
-        args += ["--replay", placement.replay[plan.adapter], "--delayed-line", delayed[plan.adapter]]
+        args = adapter_argv(group, plan.adapter, active=plan.adapter == 1)  # journal, replay, delayed line
         args += ["--delay", f"{options.delay:g}", "--purge-margin", f"{MARGIN_S:g}"]
         args += ["--heartbeat-timeout", f"{HEARTBEAT_TIMEOUT_S:g}"]
         drill.adapter_args[plan.adapter] = args
         drill.adapters[plan.adapter] = start_adapter_process(drill, plan.adapter, args)
     for proc in drill.adapters.values():
-        proc.wait_event("ready", 20)
-    drill.adapters[1].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
+        proc.wait_event("ready", START_S)
+    drill.adapters[1].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", START_S)
     client_args = ["--channel", f"{CHANNEL}=1", "--delayed", f"{options.delay:g}", "--loss-timeout", "2.0"]
-    for number, endpoint in delayed.items():
-        client_args += [
-            "--line",
-            f"{CHANNEL}={endpoint}",
-            "--replay",
-            f"{CHANNEL}={placement.replay[number]}",
-        ]
+    for plan in group.adapters:
+        client_args += ["--line", f"{CHANNEL}={plan.delayed}", "--replay", f"{CHANNEL}={plan.replay}"]
     drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
     drill.source = start_source(base, placement, log)
-    return drill
 
 
 def _drive(options: DelayedOptions, drill: Drill) -> dict[str, Any]:
@@ -190,14 +192,22 @@ def _purge_one(drill: Drill, log: PurgeLog) -> None:
         try:
             target = _active_control(drill)
             status = control(target, "status", timeout=3.0)
-            msg_seq = int(status["journal_last_msg_seq"] or 0) - PURGE_BACK
-            if status.get("role") != "active" or msg_seq < 1:
-                time.sleep(0.1)  # between actives, or the stream has barely started: a moment later
-                continue
+        except (ProcessError, TimeoutError):
+            time.sleep(0.1)  # no active right now (a failover): a moment later
+            continue
+        msg_seq = int(status["journal_last_msg_seq"] or 0) - PURGE_BACK
+        if status.get("role") != "active" or msg_seq < 1:
+            time.sleep(0.1)  # between actives, or the stream has barely started: a moment later
+            continue
+        known = int(status["purges"]["highest_id"])
+        try:
             reply = control(target, "purge", first=msg_seq, reason="drill: erroneous print", timeout=5.0)
-        except (TimeoutError, ProcessError) as exc:
-            log.refusals.append(f"no answer: {exc}")
-            time.sleep(0.1)
+        except TimeoutError:
+            # The answer may be lost while the purge was taken: ask before purging again.
+            log.refusals.append("no answer in time")
+            if _taken(drill, target, known):
+                log.purged.append(msg_seq)
+                return
             continue
         if reply.get("ok"):
             log.purged.append(int(reply["first_msg_seq"]))
@@ -205,15 +215,37 @@ def _purge_one(drill: Drill, log: PurgeLog) -> None:
         log.refusals.append(str(reply.get("reason")))
 
 
+def _taken(drill: Drill, target: str, known: int) -> bool:
+    """Whether the adapter at ``target`` (or the group) now holds a purge beyond ``known``."""
+    for plan in drill.group.adapters:
+        proc = drill.adapters.get(plan.adapter)
+        if proc is None or not proc.alive:
+            continue
+        try:
+            if int(control(plan.control, "status", timeout=3.0)["purges"]["highest_id"]) > known:
+                return True
+        except TimeoutError:
+            continue
+    return False
+
+
 def _purge_late(drill: Drill, log: PurgeLog) -> None:
-    try:
-        reply = control(
-            _active_control(drill), "purge", first=LATE_PURGE_SEQ, reason="drill: too late", timeout=5.0
-        )
-    except (TimeoutError, ProcessError) as exc:
-        log.late_reply = {"error": str(exc)}
-        log.late_refused = False
-        return
+    """Try to purge a message long delivered on the delayed line: it must be refused as such."""
+    deadline = time.monotonic() + PURGE_WITHIN_S
+    reply: dict[str, Any] = {"error": "no active adapter answered"}
+    while time.monotonic() < deadline:
+        try:
+            target = _active_control(drill)
+            reply = control(target, "purge", first=LATE_PURGE_SEQ, reason="drill: too late", timeout=5.0)
+        except ProcessError:
+            time.sleep(0.1)  # no active right now (a failover): a moment later
+            continue
+        except TimeoutError as exc:
+            reply = {"error": str(exc)}
+            continue
+        if reply.get("reason") not in ("NOT_ACTIVE", "CATCHING_UP"):
+            break
+        time.sleep(0.1)
     log.late_reply = reply
     log.late_refused = reply.get("ok") is False and reply.get("reason") == "ALREADY_DELIVERED"
 
@@ -266,7 +298,27 @@ def _report(
             str(number): [(e.get("new"), e.get("term")) for e in proc.events if e.get("event") == "role"]
             for number, proc in drill.adapters.items()
         },
+        "adapters": _adapter_ends(drill),
+        "client_last_msg_seq": client.get("streams", {}),
     }
+
+
+def _adapter_ends(drill: Drill) -> dict[str, dict[str, Any]]:
+    """Each adapter's final counters of both lines (from its ``stopped`` report; a killed one has none)."""
+    out = {}
+    for number, proc in drill.adapters.items():
+        stopped = proc.last("stopped")
+        if stopped is not None:
+            delayed = stopped.get("delayed", {})
+            out[str(number)] = {
+                "role": stopped.get("role"),
+                "next_msg_seq": stopped.get("next_msg_seq"),
+                "delayed_published_msg_seq": delayed.get("published_msg_seq"),
+                "delayed_tombstones": delayed.get("tombstones"),
+                "delayed_late": delayed.get("late"),
+                "purges": stopped.get("purges"),
+            }
+    return out
 
 
 def passed(result: dict[str, Any], *, purges: int) -> bool:
