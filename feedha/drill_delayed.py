@@ -205,7 +205,7 @@ def _purge_one(drill: Drill, log: PurgeLog) -> None:
         except TimeoutError:
             # The answer may be lost while the purge was taken: ask before purging again.
             log.refusals.append("no answer in time")
-            if _taken(drill, target, known):
+            if _taken(drill, known):
                 log.purged.append(msg_seq)
                 return
             continue
@@ -215,8 +215,8 @@ def _purge_one(drill: Drill, log: PurgeLog) -> None:
         log.refusals.append(str(reply.get("reason")))
 
 
-def _taken(drill: Drill, target: str, known: int) -> bool:
-    """Whether the adapter at ``target`` (or the group) now holds a purge beyond ``known``."""
+def _taken(drill: Drill, known: int) -> bool:
+    """Whether a live adapter of the group now holds a purge beyond ``known``."""
     for plan in drill.group.adapters:
         proc = drill.adapters.get(plan.adapter)
         if proc is None or not proc.alive:
