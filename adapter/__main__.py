@@ -30,6 +30,7 @@ from feedha.adapter.core.config import (
     LINE_HEARTBEAT_S,
     MAX_SOURCE_GAP,
 )
+from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync import SyncConfig
 from feedha.adapter.errors import AdapterError
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     _admin_arguments(parser)
     _journal_arguments(parser)
     _session_arguments(parser)
+    _delayed_arguments(parser)
     parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
@@ -251,6 +253,31 @@ def _session_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _delayed_arguments(parser: argparse.ArgumentParser) -> None:
+    delayed = parser.add_argument_group("delayed line and purges (docs/journal.md)")
+    delayed.add_argument(
+        "--delayed-line",
+        metavar="ENDPOINT",
+        help="bind the delayed line here (tcp://; needs --journal): every message again, --delay after "
+        "it was published, for subscribers entitled to delayed data (default: none)",
+    )
+    delayed.add_argument(
+        "--delay",
+        type=float,
+        default=DEFAULT_DELAY_S,
+        metavar="SECONDS",
+        help="the feed's delay: give every adapter of the feed the same (default: %(default)g, 15 minutes)",
+    )
+    delayed.add_argument(
+        "--purge-margin",
+        type=float,
+        default=DEFAULT_MARGIN_S,
+        metavar="SECONDS",
+        help="a message can no longer be purged this long before the delayed line sends it "
+        "(default: %(default)g)",
+    )
+
+
 def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = None) -> AdapterConfig:
     """Build the adapter's configuration from parsed arguments."""
     sync = SyncConfig(
@@ -305,6 +332,9 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         else SessionSchedule.parse(args.session_end, args.session_timezone),
         snapshot_endpoint=args.snapshot_line,
         snapshot_interval_s=args.snapshot_interval,
+        delayed_line_endpoint=args.delayed_line,
+        delay_s=args.delay,
+        purge_margin_s=args.purge_margin,
     )
 
 

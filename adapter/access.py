@@ -1,4 +1,4 @@
-"""Who may connect to this adapter's line and replay service: the CURVE keys the admin server granted.
+"""Who may connect to this adapter's lines and replay service: the CURVE keys the admin server granted.
 
 Theory of operation
 -------------------
@@ -17,6 +17,12 @@ on each socket since it was last bound, and :meth:`AccessTable.revoke` says
 which sockets must be bound afresh (every peer reconnects, and the revoked
 key is refused). Pure: the time is passed in; the ZAP thread reads the table
 (plain dict lookups, atomic under the GIL).
+
+A grant may be *delayed only*: the key then connects to the delayed line and
+the replay service, never to the real-time line, and the replay service
+answers it delayed ranges only (``is_delayed_only``). A key whose grant turns
+delayed-only while it is connected to the real-time line is cut off from it
+like a revoked one.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["LINE", "REPLAY", "SYNC", "AccessTable"]
+__all__ = ["DELAYED", "LINE", "REPLAY", "SYNC", "AccessTable", "Grant"]
 
 LINE: Final = "line"
+DELAYED: Final = "delayed"  # the delayed line
 REPLAY: Final = "replay"
 SYNC: Final = "sync"
+Grant = tuple[str, int] | tuple[str, int, bool]  # (Z85 key, expires_at_ns[, delayed_only])
 MAX_KEYS: Final = 100_000  # grants held at most (a grant flood cannot grow the adapter without bound)
 
 
@@ -37,8 +45,9 @@ class AccessTable:
 
     def __init__(self, *, permanent: Iterable[str] = ()) -> None:
         self._grants: dict[str, int] = {}
+        self._delayed_only: set[str] = set()
         self._permanent = frozenset(permanent)  # admitted as long as the adapter runs (--grant-keys)
-        self._seen: dict[str, set[str]] = {LINE: set(), REPLAY: set()}
+        self._seen: dict[str, set[str]] = {LINE: set(), DELAYED: set(), REPLAY: set()}
         self.granted = self.revoked = self.refused = 0
 
     def __repr__(self) -> str:
@@ -47,28 +56,45 @@ class AccessTable:
     def __len__(self) -> int:
         return len(self._grants)
 
-    def grant(self, key: str, expires_at_ns: int) -> None:
-        """Accept ``key`` until ``expires_at_ns``."""
+    def grant(self, key: str, expires_at_ns: int, delayed_only: bool = False) -> set[str]:
+        """Accept ``key`` until ``expires_at_ns`` (on the delayed line and for delayed replays only).
+
+        Returns:
+            The sockets to bind afresh: the real-time line, when a key connected to it
+            is delayed-only from now on.
+        """
         if key not in self._grants and len(self._grants) >= MAX_KEYS:
-            return
+            return set()
         self._grants[key] = expires_at_ns
         self.granted += 1
+        if not delayed_only:
+            self._delayed_only.discard(key)
+            return set()
+        self._delayed_only.add(key)
+        return {LINE} if key in self._seen[LINE] else set()
 
-    def replace(self, grants: Iterable[tuple[str, int]]) -> set[str]:
+    def replace(self, grants: Iterable[Grant]) -> set[str]:
         """Accept exactly ``grants``; returns the sockets to bind afresh for the keys that lost access."""
-        wanted = dict(grants)
+        wanted = {grant[0]: grant for grant in grants}
         gone = [key for key in self._grants if key not in wanted]
         rebind = self.revoke(gone)
-        for key, expires in wanted.items():
-            self.grant(key, expires)
+        for grant in wanted.values():
+            rebind |= self.grant(*grant)
         return rebind
 
+    def is_delayed_only(self, key: str) -> bool:
+        """Whether ``key`` may have delayed data only (a key not granted at all: yes, the least)."""
+        if key in self._permanent:
+            return False
+        return key in self._delayed_only or key not in self._grants
+
     def revoke(self, keys: Iterable[str]) -> set[str]:
-        """Refuse ``keys`` from now on; returns the sockets (``line``, ``replay``) that let one of them in."""
+        """Refuse ``keys`` from now on; returns the sockets (``line``, ``delayed``, ...) that let one in."""
         rebind: set[str] = set()
         for key in keys:
             if self._grants.pop(key, None) is not None:
                 self.revoked += 1
+            self._delayed_only.discard(key)
             rebind.update(where for where, seen in self._seen.items() if key in seen)
         return rebind
 
@@ -81,7 +107,7 @@ class AccessTable:
         expires = self._grants.get(key)
         if key in self._permanent:
             expires = now_ns + 1
-        if expires is None or expires <= now_ns:
+        if expires is None or expires <= now_ns or (where == LINE and key in self._delayed_only):
             self.refused += 1
             return False
         seen = self._seen.get(where)

@@ -18,14 +18,15 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import SyncView
-from feedha.adapter.core.commands import Command, EndSession, RoleCommand, Throttle
+from feedha.adapter.core.commands import Command, ControlError, EndSession, Purge, RoleCommand, Throttle
 from feedha.adapter.core.sync_types import CommandKind, Role
 from feedha.adapter.errors import ConfigError
 from feedha.admin_client import AdminClientError, RegistryAgent, tls_from_files
-from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
+from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, CommandResult, SyncStatus
 from feedha.proto.registry import Command as RegistryCommand
 from feedha.proto.registry import CommandKind as RegistryCommandKind
 from feedha.proto.seal import SealKey
@@ -54,7 +55,7 @@ def registry_status(view: SyncView) -> AdapterStatus:
 class AccessChange:
     """Data-plane access from the admin server: subscriber keys granted or revoked (for the runner)."""
 
-    grants: list[tuple[str, int]]  # (Z85 key, expires_at_ns)
+    grants: list[tuple[str, int, bool]]  # (Z85 key, expires_at_ns, delayed_only)
     revoke: bool
     replace: bool
 
@@ -72,14 +73,50 @@ def core_command(command: RegistryCommand) -> Command | AccessChange | SealChang
         assert command.seal_key is not None  # command_from_proto refuses a SEAL without one
         return SealChange(command.seal_key)
     if command.kind in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
-        grants = [(g.curve_public_key, g.expires_at_ns) for g in command.grants]
+        grants = [(g.curve_public_key, g.expires_at_ns, g.delayed_only) for g in command.grants]
         return AccessChange(grants, command.kind is RegistryCommandKind.REVOKE, command.replace_grants)
     if command.kind is RegistryCommandKind.THROTTLE:
         return Throttle(max(0.0, command.rate))
     if command.kind is RegistryCommandKind.SESSION_END:
         return EndSession((command.reason or f"operator {command.issued_by}".strip())[:200])
+    if command.kind is RegistryCommandKind.PURGE:
+        assert command.purge is not None  # command_from_proto refuses a PURGE without one
+        purge = command.purge
+        return Purge(
+            first=purge.first_msg_seq,
+            last=purge.last_msg_seq,
+            all_pending=purge.all_pending,
+            reason=command.reason,
+            issued_by=command.issued_by,
+            command_id=command.command_id,
+        )
     reason = command.reason or f"operator {command.issued_by}".strip()
     return RoleCommand(CommandKind(command.kind.value), reason, command.force)
+
+
+def command_result(command_id: str, reply: dict[str, Any]) -> CommandResult:
+    """The core's reply to a command (a purge) as the registry's :class:`CommandResult`."""
+
+    def number(name: str) -> int:
+        value = reply.get(name, 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    def adapters(name: str) -> tuple[int, ...]:
+        return tuple(n for n in reply.get(name, ()) if isinstance(n, int))
+
+    return CommandResult(
+        command_id=command_id,
+        ok=bool(reply.get("ok")),
+        error_reason=str(reply.get("reason", "")),
+        message=str(reply.get("error", "")),
+        purge_id=number("purge_id"),
+        first_msg_seq=number("first_msg_seq"),
+        last_msg_seq=number("last_msg_seq"),
+        confirmed=adapters("confirmed"),
+        unconfirmed=adapters("unconfirmed"),
+        frontier_msg_seq=number("frontier"),
+        last_msg_seq_journaled=number("journal_last"),
+    )
 
 
 class AdminLink:
@@ -107,6 +144,7 @@ class AdminLink:
             role=AdapterRole(Role.BACKUP.value),
             term=config.term,
             curve_public_key=curve_public_key,
+            delayed_line_endpoint=config.delayed_line_endpoint or "",
         )
         self._credentials = config.admin_credentials
         try:  # read at start: a missing file is a configuration error, not a link that never comes up
@@ -114,6 +152,7 @@ class AdminLink:
         except (AdminClientError, ValueError) as exc:
             raise ConfigError(str(exc)) from exc
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._agent: RegistryAgent | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="admin-link", daemon=True)
         self._started = threading.Event()
@@ -140,8 +179,18 @@ class AdminLink:
             if command.kind not in _DATA_PLANE:
                 by, why = command.issued_by, command.reason
                 logger.info("operator command %s from %s: %s", command.kind.value, by, why)
-            received.append(core_command(command))
+            try:
+                received.append(core_command(command))
+            except ControlError as exc:  # a malformed purge: refused here, the core never sees it
+                self.report(command.command_id, {"ok": False, "reason": "BAD_REQUEST", "error": str(exc)})
         return received
+
+    def report(self, command_id: str, reply: dict[str, Any]) -> None:
+        """Send a command's reply to the admin server (from the runner's thread; dropped without an id)."""
+        loop, agent = self._loop, self._agent
+        if not command_id or loop is None or agent is None:
+            return
+        loop.call_soon_threadsafe(agent.report_result, command_result(command_id, reply))
 
     def _run(self) -> None:
         asyncio.run(self._main())
@@ -163,6 +212,7 @@ class AdminLink:
             tls=self._tls,
             interval_s=STATUS_INTERVAL_S,
         )
+        self._agent = agent
         with contextlib.suppress(asyncio.CancelledError):
             async with agent:
                 await self._stop.wait()

@@ -13,6 +13,7 @@ from feedha.adapter.core.config import (
     MAX_SOURCE_GAP,
     CoreConfig,
 )
+from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
 from feedha.adapter.errors import ConfigError
@@ -92,6 +93,12 @@ class AdapterConfig:
         snapshot_endpoint: where the snapshot loop publishes the channel's image (needs
             ``journal_dir``; None: no snapshot loop).
         snapshot_interval_s: how often the snapshot loop publishes it.
+        delayed_line_endpoint: where the delayed line's PUB socket binds (None: no delayed
+            line); served from the journal, so it needs ``journal_dir``. ``tcp://`` or ``ipc://``:
+            CURVE keeps delayed-only keys off the real-time line, which a multicast line cannot.
+        delay_s: how long after its publish time a message goes out on the delayed line (the
+            feed's setting: every adapter of its channels takes the same value).
+        purge_margin_s: a message stops being purgeable this long before it is due.
     """
 
     feed: str = "EQUITIES"
@@ -136,6 +143,9 @@ class AdapterConfig:
     session_schedule: SessionSchedule | None = None
     snapshot_endpoint: str | None = None
     snapshot_interval_s: float = SNAPSHOT_INTERVAL_S
+    delayed_line_endpoint: str | None = None
+    delay_s: float = DEFAULT_DELAY_S
+    purge_margin_s: float = DEFAULT_MARGIN_S
 
     @property
     def adapter_id(self) -> str:
@@ -168,6 +178,8 @@ class AdapterConfig:
             fault_injection=self.fault_injection,
             group_size=len(self.peers) + 1,
             session_schedule=self.session_schedule,
+            delay_s=self.delay_s if self.delayed_line_endpoint else None,
+            purge_margin_s=self.purge_margin_s,
         )
 
     def __post_init__(self) -> None:
@@ -216,6 +228,18 @@ class AdapterConfig:
             raise ConfigError(
                 f"snapshot_interval_s must be >= {MIN_SNAPSHOT_INTERVAL_S}, got {self.snapshot_interval_s!r}"
             )
+        if self.delayed_line_endpoint is not None:
+            _check_endpoint("delayed_line_endpoint", self.delayed_line_endpoint)
+            if self.journal_dir is None:
+                raise ConfigError(
+                    "a delayed line is served from the journal: delayed_line_endpoint needs journal_dir"
+                )
+            if not self.delayed_line_endpoint.startswith(("tcp://", "ipc://", "inproc://")):
+                raise ConfigError(
+                    f"delayed_line_endpoint {self.delayed_line_endpoint!r} must be tcp:// (or ipc://): only "
+                    "CURVE keeps delayed-only subscribers off the real-time stream, and it does not cover "
+                    "multicast"
+                )
         if self.replay_max_bytes < self.max_packet_bytes:
             raise ConfigError(
                 f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"

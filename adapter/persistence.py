@@ -15,9 +15,10 @@ from typing import Any
 
 from feedha.adapter.access import LINE
 from feedha.adapter.config import AdapterConfig
-from feedha.adapter.core import AdapterCore, JournalRecords, WriteCheckpoint
-from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter
+from feedha.adapter.core import AdapterCore, JournalControl, JournalRecords, WriteCheckpoint
+from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter, Record
 from feedha.adapter.journal.checkpoint import CheckpointStore
+from feedha.adapter.journal.reader import Tail
 from feedha.adapter.journal.segment import list_segments
 from feedha.adapter.journal.term import read_term, write_term
 from feedha.adapter.replay import ReplayLimits, ReplayService
@@ -48,6 +49,7 @@ class JournalKeeper:
         self.writer: JournalWriter | None = None
         self.replay: ReplayServer | None = None
         self.snapshots: SnapshotLoop | None = None
+        self._tail: Tail | None = None  # the delayed line's reader
         self.flush_request = FlushRequest(self._flush)
 
     def __repr__(self) -> str:
@@ -75,6 +77,9 @@ class JournalKeeper:
             journal_last_msg_seq=max(writer.last_msg_seq, 0),
             term=read_term(self._dir),
         )
+        line = core.delayed.line
+        if line is not None:  # after a restart, what was due while it was down is not sent again
+            core.delayed.start_at(JournalReader(self._dir).seek_time(time.time_ns() - line.delay_ns))
         if cfg.replay_endpoint:
             service = ReplayService(
                 JournalReader(self._dir),
@@ -85,10 +90,17 @@ class JournalKeeper:
                 bounds=self._bounds,
                 before_read=self._ask_flush,
                 images=self._images(),
+                purges=core.delayed.desk.book,
+                delay_ns=None if line is None else line.delay_ns,
             )
-            secure = None if self._guard is None else self._guard.secure
+            guard = self._guard
             self.replay = ReplayServer(
-                cfg.replay_endpoint, service, lambda: core.sync.term, ReplayLimits(), secure=secure
+                cfg.replay_endpoint,
+                service,
+                lambda: core.sync.term,
+                ReplayLimits(),
+                secure=None if guard is None else guard.secure,
+                delayed_only=None if guard is None or guard.keys is None else guard.table.is_delayed_only,
             )
             self.replay.start()
         if cfg.snapshot_endpoint:
@@ -138,6 +150,19 @@ class JournalKeeper:
             records.payloads,
         )
 
+    def append_control(self, action: JournalControl) -> None:
+        """Write a control record (a purge) into the group-commit buffer."""
+        assert self.writer is not None
+        self.writer.append_control(action.flags, action.time_ns, action.payload)
+
+    def read_delayed(self, from_seq: int) -> tuple[list[Record], bool]:
+        """The next records for the delayed line from ``from_seq`` (a bounded batch); whether that is all."""
+        if self._tail is None or self._tail.next_seq != from_seq:
+            if self._tail is not None:
+                self._tail.close()
+            self._tail = JournalReader(self._dir).tail(from_seq)
+        return self._tail.poll()
+
     def checkpoint(self, checkpoint: WriteCheckpoint) -> None:
         """Write a checkpoint, then apply retention (recovery never needs a segment deleted after one)."""
         assert self.writer is not None
@@ -160,6 +185,8 @@ class JournalKeeper:
     def close(self) -> None:
         if self.snapshots is not None:
             self.snapshots.stop()
+        if self._tail is not None:
+            self._tail.close()
         if self.replay is not None:
             self.replay.stop()
         if self.writer is not None:

@@ -6,6 +6,12 @@ reads the journal through an injected reader; the runner owns the socket.
 A session-boundary record goes back as the line carried it: alone in its
 packet, with the end-of-session flag. A snapshot request (kind 3) is answered
 with parts of the channel's image (:mod:`adapter.snapshot`).
+
+Both range kinds honour purges: a purged message goes out as a tombstone
+block in its place. A *delayed range* (kind 2) is served only as far as the
+delay has passed -- what the delayed line has had time to send -- and with
+``FLAG_DELAYED`` on its packets; a key entitled to delayed data only may ask
+for nothing else (``NOT_ENTITLED``).
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from google.protobuf.message import DecodeError
+
+from feedha.adapter.core.purge import PurgeBook, tombstone_block
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
 from feedha.adapter.snapshot import ImageBuilder
-from feedha.proto import wire
+from feedha.proto import market_pb2, wire
 from feedha.proto.replay import (
     MAX_PACKETS,
     ReplayProtocolError,
@@ -39,6 +48,8 @@ class RecordLike(Protocol):
 
     @property
     def msg_seq(self) -> int: ...
+    @property
+    def time_ns(self) -> int: ...
     @property
     def source_stream(self) -> int: ...
     @property
@@ -66,6 +77,9 @@ class ReplayCounters:
     errors: int = 0
     busy: int = 0
     images: int = 0  # snapshot requests answered with parts of an image
+    not_entitled: int = 0  # real-time requests from keys entitled to delayed data only
+    delayed: int = 0  # delayed-range requests answered
+    tombstones: int = 0  # purged messages sent as tombstones
 
 
 # A gap a client fills is small; a resume pages through 1 MiB replies. A reply
@@ -174,6 +188,8 @@ class ReplayService:
             short of what the journal's writer holds, so the owner can flush
             records its writer still buffers; the read is then done again.
         images: builds the channel's images for snapshot requests (``None``: refused).
+        purges: the adapter's purge book (read from the service's thread); ``None``: none.
+        delay_ns: the delayed line's delay (``None``: no delayed stream: delayed ranges are refused).
     """
 
     def __init__(
@@ -187,6 +203,8 @@ class ReplayService:
         bounds: Callable[[], tuple[int, int]],
         before_read: Callable[[int], None] | None = None,
         images: ImageBuilder | None = None,
+        purges: PurgeBook | None = None,
+        delay_ns: int | None = None,
     ) -> None:
         if max_bytes < max_packet_bytes:
             raise ValueError(f"max_bytes ({max_bytes}) must hold one packet ({max_packet_bytes})")
@@ -198,6 +216,8 @@ class ReplayService:
         self._bounds = bounds
         self._before_read = before_read
         self._images = images
+        self._purges = purges
+        self._delay_ns = delay_ns
         self.counters = ReplayCounters()
 
     def __repr__(self) -> str:
@@ -207,13 +227,17 @@ class ReplayService:
             f"unavailable={c.unavailable}]>"
         )
 
-    def answer(self, frames: Sequence[bytes], *, term: int, send_time_ns: int) -> list[bytes]:
+    def answer(
+        self, frames: Sequence[bytes], *, term: int, send_time_ns: int, delayed_only: bool = False
+    ) -> list[bytes]:
         """Answer one request message.
 
         Args:
             frames: the ZeroMQ message as the ROUTER received it (envelope, then the body).
             term: this adapter's term (stamped on the packets).
-            send_time_ns: the send time stamped on the packets.
+            send_time_ns: the send time stamped on the packets, and the clock a delayed
+                range is served by (what is past its delay at this time).
+            delayed_only: the asking key is entitled to delayed data only.
 
         Returns:
             The reply message: the envelope, the status frame, the packets.
@@ -225,10 +249,9 @@ class ReplayService:
         except ReplayProtocolError as exc:
             self.counters = _bump(c, requests=1, errors=1)
             return envelope + [self._status(ReplayStatus.BAD_REQUEST, None, str(exc))]
-        if request.channel != self._channel:
-            self.counters = _bump(c, requests=1, errors=1)
-            message = f"this service serves channel {self._channel}, not {request.channel}"
-            return envelope + [self._status(ReplayStatus.WRONG_CHANNEL, request, message)]
+        refusal = self._refusal(request, delayed_only)
+        if refusal is not None:
+            return envelope + [refusal]
         if request.is_snapshot:
             return envelope + self._answer_snapshot(request, now=send_time_ns / 1e9)
         try:
@@ -239,19 +262,16 @@ class ReplayService:
                 packets, through, short = self._collect(request, term=term, send_time_ns=send_time_ns)
         except Exception as exc:  # a damaged journal must not take the adapter down
             logger.warning("replay of %r failed: %s", request, exc)
-            self.counters = _bump(c, requests=1, errors=1)
+            self.counters = _bump(self.counters, requests=1, errors=1)
             return envelope + [self._status(ReplayStatus.ERROR, request, f"journal read failed: {exc}")]
         if not packets:
-            oldest, newest = self._bounds()
-            held = f"{oldest}..{newest}" if newest else "nothing"
-            message = (
-                f"msg_seq {request.first_seq}..{request.last_seq} of channel {self._channel} "
-                f"is not in this journal (it holds {held})"
-            )
-            self.counters = _bump(c, requests=1, unavailable=1)
-            return envelope + [self._status(ReplayStatus.UNAVAILABLE, request, message)]
+            self.counters = _bump(self.counters, requests=1, unavailable=1)
+            return envelope + [self._status(ReplayStatus.UNAVAILABLE, request, self._unavailable(request))]
         messages = sum(wire.decode_header(p).count for p in packets)
-        self.counters = _bump(c, requests=1, messages=messages, packets=len(packets))
+        delayed = 1 if request.is_delayed else 0
+        self.counters = _bump(
+            self.counters, requests=1, messages=messages, packets=len(packets), delayed=delayed
+        )
         return (
             envelope
             + [self._status(ReplayStatus.OK, request, "", through=through, count=len(packets))]
@@ -295,6 +315,32 @@ class ReplayService:
         status = self._status(ReplayStatus.OK, request, "", through=image.msg_seq, count=len(parts))
         return [status, *parts]
 
+    def _refusal(self, request: ReplayRequest, delayed_only: bool) -> bytes | None:
+        c = self.counters
+        if request.channel != self._channel:
+            self.counters = _bump(c, requests=1, errors=1)
+            message = f"this service serves channel {self._channel}, not {request.channel}"
+            return self._status(ReplayStatus.WRONG_CHANNEL, request, message)
+        if delayed_only and not request.is_delayed:
+            self.counters = _bump(c, requests=1, not_entitled=1)
+            message = "this key is entitled to delayed data only: ask for a delayed range (kind 2)"
+            return self._status(ReplayStatus.NOT_ENTITLED, request, message)
+        if request.is_delayed and self._delay_ns is None:
+            self.counters = _bump(c, requests=1, unavailable=1)
+            return self._status(ReplayStatus.UNAVAILABLE, request, "this adapter serves no delayed stream")
+        return None
+
+    def _unavailable(self, request: ReplayRequest) -> str:
+        oldest, newest = self._bounds()
+        held = f"{oldest}..{newest}" if newest else "nothing"
+        first, last, channel = request.first_seq, request.last_seq, self._channel
+        if request.is_delayed:
+            return (
+                f"msg_seq {first}..{last} of channel {channel} is not on the delayed stream: not yet "
+                f"past its delay, or not in this journal (it holds {held})"
+            )
+        return f"msg_seq {first}..{last} of channel {channel} is not in this journal (it holds {held})"
+
     def busy(self, frames: Sequence[bytes]) -> list[bytes]:
         """The cheap reply to a request over its peer's or the service's budget (BUSY: ask later)."""
         self.counters = _bump(self.counters, requests=1, busy=1)
@@ -317,30 +363,37 @@ class ReplayService:
         short = False
         last_packed = request.first_seq - 1
         newest_read = request.first_seq - 1
+        flags = wire.FLAG_RETRANSMISSION | (wire.FLAG_DELAYED if request.is_delayed else 0)
+        # A delayed range stops at the first message whose delay has not passed.
+        due_before = send_time_ns - self._delay_ns if request.is_delayed and self._delay_ns else None
 
-        def seal(flags: int = 0) -> None:
+        def seal(extra: int = 0) -> None:
             nonlocal total
             packet = builder.build(
                 channel=self._channel,
                 adapter=self._adapter,
                 term=term,
                 send_time_ns=send_time_ns,
-                flags=wire.FLAG_RETRANSMISSION | flags,
+                flags=flags | extra,
             )
             packets.append(packet)
             total += len(packet)
 
         for record in self._journal.read(request.first_seq, request.last_seq):
+            if due_before is not None and record.time_ns > due_before:
+                through = last_packed
+                break
             newest_read = record.msg_seq
-            size = wire.BLOCK_OVERHEAD + len(record.payload)
+            stream, source_seq, payload = self._block(record)
+            size = wire.BLOCK_OVERHEAD + len(payload)
             boundary = record.flags & RECORD_SESSION_BOUNDARY
             contiguous = builder.count and record.msg_seq == builder.first_seq + builder.count
-            if builder.count and (boundary or not contiguous or not builder.fits(len(record.payload))):
+            if builder.count and (boundary or not contiguous or not builder.fits(len(payload))):
                 seal()
             if total + wire.HEADER_SIZE + size > self._max_bytes or len(packets) >= MAX_PACKETS:
                 through = last_packed
                 break
-            builder.add(record.msg_seq, record.source_stream, record.source_seq, record.payload)
+            builder.add(record.msg_seq, stream, source_seq, payload)
             last_packed = record.msg_seq
             if boundary:  # the end-of-session block goes alone, flagged, as on the line
                 seal(wire.FLAG_END_OF_SESSION)
@@ -353,6 +406,19 @@ class ReplayService:
         if builder.count:
             seal()
         return packets, max(min(through, request.last_seq), request.first_seq - 1), short
+
+    def _block(self, record: RecordLike) -> tuple[int, int, bytes]:
+        # A purged message goes out as a tombstone, on either stream: retransmission honours purges.
+        purges = self._purges
+        entry = None if purges is None or not len(purges) else purges.covering(record.msg_seq)
+        if entry is None or record.flags & RECORD_SESSION_BOUNDARY:  # a purge never takes a session's end
+            return record.source_stream, record.source_seq, record.payload
+        self.counters = _bump(self.counters, tombstones=1)
+        try:
+            symbol = market_pb2.MarketUpdate.FromString(record.payload).symbol
+        except DecodeError:
+            symbol = ""
+        return tombstone_block(symbol, record.source_seq, entry)
 
     def _status(
         self,

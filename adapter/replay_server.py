@@ -16,7 +16,9 @@ died. So the service runs on its own thread with its own ROUTER socket:
 * records the journal writer still holds in its group-commit buffer are
   invisible to readers: when a read comes up short of what the writer holds,
   the thread asks the adapter's loop to flush (:class:`FlushRequest`) and
-  waits a few milliseconds for it.
+  waits a few milliseconds for it;
+* with CURVE, each request comes with the key that sent it (ZAP's User-Id):
+  a key entitled to delayed data only is answered delayed ranges only.
 
 The adapter's term is read from a callable (a plain attribute read).
 """
@@ -92,6 +94,8 @@ class ReplayServer:
         term: the adapter's current term (read on the thread; must be quick).
         limits: per-peer and total request and byte rates.
         secure: makes the socket a CURVE server before it binds (``None``: an open socket).
+        delayed_only: whether a CURVE key (Z85) may have delayed data only (``None``: no CURVE,
+            nobody is told apart).
     """
 
     def __init__(
@@ -102,8 +106,10 @@ class ReplayServer:
         limits: ReplayLimits,
         *,
         secure: Callable[[zmq.Socket[bytes], str], None] | None = None,
+        delayed_only: Callable[[str], bool] | None = None,
     ) -> None:
         self._endpoint = endpoint
+        self._delayed_only = delayed_only
         self._service = service
         self._term = term
         self._limits = limits
@@ -184,15 +190,21 @@ class ReplayServer:
     def _serve_ready(self, sock: zmq.Socket[bytes]) -> None:
         for _ in range(64):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                received = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
             self.requests += 1
             now = time.monotonic()
+            frames = [frame.bytes for frame in received]
             peer = frames[0] if frames else b""
             try:
                 if self._limits.admit(peer, now=now):
-                    reply = self._service.answer(frames, term=self._term(), send_time_ns=time.time_ns())
+                    reply = self._service.answer(
+                        frames,
+                        term=self._term(),
+                        send_time_ns=time.time_ns(),
+                        delayed_only=self._is_delayed_only(received[-1]),
+                    )
                     self._limits.charge(peer, sum(map(len, reply)), now=now)
                 else:
                     self.refused += 1
@@ -202,3 +214,14 @@ class ReplayServer:
                 self.refused += 1  # the peer does not read its replies: its queue is full, drop this one
             except Exception:  # a bug must cost one request, never the service
                 logger.exception("replay request failed")
+
+    def _is_delayed_only(self, frame: zmq.Frame) -> bool:
+        # ZAP put the CURVE key that sent the request on its frames (pyzmq's authenticator
+        # reports the Z85 key as the user id).
+        if self._delayed_only is None:
+            return False
+        try:
+            key = frame.get("User-Id")
+        except zmq.ZMQError:
+            return True  # no key known: the least
+        return self._delayed_only(key if isinstance(key, str) else "")

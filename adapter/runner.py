@@ -27,6 +27,7 @@ multicast line they are then also sealed in the cryptographic sense
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -37,7 +38,7 @@ import psutil
 import zmq
 
 from feedha import transport
-from feedha.adapter.access import LINE, REPLAY
+from feedha.adapter.access import DELAYED, LINE, REPLAY
 from feedha.adapter.admin_link import AccessChange, AdminLink, SealChange
 from feedha.adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
@@ -53,17 +54,21 @@ from feedha.adapter.conversion import ConverterTable, make_engine
 from feedha.adapter.core import (
     Action,
     AdapterCore,
+    CommandDone,
+    JournalControl,
     JournalRecords,
     Publish,
+    PublishDelayed,
     Quarantine,
     RecordTerm,
     SendSync,
     Status,
     WriteCheckpoint,
 )
-from feedha.adapter.core.commands import ControlError, decode_request, encode_reply
+from feedha.adapter.core.commands import Command, ControlError, Purge, decode_request, encode_reply
 from feedha.adapter.core.health import MachineSample
 from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
+from feedha.adapter.delayed_line import DelayedLineSocket
 from feedha.adapter.journal.quarantine import QuarantineFile
 from feedha.adapter.line_seal import LineSeal
 from feedha.adapter.metrics import AdapterMetrics
@@ -105,6 +110,10 @@ class AdapterRunner:
         self._next_machine_sample = 0.0
         self._line_bound = True
         self.line_bytes = 0  # packet bytes handed to the line socket
+        self.delayed_line: DelayedLineSocket | None = None
+        self._control_waiting = ""  # the control socket's deferred reply (a purge waiting for acks)
+        self._all_pollers: tuple[zmq.Poller, ...] = ()
+        self._commands_seen = 0
         self.metrics = AdapterMetrics(config)
 
     def __repr__(self) -> str:
@@ -147,6 +156,8 @@ class AdapterRunner:
                 self.journal.close()
             if self._quarantine is not None:
                 self._quarantine.close()
+            if self.delayed_line is not None:
+                self.delayed_line.close()
             self.guard.stop()
             self.metrics.close()
 
@@ -185,6 +196,9 @@ class AdapterRunner:
         if cfg.control_endpoint:
             self._control = self._socket(zmq.REP, rcvhwm=100, max_message=CONTROL_MAX_REQUEST_BYTES)
             self._control.bind(cfg.control_endpoint)
+        if cfg.delayed_line_endpoint is not None and self.journal is not None:
+            self.delayed_line = DelayedLineSocket(cfg, self.guard, self.journal)
+            self.delayed_line.open()
 
     def _open_line(self, *, bind: bool = True) -> zmq.Socket[bytes]:
         cfg = self.config
@@ -208,6 +222,10 @@ class AdapterRunner:
                     self.journal.snapshots.rebind()  # it serves the line's subscribers too
             elif where == REPLAY and self.journal is not None and self.journal.replay is not None:
                 self.journal.replay.rebind()
+            elif where == DELAYED and self.delayed_line is not None:
+                self.delayed_line.rebind()
+        if self.delayed_line is not None:
+            self.delayed_line.retry_bind()
         if not self._line_bound:  # until then packets go nowhere: subscribers fill from the other lines
             self._line_bound = transport.bind_again(self._line, self.config.line_endpoint)
             if not self._line_bound:
@@ -227,6 +245,7 @@ class AdapterRunner:
     def _loop(self, stop: threading.Event) -> None:
         core = self.core
         with_source, without_source = self._pollers()
+        self._all_pollers = (with_source, without_source)
         while not stop.is_set():
             now = time.monotonic()
             poller = with_source if core.reads_source(now) else without_source
@@ -258,7 +277,10 @@ class AdapterRunner:
                 elif isinstance(command, SealChange):
                     self.seal.use(command.key)
                 else:
-                    self._carry_out(core.on_command(command, now=now, wall_ns=time.time_ns())[1])
+                    reply, actions = core.on_command(command, now=now, wall_ns=time.time_ns())
+                    self._carry_out(actions)
+                    if isinstance(command, Purge) and not reply.get("deferred"):
+                        self._admin.report(command.command_id, reply)
         if self._source in ready:
             self._drain_source()
             # Heartbeats that arrived while we converted must count before
@@ -276,7 +298,10 @@ class AdapterRunner:
                 MachineSample(available_memory_mb=memory, cpu_percent=self._process.cpu_percent(None))
             )
             self.metrics.observe(self, now)
-        self._carry_out(self.core.on_tick(now=now, wall_ns=time.time_ns()))
+        wall_ns = time.time_ns()
+        if self.delayed_line is not None:
+            self.delayed_line.feed(self.core, wall_ns=wall_ns)
+        self._carry_out(self.core.on_tick(now=now, wall_ns=wall_ns))
         self._rebind(now)
         if self._admin is not None:
             self._admin.view = self.core.sync_view()
@@ -313,17 +338,43 @@ class AdapterRunner:
 
     def _serve_control(self) -> None:
         assert self._control is not None
+        if self._control_waiting:
+            return  # a REP answers before it reads again: the deferred reply comes first
         request = self._control.recv()
         try:
-            command = decode_request(request)
+            command: Command = decode_request(request)
         except ControlError as exc:
             reply: dict[str, Any] = {"ok": False, "error": f"bad request: {exc}"}
         else:
+            if isinstance(command, Purge):
+                self._commands_seen += 1
+                command = dataclasses.replace(command, command_id=f"control-{self._commands_seen}")
             reply, actions = self.core.on_command(command, now=time.monotonic(), wall_ns=time.time_ns())
+            if reply.get("deferred") and isinstance(command, Purge):
+                self._defer_control(command.command_id)
+                self._carry_out(actions)
+                return
             self._carry_out(actions)
             if "role" in reply:
                 reply = {**self.status(), **reply}
         self._control.send(encode_reply(reply))
+
+    def _defer_control(self, command_id: str) -> None:
+        # The reply comes with a CommandDone (the backups' acks): stop polling the REP socket
+        # until then, or a waiting request would wake the loop for nothing, turn after turn.
+        assert self._control is not None
+        self._control_waiting = command_id
+        for poller in self._all_pollers:
+            poller.unregister(self._control)
+
+    def _command_done(self, action: CommandDone) -> None:
+        if action.command_id == self._control_waiting and self._control is not None:
+            self._control_waiting = ""
+            self._control.send(encode_reply(action.reply))
+            for poller in self._all_pollers:
+                poller.register(self._control, zmq.POLLIN)
+        elif self._admin is not None:
+            self._admin.report(action.command_id, action.reply)
 
     # ---- actions -------------------------------------------------------------------------
 
@@ -345,6 +396,14 @@ class AdapterRunner:
             elif type(action) is WriteCheckpoint:
                 assert self.journal is not None
                 self.journal.checkpoint(action)
+            elif type(action) is PublishDelayed:
+                if self.delayed_line is not None:
+                    self.delayed_line.send(action.packet)
+            elif type(action) is JournalControl:
+                assert self.journal is not None
+                self.journal.append_control(action)
+            elif type(action) is CommandDone:
+                self._command_done(action)
             elif type(action) is Status:
                 self._status(action.event, **action.fields)
             elif type(action) is RecordTerm and self.journal is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,7 +22,7 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
-from feedha.adapter.access import LINE, REPLAY, SYNC, AccessTable
+from feedha.adapter.access import DELAYED, LINE, REPLAY, SYNC, AccessTable, Grant
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.errors import ConfigError
 
@@ -131,7 +132,7 @@ class Gatekeeper:
     def __init__(self, context: zmq.Context[Any], table: AccessTable, sync_public: bytes | None) -> None:
         self.table = table
         self._sync_public = sync_public
-        self.refused: dict[str, int] = {LINE: 0, REPLAY: 0, SYNC: 0}
+        self.refused: dict[str, int] = {LINE: 0, DELAYED: 0, REPLAY: 0, SYNC: 0}
         self._auth = ThreadAuthenticator(context, log=logging.getLogger("feedha.adapter.zap.auth"))
 
     def __repr__(self) -> str:
@@ -139,7 +140,7 @@ class Gatekeeper:
 
     def start(self) -> None:
         self._auth.start()
-        for domain in (LINE, REPLAY, SYNC):
+        for domain in (LINE, DELAYED, REPLAY, SYNC):
             self._auth.configure_curve_callback(domain, credentials_provider=self)
 
     def stop(self) -> None:
@@ -237,15 +238,15 @@ class DataPlaneGuard:
         sub.curve_publickey = self.sync_keys.public
         sub.curve_serverkey = self.sync_keys.public
 
-    def on_access(self, grants: list[tuple[str, int]], *, revoke: bool, replace: bool, now: float) -> None:
+    def on_access(self, grants: Sequence[Grant], *, revoke: bool, replace: bool, now: float) -> None:
         """The admin server granted or revoked subscriber keys (``replace``: these are all)."""
         if revoke:
-            self._schedule(self.table.revoke(key for key, _expires in grants), now)
+            self._schedule(self.table.revoke(grant[0] for grant in grants), now)
         elif replace:
             self._schedule(self.table.replace(grants), now)
         else:
-            for key, expires in grants:
-                self.table.grant(key, expires)
+            for grant in grants:
+                self._schedule(self.table.grant(*grant), now)
 
     def due_rebinds(self, *, now: float, now_ns: int) -> set[str]:
         """The sockets to bind afresh now (revoked or expired keys were connected to them)."""

@@ -44,14 +44,17 @@ from feedha.proto.registry import (
     AdapterRegistration,
     AdapterStatus,
     Command,
+    CommandResult,
     command_from_proto,
     registration_to_proto,
+    result_to_proto,
     status_to_proto,
 )
 
 logger = logging.getLogger(__name__)
 
 STATUS_INTERVAL_S: Final = 1.0
+RESULTS_QUEUED: Final = 256  # command results waiting for the stream (the oldest go first when full)
 RECONNECT_INITIAL_S: Final = 0.2
 RECONNECT_MAX_S: Final = 5.0
 # The server refused this adapter's key or registration (not a network problem).
@@ -122,6 +125,7 @@ class RegistryAgent:
         self.interval_s = interval_s
         self._reconnect = (reconnect_initial_s, reconnect_max_s)
         self._task: asyncio.Task[None] | None = None
+        self._results: asyncio.Queue[CommandResult] | None = None  # made on the agent's loop
         self.is_connected = False
         self.connections = 0
         self.commands_received = 0
@@ -133,6 +137,17 @@ class RegistryAgent:
             f"<RegistryAgent {self.registration.adapter_id} [{state}, connections={self.connections}, "
             f"commands={self.commands_received}]>"
         )
+
+    def report_result(self, result: CommandResult) -> None:
+        """Send a command's result to the server (call on the agent's loop; sent on the live stream).
+
+        Results wait while the stream is down, at most ``RESULTS_QUEUED`` (the oldest are dropped).
+        """
+        if self._results is None:
+            self._results = asyncio.Queue(RESULTS_QUEUED)
+        if self._results.full():
+            self._results.get_nowait()
+        self._results.put_nowait(result)
 
     def start(self) -> None:
         """Start the background task (idempotent). Returns at once."""
@@ -204,21 +219,36 @@ class RegistryAgent:
             try:
                 while not reader.done():
                     snapshot = self._snapshot()
-                    if snapshot is not None:
-                        try:
+                    try:
+                        if snapshot is not None:
                             await call.write(admin_pb2.ConnectRequest(status=status_to_proto(snapshot)))
-                        except asyncio.InvalidStateError:
-                            # The call ended (server gone) after the reader's last check:
-                            # the reader holds the reason, await it below.
-                            break
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(reader), self.interval_s)
+                        await self._send_results(call, reader)
+                    except asyncio.InvalidStateError:
+                        # The call ended (server gone) after the reader's last check:
+                        # the reader holds the reason, await it below.
+                        break
                 await reader  # re-raise what ended the stream
             finally:
                 reader.cancel()
                 with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                     await reader
                 call.cancel()
+
+    async def _send_results(self, call: grpc.aio.StreamStreamCall, reader: asyncio.Task[None]) -> None:
+        # Until the next status report is due: send each command result as it comes.
+        if self._results is None:
+            self._results = asyncio.Queue(RESULTS_QUEUED)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.interval_s
+        while not reader.done() and (remaining := deadline - loop.time()) > 0:
+            getter = asyncio.ensure_future(self._results.get())
+            await asyncio.wait({getter, reader}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getter
+            if getter.done() and not getter.cancelled():
+                await call.write(admin_pb2.ConnectRequest(result=result_to_proto(getter.result())))
 
     def _snapshot(self) -> AdapterStatus | None:
         try:

@@ -13,12 +13,16 @@ close the difference; the first commands after an adapter (re)connects
 replace its whole table. So every way of losing access -- a cancelled
 subscription, a policy change, a token that expired without a new login -- is
 the same thing: the key drops out of the desired set, and the next
-reconciliation (at every change, and every second) revokes it. Pure.
+reconciliation (at every change, and every second) revokes it. A key whose
+subscription reaches a channel by delayed routes only is granted *delayed
+only*: the channel's adapters then admit it to their delayed lines and
+delayed replays, never to their real-time lines. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeAlias
 
 from feedha.admin_server.errors import AdminError
 from feedha.admin_server.store import SubscriptionRecord
@@ -26,14 +30,15 @@ from feedha.proto.registry import AccessGrant, Command, CommandKind
 
 __all__ = ["Grants", "desired_grants", "entitled_subscriptions", "plan_commands"]
 
-Grants = dict[str, int]  # curve public key -> expires_at_ns
+Grants: TypeAlias = dict[str, tuple[int, bool]]  # curve public key -> (expires_at_ns, delayed_only)
+Reach: TypeAlias = Mapping[str, bool]  # channel name -> reached by delayed routes only
 
 
 def desired_grants(
     subscriptions: Iterable[SubscriptionRecord],
     *,
     now: float,
-    channels_for: Callable[[SubscriptionRecord], Iterable[str]],
+    channels_for: Callable[[SubscriptionRecord], Reach],
 ) -> dict[str, Grants]:
     """Channel name -> the keys that may connect to its lines and replay services now.
 
@@ -41,25 +46,29 @@ def desired_grants(
         subscriptions: every stored subscription.
         now: wall-clock seconds.
         channels_for: the channels a subscription's routes reach under the current
-            policy (raises an ``AdminError`` when its owner is no longer entitled).
+            policy, each with whether only delayed routes reach it (raises an
+            ``AdminError`` when its owner is no longer entitled).
     """
     grants: dict[str, Grants] = {}
     keyed = (sub for sub in subscriptions if sub.curve_key)
     for sub, channels in _reach(keyed, now=now, channels_for=channels_for):
         expires_ns = int(sub.valid_until * 1e9)
-        for channel in channels:
+        for channel, delayed_only in channels.items():
             keys = grants.setdefault(channel, {})
-            keys[sub.curve_key] = max(keys.get(sub.curve_key, 0), expires_ns)
+            old_expires, old_delayed = keys.get(sub.curve_key, (0, True))
+            keys[sub.curve_key] = (max(old_expires, expires_ns), old_delayed and delayed_only)
     return grants
 
 
-def plan_commands(told: Mapping[str, int] | None, wanted: Mapping[str, int], *, reason: str) -> list[Command]:
+def plan_commands(told: Grants | None, wanted: Grants, *, reason: str) -> list[Command]:
     """The commands that bring an adapter from what it was ``told`` (``None``: nothing yet) to ``wanted``."""
     if told is None:
-        grants = tuple(AccessGrant(key, expires) for key, expires in sorted(wanted.items()))
+        grants = tuple(AccessGrant(key, *grant) for key, grant in sorted(wanted.items()))
         return [Command(kind=CommandKind.GRANT, grants=grants, replace_grants=True, reason=reason)]
     commands = []
-    changed = tuple(AccessGrant(key, exp) for key, exp in sorted(wanted.items()) if told.get(key) != exp)
+    changed = tuple(
+        AccessGrant(key, *grant) for key, grant in sorted(wanted.items()) if told.get(key) != grant
+    )
     if changed:
         commands.append(Command(kind=CommandKind.GRANT, grants=changed, reason=reason))
     gone = tuple(AccessGrant(key) for key in sorted(told) if key not in wanted)
@@ -72,7 +81,7 @@ def entitled_subscriptions(
     subscriptions: Iterable[SubscriptionRecord],
     *,
     now: float,
-    channels_for: Callable[[SubscriptionRecord], Iterable[str]],
+    channels_for: Callable[[SubscriptionRecord], Reach],
 ) -> dict[str, set[str]]:
     """Channel name -> the subscriptions entitled to it in real time now (whatever their keys).
 
@@ -81,8 +90,9 @@ def entitled_subscriptions(
     """
     entitled: dict[str, set[str]] = {}
     for sub, channels in _reach(subscriptions, now=now, channels_for=channels_for):
-        for channel in channels:
-            entitled.setdefault(channel, set()).add(sub.subscription_id)
+        for channel, delayed_only in channels.items():
+            if not delayed_only:
+                entitled.setdefault(channel, set()).add(sub.subscription_id)
     return entitled
 
 
@@ -90,14 +100,14 @@ def _reach(
     subscriptions: Iterable[SubscriptionRecord],
     *,
     now: float,
-    channels_for: Callable[[SubscriptionRecord], Iterable[str]],
-) -> Iterator[tuple[SubscriptionRecord, list[str]]]:
-    """Each subscription whose token still stands, with the channels it reaches in real time."""
+    channels_for: Callable[[SubscriptionRecord], Reach],
+) -> Iterator[tuple[SubscriptionRecord, Reach]]:
+    """Each subscription whose token still stands, with the channels its routes reach."""
     for sub in subscriptions:
         if sub.valid_until <= now:
             continue
         try:
-            channels = list(channels_for(sub))
+            channels = channels_for(sub)
         except AdminError:
             continue  # no longer entitled: no access
         yield sub, channels

@@ -121,6 +121,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             allowed = self._hub.has_role(principal, "admin")
         if not allowed:
             logger.warning("user %s denied %s (needs role %s)", principal.user, method, role)
+            counters = self._hub.counters
+            counters.count(counters.denied, method.rsplit("/", 1)[-1])
             denied = PermissionDeniedError(
                 f"user {principal.user!r} lacks the {role} role for {method}",
                 reason="ROLE_REQUIRED",

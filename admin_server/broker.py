@@ -8,8 +8,9 @@ time and others delayed). Every requested item must be entitled, or the
 whole request fails with :class:`PermissionDeniedError` naming the items.
 A symbol maps to the channels whose letter range holds its first letter; a
 pattern that starts with a wildcard maps to every channel. A delayed route
-carries no lines: the lines and replay services are real time, and whoever
-is entitled only to delayed data must not be told where they are. Pure: no I/O.
+(delayed-only symbols) carries the channel's *delayed* lines: the adapters'
+delayed line endpoints with their replay services (which answer such a
+subscriber delayed ranges only); it never names a real-time line. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class Route:
     channel: ChannelConfig
     lines: tuple[LineView, ...]
     symbols: tuple[str, ...]
-    delayed: bool  # then ``lines`` is empty
+    delayed: bool  # then ``lines`` are the adapters' delayed lines
     seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
 
 
@@ -99,12 +100,15 @@ def channels_for(item: str, channels: Iterable[ChannelConfig]) -> list[ChannelCo
     return [c for c in channels if c.covers(item)]
 
 
-def line_views(records: Iterable[AdapterRecord]) -> tuple[LineView, ...]:
-    """Registry records as subscriber-facing lines (order kept: active first)."""
+def line_views(records: Iterable[AdapterRecord], *, delayed: bool = False) -> tuple[LineView, ...]:
+    """Registry records as subscriber-facing lines (order kept: active first).
+
+    With ``delayed``: the adapters' delayed lines (adapters that serve none are left out).
+    """
     return tuple(
         LineView(
             adapter_id=r.adapter_id,
-            line_endpoint=r.registration.line_endpoint,
+            line_endpoint=r.registration.delayed_line_endpoint if delayed else r.registration.line_endpoint,
             replay_endpoint=r.registration.replay_endpoint,
             role=r.status.role,
             term=r.status.term,
@@ -112,6 +116,7 @@ def line_views(records: Iterable[AdapterRecord]) -> tuple[LineView, ...]:
             curve_server_key=r.registration.curve_public_key,
         )
         for r in records
+        if not delayed or r.registration.delayed_line_endpoint
     )
 
 
@@ -122,6 +127,7 @@ def plan_routes(
     policy: Policy,
     channels: Sequence[ChannelConfig],
     lines: dict[str, tuple[LineView, ...]],
+    delayed_lines: dict[str, tuple[LineView, ...]] | None = None,
 ) -> list[Route]:
     """Decide the routes for a subscription.
 
@@ -131,6 +137,7 @@ def plan_routes(
         policy: the authorization policy.
         channels: the configured channels.
         lines: channel name -> its lines (from the registry).
+        delayed_lines: channel name -> its delayed lines (from the registry).
 
     Returns:
         One route per (channel, delayed) pair, in channel-number order.
@@ -165,12 +172,12 @@ def plan_routes(
             violations=_violations(items, unrouted, "SYMBOL_NOT_ROUTED", "no channel carries"),
         )
     by_name = {c.name: c for c in channels}
-    # A delayed route names no line and no replay service: both serve real time
-    # (a delayed stream is future work, issue 14).
+    delayed_lines = delayed_lines or {}
+    # A delayed route names the delayed lines only: a real-time line must never reach it.
     routes = [
         Route(
             channel=by_name[name],
-            lines=() if delayed else lines.get(name, ()),
+            lines=delayed_lines.get(name, ()) if delayed else lines.get(name, ()),
             symbols=tuple(symbols),
             delayed=delayed,
         )

@@ -11,7 +11,10 @@ Usage::
       throttle ADAPTER RATE            limit an adapter's rate (messages/s; 0 = no limit)
       session end CHANNEL [--reason T] end the channel's trading session now (its active proposes
                                        the boundary; every line rolls at the same msg_seq)
-      purge CHANNEL MESSAGE_ID         purge a pending delayed message (not supported yet)
+      purge CHANNEL MSG_SEQ [--to MSG_SEQ] --reason TEXT
+                                       purge messages still pending on the delayed line
+      purge CHANNEL --all-pending --reason TEXT
+                                       purge everything the delayed line has not reached
       watch [--count N]                live events
 
 The options before COMMAND may also follow it (``feedctl adapters --json``).
@@ -125,9 +128,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     end.add_argument("channel")
     end.add_argument("--reason", default="", help="for the audit log and the adapters' logs")
-    purge = sub.add_parser("purge", help="purge a pending delayed message (not supported yet)")
+    purge = sub.add_parser(
+        "purge",
+        help="purge messages still pending on a channel's delayed line",
+        description="Purge messages of CHANNEL that the delayed line has not sent yet: MSG_SEQ (through "
+        "--to), or everything pending (--all-pending). The channel's active adapter decides: a message "
+        "already delivered on the delayed line (or due within its margin) is refused, and the reply says "
+        "from which msg_seq on purges are still possible. Delayed subscribers get a Purged event (a "
+        "tombstone) in each purged message's place; retransmissions honour purges too. Audited.",
+    )
     purge.add_argument("channel")
-    purge.add_argument("message_id")
+    purge.add_argument("msg_seq", nargs="?", type=int, default=0, help="the first msg_seq to purge")
+    purge.add_argument("--to", type=int, default=0, metavar="MSG_SEQ", help="the last msg_seq (inclusive)")
+    purge.add_argument("--all-pending", action="store_true", help="everything the delayed line has not sent")
+    purge.add_argument("--reason", required=True, help="why (kept with the purge, shown to subscribers)")
     watch = sub.add_parser("watch", help="print live events")
     watch.add_argument("--count", type=int, default=0, help="stop after N events (0: forever)")
     settings.share_options(parser)
@@ -187,6 +201,28 @@ async def _command(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
     _print(args, rows, "\n".join(f"sent {r['command']} to {r['adapter']} (term {r['term']})" for r in rows))
 
 
+async def _purge(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
+    if args.all_pending == bool(args.msg_seq):
+        raise ValueError("give a MSG_SEQ (and --to) or --all-pending, not both or neither")
+    request = admin_pb2.PurgeRequest(
+        channel_name=args.channel,
+        first_msg_seq=args.msg_seq,
+        last_msg_seq=args.to,
+        all_pending=args.all_pending,
+        reason=args.reason,
+    )
+    reply = await stub.Purge(request, metadata=md, timeout=TIMEOUT_S)
+    data = json_format.MessageToDict(
+        reply, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    unconfirmed = list(reply.unconfirmed_adapter_ids)
+    span = f"msg_seq {reply.first_msg_seq}..{reply.last_msg_seq} ({reply.count} messages)"
+    text = f"purge {reply.purge_id}: {span} accepted by {reply.adapter_id}"
+    if unconfirmed:
+        text += f"; not yet confirmed by {', '.join(unconfirmed)}"
+    _print(args, data, text)
+
+
 async def _watch(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
     seen = 0
     async for event in stub.WatchEvents(admin_pb2.WatchEventsRequest(), metadata=md):
@@ -212,8 +248,7 @@ async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) 
         elif args.command in ("failover", "fail", "throttle", "session"):
             await _command(stub, args, md)
         elif args.command == "purge":
-            request = admin_pb2.PurgeRequest(channel_name=args.channel, message_id=args.message_id)
-            await stub.Purge(request, metadata=md, timeout=TIMEOUT_S)
+            await _purge(stub, args, md)
         elif args.command == "watch":
             await _watch(stub, args, md)
     return 0

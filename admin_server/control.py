@@ -11,12 +11,18 @@ import grpc
 
 from feedha.admin_server import convert, paging
 from feedha.admin_server.auth import current_principal
-from feedha.admin_server.errors import AdminError, InvalidArgumentError, NotImplementedYetError
+from feedha.admin_server.errors import AdminError, InvalidArgumentError
 from feedha.admin_server.hub import AdapterSession, Hub, HubEvent
+from feedha.admin_server.purging import PurgeSpec
 from feedha.admin_server.registry import Directive
 from feedha.admin_server.status import abort_with
 from feedha.proto import admin_pb2, admin_pb2_grpc
-from feedha.proto.registry import command_to_proto, registration_from_proto, status_from_proto
+from feedha.proto.registry import (
+    command_to_proto,
+    registration_from_proto,
+    result_from_proto,
+    status_from_proto,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +77,8 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
         async for report in request_iterator:
             if report.HasField("status"):
                 self._hub.report(session, status_from_proto(report.status))
+            elif report.HasField("result"):
+                self._hub.purges.on_result(session, result_from_proto(report.result))
             elif report.HasField("registration"):
                 logger.warning("adapter %s sent a second registration; ignored", session.adapter_id)
 
@@ -193,18 +201,26 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
     async def Purge(  # noqa: N802
         self, request: admin_pb2.PurgeRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.PurgeResponse:
-        """Purge a pending delayed message: not supported yet (the delayed stream comes later)."""
-        principal = current_principal()
-        self._hub.store.audit(
-            user=principal.user,
-            action="purge",
-            target=f"{request.channel_name}/{request.message_id}",
-            detail="refused: not supported yet",
-            now=self._hub.clock(),
+        """Purge messages pending on a channel's delayed line (the channel's active decides; audited)."""
+        spec = PurgeSpec(
+            channel=request.channel_name,
+            first_msg_seq=request.first_msg_seq,
+            last_msg_seq=request.last_msg_seq,
+            all_pending=request.all_pending,
+            reason=request.reason,
         )
-        await abort_with(
-            context,
-            NotImplementedYetError("purge is not supported yet: the delayed-data stream is not built"),
+        try:
+            outcome = await self._hub.purges.purge(current_principal(), spec)
+        except AdminError as exc:
+            await abort_with(context, exc)
+        return admin_pb2.PurgeResponse(
+            purge_id=outcome.purge_id,
+            first_msg_seq=outcome.first_msg_seq,
+            last_msg_seq=outcome.last_msg_seq,
+            count=outcome.count,
+            adapter_id=outcome.adapter_id,
+            confirmed_adapter_ids=outcome.confirmed,
+            unconfirmed_adapter_ids=outcome.unconfirmed,
         )
 
     async def WatchEvents(  # noqa: N802

@@ -160,6 +160,33 @@ class PreconditionError(AdminError):
     reason = "FAILED_PRECONDITION"
 
 
+class UnavailableError(AdminError):
+    """The target cannot answer now; retrying later helps (UNAVAILABLE, with a RetryInfo).
+
+    Attributes:
+        retry_after_s: how long to wait before trying again.
+    """
+
+    reason = "UNAVAILABLE"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_s: float = 1.0,
+        reason: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message, reason=reason, metadata=metadata)
+
+
+class ResourceExhaustedError(AdminError):
+    """Too many of something: requests, purges, pending calls (RESOURCE_EXHAUSTED)."""
+
+    reason = "RESOURCE_EXHAUSTED"
+
+
 class NotImplementedYetError(AdminError):
     """A call the API declares but the server does not do yet (UNIMPLEMENTED)."""
 

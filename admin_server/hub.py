@@ -33,6 +33,7 @@ from feedha.admin_server.errors import (
     PreconditionError,
 )
 from feedha.admin_server.policy import PolicyFile, Principal
+from feedha.admin_server.purging import PurgeDesk
 from feedha.admin_server.registry import Directive, Registry, RegistryEvent
 from feedha.admin_server.store import ApiKey, Lease, Store, SubscriptionRecord
 from feedha.proto.registry import AdapterRegistration, AdapterStatus, Command, CommandKind, is_curve_key
@@ -64,7 +65,9 @@ class HubCounters:
     routes_granted: int = 0
     policy_reloads: dict[str, int] = field(default_factory=dict)  # by result: ok, rejected
     registry_changes: dict[str, int] = field(default_factory=dict)  # by kind: registered, changed, down
-    commands: dict[str, int] = field(default_factory=dict)  # by action: failover, fail, throttle
+    commands: dict[str, int] = field(default_factory=dict)  # by action: failover, fail, throttle, purge
+    purges: dict[str, int] = field(default_factory=dict)  # by result: accepted, or the refusal's reason
+    denied: dict[str, int] = field(default_factory=dict)  # operator calls refused for the role, by method
 
     def count(self, table: dict[str, int], key: str, by: int = 1) -> None:
         table[key] = table.get(key, 0) + by
@@ -112,6 +115,7 @@ class Hub:
         self._sessions: dict[str, AdapterSession] = {}
         self.seals = sealing.SealRings()
         self.counters = HubCounters()
+        self.purges = PurgeDesk(self)
 
     def __repr__(self) -> str:
         return f"<Hub [{self.registry!r}, listeners={len(self._listeners)}, sessions={len(self._sessions)}]>"
@@ -199,9 +203,16 @@ class Hub:
 
     def routes(self, principal: Principal, symbols: Sequence[str]) -> list[broker.Route]:
         """Routes for symbols under the current policy and registry (see :func:`broker.plan_routes`)."""
-        lines = {name: broker.line_views(self.registry.lines(name)) for name in self.registry.channel_names()}
+        names = self.registry.channel_names()
+        lines = {name: broker.line_views(self.registry.lines(name)) for name in names}
+        delayed = {name: broker.line_views(self.registry.lines(name), delayed=True) for name in names}
         routes = broker.plan_routes(
-            principal, symbols, policy=self.policy_file.policy, channels=self.config.channels, lines=lines
+            principal,
+            symbols,
+            policy=self.policy_file.policy,
+            channels=self.config.channels,
+            lines=lines,
+            delayed_lines=delayed,
         )
         return [
             route
@@ -296,9 +307,9 @@ class Hub:
         """
         now, memo = self.clock(), {}  # one route plan per subscription per reconciliation
 
-        def channels_of(sub: SubscriptionRecord) -> list[str]:
+        def channels_of(sub: SubscriptionRecord) -> dict[str, bool]:
             if sub.subscription_id not in memo:
-                memo[sub.subscription_id] = self._channels_of(sub)
+                memo[sub.subscription_id] = self._reach_of(sub)
             return memo[sub.subscription_id]
 
         subscriptions = self.store.subscriptions()
@@ -361,12 +372,19 @@ class Hub:
         return True
 
     def _channels_of(self, sub: SubscriptionRecord) -> list[str]:
+        return [name for name, delayed_only in self._reach_of(sub).items() if not delayed_only]
+
+    def _reach_of(self, sub: SubscriptionRecord) -> dict[str, bool]:
+        """The channels a subscription's routes reach, each with whether by delayed routes only."""
         if not self.lease_holds(sub):
             raise AuthenticationError(
                 f"subscription {sub.subscription_id}: its token expired or its key changed"
             )
-        routes = self.routes(self.principal(sub.user), sub.symbols)
-        return [route.channel.name for route in routes if not route.delayed]
+        reach: dict[str, bool] = {}
+        for route in self.routes(self.principal(sub.user), sub.symbols):
+            name = route.channel.name
+            reach[name] = reach.get(name, True) and route.delayed
+        return reach
 
     async def watch_access(self, interval_s: float = ACCESS_INTERVAL_S) -> None:
         """Reconcile data-plane access every ``interval_s`` forever (expiries; runs as a task)."""
@@ -424,6 +442,10 @@ class Hub:
         if self._sessions.get(session.adapter_id) is not session:
             return  # superseded by a newer stream for the same adapter
         self._apply(self.registry.on_status(session.adapter_id, status, now=self.clock()), session.adapter_id)
+
+    def session(self, adapter_id: str) -> AdapterSession | None:
+        """The live registry stream of an adapter, if it has one."""
+        return self._sessions.get(adapter_id)
 
     def detach(self, session: AdapterSession) -> None:
         """An adapter stream ended: mark the adapter down unless a newer stream took over."""
@@ -495,6 +517,14 @@ class Hub:
             )
         logger.info("operator %s: %s %s -> %d command(s)", principal.user, action, target, len(directives))
         return directives
+
+    def publish_command(self, channel: str, detail: str, adapter_id: str = "") -> None:
+        """Tell the listeners of an operator command (``feedctl watch``, the status page)."""
+        self.publish(
+            HubEvent(
+                at=self.clock(), kind="command", channel_name=channel, adapter_id=adapter_id, detail=detail
+            )
+        )
 
     @property
     def adapter_sessions(self) -> int:

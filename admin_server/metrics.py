@@ -71,6 +71,15 @@ class AdminMetrics(Collector):
             "action",
             counters.commands,
         )
+        yield _by(
+            "feedha_admin_purges", "purges by result (accepted, or why refused)", "result", counters.purges
+        )
+        yield _by(
+            "feedha_admin_denied",
+            "operator calls refused for want of the admin role, by method",
+            "method",
+            counters.denied,
+        )
         yield _gauge(
             "feedha_admin_adapter_sessions", "adapter registry streams connected", hub.adapter_sessions
         )

@@ -7,7 +7,8 @@ its code and message (for people):
 - a ``google.rpc.ErrorInfo``: ``domain`` ``feedha.v1``, the error's ``reason``
   (``SYMBOLS_NOT_ENTITLED``, ``TOKEN_EXPIRED`` ...) and its ``metadata``;
 - a ``google.rpc.BadRequest`` with the request fields at fault, when any;
-- a ``google.rpc.RetryInfo`` when waiting helps (a throttled login).
+- a ``google.rpc.RetryInfo`` when waiting helps (a throttled login, an adapter
+  that cannot answer now).
 
 Clients read these (``admin_client.errors``) and never parse the message.
 """
@@ -33,6 +34,8 @@ from feedha.admin_server.errors import (
     PermissionDeniedError,
     PolicyError,
     PreconditionError,
+    ResourceExhaustedError,
+    UnavailableError,
 )
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,8 @@ MAX_VIOLATIONS: Final = 16
 STATUS_FOR: Final[tuple[tuple[type[Exception], grpc.StatusCode], ...]] = (
     (AuthenticationError, grpc.StatusCode.UNAUTHENTICATED),
     (LoginThrottledError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (UnavailableError, grpc.StatusCode.UNAVAILABLE),
     (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
@@ -116,7 +121,7 @@ def rich_status(exc: Exception) -> grpc.Status:
                 ]
             )
         )
-    if isinstance(exc, LoginThrottledError):
+    if isinstance(exc, LoginThrottledError | UnavailableError):
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(exc.retry_after_s * 1e9))
         details.append(error_details_pb2.RetryInfo(retry_delay=delay))

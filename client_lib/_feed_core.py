@@ -12,6 +12,9 @@ and none of it waits:
   one arbiter and its position), the per-channel symbol filters, the replay
   services, and :class:`EntitlementChanged` events when what a channel
   delivers narrowed or widened (not for the first route set, nor a cancel);
+  a delayed route (delayed-only symbols) joins the channel's delayed lines as
+  a stream of its own (``ChannelSpec(delayed=True)``), with its own filter, so
+  a mixed grant gets each symbol on the stream it is entitled to;
   with ``initial_image``, a channel joined for the first time first gets its
   image from a replay service (an :class:`ImageDelivery` per symbol) and is
   joined from the msg_seq after it, so image and live stream meet with no
@@ -44,6 +47,7 @@ from feedha.client.events import (
     Delivery,
     EntitlementChanged,
     ImageUnavailable,
+    Purged,
     RetransmissionNeeded,
     StatusEvent,
 )
@@ -53,6 +57,11 @@ from feedha.client.subscriber import ChannelSpec, SubscriberConfig
 logger = logging.getLogger(__name__)
 
 StatusCallback = Callable[[StatusEvent], Any]
+
+
+def _stream(route: Route) -> str:
+    """A route's stream: the channel's name, ``NAME/delayed`` for its delayed stream."""
+    return f"{route.channel_name}/delayed" if route.delayed else route.channel_name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,9 +148,9 @@ class FeedCore:
     def __init__(self, config: SubscriberConfig, curve: tuple[str, str]) -> None:
         self.config = config
         self._curve = curve
-        self.filters: dict[int, _SymbolFilter] = {}  # channel number -> its route's symbols
-        self._entitled: dict[str, tuple[int, tuple[str, ...]]] | None = None  # name -> (number, symbols)
-        self._delayed_noted: set[tuple[str, tuple[str, ...]]] = set()
+        # (channel number, delayed) -> its route's symbols
+        self.filters: dict[tuple[int, bool], _SymbolFilter] = {}
+        self._entitled: dict[str, tuple[int, tuple[str, ...]]] | None = None  # key -> (number, symbols)
         self.replay: ReplayClient | None = None
         self._replay_endpoints: dict[int, tuple[str, ...]] = {}
         self._callbacks: list[tuple[StatusCallback, tuple[type[StatusEvent], ...]]] = []
@@ -151,7 +160,7 @@ class FeedCore:
         self.latency: LatencySink | None = None  # set by a metrics collector
         self.initial_image = False  # each new channel begins with its image (subscribe(initial_image=True))
         self.images = 0  # images delivered
-        self._joined: set[int] = set()  # channel numbers joined since the last cancel
+        self._joined: set[tuple[int, bool]] = set()  # (channel number, delayed) joined since the last cancel
 
     # -- routes ------------------------------------------------------------------------
 
@@ -163,31 +172,33 @@ class FeedCore:
         make: Callable[[ChannelSpec], _S],
     ) -> tuple[_S | None, list[StatusEvent]]:
         """Apply a route set; returns the subscriber (made by ``make`` for the first channel) and events."""
-        live = [r for r in routes if not r.delayed]
-        self._note_delayed(routes)
+        live = list(routes)
         self.route_updates += 1
         if reason == "cancelled":
             self._joined.clear()
         if reason == "cancelled" and subscriber is not None:
             subscriber.close()
             subscriber, self.lines = None, 0
-        self.filters = {r.channel_number: _SymbolFilter(r.symbols) for r in live}
+        self.filters = {(r.channel_number, r.delayed): _SymbolFilter(r.symbols) for r in live}
         events = self._entitlement_changes(reason, live)
         self._update_replay(live)
         for route in live:
             spec = self._spec(route)
             if spec is None:
                 continue  # no adapter registered yet: joined when one is
-            if self.initial_image and route.channel_number not in self._joined:
+            stream = (route.channel_number, route.delayed)
+            # An image is the real-time state: a delayed stream (whose keys may not have it) has none.
+            if self.initial_image and not route.delayed and stream not in self._joined:
                 spec = self._begin_with_image(spec, events)
-            self._joined.add(route.channel_number)
+            self._joined.add(stream)
             if subscriber is None:
                 subscriber, added = make(spec), len(spec.endpoints)
             else:
                 added = subscriber.join(spec)
             self.lines += added
             if added:
-                logger.info("joined %d line(s) of %s (%s)", added, route.channel_name, reason)
+                what = "delayed line(s)" if route.delayed else "line(s)"
+                logger.info("joined %d %s of %s (%s)", added, what, route.channel_name, reason)
         return subscriber, events
 
     def _begin_with_image(self, spec: ChannelSpec, events: list[Any]) -> ChannelSpec:
@@ -204,21 +215,10 @@ class FeedCore:
         logger.info("%s: image of %d symbols at msg_seq %d", spec.name, len(image.symbols), image.msg_seq)
         return dataclasses.replace(spec, start_seq=image.msg_seq + 1)
 
-    def _note_delayed(self, routes: Sequence[Route]) -> None:
-        for route in routes:
-            if route.delayed and (route.channel_name, route.symbols) not in self._delayed_noted:
-                self._delayed_noted.add((route.channel_name, route.symbols))
-                logger.warning(
-                    "%s: %s entitled delayed only; the delayed stream is not available yet, "
-                    "nothing is delivered for them",
-                    route.channel_name,
-                    ", ".join(route.symbols),
-                )
-
     def _entitlement_changes(self, reason: str, live: list[Route]) -> list[StatusEvent]:
         # Strategy: compare each channel's symbols with the last route set's;
         # the first set (subscribe) is the baseline and a cancel resets it.
-        now = {r.channel_name: (r.channel_number, tuple(r.symbols)) for r in live}
+        now = {_stream(r): (r.channel_number, tuple(r.symbols)) for r in live}
         before, self._entitled = self._entitled, (None if reason == "cancelled" else now)
         if before is None or reason == "cancelled":
             return []
@@ -229,7 +229,11 @@ class FeedCore:
             if set(old) != set(new):
                 added = tuple(s for s in new if s not in old)
                 removed = tuple(s for s in old if s not in new)
-                events.append(EntitlementChanged(number, new, added, removed, channel_name=name))
+                channel_name, _, kind = name.partition("/")
+                changed = EntitlementChanged(
+                    number, new, added, removed, channel_name=channel_name, delayed=kind == "delayed"
+                )
+                events.append(changed)
         return events
 
     def _spec(self, route: Route) -> ChannelSpec | None:
@@ -247,6 +251,7 @@ class FeedCore:
             endpoints,
             server_keys=server_keys if any(server_keys) else (),
             seal_keys=route.seal_keys,
+            delayed=route.delayed,
         )
 
     def _local(self, endpoint: str) -> str:
@@ -263,15 +268,14 @@ class FeedCore:
     def _update_replay(self, routes: list[Route]) -> None:
         # Gaps are filled from the lines' replay services (adapter journals);
         # rebuild the hook only when the set of services changed.
-        wanted = {
-            r.channel_number: services
-            for r in routes
-            if (
-                services := tuple(
-                    dict.fromkeys(line.replay_endpoint for line in r.lines if line.replay_endpoint)
-                )
-            )
-        }
+        # A channel's real-time and delayed routes name the same services (the adapters'):
+        # one list per channel; each request says which stream it asks for.
+        found: dict[int, dict[str, None]] = {}
+        for route in routes:
+            for line in route.lines:
+                if line.replay_endpoint:
+                    found.setdefault(route.channel_number, {})[line.replay_endpoint] = None
+        wanted = {number: tuple(services) for number, services in found.items()}
         if wanted == self._replay_endpoints:
             return
         if self.replay is not None:
@@ -319,7 +323,7 @@ class FeedCore:
         now_ns = time.time_ns() if latency is not None else 0
         for event in events:
             if isinstance(event, Delivery):
-                symbol_filter = self.filters.get(event.channel)
+                symbol_filter = self.filters.get((event.channel, event.delayed))
                 try:
                     wanted = symbol_filter is not None and symbol_filter.is_wanted(event.update.symbol)
                 except ProtocolError:
@@ -332,12 +336,18 @@ class FeedCore:
                         latency.observe_ns(now_ns - event.send_time_ns)
                 else:
                     self.filtered += 1
+            elif isinstance(event, Purged) and not self._is_wanted(event):
+                self.filtered += 1  # a purge of a symbol this client does not get
             elif isinstance(event, StatusEvent):
                 self._on_status(event)
                 if status:
                     out.append(event)
         self.delivered += delivered
         return out
+
+    def _is_wanted(self, event: Purged) -> bool:
+        symbol_filter = self.filters.get((event.channel, event.delayed))
+        return symbol_filter is not None and symbol_filter.is_wanted(event.symbol)
 
     def _on_status(self, event: StatusEvent) -> None:
         name = type(event).__name__

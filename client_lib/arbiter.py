@@ -26,6 +26,13 @@ Terms fence zombies: packets with a term below the highest seen are dropped
 as stale. Retransmitted packets are historical copies served from a journal,
 so they are exempt from the fence and do not raise the term; their content is
 still checked against ``(source_stream, source_seq)`` like any copy.
+
+An arbiter of a channel's *delayed* stream (``ArbiterConfig.delayed``) takes
+only packets flagged delayed (and a real-time arbiter only the others: a
+packet of the other stream is garbage, reason ``delayed``); it delivers
+:class:`DelayedDelivery` values and asks for delayed ranges. On either stream a
+tombstone block (a purged message) is delivered as a :class:`Purged` event in
+its ``msg_seq``'s place.
 """
 
 from __future__ import annotations
@@ -41,20 +48,24 @@ from feedha.client.events import (
     ArbiterConfig,
     ArbiterStats,
     Conflict,
+    DelayedDelivery,
     Delivery,
     EndOfSession,
     Event,
     GapLost,
     LineStats,
+    Purged,
     RetransmissionNeeded,
     SessionBoundaryDelivery,
     TermChanged,
 )
 from feedha.proto.wire import (
     BLOCK_HEADER,
+    FLAG_DELAYED,
     HEADER,
     HEADER_SIZE,
     MAGIC,
+    TOMBSTONE_STREAM,
     VERSION,
     PacketHeader,
     WireError,
@@ -154,6 +165,10 @@ class ChannelArbiter:
         self._active_line: int | None = None
         self._ended = False
         self.boundaries = 0  # end-of-session blocks delivered (SessionBoundaryDelivery)
+        self._delayed = config.delayed
+        self._live_flags = FLAG_DELAYED if config.delayed else 0  # the flags of a live data packet
+        self._delivery_type: type[Delivery] = DelayedDelivery if config.delayed else Delivery
+        self._purged = 0
         self._delivered = self._duplicates = self._conflicts = self._late = 0
         self._stale = self._gaps = self._requests = self._lost = 0
         self._garbage: dict[str, int] = {}
@@ -203,7 +218,7 @@ class ChannelArbiter:
                 packet
             )
             if (
-                not flags
+                flags == self._live_flags
                 and count
                 and term == self._highest_term
                 and channel == self._channel
@@ -227,6 +242,9 @@ class ChannelArbiter:
             header = decode_header(packet)
         except WireError as exc:
             self._drop_garbage(counters, exc.reason, exc)
+            return self._expire(now, [])
+        if header.is_delayed != self._delayed:  # the other stream's packet (a misrouted line)
+            self._drop_garbage(counters, "delayed", header.flags)
             return self._expire(now, [])
         if self._channel is None:
             self._channel = header.channel
@@ -323,6 +341,7 @@ class ChannelArbiter:
             retransmission_requests=self._requests,
             lost=self._lost,
             suspect=self._suspect,
+            purged=self._purged,
             highest_term=self._highest_term,
             active_line=self._active_line,
             buffered=len(self._buffer),
@@ -430,13 +449,14 @@ class ChannelArbiter:
             if below < count:
                 channel = self._channel
                 new = object.__new__
+                kind = self._delivery_type
                 deliver = deliveries.append
                 for seq in range(next_seq, last):
                     length, stream, source_seq = unpack(packet, offset)
-                    if length < _MIN_BLOCK_LENGTH:
-                        return None
+                    if length < _MIN_BLOCK_LENGTH or stream == TOMBSTONE_STREAM:
+                        return None  # a tombstone becomes a Purged event: the general path does that
                     end = offset + 2 + length
-                    delivery = new(Delivery)
+                    delivery = new(kind)
                     delivery.channel = channel  # type: ignore[assignment]  # checked equal to the header's
                     delivery.msg_seq = seq
                     delivery.source_stream = stream
@@ -555,7 +575,7 @@ class ChannelArbiter:
         replaced = self._supersede(line, header, packet, blocks, out) if self._buffer else ()
         before = counters.first_copies
         accept = self._accept
-        kind = SessionBoundaryDelivery if header.is_end_of_session else Delivery
+        kind = SessionBoundaryDelivery if header.is_end_of_session else self._delivery_type
         for index, (stream, source_seq, start, end) in enumerate(blocks):
             if replaced and first + index in replaced:
                 continue
@@ -627,11 +647,10 @@ class ChannelArbiter:
             self._ring_seq[slot] = seq
             self._ring_stream[slot] = stream
             self._ring_source_seq[slot] = source_seq
-            self._delivered += 1
             self._next = seq + 1
             if kind is SessionBoundaryDelivery:
                 self.boundaries += 1
-            out.append(delivery)
+            self._hand_over(delivery, out)
             if self._buffer:
                 self._drain(out)
         else:
@@ -660,7 +679,7 @@ class ChannelArbiter:
             if pending is None or pending.term >= header.term:
                 continue
             if (pending.source_stream, pending.source_seq) != (stream, source_seq):
-                kind = SessionBoundaryDelivery if header.is_end_of_session else Delivery
+                kind = SessionBoundaryDelivery if header.is_end_of_session else self._delivery_type
                 self._buffer[seq] = kind(
                     self._channel,
                     seq,
@@ -700,11 +719,28 @@ class ChannelArbiter:
         self._ring_seq[slot] = seq
         self._ring_stream[slot] = delivery.source_stream
         self._ring_source_seq[slot] = delivery.source_seq
-        self._delivered += 1
         self._next = seq + 1
         if type(delivery) is SessionBoundaryDelivery:
             self.boundaries += 1
-        out.append(delivery)
+        self._hand_over(delivery, out)
+
+    def _hand_over(self, delivery: Delivery, out: list[Event]) -> None:
+        # A message goes to the application; a tombstone becomes the Purged event in its place.
+        if delivery.source_stream != TOMBSTONE_STREAM:
+            self._delivered += 1
+            out.append(delivery)
+            return
+        self._purged += 1
+        assert self._channel is not None
+        out.append(
+            Purged.from_tombstone(
+                self._channel,
+                delivery.msg_seq,
+                delivery.payload,
+                delayed=self._delayed,
+                channel_name=self._name,
+            )
+        )
 
     def _drain(self, out: list[Event]) -> None:
         buffer = self._buffer
@@ -756,5 +792,9 @@ class ChannelArbiter:
             hole.requested = True
             self._requests += 1
             assert self._channel is not None
-            out.append(RetransmissionNeeded(self._channel, hole.first, hole.last, channel_name=self._name))
+            out.append(
+                RetransmissionNeeded(
+                    self._channel, hole.first, hole.last, channel_name=self._name, delayed=self._delayed
+                )
+            )
         return out

@@ -39,6 +39,9 @@ class ArbiterConfig:
         conflict_window: how many delivered ``msg_seq`` are remembered to check
             late copies for conflicts.
         name: the channel's name, put on the status events ("" when unknown).
+        delayed: the channel's delayed stream (its delayed lines): only packets flagged
+            delayed are taken, deliveries are :class:`DelayedDelivery`, gaps are asked of
+            the replay services as delayed ranges.
     """
 
     channel: int | None = None
@@ -48,6 +51,7 @@ class ArbiterConfig:
     max_buffered: int = MAX_BUFFERED
     conflict_window: int = CONFLICT_WINDOW
     name: str = ""
+    delayed: bool = False
 
     def __post_init__(self) -> None:
         if self.channel is not None and not 0 <= self.channel <= _MAX_U16:
@@ -154,11 +158,22 @@ class Delivery:
         self._update = update
         return update
 
+    # A delivery from the delayed stream is a DelayedDelivery (same slots): no per-message cost.
+    delayed: bool = False
+
     def __repr__(self) -> str:
+        kind = "DelayedDelivery" if self.delayed else "Delivery"
         return (
-            f"<Delivery [channel={self.channel}, msg_seq={self.msg_seq}, "
+            f"<{kind} [channel={self.channel}, msg_seq={self.msg_seq}, "
             f"source={self.source_stream}:{self.source_seq}, line={self.line}, term={self.term}]>"
         )
+
+
+class DelayedDelivery(Delivery):
+    """A :class:`Delivery` from a channel's delayed stream (``delayed`` is True)."""
+
+    __slots__ = ()
+    delayed = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,10 +192,14 @@ class StatusEvent:
 
 @dataclass(frozen=True, slots=True)
 class RetransmissionNeeded(StatusEvent):
-    """A gap: a hole stayed open for ``fill_timeout``, and a replay service is asked for it."""
+    """A gap: a hole stayed open for ``fill_timeout``, and a replay service is asked for it.
+
+    ``delayed``: a gap in the delayed stream (ask for a delayed range).
+    """
 
     first_seq: int
     last_seq: int
+    delayed: bool = field(default=False, kw_only=True)
 
     @property
     def count(self) -> int:
@@ -259,12 +278,50 @@ class EntitlementChanged(StatusEvent):
     """The admin server narrowed or widened what this client receives on the channel.
 
     ``symbols`` are the symbols or patterns delivered from now on (empty: none,
-    the channel was withdrawn); ``added`` and ``removed`` are the difference.
+    the channel was withdrawn); ``added`` and ``removed`` are the difference;
+    ``delayed``: on the channel's delayed stream.
     """
 
     symbols: tuple[str, ...]
     added: tuple[str, ...]
     removed: tuple[str, ...]
+    delayed: bool = field(default=False, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Purged(StatusEvent):
+    """The message at ``msg_seq`` was purged by an operator before the delayed line delivered it.
+
+    It comes in the message's place (a tombstone on the line), so delivery stays in
+    ``msg_seq`` order with no gap. ``symbol`` is the purged message's, ``purge_id`` the
+    purge's number in the channel, ``reason`` the operator's; ``delayed`` says on which
+    stream (a retransmission of the real-time stream honours purges too).
+    """
+
+    msg_seq: int
+    symbol: str
+    purge_id: int
+    reason: str
+    delayed: bool = field(default=False, kw_only=True)
+
+    @classmethod
+    def from_tombstone(
+        cls, channel: int, msg_seq: int, payload: bytes, *, delayed: bool, channel_name: str = ""
+    ) -> Purged:
+        """The event of a tombstone block (an undecodable payload gives an empty symbol and reason)."""
+        try:
+            tombstone = market_pb2.Tombstone.FromString(payload)
+        except DecodeError:
+            tombstone = market_pb2.Tombstone()
+        return cls(
+            channel,
+            msg_seq,
+            tombstone.symbol,
+            tombstone.purge_id,
+            tombstone.reason,
+            delayed=delayed,
+            channel_name=channel_name,
+        )
 
 
 class SessionBoundaryDelivery(Delivery):
@@ -357,6 +414,7 @@ class ArbiterStats:
     buffered: int
     lines: tuple[LineStats, ...]
     suspect: int = 0
+    purged: int = 0  # tombstones taken in their msg_seq's place (Purged events)
 
     @property
     def packets(self) -> int:

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from feedha.client.images import ChannelImage
 from feedha.client.events import RetransmissionNeeded
 from feedha.proto.replay import (
+    KIND_DELAYED_RANGE,
+    KIND_RANGE,
     ReplayProtocolError,
     ReplayRequest,
     ReplayStatus,
@@ -207,10 +209,16 @@ class ReplayClient:
             Retransmission packets, possibly covering only part of the range
             (the rest was in no journal that answered).
         """
-        return self.fetch(event.channel, event.first_seq, event.last_seq)
+        return self.fetch(event.channel, event.first_seq, event.last_seq, delayed=event.delayed)
 
-    def fetch(self, channel: int, first_seq: int, last_seq: int) -> list[bytes]:
+    def fetch(self, channel: int, first_seq: int, last_seq: int, *, delayed: bool = False) -> list[bytes]:
         """Fetch messages ``first_seq..last_seq`` of ``channel`` from its replay services.
+
+        Args:
+            channel: the channel number.
+            first_seq: the first msg_seq wanted.
+            last_seq: the last msg_seq wanted (inclusive).
+            delayed: of the channel's delayed stream (a delayed range: only what is past its delay).
 
         Returns:
             Retransmission packets in the order received (see :meth:`__call__`).
@@ -228,7 +236,7 @@ class ReplayClient:
             index = (start + turn) % len(services)
             if turn:
                 self._counts["failovers"] += 1
-            if self._from_service(services[index], channel, job) and not job.missing:
+            if self._from_service(services[index], channel, job, delayed) and not job.missing:
                 self._preferred[channel] = index
         unfilled = sum(last - first + 1 for first, last in job.missing)
         self._counts["unfilled"] += unfilled
@@ -242,7 +250,7 @@ class ReplayClient:
             )
         return job.packets
 
-    def _from_service(self, endpoint: str, channel: int, job: _Fetch) -> bool:
+    def _from_service(self, endpoint: str, channel: int, job: _Fetch, delayed: bool) -> bool:
         """Ask one service for everything still missing, page by page; False when it failed."""
         for first, last in list(job.missing):
             low = first
@@ -250,7 +258,7 @@ class ReplayClient:
                 if job.exhausted():
                     return True
                 job.requests += 1
-                reply = self._ask(endpoint, channel, low, last, deadline=job.deadline)
+                reply = self._ask(endpoint, channel, low, last, deadline=job.deadline, delayed=delayed)
                 if reply is None:
                     return False
                 through, got = reply
@@ -303,10 +311,11 @@ class ReplayClient:
             return None
 
     def _ask(
-        self, endpoint: str, channel: int, first: int, last: int, *, deadline: float
+        self, endpoint: str, channel: int, first: int, last: int, *, deadline: float, delayed: bool
     ) -> tuple[int, _Got] | None:
         """One request; ``None`` when the service failed (timeout, garbage, error)."""
-        reply = self.request(endpoint, ReplayRequest(channel, 0, first, last), deadline=deadline)
+        kind = KIND_DELAYED_RANGE if delayed else KIND_RANGE
+        reply = self.request(endpoint, ReplayRequest(channel, 0, first, last, kind), deadline=deadline)
         if reply is None:
             return None
         status, packets = reply
@@ -325,7 +334,8 @@ class ReplayClient:
                 self._counts["failures"] += 1
                 logger.info("replay service %s sent a bad packet: %s", endpoint, exc)
                 continue
-            if header.channel != channel or not header.is_retransmission or not header.count:
+            wrong = header.channel != channel or header.is_delayed != delayed
+            if wrong or not header.is_retransmission or not header.count:
                 self._counts["failures"] += 1
                 continue
             got.add(packet, header.first_seq, header.next_seq - 1)

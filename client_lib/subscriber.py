@@ -28,6 +28,7 @@ arbiter on a dedicated line (index = number of lines of the channel).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import math
@@ -91,6 +92,9 @@ class ChannelSpec:
         seal_keys: the channel's packet keys (multicast lines, newest last); when given,
             every packet must be sealed with one of them (or a key given earlier) and any
             other packet is counted as garbage.
+        delayed: the endpoints are the channel's *delayed* lines: the channel's delayed stream,
+            arbitrated apart from its real-time stream (its own ``key``, ``"NAME/delayed"``),
+            delivered as :class:`DelayedDelivery`, its gaps asked as delayed ranges.
     """
 
     name: str
@@ -99,6 +103,12 @@ class ChannelSpec:
     start_seq: int | None = None
     server_keys: tuple[str, ...] = ()
     seal_keys: tuple[SealKey, ...] = ()
+    delayed: bool = False
+
+    @property
+    def key(self) -> str:
+        """The stream's name in a subscriber and its stats: the channel's, ``NAME/delayed`` if delayed."""
+        return f"{self.name}/delayed" if self.delayed else self.name
 
     def __post_init__(self) -> None:
         if not self.name or any(ch.isspace() for ch in self.name):
@@ -285,7 +295,7 @@ def normalize_channels(channels: Channels) -> list[ChannelSpec]:
             specs.append(ChannelSpec(name, numbers.pop(), tuple(line.endpoint for line in lines)))
     if not specs:
         raise ConfigError("channels", channels, "join at least one channel")
-    names = [spec.name for spec in specs]
+    names = [spec.key for spec in specs]
     if len(set(names)) != len(names):
         raise ConfigError("channels", names, "a channel is listed twice")
     return specs
@@ -297,29 +307,24 @@ class _Engine:
     def __init__(self, specs: list[ChannelSpec], config: SubscriberConfig, hook: RetransmissionHook | None):
         self.specs = specs
         self.hook = hook
-        self.arbiters = {
-            spec.name: ChannelArbiter(
-                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq, name=spec.name),
-                lines=len(spec.endpoints),
-            )
-            for spec in specs
-        }
+        self.arbiters = {spec.key: _arbiter(spec, config) for spec in specs}
         now = time.monotonic()
         self.liveness = {
-            spec.name: ChannelLiveness(spec.number or 0, spec.name, stale_after=config.stale_after, now=now)
+            spec.key: ChannelLiveness(spec.number or 0, spec.name, stale_after=config.stale_after, now=now)
             for spec in specs
         }
         self.server_keys = {e: spec.server_key(e) for spec in specs for e in spec.endpoints}
-        # Sealed channels (multicast lines): topic -> the keys that open their packets.
-        self.openers: dict[bytes, Opener] = {}
+        # Sealed channels (multicast lines): stream key -> the keys that open their packets.
+        self.openers: dict[str, Opener] = {}
         for spec in specs:
             self._add_seal_keys(spec)
         # One route per socket: (arbiter, line index, topic, endpoint, liveness).
         self.routes = [
-            (self.arbiters[spec.name], line, spec.name.encode(), endpoint, self.liveness[spec.name])
+            (self.arbiters[spec.key], line, spec.name.encode(), endpoint, self.liveness[spec.key])
             for spec in specs
             for line, endpoint in enumerate(spec.endpoints)
         ]
+        self.route_keys = [spec.key for spec in specs for _endpoint in spec.endpoints]
         self._heard = [0.0] * len(self.routes)  # when each route last brought anything
         self._next_redial = 0.0
         self._boundaries: dict[ChannelArbiter, int] = {}  # end-of-session blocks handed on, per arbiter
@@ -330,14 +335,11 @@ class _Engine:
         A joined channel keeps its arbiter (and so its ``msg_seq`` position);
         its new lines take the next line numbers.
         """
-        current = next((s for s in self.specs if s.name == spec.name), None)
+        current = next((s for s in self.specs if s.key == spec.key), None)
         if current is None:
             self.specs.append(spec)
-            self.arbiters[spec.name] = ChannelArbiter(
-                config.arbiter_config(channel=spec.number, start_seq=spec.start_seq, name=spec.name),
-                lines=len(spec.endpoints),
-            )
-            self.liveness[spec.name] = ChannelLiveness(
+            self.arbiters[spec.key] = _arbiter(spec, config)
+            self.liveness[spec.key] = ChannelLiveness(
                 spec.number or 0, spec.name, stale_after=config.stale_after, now=time.monotonic()
             )
             new, first_line = list(spec.endpoints), 0
@@ -355,18 +357,20 @@ class _Engine:
                 current.endpoints + tuple(new),
                 current.start_seq,
                 server_keys=keys if any(keys) else (),
+                delayed=current.delayed,
             )
         self.server_keys.update((e, spec.server_key(e)) for e in new)
         self._add_seal_keys(spec)
-        arbiter, topic, start = self.arbiters[spec.name], spec.name.encode(), len(self.routes)
-        live = self.liveness[spec.name]
+        arbiter, topic, start = self.arbiters[spec.key], spec.name.encode(), len(self.routes)
+        live = self.liveness[spec.key]
         self.routes.extend((arbiter, first_line + i, topic, endpoint, live) for i, endpoint in enumerate(new))
+        self.route_keys.extend(spec.key for _endpoint in new)
         self._heard.extend([0.0] * len(new))
         return list(range(start, len(self.routes)))
 
     def _add_seal_keys(self, spec: ChannelSpec) -> None:
         if spec.seal_keys:
-            opener = self.openers.setdefault(spec.name.encode(), Opener())
+            opener = self.openers.setdefault(spec.key, Opener())
             for key in spec.seal_keys:
                 opener.add(key)
 
@@ -381,9 +385,10 @@ class _Engine:
             else:
                 live.heard_at = now
             packet = frames[1]
-            if self.openers and topic in self.openers:
+            opener = self.openers.get(self.route_keys[index]) if self.openers else None
+            if opener is not None:
                 try:
-                    packet = self.openers[topic].open(packet)
+                    packet = opener.open(packet)
                 except SealError as exc:  # forged, tampered, plain, or sealed with a key we lack
                     arbiter.on_garbage(line, reason=f"seal-{exc.reason}")
                     return
@@ -452,7 +457,7 @@ class _Engine:
             # A failing recovery hook must not stop the feed: the gap times out.
             logger.exception("on_retransmission_needed failed for %s", event)
             return []
-        spec = next(s for s in self.specs if self.arbiters[s.name] is arbiter)
+        spec = next(s for s in self.specs if self.arbiters[s.key] is arbiter)
         out: list[Event] = []
         taken = 0
         for packet in packets or ():
@@ -480,6 +485,13 @@ class _Engine:
         return (
             f"<{kind} [channels={names}, lines={len(self.routes)}, delivered={delivered}, closed={closed}]>"
         )
+
+
+def _arbiter(spec: ChannelSpec, config: SubscriberConfig) -> ChannelArbiter:
+    arbiter_config = config.arbiter_config(channel=spec.number, start_seq=spec.start_seq, name=spec.name)
+    if spec.delayed:
+        arbiter_config = dataclasses.replace(arbiter_config, delayed=True)
+    return ChannelArbiter(arbiter_config, lines=len(spec.endpoints))
 
 
 def redial(socket: zmq.Socket[Any], endpoint: str) -> None:
@@ -674,7 +686,7 @@ class Subscriber:
             on_frames(index, frames, now, out)
 
     def stats(self) -> dict[str, ArbiterStats]:
-        """Per-channel arbitration counters, keyed by channel name."""
+        """Per-channel arbitration counters, keyed by channel name (``NAME/delayed``: its delayed stream)."""
         return self._engine.stats()
 
     def close(self) -> None:
@@ -828,7 +840,7 @@ class AsyncSubscriber:
             on_frames(index, frames, now, out)
 
     def stats(self) -> dict[str, ArbiterStats]:
-        """Per-channel arbitration counters, keyed by channel name."""
+        """Per-channel arbitration counters, keyed by channel name (``NAME/delayed``: its delayed stream)."""
         return self._engine.stats()
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ class AdapterPlan:
     control: str
     replay: str = ""  # replay service endpoint, served only with a journal
     journal: Path | None = None  # journal directory (None: the adapter runs without one)
+    delayed: str = ""  # delayed line endpoint ("": none; needs a journal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,11 @@ class GroupPlan:
     @property
     def lines(self) -> tuple[str, ...]:
         return tuple(a.line for a in self.adapters)
+
+    @property
+    def delayed_lines(self) -> tuple[str, ...]:
+        """The delayed lines of the adapters that serve one."""
+        return tuple(a.delayed for a in self.adapters if a.delayed and a.journal is not None)
 
     @property
     def replays(self) -> tuple[str, ...]:
@@ -64,23 +70,27 @@ def plan_group(
     size: int,
     host: str = "127.0.0.1",
     journal_root: Path | None = None,
+    delayed: bool = False,
 ) -> GroupPlan:
     """Choose endpoints for a group of ``size`` adapters numbered 1..size.
 
     With ``journal_root``, adapter *n* journals to ``journal_root/<channel>-<n>``
-    and serves replay requests from it.
+    and serves replay requests from it; with ``delayed`` too, it serves a delayed line.
     """
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
-    ports = free_ports(4 * size, host)
+    if delayed and journal_root is None:
+        raise ValueError("a delayed line is served from a journal: give journal_root")
+    ports = free_ports(5 * size, host)
     adapters = tuple(
         AdapterPlan(
             adapter=i + 1,
-            line=f"tcp://{host}:{ports[4 * i]}",
-            sync=f"tcp://{host}:{ports[4 * i + 1]}",
-            control=f"tcp://{host}:{ports[4 * i + 2]}",
-            replay=f"tcp://{host}:{ports[4 * i + 3]}",
+            line=f"tcp://{host}:{ports[5 * i]}",
+            sync=f"tcp://{host}:{ports[5 * i + 1]}",
+            control=f"tcp://{host}:{ports[5 * i + 2]}",
+            replay=f"tcp://{host}:{ports[5 * i + 3]}",
             journal=None if journal_root is None else journal_root / f"{channel}-{i + 1}",
+            delayed=f"tcp://{host}:{ports[5 * i + 4]}" if delayed else "",
         )
         for i in range(size)
     )
@@ -117,6 +127,8 @@ def adapter_argv(group: GroupPlan, number: int, *, active: bool, extra: Sequence
         argv += ["--journal", str(me.journal)]
         if me.replay:
             argv += ["--replay", me.replay]
+        if me.delayed:
+            argv += ["--delayed-line", me.delayed]
     if active:
         argv.append("--active")
     return argv + list(extra)

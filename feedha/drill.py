@@ -216,7 +216,7 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
             client_args += ["--replay", f"{CHANNEL}={placement.replay[number]}"]
     drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
     drill.client.wait_event("ready", 20)
-    drill.source = _start_source(options, placement, log)
+    drill.source = start_source(options, placement, log)
     return drill
 
 
@@ -241,7 +241,7 @@ def _set_loss(drill: Drill) -> None:
         drill.faults.append({"fault": "loss", "host": host, "percent": options.loss, "means": means})
 
 
-def _start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> JsonProcess:
+def start_source(options: DrillOptions, placement: Placement, log: IO[str]) -> JsonProcess:
     endpoint = placement.source_endpoint
     common = [
         "--endpoint",
@@ -342,22 +342,22 @@ def _inject(drill: Drill) -> tuple[int | None, float | None]:
     if options.kill == "worker":
         drill.faults.append(kill_spark_worker(drill.source))
     elif options.kill != "none":
-        hit = _victim(drill, options.kill)
+        hit = victim(drill, options.kill)
         drill.adapters[hit].kill()
         drill.faults.append({"fault": "kill", "adapter": hit})
     if options.cut is not None:
         assert segment is not None
-        hit = _victim(drill, options.cut)
+        hit = victim(drill, options.cut)
         segment.cut(adapter_host(hit))
         drill.faults.append({"fault": "cut", "adapter": hit})
     if options.partition is not None:
         assert segment is not None
-        a, b = (_victim(drill, which) for which in options.partition)
+        a, b = (victim(drill, which) for which in options.partition)
         segment.partition(adapter_host(a), adapter_host(b), [SYNC_PORT])
         drill.partitioned = (a, b)
         drill.faults.append({"fault": "partition", "adapters": [a, b]})
     if options.restart is not None:
-        hit = _victim(drill, options.restart)
+        hit = victim(drill, options.restart)
         drill.adapters[hit].kill()
         args = [a for a in drill.adapter_args[hit] if a != "--active"]
         drill.adapters[hit] = start_adapter_process(drill, hit, args)
@@ -398,12 +398,12 @@ def _progress_beyond(event: dict[str, Any], *, delivered: int) -> bool:
     return event.get("event") == "progress" and int(event.get("delivered", 0)) > delivered
 
 
-def drain_client(client: JsonProcess, sent: int) -> None:
+def drain_client(client: JsonProcess, sent: int, *, stall_s: float = DRAIN_STALL_S) -> None:
     """Wait until the client has delivered ``sent`` messages or stopped making progress.
 
     A group driven above what this machine sustains has a backlog when the
     source stops; it still arrives, later. What has not arrived once delivery
-    has stalled for DRAIN_STALL_S (or after DRAIN_MAX_S) is reported lost.
+    has stalled for ``stall_s`` (or after DRAIN_MAX_S) is reported lost.
     """
     deadline = time.monotonic() + DRAIN_MAX_S
     seen, changed_at = -1, time.monotonic()
@@ -413,7 +413,7 @@ def drain_client(client: JsonProcess, sent: int) -> None:
             return
         if delivered != seen:
             seen, changed_at = delivered, time.monotonic()
-        elif time.monotonic() - changed_at > DRAIN_STALL_S:
+        elif time.monotonic() - changed_at > stall_s:
             return
         try:
             client.wait_for(partial(_progress_beyond, delivered=delivered), 1.0)
@@ -421,7 +421,7 @@ def drain_client(client: JsonProcess, sent: int) -> None:
             pass  # no progress within the second: looked at again above
 
 
-def _victim(drill: Drill, which: str) -> int:
+def victim(drill: Drill, which: str) -> int:
     """Resolve ``active``, ``backup`` or an adapter number to an adapter number."""
     if which.isdigit():
         number = int(which)
@@ -437,7 +437,7 @@ def _victim(drill: Drill, which: str) -> int:
         if latest is None:
             raise ProcessError("no active adapter to kill")
         return latest[1]
-    active = _victim(drill, "active")
+    active = victim(drill, "active")
     return max(n for n in drill.adapters if n != active)  # "backup": the last backup
 
 

@@ -1,7 +1,8 @@
-"""``feedha drill``: the command line of the drills (``failover`` and ``chaos``).
+"""``feedha drill``: the command line of the drills (``failover``, ``chaos`` and ``delayed``).
 
 The drills themselves are :mod:`feedha.drill` (failover, with the network
-faults) and :mod:`feedha.chaos` (a seeded schedule of faults under load).
+faults), :mod:`feedha.chaos` (a seeded schedule of faults under load) and
+:mod:`feedha.drill_delayed` (the delayed stream, purges and a failover).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from feedha import chaos, netns, transport
+from feedha import chaos, drill_delayed, netns, transport
 from feedha.drill import DrillOptions, run_failover
 from feedha.procs import ProcessError
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     _late_join_arguments(sub)
+    _delayed_arguments(sub)
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
     failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
@@ -160,6 +162,78 @@ def _run_late_join(args: argparse.Namespace) -> int:
     return 0 if drill_late_join.summary_ok(result) else 1
 
 
+def _delayed_arguments(sub: Any) -> None:
+    delayed = sub.add_parser(
+        "delayed",
+        help="the delayed stream under purges and a failover: nothing lost, repeated or early",
+        description=drill_delayed.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    delayed.add_argument(
+        "--delay", type=float, default=5.0, help="the delayed lines' delay, s (default: %(default)s)"
+    )
+    delayed.add_argument(
+        "--seconds", type=float, default=20.0, help="how long the source streams (default: %(default)s)"
+    )
+    delayed.add_argument(
+        "--rate", type=float, default=2000.0, help="source messages/s (default: %(default)s)"
+    )
+    delayed.add_argument(
+        "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
+    )
+    delayed.add_argument(
+        "--purge", type=int, default=3, metavar="N", help="messages to purge (default: %(default)s)"
+    )
+    delayed.add_argument("--kill", choices=("active", "backup", "none"), default="active")
+    delayed.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
+    delayed.add_argument("--seed", type=int, default=7)
+    delayed.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    delayed.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+
+
+def _run_delayed(args: argparse.Namespace) -> int:
+    if args.delay <= drill_delayed.MARGIN_S or args.seconds <= 0 or args.rate <= 0 or args.purge < 0:
+        print(
+            f"feedha drill delayed: need --delay > {drill_delayed.MARGIN_S:g}, --seconds > 0, --rate > 0 "
+            "and --purge >= 0",
+            file=sys.stderr,
+        )
+        return 2
+    if args.backups < 1 or not 0 < args.kill_at < 1:
+        print("feedha drill delayed: need --backups >= 1 and 0 < --kill-at < 1", file=sys.stderr)
+        return 2
+    options = drill_delayed.DelayedOptions(
+        delay=args.delay,
+        seconds=args.seconds,
+        rate=args.rate,
+        backups=args.backups,
+        purges=args.purge,
+        kill=args.kill,
+        kill_at=args.kill_at,
+        seed=args.seed,
+    )
+    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-delayed-", suffix=".log")[1])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with open(log_path, "w") as log:
+        try:
+            result = drill_delayed.run_delayed(options, log)
+        except ProcessError as exc:
+            print(f"feedha drill delayed: {exc} (component logs: {log_path})", file=sys.stderr)
+            return 1
+    result["log"] = str(log_path)
+    _print_result(result, as_json=args.json)
+    return 0 if drill_delayed.passed(result, purges=args.purge) else 1
+
+
+def _print_result(result: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result))
+        return
+    width = max(len(k) for k in result)
+    for key, value in result.items():
+        print(f"{key:<{width}}  {value}")
+
+
 def _network_options(args: argparse.Namespace) -> dict[str, Any]:
     """The DrillOptions fields of the network faults, checked.
 
@@ -215,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.drill == "late-join":
         return _run_late_join(args)
+    if args.drill == "delayed":
+        return _run_delayed(args)
     if args.drill == "chaos":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with tempfile.NamedTemporaryFile("w", prefix="feedha-chaos-", suffix=".log", delete=False) as log:
@@ -251,12 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"feedha drill: {exc} (component logs: {log_path})", file=sys.stderr)
             return 1
     result["log"] = str(log_path)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        width = max(len(k) for k in result)
-        for key, value in result.items():
-            print(f"{key:<{width}}  {value}")
+    _print_result(result, as_json=args.json)
     ok = (
         result["lost"] == 0
         and result["duplicates"] == 0

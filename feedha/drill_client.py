@@ -6,6 +6,11 @@ Run as ``python -m feedha.drill_client``; prints JSON lines on stdout: one
 they verify from the deliveries themselves that msg_seq grows by one, that
 each source stream's source_seq grows without repeats, and they time the
 pauses between deliveries (the failover switch gap).
+
+With ``--delayed SECONDS`` the lines are delayed lines: the client arbitrates
+the channel's delayed stream, counts the ``Purged`` events (tombstones), and
+times every delivery against its event time plus the delay: ``early`` counts
+deliveries sooner than that, and the overshoot's p50/p99 say how much later.
 """
 
 from __future__ import annotations
@@ -19,10 +24,55 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from feedha.client import ChannelSpec, Delivery, ReplayClient, Subscriber, SubscriberConfig
+from feedha.client import ChannelSpec, Delivery, Purged, ReplayClient, Subscriber, SubscriberConfig
 
 GAP_RECORD_MS = 20.0
 GAPS_KEPT = 64
+OVERSHOOT_SAMPLES = 100_000  # delayed deliveries timed at most (then every other one, and so on)
+PURGED_KEPT = 1000
+
+
+class DelayedTiming:
+    """Each delayed delivery against its event time + the delay (pure; fed times in ns)."""
+
+    def __init__(self, delay_ns: int) -> None:
+        self.delay_ns = delay_ns
+        self.early = 0
+        self.samples: list[int] = []  # overshoot, ns
+        self._stride, self._seen = 1, 0
+        self.purged: list[int] = []
+        self.tombstones = 0
+
+    def on_delivery(self, event_time_ns: int, now_ns: int) -> None:
+        overshoot = now_ns - (event_time_ns + self.delay_ns)
+        if overshoot < 0:
+            self.early += 1
+        self._seen += 1
+        if self._seen % self._stride == 0:
+            self.samples.append(overshoot)
+            if len(self.samples) >= OVERSHOOT_SAMPLES:  # bounded: keep every other sample
+                self.samples = self.samples[::2]
+                self._stride *= 2
+
+    def on_purged(self, msg_seq: int) -> None:
+        self.tombstones += 1
+        if len(self.purged) < PURGED_KEPT:
+            self.purged.append(msg_seq)
+
+    def summary(self) -> dict[str, Any]:
+        ordered = sorted(self.samples)
+
+        def pick(q: float) -> float:
+            return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6, 1) if ordered else 0.0
+
+        return {
+            "tombstones": self.tombstones,
+            "purged_msg_seqs": self.purged,
+            "early": self.early,
+            "overshoot_ms_p50": pick(0.50),
+            "overshoot_ms_p99": pick(0.99),
+            "overshoot_ms_max": round(ordered[-1] / 1e6, 1) if ordered else 0.0,
+        }
 
 
 class DeliveryChecker:
@@ -100,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--replay", action="append", default=[], help="NAME=ENDPOINT of a replay service (repeatable)"
     )
     parser.add_argument("--loss-timeout", type=float, default=1.0)
+    parser.add_argument(
+        "--delayed", type=float, metavar="SECONDS", help="the lines are delayed lines of this delay"
+    )
     args = parser.parse_args(argv)
     channels = {name: int(number) for name, number in _pairs(args.channel, "--channel")}
     lines: dict[str, list[str]] = {name: [] for name in channels}
@@ -116,8 +169,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     checkers = {number: DeliveryChecker() for number in channels.values()}
+    delayed = args.delayed is not None
+    timing = {number: DelayedTiming(round((args.delayed or 0) * 1e9)) for number in channels.values()}
     last_symbol: dict[int, str] = {}
-    specs = [ChannelSpec(name, number, tuple(lines[name])) for name, number in channels.items()]
+    specs = [
+        ChannelSpec(name, number, tuple(lines[name]), delayed=delayed) for name, number in channels.items()
+    ]
+    keys = {
+        name: ChannelSpec(name, number, tuple(lines[name]), delayed=delayed).key
+        for name, number in channels.items()
+    }
     config = SubscriberConfig(loss_timeout=args.loss_timeout)
     replays: dict[int, list[str]] = {}
     for name, endpoint in _pairs(args.replay, "--replay"):
@@ -130,16 +191,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         while not stopping:
             for event in subscriber.poll(0.05):
                 if isinstance(event, Delivery):
+                    now_ns = time.time_ns()
                     checkers[event.channel].on_delivery(
-                        event.msg_seq, event.source_stream, event.source_seq, time.time()
+                        event.msg_seq, event.source_stream, event.source_seq, now_ns / 1e9
                     )
+                    if delayed:
+                        timing[event.channel].on_delivery(event.update.event_time_ns, now_ns)
                     if event.msg_seq % 1000 == 0:
                         update = event.update
                         last_symbol[event.channel] = f"{update.symbol} {update.state.last:.2f}"
+                elif isinstance(event, Purged):
+                    timing[event.channel].on_purged(event.msg_seq)
             now = time.monotonic()
             if not ready:
                 stats = subscriber.stats()
-                if all(name in stats and stats[name].packets > 0 for name in channels):
+                if all(keys[name] in stats and stats[keys[name]].packets > 0 for name in channels):
                     ready = True
                     _emit("ready")
             if now >= next_progress:
@@ -147,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _emit(
                     "progress",
                     delivered=sum(c.delivered for c in checkers.values()),
+                    tombstones=sum(t.tombstones for t in timing.values()),
                     channels={
                         name: {"delivered": checkers[number].delivered, "last": last_symbol.get(number, "-")}
                         for name, number in channels.items()
@@ -158,7 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _emit(
         "summary",
         channels={
-            name: {**checkers[number].summary(), "arbiter": asdict(stats[name])}
+            name: {
+                **checkers[number].summary(),
+                **(timing[number].summary() if delayed else {}),
+                "arbiter": asdict(stats[keys[name]]),
+            }
             for name, number in channels.items()
         },
     )

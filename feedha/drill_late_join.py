@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from feedha.cluster import adapter_argv, control
-from feedha.drill import CHANNEL, DrillOptions, Placement, _start_source, place_local, show_progress
+from feedha.drill import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
 from feedha.procs import JsonProcess, ProcessError, python_argv
 
 START_WAIT_S = 240.0
@@ -100,7 +100,7 @@ def _start(run: _Run) -> None:
     source = DrillOptions(
         backups=2, rate=options.rate, seconds=options.seconds, symbols=options.symbols, seed=options.seed
     )
-    run.source = _start_source(source, placement, run.log)
+    run.source = start_source(source, placement, run.log)
 
 
 def _client(run: _Run, name: str, *, image: bool) -> JsonProcess:

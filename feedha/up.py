@@ -5,17 +5,20 @@ the feed source (the plain source by default, or the Spark job), and
 ``--channels N`` adapter groups (an active and two backups each, journals
 and replay services on). Every adapter serves its line and replay service
 with CURVE and admits only the subscriber keys the admin server grants; each
-group's sync bus has its own key. Three users are created, each with a key
-file (JSON: admin address, key id, secret; mode 0600): ``subscriber``
-(real-time, every symbol), ``delayed`` (delayed-only) and ``operator``
-(feedctl, and the status page). Every daemon serves Prometheus metrics,
+group's sync bus has its own key. Every adapter also serves a delayed line
+(``--delay`` seconds behind, 15 minutes by default) from its journal. Four
+users are created, each with a key file (JSON: admin address, key id,
+secret; mode 0600): ``subscriber`` (real-time, every symbol), ``delayed``
+(delayed-only), ``mixed`` (real-time for symbols A-M, delayed for the rest)
+and ``operator`` (feedctl, and the status page). Every daemon serves Prometheus metrics,
 ``/healthz`` and ``/readyz`` on a loopback port. Then one JSON line tells
 where everything is::
 
     {"admin": "127.0.0.1:PORT", "status_page": "http://127.0.0.1:PORT/login?token=...",
      "metrics": ["http://127.0.0.1:PORT/metrics", ...],
-     "users": {"subscriber": FILE, "delayed": FILE, "operator": FILE},
-     "channels": [{"name": ..., "number": ..., "lines": [...], "replay": [...]}], "dir": DIR}
+     "users": {"subscriber": FILE, "delayed": FILE, "mixed": FILE, "operator": FILE},
+     "channels": [{"name": ..., "number": ..., "lines": [...], "delayed_lines": [...],
+                   "replay": [...]}], "dir": DIR}
 
 ``status_page`` logs a browser in as the operator once, within 10 minutes
 (as Jupyter's link does); ``feedha admin-server login-link operator --config
@@ -54,17 +57,22 @@ groups:
   feed: {roles: [adapter]}
   traders: {}
   delayed: {}
+  mixed: {}
 rules:
   - groups: [traders]
     symbols: ["*"]
     mode: realtime
-  - groups: [delayed]
+  - groups: [delayed, mixed]
     symbols: ["*"]
     mode: delayed
+  - groups: [mixed]
+    symbols: ["[A-M]*"]
+    mode: realtime
 """
 USERS = (
     ("subscriber", ["--group", "traders"]),
     ("delayed", ["--group", "delayed"]),
+    ("mixed", ["--group", "mixed"]),
     ("operator", ["--admin"]),
 )
 
@@ -151,6 +159,7 @@ class Cluster:
                 source_stream_number=number,
                 size=3,
                 journal_root=self.workdir / "journals",
+                delayed=True,
             )
             self.groups.append(group)
             write_keys(keys / f"{name}.sync.key")
@@ -161,6 +170,7 @@ class Cluster:
                     *("--curve-key", str(keys / f"{name}.{plan.adapter}.key")),
                     *("--sync-key", str(keys / f"{name}.sync.key")),
                     *("--heartbeat-timeout", "1.0", "--log-level", "INFO"),
+                    *("--delay", f"{self.args.delay:g}"),
                     *("--metrics", "127.0.0.1:0"),
                 ]
                 proc = start_adapter(
@@ -202,6 +212,7 @@ class Cluster:
                     "name": g.channel,
                     "number": g.channel_number,
                     "lines": list(g.lines),
+                    "delayed_lines": list(g.delayed_lines),
                     "replay": list(g.replays),
                 }
                 for g in self.groups
@@ -244,12 +255,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rate", type=float, default=1000, help="source messages/s (default: %(default)s)")
     parser.add_argument(
+        "--delay",
+        type=float,
+        default=900.0,
+        help="the delayed lines' delay in seconds (default: %(default)g, 15 minutes)",
+    )
+    parser.add_argument(
         "--dir", type=Path, help="work directory (default: a new temporary one, removed at exit)"
     )
     parser.add_argument("--json", action="store_true", help="print only the JSON line (no progress text)")
     args = parser.parse_args(argv)
-    if not 1 <= args.channels <= 26 or args.rate <= 0:
-        print("feedha up: need 1 <= --channels <= 26 and --rate > 0", file=sys.stderr)
+    if not 1 <= args.channels <= 26 or args.rate <= 0 or args.delay <= 1.0:
+        print("feedha up: need 1 <= --channels <= 26, --rate > 0 and --delay > 1", file=sys.stderr)
         return 2
     if args.source == "spark" and shutil.which("java") is None:
         print("feedha up: no java on PATH: use --source plain", file=sys.stderr)

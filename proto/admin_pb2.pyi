@@ -37,6 +37,7 @@ class CommandKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COMMAND_KIND_GRANT: _ClassVar[CommandKind]
     COMMAND_KIND_REVOKE: _ClassVar[CommandKind]
     COMMAND_KIND_SEAL: _ClassVar[CommandKind]
+    COMMAND_KIND_PURGE: _ClassVar[CommandKind]
     COMMAND_KIND_SESSION_END: _ClassVar[CommandKind]
 
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -70,6 +71,7 @@ COMMAND_KIND_THROTTLE: CommandKind
 COMMAND_KIND_GRANT: CommandKind
 COMMAND_KIND_REVOKE: CommandKind
 COMMAND_KIND_SEAL: CommandKind
+COMMAND_KIND_PURGE: CommandKind
 COMMAND_KIND_SESSION_END: CommandKind
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_WATCHING: EventKind
@@ -106,7 +108,7 @@ class LoginResponse(_message.Message):
     def __init__(self, token: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., user: _Optional[str] = ..., is_admin: _Optional[bool] = ..., lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AdapterRegistration(_message.Message):
-    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key")
+    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key", "delayed_line_endpoint")
     FEED_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +119,7 @@ class AdapterRegistration(_message.Message):
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     feed: str
     channel_name: str
     channel_number: int
@@ -127,7 +130,8 @@ class AdapterRegistration(_message.Message):
     role: AdapterRole
     term: int
     curve_public_key: str
-    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., curve_public_key: _Optional[str] = ...) -> None: ...
+    delayed_line_endpoint: str
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., curve_public_key: _Optional[str] = ..., delayed_line_endpoint: _Optional[str] = ...) -> None: ...
 
 class AdapterStatus(_message.Message):
     __slots__ = ("role", "term", "next_msg_seq", "sync_status", "health_score", "lag")
@@ -145,13 +149,47 @@ class AdapterStatus(_message.Message):
     lag: int
     def __init__(self, role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., sync_status: _Optional[_Union[SyncStatus, str]] = ..., health_score: _Optional[float] = ..., lag: _Optional[int] = ...) -> None: ...
 
+class PurgeResult(_message.Message):
+    __slots__ = ("purge_id", "first_msg_seq", "last_msg_seq", "confirmed_adapters", "unconfirmed_adapters", "frontier_msg_seq", "last_msg_seq_journaled")
+    PURGE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    UNCONFIRMED_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_MSG_SEQ_JOURNALED_FIELD_NUMBER: _ClassVar[int]
+    purge_id: int
+    first_msg_seq: int
+    last_msg_seq: int
+    confirmed_adapters: _containers.RepeatedScalarFieldContainer[int]
+    unconfirmed_adapters: _containers.RepeatedScalarFieldContainer[int]
+    frontier_msg_seq: int
+    last_msg_seq_journaled: int
+    def __init__(self, purge_id: _Optional[int] = ..., first_msg_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., confirmed_adapters: _Optional[_Iterable[int]] = ..., unconfirmed_adapters: _Optional[_Iterable[int]] = ..., frontier_msg_seq: _Optional[int] = ..., last_msg_seq_journaled: _Optional[int] = ...) -> None: ...
+
+class CommandResult(_message.Message):
+    __slots__ = ("command_id", "ok", "error_reason", "message", "purge")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PURGE_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    ok: bool
+    error_reason: str
+    message: str
+    purge: PurgeResult
+    def __init__(self, command_id: _Optional[str] = ..., ok: _Optional[bool] = ..., error_reason: _Optional[str] = ..., message: _Optional[str] = ..., purge: _Optional[_Union[PurgeResult, _Mapping]] = ...) -> None: ...
+
 class ConnectRequest(_message.Message):
-    __slots__ = ("registration", "status")
+    __slots__ = ("registration", "status", "result")
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     registration: AdapterRegistration
     status: AdapterStatus
-    def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ...) -> None: ...
+    result: CommandResult
+    def __init__(self, registration: _Optional[_Union[AdapterRegistration, _Mapping]] = ..., status: _Optional[_Union[AdapterStatus, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
     __slots__ = ("command",)
@@ -160,7 +198,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, command: _Optional[_Union[OperatorCommand, _Mapping]] = ...) -> None: ...
 
 class OperatorCommand(_message.Message):
-    __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants", "seal_key", "force")
+    __slots__ = ("kind", "term", "rate", "reason", "issued_by", "grants", "replace_grants", "seal_key", "command_id", "purge", "force")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     RATE_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +207,8 @@ class OperatorCommand(_message.Message):
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     REPLACE_GRANTS_FIELD_NUMBER: _ClassVar[int]
     SEAL_KEY_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    PURGE_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
     kind: CommandKind
     term: int
@@ -178,8 +218,20 @@ class OperatorCommand(_message.Message):
     grants: _containers.RepeatedCompositeFieldContainer[AccessGrant]
     replace_grants: bool
     seal_key: SealKey
+    command_id: str
+    purge: PurgeRange
     force: bool
-    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AccessGrant, _Mapping]]] = ..., replace_grants: _Optional[bool] = ..., seal_key: _Optional[_Union[SealKey, _Mapping]] = ..., force: _Optional[bool] = ...) -> None: ...
+    def __init__(self, kind: _Optional[_Union[CommandKind, str]] = ..., term: _Optional[int] = ..., rate: _Optional[float] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[AccessGrant, _Mapping]]] = ..., replace_grants: _Optional[bool] = ..., seal_key: _Optional[_Union[SealKey, _Mapping]] = ..., command_id: _Optional[str] = ..., purge: _Optional[_Union[PurgeRange, _Mapping]] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class PurgeRange(_message.Message):
+    __slots__ = ("first_msg_seq", "last_msg_seq", "all_pending")
+    FIRST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    ALL_PENDING_FIELD_NUMBER: _ClassVar[int]
+    first_msg_seq: int
+    last_msg_seq: int
+    all_pending: bool
+    def __init__(self, first_msg_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., all_pending: _Optional[bool] = ...) -> None: ...
 
 class SealKey(_message.Message):
     __slots__ = ("key_id", "key")
@@ -190,12 +242,14 @@ class SealKey(_message.Message):
     def __init__(self, key_id: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class AccessGrant(_message.Message):
-    __slots__ = ("curve_public_key", "expire_time")
+    __slots__ = ("curve_public_key", "expire_time", "delayed_only")
     CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_ONLY_FIELD_NUMBER: _ClassVar[int]
     curve_public_key: str
     expire_time: _timestamp_pb2.Timestamp
-    def __init__(self, curve_public_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    delayed_only: bool
+    def __init__(self, curve_public_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delayed_only: _Optional[bool] = ...) -> None: ...
 
 class Line(_message.Message):
     __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up", "curve_server_key")
@@ -424,16 +478,36 @@ class EndSessionResponse(_message.Message):
     def __init__(self, sent: _Optional[_Iterable[_Union[CommandSent, _Mapping]]] = ...) -> None: ...
 
 class PurgeRequest(_message.Message):
-    __slots__ = ("channel_name", "message_id")
+    __slots__ = ("channel_name", "first_msg_seq", "last_msg_seq", "all_pending", "reason")
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    ALL_PENDING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     channel_name: str
-    message_id: str
-    def __init__(self, channel_name: _Optional[str] = ..., message_id: _Optional[str] = ...) -> None: ...
+    first_msg_seq: int
+    last_msg_seq: int
+    all_pending: bool
+    reason: str
+    def __init__(self, channel_name: _Optional[str] = ..., first_msg_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., all_pending: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class PurgeResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("purge_id", "first_msg_seq", "last_msg_seq", "count", "adapter_id", "confirmed_adapter_ids", "unconfirmed_adapter_ids")
+    PURGE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_ADAPTER_IDS_FIELD_NUMBER: _ClassVar[int]
+    UNCONFIRMED_ADAPTER_IDS_FIELD_NUMBER: _ClassVar[int]
+    purge_id: int
+    first_msg_seq: int
+    last_msg_seq: int
+    count: int
+    adapter_id: str
+    confirmed_adapter_ids: _containers.RepeatedScalarFieldContainer[str]
+    unconfirmed_adapter_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, purge_id: _Optional[int] = ..., first_msg_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., count: _Optional[int] = ..., adapter_id: _Optional[str] = ..., confirmed_adapter_ids: _Optional[_Iterable[str]] = ..., unconfirmed_adapter_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WatchEventsRequest(_message.Message):
     __slots__ = ()

@@ -463,7 +463,7 @@ class AdminControlServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Purge(self, request, context):
-        """Purge a pending delayed message (operators). Not implemented yet: UNIMPLEMENTED.
+        """Purge messages pending on a channel's delayed line (operators; audited).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -52,6 +52,7 @@ class CommandKind(enum.Enum):
     REVOKE = "revoke"  # data-plane access withdrawn: cut these keys off
     SEAL = "seal"  # multicast lines: seal packets with this key from now on
     SESSION_END = "session_end"  # the channel's active ends the trading session now
+    PURGE = "purge"  # purge messages pending on the delayed line (answered with a CommandResult)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +70,7 @@ class AdapterRegistration:
         role: role at registration.
         term: term at registration.
         curve_public_key: the Z85 CURVE public key of its line and replay service ("": none).
+        delayed_line_endpoint: its delayed line ("": it serves none).
     """
 
     feed: str
@@ -81,6 +83,7 @@ class AdapterRegistration:
     role: AdapterRole = AdapterRole.BACKUP
     term: int = 0
     curve_public_key: str = ""
+    delayed_line_endpoint: str = ""
 
     def __post_init__(self) -> None:
         if self.curve_public_key and not is_curve_key(self.curve_public_key):
@@ -119,19 +122,34 @@ class AccessGrant:
     """A subscriber's CURVE public key (Z85) and until when it may connect (ns since the epoch; 0: unset).
 
     On the wire the expiry is a ``google.protobuf.Timestamp`` (``expire_time``).
+    ``delayed_only``: the key may connect to the delayed line and ask for delayed
+    ranges, never to the real-time line.
     """
 
     curve_public_key: str
     expires_at_ns: int = 0
+    delayed_only: bool = False
 
     def __post_init__(self) -> None:
         if not is_curve_key(self.curve_public_key):
             raise ValueError(f"not a Z85 CURVE public key: {self.curve_public_key[:48]!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class PurgeRange:
+    """What a PURGE names: msg_seq ``first..last``, or everything pending (``all_pending``)."""
+
+    first_msg_seq: int = 0
+    last_msg_seq: int = 0
+    all_pending: bool = False
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Command:
-    """An operator command for one adapter (GRANT/REVOKE: data-plane access for subscriber keys)."""
+    """An operator command for one adapter (GRANT/REVOKE: data-plane access for subscriber keys).
+
+    ``command_id`` non-empty: the adapter answers with a :class:`CommandResult` of that id.
+    """
 
     kind: CommandKind
     term: int = 0
@@ -142,6 +160,39 @@ class Command:
     replace_grants: bool = False
     seal_key: SealKey | None = None
     force: bool = False  # PROMOTE: even an adapter whose numbering is not confirmed
+    command_id: str = ""
+    purge: PurgeRange | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandResult:
+    """An adapter's answer to a command that asked for one (a purge).
+
+    Attributes:
+        command_id: the command's id.
+        ok: whether it was carried out.
+        error_reason: a refusal's machine-readable cause (``ALREADY_DELIVERED``, ``NOT_ACTIVE`` ...).
+        message: for people.
+        purge_id: the purge's id (accepted).
+        first_msg_seq: the first purged msg_seq (accepted).
+        last_msg_seq: the last purged msg_seq (accepted).
+        confirmed: the backups that hold the purge.
+        unconfirmed: the live backups that had not acknowledged it in time.
+        frontier_msg_seq: refused as already delivered: a purge must start after this.
+        last_msg_seq_journaled: refused as beyond the end: the last message published.
+    """
+
+    command_id: str
+    ok: bool
+    error_reason: str = ""
+    message: str = ""
+    purge_id: int = 0
+    first_msg_seq: int = 0
+    last_msg_seq: int = 0
+    confirmed: tuple[int, ...] = ()
+    unconfirmed: tuple[int, ...] = ()
+    frontier_msg_seq: int = 0
+    last_msg_seq_journaled: int = 0
 
 
 _Z85: frozenset[str] = frozenset(
@@ -193,6 +244,7 @@ def registration_to_proto(reg: AdapterRegistration) -> admin_pb2.AdapterRegistra
         role=role_to_proto(reg.role),
         term=reg.term,
         curve_public_key=reg.curve_public_key,
+        delayed_line_endpoint=reg.delayed_line_endpoint,
     )
 
 
@@ -213,6 +265,7 @@ def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegist
         role=role_from_proto(msg.role),
         term=msg.term,
         curve_public_key=msg.curve_public_key,
+        delayed_line_endpoint=msg.delayed_line_endpoint,
     )
 
 
@@ -252,11 +305,19 @@ def command_to_proto(command: Command) -> admin_pb2.OperatorCommand:
         replace_grants=command.replace_grants,
         seal_key=None if command.seal_key is None else seal_key_to_proto(command.seal_key),
         force=command.force,
+        command_id=command.command_id,
+        purge=None if command.purge is None else _purge_range_to_proto(command.purge),
+    )
+
+
+def _purge_range_to_proto(purge: PurgeRange) -> admin_pb2.PurgeRange:
+    return admin_pb2.PurgeRange(
+        first_msg_seq=purge.first_msg_seq, last_msg_seq=purge.last_msg_seq, all_pending=purge.all_pending
     )
 
 
 def _grant_to_proto(grant: AccessGrant) -> admin_pb2.AccessGrant:
-    message = admin_pb2.AccessGrant(curve_public_key=grant.curve_public_key)
+    message = admin_pb2.AccessGrant(curve_public_key=grant.curve_public_key, delayed_only=grant.delayed_only)
     if grant.expires_at_ns:
         message.expire_time.FromNanoseconds(grant.expires_at_ns)
     return message
@@ -264,7 +325,45 @@ def _grant_to_proto(grant: AccessGrant) -> admin_pb2.AccessGrant:
 
 def _grant_from_proto(message: admin_pb2.AccessGrant) -> AccessGrant:
     expires = message.expire_time.ToNanoseconds() if message.HasField("expire_time") else 0
-    return AccessGrant(message.curve_public_key, expires)
+    return AccessGrant(message.curve_public_key, expires, message.delayed_only)
+
+
+def result_to_proto(result: CommandResult) -> admin_pb2.CommandResult:
+    """Command result dataclass -> message."""
+    purge = admin_pb2.PurgeResult(
+        purge_id=result.purge_id,
+        first_msg_seq=result.first_msg_seq,
+        last_msg_seq=result.last_msg_seq,
+        confirmed_adapters=result.confirmed,
+        unconfirmed_adapters=result.unconfirmed,
+        frontier_msg_seq=result.frontier_msg_seq,
+        last_msg_seq_journaled=result.last_msg_seq_journaled,
+    )
+    return admin_pb2.CommandResult(
+        command_id=result.command_id,
+        ok=result.ok,
+        error_reason=result.error_reason,
+        message=result.message,
+        purge=purge,
+    )
+
+
+def result_from_proto(msg: admin_pb2.CommandResult) -> CommandResult:
+    """Message -> command result dataclass (text fields cut to 1 KiB: an adapter's word, not a novel)."""
+    purge = msg.purge
+    return CommandResult(
+        command_id=msg.command_id[:64],
+        ok=msg.ok,
+        error_reason=msg.error_reason[:64],
+        message=msg.message[:1024],
+        purge_id=purge.purge_id,
+        first_msg_seq=purge.first_msg_seq,
+        last_msg_seq=purge.last_msg_seq,
+        confirmed=tuple(purge.confirmed_adapters[:256]),
+        unconfirmed=tuple(purge.unconfirmed_adapters[:256]),
+        frontier_msg_seq=purge.frontier_msg_seq,
+        last_msg_seq_journaled=purge.last_msg_seq_journaled,
+    )
 
 
 def seal_key_to_proto(key: SealKey) -> admin_pb2.SealKey:
@@ -303,6 +402,11 @@ def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
     seal_key = seal_key_from_proto(msg.seal_key) if msg.HasField("seal_key") else None
     if name == "SEAL" and seal_key is None:
         raise ProtoError("seal_key", "a SEAL command without a key")
+    purge = None
+    if msg.HasField("purge"):
+        purge = PurgeRange(msg.purge.first_msg_seq, msg.purge.last_msg_seq, msg.purge.all_pending)
+    if name == "PURGE" and (purge is None or not msg.command_id):
+        raise ProtoError("purge", "a PURGE command without a range or a command id")
     return Command(
         kind=CommandKind[name],
         term=msg.term,
@@ -313,4 +417,6 @@ def command_from_proto(msg: admin_pb2.OperatorCommand) -> Command:
         replace_grants=msg.replace_grants,
         force=msg.force and name == "PROMOTE",
         seal_key=seal_key,
+        command_id=msg.command_id[:64],
+        purge=purge,
     )

@@ -16,6 +16,13 @@ big-endian like the line's wire format:
   DESIGN wire format with ``FLAG_RETRANSMISSION`` set, several blocks per
   packet.
 
+Two request kinds: :data:`KIND_RANGE` (1) asks for the real-time stream's
+messages; :data:`KIND_DELAYED_RANGE` (2) asks for the *delayed* stream's: only
+messages whose delay has passed are served (the reply's ``through`` stops
+before the first that is not yet due), their packets carry ``FLAG_DELAYED``
+too, and this is all a delayed-only subscriber may ask (``NOT_ENTITLED``
+otherwise). Both kinds send a tombstone block in place of a purged message.
+
 One reply carries at most ``max_bytes`` of packets. ``through`` in the status
 says how far the reply reaches: every msg_seq in ``first..through`` that the
 journal holds is in the packets (any other one in that span is not in this
@@ -41,8 +48,9 @@ logger = logging.getLogger(__name__)
 MAGIC: Final = b"FR"
 VERSION: Final = 1
 KIND_RANGE: Final = 1
-KIND_SNAPSHOT: Final = 3  # the channel's image (docs/wire-format.md, "Images"); 2 is the delayed range
-_KINDS: Final = {KIND_RANGE: "range", KIND_SNAPSHOT: "snapshot"}
+KIND_DELAYED_RANGE: Final = 2  # the delayed stream: only messages past their delay
+KIND_SNAPSHOT: Final = 3  # the channel's image (docs/wire-format.md, "Images")
+_KINDS: Final = {KIND_RANGE: "range", KIND_DELAYED_RANGE: "delayed range", KIND_SNAPSHOT: "snapshot"}
 # magic, version, kind, channel, reserved, request id, first msg_seq, last msg_seq
 REQUEST: Final = struct.Struct(">2sBBHHIQQ")
 REQUEST_SIZE: Final = REQUEST.size  # 28
@@ -64,6 +72,7 @@ class ReplayStatus(enum.IntEnum):
     WRONG_CHANNEL = 3  # the service serves another channel
     ERROR = 4  # the journal could not be read (see the message); try another line
     BUSY = 5  # over this client's or the service's budget: ask again later, or another line
+    NOT_ENTITLED = 6  # this key may not have what it asked (a delayed-only key asked for real time)
 
 
 class ReplayProtocolError(ProtoError):
@@ -78,7 +87,7 @@ class ReplayProtocolError(ProtoError):
 
 @dataclass(frozen=True, slots=True)
 class ReplayRequest:
-    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``.
+    """Messages ``first_seq..last_seq`` (inclusive) of ``channel``; ``kind`` says of which stream.
 
     A snapshot request (``kind`` :data:`KIND_SNAPSHOT`) asks for the channel's
     image instead: ``first_seq`` is the msg_seq of the image wanted (0: the
@@ -94,7 +103,13 @@ class ReplayRequest:
 
     @property
     def is_snapshot(self) -> bool:
+        """A request for the channel's image (``first_seq``: its msg_seq, ``last_seq``: the first part)."""
         return self.kind == KIND_SNAPSHOT
+
+    @property
+    def is_delayed(self) -> bool:
+        """A request for the delayed stream (only messages past their delay)."""
+        return self.kind == KIND_DELAYED_RANGE
 
 
 def snapshot_request(channel: int, request_id: int, *, msg_seq: int = 0, part: int = 0) -> ReplayRequest:
@@ -139,6 +154,8 @@ def encode_request(request: ReplayRequest) -> bytes:
         raise ValueError(f"unknown request kind {request.kind}")
     if request.kind == KIND_RANGE and request.last_seq < request.first_seq:
         raise ValueError(f"last_seq {request.last_seq} is before first_seq {request.first_seq}")
+    if request.kind not in _KINDS:
+        raise ValueError(f"unknown replay request kind {request.kind}")
     try:
         return REQUEST.pack(
             MAGIC,
@@ -168,9 +185,9 @@ def decode_request(body: bytes) -> ReplayRequest:
     if version != VERSION:
         raise ReplayProtocolError("version", f"version {version}, this server speaks {VERSION}")
     if kind not in _KINDS:
-        known = ", ".join(f"{k} ({name})" for k, name in _KINDS.items())
+        known = ", ".join(f"{number} ({name})" for number, name in _KINDS.items())
         raise ReplayProtocolError("kind", f"request kind {kind}, this server serves {known}")
-    if kind == KIND_RANGE and last < first:
+    if kind != KIND_SNAPSHOT and last < first:
         raise ReplayProtocolError("range", f"last msg_seq {last} is before first {first}")
     return ReplayRequest(channel, request_id, first, last, kind)
 

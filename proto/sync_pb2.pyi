@@ -20,7 +20,7 @@ ROLE_BACKUP: Role
 ROLE_FAILED: Role
 
 class StreamState(_message.Message):
-    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason")
+    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason", "purge_seq")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,7 @@ class StreamState(_message.Message):
     PROPOSED_AFTER_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_REASON_FIELD_NUMBER: _ClassVar[int]
+    PURGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
     next_msg_seq: int
     next_source_seq: int
@@ -51,7 +52,8 @@ class StreamState(_message.Message):
     proposed_after_source_seq: int
     proposed_time_ns: int
     proposed_reason: _market_pb2.SessionReason
-    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ...) -> None: ...
+    purge_seq: int
+    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., purge_seq: _Optional[int] = ...) -> None: ...
 
 class SessionAck(_message.Message):
     __slots__ = ("proposed_session", "after_source_seq", "position")
@@ -64,7 +66,7 @@ class SessionAck(_message.Message):
     def __init__(self, proposed_session: _Optional[int] = ..., after_source_seq: _Optional[int] = ..., position: _Optional[int] = ...) -> None: ...
 
 class Health(_message.Message):
-    __slots__ = ("score", "available_memory_mb", "cpu_percent", "error_count", "message_rate", "lag", "in_sync", "desync_count", "published_msg_seq")
+    __slots__ = ("score", "available_memory_mb", "cpu_percent", "error_count", "message_rate", "lag", "in_sync", "desync_count", "published_msg_seq", "purge_seq", "delayed_msg_seq")
     SCORE_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +76,8 @@ class Health(_message.Message):
     IN_SYNC_FIELD_NUMBER: _ClassVar[int]
     DESYNC_COUNT_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PURGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     score: float
     available_memory_mb: float
     cpu_percent: float
@@ -83,7 +87,9 @@ class Health(_message.Message):
     in_sync: bool
     desync_count: int
     published_msg_seq: int
-    def __init__(self, score: _Optional[float] = ..., available_memory_mb: _Optional[float] = ..., cpu_percent: _Optional[float] = ..., error_count: _Optional[int] = ..., message_rate: _Optional[float] = ..., lag: _Optional[int] = ..., in_sync: _Optional[bool] = ..., desync_count: _Optional[int] = ..., published_msg_seq: _Optional[int] = ...) -> None: ...
+    purge_seq: int
+    delayed_msg_seq: int
+    def __init__(self, score: _Optional[float] = ..., available_memory_mb: _Optional[float] = ..., cpu_percent: _Optional[float] = ..., error_count: _Optional[int] = ..., message_rate: _Optional[float] = ..., lag: _Optional[int] = ..., in_sync: _Optional[bool] = ..., desync_count: _Optional[int] = ..., published_msg_seq: _Optional[int] = ..., purge_seq: _Optional[int] = ..., delayed_msg_seq: _Optional[int] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
     __slots__ = ("target_adapter",)
@@ -100,7 +106,7 @@ class SymbolSnapshot(_message.Message):
     def __init__(self, symbol: _Optional[str] = ..., state: _Optional[_Union[_market_pb2.SymbolState, _Mapping]] = ...) -> None: ...
 
 class ConversionSnapshot(_message.Message):
-    __slots__ = ("source_stream", "source_seq", "next_msg_seq", "symbols", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason")
+    __slots__ = ("source_stream", "source_seq", "next_msg_seq", "symbols", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "purges")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +116,7 @@ class ConversionSnapshot(_message.Message):
     SESSION_BOUNDARY_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_START_NS_FIELD_NUMBER: _ClassVar[int]
     SESSION_REASON_FIELD_NUMBER: _ClassVar[int]
+    PURGES_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
     source_seq: int
     next_msg_seq: int
@@ -119,7 +126,40 @@ class ConversionSnapshot(_message.Message):
     session_boundary_msg_seq: int
     session_start_ns: int
     session_reason: _market_pb2.SessionReason
-    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ...) -> None: ...
+    purges: _containers.RepeatedCompositeFieldContainer[PurgeEntry]
+    def __init__(self, source_stream: _Optional[int] = ..., source_seq: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolSnapshot, _Mapping]]] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., purges: _Optional[_Iterable[_Union[PurgeEntry, _Mapping]]] = ...) -> None: ...
+
+class PurgeEntry(_message.Message):
+    __slots__ = ("purge_id", "first_msg_seq", "last_msg_seq", "time_ns", "reason", "issued_by", "term", "withdrawn")
+    PURGE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_BY_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
+    purge_id: int
+    first_msg_seq: int
+    last_msg_seq: int
+    time_ns: int
+    reason: str
+    issued_by: str
+    term: int
+    withdrawn: bool
+    def __init__(self, purge_id: _Optional[int] = ..., first_msg_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., time_ns: _Optional[int] = ..., reason: _Optional[str] = ..., issued_by: _Optional[str] = ..., term: _Optional[int] = ..., withdrawn: _Optional[bool] = ...) -> None: ...
+
+class Purges(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[PurgeEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[PurgeEntry, _Mapping]]] = ...) -> None: ...
+
+class PurgeAck(_message.Message):
+    __slots__ = ("known_through",)
+    KNOWN_THROUGH_FIELD_NUMBER: _ClassVar[int]
+    known_through: int
+    def __init__(self, known_through: _Optional[int] = ...) -> None: ...
 
 class Failed(_message.Message):
     __slots__ = ("reason",)
@@ -128,7 +168,7 @@ class Failed(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class SyncMessage(_message.Message):
-    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed", "session_ack")
+    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed", "session_ack", "purges", "purge_ack")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +180,8 @@ class SyncMessage(_message.Message):
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     SESSION_ACK_FIELD_NUMBER: _ClassVar[int]
+    PURGES_FIELD_NUMBER: _ClassVar[int]
+    PURGE_ACK_FIELD_NUMBER: _ClassVar[int]
     channel: int
     adapter: int
     term: int
@@ -151,4 +193,6 @@ class SyncMessage(_message.Message):
     snapshot: ConversionSnapshot
     failed: Failed
     session_ack: SessionAck
-    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ..., session_ack: _Optional[_Union[SessionAck, _Mapping]] = ...) -> None: ...
+    purges: Purges
+    purge_ack: PurgeAck
+    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ..., session_ack: _Optional[_Union[SessionAck, _Mapping]] = ..., purges: _Optional[_Union[Purges, _Mapping]] = ..., purge_ack: _Optional[_Union[PurgeAck, _Mapping]] = ...) -> None: ...

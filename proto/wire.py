@@ -11,7 +11,8 @@ Header (``struct`` format ``">2sBBHHIQHHQ"``)::
     offset size field
          0    2 magic b"FH"
          2    1 version (1; 2 is a sealed packet, see proto.seal)
-         3    1 flags: bit 0 heartbeat, bit 1 retransmission, bit 2 end of session
+         3    1 flags: bit 0 heartbeat, bit 1 retransmission, bit 2 end of session,
+                  bit 3 delayed (a packet of a delayed line or a delayed replay)
          4    2 channel number
          6    2 adapter number
          8    4 term
@@ -26,6 +27,12 @@ Block *i* carries ``msg_seq = first + i`` and is laid out as::
     u16 source_stream
     u64 source_seq
     payload          -- the protobuf-encoded feedha.v1.MarketUpdate
+
+A block whose ``source_stream`` is 0 (:data:`TOMBSTONE_STREAM`; no source
+stream has that number) is a *tombstone*: the message numbered there was
+purged before the delayed line delivered it. Its ``source_seq`` is the purged
+message's, its payload a ``feedha.v1.Tombstone`` (symbol, purge id, reason).
+So ``msg_seq`` stays gap-free on a delayed line and in retransmissions.
 
 A receiver can therefore arbitrate, check ``(source_stream, source_seq)``
 conflicts and detect gaps from the headers alone and decode protobuf only for
@@ -49,7 +56,11 @@ SEALED_VERSION: Final = 2
 FLAG_HEARTBEAT: Final = 0x01
 FLAG_RETRANSMISSION: Final = 0x02
 FLAG_END_OF_SESSION: Final = 0x04
-_KNOWN_FLAGS: Final = FLAG_HEARTBEAT | FLAG_RETRANSMISSION | FLAG_END_OF_SESSION
+FLAG_DELAYED: Final = 0x08  # a delayed line's packet, or a delayed replay's (with FLAG_RETRANSMISSION)
+_KNOWN_FLAGS: Final = FLAG_HEARTBEAT | FLAG_RETRANSMISSION | FLAG_END_OF_SESSION | FLAG_DELAYED
+
+# A block with this source_stream is a tombstone: the message at its msg_seq was purged.
+TOMBSTONE_STREAM: Final = 0
 
 HEADER: Final = struct.Struct(">2sBBHHIQHHQ")
 BLOCK_HEADER: Final = struct.Struct(">HHQ")
@@ -105,6 +116,10 @@ class PacketHeader:
         return bool(self.flags & FLAG_END_OF_SESSION)
 
     @property
+    def is_delayed(self) -> bool:
+        return bool(self.flags & FLAG_DELAYED)
+
+    @property
     def next_seq(self) -> int:
         """The msg_seq that follows the last block (for a heartbeat, first_seq)."""
         return self.first_seq + self.count
@@ -118,6 +133,11 @@ class Block:
     source_stream: int
     source_seq: int
     payload: bytes
+
+    @property
+    def is_tombstone(self) -> bool:
+        """Whether this block stands for a purged message (its payload is a ``Tombstone``)."""
+        return self.source_stream == TOMBSTONE_STREAM
 
 
 def encode_header(
@@ -351,6 +371,11 @@ class PacketBuilder:
         self._parts.append(blocks)
         self._size += len(blocks)
         self.count += count
+
+    @property
+    def next_seq(self) -> int:
+        """The msg_seq the next block must have (valid once a block was added)."""
+        return self.first_seq + self.count
 
     def build(self, *, channel: int, adapter: int, term: int, send_time_ns: int, flags: int = 0) -> bytes:
         """Return the packet and reset the builder.

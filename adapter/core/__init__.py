@@ -5,15 +5,19 @@
 rules as a pure state machine; ``sequencer`` numbers messages and compares
 positions; ``syncbus`` and ``commands`` turn bytes into typed messages and
 back; ``gate``, ``output``, ``journaling``, ``ring``, ``health`` and ``recovery`` are
-the core's parts. Nothing here imports zmq, grpc, asyncio or time.
+the core's parts; ``delayed``, ``purge`` and ``purging`` are the delayed line and
+the purges of what it has not sent yet. Nothing here imports zmq, grpc, asyncio or time.
 """
 
 from __future__ import annotations
 
 from feedha.adapter.core.actions import (
     Action,
+    CommandDone,
+    JournalControl,
     JournalRecords,
     Publish,
+    PublishDelayed,
     Quarantine,
     RecordTerm,
     SendSync,
@@ -26,9 +30,12 @@ from feedha.adapter.core.machine import AdapterCore, SyncView
 __all__ = [
     "Action",
     "AdapterCore",
+    "CommandDone",
     "CoreConfig",
+    "JournalControl",
     "JournalRecords",
     "Publish",
+    "PublishDelayed",
     "Quarantine",
     "RecordTerm",
     "SendSync",

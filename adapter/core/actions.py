@@ -15,8 +15,11 @@ from feedha.adapter.core.syncbus import SyncMessage
 
 __all__ = [
     "Action",
+    "CommandDone",
+    "JournalControl",
     "JournalRecords",
     "Publish",
+    "PublishDelayed",
     "Quarantine",
     "RecordTerm",
     "SendSync",
@@ -30,6 +33,30 @@ class Publish:
     """Send one packet on the line (``[channel topic, packet]``)."""
 
     packet: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PublishDelayed:
+    """Send one packet on the delayed line (``[channel topic, packet]``)."""
+
+    packet: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JournalControl:
+    """Append a control record (a purge) to the journal: not a message, it takes no msg_seq."""
+
+    flags: int
+    time_ns: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CommandDone:
+    """The reply to a command that answered later (a purge, once the backups hold it)."""
+
+    command_id: str
+    reply: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,4 +130,15 @@ class Quarantine:
     size: int
 
 
-Action: TypeAlias = Publish | JournalRecords | WriteCheckpoint | RecordTerm | SendSync | Status | Quarantine
+Action: TypeAlias = (
+    Publish
+    | JournalRecords
+    | WriteCheckpoint
+    | RecordTerm
+    | SendSync
+    | Status
+    | Quarantine
+    | PublishDelayed
+    | JournalControl
+    | CommandDone
+)

@@ -22,6 +22,10 @@ penalty     ``value`` (0..100)                        handicap on the health sco
 corrupt_state ``delta`` (int, optional)               fault injection: skew every volume
 session_end ``reason`` (str, optional)                end the trading session now (active only;
                                                       the group agrees on the boundary)
+purge       ``first`` (msg_seq >= 1), ``last``        purge messages pending on the delayed line
+            (optional, >= first) or ``all_pending``   (the active only; replies once the backups
+            (true), ``reason`` (str, required),       hold the purge, or after a second)
+            ``issued_by`` (str, optional)
 ========== ========================================= =============================
 """
 
@@ -44,6 +48,7 @@ __all__ = [
     "DropPackets",
     "EndSession",
     "Penalty",
+    "Purge",
     "RoleCommand",
     "ShowStatus",
     "Throttle",
@@ -57,6 +62,8 @@ MAX_THROTTLE_RATE: Final = 1e9
 MAX_REASON_CHARS: Final = 200
 MAX_DROP_COUNT: Final = 1_000_000
 MAX_CORRUPT_DELTA: Final = 1 << 40
+MAX_MSG_SEQ: Final = (1 << 63) - 1
+MAX_COMMAND_ID_CHARS: Final = 64
 
 
 class ControlError(AdapterError, ValueError):
@@ -113,7 +120,45 @@ class EndSession:
     reason: str = "operator"
 
 
-Command: TypeAlias = ShowStatus | RoleCommand | Throttle | DropPackets | Penalty | CorruptState | EndSession
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purge:
+    """Purge messages still pending on the delayed line (the active decides; see ``adapter.core.purging``).
+
+    Attributes:
+        first: the first msg_seq (0 with ``all_pending``).
+        last: the last msg_seq, inclusive (0 with ``all_pending``).
+        all_pending: purge everything journaled that the delayed line has not reached (the
+            seed's cancel-all); ``first`` and ``last`` are then decided by the active.
+        reason: why (kept with the purge, shown in tombstones and ``feedha journal dump``).
+        issued_by: the operator.
+        command_id: names the reply when it comes later (the backups' acknowledgements).
+    """
+
+    first: int = 0
+    last: int = 0
+    all_pending: bool = False
+    reason: str
+    issued_by: str = ""
+    command_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.reason or len(self.reason) > MAX_REASON_CHARS:
+            raise ControlError(f"a purge needs a reason of 1..{MAX_REASON_CHARS} characters")
+        if len(self.issued_by) > MAX_REASON_CHARS or len(self.command_id) > MAX_COMMAND_ID_CHARS:
+            raise ControlError("issued_by or command_id too long")
+        if self.all_pending:
+            if self.first or self.last:
+                raise ControlError("a purge of all pending messages takes no first or last msg_seq")
+        elif not 1 <= self.first <= self.last <= MAX_MSG_SEQ:
+            raise ControlError(
+                f"a purge needs 1 <= first <= last <= {MAX_MSG_SEQ}, got {self.first}..{self.last} "
+                "(msg_seq 0 is never a message)"
+            )
+
+
+Command: TypeAlias = (
+    ShowStatus | RoleCommand | Throttle | DropPackets | Penalty | CorruptState | EndSession | Purge
+)
 
 
 def _reason(request: Mapping[str, Any]) -> str:
@@ -157,6 +202,16 @@ def _throttle(request: Mapping[str, Any]) -> Command:
     return Throttle(rate)
 
 
+def _purge(request: Mapping[str, Any]) -> Command:
+    all_pending = _flag(request, "all_pending")
+    first = _integer(request, "first", 0, MAX_MSG_SEQ, 0)
+    last = _integer(request, "last", 0, MAX_MSG_SEQ, first)
+    reason, by = request.get("reason", ""), request.get("issued_by", "")
+    if not isinstance(reason, str) or not isinstance(by, str):
+        raise ControlError("reason and issued_by must be strings")
+    return Purge(first=first, last=last, all_pending=all_pending, reason=reason, issued_by=by)
+
+
 _DECODERS: Final[Mapping[str, Callable[[Mapping[str, Any]], Command]]] = {
     "status": lambda r: ShowStatus(),
     "promote": lambda r: RoleCommand(CommandKind.PROMOTE, _reason(r), _flag(r, "force")),
@@ -171,6 +226,7 @@ _DECODERS: Final[Mapping[str, Callable[[Mapping[str, Any]], Command]]] = {
         _integer(r, "delta", -MAX_CORRUPT_DELTA, MAX_CORRUPT_DELTA, 1000)
     ),
     "session_end": lambda r: EndSession(_reason(r)),
+    "purge": _purge,
 }
 
 

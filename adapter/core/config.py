@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from feedha.adapter.core.delayed import DEFAULT_MARGIN_S
 from feedha.adapter.core.gate import DEFAULT_SILENCE_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
@@ -18,6 +19,7 @@ CHECKPOINT_INTERVAL_S: Final = 5.0  # ... or this long after the last one, which
 MAX_PAUSE_S: Final = 1.0  # the longest a throttle pauses source reading in one go
 MAX_SOURCE_GAP: Final = 1_000_000  # missing source messages beyond which a gap is a suspect jump
 JUMP_CONFIRM: Final = 3  # consecutive messages that confirm a jump (the jump included)
+MAX_DELAY_S: Final = 7 * 86_400.0  # a week: a longer delay is a configuration mistake
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +52,9 @@ class CoreConfig:
             active's next report before it goes out anyway (the active died or stalled).
         session_schedule: the daily end of the trading session (``None``: sessions end only
             when an operator ends them); only the active acts on it.
+        delay_s: the delayed line's delay (None: no delayed line); needs ``journal``.
+        purge_margin_s: a message stops being purgeable this long before the delayed line
+            sends it (covers the other adapters' delayed lines, a few ms apart, and clocks).
     """
 
     channel_number: int
@@ -70,6 +75,8 @@ class CoreConfig:
     group_size: int = 0
     silence_release_s: float = DEFAULT_SILENCE_S
     session_schedule: SessionSchedule | None = None
+    delay_s: float | None = None
+    purge_margin_s: float = DEFAULT_MARGIN_S
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):
@@ -94,3 +101,11 @@ class CoreConfig:
             raise ConfigError(f"group_size must be in 0..65535, got {self.group_size}")
         if not self.silence_release_s > 0:
             raise ConfigError(f"silence_release_s must be > 0, got {self.silence_release_s}")
+        if self.delay_s is not None:
+            if not self.journal:
+                raise ConfigError("a delayed line is served from the journal: delay_s needs journal")
+            if not 0 <= self.purge_margin_s < self.delay_s <= MAX_DELAY_S:
+                raise ConfigError(
+                    f"need 0 <= purge_margin_s < delay_s <= {MAX_DELAY_S:g}, got "
+                    f"{self.purge_margin_s} and {self.delay_s}"
+                )

@@ -15,10 +15,11 @@ Pure bookkeeping: the runner's journal writer carries out the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.core.actions import JournalRecords, WriteCheckpoint
+from feedha.adapter.core.purge import PurgeEntry
 from feedha.adapter.core.recovery import encode_checkpoint_state
 from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 
@@ -112,6 +113,7 @@ class JournalPlan:
         last_source_seq: int,
         symbols: Callable[[], Mapping[str, SymbolValues]],
         session: Session = FIRST_SESSION,
+        purges: Callable[[], Iterable[PurgeEntry]] = tuple,
     ) -> WriteCheckpoint | None:
         """A checkpoint when one is due and the state is exactly the journal's; else ``None``."""
         pending = self._since_checkpoint
@@ -124,6 +126,7 @@ class JournalPlan:
             source_seq=self.last_source_seq,
             next_msg_seq=self.last_msg_seq + 1,
             session=session,
+            purges=purges(),
         )
         self._since_checkpoint = 0
         self._checkpoint_at = now

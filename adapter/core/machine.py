@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -46,15 +46,19 @@ from feedha.adapter.core.commands import (
     DropPackets,
     EndSession,
     Penalty,
+    Purge,
     RoleCommand,
     ShowStatus,
     Throttle,
 )
 from feedha.adapter.core.config import MAX_PAUSE_S, CoreConfig
+from feedha.adapter.core.delayed import RecordLike
+from feedha.adapter.core.delayed_side import DelayedSide
 from feedha.adapter.core.health import HealthMeter, MachineSample, health_score
 from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import LineOutput
 from feedha.adapter.core.pipeline import Pipeline
+from feedha.adapter.core.purging import PurgeContext
 from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
 from feedha.adapter.core.session import Boundary
 from feedha.adapter.core.sync import Action as SyncAction
@@ -153,6 +157,7 @@ class AdapterCore:
         self.sessions = SessionDriver(self, config.session_schedule)
         self.state.session = self.sessions.keeper.session.id
         self.health = HealthMeter(penalty=config.health_penalty, now=now)
+        self.delayed = DelayedSide(config, now=now)  # the delayed line and the group's purges
         self.sync_garbage = self.snapshots_sent = 0
         self._active_position = 0  # the last source_seq the active reported
         self._paused_until = 0.0
@@ -226,6 +231,8 @@ class AdapterCore:
                 self.apply(SnapshotAdopted(msg.source_seq))
         elif isinstance(msg, syncbus.SessionAck):
             self.sessions.on_ack(msg)
+        if isinstance(msg, syncbus.StreamState | syncbus.Purges | syncbus.PurgeAck | syncbus.Health):
+            self.delayed.on_sync(msg, self._purge_context(), self._out, from_active=from_active)
         return self._take()
 
     def _wants_snapshot(self) -> bool:
@@ -255,6 +262,7 @@ class AdapterCore:
                 last_source_seq=last,
                 symbols=self.state.snapshot,
                 session=self.sessions.keeper.session,
+                purges=self.delayed.desk.book.entries,
             )
             if checkpoint is not None:
                 self._out.append(checkpoint)
@@ -262,6 +270,7 @@ class AdapterCore:
             self.apply(Tick())
         self.sessions.tick()
         self._release_if_active_silent(now)
+        self.delayed.on_tick(self._purge_context(), self._out)
         output = self.pipeline.output
         if self.sync.is_publishing and now >= output.heartbeat_due() and self.pipeline.may_heartbeat():
             next_msg_seq = self.sequencer.next_msg_seq
@@ -298,6 +307,8 @@ class AdapterCore:
             reply["digest"] = self.state.digest
         elif isinstance(command, EndSession):
             return self.sessions.request_end(command.reason), self._take()
+        elif isinstance(command, Purge):
+            return self.delayed.on_command(command, self._purge_context(), self._out), self._take()
         if self._rejection is not None:
             reply = {"ok": False, "error": self._rejection}
         elif isinstance(command, ShowStatus | RoleCommand):
@@ -324,8 +335,11 @@ class AdapterCore:
             journal_last_msg_seq: the last msg_seq in the journal (0: empty).
             term: the highest term this adapter had recorded (``RecordTerm``).
         """
-        summary = recovery.recover_state(journal, checkpoint, self.state, self.sequencer)
+        controls: list[Any] = []
+        summary = recovery.recover_state(journal, checkpoint, self.state, self.sequencer, controls=controls)
         self.sessions.recovered(summary.session)
+        purges = recovery.checkpoint_purges(checkpoint.state) if checkpoint is not None else []
+        self.delayed.restore(purges + recovery.journal_purges(controls))
         self.pipeline.published_msg_seq = journal_last_msg_seq
         self._sync = replace(self._sync, published=journal_last_msg_seq, term=max(self._sync.term, term))
         if self.pipeline.journal is not None:
@@ -345,7 +359,21 @@ class AdapterCore:
             deadline = min(deadline, self.pipeline.output.heartbeat_due())
         if not self.sync.deciding and now < self._paused_until:
             deadline = min(deadline, self._paused_until)
+        delayed = self.delayed.deadline(now=now, wall_ns=self._wall_ns + round((now - self._now) * 1e9))
+        if delayed is not None:
+            deadline = min(deadline, delayed)
         return max(now, deadline)
+
+    def on_delayed_records(self, records: Iterable[RecordLike], *, caught_up: bool) -> None:
+        """Journal records the shell read for the delayed line (see :meth:`delayed_wants`)."""
+        self.delayed.feed(records, caught_up=caught_up)
+
+    def delayed_wants(self, *, wall_ns: int) -> int | None:
+        """The msg_seq the shell's journal tailer should read from now (``None``: read nothing now)."""
+        line = self.delayed.line
+        if line is None or not line.wants(wall_ns=wall_ns):
+            return None
+        return line.read_from()
 
     def reads_source(self, now: float) -> bool:
         """Whether source frames should be read now (not while deciding, throttled, or at a fence)."""
@@ -390,6 +418,7 @@ class AdapterCore:
             "journal_skipped": 0 if journal is None else journal.skipped,
             "checkpoints": 0 if journal is None else journal.checkpoints,
             **self.sessions.status(),
+            **self.delayed.status(),
         }
 
     # ---- the sync rules (also the pipeline's SyncPort) -------------------------------------
@@ -490,6 +519,13 @@ class AdapterCore:
 
     _sender = sender
 
+    def _purge_context(self) -> PurgeContext:
+        journal = self.pipeline.journal
+        last = None if journal is None else journal.last_msg_seq
+        return self.delayed.context(
+            self.sync, self._sender(), now=self._now, wall_ns=self._wall_ns, journal_last=last
+        )
+
     def _send_stream_state(self, action: SyncAction | None) -> None:
         seq = self.sequencer
         message = syncbus.StreamState(
@@ -501,6 +537,7 @@ class AdapterCore:
             seq.last_msg_seq,
             seq.last_digest,
             **self.sessions.report_fields(),
+            purge_seq=self.delayed.desk.book.highest_id,
         )
         self._out.append(SendSync(message))
 
@@ -528,6 +565,8 @@ class AdapterCore:
             sync.is_in_sync,
             len(sync.desyncs),
             self.pipeline.published_msg_seq,
+            self.delayed.desk.book.known_through,
+            0 if self.delayed.line is None else self.delayed.line.published_seq,
         )
         self._out.append(SendSync(message))
 

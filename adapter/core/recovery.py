@@ -38,12 +38,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from google.protobuf.message import DecodeError
 
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
+from feedha.adapter.core.purge import (
+    PURGE_RECORD_FLAGS,
+    PurgeEntry,
+    decode_purge,
+    purge_from_proto,
+    purge_to_proto,
+)
 from feedha.adapter.core.sequencer import Sequencer
 from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 from feedha.proto import market_pb2, sync_pb2
@@ -64,10 +71,22 @@ class RecordLike(Protocol):
     def flags(self) -> int: ...
 
 
-class JournalSource(Protocol):
-    """Reads a journal from a msg_seq on (``adapter.journal.JournalReader`` fits)."""
+class ControlLike(Protocol):
+    """A journal control record (``adapter.journal.format.ControlRecord`` fits)."""
 
-    def read(self, from_seq: int = 0) -> Iterable[RecordLike]: ...
+    @property
+    def flags(self) -> int: ...
+    @property
+    def payload(self) -> bytes: ...
+
+
+class JournalSource(Protocol):
+    """Reads a journal from a msg_seq on (``adapter.journal.JournalReader`` fits).
+
+    ``controls``, when given, receives the control records (purges) passed on the way.
+    """
+
+    def read(self, from_seq: int = 0, *, controls: list[Any] | None = None) -> Iterable[RecordLike]: ...
 
 
 class CheckpointLike(Protocol):
@@ -132,6 +151,7 @@ def encode_checkpoint_state(
     source_seq: int,
     next_msg_seq: int,
     session: Session = FIRST_SESSION,
+    purges: Iterable[PurgeEntry] = (),
 ) -> bytes:
     """The checkpoint blob: the whole conversion state right after ``source_seq``.
 
@@ -141,6 +161,7 @@ def encode_checkpoint_state(
         source_seq: the last source message the state includes.
         next_msg_seq: the msg_seq the next message gets.
         session: the session the state belongs to.
+        purges: every purge the adapter holds (recovery needs no older record then).
 
     Returns:
         A serialized ``feedha.v1.ConversionSnapshot``.
@@ -159,7 +180,31 @@ def encode_checkpoint_state(
         entry = snapshot.symbols.add()
         entry.symbol = symbol
         entry.state.CopyFrom(to_proto(values))
+    for purge in purges:
+        purge_to_proto(purge, snapshot.purges.add())
     return snapshot.SerializeToString()
+
+
+def checkpoint_purges(blob: bytes) -> list[PurgeEntry]:
+    """The purges a checkpoint blob holds (none when it is not a ConversionSnapshot or names a bad one)."""
+    try:
+        snapshot = sync_pb2.ConversionSnapshot.FromString(blob)
+        return [purge_from_proto(entry) for entry in snapshot.purges]
+    except (DecodeError, ValueError) as exc:
+        logger.warning("checkpoint purges unreadable (%s); the journal's purge records still count", exc)
+        return []
+
+
+def journal_purges(controls: Iterable[ControlLike]) -> list[PurgeEntry]:
+    """The purges among a journal's control records (an unreadable one is logged and skipped)."""
+    found = []
+    for control in controls:
+        if control.flags & PURGE_RECORD_FLAGS:
+            try:
+                found.append(decode_purge(control.payload))
+            except ValueError as exc:
+                logger.warning("skipping an unreadable purge record: %s", exc)
+    return found
 
 
 def decode_checkpoint_state(blob: bytes) -> CheckpointState:
@@ -197,6 +242,8 @@ def recover_state(
     checkpoint: CheckpointLike | None,
     conversion: ConversionState,
     sequencer: Sequencer,
+    *,
+    controls: list[Any] | None = None,
 ) -> RecoverySummary:
     """Restore ``conversion`` and ``sequencer`` from a checkpoint plus the journal after it.
 
@@ -205,6 +252,7 @@ def recover_state(
         checkpoint: the newest valid checkpoint, or ``None``.
         conversion: the adapter's (empty) conversion state; restored in place.
         sequencer: the adapter's (fresh) sequencer; moved to after the last record.
+        controls: receives the journal's control records after the checkpoint (purges).
 
     Returns:
         What was rebuilt.
@@ -231,7 +279,8 @@ def recover_state(
                 sequencer.record(state.source_seq, checkpoint.msg_seq, conversion.digest)
     rolled = undecodable = boundaries = 0
     update = market_pb2.MarketUpdate()
-    for record in reader.read(start):
+    records = reader.read(start) if controls is None else reader.read(start, controls=controls)
+    for record in records:
         if record.flags & RECORD_SESSION_BOUNDARY:
             boundary = boundary_of(record.payload)
             if boundary is None or boundary.started <= session.id:

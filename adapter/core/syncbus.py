@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.core.purge import PurgeEntry, purge_from_proto, purge_to_proto
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import AdapterError
 from feedha.proto import sync_pb2
@@ -26,6 +27,8 @@ from feedha.proto import sync_pb2
 __all__ = [
     "Failed",
     "Health",
+    "PurgeAck",
+    "Purges",
     "Sender",
     "SessionAck",
     "Snapshot",
@@ -84,6 +87,7 @@ class StreamState:
     proposed_time_ns: int = 0
     proposed_reason: int = 0
     session_reason: int = 0
+    purge_seq: int = 0  # the highest purge_id the sender holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,8 @@ class Health:
     in_sync: bool
     desync_count: int
     published_msg_seq: int = 0
+    purge_seq: int = 0  # every purge up to this id is held (the sender's ack)
+    delayed_msg_seq: int = 0  # the last msg_seq its delayed line carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +153,27 @@ class Failed:
     reason: str
 
 
-SyncMessage: TypeAlias = StreamState | Health | SnapshotRequest | Snapshot | Failed | SessionAck
+@dataclass(frozen=True, slots=True)
+class Purges:
+    """Purges from the active: one it just accepted, or those a backup lacks."""
+
+    sender: Sender
+    entries: tuple[PurgeEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeAck:
+    """The sender holds every purge up to ``known_through`` (an ack; a request for more)."""
+
+    sender: Sender
+    known_through: int
+
+
+MAX_PURGES_PER_MESSAGE: Final = 256
+
+SyncMessage: TypeAlias = (
+    StreamState | Health | SnapshotRequest | Snapshot | Failed | SessionAck | Purges | PurgeAck
+)
 
 _STREAM_SESSION_FIELDS: Final = (
     "session",
@@ -183,6 +209,7 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
         ss.digest = msg.digest
         for name in _STREAM_SESSION_FIELDS:
             setattr(ss, name, getattr(msg, name))
+        ss.purge_seq = msg.purge_seq
     elif isinstance(msg, SessionAck):
         ack = out.session_ack
         ack.proposed_session = msg.proposed_session
@@ -194,6 +221,11 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
         out.snapshot_request.target_adapter = msg.target_adapter
     elif isinstance(msg, Snapshot):
         _fill_snapshot(out.snapshot, msg)
+    elif isinstance(msg, Purges):
+        for entry in msg.entries:
+            purge_to_proto(entry, out.purges.entries.add())
+    elif isinstance(msg, PurgeAck):
+        out.purge_ack.known_through = msg.known_through
     else:
         out.failed.reason = msg.reason
     return out.SerializeToString()
@@ -209,6 +241,8 @@ def _fill_health(health: sync_pb2.Health, msg: Health) -> None:
     health.in_sync = msg.in_sync
     health.desync_count = msg.desync_count
     health.published_msg_seq = msg.published_msg_seq
+    health.purge_seq = msg.purge_seq
+    health.delayed_msg_seq = msg.delayed_msg_seq
 
 
 def _fill_snapshot(snap: sync_pb2.ConversionSnapshot, msg: Snapshot) -> None:
@@ -251,6 +285,7 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
             ss.last_msg_seq,
             ss.digest,
             **{name: getattr(ss, name) for name in _STREAM_SESSION_FIELDS},
+            purge_seq=ss.purge_seq,
         )
     if kind == "health":
         h = msg.health
@@ -265,6 +300,8 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
             h.in_sync,
             h.desync_count,
             h.published_msg_seq,
+            h.purge_seq,
+            h.delayed_msg_seq,
         )
     if kind == "snapshot_request":
         return SnapshotRequest(sender, msg.snapshot_request.target_adapter)
@@ -278,4 +315,19 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
     if kind == "session_ack":
         ack = msg.session_ack
         return SessionAck(sender, ack.proposed_session, ack.after_source_seq, ack.position)
+    if kind == "purges":
+        return Purges(sender, _purge_entries(msg.purges))
+    if kind == "purge_ack":
+        return PurgeAck(sender, msg.purge_ack.known_through)
     raise SyncDecodeError("sync frame without a body")
+
+
+def _purge_entries(purges: sync_pb2.Purges) -> tuple[PurgeEntry, ...]:
+    if len(purges.entries) > MAX_PURGES_PER_MESSAGE:
+        raise SyncDecodeError(
+            f"{len(purges.entries)} purges in one message (at most {MAX_PURGES_PER_MESSAGE})"
+        )
+    try:
+        return tuple(purge_from_proto(entry) for entry in purges.entries)
+    except ValueError as exc:
+        raise SyncDecodeError(f"bad purge: {exc}") from exc

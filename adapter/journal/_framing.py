@@ -15,6 +15,7 @@ logger = logging.getLogger(__name__)
 
 try:
     from feedha.adapter.journal._native import (
+        CONTROL_FLAGS,
         HARDWARE_CRC,
         crc32c,
         decode_records,
@@ -33,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without a build
         exc,
     )
     from feedha.adapter.journal._reference import (
+        CONTROL_FLAGS,
         HARDWARE_CRC,
         crc32c,
         decode_records,
@@ -46,6 +48,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without a build
     IS_NATIVE = False
 
 __all__ = [
+    "CONTROL_FLAGS",
     "HARDWARE_CRC",
     "IS_NATIVE",
     "crc32c",

@@ -747,22 +747,29 @@ static PyObject *make_record(PyTypeObject *type, PyObject *items[RECORD_FIELDS])
     return record;
 }
 
+/* Flag bits of a control record (bit 0: purge): it takes no msg_seq of its own. Its msg_seq field
+ * names the last message record before it, so it may equal prev; it does not move prev. */
+#define CONTROL_FLAGS 0x0001u
+
 /* Whether the `avail` bytes at h start with a whole, intact record whose msg_seq exceeds prev
- * (when have_prev): true with its payload length, or false with why not (a STATUS_*). */
+ * (when have_prev; a control record's may equal it): true with its payload length and whether it
+ * is a control record, or false with why not (a STATUS_*). */
 static bool check_record(const uint8_t *h, Py_ssize_t avail, bool have_prev, uint64_t prev, uint32_t *length,
-                         int *status) {
+                         bool *control, int *status) {
     if (avail < RECORD_HEADER_SIZE) {
         *status = avail == 0 ? STATUS_END : STATUS_INCOMPLETE;
         return false;
     }
     *length = get_u32le(h + 4);
+    *control = (get_u16le(h + 34) & CONTROL_FLAGS) != 0;
+    uint64_t seq = load_u64le(h + 8);
     if (*length > MAX_PAYLOAD_BYTES) {
         *status = STATUS_BAD_LENGTH;
     } else if ((Py_ssize_t)*length > avail - RECORD_HEADER_SIZE) {
         *status = STATUS_INCOMPLETE;
     } else if (crc32c_value(0, h + 4, RECORD_HEADER_SIZE - 4 + (size_t)*length) != get_u32le(h)) {
         *status = STATUS_BAD_CRC;
-    } else if (have_prev && load_u64le(h + 8) <= prev) {
+    } else if (have_prev && (*control ? seq < prev : seq <= prev)) {
         *status = STATUS_BAD_SEQ;
     } else {
         return true;
@@ -789,22 +796,42 @@ static PyObject *decode_record(PyTypeObject *type, const uint8_t *h, uint32_t le
     return make_record(type, items);
 }
 
+/* One control record for the caller's list: (index of the message record it precedes, flags, record). */
+static int append_control(PyObject *controls, Py_ssize_t before, PyTypeObject *type, const uint8_t *h,
+                          uint32_t length) {
+    PyObject *record = decode_record(type, h, length);
+    if (record == NULL) {
+        return -1;
+    }
+    PyObject *item = Py_BuildValue("(niN)", before, (int)get_u16le(h + 34), record);
+    if (item == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(controls, item);
+    Py_DECREF(item);
+    return rc;
+}
+
 static PyObject *py_decode_records(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"data", "pos", "prev_seq", "max_records", "record_type", NULL};
+    static char *keywords[] = {"data", "pos", "prev_seq", "max_records", "record_type", "controls", NULL};
     Py_buffer data;
     Py_ssize_t pos, max_records;
-    PyObject *prev_obj;
+    PyObject *prev_obj, *controls = Py_None;
     PyTypeObject *type;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nOnO!:decode_records", keywords, &data, &pos, &prev_obj,
-                                     &max_records, &PyType_Type, &type)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nOnO!|O:decode_records", keywords, &data, &pos, &prev_obj,
+                                     &max_records, &PyType_Type, &type, &controls)) {
         return NULL;
     }
     PyObject *records = NULL, *result = NULL;
-    bool have_prev;
+    bool have_prev, control;
     uint64_t prev;
     int status = STATUS_END;
     const uint8_t *base = data.buf;
     if (check_record_type(type) < 0) {
+        goto done;
+    }
+    if (controls != Py_None && !PyList_Check(controls)) {
+        PyErr_SetString(PyExc_TypeError, "controls must be a list or None");
         goto done;
     }
     if (pos < 0 || pos > data.len) {
@@ -816,7 +843,15 @@ static PyObject *py_decode_records(PyObject *Py_UNUSED(self), PyObject *args, Py
     }
     uint32_t length;
     while ((max_records < 0 || PyList_GET_SIZE(records) < max_records) &&
-           check_record(base + pos, data.len - pos, have_prev, prev, &length, &status)) {
+           check_record(base + pos, data.len - pos, have_prev, prev, &length, &control, &status)) {
+        if (control) { /* not a message: handed over apart (or skipped), prev unchanged */
+            if (controls != Py_None &&
+                append_control(controls, PyList_GET_SIZE(records), type, base + pos, length) < 0) {
+                goto done;
+            }
+            pos += RECORD_HEADER_SIZE + (Py_ssize_t)length;
+            continue;
+        }
         PyObject *record = decode_record(type, base + pos, length);
         if (record == NULL || PyList_Append(records, record) < 0) {
             Py_XDECREF(record);
@@ -950,9 +985,10 @@ static PyMethodDef methods[] = {
      "Frame (msg_seq, time_ns, source_stream, source_seq, payload[, flags]) tuples into buf while each msg_seq "
      "exceeds the one before (last_seq first), time_ns < day_end_ns and the record ends at or before limit."},
     {"decode_records", (PyCFunction)(void (*)(void))py_decode_records, METH_VARARGS | METH_KEYWORDS,
-     "decode_records(data, pos, prev_seq, max_records, record_type) -> (records, end, status)\n\n"
+     "decode_records(data, pos, prev_seq, max_records, record_type, controls=None) -> (records, end, status)\n\n"
      "Decode and check records from pos; status 0 end, 1 incomplete, 2 bad length, 3 bad CRC, 4 bad "
-     "msg_seq. max_records < 0: no limit."},
+     "msg_seq. max_records < 0: no limit. Control records (flag bit 0) are not in records: appended to "
+     "controls as (index of the next message record, flags, record) when it is a list, else skipped."},
     {"write_out", (PyCFunction)(void (*)(void))py_write_out, METH_VARARGS | METH_KEYWORDS,
      "write_out(fd, chunks, sync, index_fd=-1, index_data=b'') -> None\n\n"
      "Write every chunk to fd, fsync it if sync, then write index_data to index_fd: one group commit "
@@ -984,6 +1020,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     }
     if (PyModule_AddIntConstant(m, "RECORD_HEADER_SIZE", RECORD_HEADER_SIZE) < 0 ||
         PyModule_AddIntConstant(m, "MAX_PAYLOAD_BYTES", MAX_PAYLOAD_BYTES) < 0 ||
+        PyModule_AddIntConstant(m, "CONTROL_FLAGS", CONTROL_FLAGS) < 0 ||
         PyModule_AddObjectRef(m, "HARDWARE_CRC", hardware ? Py_True : Py_False) < 0) {
         Py_DECREF(m);
         return NULL;

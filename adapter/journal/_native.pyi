@@ -10,6 +10,7 @@ _Tuple = tuple[int, int, int, int, bytes] | tuple[int, int, int, int, bytes, int
 RECORD_HEADER_SIZE: Final[int]
 MAX_PAYLOAD_BYTES: Final[int]
 HARDWARE_CRC: Final[bool]
+CONTROL_FLAGS: Final[int]
 
 def crc32c(data: _Buffer, value: int = 0) -> int: ...
 def crc32c_software(data: _Buffer, value: int = 0) -> int: ...
@@ -56,7 +57,12 @@ def frame_tuples_into(
     stop: int = -1,
 ) -> tuple[int, int, int]: ...
 def decode_records(
-    data: _Buffer, pos: int, prev_seq: int, max_records: int, record_type: type[_R]
+    data: _Buffer,
+    pos: int,
+    prev_seq: int,
+    max_records: int,
+    record_type: type[_R],
+    controls: list[tuple[int, int, _R]] | None = None,
 ) -> tuple[list[_R], int, int]: ...
 def write_out(
     fd: int, chunks: Sequence[_Buffer], sync: bool, index_fd: int = -1, index_data: _Buffer = b""

@@ -18,6 +18,8 @@ from crc32c import crc32c as _crc32c
 RECORD_HEADER_SIZE: Final = 36
 MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
 HARDWARE_CRC: Final = False
+# Record flag bits of control records (bit 0: purge), as _native.c's CONTROL_FLAGS.
+CONTROL_FLAGS: Final = 0x0001
 
 _HEADER: Final = struct.Struct("<IIQQQHH")
 _CRC: Final = struct.Struct("<I")
@@ -239,14 +241,27 @@ def frame_tuples_into(
 
 
 def decode_records(
-    data: _Buffer, pos: int, prev_seq: int, max_records: int, record_type: type[_R]
+    data: _Buffer,
+    pos: int,
+    prev_seq: int,
+    max_records: int,
+    record_type: type[_R],
+    controls: list[tuple[int, int, _R]] | None = None,
 ) -> tuple[list[_R], int, int]:
     """Decode and check records from ``pos``.
+
+    Control records (flag bit 0, :data:`CONTROL_FLAGS`) take no msg_seq of their
+    own: their msg_seq may equal the previous message record's, they do not move
+    it, and they are not in ``records``; each is appended to ``controls`` as
+    ``(index of the next message record, flags, record)`` when it is a list, and
+    skipped otherwise.
 
     Returns:
         ``(records, end, status)``; status 0 end, 1 incomplete, 2 bad length,
         3 bad CRC, 4 bad msg_seq. ``max_records < 0``: no limit.
     """
+    if controls is not None and not isinstance(controls, list):
+        raise TypeError("controls must be a list or None")
     view = data if isinstance(data, bytes) else bytes(data)
     size = len(view)
     if not 0 <= pos <= size:
@@ -269,12 +284,17 @@ def decode_records(
         if _crc32c(view[pos + 4 : end]) != crc:
             status = _STATUS_BAD_CRC
             break
-        if msg_seq <= prev_seq:
+        control = bool(flags & CONTROL_FLAGS)
+        if msg_seq < prev_seq or (msg_seq == prev_seq and not control):
             status = _STATUS_BAD_SEQ
             break
         fields = (msg_seq, time_ns, source_stream, source_seq, view[pos + RECORD_HEADER_SIZE : end], flags)
-        records.append(tuple.__new__(record_type, fields))
-        prev_seq = msg_seq
+        if control:
+            if controls is not None:
+                controls.append((len(records), flags, tuple.__new__(record_type, fields)))
+        else:
+            records.append(tuple.__new__(record_type, fields))
+            prev_seq = msg_seq
         pos = end
     return records, pos, status
 

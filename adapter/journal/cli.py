@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from feedha.adapter.journal.format import Record
+from feedha.adapter.journal.format import FLAG_PURGE, ControlRecord, Record
 from feedha.adapter.journal.reader import JournalReader
 from feedha.adapter.journal.verify import verify_journal
 
@@ -69,16 +69,55 @@ def _line(record: Record, *, as_json: bool) -> str:
     return json.dumps(item, sort_keys=True)
 
 
+def _control_line(control: ControlRecord, *, as_json: bool) -> str:
+    item: dict[str, Any] = {
+        "control": "purge" if control.flags & FLAG_PURGE else "unknown",
+        "flags": control.flags,
+        "after_msg_seq": control.after_seq,
+        "time_ns": control.time_ns,
+        "time": _time(control.time_ns),
+    }
+    purge = _decode_purge(control.payload) if control.flags & FLAG_PURGE else None
+    if purge is not None:
+        item["purge"] = purge
+    if as_json:
+        return json.dumps(item, sort_keys=True)
+    if purge is None:
+        return (
+            f"-- control record flags={control.flags:#06x} after msg_seq {control.after_seq} {item['time']}"
+        )
+    return (
+        f"-- purge {purge['purge_id']}: msg_seq {purge['first_msg_seq']}..{purge['last_msg_seq']} "
+        f"by {purge['issued_by'] or '-'} (term {purge['term']}): {purge['reason']!r} "
+        f"[written after msg_seq {control.after_seq}, {item['time']}]"
+    )
+
+
+def _decode_purge(payload: bytes) -> dict[str, Any] | None:
+    from feedha.adapter.core.purge import decode_purge
+
+    try:
+        return decode_purge(payload).as_dict()
+    except ValueError:
+        return None
+
+
 def _dump(args: argparse.Namespace) -> int:
     reader = JournalReader(args.directory)
     records: Iterator[Record]
+    controls: list[ControlRecord] = []
     if args.follow:
-        records = reader.follow(args.from_seq, args.to_seq)
+        records = reader.follow(args.from_seq, args.to_seq, controls=controls)
     else:
-        records = reader.read(args.from_seq, args.to_seq)
+        records = reader.read(args.from_seq, args.to_seq, controls=controls)
     try:
         for record in records:
+            # A control record sits after the message its after_seq names: print it there.
+            while controls and controls[0].after_seq < record.msg_seq:
+                print(_control_line(controls.pop(0), as_json=args.json), flush=args.follow)
             print(_line(record, as_json=args.json), flush=args.follow)
+        for control in controls:
+            print(_control_line(control, as_json=args.json))
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:
@@ -90,6 +129,7 @@ def _verify(args: argparse.Namespace) -> int:
     report = verify_journal(args.directory)
     print(f"journal {args.directory}")
     print(f"  segments: {report.segments}, bytes: {report.bytes}, records: {report.records}")
+    print(f"  purge records: {report.purges}")
     print(f"  msg_seq: {report.first_seq} .. {report.last_seq}")
     for line in report.checkpoints:
         print(f"  checkpoint {line}")
@@ -135,12 +175,16 @@ def main(argv: list[str]) -> int:
     """
     parser = argparse.ArgumentParser(prog="feedha journal", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    dump = commands.add_parser("dump", help="print one line per record")
+    dump = commands.add_parser(
+        "dump", help="print one line per record; purge records as '-- purge N: msg_seq A..B ...' lines"
+    )
     dump.add_argument("directory", type=Path)
     dump.add_argument("--from", dest="from_seq", type=int, default=0, metavar="SEQ", help="first msg_seq")
     dump.add_argument("--to", dest="to_seq", type=int, default=None, metavar="SEQ", help="last msg_seq")
     dump.add_argument("--follow", action="store_true", help="keep printing records as they are written")
-    dump.add_argument("--json", action="store_true", help="JSON lines, with the decoded MarketUpdate")
+    dump.add_argument(
+        "--json", action="store_true", help="JSON lines, with the decoded MarketUpdate (and purge records)"
+    )
     verify = commands.add_parser("verify", help="check every record and checkpoint; exit 1 on corruption")
     verify.add_argument("directory", type=Path)
     quarantine = commands.add_parser(

@@ -24,13 +24,22 @@ followed by records, each a 36-byte header and the payload::
         16    8 time_ns (publish time, ns since the Unix epoch, UTC)
         24    8 source_seq
         32    2 source_stream
-        34    2 flags: bit 1 session boundary (RECORD_SESSION_BOUNDARY); other bits 0
+        34    2 flags: bit 0 a purge record (FLAG_PURGE), bit 1 a session boundary
+                (RECORD_SESSION_BOUNDARY); other bits 0
         36    n payload (the protobuf-encoded application message)
 
 The CRC comes first so that one CRC call covers one contiguous slice. A
 record is *incomplete* when fewer bytes than it needs are present (a torn or
 still-being-written tail) and *corrupt* when its length is impossible, its
 CRC does not match, or its msg_seq does not increase.
+
+A record with a flag of :data:`CONTROL_FLAGS` set is a *control record*
+(a purge, :data:`FLAG_PURGE`), not a message: it takes no msg_seq of its
+own. Its msg_seq field names the last message record before it (0 when
+none), so it may equal the previous record's; it never moves the order the
+next message record is checked against, and it never gets an index entry.
+Decoders hand control records over apart (``controls``) or skip them, so
+every reader of messages sees exactly the messages.
 
 Each segment may have an index side file ``<same stem>.fhi``: a 24-byte
 header (magic, version, entry size, first msg_seq, CRC32C of the header) and
@@ -47,7 +56,7 @@ import functools
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, NamedTuple
 
@@ -64,6 +73,9 @@ MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
 # line carried: its own msg_seq, the source_seq of the session's last source message,
 # and a MarketUpdate whose session_boundary names the sessions (docs/journal.md).
 RECORD_SESSION_BOUNDARY: Final = 0x02
+FLAG_PURGE: Final = 0x0001  # record flag bit 0: a purge record (its payload a feedha.v1.PurgeEntry)
+CONTROL_FLAGS: Final = FLAG_PURGE  # flag bits of records that are not messages
+assert CONTROL_FLAGS == _framing.CONTROL_FLAGS
 
 SEGMENT_MAGIC: Final = b"FHJSEG\x00\x01"
 SEGMENT_VERSION: Final = 1
@@ -112,6 +124,27 @@ class Record(NamedTuple):
         return bool(self.flags & RECORD_SESSION_BOUNDARY)
 
 
+class ControlRecord(NamedTuple):
+    """A control record (not a message): a purge.
+
+    Attributes:
+        flags: its flag bits (:data:`FLAG_PURGE`).
+        after_seq: the msg_seq of the last message record before it (0: none).
+        time_ns: when it was written, ns since the Unix epoch (UTC).
+        payload: what it says (a purge record: a serialized ``feedha.v1.PurgeEntry``).
+    """
+
+    flags: int
+    after_seq: int
+    time_ns: int
+    payload: bytes
+
+
+def as_control(flags: int, record: Record) -> ControlRecord:
+    """A control record as decoded (a :class:`Record` and its flags) in its own type."""
+    return ControlRecord(flags, record.msg_seq, record.time_ns, record.payload)
+
+
 class DecodeStatus(Enum):
     """Why :func:`decode_records` stopped."""
 
@@ -133,14 +166,17 @@ class DecodeResult:
     """What :func:`decode_records` found.
 
     Attributes:
-        records: the whole, valid records, in order.
+        records: the whole, valid message records, in order.
         end: offset just past the last valid record.
         status: why decoding stopped at ``end``.
+        controls: the control records among them when asked for: ``(index in records of the
+            message record that follows it, flags, record)``.
     """
 
     records: list[Record]
     end: int
     status: DecodeStatus
+    controls: list[tuple[int, int, Record]] = field(default_factory=list)
 
     @property
     def is_corrupt(self) -> bool:
@@ -196,7 +232,12 @@ def decode_record(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[R
 
 
 def decode_records(
-    data: bytes | bytearray | memoryview, pos: int = 0, *, prev_seq: int = -1, max_records: int | None = None
+    data: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    prev_seq: int = -1,
+    max_records: int | None = None,
+    with_controls: bool = False,
 ) -> DecodeResult:
     """Decode consecutive records from ``pos`` until the data ends or a record is bad.
 
@@ -204,8 +245,9 @@ def decode_records(
         data: bytes holding records.
         pos: offset of the first record.
         prev_seq: msg_seq of the record before ``pos`` (-1 for none); every
-            record's msg_seq must be greater than the one before it.
-        max_records: stop after this many records (``None``: no limit).
+            message record's msg_seq must be greater than the one before it.
+        max_records: stop after this many message records (``None``: no limit).
+        with_controls: also return the control records (else they are checked and skipped).
 
     Returns:
         The valid records, the offset after them and why decoding stopped.
@@ -213,10 +255,11 @@ def decode_records(
     # Strategy: the whole loop (length, CRC and order checks, Record objects)
     # runs in C, one call per chunk: readers and recovery run it over every
     # byte of the journal.
+    controls: list[tuple[int, int, Record]] | None = [] if with_controls else None
     records, end, status = _framing.decode_records(
-        data, pos, prev_seq, -1 if max_records is None else max_records, Record
+        data, pos, prev_seq, -1 if max_records is None else max_records, Record, controls
     )
-    return DecodeResult(records=records, end=end, status=_STATUSES[status])
+    return DecodeResult(records=records, end=end, status=_STATUSES[status], controls=controls or [])
 
 
 class RecordDecoder:

@@ -17,6 +17,10 @@ A record whose CRC fails at the very end of the newest segment is treated
 like an incomplete one (the writer may be part way through it); anywhere
 else it raises :class:`~adapter.journal.errors.CorruptRecordError`.
 
+Control records (purges, see :mod:`adapter.journal.format`) are not
+messages: readers yield messages only, and hand the control records they pass
+to a ``controls`` list when given one (those after message ``from_seq - 1`` on).
+
 Readers hold no lock and write nothing, so any number may run in any thread
 or process. Each iterator owns one open file; close it (or exhaust it) to
 release the file.
@@ -37,8 +41,10 @@ from feedha.adapter.journal.errors import CorruptRecordError
 from feedha.adapter.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
+    ControlRecord,
     DecodeStatus,
     Record,
+    as_control,
     decode_record,
     decode_records,
     decode_segment_header,
@@ -55,8 +61,16 @@ _BATCH_RECORDS: Final = 8192
 class _Cursor:
     """Position in a journal directory; ``poll()`` returns the records available now."""
 
-    def __init__(self, directory: Path, from_seq: int, to_seq: int | None, chunk_bytes: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        from_seq: int,
+        to_seq: int | None,
+        chunk_bytes: int,
+        controls: list[ControlRecord] | None = None,
+    ) -> None:
         self._directory = directory
+        self._controls = controls
         self._next_seq = from_seq
         self._to_seq = to_seq
         self._chunk = chunk_bytes
@@ -91,12 +105,16 @@ class _Cursor:
         """Decode from the current offset; False once nothing more is available in this segment."""
         assert self._fd is not None and self._segment is not None
         data = os.pread(self._fd, self._chunk, self._offset)
-        result = decode_records(data, 0, prev_seq=self._prev_seq)
+        with_controls = self._controls is not None
+        result = decode_records(data, 0, prev_seq=self._prev_seq, with_controls=with_controls)
         if result.status is DecodeStatus.INCOMPLETE and result.end == 0 and len(data) >= RECORD_HEADER_SIZE:
             # Possibly one record larger than the chunk: read exactly that record.
             needed = RECORD_HEADER_SIZE + int.from_bytes(data[4:8], "little")
             if needed > len(data):
-                result = decode_records(os.pread(self._fd, needed, self._offset), 0, prev_seq=self._prev_seq)
+                data = os.pread(self._fd, needed, self._offset)
+                result = decode_records(data, 0, prev_seq=self._prev_seq, with_controls=with_controls)
+        if result.controls:
+            self._take_controls(result.controls)
         records = result.records
         if records and self._to_seq is None and records[0].msg_seq >= self._next_seq:
             out.extend(records)  # the common case of a tailer: every record is wanted
@@ -117,7 +135,15 @@ class _Cursor:
             self._rechecked = False
         if result.is_corrupt and self._has_newer() is not None:
             raise CorruptRecordError(result.status.value, path=str(self._segment.path), offset=self._offset)
-        return bool(result.records) and not self.done
+        # Progress, not records: a stretch of control records alone moves the offset too.
+        return result.end > 0 and not self.done
+
+    def _take_controls(self, found: list[tuple[int, int, Record]]) -> None:
+        assert self._controls is not None
+        low, high = self._next_seq - 1, self._to_seq
+        for _before, flags, record in found:
+            if record.msg_seq >= low and (high is None or record.msg_seq <= high):
+                self._controls.append(as_control(flags, record))
 
     def _has_newer(self) -> SegmentInfo | None:
         assert self._segment is not None
@@ -183,6 +209,30 @@ class _Cursor:
             )
 
 
+class Tail:
+    """A tailer's place in a journal: each :meth:`poll` returns the message records written since.
+
+    Made by :meth:`JournalReader.tail`; close it (or let the reader's owner do) to release its file.
+    """
+
+    def __init__(self, directory: Path, from_seq: int, chunk_bytes: int) -> None:
+        self._cursor = _Cursor(directory, from_seq, None, chunk_bytes)
+        self.next_seq = from_seq  # the msg_seq the next record read will have at least
+
+    def __repr__(self) -> str:
+        return f"<Tail [{self._cursor!r}]>"
+
+    def poll(self) -> tuple[list[Record], bool]:
+        """The records written since the last poll (a bounded batch), and whether that is all of them."""
+        records = self._cursor.poll()
+        if records:
+            self.next_seq = records[-1].msg_seq + 1
+        return records, len(records) < _BATCH_RECORDS
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
 class JournalReader:
     """Reads records by msg_seq from a journal directory, while a writer may be appending.
 
@@ -209,20 +259,24 @@ class JournalReader:
     def __repr__(self) -> str:
         return f"<JournalReader [{self._directory}]>"
 
-    def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
+    def read(
+        self, from_seq: int = 0, to_seq: int | None = None, *, controls: list[ControlRecord] | None = None
+    ) -> Iterator[Record]:
         """Iterate over the records with ``from_seq <= msg_seq <= to_seq`` written so far.
 
         Args:
             from_seq: the first msg_seq wanted (gaps are skipped over).
             to_seq: the last msg_seq wanted (``None``: up to the current end).
+            controls: a list that receives the control records (purges) passed on the way,
+                those whose ``after_seq`` is in ``from_seq - 1 .. to_seq``, in journal order.
 
         Yields:
-            The records, in msg_seq order; the iteration ends at the current end of the journal.
+            The message records, in msg_seq order; the iteration ends at the current end of the journal.
 
         Raises:
             CorruptRecordError: a bad record that is not the newest segment's tail.
         """
-        cursor = _Cursor(self._directory, from_seq, to_seq, self._chunk)
+        cursor = _Cursor(self._directory, from_seq, to_seq, self._chunk, controls)
         try:
             while batch := cursor.poll():
                 yield from batch
@@ -236,6 +290,7 @@ class JournalReader:
         *,
         poll_interval_s: float = POLL_INTERVAL_S,
         stop: threading.Event | None = None,
+        controls: list[ControlRecord] | None = None,
     ) -> Iterator[Record]:
         """Like :meth:`read`, but at the end wait for new records instead of stopping.
 
@@ -244,11 +299,12 @@ class JournalReader:
             to_seq: stop after this msg_seq (``None``: never).
             poll_interval_s: how long to wait between polls at the end of the journal.
             stop: when set, the iteration ends at the next poll.
+            controls: receives the control records passed on the way (see :meth:`read`).
 
         Yields:
             Records as the writer's flusher writes them, each exactly once, in order.
         """
-        cursor = _Cursor(self._directory, from_seq, to_seq, self._chunk)
+        cursor = _Cursor(self._directory, from_seq, to_seq, self._chunk, controls)
         try:
             while not cursor.done and not (stop is not None and stop.is_set()):
                 batch = cursor.poll()
@@ -260,6 +316,37 @@ class JournalReader:
                     time.sleep(poll_interval_s)
         finally:
             cursor.close()
+
+    def tail(self, from_seq: int = 0) -> Tail:
+        """A tailer from ``from_seq`` that polls without blocking (the delayed line's reader)."""
+        return Tail(self._directory, from_seq, self._chunk)
+
+    def seek_time(self, time_ns: int) -> int:
+        """The msg_seq of the first message record written at or after ``time_ns`` (after the last: last + 1).
+
+        Reads segment headers to find the segment, then that segment's records: one
+        segment at most, however long the journal.
+
+        Args:
+            time_ns: a wall-clock time, ns since the epoch.
+        """
+        segments = list_segments(self._directory)
+        start = segments[0].first_seq if segments else 0
+        for info in segments:
+            try:
+                with open(info.path, "rb") as file:
+                    header = decode_segment_header(file.read(SEGMENT_HEADER_SIZE))
+            except (OSError, CorruptRecordError):
+                continue  # deleted meanwhile, or being created: the ones before it decide
+            if header.first_time_ns > time_ns:
+                break
+            start = info.first_seq
+        last = start - 1
+        for record in self.read(start):
+            if record.time_ns >= time_ns:
+                return record.msg_seq
+            last = record.msg_seq
+        return last + 1
 
     def read_range(self, first: int, last: int) -> list[Record]:
         """The records with ``first <= msg_seq <= last`` (for retransmission).

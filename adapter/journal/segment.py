@@ -19,6 +19,7 @@ from feedha.adapter.journal.errors import CorruptRecordError
 from feedha.adapter.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
+    DecodeResult,
     DecodeStatus,
     decode_index,
     decode_records,
@@ -167,6 +168,7 @@ class ScanResult:
         last_seq: msg_seq of the last valid record (``prev_seq`` if none).
         status: why the scan stopped (``END`` when the file ends on a record boundary).
         index: sparse index entries built along the way.
+        controls: whole valid control records (purges) among them, not counted in ``records``.
     """
 
     records: int
@@ -174,6 +176,7 @@ class ScanResult:
     last_seq: int
     status: DecodeStatus
     index: SparseIndex
+    controls: int = 0
 
 
 def scan_segment(
@@ -193,33 +196,49 @@ def scan_segment(
     """
     index = SparseIndex() if index is None else index
     next_entry = (index.offsets[-1] if index.offsets else -index_interval_bytes) + index_interval_bytes
-    records, pos, last_seq = 0, start, prev_seq
+    records, controls, pos, last_seq = 0, 0, start, prev_seq
     status = DecodeStatus.END
     with open(path, "rb") as file:
         while True:
             data = os.pread(file.fileno(), SCAN_CHUNK_BYTES, pos)
-            result = decode_records(data, 0, prev_seq=last_seq)
+            result = decode_records(data, 0, prev_seq=last_seq, with_controls=True)
             if result.status is DecodeStatus.INCOMPLETE and result.end == 0 and len(data) == SCAN_CHUNK_BYTES:
                 # One record larger than a chunk: read exactly that record.
                 needed = RECORD_HEADER_SIZE + int.from_bytes(data[4:8], "little")
-                result = decode_records(os.pread(file.fileno(), needed, pos), 0, prev_seq=last_seq)
-            offset = pos
-            for record in result.records:
-                if offset >= next_entry:
-                    index.add(record.msg_seq, offset)
-                    next_entry = offset + index_interval_bytes
-                offset += RECORD_HEADER_SIZE + len(record.payload)
+                data = os.pread(file.fileno(), needed, pos)
+                result = decode_records(data, 0, prev_seq=last_seq, with_controls=True)
+            next_entry = _index_records(result, pos, index, next_entry, index_interval_bytes)
             records += len(result.records)
+            controls += len(result.controls)
             if result.records:
                 last_seq = result.records[-1].msg_seq
             pos += result.end
             status = result.status
-            if result.is_corrupt or not result.records or len(data) < SCAN_CHUNK_BYTES:
+            if result.is_corrupt or not result.end or len(data) < SCAN_CHUNK_BYTES:
                 # On END or INCOMPLETE with a short read, the file ends here.
                 if status is DecodeStatus.INCOMPLETE and len(data) == 0:
                     status = DecodeStatus.END
                 break
-    return ScanResult(records=records, good_end=pos, last_seq=last_seq, status=status, index=index)
+    return ScanResult(
+        records=records, good_end=pos, last_seq=last_seq, status=status, index=index, controls=controls
+    )
+
+
+def _index_records(result: DecodeResult, pos: int, index: SparseIndex, next_entry: int, interval: int) -> int:
+    # Index entries go to message records only (control records take no msg_seq), at
+    # their true offsets: the control records between them count for the offsets.
+    offset = pos
+    controls = iter(result.controls)
+    control = next(controls, None)
+    for i, record in enumerate(result.records):
+        while control is not None and control[0] <= i:
+            offset += RECORD_HEADER_SIZE + len(control[2].payload)
+            control = next(controls, None)
+        if offset >= next_entry:
+            index.add(record.msg_seq, offset)
+            next_entry = offset + interval
+        offset += RECORD_HEADER_SIZE + len(record.payload)
+    return next_entry
 
 
 def read_segment_header_seq(path: Path) -> int:

@@ -24,7 +24,8 @@ class VerifyReport:
 
     Attributes:
         segments: segment files checked.
-        records: whole valid records.
+        records: whole valid message records.
+        purges: whole valid purge records (control records, not messages).
         bytes: total segment bytes.
         first_seq: msg_seq of the first record (``None``: empty).
         last_seq: msg_seq of the last valid record (``None``: empty).
@@ -35,6 +36,7 @@ class VerifyReport:
 
     segments: int = 0
     records: int = 0
+    purges: int = 0
     bytes: int = 0
     first_seq: int | None = None
     last_seq: int | None = None
@@ -85,6 +87,7 @@ def _check_segment(info: SegmentInfo, prev_seq: int, report: VerifyReport) -> in
         index_interval_bytes=1 << 62,
     )
     report.records += result.records
+    report.purges += result.controls
     if result.records:
         report.first_seq = info.first_seq if report.first_seq is None else report.first_seq
         report.last_seq = result.last_seq

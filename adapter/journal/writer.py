@@ -31,11 +31,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from feedha.adapter.journal._flusher import Batch, Flusher, OpenSegment, SyncTimes
-from feedha.adapter.journal._framing import frame_into, frame_one_into, frame_tuples_into
+from feedha.adapter.journal._framing import frame_into, frame_one_into, frame_records, frame_tuples_into
 from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
 from feedha.adapter.journal.config import FsyncPolicy, JournalConfig
 from feedha.adapter.journal.errors import JournalClosedError, SequenceError
 from feedha.adapter.journal.format import (
+    CONTROL_FLAGS,
     MAX_PAYLOAD_BYTES,
     NS_PER_DAY,
     RECORD_HEADER_SIZE,
@@ -364,6 +365,48 @@ class JournalWriter:
         segment.size += size
         self._last_seq = msg_seq
         self._pos = end
+        self._update_limit(segment)
+        if self._config.fsync is FsyncPolicy.ALWAYS:
+            self.flush()
+
+    def append_control(self, flags: int, time_ns: int, payload: bytes) -> None:
+        """Append a control record (a purge): not a message, it takes no msg_seq of its own.
+
+        Its msg_seq field is the last message record's (0 in an empty journal), it
+        goes into the current segment whatever its size or day (a segment is never
+        started by one, except in a journal with no segment yet, which it starts
+        named after the next msg_seq) and it gets no index entry. Readers of
+        messages skip it (docs/journal.md, "Control records").
+
+        Args:
+            flags: its flag bits; must include one of ``format.CONTROL_FLAGS``.
+            time_ns: when it is written, ns since the Unix epoch (UTC).
+            payload: what it says (a purge: a serialized ``feedha.v1.PurgeEntry``).
+
+        Raises:
+            ValueError: ``flags`` names no control record, or a field is out of range.
+            JournalClosedError: the writer is closed.
+            JournalIOError: an earlier write failed.
+        """
+        if not flags & CONTROL_FLAGS or not 0 <= flags < 2**16:
+            raise ValueError(f"flags {flags:#06x} are not a control record's (bits {CONTROL_FLAGS:#06x})")
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload too large: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
+        self._check_usable()
+        self._account_fast_records()
+        after = max(self._last_seq, 0)
+        data = frame_records(after, time_ns, 0, (0,), (payload,), flags)
+        size = len(data)
+        segment = self._segment
+        if segment is None:
+            segment = self._roll(after + 1, time_ns)
+        elif self._batch is None or self._batch.segment is not segment:
+            self._new_batch(segment, size)
+        if self._pos + size > len(self._buf):
+            self._new_batch(segment, size)
+        self._buf[self._pos : self._pos + size] = data
+        self._pos += size
+        segment.size += size
         self._update_limit(segment)
         if self._config.fsync is FsyncPolicy.ALWAYS:
             self.flush()

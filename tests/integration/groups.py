@@ -35,6 +35,7 @@ class Group:
         subscribers: subscriptions the source waits for (default: ``size``).
         symbols: symbols the source trades.
         journal_root: give every adapter a journal and a replay service under it.
+        delayed: every adapter serves a delayed line too (needs ``journal_root``).
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class Group:
         subscribers: int | None = None,
         symbols: int = 50,
         journal_root: Path | None = None,
+        delayed: bool = False,
     ) -> None:
         self.source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
         self.plan: GroupPlan = plan_group(
@@ -58,6 +60,7 @@ class Group:
             source_stream_number=1,
             size=size,
             journal_root=journal_root,
+            delayed=delayed,
         )
         self.rate, self.seconds, self.symbols = rate, seconds, symbols
         self.subscribers = size if subscribers is None else subscribers

@@ -5,8 +5,10 @@ runs two or three real :class:`~adapter.core.AdapterCore` objects (real
 engines, real sync rules, the sync bus encoded and decoded as bytes) against
 a deterministic source, and one real :class:`~client_lib.ChannelArbiter`
 joined to every line, which fills holes from the adapters' journals through
-the real :class:`~adapter.replay.ReplayService`. Time advances in steps of
-``STEP_S``; faults are explicit: :meth:`CoreGroup.kill` (SIGKILL: state and
+the real :class:`~adapter.replay.ReplayService`. With ``delay_s`` every
+adapter also serves its delayed line (its journal tailed as the runner does)
+and a second arbiter follows the delayed lines, filling holes with delayed
+ranges. Time advances in steps of ``STEP_S``; faults are explicit: :meth:`CoreGroup.kill` (SIGKILL: state and
 unsent input are gone), :meth:`CoreGroup.stall` (SIGSTOP/SIGCONT: input
 queues up meanwhile), :meth:`CoreGroup.restart` (a new core recovered from
 the dead one's journal), operator commands and poison frames.
@@ -23,9 +25,12 @@ from typing import Any, Final
 from feedha.adapter.conversion import ConverterTable, make_engine
 from feedha.adapter.core import (
     AdapterCore,
+    CommandDone,
     CoreConfig,
+    JournalControl,
     JournalRecords,
     Publish,
+    PublishDelayed,
     RecordTerm,
     SendSync,
     Status,
@@ -35,12 +40,12 @@ from feedha.adapter.core.commands import Command
 from feedha.adapter.core.health import MachineSample
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
-from feedha.adapter.journal.format import Record
+from feedha.adapter.journal.format import ControlRecord, Record
 from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter
-from feedha.client.events import ArbiterConfig, Delivery, GapLost, RetransmissionNeeded
-from feedha.proto import fix
-from feedha.proto.replay import ReplayRequest, encode_request
+from feedha.client.events import ArbiterConfig, Delivery, GapLost, Purged, RetransmissionNeeded
+from feedha.proto import fix, wire
+from feedha.proto.replay import KIND_DELAYED_RANGE, KIND_RANGE, ReplayRequest, encode_request
 
 STEP_S: Final = 0.001
 EPOCH_NS: Final = 1_790_000_000_000_000_000
@@ -97,13 +102,25 @@ class Source:
 
 
 class MemoryJournal:
-    """An adapter's journal in memory: what its JournalRecords and checkpoints wrote."""
+    """An adapter's journal in memory: what its JournalRecords, control records and checkpoints wrote."""
 
     def __init__(self) -> None:
         self.records: dict[int, Record] = {}
-        self.last = 0  # the newest msg_seq journaled
+        self.controls: list[ControlRecord] = []  # in the order written
         self.checkpoint: Any = None
         self.term = 0
+        self.last = 0
+
+    def tail(self, from_seq: int) -> list[Record]:
+        """The records from ``from_seq`` on (a tailer's read; the journal only grows at its end)."""
+        return [self.records[s] for s in range(max(from_seq, 1), self.last + 1) if s in self.records]
+
+    def seek_time(self, time_ns: int) -> int:
+        """The first msg_seq written at or after ``time_ns`` (after the last: last + 1)."""
+        return next((s for s in sorted(self.records) if self.records[s].time_ns >= time_ns), self.last + 1)
+
+    def append_control(self, action: JournalControl) -> None:
+        self.controls.append(ControlRecord(action.flags, self.last, action.time_ns, action.payload))
 
     def append(self, action: JournalRecords) -> None:
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
@@ -114,8 +131,12 @@ class MemoryJournal:
             )
             self.last = msg_seq
 
-    def read(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Record]:
+    def read(
+        self, from_seq: int = 0, to_seq: int | None = None, *, controls: list[ControlRecord] | None = None
+    ) -> Iterator[Record]:
         last = max(self.records, default=0) if to_seq is None else to_seq
+        if controls is not None:
+            controls.extend(c for c in self.controls if from_seq - 1 <= c.after_seq <= last)
         return (self.records[s] for s in sorted(self.records) if from_seq <= s <= last)
 
     def bounds(self) -> tuple[int, int]:
@@ -132,6 +153,7 @@ class Member:
     source_inbox: deque[bytes] = field(default_factory=deque)
     sync_inbox: deque[bytes] = field(default_factory=deque)
     packets: list[bytes] = field(default_factory=list)
+    delayed_packets: list[bytes] = field(default_factory=list)
     events: list[Status] = field(default_factory=list)
     alive: bool = True
     stalled_until: float = 0.0
@@ -153,6 +175,8 @@ class CoreGroup:
         penalties: health penalty per adapter number.
         journal: whether the adapters journal (and serve replays from it).
         schedule: the adapters' daily session end (the simulated wall clock is ``EPOCH_NS + now``).
+        delay_s: every adapter serves a delayed line with this delay (None: none).
+        margin_s: the purge margin of the delayed lines.
     """
 
     def __init__(
@@ -163,9 +187,21 @@ class CoreGroup:
         penalties: dict[int, float] | None = None,
         journal: bool = True,
         schedule: SessionSchedule | None = None,
+        delay_s: float | None = None,
+        margin_s: float = 0.2,
     ) -> None:
         self.schedule = schedule
         self.now = 0.0
+        self.delay_s, self.margin_s = delay_s, margin_s
+        self.delayed_client = ChannelArbiter(
+            ArbiterConfig(channel=CHANNEL, fill_timeout=0.05, loss_timeout=2.0, delayed=True)
+        )
+        self.delayed_delivered: dict[int, tuple[int, int]] = {}  # msg_seq -> (source_stream, source_seq)
+        self.purged: dict[int, int] = {}  # msg_seq -> purge_id, as the delayed client reported them
+        self.delayed_lost = self.delayed_duplicates = 0
+        self.delayed_lost_at: dict[int, float] = {}  # msg_seq -> when the delayed client gave it up
+        self.delayed_carried_at: dict[int, float] = {}  # msg_seq -> when a delayed line first carried it
+        self.replies: list[dict[str, Any]] = []  # purge replies, at once or later (CommandDone)
         self.source = Source(rate=rate)
         self.table = ConverterTable.load()
         self.penalties = penalties or {}
@@ -198,13 +234,17 @@ class CoreGroup:
             fault_injection=True,
             group_size=self.size,
             session_schedule=self.schedule,
+            delay_s=self.delay_s,
+            purge_margin_s=self.margin_s,
         )
         core = AdapterCore(config, make_engine(self.table), now=self.now)
         journal = journal or MemoryJournal()
-        if self.journaling and journal.records:
+        if self.journaling and (journal.records or journal.controls):
             core.recover(
                 journal.checkpoint, journal, journal_last_msg_seq=journal.bounds()[1], term=journal.term
             )
+        if self.delay_s is not None:  # as the runner does after a restart: skip what was due while down
+            core.delayed.start_at(journal.seek_time(self._wall_ns() - round(self.delay_s * 1e9)))
         core.on_machine_sample(MachineSample(available_memory_mb=4096.0, cpu_percent=10.0))
         member = self.members[number] = Member(number, core, journal)
         return member
@@ -227,6 +267,8 @@ class CoreGroup:
         member = self.members[number]
         reply, actions = member.core.on_command(command, now=self.now, wall_ns=self._wall_ns())
         self._carry_out(member, actions)
+        if "purge_id" in reply and not reply.get("deferred"):
+            self.replies.append(reply)
         return reply
 
     # ---- running -------------------------------------------------------------------------
@@ -270,6 +312,9 @@ class CoreGroup:
                 break
             frame = member.source_inbox.popleft()
             self._carry_out(member, core.on_source([SOURCE_TOPIC, frame], now=self.now, wall_ns=wall_ns))
+        start = core.delayed_wants(wall_ns=wall_ns)
+        if start is not None:  # the runner's journal tailer (DelayedLineSocket.feed)
+            core.on_delayed_records(member.journal.tail(start), caught_up=True)
         self._carry_out(member, core.on_tick(now=self.now, wall_ns=wall_ns))
 
     def _carry_out(self, member: Member, actions: Sequence[Any]) -> None:
@@ -284,12 +329,24 @@ class CoreGroup:
                         other.sync_inbox.append(data)
             elif isinstance(action, JournalRecords):
                 member.journal.append(action)
+            elif isinstance(action, JournalControl):
+                member.journal.append_control(action)
             elif isinstance(action, WriteCheckpoint):
                 member.journal.checkpoint = action
             elif isinstance(action, RecordTerm):
                 member.journal.term = action.term
             elif isinstance(action, Status):
                 member.events.append(action)
+            elif isinstance(action, PublishDelayed):
+                member.delayed_packets.append(action.packet)
+                header = wire.decode_header(action.packet)
+                for seq in range(header.first_seq, header.first_seq + header.count):
+                    self.delayed_carried_at.setdefault(seq, self.now)
+                self._delayed_events(
+                    self.delayed_client.on_packet(member.number, action.packet, now=self.now)
+                )
+            elif isinstance(action, CommandDone):
+                self.replies.append(action.reply)
 
     def _wall_ns(self) -> int:
         return EPOCH_NS + round(self.now * 1e9)
@@ -301,6 +358,25 @@ class CoreGroup:
 
     def _client_timers(self) -> None:
         self._client_events(self.client.on_timer(now=self.now))
+        if self.delay_s is not None:
+            self._delayed_events(self.delayed_client.on_timer(now=self.now))
+
+    def _delayed_events(self, events: Sequence[Any]) -> None:
+        for event in events:
+            if isinstance(event, Delivery | Purged) and (
+                event.msg_seq in self.delayed_delivered or event.msg_seq in self.purged
+            ):
+                self.delayed_duplicates += 1
+            elif isinstance(event, Delivery):
+                self.delayed_delivered[event.msg_seq] = (event.source_stream, event.source_seq)
+            elif isinstance(event, Purged):
+                self.purged[event.msg_seq] = event.purge_id
+            elif isinstance(event, GapLost):
+                self.delayed_lost += event.last_seq - event.first_seq + 1
+                for seq in range(event.first_seq, min(event.last_seq, event.first_seq + 100_000) + 1):
+                    self.delayed_lost_at[seq] = self.now
+            elif isinstance(event, RetransmissionNeeded):
+                self._retransmit(event.first_seq, event.last_seq, delayed=True)
 
     def _client_events(self, events: Sequence[Any]) -> None:
         for event in events:
@@ -318,11 +394,14 @@ class CoreGroup:
             elif isinstance(event, RetransmissionNeeded):
                 self._retransmit(event.first_seq, event.last_seq)
 
-    def _retransmit(self, first: int, last: int) -> None:
-        # Ask the first live adapter's replay service, as the client library does.
+    def _retransmit(self, first: int, last: int, *, delayed: bool = False) -> None:
+        # Ask the live adapters' replay services in turn, as the client library does, until
+        # the hole is filled (a restarted adapter's journal may be the only one that has it).
+        arbiter = self.delayed_client if delayed else self.client
         for member in self.members.values():
             if not member.alive:
                 continue
+            line = member.core.delayed.line
             service = ReplayService(
                 member.journal,
                 channel=CHANNEL,
@@ -330,16 +409,24 @@ class CoreGroup:
                 max_packet_bytes=8192,
                 max_bytes=1 << 20,
                 bounds=member.journal.bounds,
+                purges=member.core.delayed.desk.book if delayed else None,
+                delay_ns=None if line is None else line.delay_ns,
             )
+            kind = KIND_DELAYED_RANGE if delayed else KIND_RANGE
             request = encode_request(
-                ReplayRequest(channel=CHANNEL, request_id=1, first_seq=first, last_seq=last)
+                ReplayRequest(channel=CHANNEL, request_id=1, first_seq=first, last_seq=last, kind=kind)
             )
             reply = service.answer(
                 [b"client", request], term=member.core.sync.term, send_time_ns=self._wall_ns()
             )
             for packet in reply[2:]:
-                self._client_events(self.client.on_packet(member.number, packet, now=self.now))
-            return
+                events = arbiter.on_packet(member.number, packet, now=self.now)
+                if delayed:
+                    self._delayed_events(events)
+                else:
+                    self._client_events(events)
+            if not arbiter.missing(first, last):
+                return
 
     # ---- what the tests look at ----------------------------------------------------------------
 
@@ -370,12 +457,20 @@ class CoreGroup:
         """The source_seq of every market-data message delivered, in msg_seq order."""
         return [self.delivered[s] for s in sorted(self.delivered) if s not in self.session_ends]
 
-    def line(self, number: int) -> dict[int, tuple[int, bytes]]:
-        """msg_seq -> (source_seq, payload) of everything one adapter's line carried."""
-        from feedha.proto import wire
-
+    def line(self, number: int, *, delayed: bool = False) -> dict[int, tuple[int, bytes]]:
+        """msg_seq -> (source_seq, payload) of everything one adapter's line (or delayed line) carried."""
         seen: dict[int, tuple[int, bytes]] = {}
-        for packet in self.members[number].packets:
+        member = self.members[number]
+        for packet in member.delayed_packets if delayed else member.packets:
             for block in wire.decode_packet(packet)[1]:
                 seen[block.msg_seq] = (block.source_seq, block.payload)
+        return seen
+
+    def delayed_blocks(self) -> dict[int, set[tuple[int, int]]]:
+        """msg_seq -> every (source_stream, source_seq) any delayed line carried for it."""
+        seen: dict[int, set[tuple[int, int]]] = {}
+        for member in self.members.values():
+            for packet in member.delayed_packets:
+                for block in wire.decode_packet(packet)[1]:
+                    seen.setdefault(block.msg_seq, set()).add((block.source_stream, block.source_seq))
         return seen

@@ -24,6 +24,16 @@ An operator ends the trading session every ``SESSION_EVERY_S`` of the run, so
 the same faults hit session boundaries too: every line and journal that
 carries a boundary carries it at the same msg_seq, and once healed every
 adapter is in the same session with the same state.
+
+With delayed lines and purges sent to the active now and then (and, once in
+a while, a purge of something already delivered, which must be refused):
+
+* the delayed lines agree on every msg_seq, and the delayed client delivers
+  each msg_seq once, as a message or a ``Purged`` event, and loses nothing a
+  delayed line carried (with one fault at a time: nothing any line carried);
+* no delayed line ever sends a message of a purge the operator was told the
+  whole group holds (a reply with no unconfirmed backup); with one fault at a
+  time, of any purge accepted.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from feedha.adapter.core.commands import EndSession
+from feedha.adapter.core.commands import EndSession, Purge
 from feedha.adapter.core.sync_types import Role
 from feedha.proto import market_pb2, wire
 from tests.unit.adapter.group_harness import CoreGroup
@@ -44,10 +54,47 @@ SETTLE_S = 3.0  # gentle schedules: an adapter back this long counts as working 
 SESSION_EVERY_S = 1.7  # an operator ends the session this often (whoever is active then)
 
 
+DELAY_S = 1.0
+PURGE_CHANCE = 0.002  # per 1 ms step: about two purges a second
+
+
 @dataclass
 class ChaosRun:
     group: CoreGroup
     faults: list[tuple[float, str, int]] = field(default_factory=list)
+    purges: list[tuple[float, bool, str]] = field(default_factory=list)
+
+    def check_delayed(self, *, gentle: bool) -> None:
+        group = self.group
+        schedule = f"faults: {self.faults}, purges: {self.purges}"
+        # Faults one at a time: every accepted purge holds (a backup that did not confirm one was
+        # down, and learns it back up). Faults on top of each other: those the whole group confirmed.
+        confirmed = {
+            seq
+            for reply in group.replies
+            if reply["ok"] and (gentle or not reply["unconfirmed"])
+            for seq in range(reply["first_msg_seq"], reply["last_msg_seq"] + 1)
+        }
+        for msg_seq, copies in group.delayed_blocks().items():
+            assert len(copies) == 1, (msg_seq, copies, schedule)
+            ((stream, _source_seq),) = copies
+            assert stream == wire.TOMBSTONE_STREAM or msg_seq not in confirmed, (msg_seq, schedule)
+        assert group.delayed_duplicates == 0, schedule
+        assert set(group.delayed_delivered).isdisjoint(confirmed), schedule
+        got = set(group.delayed_delivered) | set(group.purged)
+        # Nothing a delayed line carried is lost -- unless the client had given it up before any
+        # delayed line sent it: with faults on top of each other, the only journal holding a
+        # message can be stalled when it comes due (another adapter that converted it seconds
+        # later, after a stall, sends it seconds later too).
+        late = {seq for seq in set(group.delayed_blocks()) - got if seq in group.delayed_lost_at}
+        assert all(group.delayed_lost_at[seq] <= group.delayed_carried_at[seq] for seq in late), schedule
+        assert set(group.delayed_blocks()) - got <= late, schedule
+        if gentle:
+            # Faults one at a time: every message the real-time lines carried comes delayed too.
+            # (Faults on top of each other can kill the only journal of a message before it is due.)
+            assert group.delayed_lost == 0, schedule
+            assert self.carried() <= got, schedule
+            assert any(reply["ok"] for reply in group.replies), schedule  # purges were made at all
 
     def conflicts(self) -> list[tuple[int, object, object]]:
         """(msg_seq, what, what else) for every msg_seq that named two messages, or two states.
@@ -92,9 +139,9 @@ class ChaosRun:
         }
 
 
-def run_chaos(seed: int, *, seconds: float, rate: float, gentle: bool) -> ChaosRun:
+def run_chaos(seed: int, *, seconds: float, rate: float, gentle: bool, delayed: bool = False) -> ChaosRun:
     rng = random.Random(seed)
-    group = CoreGroup(3, rate=rate)
+    group = CoreGroup(3, rate=rate, delay_s=DELAY_S if delayed else None)
     chaos = ChaosRun(group)
     group.run(1.0)
     end = group.now + seconds
@@ -114,14 +161,36 @@ def run_chaos(seed: int, *, seconds: float, rate: float, gentle: bool) -> ChaosR
         if group.now >= next_session_end:
             next_session_end += SESSION_EVERY_S
             _end_session(chaos)
+        if delayed and rng.random() < PURGE_CHANCE:
+            _purge(chaos, rng)
         group.step()
         for member in group.members.values():
             while len(member.source_inbox) > SOURCE_QUEUE:
                 member.source_inbox.popleft()
     for number in list(down):
         group.restart(number)
-    group.run(6.0, source=False)  # the source stops: the backlog must arrive
+    group.run(6.0 + (DELAY_S if delayed else 0.0), source=False)  # the source stops: the backlog must arrive
     return chaos
+
+
+def _purge(chaos: ChaosRun, rng: random.Random) -> None:
+    # An operator purges recent messages (pending on the delayed lines), now and then something old.
+    group = chaos.group
+    actives = [n for n in group.actives() if group.now >= group.members[n].stalled_until]
+    if len(actives) != 1:
+        return
+    journal = group.members[actives[0]].core.pipeline.journal
+    back = int(1.5 * group.source.rate)  # published 1.5 s ago: past the 1 s delay
+    if journal is None or journal.last_msg_seq < back + 100:
+        return
+    old = rng.random() < 0.1
+    first = journal.last_msg_seq - (back if old else rng.randint(0, 50))
+    command = Purge(
+        first=first, last=first + rng.randint(0, 3), reason="chaos", command_id=f"p{len(chaos.purges)}"
+    )
+    reply = group.command(actives[0], command)
+    chaos.purges.append((round(group.now, 3), old, reply.get("reason", "ok")))
+    assert not (old and reply["ok"]), reply  # a message delivered 1.5 s ago cannot be purged
 
 
 def _working(chaos: ChaosRun, down: dict[int, float], back: dict[int, float], gentle: bool) -> list[int]:
@@ -217,9 +286,19 @@ def test_faults_on_top_of_each_other_never_give_one_msg_seq_two_messages(seed: i
     _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=False), gentle=False)
 
 
+@pytest.mark.parametrize(("seed", "gentle"), [(3, True), (4, False)])
+def test_purges_under_faults_never_reach_a_delayed_line(seed: int, gentle: bool) -> None:
+    chaos = run_chaos(seed, seconds=10.0, rate=1000.0, gentle=gentle, delayed=True)
+    _check(chaos, gentle=gentle)
+    chaos.check_delayed(gentle=gentle)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", range(20))
 def test_long_schedules(seed: int) -> None:
     _check(run_chaos(seed, seconds=30.0, rate=2000.0, gentle=True), gentle=True)
     _check(run_chaos(seed + 1000, seconds=30.0, rate=2000.0, gentle=False), gentle=False)
+    delayed = run_chaos(seed + 2000, seconds=30.0, rate=2000.0, gentle=seed % 2 == 0, delayed=True)
+    _check(delayed, gentle=seed % 2 == 0)
+    delayed.check_delayed(gentle=seed % 2 == 0)

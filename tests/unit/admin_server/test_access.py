@@ -22,10 +22,12 @@ def _sub(sid: str, user: str, key: str, valid_until: float) -> SubscriptionRecor
     )
 
 
-def _channels(sub: SubscriptionRecord) -> list[str]:
+def _channels(sub: SubscriptionRecord) -> dict[str, bool]:
     if sub.user == "mallory":
         raise PermissionDeniedError("no longer entitled")
-    return ["EQ1", "EQ2"] if sub.user == "alice" else ["EQ1"]
+    if sub.user == "dave":  # delayed data only, on EQ2
+        return {"EQ2": True}
+    return {"EQ1": False, "EQ2": False} if sub.user == "alice" else {"EQ1": False}
 
 
 def test_grants_follow_subscriptions_entitlements_and_expiry() -> None:
@@ -36,16 +38,30 @@ def test_grants_follow_subscriptions_entitlements_and_expiry() -> None:
         _sub("4", "mallory", "c" * 40, 100.0),  # the policy took it away
     ]
     grants = desired_grants(subs, now=10.0, channels_for=_channels)
-    assert grants == {"EQ1": {A: 100 * 10**9, B: 50 * 10**9}, "EQ2": {A: 100 * 10**9}}
+    s100, s50 = 100 * 10**9, 50 * 10**9
+    assert grants == {"EQ1": {A: (s100, False), B: (s50, False)}, "EQ2": {A: (s100, False)}}
     later = desired_grants(subs, now=60.0, channels_for=_channels)
-    assert later == {"EQ1": {A: 100 * 10**9}, "EQ2": {A: 100 * 10**9}}
+    assert later == {"EQ1": {A: (s100, False)}, "EQ2": {A: (s100, False)}}
+
+
+def test_a_key_reaching_a_channel_by_delayed_routes_only_is_granted_delayed_only() -> None:
+    D = "d" * 40
+    subs = [_sub("1", "alice", A, 100.0), _sub("5", "dave", D, 100.0), _sub("6", "dave", A, 100.0)]
+    grants = desired_grants(subs, now=10.0, channels_for=_channels)
+    # dave's own key: delayed only; a key that also reaches EQ2 in real time keeps real time
+    assert grants["EQ2"] == {A: (100 * 10**9, False), D: (100 * 10**9, True)}
+    (command,) = plan_commands(None, grants["EQ2"], reason="r")
+    assert AccessGrant(D, 100 * 10**9, delayed_only=True) in command.grants
+    # a key turning delayed-only is a change the adapter must hear of
+    (changed,) = plan_commands({D: (100 * 10**9, False)}, {D: (100 * 10**9, True)}, reason="r")
+    assert changed.kind is CommandKind.GRANT and changed.grants[0].delayed_only
 
 
 def test_commands_bring_an_adapter_from_what_it_was_told_to_what_is_wanted() -> None:
-    first = plan_commands(None, {A: 5}, reason="r")
+    first = plan_commands(None, {A: (5, False)}, reason="r")
     assert len(first) == 1 and first[0].kind is CommandKind.GRANT and first[0].replace_grants
     assert first[0].grants == (AccessGrant(A, 5),)
-    assert plan_commands({A: 5}, {A: 5}, reason="r") == []
-    extended, gone = plan_commands({A: 5, B: 5}, {A: 9}, reason="r")
+    assert plan_commands({A: (5, False)}, {A: (5, False)}, reason="r") == []
+    extended, gone = plan_commands({A: (5, False), B: (5, False)}, {A: (9, False)}, reason="r")
     assert extended.kind is CommandKind.GRANT and extended.grants == (AccessGrant(A, 9),)
     assert gone.kind is CommandKind.REVOKE and gone.grants == (AccessGrant(B, 0),)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from feedha.admin_server.broker import LineView, plan_routes
@@ -69,3 +71,19 @@ def test_a_question_mark_grant_admits_a_star_request_only_through_the_delayed_gr
     assert _plan(TRADER, ["A?"]) == [("EQ-A-M", False, ("A?",), 1)]
     with pytest.raises(PermissionDeniedError, match="A"):
         _plan(Principal(user="eve"), ["A?"])
+
+
+def test_delayed_routes_carry_the_delayed_lines_and_never_a_real_time_one() -> None:
+    delayed_lines = {
+        name: tuple(replace(view, line_endpoint=view.line_endpoint + "/delayed") for view in views)
+        for name, views in LINES.items()
+    }
+    routes = plan_routes(
+        TRADER, ["AB", "AAPL"], policy=POLICY, channels=CHANNELS, lines=LINES, delayed_lines=delayed_lines
+    )
+    by_mode = {route.delayed: route for route in routes}
+    assert [line.line_endpoint for line in by_mode[False].lines] == [v.line_endpoint for v in LINES["EQ-A-M"]]
+    assert [line.line_endpoint for line in by_mode[True].lines] == [
+        v.line_endpoint for v in delayed_lines["EQ-A-M"]
+    ]
+    assert all(line.line_endpoint.endswith("/delayed") for line in by_mode[True].lines)

@@ -42,8 +42,44 @@ def test_status_round_trip(role: AdapterRole, sync: SyncStatus) -> None:
 @pytest.mark.parametrize("kind", list(CommandKind))
 def test_command_round_trip(kind: CommandKind) -> None:
     key = SealKey(7, bytes(range(32))) if kind is CommandKind.SEAL else None
-    command = Command(kind=kind, term=4, rate=100.0, reason="drill", issued_by="ops", seal_key=key)
+    purge = registry.PurgeRange(10, 12) if kind is CommandKind.PURGE else None
+    command_id = "c-1" if kind is CommandKind.PURGE else ""
+    command = Command(
+        kind=kind,
+        term=4,
+        rate=100.0,
+        reason="drill",
+        issued_by="ops",
+        seal_key=key,
+        purge=purge,
+        command_id=command_id,
+        grants=(registry.AccessGrant("a" * 40, 5, delayed_only=True),),
+    )
     assert registry.command_from_proto(registry.command_to_proto(command)) == command
+
+
+def test_a_purge_command_needs_a_range_and_an_id() -> None:
+    with pytest.raises(ProtoError, match="without a range or a command id"):
+        registry.command_from_proto(admin_pb2.OperatorCommand(kind=admin_pb2.COMMAND_KIND_PURGE))
+    ranged = admin_pb2.OperatorCommand(kind=admin_pb2.COMMAND_KIND_PURGE, purge=admin_pb2.PurgeRange())
+    with pytest.raises(ProtoError, match="without a range or a command id"):
+        registry.command_from_proto(ranged)
+
+
+def test_command_result_round_trip_and_bounds() -> None:
+    result = registry.CommandResult(
+        command_id="c-9",
+        ok=False,
+        error_reason="ALREADY_DELIVERED",
+        message="too late",
+        frontier_msg_seq=41,
+        confirmed=(2,),
+        unconfirmed=(3,),
+    )
+    assert registry.result_from_proto(registry.result_to_proto(result)) == result
+    huge = admin_pb2.CommandResult(command_id="x" * 1000, message="m" * 10_000)
+    decoded = registry.result_from_proto(huge)
+    assert len(decoded.command_id) == 64 and len(decoded.message) == 1024
 
 
 def test_a_seal_command_needs_a_whole_key() -> None:

@@ -104,3 +104,35 @@ def test_builder_refuses_out_of_order_blocks() -> None:
     with pytest.raises(ValueError, match="does not follow"):
         builder.add(7, 1, 2, b"y")
     assert repr(builder) == "<PacketBuilder [first_seq=5, count=1, bytes=45]>"
+
+
+DELAYED_EXAMPLE = bytes.fromhex(
+    "4648 01 08 0001 0002 00000003 000000000000000a"  # flags 0x08: delayed
+    "0002 0000 0000000000000005"
+    "000d 0001 0000000000000064 616263"  # block: stream=1 seq=100 "abc"
+    "0014 0000 0000000000000065"  # tombstone: len=20 stream=0 seq=101
+    "0a03 49424d 1001 1a01 78"  # Tombstone{symbol IBM, purge_id 1, reason x}
+)
+
+
+def test_documented_delayed_example_with_a_tombstone() -> None:
+    from feedha.proto import market_pb2
+
+    tombstone = market_pb2.Tombstone(symbol="IBM", purge_id=1, reason="x").SerializeToString()
+    packet = wire.encode_packet(
+        channel=1,
+        adapter=2,
+        term=3,
+        first_seq=10,
+        blocks=[(1, 100, b"abc"), (wire.TOMBSTONE_STREAM, 101, tombstone)],
+        send_time_ns=5,
+        flags=wire.FLAG_DELAYED,
+    )
+    assert packet == DELAYED_EXAMPLE  # docs/wire-format.md shows these bytes
+    header, blocks = wire.decode_packet(packet)
+    assert header.is_delayed and not header.is_retransmission
+    assert [b.is_tombstone for b in blocks] == [False, True]
+    heartbeat = wire.encode_packet(
+        channel=1, adapter=2, term=3, first_seq=12, blocks=(), send_time_ns=5, flags=wire.FLAG_DELAYED
+    )
+    assert wire.decode_header(heartbeat).flags == wire.FLAG_DELAYED | wire.FLAG_HEARTBEAT

@@ -1,0 +1,309 @@
+"""The delayed stream and purges in a secure cluster: real processes, real CURVE, real gRPC.
+
+``feedha up --delay 3`` runs one channel of three adapters, each serving a
+delayed line from its journal, with an admin server. The tests subscribe as
+the users a deployment has -- a delayed-only user, a mixed one, an operator --
+and attack the feature as an outsider would: a delayed-only key on the
+real-time line and asking the replay service for real time, purges from a
+non-operator, of msg_seq 0, of a billion messages, of what was delivered, and
+a flood of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import zmq
+
+from feedha.admin_client import AdminClient
+from feedha.admin_client.channel import login
+from feedha.client import DelayedDelivery, Delivery, FeedClient, Purged
+from feedha.procs import JsonProcess
+from feedha.proto import admin_pb2, admin_pb2_grpc, wire
+from feedha.proto.replay import (
+    KIND_DELAYED_RANGE,
+    KIND_RANGE,
+    ReplayRequest,
+    ReplayStatus,
+    decode_status,
+    encode_request,
+)
+
+DELAY_S = 3.0
+CHANNEL = "EQ-A-Z"
+WAIT = 30.0
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    workdir = tmp_path_factory.mktemp("delayed-up")
+    log = open(workdir / "up.log", "w")  # noqa: SIM115 - closed in finally
+    proc = JsonProcess.python(
+        "up",
+        "feedha",
+        [
+            "up",
+            "--channels",
+            "1",
+            "--rate",
+            "1000",
+            "--delay",
+            f"{DELAY_S:g}",
+            "--json",
+            "--dir",
+            str(workdir),
+        ],
+        log=log,
+    )
+    try:
+        described = proc.wait_for(lambda e: "admin" in e, 120)
+        yield described
+    finally:
+        proc.popen.send_signal(signal.SIGTERM)
+        try:
+            proc.popen.wait(timeout=30)
+        finally:
+            proc.kill()
+            log.close()
+
+
+def _key(up: dict[str, Any], user: str) -> tuple[str, str]:
+    key = json.loads(Path(up["users"][user]).read_text())
+    return key["key_id"], key["secret"]
+
+
+def _feedctl(up: dict[str, Any], user: str, *args: str) -> subprocess.CompletedProcess[str]:
+    key_id, secret = _key(up, user)
+    env = {**os.environ, "FEEDHA_KEY_ID": key_id, "FEEDHA_SECRET": secret}
+    command = [sys.executable, "-m", "feedha.admin_server.cli", "--admin-server", up["admin"], *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _active_next_msg_seq(up: dict[str, Any]) -> int:
+    adapters = json.loads(_feedctl(up, "operator", "adapters", "--json").stdout)
+    return max(int(a["msg_seq"]) for a in adapters if a["role"] == "active" and a["up"])
+
+
+def test_a_delayed_only_user_gets_the_delayed_stream_and_nothing_early(up: dict[str, Any]) -> None:
+    with FeedClient(up["admin"], *_key(up, "delayed")) as client:
+        subscription = client.subscribe(["*"])
+        assert [(r.channel_name, r.delayed) for r in subscription.routes] == [(CHANNEL, True)]
+        delayed_lines = set(up["channels"][0]["delayed_lines"])
+        assert {line.line_endpoint for r in subscription.routes for line in r.lines} <= delayed_lines
+        got: list[tuple[int, int]] = []  # (msg_seq, arrival - event time, ns)
+        deadline = time.monotonic() + WAIT
+        while len(got) < 2000 and time.monotonic() < deadline:
+            for delivery in client.poll(0.2):
+                assert isinstance(delivery, DelayedDelivery) and delivery.delayed
+                got.append((delivery.msg_seq, time.time_ns() - delivery.update.event_time_ns))
+        stats = client.stats()
+    assert len(got) >= 2000, f"only {len(got)} delayed deliveries"
+    seqs = [seq for seq, _age in got]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # in order, no gap, no repeat
+    early = [age for _seq, age in got if age < DELAY_S * 1e9]
+    assert early == []  # nothing before its delay has passed
+    assert list(stats.channels) == [f"{CHANNEL}/delayed"] and stats.channels[f"{CHANNEL}/delayed"].lost == 0
+
+
+def test_a_mixed_user_gets_each_symbol_on_the_stream_it_is_entitled_to(up: dict[str, Any]) -> None:
+    with FeedClient(up["admin"], *_key(up, "mixed")) as client:
+        subscription = client.subscribe(["A*", "N*"])
+        assert sorted((r.delayed, r.symbols) for r in subscription.routes) == [
+            (False, ("A*",)),
+            (True, ("N*",)),
+        ]
+        kinds: dict[tuple[str, bool], int] = {}
+        deadline = time.monotonic() + WAIT
+        while not (kinds.get(("A", False)) and kinds.get(("N", True))) and time.monotonic() < deadline:
+            for delivery in client.poll(0.2):
+                key = (delivery.update.symbol[0], delivery.delayed)
+                kinds[key] = kinds.get(key, 0) + 1
+    assert set(kinds) == {("A", False), ("N", True)}, kinds  # never A delayed, never N in real time
+
+
+async def _delayed_subscription(up: dict[str, Any], keys: tuple[bytes, bytes]) -> AdminClient:
+    admin = AdminClient(up["admin"], *_key(up, "delayed"))
+    await admin.__aenter__()
+    await admin.subscribe(["*"], curve_public_key=keys[0].decode())
+    return admin
+
+
+def _curve_socket(kind: int, endpoint: str, keys: tuple[bytes, bytes], server_key: str) -> zmq.Socket[bytes]:
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(kind)
+    sock.linger = 0
+    sock.curve_publickey, sock.curve_secretkey = keys
+    sock.curve_serverkey = server_key.encode()
+    if kind == zmq.SUB:
+        sock.subscribe(b"")
+    sock.connect(endpoint)
+    return sock
+
+
+def _server_key(up: dict[str, Any]) -> dict[str, str]:
+    """Each adapter's CURVE public key, by its line, delayed line and replay endpoints."""
+    channel = up["channels"][0]
+    keys = {}
+    for number, line in enumerate(channel["lines"], start=1):
+        public = Path(up["dir"]) / "keys" / f"{CHANNEL}.{number}.key.pub"
+        text = public.read_text()
+        key = text.split('public-key = "')[1].split('"')[0]
+        keys[line] = keys[channel["delayed_lines"][number - 1]] = keys[channel["replay"][number - 1]] = key
+    return keys
+
+
+def test_a_delayed_only_key_reaches_the_delayed_line_and_delayed_replays_only(up: dict[str, Any]) -> None:
+    keys = zmq.curve_keypair()
+    loop = asyncio.new_event_loop()
+    admin = loop.run_until_complete(_delayed_subscription(up, keys))
+    server_keys = _server_key(up)
+    channel = up["channels"][0]
+    sockets = []
+    try:
+        realtime = _curve_socket(zmq.SUB, channel["lines"][0], keys, server_keys[channel["lines"][0]])
+        delayed = _curve_socket(
+            zmq.SUB, channel["delayed_lines"][0], keys, server_keys[channel["delayed_lines"][0]]
+        )
+        replay = _curve_socket(zmq.DEALER, channel["replay"][0], keys, server_keys[channel["replay"][0]])
+        sockets += [realtime, delayed, replay]
+        assert delayed.poll(10_000), "the delayed line sent nothing to a delayed-only key"
+        header = wire.decode_header(delayed.recv_multipart()[1])
+        assert header.is_delayed
+        assert not realtime.poll(2_000), "a delayed-only key received real-time packets"
+        replies = {}
+        for kind in (KIND_RANGE, KIND_DELAYED_RANGE):
+            replay.send_multipart([b"", encode_request(ReplayRequest(1, kind, 1, 5, kind))])
+            assert replay.poll(5_000)
+            frames = replay.recv_multipart()
+            replies[kind] = (decode_status(frames[1]), frames[2:])
+        assert replies[KIND_RANGE][0].status is ReplayStatus.NOT_ENTITLED and replies[KIND_RANGE][1] == []
+        status, packets = replies[KIND_DELAYED_RANGE]
+        assert status.status is ReplayStatus.OK and all(wire.decode_header(p).is_delayed for p in packets)
+    finally:
+        for sock in sockets:
+            sock.close(linger=0)
+        loop.run_until_complete(admin.close())
+        loop.close()
+
+
+def test_an_operator_purges_pending_messages_and_every_layer_honours_it(up: dict[str, Any]) -> None:
+    with FeedClient(up["admin"], *_key(up, "delayed")) as client:
+        client.subscribe(["*"])
+        client.poll(1.0)
+        first = _active_next_msg_seq(up) - 200  # published ~0.2-0.7 s ago: pending for ~2 s more
+        done = _feedctl(
+            up,
+            "operator",
+            "--json",
+            "purge",
+            CHANNEL,
+            str(first),
+            "--to",
+            str(first + 1),
+            "--reason",
+            "bad print",
+        )
+        assert done.returncode == 0, done.stderr
+        reply = json.loads(done.stdout)
+        assert (int(reply["first_msg_seq"]), int(reply["last_msg_seq"]), int(reply["count"])) == (
+            first,
+            first + 1,
+            2,
+        )
+        assert len(reply["confirmed_adapter_ids"]) == 2 and reply["unconfirmed_adapter_ids"] == []
+        purged: list[Purged] = []
+        deadline = time.monotonic() + WAIT
+        around: list[int] = []
+        while len(purged) < 2 and time.monotonic() < deadline:
+            for event in client.poll_events(0.2):
+                if isinstance(event, Purged):
+                    purged.append(event)
+                elif isinstance(event, Delivery) and first - 3 <= event.msg_seq <= first + 4:
+                    around.append(event.msg_seq)
+    assert [(p.msg_seq, p.reason, p.purge_id, p.delayed) for p in purged] == [
+        (first, "bad print", int(reply["purge_id"]), True),
+        (first + 1, "bad print", int(reply["purge_id"]), True),
+    ]
+    assert first not in around and first + 1 not in around and first - 1 in around
+    journals = sorted((Path(up["dir"]) / "journals").iterdir())
+    assert len(journals) == 3
+    for journal in journals:  # the purge record is in every adapter's journal
+        dump = subprocess.run(
+            [sys.executable, "-m", "feedha", "journal", "dump", str(journal), "--from", str(first - 1)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert f"-- purge {reply['purge_id']}: msg_seq {first}..{first + 1} by operator" in dump.stdout, (
+            journal
+        )
+    late = _feedctl(up, "operator", "purge", CHANNEL, "5", "--reason", "too late")
+    assert late.returncode == 1 and "FAILED_PRECONDITION (ALREADY_DELIVERED)" in late.stderr
+    assert "already delivered on the delayed line" in late.stderr
+
+
+async def _attack(up: dict[str, Any]) -> dict[str, Any]:
+    """Purges no operator should get through: each refused, with its reason."""
+    found: dict[str, Any] = {}
+    async with grpc.aio.insecure_channel(up["admin"]) as channel:
+        operator = (await login(channel, *_key(up, "operator"))).metadata
+        trader = (await login(channel, *_key(up, "subscriber"))).metadata
+        stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
+
+        async def purge(metadata: Any, **fields: Any) -> grpc.StatusCode:
+            fields.setdefault("channel_name", CHANNEL)
+            request = admin_pb2.PurgeRequest(reason=fields.pop("reason", "x"), **fields)
+            try:
+                await stub.Purge(request, metadata=metadata, timeout=20)
+            except grpc.aio.AioRpcError as exc:
+                found.setdefault("details", []).append(exc.details())
+                return exc.code()
+            return grpc.StatusCode.OK
+
+        found["non_operator"] = await purge(trader, first_msg_seq=10**6)
+        found["zero"] = await purge(operator, first_msg_seq=0, last_msg_seq=5)
+        found["billion"] = await purge(operator, first_msg_seq=1, last_msg_seq=10**9)
+        found["no_reason"] = await purge(operator, first_msg_seq=5, reason="")
+        found["unknown_channel"] = await purge(operator, first_msg_seq=5, channel_name="NOPE")
+        pending = _active_next_msg_seq(up) - 100
+        flood = [purge(operator, first_msg_seq=pending + i, reason="flood") for i in range(40)]
+        found["flood"] = await asyncio.gather(*flood)
+    return found
+
+
+def test_purges_from_outsiders_or_out_of_bounds_or_in_a_flood_are_refused_bounded_and_counted(
+    up: dict[str, Any],
+) -> None:
+    found = asyncio.run(_attack(up))
+    assert found["non_operator"] is grpc.StatusCode.PERMISSION_DENIED
+    assert found["zero"] is grpc.StatusCode.INVALID_ARGUMENT
+    assert found["billion"] is grpc.StatusCode.FAILED_PRECONDITION
+    assert any("runs past the last message published" in d for d in found["details"])
+    assert found["no_reason"] is grpc.StatusCode.INVALID_ARGUMENT
+    assert found["unknown_channel"] is grpc.StatusCode.NOT_FOUND
+    flood = found["flood"]
+    accepted = flood.count(grpc.StatusCode.OK)
+    refused = flood.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert accepted >= 1 and refused >= 1 and accepted + refused == len(flood), flood
+    metrics = urllib.request.urlopen(up["metrics"][0], timeout=10).read().decode()
+    assert 'feedha_admin_denied_total{method="Purge"}' in metrics
+    assert 'feedha_admin_purges_total{result="accepted"}' in metrics
+    assert 'feedha_admin_purges_total{result="TOO_MANY' in metrics
+    with sqlite3.connect(Path(up["dir"]) / "admin.sqlite") as db:  # every purge is audited
+        rows = db.execute("SELECT user, detail FROM audit WHERE action = 'purge'").fetchall()
+    assert any(user == "operator" and detail.startswith("refused") for user, detail in rows)
+    assert any(user == "operator" and detail.startswith("purge ") for user, detail in rows)
