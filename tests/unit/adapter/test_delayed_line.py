@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from feedha.adapter.core.delayed import DelayedLine
 from feedha.adapter.core.purge import PurgeBook, PurgeEntry
-from feedha.adapter.journal.format import Record
+from feedha.adapter.journal.format import RECORD_SESSION_BOUNDARY, Record
 from feedha.adapter.replay import ReplayService
 from feedha.proto import market_pb2, wire
 from feedha.proto.replay import (
@@ -123,6 +123,33 @@ def test_records_published_late_are_counted() -> None:
     assert delayed.counters.late == 1 and delayed.counters.max_late_ms == 4000.0
 
 
+def boundary(seq: int, at_s: float) -> Record:
+    """An end-of-session record (flag bit 1): its own msg_seq, the session's last source_seq."""
+    update = market_pb2.MarketUpdate(event_time_ns=int(T0 + at_s * S))
+    update.session_boundary.ended = 1
+    update.session_boundary.started = 2
+    return Record(
+        seq, int(T0 + at_s * S), 1, 1000 + seq - 1, update.SerializeToString(), RECORD_SESSION_BOUNDARY
+    )
+
+
+def test_an_end_of_session_record_goes_alone_flagged_and_is_never_a_tombstone() -> None:
+    delayed, book = line(), PurgeBook()
+    book.add(PurgeEntry(purge_id=1, first_msg_seq=2, last_msg_seq=4, time_ns=0, reason="r"))  # spans it
+    delayed.feed(
+        [record(1, 0.0), record(2, 0.0), boundary(3, 0.0), record(4, 0.0), record(5, 0.0)], caught_up=True
+    )
+    packets = delayed.publish(now=6.0, wall_ns=T0 + 6 * S, term=3, book=book, may_publish=True)
+    headers = [wire.decode_header(p) for p in packets]
+    assert [(h.first_seq, h.count, h.is_end_of_session, h.is_delayed) for h in headers] == [
+        (1, 2, False, True),
+        (3, 1, True, True),  # alone, flagged, as the line carried it
+        (4, 2, False, True),
+    ]
+    assert blocks(packets) == [(1, 1), (2, 0), (3, 1), (4, 0), (5, 1)]  # the purge took 2 and 4 only
+    assert delayed.counters.tombstones == 2
+
+
 # ---- the replay service's delayed ranges ----------------------------------------------------------
 
 
@@ -180,6 +207,33 @@ def test_both_kinds_honour_purges_with_tombstones() -> None:
         streams = [(b.msg_seq, b.source_stream) for p in packets for b in wire.decode_packet(p)[1]]
         assert status.status is ReplayStatus.OK and streams == [(3, 1), (4, 0), (5, 0), (6, 1)]
     assert svc.counters.tombstones == 4
+
+
+def test_a_range_across_a_session_end_sends_it_alone_flagged_and_never_purged() -> None:
+    book = PurgeBook()
+    book.add(PurgeEntry(purge_id=1, first_msg_seq=4, last_msg_seq=6, time_ns=0, reason="r"))
+    journal = Journal([*(record(seq, float(seq)) for seq in range(1, 5)), boundary(5, 5.0), record(6, 6.0)])
+    svc = ReplayService(
+        journal,
+        channel=1,
+        adapter=2,
+        max_packet_bytes=8192,
+        max_bytes=1 << 20,
+        bounds=journal.bounds,
+        purges=book,
+        delay_ns=DELAY,
+    )
+    for kind in (1, KIND_DELAYED_RANGE):
+        status, packets = ask(svc, 3, 6, kind=kind)
+        headers = [wire.decode_header(p) for p in packets]
+        assert status.status is ReplayStatus.OK
+        assert [(h.first_seq, h.count, h.is_end_of_session) for h in headers] == [
+            (3, 2, False),
+            (5, 1, True),
+            (6, 1, False),
+        ]
+        streams = [(b.msg_seq, b.source_stream) for p in packets for b in wire.decode_packet(p)[1]]
+        assert streams == [(3, 1), (4, 0), (5, 1), (6, 0)]
 
 
 def test_a_delayed_only_key_gets_no_real_time_and_an_adapter_without_a_delay_no_delayed_range() -> None:
