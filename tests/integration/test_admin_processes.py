@@ -124,8 +124,10 @@ async def test_feedctl_adapters_failover_and_restart(workdir: Path) -> None:
             assert "(forced)" in a.commands[1].reason
             denied = await asyncio.to_thread(feedctl, server.target, alice, "adapters")
             assert denied.returncode == 1 and "PERMISSION_DENIED" in denied.stderr
-            purge = await asyncio.to_thread(feedctl, server.target, ops, "purge", "EQ-A-M", "17")
-            assert purge.returncode == 1 and "not supported yet" in purge.stderr
+            purge = await asyncio.to_thread(
+                feedctl, server.target, ops, "purge", "EQ-A-M", "0", "--reason", "r"
+            )
+            assert purge.returncode == 1 and "MSG_SEQ_ZERO" in purge.stderr
             server.kill()
             await eventually(lambda: not any(agent.is_connected for agent in agents), what="agents notice")
         server = ServerProcess(workdir)  # agents are gone: the registry must come from SQLite
