@@ -25,6 +25,7 @@ from typing import Final, Protocol
 from google.protobuf.message import DecodeError
 
 from feedha.adapter.core.purge import PurgeBook, tombstone_block
+from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
 from feedha.adapter.snapshot import ImageBuilder
 from feedha.proto import market_pb2, wire
@@ -38,26 +39,9 @@ from feedha.proto.replay import (
     encode_status,
 )
 
-__all__ = ["JournalSource", "RecordLike", "ReplayCounters", "ReplayLimits", "ReplayService", "TokenBucket"]
+__all__ = ["JournalSource", "ReplayCounters", "ReplayLimits", "ReplayService", "TokenBucket"]
 
 logger = logging.getLogger(__name__)
-
-
-class RecordLike(Protocol):
-    """What the service needs of a journal record (``adapter.journal.Record`` fits)."""
-
-    @property
-    def msg_seq(self) -> int: ...
-    @property
-    def time_ns(self) -> int: ...
-    @property
-    def source_stream(self) -> int: ...
-    @property
-    def source_seq(self) -> int: ...
-    @property
-    def payload(self) -> bytes: ...
-    @property
-    def flags(self) -> int: ...
 
 
 class JournalSource(Protocol):

@@ -33,9 +33,9 @@ from typing import Final
 
 import zmq
 
-from feedha import transport
 from feedha.adapter.access import REPLAY
 from feedha.adapter.replay import ReplayLimits, ReplayService
+from feedha.adapter.socket_thread import SocketThread
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,6 @@ REPLIES_QUEUED_PER_PEER: Final = 8
 # INITIATE command is ~300 bytes: at 256 every CURVE client was dropped before it could ask.
 MAX_REQUEST_BYTES: Final = 1024  # a frame larger than this drops the peer
 FLUSH_WAIT_S: Final = 0.02
-BIND_WAIT_S: Final = 1.0  # how long a rebind waits for the old socket to let go of the address
 
 
 class FlushRequest:
@@ -85,7 +84,7 @@ class FlushRequest:
             self._done.notify_all()
 
 
-class ReplayServer:
+class ReplayServer(SocketThread):
     """Serves replay requests from the journal on a thread of its own.
 
     Args:
@@ -108,84 +107,29 @@ class ReplayServer:
         secure: Callable[[zmq.Socket[bytes], str], None] | None = None,
         delayed_only: Callable[[str], bool] | None = None,
     ) -> None:
-        self._endpoint = endpoint
+        super().__init__(endpoint, name="replay-server")
         self._delayed_only = delayed_only
         self._service = service
         self._term = term
         self._limits = limits
         self._secure = secure
-        self._rebind = threading.Event()
-        self._stop = threading.Event()
-        self._bound = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="replay-server", daemon=True)
         self.requests = self.refused = 0
 
     def __repr__(self) -> str:
         return f"<ReplayServer [endpoint={self._endpoint}, requests={self.requests}, refused={self.refused}]>"
 
-    def start(self) -> None:
-        """Bind and start serving; returns once bound.
-
-        Raises:
-            zmq.ZMQError: the endpoint could not be bound.
-        """
-        self._thread.start()
-        self._bound.wait(5)
-        if self._error is not None:
-            raise self._error
-
-    def rebind(self) -> None:
-        """Bind the socket afresh (every peer reconnects and is checked again); from any thread."""
-        self._rebind.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _open(self) -> zmq.Socket[bytes]:
+    def _make(self) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         sock.linger = 0
         sock.rcvhwm, sock.sndhwm = QUEUE_MESSAGES, REPLIES_QUEUED_PER_PEER
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
         if self._secure is not None:
             self._secure(sock, REPLAY)
-        try:  # after a rebind the old socket may hold the address a moment longer
-            if not transport.bind_again(sock, self._endpoint, wait_s=BIND_WAIT_S):
-                raise zmq.ZMQError(zmq.EADDRINUSE, f"{self._endpoint} still in use after {BIND_WAIT_S} s")
-        except zmq.ZMQError:
-            sock.close(linger=0)
-            raise
         return sock
 
-    def _run(self) -> None:
-        try:
-            sock = self._open()
-        except zmq.ZMQError as exc:
-            self._error = exc
-            return
-        finally:
-            self._bound.set()
-        try:
-            while not self._stop.is_set():
-                if self._rebind.is_set():
-                    self._rebind.clear()
-                    sock.close(linger=0)
-                    sock = self._reopen()
-                if sock.poll(POLL_MS):
-                    self._serve_ready(sock)
-        finally:
-            sock.close(linger=0)
-
-    def _reopen(self) -> zmq.Socket[bytes]:
-        # Bound again after a revocation; until that works the service is just quiet.
-        while True:
-            try:
-                return self._open()
-            except zmq.ZMQError as exc:
-                logger.error("replay service: cannot bind %s again (%s); retrying", self._endpoint, exc)
-                if self._stop.wait(POLL_MS / 1000):
-                    return zmq.Context.instance().socket(zmq.ROUTER)  # unbound: closed on the way out
+    def _turn(self, sock: zmq.Socket[bytes]) -> None:
+        if sock.poll(POLL_MS):
+            self._serve_ready(sock)
 
     def _serve_ready(self, sock: zmq.Socket[bytes]) -> None:
         for _ in range(64):

@@ -36,6 +36,7 @@ from google.protobuf.message import DecodeError
 
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.state import SymbolValues, next_session
+from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.recovery import boundary_of, decode_checkpoint_state
 from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 from feedha.proto import market_pb2
@@ -49,17 +50,6 @@ REBUILD_S: Final = 0.2  # a newer image is built at most this often
 IMAGES_KEPT: Final = 3  # images held for clients paging them
 FOLD_MAX_RECORDS: Final = 1_000_000  # records folded per call (the rest at the next)
 MAX_SYMBOLS: Final = 1_000_000  # symbols held; beyond, new symbols are not imaged (logged)
-
-
-class RecordLike(Protocol):
-    @property
-    def msg_seq(self) -> int: ...
-    @property
-    def payload(self) -> bytes: ...
-    @property
-    def flags(self) -> int: ...
-    @property
-    def source_seq(self) -> int: ...
 
 
 class JournalSource(Protocol):

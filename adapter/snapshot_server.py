@@ -20,25 +20,23 @@ line's CURVE keys where the line has them.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 import zmq
 
-from feedha import transport
 from feedha.adapter.snapshot import ImageBuilder
+from feedha.adapter.socket_thread import SocketThread
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["SnapshotLoop"]
 
 SNDHWM: Final = 256  # parts queued per subscriber (~15 MiB at most): a slow one loses the rest of a round
-BIND_WAIT_S: Final = 1.0
 
 
-class SnapshotLoop:
+class SnapshotLoop(SocketThread):
     """Publishes the newest image every ``interval_s`` on its own thread.
 
     Args:
@@ -58,16 +56,11 @@ class SnapshotLoop:
         interval_s: float,
         secure: Callable[[zmq.Socket[bytes]], None] | None = None,
     ) -> None:
-        self._endpoint = endpoint
+        super().__init__(endpoint, name="snapshot-loop")
         self._builder = builder
         self._topic = topic
         self._interval_s = interval_s
         self._secure = secure
-        self._stop = threading.Event()
-        self._rebind = threading.Event()
-        self._bound = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="snapshot-loop", daemon=True)
         self.rounds = self.parts_sent = self.parts_dropped = 0
         self.last_msg_seq = 0
 
@@ -77,25 +70,6 @@ class SnapshotLoop:
             f"msg_seq={self.last_msg_seq}]>"
         )
 
-    def start(self) -> None:
-        """Bind and start; returns once bound.
-
-        Raises:
-            zmq.ZMQError: the endpoint could not be bound.
-        """
-        self._thread.start()
-        self._bound.wait(5)
-        if self._error is not None:
-            raise self._error
-
-    def rebind(self) -> None:
-        """Bind afresh (every subscriber reconnects and is checked again): after a revocation."""
-        self._rebind.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
     def status(self) -> dict[str, Any]:
         return {
             "snapshot_rounds": self.rounds,
@@ -104,40 +78,21 @@ class SnapshotLoop:
             "snapshot_msg_seq": self.last_msg_seq,
         }
 
-    def _open(self) -> zmq.Socket[bytes]:
+    def _make(self) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
         sock.linger = 0
         sock.sndhwm = SNDHWM
         if self._secure is not None:
             self._secure(sock)
-        try:
-            if not transport.bind_again(sock, self._endpoint, wait_s=BIND_WAIT_S):
-                raise zmq.ZMQError(zmq.EADDRINUSE, f"{self._endpoint} still in use after {BIND_WAIT_S} s")
-        except zmq.ZMQError:
-            sock.close(linger=0)
-            raise
         return sock
 
-    def _run(self) -> None:
-        try:
-            sock = self._open()
-        except zmq.ZMQError as exc:
-            self._error = exc
+    def _turn(self, sock: zmq.Socket[bytes]) -> None:
+        if self._stop.wait(self._interval_s):
             return
-        finally:
-            self._bound.set()
         try:
-            while not self._stop.wait(self._interval_s):
-                if self._rebind.is_set():
-                    self._rebind.clear()
-                    sock.close(linger=0)
-                    sock = self._open()
-                try:
-                    self._round(sock)
-                except Exception:  # a bug or a damaged journal costs one round, never the adapter
-                    logger.exception("snapshot loop: round failed")
-        finally:
-            sock.close(linger=0)
+            self._round(sock)
+        except Exception:  # a bug or a damaged journal costs one round, never the adapter
+            logger.exception("snapshot loop: round failed")
 
     def _round(self, sock: zmq.Socket[bytes]) -> None:
         image = self._builder.newest(now=time.monotonic())

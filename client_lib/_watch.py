@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from typing import Final
 
+import zmq
+
 from feedha.admin_client import AdminClient, AdminClientError, PermissionDenied, Route
+from feedha.client._feed_core import FeedCore
+from feedha.client.events import StatusEvent
+from feedha.client.subscriber import SubscriberConfig
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +34,11 @@ class RouteWatch:
 
     _admin: AdminClient
     _curve: tuple[str, str]
+    _config: SubscriberConfig
+    _core: FeedCore
+    _pending: list[StatusEvent]
+    _retry_deadline_s: float
+    _poll_interval_s: float
     _subscription_id: str
     _symbols: tuple[str, ...]
     _watch: asyncio.Task[None] | None
@@ -35,6 +46,25 @@ class RouteWatch:
     _watch_connections: int
     _resubscriptions: int
     _last_admin_error: str
+
+    def _begin(
+        self, config: SubscriberConfig | None, *, retry_deadline_s: float, poll_interval_s: float
+    ) -> None:
+        """The state both clients start with: a fresh CURVE identity, the core, no subscription yet."""
+        curve_public, curve_secret = zmq.curve_keypair()  # this session's data-plane identity
+        self._curve = (curve_public.decode(), curve_secret.decode())
+        self._config = dataclasses.replace(
+            config or SubscriberConfig(), curve_public=self._curve[0], curve_secret=self._curve[1]
+        )
+        self._retry_deadline_s = retry_deadline_s
+        self._poll_interval_s = poll_interval_s
+        self._core = FeedCore(self._config, self._curve)
+        self._pending = []  # events of applied route sets, not yet selected
+        self._subscription_id = ""
+        self._symbols = ()
+        self._watch_connections = self._resubscriptions = 0
+        self._last_admin_error = ""
+        self._watch = self._renew = None
 
     def _push(self, reason: str, routes: tuple[Route, ...]) -> None:
         raise NotImplementedError

@@ -28,18 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any, Final
 
-import zmq
-
 from feedha.admin_client import AdminClient, Route, Subscription, TlsConfig
 from feedha.admin_client.session import RETRY_DEADLINE_S
-from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._feed_core import FeedClientStats, StatusCallback
 from feedha.client._watch import RouteWatch
 from feedha.client.errors import ClosedError
 from feedha.client.events import Delivery, StatusEvent
@@ -79,25 +76,11 @@ class AsyncFeedClient(RouteWatch):
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
     ) -> None:
-        curve_public, curve_secret = zmq.curve_keypair()  # this session's data-plane identity
-        self._curve = (curve_public.decode(), curve_secret.decode())
-        self._config = dataclasses.replace(
-            config or SubscriberConfig(), curve_public=self._curve[0], curve_secret=self._curve[1]
-        )
+        self._begin(config, retry_deadline_s=retry_deadline_s, poll_interval_s=poll_interval_s)
         self._target, self._credentials, self._tls = admin, (key_id, secret), tls
-        self._retry_deadline_s = retry_deadline_s
-        self._poll_interval_s = poll_interval_s
-        self._core = FeedCore(self._config, self._curve)
         self._subscriber: AsyncSubscriber | None = None
         self._updates: list[tuple[str, tuple[Route, ...]]] = []
         self._routes_came = asyncio.Event()
-        self._pending: list[StatusEvent] = []
-        self._subscription_id = ""
-        self._symbols: tuple[str, ...] = ()
-        self._watch_connections = self._resubscriptions = 0
-        self._last_admin_error = ""
-        self._watch: asyncio.Task[None] | None = None
-        self._renew: asyncio.Task[None] | None = None
         self._opened = self._closed = False
 
     def __repr__(self) -> str:

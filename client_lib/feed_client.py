@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
 import logging
 import queue
 import threading
@@ -47,8 +46,6 @@ import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Final, TypeVar
-
-import zmq
 
 from feedha.admin_client import (
     AdminClient,
@@ -58,7 +55,7 @@ from feedha.admin_client import (
     TlsConfig,
 )
 from feedha.admin_client.session import RETRY_DEADLINE_S
-from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._feed_core import FeedClientStats, StatusCallback
 from feedha.client._watch import RouteWatch
 from feedha.client.errors import ClosedError
 from feedha.client.events import Delivery, StatusEvent
@@ -107,23 +104,9 @@ class FeedClient(RouteWatch):
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
     ) -> None:
-        curve_public, curve_secret = zmq.curve_keypair()  # this session's data-plane identity
-        self._curve = (curve_public.decode(), curve_secret.decode())
-        self._config = dataclasses.replace(
-            config or SubscriberConfig(), curve_public=self._curve[0], curve_secret=self._curve[1]
-        )
-        self._poll_interval_s = poll_interval_s
-        self._retry_deadline_s = retry_deadline_s
+        self._begin(config, retry_deadline_s=retry_deadline_s, poll_interval_s=poll_interval_s)
         self._updates: queue.SimpleQueue[tuple[str, tuple[Route, ...]]] = queue.SimpleQueue()
         self._subscriber: Subscriber | None = None
-        self._core = FeedCore(self._config, self._curve)
-        self._pending: list[StatusEvent] = []  # events of applied route sets, not yet selected
-        self._subscription_id = ""
-        self._symbols: tuple[str, ...] = ()
-        self._watch_connections = self._resubscriptions = 0
-        self._last_admin_error = ""
-        self._watch: asyncio.Task[None] | None = None
-        self._renew: asyncio.Task[None] | None = None
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="feedclient-admin", daemon=True)

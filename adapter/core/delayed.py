@@ -36,38 +36,22 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Final, Protocol
+from typing import Final
 
 from google.protobuf.message import DecodeError
 
 from feedha.adapter.core.purge import PurgeBook, tombstone_block
+from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
 from feedha.proto import market_pb2, wire
 
-__all__ = ["DEFAULT_DELAY_S", "DEFAULT_MARGIN_S", "DelayedCounters", "DelayedLine", "RecordLike"]
+__all__ = ["DEFAULT_DELAY_S", "DEFAULT_MARGIN_S", "DelayedCounters", "DelayedLine"]
 
 DEFAULT_DELAY_S: Final = 900.0  # 15 minutes, the usual exchange delay for delayed data
 DEFAULT_MARGIN_S: Final = 1.0  # a purge must start at least this long before its first message is due
 MAX_BUFFERED: Final = 200_000  # read-ahead records held at most ...
 MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024  # ... and bytes (then the tailer waits: bounded memory)
 LATE_NS: Final = 100_000_000  # a record published this long after it was due counts as late
-
-
-class RecordLike(Protocol):
-    """What the delayed line needs of a journal record (``adapter.journal.Record`` fits)."""
-
-    @property
-    def msg_seq(self) -> int: ...
-    @property
-    def time_ns(self) -> int: ...
-    @property
-    def source_stream(self) -> int: ...
-    @property
-    def source_seq(self) -> int: ...
-    @property
-    def payload(self) -> bytes: ...
-    @property
-    def flags(self) -> int: ...
 
 
 @dataclass(slots=True)

@@ -16,9 +16,10 @@ from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Action, PublishDelayed
 from feedha.adapter.core.commands import Purge
 from feedha.adapter.core.config import CoreConfig
-from feedha.adapter.core.delayed import DelayedLine, RecordLike
+from feedha.adapter.core.delayed import DelayedLine
 from feedha.adapter.core.purge import PurgeEntry
 from feedha.adapter.core.purging import PurgeContext, PurgeDesk
+from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.sync_types import Role, SyncState
 
 __all__ = ["DelayedSide"]

@@ -52,13 +52,13 @@ from feedha.adapter.core.commands import (
     Throttle,
 )
 from feedha.adapter.core.config import MAX_PAUSE_S, CoreConfig
-from feedha.adapter.core.delayed import RecordLike
 from feedha.adapter.core.delayed_side import DelayedSide
 from feedha.adapter.core.health import HealthMeter, MachineSample, health_score
 from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import LineOutput
 from feedha.adapter.core.pipeline import Pipeline
 from feedha.adapter.core.purging import PurgeContext
+from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
 from feedha.adapter.core.session import Boundary
 from feedha.adapter.core.sync import Action as SyncAction

@@ -51,24 +51,12 @@ from feedha.adapter.core.purge import (
     purge_from_proto,
     purge_to_proto,
 )
+from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.sequencer import Sequencer
 from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 from feedha.proto import market_pb2, sync_pb2
 
 logger = logging.getLogger(__name__)
-
-
-class RecordLike(Protocol):
-    """What recovery needs of a journal record (``adapter.journal.Record`` fits)."""
-
-    @property
-    def msg_seq(self) -> int: ...
-    @property
-    def source_seq(self) -> int: ...
-    @property
-    def payload(self) -> bytes: ...
-    @property
-    def flags(self) -> int: ...
 
 
 class ControlLike(Protocol):
