@@ -138,8 +138,8 @@ def _parser() -> argparse.ArgumentParser:
         "tombstone) in each purged message's place; retransmissions honour purges too. Audited.",
     )
     purge.add_argument("channel")
-    purge.add_argument("msg_seq", nargs="?", type=int, default=0, help="the first msg_seq to purge")
-    purge.add_argument("--to", type=int, default=0, metavar="MSG_SEQ", help="the last msg_seq (inclusive)")
+    purge.add_argument("msg_seq", nargs="?", type=_msg_seq, help="the first msg_seq to purge")
+    purge.add_argument("--to", type=_msg_seq, default=0, metavar="MSG_SEQ", help="the last msg_seq (inclusive)")
     purge.add_argument("--all-pending", action="store_true", help="everything the delayed line has not sent")
     purge.add_argument("--reason", required=True, help="why (kept with the purge, shown to subscribers)")
     watch = sub.add_parser("watch", help="print live events")
@@ -201,12 +201,23 @@ async def _command(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
     _print(args, rows, "\n".join(f"sent {r['command']} to {r['adapter']} (term {r['term']})" for r in rows))
 
 
+def _msg_seq(value: str) -> int:
+    """A msg_seq on the command line: a whole number 0..2^64-1 (the server says which it refuses)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a msg_seq: {value!r}") from None
+    if not 0 <= number < 2**64:
+        raise argparse.ArgumentTypeError(f"a msg_seq is 0..2^64-1, got {number}")
+    return number
+
+
 async def _purge(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
-    if args.all_pending == bool(args.msg_seq):
+    if args.all_pending == (args.msg_seq is not None):
         raise ValueError("give a MSG_SEQ (and --to) or --all-pending, not both or neither")
     request = admin_pb2.PurgeRequest(
         channel_name=args.channel,
-        first_msg_seq=args.msg_seq,
+        first_msg_seq=args.msg_seq or 0,
         last_msg_seq=args.to,
         all_pending=args.all_pending,
         reason=args.reason,
