@@ -12,9 +12,9 @@ import json
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from feedha import chaos, drill_delayed, netns, transport
 from feedha.drill import DrillOptions, run_failover
@@ -144,22 +144,8 @@ def _run_late_join(args: argparse.Namespace) -> int:
         kill_at=args.kill_at,
         session_end_at=args.session_end_at,
     )
-    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-late-join-", suffix=".log")[1])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with open(log_path, "w") as log:
-        try:
-            result = drill_late_join.run_late_join(options, log)
-        except ProcessError as exc:
-            print(f"feedha drill late-join: {exc} (component logs: {log_path})", file=sys.stderr)
-            return 1
-    result["log"] = str(log_path)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        width = max(len(k) for k in result)
-        for key, value in result.items():
-            print(f"{key:<{width}}  {value}")
-    return 0 if drill_late_join.summary_ok(result) else 1
+    result = _run_logged("late-join", args, lambda log: drill_late_join.run_late_join(options, log))
+    return 0 if result is not None and drill_late_join.summary_ok(result) else 1
 
 
 def _delayed_arguments(sub: Any) -> None:
@@ -212,26 +198,35 @@ def _run_delayed(args: argparse.Namespace) -> int:
         kill_at=args.kill_at,
         seed=args.seed,
     )
-    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-delayed-", suffix=".log")[1])
+    result = _run_logged("delayed", args, lambda log: drill_delayed.run_delayed(options, log))
+    return 0 if result is not None and drill_delayed.passed(result, purges=args.purge) else 1
+
+
+def _run_logged(
+    name: str, args: argparse.Namespace, run: Callable[[IO[str]], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Run a drill with its components' logs in ``--log`` (or a temp file) and print its result.
+
+    Returns:
+        The result, with ``log`` added; ``None`` when a component failed (said on stderr).
+    """
+    log_path = args.log or Path(tempfile.mkstemp(prefix=f"feedha-drill-{name}-", suffix=".log")[1])
+    # SIGTERM must unwind through the drill's finally: it stops the processes, removes the namespaces.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with open(log_path, "w") as log:
         try:
-            result = drill_delayed.run_delayed(options, log)
-        except ProcessError as exc:
-            print(f"feedha drill delayed: {exc} (component logs: {log_path})", file=sys.stderr)
-            return 1
+            result = run(log)
+        except (ProcessError, netns.NetnsError) as exc:
+            print(f"feedha drill {name}: {exc} (component logs: {log_path})", file=sys.stderr)
+            return None
     result["log"] = str(log_path)
-    _print_result(result, as_json=args.json)
-    return 0 if drill_delayed.passed(result, purges=args.purge) else 1
-
-
-def _print_result(result: dict[str, Any], *, as_json: bool) -> None:
-    if as_json:
+    if args.json:
         print(json.dumps(result))
-        return
-    width = max(len(k) for k in result)
-    for key, value in result.items():
-        print(f"{key:<{width}}  {value}")
+    else:
+        width = max(len(k) for k in result)
+        for key, value in result.items():
+            print(f"{key:<{width}}  {value}")
+    return result
 
 
 def _network_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -317,19 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark_master=args.spark_master,
         heartbeat_timeout=args.heartbeat_timeout,
     )
-    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-", suffix=".log")[1])
-    # SIGTERM must unwind through run_failover's finally: it removes the namespaces.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with open(log_path, "w") as log:
-        try:
-            result = run_failover(options, log)
-        except (ProcessError, netns.NetnsError) as exc:
-            print(f"feedha drill: {exc} (component logs: {log_path})", file=sys.stderr)
-            return 1
-    result["log"] = str(log_path)
-    _print_result(result, as_json=args.json)
+    result = _run_logged("failover", args, lambda log: run_failover(options, log))
     ok = (
-        result["lost"] == 0
+        result is not None
+        and result["lost"] == 0
         and result["duplicates"] == 0
         and result["out_of_order"] == 0
         and result["conflicts"] == 0
