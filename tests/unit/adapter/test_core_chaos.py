@@ -69,12 +69,14 @@ class ChaosRun:
         schedule = f"faults: {self.faults}, purges: {self.purges}"
         # Faults one at a time: every accepted purge holds (a backup that did not confirm one was
         # down, and learns it back up). Faults on top of each other: those the whole group confirmed.
+        # A purge never takes a session's end: the end-of-session block keeps its msg_seq.
+        ends = set(group.session_ends).union(*(group.journal_boundaries(n) for n in group.members))
         confirmed = {
             seq
             for reply in group.replies
             if reply["ok"] and (gentle or not reply["unconfirmed"])
             for seq in range(reply["first_msg_seq"], reply["last_msg_seq"] + 1)
-        }
+        } - ends
         for msg_seq, copies in group.delayed_blocks().items():
             assert len(copies) == 1, (msg_seq, copies, schedule)
             ((stream, _source_seq),) = copies
