@@ -139,7 +139,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     purge.add_argument("channel")
     purge.add_argument("msg_seq", nargs="?", type=_msg_seq, help="the first msg_seq to purge")
-    purge.add_argument("--to", type=_msg_seq, default=0, metavar="MSG_SEQ", help="the last msg_seq (inclusive)")
+    purge.add_argument(
+        "--to", type=_msg_seq, default=0, metavar="MSG_SEQ", help="the last msg_seq (inclusive)"
+    )
     purge.add_argument("--all-pending", action="store_true", help="everything the delayed line has not sent")
     purge.add_argument("--reason", required=True, help="why (kept with the purge, shown to subscribers)")
     watch = sub.add_parser("watch", help="print live events")
