@@ -160,7 +160,8 @@ async def test_unentitled_symbols_are_named_in_the_details(env: Env) -> None:
          "INVALID_ARGUMENT", "INVALID_ARGUMENT", "rate"),
         ("ops", ("control", "Failover", admin_pb2.FailoverRequest(channel_name="EQ-X")), "NOT_FOUND",
          "CHANNEL_NOT_FOUND", None),
-        ("ops", ("control", "Purge", admin_pb2.PurgeRequest(channel_name="EQ-A-M", first_msg_seq=0, reason="r")),
+        ("ops", ("control", "Purge", admin_pb2.PurgeRequest(channel_name="EQ-A-M", first_msg_seq=0,
+                                                            reason="r")),
          "INVALID_ARGUMENT", "MSG_SEQ_ZERO", "first_msg_seq"),
     ],
 )  # fmt: skip

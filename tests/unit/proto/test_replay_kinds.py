@@ -1,4 +1,4 @@
-"""The replay protocol's request kinds: range (1), delayed range (2), snapshot (3); what else comes is refused."""
+"""The replay protocol's request kinds: range (1), delayed range (2), snapshot (3); others are refused."""
 
 from __future__ import annotations
 
