@@ -501,9 +501,10 @@ def redial(socket: zmq.Socket[Any], endpoint: str) -> None:
     socket.connect(endpoint)
 
 
-def _configure(
-    socket: zmq.Socket[Any], topic: bytes, endpoint: str, config: SubscriberConfig, server_key: str = ""
-) -> None:
+def _connect_line(socket: zmq.Socket[Any], engine: _Engine, index: int, config: SubscriberConfig) -> None:
+    """Configure and connect ``socket`` as the line of route ``index``."""
+    _arbiter, _line, topic, endpoint, _live = engine.routes[index]
+    server_key = engine.server_keys.get(endpoint, "")
     socket.setsockopt(zmq.LINGER, 0)
     if server_key:
         if not config.curve_public:
@@ -566,12 +567,7 @@ class Subscriber:
         self._pending: deque[Event] = deque()
         self._closed = False
         try:
-            for index, (_arbiter, _line, topic, endpoint, _live) in enumerate(self._engine.routes):
-                socket = self._context.socket(zmq.SUB)
-                self._sockets.append(socket)
-                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
-                self._index[socket] = index
-                self._poller.register(socket, zmq.POLLIN)
+            self._add_lines(range(len(self._engine.routes)))
         except zmq.ZMQError as exc:
             self.close()
             raise TransportError(str(exc)) from exc
@@ -664,16 +660,18 @@ class Subscriber:
             raise ClosedError("join() on a closed Subscriber")
         indices = self._engine.join(channel, self._config)
         try:
-            for index in indices:
-                _arbiter, _line, topic, endpoint, _live = self._engine.routes[index]
-                socket = self._context.socket(zmq.SUB)
-                self._sockets.append(socket)
-                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
-                self._index[socket] = index
-                self._poller.register(socket, zmq.POLLIN)
+            self._add_lines(indices)
         except zmq.ZMQError as exc:
             raise TransportError(str(exc)) from exc
         return len(indices)
+
+    def _add_lines(self, indices: Iterable[int]) -> None:
+        for index in indices:
+            socket = self._context.socket(zmq.SUB)
+            self._sockets.append(socket)  # first: close() reaches it whatever fails next
+            _connect_line(socket, self._engine, index, self._config)
+            self._index[socket] = index
+            self._poller.register(socket, zmq.POLLIN)
 
     def _drain(self, socket: zmq.Socket[bytes], now: float, out: list[Event]) -> None:
         index = self._index[socket]
@@ -727,12 +725,7 @@ class AsyncSubscriber:
         self._pending: deque[Event] = deque()
         self._closed = False
         try:
-            for index, (_arbiter, _line, topic, endpoint, _live) in enumerate(self._engine.routes):
-                socket = self._context.socket(zmq.SUB)
-                self._sockets.append(socket)
-                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
-                self._shadows[socket] = (index, zmq.Socket.shadow(socket.underlying))
-                self._poller.register(socket, zmq.POLLIN)
+            self._add_lines(range(len(self._engine.routes)))
         except zmq.ZMQError as exc:
             self.close()
             raise TransportError(str(exc)) from exc
@@ -815,16 +808,18 @@ class AsyncSubscriber:
             raise ClosedError("join() on a closed AsyncSubscriber")
         indices = self._engine.join(channel, self._config)
         try:
-            for index in indices:
-                _arbiter, _line, topic, endpoint, _live = self._engine.routes[index]
-                socket = self._context.socket(zmq.SUB)
-                self._sockets.append(socket)
-                _configure(socket, topic, endpoint, self._config, self._engine.server_keys.get(endpoint, ""))
-                self._shadows[socket] = (index, zmq.Socket.shadow(socket.underlying))
-                self._poller.register(socket, zmq.POLLIN)
+            self._add_lines(indices)
         except zmq.ZMQError as exc:
             raise TransportError(str(exc)) from exc
         return len(indices)
+
+    def _add_lines(self, indices: Iterable[int]) -> None:
+        for index in indices:
+            socket = self._context.socket(zmq.SUB)
+            self._sockets.append(socket)  # first: close() reaches it whatever fails next
+            _connect_line(socket, self._engine, index, self._config)
+            self._shadows[socket] = (index, zmq.Socket.shadow(socket.underlying))
+            self._poller.register(socket, zmq.POLLIN)
 
     def _drain(self, socket: zmq.asyncio.Socket, now: float, out: list[Event]) -> None:
         entry = self._shadows.get(socket)
