@@ -31,6 +31,7 @@ from feedha.client import AuthenticationFailed, Delivery, FeedClient, Permission
 from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
+from tests.integration.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 CHANNEL = "EQ-A-M"
@@ -127,18 +128,6 @@ def add_user(workdir: Path, *args: str) -> tuple[str, str]:
     assert done.returncode == 0, done.stderr
     fields = dict(line.split(": ", 1) for line in done.stdout.splitlines())
     return fields["key_id"], fields["secret"]
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``check`` until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)  # poll interval of a deadline-bounded wait
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +249,13 @@ def test_bad_credentials_are_refused(cluster: Cluster) -> None:
 
 
 def test_feedctl_failover_loses_nothing_at_a_feed_client(cluster: Cluster) -> None:
-    before = cluster.adapters_by_id()
+    def with_a_backup_in_sync() -> dict[str, dict[str, Any]] | None:
+        # Run first in the module, the group may not have reported its backups in sync yet.
+        found = cluster.adapters_by_id()
+        in_sync = any(r["role"] == "backup" and r["sync"] == "in_sync" for r in found.values())
+        return found if in_sync else None
+
+    before = wait_until(with_a_backup_in_sync, WAIT, "a backup in sync")
     active = next(k for k, r in before.items() if r["role"] == "active")
     backup = next(k for k, r in before.items() if r["role"] == "backup" and r["sync"] == "in_sync")
     with cluster.client("carol") as client:

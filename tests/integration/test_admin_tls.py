@@ -30,7 +30,7 @@ from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
 from tests.integration.certs import Authority, Pair
-from tests.integration.test_admin_cluster import wait_until
+from tests.integration.waiting import wait_until
 
 WAIT = 60.0  # generous: a loaded 2-core machine
 CONFIG = """\

@@ -37,6 +37,7 @@ from feedha.ports import free_ports
 from feedha.proto import market_pb2
 from feedha.proto.replay import ReplayStatus, decode_status, encode_request, snapshot_request
 from tests.integration.groups import Group, running_group
+from tests.integration.waiting import wait_until
 
 CHANNEL = "EQ-S"
 NUMBER = 9
@@ -44,14 +45,7 @@ WAIT = 60.0
 
 
 def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)  # poll interval of a deadline-bounded wait
+    return wait_until(check, timeout, what, interval=0.05)
 
 
 class Reference:

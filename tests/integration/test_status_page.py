@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 
 from feedha.client import FeedClient
 from feedha.procs import JsonProcess
+from tests.integration.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -120,14 +120,7 @@ def _browser(profile: Path):
 
 
 def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)  # polling a browser's DOM: no event reaches the test
+    return wait_until(predicate, timeout, what, interval=0.2)  # a browser's DOM: no event reaches us
 
 
 def _failover(described: dict, channel: str) -> None:
