@@ -12,11 +12,7 @@ application gets, through the iterator and through the callbacks.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,7 +39,7 @@ from feedha.client import (
     TermChanged,
 )
 from feedha.client.metrics import FeedClientCollector
-from feedha.procs import JsonProcess
+from tests.integration.up import feedctl, feedha_up, user_key
 
 pytestmark = pytest.mark.timeout(300)
 WAIT = 60.0
@@ -51,38 +47,15 @@ WAIT = 60.0
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    workdir = tmp_path_factory.mktemp("up")
-    log = open(workdir / "up.log", "w")  # noqa: SIM115 - closed in finally
-    proc = JsonProcess.python(
-        "feedha-up",
-        "feedha",
-        ["up", "--channels", "1", "--rate", "1000", "--json", "--dir", str(workdir)],
-        log=log,
-    )
-    try:
-        described = proc.wait_for(lambda e: "admin" in e, 120)
-        described["pid"] = proc.popen.pid
+    with feedha_up(tmp_path_factory.mktemp("up"), rate=1000) as described:
         yield described
-    finally:
-        proc.stop(timeout=30)
-        log.close()
-
-
-def _key(up: dict[str, Any], user: str) -> tuple[str, str]:
-    key = json.loads(Path(up["users"][user]).read_text())
-    return key["key_id"], key["secret"]
 
 
 def _failover(up: dict[str, Any]) -> None:
-    key_id, secret = _key(up, "operator")
-    env = {**os.environ, "FEEDHA_KEY_ID": key_id, "FEEDHA_SECRET": secret}
-    command = [sys.executable, "-m", "feedha.admin_server.cli", "--admin-server", up["admin"]]
     channel = up["channels"][0]["name"]
     deadline = time.monotonic() + WAIT
     while True:
-        done = subprocess.run(
-            [*command, "failover", channel], env=env, timeout=60, capture_output=True, text=True
-        )
+        done = feedctl(up, "operator", "failover", channel)
         if done.returncode == 0:
             return
         # The registry holds off a failover until the adapters report the previous one's term.
@@ -123,7 +96,7 @@ def _assert_in_order(deliveries: list[Delivery]) -> None:
 
 def test_failover_stale_and_resumed_reach_the_iterator_and_the_callbacks(up):
     config = SubscriberConfig(stale_after=0.4, fill_timeout=0.3, loss_timeout=10.0)
-    with FeedClient(up["admin"], *_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:
+    with FeedClient(up["admin"], *user_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:
         called: list[StatusEvent] = []
         terms: list[StatusEvent] = []
         client.on_status(called.append)
@@ -180,7 +153,7 @@ def test_a_gap_is_reported_and_recovered_from_the_journals(up):
     # A tiny socket queue and a client that stops reading: every line drops packets past
     # its high-water mark, so the client sees holes on all lines and fills them by retransmission.
     config = SubscriberConfig(rcvhwm=2, fill_timeout=0.1, loss_timeout=20.0, stale_after=30.0)
-    with FeedClient(up["admin"], *_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:
+    with FeedClient(up["admin"], *user_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:
         recovered: list[StatusEvent] = []
         client.on_status(recovered.append, Recovered)
         registry = CollectorRegistry()
@@ -214,7 +187,7 @@ def test_entitlement_narrowed_then_widened(up):
     policy = Path(up["dir"]) / "policy.yaml"
     original = policy.read_text()
     config = SubscriberConfig(stale_after=30.0)
-    with FeedClient(up["admin"], *_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:
+    with FeedClient(up["admin"], *user_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:
         client.subscribe(["A*", "B*"])
         events: list[Any] = []
         _collect(client, events, lambda: any(isinstance(e, Delivery) for e in events), "deliveries")
@@ -242,7 +215,7 @@ def test_entitlement_narrowed_then_widened(up):
 
 
 async def test_async_feed_client_refuses_a_bad_secret_and_needs_opening(up):
-    key_id, _secret = _key(up, "subscriber")
+    key_id, _secret = user_key(up, "subscriber")
     client = AsyncFeedClient(up["admin"], key_id, "not-the-secret", retry_deadline_s=5)
     with pytest.raises(ClosedError, match="not open"):
         await client.subscribe(["*"])
@@ -256,7 +229,7 @@ async def test_async_feed_client_refuses_a_bad_secret_and_needs_opening(up):
 async def test_async_feed_client_delivers_and_reports_a_failover(up):
     config = SubscriberConfig(fill_timeout=0.3, loss_timeout=10.0)
     async with AsyncFeedClient(
-        up["admin"], *_key(up, "subscriber"), config=config, retry_deadline_s=20
+        up["admin"], *user_key(up, "subscriber"), config=config, retry_deadline_s=20
     ) as client:
         terms: list[StatusEvent] = []
         client.on_status(terms.append, TermChanged)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,28 +24,17 @@ import zmq
 from feedha.admin_client import AdminClient
 from feedha.client import ChannelSpec, Subscriber, SubscriberConfig
 from feedha.client.events import Delivery
-from feedha.procs import JsonProcess
 from feedha.proto.replay import ReplayRequest, encode_request
 from tests.integration.groups import running_group
+from tests.integration.up import feedha_up
 
 CHANNEL = "EQ-A-Z"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    workdir = tmp_path_factory.mktemp("up")
-    proc = JsonProcess.python(
-        "up", "feedha", ["up", "--channels", "1", "--rate", "2000", "--json", "--dir", str(workdir)]
-    )
-    try:
-        described = proc.wait_for(lambda e: "admin" in e, 90)
+    with feedha_up(tmp_path_factory.mktemp("up"), rate=2000, start_s=90) as described:
         yield described
-    finally:
-        proc.popen.send_signal(signal.SIGTERM)
-        try:
-            proc.popen.wait(timeout=30)
-        finally:
-            proc.kill()
 
 
 def _feedha_subscribe(cluster: dict[str, Any], user: str, *, count: int) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -31,7 +29,6 @@ import zmq
 from feedha.admin_client import AdminClient
 from feedha.admin_client.channel import login
 from feedha.client import DelayedDelivery, Delivery, FeedClient, Purged
-from feedha.procs import JsonProcess
 from feedha.proto import admin_pb2, admin_pb2_grpc, wire
 from feedha.proto.replay import (
     KIND_DELAYED_RANGE,
@@ -41,6 +38,7 @@ from feedha.proto.replay import (
     decode_status,
     encode_request,
 )
+from tests.integration.up import feedctl, feedha_up, user_key
 
 DELAY_S = 3.0
 CHANNEL = "EQ-A-Z"
@@ -51,56 +49,17 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    workdir = tmp_path_factory.mktemp("delayed-up")
-    log = open(workdir / "up.log", "w")  # noqa: SIM115 - closed in finally
-    proc = JsonProcess.python(
-        "up",
-        "feedha",
-        [
-            "up",
-            "--channels",
-            "1",
-            "--rate",
-            "1000",
-            "--delay",
-            f"{DELAY_S:g}",
-            "--json",
-            "--dir",
-            str(workdir),
-        ],
-        log=log,
-    )
-    try:
-        described = proc.wait_for(lambda e: "admin" in e, 120)
-        yield described
-    finally:
-        proc.popen.send_signal(signal.SIGTERM)
-        try:
-            proc.popen.wait(timeout=30)
-        finally:
-            proc.kill()
-            log.close()
-
-
-def _key(up: dict[str, Any], user: str) -> tuple[str, str]:
-    key = json.loads(Path(up["users"][user]).read_text())
-    return key["key_id"], key["secret"]
-
-
-def _feedctl(up: dict[str, Any], user: str, *args: str) -> subprocess.CompletedProcess[str]:
-    key_id, secret = _key(up, user)
-    env = {**os.environ, "FEEDHA_KEY_ID": key_id, "FEEDHA_SECRET": secret}
-    command = [sys.executable, "-m", "feedha.admin_server.cli", "--admin-server", up["admin"], *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    with feedha_up(tmp_path_factory.mktemp("delayed-up"), rate=1000, extra=("--delay", f"{DELAY_S:g}")) as up:
+        yield up
 
 
 def _active_next_msg_seq(up: dict[str, Any]) -> int:
-    adapters = json.loads(_feedctl(up, "operator", "adapters", "--json").stdout)
+    adapters = json.loads(feedctl(up, "operator", "adapters", "--json").stdout)
     return max(int(a["msg_seq"]) for a in adapters if a["role"] == "active" and a["up"])
 
 
 def test_a_delayed_only_user_gets_the_delayed_stream_and_nothing_early(up: dict[str, Any]) -> None:
-    with FeedClient(up["admin"], *_key(up, "delayed")) as client:
+    with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
         subscription = client.subscribe(["*"])
         assert [(r.channel_name, r.delayed) for r in subscription.routes] == [(CHANNEL, True)]
         delayed_lines = set(up["channels"][0]["delayed_lines"])
@@ -121,7 +80,7 @@ def test_a_delayed_only_user_gets_the_delayed_stream_and_nothing_early(up: dict[
 
 
 def test_a_mixed_user_gets_each_symbol_on_the_stream_it_is_entitled_to(up: dict[str, Any]) -> None:
-    with FeedClient(up["admin"], *_key(up, "mixed")) as client:
+    with FeedClient(up["admin"], *user_key(up, "mixed")) as client:
         subscription = client.subscribe(["A*", "N*"])
         assert sorted((r.delayed, r.symbols) for r in subscription.routes) == [
             (False, ("A*",)),
@@ -137,7 +96,7 @@ def test_a_mixed_user_gets_each_symbol_on_the_stream_it_is_entitled_to(up: dict[
 
 
 async def _delayed_subscription(up: dict[str, Any], keys: tuple[bytes, bytes]) -> AdminClient:
-    admin = AdminClient(up["admin"], *_key(up, "delayed"))
+    admin = AdminClient(up["admin"], *user_key(up, "delayed"))
     await admin.__aenter__()
     await admin.subscribe(["*"], curve_public_key=keys[0].decode())
     return admin
@@ -216,11 +175,11 @@ def test_a_delayed_only_key_reaches_the_delayed_line_and_delayed_replays_only(up
 
 
 def test_an_operator_purges_pending_messages_and_every_layer_honours_it(up: dict[str, Any]) -> None:
-    with FeedClient(up["admin"], *_key(up, "delayed")) as client:
+    with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
         client.subscribe(["*"])
         client.poll(1.0)
         first = _active_next_msg_seq(up) - 200  # published ~0.2-0.7 s ago: pending for ~2 s more
-        done = _feedctl(
+        done = feedctl(
             up,
             "operator",
             "--json",
@@ -266,7 +225,7 @@ def test_an_operator_purges_pending_messages_and_every_layer_honours_it(up: dict
         assert f"-- purge {reply['purge_id']}: msg_seq {first}..{first + 1} by operator" in dump.stdout, (
             journal
         )
-    late = _feedctl(up, "operator", "purge", CHANNEL, "5", "--reason", "too late")
+    late = feedctl(up, "operator", "purge", CHANNEL, "5", "--reason", "too late")
     assert late.returncode == 1 and "FAILED_PRECONDITION (ALREADY_DELIVERED)" in late.stderr
     assert "already delivered on the delayed line" in late.stderr
 
@@ -275,8 +234,8 @@ async def _attack(up: dict[str, Any]) -> dict[str, Any]:
     """Purges no operator should get through: each refused, with its reason."""
     found: dict[str, Any] = {}
     async with grpc.aio.insecure_channel(up["admin"]) as channel:
-        operator = (await login(channel, *_key(up, "operator"))).metadata
-        trader = (await login(channel, *_key(up, "subscriber"))).metadata
+        operator = (await login(channel, *user_key(up, "operator"))).metadata
+        trader = (await login(channel, *user_key(up, "subscriber"))).metadata
         stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
 
         async def purge(metadata: Any, **fields: Any) -> grpc.StatusCode:

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from feedha.client import FeedClient
-from feedha.procs import JsonProcess
+from tests.integration.up import feedctl, feedha_up
 from tests.integration.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -41,20 +38,8 @@ _ROLES_JS = (
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("up")
-    log = open(workdir / "up.log", "w")  # noqa: SIM115 - closed in finally
-    proc = JsonProcess.python(
-        "feedha-up",
-        "feedha",
-        ["up", "--channels", "1", "--rate", "500", "--json", "--dir", str(workdir)],
-        log=log,
-    )
-    try:
-        described = proc.wait_for(lambda e: "admin" in e, 120)
+    with feedha_up(workdir, rate=500, check_exit=True) as described:
         yield described, workdir
-    finally:
-        rc = proc.stop(timeout=30)
-        log.close()
-        assert rc == 0, (workdir / "up.log").read_text()[-2000:]
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -124,10 +109,8 @@ def _wait(predicate, timeout: float, what: str):
 
 
 def _failover(described: dict, channel: str) -> None:
-    key = json.loads(Path(described["users"]["operator"]).read_text())
-    env = {**os.environ, "FEEDHA_KEY_ID": key["key_id"], "FEEDHA_SECRET": key["secret"]}
-    command = [sys.executable, "-m", "feedha.admin_server.cli", "--admin-server", described["admin"]]
-    subprocess.run([*command, "failover", channel], env=env, check=True, timeout=60, capture_output=True)
+    done = feedctl(described, "operator", "failover", channel)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.skipif(
