@@ -22,13 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from google.protobuf.message import DecodeError
-
-from feedha.adapter.core.purge import PurgeBook, tombstone_block
+from feedha.adapter.core.purge import PurgeBook, purged_block
 from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
 from feedha.adapter.snapshot import ImageBuilder
-from feedha.proto import market_pb2, wire
+from feedha.proto import wire
 from feedha.proto.replay import (
     MAX_PACKETS,
     ReplayProtocolError,
@@ -393,16 +391,11 @@ class ReplayService:
 
     def _block(self, record: RecordLike) -> tuple[int, int, bytes]:
         # A purged message goes out as a tombstone, on either stream: retransmission honours purges.
-        purges = self._purges
-        entry = None if purges is None or not len(purges) else purges.covering(record.msg_seq)
-        if entry is None or record.flags & RECORD_SESSION_BOUNDARY:  # a purge never takes a session's end
+        tombstone = purged_block(record, self._purges)
+        if tombstone is None:
             return record.source_stream, record.source_seq, record.payload
         self.counters = _bump(self.counters, tombstones=1)
-        try:
-            symbol = market_pb2.MarketUpdate.FromString(record.payload).symbol
-        except DecodeError:
-            symbol = ""
-        return tombstone_block(symbol, record.source_seq, entry)
+        return tombstone
 
     def _status(
         self,

@@ -38,12 +38,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Final
 
-from google.protobuf.message import DecodeError
-
-from feedha.adapter.core.purge import PurgeBook, tombstone_block
+from feedha.adapter.core.purge import PurgeBook, purged_block
 from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
-from feedha.proto import market_pb2, wire
+from feedha.proto import wire
 
 __all__ = ["DEFAULT_DELAY_S", "DEFAULT_MARGIN_S", "DelayedCounters", "DelayedLine"]
 
@@ -218,15 +216,11 @@ class DelayedLine:
         return packets
 
     def _block(self, record: RecordLike, book: PurgeBook) -> tuple[int, int, bytes]:
-        entry = book.covering(record.msg_seq) if len(book) else None
-        if entry is None or record.flags & RECORD_SESSION_BOUNDARY:
+        tombstone = purged_block(record, book)
+        if tombstone is None:
             return record.source_stream, record.source_seq, record.payload
         self.counters.tombstones += 1
-        try:
-            symbol = market_pb2.MarketUpdate.FromString(record.payload).symbol
-        except DecodeError:
-            symbol = ""
-        return tombstone_block(symbol, record.source_seq, entry)
+        return tombstone
 
     def _seal(self, builder: wire.PacketBuilder, term: int, wall_ns: int, extra: int = 0) -> bytes:
         self.counters.published += builder.count

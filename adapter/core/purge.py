@@ -34,6 +34,8 @@ from typing import Final
 
 from google.protobuf.message import DecodeError
 
+from feedha.adapter.core.records import RecordLike
+from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
 from feedha.proto import market_pb2, sync_pb2, wire
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "encode_purge",
     "purge_from_proto",
     "purge_to_proto",
+    "purged_block",
     "tombstone_block",
 ]
 
@@ -158,6 +161,23 @@ def tombstone_block(symbol: str, source_seq: int, entry: PurgeEntry) -> tuple[in
     """The ``(source_stream, source_seq, payload)`` of the tombstone for one purged message."""
     payload = market_pb2.Tombstone(symbol=symbol, purge_id=entry.purge_id, reason=entry.reason)
     return wire.TOMBSTONE_STREAM, source_seq, payload.SerializeToString()
+
+
+def purged_block(record: RecordLike, book: PurgeBook | None) -> tuple[int, int, bytes] | None:
+    """The tombstone to send in a journal record's place, or ``None`` when ``book`` holds no purge of it.
+
+    A purge never takes a session's end: an end-of-session record is always sent as it is.
+    """
+    if book is None or not len(book) or record.flags & RECORD_SESSION_BOUNDARY:
+        return None
+    entry = book.covering(record.msg_seq)
+    if entry is None:
+        return None
+    try:
+        symbol = market_pb2.MarketUpdate.FromString(record.payload).symbol
+    except DecodeError:
+        symbol = ""
+    return tombstone_block(symbol, record.source_seq, entry)
 
 
 class PurgeBook:
