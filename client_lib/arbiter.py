@@ -77,6 +77,7 @@ logger = logging.getLogger(__name__)
 
 _MAX_U16: Final = 0xFFFF
 _RECENT_PACKETS: Final = 4096
+_REFILLED_MAX: Final = 65_536  # msg_seqs filled by retransmission that a late line copy may still clear
 # The fast path reads the headers itself (proto.wire's layout, same checks).
 _UNPACK_HEADER: Final = HEADER.unpack_from
 _UNPACK_BLOCK: Final = BLOCK_HEADER.unpack_from
@@ -169,6 +170,10 @@ class ChannelArbiter:
         self._live_flags = FLAG_DELAYED if config.delayed else 0  # the flags of a live data packet
         self._delivery_type: type[Delivery] = DelayedDelivery if config.delayed else Delivery
         self._purged = 0
+        # msg_seqs whose first copy came by retransmission: no line carried them (yet). A line
+        # copy that arrives later takes one off; what is left are the lines' holes.
+        self._refilled: dict[int, None] = {}
+        self._refilled_overflow = 0
         self._delivered = self._duplicates = self._conflicts = self._late = 0
         self._stale = self._gaps = self._requests = self._lost = 0
         self._garbage: dict[str, int] = {}
@@ -225,6 +230,8 @@ class ChannelArbiter:
                 and magic == MAGIC
                 and version == VERSION
             ):
+                if self._refilled:
+                    self._line_carried(first, count)
                 out = self._take_live(line, counters, packet, first, count, term, send_ns)
                 if out is not None:
                     if self._claims.pending:
@@ -342,6 +349,7 @@ class ChannelArbiter:
             lost=self._lost,
             suspect=self._suspect,
             purged=self._purged,
+            line_holes=len(self._refilled) + self._refilled_overflow,
             highest_term=self._highest_term,
             active_line=self._active_line,
             buffered=len(self._buffer),
@@ -573,6 +581,10 @@ class ChannelArbiter:
             self._open_hole(self._high, first - 1, now)
             self._high = first
         replaced = self._supersede(line, header, packet, blocks, out) if self._buffer else ()
+        if header.is_retransmission:
+            self._note_refills(first, len(blocks))
+        elif self._refilled:
+            self._line_carried(first, len(blocks))
         before = counters.first_copies
         accept = self._accept
         kind = SessionBoundaryDelivery if header.is_end_of_session else self._delivery_type
@@ -595,6 +607,22 @@ class ChannelArbiter:
             )
         if counters.first_copies - before == len(blocks):
             self._remember_packet(first, packet)
+
+    def _note_refills(self, first: int, count: int) -> None:
+        # Blocks of a retransmission that nobody delivered yet: they fill a hole of every line.
+        next_seq, buffer, refilled = self._next, self._buffer, self._refilled
+        assert next_seq is not None
+        for seq in range(max(first, next_seq), first + count):
+            if seq not in buffer and seq not in refilled:
+                if len(refilled) >= _REFILLED_MAX:
+                    self._refilled_overflow += 1
+                else:
+                    refilled[seq] = None
+
+    def _line_carried(self, first: int, count: int) -> None:
+        refilled = self._refilled
+        for seq in range(first, first + count):
+            refilled.pop(seq, None)
 
     def _accept(
         self,

@@ -393,7 +393,9 @@ class ArbiterStats:
     ``stale`` counts packets dropped for a term below ``highest_term``;
     ``garbage`` counts packets that failed to decode or named another channel;
     ``suspect`` counts packets dropped for a ``msg_seq`` far past everything
-    seen that no other line or later packet confirmed.
+    seen that no other line or later packet confirmed; ``line_holes`` counts
+    ``msg_seq``s that no line carried (delivered from a retransmission, and no
+    line copy came later): a failover that costs nothing leaves none.
     """
 
     channel: int | None
@@ -415,6 +417,7 @@ class ArbiterStats:
     lines: tuple[LineStats, ...]
     suspect: int = 0
     purged: int = 0  # tombstones taken in their msg_seq's place (Purged events)
+    line_holes: int = 0  # msg_seqs no line carried: delivered from a retransmission only
 
     @property
     def packets(self) -> int:

@@ -14,42 +14,88 @@ from typing import Final
 from feedha.plain_source.model import GeneratedMessage
 from feedha.proto import fix
 
-POISON_KINDS: Final = ("oversize_symbol", "bad_utf8", "bad_number", "overflow")
+POISON_KINDS: Final = (
+    "count_mismatch",
+    "oversize_symbol",
+    "nan_price",
+    "seq_jump",
+    "bad_utf8",
+    "huge_price",
+    "negative_size",
+    "overflow",
+    "bad_number",
+)
 JUMP: Final = 10**12  # how far a poison jump message jumps
 _EVENT_NS: Final = 1_790_000_000_000_000_000
+
+
+def poison_message(kind: str, message: bytes, source_seq: int) -> bytes:
+    """Poison of ``kind`` in place of ``message``, a well-formed message numbered ``source_seq``.
+
+    Every kind is something a hostile or broken source sends in place of a
+    normal message, and that no adapter can publish:
+
+    ==================  =====================================================
+    ``count_mismatch``  ``268=65535`` with one entry
+    ``oversize_symbol`` a 70,000-byte symbol (past a block's 65,525 bytes)
+    ``nan_price``       ``270=nan``
+    ``seq_jump``        numbered :data:`JUMP` past its place; the stream goes on
+                        where it was
+    ``bad_utf8``        a symbol that is not UTF-8
+    ``huge_price``      a 200,000-digit price (a message past the length
+                        field's six digits: unreadable as a whole)
+    ``negative_size``   a 20-digit negative size
+    ``overflow``        two trades of 2**62 (the volume would leave int64)
+    ``bad_number``      a size of 10**40
+    ==================  =====================================================
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    if kind == "overflow":
+        big = fix.SourceEntry(fix.ENTRY_TRADE, "1.00", 2**62)
+        return fix.encode_market_data(
+            source_seq=source_seq, symbol="POISON", event_time_ns=_EVENT_NS, entries=[big, big]
+        )
+    rewrites: dict[str, tuple[int, bytes]] = {
+        "count_mismatch": (fix.TAG_NO_ENTRIES, b"65535"),
+        "oversize_symbol": (fix.TAG_SYMBOL, b"P" * 70_000),
+        "nan_price": (fix.TAG_PRICE, b"nan"),
+        "seq_jump": (fix.TAG_SEQ, b"%d" % (source_seq + JUMP)),
+        "bad_utf8": (fix.TAG_SYMBOL, b"\xff\xfe"),
+        "huge_price": (fix.TAG_PRICE, b"1" * 200_000),
+        "negative_size": (fix.TAG_SIZE, b"-" + b"9" * 20),
+        "bad_number": (fix.TAG_SIZE, b"%d" % 10**40),
+    }
+    if kind not in rewrites:
+        raise ValueError(f"unknown poison kind {kind!r} (one of {', '.join(POISON_KINDS)})")
+    tag, value = rewrites[kind]
+    return fix.replace_field(message, tag, value)
 
 
 def poison(msg: GeneratedMessage, index: int) -> list[bytes]:
     """Poison in place of ``msg``: a message with its source_seq that no adapter can publish.
 
     The kind rotates with ``index`` (:data:`POISON_KINDS`); every fifth poison
-    also brings a message numbered :data:`JUMP` past it (a source_seq no
-    stream could reach), which must not move anybody's numbering.
+    also brings, before it, a message numbered :data:`JUMP` past it (a
+    source_seq no stream could reach), which must not move anybody's numbering.
     """
-    seq, kind = msg.source_seq, POISON_KINDS[index % len(POISON_KINDS)]
-    trade = fix.ENTRY_TRADE
-    symbol, entries = "POISON", [fix.SourceEntry(trade, "1.00", 1)]
-    if kind == "oversize_symbol":
-        symbol = "P" * 70_000  # a protobuf payload past the 65,525-byte block limit
-    elif kind == "overflow":  # a volume past int64
-        entries = [fix.SourceEntry(trade, "1.00", 2**62), fix.SourceEntry(trade, "1.00", 2**62)]
-    elif kind == "bad_number":
-        entries = [fix.SourceEntry(trade, "1.00", 10**40)]  # a size past int64
-    data = fix.encode_market_data(source_seq=seq, symbol=symbol, event_time_ns=_EVENT_NS, entries=entries)
-    if kind == "bad_utf8":
-        body, _end = fix.next_message(data, 0)
-        assert body is not None
-        fields = [
-            (tag, b"\xff\xfe" if tag == fix.TAG_SYMBOL else value) for tag, value in fix.parse_fields(body)
-        ]
-        data = fix.encode_message(fields)
-    items = [data]
+    kind = POISON_KINDS[index % len(POISON_KINDS)]
+    items = [poison_message(kind, msg.data, msg.source_seq)]
     if index % 5 == 4:
         jumped = fix.encode_market_data(
-            source_seq=seq + JUMP, symbol="POISON", event_time_ns=_EVENT_NS, entries=[]
+            source_seq=msg.source_seq + JUMP, symbol="POISON", event_time_ns=_EVENT_NS, entries=[]
         )
         items.insert(0, jumped)
     return items
+
+
+def poison_kind_counts(poisoned: int) -> dict[str, int]:
+    """How many of each kind :func:`poison` made in ``poisoned`` poisons (the kinds rotate)."""
+    counts = dict.fromkeys(POISON_KINDS, poisoned // len(POISON_KINDS))
+    for kind in POISON_KINDS[: poisoned % len(POISON_KINDS)]:
+        counts[kind] += 1
+    return counts
 
 
 def corrupt(message: bytes) -> bytes:

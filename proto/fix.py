@@ -262,6 +262,49 @@ def _next_message(payload: bytes, pos: int, end: int) -> tuple[bytes, int]:
     return payload[body_start:body_end], trailer_end
 
 
+SEQ_SEARCH_BYTES: Final = 512  # how far into a malformed stretch its 34= is looked for
+_SEQ_TAG: Final = b"\x0134="
+_MAX_SEQ_DIGITS: Final = 20
+
+
+def find_seq_num(stretch: bytes) -> int | None:
+    """The MsgSeqNum (34=) of a malformed message, if its header still shows one.
+
+    A message may be unreadable as a whole (a body past the length field's six
+    digits, a wrong checksum) while its header is intact. Only the first
+    :data:`SEQ_SEARCH_BYTES` bytes are looked at, and only a stretch that
+    begins like a message (``8=FIX``).
+
+    Returns:
+        The positive number, or ``None`` when there is no usable 34= up front.
+    """
+    if not stretch.startswith(_BEGIN):
+        return None
+    head = stretch[:SEQ_SEARCH_BYTES]
+    at = head.find(_SEQ_TAG)
+    if at < 0:
+        return None
+    start = at + len(_SEQ_TAG)
+    end = head.find(SOH, start)
+    digits = head[start:end] if end > start else b""
+    if not digits.isdigit() or len(digits) > _MAX_SEQ_DIGITS:
+        return None
+    number = int(digits)
+    return number if number > 0 else None
+
+
+def replace_field(message: bytes, tag: int, value: bytes) -> bytes:
+    """A copy of a whole message with every ``tag`` field set to ``value`` (length and checksum redone).
+
+    Raises:
+        FixError: ``message`` is not one well-formed message.
+    """
+    body, _end = next_message(message, 0)
+    if body is None:
+        raise FixError("begin", "not a well-formed FIX message")
+    return encode_message([(t, value if t == tag else v) for t, v in parse_fields(body)])
+
+
 def parse_fields(body: bytes) -> list[tuple[int, bytes]]:
     """Split a message body into ``(tag, value)`` pairs, in order.
 

@@ -167,8 +167,34 @@ class Failed(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class GapQuery(_message.Message):
+    __slots__ = ("first_source_seq", "last_source_seq")
+    FIRST_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    first_source_seq: int
+    last_source_seq: int
+    def __init__(self, first_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ...) -> None: ...
+
+class GapAnswer(_message.Message):
+    __slots__ = ("first_source_seq", "last_source_seq", "has_messages")
+    FIRST_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HAS_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    first_source_seq: int
+    last_source_seq: int
+    has_messages: bool
+    def __init__(self, first_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., has_messages: _Optional[bool] = ...) -> None: ...
+
+class Handover(_message.Message):
+    __slots__ = ("target_adapter", "reason")
+    TARGET_ADAPTER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    target_adapter: int
+    reason: str
+    def __init__(self, target_adapter: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class SyncMessage(_message.Message):
-    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed", "session_ack", "purges", "purge_ack")
+    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed", "session_ack", "purges", "purge_ack", "gap_query", "gap_answer", "handover")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +208,9 @@ class SyncMessage(_message.Message):
     SESSION_ACK_FIELD_NUMBER: _ClassVar[int]
     PURGES_FIELD_NUMBER: _ClassVar[int]
     PURGE_ACK_FIELD_NUMBER: _ClassVar[int]
+    GAP_QUERY_FIELD_NUMBER: _ClassVar[int]
+    GAP_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    HANDOVER_FIELD_NUMBER: _ClassVar[int]
     channel: int
     adapter: int
     term: int
@@ -195,4 +224,7 @@ class SyncMessage(_message.Message):
     session_ack: SessionAck
     purges: Purges
     purge_ack: PurgeAck
-    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ..., session_ack: _Optional[_Union[SessionAck, _Mapping]] = ..., purges: _Optional[_Union[Purges, _Mapping]] = ..., purge_ack: _Optional[_Union[PurgeAck, _Mapping]] = ...) -> None: ...
+    gap_query: GapQuery
+    gap_answer: GapAnswer
+    handover: Handover
+    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ..., session_ack: _Optional[_Union[SessionAck, _Mapping]] = ..., purges: _Optional[_Union[Purges, _Mapping]] = ..., purge_ack: _Optional[_Union[PurgeAck, _Mapping]] = ..., gap_query: _Optional[_Union[GapQuery, _Mapping]] = ..., gap_answer: _Optional[_Union[GapAnswer, _Mapping]] = ..., handover: _Optional[_Union[Handover, _Mapping]] = ...) -> None: ...

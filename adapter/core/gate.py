@@ -160,6 +160,20 @@ class OutputGate(Generic[Item]):
         self.is_provisional = self.is_trusted = False
         return dropped
 
+    def discard_after(self, upto: int) -> int:
+        """Drop what waits beyond source position ``upto`` (what covers only earlier ones stays)."""
+        held = self._held
+        kept = 0
+        while kept < len(held) and held[kept][0] <= upto:
+            kept += 1
+        dropped = len(held) - kept
+        for _ in range(dropped):
+            _upto, _item, size = held.pop()
+            self._held_bytes -= size
+        self.counters.discarded += dropped
+        self.is_provisional = False
+        return dropped
+
     def heard(self) -> None:
         """The active was heard again: provisional release is over (confirm or discard decides)."""
         self.is_provisional = False

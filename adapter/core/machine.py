@@ -53,6 +53,16 @@ from feedha.adapter.core.commands import (
 )
 from feedha.adapter.core.config import MAX_PAUSE_S, CoreConfig
 from feedha.adapter.core.delayed_side import DelayedSide
+from feedha.adapter.core.gaps import (
+    ANSWER_TIMEOUT_S,
+    ASK_RECENT_S,
+    BackupGaps,
+    Gap,
+    GapQuery,
+    QueryVerdict,
+    Settlement,
+    decide,
+)
 from feedha.adapter.core.health import HealthMeter, MachineSample, health_score
 from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import LineOutput
@@ -64,7 +74,12 @@ from feedha.adapter.core.session import Boundary
 from feedha.adapter.core.sync import Action as SyncAction
 from feedha.adapter.core.sync import (
     ActiveReported,
+    ArrivalChecked,
     CommandRejected,
+    GapPending,
+    GapSettled,
+    HandOver,
+    HandoverHeard,
     HealthMeasured,
     OperatorCommand,
     PeerHeard,
@@ -72,6 +87,7 @@ from feedha.adapter.core.sync import (
     Role,
     RoleChanged,
     SendFailed,
+    SendHandover,
     SendHealth,
     SendSnapshot,
     SendStreamState,
@@ -165,6 +181,11 @@ class AdapterCore:
         self._rejection: str | None = None
         self._faults: deque[float] = deque(maxlen=FAULT_LIMIT)
         self._peer_rates: dict[int, tuple[float, float]] = {}  # adapter -> (message rate, heard at)
+        self.gaps = BackupGaps()  # a backup's own unsettled gap and the active's questions
+        self.gap_query: GapQuery | None = None  # the active's open question about a gap
+        self._gap_passed: Gap | None = None  # the active: the gap the group answered (number on)
+        self._gap_local: Gap | None = None  # a gap that is ours alone (we handed the role over for it)
+        self.gap_counts = {"asked": 0, "common": 0, "local": 0, "handed_over": 0}
         self._out: list[Action] = []
         self._now = now
         self._wall_ns = 0
@@ -192,6 +213,7 @@ class AdapterCore:
         converted = self.pipeline.on_frame(parts[1], now=now, wall_ns=wall_ns, out=self._out)
         if self.pipeline.pending_roll is not None:
             self.sessions.after_source()
+        self._answer_gaps()
         if converted and (self._sync.throttled or self._rate_limit):
             self._throttle(converted)
         if counters.internal_errors > faults:
@@ -222,8 +244,11 @@ class AdapterCore:
             self._active_position = msg.last_source_seq
             report = PositionReport(msg.last_source_seq, msg.last_msg_seq, msg.digest)
             verdict, ahead_by = self.sequencer.compare(report)
+            self._settle_gap_by_report(msg.last_source_seq, verdict)
             self._gate_on_report(verdict, msg.last_source_seq)
             self.apply(ActiveReported(sender.adapter, sender.term, verdict, ahead_by))
+        elif isinstance(msg, syncbus.GapQuery | syncbus.GapAnswer | syncbus.Handover):
+            self._on_gap_message(msg, from_active=from_active)
         elif isinstance(msg, syncbus.SnapshotRequest):
             self.apply(SnapshotRequested(sender.adapter, msg.target_adapter))
         elif isinstance(msg, syncbus.Snapshot) and from_active and self._wants_snapshot():
@@ -233,6 +258,7 @@ class AdapterCore:
             self.sessions.on_ack(msg)
         if isinstance(msg, syncbus.StreamState | syncbus.Purges | syncbus.PurgeAck | syncbus.Health):
             self.delayed.on_sync(msg, self._purge_context(), self._out, from_active=from_active)
+        self._decide_gap()
         return self._take()
 
     def _wants_snapshot(self) -> bool:
@@ -242,7 +268,7 @@ class AdapterCore:
         sync = self.sync
         return (
             sync.snapshot_requested_at is not None
-            or not sync.is_in_sync
+            or (sync.role is not Role.ACTIVE and sync.status is not SyncStatus.IN_SYNC)
             or self.pipeline.suspect_after is not None
         )
 
@@ -268,6 +294,7 @@ class AdapterCore:
                 self._out.append(checkpoint)
         if now >= next_deadline(self.sync, self.config.sync, now=now):
             self.apply(Tick())
+        self._decide_gap()
         self.sessions.tick()
         self._release_if_active_silent(now)
         self.delayed.on_tick(self._purge_context(), self._out)
@@ -309,6 +336,7 @@ class AdapterCore:
             return self.sessions.request_end(command.reason), self._take()
         elif isinstance(command, Purge):
             return self.delayed.on_command(command, self._purge_context(), self._out), self._take()
+        self._decide_gap()
         if self._rejection is not None:
             reply = {"ok": False, "error": self._rejection}
         elif isinstance(command, ShowStatus | RoleCommand):
@@ -359,6 +387,8 @@ class AdapterCore:
             deadline = min(deadline, self.pipeline.output.heartbeat_due())
         if not self.sync.deciding and now < self._paused_until:
             deadline = min(deadline, self._paused_until)
+        if self.gap_query is not None:
+            deadline = min(deadline, self.gap_query.opened_at + ANSWER_TIMEOUT_S)
         delayed = self.delayed.deadline(now=now, wall_ns=self._wall_ns + round((now - self._now) * 1e9))
         if delayed is not None:
             deadline = min(deadline, delayed)
@@ -417,6 +447,8 @@ class AdapterCore:
             "journaled": 0 if journal is None else journal.journaled,
             "journal_skipped": 0 if journal is None else journal.skipped,
             "checkpoints": 0 if journal is None else journal.checkpoints,
+            "gaps": dict(self.gap_counts),
+            "gap_pending": None if self.gaps.pending is None else str(self.gaps.pending),
             **self.sessions.status(),
             **self.delayed.status(),
         }
@@ -451,6 +483,11 @@ class AdapterCore:
 
     def apply(self, event: SyncEvent) -> None:
         """Feed one event to the sync rules and turn their actions into the core's."""
+        if type(event) is SnapshotAdopted:
+            self._gap_covered(event.source_seq)
+        elif type(event) is ArrivalChecked and self.gaps.pending is not None:
+            gap, at = self.gaps.pending, self.sequencer.last_recorded_source_seq
+            self._settled(self.gaps.on_report(at=at, same_numbering=not event.renumbered), gap)
         was_publishing = self.sync.is_publishing
         self.sync, actions = on_event(self.sync, event, now=self._now, config=self.config.sync)
         if was_publishing and not self.sync.is_publishing:
@@ -480,13 +517,158 @@ class AdapterCore:
         # The active stopped reporting (dead or stalled): keep the stream flowing on our
         # line while the group elects, as an in-sync backup always did.
         sync, gate = self.sync, self.pipeline.gate
-        if sync.role is not Role.BACKUP or sync.status is not SyncStatus.IN_SYNC:
-            return
+        if sync.role is not Role.BACKUP or not sync.is_in_sync:
+            return  # not confirmed, or a gap of ours is not settled: nothing goes out unasked
         if gate.passes or not gate.is_trusted:
             return
         heard = max(sync.reported_at or 0.0, sync.active_heard_at or 0.0, sync.demoted_at or 0.0)
         if now - heard > self.config.silence_release_s:
             self.pipeline.release(out=self._out, provisional=True)
+
+    # ---- source gaps (adapter.core.gaps) -------------------------------------------------
+
+    def on_gap(self, gap: Gap, *, jump: bool) -> bool:
+        """The pipeline found source messages ``gap`` missing; True: hold there, the group is asked."""
+        sync = self.sync
+        if sync.role is Role.ACTIVE:
+            return self._active_gap(gap, jump=jump)
+        if sync.role is Role.BACKUP:
+            self._backup_gap(gap)
+        return False
+
+    def _active_gap(self, gap: Gap, *, jump: bool) -> bool:
+        if jump or gap == self._gap_passed:
+            self._gap_passed = None  # a believed jump is everybody's; an answered gap is passed
+            return False
+        waiting = self._backups(in_sync_only=True)
+        if not waiting:
+            return False  # nobody in sync to ask: the gap is everybody's that matters
+        self.gap_query = GapQuery(gap, self._now, waiting)
+        self.gap_counts["asked"] += 1
+        logger.info(
+            "adapter %d: source messages %s missing; asking backups %s before numbering past them",
+            self.config.adapter,
+            gap,
+            sorted(waiting),
+        )
+        self._out.append(SendSync(syncbus.GapQuery(self._sender(), gap.first, gap.last)))
+        return True
+
+    def _backup_gap(self, gap: Gap) -> None:
+        local = self._gap_local
+        if local is not None and local.covers(gap):
+            # We handed the role over for this gap: it is ours alone.
+            self._gap_local = None
+            self._settled(Settlement.LOCAL, gap)
+        elif self.gaps.on_own_gap(gap) is Settlement.OPEN:
+            self.apply(GapPending())
+        else:
+            self.gap_counts["common"] += 1
+
+    def _settle_gap_by_report(self, at: int, verdict: ReportVerdict) -> None:
+        # Same msg_seq past the gap: the active converted none of what we missed (every
+        # message that changes the state gets one), so our state lacks nothing.
+        gap = self.gaps.pending
+        if gap is None:
+            return
+        same = {
+            ReportVerdict.MATCH: True,
+            ReportVerdict.DIGEST_MISMATCH: True,
+            ReportVerdict.NUMBERING_MISMATCH: False,
+        }.get(verdict)
+        self._settled(self.gaps.on_report(at=at, same_numbering=same), gap)
+
+    def _settled(self, settlement: Settlement, gap: Gap) -> None:
+        if settlement is Settlement.COMMON:
+            self.gap_counts["common"] += 1
+            self.apply(GapSettled(common=True))
+        elif settlement is Settlement.LOCAL:
+            self.gap_counts["local"] += 1
+            logger.info(
+                "adapter %d: missed source messages %s that the active has; repairing from a snapshot",
+                self.config.adapter,
+                gap,
+            )
+            self.pipeline.distrust(gap.first - 1)
+            self.apply(GapSettled(common=False, missing=gap.size))
+
+    def _on_gap_message(
+        self, msg: syncbus.GapQuery | syncbus.GapAnswer | syncbus.Handover, *, from_active: bool
+    ) -> None:
+        sync = self.sync
+        if isinstance(msg, syncbus.GapQuery):
+            if from_active:
+                if self.gaps.on_query(Gap(msg.first, msg.last)) is Settlement.COMMON:
+                    self.gap_counts["common"] += 1
+                    self.apply(GapSettled(common=True))
+                self._answer_gaps()
+        elif isinstance(msg, syncbus.GapAnswer):
+            query = self.gap_query
+            if (
+                query is not None
+                and sync.role is Role.ACTIVE
+                and msg.sender.term == sync.term
+                and (msg.first, msg.last) == (query.gap.first, query.gap.last)
+            ):
+                self.gap_query = query.answered(msg.sender.adapter, msg.has_messages)
+        else:
+            self.apply(HandoverHeard(msg.sender.adapter, msg.sender.term, msg.target, msg.reason))
+
+    def _answer_gaps(self) -> None:
+        # A backup answers the active's question once it has passed the gap. It offers the
+        # messages only if its line can carry them: confirmed, nothing of its own unsettled.
+        if self.sync.role is not Role.BACKUP:
+            return
+        sync, pipeline = self.sync, self.pipeline
+        trusted = sync.is_in_sync and pipeline.suspect_after is None
+        for gap in self.gaps.due_answers(position=self.sequencer.last_source_seq):
+            has = trusted and self.sequencer.recorded_within(gap.first, gap.last)
+            self._out.append(SendSync(syncbus.GapAnswer(self._sender(), gap.first, gap.last, has)))
+
+    def _decide_gap(self) -> None:
+        query = self.gap_query
+        if query is None:
+            return
+        if self.sync.role is not Role.ACTIVE:
+            self.gap_query = None  # no longer the active: what waited is converted as a backup
+            self.pipeline.release_gap(now=self._now, wall_ns=self._wall_ns, out=self._out)
+            return
+        verdict, target = decide(query, now=self._now, live=self._backups(in_sync_only=False))
+        if verdict is QueryVerdict.WAIT:
+            return
+        self.gap_query = None
+        if verdict is QueryVerdict.HAND_OVER and target is not None:
+            self.gap_counts["handed_over"] += 1
+            self._gap_local = query.gap
+            self.apply(HandOver(target, f"missed source messages {query.gap} that backup {target} has"))
+        else:
+            if verdict is QueryVerdict.TIMED_OUT:
+                logger.warning(
+                    "adapter %d: no answer about source messages %s from every backup in %.2fs; numbering on",
+                    self.config.adapter,
+                    query.gap,
+                    ANSWER_TIMEOUT_S,
+                )
+            self.gap_counts["common"] += 1
+            self._gap_passed = query.gap
+        self.pipeline.release_gap(now=self._now, wall_ns=self._wall_ns, out=self._out)
+
+    def _gap_covered(self, at: int) -> None:
+        # A snapshot of the active's state at or past our pending gap makes the gap moot.
+        gap = self.gaps.pending
+        if gap is not None and at >= gap.last:
+            self.gaps.pending = None
+            self.apply(GapSettled(common=True))
+
+    def _backups(self, *, in_sync_only: bool) -> frozenset[int]:
+        sync, now = self.sync, self._now
+        return frozenset(
+            peer.adapter
+            for peer in sync.peers.values()
+            if peer.role is Role.BACKUP
+            and now - peer.last_seen <= ASK_RECENT_S
+            and (peer.in_sync or not in_sync_only)
+        )
 
     # ---- what the session driver uses ------------------------------------------------------
 
@@ -594,6 +776,13 @@ class AdapterCore:
         fields = {"old": old, "new": new, "term": action.term, "reason": action.reason}
         self._out.append(Status("role", {**fields, "next_msg_seq": next_msg_seq}))
 
+    def _send_handover(self, action: SyncAction) -> None:
+        assert isinstance(action, SendHandover)
+        # Sent as the active's last word, so a backup that hears it still follows us
+        # (a backup's word from its active would make it elect at once).
+        sender = syncbus.Sender(self.config.adapter, self.sync.term, Role.ACTIVE, self._wall_ns)
+        self._out.append(SendSync(syncbus.Handover(sender, action.target, action.reason)))
+
     def _send_failed(self, action: SyncAction) -> None:
         assert isinstance(action, SendFailed)
         self._out.append(SendSync(syncbus.Failed(self._sender(), action.reason)))
@@ -641,6 +830,7 @@ _SYNC_ACTIONS: Final[Mapping[type, Callable[[AdapterCore, SyncAction], None]]] =
     SendSnapshot: AdapterCore._send_snapshot,
     RoleChanged: AdapterCore._role_changed,
     SendFailed: AdapterCore._send_failed,
+    SendHandover: AdapterCore._send_handover,
     CommandRejected: AdapterCore._command_rejected,
 }
 

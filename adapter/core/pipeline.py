@@ -51,13 +51,14 @@ from feedha.adapter.conversion.parser import peek_source_seq
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Action, Publish, Quarantine
 from feedha.adapter.core.config import RING_SIZE
+from feedha.adapter.core.gaps import Gap
 from feedha.adapter.core.gate import OutputGate
 from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.core.output import UNBOUNDED_ROOM, LineOutput
 from feedha.adapter.core.ring import SourceRing
 from feedha.adapter.core.sequencer import Sequencer, SourceVerdict
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY, Boundary
-from feedha.adapter.core.sync_types import ArrivalChecked, SnapshotAdopted, SourceGapSeen, SyncEvent
+from feedha.adapter.core.sync_types import ArrivalChecked, SnapshotAdopted, SyncEvent
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, wire
 
@@ -66,6 +67,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Pipeline", "PipelineCounters", "SyncPort"]
 
 UNBOUNDED_COUNT: Final = 1 << 30
+HOLD: Final = -1  # _careful: the message waits (the group is asked about a gap before it)
 QUARANTINE_DATA_BYTES: Final = 4096  # what is kept of one quarantined message or stretch
 
 
@@ -100,6 +102,7 @@ class SyncPort(Protocol):
     @property
     def term(self) -> int: ...
     def apply(self, event: SyncEvent) -> None: ...
+    def on_gap(self, gap: Gap, *, jump: bool) -> bool: ...
     def session_rolled(self, boundary: Boundary, msg_seq: int) -> None: ...
     def session_adopted(self, snapshot: syncbus.Snapshot) -> None: ...
 
@@ -165,7 +168,8 @@ class Pipeline:
         self.published_msg_seq = 0  # the last msg_seq this adapter's line carried (or its journal holds)
         self.pending_snapshot: syncbus.Snapshot | None = None
         self.fence: int | None = None  # convert nothing past this source position (a boundary is agreed)
-        self.deferred = b""  # the first message past the fence and the rest of its frame
+        self.deferred = b""  # the first message past the fence (or a gap) and the rest of its frame
+        self.holding_gap: Gap | None = None  # the active asks its backups about this gap first
         self.pending_roll: Boundary | None = None  # committed: roll on reaching the fence
         self.suspect_after: int | None = None  # a backup's state is suspect after this source position
         self._source_stream = source_stream
@@ -199,12 +203,6 @@ class Pipeline:
             self._ring.add(frame, converted)
         return converted
 
-    def on_malformed(self, parts: list[bytes], *, out: list[Action]) -> None:
-        """A source message that is not ``[topic, frame]``: counted and kept."""
-        self._out = out
-        self.counters.malformed_frames += 1
-        self.quarantine("malformed_frame", None, f"a message of {len(parts)} parts", b"".join(parts))
-
     def quarantine(self, reason: str, source_seq: int | None, detail: str, data: bytes) -> None:
         """Count, log (once per reason) and keep a skipped source message."""
         quarantined = self.counters.quarantined
@@ -237,8 +235,13 @@ class Pipeline:
         self.gate.admit(item, upto, size, self._emit)
 
     def distrust(self, after: int) -> None:
-        """A backup missed source messages after source position ``after``: its state is suspect."""
-        self.unpublish()
+        """A backup missed source messages after source position ``after``: its state is suspect.
+
+        What it numbered up to ``after`` may still be confirmed (no packet spans a gap);
+        what followed is dropped, and nothing more is kept until a snapshot covers the gap.
+        """
+        self.output.discard()
+        self.gate.discard_after(after)
         if self.suspect_after is None or after < self.suspect_after:
             self.suspect_after = after
 
@@ -360,15 +363,13 @@ class Pipeline:
                 start = pos
                 body, pos = fix.next_message(frame, pos)
                 if body is None:
-                    self.counters.malformed_messages += 1
-                    self.quarantine(
-                        "malformed_fix",
-                        None,
-                        f"{pos - start} bytes that are no FIX message",
-                        frame[start:pos],
-                    )
-                else:
-                    converted += self._careful(body)
+                    self._malformed(frame[start:pos])
+                    continue
+                done = self._careful(body)
+                if done == HOLD:
+                    self.deferred = frame[start:]  # converted again once the group answered
+                    break
+                converted += done
             elif stop != Stop.END:
                 self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)  # the packet is full
         return converted
@@ -382,9 +383,17 @@ class Pipeline:
 
     def at_fence(self) -> bool:
         """Whether everything up to the fence is converted (the next message waits, or none came)."""
-        return self.fence is not None and (
-            bool(self.deferred) or self.sequencer.last_source_seq >= self.fence
+        return (
+            self.fence is not None
+            and self.holding_gap is None
+            and (bool(self.deferred) or self.sequencer.last_source_seq >= self.fence)
         )
+
+    def release_gap(self, *, now: float, wall_ns: int, out: list[Action]) -> None:
+        """The group answered about the gap we hold at: convert what waited."""
+        if self.holding_gap is not None:
+            self.holding_gap = None
+            self._refeed(now=now, wall_ns=wall_ns, out=out)
 
     def hold_at(self, after: int, *, now: float, wall_ns: int, out: list[Action]) -> None:
         """Convert nothing past source position ``after`` until :meth:`commit` or :meth:`unfence`.
@@ -489,7 +498,8 @@ class Pipeline:
             if msg.source_seq == self._held[-1][0].source_seq + 1:
                 self._held.append((msg, body))
                 return self._believe_jump() if len(self._held) >= self._jump_confirm else 0
-            self._refuse_jump()
+            self._refuse_jump(msg.source_seq)
+            verdict = sequencer.check_source(msg.source_seq, max_gap=self._max_gap)
         if verdict is SourceVerdict.DUPLICATE:
             self.counters.duplicates += 1
             return 0
@@ -497,11 +507,30 @@ class Pipeline:
             self._held.append((msg, body))
             return self._believe_jump() if self._jump_confirm <= 1 else 0
         if verdict is SourceVerdict.GAP:
+            # No packet spans a gap: what came before it can be confirmed (or dropped) apart
+            # from what follows, and the group may be asked about it with nothing half-sent.
+            self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
+            gap = Gap(sequencer.next_source_seq, msg.source_seq - 1)
+            if self._sync.on_gap(gap, jump=False):
+                self.holding_gap = gap
+                return HOLD
             self.counters.source_gaps += 1
-            self._sync.apply(SourceGapSeen(msg.source_seq - sequencer.next_source_seq))
-            if self._sync.is_backup:
-                self.distrust(sequencer.last_source_seq)
         return self._accept(msg, body)
+
+    def _malformed(self, stretch: bytes) -> None:
+        # Bytes that are no FIX message. If the header still names the next source position,
+        # every adapter takes that position as used (quarantined alike: no gap for anyone);
+        # a well-formed copy of it that comes next is still taken.
+        self.counters.malformed_messages += 1
+        seq = fix.find_seq_num(stretch)
+        held = self._held
+        if seq is not None and held and seq != held[-1][0].source_seq + 1:
+            self._refuse_jump(seq)
+        last = self.sequencer.last_source_seq
+        if seq is not None and last and seq == last + 1 and not self._held:
+            self.sequencer.skip_source(seq, tentative=True)
+        detail = f"{len(stretch)} bytes that are no FIX message"
+        self.quarantine("malformed_fix", seq, detail, stretch)
 
     def _accept(self, msg: SourceMessage, body: bytes) -> int:
         pending = self.pending_snapshot
@@ -521,7 +550,7 @@ class Pipeline:
                     "oversize", f"payload of {len(payload)} bytes exceeds {wire.MAX_PAYLOAD}"
                 )
         except ConversionError as exc:
-            self._unconvertible(body, exc, source_seq=msg.source_seq)
+            self._unconvertible(body, exc, source_seq=msg.source_seq, accounted=True)
             return 0
         if adopt is not None:
             self.pending_snapshot = None
@@ -545,17 +574,20 @@ class Pipeline:
 
     def _believe_jump(self) -> int:
         # Enough consecutive messages continue the jump: the source really moved on.
+        # Every adapter holds the same messages and believes the jump at the same one: the
+        # source moved on for everybody, so it is a common gap (no question to the group).
         held, self._held = self._held, []
         first = held[0][0].source_seq
+        self.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
+        self._sync.on_gap(Gap(self.sequencer.next_source_seq, first - 1), jump=True)
         self.counters.source_gaps += 1
-        self._sync.apply(SourceGapSeen(first - self.sequencer.next_source_seq))
-        if self._sync.is_backup:
-            self.distrust(self.sequencer.last_source_seq)
         self.sequencer.skip_source(first - 1)
         return sum(self._accept(msg, body) for msg, body in held)
 
-    def _refuse_jump(self) -> None:
+    def _refuse_jump(self, next_seq: int | None) -> None:
         # The stream went on where it was: the jump was one bad number, not a new position.
+        # A held message stood in place of the next one when the stream resumes right after
+        # the positions the held messages would have taken: every adapter counts them used.
         held, self._held = self._held, []
         last = self.sequencer.last_source_seq
         for msg, body in held:
@@ -563,6 +595,8 @@ class Pipeline:
             past = msg.source_seq - last - 1
             detail = f"source_seq {msg.source_seq} is {past} past {last} (max gap {self._max_gap})"
             self.quarantine("source_seq_jump", msg.source_seq, detail, body)
+        if next_seq is not None and last < next_seq - 1 <= last + len(held):
+            self.sequencer.skip_source(next_seq - 1)
 
     def _not_an_update(self, body: bytes, exc: ConversionError) -> int:
         try:
@@ -583,7 +617,7 @@ class Pipeline:
             self._unconvertible(body, ConversionError("bad_sequence_reset", why), source_seq=source_seq)
         else:
             # The explicit way a source moves its numbering: every adapter moves alike.
-            self._refuse_jump()
+            self._refuse_jump(source_seq)
             self.counters.source_resets += 1
             self.sequencer.skip_source(new_seq - 1)
         return 0
@@ -613,7 +647,11 @@ class Pipeline:
                 self.unpublish()  # this message carries the wrong state too
             self._sync.apply(ArrivalChecked(check.renumbered, check.digest_matches))
 
-    def _unconvertible(self, body: bytes, exc: ConversionError, *, source_seq: int | None = None) -> None:
+    def _unconvertible(
+        self, body: bytes, exc: ConversionError, *, source_seq: int | None = None, accounted: bool = False
+    ) -> None:
+        # Every adapter skips the same bytes the same way, so numbering stays aligned: a
+        # quarantined message with a readable source_seq uses up its position like any.
         self.counters.conversion_errors += 1
         if source_seq is None:
             try:
@@ -621,8 +659,15 @@ class Pipeline:
             except ConversionError:
                 pass  # not even sequenced: nothing to account for
         self.quarantine(exc.reason, source_seq, str(exc), body)
-        if source_seq is not None and self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
-            # Every adapter skips the same bytes the same way, so numbering stays aligned.
+        if source_seq is None:
+            return
+        if accounted:  # the careful path took this position already (the next, or past a gap)
+            self.sequencer.skip_source(source_seq)
+            return
+        held = self._held
+        if held and source_seq != held[-1][0].source_seq + 1:
+            self._refuse_jump(source_seq)
+        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
             self.sequencer.skip_source(source_seq)
 
     def _journal(self, first_msg_seq: int, source_seqs: Sequence[int], payloads: Sequence[bytes]) -> None:

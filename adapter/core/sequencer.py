@@ -93,6 +93,7 @@ class Sequencer:
         "_history_size",
         "_pending",
         "_renumbered",
+        "_tentative",
     )
 
     def __init__(self, *, next_msg_seq: int = 1, history_size: int = HISTORY_SIZE) -> None:
@@ -109,6 +110,7 @@ class Sequencer:
         self._history_size = history_size
         self._pending: dict[int, PositionReport] = {}
         self._renumbered = False
+        self._tentative = 0  # a position taken only by an unreadable message: a good copy may still come
 
     def __repr__(self) -> str:
         return (
@@ -136,7 +138,7 @@ class Sequencer:
             max_gap: missing messages beyond which a gap is a JUMP (``None``: never).
         """
         last = self.last_source_seq
-        if last == 0 or source_seq == last + 1:
+        if last == 0 or source_seq == last + 1 or (source_seq == last == self._tentative):
             return SourceVerdict.NEXT
         if source_seq <= last:
             return SourceVerdict.DUPLICATE
@@ -144,9 +146,17 @@ class Sequencer:
             return SourceVerdict.JUMP
         return SourceVerdict.GAP
 
-    def skip_source(self, source_seq: int) -> None:
-        """Note a sequenced source message that produced no output (conversion failed)."""
+    def skip_source(self, source_seq: int, *, tentative: bool = False) -> None:
+        """Note a sequenced source message that produced no output (conversion failed).
+
+        Args:
+            source_seq: its position.
+            tentative: the position was read from a message too broken to trust (a bad
+                checksum, say); a well-formed message at the same position that comes
+                next is still taken (a source that resends a mangled message).
+        """
         self.last_source_seq = source_seq
+        self._tentative = source_seq if tentative else 0
 
     def assign(self, source_seq: int) -> int:
         """Give the message at ``source_seq`` its msg_seq, honouring a pending report.
@@ -170,6 +180,7 @@ class Sequencer:
         """
         self.last_source_seq = source_seq
         self.last_recorded_source_seq = source_seq
+        self._tentative = 0
         self.last_msg_seq = msg_seq
         self.last_digest = digest
         self.next_msg_seq = msg_seq + 1
@@ -208,6 +219,7 @@ class Sequencer:
             raise ValueError("a run needs at least one message")
         last = first_source_seq + count - 1
         self.last_source_seq = self.last_recorded_source_seq = last
+        self._tentative = 0
         self.last_msg_seq = first_msg_seq + count - 1
         self.last_digest = run[-1]
         self.next_msg_seq = self.last_msg_seq + 1
@@ -250,6 +262,18 @@ class Sequencer:
     def is_recorded(self, source_seq: int) -> bool:
         """Whether ``source_seq`` got a msg_seq (as far as the recent history remembers)."""
         return self._find(source_seq) is not None
+
+    def recorded_within(self, first: int, last: int) -> bool:
+        """Whether any source position in ``first..last`` got a msg_seq (in the recent history)."""
+        for run_first, _msg, digests in self._runs:
+            if run_first <= last and first < run_first + len(digests):
+                return True
+        return False
+
+    def msg_seq_at(self, source_seq: int) -> int | None:
+        """The msg_seq this adapter gave ``source_seq`` (``None``: never, or forgotten)."""
+        found = self._lookup(source_seq)
+        return None if found is None else found[0]
 
     def _lookup(self, source_seq: int) -> tuple[int, int] | None:
         found = self._find(source_seq)

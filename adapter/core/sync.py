@@ -81,6 +81,10 @@ from feedha.adapter.core.sync_types import (
     ArrivalChecked,
     CommandKind,
     CommandRejected,
+    GapPending,
+    GapSettled,
+    HandOver,
+    HandoverHeard,
     HealthMeasured,
     OperatorCommand,
     Peer,
@@ -90,6 +94,7 @@ from feedha.adapter.core.sync_types import (
     Role,
     RoleChanged,
     SendFailed,
+    SendHandover,
     SendHealth,
     SendSnapshot,
     SendStreamState,
@@ -106,6 +111,7 @@ from feedha.adapter.core.sync_types import (
 from feedha.adapter.errors import SyncProtocolError
 
 UNSYNCED_TIMEOUT_FACTOR: Final = 3  # silence, in heartbeat timeouts, before an unsynced backup stands
+_STEPPED_DOWN_SCORE: Final = -1.0  # below any health score: who just stepped down ranks last
 
 __all__ = [
     "AHEAD_TOLERANCE",
@@ -116,10 +122,14 @@ __all__ = [
     "CommandRejected",
     "DESYNC_LIMIT",
     "DESYNC_WINDOW_S",
+    "GapPending",
+    "GapSettled",
     "HANDLERS",
     "HEALTH_INTERVAL_S",
     "HEARTBEAT_INTERVAL_S",
     "HEARTBEAT_TIMEOUT_S",
+    "HandOver",
+    "HandoverHeard",
     "HealthMeasured",
     "OperatorCommand",
     "PEER_TIMEOUT_S",
@@ -133,6 +143,7 @@ __all__ = [
     "SNAPSHOT_RETRY_S",
     "STARTUP_GRACE_S",
     "SendFailed",
+    "SendHandover",
     "SendHealth",
     "SendSnapshot",
     "SendStreamState",
@@ -232,13 +243,19 @@ def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
         score=ev.score if ev.score is not None else (old.score if old else None),
         in_sync=ev.in_sync if ev.in_sync is not None else (old.in_sync if old else False),
         published=ev.published if ev.published is not None else (old.published if old else 0),
+        stepped_down_at=(
+            now
+            if old is not None and old.role is Role.ACTIVE and ev.role is Role.BACKUP
+            else (old.stepped_down_at if old else None)
+        ),
     )
     state = replace(state, peers={**state.peers, ev.adapter: peer})
     if state.role is Role.FAILED:
         return state, []
     if ev.role is not Role.ACTIVE:
-        if ev.adapter == state.active:
+        if ev.adapter == state.active and ev.adapter != state.handover_to:
             # Our active stepped down or failed: it said so, no need to wait for its silence.
+            # (The target of a handover may still speak as a backup before it heard it.)
             state = replace(state, active=None, active_heard_at=now - config.heartbeat_timeout_s)
         return state, []
     if state.role is Role.ACTIVE and not state.deciding:
@@ -256,7 +273,12 @@ def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
                 RoleChanged(Role.BACKUP, Role.BACKUP, ev.term, f"joined adapter {ev.adapter}'s group")
             )
         state = replace(
-            state, active=ev.adapter, term=max(state.term, ev.term), active_heard_at=now, deciding=False
+            state,
+            active=ev.adapter,
+            term=max(state.term, ev.term),
+            active_heard_at=now,
+            deciding=False,
+            handover_to=None,
         )
         return state, actions
     return state, []
@@ -275,6 +297,7 @@ def _demote(state: SyncState, now: float, active: int | None, term: int, reason:
         active_heard_at=now,
         throttled=False,
         demoted_at=now,
+        handover_to=None,
     )
     return new, [RoleChanged(Role.ACTIVE, Role.BACKUP, term, reason)]
 
@@ -393,31 +416,50 @@ def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
     return state, actions + more
 
 
-def _source_gap_active(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    # The active missed source messages (it stalled, or its own connection dropped
-    # them). A backup that kept up has them, and while the active was silent its
-    # line carried them: numbering across the gap here would give their msg_seqs to
-    # other messages. So the role goes to such a backup. With none in sync the gap
-    # is everybody's, and the active's numbering is the channel's.
-    assert isinstance(ev, SourceGapSeen)
-    keepers = [
-        p
-        for p in state.peers.values()
-        if p.role is Role.BACKUP and p.in_sync and now - p.last_seen <= config.peer_timeout_s
-    ]
-    if not keepers:
+def _on_gap_pending(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    # We missed source messages and do not know yet whether the active has them
+    # (adapter.core.gaps): not in sync until it says, but no desync and no snapshot yet.
+    return replace(state, gap_pending=True), []
+
+
+def _on_gap_settled(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, GapSettled)
+    state = replace(state, gap_pending=False)
+    if ev.common:
         return state, []
+    return _on_source_gap(state, SourceGapSeen(ev.missing), now, config)
+
+
+def _hand_over(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    # The active missed source messages that an in-sync backup numbered (adapter.core.gaps):
+    # that backup's line carries them under the channel's msg_seq, so the role goes to it
+    # by name -- it promotes itself on hearing it, the others wait for it instead of electing.
+    assert isinstance(ev, HandOver)
     new = replace(
         state,
         role=Role.BACKUP,
         status=SyncStatus.SYNCING,
-        active=None,
+        active=ev.target,
         active_heard_at=now,
         throttled=False,
         demoted_at=now,
+        handover_to=ev.target,
     )
-    reason = f"missed {ev.missing} source messages that in-sync backup {keepers[0].adapter} has"
-    return new, [RoleChanged(Role.ACTIVE, Role.BACKUP, state.term, reason), SendHealth()]
+    return new, [
+        RoleChanged(Role.ACTIVE, Role.BACKUP, state.term, ev.reason),
+        SendHandover(ev.target, ev.reason),
+        SendHealth(),
+    ]
+
+
+def _on_handover_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, HandoverHeard)
+    if ev.adapter != state.active or ev.term != state.term or state.deciding:
+        return state, []  # not from our active of this term: stale, or a group we do not follow
+    reason = f"handover from adapter {ev.adapter}: {ev.reason}"
+    if ev.target == state.adapter:
+        return _promote(state, now, reason)
+    return replace(state, active=ev.target, active_heard_at=now, handover_to=ev.target), []
 
 
 def _on_session_missed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
@@ -502,15 +544,26 @@ def _candidates(state: SyncState, now: float, config: SyncConfig) -> tuple[list[
     and only while every member of the group is heard.
     """
     heard = [p for p in state.peers.values() if now - p.last_seen <= config.peer_timeout_s]
+    # An adapter that just stepped down stands last, in its own eyes and everyone's (its
+    # successor should have spoken by now): the channel is never left without an active
+    # for longer than one election, and the old active takes the role back only if
+    # nobody else can.
+    recent = 2 * config.heartbeat_timeout_s
     live = [
-        _Candidate(p.score if p.score is not None else 0.0, p.adapter, p.in_sync, p.published)
+        _Candidate(
+            _STEPPED_DOWN_SCORE
+            if p.stepped_down_at is not None and now - p.stepped_down_at < recent
+            else (p.score if p.score is not None else 0.0),
+            p.adapter,
+            p.in_sync,
+            p.published,
+        )
         for p in heard
         if p.role is Role.BACKUP
     ]
     demoted = state.demoted_at
-    if demoted is None or now - demoted >= 2 * config.heartbeat_timeout_s:
-        in_sync = state.status is SyncStatus.IN_SYNC
-        live.append(_Candidate(state.health_score, state.adapter, in_sync, state.published))
+    score = _STEPPED_DOWN_SCORE if demoted is not None and now - demoted < recent else state.health_score
+    live.append(_Candidate(score, state.adapter, state.is_in_sync, state.published))
     standing = [c for c in live if c.in_sync]
     if not standing:
         if not state.group_size or len(heard) < state.group_size - 1:
@@ -550,6 +603,8 @@ def _promote(state: SyncState, now: float, reason: str) -> Result:
         active_heard_at=now,
         throttled=False,
         next_heartbeat_at=now,
+        gap_pending=False,
+        handover_to=None,
     )
     return new, [RoleChanged(Role.BACKUP, Role.ACTIVE, term, reason), SendStreamState()]
 
@@ -561,7 +616,7 @@ def _on_command(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig)
     if ev.kind is CommandKind.PROMOTE:
         if state.role is Role.ACTIVE:
             return state, []
-        if state.status is not SyncStatus.IN_SYNC and not ev.force:
+        if not state.is_in_sync and not ev.force:
             why = (
                 f"not in sync (status {state.status.value}); promote with force to take over anyway "
                 "(messages another adapter published past this one's position would be numbered again)"
@@ -588,7 +643,17 @@ _Handler: TypeAlias = Callable[[SyncState, SyncEvent, float, SyncConfig], Result
 HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
     (Role.ACTIVE, PeerHeard): _on_peer_heard,
     (Role.ACTIVE, SnapshotRequested): _on_snapshot_requested,
-    (Role.ACTIVE, SourceGapSeen): _source_gap_active,
+    (Role.ACTIVE, SourceGapSeen): _ignore,
+    (Role.ACTIVE, HandOver): _hand_over,
+    (Role.ACTIVE, GapPending): _ignore,
+    (Role.ACTIVE, GapSettled): _ignore,
+    (Role.ACTIVE, HandoverHeard): _ignore,
+    (Role.BACKUP, GapPending): _on_gap_pending,
+    (Role.BACKUP, GapSettled): _on_gap_settled,
+    (Role.BACKUP, HandoverHeard): _on_handover_heard,
+    (Role.FAILED, GapPending): _ignore,
+    (Role.FAILED, GapSettled): _ignore,
+    (Role.FAILED, HandoverHeard): _ignore,
     (Role.ACTIVE, HealthMeasured): _on_health,
     (Role.ACTIVE, Tick): _on_tick,
     (Role.ACTIVE, OperatorCommand): _on_command,

@@ -83,6 +83,7 @@ class Peer:
     score: float | None = None
     in_sync: bool = False
     published: int = 0  # the last msg_seq its line carried
+    stepped_down_at: float | None = None  # when we heard it go from active to backup
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +112,8 @@ class SyncState:
     next_health_at: float = 0.0
     group_size: int = 0  # adapters in the group, this one included (0: unknown)
     published: int = 0  # the last msg_seq our line carried (or our journal holds)
+    gap_pending: bool = False  # we missed source messages; not yet known whether the active has them
+    handover_to: int | None = None  # the active handed the role to this adapter; waiting for its word
 
     @property
     def is_publishing(self) -> bool:
@@ -120,7 +123,8 @@ class SyncState:
 
     @property
     def is_in_sync(self) -> bool:
-        return self.role is Role.ACTIVE or self.status is SyncStatus.IN_SYNC
+        """Active, or a backup whose numbering the active confirmed and that missed nothing since."""
+        return self.role is Role.ACTIVE or (self.status is SyncStatus.IN_SYNC and not self.gap_pending)
 
     def __repr__(self) -> str:
         return (
@@ -175,7 +179,40 @@ class SnapshotRequested:
 
 @dataclass(frozen=True, slots=True)
 class SourceGapSeen:
+    """A backup missed ``missing`` source messages that the active has (a local gap)."""
+
     missing: int
+
+
+@dataclass(frozen=True, slots=True)
+class GapPending:
+    """A backup missed source messages; whether the active has them is not known yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class GapSettled:
+    """The active's word on our pending gap: it missed them too (``common``) or it has them."""
+
+    common: bool
+    missing: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    """The active hands its role to ``target``, which has source messages the active missed."""
+
+    target: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverHeard:
+    """Adapter ``adapter`` (term ``term``) handed the role to ``target``."""
+
+    adapter: int
+    term: int
+    target: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +257,10 @@ SyncEvent: TypeAlias = (
     | Tick
     | OperatorCommand
     | SessionMissed
+    | GapPending
+    | GapSettled
+    | HandOver
+    | HandoverHeard
 )
 
 # ---- actions ----------------------------------------------------------------
@@ -264,7 +305,22 @@ class CommandRejected:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class SendHandover:
+    """Tell the group that ``target`` takes the role (it promotes itself on hearing it)."""
+
+    target: int
+    reason: str
+
+
 Action: TypeAlias = (
-    SendStreamState | SendHealth | RequestSnapshot | SendSnapshot | RoleChanged | SendFailed | CommandRejected
+    SendStreamState
+    | SendHealth
+    | RequestSnapshot
+    | SendSnapshot
+    | RoleChanged
+    | SendFailed
+    | CommandRejected
+    | SendHandover
 )
 Result: TypeAlias = tuple[SyncState, list[Action]]

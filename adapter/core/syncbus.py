@@ -26,6 +26,9 @@ from feedha.proto import sync_pb2
 
 __all__ = [
     "Failed",
+    "GapAnswer",
+    "GapQuery",
+    "Handover",
     "Health",
     "PurgeAck",
     "Purges",
@@ -169,10 +172,49 @@ class PurgeAck:
     known_through: int
 
 
+@dataclass(frozen=True, slots=True)
+class GapQuery:
+    """The active missed source messages ``first``..``last`` and asks its backups whether they have them."""
+
+    sender: Sender
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
+class GapAnswer:
+    """A backup past the gap ``first``..``last``: whether it numbered any of those source messages."""
+
+    sender: Sender
+    first: int
+    last: int
+    has_messages: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """The active steps down in favour of ``target``, which has what the active missed."""
+
+    sender: Sender
+    target: int
+    reason: str
+
+
 MAX_PURGES_PER_MESSAGE: Final = 256
+MAX_REASON_CHARS: Final = 200
 
 SyncMessage: TypeAlias = (
-    StreamState | Health | SnapshotRequest | Snapshot | Failed | SessionAck | Purges | PurgeAck
+    StreamState
+    | Health
+    | SnapshotRequest
+    | Snapshot
+    | Failed
+    | SessionAck
+    | Purges
+    | PurgeAck
+    | GapQuery
+    | GapAnswer
+    | Handover
 )
 
 _STREAM_SESSION_FIELDS: Final = (
@@ -226,6 +268,15 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
             purge_to_proto(entry, out.purges.entries.add())
     elif isinstance(msg, PurgeAck):
         out.purge_ack.known_through = msg.known_through
+    elif isinstance(msg, GapQuery):
+        out.gap_query.first_source_seq, out.gap_query.last_source_seq = msg.first, msg.last
+    elif isinstance(msg, GapAnswer):
+        answer = out.gap_answer
+        answer.first_source_seq, answer.last_source_seq = msg.first, msg.last
+        answer.has_messages = msg.has_messages
+    elif isinstance(msg, Handover):
+        out.handover.target_adapter = msg.target
+        out.handover.reason = msg.reason[:MAX_REASON_CHARS]
     else:
         out.failed.reason = msg.reason
     return out.SerializeToString()
@@ -319,7 +370,21 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
         return Purges(sender, _purge_entries(msg.purges))
     if kind == "purge_ack":
         return PurgeAck(sender, msg.purge_ack.known_through)
+    if kind in ("gap_query", "gap_answer"):
+        return _gap(sender, msg)
+    if kind == "handover":
+        return Handover(sender, msg.handover.target_adapter, msg.handover.reason[:MAX_REASON_CHARS])
     raise SyncDecodeError("sync frame without a body")
+
+
+def _gap(sender: Sender, msg: sync_pb2.SyncMessage) -> GapQuery | GapAnswer:
+    body = msg.gap_query if msg.WhichOneof("body") == "gap_query" else msg.gap_answer
+    first, last = body.first_source_seq, body.last_source_seq
+    if not 0 < first <= last:
+        raise SyncDecodeError(f"a gap of source messages {first}..{last}")
+    if isinstance(body, sync_pb2.GapQuery):
+        return GapQuery(sender, first, last)
+    return GapAnswer(sender, first, last, body.has_messages)
 
 
 def _purge_entries(purges: sync_pb2.Purges) -> tuple[PurgeEntry, ...]:

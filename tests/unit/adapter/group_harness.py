@@ -157,6 +157,7 @@ class Member:
     events: list[Status] = field(default_factory=list)
     alive: bool = True
     stalled_until: float = 0.0
+    lose_frames: int = 0  # source frames its connection drops (a local source gap)
 
     @property
     def status(self) -> dict[str, Any]:
@@ -213,6 +214,9 @@ class CoreGroup:
         self.session_ends: dict[int, int] = {}  # msg_seq -> source_seq of the end-of-session blocks
         self._last_delivered = 0
         self.lost = self.duplicates = self.out_of_order = 0
+        self.leaderless_s = 0.0  # the longest stretch with no working active (simulated seconds)
+        self._leaderless_since: float | None = None
+        self._had_leader = False
         for number in range(1, size + 1):
             self.start(number)
 
@@ -291,11 +295,28 @@ class CoreGroup:
         frame = self.source.frame() if source else None
         for member in self.members.values():
             if member.alive and frame is not None:
-                member.source_inbox.append(frame)
+                if member.lose_frames:
+                    member.lose_frames -= 1
+                else:
+                    member.source_inbox.append(frame)
         for member in self.members.values():
             if member.alive and self.now >= member.stalled_until:
                 self._turn(member)
         self._client_timers()
+        self._watch_leader()
+
+    def _watch_leader(self) -> None:
+        # A stalled active is no leader: its line carries nothing meanwhile.
+        working = [m for m in self.members.values() if m.alive and self.now >= m.stalled_until]
+        if any(m.core.sync.role.value == "active" for m in working):
+            self._leaderless_since = None
+            self._had_leader = True
+        elif not self._had_leader:
+            return  # the group's start: nobody was active yet
+        elif self._leaderless_since is None:
+            self._leaderless_since = self.now
+        else:
+            self.leaderless_s = max(self.leaderless_s, self.now - self._leaderless_since)
 
     def _turn(self, member: Member) -> None:
         # One turn of the runner's loop: sync bus, source (bounded, while allowed), tick.

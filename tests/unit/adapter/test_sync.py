@@ -15,6 +15,10 @@ from feedha.adapter.core.sync import (
     ArrivalChecked,
     CommandKind,
     CommandRejected,
+    GapPending,
+    GapSettled,
+    HandOver,
+    HandoverHeard,
     HealthMeasured,
     OperatorCommand,
     PeerHeard,
@@ -22,6 +26,7 @@ from feedha.adapter.core.sync import (
     Role,
     RoleChanged,
     SendFailed,
+    SendHandover,
     SendHealth,
     SendSnapshot,
     SendStreamState,
@@ -158,19 +163,76 @@ def test_source_gap_on_a_backup_is_no_longer_in_sync() -> None:
     assert state.status is SyncStatus.SYNCING and not state.is_in_sync
 
 
-def test_source_gap_on_the_active_hands_the_role_to_an_in_sync_backup() -> None:
+def test_a_source_gap_on_the_active_changes_nothing_by_itself() -> None:
+    # Whether a backup has the missing messages is the group's question (adapter.core.gaps),
+    # asked by the core; the rules only act on its answer (HandOver).
     active = started_active()
-    alone, actions = apply(active, SourceGapSeen(missing=5), 1.0)
-    assert alone.role is Role.ACTIVE and actions == []  # nobody else has them: the gap is everybody's
     active, _ = apply(active, PeerHeard(2, Role.BACKUP, 1, 90.0, True), 1.0)
-    stepped, actions = apply(active, SourceGapSeen(missing=5), 1.1)
-    assert stepped.role is Role.BACKUP and stepped.status is SyncStatus.SYNCING and stepped.active is None
-    assert any(isinstance(a, RoleChanged) and "in-sync backup 2" in a.reason for a in actions)
-    assert SendHealth() in actions  # the backups learn at once, and elect without waiting for silence
+    same, actions = apply(active, SourceGapSeen(missing=5), 1.1)
+    assert same == active and actions == []
+
+
+def test_a_handover_names_the_successor_which_promotes_itself_at_once() -> None:
+    active = started_active()
+    active, _ = apply(active, PeerHeard(2, Role.BACKUP, 1, 90.0, True), 1.0)
+    stepped, actions = apply(active, HandOver(2, "missed 5..9 that backup 2 has"), 1.1)
+    assert stepped.role is Role.BACKUP and stepped.status is SyncStatus.SYNCING
+    assert stepped.active == 2 and stepped.handover_to == 2 and stepped.term == active.term
+    assert actions[1:] == [SendHandover(2, "missed 5..9 that backup 2 has"), SendHealth()]
+    target = synced_backup(2)
+    target, actions = apply(target, HandoverHeard(1, 1, 2, "x"), 1.2)
+    assert target.role is Role.ACTIVE and target.term == 2 and SendStreamState() in actions
+    # A third backup waits for the named successor instead of electing, even if it hears
+    # the successor speak as a backup before it heard the handover.
+    other = synced_backup(3)
+    other, _ = apply(other, HandoverHeard(1, 1, 2, "x"), 1.2)
+    assert other.active == 2 and other.role is Role.BACKUP
+    other, _ = apply(other, PeerHeard(2, Role.BACKUP, 1, 90.0, True), 1.21)
+    assert other.active == 2
+    other, _ = apply(other, PeerHeard(2, Role.ACTIVE, 2), 1.22)
+    assert other.active == 2 and other.term == 2 and other.handover_to is None
+
+
+def test_a_stale_handover_is_ignored() -> None:
+    backup = synced_backup(2)
+    assert apply(backup, HandoverHeard(3, 1, 2, "x"), 1.0)[0] == backup  # not our active
+    assert apply(backup, HandoverHeard(1, 0, 2, "x"), 1.0)[0] == backup  # an older term
+
+
+def test_a_backup_with_a_pending_gap_is_not_in_sync_until_it_settles() -> None:
     backup = synced_backup()
-    backup, _ = apply(backup, PeerHeard(1, Role.BACKUP, 1, 50.0, False), 1.2)
-    backup, _ = apply(backup, Tick(), 1.2 + CFG.heartbeat_interval_s)
-    assert backup.role is Role.ACTIVE and backup.term == 2
+    pending, actions = apply(backup, GapPending(), 1.0)
+    assert actions == [] and pending.status is SyncStatus.IN_SYNC and not pending.is_in_sync
+    common, actions = apply(pending, GapSettled(common=True), 1.1)
+    assert actions == [] and common.is_in_sync and common.desyncs == ()
+    local, actions = apply(pending, GapSettled(common=False, missing=3), 1.1)
+    assert not local.is_in_sync and local.status is SyncStatus.SYNCING
+    assert RequestSnapshot(1) in actions
+
+
+def test_who_stepped_down_takes_the_role_back_when_nobody_else_can() -> None:
+    # The operator demoted the active, and the backup it was meant for cannot take over.
+    active = started_active()
+    active, _ = apply(active, PeerHeard(2, Role.BACKUP, 1, 90.0, False), 1.0)
+    demoted, _ = apply(active, OperatorCommand(CommandKind.DEMOTE, "drill"), 1.0)
+    assert demoted.role is Role.BACKUP and demoted.is_in_sync
+    state = demoted
+    now = 1.0
+    while state.role is Role.BACKUP and now < 3.0:
+        now += CFG.heartbeat_interval_s
+        state, _ = apply(state, PeerHeard(2, Role.BACKUP, 1, 90.0, False), now)
+        state, _ = apply(state, Tick(), now)
+    assert state.role is Role.ACTIVE and state.term == 2
+    assert now - 1.0 <= CFG.heartbeat_timeout_s + 2 * CFG.promotion_stagger_s + CFG.heartbeat_interval_s
+
+
+def test_who_just_stepped_down_ranks_last_in_the_election() -> None:
+    backup = synced_backup(2, score=50.0)
+    backup, _ = apply(backup, PeerHeard(3, Role.BACKUP, 1, 40.0, True), 1.0)
+    backup, _ = apply(backup, PeerHeard(1, Role.BACKUP, 1, 99.0, True), 1.0)  # the active stepped down
+    assert backup.peers[1].stepped_down_at == 1.0 and backup.active is None
+    backup, actions = apply(backup, Tick(), 1.0 + CFG.heartbeat_interval_s)
+    assert backup.role is Role.ACTIVE  # rank 0 despite adapter 1's better health
 
 
 # ---- rule 5 -----------------------------------------------------------------------
