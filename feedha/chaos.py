@@ -14,10 +14,15 @@ one after the other:
 * ``bad_control``: a burst of malformed and out-of-range control commands;
 
 at most one adapter down or stopped at a time (the schedule skips a process
-fault that would leave fewer than two adapters working). The summary has
-``sent``, ``delivered``, ``lost``, ``duplicates``, ``conflicts``, ``faults``
-(count by kind, poison messages included), ``adapters_alive`` and
-``max_rss_mib`` per adapter (sampled every second).
+fault that would leave fewer than two adapters working). The poison rotates
+through every kind of :data:`feedha.plain_source.frames.POISON_KINDS` (a
+``source_seq`` jump in place of a message, a 200,000-byte message, ...).
+The summary has ``sent``, ``delivered``, ``lost``, ``duplicates``,
+``conflicts``, ``line_holes`` (msg_seqs no line carried, delivered only by
+retransmission), ``faults`` (count by kind, every poison kind named),
+``adapters_alive`` and ``max_rss_mib`` per adapter (sampled every second).
+With ``--no-journal`` the adapters keep no journal and the client has nothing
+to fill a line hole from: a line hole is a loss.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from feedha.drill import (
     start_adapter_process,
     start_drill,
 )
+from feedha.plain_source.frames import poison_kind_counts
 from feedha.procs import JsonProcess
 from feedha.proto.replay import ReplayRequest, encode_request
 
@@ -106,6 +112,7 @@ class ChaosOptions:
     seed: int = 1
     rate: float = 5000.0
     poison_every: int = POISON_EVERY
+    journal: bool = True  # without: nothing fills a hole of the lines, a line hole is a loss
 
 
 @dataclass
@@ -145,7 +152,7 @@ def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
         rate=options.rate,
         seconds=seconds,
         kill="none",
-        journal=True,
+        journal=options.journal,
         extra_source_args=["--poison-every", str(options.poison_every)] if options.poison_every else [],
     )
     placement = place_local(drill_options)
@@ -202,6 +209,9 @@ def _inject(chaos: _Chaos, fault: Fault) -> None:
     drill, working = chaos.drill, chaos.working()
     if fault.kind in PROCESS_FAULTS and len(working) < len(drill.adapters):
         chaos.skipped[fault.kind] += 1  # another adapter is still down or settling
+        return
+    if fault.kind == "replay_flood" and not drill.options.journal:
+        chaos.skipped[fault.kind] += 1  # no journal, no replay service to flood
         return
     target = working[int(fault.pick * len(working)) % len(working)] if working else 1
     chaos.counts[fault.kind] += 1
@@ -343,6 +353,7 @@ def _summary(chaos: _Chaos, options: ChaosOptions) -> dict[str, Any]:
     faults = dict(chaos.counts)
     if poisoned:
         faults["poison"] = poisoned
+        faults.update((f"poison_{kind}", n) for kind, n in poison_kind_counts(poisoned).items() if n)
     return {
         "drill": "chaos",
         "minutes": options.minutes,
@@ -355,6 +366,8 @@ def _summary(chaos: _Chaos, options: ChaosOptions) -> dict[str, Any]:
         "duplicates": client["duplicates"],
         "out_of_order": client["out_of_order"],
         "conflicts": client["arbiter"].get("conflicts", 0),
+        "line_holes": client["arbiter"].get("line_holes", 0),
+        "journal": options.journal,
         "faults": faults,
         "faults_skipped": dict(chaos.skipped),
         "adapters_alive": sum(1 for proc in drill.adapters.values() if proc.alive),
@@ -380,6 +393,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="every K-th source message is poison (default: %(default)s; 0: none)",
     )
+    parser.add_argument(
+        "--no-journal",
+        dest="journal",
+        action="store_false",
+        help="adapters without journals: nothing fills a hole of the lines by retransmission, so a "
+        "line hole is a loss (replay floods are skipped)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -389,7 +409,11 @@ def main(args: argparse.Namespace, log: IO[str]) -> int:
         print("feedha drill chaos: need --minutes > 0, --rate > 0, --poison-every >= 0", file=sys.stderr)
         return 2
     options = ChaosOptions(
-        minutes=args.minutes, seed=args.seed, rate=args.rate, poison_every=args.poison_every
+        minutes=args.minutes,
+        seed=args.seed,
+        rate=args.rate,
+        poison_every=args.poison_every,
+        journal=args.journal,
     )
     result = run_chaos(options, log)
     result["log"] = log.name
@@ -399,5 +423,10 @@ def main(args: argparse.Namespace, log: IO[str]) -> int:
         width = max(len(k) for k in result)
         for key, value in result.items():
             print(f"{key:<{width}}  {value}")
-    ok = result["lost"] == 0 and result["duplicates"] == 0 and result["conflicts"] == 0
+    ok = (
+        result["lost"] == 0
+        and result["duplicates"] == 0
+        and result["conflicts"] == 0
+        and result["line_holes"] == 0
+    )
     return 0 if ok and result["adapters_alive"] == len(result["max_rss_mib"]) else 1

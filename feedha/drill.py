@@ -482,6 +482,7 @@ def _report(
         "duplicates": client["duplicates"],
         "out_of_order": client["out_of_order"],
         "conflicts": arbiter.get("conflicts", 0),
+        "line_holes": arbiter.get("line_holes", 0),
         "gaps_lost": arbiter.get("lost", 0),
         "promoted": bool(promotions),
         "promoted_adapter": promotions[-1][0] if promotions else None,

@@ -319,5 +319,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         and result["duplicates"] == 0
         and result["out_of_order"] == 0
         and result["conflicts"] == 0
+        and result["line_holes"] == 0
     )
     return 0 if ok else 1

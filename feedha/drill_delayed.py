@@ -281,6 +281,7 @@ def _report(
         "duplicates": client["duplicates"],
         "out_of_order": client["out_of_order"],
         "conflicts": arbiter.get("conflicts", 0),
+        "line_holes": arbiter.get("line_holes", 0),
         "tombstones": tombstones,
         "purged": purges.purged,
         "purged_seen": sorted(client.get("purged_msg_seqs", [])) == sorted(purges.purged),

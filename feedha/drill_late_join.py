@@ -246,6 +246,8 @@ def _report(run: _Run) -> dict[str, Any]:
         "state_mismatches": mismatches,
         "lost": lost,
         "conflicts": sum(int(s["arbiter"]["conflicts"]) for s in summaries.values()),
+        # The subscriber there from the start: a joiner fills what came before it by design.
+        "line_holes": int(ref["arbiter"].get("line_holes", 0)),
         "rollover_msg_seqs": len(rollovers),
         "rolled_at": sorted(rollovers),
         "sessions_seen": {name: s["sessions"] for name, s in summaries.items()},

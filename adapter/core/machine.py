@@ -108,6 +108,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["AdapterCore", "SyncView"]
 
 TICK_AT_LEAST_EVERY_S: Final = 0.1
+# Longer than this between two calls and the process was not running (stopped, swapped out):
+# what the group said meanwhile waits unread, so no election is held before it is heard.
+WOKE_AFTER_S: Final = 2 * TICK_AT_LEAST_EVERY_S
 FAULT_LIMIT: Final = 5  # internal faults within FAULT_WINDOW_S that make the adapter fail itself
 FAULT_WINDOW_S: Final = 60.0
 
@@ -186,9 +189,11 @@ class AdapterCore:
         self._gap_passed: Gap | None = None  # the active: the gap the group answered (number on)
         self._gap_local: Gap | None = None  # a gap that is ours alone (we handed the role over for it)
         self.gap_counts = {"asked": 0, "common": 0, "local": 0, "handed_over": 0}
+        self.unpublished_at_promotion = 0  # numbered messages a promoted adapter had not published
         self._out: list[Action] = []
         self._now = now
         self._wall_ns = 0
+        self._woke = False  # the process did not run for a while before this input
 
     def __repr__(self) -> str:
         sync = self.sync
@@ -292,7 +297,7 @@ class AdapterCore:
             )
             if checkpoint is not None:
                 self._out.append(checkpoint)
-        if now >= next_deadline(self.sync, self.config.sync, now=now):
+        if now >= next_deadline(self.sync, self.config.sync, now=now) and not self._woke:
             self.apply(Tick())
         self._decide_gap()
         self.sessions.tick()
@@ -382,6 +387,8 @@ class AdapterCore:
 
     def next_deadline(self, now: float) -> float:
         """When :meth:`on_tick` must run next (never later than a tenth of a second)."""
+        if self._woke:
+            return now  # the timers skipped on waking are due: at once, once the sync bus is read
         deadline = min(next_deadline(self.sync, self.config.sync, now=now), now + TICK_AT_LEAST_EVERY_S)
         if self.sync.is_publishing:
             deadline = min(deadline, self.pipeline.output.heartbeat_due())
@@ -448,6 +455,7 @@ class AdapterCore:
             "journal_skipped": 0 if journal is None else journal.skipped,
             "checkpoints": 0 if journal is None else journal.checkpoints,
             "gaps": dict(self.gap_counts),
+            "unpublished_at_promotion": self.unpublished_at_promotion,
             "gap_pending": None if self.gaps.pending is None else str(self.gaps.pending),
             **self.sessions.status(),
             **self.delayed.status(),
@@ -774,6 +782,21 @@ class AdapterCore:
         )
         self.pipeline.seal(now=self._now, wall_ns=self._wall_ns, out=self._out)
         fields = {"old": old, "new": new, "term": action.term, "reason": action.reason}
+        if action.new is Role.ACTIVE:
+            # Everything numbered went out when the gate opened: the new active goes on from
+            # the first msg_seq it has not published. A hole here means output was discarded
+            # before the promotion (a forced one): reported, and the journals fill it.
+            unpublished = self.sequencer.last_msg_seq - self.pipeline.published_msg_seq
+            if unpublished > 0 and self.pipeline.published_msg_seq:
+                self.unpublished_at_promotion += unpublished
+                logger.warning(
+                    "adapter %d: promoted with %d numbered messages it had not published (msg_seq %d..%d)",
+                    self.config.adapter,
+                    unpublished,
+                    self.pipeline.published_msg_seq + 1,
+                    self.sequencer.last_msg_seq,
+                )
+            fields["unpublished"] = max(0, unpublished)
         self._out.append(Status("role", {**fields, "next_msg_seq": next_msg_seq}))
 
     def _send_handover(self, action: SyncAction) -> None:
@@ -816,6 +839,7 @@ class AdapterCore:
             self.apply(OperatorCommand(CommandKind.FAIL, reason))
 
     def _clock(self, now: float, wall_ns: int) -> None:
+        self._woke = now - self._now > WOKE_AFTER_S
         self._now, self._wall_ns = now, wall_ns
 
     def _take(self) -> list[Action]:

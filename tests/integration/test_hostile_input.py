@@ -210,19 +210,22 @@ def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_the_two_minute_chaos_drill_loses_nothing() -> None:
-    """The issue's acceptance command (CI runs it with the slow drills)."""
+@pytest.mark.parametrize("journal", [True, False], ids=["journal", "no-journal"])
+def test_the_two_minute_chaos_drill_loses_nothing(journal: bool) -> None:
+    """The issue's acceptance commands (CI runs them with the slow drills)."""
     import subprocess
     import sys
 
+    from feedha.plain_source.frames import POISON_KINDS
+
+    argv = [sys.executable, "-m", "feedha", "drill", "chaos", "--minutes", "2", "--seed", "5", "--json"]
     out = subprocess.run(
-        [sys.executable, "-m", "feedha", "drill", "chaos", "--minutes", "2", "--seed", "5", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=560,
+        [*argv, *([] if journal else ["--no-journal"])], capture_output=True, text=True, timeout=560
     )
     result = json.loads(out.stdout)
     print(json.dumps(result))
-    assert (result["lost"], result["duplicates"], result["conflicts"]) == (0, 0, 0)
-    assert sum(n for kind, n in result["faults"].items() if kind != "poison") > 10
+    assert (result["lost"], result["duplicates"], result["conflicts"], result["line_holes"]) == (0, 0, 0, 0)
+    faults = result["faults"]
+    assert sum(n for kind, n in faults.items() if not kind.startswith("poison")) > 10
+    assert all(faults.get(f"poison_{kind}", 0) > 0 for kind in POISON_KINDS)
     assert result["adapters_alive"] == 3 and out.returncode == 0

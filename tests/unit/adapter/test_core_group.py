@@ -235,3 +235,19 @@ def test_a_confirmed_jump_and_a_sequence_reset_move_every_adapter_alike() -> Non
         assert status["source_resets"] == 1 and status["source_gaps"] >= 1
         assert status["last_source_seq"] > last + 5_000_000
     assert group.quarantined(1) == group.quarantined(2) == {}
+
+
+def test_a_backup_woken_from_a_stop_reads_the_group_before_it_elects() -> None:
+    # SIGSTOP between reading the sync bus and firing its timers: on waking, the active's
+    # reports of the last second wait unread, and its own clock says the active is silent.
+    group = CoreGroup(2)
+    group.run_until(partial(_in_sync, group, 2), within=3)
+    backup = group.members[2]
+    group.stall(2, 1.0)
+    group.run(1.0)
+    assert backup.sync_inbox  # what the active said meanwhile
+    group._carry_out(backup, backup.core.on_tick(now=group.now, wall_ns=group._wall_ns()))
+    assert backup.core.sync.role is Role.BACKUP
+    assert backup.core.next_deadline(group.now) == group.now  # its loop goes round at once
+    group.run(0.5)  # and reads the sync bus first
+    assert group.actives() == [1] and backup.roles() == ["backup"]

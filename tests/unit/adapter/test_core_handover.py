@@ -155,8 +155,11 @@ def test_a_role_change_with_poison_at_its_moment_loses_nothing(path: str) -> Non
     actives = group.actives()
     assert len(actives) == 1 and actives != [1]
     assert group.leaderless_s <= LEADERLESS_BOUND_S, f"no active for {group.leaderless_s:.3f}s"
-    new = group.members[actives[0]].core
-    assert new.pipeline.published_msg_seq == new.sequencer.next_msg_seq - 1  # it published all it numbered
+    promoted = group.members[actives[0]]
+    assert (
+        promoted.core.unpublished_at_promotion == 0
+    )  # it went on from the first msg_seq it had not published
+    assert [e.fields["unpublished"] for e in promoted.events if e.fields.get("new") == "active"] == [0]
 
 
 def test_a_handover_names_the_backup_that_has_the_messages() -> None:

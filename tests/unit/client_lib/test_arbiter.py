@@ -155,6 +155,23 @@ def test_retransmitted_packet_fills_hole() -> None:
     assert arb.stats().stale == 0 and arb.stats().highest_term == 1
 
 
+def test_line_holes_count_what_only_a_retransmission_carried() -> None:
+    arb = arbiter()
+    arb.on_packet(0, packet(1), now=0.0)
+    arb.on_packet(0, packet(6), now=0.0)  # hole 2..5
+    arb.on_timer(now=0.06)
+    arb.on_packet(2, packet(2, 4, flags=FLAG_RETRANSMISSION), now=0.07)
+    assert arb.stats().line_holes == 4
+    arb.on_packet(1, packet(2, 2), now=0.08)  # a slow line carried 2 and 3 after all
+    arb.on_packet(1, packet(4, 3), now=0.09)  # ... and 4 and 5 (through the fast path)
+    assert arb.stats().line_holes == 0
+    arb.on_packet(0, packet(9), now=0.1)  # hole 7..8, nobody's line has it
+    arb.on_timer(now=0.2)
+    arb.on_packet(2, packet(7, 2, flags=FLAG_RETRANSMISSION), now=0.21)
+    arb.on_packet(2, packet(7, 2, flags=FLAG_RETRANSMISSION), now=0.22)  # a second answer
+    assert arb.stats().line_holes == 2
+
+
 def test_partial_fill_splits_hole_and_keeps_its_age() -> None:
     arb = arbiter()
     arb.on_packet(0, packet(1), now=0.0)

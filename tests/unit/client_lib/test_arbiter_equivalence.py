@@ -21,6 +21,7 @@ import logging
 import random
 from bisect import bisect_right
 from collections import deque
+from dataclasses import replace
 from typing import Final
 
 import pytest
@@ -685,7 +686,8 @@ def run_both(config: ArbiterConfig, steps: list[Step], *, lines: int = 2) -> lis
         assert fast.next_deadline() == reference.next_deadline(), f"step {number}"
         assert fast.next_seq == reference.next_seq and fast.channel == reference.channel
         delivered += got
-    assert fast.stats() == reference.stats()
+    # line_holes is newer than the reference: everything else must agree.
+    assert replace(fast.stats(), line_holes=0) == reference.stats()
     assert repr(fast) == repr(reference)
     return delivered
 
