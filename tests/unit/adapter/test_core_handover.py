@@ -15,7 +15,7 @@ from functools import partial
 import pytest
 
 from feedha.adapter.core.commands import RoleCommand
-from feedha.adapter.core.sync_types import HEARTBEAT_TIMEOUT_S, PROMOTION_STAGGER_S, CommandKind, Role
+from feedha.adapter.core.sync_types import HEARTBEAT_TIMEOUT_S, PROMOTION_STAGGER_S, CommandKind
 from feedha.plain_source.frames import POISON_KINDS, poison_message
 
 from .group_harness import CoreGroup
