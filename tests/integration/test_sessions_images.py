@@ -131,8 +131,10 @@ def test_an_image_larger_than_one_reply_and_the_snapshot_loop_equal_the_referenc
             replay.close()
         finally:
             reference.close()
-        # Nearly 3,000 symbols traded: ~220 KiB in 60 KiB parts, one part a reply.
-        assert len(image.symbols) > 2500 and requests >= 4
+        # Nearly 3,000 symbols traded: ~220 KiB in parts of at most 64 KiB, one part a reply
+        # (how many symbols traded depends on the rate the source reached on this machine).
+        size = sum(len(state.SerializeToString()) + len(symbol) for symbol, state in image.symbols.items())
+        assert len(image.symbols) > 2500 and size > 2 * 65536 and requests >= size // 65536
         assert _states(image.symbols) == reference.states
         assert image.session == 1
         # The snapshot loop publishes the same image on its own line, again and again.
