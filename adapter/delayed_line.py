@@ -11,6 +11,7 @@ so a tailer catching up never starves the line or the sync bus), and the core's
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Final
 
 import zmq
@@ -18,7 +19,7 @@ import zmq
 from feedha import transport
 from feedha.adapter.access import DELAYED
 from feedha.adapter.config import AdapterConfig
-from feedha.adapter.core import AdapterCore
+from feedha.adapter.core.records import RecordLike
 from feedha.adapter.persistence import JournalKeeper
 from feedha.adapter.zap import DataPlaneGuard
 
@@ -71,14 +72,27 @@ class DelayedLineSocket:
         self._guard.secure(sock, DELAYED)
         return sock
 
-    def feed(self, core: AdapterCore, *, wall_ns: int) -> None:
-        """Read journal records into the core's delayed line while it wants them."""
+    def feed(
+        self,
+        wants: Callable[..., int | None],
+        take: Callable[..., None],
+        *,
+        wall_ns: int,
+    ) -> None:
+        """Read journal records while the core's delayed line wants them.
+
+        Args:
+            wants: ``wants(wall_ns=...)``: the msg_seq to read from now, or ``None``.
+            take: ``take(records, caught_up=...)``: hands what was read to the core.
+            wall_ns: the wall clock.
+        """
         for _ in range(READS_PER_TURN):
-            start = core.delayed_wants(wall_ns=wall_ns)
+            start = wants(wall_ns=wall_ns)
             if start is None:
                 return
-            records, caught_up = self._journal.read_delayed(start)
-            core.on_delayed_records(records, caught_up=caught_up)
+            records: list[RecordLike]
+            records, caught_up = self._journal.read_delayed(start)  # type: ignore[assignment]
+            take(records, caught_up=caught_up)
             if caught_up:
                 return
 
@@ -89,8 +103,10 @@ class DelayedLineSocket:
             self._socket.send(packet)
             self.bytes_sent += len(packet)
 
-    def rebind(self) -> None:
-        """Bind afresh: every peer reconnects and ZAP checks it again (a revoked key is refused)."""
+    def rebind(self, where: str = DELAYED) -> None:
+        """Bind afresh if ``where`` is the delayed line: every peer reconnects, ZAP checks it again."""
+        if where != DELAYED:
+            return
         if self._socket is not None:
             self._socket.close(linger=0)
         logger.info("binding the delayed line afresh: a revoked key was connected to it")

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -36,12 +36,9 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from feedha.adapter.config import AdapterConfig
-from feedha.adapter.core.sync_types import Role, SyncStatus
+from feedha.adapter.core.sync_types import Role, SyncState, SyncStatus
 from feedha.transport.health import health_routes
 from feedha.transport.http import HttpThread
-
-if TYPE_CHECKING:
-    from feedha.adapter.runner import AdapterRunner
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +94,28 @@ class AdapterMetrics(Collector):
 
     # ---- the loop thread -------------------------------------------------------------
 
-    def observe(self, runner: AdapterRunner, now: float) -> None:
-        """Publish a sample of the runner's state (call on the loop thread; a no-op when not served)."""
+    def observe(
+        self,
+        now: float,
+        *,
+        status: Callable[[], dict[str, Any]],
+        sync: SyncState,
+        lag: int,
+        line_bytes: int,
+        sync_times: Any = None,
+    ) -> None:
+        """Publish a sample of the adapter's state (on the loop thread; a no-op when not served).
+
+        Args:
+            now: the monotonic clock.
+            status: builds the adapter's status (called only when metrics are served).
+            sync: the sync rules' state (frozen).
+            lag: source messages behind the active.
+            line_bytes: packet bytes handed to the line so far.
+            sync_times: the journal writer's fsync histogram (``None``: no journal).
+        """
         if self._address is None:
             return
-        core = runner.core
-        sync = core.sync
         new = [t for t in sync.desyncs if t > self._last_desync]
         if new:
             self._episodes += len(new)
@@ -110,16 +123,15 @@ class AdapterMetrics(Collector):
         previous = self.sample
         if previous is not None and previous.status.get("throttled"):
             self._throttled_s += max(0.0, now - previous.at)
-        writer = None if runner.journal is None else runner.journal.writer
-        times = None if writer is None else writer.sync_times
+        times = sync_times
         self.sample = Sample(
             at=now,
-            status=runner.status(),
+            status=status(),
             is_publishing=sync.is_publishing,
-            lag=core.sync_view().lag,
+            lag=lag,
             desync_episodes=self._episodes,
             throttled_s=self._throttled_s,
-            line_bytes=runner.line_bytes,
+            line_bytes=line_bytes,
             sync_counts=() if times is None else tuple(times.counts),
             sync_total_s=0.0 if times is None else times.total_s,
             sync_bounds=() if times is None else times.bounds,

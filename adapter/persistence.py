@@ -13,9 +13,10 @@ import logging
 import time
 from typing import Any
 
-from feedha.adapter.access import LINE
+from feedha.adapter.access import LINE, REPLAY
 from feedha.adapter.config import AdapterConfig
-from feedha.adapter.core import AdapterCore, JournalControl, JournalRecords, WriteCheckpoint
+from feedha.adapter.core import AdapterCore, CoreView, JournalControl, JournalRecords, WriteCheckpoint
+from feedha.adapter.core.purge import PurgeTable
 from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter, Record
 from feedha.adapter.journal.checkpoint import CheckpointStore
 from feedha.adapter.journal.reader import Tail
@@ -51,6 +52,7 @@ class JournalKeeper:
         self.snapshots: SnapshotLoop | None = None
         self._tail: Tail | None = None  # the delayed line's reader
         self.flush_request = FlushRequest(self._flush)
+        self.view: CoreView | None = None  # the core's frozen view, handed over by the loop (term, purges)
 
     def __repr__(self) -> str:
         last = None if self.writer is None else self.writer.last_msg_seq
@@ -71,54 +73,63 @@ class JournalKeeper:
                 retention_max_bytes=cfg.retention_max_bytes,
             ),
         )
+        delay_ns = None if cfg.delayed_line_endpoint is None else round(cfg.delay_s * 1e9)
         summary = core.recover(
             writer.latest_checkpoint(),
             JournalReader(self._dir),
             journal_last_msg_seq=max(writer.last_msg_seq, 0),
             term=read_term(self._dir),
+            # After a restart, what was due on the delayed line while it was down is not sent again.
+            delayed_from=None
+            if delay_ns is None
+            else JournalReader(self._dir).seek_time(time.time_ns() - delay_ns),
         )
-        line = core.delayed.line
-        if line is not None:  # after a restart, what was due while it was down is not sent again
-            core.delayed.start_at(JournalReader(self._dir).seek_time(time.time_ns() - line.delay_ns))
+        self.view = core.view()
         if cfg.replay_endpoint:
-            service = ReplayService(
-                JournalReader(self._dir),
-                channel=cfg.channel_number,
-                adapter=cfg.adapter,
-                max_packet_bytes=cfg.max_packet_bytes,
-                max_bytes=cfg.replay_max_bytes,
-                bounds=self._bounds,
-                before_read=self._ask_flush,
-                images=self._images(),
-                purges=core.delayed.desk.book,
-                delay_ns=None if line is None else line.delay_ns,
-            )
-            guard = self._guard
-            self.replay = ReplayServer(
-                cfg.replay_endpoint,
-                service,
-                lambda: core.sync.term,
-                ReplayLimits(),
-                secure=None if guard is None else guard.secure,
-                delayed_only=None if guard is None or guard.keys is None else guard.table.is_delayed_only,
-            )
-            self.replay.start()
+            self._start_replay(cfg.replay_endpoint, delay_ns)
         if cfg.snapshot_endpoint:
-            guard = self._guard
-            self.snapshots = SnapshotLoop(
-                cfg.snapshot_endpoint,
-                self._images(),
-                topic=cfg.channel.encode(),
-                interval_s=cfg.snapshot_interval_s,
-                secure=None if guard is None else lambda sock: guard.secure(sock, LINE),
-            )
-            self.snapshots.start()
+            self._start_snapshots(cfg.snapshot_endpoint)
         report = writer.recovery_report
         return {
             **summary.as_dict(),
             "journal_cut_bytes": report.bytes_cut,
             "journal_cut_reason": report.reason,
         }
+
+    def _start_replay(self, endpoint: str, delay_ns: int | None) -> None:
+        cfg, guard = self._config, self._guard
+        service = ReplayService(
+            JournalReader(self._dir),
+            channel=cfg.channel_number,
+            adapter=cfg.adapter,
+            max_packet_bytes=cfg.max_packet_bytes,
+            max_bytes=cfg.replay_max_bytes,
+            bounds=self._bounds,
+            before_read=self._ask_flush,
+            images=self._images(),
+            purges=self._purges,
+            delay_ns=delay_ns,
+        )
+        self.replay = ReplayServer(
+            endpoint,
+            service,
+            self._term,
+            ReplayLimits(),
+            secure=None if guard is None else guard.secure,
+            delayed_only=None if guard is None or guard.keys is None else guard.table.is_delayed_only,
+        )
+        self.replay.start()
+
+    def _start_snapshots(self, endpoint: str) -> None:
+        cfg, guard = self._config, self._guard
+        self.snapshots = SnapshotLoop(
+            endpoint,
+            self._images(),
+            topic=cfg.channel.encode(),
+            interval_s=cfg.snapshot_interval_s,
+            secure=None if guard is None else lambda sock: guard.secure(sock, LINE),
+        )
+        self.snapshots.start()
 
     def _images(self) -> ImageBuilder:
         # One builder per thread that serves images (the replay service, the snapshot loop).
@@ -175,6 +186,13 @@ class JournalKeeper:
         """Keep the highest term known, for a restart (fsync'd: terms grow rarely)."""
         write_term(self._dir, term)
 
+    def rebind(self, where: str) -> None:
+        """A revoked key was connected to ``where``: bind the sockets that serve it afresh."""
+        if where == LINE and self.snapshots is not None:
+            self.snapshots.rebind()  # the snapshot line serves the line's subscribers
+        elif where == REPLAY and self.replay is not None:
+            self.replay.rebind()
+
     def served(self) -> dict[str, int]:
         """The replay service's counters for the adapter's status (none before it started)."""
         served: dict[str, int] = {} if self.snapshots is None else self.snapshots.status()
@@ -191,6 +209,14 @@ class JournalKeeper:
             self.replay.stop()
         if self.writer is not None:
             self.writer.close()
+
+    def _term(self) -> int:
+        view = self.view  # one read: the loop hands a new view over in one assignment
+        return 0 if view is None else view.term
+
+    def _purges(self) -> PurgeTable:
+        view = self.view
+        return PurgeTable() if view is None else view.purges
 
     def _bounds(self) -> tuple[int, int]:
         """(oldest, newest) msg_seq in the journal, (0, 0) when empty."""

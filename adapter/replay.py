@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from feedha.adapter.core.purge import PurgeBook, purged_block
+from feedha.adapter.core.purge import PurgeTable, purged_block
 from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
 from feedha.adapter.snapshot import ImageBuilder
@@ -170,7 +170,7 @@ class ReplayService:
             short of what the journal's writer holds, so the owner can flush
             records its writer still buffers; the read is then done again.
         images: builds the channel's images for snapshot requests (``None``: refused).
-        purges: the adapter's purge book (read from the service's thread); ``None``: none.
+        purges: returns the adapter's purges as the loop last handed them over (frozen); ``None``: none.
         delay_ns: the delayed line's delay (``None``: no delayed stream: delayed ranges are refused).
     """
 
@@ -185,7 +185,7 @@ class ReplayService:
         bounds: Callable[[], tuple[int, int]],
         before_read: Callable[[int], None] | None = None,
         images: ImageBuilder | None = None,
-        purges: PurgeBook | None = None,
+        purges: Callable[[], PurgeTable] | None = None,
         delay_ns: int | None = None,
     ) -> None:
         if max_bytes < max_packet_bytes:
@@ -391,7 +391,7 @@ class ReplayService:
 
     def _block(self, record: RecordLike) -> tuple[int, int, bytes]:
         # A purged message goes out as a tombstone, on either stream: retransmission honours purges.
-        tombstone = purged_block(record, self._purges)
+        tombstone = purged_block(record, None if self._purges is None else self._purges())
         if tombstone is None:
             return record.source_stream, record.source_seq, record.payload
         self.counters = _bump(self.counters, tombstones=1)

@@ -30,7 +30,6 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, Final
 
 MESSAGES: Final = 200_000
@@ -83,12 +82,14 @@ def make_frames(messages: int, frame: int, *, seed: int = 7) -> list[bytes]:
 def _core(*, native: bool, publishing: bool, journal: bool) -> Any:
     from feedha.adapter.conversion import ConverterTable, make_engine
     from feedha.adapter.core import AdapterCore, CoreConfig
-    from feedha.adapter.core.sync_types import Role, SyncStatus
 
-    config = CoreConfig(channel_number=1, adapter=1, source_stream_number=1, journal=journal)
+    # Alone in its group: past the start-up grace it is the active (publishing), or a backup
+    # that waits for an active (its output held at the gate).
+    config = CoreConfig(
+        channel_number=1, adapter=1, source_stream_number=1, journal=journal, want_active=publishing
+    )
     core = AdapterCore(config, make_engine(ConverterTable.load(), prefer_native=native), now=0.0)
-    role = Role.ACTIVE if publishing else Role.BACKUP
-    core.sync = replace(core.sync, deciding=False, role=role, status=SyncStatus.SYNCING)
+    core.on_tick(now=config.sync.startup_grace_s, wall_ns=EPOCH_NS)
     return core
 
 

@@ -1,12 +1,16 @@
 """The adapter's decisions, with no socket and no clock: the core, the sync rules, their codecs.
 
-:class:`AdapterCore` (``core``) takes every input with the time and returns
+:class:`AdapterCore` (``machine``) takes every input with the time and returns
 :mod:`~adapter.core.actions`; ``sync``/``sync_types`` are the seed patent's
-rules as a pure state machine; ``sequencer`` numbers messages and compares
-positions; ``syncbus`` and ``commands`` turn bytes into typed messages and
-back; ``gate``, ``output``, ``journaling``, ``ring``, ``health`` and ``recovery`` are
-the core's parts; ``delayed``, ``purge`` and ``purging`` are the delayed line and
-the purges of what it has not sent yet. Nothing here imports zmq, grpc, asyncio or time.
+rules as a pure state machine; ``pipeline`` converts and numbers the source
+(``emitter``, ``gate``, ``output`` and ``journaling`` put what it numbered on
+the line and in the journal); ``sequencer`` numbers messages and compares
+positions; ``gaps`` tells a gap every replica saw from one adapter's own;
+``session``/``session_driver`` keep the trading day; ``syncbus`` and
+``commands`` turn bytes into typed messages and back; ``delayed``, ``purge``
+and ``purging`` are the delayed line and the purges of what it has not sent
+yet; ``views`` is what the core shows other threads. Nothing here imports zmq,
+grpc, asyncio or time.
 """
 
 from __future__ import annotations
@@ -19,25 +23,35 @@ from feedha.adapter.core.actions import (
     Publish,
     PublishDelayed,
     Quarantine,
+    ReadSync,
     RecordTerm,
+    ReplyAdmin,
+    ReplyControl,
+    SampleMachine,
     SendSync,
     Status,
     WriteCheckpoint,
 )
 from feedha.adapter.core.config import CoreConfig
-from feedha.adapter.core.machine import AdapterCore, SyncView
+from feedha.adapter.core.machine import AdapterCore
+from feedha.adapter.core.views import CoreView, SyncView
 
 __all__ = [
     "Action",
     "AdapterCore",
     "CommandDone",
     "CoreConfig",
+    "CoreView",
     "JournalControl",
     "JournalRecords",
     "Publish",
     "PublishDelayed",
     "Quarantine",
+    "ReadSync",
     "RecordTerm",
+    "ReplyAdmin",
+    "ReplyControl",
+    "SampleMachine",
     "SendSync",
     "Status",
     "SyncView",

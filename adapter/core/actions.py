@@ -1,8 +1,8 @@
 """What the adapter core asks its shell to do: the actions its input handlers return.
 
 The core (:class:`adapter.core.machine.AdapterCore`) decides; the runner carries
-these out in order, after the handler returned (STYLE.md §3: decide first,
-then act). Plain frozen dataclasses: no behaviour.
+these out in order, after the handler returned (decide first, then act:
+CONTRIBUTING.md). Plain frozen dataclasses: no behaviour.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from feedha.adapter.core.syncbus import SyncMessage
 __all__ = [
     "Action",
     "CommandDone",
+    "ReadSync",
+    "SampleMachine",
+    "ReplyAdmin",
+    "ReplyControl",
     "JournalControl",
     "JournalRecords",
     "Publish",
@@ -53,10 +57,39 @@ class JournalControl:
 
 @dataclass(frozen=True, slots=True)
 class CommandDone:
-    """The reply to a command that answered later (a purge, once the backups hold it)."""
+    """The reply to a command that answered later (a purge, once the backups hold it).
+
+    Internal to the core: it reaches the shell as :class:`ReplyControl` or :class:`ReplyAdmin`,
+    whichever the command came from.
+    """
 
     command_id: str
     reply: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyControl:
+    """Answer the control socket's request (now, or once a deferred command is done)."""
+
+    reply: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyAdmin:
+    """Report a command's outcome to the admin server (a purge: at once, or once it is done)."""
+
+    command_id: str
+    reply: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSync:
+    """Read what waits on the sync bus now, before the next timers (it may have come meanwhile)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SampleMachine:
+    """Measure memory and CPU now and hand them back (``on_machine_sample``); refresh the metrics."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,4 +174,8 @@ Action: TypeAlias = (
     | PublishDelayed
     | JournalControl
     | CommandDone
+    | ReplyControl
+    | ReplyAdmin
+    | ReadSync
+    | SampleMachine
 )

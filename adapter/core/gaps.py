@@ -38,16 +38,27 @@ adapter skips it alike. Pure: no clock, no socket; times come in as arguments.
 from __future__ import annotations
 
 import enum
+import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
+
+from feedha.adapter.core import syncbus
+from feedha.adapter.core.actions import SendSync
+from feedha.adapter.core.sequencer import ReportVerdict
+from feedha.adapter.core.steps import Apply, Distrust, Emit, ReleaseGap, Step
+from feedha.adapter.core.sync_types import GapPending, GapSettled, HandOver, HandoverHeard, Role, SyncState
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "ANSWER_TIMEOUT_S",
     "ASK_RECENT_S",
     "BackupGaps",
     "Gap",
+    "GapDesk",
+    "GapView",
     "GapQuery",
     "QueryVerdict",
     "Settlement",
@@ -214,3 +225,230 @@ class BackupGaps:
         """Our state was replaced (snapshot) or we changed role: nothing is pending or owed."""
         self.pending = None
         self._owed.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class GapView:
+    """What the gap desk needs to know of the core at one moment.
+
+    Attributes:
+        sync: the sync rules' state (role, term, peers).
+        now: the monotonic clock.
+        position: the last source message the pipeline took.
+        trusted: whether our line could carry what we numbered (confirmed, nothing suspect).
+        recorded: whether we numbered any source message of ``first..last`` (the sequencer's history).
+        sender: this adapter on the sync bus.
+    """
+
+    sync: SyncState
+    now: float
+    position: int
+    trusted: bool
+    recorded: Callable[[int, int], bool]
+    sender: syncbus.Sender
+
+
+_SAME_NUMBERING: Final = {
+    ReportVerdict.MATCH: True,
+    ReportVerdict.DIGEST_MISMATCH: True,
+    ReportVerdict.NUMBERING_MISMATCH: False,
+}
+
+
+class GapDesk:
+    """One adapter's part in telling common gaps from local ones (see the module docstring).
+
+    Args:
+        adapter: this adapter's number (for the logs).
+    """
+
+    def __init__(self, adapter: int) -> None:
+        self._adapter = adapter
+        self.backup = BackupGaps()  # our own unsettled gap and the active's questions
+        self.query: GapQuery | None = None  # the active's open question
+        self._passed: Gap | None = None  # the active: the gap the group answered (number on)
+        self._local: Gap | None = None  # a gap that is ours alone (we handed the role over for it)
+        self.counts = {"asked": 0, "common": 0, "local": 0, "handed_over": 0}
+
+    def __repr__(self) -> str:
+        return f"<GapDesk [query={self.query}, {self.backup!r}, {self.counts}]>"
+
+    @property
+    def pending(self) -> Gap | None:
+        """A backup's own gap, not settled yet."""
+        return self.backup.pending
+
+    def status(self) -> dict[str, Any]:
+        """The counters and what is open, for the adapter's status."""
+        pending = self.backup.pending
+        return {"gaps": dict(self.counts), "gap_pending": None if pending is None else str(pending)}
+
+    # ---- the pipeline found a gap --------------------------------------------------------
+
+    def on_gap(self, view: GapView, gap: Gap, *, jump: bool) -> tuple[bool, list[Step]]:
+        """Missing source messages ``gap``: whether the pipeline holds there, and the steps."""
+        role = view.sync.role
+        if role is Role.ACTIVE:
+            return self._active_gap(view, gap, jump=jump)
+        if role is Role.BACKUP:
+            return False, self._backup_gap(gap)
+        return False, []
+
+    def _active_gap(self, view: GapView, gap: Gap, *, jump: bool) -> tuple[bool, list[Step]]:
+        if jump or gap == self._passed:
+            self._passed = None  # a believed jump is everybody's; an answered gap is passed
+            return False, []
+        waiting = _backups(view, in_sync_only=True)
+        if not waiting:
+            return False, []  # nobody in sync to ask: the gap is everybody's that matters
+        self.query = GapQuery(gap, view.now, waiting)
+        self.counts["asked"] += 1
+        logger.info(
+            "adapter %d: source messages %s missing; asking backups %s before numbering past them",
+            self._adapter,
+            gap,
+            sorted(waiting),
+        )
+        return True, [Emit(SendSync(syncbus.GapQuery(view.sender, gap.first, gap.last)))]
+
+    def _backup_gap(self, gap: Gap) -> list[Step]:
+        local = self._local
+        if local is not None and local.covers(gap):
+            self._local = None  # we handed the role over for this gap: it is ours alone
+            return self._settled(Settlement.LOCAL, gap)
+        if self.backup.on_own_gap(gap) is Settlement.OPEN:
+            return [Apply(GapPending())]
+        self.counts["common"] += 1
+        return []
+
+    # ---- a backup: the active's word ------------------------------------------------------
+
+    def on_report(self, *, at: int, verdict: ReportVerdict) -> list[Step]:
+        """The active's report at ``at`` was compared with our stream: does it settle our gap?
+
+        Same msg_seq past the gap: the active converted none of what we missed (every message
+        that changes the state gets one), so our state lacks nothing.
+        """
+        gap = self.backup.pending
+        if gap is None:
+            return []
+        return self._settled(self.backup.on_report(at=at, same_numbering=_SAME_NUMBERING.get(verdict)), gap)
+
+    def on_arrival(self, *, at: int, renumbered: bool) -> list[Step]:
+        """We reached ``at``, a position the active had reported: the same as a report there."""
+        gap = self.backup.pending
+        if gap is None:
+            return []
+        return self._settled(self.backup.on_report(at=at, same_numbering=not renumbered), gap)
+
+    def covered(self, at: int) -> list[Step]:
+        """A snapshot of the active's state at ``at`` was adopted: it makes a gap before it moot."""
+        gap = self.backup.pending
+        if gap is None or at < gap.last:
+            return []
+        self.backup.pending = None
+        return [Apply(GapSettled(common=True))]
+
+    def _settled(self, settlement: Settlement, gap: Gap) -> list[Step]:
+        if settlement is Settlement.COMMON:
+            self.counts["common"] += 1
+            return [Apply(GapSettled(common=True))]
+        if settlement is Settlement.LOCAL:
+            self.counts["local"] += 1
+            logger.info(
+                "adapter %d: missed source messages %s that the active has; repairing from a snapshot",
+                self._adapter,
+                gap,
+            )
+            return [Distrust(gap.first - 1), Apply(GapSettled(common=False, missing=gap.size))]
+        return []
+
+    def on_message(
+        self,
+        view: GapView,
+        msg: syncbus.GapQuery | syncbus.GapAnswer | syncbus.Handover,
+        *,
+        from_active: bool,
+    ) -> list[Step]:
+        """A gap query (from our active), an answer (to our query), or a handover heard on the sync bus."""
+        if isinstance(msg, syncbus.Handover):
+            return [Apply(HandoverHeard(msg.sender.adapter, msg.sender.term, msg.target, msg.reason))]
+        if isinstance(msg, syncbus.GapAnswer):
+            query = self.query
+            if (
+                query is not None
+                and view.sync.role is Role.ACTIVE
+                and msg.sender.term == view.sync.term
+                and (msg.first, msg.last) == (query.gap.first, query.gap.last)
+            ):
+                self.query = query.answered(msg.sender.adapter, msg.has_messages)
+            return []
+        if not from_active:
+            return []
+        steps: list[Step] = []
+        if self.backup.on_query(Gap(msg.first, msg.last)) is Settlement.COMMON:
+            self.counts["common"] += 1
+            steps.append(Apply(GapSettled(common=True)))
+        return steps + self.answers(view)
+
+    def answers(self, view: GapView) -> list[Step]:
+        """A backup's answers it owes and can give now that it passed the gaps asked about.
+
+        It offers the messages only if its line can carry them: confirmed, nothing of its own unsettled.
+        """
+        if view.sync.role is not Role.BACKUP:
+            return []
+        steps: list[Step] = []
+        for gap in self.backup.due_answers(position=view.position):
+            has = view.trusted and view.recorded(gap.first, gap.last)
+            steps.append(Emit(SendSync(syncbus.GapAnswer(view.sender, gap.first, gap.last, has))))
+        return steps
+
+    # ---- the active: deciding ----------------------------------------------------------------
+
+    def decide(self, view: GapView) -> list[Step]:
+        """The active's open query, looked at again (an answer came, or time passed)."""
+        query = self.query
+        if query is None:
+            return []
+        if view.sync.role is not Role.ACTIVE:
+            self.query = None  # no longer the active: what waited is converted as a backup
+            return [ReleaseGap()]
+        verdict, target = decide(query, now=view.now, live=_backups(view, in_sync_only=False))
+        if verdict is QueryVerdict.WAIT:
+            return []
+        self.query = None
+        if verdict is QueryVerdict.HAND_OVER and target is not None:
+            self.counts["handed_over"] += 1
+            self._local = query.gap
+            reason = f"missed source messages {query.gap} that backup {target} has"
+            return [Apply(HandOver(target, reason)), ReleaseGap()]
+        if verdict is QueryVerdict.TIMED_OUT:
+            logger.warning(
+                "adapter %d: no answer about source messages %s from every backup in %.2fs; numbering on",
+                self._adapter,
+                query.gap,
+                ANSWER_TIMEOUT_S,
+            )
+        self.counts["common"] += 1
+        self._passed = query.gap
+        return [ReleaseGap()]
+
+    def deadline(self) -> float | None:
+        """When the open query times out (``None``: none open)."""
+        return None if self.query is None else self.query.opened_at + ANSWER_TIMEOUT_S
+
+    def forget(self) -> None:
+        """The role changed: what a backup had pending or owed is moot."""
+        self.backup.forget()
+
+
+def _backups(view: GapView, *, in_sync_only: bool) -> frozenset[int]:
+    now = view.now
+    return frozenset(
+        peer.adapter
+        for peer in view.sync.peers.values()
+        if peer.role is Role.BACKUP
+        and now - peer.last_seen <= ASK_RECENT_S
+        and (peer.in_sync or not in_sync_only)
+    )

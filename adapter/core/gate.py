@@ -35,13 +35,13 @@ Two exceptions keep failover seamless:
 Held bytes are bounded (``limit_bytes``): past it the oldest held output is
 dropped (counted), as a subscriber's own queue would drop it.
 
-Pure: no clock is read; positions and byte counts come in as arguments.
+Pure: no clock is read; positions and byte counts come in as arguments, and what
+may go out is returned (the caller turns it into actions).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
@@ -126,11 +126,14 @@ class OutputGate(Generic[Item]):
         """Whether output up to source position ``upto`` may go out now."""
         return self.passes or (not self._held and upto <= self.confirmed)
 
-    def admit(self, item: Item, upto: int, size: int, emit: Callable[[Item], None]) -> None:
-        """Send ``item`` (covering source positions up to ``upto``) now, or hold it."""
+    def admit(self, item: Item, upto: int, size: int) -> list[Item]:
+        """Take ``item`` (covering source positions up to ``upto``): what may go out now, in order.
+
+        Returns:
+            ``[item]`` when it may go out at once, else ``[]`` (it waits).
+        """
         if self.covers(upto):
-            emit(item)
-            return
+            return [item]
         self._held.append((upto, item, size))
         self._held_bytes += size
         self.counters.held += 1
@@ -138,18 +141,20 @@ class OutputGate(Generic[Item]):
             _upto, _item, dropped = self._held.popleft()
             self._held_bytes -= dropped
             self.counters.overflowed += 1
+        return []
 
-    def confirm(self, upto: int, emit: Callable[[Item], None]) -> None:
-        """The numbering up to ``upto`` is the active's: release what waits up to there."""
+    def confirm(self, upto: int) -> list[Item]:
+        """The numbering up to ``upto`` is the active's: what waited up to there, to go out in order."""
         self.is_provisional = False
         self.is_trusted = True
         self.confirmed = max(self.confirmed, upto)
-        held = self._held
+        held, released = self._held, []
         while held and held[0][0] <= self.confirmed:
             _upto, item, size = held.popleft()
             self._held_bytes -= size
-            self.counters.released += 1
-            emit(item)
+            released.append(item)
+        self.counters.released += len(released)
+        return released
 
     def discard(self) -> int:
         """A report showed our numbering or state wrong: drop what waits; returns how many."""
@@ -178,23 +183,24 @@ class OutputGate(Generic[Item]):
         """The active was heard again: provisional release is over (confirm or discard decides)."""
         self.is_provisional = False
 
-    def release_all(self, emit: Callable[[Item], None], *, provisional: bool) -> None:
-        """Send everything that waits, in order (promoted, or the active went silent)."""
+    def release_all(self, *, provisional: bool) -> list[Item]:
+        """Everything that waits, in order (promoted, or the active went silent)."""
         if provisional:
             self.is_provisional = True
             if self._held:
                 self.counters.provisional_releases += 1
-        while self._held:
-            _upto, item, size = self._held.popleft()
-            self.counters.released += 1
-            emit(item)
+        released = [item for _upto, item, _size in self._held]
+        self._held.clear()
         self._held_bytes = 0
+        self.counters.released += len(released)
+        return released
 
-    def open(self, emit: Callable[[Item], None]) -> None:
+    def open(self) -> list[Item]:
         """We are the active: everything waiting goes out, and nothing waits from now on."""
-        self.release_all(emit, provisional=False)
+        released = self.release_all(provisional=False)
         self.is_open = True
         self.is_provisional = False
+        return released
 
     def close(self, *, confirmed: int, trusted: bool) -> None:
         """We are a backup from now on: what comes after ``confirmed`` waits for the active's word.

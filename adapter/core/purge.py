@@ -163,7 +163,7 @@ def tombstone_block(symbol: str, source_seq: int, entry: PurgeEntry) -> tuple[in
     return wire.TOMBSTONE_STREAM, source_seq, payload.SerializeToString()
 
 
-def purged_block(record: RecordLike, book: PurgeBook | None) -> tuple[int, int, bytes] | None:
+def purged_block(record: RecordLike, book: PurgeBook | PurgeTable | None) -> tuple[int, int, bytes] | None:
     """The tombstone to send in a journal record's place, or ``None`` when ``book`` holds no purge of it.
 
     A purge never takes a session's end: an end-of-session record is always sent as it is.
@@ -180,6 +180,36 @@ def purged_block(record: RecordLike, book: PurgeBook | None) -> tuple[int, int, 
     return tombstone_block(symbol, record.source_seq, entry)
 
 
+class PurgeTable:
+    """The purges as disjoint msg_seq ranges, frozen (what another thread reads).
+
+    Args:
+        firsts: each range's first msg_seq, sorted.
+        ranges: ``(first, last, entry)``, sorted by first.
+    """
+
+    __slots__ = ("_firsts", "_ranges")
+
+    def __init__(
+        self, firsts: tuple[int, ...] = (), ranges: tuple[tuple[int, int, PurgeEntry], ...] = ()
+    ) -> None:
+        self._firsts, self._ranges = firsts, ranges
+
+    def __repr__(self) -> str:
+        return f"<PurgeTable [ranges={len(self._ranges)}]>"
+
+    def __len__(self) -> int:
+        return len(self._ranges)
+
+    def covering(self, msg_seq: int) -> PurgeEntry | None:
+        """The purge that removed ``msg_seq`` (the first that named it), or ``None``."""
+        i = bisect.bisect_right(self._firsts, msg_seq) - 1
+        ranges = self._ranges
+        if 0 <= i < len(ranges) and ranges[i][0] <= msg_seq <= ranges[i][1]:
+            return ranges[i][2]
+        return None
+
+
 class PurgeBook:
     """Every purge one adapter holds: by id, and as disjoint msg_seq ranges.
 
@@ -187,7 +217,7 @@ class PurgeBook:
         limit: the most purges held (the active refuses more).
     """
 
-    __slots__ = ("_entries", "_table", "known_through", "limit", "highest_id")
+    __slots__ = ("_entries", "_table", "known_through", "limit", "highest_id", "version")
 
     def __init__(self, *, limit: int = MAX_PURGES) -> None:
         self._entries: dict[int, PurgeEntry] = {}
@@ -197,6 +227,7 @@ class PurgeBook:
         self.known_through = 0  # every purge_id <= this is held
         self.highest_id = 0
         self.limit = limit
+        self.version = 0  # changes with every change of the ranges
 
     def __repr__(self) -> str:
         return (
@@ -238,6 +269,7 @@ class PurgeBook:
         for first, last in self._uncovered(entry.first_msg_seq, entry.last_msg_seq):
             bisect.insort(ranges, (first, last, entry), key=lambda item: item[0])
         self._table = (tuple(item[0] for item in ranges), tuple(ranges))
+        self.version += 1
         return True
 
     def add_all(self, entries: Iterable[PurgeEntry]) -> list[PurgeEntry]:
@@ -276,6 +308,11 @@ class PurgeBook:
             fresh.add(entry)
         self._table = fresh._table
         self.known_through, self.highest_id = fresh.known_through, fresh.highest_id
+        self.version += 1
+
+    def table(self) -> PurgeTable:
+        """The ranges as they are now, frozen (for another thread)."""
+        return PurgeTable(*self._table)
 
     def covering(self, msg_seq: int) -> PurgeEntry | None:
         """The purge that removed ``msg_seq`` (the first that named it), or ``None``."""

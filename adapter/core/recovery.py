@@ -245,45 +245,17 @@ def recover_state(
     Returns:
         What was rebuilt.
     """
-    start = 0
-    checkpoint_msg_seq: int | None = None
-    session = FIRST_SESSION
-    conversion.session = session.id
-    if checkpoint is not None:
-        try:
-            state = decode_checkpoint_state(checkpoint.state)
-        except ValueError as exc:
-            logger.warning("ignoring checkpoint %r: %s; rolling the whole journal", checkpoint, exc)
-        else:
-            session = state.session
-            conversion.restore(state.symbols, session=session.id)
-            checkpoint_msg_seq = checkpoint.msg_seq
-            start = checkpoint.msg_seq + 1
-            if checkpoint.msg_seq == session.boundary_msg_seq:
-                # A checkpoint right after a boundary: its position is the last message of the
-                # session before, whose state is not this one (see Session and the sequencer).
-                sequencer.reset_to(last_source_seq=state.source_seq, next_msg_seq=checkpoint.msg_seq + 1)
-            elif state.source_seq:
-                sequencer.record(state.source_seq, checkpoint.msg_seq, conversion.digest)
+    session, start, checkpoint_msg_seq = _from_checkpoint(checkpoint, conversion, sequencer)
     rolled = undecodable = boundaries = 0
     update = market_pb2.MarketUpdate()
     records = reader.read(start) if controls is None else reader.read(start, controls=controls)
     for record in records:
         if record.flags & RECORD_SESSION_BOUNDARY:
-            boundary = boundary_of(record.payload)
-            if boundary is None or boundary.started <= session.id:
+            rolled_into = _roll_boundary(record, session, conversion, sequencer)
+            if rolled_into is None:
                 undecodable += 1
-                continue
-            conversion.roll(boundary.started)
-            session = Session(
-                boundary.started,
-                record.source_seq,
-                record.msg_seq,
-                boundary.boundary_time_ns,
-                boundary.reason,
-            )
-            sequencer.reset_to(last_source_seq=record.source_seq, next_msg_seq=record.msg_seq + 1)
-            boundaries += 1
+            else:
+                session, boundaries = rolled_into, boundaries + 1
             continue
         try:
             update.ParseFromString(record.payload)
@@ -307,3 +279,40 @@ def recover_state(
     )
     logger.info("recovered from the journal: %r", summary)
     return summary
+
+
+def _from_checkpoint(
+    checkpoint: CheckpointLike | None, conversion: ConversionState, sequencer: Sequencer
+) -> tuple[Session, int, int | None]:
+    """Restore what a checkpoint holds; returns the session, the first msg_seq to roll, the checkpoint's."""
+    conversion.session = FIRST_SESSION.id
+    if checkpoint is None:
+        return FIRST_SESSION, 0, None
+    try:
+        state = decode_checkpoint_state(checkpoint.state)
+    except ValueError as exc:
+        logger.warning("ignoring checkpoint %r: %s; rolling the whole journal", checkpoint, exc)
+        return FIRST_SESSION, 0, None
+    session = state.session
+    conversion.restore(state.symbols, session=session.id)
+    if checkpoint.msg_seq == session.boundary_msg_seq:
+        # A checkpoint right after a boundary: its position is the last message of the
+        # session before, whose state is not this one (see Session and the sequencer).
+        sequencer.reset_to(last_source_seq=state.source_seq, next_msg_seq=checkpoint.msg_seq + 1)
+    elif state.source_seq:
+        sequencer.record(state.source_seq, checkpoint.msg_seq, conversion.digest)
+    return session, checkpoint.msg_seq + 1, checkpoint.msg_seq
+
+
+def _roll_boundary(
+    record: RecordLike, session: Session, conversion: ConversionState, sequencer: Sequencer
+) -> Session | None:
+    """Roll into the session a boundary record begins; ``None`` for one that cannot be (undecodable, old)."""
+    boundary = boundary_of(record.payload)
+    if boundary is None or boundary.started <= session.id:
+        return None
+    conversion.roll(boundary.started)
+    sequencer.reset_to(last_source_seq=record.source_seq, next_msg_seq=record.msg_seq + 1)
+    return Session(
+        boundary.started, record.source_seq, record.msg_seq, boundary.boundary_time_ns, boundary.reason
+    )

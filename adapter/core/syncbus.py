@@ -11,7 +11,7 @@ feeds ``decode_sync(bytes)`` to the core. Every message carries its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
@@ -324,57 +324,55 @@ def decode_sync(data: bytes, *, channel: int) -> SyncMessage:
     if role is None:
         raise SyncDecodeError(f"sync frame with role {msg.role}")
     sender = Sender(msg.adapter, msg.term, role, msg.send_time_ns)
-    kind = msg.WhichOneof("body")
-    if kind == "stream_state":
-        ss = msg.stream_state
-        return StreamState(
-            sender,
-            ss.source_stream,
-            ss.next_msg_seq,
-            ss.next_source_seq,
-            ss.last_source_seq,
-            ss.last_msg_seq,
-            ss.digest,
-            **{name: getattr(ss, name) for name in _STREAM_SESSION_FIELDS},
-            purge_seq=ss.purge_seq,
-        )
-    if kind == "health":
-        h = msg.health
-        return Health(
-            sender,
-            h.score,
-            h.available_memory_mb,
-            h.cpu_percent,
-            h.error_count,
-            h.message_rate,
-            h.lag,
-            h.in_sync,
-            h.desync_count,
-            h.published_msg_seq,
-            h.purge_seq,
-            h.delayed_msg_seq,
-        )
-    if kind == "snapshot_request":
-        return SnapshotRequest(sender, msg.snapshot_request.target_adapter)
-    if kind == "snapshot":
-        snap = msg.snapshot
-        symbols = {entry.symbol: from_proto(entry.state) for entry in snap.symbols}
-        session = {name: getattr(snap, name) for name in _SNAPSHOT_SESSION_FIELDS}
-        return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols, **session)
-    if kind == "failed":
-        return Failed(sender, msg.failed.reason)
-    if kind == "session_ack":
-        ack = msg.session_ack
-        return SessionAck(sender, ack.proposed_session, ack.after_source_seq, ack.position)
-    if kind == "purges":
-        return Purges(sender, _purge_entries(msg.purges))
-    if kind == "purge_ack":
-        return PurgeAck(sender, msg.purge_ack.known_through)
-    if kind in ("gap_query", "gap_answer"):
-        return _gap(sender, msg)
-    if kind == "handover":
-        return Handover(sender, msg.handover.target_adapter, msg.handover.reason[:MAX_REASON_CHARS])
-    raise SyncDecodeError("sync frame without a body")
+    decoder = _DECODERS.get(msg.WhichOneof("body") or "")
+    if decoder is None:
+        raise SyncDecodeError("sync frame without a body")
+    return decoder(sender, msg)
+
+
+def _stream_state(sender: Sender, msg: sync_pb2.SyncMessage) -> StreamState:
+    ss = msg.stream_state
+    return StreamState(
+        sender,
+        ss.source_stream,
+        ss.next_msg_seq,
+        ss.next_source_seq,
+        ss.last_source_seq,
+        ss.last_msg_seq,
+        ss.digest,
+        **{name: getattr(ss, name) for name in _STREAM_SESSION_FIELDS},
+        purge_seq=ss.purge_seq,
+    )
+
+
+def _health(sender: Sender, msg: sync_pb2.SyncMessage) -> Health:
+    h = msg.health
+    return Health(
+        sender,
+        h.score,
+        h.available_memory_mb,
+        h.cpu_percent,
+        h.error_count,
+        h.message_rate,
+        h.lag,
+        h.in_sync,
+        h.desync_count,
+        h.published_msg_seq,
+        h.purge_seq,
+        h.delayed_msg_seq,
+    )
+
+
+def _snapshot(sender: Sender, msg: sync_pb2.SyncMessage) -> Snapshot:
+    snap = msg.snapshot
+    symbols = {entry.symbol: from_proto(entry.state) for entry in snap.symbols}
+    session = {name: getattr(snap, name) for name in _SNAPSHOT_SESSION_FIELDS}
+    return Snapshot(sender, snap.source_stream, snap.source_seq, snap.next_msg_seq, symbols, **session)
+
+
+def _session_ack(sender: Sender, msg: sync_pb2.SyncMessage) -> SessionAck:
+    ack = msg.session_ack
+    return SessionAck(sender, ack.proposed_session, ack.after_source_seq, ack.position)
 
 
 def _gap(sender: Sender, msg: sync_pb2.SyncMessage) -> GapQuery | GapAnswer:
@@ -396,3 +394,20 @@ def _purge_entries(purges: sync_pb2.Purges) -> tuple[PurgeEntry, ...]:
         return tuple(purge_from_proto(entry) for entry in purges.entries)
     except ValueError as exc:
         raise SyncDecodeError(f"bad purge: {exc}") from exc
+
+
+_DECODERS: Final[dict[str, Callable[[Sender, sync_pb2.SyncMessage], SyncMessage]]] = {
+    "stream_state": _stream_state,
+    "health": _health,
+    "snapshot_request": lambda sender, msg: SnapshotRequest(sender, msg.snapshot_request.target_adapter),
+    "snapshot": _snapshot,
+    "failed": lambda sender, msg: Failed(sender, msg.failed.reason),
+    "session_ack": _session_ack,
+    "purges": lambda sender, msg: Purges(sender, _purge_entries(msg.purges)),
+    "purge_ack": lambda sender, msg: PurgeAck(sender, msg.purge_ack.known_through),
+    "gap_query": _gap,
+    "gap_answer": _gap,
+    "handover": lambda sender, msg: Handover(
+        sender, msg.handover.target_adapter, msg.handover.reason[:MAX_REASON_CHARS]
+    ),
+}

@@ -25,13 +25,14 @@ from typing import Any, Final
 from feedha.adapter.conversion import ConverterTable, make_engine
 from feedha.adapter.core import (
     AdapterCore,
-    CommandDone,
     CoreConfig,
     JournalControl,
     JournalRecords,
     Publish,
     PublishDelayed,
     RecordTerm,
+    ReplyAdmin,
+    ReplyControl,
     SendSync,
     Status,
     WriteCheckpoint,
@@ -202,7 +203,7 @@ class CoreGroup:
         self.delayed_lost = self.delayed_duplicates = 0
         self.delayed_lost_at: dict[int, float] = {}  # msg_seq -> when the delayed client gave it up
         self.delayed_carried_at: dict[int, float] = {}  # msg_seq -> when a delayed line first carried it
-        self.replies: list[dict[str, Any]] = []  # purge replies, at once or later (CommandDone)
+        self.replies: list[dict[str, Any]] = []  # purge replies, at once or later (ReplyAdmin)
         self.source = Source(rate=rate)
         self.table = ConverterTable.load()
         self.penalties = penalties or {}
@@ -366,7 +367,7 @@ class CoreGroup:
                 self._delayed_events(
                     self.delayed_client.on_packet(member.number, action.packet, now=self.now)
                 )
-            elif isinstance(action, CommandDone):
+            elif isinstance(action, ReplyAdmin | ReplyControl):
                 self.replies.append(action.reply)
 
     def _wall_ns(self) -> int:
@@ -430,7 +431,7 @@ class CoreGroup:
                 max_packet_bytes=8192,
                 max_bytes=1 << 20,
                 bounds=member.journal.bounds,
-                purges=member.core.delayed.desk.book if delayed else None,
+                purges=(lambda core=member.core: core.view().purges) if delayed else None,
                 delay_ns=None if line is None else line.delay_ns,
             )
             kind = KIND_DELAYED_RANGE if delayed else KIND_RANGE

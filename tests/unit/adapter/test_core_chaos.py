@@ -181,7 +181,7 @@ def _purge(chaos: ChaosRun, rng: random.Random) -> None:
     actives = [n for n in group.actives() if group.now >= group.members[n].stalled_until]
     if len(actives) != 1:
         return
-    journal = group.members[actives[0]].core.pipeline.journal
+    journal = group.members[actives[0]].core.emitter.journal
     back = int(1.5 * group.source.rate)  # published 1.5 s ago: past the 1 s delay
     if journal is None or journal.last_msg_seq < back + 100:
         return

@@ -26,7 +26,7 @@ def _quiet(caplog: pytest.LogCaptureFixture) -> None:
 
 def purge_recent(group: CoreGroup, *, back: int = 30, count: int = 3, reason: str = "bad print") -> dict:
     (active,) = group.actives()
-    last = group.members[active].core.pipeline.journal.last_msg_seq  # type: ignore[union-attr]
+    last = group.members[active].core.emitter.journal.last_msg_seq  # type: ignore[union-attr]
     first = last - back
     return group.command(active, Purge(first=first, last=first + count - 1, reason=reason, command_id="c"))
 

@@ -173,7 +173,7 @@ def service(book: PurgeBook, *, delay_ns: int | None = DELAY) -> ReplayService:
         max_packet_bytes=8192,
         max_bytes=1 << 20,
         bounds=journal.bounds,
-        purges=book,
+        purges=book.table,
         delay_ns=delay_ns,
     )
 
@@ -220,7 +220,7 @@ def test_a_range_across_a_session_end_sends_it_alone_flagged_and_never_purged() 
         max_packet_bytes=8192,
         max_bytes=1 << 20,
         bounds=journal.bounds,
-        purges=book,
+        purges=book.table,
         delay_ns=DELAY,
     )
     for kind in (1, KIND_DELAYED_RANGE):

@@ -118,7 +118,7 @@ def _core(
     engine = make_engine(ConverterTable.load(), prefer_native=native)
     assert engine.is_native is native
     core = AdapterCore(config, engine, now=0.0)
-    core.sync = replace(core.sync, deciding=False, role=Role.ACTIVE if publishing else Role.BACKUP)
+    core.force_role(Role.ACTIVE if publishing else Role.BACKUP, now=0.0)
     return core
 
 
@@ -137,7 +137,7 @@ def _feed(core: AdapterCore, frames: list[bytes]) -> dict[str, Any]:
     return {
         "packets": packets,
         "records": records,
-        "counters": core.pipeline.counters.as_dict(),
+        "counters": {**core.pipeline.counters.as_dict(), "published": core.emitter.published},
         "next_msg_seq": core.sequencer.next_msg_seq,
         "last_source_seq": core.sequencer.last_source_seq,
         "digest": core.state.digest,
@@ -169,9 +169,9 @@ def test_ordinary_messages_take_the_native_run() -> None:
     careful = core.pipeline._careful
     slow: list[bytes] = []
 
-    def counted(body: bytes) -> int:
+    def counted(body: bytes, *args: Any) -> Any:
         slow.append(body)
-        return careful(body)
+        return careful(body, *args)
 
     core.pipeline._careful = counted  # type: ignore[method-assign]
     result = _feed(core, list(_frames(3, 2000, odd=False)))

@@ -1,0 +1,111 @@
+"""The adapter's line: its PUB socket, sealing on multicast, and binding afresh after a revocation.
+
+:class:`LineSocket` is the runner's part of the line (the packets themselves are
+the core's): it makes and binds the socket (``epgm://`` buffers and rate,
+CURVE for ``tcp://``), seals each packet on a secured multicast line
+(:mod:`adapter.line_seal`), counts the bytes, and binds a fresh socket when a
+revoked key was connected (ZAP is asked at connection time only, so every peer
+must reconnect); until the address is free again packets go nowhere and
+subscribers fill from the other lines.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import zmq
+
+from feedha import transport
+from feedha.adapter.access import LINE
+from feedha.adapter.config import AdapterConfig
+from feedha.adapter.line_seal import LineSeal
+from feedha.adapter.zap import DataPlaneGuard
+from feedha.proto.seal import SealKey
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LineSocket"]
+
+_SNDMORE: Final = int(zmq.SNDMORE)
+
+
+class LineSocket:
+    """One adapter's line.
+
+    Args:
+        config: the adapter's configuration (endpoint, channel, send high-water mark).
+        guard: CURVE for the socket.
+    """
+
+    def __init__(self, config: AdapterConfig, guard: DataPlaneGuard) -> None:
+        self._endpoint = config.line_endpoint
+        self._sndhwm = config.sndhwm
+        self._topic = config.channel.encode()
+        self._guard = guard
+        self.seal = LineSeal(required=transport.is_multicast(config.line_endpoint) and guard.enabled)
+        self._socket: zmq.Socket[bytes] | None = None
+        self._bound = False
+        self.bytes_sent = 0
+
+    def __repr__(self) -> str:
+        return f"<LineSocket [{self._endpoint}, bound={self._bound}, bytes={self.bytes_sent}]>"
+
+    def open(self) -> None:
+        """Make the socket and bind it.
+
+        Raises:
+            zmq.ZMQError: the endpoint cannot be bound.
+        """
+        self._socket = self._make()
+        self._socket.bind(self._endpoint)
+        self._bound = True
+
+    def _make(self) -> zmq.Socket[bytes]:
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
+        sock.linger = 0
+        sock.sndhwm = self._sndhwm
+        transport.configure_socket(sock, self._endpoint)  # epgm://: buffers, ZMQ_RATE
+        self._guard.secure(sock, LINE)
+        return sock
+
+    def send(self, packet: bytes) -> None:
+        """Publish one packet (sealed on a secured multicast line; nowhere while not bound)."""
+        if self.seal.active:
+            sealed = self.seal.seal(packet)
+            if sealed is None:  # a sealed line whose first key has not come yet
+                return
+            packet = sealed
+        sock = self._socket
+        if sock is not None and self._bound:
+            self.bytes_sent += len(packet)
+            # Two sends with int flags: send_multipart builds the flags with IntFlag arithmetic per frame.
+            sock.send(self._topic, _SNDMORE)
+            sock.send(packet)
+
+    def use_key(self, key: SealKey) -> None:
+        """Seal with the admin server's ``key`` from now on."""
+        self.seal.use(key)
+
+    def rebind(self, where: str = LINE) -> None:
+        """Bind a fresh socket if ``where`` is the line: every peer reconnects and ZAP checks it again."""
+        if where != LINE:
+            return
+        if self._socket is not None:
+            self._socket.close(linger=0)
+        self._socket, self._bound = self._make(), False
+        self.retry_bind()
+
+    def retry_bind(self) -> None:
+        """Bind again if a rebind is pending (the old socket may hold the address a moment)."""
+        if self._socket is not None and not self._bound:
+            self._bound = transport.bind_again(self._socket, self._endpoint)
+
+    def status(self) -> dict[str, Any]:
+        """The sealing fields of the adapter's status (none unless the line is sealed)."""
+        return self.seal.status()
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None

@@ -1,0 +1,69 @@
+"""The adapter's subscription to its source stream: one bounded SUB socket.
+
+The frames are the core's to convert; this only receives them, bounded in
+memory (a high-water mark, the largest frame a source may send: a larger one
+drops the connection) and per turn of the runner's loop (a count and a time
+budget, so the sync bus is heard between bursts of source data).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import zmq
+
+from feedha import transport
+from feedha.adapter.config import (
+    SOURCE_BATCH_FRAMES,
+    SOURCE_BUDGET_S,
+    SOURCE_MAX_FRAME_BYTES,
+    SOURCE_RCVHWM,
+    AdapterConfig,
+)
+
+__all__ = ["SourceLink"]
+
+
+class SourceLink:
+    """One adapter's SUB socket on its source stream.
+
+    Args:
+        config: the adapter's configuration (the source's endpoint and stream).
+    """
+
+    def __init__(self, config: AdapterConfig) -> None:
+        self._endpoint = config.source_endpoint
+        self._stream = config.source_stream.encode()
+        self.socket: zmq.Socket[bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"<SourceLink [{self._endpoint} {self._stream.decode(errors='replace')}]>"
+
+    def open(self) -> zmq.Socket[bytes]:
+        """Subscribe to the stream; returns the socket (to poll)."""
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
+        self.socket = sock
+        sock.linger = 0
+        sock.rcvhwm = SOURCE_RCVHWM
+        sock.setsockopt(zmq.MAXMSGSIZE, SOURCE_MAX_FRAME_BYTES)  # a source that sends more is cut off
+        sock.subscribe(self._stream)
+        sock.connect(self._endpoint)
+        return sock
+
+    def frames(self, reads: Callable[[float], bool]) -> Iterator[tuple[list[bytes], float]]:
+        """``(parts, now)`` of each message waiting, while ``reads(now)`` and this turn's budget allow."""
+        assert self.socket is not None
+        sock, budget_end = self.socket, time.monotonic() + SOURCE_BUDGET_S
+        for count in range(SOURCE_BATCH_FRAMES):
+            now = time.monotonic()
+            if (count and now >= budget_end) or not reads(now):
+                return
+            try:
+                yield transport.recv_frames(sock), now
+            except zmq.Again:
+                return
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close(linger=0)
