@@ -42,7 +42,7 @@ what it delivers. This module is pure: no sockets, no clock.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -402,8 +402,3 @@ class PacketBuilder:
 
     def __len__(self) -> int:
         return self.count
-
-
-def iter_packet_blocks(packet: bytes) -> Iterator[Block]:
-    """Yield the blocks of a packet (convenience over :func:`decode_packet`)."""
-    yield from decode_packet(packet)[1]

@@ -42,12 +42,6 @@ def fix_timestamp(ns: Column) -> Column:
     )
 
 
-def cents_text(cents: Column) -> Column:
-    """Integer cents as decimal text with two places (``12345`` -> ``"123.45"``)."""
-    whole = F.floor(cents / F.lit(100)).cast("string")
-    return F.concat(whole, F.lit("."), F.lpad(F.pmod(cents, F.lit(100)).cast("string"), 2, "0"))
-
-
 def fix_entry(entry_type: str, price: Column, size: Column) -> Column:
     """One ``279=0|269=T|270=P|271=S|`` entry group (null if price or size is null)."""
     return F.concat(
