@@ -1,9 +1,9 @@
-"""The native conversion engine: runs in the C fast path (:mod:`adapter._fastpath`).
+"""The native conversion engine: runs in the C fast path (:mod:`adapter.conversion._fastpath`).
 
 Theory of operation
 -------------------
 The C module converts *runs* of ordinary messages (see the theory of
-operation at the top of ``adapter/_fastpath.c``) and stops at anything else;
+operation at the top of ``adapter/conversion/_fastpath.c``) and stops at anything else;
 the core hands that message to the careful path and resumes. Two things make
 that safe:
 
@@ -40,7 +40,7 @@ from feedha.adapter.conversion.table import EXTRA_INPUTS, ConverterTable, FieldR
 logger = logging.getLogger(__name__)
 
 try:
-    from feedha.adapter import _fastpath
+    from feedha.adapter.conversion import _fastpath
 except ImportError:  # pragma: no cover - the build is broken; the adapter still works, slowly
     _fastpath = None  # type: ignore[assignment]
 
@@ -130,7 +130,7 @@ class NativeConversionState(ConversionState):
 
     def __init__(self) -> None:
         if _fastpath is None:
-            raise RuntimeError("adapter._fastpath is not built")
+            raise RuntimeError("adapter.conversion._fastpath is not built")
         self.native = _fastpath.State()
         self._session = 0
 
@@ -195,7 +195,10 @@ class NativeConversionState(ConversionState):
 def unsupported_reason(table: ConverterTable) -> str | None:
     """Why the native engine cannot run ``table`` (``None``: it can)."""
     if _fastpath is None:
-        return "the C extension adapter._fastpath is not built (run `python setup.py build_ext --inplace`)"
+        return (
+            "the C extension adapter.conversion._fastpath is not built "
+            "(run `python setup.py build_ext --inplace`)"
+        )
     try:
         compile_spec(table)
     except Unsupported as exc:

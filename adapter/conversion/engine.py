@@ -21,7 +21,7 @@ There are two implementations, chosen in one place (:func:`adapter.conversion.ch
 the journal's framing is (``adapter.journal._framing``):
 
 * :class:`~adapter.conversion._native.NativeEngine`: ``run`` is the C fast
-  path (``adapter/_fastpath.c``) and the state lives in C;
+  path (``adapter/conversion/_fastpath.c``) and the state lives in C;
 * :class:`~adapter.conversion._reference.ReferenceEngine`: everything in
   Python, byte for byte the same output; the fallback when the extension is
   not built or the converter table uses a feature the C path lacks.

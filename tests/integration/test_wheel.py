@@ -31,7 +31,7 @@ import pytest
 from feedha.procs import JsonProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTENSIONS = ("feedha/adapter/_fastpath", "feedha/adapter/journal/_native")
+EXTENSIONS = ("feedha/adapter/conversion/_fastpath", "feedha/adapter/journal/_native")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
@@ -78,6 +78,8 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"feedha"}
     for data in (
         "feedha/adapter/conversion/converters.yaml",
+        "feedha/adapter/conversion/_fastpath.pyi",  # each extension's stub beside it
+        "feedha/adapter/journal/_native.pyi",
         "feedha/demo_policy.yaml",
         "feedha/client/py.typed",
         "feedha/proto/admin.proto",
@@ -87,7 +89,12 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     import tarfile
 
     members = {m.split("/", 1)[1] for m in tarfile.open(sdist).getnames() if "/" in m}
-    assert {"setup.py", "pyproject.toml", "adapter/_fastpath.c", "adapter/_market_fields.h"} <= members
+    sources = {
+        "adapter/conversion/_fastpath.c",
+        "adapter/conversion/_market_fields.h",
+        "adapter/journal/_native.c",
+    }
+    assert {"setup.py", "pyproject.toml", *sources} <= members
 
 
 def test_without_a_compiler_the_build_warns_and_the_package_runs_in_pure_python(

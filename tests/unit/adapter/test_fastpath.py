@@ -19,7 +19,7 @@ from feedha.adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
 from feedha.adapter.core.sync import Role
 from feedha.proto import fix, wire
 
-pytestmark = pytest.mark.skipif(not _native.AVAILABLE, reason="adapter._fastpath is not built")
+pytestmark = pytest.mark.skipif(not _native.AVAILABLE, reason="adapter.conversion._fastpath is not built")
 
 NOW_NS = 1_790_000_000_123_456_789
 
@@ -31,7 +31,7 @@ def test_the_extension_is_built_in_this_checkout() -> None:
 
 @given(st.binary(max_size=400))
 def test_blake2b_64_is_hashlib_blake2b(data: bytes) -> None:
-    from feedha.adapter import _fastpath
+    from feedha.adapter.conversion import _fastpath
 
     assert _fastpath.blake2b_64(data) == int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 

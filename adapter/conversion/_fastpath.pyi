@@ -1,4 +1,4 @@
-"""Type stubs for the C extension adapter/_fastpath.c."""
+"""Type stubs for the C extension adapter/conversion/_fastpath.c."""
 
 from collections.abc import Sequence
 from typing import Any, Final

@@ -1,5 +1,5 @@
 /*
- * adapter._fastpath: the adapter's per-message hot path in C.
+ * adapter.conversion._fastpath: the adapter's per-message hot path in C.
  *
  * Theory of operation
  * -------------------
@@ -507,7 +507,7 @@ static PySequenceMethods State_as_sequence = {
 };
 
 static PyTypeObject StateType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adapter._fastpath.State",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._fastpath.State",
     .tp_basicsize = sizeof(StateObject),
     .tp_dealloc = (destructor)State_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1409,7 +1409,7 @@ static PyGetSetDef FastPath_getset[] = {
 };
 
 static PyTypeObject FastPathType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adapter._fastpath.FastPath",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._fastpath.FastPath",
     .tp_basicsize = sizeof(FastPathObject),
     .tp_dealloc = (destructor)FastPath_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
