@@ -48,7 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
+#include "_fastpath_constants.h" /* generated from the Python definitions by scripts/gen_constants.py */
+#include "_market_fields.h"      /* generated from proto/market.proto by scripts/gen_proto.py */
 
 /* ---- BLAKE2b-64 (RFC 7693), unkeyed, as hashlib.blake2b(data, digest_size=8) ---- */
 
@@ -568,15 +569,10 @@ static inline uint8_t *put_double(uint8_t *p, double d) {
 
 /* ---- the fast path ---- */
 
-#define MAX_ENTRIES 64
-#define MAX_EXTRAS 16
-#define ENV_FIXED 5 /* bid, ask, trade_price, trade_size, trade_notional; extras follow */
-#define MAX_PAYLOAD 65525
-
-enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MEAN, OP_MIN, OP_MAX };
-enum { TIME_FIX, TIME_INT };
-enum { PRICE_DOUBLE, PRICE_INT };
-enum { STOP_END = 0, STOP_SLOW = 1, STOP_ROOM = 2, STOP_COUNT = 3 };
+/* ENV_FIXED, MAX_EXTRAS, MAX_PAYLOAD, BLOCK_OVERHEAD, OP_*, TIME_*, PRICE_* and STOP_* come
+ * from _fastpath_constants.h. The environment: the ENV_FIXED inputs (bid, ask, trade_price,
+ * trade_size, trade_notional), then one slot per extra. */
+#define MAX_ENTRIES 64 /* entry groups of one message; more go to the Python path */
 
 typedef struct {
     char name[64];
@@ -1181,7 +1177,7 @@ static int read_extras(FastPathObject *self, PyObject *spec) {
         Py_ssize_t name_len;
         if (!PyArg_ParseTuple(PyList_GET_ITEM(extras, i), "y#iii", &name, &name_len, &x->op, &x->a, &x->b))
             return -1;
-        if (name_len >= (Py_ssize_t)sizeof x->name || x->op < OP_ADD || x->op > OP_MAX || x->a < 0 ||
+        if (name_len >= (Py_ssize_t)sizeof x->name || x->op < 0 || x->op >= OP_COUNT || x->a < 0 ||
             x->b < 0 || x->a >= ENV_FIXED + i || x->b >= ENV_FIXED + i) {
             PyErr_SetString(PyExc_ValueError, "bad extra rule");
             return -1;
@@ -1268,7 +1264,7 @@ static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s
 
 /* proto/wire.py's block header: u16 length (payload + 10), u16 source_stream, u64 source_seq. */
 static inline void put_block_header(uint8_t *b, size_t payload_len, int source_stream, uint64_t source_seq) {
-    unsigned length = (unsigned)payload_len + 10;
+    unsigned length = (unsigned)payload_len + BLOCK_LENGTH_COVERS;
     b[0] = (uint8_t)(length >> 8);
     b[1] = (uint8_t)length;
     b[2] = (uint8_t)(source_stream >> 8);
@@ -1281,11 +1277,11 @@ static inline void put_block_header(uint8_t *b, size_t payload_len, int source_s
  * or -1 with an exception. The payload is encoded straight into the block after its header. */
 static inline int append_block(const FastPathObject *self, Run *run, const Message *m, const Values *v) {
     size_t block_start = run->blocks.len;
-    if (buf_reserve(&run->blocks, 12) < 0) return -1;
-    run->blocks.len += 12;
+    if (buf_reserve(&run->blocks, BLOCK_OVERHEAD) < 0) return -1;
+    run->blocks.len += BLOCK_OVERHEAD;
     if (encode_update(self, m, v, run->publish_ns, &run->blocks) < 0) return -1;
-    size_t payload_len = run->blocks.len - block_start - 12;
-    long long block = 12 + (long long)payload_len;
+    size_t payload_len = run->blocks.len - block_start - BLOCK_OVERHEAD;
+    long long block = BLOCK_OVERHEAD + (long long)payload_len;
     if (payload_len > MAX_PAYLOAD) {
         run->blocks.len = block_start;
         return STOP_SLOW;
@@ -1298,7 +1294,7 @@ static inline int append_block(const FastPathObject *self, Run *run, const Messa
     uint8_t *b = run->blocks.data + block_start;
     put_block_header(b, payload_len, run->source_stream, m->source_seq);
     if (run->payloads != NULL) {
-        PyObject *item = PyBytes_FromStringAndSize((const char *)b + 12, (Py_ssize_t)payload_len);
+        PyObject *item = PyBytes_FromStringAndSize((const char *)b + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
         if (item == NULL || PyList_Append(run->payloads, item) < 0) {
             Py_XDECREF(item);
             return -1;
@@ -1446,12 +1442,17 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "State", (PyObject *)&StateType) < 0 ||
-        PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 || PyModule_AddIntConstant(m, "STOP_SLOW", STOP_SLOW) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_ROOM", STOP_ROOM) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_COUNT", STOP_COUNT) < 0) {
+        PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
+    /* Every shared constant, so the tests can tell a build from an older header. */
+#define ADD_CONSTANT(name)                                   \
+    if (PyModule_AddIntConstant(m, #name, name) < 0) {       \
+        Py_DECREF(m);                                        \
+        return NULL;                                         \
+    }
+    FH_CONSTANTS(ADD_CONSTANT)
+#undef ADD_CONSTANT
     return m;
 }

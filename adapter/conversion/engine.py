@@ -17,8 +17,9 @@ kinds of work:
   :class:`~adapter.errors.ConversionError` naming the reason),
   ``state.preview``/``state.set_symbol`` and :meth:`encode`.
 
-There are two implementations, chosen in one place (:func:`adapter.conversion.choice.make_engine`), as
-the journal's framing is (``adapter.journal._framing``):
+There are two implementations, chosen in one place
+(:func:`adapter.conversion.choice.make_engine`), as all native code is
+(:mod:`adapter._native_code`):
 
 * :class:`~adapter.conversion._native.NativeEngine`: ``run`` is the C fast
   path (``adapter/conversion/_fastpath.c``) and the state lives in C;
@@ -46,7 +47,7 @@ __all__ = ["ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
 
 
 class Stop(enum.IntEnum):
-    """Why a run stopped (the values are the C module's ``STOP_*`` constants)."""
+    """Why a run stopped (``scripts/gen_constants.py`` makes these the C module's ``STOP_*``)."""
 
     END = 0  # the frame is done
     SLOW = 1  # the message at ``pos`` needs the careful path

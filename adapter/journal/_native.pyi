@@ -7,10 +7,16 @@ _Buffer = bytes | bytearray | memoryview
 _R = TypeVar("_R", bound=tuple[int, int, int, int, bytes, int])
 _Tuple = tuple[int, int, int, int, bytes] | tuple[int, int, int, int, bytes, int]
 
+HARDWARE_CRC: Final[bool]
+# The constants shared with Python (_native_constants.h, scripts/gen_constants.py).
 RECORD_HEADER_SIZE: Final[int]
 MAX_PAYLOAD_BYTES: Final[int]
-HARDWARE_CRC: Final[bool]
 CONTROL_FLAGS: Final[int]
+STATUS_END: Final[int]
+STATUS_INCOMPLETE: Final[int]
+STATUS_BAD_LENGTH: Final[int]
+STATUS_BAD_CRC: Final[int]
+STATUS_BAD_SEQ: Final[int]
 
 def crc32c(data: _Buffer, value: int = 0) -> int: ...
 def crc32c_software(data: _Buffer, value: int = 0) -> int: ...
