@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every decision is :class:`~adapter.core.AdapterCore`'s. The runner is the
-shell (STYLE.md §1): one thread runs a blocking loop over a ``zmq.Poller``
+shell (CONTRIBUTING.md, "Pure core, thin shell"): one thread runs a blocking loop over a ``zmq.Poller``
 (measured faster than asyncio for the per-message path, and with all state
 on one thread nothing needs a lock). Each turn of the loop it
 

@@ -138,7 +138,8 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
         )
         for module in sorted(SHARED)
     },
-    # The pure cores (STYLE.md §1): they decide, the shells around them do the I/O.
+    # The pure cores (CONTRIBUTING.md, "Pure core, thin shell"): they decide, the shells
+    # around them do the I/O.
     "feedha.adapter.core": (
         _IO
         | {

@@ -3,11 +3,11 @@
  *
  * Theory of operation
  * -------------------
- * The Python adapter (adapter/runner.py) handles one source message at a time:
- * FIX framing, field parsing, conversion (adapter/conversion.py), the
- * conversion state and its digest (adapter/state.py), msg_seq numbering,
- * protobuf encoding and wire blocks (proto/wire.py). That costs ~30 us of
- * Python per message. This module does the same work, but the numbering, for
+ * The Python path (the adapter core, adapter/core/, over adapter/conversion/)
+ * handles one source message at a time: FIX framing, field parsing and
+ * conversion (parser.py), the conversion state and its digest (state.py),
+ * msg_seq numbering, protobuf encoding (codec.py) and wire blocks
+ * (proto/wire.py). That costs ~30 us of Python per message. This module does the same work, but the numbering, for
  * *runs* of ordinary messages:
  *
  *   State     the conversion state: symbol -> values, each symbol's BLAKE2b-64
@@ -16,13 +16,13 @@
  *   FastPath  FastPath.run(frame, pos, ...) walks a source frame from ``pos``,
  *             and for every message that is well-formed, strictly in sequence
  *             and before the next position the sync rules watch, it converts,
- *             applies and encodes it into a wire block. The runner numbers
+ *             applies and encodes it into a wire block. The core numbers
  *             the run: its messages take the next msg_seqs in order.
  *
  * The rule that keeps the two paths identical: the C path *accepts* only a
  * strict subset of inputs (canonical numbers, no duplicate fields, ASCII
- * symbols, the converter-table features adapter/fastpath.py's compile_spec
- * accepts) and stops at anything else, returning where it stopped; the runner
+ * symbols, the converter-table features adapter/conversion/_native.py's
+ * compile_spec accepts) and stops at anything else, returning where it stopped; the core
  * hands that one message to the Python path (which names the error,
  * resynchronizes, or applies a sync rule) and calls run() again after it.
  * Everything the C path produces is byte for byte what the Python path
@@ -188,7 +188,7 @@ static inline uint64_t dbits(double d) {
     return u;
 }
 
-/* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/state.py). */
+/* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/conversion/state.py). */
 static uint64_t symbol_hash(const char *key, Py_ssize_t len, const Values *v) {
     uint8_t stack[256];
     size_t total = (size_t)len + 1 + 72;
@@ -1066,7 +1066,7 @@ static inline int encode_update(const FastPathObject *fp, const Message *m, cons
 }
 
 /*
- * ---- FastPath(state, spec): the spec adapter/fastpath.py's compile_spec makes ----
+ * ---- FastPath(state, spec): the spec adapter/conversion/_native.py's compile_spec makes ----
  *
  * Each reader takes one part of the spec dict and sets -1 + an exception
  * (ValueError naming the key, or TypeError/KeyError) when it is malformed.
@@ -1243,7 +1243,7 @@ static inline int take_message(const FastPathObject *self, const Run *run, const
 
 /* The symbol's values after the message, computed on a copy: a message that stops the run
  * must leave the state alone (a symbol is added only when its first message commits, as in
- * adapter/state.py). *s: the symbol, NULL when new. -1: overflow, the Python path decides. */
+ * adapter/conversion/state.py). *s: the symbol, NULL when new. -1: overflow, the Python path decides. */
 static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s, Values *v) {
     *s = state_find(state, m->symbol, m->symbol_len, fnv1a(m->symbol, m->symbol_len));
     if (*s != NULL) {
@@ -1432,7 +1432,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_fastpath",
-    .m_doc = "The adapter's hot path in C (see adapter/fastpath.py).",
+    .m_doc = "The adapter's hot path in C (see adapter/conversion/_native.py).",
     .m_size = -1,
     .m_methods = module_methods,
 };
