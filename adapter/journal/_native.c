@@ -1017,17 +1017,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (m == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(m, "HARDWARE_CRC", hardware ? Py_True : Py_False) < 0) {
+    /* Every shared constant too, so the tests can tell a build from an older header. */
+    if (PyModule_AddObjectRef(m, "HARDWARE_CRC", hardware ? Py_True : Py_False) < 0 || fh_add_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
-    /* Every shared constant, so the tests can tell a build from an older header. */
-#define ADD_CONSTANT(name)                             \
-    if (PyModule_AddIntConstant(m, #name, name) < 0) { \
-        Py_DECREF(m);                                  \
-        return NULL;                                   \
-    }
-    FH_CONSTANTS(ADD_CONSTANT)
-#undef ADD_CONSTANT
     return m;
 }
