@@ -180,6 +180,7 @@ def frame_one_into(
     source_seq: int,
     payload: bytes,
     flags: int = 0,
+    /,
 ) -> int:
     """Frame one record into ``buf`` at ``offset``; returns the offset after it."""
     _uint(msg_seq, "msg_seq", _MAX_U64)
