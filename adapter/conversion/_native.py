@@ -134,29 +134,6 @@ class NativeEngine(ConversionEngine):
         """The C call itself (``FastPath.run``): no Python frame between the core and C."""
         return self._run
 
-    def run(
-        self,
-        frame: bytes,
-        pos: int,
-        expect_seq: int,
-        stop_seq: int,
-        room: int,
-        max_count: int,
-        publish_time_ns: int,
-        source_stream: int,
-        publish: bool,
-        want_payloads: bool,
-        /,
-    ) -> RunTuple:
-        return self._run(
-            frame,
-            pos,
-            expect_seq,
-            stop_seq,
-            room,
-            max_count,
-            publish_time_ns,
-            source_stream,
-            publish,
-            want_payloads,
-        )
+    def run(self, *args: Any) -> RunTuple:
+        """:meth:`ConversionEngine.run`: the C call (:meth:`run_function`) with the same arguments."""
+        return self._run(*args)
