@@ -11,7 +11,8 @@ Every number that both a C extension and Python need is defined once, in
 Python, where the rest of its contract lives: the wire block in
 ``proto/wire.py``, the journal record in ``adapter/journal/layout.py``, the
 fast path's spec in ``adapter/conversion/_fastpath_spec.py`` and its stop
-reasons in ``adapter/conversion/engine.py``. :data:`HEADERS` says which
+reasons in ``adapter/conversion/engine.py``, the journal's ``Record`` in
+``adapter/journal/format.py``. :data:`HEADERS` says which
 header gets which; each constant becomes ``#define NAME value`` with the
 Python name it comes from, and the header ends with ``fh_add_constants``,
 which the extension calls to export every one as a module attribute (a test
@@ -90,6 +91,7 @@ def _conversion() -> list[Define]:
 
 
 def _journal() -> list[Define]:
+    from feedha.adapter.journal import format as record_format
     from feedha.adapter.journal import layout
 
     return [
@@ -97,6 +99,10 @@ def _journal() -> list[Define]:
         constant(layout, "MAX_PAYLOAD_BYTES"),
         constant(layout, "CONTROL_FLAGS"),
         *members("STATUS", layout.DecodeStatus, layout),
+        # decode_records builds record_type (a Record) item by item.
+        Define(
+            "RECORD_FIELDS", len(record_format.Record._fields), f"{_path(record_format)} len(Record._fields)"
+        ),
     ]
 
 

@@ -729,9 +729,7 @@ static int check_record_type(PyTypeObject *type) {
     return 0;
 }
 
-enum { RECORD_FIELDS = 6 };
-
-/* A new record_type instance. Steals the items. */
+/* A new record_type instance of RECORD_FIELDS items (a Record's, in its order). Steals the items. */
 static PyObject *make_record(PyTypeObject *type, PyObject *items[RECORD_FIELDS]) {
     PyObject *record = type == &PyTuple_Type ? PyTuple_New(RECORD_FIELDS) : type->tp_alloc(type, RECORD_FIELDS);
     if (record == NULL) {

@@ -15,6 +15,7 @@
 #define STATUS_BAD_LENGTH  2 /* adapter/journal/layout.py DecodeStatus.BAD_LENGTH */
 #define STATUS_BAD_CRC     3 /* adapter/journal/layout.py DecodeStatus.BAD_CRC */
 #define STATUS_BAD_SEQ     4 /* adapter/journal/layout.py DecodeStatus.BAD_SEQ */
+#define RECORD_FIELDS      6 /* adapter/journal/format.py len(Record._fields) */
 
 /* Adds every constant above to the module: 0, or -1 with an exception. */
 static int fh_add_constants(PyObject *module) {
@@ -26,6 +27,7 @@ static int fh_add_constants(PyObject *module) {
     if (PyModule_AddIntConstant(module, "STATUS_BAD_LENGTH", STATUS_BAD_LENGTH) < 0) return -1;
     if (PyModule_AddIntConstant(module, "STATUS_BAD_CRC", STATUS_BAD_CRC) < 0) return -1;
     if (PyModule_AddIntConstant(module, "STATUS_BAD_SEQ", STATUS_BAD_SEQ) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "RECORD_FIELDS", RECORD_FIELDS) < 0) return -1;
     return 0;
 }
 
