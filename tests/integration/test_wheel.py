@@ -92,7 +92,9 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     sources = {
         "adapter/conversion/_fastpath.c",
         "adapter/conversion/_market_fields.h",
+        "adapter/conversion/_fastpath_constants.h",
         "adapter/journal/_native.c",
+        "adapter/journal/_native_constants.h",
     }
     assert {"setup.py", "pyproject.toml", *sources} <= members
 
