@@ -12,7 +12,8 @@ Theory of operation
 -------------------
 Where it looks: every Markdown file of the tree, whole (README.md,
 CONTRIBUTING.md, docs/*.md, deploy/spark/README.md); the docstrings and
-comments of every ``.py``/``.pyi`` file; the comments of the C sources. It
+comments of every ``.py``/``.pyi`` file; the comments of the C sources and
+the ``.proto`` files. It
 reads them as text and imports nothing. In a git checkout the files are the
 ones git tracks plus the untracked ones it does not ignore; elsewhere every
 file below ROOT outside hidden folders.
@@ -126,8 +127,8 @@ def listed_files(root: Path) -> list[str]:
 
 
 def source_files(root: Path, listed: Iterable[str] | None = None) -> list[str]:
-    """The files to read under ``root`` (Markdown, Python, C), relative to it, sorted."""
-    suffixes = (".md", ".py", ".pyi", ".c", ".h")
+    """The files to read under ``root`` (Markdown, Python, C, protobuf), relative to it, sorted."""
+    suffixes = (".md", ".py", ".pyi", ".c", ".h", ".proto")
     return sorted(
         name
         for name in (listed_files(root) if listed is None else listed)

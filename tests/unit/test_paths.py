@@ -75,7 +75,7 @@ def test_every_kind_of_missing_reference_is_named(tmp_path: Path) -> None:
         tmp_path,
         {
             **GOOD,
-            "README.md": GOOD["README.md"] + "The rules are in `client_lib/sync.py` (see STYLE.md).\n",
+            "README.md": GOOD["README.md"] + "The rules are in `client_lib/sync.py` (see GUIDE.md).\n",
             "docs/guide.md": "Back to [the README](../README.md), on to [the journal](journal.md).\n",
             "client_lib/helper.py": '"""See :mod:`client_lib.gone` and feedha.client.arbiter.Nope."""\n\n'
             "# tests/unit/test_gone.py::test_it checks it\n",
@@ -84,7 +84,7 @@ def test_every_kind_of_missing_reference_is_named(tmp_path: Path) -> None:
     found = {(m.path, m.reference) for m in check_paths.check(root)}
     assert found == {
         ("README.md", "client_lib/sync.py"),
-        ("README.md", "STYLE.md"),
+        ("README.md", "GUIDE.md"),
         ("docs/guide.md", "journal.md"),
         ("client_lib/helper.py", "client_lib.gone"),
         ("client_lib/helper.py", "feedha.client.arbiter.Nope"),
