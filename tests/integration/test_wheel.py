@@ -100,11 +100,19 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
 
 
 def test_without_a_compiler_the_build_warns_and_the_package_runs_in_pure_python(
-    tmp_path: Path, venv: Path
+    tmp_path: Path, venv: Path, dist: Path
 ) -> None:
+    import tarfile
+
+    # From the unpacked sdist, not the checkout: a build/ folder left in the checkout by an
+    # earlier build holds compiled objects that setuptools would reuse without compiling.
+    (sdist,) = dist.glob("feedha-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path / "src", filter="data")
+    (source,) = (tmp_path / "src").iterdir()
     out = tmp_path / "dist"
     env = {**_clean_env(), "CC": "false", "CXX": "false"}  # a compiler that always fails
-    log = run(sys.executable, "-m", "build", "--wheel", "--outdir", out, ROOT, cwd=tmp_path, env=env)
+    log = run(sys.executable, "-m", "build", "--wheel", "--outdir", out, source, cwd=tmp_path, env=env)
     assert "WARNING: could not build" in log and "pure-Python" in log
     (wheel,) = out.glob("feedha-*.whl")
     assert not any(n.endswith(".so") for n in zipfile.ZipFile(wheel).namelist())
