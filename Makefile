@@ -18,6 +18,7 @@ demo: setup
 # The default suite: unit, property and integration tests (< 10 min on 2 cores).
 test: setup
 	$(BIN)/python scripts/gen_proto.py --check
+	$(BIN)/python scripts/gen_constants.py --check
 	$(BIN)/pytest -m "not slow" -q
 
 # Longer drills, run by CI after the default suite (exit 5 = none collected is fine).
@@ -29,6 +30,7 @@ check: setup
 
 proto: setup
 	$(BIN)/python scripts/gen_proto.py
+	$(BIN)/python scripts/gen_constants.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache results

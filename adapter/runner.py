@@ -1,6 +1,7 @@
 """The feed adapter process: sockets and clocks around the adapter core.
 
-Every decision is :class:`~adapter.core.AdapterCore`'s; the runner moves bytes.
+Every decision is :class:`~adapter.core.AdapterCore`'s; the runner moves bytes
+(CONTRIBUTING.md, "Pure core, thin shell").
 One thread runs a blocking loop over a ``zmq.Poller`` (measured faster than
 asyncio for the per-message path; with all state on one thread nothing needs
 a lock). Each turn it polls the sockets the core reads now until the core's

@@ -578,17 +578,3 @@ class Hub:
                 self.counters.count(self.counters.policy_reloads, "rejected")
                 detail = f"rejected, keeping the last good policy: {self.policy_file.last_error}"
                 self.publish(HubEvent(at=self.clock(), kind="policy", detail=detail))
-
-
-def ensure_admin(hub: Hub, principal: Principal) -> None:
-    """Raise unless the principal has the admin role.
-
-    Raises:
-        PermissionDeniedError: not an admin.
-    """
-    if not hub.has_role(principal, "admin"):
-        raise PermissionDeniedError(
-            f"user {principal.user!r} lacks the admin role",
-            reason="ROLE_REQUIRED",
-            metadata={"role": "admin"},
-        )

@@ -159,7 +159,7 @@ class Demo:
             [
                 sys.executable,
                 "-m",
-                "feedha.admin_server.cli",
+                "feedha.admin_server.feedctl",
                 "--admin-server",
                 self.admin_target,
                 "--key-id",

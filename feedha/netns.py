@@ -13,7 +13,7 @@ Every name starts with the segment's *tag* (``fh`` + hex, unique per
 segment), so :func:`destroy` finds everything by the tag alone, even after a
 crash, and two segments never touch each other.
 
-Faults, each undone by its ``heal_*`` twin:
+Faults (a drill sets them; :func:`destroy` takes them away with the segment):
 
 - :meth:`Segment.cut` sets the host's bridge-side veth down (the host is cut
   off; its processes keep running, as on a host whose switch port died);
@@ -335,11 +335,6 @@ class Segment:
         _run(["ip", "link", "set", self._plan().host(host).veth, "down"])
         self.cut_hosts.add(host)
 
-    def heal_cut(self, host: str) -> None:
-        """Reconnect a cut host."""
-        _run(["ip", "link", "set", self._plan().host(host).veth, "up"])
-        self.cut_hosts.discard(host)
-
     def partition(self, a: str, b: str, ports: Sequence[int] = ()) -> None:
         """Drop TCP between hosts ``a`` and ``b`` on ``ports`` (every packet between them if empty)."""
         plan = self._plan()
@@ -364,12 +359,6 @@ class Segment:
             pass  # no sch_netem in this kernel: drop with nftables instead
         self.run(host, ["nft", "-f", "-"], stdin=loss_script(_LOSS_TABLE, percent))
         return "nftables"
-
-    def clear_loss(self, host: str) -> None:
-        """Undo :meth:`set_loss`."""
-        ns = self._plan().host(host).namespace
-        _run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", NS_DEVICE, "root"], check=False)
-        _run(["ip", "netns", "exec", ns, "nft", "delete", "table", "inet", _LOSS_TABLE], check=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

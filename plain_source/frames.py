@@ -100,9 +100,9 @@ def poison_kind_counts(poisoned: int) -> dict[str, int]:
 
 def corrupt(message: bytes) -> bytes:
     """Return a copy of a FIX message whose checksum is wrong (so readers count it malformed)."""
-    head, trailer = message[:-7], message[-7:]  # trailer is b"10=NNN\x01"
-    wrong = (int(trailer[3:6]) + 1) % 256
-    return head + b"10=%03d\x01" % wrong
+    head = message[: -fix.TRAILER_SIZE]
+    wrong = (fix.checksum(head) + 1) % 256
+    return head + fix.TRAILER.fill(checksum=b"%03d" % wrong)
 
 
 def garbage(rng: random.Random) -> bytes:

@@ -27,6 +27,7 @@ from operator import and_
 from typing import Final
 from zlib import adler32 as _adler32
 
+from feedha.proto import fix
 from feedha.proto.fix import checksum
 
 SENDER: Final = "FEEDHA"
@@ -362,16 +363,24 @@ def _word_source(rng: random.Random) -> Iterator[int]:
     return chain.from_iterable(map(_draw_words, repeat(rng)))
 
 
-# The wire layout of proto.fix.encode_market_data, as templates (the same bytes).
-_HEAD: Final = b"8=FIX.4.4\x019=%d\x01"
+# %-formats of proto.fix's layout (the bytes of encode_market_data, tested byte for byte).
+_HEAD: Final = fix.HEAD.printf(body_length=b"%d")
 # Sending and event time (52=, 60=) are the second's text and the nanoseconds;
-# the last %s is 268= and the entries.
-_BODY: Final = b"35=X\x0149=" + SENDER.encode() + b"\x0134=%d\x0152=%s.%09d\x0155=%s\x0160=%s.%09d\x01%s"
-_TRAILER: Final = b"10=%03d\x01"
-_ENTRY_COUNTS: Final = (b"268=1\x01", b"268=2\x01", b"268=3\x01")
-_TRADE_ENTRY: Final = b"279=0\x01269=2\x01270=%s\x01271=%s\x01"
-_QUOTE_ENTRIES: Final = (
-    b"268=2\x01279=0\x01269=0\x01270=%s\x01271=%s\x01279=0\x01269=1\x01270=%s\x01271=%s\x01"
+# the group (268= and the entries) is the last %s.
+_BODY: Final = fix.MARKET_DATA.substitute(sender=SENDER.encode()).printf(
+    seq=b"%d", sending_time=b"%s.%09d", event_time=b"%s.%09d"
+)
+_TRAILER: Final = fix.TRAILER.printf(checksum=b"%03d")
+_ENTRY_COUNTS: Final = tuple(fix.ENTRY_GROUP.fill(entry_count=b"%d" % n, entries=b"") for n in (1, 2, 3))
+
+
+def _entry(entry_type: str) -> bytes:
+    return fix.ENTRY.substitute(entry_type=entry_type.encode()).printf()  # price, size: %s
+
+
+_TRADE_ENTRY: Final = _entry(fix.ENTRY_TRADE)
+_QUOTE_ENTRIES: Final = fix.ENTRY_GROUP.printf(
+    entry_count=b"2", entries=_entry(fix.ENTRY_BID) + _entry(fix.ENTRY_OFFER)
 )
 _STEPS: Final = (-2, -1, 0, 0, 1, 2)
 _TRADE_SIZE_TEXTS: Final = (b"100", b"500", b"1000", b"5000")

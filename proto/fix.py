@@ -18,6 +18,13 @@ three digits. ``269`` is ``0`` bid, ``1`` offer, ``2`` trade. Times are UTC
 subset with one symbol per message, so one source message maps to one
 application message.
 
+The layout is written down once, as :class:`Template` values (:data:`HEAD`,
+:data:`MARKET_DATA`, :data:`ENTRY_GROUP`, :data:`ENTRY`, :data:`TRAILER`):
+:func:`encode_market_data` fills them, and the fast encoders elsewhere (the
+plain source's %-templates, the Spark job's SQL ``concat``, the numpy
+encoder's column layout) are built from them, each tested byte for byte
+against :func:`encode_market_data`.
+
 :func:`split_messages` walks a payload by the length fields like a FIX engine
 does and resynchronizes on the next ``8=FIX`` after anything malformed, so a
 corrupt message costs only itself. This module is pure: no sockets, no clock.
@@ -33,6 +40,7 @@ from typing import Final
 from zlib import adler32 as _adler32
 
 from feedha.proto.errors import ProtoError
+from feedha.proto.template import Template
 
 _ADLER_CHUNK: Final = 256  # 256 * 255 + 1 < 65521: the adler32 sum cannot wrap
 
@@ -55,6 +63,22 @@ TAG_SIZE: Final = 271
 ENTRY_BID: Final = "0"
 ENTRY_OFFER: Final = "1"
 ENTRY_TRADE: Final = "2"
+
+
+# The 35=X message, whole: HEAD + body + TRAILER. The body is MARKET_DATA with its
+# group an ENTRY_GROUP (NoMDEntries and the entries), each entry an ENTRY.
+HEAD: Final = Template.parse(f"8={BEGIN_STRING.decode()}|9={{body_length}}|")
+MARKET_DATA: Final = Template.parse(
+    "35=X|49={sender}|34={seq}|52={sending_time}|55={symbol}|60={event_time}|{group}"
+)
+ENTRY_GROUP: Final = Template.parse("268={entry_count}|{entries}")
+ENTRY: Final = Template.parse("279=0|269={entry_type}|270={price}|271={size}|")
+TRAILER: Final = Template.parse("10={checksum}|")
+CHECKSUM_DIGITS: Final = 3  # 10= is always three digits, zero-padded
+TRAILER_SIZE: Final = len(TRAILER.fill(checksum=b"0" * CHECKSUM_DIGITS))
+_HEAD_FORMAT: Final = HEAD.printf(body_length=b"%d")
+_TRAILER_TAG: Final = TRAILER.literals[0]  # b"10="
+_TRAILER_FORMAT: Final = TRAILER.printf(checksum=b"%0" + str(CHECKSUM_DIGITS).encode() + b"d")
 
 
 class FixError(ProtoError):
@@ -90,6 +114,19 @@ def checksum(data: bytes) -> int:
     return total & 0xFF
 
 
+def frame(body: bytes) -> bytes:
+    """The whole message around a body: :data:`HEAD` (8=, 9=) before it, :data:`TRAILER` (10=) after.
+
+    Args:
+        body: the fields from 35= on, each ending in SOH.
+
+    Returns:
+        The message bytes, ending in SOH.
+    """
+    message = _HEAD_FORMAT % len(body) + body
+    return message + _TRAILER_FORMAT % checksum(message)
+
+
 def encode_message(body_fields: Iterable[tuple[int, str | int | bytes]]) -> bytes:
     """Encode one FIX message, adding the 8=, 9= and 10= fields.
 
@@ -99,13 +136,12 @@ def encode_message(body_fields: Iterable[tuple[int, str | int | bytes]]) -> byte
     Returns:
         The message bytes, ending in SOH.
     """
-    body = b"".join(
-        b"%d=%s\x01" % (tag, value if isinstance(value, bytes) else str(value).encode())
-        for tag, value in body_fields
+    return frame(
+        b"".join(
+            b"%d=%s\x01" % (tag, value if isinstance(value, bytes) else str(value).encode())
+            for tag, value in body_fields
+        )
     )
-    head = b"8=" + BEGIN_STRING + b"\x019=%d\x01" % len(body)
-    message = head + body
-    return message + b"10=%03d\x01" % checksum(message)
 
 
 def format_timestamp(ns: int) -> str:
@@ -172,25 +208,20 @@ def encode_market_data(
     Returns:
         The message bytes.
     """
-    stamp = format_timestamp(event_time_ns)
-    sending = stamp if sending_time_ns is None else format_timestamp(sending_time_ns)
-    fields: list[tuple[int, str | int | bytes]] = [
-        (TAG_MSG_TYPE, "X"),
-        (TAG_SENDER, sender),
-        (TAG_SEQ, source_seq),
-        (TAG_SENDING_TIME, sending),
-        (TAG_SYMBOL, symbol),
-        (TAG_EVENT_TIME, stamp),
-        (TAG_NO_ENTRIES, len(entries)),
-    ]
-    for entry in entries:
-        fields += [
-            (TAG_UPDATE_ACTION, "0"),
-            (TAG_ENTRY_TYPE, entry.entry_type),
-            (TAG_PRICE, entry.price),
-            (TAG_SIZE, entry.size),
-        ]
-    return encode_message(fields)
+    stamp = format_timestamp(event_time_ns).encode()
+    entry_list = b"".join(
+        ENTRY.fill(entry_type=entry.entry_type.encode(), price=entry.price.encode(), size=b"%d" % entry.size)
+        for entry in entries
+    )
+    body = MARKET_DATA.fill(
+        sender=sender.encode(),
+        seq=b"%d" % source_seq,
+        sending_time=stamp if sending_time_ns is None else format_timestamp(sending_time_ns).encode(),
+        symbol=symbol.encode(),
+        event_time=stamp,
+        group=ENTRY_GROUP.fill(entry_count=b"%d" % len(entries), entries=entry_list),
+    )
+    return frame(body)
 
 
 def split_messages(payload: bytes) -> tuple[list[bytes], int]:
@@ -248,13 +279,13 @@ def _next_message(payload: bytes, pos: int, end: int) -> tuple[bytes, int]:
         raise FixError("length", "non-numeric 9=") from exc
     body_start = len_end + 1
     body_end = body_start + body_len
-    trailer_end = body_end + 7  # "10=NNN\x01"
+    trailer_end = body_end + TRAILER_SIZE
     if body_len <= 0 or trailer_end > end:
         raise FixError("length", f"body of {body_len} bytes runs past the frame")
-    if payload[body_end : body_end + 3] != b"10=" or payload[trailer_end - 1] != 1:
+    if not payload.startswith(_TRAILER_TAG, body_end) or payload[trailer_end - 1] != 1:
         raise FixError("length", "10= not where 9= says")
     try:
-        declared = int(payload[body_end + 3 : trailer_end - 1])
+        declared = int(payload[body_end + len(_TRAILER_TAG) : trailer_end - 1])
     except ValueError as exc:
         raise FixError("checksum", "non-numeric 10=") from exc
     if checksum(payload[pos:body_end]) != declared:

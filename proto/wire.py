@@ -42,7 +42,7 @@ what it delivers. This module is pure: no sockets, no clock.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -68,8 +68,8 @@ _PACK_BLOCK_HEADER: Final = BLOCK_HEADER.pack
 HEADER_SIZE: Final = HEADER.size  # 32
 BLOCK_OVERHEAD: Final = BLOCK_HEADER.size  # 12
 # The length field counts the source_stream and source_seq fields too.
-_LENGTH_COVERS: Final = BLOCK_OVERHEAD - 2
-MAX_PAYLOAD: Final = 0xFFFF - _LENGTH_COVERS
+BLOCK_LENGTH_COVERS: Final = BLOCK_OVERHEAD - 2
+MAX_PAYLOAD: Final = 0xFFFF - BLOCK_LENGTH_COVERS
 MAX_COUNT: Final = 0xFFFF
 
 # Default packet budget: well under the 64 KiB a PGM APDU or a TCP frame allows,
@@ -166,7 +166,7 @@ def encode_block(source_stream: int, source_seq: int, payload: bytes) -> bytes:
     """
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"payload of {len(payload)} bytes exceeds the block limit of {MAX_PAYLOAD}")
-    return BLOCK_HEADER.pack(len(payload) + _LENGTH_COVERS, source_stream, source_seq) + payload
+    return BLOCK_HEADER.pack(len(payload) + BLOCK_LENGTH_COVERS, source_stream, source_seq) + payload
 
 
 def encode_packet(
@@ -261,8 +261,8 @@ def decode_blocks(packet: bytes, header: PacketHeader) -> list[tuple[int, int, i
         if offset + BLOCK_OVERHEAD > end:
             raise WireError("truncated", f"block {index} header at offset {offset} runs past {end}")
         length, stream, seq = unpack(packet, offset)
-        if length < _LENGTH_COVERS:
-            raise WireError("length", f"block {index} length {length} is below {_LENGTH_COVERS}")
+        if length < BLOCK_LENGTH_COVERS:
+            raise WireError("length", f"block {index} length {length} is below {BLOCK_LENGTH_COVERS}")
         start = offset + BLOCK_OVERHEAD
         stop = offset + 2 + length
         if stop > end:
@@ -338,14 +338,16 @@ class PacketBuilder:
             raise ValueError(f"block of {size} bytes does not fit; flush first")
         if size > MAX_PAYLOAD:
             raise ValueError(f"payload of {size} bytes exceeds the block limit of {MAX_PAYLOAD}")
-        self._parts.append(_PACK_BLOCK_HEADER(size + _LENGTH_COVERS, source_stream, source_seq) + payload)
+        self._parts.append(
+            _PACK_BLOCK_HEADER(size + BLOCK_LENGTH_COVERS, source_stream, source_seq) + payload
+        )
         self._size += BLOCK_OVERHEAD + size
         self.count = count + 1
 
     def room(self) -> int:
         """Bytes left for blocks, negated when the packet is empty (its first block always fits).
 
-        The convention of ``adapter._fastpath.FastPath.run``'s ``room`` argument.
+        The convention of ``adapter.conversion._fastpath.FastPath.run``'s ``room`` argument.
         """
         left = self._max_bytes - self._size
         # A lone oversize block (it always fits an empty packet) leaves no room, not negative room.
@@ -402,8 +404,3 @@ class PacketBuilder:
 
     def __len__(self) -> int:
         return self.count
-
-
-def iter_packet_blocks(packet: bytes) -> Iterator[Block]:
-    """Yield the blocks of a packet (convenience over :func:`decode_packet`)."""
-    yield from decode_packet(packet)[1]

@@ -27,7 +27,8 @@ function, with relative imports resolved.
   ``if TYPE_CHECKING:`` count too: a type-level dependency on a higher layer
   is still one.
 - **Cycles** are found on the graph of files: ``from pkg import name`` leads
-  to ``pkg/name.py`` when that file exists, else to ``pkg/__init__.py``;
+  to ``pkg/name.py`` when that file exists (or to ``pkg/name.pyi``, a C
+  extension's stub: a file that imports nothing), else to ``pkg/__init__.py``;
   ``import pkg.mod`` leads to ``pkg/mod.py`` (the package ``__init__`` files
   it runs on the way are not edges, or every package that re-exports its own
   modules would be a cycle). Imports under ``if TYPE_CHECKING:`` are not
@@ -137,7 +138,8 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
         )
         for module in sorted(SHARED)
     },
-    # The pure cores (STYLE.md §1): they decide, the shells around them do the I/O.
+    # The pure cores (CONTRIBUTING.md, "Pure core, thin shell"): they decide, the shells
+    # around them do the I/O.
     "feedha.adapter.core": (
         _IO
         | {
@@ -240,7 +242,7 @@ def _walk_imports(tree: ast.AST, here: str, is_package: bool) -> Iterator[Import
 
 
 def parse_tree(root: Path, packages: Mapping[str, str] | None = None) -> list[SourceFile]:
-    """Parse every ``.py`` file of the packages present under ``root``.
+    """Parse every ``.py`` file of the packages present under ``root`` (and list each C extension's stub).
 
     Args:
         root: the repository root.
@@ -266,6 +268,13 @@ def parse_tree(root: Path, packages: Mapping[str, str] | None = None) -> list[So
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(rel))
             imports = tuple(sorted(_walk_imports(tree, module, is_package), key=lambda i: i.line))
             files.append(SourceFile(rel.as_posix(), module, is_package, imports))
+        # A C extension (a stub with no .py beside it) is a module that imports nothing:
+        # `from pkg import _native` leads to it, not to pkg/__init__.py.
+        for path in sorted(base.rglob("*.pyi")):
+            if not path.with_suffix(".py").exists():
+                inner = path.relative_to(base)
+                module = ".".join([package, *inner.parent.parts, path.stem])
+                files.append(SourceFile(path.relative_to(root).as_posix(), module, False, ()))
     return sorted(files, key=lambda f: f.path)
 
 

@@ -12,8 +12,8 @@ Generated files:
   place: ``proto/`` is the package ``feedha.proto``), so generated modules import
   each other as ``from feedha.proto import market_pb2`` and a .proto imports
   another as ``import "feedha/proto/market.proto"``.
-* ``adapter/_market_fields.h``: the field numbers and ready-made tags of the
-  ``feedha.v1`` fields that the C fast path (``adapter/_fastpath.c``) encodes
+* ``adapter/conversion/_market_fields.h``: the field numbers and ready-made tags of the
+  ``feedha.v1`` fields that the C fast path (``adapter/conversion/_fastpath.c``) encodes
   by hand. Generating it refuses (exit 1, naming the field) when the schema
   no longer matches what that encoder assumes: a field missing, of another
   type, out of the encoder's write order, or too high for a one-byte tag.
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 PROTO_SUFFIXES: Final = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
-HEADER: Final = "adapter/_market_fields.h"  # relative to the root
+HEADER: Final = "adapter/conversion/_market_fields.h"  # relative to the root
+ENCODER: Final = "adapter/conversion/_fastpath.c"  # the C code that includes HEADER
 PACKAGE_DIR: Final = "feedha/proto"  # where proto/ is installed, and the .proto files' include path
 MARKET_PROTO: Final = f"{PACKAGE_DIR}/market.proto"
 
@@ -45,7 +46,7 @@ _WIRE_TYPES: Final = {_INT64: 0, _ENUM: 0, _DOUBLE: 1, _STRING: 2, _MESSAGE: 2}
 
 
 class SchemaError(Exception):
-    """proto/market.proto no longer has a field the way adapter/_fastpath.c encodes it."""
+    """proto/market.proto no longer has a field the way adapter/conversion/_fastpath.c encodes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class _Field:
     target: str | None = None  # full name of the message or enum type
 
 
-# What adapter/_fastpath.c encodes, per message in the order it writes the
+# What adapter/conversion/_fastpath.c encodes, per message in the order it writes the
 # fields. Deterministic serialization writes fields by number, so the numbers
 # must rise in this order; every tag is one byte (numbers 1..15).
 _ENCODED: Final[dict[str, tuple[_Field, ...]]] = {
@@ -149,18 +150,18 @@ def _checked_field(message: Descriptor, want: _Field) -> FieldDescriptor:
     where = f"{message.full_name}.{want.name}"
     field = message.fields_by_name.get(want.name)
     if field is None:
-        raise SchemaError(f"{where} is missing: adapter/_fastpath.c encodes it")
+        raise SchemaError(f"{where} is missing: {ENCODER} encodes it")
     target = field.message_type or field.enum_type
     have = (field.type, field.is_repeated, target.full_name if target is not None else None)
     if have != (want.type, want.repeated, want.target):
         raise SchemaError(
-            f"{where} is {_describe(*have)}: adapter/_fastpath.c encodes it as "
+            f"{where} is {_describe(*have)}: {ENCODER} encodes it as "
             f"{_describe(want.type, want.repeated, want.target)}"
         )
     if field.type != _MESSAGE and field.has_presence:
-        raise SchemaError(f"{where} has explicit presence: adapter/_fastpath.c omits it when zero")
+        raise SchemaError(f"{where} has explicit presence: {ENCODER} omits it when zero")
     if not 1 <= field.number <= 15:
-        raise SchemaError(f"{where} = {field.number}: adapter/_fastpath.c writes one-byte tags (1..15)")
+        raise SchemaError(f"{where} = {field.number}: {ENCODER} writes one-byte tags (1..15)")
     return field
 
 
@@ -191,7 +192,7 @@ def _message_lines(message: Descriptor) -> list[str]:
         if field.number <= previous:
             raise SchemaError(
                 f"{message.full_name}.{want.name} = {field.number} comes after field {previous}: "
-                "adapter/_fastpath.c writes the fields in ascending order as they were numbered"
+                f"{ENCODER} writes the fields in ascending order as they were numbered"
             )
         previous = field.number
         macro = _macro(f"{message.full_name}.{want.name}")
@@ -207,9 +208,7 @@ def _relative_name(file: FileDescriptor, full_name: str) -> list[str]:
     """``full_name``'s path inside market.proto's package (SchemaError when the package moved)."""
     prefix = f"{file.package}."
     if not full_name.startswith(prefix):
-        raise SchemaError(
-            f"{MARKET_PROTO} is package {file.package}: adapter/_fastpath.c encodes {full_name}"
-        )
+        raise SchemaError(f"{MARKET_PROTO} is package {file.package}: {ENCODER} encodes {full_name}")
     return full_name.removeprefix(prefix).split(".")
 
 
@@ -219,14 +218,14 @@ def _find_message(file: FileDescriptor, full_name: str) -> Descriptor:
     for name in nested:
         message = message.nested_types_by_name.get(name) if message is not None else None
     if message is None:
-        raise SchemaError(f"{full_name} is missing: adapter/_fastpath.c encodes it")
+        raise SchemaError(f"{full_name} is missing: {ENCODER} encodes it")
     if full_name in _MAP_ENTRIES and not message.GetOptions().map_entry:
-        raise SchemaError(f"{full_name} is not a map entry: adapter/_fastpath.c encodes a map")
+        raise SchemaError(f"{full_name} is not a map entry: {ENCODER} encodes a map")
     return message
 
 
 def market_fields_header(file: FileDescriptor) -> str:
-    """The text of adapter/_market_fields.h for market.proto's descriptor.
+    """The text of adapter/conversion/_market_fields.h for market.proto's descriptor.
 
     Args:
         file: the ``proto/market.proto`` descriptor (``proto.market_pb2.DESCRIPTOR``
@@ -238,7 +237,7 @@ def market_fields_header(file: FileDescriptor) -> str:
         acts on, ``FH_<ENUM>_<VALUE>`` (``FH_ENTRYTYPE_TRADE``).
 
     Raises:
-        SchemaError: a field is missing or differs from what adapter/_fastpath.c
+        SchemaError: a field is missing or differs from what adapter/conversion/_fastpath.c
             assumes (the message names it).
     """
     lines = [
@@ -246,7 +245,7 @@ def market_fields_header(file: FileDescriptor) -> str:
         f" * Generated by scripts/gen_proto.py from {MARKET_PROTO}: do not edit.",
         " *",
         " * The field numbers and tags (field number << 3 | wire type) of what",
-        " * adapter/_fastpath.c encodes. The generator refuses to write this file",
+        f" * {ENCODER} encodes. The generator refuses to write this file",
         " * when the schema no longer matches the encoder's assumptions.",
         " */",
         "#ifndef FEEDHA_MARKET_FIELDS_H",
@@ -261,7 +260,7 @@ def market_fields_header(file: FileDescriptor) -> str:
         for name in names:
             value = enum.values_by_name.get(name) if enum is not None else None
             if value is None:
-                raise SchemaError(f"{full_name}.{name} is missing: adapter/_fastpath.c uses it")
+                raise SchemaError(f"{full_name}.{name} is missing: {ENCODER} uses it")
             lines.append(f"#define {_enum_macro(full_name, name)} {value.number}")
     lines += ["", "#endif /* FEEDHA_MARKET_FIELDS_H */", ""]
     return "\n".join(lines)
@@ -335,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             fresh = generate(Path(tmp))
         except SchemaError as exc:
-            print(f"{MARKET_PROTO} does not match adapter/_fastpath.c: {exc}", file=sys.stderr)
+            print(f"{MARKET_PROTO} does not match {ENCODER}: {exc}", file=sys.stderr)
             return 1
         if args.check:
             stale = stale_files(Path(tmp), fresh)

@@ -9,16 +9,20 @@ microsecond per message and without a Python loop over rows.
 
 Strategy: every message of a chunk is laid out in one row of a ``rows x
 width`` byte matrix, each field in a fixed column range as wide as the
-chunk's widest value. Numbers are written right-aligned with their leading
-zeros as **0 bytes** (a 4-digit lookup table per step of four digits, so a
-number costs a few array operations whatever its length), text is padded with
-0 bytes, and an offer entry a trade row does not have is zeroed. A FIX
+chunk's widest value. The ranges come from walking :mod:`proto.fix`'s
+templates (:data:`~proto.fix.HEAD`, :data:`~proto.fix.MARKET_DATA` with its
+:data:`~proto.fix.ENTRY_GROUP` and :data:`~proto.fix.ENTRY`s,
+:data:`~proto.fix.TRAILER`): a literal is copied into every row, a slot gets
+a column range. Numbers are written right-aligned with their leading zeros
+as **0 bytes** (a 4-digit lookup table per step of four digits, so a number
+costs a few array operations whatever its length), text is padded with 0
+bytes, and the offer entry a trade row does not have is zeroed. A FIX
 message never contains a 0 byte, so deleting every 0 byte of the matrix
 (``matrix[matrix != 0]``, row-major) leaves exactly the messages back to
 back. The body length (``9=``) is computed from the digit counts before the
 header is written; the checksum (``10=``) is the row sum of the matrix, where
-zeros add nothing. The layout of a row (a trade row's first entry is the trade
-and its second entry is zeroed)::
+zeros add nothing. The layout of a row (a trade row's one entry is the trade;
+its offer entry is zeroed)::
 
     8=FIX.4.4|9=LEN|35=X|49=SENDER|34=SEQ|52=STAMP|55=SYMBOL|60=STAMP|268=N|
     279=0|269=T|270=PRICE|271=SIZE|[279=0|269=1|270=ASK|271=SIZE|]10=SUM|
@@ -29,12 +33,15 @@ This module is pure: numpy only, no Spark, no sockets, no clock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+
+from feedha.proto import fix
+from feedha.proto.template import Template
 
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -138,15 +145,79 @@ class Quotes:
         return len(self.seq)
 
 
+_HEAD_TAG, _HEAD_END = fix.HEAD.literals  # b"8=FIX.4.4|9=", b"|" around the body length
+_TRAILER_TAG, _TRAILER_END = fix.TRAILER.literals  # b"10=", b"|" around the checksum
+_LENGTH_DIGITS: Final = 4  # a body is shorter than 10,000 bytes (MAX_TEXT and MAX_DIGITS bound it)
+_HEAD_COLUMNS: Final = len(_HEAD_TAG) + _LENGTH_DIGITS + len(_HEAD_END)
+_CENTS: Final = 3  # ".NN" after a price's whole part
+# The slots of a row's body (MARKET_DATA, its group and its first entry) and of the offer entry.
+_BODY_SLOTS: Final = (
+    "seq",
+    "sending_time",
+    "symbol",
+    "event_time",
+    "entry_count",
+    "entry_type",
+    "price",
+    "size",
+)
+_OFFER: Final = fix.ENTRY.substitute(entry_type=fix.ENTRY_OFFER.encode())
+assert _OFFER.slots == ("price", "size") and fix.TRAILER.slots == ("checksum",)
+
+
 @dataclass(slots=True)
 class _Layout:
-    # Column ranges of one chunk's rows, from the widths of its values.
-    cursor: int = 0
+    # Column ranges of one chunk's rows, laid out from templates and the widths of the values.
+    cursor: int
+    literals: list[tuple[slice, bytes]] = field(default_factory=list)
 
     def take(self, width: int) -> slice:
         start = self.cursor
         self.cursor += width
         return slice(start, self.cursor)
+
+    def lay(self, template: Template, widths: dict[str, int]) -> tuple[dict[str, slice], int]:
+        # Each slot's columns, and how many bytes the template's literals take.
+        at: dict[str, slice] = {}
+        for literal, slot in template.pieces():
+            if literal:
+                self.literals.append((self.take(len(literal)), literal))
+            if slot is not None:
+                at[slot] = self.take(widths[slot])
+        return at, sum(len(literal) for literal in template.literals)
+
+    def row(self) -> U8:
+        # Every literal in its place, 0 elsewhere.
+        row = np.zeros(self.cursor, dtype=np.uint8)
+        for place, literal in self.literals:
+            row[place] = np.frombuffer(literal, dtype=np.uint8)
+        return row
+
+
+def trailers(checksums: npt.NDArray[np.integer]) -> U8:
+    """The :data:`proto.fix.TRAILER` (``10=NNN<SOH>``) of each checksum, one row each.
+
+    Args:
+        checksums: byte sums mod 256.
+
+    Returns:
+        A ``len(checksums) x TRAILER_SIZE`` byte matrix.
+    """
+    rows = np.empty((len(checksums), fix.TRAILER_SIZE), dtype=np.uint8)
+    digits_at = len(_TRAILER_TAG)
+    rows[:, :digits_at] = np.frombuffer(_TRAILER_TAG, dtype=np.uint8)
+    digits = digit_bytes(checksums.astype(np.int64), fix.CHECKSUM_DIGITS) | _PAD_ZEROS
+    rows[:, digits_at : digits_at + fix.CHECKSUM_DIGITS] = digits
+    rows[:, digits_at + fix.CHECKSUM_DIGITS :] = np.frombuffer(_TRAILER_END, dtype=np.uint8)
+    return rows
+
+
+def _write_price(matrix: U8, place: slice, cents: I64, whole: I64, width: int) -> None:
+    # "WHOLE.NN": the whole part right-aligned in `width` columns, then the cents.
+    dot = place.start + width
+    matrix[:, place.start : dot] = digit_bytes(whole, width)
+    matrix[:, dot] = ord(".")
+    matrix[:, dot + 1 : place.stop] = digit_bytes(cents % 100, 2) | _PAD_ZEROS
 
 
 class FixEncoder:
@@ -173,6 +244,9 @@ class FixEncoder:
         self._symbol_length = np.array([len(s) for s in symbols], dtype=np.int64)
         self._sender = sender.encode()
         self._seconds: dict[int, bytes] = {}
+        group = fix.ENTRY_GROUP.substitute(entries=fix.ENTRY)  # the first entry; the offer follows
+        self._body_template = fix.MARKET_DATA.substitute(sender=self._sender, group=group)
+        assert self._body_template.slots == _BODY_SLOTS, self._body_template.slots
 
     def encode(self, rows: Quotes) -> tuple[I64, U8]:
         """Encode a chunk.
@@ -196,97 +270,61 @@ class FixEncoder:
         if int(rows.symbol.min()) < 0 or int(rows.symbol.max()) >= len(self._symbols):
             raise ValueError(f"symbol index outside 0..{len(self._symbols) - 1}")
         matrix, body_length, body_end = self._body(rows)
+        # The head, its length right-aligned against the SOH that ends it (leading columns stay 0).
         header_width = width_of(body_length)
-        header = b"8=FIX.4.4\x019="
-        start = 4 - header_width  # "8=FIX.4.4|9=" and the length, right-aligned against column 16
-        matrix[:, start : start + 12] = np.frombuffer(header, dtype=np.uint8)
-        matrix[:, 16 - header_width : 16] = digit_bytes(body_length, header_width)
-        matrix[:, 16] = 1
-        checksum = matrix[:, :body_end].sum(axis=1, dtype=np.uint32) % 256
-        matrix[:, body_end : body_end + 3] = np.frombuffer(b"10=", dtype=np.uint8)
-        matrix[:, body_end + 3 : body_end + 6] = digit_bytes(checksum.astype(np.int64), 3) | _PAD_ZEROS
-        matrix[:, body_end + 6] = 1
-        lengths = 13 + digit_count(body_length, header_width) + body_length + 7
+        length_at = _HEAD_COLUMNS - len(_HEAD_END) - header_width
+        matrix[:, length_at - len(_HEAD_TAG) : length_at] = np.frombuffer(_HEAD_TAG, dtype=np.uint8)
+        matrix[:, length_at : length_at + header_width] = digit_bytes(body_length, header_width)
+        matrix[:, _HEAD_COLUMNS - len(_HEAD_END) : _HEAD_COLUMNS] = np.frombuffer(_HEAD_END, dtype=np.uint8)
+        matrix[:, body_end:] = trailers(matrix[:, :body_end].sum(axis=1, dtype=np.uint32) % 256)
+        lengths = (
+            len(_HEAD_TAG) + digit_count(body_length, header_width) + len(_HEAD_END)
+            + body_length + fix.TRAILER_SIZE
+        )  # fmt: skip
         offsets = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         data = matrix[matrix != 0]
         return offsets, data
 
     def _body(self, rows: Quotes) -> tuple[U8, I64, int]:
-        # Writes every field from 35= to the last entry into a fresh matrix
-        # (columns 0..16 are left for the header); returns it, each row's body
-        # length and the column where the body ends.
-        count = len(rows)
-        seq_width = width_of(rows.seq)
-        whole = rows.price // 100
-        ask_whole = rows.ask // 100
-        whole_width, ask_width = width_of(whole), width_of(ask_whole)
-        size_width = width_of(rows.size)
-        symbol_width = self._symbols.shape[1]
-        layout = _Layout(cursor=17)
-        fixed: list[tuple[slice, bytes]] = []
-
-        def constant(text: bytes) -> slice:
-            place = layout.take(len(text))
-            fixed.append((place, text))
-            return place
-
-        constant(b"35=X\x0149=" + self._sender + b"\x0134=")
-        seq_at = layout.take(seq_width)
-        constant(b"\x0152=")
-        stamp_at = layout.take(_STAMP)
-        constant(b"\x0155=")
-        symbol_at = layout.take(symbol_width)
-        constant(b"\x0160=")
-        stamp2_at = layout.take(_STAMP)
-        count_at = constant(b"\x01268=2\x01279=0\x01269=0\x01270=")
-        price_at = layout.take(whole_width)
-        constant(b".")
-        cents_at = layout.take(2)
-        constant(b"\x01271=")
-        size_at = layout.take(size_width)
-        constant(b"\x01")
-        second_start = constant(b"279=0\x01269=1\x01270=").start
-        ask_at = layout.take(ask_width)
-        constant(b".")
-        ask_cents_at = layout.take(2)
-        constant(b"\x01271=")
-        ask_size_at = layout.take(size_width)
-        second_end = constant(b"\x01").stop
-        body_end = layout.cursor
-        matrix = np.empty((count, body_end + 7), dtype=np.uint8)
-        template = np.zeros(body_end, dtype=np.uint8)
-        for place, text in fixed:
-            template[place] = np.frombuffer(text, dtype=np.uint8)
-        matrix[:, :body_end] = template
+        # Writes the body (35= to the last entry) of every row into a fresh
+        # matrix whose first _HEAD_COLUMNS are left 0 for the head; returns it,
+        # each row's body length and the column where the body ends.
         quote = ~rows.is_trade
-        matrix[:, seq_at] = digit_bytes(rows.seq, seq_width)
+        whole, ask_whole = rows.price // 100, rows.ask // 100
+        seq_width, size_width = width_of(rows.seq), width_of(rows.size)
+        whole_width, ask_width = width_of(whole), width_of(ask_whole)
+        widths = {"seq": seq_width, "sending_time": _STAMP, "symbol": self._symbols.shape[1],
+                  "event_time": _STAMP, "entry_count": 1, "entry_type": 1,
+                  "price": whole_width + _CENTS, "size": size_width}  # fmt: skip
+        layout = _Layout(cursor=_HEAD_COLUMNS)
+        at, body_literals = layout.lay(self._body_template, widths)
+        offer_start = layout.cursor
+        offer, offer_literals = layout.lay(_OFFER, {"price": ask_width + _CENTS, "size": size_width})
+        body_end = layout.cursor
+        matrix = np.empty((len(rows), body_end + fix.TRAILER_SIZE), dtype=np.uint8)
+        matrix[:, :body_end] = layout.row()
         stamp = self._stamps(rows.event_ns)
-        matrix[:, stamp_at] = stamp
-        matrix[:, stamp2_at] = stamp
-        matrix[:, symbol_at] = self._symbols[rows.symbol]
-        # "268=2" -> "268=1" and "269=0" -> "269=2" on trade rows.
-        matrix[:, count_at.start + 5] = np.where(quote, ord("2"), ord("1"))
-        matrix[:, count_at.stop - 6] = np.where(quote, ord("0"), ord("2"))
-        matrix[:, price_at] = digit_bytes(whole, whole_width)
-        matrix[:, cents_at] = digit_bytes(rows.price % 100, 2) | _PAD_ZEROS
-        matrix[:, size_at] = digit_bytes(rows.size, size_width)
-        matrix[:, second_start:second_end] *= quote[:, None]
-        matrix[:, ask_at] = digit_bytes(ask_whole, ask_width, present=quote)
-        ask_cents = digit_bytes(rows.ask % 100, 2, present=quote)
-        matrix[:, ask_cents_at] = ask_cents | (_PAD_ZEROS * quote[:, None])
-        matrix[:, ask_size_at] = digit_bytes(rows.size, size_width, present=quote)
-        fixed_length = sum(len(text) for _place, text in fixed) + _STAMP * 2 + 4  # + the cents of two prices
-        second_length = second_end - second_start - ask_width - size_width  # its constants and cents
+        matrix[:, at["seq"]] = digit_bytes(rows.seq, seq_width)
+        matrix[:, at["sending_time"]] = stamp
+        matrix[:, at["symbol"]] = self._symbols[rows.symbol]
+        matrix[:, at["event_time"]] = stamp
+        matrix[:, at["entry_count"]] = np.where(quote, ord("2"), ord("1"))[:, None]
+        matrix[:, at["entry_type"]] = np.where(quote, ord(fix.ENTRY_BID), ord(fix.ENTRY_TRADE))[:, None]
+        _write_price(matrix, at["price"], rows.price, whole, whole_width)
+        matrix[:, at["size"]] = digit_bytes(rows.size, size_width)
+        _write_price(matrix, offer["price"], rows.ask, ask_whole, ask_width)
+        matrix[:, offer["size"]] = digit_bytes(rows.size, size_width)
+        matrix[:, offer_start:body_end] *= quote[:, None]  # a trade has no offer entry
         body_length = (
-            fixed_length
-            - second_length
+            body_literals + 2 * _STAMP + 2 + _CENTS  # the literals, stamps, entry count and type, cents
             + digit_count(rows.seq, seq_width)
             + self._symbol_length[rows.symbol]
             + digit_count(whole, whole_width)
             + digit_count(rows.size, size_width)
-            + quote * (second_length + digit_count(ask_whole, ask_width) + digit_count(rows.size, size_width))
-        )
+            + quote * (offer_literals + _CENTS + digit_count(ask_whole, ask_width)
+                       + digit_count(rows.size, size_width))
+        )  # fmt: skip
         return matrix, body_length, body_end
 
     def _stamps(self, event_ns: I64) -> U8:

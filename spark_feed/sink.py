@@ -33,6 +33,8 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+from feedha.proto import fix
+from feedha.spark_feed.encoder import trailers
 from feedha.spark_feed.model import StreamSpec
 from feedha.spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM
 
@@ -41,7 +43,7 @@ logger = logging.getLogger(__name__)
 FRAME_MESSAGES: Final = 500
 SNDHWM: Final = 0
 LINGER_MS: Final = 2_000
-_TRAILER: Final = 7  # len(b"10=NNN\x01")
+_TRAILER: Final = fix.TRAILER_SIZE  # 10=NNN<SOH>
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -78,12 +80,7 @@ def finish_messages(offsets: I64, data: U8) -> tuple[I64, U8]:
     out_offsets[-1] = len(body) + count * _TRAILER
     out = np.empty(int(out_offsets[-1]), dtype=np.uint8)
     out[np.arange(len(body), dtype=np.int64) + np.repeat(shift, lengths)] = body
-    trailer = np.empty((count, _TRAILER), dtype=np.uint8)
-    trailer[:, 0:3] = np.frombuffer(b"10=", dtype=np.uint8)
-    trailer[:, 3] = ord("0") + sums // 100
-    trailer[:, 4] = ord("0") + sums // 10 % 10
-    trailer[:, 5] = ord("0") + sums % 10
-    trailer[:, 6] = 1
+    trailer = trailers(sums)
     ends = out_offsets[1:] - _TRAILER
     out[(ends[:, None] + np.arange(_TRAILER)).ravel()] = trailer.ravel()
     return out_offsets, out

@@ -4,8 +4,10 @@ Theory of operation
 -------------------
 The replay source's rows end as ``schema.OUTPUT_COLUMNS``: the source-stream
 number, the gap-free ``source_seq``, the event time and the FIX message built
-in Spark SQL up to, but not including, its ``10=`` checksum trailer. The
-checksum is a byte sum that Spark SQL has no cheap function for, so the
+in Spark SQL up to, but not including, its ``10=`` checksum trailer: one
+``concat`` per template of :mod:`proto.fix` (the literals of the layout
+around the columns), so the bytes are :func:`proto.fix.encode_market_data`'s.
+The checksum is a byte sum that Spark SQL has no cheap function for, so the
 driver-side sink adds it with numpy over the Arrow buffers (see
 :func:`spark_feed.sink.finish_messages`). :func:`replay_messages` numbers a
 micro-batch's rows per stream in file order (file path, then row position)
@@ -23,10 +25,11 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from feedha.proto import fix
+from feedha.proto.template import Template
 from feedha.spark_feed.model import StreamSpec
 from feedha.spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM
 
-SOH: Final = "\x01"
 NS_PER_S: Final = 1_000_000_000
 # Octaves of the hash-noise random walk: 2**(OCTAVES-1) ticks is the longest wave.
 OCTAVES: Final = 10
@@ -42,21 +45,22 @@ def fix_timestamp(ns: Column) -> Column:
     )
 
 
-def cents_text(cents: Column) -> Column:
-    """Integer cents as decimal text with two places (``12345`` -> ``"123.45"``)."""
-    whole = F.floor(cents / F.lit(100)).cast("string")
-    return F.concat(whole, F.lit("."), F.lpad(F.pmod(cents, F.lit(100)).cast("string"), 2, "0"))
+def _concat(template: Template, **columns: Column) -> Column:
+    # The template's literals and the columns in its slots, as one SQL concat
+    # (null when any column is null).
+    parts: list[Column] = []
+    for literal, slot in template.pieces():
+        if literal:
+            parts.append(F.lit(literal.decode("ascii")))
+        if slot is not None:
+            parts.append(columns[slot])
+    return F.concat(*parts)
 
 
 def fix_entry(entry_type: str, price: Column, size: Column) -> Column:
-    """One ``279=0|269=T|270=P|271=S|`` entry group (null if price or size is null)."""
-    return F.concat(
-        F.lit(f"279=0{SOH}269={entry_type}{SOH}270="),
-        price,
-        F.lit(f"{SOH}271="),
-        size.cast("string"),
-        F.lit(SOH),
-    )
+    """One :data:`proto.fix.ENTRY` (``279=0|269=T|270=P|271=S|``); null if price or size is null."""
+    entry = fix.ENTRY.substitute(entry_type=entry_type.encode())
+    return _concat(entry, price=price, size=size.cast("string"))
 
 
 def fix_body(*, seq: Column, symbol: Column, stamp: Column, entries: Column, entry_count: Column,
@@ -74,28 +78,17 @@ def fix_body(*, seq: Column, symbol: Column, stamp: Column, entries: Column, ent
     Returns:
         A string column.
     """
-    return F.concat(
-        F.lit(f"35=X{SOH}49={sender}{SOH}34="),
-        seq.cast("string"),
-        F.lit(f"{SOH}52="),
-        stamp,
-        F.lit(f"{SOH}55="),
-        symbol,
-        F.lit(f"{SOH}60="),
-        stamp,
-        F.lit(f"{SOH}268="),
-        entry_count.cast("string"),
-        F.lit(SOH),
-        entries,
-    )
+    body = fix.MARKET_DATA.substitute(sender=sender.encode(), group=fix.ENTRY_GROUP)
+    return _concat(body, seq=seq.cast("string"), sending_time=stamp, symbol=symbol, event_time=stamp,
+                   entry_count=entry_count.cast("string"), entries=entries)  # fmt: skip
 
 
 def fix_frame(body: Column) -> Column:
-    """``8=FIX.4.4|9=<len>|<body>`` as binary: the message without its ``10=`` trailer.
+    """:data:`proto.fix.HEAD` and the body, as binary: the message without its ``10=`` trailer.
 
     Pass a column reference, not an expression: the body is used twice.
     """
-    head = F.concat(F.lit(f"8=FIX.4.4{SOH}9="), F.octet_length(body).cast("string"), F.lit(SOH))
+    head = _concat(fix.HEAD, body_length=F.octet_length(body).cast("string"))
     return F.concat(head, body).cast("binary")
 
 

@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-A line's transport is picked by its endpoint URL (DESIGN.md, "The data plane
-wire format"): ``tcp://`` unicast fan-out by default, ``epgm://``/``pgm://``
+A line's transport is picked by its endpoint URL (docs/wire-format.md,
+Lines): ``tcp://`` unicast fan-out by default, ``epgm://``/``pgm://``
 multicast (OpenPGM) where libzmq was built with it. On ``tcp://`` the defaults
 are right and nothing is set here. A PGM socket left at its defaults loses
 data: libzmq's ``ZMQ_RATE`` is 100 kbit/s and the kernel's socket buffers are
@@ -92,7 +92,7 @@ def multicast_endpoint(interface: str, group: str, port: int, *, scheme: str = "
     """Build ``epgm://INTERFACE;GROUP:PORT``.
 
     The interface is named by its IPv4 address: libzmq refused an interface
-    name on this machine's network namespaces (DESIGN.md).
+    name on this machine's network namespaces (docs/multicast.md).
 
     Raises:
         ValueError: ``interface`` is not an IPv4 address, ``group`` is not an

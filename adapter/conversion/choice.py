@@ -1,6 +1,9 @@
 """Which conversion engine an adapter runs: the one place that chooses.
 
-See :mod:`adapter.conversion.engine` for what an engine is.
+See :mod:`adapter.conversion.engine` for what an engine is. The choice is
+made as every package of the adapter makes it (:mod:`adapter._native_code`):
+the native engine (the C extension ``_fastpath``) where it is built and
+takes the table, else the Python reference, with a warning.
 """
 
 from __future__ import annotations
@@ -8,16 +11,29 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from feedha.adapter.conversion import _native
+from feedha.adapter._native_code import warn_fallback, why_not_built
+from feedha.adapter.conversion._fastpath_spec import Unsupported, compile_spec
 from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.table import ConverterTable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IS_NATIVE_BUILT", "make_engine"]
+__all__ = ["IS_NATIVE_BUILT", "make_engine", "unsupported_reason"]
 
-IS_NATIVE_BUILT: Final = _native.AVAILABLE
+_NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._fastpath")
+IS_NATIVE_BUILT: Final = _NOT_BUILT is None
+
+
+def unsupported_reason(table: ConverterTable) -> str | None:
+    """Why the native engine cannot run ``table`` (``None``: it can)."""
+    if _NOT_BUILT is not None:
+        return _NOT_BUILT
+    try:
+        compile_spec(table)
+    except Unsupported as exc:
+        return f"the converter table uses a feature the C fast path lacks ({exc})"
+    return None
 
 
 def make_engine(table: ConverterTable, *, prefer_native: bool = True) -> ConversionEngine:
@@ -25,7 +41,7 @@ def make_engine(table: ConverterTable, *, prefer_native: bool = True) -> Convers
 
     Args:
         table: the checked converter table.
-        prefer_native: ``False`` forces the reference engine (tests, comparisons).
+        prefer_native: ``False`` gives the reference engine (tests, comparisons).
 
     Returns:
         A :class:`~adapter.conversion._native.NativeEngine` when the C extension
@@ -33,8 +49,10 @@ def make_engine(table: ConverterTable, *, prefer_native: bool = True) -> Convers
         :class:`~adapter.conversion._reference.ReferenceEngine`.
     """
     if prefer_native:
-        reason = _native.unsupported_reason(table)
+        reason = unsupported_reason(table)
         if reason is None:
-            return _native.NativeEngine(table)
-        logger.warning("conversion runs on the Python reference engine (~30x slower): %s", reason)
+            from feedha.adapter.conversion._native import NativeEngine
+
+            return NativeEngine(table)
+        warn_fallback(logger, "conversion", "~30x slower", reason)
     return ReferenceEngine(table)

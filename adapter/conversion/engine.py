@@ -17,11 +17,12 @@ kinds of work:
   :class:`~adapter.errors.ConversionError` naming the reason),
   ``state.preview``/``state.set_symbol`` and :meth:`encode`.
 
-There are two implementations, chosen in one place (:func:`adapter.conversion.choice.make_engine`), as
-the journal's framing is (``adapter.journal._framing``):
+There are two implementations, chosen in one place
+(:func:`adapter.conversion.choice.make_engine`), as all native code is
+(:mod:`adapter._native_code`):
 
 * :class:`~adapter.conversion._native.NativeEngine`: ``run`` is the C fast
-  path (``adapter/_fastpath.c``) and the state lives in C;
+  path (``adapter/conversion/_fastpath.c``) and the state lives in C;
 * :class:`~adapter.conversion._reference.ReferenceEngine`: everything in
   Python, byte for byte the same output; the fallback when the extension is
   not built or the converter table uses a feature the C path lacks.
@@ -46,7 +47,7 @@ __all__ = ["ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
 
 
 class Stop(enum.IntEnum):
-    """Why a run stopped (the values are the C module's ``STOP_*`` constants)."""
+    """Why a run stopped (``scripts/gen_constants.py`` makes these the C module's ``STOP_*``)."""
 
     END = 0  # the frame is done
     SLOW = 1  # the message at ``pos`` needs the careful path

@@ -1,8 +1,8 @@
 """What the adapter core asks its shell to do: the actions its input handlers return.
 
 The core (:class:`adapter.core.machine.AdapterCore`) decides; the runner carries
-these out in order, after the handler returned (decide first, then act:
-CONTRIBUTING.md). Plain frozen dataclasses: no behaviour.
+these out in order, after the handler returned (CONTRIBUTING.md, "Decide first,
+then act"). Plain frozen dataclasses: no behaviour.
 """
 
 from __future__ import annotations

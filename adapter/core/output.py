@@ -20,7 +20,7 @@ class LineOutput:
 
     Blocks are added while the adapter has messages ready; :meth:`seal` closes
     the packet when it is full or when the adapter has nothing more right now,
-    so batching never adds latency at low rates (DESIGN.md, wire format).
+    so batching never adds latency at low rates (docs/wire-format.md, "Rules a receiver can rely on").
 
     Args:
         channel: the channel number stamped on every packet.

@@ -10,7 +10,7 @@ stream state, send health, ask for a snapshot, throttle, log a role change).
 It reads no clock and touches no socket, so every rule can be tested with
 explicit times.
 
-The rules (DESIGN.md, from the seed patent):
+The rules (from the seed patent; docs/architecture.md, "Where the seed rules live"):
 
 1. *In sync*: the active's (msg_seq, source_seq) matches ours at the same
    source position and so does the conversion-state digest.

@@ -1,6 +1,6 @@
 """The adapter's journal: append-only segments of framed records, checkpoints, recovery, readers.
 
-See DESIGN.md, "The journal". Public API::
+See docs/journal.md. Public API::
 
     writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.BATCH))
     writer.append(msg_seq, time_ns, source_stream, source_seq, payload)

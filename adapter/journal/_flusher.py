@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from feedha.adapter.journal._framing import write_out
+from feedha.adapter.journal.choice import FRAMING
 from feedha.adapter.journal.errors import JournalIOError
 from feedha.adapter.journal.format import INDEX_ENTRY, encode_index_header
 from feedha.adapter.journal.segment import SparseIndex
@@ -217,7 +217,7 @@ class Flusher:
         new = self._new_index_entries(segment, written)
         index_fd = self._index_fd(segment) if new else -1
         started = time.perf_counter()
-        write_out(segment.fd, chunks, sync, index_fd, b"".join(new))
+        FRAMING.write_out(segment.fd, chunks, sync, index_fd, b"".join(new))
         if sync:
             self.sync_times.observe(time.perf_counter() - started)
         segment.written = written

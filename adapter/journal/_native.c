@@ -40,8 +40,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RECORD_HEADER_SIZE 36
-#define MAX_PAYLOAD_BYTES (16 * 1024 * 1024)
+#include "_native_constants.h" /* RECORD_HEADER_SIZE, MAX_PAYLOAD_BYTES, CONTROL_FLAGS, STATUS_*:
+                                  generated from layout.py by scripts/gen_constants.py */
+
 /* CRCs of at least this many bytes run without the GIL. */
 #define CRC_RELEASE_GIL_BYTES (64 * 1024)
 
@@ -717,8 +718,6 @@ done:
 
 /* -- decoding ---------------------------------------------------------------------------------- */
 
-enum { STATUS_END = 0, STATUS_INCOMPLETE = 1, STATUS_BAD_LENGTH = 2, STATUS_BAD_CRC = 3, STATUS_BAD_SEQ = 4 };
-
 /* record_type must be a tuple subclass with no extra fields (like a NamedTuple): make_record
  * fills its items directly. */
 static int check_record_type(PyTypeObject *type) {
@@ -730,9 +729,7 @@ static int check_record_type(PyTypeObject *type) {
     return 0;
 }
 
-enum { RECORD_FIELDS = 6 };
-
-/* A new record_type instance. Steals the items. */
+/* A new record_type instance of RECORD_FIELDS items (a Record's, in its order). Steals the items. */
 static PyObject *make_record(PyTypeObject *type, PyObject *items[RECORD_FIELDS]) {
     PyObject *record = type == &PyTuple_Type ? PyTuple_New(RECORD_FIELDS) : type->tp_alloc(type, RECORD_FIELDS);
     if (record == NULL) {
@@ -747,9 +744,9 @@ static PyObject *make_record(PyTypeObject *type, PyObject *items[RECORD_FIELDS])
     return record;
 }
 
-/* Flag bits of a control record (bit 0: purge): it takes no msg_seq of its own. Its msg_seq field
- * names the last message record before it, so it may equal prev; it does not move prev. */
-#define CONTROL_FLAGS 0x0001u
+/* A control record (a flag of CONTROL_FLAGS set; bit 0: purge) takes no msg_seq of its own. Its
+ * msg_seq field names the last message record before it, so it may equal prev; it does not move
+ * prev. */
 
 /* Whether the `avail` bytes at h start with a whole, intact record whose msg_seq exceeds prev
  * (when have_prev; a control record's may equal it): true with its payload length and whether it
@@ -1018,10 +1015,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (m == NULL) {
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "RECORD_HEADER_SIZE", RECORD_HEADER_SIZE) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_PAYLOAD_BYTES", MAX_PAYLOAD_BYTES) < 0 ||
-        PyModule_AddIntConstant(m, "CONTROL_FLAGS", CONTROL_FLAGS) < 0 ||
-        PyModule_AddObjectRef(m, "HARDWARE_CRC", hardware ? Py_True : Py_False) < 0) {
+    /* Every shared constant too, so the tests can tell a build from an older header. */
+    if (PyModule_AddObjectRef(m, "HARDWARE_CRC", hardware ? Py_True : Py_False) < 0 || fh_add_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,7 +1,7 @@
 """Pure-Python reference of :mod:`adapter.journal._native`: same functions, same bytes, same errors.
 
 It is the specification the C extension is tested against byte for byte,
-and the fallback :mod:`adapter.journal._framing` uses when the extension was
+and the fallback :mod:`adapter.journal.choice` gives when the extension was
 not built. CRC32C comes from the ``crc32c`` package (itself compiled; the
 tests also check both against a bit-by-bit CRC).
 """
@@ -15,18 +15,28 @@ from typing import Final, TypeVar
 
 from crc32c import crc32c as _crc32c
 
-RECORD_HEADER_SIZE: Final = 36
-MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
-HARDWARE_CRC: Final = False
-# Record flag bits of control records (bit 0: purge), as _native.c's CONTROL_FLAGS.
-CONTROL_FLAGS: Final = 0x0001
+from feedha.adapter.journal.layout import (
+    CONTROL_FLAGS,
+    MAX_PAYLOAD_BYTES,
+    RECORD_HEADER,
+    RECORD_HEADER_SIZE,
+    STATUSES,
+    DecodeStatus,
+)
 
-_HEADER: Final = struct.Struct("<IIQQQHH")
+HARDWARE_CRC: Final = False
+
+_HEADER: Final = RECORD_HEADER
 _CRC: Final = struct.Struct("<I")
 _MAX_U64: Final = 2**64 - 1
 _MAX_U32: Final = 2**32 - 1
 _MAX_U16: Final = 2**16 - 1
-_STATUS_END, _STATUS_INCOMPLETE, _STATUS_BAD_LENGTH, _STATUS_BAD_CRC, _STATUS_BAD_SEQ = range(5)
+# decode_records's status numbers (the order of layout.STATUSES).
+_STATUS_END: Final = STATUSES.index(DecodeStatus.END)
+_STATUS_INCOMPLETE: Final = STATUSES.index(DecodeStatus.INCOMPLETE)
+_STATUS_BAD_LENGTH: Final = STATUSES.index(DecodeStatus.BAD_LENGTH)
+_STATUS_BAD_CRC: Final = STATUSES.index(DecodeStatus.BAD_CRC)
+_STATUS_BAD_SEQ: Final = STATUSES.index(DecodeStatus.BAD_SEQ)
 
 _Buffer = bytes | bytearray | memoryview
 _R = TypeVar("_R", bound=tuple[int, int, int, int, bytes, int])
@@ -170,6 +180,7 @@ def frame_one_into(
     source_seq: int,
     payload: bytes,
     flags: int = 0,
+    /,
 ) -> int:
     """Frame one record into ``buf`` at ``offset``; returns the offset after it."""
     _uint(msg_seq, "msg_seq", _MAX_U64)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from feedha.adapter.journal._framing import crc32c
+from feedha.adapter.journal.choice import FRAMING
 from feedha.adapter.journal.durable import replace_durably
 from feedha.adapter.journal.errors import CorruptRecordError
 
@@ -87,7 +87,7 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
         0,
     )
     body = header + name + bytes(checkpoint.state)
-    return body + crc32c(body).to_bytes(4, "little")
+    return body + FRAMING.crc32c(body).to_bytes(4, "little")
 
 
 def decode_checkpoint(data: bytes) -> Checkpoint:
@@ -112,7 +112,7 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
         raise CorruptRecordError("bad_checkpoint_magic")
     if len(data) != size + name_len + state_len + 4:
         raise CorruptRecordError("bad_checkpoint_length")
-    if crc32c(data[:-4]) != int.from_bytes(data[-4:], "little"):
+    if FRAMING.crc32c(data[:-4]) != int.from_bytes(data[-4:], "little"):
         raise CorruptRecordError("bad_checkpoint_crc")
     name = data[size : size + name_len].decode()
     return Checkpoint(

@@ -57,25 +57,22 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Final, NamedTuple
 
-from feedha.adapter.journal import _framing
-from feedha.adapter.journal._framing import crc32c
+from feedha.adapter.journal.choice import FRAMING
 from feedha.adapter.journal.errors import CorruptRecordError
 
-RECORD_HEADER: Final = struct.Struct("<IIQQQHH")
-RECORD_HEADER_SIZE: Final = RECORD_HEADER.size  # 36
+# The layout's numbers are part of the format: re-exported (``as``) for the format's readers.
+from feedha.adapter.journal.layout import CONTROL_FLAGS as CONTROL_FLAGS
+from feedha.adapter.journal.layout import FLAG_PURGE as FLAG_PURGE
+from feedha.adapter.journal.layout import MAX_PAYLOAD_BYTES as MAX_PAYLOAD_BYTES
+from feedha.adapter.journal.layout import RECORD_HEADER as RECORD_HEADER
+from feedha.adapter.journal.layout import RECORD_HEADER_SIZE as RECORD_HEADER_SIZE
+from feedha.adapter.journal.layout import RECORD_SESSION_BOUNDARY as RECORD_SESSION_BOUNDARY
+from feedha.adapter.journal.layout import STATUSES
+from feedha.adapter.journal.layout import DecodeStatus as DecodeStatus
+
 CRC_FIELD: Final = struct.Struct("<I")
-# A length above this is treated as corruption, not as a record to wait for.
-MAX_PAYLOAD_BYTES: Final = 16 * 1024 * 1024
-# Record flags (offset 34). A session-boundary record is the end-of-session block the
-# line carried: its own msg_seq, the source_seq of the session's last source message,
-# and a MarketUpdate whose session_boundary names the sessions (docs/journal.md).
-RECORD_SESSION_BOUNDARY: Final = 0x02
-FLAG_PURGE: Final = 0x0001  # record flag bit 0: a purge record (its payload a feedha.v1.PurgeEntry)
-CONTROL_FLAGS: Final = FLAG_PURGE  # flag bits of records that are not messages
-assert CONTROL_FLAGS == _framing.CONTROL_FLAGS
 
 SEGMENT_MAGIC: Final = b"FHJSEG\x00\x01"
 SEGMENT_VERSION: Final = 1
@@ -145,20 +142,8 @@ def as_control(flags: int, record: Record) -> ControlRecord:
     return ControlRecord(flags, record.msg_seq, record.time_ns, record.payload)
 
 
-class DecodeStatus(Enum):
-    """Why :func:`decode_records` stopped."""
-
-    END = "end"  # every byte was consumed
-    INCOMPLETE = "incomplete"  # a record needs more bytes than are present
-    BAD_LENGTH = "bad_length"
-    BAD_CRC = "bad_crc"
-    BAD_SEQ = "bad_seq"
-
-
-# The status numbers of _framing.decode_records, in order.
-_STATUSES: Final = tuple(DecodeStatus)
-_BAD_LENGTH: Final = _STATUSES.index(DecodeStatus.BAD_LENGTH)
-_BAD_CRC: Final = _STATUSES.index(DecodeStatus.BAD_CRC)
+_BAD_LENGTH: Final = STATUSES.index(DecodeStatus.BAD_LENGTH)
+_BAD_CRC: Final = STATUSES.index(DecodeStatus.BAD_CRC)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,7 +182,7 @@ def encode_record(record: Record) -> bytes:
         ValueError: a field is out of range or the payload is too large.
     """
     # One C call (adapter.journal._native); the same bytes as _reference.frame_records.
-    return _framing.frame_records(
+    return FRAMING.frame_records(
         record.msg_seq,
         record.time_ns,
         record.source_stream,
@@ -223,11 +208,11 @@ def decode_record(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[R
     """
     if len(data) - pos < RECORD_HEADER_SIZE:
         return None
-    records, end, status = _framing.decode_records(data, pos, -1, 1, Record)
+    records, end, status = FRAMING.decode_records(data, pos, -1, 1, Record)
     if records:
         return records[0], end
     if status in (_BAD_LENGTH, _BAD_CRC):
-        raise CorruptRecordError(_STATUSES[status].value, offset=pos)
+        raise CorruptRecordError(STATUSES[status].value, offset=pos)
     return None
 
 
@@ -256,10 +241,10 @@ def decode_records(
     # runs in C, one call per chunk: readers and recovery run it over every
     # byte of the journal.
     controls: list[tuple[int, int, Record]] | None = [] if with_controls else None
-    records, end, status = _framing.decode_records(
+    records, end, status = FRAMING.decode_records(
         data, pos, prev_seq, -1 if max_records is None else max_records, Record, controls
     )
-    return DecodeResult(records=records, end=end, status=_STATUSES[status], controls=controls or [])
+    return DecodeResult(records=records, end=end, status=STATUSES[status], controls=controls or [])
 
 
 class RecordDecoder:
@@ -350,7 +335,7 @@ def encode_segment_header(header: SegmentHeader) -> bytes:
     body = SEGMENT_HEADER.pack(
         SEGMENT_MAGIC, SEGMENT_VERSION, SEGMENT_HEADER_SIZE, header.first_seq, header.first_time_ns, 0
     )[:-4]
-    return body + CRC_FIELD.pack(crc32c(body))
+    return body + CRC_FIELD.pack(FRAMING.crc32c(body))
 
 
 def decode_segment_header(data: bytes | bytearray | memoryview) -> SegmentHeader:
@@ -370,7 +355,7 @@ def decode_segment_header(data: bytes | bytearray | memoryview) -> SegmentHeader
     magic, version, size, first_seq, first_time_ns, crc = SEGMENT_HEADER.unpack_from(data, 0)
     if magic != SEGMENT_MAGIC:
         raise CorruptRecordError("bad_segment_magic", offset=0)
-    if crc32c(bytes(data[: SEGMENT_HEADER_SIZE - 4])) != crc:
+    if FRAMING.crc32c(bytes(data[: SEGMENT_HEADER_SIZE - 4])) != crc:
         raise CorruptRecordError("bad_segment_header_crc", offset=0)
     if version != SEGMENT_VERSION or size != SEGMENT_HEADER_SIZE:
         raise CorruptRecordError(f"unsupported_segment_version_{version}", offset=0)
@@ -449,7 +434,7 @@ def encode_index_header(first_seq: int) -> bytes:
         ``INDEX_HEADER_SIZE`` bytes.
     """
     body = INDEX_HEADER.pack(INDEX_MAGIC, 1, INDEX_ENTRY_SIZE, first_seq, 0)[:-4]
-    return body + CRC_FIELD.pack(crc32c(body))
+    return body + CRC_FIELD.pack(FRAMING.crc32c(body))
 
 
 def encode_index_entries(entries: list[tuple[int, int]]) -> bytes:
@@ -484,7 +469,7 @@ def decode_index(data: bytes, *, first_seq: int, segment_size: int) -> list[tupl
     if len(data) < INDEX_HEADER_SIZE:
         raise CorruptRecordError("short_index_header")
     magic, version, entry_size, header_seq, crc = INDEX_HEADER.unpack_from(data, 0)
-    if magic != INDEX_MAGIC or crc32c(data[: INDEX_HEADER_SIZE - 4]) != crc:
+    if magic != INDEX_MAGIC or FRAMING.crc32c(data[: INDEX_HEADER_SIZE - 4]) != crc:
         raise CorruptRecordError("bad_index_header")
     if version != 1 or entry_size != INDEX_ENTRY_SIZE or header_seq != first_seq:
         raise CorruptRecordError("index_mismatch")

@@ -6,7 +6,7 @@ Theory of operation
 :mod:`adapter.journal.recovery`), then starts its flusher thread (see
 :mod:`adapter.journal._flusher`). ``append`` checks that msg_seq increases,
 frames the record straight into the live buffer (one C call that writes
-the header and payload and the CRC32C, see :mod:`adapter.journal._framing`)
+the header and payload and the CRC32C, see :mod:`adapter.journal.choice`)
 and returns: it makes no system call. ``append_batch`` and ``append_many``
 frame a whole batch per C call. Everything that is not the common case — a full
 buffer, a segment to roll (size or UTC day), an index entry due, the first
@@ -31,8 +31,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from feedha.adapter.journal._flusher import Batch, Flusher, OpenSegment, SyncTimes
-from feedha.adapter.journal._framing import frame_into, frame_one_into, frame_records, frame_tuples_into
 from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
+from feedha.adapter.journal.choice import FRAMING
 from feedha.adapter.journal.config import FsyncPolicy, JournalConfig
 from feedha.adapter.journal.errors import JournalClosedError, SequenceError
 from feedha.adapter.journal.format import (
@@ -181,7 +181,7 @@ class JournalWriter:
         if flags or pos + RECORD_HEADER_SIZE + len(payload) > self._limit or time_ns >= self._day_end_ns:
             self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload, flags)
             return
-        end = frame_one_into(self._buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
+        end = FRAMING.frame_one_into(self._buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
         self._last_seq = msg_seq
         self._pos = end  # publish: the flusher may now write up to here
 
@@ -244,7 +244,7 @@ class JournalWriter:
             if time_ns < self._day_end_ns:
                 stop = min(i + step, count)
                 try:
-                    pos, done = frame_into(
+                    pos, done = FRAMING.frame_into(
                         self._buf,
                         self._pos,
                         self._limit,
@@ -301,7 +301,7 @@ class JournalWriter:
         while i < count:
             stop = min(i + step, count)
             try:
-                pos, done, last = frame_tuples_into(
+                pos, done, last = FRAMING.frame_tuples_into(
                     self._buf, self._pos, self._limit, items, self._last_seq, self._day_end_ns, i, stop
                 )
             except (TypeError, ValueError):
@@ -359,7 +359,7 @@ class JournalWriter:
         if offset >= self._next_index or not segment.index.seqs:
             segment.index.add(msg_seq, offset)
             self._next_index = offset + self._config.index_interval_bytes
-        end = frame_one_into(
+        end = FRAMING.frame_one_into(
             self._buf, self._pos, msg_seq, time_ns, source_stream, source_seq, payload, flags
         )
         segment.size += size
@@ -395,7 +395,7 @@ class JournalWriter:
         self._check_usable()
         self._account_fast_records()
         after = max(self._last_seq, 0)
-        data = frame_records(after, time_ns, 0, (0,), (payload,), flags)
+        data = FRAMING.frame_records(after, time_ns, 0, (0,), (payload,), flags)
         size = len(data)
         segment = self._segment
         if segment is None:

@@ -89,7 +89,7 @@ class Cluster:
                 str(self.client.key),
             )
         return run(
-            "-m", "feedha.admin_server.cli", "--admin-server", self.target, *tls, "--json", *args, env=env
+            "-m", "feedha.admin_server.feedctl", "--admin-server", self.target, *tls, "--json", *args, env=env
         )
 
     def adapters(self) -> dict[str, dict[str, Any]]:

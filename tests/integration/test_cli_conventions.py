@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from feedha import cli, extras
-from feedha.admin_server import cli as feedctl_cli
+from feedha.admin_server import feedctl
 from feedha.cluster import control, plan_group
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
@@ -58,9 +58,9 @@ def test_help_exits_0_for_every_command_and_sub_command(command: list[str]) -> N
     assert "usage:" in text
 
 
-@pytest.mark.parametrize("command", ["", *_sub_commands(_help(feedctl_cli.main, ["--help"])[1])])
+@pytest.mark.parametrize("command", ["", *_sub_commands(_help(feedctl.main, ["--help"])[1])])
 def test_feedctl_help_exits_0(command: str) -> None:
-    code, text = _help(feedctl_cli.main, [*([command] if command else []), "--help"])
+    code, text = _help(feedctl.main, [*([command] if command else []), "--help"])
     assert code == 0 and "usage: feedctl" in text
 
 

@@ -31,7 +31,7 @@ import pytest
 from feedha.procs import JsonProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTENSIONS = ("feedha/adapter/_fastpath", "feedha/adapter/journal/_native")
+EXTENSIONS = ("feedha/adapter/conversion/_fastpath", "feedha/adapter/journal/_native")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
@@ -78,6 +78,8 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"feedha"}
     for data in (
         "feedha/adapter/conversion/converters.yaml",
+        "feedha/adapter/conversion/_fastpath.pyi",  # each extension's stub beside it
+        "feedha/adapter/journal/_native.pyi",
         "feedha/demo_policy.yaml",
         "feedha/client/py.typed",
         "feedha/proto/admin.proto",
@@ -87,15 +89,30 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     import tarfile
 
     members = {m.split("/", 1)[1] for m in tarfile.open(sdist).getnames() if "/" in m}
-    assert {"setup.py", "pyproject.toml", "adapter/_fastpath.c", "adapter/_market_fields.h"} <= members
+    sources = {
+        "adapter/conversion/_fastpath.c",
+        "adapter/conversion/_market_fields.h",
+        "adapter/conversion/_fastpath_constants.h",
+        "adapter/journal/_native.c",
+        "adapter/journal/_native_constants.h",
+    }
+    assert {"setup.py", "pyproject.toml", *sources} <= members
 
 
 def test_without_a_compiler_the_build_warns_and_the_package_runs_in_pure_python(
-    tmp_path: Path, venv: Path
+    tmp_path: Path, venv: Path, dist: Path
 ) -> None:
+    import tarfile
+
+    # From the unpacked sdist, not the checkout: a build/ folder left in the checkout by an
+    # earlier build holds compiled objects that setuptools would reuse without compiling.
+    (sdist,) = dist.glob("feedha-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path / "src", filter="data")
+    (source,) = (tmp_path / "src").iterdir()
     out = tmp_path / "dist"
     env = {**_clean_env(), "CC": "false", "CXX": "false"}  # a compiler that always fails
-    log = run(sys.executable, "-m", "build", "--wheel", "--outdir", out, ROOT, cwd=tmp_path, env=env)
+    log = run(sys.executable, "-m", "build", "--wheel", "--outdir", out, source, cwd=tmp_path, env=env)
     assert "WARNING: could not build" in log and "pure-Python" in log
     (wheel,) = out.glob("feedha-*.whl")
     assert not any(n.endswith(".so") for n in zipfile.ZipFile(wheel).namelist())

@@ -56,5 +56,5 @@ def feedctl(up: dict[str, Any], user: str, *args: str) -> subprocess.CompletedPr
     """``feedctl --admin-server ADMIN ARGS`` as ``user`` (credentials in the environment, as documented)."""
     key_id, secret = user_key(up, user)
     env = {**os.environ, "FEEDHA_KEY_ID": key_id, "FEEDHA_SECRET": secret}
-    command = [sys.executable, "-m", "feedha.admin_server.cli", "--admin-server", up["admin"], *args]
+    command = [sys.executable, "-m", "feedha.admin_server.feedctl", "--admin-server", up["admin"], *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)

@@ -128,10 +128,14 @@ def test_from_package_import_name_leads_to_the_init_unless_name_is_a_module(tmp_
             "feedha/__init__.py": "from feedha.cli import main\n",
             "feedha/cli.py": "from feedha import VERSION, ports\n",
             "feedha/ports.py": "",
+            # A C extension (its stub, no .py): a module that imports nothing, not the package.
+            "feedha/_speed.pyi": "def f() -> int: ...\n",
+            "feedha/choice.py": "from feedha import _speed\n",
         },
     )
     graph = check_layers.import_graph(check_layers.parse_tree(root))
     assert graph["feedha/cli.py"] == {"feedha/__init__.py", "feedha/ports.py"}
+    assert graph["feedha/choice.py"] == {"feedha/_speed.pyi"} and graph["feedha/_speed.pyi"] == set()
     assert check_layers.import_cycles(check_layers.parse_tree(root)) == [
         "cycle between 2 file(s): feedha/__init__.py, feedha/cli.py "
         "(e.g. feedha/__init__.py -> feedha/cli.py -> feedha/__init__.py)"

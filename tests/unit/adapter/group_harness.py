@@ -1,6 +1,6 @@
 """Adapter cores of one channel in one process, on a simulated clock, with no sockets.
 
-The pair harness of STYLE.md §13 for the whole adapter: :class:`CoreGroup`
+A pair harness (CONTRIBUTING.md, "Tests") for the whole adapter: :class:`CoreGroup`
 runs two or three real :class:`~adapter.core.AdapterCore` objects (real
 engines, real sync rules, the sync bus encoded and decoded as bytes) against
 a deterministic source, and one real :class:`~client_lib.ChannelArbiter`

@@ -12,26 +12,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion import Converter, ConverterTable, _native, make_engine
+from feedha.adapter.conversion import Converter, ConverterTable, _fastpath_spec, _native, choice, make_engine
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.adapter.conversion.table import DerivedRule
 from feedha.adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
 from feedha.adapter.core.sync import Role
 from feedha.proto import fix, wire
 
-pytestmark = pytest.mark.skipif(not _native.AVAILABLE, reason="adapter._fastpath is not built")
+pytestmark = pytest.mark.skipif(
+    not choice.IS_NATIVE_BUILT, reason="adapter.conversion._fastpath is not built"
+)
 
 NOW_NS = 1_790_000_000_123_456_789
 
 
 def test_the_extension_is_built_in_this_checkout() -> None:
     # Without it every adapter silently runs ~10x slower: CI must notice.
-    assert _native.AVAILABLE
+    assert choice.IS_NATIVE_BUILT
 
 
 @given(st.binary(max_size=400))
 def test_blake2b_64_is_hashlib_blake2b(data: bytes) -> None:
-    from feedha.adapter import _fastpath
+    from feedha.adapter.conversion import _fastpath
 
     assert _fastpath.blake2b_64(data) == int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
@@ -210,11 +212,25 @@ def test_runs_stop_at_a_pending_report(native: bool) -> None:
 def test_an_unsupported_table_runs_on_the_reference_engine() -> None:
     table = ConverterTable.load()
     odd = replace(table, extra=(DerivedRule(target="odd", op="add", args=("bid", "ask", "trade_price")),))
-    with pytest.raises(_native.Unsupported):
-        _native.compile_spec(odd)
-    assert "lacks" in str(_native.unsupported_reason(odd))
+    with pytest.raises(_fastpath_spec.Unsupported):
+        _fastpath_spec.compile_spec(odd)
+    assert "lacks" in str(choice.unsupported_reason(odd))
     assert not make_engine(odd).is_native
     assert make_engine(table).is_native
+    assert not make_engine(table, prefer_native=False).is_native
+
+
+def test_more_extras_than_the_c_code_holds_run_on_the_reference_engine() -> None:
+    # The C module refuses a spec of more than MAX_EXTRAS extras: the choice must not hand it one.
+    table = ConverterTable.load()
+    extras = tuple(
+        DerivedRule(target=f"x{i}", op="add", args=("bid", "ask"))
+        for i in range(_fastpath_spec.MAX_EXTRAS + 1)
+    )
+    many = replace(table, extra=extras)
+    assert f"takes {_fastpath_spec.MAX_EXTRAS}" in str(choice.unsupported_reason(many))
+    assert not make_engine(many).is_native
+    assert make_engine(replace(many, extra=extras[:-1])).is_native
 
 
 # --- the state -----------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def test_restarted_old_active_hears_higher_term_and_serves_as_backup() -> None:
 
 
 def test_backup_is_in_sync_only_once_verified() -> None:
-    # (What it numbers meanwhile waits at its output gate: tests/unit/adapter/test_gate.py.)
+    # (What it numbers meanwhile waits at its output gate: adapter/core/gate.py.)
     state = initial_state(adapter=2, want_active=False, term=0, now=0.0)
     state, _ = apply(state, PeerHeard(1, Role.ACTIVE, 1), 0.01)
     assert state.status is SyncStatus.SYNCING and not state.is_in_sync and state.is_publishing

@@ -56,3 +56,33 @@ def test_any_cut_yields_only_whole_messages(cut: int) -> None:
 def test_timestamp_round_trip() -> None:
     assert fix.parse_timestamp(fix.format_timestamp(NS).encode()) == NS
     assert fix.parse_timestamp(b"20231114-22:13:20.5") == 1_700_000_000_500_000_000
+
+
+def test_market_data_is_the_tag_value_message_fix_describes() -> None:
+    # The templates against the format written field by field, as the module docstring shows it.
+    entries = [fix.SourceEntry(fix.ENTRY_BID, "99.5", 100), fix.SourceEntry(fix.ENTRY_OFFER, "100", 7)]
+    got = fix.encode_market_data(
+        source_seq=42, symbol="MSFT", event_time_ns=NS, entries=entries, sender="S", sending_time_ns=NS + 1
+    )
+    stamp = fix.format_timestamp(NS)
+    fields: list[tuple[int, str | int | bytes]] = [
+        (fix.TAG_MSG_TYPE, "X"),
+        (fix.TAG_SENDER, "S"),
+        (fix.TAG_SEQ, 42),
+        (fix.TAG_SENDING_TIME, fix.format_timestamp(NS + 1)),
+        (fix.TAG_SYMBOL, "MSFT"),
+        (fix.TAG_EVENT_TIME, stamp),
+        (fix.TAG_NO_ENTRIES, 2),
+    ]
+    for entry in entries:
+        fields += [
+            (fix.TAG_UPDATE_ACTION, "0"),
+            (fix.TAG_ENTRY_TYPE, entry.entry_type),
+            (fix.TAG_PRICE, entry.price),
+            (fix.TAG_SIZE, entry.size),
+        ]
+    assert got == fix.encode_message(fields)
+    assert fix.frame(b"35=0\x01") == b"8=FIX.4.4\x019=5\x0135=0\x0110=%03d\x01" % fix.checksum(
+        b"8=FIX.4.4\x019=5\x0135=0\x01"
+    )
+    assert len(got) - got.rindex(b"10=") == fix.TRAILER_SIZE == 7

@@ -42,7 +42,7 @@ def _schema_with(tmp_path: Path, old: str, new: str) -> Path:
 
 
 def test_generated_code_is_fresh() -> None:
-    # proto/*_pb2*.py and adapter/_market_fields.h
+    # proto/*_pb2*.py and adapter/conversion/_market_fields.h
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--check"],
         capture_output=True,

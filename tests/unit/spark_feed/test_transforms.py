@@ -84,3 +84,34 @@ def test_replay_numbers_in_file_order_after_bases(spark) -> None:
         assert [seq for seq, _ in rows] == list(range(base + 1, base + 1 + len(rows)))
         in_files = [s for s in expected if model.stream_for(s, STREAMS).number == number]  # type: ignore[union-attr]
         assert [symbol for _, symbol in rows] == in_files
+
+
+def test_the_sql_messages_are_proto_fix_byte_for_byte(spark) -> None:
+    rows = [
+        (1_767_277_800_000_266_613, "AAPL", None, None, None, None, "92.92", 1800, "f", 0),
+        (1_767_277_800_001_934_585, "XOM", "76.98", 100, "77.00", 600, None, None, "f", 1),
+        (1_767_277_801_000_000_000, "NVDA", "1.5", 1, "2", 2, "1.75", 3, "f", 2),
+    ]
+    from pyspark.sql.types import StructType
+
+    schema = StructType(list(REPLAY_SCHEMA.fields)).add("file", "string").add("row_in_file", "long")
+    ticks = spark.createDataFrame(rows, schema)
+    table = transforms.replay_messages(ticks, STREAMS, {1: 10, 2: 0}, sender="FEED").toArrow()
+    expected = []
+    for (event_ns, symbol, bid, bid_size, ask, ask_size, trade, trade_size, _f, _r), seq in zip(
+        rows, table["source_seq"].to_pylist(), strict=True
+    ):
+        entries = [
+            fix.SourceEntry(kind, price, size)
+            for kind, price, size in (
+                (fix.ENTRY_BID, bid, bid_size),
+                (fix.ENTRY_OFFER, ask, ask_size),
+                (fix.ENTRY_TRADE, trade, trade_size),
+            )
+            if price is not None
+        ]
+        expected.append(
+            fix.encode_market_data(source_seq=seq, symbol=symbol, event_time_ns=event_ns, entries=entries)
+        )
+    assert _messages(table) == expected
+    assert table["source_seq"].to_pylist() == [11, 1, 2]

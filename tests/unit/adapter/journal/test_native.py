@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.journal import _framing, _native, _reference
+from feedha.adapter.journal import _native, _reference, choice, layout
 from feedha.adapter.journal.format import MAX_PAYLOAD_BYTES, RECORD_HEADER_SIZE, Record, encode_record
 
 IMPLEMENTATIONS = [pytest.param(_native, id="native"), pytest.param(_reference, id="reference")]
@@ -45,9 +45,9 @@ def crc32c_bitwise(data: bytes, value: int = 0) -> int:
 
 def test_the_extension_is_built_and_in_use() -> None:
     # A checkout without `python setup.py build_ext --inplace` fails here, not just runs slower.
-    assert _framing.IS_NATIVE
-    assert _framing.frame_into is _native.frame_into
-    assert _framing.decode_records is _native.decode_records
+    assert choice.IS_NATIVE_BUILT
+    assert choice.FRAMING is _native
+    assert choice.make_framing(prefer_native=False) is _reference
 
 
 def test_hardware_crc_is_used_where_the_cpu_has_it() -> None:
@@ -57,9 +57,12 @@ def test_hardware_crc_is_used_where_the_cpu_has_it() -> None:
     assert _native.HARDWARE_CRC is has_sse42
 
 
-def test_constants_match_the_format() -> None:
-    assert _native.RECORD_HEADER_SIZE == _reference.RECORD_HEADER_SIZE == RECORD_HEADER_SIZE
-    assert _native.MAX_PAYLOAD_BYTES == _reference.MAX_PAYLOAD_BYTES == MAX_PAYLOAD_BYTES
+def test_the_extension_was_built_from_the_layout() -> None:
+    # The header is generated from layout.py; a build from an older header differs here.
+    assert _native.RECORD_HEADER_SIZE == layout.RECORD_HEADER_SIZE == RECORD_HEADER_SIZE
+    assert _native.MAX_PAYLOAD_BYTES == layout.MAX_PAYLOAD_BYTES == MAX_PAYLOAD_BYTES
+    assert _native.CONTROL_FLAGS == layout.CONTROL_FLAGS
+    assert [_native.STATUS_END, _native.STATUS_BAD_SEQ] == [0, len(layout.STATUSES) - 1]
 
 
 def test_fallback_without_the_extension_logs_a_warning(
@@ -67,15 +70,16 @@ def test_fallback_without_the_extension_logs_a_warning(
 ) -> None:
     monkeypatch.setitem(sys.modules, "feedha.adapter.journal._native", None)  # makes the import fail
     try:
-        with caplog.at_level(logging.WARNING, logger="feedha.adapter.journal._framing"):
-            fallback = importlib.reload(_framing)
-        assert not fallback.IS_NATIVE
-        assert fallback.frame_records is _reference.frame_records
-        assert "not built" in caplog.text
+        with caplog.at_level(logging.WARNING, logger="feedha.adapter.journal.choice"):
+            fallback = importlib.reload(choice)
+        assert not fallback.IS_NATIVE_BUILT
+        assert fallback.FRAMING is _reference
+        assert "journal framing runs on the Python reference" in caplog.text
+        assert "feedha.adapter.journal._native is not built" in caplog.text
     finally:
         monkeypatch.undo()
-        importlib.reload(_framing)
-    assert _framing.IS_NATIVE
+        importlib.reload(choice)
+    assert choice.IS_NATIVE_BUILT and choice.FRAMING is _native
 
 
 # -- CRC32C -------------------------------------------------------------------------------------
@@ -337,7 +341,7 @@ def stream_of(count: int) -> tuple[list[Record], bytes]:
     return records, b"".join(encode_record(record) for record in records)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)  # C against Python: the time per case says nothing
 @given(
     count=st.integers(0, 12),
     cut=st.integers(0, 2000),

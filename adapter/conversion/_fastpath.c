@@ -1,13 +1,13 @@
 /*
- * adapter._fastpath: the adapter's per-message hot path in C.
+ * adapter.conversion._fastpath: the adapter's per-message hot path in C.
  *
  * Theory of operation
  * -------------------
- * The Python adapter (adapter/runner.py) handles one source message at a time:
- * FIX framing, field parsing, conversion (adapter/conversion.py), the
- * conversion state and its digest (adapter/state.py), msg_seq numbering,
- * protobuf encoding and wire blocks (proto/wire.py). That costs ~30 us of
- * Python per message. This module does the same work, but the numbering, for
+ * The Python path (the adapter core, adapter/core/, over adapter/conversion/)
+ * handles one source message at a time: FIX framing, field parsing and
+ * conversion (parser.py), the conversion state and its digest (state.py),
+ * msg_seq numbering, protobuf encoding (codec.py) and wire blocks
+ * (proto/wire.py). That costs ~30 us of Python per message. This module does the same work, but the numbering, for
  * *runs* of ordinary messages:
  *
  *   State     the conversion state: symbol -> values, each symbol's BLAKE2b-64
@@ -16,13 +16,13 @@
  *   FastPath  FastPath.run(frame, pos, ...) walks a source frame from ``pos``,
  *             and for every message that is well-formed, strictly in sequence
  *             and before the next position the sync rules watch, it converts,
- *             applies and encodes it into a wire block. The runner numbers
+ *             applies and encodes it into a wire block. The core numbers
  *             the run: its messages take the next msg_seqs in order.
  *
  * The rule that keeps the two paths identical: the C path *accepts* only a
  * strict subset of inputs (canonical numbers, no duplicate fields, ASCII
- * symbols, the converter-table features adapter/fastpath.py's compile_spec
- * accepts) and stops at anything else, returning where it stopped; the runner
+ * symbols, the converter-table features adapter/conversion/_native.py's
+ * compile_spec accepts) and stops at anything else, returning where it stopped; the core
  * hands that one message to the Python path (which names the error,
  * resynchronizes, or applies a sync rule) and calls run() again after it.
  * Everything the C path produces is byte for byte what the Python path
@@ -48,7 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
+#include "_fastpath_constants.h" /* generated from the Python definitions by scripts/gen_constants.py */
+#include "_market_fields.h"      /* generated from proto/market.proto by scripts/gen_proto.py */
 
 /* ---- BLAKE2b-64 (RFC 7693), unkeyed, as hashlib.blake2b(data, digest_size=8) ---- */
 
@@ -187,7 +188,7 @@ static inline uint64_t dbits(double d) {
     return u;
 }
 
-/* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/state.py). */
+/* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/conversion/state.py). */
 static uint64_t symbol_hash(const char *key, Py_ssize_t len, const Values *v) {
     uint8_t stack[256];
     size_t total = (size_t)len + 1 + 72;
@@ -507,7 +508,7 @@ static PySequenceMethods State_as_sequence = {
 };
 
 static PyTypeObject StateType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adapter._fastpath.State",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._fastpath.State",
     .tp_basicsize = sizeof(StateObject),
     .tp_dealloc = (destructor)State_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -568,15 +569,10 @@ static inline uint8_t *put_double(uint8_t *p, double d) {
 
 /* ---- the fast path ---- */
 
-#define MAX_ENTRIES 64
-#define MAX_EXTRAS 16
-#define ENV_FIXED 5 /* bid, ask, trade_price, trade_size, trade_notional; extras follow */
-#define MAX_PAYLOAD 65525
-
-enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MEAN, OP_MIN, OP_MAX };
-enum { TIME_FIX, TIME_INT };
-enum { PRICE_DOUBLE, PRICE_INT };
-enum { STOP_END = 0, STOP_SLOW = 1, STOP_ROOM = 2, STOP_COUNT = 3 };
+/* ENV_FIXED, MAX_EXTRAS, MAX_PAYLOAD, BLOCK_OVERHEAD, OP_*, TIME_*, PRICE_* and STOP_* come
+ * from _fastpath_constants.h. The environment: the ENV_FIXED inputs (bid, ask, trade_price,
+ * trade_size, trade_notional), then one slot per extra. */
+#define MAX_ENTRIES 64 /* entry groups of one message; more go to the Python path */
 
 typedef struct {
     char name[64];
@@ -1070,7 +1066,7 @@ static inline int encode_update(const FastPathObject *fp, const Message *m, cons
 }
 
 /*
- * ---- FastPath(state, spec): the spec adapter/fastpath.py's compile_spec makes ----
+ * ---- FastPath(state, spec): the spec adapter/conversion/_native.py's compile_spec makes ----
  *
  * Each reader takes one part of the spec dict and sets -1 + an exception
  * (ValueError naming the key, or TypeError/KeyError) when it is malformed.
@@ -1181,7 +1177,7 @@ static int read_extras(FastPathObject *self, PyObject *spec) {
         Py_ssize_t name_len;
         if (!PyArg_ParseTuple(PyList_GET_ITEM(extras, i), "y#iii", &name, &name_len, &x->op, &x->a, &x->b))
             return -1;
-        if (name_len >= (Py_ssize_t)sizeof x->name || x->op < OP_ADD || x->op > OP_MAX || x->a < 0 ||
+        if (name_len >= (Py_ssize_t)sizeof x->name || x->op < 0 || x->op >= OP_COUNT || x->a < 0 ||
             x->b < 0 || x->a >= ENV_FIXED + i || x->b >= ENV_FIXED + i) {
             PyErr_SetString(PyExc_ValueError, "bad extra rule");
             return -1;
@@ -1247,7 +1243,7 @@ static inline int take_message(const FastPathObject *self, const Run *run, const
 
 /* The symbol's values after the message, computed on a copy: a message that stops the run
  * must leave the state alone (a symbol is added only when its first message commits, as in
- * adapter/state.py). *s: the symbol, NULL when new. -1: overflow, the Python path decides. */
+ * adapter/conversion/state.py). *s: the symbol, NULL when new. -1: overflow, the Python path decides. */
 static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s, Values *v) {
     *s = state_find(state, m->symbol, m->symbol_len, fnv1a(m->symbol, m->symbol_len));
     if (*s != NULL) {
@@ -1268,7 +1264,7 @@ static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s
 
 /* proto/wire.py's block header: u16 length (payload + 10), u16 source_stream, u64 source_seq. */
 static inline void put_block_header(uint8_t *b, size_t payload_len, int source_stream, uint64_t source_seq) {
-    unsigned length = (unsigned)payload_len + 10;
+    unsigned length = (unsigned)payload_len + BLOCK_LENGTH_COVERS;
     b[0] = (uint8_t)(length >> 8);
     b[1] = (uint8_t)length;
     b[2] = (uint8_t)(source_stream >> 8);
@@ -1281,11 +1277,11 @@ static inline void put_block_header(uint8_t *b, size_t payload_len, int source_s
  * or -1 with an exception. The payload is encoded straight into the block after its header. */
 static inline int append_block(const FastPathObject *self, Run *run, const Message *m, const Values *v) {
     size_t block_start = run->blocks.len;
-    if (buf_reserve(&run->blocks, 12) < 0) return -1;
-    run->blocks.len += 12;
+    if (buf_reserve(&run->blocks, BLOCK_OVERHEAD) < 0) return -1;
+    run->blocks.len += BLOCK_OVERHEAD;
     if (encode_update(self, m, v, run->publish_ns, &run->blocks) < 0) return -1;
-    size_t payload_len = run->blocks.len - block_start - 12;
-    long long block = 12 + (long long)payload_len;
+    size_t payload_len = run->blocks.len - block_start - BLOCK_OVERHEAD;
+    long long block = BLOCK_OVERHEAD + (long long)payload_len;
     if (payload_len > MAX_PAYLOAD) {
         run->blocks.len = block_start;
         return STOP_SLOW;
@@ -1298,7 +1294,7 @@ static inline int append_block(const FastPathObject *self, Run *run, const Messa
     uint8_t *b = run->blocks.data + block_start;
     put_block_header(b, payload_len, run->source_stream, m->source_seq);
     if (run->payloads != NULL) {
-        PyObject *item = PyBytes_FromStringAndSize((const char *)b + 12, (Py_ssize_t)payload_len);
+        PyObject *item = PyBytes_FromStringAndSize((const char *)b + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
         if (item == NULL || PyList_Append(run->payloads, item) < 0) {
             Py_XDECREF(item);
             return -1;
@@ -1409,7 +1405,7 @@ static PyGetSetDef FastPath_getset[] = {
 };
 
 static PyTypeObject FastPathType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "adapter._fastpath.FastPath",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._fastpath.FastPath",
     .tp_basicsize = sizeof(FastPathObject),
     .tp_dealloc = (destructor)FastPath_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1436,7 +1432,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_fastpath",
-    .m_doc = "The adapter's hot path in C (see adapter/fastpath.py).",
+    .m_doc = "The adapter's hot path in C (see adapter/conversion/_native.py).",
     .m_size = -1,
     .m_methods = module_methods,
 };
@@ -1447,9 +1443,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "State", (PyObject *)&StateType) < 0 ||
         PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 || PyModule_AddIntConstant(m, "STOP_SLOW", STOP_SLOW) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_ROOM", STOP_ROOM) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_COUNT", STOP_COUNT) < 0) {
+        fh_add_constants(m) < 0) { /* every shared constant: the tests tell a build from an older header */
         Py_DECREF(m);
         return NULL;
     }

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Write the C headers of the constants the C extensions share with Python, from Python.
+
+Usage:
+    python scripts/gen_constants.py          # rewrite the headers
+    python scripts/gen_constants.py --check  # exit 1 if a header is stale or C copies a constant
+
+Theory of operation
+-------------------
+Every number that both a C extension and Python need is defined once, in
+Python, where the rest of its contract lives: the wire block in
+``proto/wire.py``, the journal record in ``adapter/journal/layout.py``, the
+fast path's spec in ``adapter/conversion/_fastpath_spec.py`` and its stop
+reasons in ``adapter/conversion/engine.py``, the journal's ``Record`` in
+``adapter/journal/format.py``. :data:`HEADERS` says which
+header gets which; each constant becomes ``#define NAME value`` with the
+Python name it comes from, and the header ends with ``fh_add_constants``,
+which the extension calls to export every one as a module attribute (a test
+compares those with Python's, so an extension built from an older header is
+caught too).
+
+``--check`` fails when a header differs from what this script writes, when a
+C file defines (``#define`` or ``enum``) one of its header's names itself (a
+copy by hand is the drift this script exists to prevent), and when the
+extension's ``.pyi`` does not declare every exported constant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class Define:
+    """One constant: its C name, its value and the Python name it comes from."""
+
+    name: str
+    value: int
+    source: str
+
+
+def _path(module: ModuleType) -> str:
+    return Path(str(module.__file__)).resolve().relative_to(ROOT).as_posix()
+
+
+def constant(module: ModuleType, name: str, c_name: str | None = None) -> Define:
+    """``module.name`` as ``#define C_NAME value`` (``C_NAME`` defaults to ``name``)."""
+    value = getattr(module, name)
+    if not isinstance(value, int):
+        raise TypeError(f"{module.__name__}.{name} is not an int: {value!r}")
+    return Define(c_name or name, int(value), f"{_path(module)} {name}")
+
+
+def members(prefix: str, enumeration: type[enum.Enum], module: ModuleType) -> list[Define]:
+    """``PREFIX_MEMBER`` per member of an int enum, or per member of any enum by its position."""
+    found = []
+    for position, member in enumerate(enumeration):
+        value = member.value if isinstance(member, enum.IntEnum) else position
+        source = f"{_path(module)} {enumeration.__name__}.{member.name}"
+        found.append(Define(f"{prefix}_{member.name}", int(value), source))
+    return found
+
+
+def _conversion() -> list[Define]:
+    from feedha.adapter.conversion import _fastpath_spec as spec
+    from feedha.adapter.conversion import engine
+    from feedha.proto import wire
+
+    return [
+        constant(wire, "BLOCK_OVERHEAD"),
+        constant(wire, "BLOCK_LENGTH_COVERS"),
+        constant(wire, "MAX_PAYLOAD"),
+        Define("ENV_FIXED", len(spec.ENV_INPUTS), f"{_path(spec)} len(ENV_INPUTS)"),
+        constant(spec, "MAX_EXTRAS"),
+        *members("OP", spec.Op, spec),
+        Define("OP_COUNT", len(spec.Op), f"{_path(spec)} len(Op)"),
+        *members("TIME", spec.TimeKind, spec),
+        *members("PRICE", spec.PriceKind, spec),
+        *members("STOP", engine.Stop, engine),
+    ]
+
+
+def _journal() -> list[Define]:
+    from feedha.adapter.journal import format as record_format
+    from feedha.adapter.journal import layout
+
+    return [
+        constant(layout, "RECORD_HEADER_SIZE"),
+        constant(layout, "MAX_PAYLOAD_BYTES"),
+        constant(layout, "CONTROL_FLAGS"),
+        *members("STATUS", layout.DecodeStatus, layout),
+        # decode_records builds record_type (a Record) item by item.
+        Define(
+            "RECORD_FIELDS", len(record_format.Record._fields), f"{_path(record_format)} len(Record._fields)"
+        ),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A generated header: the C file that includes it, its stub, and its constants."""
+
+    path: str
+    source: str
+    stub: str
+    defines: Callable[[], list[Define]]
+
+
+HEADERS: Final = (
+    Header(
+        "adapter/conversion/_fastpath_constants.h",
+        "adapter/conversion/_fastpath.c",
+        "adapter/conversion/_fastpath.pyi",
+        _conversion,
+    ),
+    Header(
+        "adapter/journal/_native_constants.h",
+        "adapter/journal/_native.c",
+        "adapter/journal/_native.pyi",
+        _journal,
+    ),
+)
+
+
+def header_text(header: Header, defines: list[Define]) -> str:
+    """The text of ``header`` holding ``defines``."""
+    guard = "FEEDHA_" + re.sub(r"[^A-Za-z0-9]+", "_", header.path.removesuffix(".h")).upper() + "_H"
+    width = max(len(d.name) for d in defines)
+    lines = [
+        "/*",
+        " * Generated by scripts/gen_constants.py: do not edit. The constants",
+        f" * {header.source} shares with Python, each defined once in the Python",
+        " * file named beside it; fh_add_constants exports them from the module.",
+        " * Include it after Python.h.",
+        " */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        *(f"#define {d.name:<{width}} {d.value} /* {d.source} */" for d in defines),
+        "",
+        "/* Adds every constant above to the module: 0, or -1 with an exception. */",
+        "static int fh_add_constants(PyObject *module) {",
+        *(f'    if (PyModule_AddIntConstant(module, "{d.name}", {d.name}) < 0) return -1;' for d in defines),
+        "    return 0;",
+        "}",
+        "",
+        f"#endif /* {guard} */",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def problems(root: Path = ROOT) -> list[str]:
+    """What ``--check`` finds under ``root``: stale headers, copies in C, undeclared constants."""
+    found = []
+    for header in HEADERS:
+        defines = header.defines()
+        path = root / header.path
+        if not path.exists() or path.read_text() != header_text(header, defines):
+            found.append(f"{header.path} is stale: run python scripts/gen_constants.py")
+        source = (root / header.source).read_text()
+        stub = (root / header.stub).read_text()
+        for define in defines:
+            name = re.escape(define.name)
+            if re.search(rf"^\s*#\s*define\s+{name}\b|\benum\s*\{{[^}}]*\b{name}\b", source, re.MULTILINE):
+                found.append(f"{header.source} defines {define.name} itself: take it from {header.path}")
+            if not re.search(rf"^{name}: Final\[int\]$", stub, re.MULTILINE):
+                found.append(f"{header.stub} does not declare {define.name}: Final[int]")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--check", action="store_true", help="fail on a stale header; change nothing")
+    args = parser.parse_args(argv)
+    if args.check:
+        found = problems()
+        for problem in found:
+            print(problem, file=sys.stderr)
+        return 1 if found else 0
+    for header in HEADERS:
+        (ROOT / header.path).write_text(header_text(header, header.defines()))
+    print(f"generated {len(HEADERS)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
