@@ -46,7 +46,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from feedha.client import ArbiterStats
 
 MESSAGES: Final = 200_000
 RATE: Final = 150_000.0
@@ -191,7 +194,7 @@ def _beat() -> bytes:
     return encode_packet(channel=CHANNEL, adapter=9, term=1, first_seq=1, blocks=[], send_time_ns=0)
 
 
-def _joined(stats: dict[str, Any]) -> bool:
+def _joined(stats: dict[str, ArbiterStats]) -> bool:
     return min(line.heartbeats for line in stats[TOPIC.decode()].lines) > 0
 
 
