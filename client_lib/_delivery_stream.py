@@ -159,9 +159,8 @@ class DeliveryStream:
             counters.blocks += count
             return []
         below = count if last <= next_seq else next_seq - first
-        read = read_live_blocks(
-            packet, next_seq, first, count, below, self.channel, line, term, send_time_ns, self._delivery_type
-        )
+        stamp = (self._delivery_type, self.channel, line, term, send_time_ns)
+        read = read_live_blocks(packet, next_seq, first, count, below, stamp)
         if read is None:
             return None
         streams, source_seqs, deliveries = read
