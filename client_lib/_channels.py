@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 REDIAL_S: Final = 1.0  # a CURVE line silent this long is dialled again (libzmq gives up after a refusal)
 
 
-class Route(NamedTuple):
+class LineRoute(NamedTuple):
     """Where the messages of one line socket go."""
 
     arbiter: ChannelArbiter
@@ -70,7 +70,7 @@ class ChannelSet:
         self.liveness: dict[str, ChannelLiveness] = {}
         self.server_keys: dict[str, str] = {}  # endpoint -> its CURVE key ("": a plain line)
         self.openers: dict[str, Opener] = {}  # sealed streams (multicast lines): key -> what opens them
-        self.routes: list[Route] = []  # by socket index
+        self.routes: list[LineRoute] = []  # by socket index
         self._config = config
         self._heard: list[float] = []  # when each route last brought anything
         self._next_redial = 0.0
@@ -105,7 +105,8 @@ class ChannelSet:
         arbiter, topic, start = self.arbiters[spec.key], spec.name.encode(), len(self.routes)
         live = self.liveness[spec.key]
         self.routes.extend(
-            Route(arbiter, first_line + i, topic, endpoint, live, spec.key) for i, endpoint in enumerate(new)
+            LineRoute(arbiter, first_line + i, topic, endpoint, live, spec.key)
+            for i, endpoint in enumerate(new)
         )
         self._heard.extend([0.0] * len(new))
         return list(range(start, len(self.routes)))
