@@ -14,15 +14,17 @@ cancelling an asyncio poll loses no event.
 
 Why not one asyncio implementation with a blocking facade that runs it on a
 private event loop in a thread: measured with ``bench/micro_client.py``
-(``python -m feedha.bench.micro_client``, CPU of every Python thread per
-delivered message, two lines at 150k msg/s, on this 2-core machine shared
-with other work), the blocking ``zmq.Poller`` loop cost 1.0-1.5 µs per
-message, the same loop on ``zmq.asyncio`` 1.4-2.0 µs, and a blocking ``poll()``
-that runs ``AsyncSubscriber.poll`` on a loop thread 2.0-3.0 µs (a thread hop
-per poll, the poller's futures, and the GIL passed back and forth), and it
-fell behind the offered rate in one run out of three. The loop is the
-client's hot path, so the blocking loop stays, and it is the one both APIs
-drive. Run ``--cases paced,paced_async,paced_thread_facade`` to check again.
+(``python -m feedha.bench.micro_client --cases paced,paced_async,paced_thread_facade``:
+CPU of every Python thread per delivered message, two lines offered 150k msg/s
+in bursts every 1 ms, on a 2-core machine shared with other work, six runs),
+the blocking ``zmq.Poller`` loop cost 1.2-1.9 µs per message, the same loop on
+``zmq.asyncio`` 1.5-2.4 µs, and a blocking ``poll()`` that runs
+``AsyncSubscriber.poll`` on a loop thread 2.0-3.5 µs (a thread hop per poll,
+the poller's futures, the GIL passed back and forth); in every run in that
+order, and the facade once fell behind the offered rate. With a queued backlog
+(``subscriber``, ``async_subscriber``: big batches per poll) the two loops cost
+about the same, 0.9-1.1 µs. The loop is the client's hot path, so the blocking
+loop stays, and it is the one both APIs drive.
 
 A ``on_retransmission_needed`` hook, if given, is called (synchronously, on
 the thread or task that polls) with each ``RetransmissionNeeded``; packets it
