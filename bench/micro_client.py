@@ -15,18 +15,25 @@ of ``--repeat``, µs of thread CPU per delivered message):
   (the known-copy shortcut); ``arbiter_misaligned``: the backup cuts its
   packets at other boundaries.
 * ``subscriber``: two PUB sockets → ``Subscriber`` over loopback TCP; the
-  packets are queued first, then the ``poll()`` loop is timed (a backlog;
-  ZeroMQ's I/O thread is not counted).
+  packets are queued first, then the ``poll()`` loop is timed (a backlog).
+  ``async_subscriber``: the same through ``AsyncSubscriber`` on an asyncio loop.
 * ``paced``: a publisher process offers ``--rate`` msg/s on the two lines
   (packets in bursts every 1 ms, as the pipeline's source tick makes them);
   the subscriber's CPU per message and share of a core (steady state).
-  ``paced_bare``: the same packets received by two bare SUB sockets and a
-  ``zmq.Poller`` (wake-ups and receives only: the floor under ``paced``).
+  ``paced_async``: the same through ``AsyncSubscriber``. ``paced_thread_facade``:
+  a blocking ``poll()`` that runs ``AsyncSubscriber.poll`` on a private event
+  loop in a thread (the shape client_lib/subscriber.py's docstring weighs and
+  turns down). ``paced_bare``: the same packets received by two bare SUB
+  sockets and a ``zmq.Poller`` (wake-ups and receives only: the floor under
+  ``paced``).
 * ``bare_packets``: the same packets drained from two bare SUB sockets
   (``recv_multipart`` only): the floor under ``subscriber``.
 * ``bare_messages``: the ceiling's shape, one 100-byte ZeroMQ message per
   message on a bare PUB→SUB pair, ``recv`` only (what ``bench throughput``
   divides by).
+
+The subscriber cases count the CPU of every Python thread of the process
+(whichever thread runs the loop), not ZeroMQ's I/O threads.
 """
 
 from __future__ import annotations
@@ -36,9 +43,13 @@ import json
 import random
 import select
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from feedha.client import ArbiterStats
 
 MESSAGES: Final = 200_000
 RATE: Final = 150_000.0
@@ -48,7 +59,10 @@ CASES: Final = (
     "arbiter_identical",
     "arbiter_misaligned",
     "subscriber",
+    "async_subscriber",
     "paced",
+    "paced_async",
+    "paced_thread_facade",
     "paced_bare",
     "bare_packets",
     "bare_messages",
@@ -133,6 +147,15 @@ def _arbiter_case(stream: list[tuple[int, bytes]], messages: int) -> Callable[[]
     return run
 
 
+def _client_cpu() -> float:
+    """CPU seconds of every Python thread of this process (ZeroMQ's I/O threads are not among them)."""
+    total = 0.0
+    for thread in threading.enumerate():
+        if thread.ident is not None:
+            total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return total
+
+
 def _wait_joined(subs: Sequence[Any], pubs: Sequence[Any], probe: bytes) -> None:
     """Send probes until every SUB has one (no slow-joiner loss), then drop the probes."""
     import zmq
@@ -164,11 +187,77 @@ def _preload(pubs: Sequence[Any], stream: list[tuple[int, bytes]], settle_s: flo
     time.sleep(settle_s)  # the I/O threads move everything into the SUB queues
 
 
-def _subscriber_case(stream: list[tuple[int, bytes]], messages: int, settle_s: float) -> Callable[[], float]:
+def _beat() -> bytes:
+    """A heartbeat at msg_seq 1: it delivers nothing and raises no gap."""
+    from feedha.proto.wire import encode_packet
+
+    return encode_packet(channel=CHANNEL, adapter=9, term=1, first_seq=1, blocks=[], send_time_ns=0)
+
+
+def _joined(stats: dict[str, ArbiterStats]) -> bool:
+    return min(line.heartbeats for line in stats[TOPIC.decode()].lines) > 0
+
+
+def _receive(poll: Callable[[float], list[Any]], messages: int) -> int:
+    """Poll until ``messages`` deliveries; returns the last one's source_seq (read as a client would)."""
+    from feedha.client import Delivery
+
+    delivered = last = 0
+    while delivered < messages:
+        for event in poll(1.0):
+            if type(event) is Delivery:
+                delivered += 1
+                last = event.source_seq
+    return last
+
+
+async def _areceive(poll: Callable[[float], Any], messages: int) -> int:
+    """:func:`_receive` on asyncio."""
+    from feedha.client import Delivery
+
+    delivered = last = 0
+    while delivered < messages:
+        for event in await poll(1.0):
+            if type(event) is Delivery:
+                delivered += 1
+                last = event.source_seq
+    return last
+
+
+def _subscriber_case(
+    stream: list[tuple[int, bytes]], messages: int, settle_s: float, *, on_asyncio: bool = False
+) -> Callable[[], float]:
+    import asyncio
+
     import zmq
 
-    from feedha.client import ChannelSpec, Delivery, Subscriber
-    from feedha.proto.wire import encode_packet
+    from feedha.client import AsyncSubscriber, ChannelSpec, Subscriber
+
+    def blocking(spec: ChannelSpec, pubs: list[Any]) -> float:
+        with Subscriber([spec]) as subscriber:
+            while not _joined(subscriber.stats()):
+                for pub in pubs:
+                    pub.send_multipart((TOPIC, _beat()))
+                subscriber.poll(0.01)
+            _preload(pubs, stream, settle_s)
+            started = _client_cpu()
+            last = _receive(subscriber.poll, messages)
+            elapsed = _client_cpu() - started
+        assert last == 1000 + messages, last
+        return elapsed
+
+    async def on_loop(spec: ChannelSpec, pubs: list[Any]) -> float:
+        async with AsyncSubscriber([spec]) as subscriber:
+            while not _joined(subscriber.stats()):
+                for pub in pubs:
+                    pub.send_multipart((TOPIC, _beat()))
+                await subscriber.poll(0.01)
+            _preload(pubs, stream, settle_s)
+            started = _client_cpu()
+            last = await _areceive(subscriber.poll, messages)
+            elapsed = _client_cpu() - started
+        assert last == 1000 + messages, last
+        return elapsed
 
     def run() -> float:
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
@@ -180,24 +269,7 @@ def _subscriber_case(stream: list[tuple[int, bytes]], messages: int, settle_s: f
                 pubs.append(pub)
             ports = [pub.bind_to_random_port("tcp://127.0.0.1") for pub in pubs]
             spec = ChannelSpec(TOPIC.decode(), CHANNEL, tuple(f"tcp://127.0.0.1:{p}" for p in ports))
-            with Subscriber([spec], context=ctx) as subscriber:
-                # Join with heartbeats at seq 1 (they deliver nothing, raise no gap).
-                beat = encode_packet(
-                    channel=CHANNEL, adapter=9, term=1, first_seq=1, blocks=[], send_time_ns=0
-                )
-                sockets = subscriber._sockets  # noqa: SLF001 - the benchmark probes the subscriber's own sockets
-                _wait_joined(sockets, pubs, beat)
-                _preload(pubs, stream, settle_s)
-                delivered = last = 0
-                poll = subscriber.poll
-                started = time.thread_time()
-                while delivered < messages:
-                    for event in poll(1.0):
-                        if type(event) is Delivery:
-                            delivered += 1
-                            last = event.source_seq
-                elapsed = time.thread_time() - started
-                assert last == 1000 + messages, last
+            elapsed = asyncio.run(on_loop(spec, pubs)) if on_asyncio else blocking(spec, pubs)
         finally:
             for pub in pubs:
                 pub.close(linger=0)
@@ -321,15 +393,50 @@ def _publisher_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _paced_case(messages: int, rate: float, *, bare: bool = False) -> dict[str, float]:
+class _ThreadFacade:
+    """A blocking poll() over AsyncSubscriber on a private loop in a thread (the design turned down)."""
+
+    def __init__(self, spec: Any) -> None:
+        import asyncio
+
+        from feedha.client import AsyncSubscriber
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="facade-loop", daemon=True)
+        self._thread.start()
+
+        async def make() -> AsyncSubscriber:
+            return AsyncSubscriber([spec])
+
+        self._subscriber = asyncio.run_coroutine_threadsafe(make(), self._loop).result()
+
+    def poll(self, timeout: float) -> list[Any]:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(self._subscriber.poll(timeout), self._loop).result()
+
+    def stats(self) -> dict[str, Any]:
+        return self._subscriber.stats()
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._subscriber.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def _paced_case(messages: int, rate: float, *, shape: str = "blocking") -> dict[str, float]:
     """The client at a steady offered rate: CPU per message and share of a core.
 
-    With ``bare``, two plain SUB sockets and a zmq.Poller only receive the
-    packets (the floor: wake-ups and receives, no arbitration).
+    ``shape``: ``blocking`` (Subscriber), ``asyncio`` (AsyncSubscriber),
+    ``thread_facade`` (:class:`_ThreadFacade`) or ``bare`` (two plain SUB
+    sockets and a zmq.Poller only receive the packets: the floor, wake-ups and
+    receives, no arbitration).
     """
+    import asyncio
     import subprocess
 
-    from feedha.client import ChannelSpec, Delivery, Subscriber
+    from feedha.client import AsyncSubscriber, ChannelSpec, Subscriber
 
     proc = subprocess.Popen(
         [
@@ -346,27 +453,40 @@ def _paced_case(messages: int, rate: float, *, bare: bool = False) -> dict[str, 
         stdout=subprocess.PIPE,
         text=True,
     )
+
+    def go() -> tuple[float, float]:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        return time.monotonic(), _client_cpu()
+
+    async def on_loop(spec: ChannelSpec) -> tuple[float, float, int]:
+        async with AsyncSubscriber([spec]) as subscriber:
+            while min(line.packets for line in subscriber.stats()[TOPIC.decode()].lines) == 0:
+                await subscriber.poll(0.05)
+            wall, cpu = go()
+            last = await _areceive(subscriber.poll, messages)
+            return time.monotonic() - wall, _client_cpu() - cpu, last
+
     try:
         assert proc.stdout is not None and proc.stdin is not None
         ports = json.loads(proc.stdout.readline())["ports"]
-        if bare:
+        if shape == "bare":
             return _paced_bare(proc, ports, messages)
         spec = ChannelSpec(TOPIC.decode(), CHANNEL, tuple(f"tcp://127.0.0.1:{port}" for port in ports))
-        with Subscriber([spec]) as subscriber:
-            while min(line.packets for line in subscriber.stats()[TOPIC.decode()].lines) == 0:
-                subscriber.poll(0.05)
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            delivered = last = 0
-            poll = subscriber.poll
-            wall, cpu = time.monotonic(), time.thread_time()
-            while delivered < messages:
-                for event in poll(1.0):
-                    if type(event) is Delivery:
-                        delivered += 1
-                        last = event.source_seq
-            wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
-            assert last == 1000 + messages, last
+        if shape == "asyncio":
+            wall, cpu, last = asyncio.run(on_loop(spec))
+        else:
+            subscriber: Any = _ThreadFacade(spec) if shape == "thread_facade" else Subscriber([spec])
+            try:
+                while min(line.packets for line in subscriber.stats()[TOPIC.decode()].lines) == 0:
+                    subscriber.poll(0.05)
+                wall, cpu = go()
+                last = _receive(subscriber.poll, messages)
+                wall, cpu = time.monotonic() - wall, _client_cpu() - cpu
+            finally:
+                subscriber.close()
+        assert last == 1000 + messages, last
         proc.wait(30)
     finally:
         if proc.poll() is None:
@@ -399,7 +519,7 @@ def _paced_bare(proc: Any, ports: list[int], messages: int) -> dict[str, float]:
         proc.stdin.write("go\n")
         proc.stdin.flush()
         received = 0
-        wall, cpu = time.monotonic(), time.thread_time()
+        wall, cpu = time.monotonic(), _client_cpu()
         while received < want:
             for sub, _mask in poller.poll(1000):
                 while True:
@@ -408,7 +528,7 @@ def _paced_bare(proc: Any, ports: list[int], messages: int) -> dict[str, float]:
                     except zmq.Again:
                         break
                     received += len(frames[1]) > 40  # not a heartbeat
-        wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
+        wall, cpu = time.monotonic() - wall, _client_cpu() - cpu
         proc.wait(30)
     finally:
         for sub in subs:
@@ -449,13 +569,16 @@ def main(argv: Sequence[str]) -> int:
         "arbiter_identical": _arbiter_case(identical, args.messages),
         "arbiter_misaligned": _arbiter_case(misaligned, args.messages),
         "subscriber": _subscriber_case(distinct, args.messages, args.settle),
+        "async_subscriber": _subscriber_case(distinct, args.messages, args.settle, on_asyncio=True),
         "bare_packets": _bare_case(distinct, args.messages, args.settle),
         "bare_messages": _bare_messages_case(args.messages, args.settle),
     }
     results: dict[str, Any] = {}
+    shapes = {"paced": "blocking", "paced_async": "asyncio", "paced_thread_facade": "thread_facade"}
+    shapes["paced_bare"] = "bare"
     for name in args.cases.split(","):
-        if name in ("paced", "paced_bare"):
-            results[name] = _paced_case(args.messages, args.rate, bare=name == "paced_bare")
+        if name in shapes:
+            results[name] = _paced_case(args.messages, args.rate, shape=shapes[name])
         elif name in cases:
             results[name] = round(_best(cases[name], args.repeat), 4)
         else:

@@ -1,11 +1,10 @@
-"""What :class:`FeedClient` and :class:`AsyncFeedClient` share: routes in, channels, filters and events out.
+"""A feed client's data side that never waits: routes in, channels, filters and events out.
 
 Theory of operation
 -------------------
-The two clients differ in how they talk to the admin server (a thread with
-its own loop, or the caller's loop) and which subscriber they own
-(:class:`Subscriber` or :class:`AsyncSubscriber`). Everything else is here,
-and none of it waits:
+:class:`~feedha.client._feed_session.FeedSession` (the one implementation
+behind :class:`FeedClient` and :class:`AsyncFeedClient`) holds the admin
+calls and the poll loop; what they decide, none of which waits, is here:
 
 - :meth:`FeedCore.apply_routes` turns a route set into joins of the
   subscriber (new channels, new lines of joined ones: each channel keeps

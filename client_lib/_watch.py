@@ -1,10 +1,10 @@
 """The admin side both feed clients share: follow a subscription's routes, stay logged in.
 
-:class:`RouteWatch` is a mixin of :class:`~feedha.client.FeedClient` (which runs
-these coroutines on its admin thread's loop) and
-:class:`~feedha.client.AsyncFeedClient` (on the caller's loop). Each route set
-learned goes to ``_push(reason, routes)``; the client applies it where it
-polls.
+:class:`RouteWatch` is a base of :class:`~feedha.client._feed_session.FeedSession`,
+whose coroutines :class:`~feedha.client.FeedClient` runs on its admin thread's
+loop and :class:`~feedha.client.AsyncFeedClient` on the caller's loop. Each
+route set learned goes to ``_push(reason, routes)``; the client applies it
+where it polls.
 """
 
 from __future__ import annotations

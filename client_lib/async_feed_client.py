@@ -4,12 +4,13 @@ Theory of operation
 -------------------
 One loop, no thread: the admin calls are ``grpc.aio`` (an
 :class:`~feedha.admin_client.AdminClient` opened on the running loop), the
-route watch and the token renewal are tasks on it
-(:class:`~feedha.client._watch.RouteWatch`, shared with the blocking client),
-and the lines are read by an :class:`~feedha.client.AsyncSubscriber`
-(``zmq.asyncio``). Route sets the watch learns are applied between polls by
-the shared core (:class:`~feedha.client._feed_core.FeedCore`), so the two
-clients join, filter, recover and report exactly alike.
+route watch and the token renewal are tasks on it, and the lines are read by
+an :class:`~feedha.client.AsyncSubscriber` (``zmq.asyncio``). What the client
+does is written once, in :class:`~feedha.client._feed_session.FeedSession`,
+shared with the blocking :class:`~feedha.client.FeedClient`: this class awaits
+the session's admin coroutines and answers the session's poll loop with
+:meth:`AsyncSubscriber.poll`, so the two clients join, filter, recover and
+report exactly alike.
 
 A gap is asked of a replay service synchronously inside a poll (the replay
 client is a blocking socket with short timeouts): the loop waits for that
@@ -29,17 +30,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import Any, Final
+from typing import Final
 
-from feedha.admin_client import AdminClient, Route, Subscription, TlsConfig
+from feedha.admin_client import Subscription, TlsConfig
 from feedha.admin_client.session import RETRY_DEADLINE_S
-from feedha.client._feed_core import FeedClientStats, StatusCallback
-from feedha.client._watch import RouteWatch
+from feedha.client._drive import drive_async
+from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._feed_session import FeedSession, Selected
 from feedha.client.errors import ClosedError
-from feedha.client.events import Delivery, StatusEvent
+from feedha.client.events import Delivery, Event, StatusEvent
 from feedha.client.subscriber import AsyncSubscriber, ChannelSpec, SubscriberConfig
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 POLL_INTERVAL_S: Final = 0.1
 
 
-class AsyncFeedClient(RouteWatch):
+class AsyncFeedClient:
     """Log in, subscribe and receive the entitled symbols from every line, on asyncio.
 
     Use as ``async with AsyncFeedClient(...) as client:`` (logs in on entry,
@@ -76,19 +77,20 @@ class AsyncFeedClient(RouteWatch):
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
     ) -> None:
-        self._begin(config, retry_deadline_s=retry_deadline_s, poll_interval_s=poll_interval_s)
         self._target, self._credentials, self._tls = admin, (key_id, secret), tls
-        self._subscriber: AsyncSubscriber | None = None
-        self._updates: list[tuple[str, tuple[Route, ...]]] = []
         self._routes_came = asyncio.Event()
-        self._opened = self._closed = False
+        self._session: FeedSession[AsyncSubscriber] = FeedSession(
+            config,
+            kind="AsyncFeedClient",
+            retry_deadline_s=retry_deadline_s,
+            poll_interval_s=poll_interval_s,
+            wakeup=self._routes_came,
+            make_subscriber=_subscriber,
+        )
+        self._core = self._session.core  # the metrics collector hooks its latency sink here
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "subscribed" if self._subscription_id else "idle"
-        return (
-            f"<AsyncFeedClient [{state}, subscription={self._subscription_id or None}, "
-            f"delivered={self._core.delivered}, filtered={self._core.filtered}, lines={self._core.lines}]>"
-        )
+        return self._session.describe()
 
     async def __aenter__(self) -> AsyncFeedClient:
         await self.open()
@@ -109,24 +111,15 @@ class AsyncFeedClient(RouteWatch):
             AuthenticationFailed: bad key id or secret (the client is closed).
             AdminUnavailable: the admin server stayed unreachable for ``retry_deadline_s``.
         """
-        if self._opened:
+        if self._session.opened:
             return
-        self._check_open()
         key_id, secret = self._credentials
-        client = AdminClient(
-            self._target, key_id, secret, tls=self._tls, retry_deadline_s=self._retry_deadline_s
-        )
-        self._admin = await client.__aenter__()
-        self._opened = True
         try:
-            await self._admin.login()
+            await self._session.open(self._target, key_id, secret, self._tls)
         except BaseException:
-            await self.close()
+            if self._session.opened:  # the channel opened, the login failed
+                await self.close()
             raise
-
-    def _push(self, reason: str, routes: tuple[Route, ...]) -> None:
-        self._updates.append((reason, routes))
-        self._routes_came.set()
 
     # -- subscription ------------------------------------------------------------------
 
@@ -142,16 +135,7 @@ class AsyncFeedClient(RouteWatch):
             PermissionDenied: some symbols are not entitled (``exc.symbols`` names them).
             AdminClientError: other refusals (``exc.code``).
         """
-        self._check_ready()
-        if self._subscription_id:
-            raise ValueError(f"already subscribed ({self._subscription_id}); use modify()")
-        symbols = tuple(symbols)
-        subscription = await self._admin.subscribe(symbols, curve_public_key=self._curve[0])
-        self._subscription_id, self._symbols = subscription.subscription_id, symbols
-        self._core.initial_image = initial_image
-        self._push("subscribed", subscription.routes)
-        await self._start_watch()
-        return subscription
+        return await self._session.subscribe(symbols, initial_image=initial_image)
 
     async def modify(self, symbols: Sequence[str]) -> Subscription:
         """Replace the subscribed symbols; lines and positions of kept channels are kept.
@@ -160,24 +144,11 @@ class AsyncFeedClient(RouteWatch):
             ValueError: not subscribed.
             PermissionDenied: some symbols are not entitled (the old ones stay in force).
         """
-        self._check_ready()
-        if not self._subscription_id:
-            raise ValueError("not subscribed; use subscribe()")
-        symbols = tuple(symbols)
-        subscription = await self._admin.modify(self._subscription_id, symbols)
-        self._symbols = symbols
-        self._push("modified", subscription.routes)
-        return subscription
+        return await self._session.modify(symbols)
 
     async def cancel(self) -> None:
         """Cancel the subscription and leave every line."""
-        self._check_ready()
-        if not self._subscription_id:
-            return
-        await self._stop_watch()
-        await self._admin.cancel(self._subscription_id)
-        self._subscription_id, self._symbols = "", ()
-        self._push("cancelled", ())
+        await self._session.cancel()
 
     # -- data --------------------------------------------------------------------------
 
@@ -189,26 +160,17 @@ class AsyncFeedClient(RouteWatch):
         """As :meth:`poll`, with the status events in their place; see :meth:`FeedClient.poll_events`."""
         return await self._poll(timeout, status=True)
 
-    async def _poll(self, timeout: float | None, *, status: bool) -> list[Delivery | StatusEvent]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            self._check_ready()
-            self._apply_updates()
-            wait = self._poll_interval_s
-            if deadline is not None:
-                wait = min(wait, max(0.0, deadline - time.monotonic()))
-            events: list[Any] = self._pending
-            self._pending = []
-            if events:
-                pass
-            elif self._subscriber is None:  # nothing to read yet: wait for routes instead
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._routes_came.wait(), wait)
-            else:
-                events = await self._subscriber.poll(wait)
-            out = self._core.select(events, status=status)
-            if out or (deadline is not None and time.monotonic() >= deadline):
-                return out
+    async def _poll(self, timeout: float | None, *, status: bool) -> Selected:
+        return await drive_async(self._session.poll_steps(timeout, status=status), self._wait)
+
+    async def _wait(self, seconds: float) -> list[Event]:
+        # The session's loop may wait: for a route set while no channel is joined, else on the lines.
+        subscriber = self._session.subscriber
+        if subscriber is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._routes_came.wait(), seconds)
+            return []
+        return await subscriber.poll(seconds)
 
     async def deliveries(self) -> AsyncIterator[Delivery]:
         """Deliveries of subscribed, entitled symbols until :meth:`close`."""
@@ -221,9 +183,9 @@ class AsyncFeedClient(RouteWatch):
         return self._iterate(status=True)
 
     async def _iterate(self, *, status: bool) -> AsyncIterator[Delivery | StatusEvent]:
-        while not self._closed:
+        while not self._session.closed:
             try:
-                batch = await self._poll(self._poll_interval_s, status=status)
+                batch = await self._poll(self._session.poll_interval_s, status=status)
             except ClosedError:
                 return
             for event in batch:
@@ -234,67 +196,29 @@ class AsyncFeedClient(RouteWatch):
 
         Callbacks are plain functions, called in the task that polls.
         """
-        return self._core.add_callback(callback, kinds)
-
-    def _apply_updates(self) -> None:
-        updates, self._updates = self._updates, []
-        self._routes_came.clear()
-        for reason, routes in updates:
-            subscriber, events = self._core.apply_routes(
-                reason, routes, self._subscriber, self._make_subscriber
-            )
-            self._subscriber = subscriber
-            self._pending += events
-
-    def _make_subscriber(self, spec: ChannelSpec) -> AsyncSubscriber:
-        return AsyncSubscriber([spec], self._config, on_retransmission_needed=self._core.retransmit)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("the AsyncFeedClient is closed")
-
-    def _check_ready(self) -> None:
-        self._check_open()
-        if not self._opened:
-            raise ClosedError("the AsyncFeedClient is not open: use `async with` or await open()")
+        return self._session.core.add_callback(callback, kinds)
 
     def stats(self) -> FeedClientStats:
         """A snapshot of the counters."""
-        core = self._core
-        return FeedClientStats(
-            subscription_id=self._subscription_id,
-            symbols=self._symbols,
-            delivered=core.delivered,
-            filtered=core.filtered,
-            undecodable=core.undecodable,
-            route_updates=core.route_updates,
-            watch_connections=self._watch_connections,
-            resubscriptions=self._resubscriptions,
-            lines=core.lines,
-            replay_requests=core.replay_requests,
-            last_admin_error=self._last_admin_error,
-            channels={} if self._subscriber is None else self._subscriber.stats(),
-            status_events=dict(core.status_counts),
-        )
+        return self._session.stats()
 
     async def close(self) -> None:
         """Stop watching, close the admin channel and every line socket. Idempotent.
 
         The subscription is left on the server (:meth:`cancel` removes it).
         """
-        if self._closed:
+        if self._session.closed:
             return
-        self._closed = True
+        self._session.closed = True
         await asyncio.shield(self._shutdown())
 
     async def _shutdown(self) -> None:
-        await self._stop_watch()
-        if self._opened:
-            await self._admin.close()
-        if self._subscriber is not None:
-            self._subscriber.close()
-            self._subscriber = None
-        self._core.close()
+        await self._session.stop_admin()
+        self._session.close_lines()
+
+
+def _subscriber(spec: ChannelSpec, core: FeedCore) -> AsyncSubscriber:
+    return AsyncSubscriber([spec], core.config, on_retransmission_needed=core.retransmit)
 
 
 __all__ = ["AsyncFeedClient"]

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from feedha import logs, settings
-from feedha.admin_client import AdminClientError, add_tls_arguments, tls_from_files
+from feedha.admin_client import AdminClientError, TlsConfig, add_tls_arguments, tls_from_files
 from feedha.client.errors import ClientError, ConfigError, ProtocolError
 from feedha.client.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
 from feedha.client.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
@@ -194,22 +194,10 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
     """The ``--key-file`` form: log in, subscribe, print what the named channel delivers."""
     from feedha.client.feed_client import FeedClient
 
-    try:
-        key = json.loads(open(args.key_file, encoding="utf-8").read())
-        admin, key_id, secret = args.admin or key["admin"], key["key_id"], key["secret"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(
-            "--key-file", args.key_file, f"not a key file with key_id and secret: {exc}"
-        ) from exc
-    try:
-        tls = tls_from_files(args.tls_ca, args.tls_cert, args.tls_key)
-    except ValueError as exc:
-        raise ConfigError("--tls-cert/--tls-key", args.tls_cert or args.tls_key, str(exc)) from exc
+    admin, key_id, secret, tls = _credentials(args)
     name, _number = parse_channel(args.channel)
     render = json.dumps if args.json else _text
     started = time.monotonic()
-    until = None if args.seconds is None else started + args.seconds
-    delivered = 0
     config = SubscriberConfig(multicast_interface=args.multicast_interface)
     with FeedClient(admin, key_id, secret, config=config, tls=tls) as client:
         routes = {r.channel_name: r for r in client.subscribe(args.symbols).routes}
@@ -220,26 +208,7 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
                 why = f"carries none of the symbols asked for (routes: {', '.join(routes) or 'none'})"
             print(f"feedha subscribe: channel {name} {why}", file=sys.stderr)
             return 1
-        try:
-            while args.count is None or delivered < args.count:
-                remaining = None if until is None else until - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    break
-                batch = client.poll_events(remaining if remaining is not None else 1.0)
-                number = _channel_number(client, name) if batch else None
-                for event in batch:
-                    if not isinstance(event, Delivery):  # a status event: gap, failover, stale ...
-                        if event.channel_name == name:
-                            print(render(describe(event)), file=out)
-                        continue
-                    if event.channel != number:
-                        continue  # another channel of the subscription
-                    print(render(describe(event)), file=out)
-                    delivered += 1
-                    if delivered == args.count:
-                        break
-        except KeyboardInterrupt:
-            pass
+        delivered = _print_channel(client, name, args, started, out)
         stats = client.stats().channels.get(name)
     summary = {
         "event": "Summary",
@@ -252,6 +221,51 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
     print(render(summary), file=out)
     out.flush()
     return 0
+
+
+def _credentials(args: argparse.Namespace) -> tuple[str, str, str, TlsConfig | None]:
+    # The admin server, key id, secret and TLS settings from the key file and the options.
+    try:
+        key = json.loads(open(args.key_file, encoding="utf-8").read())
+        admin, key_id, secret = args.admin or key["admin"], key["key_id"], key["secret"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            "--key-file", args.key_file, f"not a key file with key_id and secret: {exc}"
+        ) from exc
+    try:
+        tls = tls_from_files(args.tls_ca, args.tls_cert, args.tls_key)
+    except ValueError as exc:
+        raise ConfigError("--tls-cert/--tls-key", args.tls_cert or args.tls_key, str(exc)) from exc
+    return admin, key_id, secret, tls
+
+
+def _print_channel(client: Any, name: str, args: argparse.Namespace, started: float, out: TextIO) -> int:
+    # Print the channel's deliveries and status events until --count, --seconds or Ctrl-C;
+    # returns how many deliveries were printed.
+    render = json.dumps if args.json else _text
+    until = None if args.seconds is None else started + args.seconds
+    delivered = 0
+    try:
+        while args.count is None or delivered < args.count:
+            remaining = None if until is None else until - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            batch = client.poll_events(remaining if remaining is not None else 1.0)
+            number = _channel_number(client, name) if batch else None
+            for event in batch:
+                if not isinstance(event, Delivery):  # a status event: gap, failover, stale ...
+                    if event.channel_name == name:
+                        print(render(describe(event)), file=out)
+                    continue
+                if event.channel != number:
+                    continue  # another channel of the subscription
+                print(render(describe(event)), file=out)
+                delivered += 1
+                if delivered == args.count:
+                    break
+    except KeyboardInterrupt:
+        pass
+    return delivered
 
 
 def _channel_number(client: Any, name: str) -> int | None:

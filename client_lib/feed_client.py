@@ -32,6 +32,12 @@ When the admin server is down, the lines keep flowing; the watch task
 retries until the server returns, then the routes come again. If the server
 no longer knows the subscription (``NOT_FOUND``, e.g. a wiped database) the
 client subscribes again with the same symbols.
+
+What the client does is written once, in
+:class:`~feedha.client._feed_session.FeedSession`, shared with
+:class:`~feedha.client.AsyncFeedClient`: this class runs the session's admin
+coroutines on its admin thread's loop and answers the session's poll loop
+with :meth:`Subscriber.poll` on the caller's thread.
 """
 
 from __future__ import annotations
@@ -40,25 +46,18 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import queue
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from feedha.admin_client import (
-    AdminClient,
-    AdminUnavailable,
-    Route,
-    Subscription,
-    TlsConfig,
-)
+from feedha.admin_client import AdminUnavailable, Subscription, TlsConfig
 from feedha.admin_client.session import RETRY_DEADLINE_S
-from feedha.client._feed_core import FeedClientStats, StatusCallback
-from feedha.client._watch import RouteWatch
+from feedha.client._drive import drive
+from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._feed_session import FeedSession, Selected
 from feedha.client.errors import ClosedError
-from feedha.client.events import Delivery, StatusEvent
+from feedha.client.events import Delivery, Event, StatusEvent
 from feedha.client.subscriber import ChannelSpec, Subscriber, SubscriberConfig
 
 logger = logging.getLogger(__name__)
@@ -68,7 +67,7 @@ _CALL_MARGIN_S: Final = 15.0
 _T = TypeVar("_T")
 
 
-class FeedClient(RouteWatch):
+class FeedClient:
     """Log in, subscribe through the admin server, and receive the entitled symbols from every line.
 
     Example::
@@ -104,28 +103,27 @@ class FeedClient(RouteWatch):
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
     ) -> None:
-        self._begin(config, retry_deadline_s=retry_deadline_s, poll_interval_s=poll_interval_s)
-        self._updates: queue.SimpleQueue[tuple[str, tuple[Route, ...]]] = queue.SimpleQueue()
-        self._subscriber: Subscriber | None = None
-        self._closed = False
+        self._routes_came = threading.Event()
+        self._session: FeedSession[Subscriber] = FeedSession(
+            config,
+            kind="FeedClient",
+            retry_deadline_s=retry_deadline_s,
+            poll_interval_s=poll_interval_s,
+            wakeup=self._routes_came,
+            make_subscriber=_subscriber,
+        )
+        self._core = self._session.core  # the metrics collector hooks its latency sink here
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="feedclient-admin", daemon=True)
         self._thread.start()
         try:
-            self._admin: AdminClient = self._call(
-                self._open_admin(admin, key_id, secret, tls, retry_deadline_s)
-            )
-            self._call(self._admin.login())
+            self._call(self._session.open(admin, key_id, secret, tls))
         except BaseException:
             self.close()
             raise
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "subscribed" if self._subscription_id else "idle"
-        return (
-            f"<FeedClient [{state}, subscription={self._subscription_id or None}, "
-            f"delivered={self._core.delivered}, filtered={self._core.filtered}, lines={self._core.lines}]>"
-        )
+        return self._session.describe()
 
     def __enter__(self) -> FeedClient:
         return self
@@ -135,25 +133,14 @@ class FeedClient(RouteWatch):
     ) -> None:
         self.close()
 
-    # -- the admin thread -------------------------------------------------------------
-
-    @staticmethod
-    async def _open_admin(
-        target: str, key_id: str, secret: str, tls: TlsConfig | bool | None, deadline: float
-    ) -> AdminClient:
-        # Created on the admin loop: a grpc.aio channel belongs to the loop it was made on.
-        return await AdminClient(target, key_id, secret, tls=tls, retry_deadline_s=deadline).__aenter__()
-
     def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        # Run one of the session's admin coroutines on the admin thread's loop and wait for it.
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
-            return future.result(timeout=self._retry_deadline_s + _CALL_MARGIN_S)
+            return future.result(timeout=self._session.retry_deadline_s + _CALL_MARGIN_S)
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
             raise AdminUnavailable("the admin server did not answer in time") from exc
-
-    def _push(self, reason: str, routes: tuple[Route, ...]) -> None:
-        self._updates.put((reason, routes))  # thread-safe: the admin thread puts, the poller takes
 
     # -- subscription (user's thread) -------------------------------------------------
 
@@ -178,16 +165,8 @@ class FeedClient(RouteWatch):
             PermissionDenied: some symbols are not entitled (``exc.symbols`` names them).
             AdminClientError: other refusals (``exc.code``).
         """
-        self._check_open()
-        if self._subscription_id:
-            raise ValueError(f"already subscribed ({self._subscription_id}); use modify()")
-        symbols = tuple(symbols)
-        subscription = self._call(self._admin.subscribe(symbols, curve_public_key=self._curve[0]))
-        self._subscription_id, self._symbols = subscription.subscription_id, symbols
-        self._core.initial_image = initial_image
-        self._push("subscribed", subscription.routes)
-        self._call(self._start_watch())
-        return subscription
+        self._session.check_open()
+        return self._call(self._session.subscribe(symbols, initial_image=initial_image))
 
     def modify(self, symbols: Sequence[str]) -> Subscription:
         """Replace the subscribed symbols; lines and positions of kept channels are kept.
@@ -196,24 +175,13 @@ class FeedClient(RouteWatch):
             ValueError: not subscribed.
             PermissionDenied: some symbols are not entitled (the old ones stay in force).
         """
-        self._check_open()
-        if not self._subscription_id:
-            raise ValueError("not subscribed; use subscribe()")
-        symbols = tuple(symbols)
-        subscription = self._call(self._admin.modify(self._subscription_id, symbols))
-        self._symbols = symbols
-        self._push("modified", subscription.routes)
-        return subscription
+        self._session.check_open()
+        return self._call(self._session.modify(symbols))
 
     def cancel(self) -> None:
         """Cancel the subscription and leave every line (a later :meth:`subscribe` starts afresh)."""
-        self._check_open()
-        if not self._subscription_id:
-            return
-        self._call(self._stop_watch())
-        self._call(self._admin.cancel(self._subscription_id))
-        self._subscription_id, self._symbols = "", ()
-        self._push("cancelled", ())
+        self._session.check_open()
+        self._call(self._session.cancel())
 
     # -- data (the polling thread) ----------------------------------------------------
 
@@ -242,26 +210,16 @@ class FeedClient(RouteWatch):
         """
         return self._poll(timeout, status=True)
 
-    def _poll(self, timeout: float | None, *, status: bool) -> list[Delivery | StatusEvent]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            self._check_open()
-            self._apply_updates()
-            wait = self._poll_interval_s
-            if deadline is not None:
-                wait = min(wait, max(0.0, deadline - time.monotonic()))
-            events: list[Any] = self._pending
-            self._pending = []
-            if self._subscriber is None:  # nothing to read yet: wait for routes instead
-                with contextlib.suppress(queue.Empty):
-                    self._apply_routes(*self._updates.get(timeout=0 if events else wait))
-                events += self._pending
-                self._pending = []
-            else:
-                events += self._subscriber.poll(0 if events else wait)
-            out = self._core.select(events, status=status)
-            if out or (deadline is not None and time.monotonic() >= deadline):
-                return out
+    def _poll(self, timeout: float | None, *, status: bool) -> Selected:
+        return drive(self._session.poll_steps(timeout, status=status), self._wait)
+
+    def _wait(self, seconds: float) -> list[Event]:
+        # The session's loop may wait: for a route set while no channel is joined, else on the lines.
+        subscriber = self._session.subscriber
+        if subscriber is None:
+            self._routes_came.wait(seconds)
+            return []
+        return subscriber.poll(seconds)
 
     def deliveries(self) -> Iterator[Delivery]:
         """Iterate over deliveries of subscribed, entitled symbols until :meth:`close`."""
@@ -286,9 +244,9 @@ class FeedClient(RouteWatch):
         return self._iterate(status=True)
 
     def _iterate(self, *, status: bool) -> Iterator[Delivery | StatusEvent]:
-        while not self._closed:
+        while not self._session.closed:
             try:
-                batch = self._poll(self._poll_interval_s, status=status)
+                batch = self._poll(self._session.poll_interval_s, status=status)
             except ClosedError:
                 return
             yield from batch
@@ -310,54 +268,20 @@ class FeedClient(RouteWatch):
         Raises:
             TypeError: ``callback`` is not callable, or a kind is not a ``StatusEvent`` class.
         """
-        return self._core.add_callback(callback, kinds)
-
-    def _apply_updates(self) -> None:
-        while True:
-            try:
-                reason, routes = self._updates.get_nowait()
-            except queue.Empty:
-                return
-            self._apply_routes(reason, routes)
-
-    def _apply_routes(self, reason: str, routes: tuple[Route, ...]) -> None:
-        subscriber, events = self._core.apply_routes(reason, routes, self._subscriber, self._make_subscriber)
-        self._subscriber = subscriber
-        self._pending += events
-
-    def _make_subscriber(self, spec: ChannelSpec) -> Subscriber:
-        return Subscriber([spec], self._config, on_retransmission_needed=self._core.retransmit)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("the FeedClient is closed")
+        return self._session.core.add_callback(callback, kinds)
 
     def stats(self) -> FeedClientStats:
         """A snapshot of the counters."""
-        return FeedClientStats(
-            subscription_id=self._subscription_id,
-            symbols=self._symbols,
-            delivered=self._core.delivered,
-            filtered=self._core.filtered,
-            undecodable=self._core.undecodable,
-            route_updates=self._core.route_updates,
-            watch_connections=self._watch_connections,
-            resubscriptions=self._resubscriptions,
-            lines=self._core.lines,
-            replay_requests=self._core.replay_requests,
-            last_admin_error=self._last_admin_error,
-            channels={} if self._subscriber is None else self._subscriber.stats(),
-            status_events=dict(self._core.status_counts),
-        )
+        return self._session.stats()
 
     def close(self) -> None:
         """Stop watching, close the admin channel and every line socket. Idempotent.
 
         The subscription is left on the server (:meth:`cancel` removes it).
         """
-        if self._closed:
+        if self._session.closed:
             return
-        self._closed = True
+        self._session.closed = True
         if self._thread.is_alive():
             with contextlib.suppress(Exception):
                 self._call(self._shutdown())
@@ -365,22 +289,20 @@ class FeedClient(RouteWatch):
             self._thread.join(timeout=10)
         if not self._loop.is_running():
             self._loop.close()
-        if self._subscriber is not None:
-            self._subscriber.close()
-            self._subscriber = None
-        self._core.close()
+        self._session.close_lines()
 
     async def _shutdown(self) -> None:
-        await self._stop_watch()
-        admin: AdminClient | None = getattr(self, "_admin", None)
-        if admin is not None:
-            await admin.close()
+        await self._session.stop_admin()
         # gRPC leaves a task per finished call that waits for its status; end them
         # here, or the closing loop reports each one as "destroyed but pending".
         leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in leftovers:
             task.cancel()
         await asyncio.gather(*leftovers, return_exceptions=True)
+
+
+def _subscriber(spec: ChannelSpec, core: FeedCore) -> Subscriber:
+    return Subscriber([spec], core.config, on_retransmission_needed=core.retransmit)
 
 
 __all__ = ["FeedClient", "FeedClientStats"]

@@ -155,6 +155,12 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
         _PURE,
     ),
     "feedha.client.arbiter": (_IO, _PURE),
+    # The arbiter's parts (client_lib/arbiter.py's module docstring).
+    "feedha.client._delivery_stream": (_IO, _PURE),
+    "feedha.client._holes": (_IO, _PURE),
+    "feedha.client._copies": (_IO, _PURE),
+    "feedha.client._live_blocks": (_IO, _PURE),
+    "feedha.client._claims": (_IO, _PURE),
     "feedha.plain_source.model": (_IO, _PURE),
     "feedha.plain_source.frames": (_IO, _PURE),
     "feedha.plain_source.pacing": (_IO, _PURE),
