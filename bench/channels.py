@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 from feedha.bench.common import Figure, figure
-from feedha.bench.throughput import HEARTBEAT_TIMEOUT_S, SOURCE_TICK_S, SYMBOLS, ceiling, open_log
+from feedha.bench.pipeline import HEARTBEAT_TIMEOUT_S, SOURCE_TICK_S, SYMBOLS, ceiling, open_log
 
 CHANNELS: Final = (1, 2, 4, 8)
 QUICK_CHANNELS: Final = (1, 4)
@@ -135,12 +135,12 @@ def _start_groups(channels: list[_Channel], segment: Any, log: IO[str]) -> None:
         channel.procs["active"].wait_for(_became_active, START_S)
     for channel in channels:
         group = channel.group
-        args = ["client", "--channel", group.channel, "--channel-number", str(group.channel_number)]
+        args = ["--channel", group.channel, "--channel-number", str(group.channel_number)]
         for line in group.lines:
             args += ["--line", line]
         args += ["--symbols", str(SYMBOLS)]
         name, host = f"{group.channel}/client", channel.hosts["client"]
-        channel.procs["client"] = _spawn(name, "feedha.bench.throughput", args, host, segment, log)
+        channel.procs["client"] = _spawn(name, "feedha.bench.client", args, host, segment, log)
     for channel in channels:
         channel.procs["client"].wait_event("ready", START_S)
 

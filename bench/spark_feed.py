@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from feedha.bench.common import Figure, figure, format_figure
-from feedha.bench.throughput import open_log
+from feedha.bench.pipeline import open_log
 
 STREAMS: Final = ("A-M", "N-Z")
 ROWS_PER_BATCH: Final = 500_000  # unpaced: the per-batch cost (~0.1-0.3 s here) spread over many rows
