@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 from feedha.bench.common import Figure, figure
-from feedha.bench.pipeline import HEARTBEAT_TIMEOUT_S, SOURCE_TICK_S, SYMBOLS, ceiling, open_log
+from feedha.bench.pipeline import HEARTBEAT_TIMEOUT_S, SOURCE_BATCHING, SYMBOLS, ceiling, open_log
 
 CHANNELS: Final = (1, 2, 4, 8)
 QUICK_CHANNELS: Final = (1, 4)
@@ -156,7 +156,7 @@ def _start_source(channels: list[_Channel], host: str, segment: Any, log: IO[str
         args += ["--endpoint", f"{channel.letters}={channel.group.source_endpoint}"]
     args += [*("--rate", f"{TOTAL_OFFERED:g}", "--seconds", f"{seconds:g}", "--symbols", str(SYMBOLS)),
              *("--seed", "7", "--wait-subscribers", "2", "--linger-ms", "10000"),
-             *("--tick", str(SOURCE_TICK_S), "--pregenerate")]  # fmt: skip
+             "--pregenerate"]  # fmt: skip
     return _spawn("source", "feedha.plain_source", args, host, segment, log)
 
 
@@ -354,7 +354,7 @@ def run(*, quick: bool = False, hosts: str = "local") -> list[Figure]:
         params = {key: value for key, value in case.items() if key != "total_rate"}
         params |= {
             "adapters": "active + 1 backup per channel",
-            "source_tick_s": SOURCE_TICK_S,
+            "source_batching": SOURCE_BATCHING,
             "ceiling_runs": [round(b["rate"], 1) for b in bare],
             "quick": quick,
             "log": log.name,

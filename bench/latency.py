@@ -5,11 +5,11 @@ pipeline (plain source → active + 1 backup → one arbitrating client) runs
 for a few seconds. The plain source stamps each message's event time (FIX
 tag 60) with its scheduled send time (message *k* is due and stamped at
 ``start + (k + 1) / rate``, the clock read right before the first send).
-It batches as the capacity runs do (``--tick 0.001``: a frame goes out once
-``rate × 1 ms`` messages are due, so at 10k msg/s the first message of a
-frame waits up to 0.9 ms, mean 0.45 ms; at 1k msg/s nothing waits), and that
-counts: at 10k msg/s one message per frame costs the adapters more than the
-batching adds. ``delivery wall time − event time`` is the one-way latency
+It sends every message as soon as it is due: a frame carries several only
+when several fell due while the source slept or worked (its own event ->
+send delays are ``source_publish_us`` in the parameters; until issue 27 a
+1 ms tick held each frame until ``rate × 1 ms`` messages were due, 0.45 ms
+of waiting on average at 10k msg/s). ``delivery wall time − event time`` is the one-way latency
 through source, adapter and client, queueing included. Sources generate live
 here (no ``--pregenerate``), so stamps are scheduled send times.
 The client decodes every delivery for it and records into an HdrHistogram
@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from feedha.bench.ceiling import run_pair
 from feedha.bench.common import Figure, figure
-from feedha.bench.pipeline import SOURCE_TICK_S, PipelineOptions, mean_source_bytes, open_log, run_pipeline
+from feedha.bench.pipeline import SOURCE_BATCHING, PipelineOptions, mean_source_bytes, open_log, run_pipeline
 from feedha.bench.shape import ShapeOptions, run_shape
 
 RATES: Final = (1_000.0, 10_000.0, 50_000.0)
@@ -86,7 +86,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "lost": result.lost,
                 "undelivered": result.undelivered,
                 "failovers": result.failovers,
-                "source_tick_s": SOURCE_TICK_S,
+                "source_batching": SOURCE_BATCHING,
                 "worst_latency_us": summary.get("worst_latency_us"),
                 "samples": pipeline["count"],
                 "pipeline_us": pipeline,

@@ -18,7 +18,8 @@ of ``--repeat``, µs of thread CPU per delivered message):
   packets are queued first, then the ``poll()`` loop is timed (a backlog;
   ZeroMQ's I/O thread is not counted).
 * ``paced``: a publisher process offers ``--rate`` msg/s on the two lines
-  (packets in bursts every 1 ms, as the pipeline's source tick makes them);
+  (packets in bursts at least 1 ms apart, as the pipeline's were while its
+  source batched on a 1 ms tick; it now sends each message when due);
   the subscriber's CPU per message and share of a core (steady state).
   ``paced_bare``: the same packets received by two bare SUB sockets and a
   ``zmq.Poller`` (wake-ups and receives only: the floor under ``paced``).
@@ -42,7 +43,7 @@ from typing import Any, Final
 
 MESSAGES: Final = 200_000
 RATE: Final = 150_000.0
-TICK_S: Final = 0.001  # the publisher's pace, as `feedha source --tick 0.001`
+TICK_S: Final = 0.001  # the publisher's least sleep between bursts
 CASES: Final = (
     "arbiter",
     "arbiter_identical",
@@ -304,8 +305,8 @@ def _publisher_main(argv: Sequence[str]) -> int:
         for pub in pubs:
             pub.send_multipart((TOPIC, beat))
     sys.stdin.readline()
-    # As the pipeline does: the source sends every 1 ms tick what is due, and
-    # both adapters forward it at once, so packets come in bursts per tick.
+    # Bursts at least a tick apart (as the pipeline's packets came while its
+    # source batched on a 1 ms tick), both lines at once.
     start = time.monotonic()
     sent = 0
     for line, packet in stream:

@@ -25,14 +25,17 @@ from feedha.bench.client import SYMBOLS
 STREAM: Final = "A-Z"
 CEILING_COUNT: Final = 300_000
 QUICK_CEILING_COUNT: Final = 100_000
-SOURCE_TICK_S: Final = 0.001  # the source sends ~rate/1000 messages per frame, as a batching feed does
+# How the plain source batches (no option sets it): a message goes out as soon as it is due.
+SOURCE_BATCHING: Final = (
+    "as due: each message sent when due, several per frame (<= 64) only when several are due"
+)
 HEARTBEAT_TIMEOUT_S: Final = 2.0
 
 __all__ = [
     "CEILING_COUNT",
     "HEARTBEAT_TIMEOUT_S",
     "QUICK_CEILING_COUNT",
-    "SOURCE_TICK_S",
+    "SOURCE_BATCHING",
     "STREAM",
     "SYMBOLS",
     "PipelineOptions",
@@ -61,7 +64,6 @@ class PipelineOptions:
             default so a scheduling stall on a shared 2-core machine does not
             start a failover in the middle of a throughput or latency run
             (``bench failover`` keeps the default; runs report ``failovers``).
-        source_tick_s: the source's ``--tick`` (0: every message on its own, as soon as due).
         count: if set, each source sends this many messages unpaced (``rate`` and
             ``seconds`` are then only a time bound).
         pregenerate: sources generate their messages before the clock starts
@@ -92,7 +94,6 @@ class PipelineOptions:
     keep_symbols: int = 0
     latency: bool = False
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S
-    source_tick_s: float = SOURCE_TICK_S
     count: int | None = None  # unpaced: send this many as fast as the source can, then stop
     pregenerate: bool = True
     secure: bool = False
@@ -346,7 +347,6 @@ def _start_source(options: PipelineOptions, group: Any, log: IO[str]) -> Any:
         *pacing,
         *("--symbols", str(options.symbols), "--seed", "7"),
         *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
-        *(("--tick", str(options.source_tick_s)) if options.source_tick_s else ()),
         *(("--pregenerate",) if options.pregenerate else ()),
     ]
     return JsonProcess.python("source", "feedha.plain_source", source_args, log=log)

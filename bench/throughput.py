@@ -24,7 +24,7 @@ from feedha.bench.pipeline import (
     CEILING_COUNT,
     HEARTBEAT_TIMEOUT_S,
     QUICK_CEILING_COUNT,
-    SOURCE_TICK_S,
+    SOURCE_BATCHING,
     PipelineOptions,
     PipelineResult,
     ceiling,
@@ -194,7 +194,7 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     common = {
         "source": "plain source (plain_source), 1 stream, 200 symbols, seed 7",
         "adapter_heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
-        "source_tick_s": SOURCE_TICK_S,
+        "source_batching": SOURCE_BATCHING,
         "client": "client_lib.Subscriber joined to every line (arbitrating), no decode",
         "step_s": step_s,
         "ceiling_runs": [round(c["rate"], 1) for c in ceilings],
