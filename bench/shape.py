@@ -137,7 +137,7 @@ def _send_loop(sock: Any, args: argparse.Namespace) -> tuple[int, float]:
             break
         due = min(schedule.due(now), count - sent)
         if due <= 0:
-            sleep(min(schedule.next_deadline() - now, SLEEP_SLICE_S))
+            sleep(min(schedule.wait_s(now), SLEEP_SLICE_S))
             continue
         epoch = epoch_ns if rate > 0 else time_ns()
         for frame in _frames(sent + 1, due, batch, epoch, step_ns, pad):
