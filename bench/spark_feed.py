@@ -180,6 +180,9 @@ def plain_source_publish(*, rate: float, seconds: float) -> dict[str, Any]:
             endpoints = source.wait_for(lambda e: "endpoints" in e, 30)["endpoints"]
             counter = _Counter([endpoints[name] for name in STREAMS])
             summary = source.wait_for(lambda e: "sent" in e, seconds + 60)
+            deadline = time.monotonic() + 5
+            while counter.count < summary["sent"] and time.monotonic() < deadline:
+                time.sleep(0.05)  # polling for the tail still in flight, bounded
         finally:
             source.kill()
             if counter is not None:
