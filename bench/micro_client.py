@@ -10,7 +10,7 @@ of ``--repeat``, µs of thread CPU per delivered message):
 
 * ``arbiter``: ``ChannelArbiter.on_packet`` in-process, both lines
   interleaved, counting ``Delivery`` events and reading ``source_seq`` as the
-  throughput client does.
+  bench client does.
 * ``arbiter_identical``: the backup's packets byte-identical to the active's
   (the known-copy shortcut); ``arbiter_misaligned``: the backup cuts its
   packets at other boundaries.
