@@ -111,10 +111,12 @@ def _plan(count: int, segment: Any) -> tuple[list[_Channel], str]:
     return channels, SOURCE_HOST if plan is not None else ""
 
 
-def _spawn(name: str, module: str, args: Sequence[str], host: str, segment: Any, log: IO[str]) -> Any:
+def _spawn(
+    name: str, module: str, args: Sequence[str], host: str, segment: Any, log: IO[str], *, nice: int = 0
+) -> Any:
     from feedha.procs import JsonProcess, python_argv
 
-    argv = python_argv(module, args)
+    argv = python_argv(module, args, nice=nice)
     if segment is not None:
         argv = segment.exec_argv(host, argv)
     return JsonProcess(name, argv, log=log)
@@ -157,7 +159,10 @@ def _start_source(channels: list[_Channel], host: str, segment: Any, log: IO[str
     args += [*("--rate", f"{TOTAL_OFFERED:g}", "--seconds", f"{seconds:g}", "--symbols", str(SYMBOLS)),
              *("--seed", "7", "--wait-subscribers", "2", "--linger-ms", "10000"),
              "--pregenerate"]  # fmt: skip
-    return _spawn("source", "feedha.plain_source", args, host, segment, log)
+    # Niced, as in every capacity run (bench.pipeline): the simulator yields to the system under test.
+    from feedha.procs import SOURCE_NICE
+
+    return _spawn("source", "feedha.plain_source", args, host, segment, log, nice=SOURCE_NICE)
 
 
 def _delivered(proc: Any) -> int:

@@ -70,8 +70,10 @@ class PipelineOptions:
             (``feedha source --pregenerate``): on a 2-core machine a live
             generator (~5 µs of Python per message) would take the CPU the
             adapters and the client need, and the bare ceiling's sender
-            generates nothing either. Latency runs turn it off (their event
-            times must be the scheduled send times).
+            generates nothing either. Such a capacity run's source also runs
+            niced (``feedha.procs.SOURCE_NICE``), as the drills' does. Latency
+            runs turn it off (their event times must be the scheduled send
+            times, and their source runs at normal priority).
         secure: the data plane as deployed with keys: every adapter's line and
             sync bus are CURVE servers (``--curve-key``, ``--sync-key``), the
             client's key is admitted with ``--grant-keys`` and the client
@@ -337,7 +339,7 @@ def _start_clients(
 
 
 def _start_source(options: PipelineOptions, group: Any, log: IO[str]) -> Any:
-    from feedha.procs import JsonProcess
+    from feedha.procs import SOURCE_NICE, JsonProcess
 
     pacing = ["--rate", str(options.rate), "--seconds", str(options.seconds)]
     if options.count is not None:
@@ -349,7 +351,12 @@ def _start_source(options: PipelineOptions, group: Any, log: IO[str]) -> Any:
         *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
         *(("--pregenerate",) if options.pregenerate else ()),
     ]
-    return JsonProcess.python("source", "feedha.plain_source", source_args, log=log)
+    # A capacity run's source (pregenerated) is a simulator sending each message when due: at
+    # full priority it would wake ~100k times a second at 250k msg/s and take the CPU of the
+    # system under test (adapters missed heartbeats and failed over). Niced, as the drills run
+    # it, it yields; late wake-ups then carry more messages a frame, as a loaded feed's do.
+    nice = SOURCE_NICE if options.pregenerate else 0
+    return JsonProcess.python("source", "feedha.plain_source", source_args, log=log, nice=nice)
 
 
 def _measure_cpu(options: PipelineOptions, adapters: list[Any], source: Any, client: Any) -> dict[str, Any]:

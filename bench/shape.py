@@ -299,6 +299,7 @@ class ShapeOptions:
         batch: most messages per frame.
         latency: the client records every delivery's latency (from the scheduled send time).
         measure_cpu: measure each process's CPU over the steady window (paced runs only).
+        nice_source: run the source niced, as the pipeline's capacity runs run theirs.
         timeout: seconds of silence, or of waiting for a process, before giving up.
     """
 
@@ -309,6 +310,7 @@ class ShapeOptions:
     batch: int = MAX_BATCH
     latency: bool = False
     measure_cpu: bool = False
+    nice_source: bool = False
     timeout: float = 60.0
 
     def __post_init__(self) -> None:
@@ -337,7 +339,7 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         feedha.procs.ProcessError: a process did not start or report in time.
     """
     from feedha.bench.cpu import steady_window
-    from feedha.procs import JsonProcess
+    from feedha.procs import SOURCE_NICE, JsonProcess
 
     module, common = "feedha.bench.shape", ["--size", str(options.size)]
     source = JsonProcess.python(
@@ -346,6 +348,7 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         ["source", "--count", str(options.count), "--rate", str(options.rate),
          "--batch", str(options.batch), "--wait", str(options.timeout), *common],
         log=log,
+        nice=SOURCE_NICE if options.nice_source else 0,
     )  # fmt: skip
     procs = [source]
     try:

@@ -155,8 +155,9 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     Each figure's ``ceiling_shape`` is the bare model of its shape
     (:mod:`bench.shape`: a source, one relay per adapter, a client reading
     every line and keeping the first copy; messages of the plain source's
-    mean size in frames of what is due, at most 64), unpaced, the faster of
-    one run before and one after the ramps; ``ratio_shape`` is the sustained
+    mean size in frames of what is due, at most 64; its source niced as the
+    pipeline's is), unpaced, the faster of one run before and one after the
+    ramps; ``ratio_shape`` is the sustained
     rate over it. The CURVE ramp is compared with the open model. ``cpu`` in
     the parameters is each process's CPU per message over the steady window
     of the best step (source, active, each backup, client), beside the bare
@@ -247,7 +248,9 @@ def _figure(
 def _shape_ceilings(relays: list[int], *, quick: bool, size: int, log: IO[str]) -> dict[int, dict[str, Any]]:
     """One unpaced run of the bare model per relay count (the throughput ceiling of that shape)."""
     count = QUICK_CEILING_COUNT if quick else CEILING_COUNT
-    return {n: run_shape(ShapeOptions(relays=n, count=count, size=size), log) for n in relays}
+    return {
+        n: run_shape(ShapeOptions(relays=n, count=count, size=size, nice_source=True), log) for n in relays
+    }
 
 
 def _cpu_beside_shape(
@@ -260,7 +263,12 @@ def _cpu_beside_shape(
     rate = pipeline["rate"]
     model = run_shape(
         ShapeOptions(
-            relays=shape.backups + 1, count=round(rate * step_s), rate=rate, size=size, measure_cpu=True
+            relays=shape.backups + 1,
+            count=round(rate * step_s),
+            rate=rate,
+            size=size,
+            measure_cpu=True,
+            nice_source=True,
         ),
         log,
     )
