@@ -40,7 +40,7 @@ STEP_S: Final = 3.0
 QUICK_STEP_S: Final = 1.5
 RAMP_BUDGET_S: Final = 150.0
 QUICK_RAMP_BUDGET_S: Final = 45.0
-BISECT_STOP: Final = 1.15  # the ramp ends once the best sustained step is this close below a failed one
+BISECT_RESOLUTION: Final = 1.05  # a sustained step this close below a failed one ends the ramp
 DRAIN_ALLOWANCE_S: Final = 0.25  # the client may finish this long after the source (queueing, not overload)
 
 
@@ -127,8 +127,8 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
                 ramp.best = (result.client_rate(summary), result)
             if result.source_rate() < 0.95 * rate:
                 break  # the source cannot go faster: the ramp ends here
-            if failed_at is not None and failed_at / rate < BISECT_STOP:
-                break  # within BISECT_STOP of a failed step: bisecting on would only spend the budget
+            if failed_at is not None and failed_at / rate < BISECT_RESOLUTION:
+                break  # this close below a failed step, bisecting on would only spend the budget
             rate = rate * RAMP_FACTOR if failed_at is None else (rate + failed_at) / 2
         else:
             failed_at = rate
@@ -136,7 +136,7 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
                 rate /= RAMP_FACTOR * RAMP_FACTOR
             else:
                 previous = ramp.best[1].options.rate
-                if failed_at / previous < BISECT_STOP:
+                if failed_at / previous < 1.15:
                     break
                 rate = (previous + failed_at) / 2
         if rate < 1000:
