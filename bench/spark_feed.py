@@ -285,8 +285,8 @@ def _latency_figures(paced: dict[str, Any]) -> list[Figure]:
         ),
         figure(
             name="plain_source_publish_p50",
-            value=float(newest.get("p50", 0.0)) / 1000,
-            unit="ms",
+            value=float(newest.get("p50", 0.0)),
+            unit="us",
             ceiling=None,
             params=params,
         ),
