@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 from feedha.bench.common import Figure, figure
-from feedha.bench.throughput import HEARTBEAT_TIMEOUT_S, SOURCE_TICK_S, SYMBOLS, ceiling, open_log
+from feedha.bench.pipeline import HEARTBEAT_TIMEOUT_S, SOURCE_BATCHING, SYMBOLS, ceiling, open_log
 
 CHANNELS: Final = (1, 2, 4, 8)
 QUICK_CHANNELS: Final = (1, 4)
@@ -111,10 +111,12 @@ def _plan(count: int, segment: Any) -> tuple[list[_Channel], str]:
     return channels, SOURCE_HOST if plan is not None else ""
 
 
-def _spawn(name: str, module: str, args: Sequence[str], host: str, segment: Any, log: IO[str]) -> Any:
+def _spawn(
+    name: str, module: str, args: Sequence[str], host: str, segment: Any, log: IO[str], *, nice: int = 0
+) -> Any:
     from feedha.procs import JsonProcess, python_argv
 
-    argv = python_argv(module, args)
+    argv = python_argv(module, args, nice=nice)
     if segment is not None:
         argv = segment.exec_argv(host, argv)
     return JsonProcess(name, argv, log=log)
@@ -135,12 +137,12 @@ def _start_groups(channels: list[_Channel], segment: Any, log: IO[str]) -> None:
         channel.procs["active"].wait_for(_became_active, START_S)
     for channel in channels:
         group = channel.group
-        args = ["client", "--channel", group.channel, "--channel-number", str(group.channel_number)]
+        args = ["--channel", group.channel, "--channel-number", str(group.channel_number)]
         for line in group.lines:
             args += ["--line", line]
         args += ["--symbols", str(SYMBOLS)]
         name, host = f"{group.channel}/client", channel.hosts["client"]
-        channel.procs["client"] = _spawn(name, "feedha.bench.throughput", args, host, segment, log)
+        channel.procs["client"] = _spawn(name, "feedha.bench.client", args, host, segment, log)
     for channel in channels:
         channel.procs["client"].wait_event("ready", START_S)
 
@@ -156,8 +158,11 @@ def _start_source(channels: list[_Channel], host: str, segment: Any, log: IO[str
         args += ["--endpoint", f"{channel.letters}={channel.group.source_endpoint}"]
     args += [*("--rate", f"{TOTAL_OFFERED:g}", "--seconds", f"{seconds:g}", "--symbols", str(SYMBOLS)),
              *("--seed", "7", "--wait-subscribers", "2", "--linger-ms", "10000"),
-             *("--tick", str(SOURCE_TICK_S), "--pregenerate")]  # fmt: skip
-    return _spawn("source", "feedha.plain_source", args, host, segment, log)
+             "--pregenerate"]  # fmt: skip
+    # Niced, as in every capacity run (bench.pipeline): the simulator yields to the system under test.
+    from feedha.procs import SOURCE_NICE
+
+    return _spawn("source", "feedha.plain_source", args, host, segment, log, nice=SOURCE_NICE)
 
 
 def _delivered(proc: Any) -> int:
@@ -354,7 +359,7 @@ def run(*, quick: bool = False, hosts: str = "local") -> list[Figure]:
         params = {key: value for key, value in case.items() if key != "total_rate"}
         params |= {
             "adapters": "active + 1 backup per channel",
-            "source_tick_s": SOURCE_TICK_S,
+            "source_batching": SOURCE_BATCHING,
             "ceiling_runs": [round(b["rate"], 1) for b in bare],
             "quick": quick,
             "log": log.name,

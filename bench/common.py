@@ -7,6 +7,10 @@ A figure is one JSON object::
 
 ``ceiling`` is the same work done the plainest way (raw ZeroMQ, a buffered
 file write, ...) measured in the same run, and ``ratio`` is ``value / ceiling``.
+The pipeline's figures (``throughput``, ``latency``) also carry
+``ceiling_shape`` and ``ratio_shape``: the same figure of the bare model of the
+pipeline's own shape (source, one relay per adapter, a client reading every
+line; :mod:`bench.shape`) measured in the same run, and the value over it.
 """
 
 from __future__ import annotations
@@ -57,7 +61,15 @@ def machine() -> dict[str, Any]:
     }
 
 
-def figure(*, name: str, value: float, unit: str, ceiling: float | None, params: Mapping[str, Any]) -> Figure:
+def figure(
+    *,
+    name: str,
+    value: float,
+    unit: str,
+    ceiling: float | None,
+    params: Mapping[str, Any],
+    ceiling_shape: float | None = None,
+) -> Figure:
     """Build one figure.
 
     Args:
@@ -66,20 +78,29 @@ def figure(*, name: str, value: float, unit: str, ceiling: float | None, params:
         unit: its unit, e.g. ``"msg/s"`` or ``"MB/s"``.
         ceiling: the same work done the plainest way in the same run (``None``: no ceiling).
         params: the parameters of the run (message count, sizes, policies...).
+        ceiling_shape: the same figure of the bare model of the pipeline's shape, same run
+            (given: the figure has ``ceiling_shape`` and ``ratio_shape``; not given: neither key).
 
     Returns:
         The figure as a JSON-ready dict.
     """
-    ratio = None if not ceiling else round(value / ceiling, 3)
-    return {
+    item: Figure = {
         "name": name,
         "value": round(value, 1),
         "unit": unit,
         "ceiling": None if ceiling is None else round(ceiling, 1),
-        "ratio": ratio,
+        "ratio": _ratio(value, ceiling),
         "params": dict(params),
         "machine": machine(),
     }
+    if ceiling_shape is not None:
+        item["ceiling_shape"] = round(ceiling_shape, 1)
+        item["ratio_shape"] = _ratio(value, ceiling_shape)
+    return item
+
+
+def _ratio(value: float, ceiling: float | None) -> float | None:
+    return None if not ceiling else round(value / ceiling, 3)
 
 
 def best_time(run: Callable[[], object], *, repeats: int) -> float:

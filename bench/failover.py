@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from feedha.bench.common import Figure, figure
-from feedha.bench.throughput import open_log
+from feedha.bench.pipeline import open_log
 from feedha.drill import DrillOptions, run_failover
 
 RATES: Final = (5_000.0, 20_000.0, 50_000.0)

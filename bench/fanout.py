@@ -1,6 +1,6 @@
 """Fan-out benchmark: 1, 2, 4, 8 subscribers on one channel; delivered msg/s per subscriber.
 
-Each run is a fresh pipeline (:func:`bench.throughput.run_pipeline`): the plain
+Each run is a fresh pipeline (:func:`bench.pipeline.run_pipeline`): the plain
 source sends at a fixed rate above what one group sustains on this machine
 (paced, not flooded: an unpaced source would take a core from the adapters), an
 adapter group (active + 1 backup) publishes, and N bench clients, each joined to
@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from feedha.bench.ceiling import run_pair
 from feedha.bench.common import Figure, figure
-from feedha.bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
+from feedha.bench.pipeline import SOURCE_BATCHING, PipelineOptions, open_log, run_pipeline
 
 SUBSCRIBERS: Final = (1, 2, 4, 8)
 QUICK_SUBSCRIBERS: Final = (1, 4)
@@ -57,7 +57,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "offered_rate": OFFERED_RATE,
                 "seconds": seconds,
                 "failovers": result.failovers,
-                "source_tick_s": SOURCE_TICK_S,
+                "source_batching": SOURCE_BATCHING,
                 "duplicates": result.duplicates,
                 "min_rate": round(min(rates), 1),
                 "total_rate": round(sum(rates), 1),

@@ -5,11 +5,11 @@ pipeline (plain source → active + 1 backup → one arbitrating client) runs
 for a few seconds. The plain source stamps each message's event time (FIX
 tag 60) with its scheduled send time (message *k* is due and stamped at
 ``start + (k + 1) / rate``, the clock read right before the first send).
-It batches as the capacity runs do (``--tick 0.001``: a frame goes out once
-``rate × 1 ms`` messages are due, so at 10k msg/s the first message of a
-frame waits up to 0.9 ms, mean 0.45 ms; at 1k msg/s nothing waits), and that
-counts: at 10k msg/s one message per frame costs the adapters more than the
-batching adds. ``delivery wall time − event time`` is the one-way latency
+It sends every message as soon as it is due: a frame carries several only
+when several fell due while the source slept or worked (its own event ->
+send delays are ``source_publish_us`` in the parameters; until issue 27 a
+1 ms tick held each frame until ``rate × 1 ms`` messages were due, 0.45 ms
+of waiting on average at 10k msg/s). ``delivery wall time − event time`` is the one-way latency
 through source, adapter and client, queueing included. Sources generate live
 here (no ``--pregenerate``), so stamps are scheduled send times.
 The client decodes every delivery for it and records into an HdrHistogram
@@ -21,6 +21,13 @@ scheduled send time too), and the bare two-hop relay (PUB → SUB/PUB → SUB,
 forwarding as it is), which has as many hops as the pipeline. The figures
 are latencies, so their ``ratio`` is how many times the bare hop's (lower is
 better); ``latency_p50_two_hop`` is the pipeline's median over the relay's.
+
+The bare model of the pipeline's own shape (:mod:`bench.shape`: a source
+paced and batched as the plain source is, two relays forwarding every frame
+unchanged, a client reading both lines and keeping the first copy of each
+message, messages of the plain source's mean size) runs at the same rate in
+the same run; each figure's ``ceiling_shape`` is its percentile and
+``ratio_shape`` the pipeline's over it (``shape_us`` in the parameters).
 
 Per hop (``hops_us`` in the parameters): ``source_to_publish`` is event time
 → the adapter's packet send time (the source's batching, the first hop and
@@ -34,7 +41,8 @@ from typing import Any, Final
 
 from feedha.bench.ceiling import run_pair
 from feedha.bench.common import Figure, figure
-from feedha.bench.throughput import SOURCE_TICK_S, PipelineOptions, open_log, run_pipeline
+from feedha.bench.pipeline import SOURCE_BATCHING, PipelineOptions, mean_source_bytes, open_log, run_pipeline
+from feedha.bench.shape import ShapeOptions, run_shape
 
 RATES: Final = (1_000.0, 10_000.0, 50_000.0)
 QUICK_RATES: Final = (1_000.0, 10_000.0)
@@ -51,19 +59,25 @@ def run(*, quick: bool = False) -> list[Figure]:
 
     Returns:
         Five figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``,
-        ``latency_max`` (µs, over the bare hop) and ``latency_p50_two_hop`` (over the relay).
+        ``latency_max`` (µs, over the bare hop) and ``latency_p50_two_hop`` (over the relay);
+        each also over the bare model of the same shape (``ratio_shape``).
     """
     seconds = QUICK_SECONDS if quick else SECONDS
+    size = round(mean_source_bytes())
     figures: list[Figure] = []
     with open_log("latency") as log:
         for rate in QUICK_RATES if quick else RATES:
-            bare = run_pair(count=int(rate * seconds), rate=rate, latency=True, log=log)
-            relay = run_pair(count=int(rate * seconds), rate=rate, latency=True, log=log, hops=2)
-            result = run_pipeline(
-                PipelineOptions(rate=rate, seconds=seconds, latency=True, pregenerate=False), log
+            count = int(rate * seconds)
+            bare = run_pair(count=count, rate=rate, latency=True, log=log)
+            relay = run_pair(count=count, rate=rate, latency=True, log=log, hops=2)
+            options = PipelineOptions(rate=rate, seconds=seconds, latency=True, pregenerate=False)
+            model = run_shape(
+                ShapeOptions(relays=options.backups + 1, count=count, rate=rate, size=size, latency=True), log
             )
+            result = run_pipeline(options, log)
             summary = result.clients[0][1]
             pipeline = summary["latency_us"]
+            shape = model["latency_us"]
             params: dict[str, Any] = {
                 "rate": rate,
                 "seconds": seconds,
@@ -72,13 +86,18 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "lost": result.lost,
                 "undelivered": result.undelivered,
                 "failovers": result.failovers,
-                "source_tick_s": SOURCE_TICK_S,
+                "source_batching": SOURCE_BATCHING,
                 "worst_latency_us": summary.get("worst_latency_us"),
                 "samples": pipeline["count"],
                 "pipeline_us": pipeline,
                 "bare_us": bare["latency_us"],
                 "bare_two_hop_us": relay["latency_us"],
+                "shape_us": shape,
+                "shape_model": f"bare source -> {model['relays']} relays -> 1 client reading every line, "
+                f"first copy kept by sequence number; {size}-byte messages, paced and batched as the source",
+                "shape_lost": model["lost"],
                 "hops_us": summary.get("hops_us"),
+                "source_publish_us": result.source_summaries[0].get("publish_latency_us"),
                 "from": "source event time (FIX tag 60, the scheduled send time) to client delivery",
                 "adapters": "active + 1 backup",
                 "quick": quick,
@@ -91,6 +110,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                         value=pipeline[name],
                         unit="us",
                         ceiling=bare["latency_us"][name],
+                        ceiling_shape=shape[name],
                         params=params,
                     )
                 )
@@ -100,6 +120,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                     value=pipeline["p50"],
                     unit="us",
                     ceiling=relay["latency_us"]["p50"],
+                    ceiling_shape=shape["p50"],
                     params=params,
                 )
             )

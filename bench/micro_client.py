@@ -10,7 +10,7 @@ of ``--repeat``, µs of thread CPU per delivered message):
 
 * ``arbiter``: ``ChannelArbiter.on_packet`` in-process, both lines
   interleaved, counting ``Delivery`` events and reading ``source_seq`` as the
-  throughput client does.
+  bench client does.
 * ``arbiter_identical``: the backup's packets byte-identical to the active's
   (the known-copy shortcut); ``arbiter_misaligned``: the backup cuts its
   packets at other boundaries.
@@ -18,7 +18,8 @@ of ``--repeat``, µs of thread CPU per delivered message):
   packets are queued first, then the ``poll()`` loop is timed (a backlog).
   ``async_subscriber``: the same through ``AsyncSubscriber`` on an asyncio loop.
 * ``paced``: a publisher process offers ``--rate`` msg/s on the two lines
-  (packets in bursts every 1 ms, as the pipeline's source tick makes them);
+  (packets in bursts at least 1 ms apart, as the pipeline's were while its
+  source batched on a 1 ms tick; it now sends each message when due);
   the subscriber's CPU per message and share of a core (steady state).
   ``paced_async``: the same through ``AsyncSubscriber``. ``paced_thread_facade``:
   a blocking ``poll()`` that runs ``AsyncSubscriber.poll`` on a private event
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 MESSAGES: Final = 200_000
 RATE: Final = 150_000.0
-TICK_S: Final = 0.001  # the publisher's pace, as `feedha source --tick 0.001`
+TICK_S: Final = 0.001  # the publisher's least sleep between bursts
 CASES: Final = (
     "arbiter",
     "arbiter_identical",
@@ -376,8 +377,8 @@ def _publisher_main(argv: Sequence[str]) -> int:
         for pub in pubs:
             pub.send_multipart((TOPIC, beat))
     sys.stdin.readline()
-    # As the pipeline does: the source sends every 1 ms tick what is due, and
-    # both adapters forward it at once, so packets come in bursts per tick.
+    # Bursts at least a tick apart (as the pipeline's packets came while its
+    # source batched on a 1 ms tick), both lines at once.
     start = time.monotonic()
     sent = 0
     for line, packet in stream:

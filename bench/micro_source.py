@@ -2,14 +2,15 @@
 
 ``python -m feedha.bench.micro_source [--rate R] [--seconds S] [--repeat N]`` prints
 one JSON object. The source is configured as ``bench throughput`` runs it
-(one stream ``A-Z``, 200 symbols, seed 7, ``--tick 0.001``). Cases:
+(one stream ``A-Z``, 200 symbols, seed 7; every message sent when due). Cases:
 
-* ``generate``: ``SymbolModel`` alone, in-process, ``rate * tick`` messages
-  at a time as the send loop asks for them (``generate``; one by one
-  through the iterator for a model without it); best of ``--repeat``.
+* ``generate``: ``SymbolModel`` alone, in-process, ``rate * TURN_S`` messages
+  at a time, about what falls due per turn of the send loop at ``--rate``
+  (``generate``; one by one through the iterator for a model without it);
+  best of ``--repeat``.
 * ``next``: the model's iterator, one ``GeneratedMessage`` at a time.
 * ``source_process``: a real ``feedha source`` subprocess paced at
-  ``--rate`` with ``--tick 0.001`` into a SUB that only counts; its CPU time
+  ``--rate`` into a SUB that only counts; its CPU time
   (``psutil``, all threads) per message received between the first and the
   last sample (startup and exit excluded), its share of a core, and what its
   summary says it kept (``sent_rate``, ``forgiven``: messages it gave up on
@@ -33,7 +34,7 @@ from typing import Any, Final
 RATE: Final = 150_000.0
 SECONDS: Final = 4.0
 REPEAT: Final = 5
-TICK_S: Final = 0.001
+TURN_S: Final = 0.0001  # a turn of the send loop under load: a short sleep's overshoot here, ~0.1 ms
 STREAM: Final = "A-Z"
 SYMBOLS: Final = 200
 SEED: Final = 7
@@ -85,7 +86,7 @@ def _model(module: Any = None) -> Any:
 
 
 def _generate_case(module: Any, messages: int, per_turn: int) -> Callable[[], float]:
-    # A tick's messages at a time, as the send loop asks for them (one by one
+    # A turn's messages at a time, as the send loop asks for them (one by one
     # through the iterator where the model has no batch API).
     def run() -> float:
         model = _model(module)
@@ -167,7 +168,7 @@ def _source_process(rate: float, seconds: float, script: str | None) -> dict[str
         [
             *command,
             *("--streams", STREAM, "--symbols", str(SYMBOLS), "--seed", str(SEED)),
-            *("--rate", str(rate), "--seconds", str(seconds), "--tick", str(TICK_S)),
+            *("--rate", str(rate), "--seconds", str(seconds)),
             *("--wait-subscribers", "1", "--linger-ms", "10000"),
         ],
         cwd=REPO,
@@ -239,7 +240,7 @@ def main(argv: Sequence[str]) -> int:
     module = _module(args.source_script)  # first: a package copy must be the one imported
     from feedha.plain_source import MAX_BATCH
 
-    per_turn = max(1, int(args.rate * TICK_S))
+    per_turn = max(1, int(args.rate * TURN_S))
     per_frame = min(per_turn, MAX_BATCH)
     results: dict[str, Any] = {}
     for name in args.cases.split(","):
@@ -262,7 +263,7 @@ def main(argv: Sequence[str]) -> int:
                 "results": results,
                 "params": {
                     "rate": args.rate,
-                    "tick_s": TICK_S,
+                    "turn_s": TURN_S,
                     "messages_per_turn": per_turn,
                     "messages_per_frame": per_frame,
                     "mean_message_bytes": round(mean_bytes, 1),

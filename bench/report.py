@@ -48,8 +48,9 @@ def _markdown(figures: Sequence[Figure], *, quick: bool, errors: Sequence[str], 
         "Every figure is measured beside its ceiling in the same run: the bare pyzmq PUB→SUB pair "
         "on loopback (100-byte messages, one ZeroMQ message each). For throughput figures `ratio` is "
         "value / ceiling (higher is better); for latency figures it is how many times the bare hop's "
-        "latency (lower is better). Absolute figures on a shared 2-core machine are noisy; the ratios "
-        "are the comparable part.",
+        "latency (lower is better). `ratio (shape)` divides by the bare model of the pipeline's own "
+        "shape (a source, a relay per adapter, a client reading every line), measured in the same run. "
+        "Absolute figures on a shared 2-core machine are noisy; the ratios are the comparable part.",
         "",
     ]
     if errors:
@@ -58,16 +59,18 @@ def _markdown(figures: Sequence[Figure], *, quick: bool, errors: Sequence[str], 
         lines += [
             f"## {group}",
             "",
-            "| name | value | unit | ceiling | ratio | parameters |",
-            "|---|---:|---|---:|---:|---|",
+            "| name | value | unit | ceiling | ratio | ratio (shape) | parameters |",
+            "|---|---:|---|---:|---:|---:|---|",
         ]
         for item in items:
             params = item["params"]
             shown = ", ".join(f"{k}={params[k]}" for k in _KEY_PARAMS if k in params)
             ceiling = "–" if item["ceiling"] is None else f"{item['ceiling']:,.1f}"
             ratio = "–" if item["ratio"] is None else f"{item['ratio']:.3f}"
+            shape = "–" if item.get("ratio_shape") is None else f"{item['ratio_shape']:.3f}"
             lines.append(
-                f"| {item['name']} | {item['value']:,.1f} | {item['unit']} | {ceiling} | {ratio} | {shown} |"
+                f"| {item['name']} | {item['value']:,.1f} | {item['unit']} | {ceiling} | {ratio} | {shape} "
+                f"| {shown} |"
             )
         lines.append("")
         for plot in plots:

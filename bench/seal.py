@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from feedha.bench.common import Figure, best_time, figure, sample_payloads
-from feedha.bench.throughput import ceiling, open_log
+from feedha.bench.pipeline import ceiling, open_log
 from feedha.proto import seal, wire
 
 TYPICAL_PACKETS: Final = 4_000

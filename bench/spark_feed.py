@@ -12,7 +12,14 @@ the job (so a loaded machine lowers the ratio rather than flattering it). A
 second, paced run (not with ``--quick``) at :data:`LATENCY_RATE` msg/s with a
 :data:`LATENCY_TRIGGER_MS` trigger reports the event->publish latency of the
 batches from the job's summary: the time the last frame of a batch was
-handed to ZeroMQ minus the event time of its newest tick.
+handed to ZeroMQ minus the event time of its newest tick (``batch_lag_ms``:
+of its oldest). The job publishes a tick only once its event time has come,
+so the figure cannot read below zero (it once read -99.2 ms: see
+:mod:`spark_feed._run`). Beside it, in the same run, the plain source's own
+event->publish at the same rate (``plain_source_publish_us``: the time each
+send was handed to ZeroMQ minus the event time of the newest and of the
+oldest message it carried, from the source's summary), as a figure of its own
+(``plain_source_publish_p50``).
 """
 
 from __future__ import annotations
@@ -30,12 +37,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from feedha.bench.common import Figure, figure, format_figure
-from feedha.bench.throughput import open_log
+from feedha.bench.pipeline import open_log
 
 STREAMS: Final = ("A-M", "N-Z")
 ROWS_PER_BATCH: Final = 500_000  # unpaced: the per-batch cost (~0.1-0.3 s here) spread over many rows
 LATENCY_RATE: Final = 10_000
 LATENCY_TRIGGER_MS: Final = 200
+PLAIN_SOURCE_S: Final = 5.0  # the plain source's run beside the paced job
 
 
 def _free_port() -> int:
@@ -154,6 +162,34 @@ def _run_job_once(
     }
 
 
+def plain_source_publish(*, rate: float, seconds: float) -> dict[str, Any]:
+    """Run the plain source at ``rate`` into one counting SUB; return its event->publish delays (µs).
+
+    Returns:
+        The source summary's ``publish_latency_us`` (``newest``/``oldest`` percentiles, ``sends``),
+        and ``received`` by the SUB.
+    """
+    from feedha.procs import JsonProcess
+
+    args = ["--streams", ",".join(STREAMS), "--rate", str(rate), "--seconds", str(seconds),
+            "--wait-subscribers", "1", "--linger-ms", "2000"]  # fmt: skip
+    with open_log("spark-feed-plain-source") as log:
+        source = JsonProcess.python("plain-source", "feedha.plain_source", args, log=log)
+        counter = None
+        try:
+            endpoints = source.wait_for(lambda e: "endpoints" in e, 30)["endpoints"]
+            counter = _Counter([endpoints[name] for name in STREAMS])
+            summary = source.wait_for(lambda e: "sent" in e, seconds + 60)
+            deadline = time.monotonic() + 5
+            while counter.count < summary["sent"] and time.monotonic() < deadline:
+                time.sleep(0.05)  # polling for the tail still in flight, bounded
+        finally:
+            source.kill()
+            if counter is not None:
+                counter.close()
+    return {"publish_latency_us": summary.get("publish_latency_us"), "received": counter.count}
+
+
 def _tree_cpu(pid: int) -> dict[str, float]:
     """CPU seconds (user + system) of the job: its Python driver and the JVM (and anything) under it."""
     import psutil
@@ -215,24 +251,46 @@ def run(quick: bool) -> list[Figure]:
         paced = run_job(
             rate=LATENCY_RATE, trigger_ms=LATENCY_TRIGGER_MS, unpaced=False, warmup_s=10.0, window_s=30.0
         )
-        latency = paced["summary"].get("batch_latency_ms", {})
-        figures.append(
-            figure(
-                name="spark_feed_batch_latency_p50",
-                value=float(latency.get("p50", 0.0)),
-                unit="ms",
-                ceiling=None,
-                params={
-                    "rate": LATENCY_RATE,
-                    "trigger_ms": LATENCY_TRIGGER_MS,
-                    "delivered": round(paced["rate"]),
-                    "batch_latency_ms": latency,
-                    "handler_ms": paced["summary"].get("handler_ms", {}),
-                    "collect_ms": paced["summary"].get("collect_ms", {}),
-                },
-            )
-        )
+        figures += _latency_figures(paced)
     return figures
+
+
+def _latency_figures(paced: dict[str, Any]) -> list[Figure]:
+    latency = paced["summary"].get("batch_latency_ms", {})
+    if latency and latency["p50"] < 0:
+        raise RuntimeError(f"spark_feed: event -> publish below zero, a measuring defect: {latency}")
+    plain = plain_source_publish(rate=LATENCY_RATE, seconds=PLAIN_SOURCE_S)
+    delays = plain["publish_latency_us"] or {}
+    params = {
+        "rate": LATENCY_RATE,
+        "trigger_ms": LATENCY_TRIGGER_MS,
+        "delivered": round(paced["rate"]),
+        "batch_latency_ms": latency,
+        "batch_lag_ms": paced["summary"].get("batch_lag_ms", {}),
+        "handler_ms": paced["summary"].get("handler_ms", {}),
+        "collect_ms": paced["summary"].get("collect_ms", {}),
+        "plain_source_publish_us": delays,
+        "plain_source_received": plain["received"],
+        "what": "event time of the newest tick of a batch (Spark) or of a send (plain source) "
+        "-> handed to ZeroMQ",
+    }
+    newest = delays.get("newest", {})
+    return [
+        figure(
+            name="spark_feed_batch_latency_p50",
+            value=float(latency.get("p50", 0.0)),
+            unit="ms",
+            ceiling=None,
+            params=params,
+        ),
+        figure(
+            name="plain_source_publish_p50",
+            value=float(newest.get("p50", 0.0)),
+            unit="us",
+            ceiling=None,
+            params=params,
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from feedha.bench.common import Figure, figure
-from feedha.bench.throughput import SOURCE_TICK_S, PipelineOptions, ceiling, open_log, run_pipeline
+from feedha.bench.pipeline import SOURCE_BATCHING, PipelineOptions, ceiling, open_log, run_pipeline
 
 TOTAL_SYMBOLS: Final = 5_000
 KEEP: Final = (1, 10, 100, 1_000)
@@ -54,7 +54,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "offered_rate": OFFERED_RATE,
                 "seconds": seconds,
                 "failovers": result.failovers,
-                "source_tick_s": SOURCE_TICK_S,
+                "source_batching": SOURCE_BATCHING,
                 "adapters": "active + 1 backup",
                 "quick": quick,
                 "log": log.name,

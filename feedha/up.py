@@ -183,10 +183,8 @@ class Cluster:
         return endpoints
 
     def start_source(self, endpoints: dict[str, str]) -> None:
-        if self.args.source == "spark":
-            extra = ["--master", self.args.spark_master]
-        else:
-            extra = ["--tick", "0.001"]  # the plain source's batching; the Spark job has its micro-batches
+        # The Spark job batches by its micro-batch trigger; the plain source sends each message when due.
+        extra = ["--master", self.args.spark_master] if self.args.source == "spark" else []
         source = start_source(
             endpoints,
             kind=self.args.source,

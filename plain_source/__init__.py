@@ -43,7 +43,7 @@ from feedha.plain_source.model import (
     split_symbols,
     symbol_names,
 )
-from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
+from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule, PublishDelays
 from feedha.plain_source.source import PlainSource, SourceSummary
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "GeneratedMessage",
     "PacingSchedule",
     "PlainSource",
+    "PublishDelays",
     "SourceConfig",
     "SourceSummary",
     "SymbolModel",

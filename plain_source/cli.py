@@ -56,7 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--rate", type=float, default=DEFAULT_RATE, help="messages/s over all streams; 0 = unpaced")
     add("--seconds", type=float, default=None)
     add("--count", type=int, default=None)
-    add("--batch", type=int, default=None, help=f"FIX messages per frame (default: as due, <= {MAX_BATCH})")
+    add(
+        "--batch",
+        type=int,
+        default=None,
+        help=f"most FIX messages per frame (default {MAX_BATCH}); every message goes out as soon as it is "
+        "due, so frames carry several only when several are due at once",
+    )
     add("--malformed-every", type=int, default=0, metavar="K", help="inject garbage every K messages")
     add(
         "--poison-every",
@@ -76,7 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long closing flushes to lagging subscribers",
     )
     add("--start-seq", type=int, default=1)
-    add("--tick", type=float, default=0.0, help="least sleep between sends, s (batches ~rate*tick per frame)")
     add(
         "--pregenerate",
         action="store_true",
@@ -123,7 +128,6 @@ def _config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Source
             sndhwm=args.sndhwm,
             linger_ms=args.linger_ms,
             start_seq=args.start_seq,
-            tick_s=args.tick,
             pregenerate=args.pregenerate,
         )
     except ValueError as exc:

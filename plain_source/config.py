@@ -39,7 +39,9 @@ class SourceConfig:
         rate: messages per second over all streams; 0 means as fast as possible.
         seconds: stop after this long (``None``: no limit).
         count: stop after this many valid messages (``None``: no limit).
-        batch: FIX messages per frame at most; ``None`` means as many as are due, capped at MAX_BATCH.
+        batch: FIX messages per frame at most; ``None`` means MAX_BATCH. A message is
+            sent as soon as it is due: frames carry several only when several are
+            due at once (under load, or unpaced).
         malformed_every: inject one malformed item every this many messages (0: never).
         poison_every: replace every this many messages by poison (a message with its
             source_seq that no adapter can publish: oversize, not UTF-8, a bad number, an
@@ -49,10 +51,6 @@ class SourceConfig:
         sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
         linger_ms: ZMQ_LINGER: how long close() may spend flushing.
         start_seq: first source_seq of every stream.
-        tick_s: batch sends: wait until ``rate * tick_s`` messages are due
-            (or the oldest has waited this long), so each frame carries about
-            that many (as the Spark source batches); 0 sends every message as
-            soon as it is due (the lowest latency).
         pregenerate: generate every message of the run before the clock starts
             and only pace the sends (needs ``count``, or ``rate`` and ``seconds``;
             at most PREGENERATE_MAX messages). For capacity benchmarks on small
@@ -78,7 +76,6 @@ class SourceConfig:
     sndhwm: int = 0
     linger_ms: int = DEFAULT_LINGER_MS
     start_seq: int = 1
-    tick_s: float = 0.0
     pregenerate: bool = False
 
     @property
@@ -110,7 +107,6 @@ class SourceConfig:
             "sndhwm": self.sndhwm >= 0,
             "linger_ms": self.linger_ms >= -1,
             "start_seq": self.start_seq >= 1,
-            "tick_s": 0 <= self.tick_s <= 1,
         }
         for name, ok in checks.items():
             if not ok:

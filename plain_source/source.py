@@ -9,7 +9,13 @@ The send loop owns the clock: it asks the pure
 the :class:`~plain_source.model.SymbolModel` generate them (or takes them from
 a run generated ahead of the clock, ``pregenerate``), cuts them into frames
 (:func:`~plain_source.frames.plan_frames` when malformed content is injected)
-and sends. XPUB subscription messages are read only to count subscribers.
+and sends. When nothing is due it sleeps until the next message is. So a
+message goes out as soon as it is due and waits for no other: a frame
+carries several only when several fell due while the sender slept or worked
+(under load), up to ``batch``. XPUB subscription messages are read only to
+count subscribers. With live stamps (the default) each message's event time
+is its due time, and the summary reports how long after it each send went
+out (:class:`~plain_source.pacing.PublishDelays`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from feedha import transport
 from feedha.plain_source.config import MAX_BATCH, SourceConfig
 from feedha.plain_source.frames import plan_frames
 from feedha.plain_source.model import SymbolModel
-from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
+from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule, PublishDelays
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,8 @@ class SourceSummary:
     elapsed_s: float = 0.0  # from start to the end of sending, generation ahead of time excluded
     pregenerate_s: float = 0.0  # generating the run ahead of the clock (--pregenerate)
     error: str | None = None
+    frames: int = 0  # ZeroMQ messages sent (without malformed injection, messages per frame: sent / frames)
+    publish_delays: PublishDelays | None = None  # event -> send, when stamps are due times
 
     @property
     def sent(self) -> int:
@@ -69,7 +77,10 @@ class SourceSummary:
             "malformed": self.malformed,
             "forgiven": self.forgiven,
             "elapsed_s": round(self.elapsed_s, 3),
+            "frames": self.frames,
         }
+        if self.publish_delays is not None:
+            body["publish_latency_us"] = self.publish_delays.summary()
         if self.pregenerate_s:
             body["pregenerate_s"] = round(self.pregenerate_s, 3)
         if self.error:
@@ -191,6 +202,64 @@ class PlainSource:
 
     def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
         cfg = self.config
+        model, pregenerated, step_ns = self._prepare(summary)
+        garbage_rng = random.Random(cfg.seed ^ 0x5EED)
+        batch = cfg.batch or MAX_BATCH
+        live = cfg.epoch_ns is None and pregenerated is None
+        if live:
+            # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so
+            # it is stamped with that time: its event time is when it is due.
+            # The wall clock is read after the model's set-up (~0.5 ms, which
+            # used to make every stamp that much early) and before `start`, so
+            # no stamp is later than its message's due time: event -> send >= 0.
+            model.epoch_ns = time.time_ns() + step_ns
+        start = time.monotonic()
+        schedule = PacingSchedule(
+            rate=cfg.rate, max_burst=max(batch, int(cfg.rate * MAX_CATCHUP_S)), start=start
+        )
+        delays = PublishDelays() if live and cfg.rate > 0 else None
+        end = None if cfg.seconds is None else start + cfg.seconds
+        generated = 0
+        progress = _Progress(start) if sys.stderr.isatty() else None
+        next_drain = start
+        while not stop.is_set():
+            now = time.monotonic()
+            if (end is not None and now >= end) or (cfg.count is not None and generated >= cfg.count):
+                break
+            due = schedule.due(now)
+            if cfg.count is not None:
+                due = min(due, cfg.count - generated)
+            if pregenerated is not None:
+                due = min(due, len(pregenerated.data) - generated)
+                if due == 0 and generated == len(pregenerated.data):
+                    break
+            if due <= 0:
+                # Nothing is due: sleep until the next message is. No tick, no
+                # fill level: whatever fell due while asleep goes out at once.
+                # A plain sleep costs half the CPU of Event.wait; slices keep a
+                # stop prompt.
+                time.sleep(min(schedule.wait_s(now, end=end), _SLEEP_SLICE_S))
+                continue
+            self._send_due(model, pregenerated, generated, due, batch, garbage_rng, summary)
+            if delays is not None:  # message k's event time is epoch_ns + k * step_ns
+                first = model.epoch_ns + generated * step_ns
+                delays.record(
+                    sent_ns=time.time_ns(), oldest_event_ns=first, newest_event_ns=first + (due - 1) * step_ns
+                )
+                summary.publish_delays = delays
+            generated += due
+            schedule.take(due)
+            summary.forgiven = schedule.forgiven
+            if now >= next_drain:  # subscriptions only matter for the counts: 10 times a second
+                next_drain = now + _DRAIN_INTERVAL_S
+                self._drain_subscriptions(0)
+            if progress is not None:
+                progress.show(now, generated)
+
+    def _prepare(self, summary: SourceSummary) -> tuple[SymbolModel, _Pregenerated | None, int]:
+        # The model (and the run generated ahead of the clock, with --pregenerate)
+        # and the event-time step between messages.
+        cfg = self.config
         step_ns = int(1e9 / cfg.rate) if cfg.rate > 0 else 1_000
         model = SymbolModel(
             streams=cfg.streams,
@@ -205,65 +274,25 @@ class PlainSource:
             began = time.monotonic()
             pregenerated = self._pregenerate(model)
             summary.pregenerate_s = time.monotonic() - began
-        garbage_rng = random.Random(cfg.seed ^ 0x5EED)
-        batch = cfg.batch or MAX_BATCH
-        max_burst = max(batch, int(cfg.rate * MAX_CATCHUP_S))
-        start = time.monotonic()
-        if cfg.epoch_ns is None and pregenerated is None:
-            # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so
-            # by default it is stamped with that time: its event time is when it
-            # is sent. Read next to `start`, after the model's set-up (~0.5 ms,
-            # which used to make every stamp that much early).
-            model.epoch_ns = time.time_ns() + step_ns
-        schedule = PacingSchedule(rate=cfg.rate, max_burst=max_burst, start=start)
-        end = None if cfg.seconds is None else start + cfg.seconds
-        generated = 0
-        progress = _Progress(start) if sys.stderr.isatty() else None
-        next_drain = start
-        # Messages per send the tick aims at (1 without a tick, or unpaced).
-        batch_target = max(1, int(cfg.rate * cfg.tick_s)) if cfg.rate > 0 else 1
-        while not stop.is_set():
-            now = time.monotonic()
-            if end is not None and now >= end:
-                break
-            if cfg.count is not None and generated >= cfg.count:
-                break
-            due = schedule.due(now)
-            if cfg.count is not None:
-                due = min(due, cfg.count - generated)
-            if due < batch_target:
-                # Batching: send once `batch_target` (rate x tick) messages are
-                # due, or the oldest due one has waited a tick. A sender quicker
-                # than its rate (pregenerated messages) would otherwise find a
-                # message or two due after every send: a frame per message.
-                all_due = schedule.start + (schedule.credited + batch_target) / cfg.rate
-                wait = min(all_due, schedule.next_deadline() + cfg.tick_s) - now
-                if end is not None:
-                    wait = min(wait, end - now)
-            else:
-                wait = 0.0
-            if wait > 0:
-                # A plain sleep costs half the CPU of Event.wait (~16 vs ~29 us
-                # here, once per tick); slices keep a stop prompt.
-                time.sleep(min(wait, _SLEEP_SLICE_S))
-                continue
-            if pregenerated is not None:
-                due = min(due, len(pregenerated.data) - generated)
-                if due == 0:
-                    break
-                self._send_pregenerated(pregenerated, generated, due, batch, summary)
-            elif cfg.malformed_every or cfg.poison_every:
-                summary.malformed += self._send_planned(model, due, generated, batch, garbage_rng, summary)
-            else:
-                self._send_generated(model, due, batch, summary)
-            generated += due
-            schedule.take(due)
-            summary.forgiven = schedule.forgiven
-            if now >= next_drain:  # subscriptions only matter for the counts: 10 times a second
-                next_drain = now + _DRAIN_INTERVAL_S
-                self._drain_subscriptions(0)
-            if progress is not None:
-                progress.show(now, generated)
+        return model, pregenerated, step_ns
+
+    def _send_due(
+        self,
+        model: SymbolModel,
+        pregenerated: _Pregenerated | None,
+        generated: int,
+        due: int,
+        batch: int,
+        garbage_rng: random.Random,
+        summary: SourceSummary,
+    ) -> None:
+        # Every message due now, in frames of at most `batch` per stream.
+        if pregenerated is not None:
+            self._send_pregenerated(pregenerated, generated, due, batch, summary)
+        elif self.config.malformed_every or self.config.poison_every:
+            summary.malformed += self._send_planned(model, due, generated, batch, garbage_rng, summary)
+        else:
+            self._send_generated(model, due, batch, summary)
 
     def _pregenerate(self, model: SymbolModel) -> _Pregenerated:
         planned = self.config.planned_count
@@ -303,6 +332,7 @@ class PlainSource:
             send, topic = self._sockets[stream].send_multipart, self._topics[stream]
             for first in range(0, len(messages), batch):
                 send((topic, b"".join(messages[first : first + batch])))
+                summary.frames += 1
             self._sent[stream] += len(messages)
             summary.last_seq[stream] = start_seq + self._sent[stream] - 1
 
@@ -328,6 +358,7 @@ class PlainSource:
         )
         for stream, payload in frames:
             self._sockets[stream].send_multipart((self._topics[stream], payload))
+        summary.frames += len(frames)
         for msg in messages:
             self._sent[msg.stream] += 1
             summary.last_seq[msg.stream] = msg.source_seq

@@ -12,9 +12,25 @@ the transforms need besides the rows so the replay is byte-identical:
   highest batch id ever started (synthetic), or each recent batch's last
   ``source_seq`` per stream (replay). It is written before a batch publishes.
 
-A new epoch starts only at the first batch of a run that was never started
-before, so replayed batches keep their old event times, and the event clock
-re-anchors to the wall clock after downtime instead of backfilling it.
+A new epoch starts only at a batch that was never started before, so
+replayed batches keep their old event times, and the event clock re-anchors
+to the wall clock after downtime instead of backfilling it.
+
+The event clock never runs ahead of the wall clock: a tick is published only
+once its event time has come. Spark's triggers fall on the interval grid,
+but the handler enters a batch a little after its trigger and a slow batch
+makes the next trigger fire at once, so a batch's interval (the one after its
+predecessor's) may not have ended when the handler enters it. Such a batch
+waits until its newest tick is due (:meth:`FeedRun._publish`); one that is
+more than a whole interval behind re-anchors instead. So the clock stays
+within one interval of the wall clock, and a batch's event -> publish latency
+is never below zero. (It used to: the clock was re-anchored only when two
+intervals behind and never held back when ahead, and a run whose first batch
+entered just after a grid point published every later batch one interval
+early, -99.2 ms at p50 with a 200 ms trigger; another run, one interval late,
+read +280 ms.) With ``--unpaced`` batches follow each other faster than their
+intervals: the event clock is a numbering there, nothing waits, and no
+latency is recorded.
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -38,8 +55,9 @@ logger = logging.getLogger(__name__)
 
 KEEP_REPLAY_BATCHES: Final = 16
 LATENCY_SAMPLES: Final = 100_000
-# The event clock re-anchors when it falls this many trigger intervals behind.
-MAX_LAG_INTERVALS: Final = 2
+# The event clock re-anchors when it falls more than this many trigger intervals behind.
+MAX_LAG_INTERVALS: Final = 1
+_WAIT_SLICE_S: Final = 0.05  # the longest sleep while a batch waits for its newest tick's time
 
 
 class StopRequested(RuntimeError):
@@ -87,9 +105,12 @@ class BatchState:
 
         A batch never started before opens a new epoch when the event clock is
         more than :data:`MAX_LAG_INTERVALS` intervals behind the wall clock (at
-        the first batch of a run, after downtime, or when the job cannot keep
-        up): the clock jumps ahead instead of piling up lag, so ticks are never
-        backfilled. A batch started before keeps its event times.
+        the first batch of a run, after downtime, when the job cannot keep up,
+        or when a slow batch made Spark skip a trigger): the clock jumps ahead
+        to the interval that ended last on the trigger grid instead of piling
+        up lag, so ticks are never backfilled. A batch started before keeps its
+        event times. The clock can be ahead (the batch's interval has not ended
+        at ``now_ns``); the caller then waits (:meth:`newest_event_ns`).
         """
         interval = self._interval_ns
         if batch_id > self.max_batch:
@@ -103,6 +124,14 @@ class BatchState:
             self._save()
         first, anchor = self._epoch_of(batch_id)
         return anchor + (batch_id - first) * interval
+
+    def newest_event_ns(self, base_ns: int, rows_per_batch: int) -> int:
+        """The latest event time a batch based at ``base_ns`` can hold (its last row's).
+
+        Rows spread over one interval from the base (row ``i`` of ``R`` at
+        ``base + i * interval // R``), so the last is ``base + (R - 1) * interval // R``.
+        """
+        return base_ns + (rows_per_batch - 1) * self._interval_ns // rows_per_batch
 
     def _epoch_of(self, batch_id: int) -> tuple[int, int]:
         first, anchor = max((e for e in self.epochs if e[0] <= batch_id), key=lambda e: e[0])
@@ -131,21 +160,34 @@ class BatchState:
 
 @dataclass(slots=True)
 class RunStats:
-    """Per-batch latency samples of this run."""
+    """Per-batch latency samples of this run (at most :data:`LATENCY_SAMPLES` of each)."""
 
     latency_ms: list[float] = field(default_factory=list)
+    lag_ms: list[float] = field(default_factory=list)
     handler_ms: list[float] = field(default_factory=list)
     collect_ms: list[float] = field(default_factory=list)
     last_latency_ms: float = 0.0
     last_lag_ms: float = 0.0
 
-    def add(self, latency_ms: float, lag_ms: float, handler_ms: float, collect_ms: float) -> None:
-        """Record one published batch (``collect_ms``: the part of ``handler_ms`` spent in Spark)."""
-        if len(self.latency_ms) < LATENCY_SAMPLES:
-            self.latency_ms.append(latency_ms)
+    def add(
+        self, latency_ms: float | None, lag_ms: float | None, handler_ms: float, collect_ms: float
+    ) -> None:
+        """Record one published batch.
+
+        Args:
+            latency_ms: event -> publish of its newest tick (None: not a clock, e.g. unpaced).
+            lag_ms: event -> publish of its oldest tick (None likewise).
+            handler_ms: the whole handler.
+            collect_ms: the part of ``handler_ms`` spent in Spark.
+        """
+        if len(self.handler_ms) < LATENCY_SAMPLES:
             self.handler_ms.append(handler_ms)
             self.collect_ms.append(collect_ms)
-        self.last_latency_ms, self.last_lag_ms = latency_ms, lag_ms
+            if latency_ms is not None and lag_ms is not None:
+                self.latency_ms.append(latency_ms)
+                self.lag_ms.append(lag_ms)
+        if latency_ms is not None and lag_ms is not None:
+            self.last_latency_ms, self.last_lag_ms = latency_ms, lag_ms
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -162,9 +204,23 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 class FeedRun:
-    """One run of the job: sockets, publisher, checkpoint state, and the foreachBatch handler."""
+    """One run of the job: sockets, publisher, checkpoint state, and the foreachBatch handler.
 
-    def __init__(self, config: FeedConfig, spark: Any) -> None:
+    Args:
+        config: the job's settings.
+        spark: the SparkSession.
+        clock: the wall clock, ns since the epoch (tests pass their own).
+        sleep: how to wait, seconds (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        config: FeedConfig,
+        spark: Any,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         import zmq
 
         from feedha.spark_feed.ahead import Ahead
@@ -172,6 +228,8 @@ class FeedRun:
 
         self.config = config
         self.stats = RunStats()
+        self._clock = clock
+        self._sleep = sleep
         self._lock = threading.Lock()
         self._in_batch = False
         self._stopping = False
@@ -239,29 +297,41 @@ class FeedRun:
     def _publish(self, batch: Any, batch_id: int) -> None:
         from feedha.spark_feed import transforms
 
-        entered_ns = time.time_ns()
+        entered_ns = self._clock()
         config = self.config
+        # Event -> publish is a latency only where event times are a clock: the paced synthetic
+        # market (replayed files carry their own times; unpaced batches outrun theirs).
+        timed = config.source == "synthetic" and not config.unpaced
         if config.source == "synthetic":
             base_ns = self.state.event_base_ns(batch_id, entered_ns)
             _values, chunks = self._ahead.chunks(batch_id, base_ns, lambda: row_numbers(batch))
-            collected_ns = time.time_ns()
+            collected_ns = self._clock()
+            if timed:
+                self._wait_until(self.state.newest_event_ns(base_ns, config.rows_per_batch))
             report = self.publisher.publish_batch(chunks)
         else:
             bases = self.state.replay_bases(batch_id)
             ordered = transforms.with_row_order(batch)
             out = transforms.replay_messages(ordered, config.streams, bases, sender=config.sender)
             table = out.toArrow()
-            collected_ns = time.time_ns()
+            collected_ns = self._clock()
             self.state.record_replay(batch_id, _last_seqs(table, bases))
             report = self.publisher.publish_table(table)
-        done_ns = time.time_ns()
+        done_ns = self._clock()
         if report.rows:
             self.stats.add(
-                latency_ms=(done_ns - report.newest_event_ns) / 1e6,
-                lag_ms=(done_ns - report.oldest_event_ns) / 1e6,
+                latency_ms=(done_ns - report.newest_event_ns) / 1e6 if timed else None,
+                lag_ms=(done_ns - report.oldest_event_ns) / 1e6 if timed else None,
                 handler_ms=(done_ns - entered_ns) / 1e6,
                 collect_ms=(collected_ns - entered_ns) / 1e6,
             )
+
+    def _wait_until(self, due_ns: int) -> None:
+        # A tick is published once its event time has come, never before: the
+        # batch's interval may not have ended when Spark hands it over (see the
+        # module doc). At most one interval, in slices.
+        while (left_ns := due_ns - self._clock()) > 0:
+            self._sleep(min(left_ns / 1e9, _WAIT_SLICE_S))
 
     def request_stop(self) -> None:
         """Refuse further batches (they raise :class:`StopRequested` and are not committed)."""
@@ -303,6 +373,7 @@ class FeedRun:
             "elapsed_s": round(elapsed_s, 3),
             "rows_per_s": round(sent / running, 1),
             "batch_latency_ms": percentiles(self.stats.latency_ms),
+            "batch_lag_ms": percentiles(self.stats.lag_ms),
             "handler_ms": percentiles(self.stats.handler_ms),
             "collect_ms": percentiles(self.stats.collect_ms),
             "encoded_ahead": self._ahead.counts() if self.config.source == "synthetic" else None,

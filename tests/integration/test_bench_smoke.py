@@ -10,8 +10,9 @@ import pytest
 from feedha.bench.ceiling import run_pair
 from feedha.bench.cli import lost_in
 from feedha.bench.common import figure, format_figure
+from feedha.bench.pipeline import PipelineOptions, run_pipeline
 from feedha.bench.report import load_figures, write_report
-from feedha.bench.throughput import PipelineOptions, run_pipeline
+from feedha.bench.shape import ShapeOptions, run_shape
 
 FIGURE_KEYS = {"name", "value", "unit", "ceiling", "ratio", "params", "machine"}
 MACHINE_KEYS = {"cores", "cpu_model", "python", "pyzmq", "libzmq", "platform"}
@@ -92,6 +93,7 @@ def test_the_production_shape_journals_on_every_adapter_and_times_each_hop(tmp_p
         journal_root=tmp_path / "journals",
         latency=True,
         pregenerate=False,
+        measure_cpu=True,
     )
     with open(tmp_path / "components.log", "w") as log:
         result = run_pipeline(options, log)
@@ -105,7 +107,27 @@ def test_the_production_shape_journals_on_every_adapter_and_times_each_hop(tmp_p
         max(hops["source_to_publish"]["p50"], hops["publish_to_delivery"]["p50"])
         <= summary["latency_us"]["max"]
     )
+    # CPU per message of every process over the steady window, named by role.
+    assert result.cpu is not None
+    assert set(result.cpu["processes"]) == {"source", "active", "backup-1", "backup-2", "client"}
+    assert result.cpu["messages"] > 0 and all(
+        row["us_per_msg"] is not None and row["us_per_msg"] >= 0 for row in result.cpu["processes"].values()
+    )
     journals = sorted((tmp_path / "journals").iterdir())
     assert len(journals) == 3  # the active and both backups journal
     for journal in journals:
         assert sum(f.stat().st_size for f in journal.glob("*.fhj")) > 64, journal  # records past the header
+
+
+@pytest.mark.timeout(60)
+def test_the_bare_model_of_the_shape_delivers_each_message_once_and_measures(tmp_path: Path) -> None:
+    with open(tmp_path / "components.log", "w") as log:
+        unpaced = run_shape(ShapeOptions(relays=2, count=3_000), log)
+        paced = run_shape(
+            ShapeOptions(relays=3, count=4_000, rate=4_000, latency=True, measure_cpu=True), log
+        )
+    assert unpaced["delivered"] == 3_000 and unpaced["duplicates"] == 3_000 and unpaced["lost"] == 0
+    assert unpaced["rate"] > 0
+    assert paced["delivered"] == 4_000 and paced["duplicates"] == 8_000 and paced["lost"] == 0
+    assert paced["latency_us"]["count"] == 4_000
+    assert set(paced["cpu"]["processes"]) == {"source", "relay-1", "relay-2", "relay-3", "client"}

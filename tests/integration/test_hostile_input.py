@@ -79,7 +79,7 @@ def test_a_subscriber_that_never_reads_does_not_grow_the_adapter() -> None:
         stalled.subscribe(b"")
         stalled.connect(group.plan.adapter(1).line)  # and never reads
         try:
-            source = group.start_source("--pregenerate", "--tick", "0.001")
+            source = group.start_source("--pregenerate")
             process = psutil.Process(adapter.popen.pid)
             group.wait_status(1, lambda s: s["published"] > 100_000, 20)
             before = process.memory_info().rss

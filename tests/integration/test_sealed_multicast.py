@@ -154,7 +154,7 @@ def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
         "source",
         "feedha.plain_source",
         [*("--endpoint", f"{STREAM}={source}", "--streams", STREAM, "--rate", str(RATE), "--seconds", "60")]
-        + ["--symbols", "50", "--wait-subscribers", "2", "--tick", "0.001"],
+        + ["--symbols", "50", "--wait-subscribers", "2"],
     )
     return lines, users
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from feedha.adapter.zap import CurveKeys, write_keys
-from feedha.bench.throughput import _SecureGroup, client_parser
+from feedha.bench.client import client_parser
+from feedha.bench.pipeline import _SecureGroup
 from feedha.cluster import plan_group
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,0 +1,162 @@
+"""The bench client: one arbitrating subscriber that counts, a child process of the pipeline benchmarks.
+
+``python -m feedha.bench.client --channel NAME --channel-number N --line URL...``
+joins every line of a channel with :class:`feedha.client.Subscriber` (so it
+arbitrates as a real subscriber does), counts what it delivers, optionally
+decodes and times every delivery, and prints JSON events on stdout:
+``ready`` once the first line delivered a packet, ``progress`` every 0.1 s,
+and a ``summary`` on SIGTERM. :func:`feedha.bench.pipeline.run_pipeline`
+starts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+SYMBOLS: Final = 200  # the symbols the pipeline's source generates (feedha.bench.pipeline.SYMBOLS)
+PROGRESS_S: Final = 0.1
+
+
+def _emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def client_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m feedha.bench.client``."""
+    parser = argparse.ArgumentParser(prog="python -m feedha.bench.client")
+    parser.add_argument("--channel", required=True)
+    parser.add_argument("--channel-number", type=int, required=True)
+    parser.add_argument("--line", action="append", required=True)
+    parser.add_argument(
+        "--keep-symbols", type=int, default=0, help="decode and keep only the first K symbols"
+    )
+    parser.add_argument("--symbols", type=int, default=SYMBOLS, help="symbols the source generates")
+    parser.add_argument("--latency", action="store_true", help="decode and time event time -> delivery")
+    parser.add_argument(
+        "--server-key", action="append", default=[], help="per --line, the adapter's CURVE public key (Z85)"
+    )
+    parser.add_argument("--curve-key", help="this client's CURVE key pair file (with --server-key)")
+    return parser
+
+
+def client_main(argv: Sequence[str]) -> int:
+    """``python -m feedha.bench.client``: subscribe, arbitrate, count; summary on SIGTERM.
+
+    Prints ``ready`` once a packet arrived, ``progress`` every 0.1 s, and a
+    ``summary`` (delivered, kept, unique/duplicates/out-of-order per the block
+    headers, first/last delivery wall time, arbiter counters, latencies) on SIGTERM.
+    """
+    from feedha.client import ChannelSpec, Delivery, Subscriber, SubscriberConfig
+    from feedha.plain_source import symbol_names
+
+    args = client_parser().parse_args(list(argv))
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    keep = frozenset(symbol_names(args.symbols)[: args.keep_symbols]) if args.keep_symbols else None
+    spec = ChannelSpec(
+        args.channel, args.channel_number, tuple(args.line), server_keys=tuple(args.server_key)
+    )
+    config = SubscriberConfig()
+    if args.curve_key:
+        from feedha.adapter.zap import load_keys
+
+        keys = load_keys(Path(args.curve_key))
+        config = SubscriberConfig(curve_public=keys.public.decode(), curve_secret=keys.secret.decode())
+    delivered = kept = duplicates = out_of_order = 0
+    last_source_seq = 0
+    first_wall = last_wall = 0.0
+    latencies = array("q")
+    # Per hop, from the packet's send time (the adapter's publish): source -> adapter publish
+    # (the source's batching, hop 1, the adapter) and adapter publish -> delivery (hop 2, the client).
+    to_publish, from_publish = array("q"), array("q")
+    ready = False
+    next_progress = time.monotonic() + PROGRESS_S
+    time_ns = time.time_ns
+    with Subscriber([spec], config) as subscriber:
+        while not stopping:
+            events = subscriber.poll(0.05)
+            if events:
+                now_ns = time_ns()
+                for event in events:
+                    if type(event) is not Delivery:
+                        continue
+                    delivered += 1
+                    seq = event.source_seq
+                    if seq <= last_source_seq:
+                        duplicates += seq == last_source_seq
+                        out_of_order += seq < last_source_seq
+                    else:
+                        last_source_seq = seq
+                    if keep is not None or args.latency:
+                        update = event.update  # decodes the protobuf payload
+                        if keep is not None and update.symbol not in keep:
+                            continue
+                        if args.latency:
+                            event_ns, sent_ns = update.event_time_ns, event.send_time_ns
+                            latencies.append(now_ns - event_ns)
+                            to_publish.append(sent_ns - event_ns)
+                            from_publish.append(now_ns - sent_ns)
+                    kept += 1
+                if not first_wall:
+                    first_wall = now_ns / 1e9
+                last_wall = now_ns / 1e9
+            now = time.monotonic()
+            # Ready once the first line (the starting active's) has delivered a
+            # packet: its subscription is live, so nothing the source sends from
+            # now on can fall into a slow-joiner hole on every line.
+            if not ready and subscriber.stats()[args.channel].lines[0].packets > 0:
+                ready = True
+                _emit("ready")
+            if now >= next_progress:
+                next_progress = now + PROGRESS_S
+                _emit("progress", delivered=delivered, last_wall=last_wall)
+        stats = subscriber.stats()[args.channel]
+    summary: dict[str, Any] = {
+        "delivered": delivered,
+        "kept": kept,
+        "duplicates": duplicates,
+        "out_of_order": out_of_order,
+        "last_source_seq": last_source_seq,
+        "first_wall": first_wall,
+        "last_wall": last_wall,
+        "arbiter_lost": stats.lost,
+        "arbiter_gaps": stats.gaps,
+        "conflicts": stats.conflicts,
+    }
+    if args.latency:
+        from feedha.bench.ceiling import latency_summary
+
+        summary["latency_us"] = latency_summary(latencies)
+        summary["hops_us"] = {
+            "source_to_publish": latency_summary(to_publish),
+            "publish_to_delivery": latency_summary(from_publish),
+        }
+        # Where the worst ones fell (index in delivery order, µs): a start-up
+        # effect and a stall in the middle look different.
+        worst = sorted(range(len(latencies)), key=latencies.__getitem__)[-5:]
+        summary["worst_latency_us"] = [[index, round(latencies[index] / 1000, 1)] for index in worst]
+    _emit("summary", **summary)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m feedha.bench.client ...``: the bench client process."""
+    return client_main(list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

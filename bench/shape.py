@@ -1,0 +1,430 @@
+"""The bare model of the pipeline's shape: source PUB → N relays → one client reading every line.
+
+A pipeline run has a source, ``N`` adapters (the active and its backups), each
+of which subscribes to the source and publishes its own line, and a client
+joined to all ``N`` lines that keeps the first copy of every message. This
+module runs the same process tree with nothing but ZeroMQ and a loop in each
+process (``python -m feedha.bench.shape source|relay|client``):
+
+* ``source``: one PUB. It sends the messages that are due as soon as they are
+  due, paced by the same deadline schedule as the plain source
+  (:class:`feedha.plain_source.PacingSchedule`: message *k* is due at
+  ``start + k / rate``) and batched by the same rule: what is due when the
+  sender wakes goes out at once, in frames of at most
+  :data:`feedha.plain_source.MAX_BATCH` messages; nothing waits for a tick or
+  a fill level. Unpaced (rate 0) every frame is full, as the plain source's
+  are unpaced. Each ZeroMQ message is ``[topic, frame]`` (two frames, as the
+  source streams and the lines are); a frame is a header (kind, first
+  sequence number, count) and ``count`` messages of ``--size`` bytes (the
+  plain source's mean FIX message size by default), each starting with its
+  u64 sequence number and its scheduled send time (ns since the epoch).
+* ``relay`` (one per adapter): a SUB on the source and a PUB of its own; it
+  forwards every message unchanged as soon as it has it.
+* ``client``: one SUB per line, read with a poller (at most
+  :data:`DRAIN_PER_LINE` messages per line per wake-up, as the subscriber
+  drains); it keeps the first copy of every sequence number, message by
+  message (a frame whose messages were all delivered already is skipped
+  whole), and counts duplicates and gaps. No protobuf, no decoding beyond the
+  16-byte stamp.
+
+What the comparison means: the model does every step of the pipeline's data
+path that ZeroMQ and the process tree impose (two hops, ``N`` lines, one
+arbitration) and none of what feedha adds (FIX parsing, conversion,
+sequencing, packets, the sync bus, journals). The pipeline's figure over the
+model's (``ratio_shape``) is therefore the share of the bare shape's
+throughput feedha keeps, or for latency how many times the bare shape's
+latency it takes. The model's source messages have the pipeline's source
+messages' size and batching; its lines carry the same frames again, where
+the pipeline's adapters re-pack into line packets of up to 8 KiB.
+
+:func:`run_shape` runs one measurement (the orchestrator's side).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any, Final
+
+from feedha.plain_source.config import MAX_BATCH
+from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
+
+TOPIC: Final = b"SHAPE"
+HEADER: Final = struct.Struct(">cQH")  # kind (b"D" data, b"W" warm-up, b"E" end), first seq, count
+STAMP: Final = struct.Struct(">Qq")  # a message's seq and scheduled send time (ns)
+DEFAULT_SIZE: Final = 183  # the plain source's mean FIX message, bytes (bench throughput measures it)
+WARMUP_S: Final = 0.002
+END_MARKERS: Final = 5
+DRAIN_PER_LINE: Final = 8  # messages per line per wake-up, as the subscriber drains
+PROGRESS_S: Final = 0.1
+SLEEP_SLICE_S: Final = 0.05  # longest sleep of the source between checks
+
+
+def _emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+# --- the children ---------------------------------------------------------------------------
+
+
+def _frames(first: int, count: int, batch: int, epoch_ns: int, step_ns: float, pad: bytes) -> list[bytes]:
+    # Messages first..first+count-1 as frames of at most `batch`, message `seq` stamped
+    # epoch_ns + seq * step_ns (its scheduled send time; unpaced: step 0, the time of sending).
+    pack, frames = STAMP.pack, []
+    for start in range(first, first + count, batch):
+        size = min(batch, first + count - start)
+        body = b"".join(
+            [pack(seq, epoch_ns + int(seq * step_ns)) + pad for seq in range(start, start + size)]
+        )
+        frames.append(HEADER.pack(b"D", start, size) + body)
+    return frames
+
+
+def _source(args: argparse.Namespace) -> int:
+    import zmq
+
+    started = False
+
+    def on_start(*_: object) -> None:
+        nonlocal started
+        started = True
+
+    signal.signal(signal.SIGUSR1, on_start)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUB)
+    sock.sndhwm, sock.linger = 0, 10_000
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
+    deadline = time.monotonic() + args.wait
+    warmup = HEADER.pack(b"W", 0, 0)
+    while not started and time.monotonic() < deadline:
+        sock.send_multipart((TOPIC, warmup))
+        time.sleep(WARMUP_S)
+    sent, elapsed = _send_loop(sock, args)
+    for _ in range(END_MARKERS):
+        sock.send_multipart((TOPIC, HEADER.pack(b"E", 0, 0)))
+    _emit("done", sent=sent, elapsed_s=elapsed)
+    sock.close()
+    ctx.term()
+    return 0
+
+
+def _send_loop(sock: Any, args: argparse.Namespace) -> tuple[int, float]:
+    # The plain source's loop without the market model: what is due goes out now, in frames of
+    # at most `batch`; when nothing is due, sleep until the next message is.
+    import zmq
+
+    count, rate, batch = args.count, args.rate, args.batch
+    pad = b"\x00" * (args.size - STAMP.size)
+    send, more = sock.send, zmq.SNDMORE
+    monotonic, sleep, time_ns = time.monotonic, time.sleep, time.time_ns
+    epoch_ns = time_ns()  # read before `start`: a stamp is never later than its message's due time
+    start = monotonic()
+    step_ns = 1e9 / rate if rate > 0 else 0.0
+    schedule = PacingSchedule(rate=rate, max_burst=max(batch, int(rate * MAX_CATCHUP_S)), start=start)
+    end = start + args.seconds
+    sent = 0
+    while sent < count:
+        now = monotonic()
+        if now >= end:
+            break
+        due = min(schedule.due(now), count - sent)
+        if due <= 0:
+            sleep(min(schedule.wait_s(now), SLEEP_SLICE_S))
+            continue
+        epoch = epoch_ns if rate > 0 else time_ns()
+        for frame in _frames(sent + 1, due, batch, epoch, step_ns, pad):
+            send(TOPIC, more)
+            send(frame)
+        sent += due
+        schedule.take(due)
+    return sent, monotonic() - start
+
+
+def _relay(args: argparse.Namespace) -> int:
+    import zmq
+
+    ctx = zmq.Context()
+    sub, pub = ctx.socket(zmq.SUB), ctx.socket(zmq.PUB)
+    sub.rcvhwm = pub.sndhwm = 0
+    sub.linger, pub.linger = 0, 10_000
+    sub.subscribe(b"")
+    sub.connect(args.endpoint)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
+    sub.rcvtimeo = int(args.timeout * 1000)
+    recv, send, more = sub.recv, pub.send, zmq.SNDMORE
+    ends = forwarded = 0
+    while ends < END_MARKERS:
+        try:
+            topic = recv()
+            frame = recv()
+        except zmq.Again:
+            break  # the source died
+        send(topic, more)
+        send(frame)
+        forwarded += 1
+        ends += frame[:1] == b"E"
+    _emit("done", forwarded=forwarded)
+    sub.close()
+    pub.close()
+    ctx.term()
+    return 0
+
+
+@dataclass(slots=True)
+class _Arbiter:
+    """The client's state: the highest sequence number delivered, and what was counted."""
+
+    size: int
+    latency: bool
+    last: int = 0
+    delivered: int = 0
+    duplicates: int = 0
+    gaps: int = 0
+
+    def on_frame(self, frame: bytes, now_ns: int, record: Any) -> None:
+        # Keep the first copy of each seq; a frame that holds only copies is dropped whole.
+        _kind, first, count = HEADER.unpack_from(frame)
+        if first + count - 1 <= self.last:
+            self.duplicates += count
+            return
+        unpack, last, latency = STAMP.unpack_from, self.last, self.latency
+        for offset in range(HEADER.size, HEADER.size + count * self.size, self.size):
+            seq, stamp = unpack(frame, offset)
+            if seq <= last:
+                self.duplicates += 1
+                continue
+            self.gaps += seq - last - 1
+            last = seq
+            self.delivered += 1
+            if latency:
+                record(now_ns - stamp)
+        self.last = last
+
+
+def _client(args: argparse.Namespace) -> int:
+    import zmq
+
+    from feedha.transport import recv_frames
+
+    ctx = zmq.Context()
+    poller = zmq.Poller()
+    lines = []
+    for endpoint in args.endpoint:
+        sock = ctx.socket(zmq.SUB)
+        sock.rcvhwm, sock.linger = 0, 0
+        sock.subscribe(TOPIC)
+        sock.connect(endpoint)
+        poller.register(sock, zmq.POLLIN)
+        lines.append(sock)
+    index = {sock: i for i, sock in enumerate(lines)}
+    heard, ended = [False] * len(lines), [False] * len(lines)
+    arbiter = _Arbiter(size=args.size, latency=args.latency)
+    latencies = array("q")
+    ready = False
+    first_ns = last_ns = 0
+    next_progress = time.monotonic() + PROGRESS_S
+    silent_since = time.monotonic()
+    time_ns = time.time_ns
+    while not all(ended):
+        events = poller.poll(int(PROGRESS_S * 1000))
+        now = time.monotonic()
+        if events:
+            silent_since = now
+        elif now - silent_since > args.timeout:
+            break  # a line went quiet for good: report what arrived
+        for sock, _event in events:
+            line = index[sock]
+            for _ in range(DRAIN_PER_LINE):
+                try:
+                    frame = recv_frames(sock)[1]
+                except zmq.Again:
+                    break
+                heard[line] = True
+                kind = frame[:1]
+                if kind == b"D":
+                    now_ns = time_ns()
+                    before = arbiter.delivered
+                    arbiter.on_frame(frame, now_ns, latencies.append)
+                    if arbiter.delivered > before:
+                        first_ns = first_ns or now_ns
+                        last_ns = now_ns
+                elif kind == b"E":
+                    ended[line] = True
+        if not ready and all(heard):
+            ready = True
+            _emit("ready")
+        if now >= next_progress:
+            next_progress = now + PROGRESS_S
+            _emit("progress", delivered=arbiter.delivered)
+    result: dict[str, Any] = {
+        "delivered": arbiter.delivered,
+        "duplicates": arbiter.duplicates,
+        "gaps": arbiter.gaps,
+        "last_seq": arbiter.last,
+        "first_ns": first_ns,
+        "last_ns": last_ns,
+    }
+    if args.latency:
+        from feedha.bench.ceiling import latency_summary
+
+        result["latency_us"] = latency_summary(latencies)
+    _emit("result", **result)
+    for sock in lines:
+        sock.close()
+    ctx.term()
+    return 0
+
+
+# --- the orchestrator -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeOptions:
+    """One run of the bare model.
+
+    Attributes:
+        relays: relay processes (one per adapter of the pipeline it stands beside).
+        count: messages to send.
+        rate: msg/s (0: unpaced, as fast as the source can; frames are then always full).
+        size: bytes per message (the plain source's mean FIX message by default).
+        batch: most messages per frame.
+        latency: the client records every delivery's latency (from the scheduled send time).
+        measure_cpu: measure each process's CPU over the steady window (paced runs only).
+        nice_source: run the source niced, as the pipeline's capacity runs run theirs.
+        timeout: seconds of silence, or of waiting for a process, before giving up.
+    """
+
+    relays: int
+    count: int
+    rate: float = 0.0
+    size: int = DEFAULT_SIZE
+    batch: int = MAX_BATCH
+    latency: bool = False
+    measure_cpu: bool = False
+    nice_source: bool = False
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.relays < 1:
+            raise ValueError(f"relays must be >= 1, got {self.relays}")
+        if self.size < STAMP.size:
+            raise ValueError(f"size must be >= {STAMP.size}, got {self.size}")
+        if self.count < 1 or self.batch < 1:
+            raise ValueError(f"count and batch must be >= 1, got {self.count}, {self.batch}")
+
+
+def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, Any]:
+    """Run the bare model once in child processes (see the module doc).
+
+    Args:
+        options: the run.
+        log: where the children's stderr goes.
+
+    Returns:
+        ``sent``, ``delivered``, ``lost`` (gaps, and what never arrived), ``duplicates``,
+        ``rate`` (the client's delivered msg/s, first to last delivery), ``relays``,
+        ``size``; with ``latency`` ``latency_us``; with ``measure_cpu`` ``cpu``
+        (:func:`feedha.bench.cpu.steady_window`).
+
+    Raises:
+        feedha.procs.ProcessError: a process did not start or report in time.
+    """
+    from feedha.bench.cpu import steady_window
+    from feedha.procs import SOURCE_NICE, JsonProcess
+
+    module, common = "feedha.bench.shape", ["--size", str(options.size)]
+    source = JsonProcess.python(
+        "shape-source",
+        module,
+        ["source", "--count", str(options.count), "--rate", str(options.rate),
+         "--batch", str(options.batch), "--wait", str(options.timeout), *common],
+        log=log,
+        nice=SOURCE_NICE if options.nice_source else 0,
+    )  # fmt: skip
+    procs = [source]
+    try:
+        endpoint = source.wait_event("ready", 20)["endpoint"]
+        relays = []
+        for number in range(1, options.relays + 1):
+            relay = JsonProcess.python(
+                f"shape-relay-{number}", module, ["relay", "--endpoint", endpoint], log=log
+            )
+            procs.append(relay)
+            relays.append(relay)
+        lines = [relay.wait_event("ready", 20)["endpoint"] for relay in relays]
+        argv = ["client", *(f"--endpoint={line}" for line in lines), *common]
+        argv += ["--latency"] if options.latency else []
+        client = JsonProcess.python("shape-client", module, argv, log=log)
+        procs.append(client)
+        client.wait_event("ready", 20)
+        source.popen.send_signal(signal.SIGUSR1)
+        cpu = None
+        if options.measure_cpu and options.rate > 0:
+            pids = {"source": source.popen.pid, "client": client.popen.pid}
+            pids |= {f"relay-{n}": relay.popen.pid for n, relay in enumerate(relays, start=1)}
+            cpu = steady_window(
+                pids,
+                rate=options.rate,
+                seconds=options.count / options.rate,
+                flowing=lambda: (client.last("progress") or {}).get("delivered", 0) > 0,
+            )
+        wait = options.timeout + (options.count / options.rate if options.rate > 0 else 0)
+        done = source.wait_event("done", wait)
+        result = client.wait_event("result", options.timeout + 5)
+    finally:
+        for proc in procs:
+            proc.kill()
+    span = (result["last_ns"] - result["first_ns"]) / 1e9
+    out: dict[str, Any] = {
+        "sent": done["sent"],
+        "send_s": round(done["elapsed_s"], 3),
+        "delivered": result["delivered"],
+        "duplicates": result["duplicates"],
+        "lost": result["gaps"] + max(0, done["sent"] - result["last_seq"]),
+        "rate": result["delivered"] / span if span > 0 and result["delivered"] > 1 else 0.0,
+        "relays": options.relays,
+        "size": options.size,
+    }
+    if options.latency:
+        out["latency_us"] = result["latency_us"]
+    if cpu is not None:
+        out["cpu"] = cpu
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m feedha.bench.shape source|relay|client``: the child processes of :func:`run_shape`."""
+    parser = argparse.ArgumentParser(prog="python -m feedha.bench.shape", description=__doc__)
+    parser.add_argument("role", choices=("source", "relay", "client"))
+    parser.add_argument("--endpoint", action="append", default=[], help="relay: the source; client: a line")
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--seconds", type=float, default=600.0, help="source: longest send window")
+    parser.add_argument("--batch", type=int, default=MAX_BATCH)
+    parser.add_argument("--size", type=int, default=DEFAULT_SIZE)
+    parser.add_argument("--wait", type=float, default=60.0, help="source: longest wait to start")
+    parser.add_argument("--timeout", type=float, default=10.0, help="relay, client: silence that ends it")
+    parser.add_argument("--latency", action="store_true")
+    args = parser.parse_args(argv)
+    if args.size < STAMP.size:
+        parser.error(f"--size must be >= {STAMP.size}")
+    if args.role == "relay":
+        if len(args.endpoint) != 1:
+            parser.error("relay: exactly one --endpoint (the source)")
+        args.endpoint = args.endpoint[0]
+    if args.role == "client" and not args.endpoint:
+        parser.error("client: one --endpoint per line")
+    return {"source": _source, "relay": _relay, "client": _client}[args.role](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
