@@ -6,11 +6,14 @@ turn of the runner's loop :meth:`DelayedLineSocket.feed` reads journal records
 while the core asks for them (a bounded batch per read, a few reads per turn,
 so a tailer catching up never starves the line or the sync bus), and the core's
 ``PublishDelayed`` actions come back to :meth:`DelayedLineSocket.send`.
+The socket is an ``XPUB`` served like the line (:meth:`~adapter.zap.DataPlaneGuard.serve`):
+a key that loses access is cut off alone, nobody else reconnects.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Final
 
 import zmq
@@ -65,14 +68,16 @@ class DelayedLineSocket:
         self._bound = True
 
     def _make(self) -> zmq.Socket[bytes]:
-        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(self._guard.line_kind)
         sock.linger = 0
         sock.sndhwm = self._sndhwm
         self._guard.secure(sock, DELAYED)
         return sock
 
     def feed(self, core: AdapterCore, *, wall_ns: int) -> None:
-        """Read journal records into the core's delayed line while it wants them."""
+        """Read journal records into the core's delayed line while it wants them; serve the socket's peers."""
+        if self._socket is not None:
+            self._guard.serve(DELAYED, self._socket, now=time.monotonic())
         for _ in range(READS_PER_TURN):
             start = core.delayed_wants(wall_ns=wall_ns)
             if start is None:
@@ -92,6 +97,7 @@ class DelayedLineSocket:
     def rebind(self) -> None:
         """Bind afresh: every peer reconnects and ZAP checks it again (a revoked key is refused)."""
         if self._socket is not None:
+            self._guard.books[DELAYED].detach()
             self._socket.close(linger=0)
         logger.info("binding the delayed line afresh: a revoked key was connected to it")
         self._socket, self._bound = self._make(), False
@@ -104,5 +110,6 @@ class DelayedLineSocket:
 
     def close(self) -> None:
         if self._socket is not None:
+            self._guard.books[DELAYED].detach()
             self._socket.close(linger=0)
             self._socket = None

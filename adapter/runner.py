@@ -140,6 +140,7 @@ class AdapterRunner:
                 next_msg_seq=self.core.sequencer.next_msg_seq,
                 fast_path=self.core.engine.is_native,
                 metrics=metrics,
+                health=self.metrics.health_address,
             )
             if cfg.admin:
                 public = "" if self.guard.keys is None else self.guard.keys.public.decode()
@@ -191,6 +192,7 @@ class AdapterRunner:
         for peer in cfg.peers:
             self._sync_sub.connect(peer)
         self._source = self._socket(zmq.SUB, rcvhwm=SOURCE_RCVHWM, max_message=SOURCE_MAX_FRAME_BYTES)
+        self.guard.secure_source(self._source)
         self._source.subscribe(cfg.source_stream.encode())
         self._source.connect(cfg.source_endpoint)
         if cfg.control_endpoint:
@@ -202,7 +204,7 @@ class AdapterRunner:
 
     def _open_line(self, *, bind: bool = True) -> zmq.Socket[bytes]:
         cfg = self.config
-        line = self._socket(zmq.PUB)
+        line = self._socket(self.guard.line_kind)
         line.sndhwm = cfg.sndhwm
         transport.configure_socket(line, cfg.line_endpoint)  # epgm://: buffers, ZMQ_RATE
         self.guard.secure(line, LINE)
@@ -302,6 +304,7 @@ class AdapterRunner:
         if self.delayed_line is not None:
             self.delayed_line.feed(self.core, wall_ns=wall_ns)
         self._carry_out(self.core.on_tick(now=now, wall_ns=wall_ns))
+        self.guard.serve(LINE, self._line, now=now)
         self._rebind(now)
         if self._admin is not None:
             self._admin.view = self.core.sync_view()

@@ -7,7 +7,17 @@ delivery mode: a channel can carry some of a subscriber's symbols in real
 time and others delayed). Every requested item must be entitled, or the
 whole request fails with :class:`PermissionDeniedError` naming the items.
 A symbol maps to the channels whose letter range holds its first letter; a
-pattern that starts with a wildcard maps to every channel. A delayed route
+pattern that starts with a wildcard maps to every channel.
+
+A line carries *every* symbol of its channel, and the data plane admits a
+key per channel (CURVE, sealed multicast), not per symbol. So a route is
+only given where the caller is entitled to the whole channel in that mode
+(:func:`check_exposure`): its real-time grants cover every symbol the channel
+can carry (:func:`channel_symbols`), or for a delayed route its real-time and
+delayed grants together do. Otherwise the request fails with
+``PERMISSION_DENIED`` (``CHANNEL_NOT_ENTITLED``), naming the channel, the
+symbols it would expose and one of them the caller may not see. (Why
+refusing rather than filtering: docs/security.md.) A delayed route
 (delayed-only symbols) carries the channel's *delayed* lines: the adapters'
 delayed line endpoints with their replay services (which answer such a
 subscriber delayed ranges only); it never names a real-time line. Pure: no I/O.
@@ -19,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from feedha.admin_server import globs
 from feedha.admin_server.config import ChannelConfig
 from feedha.admin_server.errors import (
     FieldViolation,
@@ -172,6 +183,8 @@ def plan_routes(
             violations=_violations(items, unrouted, "SYMBOL_NOT_ROUTED", "no channel carries"),
         )
     by_name = {c.name: c for c in channels}
+    for name, delayed in grouped:
+        check_exposure(principal, by_name[name], policy=policy, delayed=delayed, items=grouped[name, delayed])
     delayed_lines = delayed_lines or {}
     # A delayed route names the delayed lines only: a real-time line must never reach it.
     routes = [
@@ -184,3 +197,51 @@ def plan_routes(
         for (name, delayed), symbols in grouped.items()
     ]
     return sorted(routes, key=lambda r: (r.channel.number, r.delayed))
+
+
+def check_exposure(
+    principal: Principal, channel: ChannelConfig, *, policy: Policy, delayed: bool, items: Sequence[str]
+) -> None:
+    """Refuse a route that would show the caller symbols it is not entitled to.
+
+    Args:
+        principal: the caller.
+        channel: the channel the route joins.
+        policy: the authorization policy.
+        delayed: a delayed route (else real-time).
+        items: the requested items that lead there (named in the error).
+
+    Raises:
+        PermissionDeniedError: the caller's grants in that mode do not cover every symbol
+            the channel carries (``CHANNEL_NOT_ENTITLED``; the metadata names the channel,
+            the symbols it would expose and an example the caller may not see).
+        PatternError: the grants are too complex to compare with the channel.
+    """
+    carried = channel_symbols(channel)
+    example = globs.uncovered_example(carried, policy.reach(principal, delayed=delayed))
+    if example is None:
+        return
+    mode = "delayed" if delayed else "real-time"
+    message = (
+        f"channel {channel.name} carries {carried} on one {mode} stream: subscribing to "
+        f"{', '.join(items)} would expose symbols you are not entitled to {mode} (e.g. {example!r}); "
+        f"a {mode} route needs a grant of the whole channel"
+    )
+    raise PermissionDeniedError(
+        message,
+        reason="CHANNEL_NOT_ENTITLED",
+        metadata={"channel": channel.name, "exposes": carried, "example": example, "mode": mode},
+        violations=[FieldViolation("symbols", "CHANNEL_NOT_ENTITLED", message)],
+    )
+
+
+def channel_symbols(channel: ChannelConfig) -> str:
+    """The fnmatch pattern of the symbols the channel carries: ``[A-M]*`` for letters ``A-M``.
+
+    A channel's line carries what its source stream carries; the configuration
+    declares that to be the symbols whose first letter lies in the channel's
+    range, in upper case (the feed's symbols; the sources split them so). That
+    declaration is what a real-time or delayed route is checked against.
+    """
+    first, last = channel.first_letter, channel.last_letter
+    return f"[{first}]*" if first == last else f"[{first}-{last}]*"
