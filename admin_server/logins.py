@@ -95,7 +95,7 @@ class LoginDesk:
                 raise LoginThrottledError(wait)
             try:
                 async with self.gate.slot(priority=0 if standing else 1):
-                    await self._verify(key, secret)
+                    await self._verify(key_id, key, secret)
             except ResourceExhaustedError:
                 self._count("busy")
                 raise
@@ -113,11 +113,11 @@ class LoginDesk:
         self._count("ok")
         return key
 
-    async def _verify(self, key: ApiKey | None, secret: str) -> None:
+    async def _verify(self, key_id: str, key: ApiKey | None, secret: str) -> None:
         if key is None:
             # Hash anyway, so an unknown key id costs the same time as a wrong secret.
             await asyncio.to_thread(tokens.hash_secret, secret, hasher=self._hasher)
-            raise AuthenticationError("unknown API key id")
+            raise AuthenticationError(f"unknown API key id {key_id[:64]!r}")
         await asyncio.to_thread(tokens.verify_secret, key.secret_hash, secret)
 
     def _audit(self, key_id: str, key: ApiKey | None, address: str, reason: str) -> None:
