@@ -61,6 +61,7 @@ class Snapshot:
         policy: the policy in force.
         channels: the configured channels.
         now: wall-clock seconds.
+        generation: how many immediate grants had been made when it was taken.
     """
 
     subscriptions: Sequence[SubscriptionRecord]
@@ -69,6 +70,7 @@ class Snapshot:
     policy: Policy
     channels: tuple[ChannelConfig, ...]
     now: float
+    generation: int = 0  # the grants made at once (grant_now) up to here are in the subscriptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +153,7 @@ class AccessKeeper:
     """
 
     def __init__(
-        self, take_snapshot: Callable[[], Snapshot], apply: Callable[[AccessPlan, float], None]
+        self, take_snapshot: Callable[[], Snapshot], apply: Callable[[AccessPlan, Snapshot], None]
     ) -> None:
         self._take_snapshot, self._apply = take_snapshot, apply
         self._wanted = asyncio.Event()
@@ -173,7 +175,7 @@ class AccessKeeper:
         started = loop.time()
         snapshot = self._take_snapshot()
         result = await asyncio.to_thread(plan, snapshot, self._cache)
-        self._apply(result, snapshot.now)
+        self._apply(result, snapshot)
         self.passes += 1
         self.last, self.last_pass_s = result, loop.time() - started
         return result

@@ -40,6 +40,10 @@ class DataPlane:
     def __init__(self, hub: Hub, *, on_seal: Callable[[str, float], None]) -> None:
         self._hub = hub
         self._on_seal = on_seal
+        # Grants made at once since some pass's snapshot: (generation, channel, key, grant). A pass
+        # planned from an older snapshot must not take them away again (it did not see them).
+        self._granted_now: list[tuple[int, str, str, tuple[int, bool]]] = []
+        self._generation = 0
 
     def snapshot(self) -> Snapshot:
         """A pass's inputs, as plain values (on the loop)."""
@@ -56,17 +60,25 @@ class DataPlane:
             policy=hub.policy_file.policy,
             channels=hub.config.channels,
             now=hub.clock(),
+            generation=self._generation,
         )
 
-    def apply(self, plan: AccessPlan, now: float) -> None:
+    def apply(self, plan: AccessPlan, snapshot: Snapshot) -> None:
         """Carry a pass's plan out: packet keys, then each CURVE adapter's grants."""
-        self._reconcile_seals(plan.entitled, now=now)
+        self._reconcile_seals(plan.entitled, now=snapshot.now)
+        # The subscriptions granted at once after the snapshot keep their grants until a pass sees them.
+        self._granted_now = [entry for entry in self._granted_now if entry[0] > snapshot.generation]
         hub = self._hub
         for session in hub.adapter_session_list():
             with contextlib.suppress(NotFoundError):
                 record = hub.registry.get(session.adapter_id)
-                if record.registration.curve_public_key:  # a plain adapter: nothing to enforce
-                    self.tell(session, plan.wanted.get(record.channel_name, {}))
+                if not record.registration.curve_public_key:
+                    continue  # a plain adapter: nothing to enforce
+                target = dict(plan.wanted.get(record.channel_name, {}))
+                for _generation, channel, key, grant in self._granted_now:
+                    if channel == record.channel_name:
+                        target[key] = access.merge_grant(target.get(key), grant)
+                self.tell(session, target)
 
     def tell(self, session: AdapterSession, target: access.Grants) -> None:
         """Queue the commands that bring ``session``'s adapter to ``target``."""
@@ -94,6 +106,11 @@ class DataPlane:
         for route in routes:
             reach[route.channel.name] = reach.get(route.channel.name, True) and route.delayed
         expires_ns = int(record.valid_until * 1e9)
+        self._generation += 1
+        for channel, delayed_only in reach.items():
+            self._granted_now.append(
+                (self._generation, channel, record.curve_key, (expires_ns, delayed_only))
+            )
         for session in hub.adapter_session_list():
             with contextlib.suppress(NotFoundError):
                 adapter = hub.registry.get(session.adapter_id)

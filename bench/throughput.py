@@ -383,6 +383,8 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                 *(("--tick", str(options.source_tick_s)) if options.source_tick_s else ()),
                 *(("--pregenerate",) if options.pregenerate else ()),
             ]
+            if keys is not None:
+                source_args += _SecureGroup(Path(keys.name), group).source_argv()
             proc = JsonProcess.python("source", "feedha.plain_source", source_args, log=log)
             procs.append(proc)
             sources.append(proc)
@@ -449,11 +451,21 @@ class _SecureGroup:
         grants = self.root / f"{self.group.channel}-grants.txt"
         grants.write_text(client.public.decode() + "\n", encoding="ascii")
         self._keys(f"adapter-{number}")
+        self._keys("source")
         return [
             *("--curve-key", str(self.root / f"{self.group.channel}-adapter-{number}.key")),
             *("--sync-key", str(self.root / f"{self.group.channel}-sync.key")),
+            *("--source-key", str(self.root / f"{self.group.channel}-source.key.pub")),
             *("--grant-keys", str(grants)),
         ]
+
+    def source_argv(self) -> list[str]:
+        """The source's key pair, admitting the group's adapters (the source link is CURVE too)."""
+        argv = ["--curve-key", str(self.root / f"{self.group.channel}-source.key")]
+        for plan in self.group.adapters:
+            self._keys(f"adapter-{plan.adapter}")
+            argv += ["--allow-key", str(self.root / f"{self.group.channel}-adapter-{plan.adapter}.key.pub")]
+        return argv
 
     def client_argv(self) -> list[str]:
         argv = ["--curve-key", str(self.root / f"{self.group.channel}-client.key")]

@@ -107,7 +107,7 @@ class Placement:
 
 
 # Components that refuse to run without keys off loopback (docs/security.md, "Default posture").
-_SECURE_BY_DEFAULT: Final = ("feedha.adapter", "feedha.plain_source")
+_SECURE_BY_DEFAULT: Final = ("feedha.adapter", "feedha.plain_source", "feedha.spark_feed.job")
 
 
 def adapter_host(number: int) -> str:
