@@ -73,6 +73,11 @@ rules:
     symbols: ["[A-M]*"]
     mode: realtime
 """
+# The admin server's argon2id cost: cheap for a development cluster, or the production default.
+_HASHING = {
+    "fast": "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n",
+    "default": "",
+}
 USERS = (
     ("subscriber", ["--group", "traders"]),
     ("delayed", ["--group", "delayed"]),
@@ -118,7 +123,7 @@ class Cluster:
         self._config = self.workdir / "admin-server.yaml"
         self._config.write_text(
             f"listen: 127.0.0.1:{port}\ndatabase: admin.sqlite\npolicy: policy.yaml\n"
-            "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n"
+            f"{_HASHING[getattr(self.args, 'secret_hashing', 'fast')]}"
             "feeds:\n  - name: EQUITIES\n    message_model: feedha.v1.MarketUpdate\n    channels:\n"
             f"{channels}\n"
         )
@@ -127,15 +132,7 @@ class Cluster:
         (self.workdir / "policy.yaml").write_text(POLICY + bindings)
         self.admin = f"127.0.0.1:{port}"
         for user, flags in (*USERS, ("feed", ["--adapter", "--group", "feed"])):
-            fields = dict(
-                line.split(": ", 1)
-                for line in self._admin_cli("add-user", user, *flags).splitlines()
-                if ": " in line
-            )
-            path = self.workdir / "users" / f"{user}.json"
-            path.parent.mkdir(exist_ok=True)
-            _write_private(path, json.dumps({"admin": self.admin, "user": user, **fields}) + "\n")
-            self.key_files[user] = str(path)
+            self.add_user(user, *flags)
         command = [sys.executable, "-m", "feedha", "admin-server", "--config", str(self._config)]
         admin = JsonProcess(
             "admin-server", [*command, "--metrics", "127.0.0.1:0", "--health", "127.0.0.1:0"], log=self.log
@@ -152,6 +149,20 @@ class Cluster:
         self.admin_health = "http://" + probes[0].split()[3] if probes else ""
         # One-time and short-lived; printed on our stdout only (never into the components' log).
         self.status_page = self._admin_cli("login-link", "operator", "--url", self.http).strip()
+
+    def add_user(self, user: str, *flags: str) -> dict[str, str]:
+        """Create a user (``feedha admin-server add-user``); write and return its key file's fields."""
+        fields = dict(
+            line.split(": ", 1)
+            for line in self._admin_cli("add-user", user, *flags).splitlines()
+            if ": " in line
+        )
+        path = self.workdir / "users" / f"{user}.json"
+        path.parent.mkdir(exist_ok=True)
+        key = {"admin": self.admin, "user": user, **fields}
+        _write_private(path, json.dumps(key) + "\n")
+        self.key_files[user] = str(path)
+        return key
 
     def start_groups(self) -> dict[str, str]:
         feed = json.loads(Path(self.key_files["feed"]).read_text())
@@ -292,6 +303,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--dir", type=Path, help="work directory (default: a new temporary one, removed at exit)"
+    )
+    parser.add_argument(
+        "--secret-hashing",
+        choices=sorted(_HASHING),
+        default="fast",
+        help="argon2id cost of the API keys: fast (8 MiB, for development) or default (the production "
+        "cost, 64 MiB a login) (default: %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="print only the JSON line (no progress text)")
     args = parser.parse_args(argv)
