@@ -4,9 +4,9 @@ An adapter with ``--curve-key`` serves its line and replay service as a CURVE
 server with its own long-term key pair (its public key is registered with
 the admin server, which hands it to subscribers with the routes), and its
 sync bus with the group's key pair (``--sync-key``: every adapter of the
-channel has it; nothing else may speak on the bus). pyzmq's ZAP
-authenticator runs on its own thread and asks :class:`Gatekeeper` about
-each new connection. Each socket's :class:`~adapter.peers.PeerBook` knows
+channel has it; nothing else may speak on the bus). The ZAP handler
+(:mod:`adapter.zap_server`) runs on its own thread and asks :class:`Gatekeeper`
+about each new connection. Each socket's :class:`~adapter.peers.PeerBook` knows
 who is connected, so a revoked key is cut off alone; with ``--source-key``
 the source link is CURVE too (the adapter verifies the source).
 """
@@ -19,13 +19,12 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
-from zmq.utils import z85
 
 from feedha.adapter.access import DELAYED, LINE, REPLAY, SNAPSHOT, SYNC, AccessTable, Grant
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.curve_keys import CurveKeys, load_keys, read_public_keys, write_keys
-from feedha.adapter.peers import MAX_MESSAGE_BYTES, MESSAGES_PER_TURN, PeerBook, zap_user_id
+from feedha.adapter.peers import MAX_MESSAGE_BYTES, MESSAGES_PER_TURN, PeerBook
+from feedha.adapter.zap_server import ZapServer
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +47,6 @@ def secure_server(sock: zmq.Socket[Any], keys: CurveKeys, domain: str) -> None:
     sock.zap_domain = domain.encode()
 
 
-class _Authenticator(ThreadAuthenticator):
-    """pyzmq's ZAP thread, naming each admitted connection ``KEY SERIAL`` (see :mod:`adapter.peers`)."""
-
-    serial = 0
-
-    def curve_user_id(self, client_key: bytes) -> str:
-        self.serial += 1  # the ZAP thread only: no lock
-        return zap_user_id(z85.encode(client_key).decode("ascii"), self.serial)
-
-
 class Gatekeeper:
     """The ZAP answers: subscribers by the access table, the sync bus by the group key.
 
@@ -69,31 +58,29 @@ class Gatekeeper:
 
     def __init__(self, context: zmq.Context[Any], table: AccessTable, sync_public: bytes | None) -> None:
         self.table = table
-        self._sync_public = sync_public
-        self.refused: dict[str, int] = {LINE: 0, DELAYED: 0, REPLAY: 0, SYNC: 0}
-        self._auth = _Authenticator(context, log=logging.getLogger("feedha.adapter.zap.auth"))
+        self._sync_public = None if sync_public is None else sync_public.decode("ascii")
+        # A subscriber key may be granted a moment after its handshake: it waits; the sync key cannot.
+        self._server = ZapServer(context, self.callback, waits=lambda domain: domain != SYNC)
 
     def __repr__(self) -> str:
-        return f"<Gatekeeper [{self.table!r}, refused={self.refused}]>"
+        return f"<Gatekeeper [{self.table!r}, {self._server!r}]>"
+
+    @property
+    def refused(self) -> dict[str, int]:
+        """Connections refused, by domain."""
+        return {domain: self._server.refused.get(domain, 0) for domain in (LINE, DELAYED, REPLAY, SYNC)}
 
     def start(self) -> None:
-        self._auth.start()
-        for domain in (LINE, DELAYED, REPLAY, SYNC):
-            self._auth.configure_curve_callback(domain, credentials_provider=self)
+        self._server.start()
 
     def stop(self) -> None:
-        self._auth.stop()
+        self._server.stop()
 
-    def callback(self, domain: str, key: bytes) -> bool:
-        """pyzmq's credentials-provider hook: may ``key`` (Z85) connect to ``domain``? (on the ZAP thread)."""
+    def callback(self, domain: str, key: str) -> bool:
+        """May ``key`` (Z85) connect to ``domain`` now? (on the ZAP thread)."""
         if domain == SYNC:
-            allowed = self._sync_public is not None and key == self._sync_public
-        else:
-            allowed = self.table.admits(domain, key.decode("ascii", "replace"), time.time_ns())
-        if not allowed:
-            self.refused[domain] = self.refused.get(domain, 0) + 1
-            logger.debug("refused a CURVE connection to %s", domain)
-        return allowed
+            return self._sync_public is not None and key == self._sync_public
+        return self.table.admits(domain, key, time.time_ns())
 
 
 EXPIRY_CHECK_S: Final = 0.25

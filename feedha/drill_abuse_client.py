@@ -181,7 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _emit("ready", lines=len(counts))
         if time.monotonic() >= next_progress:
             next_progress += 1.0
-            _emit("progress", last_msg_seq=seen.highest, line_holes=sum(line.holes for line in counts))
+            _emit(
+                "progress",
+                last_msg_seq=seen.highest,
+                line_holes=sum(line.holes for line in counts),
+                blocks=[line.blocks for line in counts],
+            )
     _emit("summary", **_summary(counts, seen, started))
     for sock in sockets:
         sock.close(linger=0)
