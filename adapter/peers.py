@@ -33,7 +33,12 @@ Why ``User-Id`` carries a serial: a message may be read after its connection
 closed and its descriptor number went to a newer connection. ZAP numbers the
 connections it admits in order (:func:`zap_user_id`), and a descriptor only
 ever goes to a later connection, so the book keeps, per descriptor and
-inode, the key of the highest serial it saw.
+inode, the key of the highest serial it saw. A stale message read *before*
+the newer connection said anything may still name it for a moment: the cost
+is at most one needless cut-off of that connection (it reconnects), never a
+revoked key kept -- every message is checked against the table with its own
+key, and a line only sends to a peer after that peer's own subscription,
+whose serial wins.
 
 A book belongs to the thread that owns its socket; it only reads the access
 table (GIL-atomic dict lookups).
@@ -44,6 +49,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from typing import Any, Final
@@ -228,7 +234,8 @@ class PeerBook:
             descriptor = int.from_bytes(frames[0][2:6], "little")
             if event == zmq.EVENT_ACCEPTED:
                 inode = _inode(descriptor)
-                if inode is not None:
+                known = self._peers.get(descriptor)
+                if inode is not None and (known is None or known.inode != inode):  # not heard from yet
                     self._peers[descriptor] = _Peer(inode=inode, since=now)
                     self._limit_idle()
             else:  # disconnected or closed: forget it unless the number already names a newer one
@@ -261,10 +268,12 @@ class PeerBook:
 
 
 def _inode(descriptor: int) -> int | None:
+    # A descriptor read from a message may be closed by now, or reused by a file: sockets only.
     try:
-        return os.fstat(descriptor).st_ino
+        info = os.fstat(descriptor)
     except OSError:
         return None
+    return info.st_ino if stat.S_ISSOCK(info.st_mode) else None
 
 
 def _shutdown(descriptor: int, inode: int) -> bool:
@@ -274,15 +283,14 @@ def _shutdown(descriptor: int, inode: int) -> bool:
     except OSError:
         return False
     try:
-        if os.fstat(duplicate).st_ino != inode:
-            return False  # the number went to another socket meanwhile: not ours to end
+        if _inode(duplicate) != inode:
+            return False  # the number went to another socket (or file) meanwhile: not ours to end
         with socket.socket(fileno=duplicate) as sock:
             duplicate = -1  # the socket object closes it
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                return False
+            sock.shutdown(socket.SHUT_RDWR)
         return True
+    except OSError:
+        return False
     finally:
         if duplicate >= 0:
             os.close(duplicate)

@@ -153,7 +153,7 @@ class ReplayServer(SocketThread):
                 return
             self.requests += 1
             now = time.monotonic()
-            key = "" if self._peers is None else self._peers.on_message(received[-1], now=now)
+            key = self._sender(received[-1], now)
             if key is None:
                 self.cut_off += 1  # its key lost access, or holds too many connections: no answer
                 continue
@@ -177,6 +177,16 @@ class ReplayServer(SocketThread):
                 self.refused += 1  # the peer does not read its replies: its queue is full, drop this one
             except Exception:  # a bug must cost one request, never the service
                 logger.exception("replay request failed")
+
+    def _sender(self, frame: zmq.Frame, now: float) -> str | None:
+        # The key that sent the request ("" without CURVE), or None: cut off, no answer.
+        if self._peers is None:
+            return ""
+        try:
+            return self._peers.on_message(frame, now=now)
+        except Exception:  # a bug in the bookkeeping costs one request, never the service
+            logger.exception("replay: telling the peer apart failed")
+            return None
 
     def _is_delayed_only(self, key: str) -> bool:
         # ZAP put the CURVE key that sent the request on its frames (the book read it).

@@ -201,11 +201,13 @@ class DataPlaneGuard:
         Call every turn of the thread that owns ``sock``, even without CURVE: an
         ``XPUB`` keeps what its peers send until it is read.
         """
-        book = self.books[where]
         if self.keys is None:
             _discard(sock)
-        else:
-            book.drain(sock, now=now)
+            return
+        try:
+            self.books[where].drain(sock, now=now)
+        except Exception:  # a bug in the bookkeeping must never cost the line a turn
+            logger.exception("%s: serving the peers failed", where)
 
     def secure_sync(self, pub: zmq.Socket[Any], sub: zmq.Socket[Any]) -> None:
         """The sync bus: a CURVE server to the peers, a CURVE client of theirs, both with the group key."""

@@ -66,30 +66,35 @@ async def _login(channel: grpc.aio.Channel, key: dict[str, str]) -> tuple[tuple[
 
 
 def subscription_flood(
-    admin: str, key: dict[str, str], *, count: int, keys: int, stop: threading.Event
+    admin: str, key: dict[str, str], *, count: int, keys: int, workers: int = 8, stop: threading.Event
 ) -> dict[str, Any]:
-    """``count`` Subscribe calls (``["*"]``) from one API key, with ``keys`` CURVE keys in turn."""
+    """``count`` Subscribe calls from one API key, ``workers`` at once, ``keys`` CURVE keys in turn."""
 
     async def go() -> dict[str, Any]:
         pool = [zmq.curve_keypair()[0].decode() for _ in range(keys)]
         outcomes: dict[str, int] = {}
         took: list[float] = []
+        numbers = iter(range(count))
         async with grpc.aio.insecure_channel(admin) as channel:
             md = await _login(channel, key)
             broker = admin_pb2_grpc.StreamBrokerStub(channel)  # type: ignore[no-untyped-call]
+
+            async def worker() -> None:
+                for i in numbers:
+                    if stop.is_set():
+                        return
+                    request = admin_pb2.SubscribeRequest(symbols=["*"], curve_public_key=pool[i % keys])
+                    began = time.monotonic()
+                    try:
+                        await broker.Subscribe(request, metadata=md, timeout=CALL_TIMEOUT_S)
+                        outcome = "OK"
+                    except grpc.aio.AioRpcError as exc:
+                        outcome = _reason(exc)
+                    took.append(time.monotonic() - began)
+                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
             started = time.monotonic()
-            for i in range(count):
-                if stop.is_set():
-                    break
-                request = admin_pb2.SubscribeRequest(symbols=["*"], curve_public_key=pool[i % keys])
-                began = time.monotonic()
-                try:
-                    await broker.Subscribe(request, metadata=md, timeout=CALL_TIMEOUT_S)
-                    outcome = "OK"
-                except grpc.aio.AioRpcError as exc:
-                    outcome = _reason(exc)
-                took.append(time.monotonic() - began)
-                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            await asyncio.gather(*(worker() for _ in range(workers)))
             elapsed = time.monotonic() - started
         return {
             "attempted": sum(outcomes.values()),
