@@ -80,7 +80,8 @@ def run_abuse(options: AbuseOptions, log: IO[str]) -> dict[str, Any]:
     honest: JsonProcess | None = None
     try:
         cluster.start_admin()
-        keys = {name: cluster.add_user(name, "--group", "traders") for name in ("abuser", "churner")}
+        users = ("abuser", "churner", "guessed")  # guessed: the key whose secret the login flood guesses
+        keys = {name: cluster.add_user(name, "--group", "traders") for name in users}
         cluster.start_source(cluster.start_groups())
         described = cluster.describe()
         honest = JsonProcess.python(
@@ -119,7 +120,7 @@ def _attack(
         "health": partial(prober.run, stop),
         "honest_logins": partial(attacks.honest_logins, admin, subscriber, every_s=0.25, stop=stop),
         "login_flood": partial(
-            attacks.login_flood, admin, keys["abuser"]["key_id"], workers=options.logins, stop=stop
+            attacks.login_flood, admin, keys["guessed"]["key_id"], workers=options.logins, stop=stop
         ),
         "replay_flood": partial(
             attacks.replay_flood, *replay_route, replay_keys, count=options.replay, stop=stop

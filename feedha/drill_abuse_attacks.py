@@ -26,7 +26,6 @@ import secrets
 import socket
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -65,6 +64,18 @@ async def _login(channel: grpc.aio.Channel, key: dict[str, str]) -> tuple[tuple[
     return (("authorization", f"Bearer {reply.token}"),)
 
 
+async def _login_patiently(channel: grpc.aio.Channel, key: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    # An attacker's own login may be throttled for a moment (its address is busy failing): it waits.
+    for _ in range(20):
+        try:
+            return await _login(channel, key)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise
+            await asyncio.sleep(0.5)
+    return await _login(channel, key)
+
+
 def subscription_flood(
     admin: str, key: dict[str, str], *, count: int, keys: int, workers: int = 8, stop: threading.Event
 ) -> dict[str, Any]:
@@ -76,7 +87,7 @@ def subscription_flood(
         took: list[float] = []
         numbers = iter(range(count))
         async with grpc.aio.insecure_channel(admin) as channel:
-            md = await _login(channel, key)
+            md = await _login_patiently(channel, key)
             broker = admin_pb2_grpc.StreamBrokerStub(channel)  # type: ignore[no-untyped-call]
 
             async def worker() -> None:
@@ -136,7 +147,7 @@ def churn(
     async def go() -> dict[str, Any]:
         outcomes: dict[str, int] = {}
         async with grpc.aio.insecure_channel(admin) as channel:
-            md = await _login(channel, key)
+            md = await _login_patiently(channel, key)
             broker = admin_pb2_grpc.StreamBrokerStub(channel)  # type: ignore[no-untyped-call]
             for _ in range(cycles):
                 if stop.is_set():
@@ -263,7 +274,7 @@ class Prober:
                         reply.read()
                     self.answered += 1
                     self.took.append(time.monotonic() - began)
-                except (urllib.error.URLError, OSError) as exc:
+                except Exception as exc:  # noqa: BLE001 - any failure of a probe is a failed probe
                     self.failed += 1
                     if len(self.failures) < 10:
                         self.failures.append(f"{url}: {exc}")

@@ -50,6 +50,7 @@ WRITE_TIMEOUT_S: Final = 10.0
 STREAM_BUFFER_BYTES: Final = 256 * 1024
 MAX_HEADERS: Final = 64
 REFUSE_LINGER_S: Final = 0.25
+IDLE_MIN_S: Final = 0.1  # a connection without a whole request for this long may give its slot up
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,8 +292,17 @@ class HttpServer:
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
     def _evict_idle(self) -> bool:
-        """Close the oldest connection still sending its request, to make room; whether there was one."""
-        waiting = [(opened, task) for task, opened in self._idle.items() if task not in self._evicted]
+        """Close the oldest connection still sending its request, to make room; whether there was one.
+
+        Only connections idle for :data:`IDLE_MIN_S` are candidates: a real client sends its
+        request within a millisecond, so one that is just finishing it is never cut short.
+        """
+        oldest = asyncio.get_running_loop().time() - IDLE_MIN_S
+        waiting = [
+            (opened, task)
+            for task, opened in self._idle.items()
+            if task not in self._evicted and opened <= oldest
+        ]
         if not waiting:
             return False
         _opened, task = min(waiting, key=lambda item: item[0])
