@@ -90,7 +90,7 @@ class AccessTable:
         if key not in self._delayed_only:
             self._delayed_only.add(key)
             self.version += 1
-        return {LINE} if key in self._seen[LINE] else set()
+        return {where for where in (LINE, SNAPSHOT) if key in self._seen[where]}
 
     def replace(self, grants: Iterable[Grant]) -> set[str]:
         """Accept exactly ``grants``; returns the sockets to bind afresh for the keys that lost access."""
@@ -130,7 +130,8 @@ class AccessTable:
         if key in self._permanent:
             return True
         expires = self._grants.get(key)
-        return expires is not None and expires > now_ns and not (where == LINE and key in self._delayed_only)
+        real_time = where in (LINE, SNAPSHOT)
+        return expires is not None and expires > now_ns and not (real_time and key in self._delayed_only)
 
     def admits(self, where: str, key: str, now_ns: int) -> bool:
         """The ZAP answer for ``key`` connecting to ``where`` at ``now_ns`` (remembers whom it let in)."""

@@ -27,7 +27,11 @@ packets sent meanwhile are lost on that line for everyone. A
 
 The book also caps the connections of one key (:data:`MAX_CONNECTIONS_PER_KEY`):
 a key that opens more has the newest cut off as soon as it is known, so one
-subscriber cannot pile up connections (and the replies queued on them).
+subscriber cannot pile up connections (and the replies queued on them); and
+while a key holds its cap, ZAP refuses it another connection
+(:meth:`PeerBook.is_full`) -- libzmq does not dial again after a refusal, so a
+hoarder's extra sockets go quiet instead of reconnecting and being cut off
+over and over.
 
 Why ``User-Id`` carries a serial: a message may be read after its connection
 closed and its descriptor number went to a newer connection. ZAP numbers the
@@ -118,6 +122,7 @@ class PeerBook:
         self._listener = listener
         self._max_per_key = max_per_key
         self._peers: dict[int, _Peer] = {}  # by file descriptor
+        self._per_key: dict[str, int] = {}  # connections known per key (read by the ZAP thread)
         self._monitor: zmq.Socket[bytes] | None = None
         self._version = -1
         self._next_sweep = 0.0
@@ -134,6 +139,7 @@ class PeerBook:
         """Watch ``sock``'s connections (call before it binds; a new socket forgets the old peers)."""
         self.detach()
         self._peers.clear()
+        self._per_key.clear()
         try:
             self._monitor = sock.get_monitor_socket(_MONITOR_EVENTS)
         except zmq.ZMQError as exc:  # without a monitor only peers that speak are known
@@ -147,6 +153,26 @@ class PeerBook:
 
     def status(self) -> dict[str, Any]:
         return {"peers": len(self._peers), "cut": dict(self.cut), "blind": self.blind}
+
+    def is_full(self, key: str) -> bool:
+        """Whether ``key`` holds its cap of connections here (ZAP then refuses it another; any thread)."""
+        return self._per_key.get(key, 0) >= self._max_per_key
+
+    def _forget(self, descriptor: int) -> _Peer | None:
+        peer = self._peers.pop(descriptor, None)
+        if peer is not None and peer.key:
+            left = self._per_key.get(peer.key, 1) - 1
+            if left > 0:
+                self._per_key[peer.key] = left
+            else:
+                self._per_key.pop(peer.key, None)
+        return peer
+
+    def _remember(self, descriptor: int, peer: _Peer) -> None:
+        self._forget(descriptor)
+        self._peers[descriptor] = peer
+        if peer.key:
+            self._per_key[peer.key] = self._per_key.get(peer.key, 0) + 1
 
     # ---- what peers send ---------------------------------------------------------------
 
@@ -171,7 +197,8 @@ class PeerBook:
             return key  # already gone
         peer = self._peers.get(descriptor)
         if peer is None or peer.inode != inode:
-            peer = self._peers[descriptor] = _Peer(inode=inode, since=now)
+            peer = _Peer(inode=inode, since=now)
+            self._remember(descriptor, peer)
         if serial < peer.serial:
             return key  # read after its connection ended: the descriptor is a newer peer's now
         peer.messages += 1
@@ -181,7 +208,9 @@ class PeerBook:
             self._cut(descriptor, "noisy")  # a line's peer only subscribes (and unsubscribes)
             return None
         if peer.key != key:
-            peer.key, peer.serial = key, serial
+            self._remember(descriptor, _Peer(inode=inode, since=peer.since, key=key, serial=serial))
+            peer = self._peers[descriptor]
+            peer.messages = 1
             if self._over_cap(key):
                 self._cut(descriptor, "over_cap")
                 return None
@@ -191,9 +220,7 @@ class PeerBook:
         return key
 
     def _over_cap(self, key: str) -> bool:
-        if not key:
-            return False
-        return sum(1 for peer in self._peers.values() if peer.key == key) > self._max_per_key
+        return bool(key) and self._per_key.get(key, 0) > self._max_per_key
 
     # ---- each turn -----------------------------------------------------------------------
 
@@ -236,18 +263,18 @@ class PeerBook:
                 inode = _inode(descriptor)
                 known = self._peers.get(descriptor)
                 if inode is not None and (known is None or known.inode != inode):  # not heard from yet
-                    self._peers[descriptor] = _Peer(inode=inode, since=now)
+                    self._remember(descriptor, _Peer(inode=inode, since=now))
                     self._limit_idle()
             else:  # disconnected or closed: forget it unless the number already names a newer one
                 peer = self._peers.get(descriptor)
                 if peer is not None and _inode(descriptor) != peer.inode:
-                    del self._peers[descriptor]
+                    self._forget(descriptor)
 
     def _sweep(self, now: float) -> None:
         now_ns = time.time_ns()
         for descriptor, peer in list(self._peers.items()):
             if _inode(descriptor) != peer.inode:
-                del self._peers[descriptor]  # ended, and its descriptor is free or someone else's
+                self._forget(descriptor)  # ended, and its descriptor is free or someone else's
             elif peer.key and not self.table.allows(self.domain, peer.key, now_ns):
                 self._cut(descriptor, "revoked")
             elif not peer.key and self._listener and now - peer.since > IDLE_GRACE_S:
@@ -259,7 +286,7 @@ class PeerBook:
             self._cut(min(silent)[1], "idle")
 
     def _cut(self, descriptor: int, why: str) -> None:
-        peer = self._peers.pop(descriptor, None)
+        peer = self._forget(descriptor)
         if peer is None:
             return
         if _shutdown(descriptor, peer.inode):

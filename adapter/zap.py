@@ -54,10 +54,18 @@ class Gatekeeper:
         context: the ZeroMQ context whose sockets it guards.
         table: the granted subscriber keys.
         sync_public: the group's public key (only it may connect to the sync bus), or ``None``.
+        books: the sockets' peer books by ZAP domain (a key at its cap there is refused).
     """
 
-    def __init__(self, context: zmq.Context[Any], table: AccessTable, sync_public: bytes | None) -> None:
+    def __init__(
+        self,
+        context: zmq.Context[Any],
+        table: AccessTable,
+        sync_public: bytes | None,
+        books: dict[str, PeerBook] | None = None,
+    ) -> None:
         self.table = table
+        self.books = books or {}  # by ZAP domain: who is connected where (their caps)
         self._sync_public = None if sync_public is None else sync_public.decode("ascii")
         # A subscriber key may be granted a moment after its handshake: it waits; the sync key cannot.
         self._server = ZapServer(context, self.callback, waits=lambda domain: domain != SYNC)
@@ -68,7 +76,8 @@ class Gatekeeper:
     @property
     def refused(self) -> dict[str, int]:
         """Connections refused, by domain."""
-        return {domain: self._server.refused.get(domain, 0) for domain in (LINE, DELAYED, REPLAY, SYNC)}
+        domains = (LINE, DELAYED, REPLAY, SNAPSHOT, SYNC)
+        return {domain: self._server.refused.get(domain, 0) for domain in domains}
 
     def start(self) -> None:
         self._server.start()
@@ -80,6 +89,9 @@ class Gatekeeper:
         """May ``key`` (Z85) connect to ``domain`` now? (on the ZAP thread)."""
         if domain == SYNC:
             return self._sync_public is not None and key == self._sync_public
+        book = self.books.get(domain)
+        if book is not None and book.is_full(key):
+            return False  # it holds its cap of connections here already: it waits, then is refused
         return self.table.admits(domain, key, time.time_ns())
 
 
@@ -125,7 +137,7 @@ class DataPlaneGuard:
         self.books = {
             LINE: PeerBook(LINE, LINE, self.table),
             DELAYED: PeerBook(DELAYED, DELAYED, self.table),
-            SNAPSHOT: PeerBook(SNAPSHOT, LINE, self.table),  # the image is real-time data
+            SNAPSHOT: PeerBook(SNAPSHOT, SNAPSHOT, self.table),  # real-time data: admitted like the line
             REPLAY: PeerBook(REPLAY, REPLAY, self.table, listener=False),
         }
 
@@ -168,7 +180,10 @@ class DataPlaneGuard:
             )
             return
         self._gate = Gatekeeper(
-            context, self.table, None if self.sync_keys is None else self.sync_keys.public
+            context,
+            self.table,
+            None if self.sync_keys is None else self.sync_keys.public,
+            books={book.domain: book for book in self.books.values()},
         )
         self._gate.start()
 
@@ -191,8 +206,7 @@ class DataPlaneGuard:
             sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscription comes up: it names its sender
         if self.keys is None:
             return
-        domain = LINE if where == SNAPSHOT else where
-        secure_server(sock, self.keys, domain)
+        secure_server(sock, self.keys, where)
         self.books[where].attach(sock)
 
     def serve(self, where: str, sock: zmq.Socket[Any], *, now: float) -> None:

@@ -8,8 +8,9 @@ under limits an outsider cannot stretch: the request line and headers
 together fit in :attr:`HttpLimits.header_bytes` and must arrive within
 :attr:`HttpLimits.header_timeout_s`; at most :attr:`HttpLimits.max_connections`
 are open at once; request bodies are refused. When the cap is reached, a new
-connection takes the place of the oldest one that has not finished sending
-its request (an idle one: a real client sends its request at once), so idle
+connection takes the place of an idle one -- one that has not finished
+sending its request after :data:`IDLE_MIN_S` (a real client sends it at once):
+the oldest of the address that holds the most idle connections -- so idle
 connections cannot hold every slot and starve a health probe; only when no
 connection is idle is the new one answered ``503`` and closed (a flood costs
 a counter, not memory). Only GET and HEAD
@@ -30,6 +31,7 @@ dependency to the adapters.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import ssl
@@ -226,7 +228,8 @@ class HttpServer:
         self._open = 0
         self._refusing = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._idle: dict[asyncio.Task[None], float] = {}  # connections still sending their request
+        # Connections still sending their request: when they opened, and from which address.
+        self._idle: dict[asyncio.Task[None], tuple[float, str]] = {}
         self._evicted: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
@@ -299,13 +302,16 @@ class HttpServer:
         """
         oldest = asyncio.get_running_loop().time() - IDLE_MIN_S
         waiting = [
-            (opened, task)
-            for task, opened in self._idle.items()
+            (opened, address, task)
+            for task, (opened, address) in self._idle.items()
             if task not in self._evicted and opened <= oldest
         ]
         if not waiting:
             return False
-        _opened, task = min(waiting, key=lambda item: item[0])
+        # From the address that holds the most idle connections (a flood's), its oldest one.
+        per_address = collections.Counter(address for _opened, address, _task in waiting)
+        busiest = max(per_address.values())
+        _opened, _address, task = min(item for item in waiting if per_address[item[1]] == busiest)
         self._evicted.add(task)
         task.cancel()
         self.counters.evicted += 1
@@ -334,7 +340,7 @@ class HttpServer:
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         task = asyncio.current_task()
         assert task is not None
-        self._idle[task] = asyncio.get_running_loop().time()
+        self._idle[task] = (asyncio.get_running_loop().time(), address)
         try:
             request = await asyncio.wait_for(
                 self._read_request(reader, address), self.limits.header_timeout_s
