@@ -28,7 +28,6 @@ the adapters never bound a line afresh, and the memory stayed bounded.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import threading
@@ -106,8 +105,29 @@ def _attack(
     keys: dict[str, dict[str, str]],
     honest: JsonProcess,
 ) -> dict[str, Any]:
+    witness = JsonProcess.python(
+        "witness",
+        "feedha.drill_abuse_client",
+        ["--witness", "--key-file", described["users"]["subscriber"]]
+        + [f"--health={url}" for url in described["health"]],
+        log=cluster.log,
+    )
+    try:
+        witness.wait_event("ready", START_S)
+        return _run_attacks(options, cluster, described, keys, honest, witness)
+    finally:
+        witness.kill()
+
+
+def _run_attacks(
+    options: AbuseOptions,
+    cluster: Cluster,
+    described: dict[str, Any],
+    keys: dict[str, dict[str, str]],
+    honest: JsonProcess,
+    witness: JsonProcess,
+) -> dict[str, Any]:
     admin = described["admin"]
-    subscriber = json.loads(Path(described["users"]["subscriber"]).read_text())
     lines = _lines(admin, keys["churner"], cluster.groups[0].channel)
     memory = MemoryWatch({"admin": cluster.procs[0].popen.pid, **_adapter_pids(cluster)})
     memory.sample()
@@ -115,10 +135,7 @@ def _attack(
     replay_route = _grant(admin, keys["abuser"], replay_keys[0].decode(), cluster.groups[0].channel)
     stop, done = threading.Event(), threading.Event()
     results: dict[str, Any] = {}
-    prober = attacks.Prober(described["health"])
     work: dict[str, Callable[[], dict[str, Any]]] = {
-        "health": partial(prober.run, stop),
-        "honest_logins": partial(attacks.honest_logins, admin, subscriber, every_s=0.25, stop=stop),
         "login_flood": partial(
             attacks.login_flood, admin, keys["guessed"]["key_id"], workers=options.logins, stop=stop
         ),
@@ -152,6 +169,8 @@ def _attack(
     results["_attack_seconds"] = round(time.monotonic() - started, 1)
     stop.set()
     done.set()
+    witness.stop(timeout=30)
+    results.update(witness.wait_event("summary", 30))
     for thread in threads:
         thread.join(timeout=60)
     return _finish(options, cluster, honest, results, memory)

@@ -1,6 +1,10 @@
 """The abuse drill's honest subscriber: every line of a channel, each checked for holes on its own.
 
 Run as ``python -m feedha.drill_abuse_client --key-file FILE --channel NAME``.
+With ``--witness`` it is the drill's other honest party instead: it logs in
+every 0.25 s and probes every ``--health`` URL every 0.2 s, and prints the
+login latencies and the probes answered in its ``summary`` (a process of its
+own, so that what it measures is the servers, not the attackers' threads).
 It logs in with the API key of ``FILE`` (``feedha up``'s key files), subscribes
 to every symbol with a CURVE key of its own, and joins each line of the channel
 with a plain ZeroMQ SUB socket (no client library: the drill checks the lines
@@ -148,14 +152,40 @@ def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
+def _witness(args: argparse.Namespace, stop: threading.Event) -> int:
+    from feedha import drill_abuse_attacks as attacks
+
+    key = json.loads(Path(args.key_file).read_text())
+    results: dict[str, Any] = {}
+    prober = attacks.Prober(args.health)
+    threads = [
+        attacks.in_thread("health", lambda: prober.run(stop), results),
+        attacks.in_thread(
+            "admin_login",
+            lambda: attacks.honest_logins(key["admin"], key, every_s=0.25, stop=stop),
+            results,
+        ),
+    ]
+    _emit("ready", witness=True)
+    stop.wait()
+    for thread in threads:
+        thread.join(30)
+    _emit("summary", **results)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m feedha.drill_abuse_client", description=__doc__)
     parser.add_argument("--key-file", required=True, help="the API key file (feedha up's users/NAME.json)")
-    parser.add_argument("--channel", required=True, help="the channel whose lines to join")
+    parser.add_argument("--channel", default="", help="the channel whose lines to join")
+    parser.add_argument("--witness", action="store_true", help="log in and probe instead (see above)")
+    parser.add_argument("--health", action="append", default=[], help="a health listener's URL (witness)")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    if args.witness:
+        return _witness(args, stop)
     public, secret = zmq.curve_keypair()
     _admin, lines = _subscribe(args, public.decode())
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
