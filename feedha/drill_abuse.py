@@ -170,7 +170,8 @@ def _run_attacks(
     stop.set()
     done.set()
     witness.stop(timeout=30)
-    results.update(witness.wait_event("summary", 30))
+    summary = witness.wait_event("summary", 30)
+    results.update(health=summary["health"], admin_login=summary["admin_login"])
     for thread in threads:
         thread.join(timeout=60)
     return _finish(options, cluster, honest, results, memory)

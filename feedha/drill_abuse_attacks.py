@@ -15,7 +15,7 @@ refusal reason, and latencies. None of them trusts the server to count.
   send a byte, opened again as the server closes them;
 * :func:`replay_flood`: ``count`` connections to a replay service with one
   granted key, asking for large ranges and never reading the answers;
-* :class:`Prober` and :func:`honest_logins`: what an honest user sees
+* :class:`Prober` and :class:`HonestLogins`: what an honest user sees
   meanwhile (health probes, logins timed).
 """
 
@@ -204,26 +204,31 @@ def login_flood(admin: str, key_id: str, *, workers: int, stop: threading.Event)
     return asyncio.run(go())
 
 
-def honest_logins(
-    admin: str, key: dict[str, str], *, every_s: float, stop: threading.Event
-) -> dict[str, Any]:
-    """An honest user logging in every ``every_s`` seconds until stopped: latencies and failures."""
+class HonestLogins:
+    """An honest user logging in every ``every_s`` seconds: latencies and failures, readable any time."""
 
-    async def go() -> dict[str, Any]:
-        took: list[float] = []
-        failed: dict[str, int] = {}
-        async with grpc.aio.insecure_channel(admin) as channel:
-            while not stop.is_set():
-                began = time.monotonic()
-                try:
-                    await _login(channel, key)
-                    took.append(time.monotonic() - began)
-                except grpc.aio.AioRpcError as exc:
-                    failed[_reason(exc)] = failed.get(_reason(exc), 0) + 1
-                await asyncio.sleep(every_s)
-        return {"logins": len(took), "failed": failed, **_percentiles(took)}
+    def __init__(self, admin: str, key: dict[str, str], *, every_s: float) -> None:
+        self.admin, self.key, self.every_s = admin, key, every_s
+        self.took: list[float] = []
+        self.failed: dict[str, int] = {}
 
-    return asyncio.run(go())
+    def report(self) -> dict[str, Any]:
+        return {"logins": len(self.took), "failed": dict(self.failed), **_percentiles(self.took)}
+
+    def run(self, stop: threading.Event) -> dict[str, Any]:
+        async def go() -> None:
+            async with grpc.aio.insecure_channel(self.admin) as channel:
+                while not stop.is_set():
+                    began = time.monotonic()
+                    try:
+                        await _login(channel, self.key)
+                        self.took.append(time.monotonic() - began)
+                    except grpc.aio.AioRpcError as exc:
+                        self.failed[_reason(exc)] = self.failed.get(_reason(exc), 0) + 1
+                    await asyncio.sleep(self.every_s)
+
+        asyncio.run(go())
+        return self.report()
 
 
 def idle_connections(host: str, port: int, *, count: int, stop: threading.Event) -> dict[str, Any]:
@@ -279,6 +284,9 @@ class Prober:
                     if len(self.failures) < 10:
                         self.failures.append(f"{url}: {exc}")
             stop.wait(self.every_s)
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
         return {
             "endpoints": len(self.urls),
             "probes": self.answered + self.failed,
