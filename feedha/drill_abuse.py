@@ -226,10 +226,12 @@ def _report(
                 {k: line[k] for k in ("endpoint", "packets", "blocks", "holes")} for line in honest["lines"]
             ],
         },
-        "admin_login": results.get("honest_logins", {}),
+        "admin_login": results.get("admin_login", {}),
         "health": results.get("health", {}),
         "attacks": {
-            name: value for name, value in results.items() if name not in ("honest_logins", "health")
+            name: value
+            for name, value in results.items()
+            if name not in ("admin_login", "health", "_attack_seconds")
         },
         "adapters": {
             name: {
