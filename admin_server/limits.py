@@ -15,8 +15,8 @@ and the ``limit`` in the error's metadata (docs/security.md has the table):
 * logins hashing at once (argon2id takes ``memory_kib`` each): a
   :class:`HashGate` lets :attr:`Limits.login_hashes` hash, queues
   :attr:`Limits.login_queue` more and refuses the rest at once. Logins for a
-  key in good standing go first, so a flood of wrong secrets does not make
-  an honest login wait behind it;
+  key in good standing go first, and one of the slots is theirs alone, so a
+  flood of wrong secrets never makes an honest login wait behind it;
 * subscriptions live as long as the login that made them: past the token's
   expiry plus :attr:`Limits.subscription_grace_s` without a new login, they are
   deleted;
@@ -44,7 +44,7 @@ __all__ = ["HashGate", "KeyLocks", "Limits", "exhausted", "parse_limits"]
 SUBSCRIPTIONS_PER_USER: Final = 256
 CURVE_KEYS_PER_USER: Final = 32
 WATCHES_PER_USER: Final = 320  # a client watches each of its subscriptions, and operators watch events
-LOGIN_HASHES: Final = 2  # argon2id at 64 MiB each by default: 128 MiB at most
+LOGIN_HASHES: Final = 2  # argon2id at 64 MiB each by default: 128 MiB at most; one is for good keys
 LOGIN_QUEUE: Final = 32
 SUBSCRIPTION_GRACE_S: Final = 300.0
 AUDIT_MAX_ROWS: Final = 1_000_000
@@ -112,33 +112,48 @@ def exhausted(what: str, limit: int | float, *, reason: str, **facts: str) -> Re
 class HashGate:
     """At most ``slots`` secret checks at once, ``queue`` more waiting, priority first; the rest refused.
 
+    ``reserved`` of the slots are for priority 0 (keys in good standing): the
+    others (unknown key ids, keys with failures) never take them, so an honest
+    login never waits behind a crowd of wrong ones, only behind other honest ones.
+
     Args:
         slots: checks running at once.
         queue: checks waiting at most.
+        reserved: slots only priority 0 may take (less than ``slots``).
     """
 
-    def __init__(self, *, slots: int, queue: int) -> None:
-        self.slots, self.queue = slots, queue
-        self._running = 0
+    def __init__(self, *, slots: int, queue: int, reserved: int = 0) -> None:
+        if not 0 <= reserved < slots:
+            raise ValueError(f"reserved must be in 0..slots-1, got {reserved} of {slots}")
+        self.slots, self.queue, self.reserved = slots, queue, reserved
+        self._running = [0, 0]  # by class: priority 0, the rest
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # (priority, order, wake-up)
         self._order = itertools.count()
         self.refused = 0
 
     def __repr__(self) -> str:
-        return f"<HashGate [running={self._running}/{self.slots}, waiting={len(self._waiting)}]>"
+        return f"<HashGate [running={sum(self._running)}/{self.slots}, waiting={len(self._waiting)}]>"
 
     @property
     def waiting(self) -> int:
         return len(self._waiting)
 
+    def _may_run(self, priority: int) -> bool:
+        if sum(self._running) >= self.slots:
+            return False
+        return priority == 0 or self._running[1] < self.slots - self.reserved
+
     @contextlib.asynccontextmanager
     async def slot(self, *, priority: int) -> AsyncIterator[None]:
-        """Hold a hashing slot (``priority`` 0 goes before 1).
+        """Hold a hashing slot (``priority`` 0 goes before 1, and may use the reserved slots).
 
         Raises:
-            ResourceExhaustedError: every slot is busy and the queue is full.
+            ResourceExhaustedError: no slot for it now and the queue is full.
         """
-        if self._running >= self.slots:
+        kind = 0 if priority == 0 else 1
+        if self._may_run(priority) and not any(waiting[0] <= priority for waiting in self._waiting):
+            self._running[kind] += 1  # nobody before it: it runs now, even with a queue of others
+        else:
             if len(self._waiting) >= self.queue:
                 self.refused += 1
                 raise exhausted(
@@ -149,29 +164,37 @@ class HashGate:
             wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             entry = (priority, next(self._order), wake)
             heapq.heappush(self._waiting, entry)
+            self._wake()
             try:
-                await wake  # the releasing holder hands its slot over: _running stays counted
+                await wake  # _wake counted the slot for it
             except asyncio.CancelledError:
                 if wake.done() and not wake.cancelled():
-                    self._release()  # handed a slot, then cancelled: pass it on
+                    self._release(kind)  # given a slot, then cancelled: let it go
                 else:
                     self._waiting.remove(entry)
                     heapq.heapify(self._waiting)
                 raise
-        else:
-            self._running += 1
         try:
             yield
         finally:
-            self._release()
+            self._release(kind)
 
-    def _release(self) -> None:
+    def _release(self, kind: int) -> None:
+        self._running[kind] -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        # Waiters in priority order, each as soon as a slot it may take is free.
         while self._waiting:
-            _priority, _order, wake = heapq.heappop(self._waiting)
-            if not wake.done():
-                wake.set_result(None)  # the slot passes to the waiter
+            priority, _order, wake = self._waiting[0]
+            if wake.done():
+                heapq.heappop(self._waiting)  # cancelled while waiting
+                continue
+            if not self._may_run(priority):
                 return
-        self._running -= 1
+            heapq.heappop(self._waiting)
+            self._running[0 if priority == 0 else 1] += 1
+            wake.set_result(None)
 
 
 class KeyLocks:

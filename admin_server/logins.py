@@ -17,9 +17,9 @@ costing more than a bounded amount, or from keeping anyone else out:
    them at once. A key in good standing is never held back by its address:
    a neighbour behind the same NAT cannot lock it out.
 3. At most ``login_hashes`` hashes run at once and ``login_queue`` wait
-   (:class:`HashGate`); keys in good standing go first; past the queue a
-   login is refused at once (``LOGINS_BUSY``). Memory is bounded by
-   ``login_hashes`` x argon2's memory cost.
+   (:class:`HashGate`); keys in good standing go first and have a slot of
+   their own; past the queue a login is refused at once (``LOGINS_BUSY``).
+   Memory is bounded by ``login_hashes`` x argon2's memory cost.
 
 Every failed login is audited (collapsed, see ``Store.audit_failed_login``).
 """
@@ -68,7 +68,8 @@ class LoginDesk:
     ) -> None:
         self._store, self._hasher, self._clock, self._count = store, hasher, clock, count
         self.throttle = LoginThrottle()
-        self.gate = HashGate(slots=limits.login_hashes, queue=limits.login_queue)
+        reserved = 1 if limits.login_hashes > 1 else 0  # a slot for keys in good standing alone
+        self.gate = HashGate(slots=limits.login_hashes, queue=limits.login_queue, reserved=reserved)
         self._locks = KeyLocks()
 
     def __repr__(self) -> str:

@@ -53,6 +53,32 @@ async def test_the_hashing_gate_runs_a_few_queues_a_few_in_priority_order_and_re
         pass
 
 
+async def test_a_slot_is_kept_for_keys_in_good_standing() -> None:
+    gate = HashGate(slots=2, queue=1, reserved=1)
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def login(name: str, priority: int) -> None:
+        async with gate.slot(priority=priority):
+            ran.append(name)
+            await release.wait()
+
+    wrong = [asyncio.create_task(login(f"wrong{i}", 1)) for i in range(2)]
+    await asyncio.sleep(0)
+    assert ran == ["wrong0"] and gate.waiting == 1  # the strangers get one slot, and the queue
+    with pytest.raises(ResourceExhaustedError):
+        async with gate.slot(priority=1):
+            pass
+    honest = asyncio.create_task(login("honest", 0))  # the queue is full, but its slot is free
+    await asyncio.sleep(0)
+    assert ran == ["wrong0", "honest"]
+    release.set()
+    await asyncio.gather(*wrong, honest)
+    assert ran[-1] == "wrong1" and "running=0/2" in repr(gate)
+    with pytest.raises(ValueError, match="reserved"):
+        HashGate(slots=1, queue=1, reserved=1)
+
+
 async def test_a_waiter_cancelled_with_its_slot_in_hand_passes_it_on() -> None:
     gate = HashGate(slots=1, queue=2)
     hold = asyncio.Event()
