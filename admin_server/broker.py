@@ -218,7 +218,8 @@ def _settle_modes(
             if _covers(principal, by_name[name], policy, delayed=True):
                 delayed = True  # the whole channel delayed is the most it may read
         settled.setdefault((name, delayed), []).extend(items)
-    return settled
+    order = {item: i for i, item in enumerate(item for items in grouped.values() for item in items)}
+    return {route: sorted(items, key=lambda item: order[item]) for route, items in settled.items()}
 
 
 def _covers(principal: Principal, channel: ChannelConfig, policy: Policy, *, delayed: bool) -> bool:
