@@ -114,6 +114,8 @@ def _plan(count: int, segment: Any) -> tuple[list[_Channel], str]:
 def _spawn(name: str, module: str, args: Sequence[str], host: str, segment: Any, log: IO[str]) -> Any:
     from feedha.procs import JsonProcess, python_argv
 
+    if segment is not None:  # plain sockets between the namespaces' hosts, on purpose
+        args = [*args, "--insecure"]
     argv = python_argv(module, args)
     if segment is not None:
         argv = segment.exec_argv(host, argv)

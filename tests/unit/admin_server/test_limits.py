@@ -115,7 +115,7 @@ async def test_key_locks_serialize_one_key_and_are_dropped_when_unused() -> None
 
 
 def test_a_full_table_goes_in_parts_each_under_grpcs_message_limit() -> None:
-    wanted = {f"{i:040d}": (10**18, False) for i in range(GRANTS_PER_COMMAND * 2 + 5)}
+    wanted = {f"{i + 1:040d}": (10**18, False) for i in range(GRANTS_PER_COMMAND * 2 + 5)}
     commands = plan_commands(None, wanted, reason="r")
     assert [len(c.grants) for c in commands] == [GRANTS_PER_COMMAND, GRANTS_PER_COMMAND, 5]
     assert all(c.replace_grants and c.kind is CommandKind.GRANT for c in commands)
