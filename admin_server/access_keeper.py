@@ -12,10 +12,12 @@ subscriptions once took 0.63 s a pass there, and every caller waited). So:
   whether only delayed) depends on its owner's groups and roles, its
   symbols and the policy; a :class:`ReachCache` keeps it for that key, so a
   pass plans only what changed (a new subscription, a new policy).
-* **Off the loop.** A pass takes a snapshot on the loop (the subscriptions,
-  their owners, their keys' rotation times: plain values), computes the
-  grants on a worker thread (:func:`plan`), and applies the result on the
-  loop (queueing GRANT/REVOKE commands, rotating packet keys).
+* **Off the loop.** A pass takes a snapshot (the subscriptions, their
+  owners, their keys' rotation times: plain values) and computes the grants
+  on a worker thread (:func:`plan`) -- the snapshot with a read-only database
+  connection of its own (on the loop for an in-memory database) -- and
+  applies the result on the loop (queueing GRANT/REVOKE commands, rotating
+  packet keys).
 * **Coalesced.** Changes ask for a pass (:meth:`AccessKeeper.request`); one
   task runs passes one at a time, at most every :data:`MIN_GAP_S`, and at
   least every :data:`~admin_server.hub.ACCESS_INTERVAL_S` (expiries), so a
@@ -30,6 +32,7 @@ subscriptions once took 0.63 s a pass there, and every caller waited). So:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,14 +151,22 @@ class AccessKeeper:
     """Runs the passes for the hub (see the module notes).
 
     Args:
-        take_snapshot: makes a pass's snapshot (on the loop).
+        take_snapshot: makes a pass's snapshot.
         apply: carries a pass's plan out (on the loop).
+        snapshot_off_loop: the snapshot may be taken on the worker thread (it reads a database
+            connection of its own).
     """
 
     def __init__(
-        self, take_snapshot: Callable[[], Snapshot], apply: Callable[[AccessPlan, Snapshot], None]
+        self,
+        take_snapshot: Callable[[], Snapshot],
+        apply: Callable[[AccessPlan, Snapshot], None],
+        *,
+        snapshot_off_loop: bool = False,
     ) -> None:
         self._take_snapshot, self._apply = take_snapshot, apply
+        self._snapshot_off_loop = snapshot_off_loop
+        self._inflight: asyncio.Future[tuple[Snapshot, AccessPlan]] | None = None
         self._wanted = asyncio.Event()
         self._cache = ReachCache()
         self.passes = 0
@@ -173,12 +184,28 @@ class AccessKeeper:
         """One pass now: snapshot on the loop, plan on a thread, apply on the loop."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        snapshot = self._take_snapshot()
-        result = await asyncio.to_thread(plan, snapshot, self._cache)
+        if self._snapshot_off_loop:  # a database connection of its own: read on the thread too
+            work = asyncio.ensure_future(asyncio.to_thread(self._snapshot_and_plan))
+        else:
+            taken = self._take_snapshot()
+            work = asyncio.ensure_future(asyncio.to_thread(lambda: (taken, plan(taken, self._cache))))
+        self._inflight = work
+        # Shielded: a cancelled pass still lets its thread finish before anything it reads is closed.
+        snapshot, result = await asyncio.shield(work)
         self._apply(result, snapshot)
         self.passes += 1
         self.last, self.last_pass_s = result, loop.time() - started
         return result
+
+    async def wait_idle(self) -> None:
+        """Wait until no pass's thread runs (before closing what it reads)."""
+        if self._inflight is not None and not self._inflight.done():
+            with contextlib.suppress(Exception):
+                await self._inflight
+
+    def _snapshot_and_plan(self) -> tuple[Snapshot, AccessPlan]:
+        snapshot = self._take_snapshot()
+        return snapshot, plan(snapshot, self._cache)
 
     async def run(self, interval_s: float) -> None:
         """Passes forever: when asked (at most every :data:`MIN_GAP_S`), else every ``interval_s``."""

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from feedha.admin_server import access, broker, sealing
 from feedha.admin_server.access_keeper import AccessPlan, Snapshot, lease_holds
 from feedha.admin_server.errors import NotFoundError
+from feedha.admin_server.policy import Principal
 from feedha.admin_server.registry import Directive
-from feedha.admin_server.store import SubscriptionRecord
+from feedha.admin_server.store import Store, SubscriptionRecord
 from feedha.proto.registry import Command, CommandKind
 
 if TYPE_CHECKING:
@@ -45,22 +46,35 @@ class DataPlane:
         self._granted_now: list[tuple[int, str, str, tuple[int, bool]]] = []
         self._generation = 0
 
-    def snapshot(self) -> Snapshot:
-        """A pass's inputs, as plain values (on the loop)."""
+    def snapshot(self, store: Store | None = None) -> Snapshot:
+        """A pass's inputs, as plain values, read from ``store`` (default: the hub's, on the loop).
+
+        With a read-only connection of its own it runs on the pass's worker thread.
+        """
         hub = self._hub
-        subscriptions = hub.store.subscriptions()
+        store = store or hub.store
+        generation = self._generation  # first: every grant made at once up to here is stored already
+        subscriptions = store.subscriptions()
         rotated: dict[str, float | None] = {}
         for key_id in {sub.key_id for sub in subscriptions if sub.key_id}:
-            key = hub.store.find_key(key_id)
+            key = store.find_key(key_id)
             rotated[key_id] = None if key is None else key.rotated_at
+        principals: dict[str, Principal] = {}
+        for user in {sub.user for sub in subscriptions}:
+            record = store.find_user(user)
+            principals[user] = (
+                Principal(user=user)
+                if record is None
+                else Principal(user=user, groups=record.groups, roles=record.roles)
+            )
         return Snapshot(
             subscriptions=subscriptions,
-            principals={user: hub.principal(user) for user in {sub.user for sub in subscriptions}},
+            principals=principals,
             rotated=rotated,
             policy=hub.policy_file.policy,
             channels=hub.config.channels,
             now=hub.clock(),
-            generation=self._generation,
+            generation=generation,
         )
 
     def apply(self, plan: AccessPlan, snapshot: Snapshot) -> None:

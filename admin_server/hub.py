@@ -129,10 +129,23 @@ class Hub:
         self.seals = sealing.SealRings()
         self.purges = PurgeDesk(self)
         self.dataplane = DataPlane(self, on_seal=self._sealed)
-        self.access = AccessKeeper(self.dataplane.snapshot, self.dataplane.apply)
+        # The access passes read the subscriptions with a connection of their own, on their thread.
+        self._reader = None if str(config.database) == ":memory:" else Store(config.database, readonly=True)
+        reader = self._reader
+        self.access = AccessKeeper(
+            self.dataplane.snapshot if reader is None else lambda: self.dataplane.snapshot(reader),
+            self.dataplane.apply,
+            snapshot_off_loop=reader is not None,
+        )
 
     def __repr__(self) -> str:
         return f"<Hub [{self.registry!r}, listeners={len(self._listeners)}, sessions={len(self._sessions)}]>"
+
+    def close(self) -> None:
+        """Close the access passes' database connection (the store is the server's to close)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     # -- authentication
 

@@ -201,6 +201,9 @@ class AdminServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        if self.hub is not None:
+            await self.hub.access.wait_idle()  # an access pass's thread may still read the database
+            self.hub.close()
         if self._store is not None:
             self._store.close()
             self._store = None

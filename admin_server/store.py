@@ -161,13 +161,18 @@ class Store:
     Args:
         path: the database file (created with its schema if missing);
             ``":memory:"`` for tests.
+        readonly: open a connection that only reads an existing file (for another thread).
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
         self.path = path
-        self._db = _connect(path)
         self._login_window_at = 0.0
         self._login_rows: dict[tuple[str, str, str, str], int] = {}  # this window's failed-login rows
+        if readonly:  # a second connection that only reads (WAL: it never waits for the writer)
+            uri = f"file:{Path(path).resolve()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            return
+        self._db = _connect(path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
