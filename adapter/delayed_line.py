@@ -97,8 +97,7 @@ class DelayedLineSocket:
     def rebind(self) -> None:
         """Bind afresh: every peer reconnects and ZAP checks it again (a revoked key is refused)."""
         if self._socket is not None:
-            self._guard.books[DELAYED].detach()
-            self._socket.close(linger=0)
+            self._socket.close(linger=0)  # first the socket, then its monitor (secure() detaches it)
         logger.info("binding the delayed line afresh: a revoked key was connected to it")
         self._socket, self._bound = self._make(), False
         self.retry_bind()
@@ -110,6 +109,6 @@ class DelayedLineSocket:
 
     def close(self) -> None:
         if self._socket is not None:
-            self._guard.books[DELAYED].detach()
             self._socket.close(linger=0)
+            self._guard.books[DELAYED].detach()
             self._socket = None

@@ -41,6 +41,7 @@ ZAP_ENDPOINT: Final = "inproc://zeromq.zap.01"
 GRANT_WAIT_S: Final = 2.0  # a key not granted yet is answered when its grant lands, or refused after this
 MAX_WAITING: Final = 1024  # requests waiting at once; more are refused at once
 POLL_MS: Final = 20
+BIND_WAIT_S: Final = 2.0
 _VERSION: Final = b"1.0"
 
 
@@ -77,6 +78,7 @@ class ZapServer:
         self._thread = threading.Thread(target=self._run, name="zap", daemon=True)
         self._waiting: list[_Waiting] = []
         self._serial = 0
+        self._error: zmq.ZMQError | None = None
         self.refused: dict[str, int] = {}
         self.admitted_late = 0  # admitted after waiting for their grant
 
@@ -86,9 +88,17 @@ class ZapServer:
         )
 
     def start(self) -> None:
-        """Bind the ZAP endpoint and answer until :meth:`stop` (before any CURVE socket binds)."""
+        """Bind the ZAP endpoint and answer until :meth:`stop` (before any CURVE socket binds).
+
+        Raises:
+            zmq.ZMQError: the endpoint could not be bound. Never go on without a handler:
+                libzmq would then let every CURVE key in.
+        """
         self._thread.start()
-        self._ready.wait(5)
+        if not self._ready.wait(5):
+            raise zmq.ZMQError(zmq.ETIMEDOUT, "the ZAP handler did not start")
+        if self._error is not None:
+            raise self._error
 
     def stop(self) -> None:
         self._stop.set()
@@ -98,7 +108,10 @@ class ZapServer:
         sock: zmq.Socket[bytes] = self._context.socket(zmq.ROUTER)
         sock.linger = 0
         try:
-            sock.bind(ZAP_ENDPOINT)
+            try:
+                self._bind(sock)
+            except zmq.ZMQError:
+                return  # start() raises it
             self._ready.set()
             while not self._stop.is_set():
                 if sock.poll(POLL_MS):
@@ -111,7 +124,23 @@ class ZapServer:
                 self._recheck(sock, time.monotonic())
         finally:
             self._ready.set()
+            for waiting in self._waiting:  # stopping: nobody is left waiting for an answer
+                self._refuse(sock, waiting.envelope, waiting.request_id, waiting.domain)
+            self._waiting = []
             sock.close(linger=0)
+
+    def _bind(self, sock: zmq.Socket[bytes]) -> None:
+        # A handler of this context that is stopping may hold the endpoint a moment longer.
+        deadline = time.monotonic() + BIND_WAIT_S
+        while True:
+            try:
+                sock.bind(ZAP_ENDPOINT)
+                return
+            except zmq.ZMQError as exc:
+                if exc.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                    self._error = exc
+                    raise
+                time.sleep(0.01)
 
     def _on_request(self, sock: zmq.Socket[bytes], frames: list[bytes]) -> None:
         # [routing id..., b"", version, request id, domain, address, identity, mechanism, credentials...]

@@ -24,6 +24,7 @@ from feedha.adapter.access import LINE, REPLAY
 from feedha.adapter.curve_keys import CurveKeys
 from feedha.adapter.peers import MAX_CONNECTIONS_PER_KEY, MAX_MESSAGE_BYTES
 from feedha.adapter.zap import DataPlaneGuard
+from feedha.ports import free_ports
 
 FAR = 2**62  # a grant that does not expire during the test
 
@@ -241,10 +242,7 @@ def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_
     guard = DataPlaneGuard(adapter=1, keys=server, sync_keys=None)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     guard.start(ctx)
-    probe = ctx.socket(zmq.ROUTER)
-    port = probe.bind_to_random_port("tcp://127.0.0.1")
-    probe.close(linger=0)
-    endpoint = f"tcp://127.0.0.1:{port}"
+    endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
     replay = ReplayServer(
         endpoint,
         Service(),  # type: ignore[arg-type]
