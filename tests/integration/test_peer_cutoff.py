@@ -168,12 +168,16 @@ def test_a_key_holds_at_most_its_cap_of_connections_and_silent_or_noisy_peers_ar
         # Past the cap a connection is cut off, or held at its handshake (then refused) once the
         # cap is known: either way no more than the cap receive.
         _wait_until(lambda: book.status()["peers"] <= MAX_CONNECTIONS_PER_KEY, "the extra ones gone")
-        receiving = 0
-        for sock in many:
-            seqs: list[int] = []
-            _read(sock, seqs, for_s=0.05)
-            receiving += bool(seqs)
-        assert receiving >= MAX_CONNECTIONS_PER_KEY - 1  # those within the cap keep their connection
+        receiving: set[int] = set()
+        deadline = time.monotonic() + 5
+        while len(receiving) < MAX_CONNECTIONS_PER_KEY and time.monotonic() < deadline:
+            for index, sock in enumerate(many):
+                seqs: list[int] = []
+                _read(sock, seqs, for_s=0.005)
+                if seqs:
+                    receiving.add(index)
+        # Those within the cap keep their connection (one may be cut while another reconnects).
+        assert MAX_CONNECTIONS_PER_KEY - 1 <= len(receiving) <= MAX_CONNECTIONS_PER_KEY + 1
     finally:
         for sock in many:
             sock.close(linger=0)
