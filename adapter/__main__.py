@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve /metrics (Prometheus), /healthz and /readyz over HTTP there (port 0 picks one; "
         "the ready event names it; default: not served)",
     )
+    parser.add_argument(
+        "--health",
+        metavar="HOST:PORT",
+        help="serve /healthz and /readyz alone on a listener of their own, so that probes never wait "
+        "behind scrapes or a flood of idle connections (port 0 picks one; the ready event names it)",
+    )
     settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
@@ -173,6 +179,18 @@ def _admin_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="the group's CURVE key pair, the same file for every adapter of the channel: only its "
         "holders may speak on the sync bus. Without it the sync bus is open to anyone.",
+    )
+    security.add_argument(
+        "--source-key",
+        type=Path,
+        help="the feed source's public key (FILE.pub of `feedha keys new FILE`): the source link is "
+        "CURVE and only that source can feed this adapter, which presents its --curve-key to it",
+    )
+    security.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run without keys (or with some of them) off loopback, and reach --admin without TLS: "
+        "refused otherwise. Keys are all or nothing: --curve-key, --sync-key and --source-key",
     )
 
 
@@ -324,6 +342,9 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         quarantine_file=args.quarantine,
         curve_key=args.curve_key,
         sync_key=args.sync_key,
+        source_key=args.source_key,
+        insecure=args.insecure,
+        health_address=None if args.health is None else parse_address(args.health, option="--health"),
         grant_keys=args.grant_keys,
         fault_injection=args.allow_fault_injection,
         metrics_address=None if args.metrics is None else parse_address(args.metrics),
@@ -357,7 +378,8 @@ def peer_endpoints(values: Sequence[str], *, adapter: int) -> tuple[str, ...]:
 
 
 # Options no inherited environment variable may set: drill-only switches.
-_NO_ENV = frozenset({"allow_fault_injection", "health_penalty"})
+# --insecure too: it must be asked for on the command line, never inherited.
+_NO_ENV = frozenset({"allow_fault_injection", "health_penalty", "insecure"})
 
 
 def _print_status(event: dict[str, Any]) -> None:

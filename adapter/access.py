@@ -12,11 +12,18 @@ keeps the table current (GRANT, REVOKE, and a full replacement when the link
 on time even while the admin server is down.
 
 ZAP is only asked when a connection is made, so taking access away from a
-key that is connected needs more: the table remembers which keys were let in
-on each socket since it was last bound, and :meth:`AccessTable.revoke` says
-which sockets must be bound afresh (every peer reconnects, and the revoked
-key is refused). Pure: the time is passed in; the ZAP thread reads the table
-(plain dict lookups, atomic under the GIL).
+key that is connected needs more. Each socket keeps a :class:`~adapter.peers.PeerBook`
+of its connections by key; the table's :attr:`AccessTable.version` grows
+whenever a key loses access (revoked, expired, turned delayed-only), and at
+the next turn each book checks its connected keys with :meth:`AccessTable.allows`
+and cuts off the connections of the keys that lost access -- those only; every
+other subscriber keeps its connection and loses nothing. Where a book cannot
+tell connections apart (a libzmq without ``ZMQ_SRCFD``), the table also
+remembers which keys were let in on each socket since it was last bound, and
+:meth:`AccessTable.revoke` says which sockets must be bound afresh (the
+fallback: every peer reconnects and is checked again). Pure: the time is
+passed in; the ZAP thread and the sockets' threads read the table (plain dict
+lookups, atomic under the GIL).
 
 A grant may be *delayed only*: the key then connects to the delayed line and
 the replay service, never to the real-time line, and the replay service
@@ -30,12 +37,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["DELAYED", "LINE", "REPLAY", "SYNC", "AccessTable", "Grant"]
+__all__ = ["DELAYED", "LINE", "REPLAY", "SNAPSHOT", "SYNC", "AccessTable", "Grant"]
 
 LINE: Final = "line"
 DELAYED: Final = "delayed"  # the delayed line
 REPLAY: Final = "replay"
 SYNC: Final = "sync"
+SNAPSHOT: Final = "snapshot"  # the snapshot line: real-time data, admitted like the line
 Grant = tuple[str, int] | tuple[str, int, bool]  # (Z85 key, expires_at_ns[, delayed_only])
 MAX_KEYS: Final = 100_000  # grants held at most (a grant flood cannot grow the adapter without bound)
 
@@ -47,14 +55,19 @@ class AccessTable:
         self._grants: dict[str, int] = {}
         self._delayed_only: set[str] = set()
         self._permanent = frozenset(permanent)  # admitted as long as the adapter runs (--grant-keys)
-        self._seen: dict[str, set[str]] = {LINE: set(), DELAYED: set(), REPLAY: set()}
-        self.granted = self.revoked = self.refused = 0
+        self._seen: dict[str, set[str]] = {LINE: set(), DELAYED: set(), REPLAY: set(), SNAPSHOT: set()}
+        self.granted = self.revoked = self.refused = self.full = 0
+        self.version = 0  # grows each time a key loses access: the books check their peers again
 
     def __repr__(self) -> str:
         return f"<AccessTable [keys={len(self._grants)}, refused={self.refused}, revoked={self.revoked}]>"
 
     def __len__(self) -> int:
         return len(self._grants)
+
+    def keys(self) -> list[str]:
+        """The keys granted now."""
+        return list(self._grants)
 
     def grant(self, key: str, expires_at_ns: int, delayed_only: bool = False) -> set[str]:
         """Accept ``key`` until ``expires_at_ns`` (on the delayed line and for delayed replays only).
@@ -64,14 +77,20 @@ class AccessTable:
             is delayed-only from now on.
         """
         if key not in self._grants and len(self._grants) >= MAX_KEYS:
+            self.full += 1
             return set()
+        old = self._grants.get(key)
         self._grants[key] = expires_at_ns
         self.granted += 1
+        if old is not None and expires_at_ns < old:
+            self.version += 1  # a shorter grant: connected peers are checked against it
         if not delayed_only:
             self._delayed_only.discard(key)
             return set()
-        self._delayed_only.add(key)
-        return {LINE} if key in self._seen[LINE] else set()
+        if key not in self._delayed_only:
+            self._delayed_only.add(key)
+            self.version += 1
+        return {where for where in (LINE, SNAPSHOT) if key in self._seen[where]}
 
     def replace(self, grants: Iterable[Grant]) -> set[str]:
         """Accept exactly ``grants``; returns the sockets to bind afresh for the keys that lost access."""
@@ -94,20 +113,29 @@ class AccessTable:
         for key in keys:
             if self._grants.pop(key, None) is not None:
                 self.revoked += 1
+                self.version += 1
             self._delayed_only.discard(key)
-            rebind.update(where for where, seen in self._seen.items() if key in seen)
+            for where, seen in self._seen.items():
+                if key in seen and key not in self._permanent:
+                    rebind.add(where)
+                    seen.discard(key)  # bounded: only keys that hold a grant stay remembered
         return rebind
 
     def expire(self, now_ns: int) -> set[str]:
         """Revoke every grant that has expired; returns the sockets to bind afresh."""
         return self.revoke([key for key, expires in self._grants.items() if expires <= now_ns])
 
+    def allows(self, where: str, key: str, now_ns: int) -> bool:
+        """Whether ``key`` may be connected to ``where`` at ``now_ns`` (a check; nothing counted)."""
+        if key in self._permanent:
+            return True
+        expires = self._grants.get(key)
+        real_time = where in (LINE, SNAPSHOT)
+        return expires is not None and expires > now_ns and not (real_time and key in self._delayed_only)
+
     def admits(self, where: str, key: str, now_ns: int) -> bool:
         """The ZAP answer for ``key`` connecting to ``where`` at ``now_ns`` (remembers whom it let in)."""
-        expires = self._grants.get(key)
-        if key in self._permanent:
-            expires = now_ns + 1
-        if expires is None or expires <= now_ns or (where == LINE and key in self._delayed_only):
+        if not self.allows(where, key, now_ns):
             self.refused += 1
             return False
         seen = self._seen.get(where)

@@ -148,7 +148,8 @@ class AdminLink:
         )
         self._credentials = config.admin_credentials
         try:  # read at start: a missing file is a configuration error, not a link that never comes up
-            self._tls = tls_from_files(config.admin_tls_ca, config.admin_tls_cert, config.admin_tls_key)
+            tls = tls_from_files(config.admin_tls_ca, config.admin_tls_cert, config.admin_tls_key)
+            self._tls = tls or (False if config.insecure else None)  # False: plaintext on purpose
         except (AdminClientError, ValueError) as exc:
             raise ConfigError(str(exc)) from exc
         self._loop: asyncio.AbstractEventLoop | None = None

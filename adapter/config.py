@@ -19,6 +19,7 @@ from feedha.adapter.core.sync_types import SyncConfig
 from feedha.adapter.errors import ConfigError
 from feedha.adapter.journal.config import FsyncPolicy
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
+from feedha.transport.locality import is_local_endpoint, is_loopback_target
 
 SOURCE_BATCH_FRAMES: Final = 64
 # Every queue is bounded (a PUB drops silently at its high-water mark, per subscriber):
@@ -84,6 +85,14 @@ class AdapterConfig:
             adapter runs, besides what the admin server grants (benchmarks, closed deployments).
         sync_key: the group's CURVE key pair, shared by the adapters of the channel: only holders
             may speak on the sync bus (None: an open sync bus).
+        source_key: the feed source's public key (a ``.pub`` file): the source link is CURVE, the
+            source verified by that key, the adapter presenting its ``curve_key`` (None: plain).
+        insecure: run without keys (or with some only) on an address other than loopback, and reach
+            the admin server without TLS off loopback. Without it such setups are refused: keys are
+            all-or-nothing (``curve_key``, ``sync_key`` and ``source_key`` together), and without them
+            every endpoint must be loopback, ``ipc://`` or ``inproc://``.
+        health_address: ``(host, port)`` where ``/healthz`` and ``/readyz`` alone are served, on a
+            listener of their own (probes never wait behind scrapes; None: on ``metrics_address``).
         fault_injection: accept the control commands that break things on purpose (drills, tests).
         quarantine_file: where skipped source messages are kept (None: beside the journal,
             ``quarantine.jsonl``, or nowhere without a journal -- they are still counted and logged).
@@ -136,6 +145,9 @@ class AdapterConfig:
     quarantine_file: Path | None = None
     curve_key: Path | None = None
     sync_key: Path | None = None
+    source_key: Path | None = None
+    insecure: bool = False
+    health_address: tuple[str, int] | None = None
     grant_keys: Path | None = None
     fault_injection: bool = False
     max_source_gap: int = MAX_SOURCE_GAP
@@ -244,6 +256,55 @@ class AdapterConfig:
             raise ConfigError(
                 f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"
             )
+        if not self.insecure:
+            self._check_secure()
+
+    @property
+    def endpoints(self) -> tuple[tuple[str, str], ...]:
+        """``(option, endpoint)`` of every socket the adapter binds or connects on the data plane."""
+        named = [
+            ("line", self.line_endpoint),
+            ("sync", self.sync_endpoint),
+            ("source", self.source_endpoint),
+            ("replay", self.replay_endpoint),
+            ("snapshot_line", self.snapshot_endpoint),
+            ("delayed_line", self.delayed_line_endpoint),
+        ]
+        named += [("peer", peer) for peer in self.peers]
+        return tuple((name, endpoint) for name, endpoint in named if endpoint)
+
+    def _check_secure(self) -> None:
+        # Secure unless told otherwise (docs/security.md, "Default posture").
+        given = {"curve_key": self.curve_key, "sync_key": self.sync_key, "source_key": self.source_key}
+        have = sorted(name for name, path in given.items() if path is not None)
+        if have and len(have) != len(given):
+            missing = sorted(set(given) - set(have))
+            raise ConfigError(
+                f"partial key setup: {', '.join(have)} without {', '.join(missing)} would leave "
+                f"{_LEFT_OPEN[missing[0]]} open; give --curve-key, --sync-key and --source-key together "
+                "(or --insecure)"
+            )
+        if not have:
+            exposed = [
+                f"{name} {endpoint}" for name, endpoint in self.endpoints if not is_local_endpoint(endpoint)
+            ]
+            if exposed:
+                raise ConfigError(
+                    f"refusing to run without keys off loopback ({', '.join(exposed)}): give --curve-key, "
+                    "--sync-key and --source-key, or --insecure"
+                )
+        if self.admin is not None and self.admin_tls_ca is None and not is_loopback_target(self.admin):
+            raise ConfigError(
+                f"refusing plaintext gRPC to the admin server {self.admin!r} off loopback: give "
+                "--admin-tls-ca, or --insecure"
+            )
+
+
+_LEFT_OPEN: Final = {
+    "curve_key": "the line and replay service",
+    "sync_key": "the sync bus",
+    "source_key": "the source link",
+}
 
 
 def _check_endpoint(name: str, endpoint: str) -> None:

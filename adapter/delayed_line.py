@@ -6,11 +6,14 @@ turn of the runner's loop :meth:`DelayedLineSocket.feed` reads journal records
 while the core asks for them (a bounded batch per read, a few reads per turn,
 so a tailer catching up never starves the line or the sync bus), and the core's
 ``PublishDelayed`` actions come back to :meth:`DelayedLineSocket.send`.
+The socket is an ``XPUB`` served like the line (:meth:`~adapter.zap.DataPlaneGuard.serve`):
+a key that loses access is cut off alone, nobody else reconnects.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -66,7 +69,7 @@ class DelayedLineSocket:
         self._bound = True
 
     def _make(self) -> zmq.Socket[bytes]:
-        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(self._guard.line_kind)
         sock.linger = 0
         sock.sndhwm = self._sndhwm
         self._guard.secure(sock, DELAYED)
@@ -86,6 +89,8 @@ class DelayedLineSocket:
             take: ``take(records, caught_up=...)``: hands what was read to the core.
             wall_ns: the wall clock.
         """
+        if self._socket is not None:
+            self._guard.serve(DELAYED, self._socket, now=time.monotonic())
         for _ in range(READS_PER_TURN):
             start = wants(wall_ns=wall_ns)
             if start is None:
@@ -108,7 +113,7 @@ class DelayedLineSocket:
         if where != DELAYED:
             return
         if self._socket is not None:
-            self._socket.close(linger=0)
+            self._socket.close(linger=0)  # first the socket, then its monitor (secure() detaches it)
         logger.info("binding the delayed line afresh: a revoked key was connected to it")
         self._socket, self._bound = self._make(), False
         self.retry_bind()
@@ -121,4 +126,5 @@ class DelayedLineSocket:
     def close(self) -> None:
         if self._socket is not None:
             self._socket.close(linger=0)
+            self._guard.books[DELAYED].detach()
             self._socket = None

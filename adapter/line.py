@@ -1,4 +1,4 @@
-"""The adapter's line: its PUB socket, sealing on multicast, and binding afresh after a revocation.
+"""The adapter's line: its XPUB socket, sealing on multicast, binding afresh after a revocation.
 
 :class:`LineSocket` is the runner's part of the line (the packets themselves are
 the core's): it makes and binds the socket (``epgm://`` buffers and rate,
@@ -62,7 +62,7 @@ class LineSocket:
         self._bound = True
 
     def _make(self) -> zmq.Socket[bytes]:
-        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(self._guard.line_kind)
         sock.linger = 0
         sock.sndhwm = self._sndhwm
         transport.configure_socket(sock, self._endpoint)  # epgm://: buffers, ZMQ_RATE
@@ -82,6 +82,11 @@ class LineSocket:
             # Two sends with int flags: send_multipart builds the flags with IntFlag arithmetic per frame.
             sock.send(self._topic, _SNDMORE)
             sock.send(packet)
+
+    def serve(self, now: float) -> None:
+        """Read what the line's peers sent (subscriptions name them); cut off who lost access."""
+        if self._socket is not None:
+            self._guard.serve(LINE, self._socket, now=now)
 
     def use_key(self, key: SealKey) -> None:
         """Seal with the admin server's ``key`` from now on."""

@@ -37,7 +37,7 @@ from prometheus_client.registry import Collector
 
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core.sync_types import Role, SyncState, SyncStatus
-from feedha.transport.health import health_routes
+from feedha.transport.health import PROBE_LIMITS, health_routes, probe_routes
 from feedha.transport.http import HttpThread
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,10 @@ class AdapterMetrics(Collector):
         self._last_desync = float("-inf")
         self._throttled_s = 0.0
         self._address = config.metrics_address
+        self._health_address = config.health_address
         self._http: HttpThread | None = None
+        self._health: HttpThread | None = None
+        self.health_address: str | None = None  # where the probes' own listener is, once serving
 
     def __repr__(self) -> str:
         age = None if self.sample is None else round(self._clock() - self.sample.at, 3)
@@ -114,7 +117,7 @@ class AdapterMetrics(Collector):
             line_bytes: packet bytes handed to the line so far.
             sync_times: the journal writer's fsync histogram (``None``: no journal).
         """
-        if self._address is None:
+        if not self.is_sampling:
             return
         new = [t for t in sync.desyncs if t > self._last_desync]
         if new:
@@ -145,19 +148,30 @@ class AdapterMetrics(Collector):
         Raises:
             OSError: the address cannot be bound.
         """
+        if self._health_address is not None:
+            host, port = self._health_address
+            self._health = HttpThread(
+                probe_routes(alive=self.alive, ready=self.ready), host=host, port=port, limits=PROBE_LIMITS
+            )
+            self.health_address = _address(host, self._health.start())
         if self._address is None:
             return None
         host, port = self._address
         routes = health_routes(registry=self.registry, alive=self.alive, ready=self.ready)
         self._http = HttpThread(routes, host=host, port=port)
-        bound = self._http.start()
-        return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+        return _address(host, self._http.start())
 
     def close(self) -> None:
-        """Stop the HTTP endpoint (idempotent)."""
-        if self._http is not None:
-            self._http.stop()
-            self._http = None
+        """Stop the HTTP endpoints (idempotent)."""
+        for http in (self._http, self._health):
+            if http is not None:
+                http.stop()
+        self._http = self._health = None
+
+    @property
+    def is_sampling(self) -> bool:
+        """Whether anything reads the samples (metrics or probes are served)."""
+        return self._address is not None or self._health_address is not None
 
     def alive(self) -> tuple[bool, str]:
         """Liveness: the loop publishes samples (before the first: starting, e.g. recovering)."""
@@ -326,3 +340,7 @@ def _journal_metrics(sample: Sample, labels: Mapping[str, str]) -> Iterator[Metr
         )
         histogram.add_metric(list(labels.values()), buckets, sample.sync_total_s)
         yield histogram
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any
 
-from feedha.adapter.access import LINE, REPLAY
+from feedha.adapter.access import LINE, REPLAY, SNAPSHOT
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import AdapterCore, CoreView, JournalControl, JournalRecords, WriteCheckpoint
 from feedha.adapter.core.purge import PurgeTable
@@ -117,6 +117,7 @@ class JournalKeeper:
             ReplayLimits(),
             secure=None if guard is None else guard.secure,
             delayed_only=None if guard is None or guard.keys is None else guard.table.is_delayed_only,
+            peers=None if guard is None or guard.keys is None else guard.books[REPLAY],
         )
         self.replay.start()
 
@@ -127,7 +128,8 @@ class JournalKeeper:
             self._images(),
             topic=cfg.channel.encode(),
             interval_s=cfg.snapshot_interval_s,
-            secure=None if guard is None else lambda sock: guard.secure(sock, LINE),
+            secure=None if guard is None else lambda sock: guard.secure(sock, SNAPSHOT),
+            serve=None if guard is None else lambda sock, now: guard.serve(SNAPSHOT, sock, now=now),
         )
         self.snapshots.start()
 

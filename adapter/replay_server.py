@@ -17,8 +17,13 @@ died. So the service runs on its own thread with its own ROUTER socket:
   invisible to readers: when a read comes up short of what the writer holds,
   the thread asks the adapter's loop to flush (:class:`FlushRequest`) and
   waits a few milliseconds for it;
-* with CURVE, each request comes with the key that sent it (ZAP's User-Id):
-  a key entitled to delayed data only is answered delayed ranges only.
+* with CURVE, each request comes with the key that sent it (ZAP's User-Id)
+  and the connection it came on (:class:`~adapter.peers.PeerBook`): a key
+  entitled to delayed data only is answered delayed ranges only, a key that
+  lost access is cut off (its request unanswered), a key may hold
+  :data:`~adapter.peers.MAX_CONNECTIONS_PER_KEY` connections (the newest
+  beyond is cut off), and the rate limits count per key, not per connection
+  (a key's many connections share one budget).
 
 The adapter's term is read from a callable (a plain attribute read).
 """
@@ -34,6 +39,7 @@ from typing import Final
 import zmq
 
 from feedha.adapter.access import REPLAY
+from feedha.adapter.peers import PeerBook
 from feedha.adapter.replay import ReplayLimits, ReplayService
 from feedha.adapter.socket_thread import SocketThread
 
@@ -95,6 +101,7 @@ class ReplayServer(SocketThread):
         secure: makes the socket a CURVE server before it binds (``None``: an open socket).
         delayed_only: whether a CURVE key (Z85) may have delayed data only (``None``: no CURVE,
             nobody is told apart).
+        peers: who is connected, by key (``None``: nobody is told apart).
     """
 
     def __init__(
@@ -106,17 +113,22 @@ class ReplayServer(SocketThread):
         *,
         secure: Callable[[zmq.Socket[bytes], str], None] | None = None,
         delayed_only: Callable[[str], bool] | None = None,
+        peers: PeerBook | None = None,
     ) -> None:
         super().__init__(endpoint, name="replay-server")
         self._delayed_only = delayed_only
+        self._peers = peers
         self._service = service
         self._term = term
         self._limits = limits
         self._secure = secure
-        self.requests = self.refused = 0
+        self.requests = self.refused = self.cut_off = 0
 
     def __repr__(self) -> str:
-        return f"<ReplayServer [endpoint={self._endpoint}, requests={self.requests}, refused={self.refused}]>"
+        return (
+            f"<ReplayServer [endpoint={self._endpoint}, requests={self.requests}, refused={self.refused}, "
+            f"cut_off={self.cut_off}]>"
+        )
 
     def _make(self) -> zmq.Socket[bytes]:
         sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
@@ -130,6 +142,8 @@ class ReplayServer(SocketThread):
     def _turn(self, sock: zmq.Socket[bytes]) -> None:
         if sock.poll(POLL_MS):
             self._serve_ready(sock)
+        if self._peers is not None:
+            self._peers.serve(now=time.monotonic())
 
     def _serve_ready(self, sock: zmq.Socket[bytes]) -> None:
         for _ in range(64):
@@ -139,15 +153,20 @@ class ReplayServer(SocketThread):
                 return
             self.requests += 1
             now = time.monotonic()
+            key = self._sender(received[-1], now)
+            if key is None:
+                self.cut_off += 1  # its key lost access, or holds too many connections: no answer
+                continue
             frames = [frame.bytes for frame in received]
-            peer = frames[0] if frames else b""
+            # One budget per key (all its connections), per connection without CURVE.
+            peer = key.encode() if key else frames[0] if frames else b""
             try:
                 if self._limits.admit(peer, now=now):
                     reply = self._service.answer(
                         frames,
                         term=self._term(),
                         send_time_ns=time.time_ns(),
-                        delayed_only=self._is_delayed_only(received[-1]),
+                        delayed_only=self._is_delayed_only(key),
                     )
                     self._limits.charge(peer, sum(map(len, reply)), now=now)
                 else:
@@ -159,13 +178,18 @@ class ReplayServer(SocketThread):
             except Exception:  # a bug must cost one request, never the service
                 logger.exception("replay request failed")
 
-    def _is_delayed_only(self, frame: zmq.Frame) -> bool:
-        # ZAP put the CURVE key that sent the request on its frames (pyzmq's authenticator
-        # reports the Z85 key as the user id).
+    def _sender(self, frame: zmq.Frame, now: float) -> str | None:
+        # The key that sent the request ("" without CURVE), or None: cut off, no answer.
+        if self._peers is None:
+            return ""
+        try:
+            return self._peers.on_message(frame, now=now)
+        except Exception:  # a bug in the bookkeeping costs one request, never the service
+            logger.exception("replay: telling the peer apart failed")
+            return None
+
+    def _is_delayed_only(self, key: str) -> bool:
+        # ZAP put the CURVE key that sent the request on its frames (the book read it).
         if self._delayed_only is None:
             return False
-        try:
-            key = frame.get("User-Id")
-        except zmq.ZMQError:
-            return True  # no key known: the least
-        return self._delayed_only(key if isinstance(key, str) else "")
+        return self._delayed_only(key)  # "" (no key known): the least

@@ -73,7 +73,7 @@ class AdapterRunner:
         self._pollers: dict[tuple[bool, bool], zmq.Poller] = {}
         self.metrics = AdapterMetrics(config)
         self.sync_link = SyncLink(config, self.guard)
-        self.source = SourceLink(config)
+        self.source = SourceLink(config, self.guard)
         self._handlers: dict[type, Callable[[Any], None]] = {}
 
     def __repr__(self) -> str:
@@ -96,7 +96,8 @@ class AdapterRunner:
             ready = {"line": cfg.line_endpoint, "sync": cfg.sync_endpoint, "replay": cfg.replay_endpoint}
             core = self.core
             self._status("ready", **ready, next_msg_seq=core.sequencer.next_msg_seq,
-                         fast_path=core.engine.is_native, metrics=metrics)  # fmt: skip
+                         fast_path=core.engine.is_native, metrics=metrics,
+                         health=self.metrics.health_address)  # fmt: skip
             if cfg.admin:
                 public = "" if self.guard.keys is None else self.guard.keys.public.decode()
                 self._admin = AdminLink(cfg, core.sync_view(), curve_public_key=public)
@@ -210,6 +211,7 @@ class AdapterRunner:
         if self.delayed_line is not None:
             self.delayed_line.feed(core.delayed_wants, core.on_delayed_records, wall_ns=wall_ns)
         self._carry_out(core.on_tick(now=now, wall_ns=wall_ns))
+        self.line.serve(now)
         self._rebind(now)
         if self.journal is not None:
             self.journal.view = core.view()

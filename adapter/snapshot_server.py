@@ -14,7 +14,9 @@ then joins the lines from ``msg_seq + 1`` (the gap filled from a journal).
 
 The socket is bounded (``SNDHWM`` parts per subscriber: one that does not
 read loses parts, counted, and takes the next round), and served with the
-line's CURVE keys where the line has them.
+line's CURVE keys where the line has them. It is an ``XPUB``, served like the
+line (:meth:`~adapter.zap.DataPlaneGuard.serve`): a key that loses access to
+the line is cut off from the snapshot line too, within :data:`SERVE_S`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["SnapshotLoop"]
 
 SNDHWM: Final = 256  # parts queued per subscriber (~15 MiB at most): a slow one loses the rest of a round
+SERVE_S: Final = 0.1  # how often the peers are looked at between rounds
 
 
 class SnapshotLoop(SocketThread):
@@ -45,6 +48,8 @@ class SnapshotLoop(SocketThread):
         topic: the channel name, UTF-8 (the first frame of every message).
         interval_s: seconds between two rounds.
         secure: makes the socket a CURVE server before it binds (``None``: an open socket).
+        serve: the socket's turn between rounds: read what peers sent, cut off who must go
+            (``None``: what they send is dropped).
     """
 
     def __init__(
@@ -55,8 +60,11 @@ class SnapshotLoop(SocketThread):
         topic: bytes,
         interval_s: float,
         secure: Callable[[zmq.Socket[bytes]], None] | None = None,
+        serve: Callable[[zmq.Socket[bytes], float], None] | None = None,
     ) -> None:
         super().__init__(endpoint, name="snapshot-loop")
+        self._serve = serve
+        self._next_round = 0.0
         self._builder = builder
         self._topic = topic
         self._interval_s = interval_s
@@ -79,7 +87,7 @@ class SnapshotLoop(SocketThread):
         }
 
     def _make(self) -> zmq.Socket[bytes]:
-        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.XPUB)
         sock.linger = 0
         sock.sndhwm = SNDHWM
         if self._secure is not None:
@@ -87,8 +95,19 @@ class SnapshotLoop(SocketThread):
         return sock
 
     def _turn(self, sock: zmq.Socket[bytes]) -> None:
-        if self._stop.wait(self._interval_s):
+        now = time.monotonic()
+        if self._next_round == 0.0:
+            self._next_round = now + self._interval_s
+        if self._stop.wait(max(0.0, min(SERVE_S, self._next_round - now))):
             return
+        now = time.monotonic()
+        if self._serve is not None:
+            self._serve(sock, now)
+        else:
+            _discard(sock)
+        if now < self._next_round:
+            return
+        self._next_round = now + self._interval_s
         try:
             self._round(sock)
         except Exception:  # a bug or a damaged journal costs one round, never the adapter
@@ -106,3 +125,12 @@ class SnapshotLoop(SocketThread):
                 self.parts_sent += 1
             except zmq.Again:
                 self.parts_dropped += 1
+
+
+def _discard(sock: zmq.Socket[bytes]) -> None:
+    # An XPUB keeps its subscribers' subscriptions until they are read.
+    for _ in range(1000):
+        try:
+            sock.recv(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return

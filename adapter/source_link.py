@@ -21,6 +21,7 @@ from feedha.adapter.config import (
     SOURCE_RCVHWM,
     AdapterConfig,
 )
+from feedha.adapter.zap import DataPlaneGuard
 
 __all__ = ["SourceLink"]
 
@@ -30,9 +31,11 @@ class SourceLink:
 
     Args:
         config: the adapter's configuration (the source's endpoint and stream).
+        guard: CURVE for the source link (verifies the source by its public key).
     """
 
-    def __init__(self, config: AdapterConfig) -> None:
+    def __init__(self, config: AdapterConfig, guard: DataPlaneGuard) -> None:
+        self._guard = guard
         self._endpoint = config.source_endpoint
         self._stream = config.source_stream.encode()
         self.socket: zmq.Socket[bytes] | None = None
@@ -47,6 +50,7 @@ class SourceLink:
         sock.linger = 0
         sock.rcvhwm = SOURCE_RCVHWM
         sock.setsockopt(zmq.MAXMSGSIZE, SOURCE_MAX_FRAME_BYTES)  # a source that sends more is cut off
+        self._guard.secure_source(sock)
         sock.subscribe(self._stream)
         sock.connect(self._endpoint)
         return sock

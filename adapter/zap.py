@@ -4,112 +4,39 @@ An adapter with ``--curve-key`` serves its line and replay service as a CURVE
 server with its own long-term key pair (its public key is registered with
 the admin server, which hands it to subscribers with the routes), and its
 sync bus with the group's key pair (``--sync-key``: every adapter of the
-channel has it; nothing else may speak on the bus). pyzmq's ZAP
-authenticator runs on its own thread and asks :class:`Gatekeeper` about
-each new connection.
+channel has it; nothing else may speak on the bus). The ZAP handler
+(:mod:`adapter.zap_server`) runs on its own thread and asks :class:`Gatekeeper`
+about each new connection. Each socket's :class:`~adapter.peers.PeerBook` knows
+who is connected, so a revoked key is cut off alone; with ``--source-key``
+the source link is CURVE too (the adapter verifies the source).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Final
 
 import zmq
-import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 
-from feedha.adapter.access import DELAYED, LINE, REPLAY, SYNC, AccessTable, Grant
+from feedha.adapter.access import DELAYED, LINE, REPLAY, SNAPSHOT, SYNC, AccessTable, Grant
 from feedha.adapter.config import AdapterConfig
-from feedha.adapter.errors import ConfigError
+from feedha.adapter.curve_keys import CurveKeys, load_keys, read_public_keys, write_keys
+from feedha.adapter.peers import MAX_MESSAGE_BYTES, MESSAGES_PER_TURN, PeerBook
+from feedha.adapter.zap_server import ZapServer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CurveKeys", "DataPlaneGuard", "Gatekeeper", "load_keys", "secure_server", "write_keys"]
-
-
-class CurveKeys:
-    """A CURVE key pair (Z85 bytes); ``repr`` never shows the secret."""
-
-    __slots__ = ("public", "secret")
-
-    def __init__(self, public: bytes, secret: bytes) -> None:
-        self.public, self.secret = public, secret
-
-    def __repr__(self) -> str:
-        return f"<CurveKeys [public={self.public.decode()}]>"
-
-
-def load_keys(path: Path) -> CurveKeys:
-    """Read a key pair written by :func:`write_keys` (ZeroMQ's certificate format).
-
-    A secret key file must be the owner's alone (0600 or 0400), with one
-    exception, PostgreSQL's for its key files: a file owned by root may also be
-    readable by its group (0640, 0440). That is how Kubernetes mounts a Secret
-    for a pod with an ``fsGroup`` (root:fsGroup, 0440), and how configuration
-    management hands a root-owned key to a service's group.
-
-    Raises:
-        ConfigError: the file is missing, unreadable, too open, or holds no secret key.
-    """
-    try:
-        info = path.stat()
-        loose = info.st_mode & (0o037 if info.st_uid == 0 else 0o077)
-        if loose:
-            raise ConfigError(
-                f"{path}: a secret key file must not be accessible by group or others (mode "
-                f"{info.st_mode & 0o777:04o}; chmod 600, or 640 for a file owned by root)"
-            )
-        public, secret = zmq.auth.load_certificate(str(path))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read a CURVE key pair: {exc}") from exc
-    if secret is None:
-        raise ConfigError(f"{path}: holds a public key only; the adapter needs its secret key")
-    return CurveKeys(public, secret)
-
-
-def write_keys(path: Path) -> CurveKeys:
-    """Make a new key pair; write the secret file (0600) at ``path`` and the public one at ``path.pub``."""
-    public, secret = zmq.curve_keypair()
-    _write(path, public, secret, 0o600)
-    _write(path.with_suffix(path.suffix + ".pub"), public, None, 0o644)
-    return CurveKeys(public, secret)
-
-
-def _write(path: Path, public: bytes, secret: bytes | None, mode: int) -> None:
-    lines = ["#   feedha CURVE key (ZeroMQ certificate format)", "metadata", "curve"]
-    lines.append(f'    public-key = "{public.decode()}"')
-    if secret is not None:
-        lines.append(f'    secret-key = "{secret.decode()}"')
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with open(fd, "w", encoding="ascii") as out:
-        out.write("\n".join(lines) + "\n")
-
-
-def read_public_keys(path: Path) -> tuple[str, ...]:
-    """Z85 public keys, one per line (``#`` comments and blank lines ignored; a ``.pub`` file works too).
-
-    Raises:
-        ConfigError: unreadable, or a line that is not a key.
-    """
-    try:
-        lines = path.read_text(encoding="ascii").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read public keys: {exc}") from exc
-    keys = []
-    for number, line in enumerate(lines, start=1):
-        text = line.strip()
-        if text.startswith("public-key"):
-            text = text.partition("=")[2].strip().strip('"')
-        if not text or text.startswith("#") or text in ("metadata", "curve"):
-            continue
-        if len(text) != 40:
-            raise ConfigError(f"{path}:{number}: not a Z85 CURVE public key")
-        keys.append(text)
-    return tuple(keys)
+__all__ = [
+    "CurveKeys",
+    "DataPlaneGuard",
+    "Gatekeeper",
+    "load_keys",
+    "read_public_keys",
+    "secure_server",
+    "write_keys",
+]
 
 
 def secure_server(sock: zmq.Socket[Any], keys: CurveKeys, domain: str) -> None:
@@ -127,50 +54,66 @@ class Gatekeeper:
         context: the ZeroMQ context whose sockets it guards.
         table: the granted subscriber keys.
         sync_public: the group's public key (only it may connect to the sync bus), or ``None``.
+        books: the sockets' peer books by ZAP domain (a key at its cap there is refused).
     """
 
-    def __init__(self, context: zmq.Context[Any], table: AccessTable, sync_public: bytes | None) -> None:
+    def __init__(
+        self,
+        context: zmq.Context[Any],
+        table: AccessTable,
+        sync_public: bytes | None,
+        books: dict[str, PeerBook] | None = None,
+    ) -> None:
         self.table = table
-        self._sync_public = sync_public
-        self.refused: dict[str, int] = {LINE: 0, DELAYED: 0, REPLAY: 0, SYNC: 0}
-        self._auth = ThreadAuthenticator(context, log=logging.getLogger("feedha.adapter.zap.auth"))
+        self.books = books or {}  # by ZAP domain: who is connected where (their caps)
+        self._sync_public = None if sync_public is None else sync_public.decode("ascii")
+        # A subscriber key may be granted a moment after its handshake: it waits; the sync key cannot.
+        self._server = ZapServer(context, self.callback, waits=lambda domain: domain != SYNC)
 
     def __repr__(self) -> str:
-        return f"<Gatekeeper [{self.table!r}, refused={self.refused}]>"
+        return f"<Gatekeeper [{self.table!r}, {self._server!r}]>"
+
+    @property
+    def refused(self) -> dict[str, int]:
+        """Connections refused, by domain."""
+        domains = (LINE, DELAYED, REPLAY, SNAPSHOT, SYNC)
+        return {domain: self._server.refused.get(domain, 0) for domain in domains}
 
     def start(self) -> None:
-        self._auth.start()
-        for domain in (LINE, DELAYED, REPLAY, SYNC):
-            self._auth.configure_curve_callback(domain, credentials_provider=self)
+        self._server.start()
 
     def stop(self) -> None:
-        self._auth.stop()
+        self._server.stop()
 
-    def callback(self, domain: str, key: bytes) -> bool:
-        """pyzmq's credentials-provider hook: may ``key`` (Z85) connect to ``domain``? (on the ZAP thread)."""
+    def callback(self, domain: str, key: str) -> bool:
+        """May ``key`` (Z85) connect to ``domain`` now? (on the ZAP thread)."""
         if domain == SYNC:
-            allowed = self._sync_public is not None and key == self._sync_public
-        else:
-            allowed = self.table.admits(domain, key.decode("ascii", "replace"), time.time_ns())
-        if not allowed:
-            self.refused[domain] = self.refused.get(domain, 0) + 1
-            logger.debug("refused a CURVE connection to %s", domain)
-        return allowed
+            return self._sync_public is not None and key == self._sync_public
+        book = self.books.get(domain)
+        if book is not None and book.is_full(key):
+            return False  # it holds its cap of connections here already: it waits, then is refused
+        return self.table.admits(domain, key, time.time_ns())
 
 
-# Adapter N binds afresh (N - 1) x this after a revocation: never every line of a channel at once.
-REBIND_STAGGER_S: Final = 0.3
 EXPIRY_CHECK_S: Final = 0.25
+# Where a socket cannot cut off one peer (libzmq without ZMQ_SRCFD), it is bound afresh instead:
+# at most once per this interval, so a loop of subscribe/cancel cannot keep a line flapping.
+REBIND_INTERVAL_S: Final = 2.0
+# A replacement of the whole table may come in several GRANT commands (a gRPC message holds
+# ~75k grants at most): keys not granted again within this of the last part lose access.
+REPLACE_WINDOW_S: Final = 1.0
 
 
 class DataPlaneGuard:
-    """All of CURVE for one adapter: its keys, the access table, the ZAP thread, rebinds after revocations.
+    """All of CURVE for one adapter: its keys, the access table, the ZAP thread, who is connected where.
 
     Args:
-        adapter: this adapter's number (it staggers its rebinds by it).
+        adapter: this adapter's number.
         keys: its own key pair for line and replay (``None``: they are open).
         sync_keys: the group's key pair for the sync bus (``None``: it is open).
         static_grants: subscriber keys admitted as long as the adapter runs (``--grant-keys``).
+        source_public: the feed source's public key: the source link is CURVE, the source
+            verified by it (``None``: a plain source link).
     """
 
     def __init__(
@@ -180,13 +123,23 @@ class DataPlaneGuard:
         keys: CurveKeys | None,
         sync_keys: CurveKeys | None,
         static_grants: tuple[str, ...] = (),
+        source_public: bytes | None = None,
     ) -> None:
-        self.keys, self.sync_keys = keys, sync_keys
+        self.adapter = adapter
+        self.keys, self.sync_keys, self.source_public = keys, sync_keys, source_public
         self.table = AccessTable(permanent=static_grants)
-        self._stagger = (adapter - 1) * REBIND_STAGGER_S
         self._rebind_at: dict[str, float] = {}
+        self._last_rebind: dict[str, float] = {}
+        self.rebinds = 0
         self._next_expiry_check = 0.0
+        self._replacing: tuple[float, set[str]] | None = None  # (last part's time, keys granted since)
         self._gate: Gatekeeper | None = None
+        self.books = {
+            LINE: PeerBook(LINE, LINE, self.table),
+            DELAYED: PeerBook(DELAYED, DELAYED, self.table),
+            SNAPSHOT: PeerBook(SNAPSHOT, SNAPSHOT, self.table),  # real-time data: admitted like the line
+            REPLAY: PeerBook(REPLAY, REPLAY, self.table, listener=False),
+        }
 
     @classmethod
     def from_config(cls, config: AdapterConfig) -> DataPlaneGuard:
@@ -195,11 +148,14 @@ class DataPlaneGuard:
         Raises:
             ConfigError: a key file that cannot be read or is readable by others.
         """
+        keys = None if config.curve_key is None else load_keys(config.curve_key)
+        source = None if config.source_key is None else read_public_keys(config.source_key)
         return cls(
             adapter=config.adapter,
-            keys=None if config.curve_key is None else load_keys(config.curve_key),
+            keys=keys,
             sync_keys=None if config.sync_key is None else load_keys(config.sync_key),
             static_grants=() if config.grant_keys is None else read_public_keys(config.grant_keys),
+            source_public=source[0].encode() if source else None,
         )
 
     def __repr__(self) -> str:
@@ -210,24 +166,62 @@ class DataPlaneGuard:
     def enabled(self) -> bool:
         return self.keys is not None or self.sync_keys is not None
 
+    @property
+    def line_kind(self) -> int:
+        """The line's socket type: an ``XPUB``, whose subscribers' subscriptions say who they are."""
+        return zmq.XPUB
+
     def start(self, context: zmq.Context[Any]) -> None:
         """Start the ZAP handler (before any socket binds)."""
         if not self.enabled:
-            logger.warning("no --curve-key/--sync-key: line, replay service and sync bus are open to anyone")
+            logger.warning(
+                "no --curve-key/--sync-key: line, replay service and sync bus are open to anyone "
+                "(allowed on loopback, or with --insecure)"
+            )
             return
         self._gate = Gatekeeper(
-            context, self.table, None if self.sync_keys is None else self.sync_keys.public
+            context,
+            self.table,
+            None if self.sync_keys is None else self.sync_keys.public,
+            books={book.domain: book for book in self.books.values()},
         )
         self._gate.start()
 
     def stop(self) -> None:
+        for book in self.books.values():
+            book.detach()
         if self._gate is not None:
             self._gate.stop()
 
+    # ---- sockets ---------------------------------------------------------------------------
+
     def secure(self, sock: zmq.Socket[Any], where: str) -> None:
-        """Make a line or replay socket a CURVE server (nothing without a key)."""
-        if self.keys is not None:
-            secure_server(sock, self.keys, where)
+        """Set up a line, delayed line, snapshot line or replay socket before it binds.
+
+        Every one takes small messages only (``MAXMSGSIZE``); with a key it is a CURVE
+        server checked by ZAP, and its :class:`PeerBook` watches its connections.
+        """
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        if sock.type == zmq.XPUB:
+            sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscription comes up: it names its sender
+        if self.keys is None:
+            return
+        secure_server(sock, self.keys, where)
+        self.books[where].attach(sock)
+
+    def serve(self, where: str, sock: zmq.Socket[Any], *, now: float) -> None:
+        """A listener socket's turn (line, delayed line, snapshot line): read its peers, cut off who must go.
+
+        Call every turn of the thread that owns ``sock``, even without CURVE: an
+        ``XPUB`` keeps what its peers send until it is read.
+        """
+        if self.keys is None:
+            _discard(sock)
+            return
+        try:
+            self.books[where].drain(sock, now=now)
+        except Exception:  # a bug in the bookkeeping must never cost the line a turn
+            logger.exception("%s: serving the peers failed", where)
 
     def secure_sync(self, pub: zmq.Socket[Any], sub: zmq.Socket[Any]) -> None:
         """The sync bus: a CURVE server to the peers, a CURVE client of theirs, both with the group key."""
@@ -238,31 +232,77 @@ class DataPlaneGuard:
         sub.curve_publickey = self.sync_keys.public
         sub.curve_serverkey = self.sync_keys.public
 
+    def secure_source(self, sub: zmq.Socket[Any]) -> None:
+        """The source link: a CURVE client of the feed source, which it verifies by its public key.
+
+        The adapter presents its own key pair (the source admits the adapters' public keys).
+        Call before the socket connects.
+        """
+        if self.source_public is None or self.keys is None:
+            return
+        sub.curve_serverkey = self.source_public
+        sub.curve_publickey = self.keys.public
+        sub.curve_secretkey = self.keys.secret
+
+    # ---- grants ------------------------------------------------------------------------------
+
     def on_access(self, grants: Sequence[Grant], *, revoke: bool, replace: bool, now: float) -> None:
-        """The admin server granted or revoked subscriber keys (``replace``: these are all)."""
+        """The admin server granted or revoked subscriber keys (``replace``: all of them, maybe in parts)."""
         if revoke:
             self._schedule(self.table.revoke(grant[0] for grant in grants), now)
-        elif replace:
-            self._schedule(self.table.replace(grants), now)
-        else:
-            for grant in grants:
-                self._schedule(self.table.grant(*grant), now)
+            return
+        if replace:
+            # The parts of one replacement come together; the keys none of them names lose
+            # access once no part came for REPLACE_WINDOW_S (see due_rebinds).
+            kept = set() if self._replacing is None else self._replacing[1]
+            kept.update(grant[0] for grant in grants)
+            self._replacing = (now, kept)
+        elif self._replacing is not None:
+            self._replacing[1].update(grant[0] for grant in grants)
+        for grant in grants:
+            self._schedule(self.table.grant(*grant), now)
 
     def due_rebinds(self, *, now: float, now_ns: int) -> set[str]:
-        """The sockets to bind afresh now (revoked or expired keys were connected to them)."""
+        """The sockets to bind afresh now: only those that cannot cut off one peer (see :mod:`peers`)."""
+        if self._replacing is not None and now - self._replacing[0] >= REPLACE_WINDOW_S:
+            kept = self._replacing[1]
+            self._replacing = None
+            self._schedule(self.table.revoke([key for key in self.table.keys() if key not in kept]), now)
         if self.keys is not None and now >= self._next_expiry_check:
             self._next_expiry_check = now + EXPIRY_CHECK_S
             self._schedule(self.table.expire(now_ns), now)
         due = {where for where, at in self._rebind_at.items() if at <= now}
         for where in due:
             del self._rebind_at[where]
+            self._last_rebind[where] = now
             self.table.rebound(where)
+            self.rebinds += 1
         return due
 
     def _schedule(self, where: set[str], now: float) -> None:
+        # Sockets whose book tells peers apart cut off the revoked one alone: no rebind.
         for socket_name in where:
-            self._rebind_at.setdefault(socket_name, now + self._stagger)
+            if not self.books[socket_name].blind:
+                continue
+            at = max(now, self._last_rebind.get(socket_name, -REBIND_INTERVAL_S) + REBIND_INTERVAL_S)
+            self._rebind_at.setdefault(socket_name, at)
 
     def status(self) -> dict[str, Any]:
         refused = {} if self._gate is None else dict(self._gate.refused)
-        return {"curve": self.keys is not None, "granted_keys": len(self.table), "refused": refused}
+        return {
+            "curve": self.keys is not None,
+            "granted_keys": len(self.table),
+            "refused": refused,
+            "rebinds": self.rebinds,
+            "table_full": self.table.full,
+            "peers": {where: book.status() for where, book in self.books.items()},
+        }
+
+
+def _discard(sock: zmq.Socket[Any]) -> None:
+    # An open line (no CURVE) has nobody to tell apart; what its peers send is just dropped.
+    for _ in range(MESSAGES_PER_TURN):
+        try:
+            sock.recv(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return

@@ -20,6 +20,7 @@ from __future__ import annotations
 from feedha.admin_client.agent import CommandHandler, RegistryAgent, StatusSource, reconnect_delay
 from feedha.admin_client.channel import (
     BearerToken,
+    PlaintextRefused,
     TlsConfig,
     TlsFileError,
     add_tls_arguments,
@@ -35,6 +36,7 @@ from feedha.admin_client.errors import (
     error_from_rpc,
 )
 from feedha.admin_client.session import AdminClient, Line, Route, RouteUpdate, Subscription
+from feedha.transport.locality import is_loopback_target
 
 __all__ = [
     "AdminClient",
@@ -45,6 +47,7 @@ __all__ = [
     "CommandHandler",
     "Line",
     "PermissionDenied",
+    "PlaintextRefused",
     "RegistryAgent",
     "Route",
     "RouteUpdate",
@@ -54,6 +57,7 @@ __all__ = [
     "TlsFileError",
     "add_tls_arguments",
     "error_from_rpc",
+    "is_loopback_target",
     "login",
     "open_channel",
     "reconnect_delay",

@@ -28,6 +28,7 @@ import grpc
 
 from feedha.admin_client.errors import AdminClientError
 from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.transport.locality import is_loopback_target
 
 LOGIN_TIMEOUT_S: Final = 10.0
 
@@ -39,6 +40,21 @@ class TlsConfig:
     root_certificates: bytes | None = None
     private_key: bytes | None = field(default=None, repr=False)
     certificate_chain: bytes | None = None
+
+
+class PlaintextRefused(AdminClientError):
+    """Plaintext gRPC to an admin server off loopback was not asked for explicitly.
+
+    Attributes:
+        target: the admin server's address.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        super().__init__(
+            f"refusing plaintext gRPC to {target!r}, which is not loopback: API keys and tokens would "
+            "cross the network in clear. Give a CA (--tls-ca, tls=...), or pass --insecure (tls=False)"
+        )
 
 
 class TlsFileError(AdminClientError):
@@ -142,12 +158,18 @@ def open_channel(target: str, tls: TlsConfig | bool | None = None) -> grpc.aio.C
 
     Args:
         target: ``host:port`` of the admin server.
-        tls: ``None``/``False`` for plaintext, ``True`` for TLS with the
-            system roots, or a :class:`TlsConfig`.
+        tls: ``True`` for TLS with the system roots, or a :class:`TlsConfig`;
+            ``None`` for plaintext to a loopback address only; ``False`` for
+            plaintext to any address (what ``--insecure`` asks for).
 
     Returns:
         The channel; it connects lazily, on the first call.
+
+    Raises:
+        PlaintextRefused: ``tls`` is ``None`` and ``target`` is not loopback.
     """
+    if tls is None and not is_loopback_target(target):
+        raise PlaintextRefused(target)
     if tls is None or tls is False:
         return grpc.aio.insecure_channel(target)
     config = tls if isinstance(tls, TlsConfig) else TlsConfig()

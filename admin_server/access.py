@@ -22,15 +22,23 @@ delayed replays, never to their real-time lines. Pure.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from feedha.admin_server.errors import AdminError
 from feedha.admin_server.store import SubscriptionRecord
 from feedha.proto.registry import AccessGrant, Command, CommandKind
 
-__all__ = ["Grants", "desired_grants", "entitled_subscriptions", "plan_commands"]
+__all__ = [
+    "GRANTS_PER_COMMAND",
+    "Grants",
+    "desired_grants",
+    "entitled_subscriptions",
+    "merge_grant",
+    "plan_commands",
+]
 
 Grants: TypeAlias = dict[str, tuple[int, bool]]  # curve public key -> (expires_at_ns, delayed_only)
+GRANTS_PER_COMMAND: Final = 10_000  # ~550 kB a command, well under gRPC's 4 MiB message limit
 Reach: TypeAlias = Mapping[str, bool]  # channel name -> reached by delayed routes only
 
 
@@ -55,26 +63,40 @@ def desired_grants(
         expires_ns = int(sub.valid_until * 1e9)
         for channel, delayed_only in channels.items():
             keys = grants.setdefault(channel, {})
-            old_expires, old_delayed = keys.get(sub.curve_key, (0, True))
-            keys[sub.curve_key] = (max(old_expires, expires_ns), old_delayed and delayed_only)
+            keys[sub.curve_key] = merge_grant(keys.get(sub.curve_key), (expires_ns, delayed_only))
     return grants
 
 
 def plan_commands(told: Grants | None, wanted: Grants, *, reason: str) -> list[Command]:
-    """The commands that bring an adapter from what it was ``told`` (``None``: nothing yet) to ``wanted``."""
+    """The commands that bring an adapter from what it was ``told`` (``None``: nothing yet) to ``wanted``.
+
+    A command carries at most :data:`GRANTS_PER_COMMAND` grants (a gRPC message is
+    4 MiB at most: ~75,000 grants). A replacement of the whole table goes in as many
+    parts as it takes, each marked ``replace_grants``: the adapter drops the keys
+    none of the parts named once they stop coming (``adapter.zap.REPLACE_WINDOW_S``).
+    """
     if told is None:
-        grants = tuple(AccessGrant(key, *grant) for key, grant in sorted(wanted.items()))
-        return [Command(kind=CommandKind.GRANT, grants=grants, replace_grants=True, reason=reason)]
-    commands = []
-    changed = tuple(
-        AccessGrant(key, *grant) for key, grant in sorted(wanted.items()) if told.get(key) != grant
-    )
-    if changed:
-        commands.append(Command(kind=CommandKind.GRANT, grants=changed, reason=reason))
-    gone = tuple(AccessGrant(key) for key in sorted(told) if key not in wanted)
-    if gone:
-        commands.append(Command(kind=CommandKind.REVOKE, grants=gone, reason=reason))
-    return commands
+        grants = [AccessGrant(key, *grant) for key, grant in sorted(wanted.items())]
+        return [
+            Command(kind=CommandKind.GRANT, grants=part, replace_grants=True, reason=reason)
+            for part in _parts(grants) or [()]
+        ]
+    changed = [AccessGrant(key, *grant) for key, grant in sorted(wanted.items()) if told.get(key) != grant]
+    gone = [AccessGrant(key) for key in sorted(told) if key not in wanted]
+    return [Command(kind=CommandKind.GRANT, grants=part, reason=reason) for part in _parts(changed)] + [
+        Command(kind=CommandKind.REVOKE, grants=part, reason=reason) for part in _parts(gone)
+    ]
+
+
+def _parts(grants: list[AccessGrant]) -> list[tuple[AccessGrant, ...]]:
+    return [tuple(grants[i : i + GRANTS_PER_COMMAND]) for i in range(0, len(grants), GRANTS_PER_COMMAND)]
+
+
+def merge_grant(old: tuple[int, bool] | None, new: tuple[int, bool]) -> tuple[int, bool]:
+    """Two grants of one key as one: the later expiry; delayed-only only if both are."""
+    if old is None:
+        return new
+    return max(old[0], new[0]), old[1] and new[1]
 
 
 def entitled_subscriptions(

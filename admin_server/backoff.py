@@ -1,28 +1,30 @@
-"""Login backoff: repeated failures slow down the key they aim at and the address they come from.
+"""Login backoff: repeated failures lock out the key they aim at; an address is only rate-limited.
 
 Theory of operation: a :class:`LoginBackoff` is one table of consecutive
-failed logins and the time of the last one, per name. The first
+failed logins and the time of the last one, per API key id (only ids that
+exist, so a spray of made-up ids cannot evict a real key's record). The first
 ``free_failures`` cost nothing; after that each failure doubles the wait
-before the next attempt is even checked, up to ``max_delay_s``. A name idle
-for ``forget_after_s`` is forgotten, and the table never holds more than
-``MAX_NAMES`` names.
+before the next attempt on that key is even checked, up to ``max_delay_s``,
+from any address: guessing one key's secret is slow from anywhere. A good
+login clears its key's record. The hub checks a key's backoff and records
+its failures under a per-key lock (:class:`~admin_server.limits.KeyLocks`),
+so concurrent attempts cannot all pass the check before the first failure
+is recorded.
 
-A :class:`LoginThrottle` keeps two such tables, each with its own count: one
-per API key id (only ids that exist, so a spray of made-up ids cannot evict
-a real key's record) and one per client address without its port
-(:func:`peer_address`). A login waits for the larger of the two waits.
-
-- Per key (strict: 3 free failures, up to 30 s): guessing one key's secret is
-  slow from anywhere. A good login clears its key's record.
-- Per address (loose: 20 free failures, up to 5 s, forgotten after 5 idle
-  minutes): one source spraying many keys is slowed down too, but many
-  clients can share an address (a NAT, a proxy), so one broken client behind
-  it must not lock the others out. It can at worst make them wait 5 s, and
-  only after 20 failures in a row; a good login does *not* clear the
-  address's record, or an attacker with one valid key could reset it at will.
+An address is never locked out: many clients may share one (a NAT, a proxy,
+a host), and one broken or hostile client there must not keep the others
+from logging in. So an :class:`AddressLimiter` only *rate-limits* what can
+cost the server work without a key in good standing: attempts with an
+unknown key id, attempts on a key that has failures on record, and failures.
+Each takes a token from the address's bucket (:data:`ADDRESS_BURST` tokens,
+:data:`ADDRESS_RATE_PER_S` a second); when it is empty such attempts are
+refused at once (``LOGIN_THROTTLED``), at no hashing cost. A login with a
+key in good standing (no failure on record) is never held back by its
+address: the worst a neighbour can do is keep its own attempts slow.
 
 Secrets are 256 random bits, so the backoff is not what keeps them safe; it
-bounds the argon2 work (CPU) a stranger can make the server do and keeps the
+bounds the argon2 work (CPU and memory) a stranger can make the server do,
+with the hashing gate (:class:`~admin_server.limits.HashGate`), and keeps the
 audit log readable. Pure: the caller passes ``now``.
 """
 
@@ -37,10 +39,8 @@ FREE_FAILURES: Final = 3
 BASE_DELAY_S: Final = 0.5
 MAX_DELAY_S: Final = 30.0
 FORGET_AFTER_S: Final = 600.0
-ADDRESS_FREE_FAILURES: Final = 20
-ADDRESS_BASE_DELAY_S: Final = 0.25
-ADDRESS_MAX_DELAY_S: Final = 5.0
-ADDRESS_FORGET_AFTER_S: Final = 300.0
+ADDRESS_BURST: Final = 10.0  # costly attempts an address may make at once ...
+ADDRESS_RATE_PER_S: Final = 0.2  # ... and a second, sustained (one every 5 s)
 MAX_NAMES: Final = 10_000
 IPV6_PREFIX: Final = 64  # one host usually owns a whole /64: key IPv6 clients by it
 _MAX_PEER_TEXT: Final = 128
@@ -160,45 +160,108 @@ class LoginBackoff:
             del self._records[oldest]
 
 
-def _address_backoff() -> LoginBackoff:
-    return LoginBackoff(
-        free_failures=ADDRESS_FREE_FAILURES,
-        base_delay_s=ADDRESS_BASE_DELAY_S,
-        max_delay_s=ADDRESS_MAX_DELAY_S,
-        forget_after_s=ADDRESS_FORGET_AFTER_S,
-    )
+@dataclass(slots=True, kw_only=True)
+class AddressLimiter:
+    """A token bucket per client address for the attempts that may cost work (see the module notes).
+
+    Attributes:
+        rate_per_s: tokens added a second.
+        burst: tokens an address holds at most (and starts with).
+    """
+
+    rate_per_s: float = ADDRESS_RATE_PER_S
+    burst: float = ADDRESS_BURST
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # address -> (tokens, at)
+
+    def __repr__(self) -> str:
+        return f"<AddressLimiter [addresses={len(self._buckets)}]>"
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _tokens(self, address: str, now: float) -> float:
+        tokens, at = self._buckets.get(address, (self.burst, now))
+        return min(self.burst, tokens + max(0.0, now - at) * self.rate_per_s)
+
+    def retry_after(self, address: str, *, now: float) -> float:
+        """Seconds until ``address`` has a token again (0: it has one now)."""
+        tokens = self._tokens(address, now)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate_per_s
+
+    def take(self, address: str, *, now: float) -> float:
+        """Take a token if there is one (returns 0); else the wait, and nothing taken."""
+        tokens = self._tokens(address, now)
+        if tokens < 1.0:
+            return (1.0 - tokens) / self.rate_per_s
+        self._store(address, tokens - 1.0, now)
+        return 0.0
+
+    def charge(self, address: str, *, now: float) -> None:
+        """Take a token, or what is left of one (a failure that was not reserved)."""
+        self._store(address, max(0.0, self._tokens(address, now) - 1.0), now)
+
+    def _store(self, address: str, tokens: float, now: float) -> None:
+        if address not in self._buckets and len(self._buckets) >= MAX_NAMES:
+            # Bound memory: an address whose bucket refilled is the same as a forgotten one.
+            for name in [a for a in self._buckets if self._tokens(a, now) >= self.burst]:
+                del self._buckets[name]
+            while len(self._buckets) >= MAX_NAMES:
+                del self._buckets[next(iter(self._buckets))]
+        self._buckets[address] = (tokens, now)
 
 
 @dataclass(slots=True, kw_only=True)
 class LoginThrottle:
-    """Failed logins per key id and per address; a login waits for the larger wait.
+    """Failed logins lock out per key id; costly attempts are rate-limited per address.
 
     Attributes:
-        by_key: the strict table, per existing API key id.
-        by_address: the loose table, per client address (see :func:`peer_address`).
+        by_key: the backoff per existing API key id.
+        by_address: the rate limit per client address (see :func:`peer_address`).
     """
 
     by_key: LoginBackoff = field(default_factory=LoginBackoff)
-    by_address: LoginBackoff = field(default_factory=_address_backoff)
+    by_address: AddressLimiter = field(default_factory=AddressLimiter)
 
     def __repr__(self) -> str:
-        return (
-            f"<LoginThrottle [keys={len(self.by_key._records)}, addresses={len(self.by_address._records)}]>"
-        )
+        return f"<LoginThrottle [keys={len(self.by_key._records)}, addresses={len(self.by_address)}]>"
+
+    def in_good_standing(self, key_id: str | None) -> bool:
+        """Whether ``key_id`` exists (``None``: it does not) and has no failure on record."""
+        return key_id is not None and self.by_key.failures(key_id) == 0
+
+    def admit(self, key_id: str | None, address: str, *, now: float) -> float:
+        """Whether an attempt may be checked now: 0, or the seconds to wait (nothing is taken then).
+
+        Args:
+            key_id: the API key id, ``None`` when no such key exists.
+            address: the client address without port.
+            now: seconds.
+        """
+        wait = 0.0 if key_id is None else self.by_key.retry_after(key_id, now=now)
+        if wait > 0 or self.in_good_standing(key_id):
+            return wait
+        return self.by_address.take(address, now=now)
 
     def retry_after(self, key_id: str, address: str, *, now: float) -> float:
-        """Seconds a login for ``key_id`` from ``address`` must still wait (0: check it now)."""
+        """Seconds a login for ``key_id`` from ``address`` must wait if it is not in good standing."""
         return max(self.by_key.retry_after(key_id, now=now), self.by_address.retry_after(address, now=now))
 
-    def on_failure(self, key_id: str | None, address: str, *, now: float) -> float:
+    def on_failure(self, key_id: str | None, address: str, *, now: float, reserved: bool = False) -> float:
         """Record a failed login; ``key_id`` is ``None`` when no such key exists.
 
+        Args:
+            key_id: the key, or ``None``.
+            address: the client address.
+            now: seconds.
+            reserved: :meth:`admit` already took the address's token for this attempt.
+
         Returns:
-            The wait now imposed on the next login for that key or from that address.
+            The wait now imposed on the next login for that key.
         """
-        by_key = 0.0 if key_id is None else self.by_key.on_failure(key_id, now=now)
-        return max(by_key, self.by_address.on_failure(address, now=now))
+        if not reserved:
+            self.by_address.charge(address, now=now)
+        return 0.0 if key_id is None else self.by_key.on_failure(key_id, now=now)
 
     def on_success(self, key_id: str) -> None:
-        """Clear the key's failures (the address keeps its record: see the module notes)."""
+        """Clear the key's failures (the address's bucket refills by itself)."""
         self.by_key.on_success(key_id)

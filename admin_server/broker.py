@@ -7,7 +7,18 @@ delivery mode: a channel can carry some of a subscriber's symbols in real
 time and others delayed). Every requested item must be entitled, or the
 whole request fails with :class:`PermissionDeniedError` naming the items.
 A symbol maps to the channels whose letter range holds its first letter; a
-pattern that starts with a wildcard maps to every channel. A delayed route
+pattern that starts with a wildcard maps to every channel.
+
+A line carries *every* symbol of its channel, and the data plane admits a
+key per channel (CURVE, sealed multicast), not per symbol. So a route is
+only given where the caller is entitled to the whole channel in that mode
+(:func:`check_exposure`): its real-time grants cover every symbol the channel
+can carry (:func:`channel_symbols`), or for a delayed route its real-time and
+delayed grants together do. Items entitled in real time on a channel the
+caller may read whole only delayed go on the delayed route (the route says
+so). Anything else fails with ``PERMISSION_DENIED`` (``CHANNEL_NOT_ENTITLED``),
+naming the channel, the symbols it would expose and one of them the caller
+may not see. (Why refusing rather than filtering: docs/security.md.) A delayed route
 (delayed-only symbols) carries the channel's *delayed* lines: the adapters'
 delayed line endpoints with their replay services (which answer such a
 subscriber delayed ranges only); it never names a real-time line. Pure: no I/O.
@@ -15,10 +26,11 @@ subscriber delayed ranges only); it never names a real-time line. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from feedha.admin_server import globs
 from feedha.admin_server.config import ChannelConfig
 from feedha.admin_server.errors import (
     FieldViolation,
@@ -172,6 +184,12 @@ def plan_routes(
             violations=_violations(items, unrouted, "SYMBOL_NOT_ROUTED", "no channel carries"),
         )
     by_name = {c.name: c for c in channels}
+    grouped = _settle_modes(principal, grouped, by_name, policy=policy)
+    check_exposure(
+        principal,
+        {(by_name[name], delayed): items for (name, delayed), items in grouped.items()},
+        policy=policy,
+    )
     delayed_lines = delayed_lines or {}
     # A delayed route names the delayed lines only: a real-time line must never reach it.
     routes = [
@@ -184,3 +202,84 @@ def plan_routes(
         for (name, delayed), symbols in grouped.items()
     ]
     return sorted(routes, key=lambda r: (r.channel.number, r.delayed))
+
+
+def _settle_modes(
+    principal: Principal,
+    grouped: dict[tuple[str, bool], list[str]],
+    by_name: Mapping[str, ChannelConfig],
+    *,
+    policy: Policy,
+) -> dict[tuple[str, bool], list[str]]:
+    """Real-time items on a channel the caller may not read whole in real time go delayed, if it may."""
+    settled: dict[tuple[str, bool], list[str]] = {}
+    for (name, delayed), items in sorted(grouped.items(), key=lambda item: item[0][1], reverse=True):
+        if not delayed and not _covers(principal, by_name[name], policy, delayed=False):
+            if _covers(principal, by_name[name], policy, delayed=True):
+                delayed = True  # the whole channel delayed is the most it may read
+        settled.setdefault((name, delayed), []).extend(items)
+    order = {item: i for i, item in enumerate(item for items in grouped.values() for item in items)}
+    return {route: sorted(items, key=lambda item: order[item]) for route, items in settled.items()}
+
+
+def _covers(principal: Principal, channel: ChannelConfig, policy: Policy, *, delayed: bool) -> bool:
+    return globs.uncovered_example(channel_symbols(channel), policy.reach(principal, delayed=delayed)) is None
+
+
+def check_exposure(
+    principal: Principal,
+    routes: Mapping[tuple[ChannelConfig, bool], Sequence[str]],
+    *,
+    policy: Policy,
+) -> None:
+    """Refuse routes that would show the caller symbols it is not entitled to.
+
+    Args:
+        principal: the caller.
+        routes: (channel, delayed) -> the requested items that lead there (named in the error).
+        policy: the authorization policy.
+
+    Raises:
+        PermissionDeniedError: for some route, the caller's grants in its mode do not
+            cover every symbol the channel carries (``CHANNEL_NOT_ENTITLED``; the metadata
+            names the channels, the symbols each would expose and an example the caller
+            may not see).
+        PatternError: the grants are too complex to compare with a channel.
+    """
+    found = []
+    for (channel, delayed), items in routes.items():
+        carried = channel_symbols(channel)
+        example = globs.uncovered_example(carried, policy.reach(principal, delayed=delayed))
+        if example is not None:
+            found.append((channel.name, carried, example, "delayed" if delayed else "real-time", items))
+    if not found:
+        return
+    parts = [
+        f"channel {name} carries {carried} on one {mode} stream: {', '.join(items)} would expose symbols "
+        f"you are not entitled to {mode} (e.g. {example!r})"
+        for name, carried, example, mode, items in found
+    ]
+    message = "; ".join(parts) + "; a route needs a grant of the whole channel in its mode"
+    raise PermissionDeniedError(
+        message,
+        reason="CHANNEL_NOT_ENTITLED",
+        metadata={
+            "channel": " ".join(name for name, *_rest in found),
+            "exposes": " ".join(carried for _name, carried, *_rest in found),
+            "example": " ".join(example for _name, _carried, example, *_rest in found),
+            "mode": " ".join(mode for *_first, mode, _items in found),
+        },
+        violations=[FieldViolation("symbols", "CHANNEL_NOT_ENTITLED", part) for part in parts],
+    )
+
+
+def channel_symbols(channel: ChannelConfig) -> str:
+    """The fnmatch pattern of the symbols the channel carries: ``[A-M]*`` for letters ``A-M``.
+
+    A channel's line carries what its source stream carries; the configuration
+    declares that to be the symbols whose first letter lies in the channel's
+    range, in upper case (the feed's symbols; the sources split them so). That
+    declaration is what a real-time or delayed route is checked against.
+    """
+    first, last = channel.first_letter, channel.last_letter
+    return f"[{first}]*" if first == last else f"[{first}-{last}]*"

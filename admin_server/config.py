@@ -5,9 +5,9 @@ database, the signing key file, the policy file, TLS files and the feeds with th
 channel covers the symbols whose first letter lies in its ``letters`` range.
 The file's keys are the options of ``feedha admin-server`` (``feedha.settings``
 reads them; ``FEEDHA_*`` variables override the file and flags override both),
-plus two sections that are not options, ``feeds`` and ``secret_hashing``
-(:data:`SECTIONS`). Relative paths in the file are relative to the file's
-directory.
+plus three sections that are not options, ``feeds``, ``secret_hashing`` and
+``limits`` (:data:`SECTIONS`; the quotas, :mod:`admin_server.limits`). Relative
+paths in the file are relative to the file's directory.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argon2
 
 from feedha.admin_server import keyfile, tokens
 from feedha.admin_server.errors import ConfigError
+from feedha.admin_server.limits import Limits, parse_limits
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 50051
@@ -124,6 +125,10 @@ class ServerConfig:
             database path plus ``.signing-key``; created when missing).
         metrics_address: ``(host, port)`` of the HTTP listener: ``/metrics``, ``/healthz``,
             ``/readyz`` and the status page (None: not served; HTTPS when TLS is configured).
+        health_address: ``(host, port)`` of a listener of ``/healthz`` and ``/readyz`` alone
+            (plain HTTP: probes carry no secret), so that probes never wait behind scrapes, the
+            status page or idle connections there (None: not served).
+        limits: the quotas that keep one user, or a flood of strangers, from hurting the others.
     """
 
     host: str = DEFAULT_HOST
@@ -141,6 +146,8 @@ class ServerConfig:
     secret_hashing: SecretHashing = SecretHashing()
     signing_key_file: Path | None = None
     metrics_address: tuple[str, int] | None = None
+    health_address: tuple[str, int] | None = None
+    limits: Limits = Limits()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -167,6 +174,8 @@ class ServerConfig:
                     f"refusing a plaintext status page on non-loopback address {host!r}: "
                     "configure tls_cert/tls_key (it is then HTTPS), or pass --insecure"
                 )
+        if self.health_address is not None and not 0 <= self.health_address[1] <= 65535:
+            raise ConfigError(f"health port must be 0..65535, got {self.health_address[1]}")
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise ConfigError(f"duplicate channel names in {names}")
@@ -242,7 +251,7 @@ def _parse_hashing(raw: Any) -> SecretHashing:
 
 
 # The config file's keys that are not command-line options (feedha.settings reads the rest).
-SECTIONS: Final = frozenset({"feeds", "secret_hashing"})
+SECTIONS: Final = frozenset({"feeds", "secret_hashing", "limits"})
 # Older names of the file's keys, still read: `listen: HOST:PORT` is `host` and `port`.
 _RENAMED: Final = {"token_ttl_s": "token_ttl", "policy_poll_s": "policy_poll"}
 
@@ -275,4 +284,6 @@ def sections_to_kwargs(sections: Mapping[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"channels": _parse_channels(sections.get("feeds"))}
     if "secret_hashing" in sections:
         kwargs["secret_hashing"] = _parse_hashing(sections["secret_hashing"])
+    if "limits" in sections:
+        kwargs["limits"] = parse_limits(sections["limits"])
     return kwargs

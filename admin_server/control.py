@@ -227,7 +227,11 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         self, request: admin_pb2.WatchEventsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[admin_pb2.WatchEventsResponse]:
         """Stream registry changes, commands, subscriptions and policy reloads as they happen."""
-        async with self._hub.listen() as events:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                events = await stack.enter_async_context(self._hub.listen(current_principal().user))
+            except AdminError as exc:  # the user's watch streams are at their quota
+                await abort_with(context, exc)
             yield _event_to_proto(HubEvent(at=self._hub.clock(), kind="watching"))
             while True:
                 yield _event_to_proto(await events.get())

@@ -43,7 +43,14 @@ import grpc
 from google.protobuf import json_format
 
 from feedha import extras, settings
-from feedha.admin_client.channel import TlsFileError, add_tls_arguments, login, open_channel, tls_from_files
+from feedha.admin_client.channel import (
+    PlaintextRefused,
+    TlsFileError,
+    add_tls_arguments,
+    login,
+    open_channel,
+    tls_from_files,
+)
 from feedha.admin_client.errors import status_details
 from feedha.proto import admin_pb2, admin_pb2_grpc
 
@@ -97,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--key-id", default=None, help="API key id (or FEEDHA_KEY_ID)")
     parser.add_argument("--secret", default=None, help="API key secret (or FEEDHA_SECRET)")
     parser.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --tls-ca)")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plaintext gRPC to a server that is not on loopback (refused otherwise)",
+    )
     add_tls_arguments(parser)
     parser.add_argument("--ca", dest="tls_ca", type=Path, help=argparse.SUPPRESS)  # the old name of --tls-ca
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -251,7 +263,7 @@ async def _watch(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
 
 async def _run(args: argparse.Namespace, key_id: str, secret: str, target: str) -> int:
     tls = tls_from_files(args.tls_ca, args.tls_cert, args.tls_key, enabled=args.tls)
-    async with open_channel(target, tls) as channel:
+    async with open_channel(target, tls or (False if args.insecure else None)) as channel:
         md = (await login(channel, key_id, secret, timeout_s=TIMEOUT_S)).metadata
         stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
         if args.command == "adapters":
@@ -284,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The exit code.
     """
-    args = settings.parse(_parser(), sys.argv[1:] if argv is None else argv).args
+    args = settings.parse(
+        _parser(), sys.argv[1:] if argv is None else argv, no_env=frozenset({"insecure"})
+    ).args
     key_id, secret = args.key_id or "", args.secret or ""
     target = args.admin_server or DEFAULT_TARGET
     if not key_id or not secret:
@@ -298,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code()
         print(f"feedctl: {_refusal(exc)}", file=sys.stderr)
         return 2 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) else 1
-    except (OSError, TlsFileError, ValueError) as exc:
+    except (OSError, TlsFileError, PlaintextRefused, ValueError) as exc:
         print(f"feedctl: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

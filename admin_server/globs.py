@@ -44,7 +44,7 @@ from typing import Final
 
 from feedha.admin_server.errors import PatternError
 
-__all__ = ["MAX_PATTERN_LENGTH", "MAX_STEPS", "has_wildcards", "is_covered", "matches"]
+__all__ = ["MAX_PATTERN_LENGTH", "MAX_STEPS", "has_wildcards", "is_covered", "matches", "uncovered_example"]
 
 MAX_PATTERN_LENGTH: Final = 64  # requested patterns only (grants come from the operator's policy)
 MAX_STEPS: Final = 60_000  # NFA position moves before a request is refused as too complex (~0.1 s)
@@ -191,31 +191,60 @@ def _decide(requested: str, grants: tuple[str, ...]) -> bool | PatternError:
         return exc
 
 
+def uncovered_example(requested: str, grants: Sequence[str]) -> str | None:
+    """A symbol ``requested`` matches and no grant does, or ``None`` when the grants cover it.
+
+    The example is the shortest such symbol (breadth first), with each character one
+    representative of the characters that behave alike (see the module notes).
+
+    Raises:
+        PatternError: as :func:`is_covered`.
+    """
+    answer = _example(requested, tuple(dict.fromkeys(grants)))
+    if isinstance(answer, PatternError):
+        raise PatternError(str(answer))
+    return answer
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _example(requested: str, grants: tuple[str, ...]) -> str | None | PatternError:
+    try:
+        return _uncovered(requested, grants)
+    except PatternError as exc:
+        return exc
+
+
 def _is_covered(requested: str, grants: tuple[str, ...]) -> bool:
+    return _uncovered(requested, grants) is None
+
+
+def _uncovered(requested: str, grants: tuple[str, ...]) -> str | None:
     request = _parse(requested)
     if all(token.kind is _Kind.LITERAL for token in request):
         symbol = "".join(token.text for token in request)
-        return any(fnmatch.fnmatchcase(symbol, grant) for grant in grants)
+        return None if any(fnmatch.fnmatchcase(symbol, grant) for grant in grants) else symbol
     if len(requested) > MAX_PATTERN_LENGTH:
         raise PatternError(
             f"pattern {requested!r} is longer than {MAX_PATTERN_LENGTH} characters; "
             "ask for shorter patterns or for symbols"
         )
     if "*" in grants:
-        return True
+        return None
     return _search(request, [_parse(grant) for grant in grants], requested)
 
 
-def _search(request: Pattern, grants: list[Pattern], requested: str) -> bool:
+def _search(request: Pattern, grants: list[Pattern], requested: str) -> str | None:
     alphabet = _representatives([request, *grants])
     start = (_closure(request, {0}), _grant_closure(grants, [(g, 0) for g in range(len(grants))]))
     seen = {start}
+    parents: dict[_State, tuple[_State, str]] = {}  # how each state was first reached
     queue = deque([start])
     steps = 0
     while queue:
-        mine, theirs = queue.popleft()
+        state = queue.popleft()
+        mine, theirs = state
         if len(request) in mine and not any(pos == len(grants[g]) for g, pos in theirs):
-            return False  # the path here is a symbol the request matches and no grant does
+            return _path(parents, state)  # a symbol the request matches and no grant does
         steps += (len(mine) + len(theirs)) * len(alphabet)
         if steps > MAX_STEPS:
             raise PatternError(
@@ -223,11 +252,23 @@ def _search(request: Pattern, grants: list[Pattern], requested: str) -> bool:
                 "ask for simpler patterns or for symbols"
             )
         for char in alphabet:
-            state = (_step(request, mine, char), _grant_step(grants, theirs, char))
-            if state[0] and not _is_universal(grants, state[1]) and state not in seen:
-                seen.add(state)
-                queue.append(state)
-    return True
+            after = (_step(request, mine, char), _grant_step(grants, theirs, char))
+            if after[0] and not _is_universal(grants, after[1]) and after not in seen:
+                seen.add(after)
+                parents[after] = (state, char)
+                queue.append(after)
+    return None
+
+
+_State = tuple[frozenset[int], frozenset[tuple[int, int]]]
+
+
+def _path(parents: dict[_State, tuple[_State, str]], state: _State) -> str:
+    chars: list[str] = []
+    while state in parents:
+        state, char = parents[state]
+        chars.append(char)
+    return "".join(reversed(chars))
 
 
 def _grant_closure(grants: list[Pattern], positions: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:

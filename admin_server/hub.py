@@ -21,28 +21,31 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from feedha.admin_server import access, broker, keyfile, sealing, tokens
-from feedha.admin_server.backoff import LoginThrottle
+from feedha.admin_server.access_keeper import AccessKeeper, lease_holds
 from feedha.admin_server.config import ServerConfig
+from feedha.admin_server.dataplane import DataPlane
 from feedha.admin_server.errors import (
     AuthenticationError,
     FieldViolation,
     InvalidArgumentError,
-    LoginThrottledError,
     NotFoundError,
     PermissionDeniedError,
     PreconditionError,
 )
+from feedha.admin_server.limits import exhausted
+from feedha.admin_server.logins import LoginDesk
 from feedha.admin_server.policy import PolicyFile, Principal
 from feedha.admin_server.purging import PurgeDesk
 from feedha.admin_server.registry import Directive, Registry, RegistryEvent
-from feedha.admin_server.store import ApiKey, Lease, Store, SubscriptionRecord
-from feedha.proto.registry import AdapterRegistration, AdapterStatus, Command, CommandKind, is_curve_key
+from feedha.admin_server.store import Lease, Store, SubscriptionRecord
+from feedha.proto.registry import AdapterRegistration, AdapterStatus, is_curve_key
 
 logger = logging.getLogger(__name__)
 
 EVENT_QUEUE_SIZE: Final = 1000
 COMMAND_QUEUE_SIZE: Final = 100
 ACCESS_INTERVAL_S: Final = 0.5  # expiries are enforced within this (and by the adapters themselves)
+HOUSEKEEPING_S: Final = 30.0  # expired subscriptions and old audit rows go this often
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +64,10 @@ class HubEvent:
 class HubCounters:
     """What the hub has done since start (read by the metrics collector)."""
 
-    logins: dict[str, int] = field(default_factory=dict)  # by result: ok, failed, throttled
+    logins: dict[str, int] = field(default_factory=dict)  # by result: ok, failed, throttled, busy
+    refused: dict[str, int] = field(default_factory=dict)  # requests over a quota, by reason
+    expired_subscriptions: int = 0
+    audit_pruned: int = 0
     routes_granted: int = 0
     policy_reloads: dict[str, int] = field(default_factory=dict)  # by result: ok, rejected
     registry_changes: dict[str, int] = field(default_factory=dict)  # by kind: registered, changed, down
@@ -107,25 +113,46 @@ class Hub:
         self.policy_file = policy_file
         self.clock = clock
         self.registry = Registry(store.load_adapters())
-        self.backoff = LoginThrottle()
-        self._hasher = config.secret_hashing.hasher()
+        self.counters = HubCounters()
+        self.logins = LoginDesk(
+            store,
+            config.secret_hashing.hasher(),
+            config.limits,
+            clock=clock,
+            count=lambda result: self.counters.count(self.counters.logins, result),
+        )
         key = keyfile.load_signing_key(config.signing_key_path, store=store)
         self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
+        self._watches: dict[str, int] = {}  # open watch streams per user
         self._sessions: dict[str, AdapterSession] = {}
         self.seals = sealing.SealRings()
-        self.counters = HubCounters()
         self.purges = PurgeDesk(self)
+        self.dataplane = DataPlane(self, on_seal=self._sealed)
+        # The access passes read the subscriptions with a connection of their own, on their thread.
+        self._reader = None if str(config.database) == ":memory:" else Store(config.database, readonly=True)
+        reader = self._reader
+        self.access = AccessKeeper(
+            self.dataplane.snapshot if reader is None else lambda: self.dataplane.snapshot(reader),
+            self.dataplane.apply,
+            snapshot_off_loop=reader is not None,
+        )
 
     def __repr__(self) -> str:
         return f"<Hub [{self.registry!r}, listeners={len(self._listeners)}, sessions={len(self._sessions)}]>"
+
+    def close(self) -> None:
+        """Close the access passes' database connection (the store is the server's to close)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     # -- authentication
 
     async def login(
         self, key_id: str, secret: str, *, peer: str
     ) -> tuple[str, tokens.TokenClaims, Principal]:
-        """Check an API key and issue a token.
+        """Check an API key and issue a token (see :mod:`admin_server.logins` for the limits).
 
         Args:
             key_id: the API key id.
@@ -133,40 +160,16 @@ class Hub:
             peer: the client address without port (:func:`backoff.peer_address`).
 
         Raises:
-            LoginThrottledError: the key or the address failed too often recently.
+            LoginThrottledError: the key failed too often recently, or the address is over its rate.
+            ResourceExhaustedError: too many logins are being checked at once.
             AuthenticationError: unknown key or wrong secret.
         """
-        key = self.store.find_key(key_id) if key_id else None
-        wait = self.backoff.retry_after(key_id, peer, now=self.clock())
-        if wait > 0:
-            self._audit_failed_login(key_id, key, peer, "throttled")
-            self.counters.count(self.counters.logins, "throttled")
-            raise LoginThrottledError(wait)
-        try:
-            if key is None:
-                # Hash anyway, so an unknown key id costs the same time as a wrong secret.
-                await asyncio.to_thread(tokens.hash_secret, secret, hasher=self._hasher)
-                raise AuthenticationError(f"unknown API key id {key_id[:64]!r}")
-            await asyncio.to_thread(tokens.verify_secret, key.secret_hash, secret)
-        except AuthenticationError:
-            self.counters.count(self.counters.logins, "failed")
-            delay = self.backoff.on_failure(None if key is None else key.key_id, peer, now=self.clock())
-            self._audit_failed_login(key_id, key, peer, "unknown key id" if key is None else "wrong secret")
-            logger.warning("failed login for key %r from %s (next delay %.1f s)", key_id[:64], peer, delay)
-            raise
-        self.backoff.on_success(key.key_id)
-        self.counters.count(self.counters.logins, "ok")
+        key = await self.logins.check(key_id, secret, peer=peer)
         token, claims = self.signer.issue(user=key.user, key_id=key.key_id, now=self.clock())
         # A new token keeps the user's subscriptions on the data plane until it expires.
         if self.store.extend_subscriptions(key.user, Lease(claims.expires_at, key.key_id, claims.issued_at)):
             self.reconcile_access()
         return token, claims, self.principal(key.user)
-
-    def _audit_failed_login(self, key_id: str, key: ApiKey | None, address: str, reason: str) -> None:
-        user = key.user if key is not None else ""
-        self.store.audit_failed_login(
-            key_id=key_id, user=user, address=address, reason=reason, now=self.clock()
-        )
 
     def authenticate(self, token: str) -> Principal:
         """Verify a bearer token and resolve its principal (see :meth:`authenticate_token`)."""
@@ -245,6 +248,7 @@ class Hub:
             raise InvalidArgumentError(
                 message, violations=[FieldViolation("curve_public_key", "CURVE_KEY_INVALID", message)]
             )
+        self._check_quotas(principal.user, curve_key)
         routes = self.routes(principal, symbols)
         record = self.store.add_subscription(
             user=principal.user,
@@ -257,8 +261,29 @@ class Hub:
         self.publish(
             HubEvent(at=self.clock(), kind="subscribe", detail=f"{record.subscription_id} {principal.user}")
         )
+        self.dataplane.grant_now(record, routes)
         self.reconcile_access()
         return record, routes
+
+    def _check_quotas(self, user: str, curve_key: str) -> None:
+        """Refuse a subscription over the user's quotas (``RESOURCE_EXHAUSTED``, the limit named)."""
+        limits = self.config.limits
+        count, keys = self.store.subscription_counts(user, curve_key)
+        if count >= limits.subscriptions_per_user:
+            self.counters.count(self.counters.refused, "TOO_MANY_SUBSCRIPTIONS")
+            raise exhausted(
+                f"user {user!r} holds {count} subscriptions; cancel some first",
+                limits.subscriptions_per_user,
+                reason="TOO_MANY_SUBSCRIPTIONS",
+            )
+        if curve_key and keys >= limits.curve_keys_per_user:
+            self.counters.count(self.counters.refused, "TOO_MANY_CURVE_KEYS")
+            raise exhausted(
+                f"user {user!r} has subscriptions with {keys} other CURVE keys; reuse one, or cancel "
+                "the subscriptions of keys no longer used",
+                limits.curve_keys_per_user,
+                reason="TOO_MANY_CURVE_KEYS",
+            )
 
     def owned_subscription(self, principal: Principal, subscription_id: str) -> SubscriptionRecord:
         """A subscription the principal may change (its own, or any for an admin).
@@ -286,6 +311,7 @@ class Hub:
         self.store.update_subscription(subscription_id, symbols=items, now=self.clock(), lease=lease)
         self.counters.routes_granted += len(routes)
         self.publish(HubEvent(at=self.clock(), kind="modify", detail=subscription_id, routes_changed=True))
+        self.dataplane.grant_now(self.store.find_subscription(subscription_id), routes)
         self.reconcile_access()
         return routes
 
@@ -299,98 +325,55 @@ class Hub:
     # -- data-plane access
 
     def reconcile_access(self) -> None:
-        """Bring the data plane in line with the subscriptions, the policy and the clock.
+        """Ask for the data plane to be brought in line with the subscriptions, the policy and the clock.
 
-        Every connected adapter learns which subscriber keys it must accept now
-        (see :mod:`access`); multicast channels' packet keys are rotated and
-        handed out (see :mod:`sealing`).
+        A pass runs soon, off the event loop (:mod:`admin_server.access_keeper`): every
+        connected adapter learns which subscriber keys it must accept now (see
+        :mod:`access`), and multicast channels' packet keys are rotated and handed out
+        (see :mod:`sealing`).
         """
-        now, memo = self.clock(), {}  # one route plan per subscription per reconciliation
+        self.access.request()
 
-        def channels_of(sub: SubscriptionRecord) -> dict[str, bool]:
-            if sub.subscription_id not in memo:
-                memo[sub.subscription_id] = self._reach_of(sub)
-            return memo[sub.subscription_id]
+    def _sealed(self, channel: str, now: float) -> None:
+        self.publish(
+            HubEvent(at=now, kind="seal", channel_name=channel, detail="packet keys", routes_changed=True)
+        )
 
-        subscriptions = self.store.subscriptions()
-        wanted = access.desired_grants(subscriptions, now=now, channels_for=channels_of)
-        entitled = access.entitled_subscriptions(subscriptions, now=now, channels_for=channels_of)
-        self._reconcile_seals(entitled, now=now)
-        for session in list(self._sessions.values()):
-            with contextlib.suppress(NotFoundError):
-                record = self.registry.get(session.adapter_id)
-                if not record.registration.curve_public_key:
-                    continue  # a plain adapter: nothing to enforce
-                target = wanted.get(record.channel_name, {})
-                for command in access.plan_commands(session.told, target, reason="data-plane access"):
-                    try:
-                        session.commands.put_nowait(Directive(adapter_id=session.adapter_id, command=command))
-                    except asyncio.QueueFull:
-                        session.told = None  # not reading: tell it everything again next time
-                        break
-                else:
-                    if session.told != target:
-                        revoked = len(set(session.told or ()) - set(target))
-                        logger.info(
-                            "adapter %s: %d key(s) granted, %d revoked",
-                            session.adapter_id,
-                            len(target),
-                            revoked,
-                        )
-                    session.told = dict(target)
-
-    def _reconcile_seals(self, entitled: dict[str, set[str]], *, now: float) -> None:
-        sealed = {
-            record.channel_name
-            for record in self.registry.records()
-            if sealing.is_multicast(record.registration.line_endpoint)
-        }
-        for channel in sorted(self.seals.update(sealed, entitled, now=now)):
-            self.publish(
-                HubEvent(at=now, kind="seal", channel_name=channel, detail="packet keys", routes_changed=True)
-            )
-        for session in list(self._sessions.values()):
-            with contextlib.suppress(NotFoundError):
-                record = self.registry.get(session.adapter_id)
-                key = self.seals.current(record.channel_name)
-                if key is None or not sealing.is_multicast(record.registration.line_endpoint):
-                    continue
-                if session.sealing_with != key.key_id:
-                    command = Command(kind=CommandKind.SEAL, seal_key=key, reason="packet key")
-                    with contextlib.suppress(asyncio.QueueFull):  # not reading: told again next time
-                        session.commands.put_nowait(Directive(adapter_id=session.adapter_id, command=command))
-                        session.sealing_with = key.key_id
-                        logger.info("adapter %s: seal with key %d", session.adapter_id, key.key_id)
+    def adapter_session_list(self) -> list[AdapterSession]:
+        """The adapter streams connected now."""
+        return list(self._sessions.values())
 
     def lease_holds(self, sub: SubscriptionRecord) -> bool:
         """Whether the token behind a subscription still stands: not expired, its API key unchanged."""
-        if sub.valid_until <= self.clock():
-            return False
-        if sub.key_id:  # the key behind its token was rotated or removed: so is its access
+        rotated: dict[str, float | None] = {}
+        if sub.key_id:
             key = self.store.find_key(sub.key_id)
-            return key is not None and key.rotated_at <= sub.granted_at + 1e-3
-        return True
-
-    def _channels_of(self, sub: SubscriptionRecord) -> list[str]:
-        return [name for name, delayed_only in self._reach_of(sub).items() if not delayed_only]
-
-    def _reach_of(self, sub: SubscriptionRecord) -> dict[str, bool]:
-        """The channels a subscription's routes reach, each with whether by delayed routes only."""
-        if not self.lease_holds(sub):
-            raise AuthenticationError(
-                f"subscription {sub.subscription_id}: its token expired or its key changed"
-            )
-        reach: dict[str, bool] = {}
-        for route in self.routes(self.principal(sub.user), sub.symbols):
-            name = route.channel.name
-            reach[name] = reach.get(name, True) and route.delayed
-        return reach
+            rotated[sub.key_id] = None if key is None else key.rotated_at
+        return lease_holds(sub, now=self.clock(), rotated=rotated)
 
     async def watch_access(self, interval_s: float = ACCESS_INTERVAL_S) -> None:
-        """Reconcile data-plane access every ``interval_s`` forever (expiries; runs as a task)."""
+        """Reconcile data-plane access when asked and every ``interval_s`` (expiries; runs as a task)."""
+        await self.access.run(interval_s)
+
+    async def housekeeping(self, interval_s: float = HOUSEKEEPING_S) -> None:
+        """Forever: delete subscriptions whose login lapsed, prune the audit log (runs as a task)."""
         while True:
+            self.tidy()
             await asyncio.sleep(interval_s)
+
+    def tidy(self) -> None:
+        """Delete subscriptions whose owner's token lapsed ``subscription_grace_s`` ago; prune the audit."""
+        limits, now = self.config.limits, self.clock()
+        gone = self.store.delete_expired_subscriptions(before=now - limits.subscription_grace_s)
+        for subscription_id in gone:
+            self.publish(HubEvent(at=now, kind="cancel", detail=subscription_id, routes_changed=True))
+        if gone:
+            self.counters.expired_subscriptions += len(gone)
+            logger.info("deleted %d subscription(s) whose login lapsed", len(gone))
             self.reconcile_access()
+        self.counters.audit_pruned += self.store.prune_audit(
+            before=now - limits.audit_max_age_s, keep=limits.audit_max_rows
+        )
 
     # -- adapters
 
@@ -537,13 +520,9 @@ class Hub:
         return len(self._listeners)
 
     def subscribers_by_channel(self) -> dict[str, int]:
-        """How many live subscriptions reach each channel in real time (expired leases not counted)."""
-        counts: dict[str, int] = {}
-        for sub in self.store.subscriptions():
-            with contextlib.suppress(AuthenticationError):
-                for channel in self._channels_of(sub):
-                    counts[channel] = counts.get(channel, 0) + 1
-        return counts
+        """How many live subscriptions reach each channel in real time, as of the last access pass."""
+        last = self.access.last
+        return {} if last is None else {channel: len(subs) for channel, subs in last.entitled.items()}
 
     # -- events
 
@@ -555,14 +534,36 @@ class Hub:
             queue.put_nowait(event)
 
     @contextlib.asynccontextmanager
-    async def listen(self) -> AsyncIterator[asyncio.Queue[HubEvent]]:
-        """A queue that receives every event published while the context is open."""
+    async def listen(self, user: str | None = None) -> AsyncIterator[asyncio.Queue[HubEvent]]:
+        """A queue that receives every event published while the context is open.
+
+        Args:
+            user: the caller whose watch this is (counted against ``watches_per_user``);
+                ``None`` for the server's own listeners.
+
+        Raises:
+            ResourceExhaustedError: the user has ``watches_per_user`` watches open already.
+        """
+        if user is not None:
+            open_now, limit = self._watches.get(user, 0), self.config.limits.watches_per_user
+            if open_now >= limit:
+                self.counters.count(self.counters.refused, "TOO_MANY_WATCHES")
+                raise exhausted(
+                    f"user {user!r} has {open_now} watch streams open; close some first",
+                    limit,
+                    reason="TOO_MANY_WATCHES",
+                )
+            self._watches[user] = open_now + 1
         queue: asyncio.Queue[HubEvent] = asyncio.Queue(EVENT_QUEUE_SIZE)
         self._listeners.add(queue)
         try:
             yield queue
         finally:
             self._listeners.discard(queue)
+            if user is not None:
+                left = self._watches.pop(user, 1) - 1
+                if left > 0:
+                    self._watches[user] = left
 
     async def watch_policy(self) -> None:
         """Poll the policy file's mtime forever; reload on change (runs as a task)."""

@@ -149,16 +149,28 @@ class Policy:
         Raises:
             PatternError: a pattern too long or too complex to check (refused).
         """
-        groups = self.groups_of(principal)
-        granted: dict[Mode, list[str]] = {Mode.REALTIME: [], Mode.DELAYED: []}
-        for rule in self.rules:
-            if principal.user in rule.users or groups & rule.groups:
-                granted[rule.mode].extend(rule.symbols)
+        granted = self.granted(principal)
         if globs.is_covered(requested, granted[Mode.REALTIME]):
             return Mode.REALTIME
         if globs.is_covered(requested, granted[Mode.REALTIME] + granted[Mode.DELAYED]):
             return Mode.DELAYED
         return Mode.NONE
+
+    def granted(self, principal: Principal) -> dict[Mode, list[str]]:
+        """The patterns the principal's rules grant, by mode (``REALTIME``, ``DELAYED``)."""
+        groups = self.groups_of(principal)
+        granted: dict[Mode, list[str]] = {Mode.REALTIME: [], Mode.DELAYED: []}
+        for rule in self.rules:
+            if principal.user in rule.users or groups & rule.groups:
+                granted[rule.mode].extend(rule.symbols)
+        return granted
+
+    def reach(self, principal: Principal, *, delayed: bool) -> tuple[str, ...]:
+        """What the principal may read in a mode: real-time grants; for delayed, both kinds."""
+        granted = self.granted(principal)
+        if delayed:
+            return (*granted[Mode.REALTIME], *granted[Mode.DELAYED])
+        return tuple(granted[Mode.REALTIME])
 
     def may_register(self, principal: Principal, *, channel_name: str, adapter_id: str) -> bool:
         """Whether the principal may register adapter ``adapter_id`` on ``channel_name``.

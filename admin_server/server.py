@@ -17,6 +17,8 @@ binds any free port; it always prints ``listening on HOST:PORT`` (flushed)
 once it serves. With ``--metrics`` it also serves HTTP there (HTTPS when TLS
 is configured): ``/metrics`` (Prometheus), ``/healthz``, ``/readyz`` and the
 operators' status page at ``/``, and prints ``http listening on HOST:PORT``.
+With ``--health`` it serves ``/healthz`` and ``/readyz`` alone on a listener of
+their own and prints ``health listening on HOST:PORT``.
 ``login-link`` prints a one-time link that logs a browser in to the status
 page as USER (who needs the admin role); the link works once, for ``--ttl``
 seconds (default 600).
@@ -62,7 +64,7 @@ from feedha.admin_server.service import AdminAuthServicer, StreamBrokerServicer
 from feedha.admin_server.status_page import LINK_TTL_S, StatusPage, new_login_link
 from feedha.admin_server.store import Store
 from feedha.proto import admin_pb2, admin_pb2_grpc
-from feedha.transport.health import health_routes
+from feedha.transport.health import PROBE_LIMITS, health_routes, probe_routes
 from feedha.transport.http import HttpServer, parse_address
 
 logger = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class AdminServer:
         self._store: Store | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.http: HttpServer | None = None
+        self.health: HttpServer | None = None  # the probes' own listener
         self.status_page: StatusPage | None = None
         self._serving = False
 
@@ -137,6 +140,7 @@ class AdminServer:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._tasks.append(asyncio.create_task(hub.watch_policy(), name="policy-watch"))
         self._tasks.append(asyncio.create_task(hub.watch_access(), name="access-watch"))
+        self._tasks.append(asyncio.create_task(hub.housekeeping(), name="housekeeping"))
         self._serving = True
         logger.info(
             "admin server listening on %s:%d (tls=%s)", self.config.host, self.port, self.config.has_tls
@@ -144,6 +148,15 @@ class AdminServer:
         return self.port
 
     async def _start_http(self, hub: Hub) -> None:
+        if self.config.health_address is not None:
+            host, port = self.config.health_address
+            self.health = HttpServer(
+                probe_routes(alive=self._alive, ready=self._ready), host=host, port=port, limits=PROBE_LIMITS
+            )
+            try:
+                await self.health.start()
+            except OSError as exc:
+                raise ConfigError(f"cannot bind the health listener {host}:{port}: {exc}") from exc
         if self.config.metrics_address is None:
             return
         host, port = self.config.metrics_address
@@ -176,9 +189,10 @@ class AdminServer:
     async def stop(self, grace: float | None = 1.0) -> None:
         """Stop serving and close the database."""
         self._serving = False
-        if self.http is not None:
-            await self.http.stop()
-            self.http = None
+        for http in (self.http, self.health):
+            if http is not None:
+                await http.stop()
+        self.http = self.health = None
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -187,6 +201,9 @@ class AdminServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        if self.hub is not None:
+            await self.hub.access.wait_idle()  # an access pass's thread may still read the database
+            self.hub.close()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -240,6 +257,8 @@ def _build_config(args: argparse.Namespace, sections: Mapping[str, Any]) -> Serv
         kwargs["policy_poll_s"] = args.policy_poll
     if args.metrics is not None:
         kwargs["metrics_address"] = parse_address(args.metrics)
+    if args.health is not None:
+        kwargs["health_address"] = parse_address(args.health, option="--health")
     return ServerConfig(**kwargs)
 
 
@@ -276,6 +295,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="serve HTTP there: /metrics, /healthz, /readyz and the status page (HTTPS with TLS; "
         "port 0 picks one; default: not served)",
+    )
+    parser.add_argument(
+        "--health",
+        metavar="HOST:PORT",
+        help="serve /healthz and /readyz alone there (plain HTTP), so that probes never wait behind "
+        "scrapes, the status page or idle connections (port 0 picks one; default: not served)",
     )
     settings.add_common_arguments(parser, log_level="INFO")
     sub = parser.add_subparsers(dest="command")
@@ -371,6 +396,8 @@ async def _serve(config: ServerConfig) -> None:
     print(f"listening on {config.host}:{server.port}", flush=True)
     if server.http is not None:
         print(f"http listening on {server.http.host}:{server.http.port} ({server.http.scheme})", flush=True)
+    if server.health is not None:
+        print(f"health listening on {server.health.host}:{server.health.port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -8,6 +8,7 @@ through :func:`~admin_server.status.abort_with` (``status.py``), here, in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
@@ -119,7 +120,11 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
             record = hub.owned_subscription(principal, sub_id)
         except AdminError as exc:
             await abort_with(context, exc)
-        async with hub.listen() as events:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                events = await stack.enter_async_context(hub.listen(principal.user))
+            except AdminError as exc:  # the user's watch streams are at their quota
+                await abort_with(context, exc)
             try:
                 routes = hub.routes(principal, record.symbols)
             except (AdminError, ValueError) as exc:

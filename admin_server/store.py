@@ -23,8 +23,10 @@ from feedha.admin_server.registry import AdapterRecord
 from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 
 SCHEMA_VERSION: Final = 1
-LOGIN_AUDIT_WINDOW_S: Final = 1.0
-MAX_LOGIN_AUDIT_ROWS: Final = 100  # failed-login rows per window; the rest are counted in one
+LOGIN_AUDIT_WINDOW_S: Final = 60.0
+MAX_LOGIN_AUDIT_ROWS: Final = 100  # failed-login rows per window (~144,000 a day at most); the rest in one
+MAX_AUDIT_TARGET: Final = 128  # characters of an audit row's target ...
+MAX_AUDIT_DETAIL: Final = 512  # ... and of its detail (a caller's endpoint, a reason: cut, one line)
 MAX_LOGIN_LINKS: Final = 100  # unused status-page login links kept; older ones are dropped
 
 _SCHEMA: Final = """
@@ -43,6 +45,8 @@ CREATE TABLE IF NOT EXISTS audit (
     target TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS login_links (
     token_hash TEXT PRIMARY KEY, user TEXT NOT NULL, expires_at REAL NOT NULL, created_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS subscriptions_by_user ON subscriptions(user);
+CREATE INDEX IF NOT EXISTS audit_by_time ON audit(at);
 """
 
 
@@ -157,13 +161,18 @@ class Store:
     Args:
         path: the database file (created with its schema if missing);
             ``":memory:"`` for tests.
+        readonly: open a connection that only reads an existing file (for another thread).
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
         self.path = path
-        self._db = _connect(path)
         self._login_window_at = 0.0
         self._login_rows: dict[tuple[str, str, str, str], int] = {}  # this window's failed-login rows
+        if readonly:  # a second connection that only reads (WAL: it never waits for the writer)
+            uri = f"file:{Path(path).resolve()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            return
+        self._db = _connect(path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -323,6 +332,26 @@ class Store:
         )
         return record
 
+    def subscription_counts(self, user: str, curve_key: str = "") -> tuple[int, int]:
+        """``(subscriptions of user, distinct CURVE keys among them other than curve_key)``."""
+        row = self._db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT CASE WHEN curve_key NOT IN ('', ?) THEN curve_key END) "
+            "FROM subscriptions WHERE user = ?",
+            (curve_key, user),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    def delete_expired_subscriptions(self, *, before: float) -> list[str]:
+        """Delete the subscriptions whose data-plane lease ended before ``before``; their ids.
+
+        A subscription stored without a lease (``valid_until`` 0) is kept.
+        """
+        rows = self._db.execute(
+            "DELETE FROM subscriptions WHERE valid_until > 0 AND valid_until < ? RETURNING subscription_id",
+            (before,),
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
     def extend_subscriptions(self, user: str, lease: Lease) -> int:
         """Renew the data-plane access of every subscription of ``user`` under a new token's ``lease``."""
         cursor = self._db.execute(
@@ -414,11 +443,25 @@ class Store:
     # -- audit
 
     def audit(self, *, user: str, action: str, target: str, detail: str, now: float) -> None:
-        """Append an operator action to the audit log."""
+        """Append an operator action to the audit log (target and detail cut to a bounded line)."""
         self._db.execute(
             "INSERT INTO audit(at, user, action, target, detail) VALUES (?, ?, ?, ?, ?)",
-            (now, user, action, target, detail),
+            (
+                now,
+                _printable(user, 64),
+                action,
+                _printable(target, MAX_AUDIT_TARGET),
+                _printable(detail, MAX_AUDIT_DETAIL),
+            ),
         )
+
+    def prune_audit(self, *, before: float, keep: int) -> int:
+        """Delete audit rows older than ``before`` and all but the newest ``keep``; how many went."""
+        gone = self._db.execute("DELETE FROM audit WHERE at < ?", (before,)).rowcount
+        gone += self._db.execute(
+            "DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?", (keep,)
+        ).rowcount
+        return max(0, gone)
 
     def audit_failed_login(self, *, key_id: str, user: str, address: str, reason: str, now: float) -> None:
         """Audit a failed login, collapsing repeats (action ``login-failed``, target the key id).
@@ -426,7 +469,8 @@ class Store:
         Within one :data:`LOGIN_AUDIT_WINDOW_S` window, failures with the same key
         id, address and reason share one row whose ``count`` grows; past
         :data:`MAX_LOGIN_AUDIT_ROWS` rows in a window, the rest share a single
-        ``*`` row. So a flood costs at most that many rows per window.
+        ``*`` row. So a flood costs at most that many rows per window (and
+        retention, :meth:`prune_audit`, bounds the table).
 
         Args:
             key_id: the key id presented (cut to 64 printable characters).
@@ -462,9 +506,9 @@ class Store:
         ]
 
 
-def _printable(text: str) -> str:
-    # Key ids come from strangers: keep the audit log short and one line per row.
-    return "".join(c if c.isprintable() else "?" for c in text[:64])
+def _printable(text: str, limit: int = 64) -> str:
+    # Key ids, endpoints, reasons come from strangers: keep the audit log short, one line per row.
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
 def _connect(path: Path | str) -> sqlite3.Connection:

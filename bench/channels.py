@@ -116,6 +116,8 @@ def _spawn(
 ) -> Any:
     from feedha.procs import JsonProcess, python_argv
 
+    if segment is not None:  # plain sockets between the namespaces' hosts, on purpose
+        args = [*args, "--insecure"]
     argv = python_argv(module, args, nice=nice)
     if segment is not None:
         argv = segment.exec_argv(host, argv)

@@ -233,7 +233,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
         procs += [proc for _ch, proc in clients]
         for _ch, proc in clients:
             proc.wait_event("ready", 30)
-        sources = [_start_source(options, group, log) for group in groups]
+        sources = [_start_source(options, group, keys, log) for group in groups]
         procs += sources
         cpu = _measure_cpu(options, adapters[0], sources[0], clients[0][1]) if options.measure_cpu else None
         summaries = []
@@ -301,11 +301,21 @@ class _SecureGroup:
         grants = self.root / f"{self.group.channel}-grants.txt"
         grants.write_text(client.public.decode() + "\n", encoding="ascii")
         self._keys(f"adapter-{number}")
+        self._keys("source")
         return [
             *("--curve-key", str(self.root / f"{self.group.channel}-adapter-{number}.key")),
             *("--sync-key", str(self.root / f"{self.group.channel}-sync.key")),
+            *("--source-key", str(self.root / f"{self.group.channel}-source.key.pub")),
             *("--grant-keys", str(grants)),
         ]
+
+    def source_argv(self) -> list[str]:
+        """The source's key pair, admitting the group's adapters (the source link is CURVE too)."""
+        argv = ["--curve-key", str(self.root / f"{self.group.channel}-source.key")]
+        for plan in self.group.adapters:
+            self._keys(f"adapter-{plan.adapter}")
+            argv += ["--allow-key", str(self.root / f"{self.group.channel}-adapter-{plan.adapter}.key.pub")]
+        return argv
 
     def client_argv(self) -> list[str]:
         argv = ["--curve-key", str(self.root / f"{self.group.channel}-client.key")]
@@ -338,7 +348,7 @@ def _start_clients(
     return clients
 
 
-def _start_source(options: PipelineOptions, group: Any, log: IO[str]) -> Any:
+def _start_source(options: PipelineOptions, group: Any, keys: Any, log: IO[str]) -> Any:
     from feedha.procs import SOURCE_NICE, JsonProcess
 
     pacing = ["--rate", str(options.rate), "--seconds", str(options.seconds)]
@@ -351,6 +361,8 @@ def _start_source(options: PipelineOptions, group: Any, log: IO[str]) -> Any:
         *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
         *(("--pregenerate",) if options.pregenerate else ()),
     ]
+    if keys is not None:
+        source_args += _SecureGroup(Path(keys.name), group).source_argv()
     # A capacity run's source (pregenerated) is a simulator sending each message when due: at
     # full priority it would wake ~100k times a second at 250k msg/s and take the CPU of the
     # system under test (adapters missed heartbeats and failed over). Niced, as the drills run

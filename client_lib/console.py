@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
         help="with --key-file: this host's IPv4 address to join multicast lines on (they name the adapter's)",
     )
     add_tls_arguments(parser)
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plaintext gRPC to an admin server that is not on loopback (refused otherwise)",
+    )
     parser.add_argument("--count", type=int, help="stop after this many deliveries")
     parser.add_argument("--seconds", type=float, help="stop after this many seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
@@ -223,7 +228,7 @@ def run_logged_in(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _credentials(args: argparse.Namespace) -> tuple[str, str, str, TlsConfig | None]:
+def _credentials(args: argparse.Namespace) -> tuple[str, str, str, TlsConfig | bool | None]:
     # The admin server, key id, secret and TLS settings from the key file and the options.
     try:
         key = json.loads(open(args.key_file, encoding="utf-8").read())
@@ -233,7 +238,7 @@ def _credentials(args: argparse.Namespace) -> tuple[str, str, str, TlsConfig | N
             "--key-file", args.key_file, f"not a key file with key_id and secret: {exc}"
         ) from exc
     try:
-        tls = tls_from_files(args.tls_ca, args.tls_cert, args.tls_key)
+        tls = tls_from_files(args.tls_ca, args.tls_cert, args.tls_key) or (False if args.insecure else None)
     except ValueError as exc:
         raise ConfigError("--tls-cert/--tls-key", args.tls_cert or args.tls_key, str(exc)) from exc
     return admin, key_id, secret, tls
@@ -283,7 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 on success, 2 on bad arguments, 1 on a transport error.
     """
     try:
-        args = settings.parse(_parser(), list(sys.argv[1:] if argv is None else argv)).args
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = settings.parse(_parser(), argv, no_env=frozenset({"insecure"})).args
     except SystemExit as exc:  # --help or an argparse error
         return exc.code if isinstance(exc.code, int) else 2
     logs.configure_from(args)

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from feedha import netns, transport
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
@@ -98,10 +98,16 @@ class Placement:
         self, name: str, host: str, module: str, args: Sequence[str], log: IO[str], *, nice: int = 0
     ) -> JsonProcess:
         """Start ``python -m module args`` on ``host`` (its namespace, or here)."""
+        if self.segment is not None and module in _SECURE_BY_DEFAULT:
+            args = [*args, "--insecure"]  # plain sockets between the namespaces' hosts, on purpose
         argv = python_argv(module, args, nice=nice)
         if self.segment is not None:
             argv = self.segment.exec_argv(host, argv)
         return JsonProcess(name, argv, log=log)
+
+
+# Components that refuse to run without keys off loopback (docs/security.md, "Default posture").
+_SECURE_BY_DEFAULT: Final = ("feedha.adapter", "feedha.plain_source", "feedha.spark_feed.job")
 
 
 def adapter_host(number: int) -> str:

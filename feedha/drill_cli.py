@@ -1,8 +1,10 @@
-"""``feedha drill``: the command line of the drills (``failover``, ``chaos`` and ``delayed``).
+"""``feedha drill``: the command line of the drills (``failover``, ``chaos``, ``delayed``, ``abuse``).
 
 The drills themselves are :mod:`feedha.drill` (failover, with the network
-faults), :mod:`feedha.chaos` (a seeded schedule of faults under load) and
-:mod:`feedha.drill_delayed` (the delayed stream, purges and a failover).
+faults), :mod:`feedha.chaos` (a seeded schedule of faults under load),
+:mod:`feedha.drill_delayed` (the delayed stream, purges and a failover) and
+:mod:`feedha.drill_abuse` (users with valid keys, and crowds without, against a
+secure cluster).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _late_join_arguments(sub)
     _delayed_arguments(sub)
+    _abuse_arguments(sub)
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
     failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
@@ -202,6 +205,32 @@ def _run_delayed(args: argparse.Namespace) -> int:
     return 0 if result is not None and drill_delayed.passed(result, purges=args.purge) else 1
 
 
+def _abuse_arguments(sub: Any) -> None:
+    from feedha import drill_abuse
+
+    drill_abuse.add_arguments(
+        sub.add_parser(
+            "abuse",
+            help="quotas and limits under abuse: subscription and login floods, churn, idle connections, "
+            "replay hoarding, while an honest subscriber must lose nothing",
+            description=drill_abuse.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+
+
+def _run_abuse(args: argparse.Namespace) -> int:
+    from feedha import drill_abuse
+
+    try:
+        options = drill_abuse.options_from(args)
+    except ValueError as exc:
+        print(f"feedha drill abuse: {exc}", file=sys.stderr)
+        return 2
+    result = _run_logged("abuse", args, lambda log: drill_abuse.run_abuse(options, log))
+    return 0 if result is not None and result["passed"] else 1
+
+
 def _run_logged(
     name: str, args: argparse.Namespace, run: Callable[[IO[str]], dict[str, Any]]
 ) -> dict[str, Any] | None:
@@ -286,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_late_join(args)
     if args.drill == "delayed":
         return _run_delayed(args)
+    if args.drill == "abuse":
+        return _run_abuse(args)
     if args.drill == "chaos":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with tempfile.NamedTemporaryFile("w", prefix="feedha-chaos-", suffix=".log", delete=False) as log:

@@ -4,13 +4,17 @@
 (mode 0600, ZeroMQ's certificate format) that ``feedha adapter --curve-key``
 or ``--sync-key`` reads, and ``FILE.pub`` beside it with the public key
 alone. It prints each public key. A sync-bus key is one pair shared by every
-adapter of a channel; each adapter also has its own pair for its line.
+adapter of a channel; each adapter also has its own pair for its line. Files
+are written new (0600, or 0644 for the ``.pub``) and moved into place: with
+``--force`` an old file, with whatever mode, or a symlink is replaced, never
+written through.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     new.add_argument("--force", action="store_true", help="replace existing files")
     new.add_argument("--json", action="store_true", help="print {file: public key} as JSON")
     args = parser.parse_args(argv)
-    existing = [str(f) for f in args.files if f.exists() and not args.force]
+    # lexists: a dangling symlink is something there too (and --force replaces it, never follows it).
+    existing = [str(f) for f in args.files if os.path.lexists(f) and not args.force]
     if existing:
         print(f"feedha keys: exists (use --force to replace): {', '.join(existing)}", file=sys.stderr)
         return 2

@@ -5,17 +5,20 @@ the feed source (the plain source by default, or the Spark job), and
 ``--channels N`` adapter groups (an active and two backups each, journals
 and replay services on). Every adapter serves its line and replay service
 with CURVE and admits only the subscriber keys the admin server grants; each
-group's sync bus has its own key. Every adapter also serves a delayed line
+group's sync bus has its own key; the source link is CURVE too (the source
+admits the adapters' keys, the adapters verify the source's). The adapters'
+control sockets are ``ipc://`` sockets in a directory only the user can
+enter (nobody else on the machine can purge or promote). Every adapter also serves a delayed line
 (``--delay`` seconds behind, 15 minutes by default) from its journal. Four
 users are created, each with a key file (JSON: admin address, key id,
 secret; mode 0600): ``subscriber`` (real-time, every symbol), ``delayed``
 (delayed-only), ``mixed`` (real-time for symbols A-M, delayed for the rest)
 and ``operator`` (feedctl, and the status page). Every daemon serves Prometheus metrics,
-``/healthz`` and ``/readyz`` on a loopback port. Then one JSON line tells
-where everything is::
+``/healthz`` and ``/readyz`` on a loopback port, and its probes again on a listener of
+their own (``health``). Then one JSON line tells where everything is::
 
     {"admin": "127.0.0.1:PORT", "status_page": "http://127.0.0.1:PORT/login?token=...",
-     "metrics": ["http://127.0.0.1:PORT/metrics", ...],
+     "metrics": ["http://127.0.0.1:PORT/metrics", ...], "health": ["http://127.0.0.1:PORT", ...],
      "users": {"subscriber": FILE, "delayed": FILE, "mixed": FILE, "operator": FILE},
      "channels": [{"name": ..., "number": ..., "lines": [...], "delayed_lines": [...],
                    "replay": [...]}], "dir": DIR}
@@ -31,6 +34,7 @@ Try it: ``feedha subscribe --key-file FILE --channel NAME --count 10``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -69,6 +73,11 @@ rules:
     symbols: ["[A-M]*"]
     mode: realtime
 """
+# The admin server's argon2id cost: cheap for a development cluster, or the production default.
+_HASHING = {
+    "fast": "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n",
+    "default": "",
+}
 USERS = (
     ("subscriber", ["--group", "traders"]),
     ("delayed", ["--group", "delayed"]),
@@ -98,6 +107,8 @@ class Cluster:
         self.status_page = ""
         self.key_files: dict[str, str] = {}
         self.source: JsonProcess | None = None
+        self.keys = workdir / "keys"
+        self.admin_health = ""
 
     def _admin_cli(self, *args: str) -> str:
         command = [sys.executable, "-m", "feedha", "admin-server", *args, "--config", str(self._config)]
@@ -112,7 +123,7 @@ class Cluster:
         self._config = self.workdir / "admin-server.yaml"
         self._config.write_text(
             f"listen: 127.0.0.1:{port}\ndatabase: admin.sqlite\npolicy: policy.yaml\n"
-            "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n"
+            f"{_HASHING[getattr(self.args, 'secret_hashing', 'fast')]}"
             "feeds:\n  - name: EQUITIES\n    message_model: feedha.v1.MarketUpdate\n    channels:\n"
             f"{channels}\n"
         )
@@ -121,17 +132,11 @@ class Cluster:
         (self.workdir / "policy.yaml").write_text(POLICY + bindings)
         self.admin = f"127.0.0.1:{port}"
         for user, flags in (*USERS, ("feed", ["--adapter", "--group", "feed"])):
-            fields = dict(
-                line.split(": ", 1)
-                for line in self._admin_cli("add-user", user, *flags).splitlines()
-                if ": " in line
-            )
-            path = self.workdir / "users" / f"{user}.json"
-            path.parent.mkdir(exist_ok=True)
-            _write_private(path, json.dumps({"admin": self.admin, "user": user, **fields}) + "\n")
-            self.key_files[user] = str(path)
+            self.add_user(user, *flags)
         command = [sys.executable, "-m", "feedha", "admin-server", "--config", str(self._config)]
-        admin = JsonProcess("admin-server", [*command, "--metrics", "127.0.0.1:0"], log=self.log)
+        admin = JsonProcess(
+            "admin-server", [*command, "--metrics", "127.0.0.1:0", "--health", "127.0.0.1:0"], log=self.log
+        )
         self.procs.append(admin)
         deadline = time.monotonic() + 30
         while not any(t.startswith("http listening on") for t in admin.text):
@@ -140,14 +145,33 @@ class Cluster:
             time.sleep(0.05)  # poll interval of a deadline-bounded wait
         line = next(t for t in admin.text if t.startswith("http listening on"))
         self.http = "http://" + line.split()[3]
+        probes = [t for t in admin.text if t.startswith("health listening on")]
+        self.admin_health = "http://" + probes[0].split()[3] if probes else ""
         # One-time and short-lived; printed on our stdout only (never into the components' log).
         self.status_page = self._admin_cli("login-link", "operator", "--url", self.http).strip()
+
+    def add_user(self, user: str, *flags: str) -> dict[str, str]:
+        """Create a user (``feedha admin-server add-user``); write and return its key file's fields."""
+        fields = dict(
+            line.split(": ", 1)
+            for line in self._admin_cli("add-user", user, *flags).splitlines()
+            if ": " in line
+        )
+        path = self.workdir / "users" / f"{user}.json"
+        path.parent.mkdir(exist_ok=True)
+        key = {"admin": self.admin, "user": user, **fields}
+        _write_private(path, json.dumps(key) + "\n")
+        self.key_files[user] = str(path)
+        return key
 
     def start_groups(self) -> dict[str, str]:
         feed = json.loads(Path(self.key_files["feed"]).read_text())
         env = {**os.environ, "FEEDHA_ADAPTER_SECRET": feed["secret"]}
-        keys = self.workdir / "keys"
+        keys = self.keys
         keys.mkdir(mode=0o700, exist_ok=True)
+        write_keys(keys / "source.key")
+        control = self.workdir / "control"
+        control.mkdir(mode=0o700, exist_ok=True)  # ipc sockets: only this user may enter
         endpoints: dict[str, str] = {}
         for number, (name, letters) in enumerate(channel_letters(self.args.channels), start=1):
             endpoints[letters] = f"tcp://127.0.0.1:{free_ports(1)[0]}"
@@ -161,6 +185,7 @@ class Cluster:
                 journal_root=self.workdir / "journals",
                 delayed=True,
             )
+            group = _local_control(group, control)
             self.groups.append(group)
             write_keys(keys / f"{name}.sync.key")
             for plan in group.adapters:
@@ -169,9 +194,10 @@ class Cluster:
                     *("--admin", self.admin, "--admin-key-id", feed["key_id"]),
                     *("--curve-key", str(keys / f"{name}.{plan.adapter}.key")),
                     *("--sync-key", str(keys / f"{name}.sync.key")),
+                    *("--source-key", str(keys / "source.key.pub")),
                     *("--heartbeat-timeout", "1.0", "--log-level", "INFO"),
                     *("--delay", f"{self.args.delay:g}"),
-                    *("--metrics", "127.0.0.1:0"),
+                    *("--metrics", "127.0.0.1:0", "--health", "127.0.0.1:0"),
                 ]
                 proc = start_adapter(
                     group, plan.adapter, active=plan.adapter == 1, extra=extra, log=self.log, env=env
@@ -185,6 +211,10 @@ class Cluster:
     def start_source(self, endpoints: dict[str, str]) -> None:
         # The Spark job batches by its micro-batch trigger; the plain source sends each message when due.
         extra = ["--master", self.args.spark_master] if self.args.source == "spark" else []
+        extra += ["--curve-key", str(self.keys / "source.key")]
+        for path in sorted(self.keys.glob("*.*.key.pub")):  # each adapter's own key, not the sync keys
+            if not path.name.endswith(".sync.key.pub"):
+                extra += ["--allow-key", str(path)]
         source = start_source(
             endpoints,
             kind=self.args.source,
@@ -200,10 +230,12 @@ class Cluster:
     def describe(self) -> dict[str, Any]:
         ready = [proc.last("ready") for proc in self.adapters]
         adapters = [f"http://{event['metrics']}/metrics" for event in ready if event and event.get("metrics")]
+        probes = [f"http://{event['health']}" for event in ready if event and event.get("health")]
         return {
             "admin": self.admin,
             "status_page": self.status_page,
             "metrics": [f"{self.http}/metrics", *adapters],
+            "health": [self.admin_health, *probes] if self.admin_health else probes,
             "users": {user: self.key_files[user] for user, _flags in USERS},
             "channels": [
                 {
@@ -226,6 +258,15 @@ class Cluster:
             self.source.stop(timeout=90)  # the Spark job stops between micro-batches, then its cluster
         for proc in self.procs:
             proc.kill()
+
+
+def _local_control(group: GroupPlan, directory: Path) -> GroupPlan:
+    """The group with its control sockets as ``ipc://`` files in ``directory`` (mode 0700)."""
+    adapters = tuple(
+        dataclasses.replace(plan, control=f"ipc://{directory / f'{group.channel}.{plan.adapter}'}")
+        for plan in group.adapters
+    )
+    return dataclasses.replace(group, adapters=adapters)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -260,6 +301,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--dir", type=Path, help="work directory (default: a new temporary one, removed at exit)"
+    )
+    parser.add_argument(
+        "--secret-hashing",
+        choices=sorted(_HASHING),
+        default="fast",
+        help="argon2id cost of the API keys: fast (8 MiB, for development) or default (the production "
+        "cost, 64 MiB a login) (default: %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="print only the JSON line (no progress text)")
     args = parser.parse_args(argv)

@@ -12,10 +12,12 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Final
 
 from feedha import logs, settings
+from feedha.adapter.errors import ConfigError
 from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
     DEFAULT_RATE,
@@ -88,6 +90,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="generate the whole run before the clock starts, then only pace the sends "
         "(capacity benchmarks; needs --count or --rate and --seconds)",
     )
+    add(
+        "--curve-key",
+        type=Path,
+        help="the source's CURVE key pair (`feedha keys new FILE`): the streams are CURVE servers, "
+        "adapters verify the source with FILE.pub (--source-key) and nobody can inject ticks on the way",
+    )
+    add(
+        "--allow-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="public keys that may subscribe, one Z85 key per line or a .pub file (repeatable; the "
+        "adapters' --curve-key .pub files); needs --curve-key",
+    )
+    add(
+        "--insecure",
+        action="store_true",
+        help="publish without keys off loopback (refused otherwise)",
+    )
     settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
@@ -99,7 +121,7 @@ def config_from_args(argv: Sequence[str]) -> SourceConfig:
         SystemExit: bad arguments (argparse's usual exit code 2).
     """
     parser = build_parser()
-    return _config(parser, settings.parse(parser, list(argv)).args)
+    return _config(parser, settings.parse(parser, list(argv), no_env=frozenset({"insecure"})).args)
 
 
 def _config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SourceConfig:
@@ -129,6 +151,9 @@ def _config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Source
             linger_ms=args.linger_ms,
             start_seq=args.start_seq,
             pregenerate=args.pregenerate,
+            curve_key=args.curve_key,
+            allowed_keys=tuple(args.allow_key),
+            insecure=args.insecure,
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -141,7 +166,7 @@ def main(argv: list[str]) -> int:
         0, or 1 if waiting for subscribers timed out.
     """
     parser = build_parser()
-    args = settings.parse(parser, argv).args
+    args = settings.parse(parser, argv, no_env=frozenset({"insecure"})).args
     logs.configure_from(args)
     config = _config(parser, args)
     stop = threading.Event()
@@ -152,7 +177,12 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
     source = PlainSource(config)
-    print(json.dumps({"endpoints": source.bind()}), flush=True)
+    try:
+        endpoints = source.bind()
+    except ConfigError as exc:  # a key file that cannot be read, or is readable by others
+        print(f"feedha source: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"endpoints": endpoints}), flush=True)
     summary = source.run(stop)
     if sys.stderr.isatty():
         print(file=sys.stderr)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from feedha.plain_source.model import split_symbols
+from feedha.transport.locality import is_local_endpoint
 
 DEFAULT_STREAMS: Final = ("A-M", "N-Z")
 DEFAULT_SYMBOLS: Final = 100
@@ -57,6 +59,13 @@ class SourceConfig:
             machines, where a live generator (~5 µs of Python per message)
             would take the CPU of the system under test. Event times then
             follow the schedule from when generation began, not the sends.
+        curve_key: the source's CURVE key pair (secret file): the streams are CURVE servers, so an
+            adapter that verifies this key (``--source-key``) reads only this source, and nobody
+            can inject ticks on the way.
+        allowed_keys: files of the public keys that may subscribe (the adapters' ``.pub``); with
+            ``curve_key``, nobody else is admitted.
+        insecure: bind without keys off loopback (refused otherwise), or with one of
+            ``curve_key``/``allowed_keys`` only.
     """
 
     streams: tuple[str, ...] = DEFAULT_STREAMS
@@ -77,6 +86,9 @@ class SourceConfig:
     linger_ms: int = DEFAULT_LINGER_MS
     start_seq: int = 1
     pregenerate: bool = False
+    curve_key: Path | None = None
+    allowed_keys: tuple[Path, ...] = ()
+    insecure: bool = False
 
     @property
     def planned_count(self) -> int | None:
@@ -111,6 +123,8 @@ class SourceConfig:
         for name, ok in checks.items():
             if not ok:
                 raise ValueError(f"bad {name}: {getattr(self, name)!r}")
+        if not self.insecure:
+            self._check_secure()
         if self.pregenerate:
             planned = self.planned_count
             if planned is None:
@@ -123,3 +137,23 @@ class SourceConfig:
                 raise ValueError(
                     "pregenerate does not inject malformed messages (drop --malformed-every/--poison-every)"
                 )
+
+    def _check_secure(self) -> None:
+        # Secure unless told otherwise: all keys or none, and none only on loopback.
+        if (self.curve_key is None) != (not self.allowed_keys):
+            raise ValueError(
+                "partial key setup: give --curve-key (the source's key pair) and --allow-key (the adapters' "
+                "public keys) together, or --insecure"
+            )
+        if self.curve_key is not None:
+            return
+        endpoints = [endpoint for _name, endpoint in self.endpoints]
+        if len(self.endpoints) < len(self.streams):
+            endpoints.append(f"tcp://{self.bind_host}:0")
+        exposed = [endpoint for endpoint in endpoints if not is_local_endpoint(endpoint)]
+        if exposed:
+            raise ValueError(
+                f"refusing to publish the source without keys off loopback ({', '.join(exposed)}): anyone "
+                "reaching it could read it, and a fake source could feed the adapters. Give --curve-key and "
+                "--allow-key, or --insecure"
+            )

@@ -16,6 +16,9 @@ carries several only when several fell due while the sender slept or worked
 count subscribers. With live stamps (the default) each message's event time
 is its due time, and the summary reports how long after it each send went
 out (:class:`~plain_source.pacing.PublishDelays`).
+With ``curve_key`` the sockets are CURVE servers admitting only the
+``allowed_keys`` (the adapters'): adapters that verify the source's public
+key read this source and nothing injected on the way.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Final
 import zmq
 
 from feedha import transport
+from feedha.adapter.curve_keys import AllowedKeys, CurveKeys, load_keys, read_key_list
 from feedha.plain_source.config import MAX_BATCH, SourceConfig
 from feedha.plain_source.frames import plan_frames
 from feedha.plain_source.model import SymbolModel
@@ -42,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 _SLEEP_SLICE_S: Final = 0.05  # longest sleep between checks of the stop event
 _DRAIN_INTERVAL_S: Final = 0.1  # how often the send loop reads subscription messages
+# Subscribers send subscriptions only; libzmq applies the limit to the CURVE handshake too (~300 bytes).
+MAX_SUBSCRIBER_MESSAGE_BYTES: Final = 1024
 
 
 @dataclass(slots=True)
@@ -112,6 +118,7 @@ class PlainSource:
         self._topics = [name.encode() for name in config.streams]
         self._subscribers = [0] * len(config.streams)
         self._sent = [0] * len(config.streams)
+        self._gate: AllowedKeys | None = None
 
     def __repr__(self) -> str:
         return f"<PlainSource [streams={list(self.config.streams)}, sent={sum(self._sent)}]>"
@@ -125,11 +132,15 @@ class PlainSource:
         if self._sockets:
             return self.endpoints
         wanted = dict(self.config.endpoints)
+        keys = self._start_curve()
         for name in self.config.streams:
             sock = self._context.socket(zmq.XPUB)
             sock.setsockopt(zmq.LINGER, self.config.linger_ms)
             sock.setsockopt(zmq.SNDHWM, self.config.sndhwm)
             sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # see every subscription, to count subscribers
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_SUBSCRIBER_MESSAGE_BYTES)
+            if keys is not None and self._gate is not None:
+                self._gate.secure(sock, keys)
             self._sockets.append(sock)
             if name in wanted:
                 transport.configure_socket(sock, wanted[name])  # epgm://: buffers, ZMQ_RATE
@@ -140,11 +151,27 @@ class PlainSource:
                 self.endpoints[name] = f"tcp://{self.config.bind_host}:{port}"
         return self.endpoints
 
+    def _start_curve(self) -> CurveKeys | None:
+        """With keys: load them and start the ZAP thread that admits the adapters' keys only.
+
+        Raises:
+            ConfigError: a key file that cannot be read, or is readable by others.
+        """
+        if self.config.curve_key is None:
+            return None
+        keys = load_keys(self.config.curve_key)
+        self._gate = AllowedKeys(self._context, read_key_list(self.config.allowed_keys), domain="source")
+        self._gate.start()
+        return keys
+
     def close(self) -> None:
         """Close the sockets (flushing for up to ``linger_ms``)."""
         for sock in self._sockets:
             sock.close()
         self._sockets = []
+        if self._gate is not None:
+            self._gate.stop()
+            self._gate = None
 
     def _drain_subscriptions(self, timeout_ms: int) -> None:
         poller = zmq.Poller()

@@ -200,9 +200,30 @@ _Z85: frozenset[str] = frozenset(
 )
 
 
+_Z85_VALUE: dict[str, int] = {
+    ch: i
+    for i, ch in enumerate(
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+    )
+}
+
+
 def is_curve_key(text: str) -> bool:
-    """Whether ``text`` looks like a Z85-encoded 32-byte CURVE key (40 characters of the Z85 alphabet)."""
-    return len(text) == 40 and all(ch in _Z85 for ch in text)
+    """Whether ``text`` is a Z85-encoded 32-byte CURVE public key.
+
+    40 characters of the Z85 alphabet whose every group of five decodes to 32
+    bits (a group past 2**32 - 1 decodes to nothing), and not all zero bytes
+    (Curve25519's point at zero: no key pair has it).
+    """
+    if len(text) != 40 or not all(ch in _Z85 for ch in text):
+        return False
+    groups = []
+    for start in range(0, 40, 5):
+        value = 0
+        for ch in text[start : start + 5]:
+            value = value * 85 + _Z85_VALUE[ch]
+        groups.append(value)
+    return all(value < 2**32 for value in groups) and any(groups)
 
 
 def role_to_proto(role: AdapterRole) -> str:

@@ -49,7 +49,7 @@ from typing import Any, Final
 from feedha.spark_feed import model
 from feedha.spark_feed.config import FeedConfig
 from feedha.spark_feed.market import PRICE_MODEL_VERSION
-from feedha.spark_feed.sink import FrameTransport, Publisher, ZmqTransport
+from feedha.spark_feed.sink import FrameTransport, Publisher, ZmqTransport, secure_source
 
 logger = logging.getLogger(__name__)
 
@@ -259,8 +259,13 @@ class FeedRun:
         self.state = BatchState(Path(config.checkpoint) / "feedha", identity, config.trigger_ms * 1_000_000)
         self._context = zmq.Context()
         xpub = config.wait_subscribers > 0
+        self._curve = (
+            secure_source(self._context, config.curve_key, config.allowed_keys) if config.curve_key else None
+        )
         self._transports = {
-            s.number: ZmqTransport(self._context, config.endpoint_of(s), sndhwm=config.sndhwm, xpub=xpub)
+            s.number: ZmqTransport(
+                self._context, config.endpoint_of(s), sndhwm=config.sndhwm, xpub=xpub, curve=self._curve
+            )
             for s in config.streams
         }
         transports: dict[int, FrameTransport] = dict(self._transports)
@@ -354,6 +359,8 @@ class FeedRun:
             self._ahead.close()
         for transport in self._transports.values():
             transport.close()
+        if self._curve is not None:
+            self._curve[1].stop()  # the ZAP thread holds a socket of the context
         self._context.term()
 
     def summary(self, *, elapsed_s: float) -> dict[str, object]:

@@ -43,6 +43,9 @@ class FeedConfig:
     spark_log_level: str = "ERROR"
     log_level: str = "INFO"  # --quiet lowers it to WARNING
     log_format: str = "text"
+    curve_key: str = ""  # the source's CURVE key pair: the streams are CURVE servers
+    allowed_keys: tuple[str, ...] = ()  # files of the public keys admitted (the adapters')
+    insecure: bool = False  # without keys off loopback, or with half of them
 
     def __post_init__(self) -> None:
         if self.source not in ("synthetic", "replay"):
@@ -63,6 +66,28 @@ class FeedConfig:
         unknown = [name for name, _ in self.endpoints if name not in names]
         if unknown:
             raise ValueError(f"--endpoint names no source stream: {unknown} (streams: {sorted(names)})")
+        if not self.insecure:
+            self._check_secure()
+
+    def _check_secure(self) -> None:
+        # Secure unless told otherwise (docs/security.md): all keys or none, and none only on loopback.
+        from feedha.transport.locality import is_local_endpoint
+
+        if bool(self.curve_key) != bool(self.allowed_keys):
+            raise ValueError(
+                "partial key setup: give --curve-key (the source's key pair) and --allow-key (the "
+                "adapters' public keys) together, or --insecure"
+            )
+        exposed = [
+            self.endpoint_of(stream)
+            for stream in self.streams
+            if not self.curve_key and not is_local_endpoint(self.endpoint_of(stream))
+        ]
+        if exposed:
+            raise ValueError(
+                f"refusing to publish the feed without keys off loopback ({', '.join(exposed)}): give "
+                "--curve-key and --allow-key, or --insecure"
+            )
 
     @property
     def rows_per_batch(self) -> int:
@@ -85,7 +110,7 @@ def parse_args(argv: list[str]) -> FeedConfig:
     """
     from feedha import settings
 
-    a = settings.parse(build_parser(), argv).args
+    a = settings.parse(build_parser(), argv, no_env=frozenset({"insecure"})).args
     return _config(a)
 
 
@@ -132,6 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replay-dir", default="", help="directory of tick files (see docs/spark-feed.md)")
     p.add_argument("--replay-format", choices=("csv", "parquet"), default="csv")
     p.add_argument("--files-per-trigger", type=int, default=1)
+    p.add_argument(
+        "--curve-key",
+        default="",
+        help="the source's CURVE key pair (`feedha keys new FILE`): the streams are CURVE servers and "
+        "adapters verify the source with FILE.pub (their --source-key)",
+    )
+    p.add_argument(
+        "--allow-key",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="public keys that may subscribe (the adapters' .pub files; repeatable; needs --curve-key)",
+    )
+    p.add_argument("--insecure", action="store_true", help="publish without keys off loopback")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--spark-log-level", default="ERROR", choices=("ERROR", "WARN", "INFO"))
     settings.add_common_arguments(p, log_level="INFO")
@@ -154,4 +193,5 @@ def _config(a: argparse.Namespace) -> FeedConfig:
         wait_subscribers=a.wait_subscribers, wait_timeout_s=a.wait_timeout, replay_dir=a.replay_dir,
         replay_format=a.replay_format, files_per_trigger=a.files_per_trigger, quiet=a.quiet,
         spark_log_level=a.spark_log_level, log_level=a.log_level, log_format=a.log_format,
+        curve_key=a.curve_key, allowed_keys=tuple(a.allow_key), insecure=a.insecure,
     )  # fmt: skip

@@ -26,7 +26,8 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from pathlib import Path
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -295,6 +296,29 @@ class Publisher:
         return f"<Publisher [batches={self.batches}, {seqs}, dropped={self.dropped}]>"
 
 
+# What a subscriber may send (subscriptions); libzmq applies it to the CURVE handshake too (~300 bytes).
+SUBSCRIBER_MESSAGE_BYTES: Final = 1024
+
+
+def secure_source(context: object, curve_key: str, allowed: Sequence[str]) -> tuple[Any, Any]:
+    """The source's CURVE key pair and a started ZAP handler admitting the keys in the ``allowed`` files.
+
+    Stop the handler (its ``stop()``) when the sockets are closed.
+
+    Raises:
+        ValueError: a key file that cannot be read, or is readable by others.
+    """
+    import zmq
+
+    from feedha.adapter.curve_keys import AllowedKeys, load_keys, read_key_list
+
+    assert isinstance(context, zmq.Context)
+    keys = load_keys(Path(curve_key))
+    gate = AllowedKeys(context, read_key_list(Path(path) for path in allowed), domain="source")
+    gate.start()
+    return keys, gate
+
+
 class ZmqTransport:
     """A bound ZeroMQ PUB (or XPUB) socket for one source stream.
 
@@ -303,9 +327,19 @@ class ZmqTransport:
         endpoint: where to bind, e.g. ``tcp://127.0.0.1:5601``.
         sndhwm: send high-water mark; 0 = unbounded (a PUB drops silently at its HWM).
         xpub: bind an XPUB so subscriptions can be counted (``--wait-subscribers``).
+        curve: the source's key pair and the ZAP handler admitting the adapters' keys
+            (:func:`secure_source`): the socket is a CURVE server (``None``: plain).
     """
 
-    def __init__(self, context: object, endpoint: str, *, sndhwm: int = SNDHWM, xpub: bool = False) -> None:
+    def __init__(
+        self,
+        context: object,
+        endpoint: str,
+        *,
+        sndhwm: int = SNDHWM,
+        xpub: bool = False,
+        curve: tuple[Any, Any] | None = None,
+    ) -> None:
         import zmq
 
         assert isinstance(context, zmq.Context)
@@ -318,6 +352,10 @@ class ZmqTransport:
             self._socket.setsockopt(zmq.XPUB_VERBOSE, 1)
         self._socket.setsockopt(zmq.SNDHWM, sndhwm)
         self._socket.setsockopt(zmq.LINGER, LINGER_MS)
+        self._socket.setsockopt(zmq.MAXMSGSIZE, SUBSCRIBER_MESSAGE_BYTES)  # subscribers only subscribe
+        if curve is not None:
+            keys, gate = curve
+            gate.secure(self._socket, keys)
         self._socket.bind(endpoint)
         self._xpub = xpub
 

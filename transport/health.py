@@ -6,6 +6,13 @@ that runs two in one process sees each apart). ``/healthz`` answers 200 while
 the daemon's main loop turns (liveness: restart me if not); ``/readyz`` 200
 while it does its job (readiness: send me traffic). Each check returns
 ``(ok, reason)`` and the reason is the body, so ``curl`` tells why.
+
+Probes deserve a listener of their own (``--health HOST:PORT``): on the
+metrics listener they share the connection cap with scrapes and the status
+page, and an orchestrator that sees a probe go unanswered restarts a healthy
+daemon. :func:`probe_routes` are the two probes alone, served with
+:data:`PROBE_LIMITS`: a short header timeout, and (as on every listener) an
+idle connection gives its slot up to a new one.
 """
 
 from __future__ import annotations
@@ -16,13 +23,36 @@ from typing import Final
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from feedha.transport.http import Handler, Request, Response, Stream, text
+from feedha.transport.http import Handler, HttpLimits, Request, Response, Stream, text
 
 Check = Callable[[], tuple[bool, str]]
 
 METRICS_PATH: Final = "/metrics"
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
+# A probe sends its request at once and reads a few bytes: a connection that is slower than
+# this is not a probe. Idle ones give their slot up to new connections (see transport.http).
+# Idle connections are cheap to hold and costly to churn: a high cap makes a flood of them sit
+# rather than evict each other (it would have to open ~2,500 a second to keep every slot young).
+PROBE_LIMITS: Final = HttpLimits(
+    max_connections=256, header_bytes=4096, header_timeout_s=1.0, write_timeout_s=2.0
+)
+
+
+def probe_routes(*, alive: Check, ready: Check) -> dict[str, Handler]:
+    """``/healthz`` and ``/readyz`` alone, for a listener of their own (see :data:`PROBE_LIMITS`)."""
+    return {HEALTH_PATH: _check_route(alive), READY_PATH: _check_route(ready)}
+
+
+def _check_route(check: Check) -> Handler:
+    async def route(_request: Request) -> Response | Stream:
+        try:
+            ok, reason = check()
+        except Exception as exc:  # a check that fails is a failed check, not a 500
+            ok, reason = False, f"check failed: {exc!r}"
+        return text(200 if ok else 503, f"{'ok' if ok else 'not ok'}: {reason}\n")
+
+    return route
 
 
 def health_routes(*, registry: CollectorRegistry, alive: Check, ready: Check) -> dict[str, Handler]:
@@ -43,14 +73,4 @@ def health_routes(*, registry: CollectorRegistry, alive: Check, ready: Check) ->
         body = generate_latest(registry)
         return Response(200, body, content_type=CONTENT_TYPE_LATEST)
 
-    def check_route(check: Check) -> Handler:
-        async def route(_request: Request) -> Response | Stream:
-            try:
-                ok, reason = check()
-            except Exception as exc:  # a check that fails is a failed check, not a 500
-                ok, reason = False, f"check failed: {exc!r}"
-            return text(200 if ok else 503, f"{'ok' if ok else 'not ok'}: {reason}\n")
-
-        return route
-
-    return {METRICS_PATH: metrics, HEALTH_PATH: check_route(alive), READY_PATH: check_route(ready)}
+    return {METRICS_PATH: metrics, **probe_routes(alive=alive, ready=ready)}

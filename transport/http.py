@@ -7,8 +7,13 @@ browsers. Each connection carries one request (``Connection: close``), read
 under limits an outsider cannot stretch: the request line and headers
 together fit in :attr:`HttpLimits.header_bytes` and must arrive within
 :attr:`HttpLimits.header_timeout_s`; at most :attr:`HttpLimits.max_connections`
-are open at once (more are answered ``503`` and closed at once, so a flood
-costs a counter, not memory); request bodies are refused. Only GET and HEAD
+are open at once; request bodies are refused. When the cap is reached, a new
+connection takes the place of an idle one -- one that has not finished
+sending its request after :data:`IDLE_MIN_S` (a real client sends it at once):
+the oldest of the address that holds the most idle connections -- so idle
+connections cannot hold every slot and starve a health probe; only when no
+connection is idle is the new one answered ``503`` and closed (a flood costs
+a counter, not memory). Only GET and HEAD
 exist. A handler returns a :class:`Response`, or a :class:`Stream` for
 server-sent events: its producer writes through a :class:`StreamSink`, which
 drops the connection once the peer stops reading and more than
@@ -26,6 +31,7 @@ dependency to the adapters.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import ssl
@@ -46,6 +52,7 @@ WRITE_TIMEOUT_S: Final = 10.0
 STREAM_BUFFER_BYTES: Final = 256 * 1024
 MAX_HEADERS: Final = 64
 REFUSE_LINGER_S: Final = 0.25
+IDLE_MIN_S: Final = 0.1  # a connection without a whole request for this long may give its slot up
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +179,7 @@ class HttpCounters:
 
     requests: int = 0
     refused: int = 0  # connections over the limit
+    evicted: int = 0  # idle connections closed to make room for a new one
     bad_requests: int = 0
     timeouts: int = 0
     streams: int = 0  # streams open now
@@ -220,6 +228,9 @@ class HttpServer:
         self._open = 0
         self._refusing = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        # Connections still sending their request: when they opened, and from which address.
+        self._idle: dict[asyncio.Task[None], tuple[float, str]] = {}
+        self._evicted: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         state = "serving" if self._server is not None else "stopped"
@@ -262,7 +273,7 @@ class HttpServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if self._open >= self.limits.max_connections:
+        if self._open >= self.limits.max_connections and not self._evict_idle():
             await self._refuse(reader, writer)
             return
         self._open += 1
@@ -271,12 +282,40 @@ class HttpServer:
             await self._serve_one(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
+        except asyncio.CancelledError:
+            if task not in self._evicted:
+                raise
         finally:
             self._open -= 1
             self._tasks.discard(task)
+            self._idle.pop(task, None)
+            self._evicted.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    def _evict_idle(self) -> bool:
+        """Close the oldest connection still sending its request, to make room; whether there was one.
+
+        Only connections idle for :data:`IDLE_MIN_S` are candidates: a real client sends its
+        request within a millisecond, so one that is just finishing it is never cut short.
+        """
+        oldest = asyncio.get_running_loop().time() - IDLE_MIN_S
+        waiting = [
+            (opened, address, task)
+            for task, (opened, address) in self._idle.items()
+            if task not in self._evicted and opened <= oldest
+        ]
+        if not waiting:
+            return False
+        # From the address that holds the most idle connections (a flood's), its oldest one.
+        per_address = collections.Counter(address for _opened, address, _task in waiting)
+        busiest = max(per_address.values())
+        _opened, _address, task = min(item for item in waiting if per_address[item[1]] == busiest)
+        self._evicted.add(task)
+        task.cancel()
+        self.counters.evicted += 1
+        return True
 
     async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Answer 503 and half-close; take what the peer already sent for a
@@ -299,6 +338,9 @@ class HttpServer:
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        task = asyncio.current_task()
+        assert task is not None
+        self._idle[task] = (asyncio.get_running_loop().time(), address)
         try:
             request = await asyncio.wait_for(
                 self._read_request(reader, address), self.limits.header_timeout_s
@@ -311,6 +353,8 @@ class HttpServer:
             self.counters.bad_requests += 1
             await self._send(writer, "-", "-", text(exc.status, f"{exc}\n"))
             return
+        finally:
+            self._idle.pop(task, None)
         self.counters.requests += 1
         handler = self.routes.get(request.path)
         if handler is None:

@@ -219,6 +219,13 @@ def test_user_receives_only_entitled_symbols(cluster: Cluster) -> None:
         with pytest.raises(PermissionDenied) as denied:
             client.subscribe(["A*", "CAA", "MAA"])
         assert denied.value.symbols == ("CAA", "MAA") and "not entitled to: CAA, MAA" in str(denied.value)
+        # Entitled to A* and B* only, alice would read all of A-M on the channel's lines: refused.
+        with pytest.raises(PermissionDenied) as exposed:
+            client.subscribe(["A*", "BAA"])
+        assert (
+            exposed.value.reason == "CHANNEL_NOT_ENTITLED" and exposed.value.metadata["exposes"] == "[A-M]*"
+        )
+    with cluster.client("carol") as client:  # entitled to everything, asking for two symbols' worth
         subscription = client.subscribe(["A*", "BAA"])
         (route,) = subscription.routes
         assert (route.channel_name, route.symbols, route.delayed) == (CHANNEL, ("A*", "BAA"), False)

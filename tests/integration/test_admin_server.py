@@ -43,7 +43,7 @@ groups:
   traders: {}
 rules:
   - groups: [traders]
-    symbols: ["A*", "MSFT", "NVDA"]
+    symbols: ["[A-M]*", "NVDA"]
     mode: realtime
   - users: [dora]
     symbols: ["*"]
@@ -136,11 +136,15 @@ async def login(channel: grpc.aio.Channel, key_id: str, secret: str) -> tuple[tu
 
 async def test_login_and_subscribe_entitled_symbols(env: Env) -> None:
     async with AdminClient(env.target, *env.keys["alice"]) as admin:
-        subscription = await admin.subscribe(["AAPL", "MSFT", "NVDA"])
+        subscription = await admin.subscribe(["AAPL", "MSFT"])
         assert [(r.channel_name, r.channel_number, r.symbols, r.delayed) for r in subscription.routes] == [
             ("EQ-A-M", 1, ("AAPL", "MSFT"), False),
-            ("EQ-N-Z", 2, ("NVDA",), False),
         ]
+        # NVDA alone is granted on EQ-N-Z, whose line carries every N-Z symbol: refused, the channel named.
+        with pytest.raises(PermissionDenied) as exposed:
+            await admin.subscribe(["NVDA"])
+        assert exposed.value.reason == "CHANNEL_NOT_ENTITLED"
+        assert exposed.value.metadata["channel"] == "EQ-N-Z" and exposed.value.metadata["exposes"] == "[N-Z]*"
         assert subscription.routes[0].message_model == "feedha.v1.MarketUpdate"
         with pytest.raises(PermissionDenied) as info:
             await admin.subscribe(["AAPL", "TSLA", "ZZ*"])
@@ -252,7 +256,7 @@ async def test_malformed_policy_is_rejected_and_old_policy_keeps_working(env: En
         assert error is not None and error.line == 8 and "'instant'" in error.problem
         assert hub.policy_file.generation == generation
         await admin.subscribe(["AAPL"])  # old policy still in force
-        env.policy.write_text(POLICY.replace('"A*", ', ""))
+        env.policy.write_text(POLICY.replace('"[A-M]*", ', ""))
         await eventually(lambda: hub.policy_file.generation > generation, what="reload")
         with pytest.raises(PermissionDenied):
             await admin.subscribe(["AAPL"])

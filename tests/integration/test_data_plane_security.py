@@ -184,7 +184,7 @@ def test_a_forged_sync_bus_peer_changes_nothing_with_the_group_key(tmp_path: Pat
 
     key = tmp_path / "sync.key"
     group_public = write_keys(key).public
-    extra = ["--sync-key", str(key)] if secured else []
+    extra = ["--sync-key", str(key), "--insecure"] if secured else []  # the sync key alone, on purpose
     with running_group(channel=CHANNEL, channel_number=1, size=3, rate=1000, seconds=20) as group:
         for number in (1, 2, 3):
             group.start_adapter(number, active=number == 1, extra=extra)

@@ -10,7 +10,9 @@ fsGroup, resource requests and limits, a read-only root and a writable /tmp;
 every component has a NetworkPolicy that opens exactly ports its pods declare;
 every command is a real sub-command whose config file and per-pod variables
 build a valid configuration; adapter groups keep their members on different
-nodes and their keys are bound to their own adapters.
+nodes and their keys are bound to their own adapters; each group has its own
+key secret and each pod mounts only its own key; the Spark driver lives in a
+namespace of its own with the least role; probes have listeners of their own.
 """
 
 from __future__ import annotations
@@ -38,8 +40,13 @@ OPERATOR_SECRETS = {
     "feedha-admin-ca": {"ca.crt"},
     "feedha-adapter-key-eq-a-m": {"key-id", "secret"},
     "feedha-adapter-key-eq-n-z": {"key-id", "secret"},
-    "feedha-adapter-curve": {"adapter-1.key", "adapter-2.key", "adapter-3.key", "sync.key"},
+    "feedha-curve-eq-a-m": {"adapter-1.key", "adapter-2.key", "adapter-3.key", "sync.key"},
+    "feedha-curve-eq-n-z": {"adapter-1.key", "adapter-2.key", "adapter-3.key", "sync.key"},
+    "feedha-source-public": {"source.key.pub"},
+    "feedha-feed-curve": {"source.key"},
+    "feedha-feed-allowed": {"adapters.pub"},
 }  # created by hand (deploy/k8s/config.yaml says how)
+FEED_NAMESPACE = "feedha-feed"
 WORKLOADS = {"Deployment", "StatefulSet", "Pod"}
 
 
@@ -138,7 +145,9 @@ def test_referenced_objects_exist() -> None:
             if "persistentVolumeClaim" in volume:
                 assert volume["persistentVolumeClaim"]["claimName"] in claims
             if "secret" in volume:
-                assert volume["secret"]["secretName"] in OPERATOR_SECRETS
+                name = volume["secret"]["secretName"]
+                assert name in OPERATOR_SECRETS
+                assert {item["key"] for item in volume["secret"].get("items", [])} <= OPERATOR_SECRETS[name]
         if "serviceAccountName" in spec:
             assert spec["serviceAccountName"] in _named("ServiceAccount")
         for container in spec["containers"]:
@@ -152,8 +161,10 @@ def test_referenced_objects_exist() -> None:
             governing = services[doc["spec"]["serviceName"]]
             assert governing["spec"].get("clusterIP") == "None"  # headless: stable per-pod names
     text = "\n".join(yaml.safe_dump(d) for d in DOCS)
-    for host in re.findall(r"tcp://([a-z][a-z0-9-]*)[:.]", text) + re.findall(r"admin: ([a-z-]+):", text):
-        assert host.split(".")[0] in services or re.sub(r"-\d+$", "", host) in services, host
+    hosts = re.findall(r"tcp://([a-z][a-z0-9.-]*):", text) + re.findall(r"admin: ([a-z-]+):", text)
+    for host in hosts:
+        labels = host.split(".")  # service[.namespace] or pod.service
+        assert labels[0] in services or (len(labels) > 1 and labels[1] in services), host
 
 
 def test_services_select_pods_and_target_their_ports() -> None:
@@ -309,7 +320,9 @@ def _settings(doc: dict[str, Any], container: dict[str, Any], index: int, tmp: P
         from feedha.admin_server.server import _parser as build_parser  # type: ignore[assignment]
     else:
         from feedha.spark_feed.config import build_parser  # type: ignore[assignment]
-    sections = frozenset({"feeds", "secret_hashing"}) if argv[1] == "admin-server" else frozenset()
+    from feedha.admin_server.config import SECTIONS
+
+    sections = SECTIONS if argv[1] == "admin-server" else frozenset()
     return settings.parse(build_parser(), ["--config", str(local), *rest], environ=env, sections=sections)
 
 
@@ -329,12 +342,11 @@ def test_every_command_builds_its_configuration_from_its_file_and_pod(tmp_path: 
                 assert config.adapter == index and config.want_active == (index == 1)
                 assert config.line_endpoint == f"tcp://10.1.0.{index}:6001"
                 assert config.replay_endpoint and config.journal_dir is not None
-                assert len(config.peers) == doc["spec"]["replicas"] - 1
+                assert len(config.peers) == len(_group(doc)) - 1
                 assert all(f"-{index}." not in peer for peer in config.peers)  # never itself
-                assert (
-                    config.curve_key is not None
-                    and config.curve_key.name in OPERATOR_SECRETS["feedha-adapter-curve"]
-                )
+                assert config.curve_key == Path("/etc/feedha/keys/adapter.key")
+                assert config.sync_key is not None and config.source_key is not None
+                assert not config.insecure
                 assert config.admin and config.admin_tls_ca is not None and config.admin_credentials
             elif hasattr(args, "token_ttl"):
                 seen.add("admin-server")
@@ -344,6 +356,7 @@ def test_every_command_builds_its_configuration_from_its_file_and_pod(tmp_path: 
                 seen.add("feed")
                 feed = _config(args)
                 assert feed.master is None and dict(feed.endpoints).keys() == {"A-M", "N-Z"}
+                assert feed.curve_key and feed.allowed_keys and not feed.insecure
             assert args.log_format == "json"
     assert seen == {"adapter", "admin-server", "feed"}
 
@@ -361,7 +374,57 @@ def test_adapter_groups_never_share_a_node(group: dict[str, Any]) -> None:
         and r["labelSelector"]["matchLabels"].items() <= labels.items()
         for r in rules
     )
-    assert group["spec"]["replicas"] >= 2
+    assert len(_group(group)) >= 2
+
+
+def _group(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The StatefulSets of the adapter group ``doc`` belongs to (one per adapter)."""
+    channel = _pod_labels(doc)["feedha/channel"]
+    return [d for d in DOCS if d["kind"] == "StatefulSet" and _pod_labels(d).get("feedha/channel") == channel]
+
+
+def _adapter_sets() -> list[dict[str, Any]]:
+    return [d for d in DOCS if d["kind"] == "StatefulSet" and _pod_labels(d).get("app") == "feedha-adapter"]
+
+
+def test_each_group_has_its_own_key_secret_and_each_pod_mounts_only_its_own_key() -> None:
+    secrets_by_group: dict[str, set[str]] = {}
+    for doc in _adapter_sets():
+        (index,) = _ordinals(doc)  # one adapter per StatefulSet: its template is its own
+        (keys,) = [v for v in _pod_spec(doc)["volumes"] if v["name"] == "keys"]
+        channel = _pod_labels(doc)["feedha/channel"]
+        secrets_by_group.setdefault(channel, set()).add(keys["secret"]["secretName"])
+        items = {(item["key"], item["path"]) for item in keys["secret"]["items"]}
+        assert items == {(f"adapter-{index}.key", "adapter.key"), ("sync.key", "sync.key")}, doc["metadata"]
+        mounted = {v["secret"]["secretName"] for v in _pod_spec(doc)["volumes"] if "secret" in v}
+        assert not any(name.startswith("feedha-curve-") and channel not in name for name in mounted)
+    assert {len(names) for names in secrets_by_group.values()} == {1}  # one secret per group ...
+    assert len({next(iter(names)) for names in secrets_by_group.values()}) == len(secrets_by_group)  # each
+
+
+def test_the_spark_driver_has_a_namespace_of_its_own_and_the_least_role() -> None:
+    (namespace,) = [d for d in DOCS if d["kind"] == "Namespace"]
+    assert namespace["metadata"]["name"] == FEED_NAMESPACE
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    feed = [
+        d
+        for d in DOCS
+        if d["metadata"]["name"].startswith(("feedha-feed", "feedha-spark")) and d["kind"] != "Namespace"
+    ]
+    assert feed and {d["metadata"].get("namespace") for d in feed} == {FEED_NAMESPACE}  # all of it there
+    assert all(d in feed for d in DOCS if d["metadata"].get("namespace") == FEED_NAMESPACE)  # and only it
+    (role,) = [d for d in DOCS if d["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == FEED_NAMESPACE
+    assert not [d for d in DOCS if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert resources == {"pods", "configmaps"}  # no services, secrets, volume claims
+    assert all(rule["apiGroups"] == [""] for rule in role["rules"])
+    executor = _named("ServiceAccount")["feedha-spark-executor"]
+    assert executor["automountServiceAccountToken"] is False
+    (driver,) = [d for d in _workloads() if _pod_labels(d).get("app") == "feedha-feed-driver"]
+    argv = _argv(_pod_spec(driver)["containers"][0])
+    assert f"--conf=spark.kubernetes.namespace={FEED_NAMESPACE}" in argv
+    assert "--conf=spark.kubernetes.authenticate.executor.serviceAccountName=feedha-spark-executor" in argv
 
 
 def test_adapters_verify_the_admin_server_and_their_key_is_bound_to_their_group(tmp_path: Path) -> None:
@@ -390,7 +453,8 @@ def test_adapters_verify_the_admin_server_and_their_key_is_bound_to_their_group(
 
 
 def test_daemons_are_probed_on_their_health_endpoints() -> None:
-    probed = 0
+    # On listeners of their own (config: health), never the metrics and status page's.
+    probed, health_ports = 0, {"admin-server": 9201, "adapter": 9101}
     for doc in _workloads():
         for container in _pod_spec(doc)["containers"]:
             if container["name"] not in ("admin-server", "adapter"):
@@ -399,8 +463,9 @@ def test_daemons_are_probed_on_their_health_endpoints() -> None:
             for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
                 check = container[probe]["httpGet"]
                 assert check["path"] == path and check["port"] in ports, (doc["metadata"]["name"], probe)
+                assert check["port"] == health_ports[container["name"]]
             probed += 1
-    assert probed == 3  # the admin server and both adapter groups
+    assert probed == 1 + len(_adapter_sets())  # the admin server and every adapter
 
 
 def test_the_grafana_dashboard_is_importable() -> None:

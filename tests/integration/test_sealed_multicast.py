@@ -132,11 +132,13 @@ def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
         )
     group = GroupPlan(CHANNEL, 1, source, STREAM, 1, tuple(plans))
     write_keys(workdir / "sync.key")
+    write_keys(workdir / "source.key")
     for number in (1, 2):
         write_keys(workdir / f"adapter-{number}.key")
         extra = [
             *("--admin", site.admin, "--admin-key-id", feed["key_id"]),
             *("--curve-key", str(workdir / f"adapter-{number}.key"), "--sync-key", str(workdir / "sync.key")),
+            *("--source-key", str(workdir / "source.key.pub")),
             *("--admin-tls-ca", str(site.authority.ca)),
             *("--heartbeat-timeout", "1.0", "--log-level", "INFO"),
         ]
@@ -154,7 +156,9 @@ def _start(site: Site) -> tuple[list[str], dict[str, Path]]:
         "source",
         "feedha.plain_source",
         [*("--endpoint", f"{STREAM}={source}", "--streams", STREAM, "--rate", str(RATE), "--seconds", "60")]
-        + ["--symbols", "50", "--wait-subscribers", "2"],
+        + ["--symbols", "50", "--wait-subscribers", "2"]
+        + ["--curve-key", str(workdir / "source.key")]
+        + [f"--allow-key={workdir / f'adapter-{number}.key.pub'}" for number in (1, 2)],
     )
     return lines, users
 

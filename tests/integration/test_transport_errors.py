@@ -39,7 +39,7 @@ def test_adapter_exits_with_a_clear_message_without_pgm() -> None:
     )
     argv = ["--channel", "EQ", "--channel-number", "1", "--adapter", "1", "--source", "tcp://127.0.0.1:1"]
     argv += ["--source-stream", "A-M", "--source-stream-number", "1", "--line", LINE]
-    argv += ["--sync", "tcp://127.0.0.1:0"]
+    argv += ["--sync", "tcp://127.0.0.1:0", "--insecure"]  # a multicast line without keys, on purpose
     result = subprocess.run(
         [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
     )

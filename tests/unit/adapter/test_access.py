@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feedha.adapter.access import LINE, MAX_KEYS, REPLAY, AccessTable
+from feedha.adapter.access import DELAYED, LINE, MAX_KEYS, REPLAY, AccessTable
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -46,3 +46,33 @@ def test_permanent_keys_need_no_grant_and_the_table_is_bounded() -> None:
     for i in range(MAX_KEYS + 10):
         table.grant(f"{i:040d}", 10)
     assert len(table) == MAX_KEYS
+
+
+def test_the_version_grows_whenever_a_key_loses_access_and_allows_counts_nothing() -> None:
+    table = AccessTable()
+    start = table.version
+    table.grant(A, 100)
+    assert table.version == start  # more access: nobody to check
+    table.grant(A, 100, True)  # delayed only from now on
+    assert table.version == start + 1
+    table.grant(A, 50, True)  # a shorter grant
+    assert table.version == start + 2
+    assert table.allows(DELAYED, A, now_ns=10) and not table.allows(LINE, A, now_ns=10)
+    assert table.refused == 0  # allows() is a check: nothing counted
+    table.revoke([A])
+    assert table.version == start + 3 and not table.allows(DELAYED, A, now_ns=10)
+    table.revoke([A])  # not granted any more: nothing lost
+    assert table.version == start + 3
+
+
+def test_a_replacement_in_parts_keeps_every_key_named_in_any_part() -> None:
+    from feedha.adapter.zap import REPLACE_WINDOW_S, DataPlaneGuard
+
+    guard = DataPlaneGuard(adapter=1, keys=None, sync_keys=None)
+    guard.on_access([(A, 10**18), (B, 10**18), (C, 10**18)], revoke=False, replace=False, now=0.0)
+    guard.on_access([(A, 10**18)], revoke=False, replace=True, now=1.0)  # part 1 of a replacement
+    guard.on_access([(B, 10**18)], revoke=False, replace=True, now=1.01)  # part 2
+    guard.due_rebinds(now=1.02, now_ns=0)
+    assert len(guard.table) == 3  # nobody loses access while the parts come in
+    guard.due_rebinds(now=1.02 + REPLACE_WINDOW_S, now_ns=0)
+    assert sorted(guard.table.keys()) == [A, B]  # C was in no part: gone

@@ -1,13 +1,15 @@
-"""Login backoff per key id and per address, peer strings, and the bounded failed-login audit."""
+"""Login lockout per key id, the rate limit per address, peer strings, and the bounded failed-login audit."""
 
 from __future__ import annotations
 
 import pytest
 
 from feedha.admin_server.backoff import (
-    ADDRESS_FREE_FAILURES,
-    ADDRESS_MAX_DELAY_S,
+    ADDRESS_BURST,
+    ADDRESS_RATE_PER_S,
     FREE_FAILURES,
+    MAX_NAMES,
+    AddressLimiter,
     LoginThrottle,
     peer_address,
 )
@@ -33,55 +35,65 @@ def test_peer_address_drops_the_port(peer: str, address: str) -> None:
     assert peer_address(peer) == address
 
 
-def test_a_guessed_key_is_slowed_down_from_any_address() -> None:
+def test_a_guessed_key_is_locked_out_from_any_address() -> None:
     throttle = LoginThrottle()
     for i in range(FREE_FAILURES - 1):
         assert throttle.on_failure("fk_1", f"10.0.0.{i}", now=0.0) == 0.0
     assert throttle.on_failure("fk_1", "10.0.0.99", now=0.0) > 0  # a new address does not help
-    assert throttle.retry_after("fk_1", "10.9.9.9", now=0.0) > 0
-    assert throttle.retry_after("fk_2", "10.0.0.99", now=0.0) == 0.0  # the address itself is not limited yet
+    assert throttle.admit("fk_1", "10.9.9.9", now=0.0) > 0
+    assert throttle.admit("fk_2", "10.0.0.99", now=0.0) == 0.0  # another key is not held back
     throttle.on_success("fk_1")
-    assert throttle.retry_after("fk_1", "10.0.0.99", now=0.0) == 0.0
+    assert throttle.admit("fk_1", "10.0.0.99", now=0.0) == 0.0
 
 
-def test_one_address_is_limited_loosely_and_never_locks_everybody_out() -> None:
+def test_an_address_is_rate_limited_but_never_locks_out_a_key_in_good_standing() -> None:
     throttle = LoginThrottle()
-    for _ in range(ADDRESS_FREE_FAILURES - 1):
-        throttle.on_failure(None, "192.0.2.1", now=0.0)  # made-up key ids: no per-key record
-    assert throttle.retry_after("fk_ok", "192.0.2.1", now=0.0) == 0.0  # a broken client alone: nobody waits
-    delays = [throttle.on_failure(None, "192.0.2.1", now=float(t)) for t in range(100)]
-    assert max(delays) == ADDRESS_MAX_DELAY_S  # at worst the others behind that NAT wait 5 s
-    assert throttle.retry_after("fk_ok", "192.0.2.1", now=99.0) == ADDRESS_MAX_DELAY_S
-    assert throttle.retry_after("fk_ok", "192.0.2.2", now=99.0) == 0.0
-    throttle.on_success("fk_ok")  # a good login does not reset the address (an attacker could)
-    assert throttle.retry_after("fk_other", "192.0.2.1", now=100.0) > 0
-    assert throttle.retry_after("fk_other", "192.0.2.1", now=99.0 + 301.0) == 0.0  # forgotten when idle
-    assert repr(throttle) == "<LoginThrottle [keys=0, addresses=0]>"
+    burst = int(ADDRESS_BURST)
+    waits = [throttle.admit(None, "192.0.2.1", now=0.0) for _ in range(burst + 5)]  # made-up key ids
+    assert waits[:burst] == [0.0] * burst and all(w > 0 for w in waits[burst:])
+    # The neighbour behind the same NAT logs in with its good key at once...
+    assert throttle.admit("fk_ok", "192.0.2.1", now=0.0) == 0.0
+    # ... and only a key with failures on record shares the address's limit.
+    throttle.on_failure("fk_bad", "192.0.2.1", now=0.0)
+    assert throttle.admit("fk_bad", "192.0.2.1", now=0.0) > 0
+    assert throttle.admit(None, "192.0.2.2", now=0.0) == 0.0  # another address: its own bucket
+    # The bucket refills at its rate: one token after 1 / rate seconds.
+    assert throttle.admit(None, "192.0.2.1", now=1.0 / ADDRESS_RATE_PER_S) == 0.0
+    assert repr(throttle) == "<LoginThrottle [keys=1, addresses=2]>"
 
 
-def test_a_login_waits_for_the_larger_of_the_two_waits() -> None:
+def test_reserved_attempts_are_not_charged_twice_and_the_table_is_bounded() -> None:
+    limiter = AddressLimiter(burst=2, rate_per_s=1.0)
+    assert limiter.take("a", now=0.0) == 0.0
+    assert limiter.retry_after("a", now=0.0) == 0.0
+    limiter.charge("a", now=0.0)
+    assert limiter.retry_after("a", now=0.0) == pytest.approx(1.0)
+    assert limiter.take("a", now=0.0) == pytest.approx(1.0)  # nothing taken when empty
     throttle = LoginThrottle()
-    for _ in range(FREE_FAILURES + 3):
-        throttle.on_failure("fk_1", "198.51.100.1", now=0.0)
-    key_wait = throttle.by_key.retry_after("fk_1", now=0.0)
-    assert key_wait > throttle.by_address.retry_after("198.51.100.1", now=0.0)
-    assert throttle.retry_after("fk_1", "198.51.100.1", now=0.0) == key_wait
+    throttle.admit(None, "b", now=0.0)
+    throttle.on_failure(None, "b", now=0.0, reserved=True)
+    assert throttle.by_address.retry_after("b", now=0.0) == 0.0  # one token gone, not two
+    for i in range(MAX_NAMES + 10):
+        limiter.charge(f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", now=0.0)
+    assert len(limiter) <= MAX_NAMES
 
 
 def test_failed_logins_are_audited_with_repeats_collapsed() -> None:
     store = Store(":memory:")
-    for i in range(50):  # 50 failures in one second: one row
+    for i in range(50):  # 50 failures in one window: one row
         store.audit_failed_login(
             key_id="fk_1", user="alice", address="1.2.3.4", reason="wrong secret", now=i / 100
         )
     store.audit_failed_login(key_id="fk_1", user="alice", address="5.6.7.8", reason="wrong secret", now=0.6)
-    store.audit_failed_login(key_id="fk_1", user="alice", address="1.2.3.4", reason="wrong secret", now=1.5)
-    store.audit_failed_login(key_id="x\n" * 100, user="", address="1.2.3.4", reason="unknown key id", now=1.6)
+    store.audit_failed_login(key_id="fk_1", user="alice", address="1.2.3.4", reason="wrong secret", now=60.5)
+    store.audit_failed_login(
+        key_id="x\n" * 100, user="", address="1.2.3.4", reason="unknown key id", now=60.6
+    )
     rows = [(e.user, e.action, e.target, e.detail, e.count) for e in reversed(store.audit_log())]
     assert rows == [
         ("alice", "login-failed", "fk_1", "from 1.2.3.4: wrong secret", 50),
         ("alice", "login-failed", "fk_1", "from 5.6.7.8: wrong secret", 1),
-        ("alice", "login-failed", "fk_1", "from 1.2.3.4: wrong secret", 1),  # the next second
+        ("alice", "login-failed", "fk_1", "from 1.2.3.4: wrong secret", 1),  # the next window
         ("", "login-failed", "x?" * 32, "from 1.2.3.4: unknown key id", 1),  # one line, cut
     ]
 

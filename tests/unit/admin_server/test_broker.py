@@ -1,4 +1,5 @@
-"""Route planning: delayed-only items never carry real-time lines; patterns are checked by containment."""
+"""Route planning: delayed-only items never carry real-time lines; patterns are checked by containment;
+a route is given only where the caller is entitled to every symbol its channel carries."""
 
 from __future__ import annotations
 
@@ -16,12 +17,16 @@ POLICY = parse_policy(
     """\
 groups:
   traders: {}
+  narrow: {}
   delayed: {}
 rules:
   - groups: [traders]
-    symbols: ["A?", "N*"]
+    symbols: ["[A-M]*"]
     mode: realtime
-  - groups: [traders, delayed]
+  - groups: [narrow]
+    symbols: ["A?"]
+    mode: realtime
+  - groups: [traders, narrow, delayed]
     symbols: ["*"]
     mode: delayed
 """
@@ -44,6 +49,7 @@ LINES: dict[str, tuple[LineView, ...]] = {
     for i, name in enumerate(("EQ-A-M", "EQ-N-Z"))
 }
 TRADER = Principal(user="alice", groups=frozenset({"traders"}))
+NARROW = Principal(user="nora", groups=frozenset({"narrow"}))
 DELAYED = Principal(user="dora", groups=frozenset({"delayed"}))
 
 
@@ -58,19 +64,56 @@ def test_delayed_routes_carry_no_lines_and_no_replay_endpoints() -> None:
         ("EQ-N-Z", True, ("NVDA",), 0),
     ]
     assert _plan(DELAYED, ["*"]) == [("EQ-A-M", True, ("*",), 0), ("EQ-N-Z", True, ("*",), 0)]
-    # One channel, both modes: only the real-time route names the lines.
+    # Only the real-time route names the lines.
     assert _plan(TRADER, ["AB", "AAPL", "N*"]) == [
-        ("EQ-A-M", False, ("AB",), 1),
-        ("EQ-A-M", True, ("AAPL",), 0),
-        ("EQ-N-Z", False, ("N*",), 1),
+        ("EQ-A-M", False, ("AB", "AAPL"), 1),
+        ("EQ-N-Z", True, ("N*",), 0),
     ]
 
 
 def test_a_question_mark_grant_admits_a_star_request_only_through_the_delayed_grant() -> None:
-    assert _plan(TRADER, ["A*"]) == [("EQ-A-M", True, ("A*",), 0)]
-    assert _plan(TRADER, ["A?"]) == [("EQ-A-M", False, ("A?",), 1)]
+    assert _plan(NARROW, ["A*"]) == [("EQ-A-M", True, ("A*",), 0)]
     with pytest.raises(PermissionDeniedError, match="A"):
         _plan(Principal(user="eve"), ["A?"])
+
+
+def test_a_real_time_route_needs_the_whole_channel_and_the_refusal_names_what_it_would_expose() -> None:
+    # Entitled to A? in real time, the whole channel delayed: the delayed route, said so.
+    assert _plan(NARROW, ["A?"]) == [("EQ-A-M", True, ("A?",), 0)]
+    bare = parse_policy("groups: {n: {}}\nrules:\n  - {groups: [n], symbols: ['A?'], mode: realtime}\n")
+    with pytest.raises(PermissionDeniedError) as refused:  # and nothing delayed: the line carries all of A-M
+        plan_routes(
+            Principal(user="n", groups=frozenset({"n"})), ["A?"], policy=bare, channels=CHANNELS, lines=LINES
+        )
+    error = refused.value
+    assert error.reason == "CHANNEL_NOT_ENTITLED"
+    assert error.metadata["channel"] == "EQ-A-M" and error.metadata["exposes"] == "[A-M]*"
+    assert (
+        error.metadata["mode"] == "real-time" and error.metadata["example"] == "A"
+    )  # A alone: A? wants two letters
+    assert "carries [A-M]*" in str(error) and "A?" in str(error)
+    # A pattern that starts with a wildcard reaches every channel: each must be covered.
+    wide = Principal(user="w", groups=frozenset({"traders"}))
+    with pytest.raises(PermissionDeniedError, match="EQ-A-M carries.*EQ-N-Z carries"):
+        plan_routes(
+            wide,
+            ["*X"],
+            policy=parse_policy(
+                "groups: {traders: {}}\nrules:\n  - {groups: [traders], symbols: ['*X'], mode: realtime}\n"
+            ),
+            channels=CHANNELS,
+            lines=LINES,
+        )
+    # Delayed routes are held to the same rule, with real-time and delayed grants together.
+    only = parse_policy("groups: {d: {}}\nrules:\n  - {groups: [d], symbols: [AAPL], mode: delayed}\n")
+    with pytest.raises(PermissionDeniedError, match="delayed"):
+        plan_routes(
+            Principal(user="d", groups=frozenset({"d"})),
+            ["AAPL"],
+            policy=only,
+            channels=CHANNELS,
+            lines=LINES,
+        )
 
 
 def test_delayed_routes_carry_the_delayed_lines_and_never_a_real_time_one() -> None:
@@ -79,11 +122,11 @@ def test_delayed_routes_carry_the_delayed_lines_and_never_a_real_time_one() -> N
         for name, views in LINES.items()
     }
     routes = plan_routes(
-        TRADER, ["AB", "AAPL"], policy=POLICY, channels=CHANNELS, lines=LINES, delayed_lines=delayed_lines
+        TRADER, ["AB", "NVDA"], policy=POLICY, channels=CHANNELS, lines=LINES, delayed_lines=delayed_lines
     )
     by_mode = {route.delayed: route for route in routes}
     assert [line.line_endpoint for line in by_mode[False].lines] == [v.line_endpoint for v in LINES["EQ-A-M"]]
     assert [line.line_endpoint for line in by_mode[True].lines] == [
-        v.line_endpoint for v in delayed_lines["EQ-A-M"]
+        v.line_endpoint for v in delayed_lines["EQ-N-Z"]
     ]
     assert all(line.line_endpoint.endswith("/delayed") for line in by_mode[True].lines)

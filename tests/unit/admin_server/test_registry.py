@@ -146,7 +146,7 @@ POLICY = parse_policy(
     """
 groups: {traders: {}, public: {}}
 rules:
-  - {groups: [traders], symbols: ["A*", "MSFT", "N*"], mode: realtime}
+  - {groups: [traders], symbols: ["[A-M]*", "N*"], mode: realtime}
   - {groups: [public], symbols: ["*"], mode: delayed}
 """
 )
@@ -155,16 +155,12 @@ rules:
 def test_brokering(registry: Registry) -> None:
     trader = Principal(user="t", groups=frozenset({"traders"}))
     lines = {"EQ-A-M": line_views(registry.lines("EQ-A-M"))}
-    routes = plan_routes(
-        trader, ["AAPL", "MSFT", "NVDA", "AAPL"], policy=POLICY, channels=CHANNELS, lines=lines
-    )
-    assert [(r.channel.name, r.symbols, r.delayed) for r in routes] == [
-        ("EQ-A-M", ("AAPL", "MSFT"), False),
-        ("EQ-N-Z", ("NVDA",), False),
-    ]
+    routes = plan_routes(trader, ["AAPL", "MSFT", "AAPL"], policy=POLICY, channels=CHANNELS, lines=lines)
+    assert [(r.channel.name, r.symbols, r.delayed) for r in routes] == [("EQ-A-M", ("AAPL", "MSFT"), False)]
     assert [line.adapter_id for line in routes[0].lines] == ["a", "b", "c"]
     assert routes[0].lines[0].role is AdapterRole.ACTIVE
-    assert routes[1].lines == ()
+    with pytest.raises(PermissionDeniedError, match="channel EQ-N-Z carries"):  # N* is not all of N-Z
+        plan_routes(trader, ["NVDA"], policy=POLICY, channels=CHANNELS, lines=lines)
     with pytest.raises(PermissionDeniedError) as info:
         plan_routes(trader, ["AAPL", "ZZZ", "*"], policy=POLICY, channels=CHANNELS, lines=lines)
     assert info.value.symbols == ("ZZZ", "*")

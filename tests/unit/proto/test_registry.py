@@ -114,3 +114,15 @@ def test_force_travels_with_a_promote_only() -> None:
     assert registry.command_from_proto(registry.command_to_proto(forced)).force
     stray = admin_pb2.OperatorCommand(kind=admin_pb2.COMMAND_KIND_DEMOTE, term=5, force=True)
     assert not registry.command_from_proto(stray).force  # force means nothing to a DEMOTE
+
+
+def test_a_curve_key_must_decode_to_32_bytes_and_not_be_zero() -> None:
+    import zmq
+    from zmq.utils import z85
+
+    from feedha.proto.registry import is_curve_key
+
+    assert all(is_curve_key(zmq.curve_keypair()[0].decode()) for _ in range(20))
+    assert not is_curve_key(z85.encode(bytes(32)).decode())  # the point at zero
+    assert not is_curve_key("#" * 40)  # 85**5 - 1 > 2**32 - 1: decodes to nothing
+    assert not is_curve_key("a" * 39) and not is_curve_key("a" * 39 + " ")
