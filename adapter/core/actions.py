@@ -12,10 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from feedha.adapter.core.syncbus import SyncMessage
+from feedha.proto.seal import SealKey
 
 __all__ = [
     "Action",
+    "ChangeAccess",
     "CommandDone",
+    "EndAccessReplace",
+    "ExpireAccess",
+    "Rebind",
+    "UseSealKey",
     "ReadSync",
     "SampleMachine",
     "ReplyAdmin",
@@ -163,6 +169,41 @@ class Quarantine:
     size: int
 
 
+@dataclass(frozen=True, slots=True)
+class ChangeAccess:
+    """Grant or revoke subscriber keys on the data plane (the shell's access table)."""
+
+    grants: tuple[tuple[str, int, bool], ...]  # (Z85 key, expires_at_ns, delayed_only)
+    revoke: bool
+    replace: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EndAccessReplace:
+    """A replacement of every grant is complete: revoke the keys none of its parts named."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireAccess:
+    """Revoke the grants expired at ``wall_ns``."""
+
+    wall_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rebind:
+    """Bind the socket that serves ``where`` afresh: every peer reconnects and is checked again."""
+
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class UseSealKey:
+    """Seal the multicast line's packets with ``key`` from now on."""
+
+    key: SealKey
+
+
 Action: TypeAlias = (
     Publish
     | JournalRecords
@@ -178,4 +219,9 @@ Action: TypeAlias = (
     | ReplyAdmin
     | ReadSync
     | SampleMachine
+    | ChangeAccess
+    | EndAccessReplace
+    | ExpireAccess
+    | Rebind
+    | UseSealKey
 )

@@ -162,15 +162,15 @@ class BackupGaps:
         known: how many of the active's recent gaps to remember.
     """
 
-    __slots__ = ("pending", "_known", "_owed")
+    __slots__ = ("pending", "_known", "owed")
 
     def __init__(self, *, known: int = KNOWN_GAPS) -> None:
         self.pending: Gap | None = None  # our own gap, not settled yet
         self._known: deque[Gap] = deque(maxlen=known)  # gaps the active asked about
-        self._owed: deque[Gap] = deque(maxlen=known)  # queries we have not answered yet
+        self.owed: deque[Gap] = deque(maxlen=known)  # questions not answered yet
 
     def __repr__(self) -> str:
-        return f"<BackupGaps [pending={self.pending}, known={len(self._known)}, owed={len(self._owed)}]>"
+        return f"<BackupGaps [pending={self.pending}, known={len(self._known)}, owed={len(self.owed)}]>"
 
     def on_own_gap(self, gap: Gap) -> Settlement:
         """We found ``gap``: common at once if the active asked about it, else open (pending)."""
@@ -187,8 +187,8 @@ class BackupGaps:
     def on_query(self, gap: Gap) -> Settlement:
         """The active asks about ``gap``: remember it (we may reach it later), owe an answer."""
         self._known.append(gap)
-        if gap not in self._owed:
-            self._owed.append(gap)
+        if gap not in self.owed:
+            self.owed.append(gap)
         if self.pending is not None and gap.covers(self.pending):
             self.pending = None
             return Settlement.COMMON
@@ -216,15 +216,15 @@ class BackupGaps:
 
     def due_answers(self, *, position: int) -> list[Gap]:
         """The owed answers we can give now that we converted up to ``position``."""
-        due = [gap for gap in self._owed if gap.last <= position]
+        due = [gap for gap in self.owed if gap.last <= position]
         for gap in due:
-            self._owed.remove(gap)
+            self.owed.remove(gap)
         return due
 
     def forget(self) -> None:
         """Our state was replaced (snapshot) or we changed role: nothing is pending or owed."""
         self.pending = None
-        self._owed.clear()
+        self.owed.clear()
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,7 +232,8 @@ class AdapterCore:
         pipeline = self.pipeline
         if pipeline.pending_roll is not None and pipeline.at_fence():
             self._drive(pipeline.commit(pipeline.pending_roll, self._standing(), turn), turn)
-        self._carry(self.gaps.answers(self._gap_view()), turn)
+        if self.gaps.backup.owed:  # answers owed (an attribute: this runs on every source frame)
+            self._carry(self.gaps.answers(self._gap_view()), turn)
         if converted and (self._sync.throttled or self._rate_limit):
             self._throttle(converted)
         if counters.internal_errors > faults:
