@@ -17,11 +17,11 @@ import contextlib
 import logging
 import queue
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import SyncView
+from feedha.adapter.core.access_desk import AccessChange, SealChange
 from feedha.adapter.core.commands import Command, ControlError, EndSession, Purge, RoleCommand, Throttle
 from feedha.adapter.core.sync_types import CommandKind, Role
 from feedha.adapter.errors import ConfigError
@@ -29,7 +29,6 @@ from feedha.admin_client import AdminClientError, RegistryAgent, tls_from_files
 from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, CommandResult, SyncStatus
 from feedha.proto.registry import Command as RegistryCommand
 from feedha.proto.registry import CommandKind as RegistryCommandKind
-from feedha.proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 
@@ -51,29 +50,13 @@ def registry_status(view: SyncView) -> AdapterStatus:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class AccessChange:
-    """Data-plane access from the admin server: subscriber keys granted or revoked (for the runner)."""
-
-    grants: list[tuple[str, int, bool]]  # (Z85 key, expires_at_ns, delayed_only)
-    revoke: bool
-    replace: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SealChange:
-    """The admin server's packet key for this channel's multicast line (for the runner)."""
-
-    key: SealKey
-
-
 def core_command(command: RegistryCommand) -> Command | AccessChange | SealChange:
-    """A command from the admin server: the core's command, or an access or seal change for the runner."""
+    """A command from the admin server as the core takes it: an operator command, an access or seal change."""
     if command.kind is RegistryCommandKind.SEAL:
         assert command.seal_key is not None  # command_from_proto refuses a SEAL without one
         return SealChange(command.seal_key)
     if command.kind in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
-        grants = [(g.curve_public_key, g.expires_at_ns, g.delayed_only) for g in command.grants]
+        grants = tuple((g.curve_public_key, g.expires_at_ns, g.delayed_only) for g in command.grants)
         return AccessChange(grants, command.kind is RegistryCommandKind.REVOKE, command.replace_grants)
     if command.kind is RegistryCommandKind.THROTTLE:
         return Throttle(max(0.0, command.rate))
@@ -173,7 +156,7 @@ class AdminLink:
         self._thread.join(timeout=5)
 
     def commands(self) -> list[Command | AccessChange | SealChange]:
-        """The commands received since the last call: the core's, and the runner's (access, seal)."""
+        """The commands received since the last call, typed for the core."""
         received: list[Command | AccessChange | SealChange] = []
         while not self._commands.empty():
             command = self._commands.get_nowait()

@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 import zmq
 
-from feedha.adapter.admin_link import AccessChange, AdminLink, SealChange
+from feedha.adapter.admin_link import AdminLink
 from feedha.adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
     AdapterConfig,
@@ -138,16 +138,17 @@ class AdapterRunner:
             self.delayed_line = DelayedLineSocket(cfg, self.guard, self.journal)
             self.delayed_line.open()
 
-    def _rebind(self, now: float) -> None:
+    def _rebind(self, action: act.Rebind) -> None:
         # ZAP is asked at connection time only: to cut off a revoked peer, every peer reconnects.
-        for where in self.guard.due_rebinds(now=now, now_ns=time.time_ns()):
-            logger.info("binding the %s afresh: a revoked key was connected to it", where)
-            for part in self._parts():
-                if isinstance(part, LineSocket | JournalKeeper | DelayedLineSocket):
-                    part.rebind(where)
-        for bound in (self.line, self.delayed_line):
-            if bound is not None:
-                bound.retry_bind()
+        logger.info("binding the %s afresh: a revoked key was connected to it", action.where)
+        for part in self._parts():
+            if isinstance(part, LineSocket | JournalKeeper | DelayedLineSocket):
+                part.rebind(action.where)
+        self.guard.rebound(action.where)
+
+    def _rebind_wanted(self, where: frozenset[str]) -> None:
+        if where:
+            self.core.on_rebind_wanted(where, now=time.monotonic())
 
     def _parts(self) -> list[Any]:
         parts = (self.line, self.sync_link, self.source, self.journal, self._quarantine, self.delayed_line)
@@ -191,19 +192,10 @@ class AdapterRunner:
             self.journal.flush_request.serve()  # the replay thread needs what the writer buffers
         if self._admin is not None:
             for command in self._admin.commands():
-                self._admin_command(command)
+                self._carry_out(core.on_admin(command, now=time.monotonic(), wall_ns=time.time_ns()))
         if self._source in ready:
             self._drain_source()
         self._tick()
-
-    def _admin_command(self, command: Any) -> None:
-        now = time.monotonic()
-        if isinstance(command, AccessChange):
-            self.guard.on_access(command.grants, revoke=command.revoke, replace=command.replace, now=now)
-        elif isinstance(command, SealChange):
-            self.line.use_key(command.key)
-        else:
-            self._carry_out(self.core.on_admin(command, now=now, wall_ns=time.time_ns()))
 
     def _tick(self) -> None:
         core, now = self.core, time.monotonic()
@@ -212,7 +204,9 @@ class AdapterRunner:
             self.delayed_line.feed(core.delayed_wants, core.on_delayed_records, wall_ns=wall_ns)
         self._carry_out(core.on_tick(now=now, wall_ns=wall_ns))
         self.line.serve(now)
-        self._rebind(now)
+        for bound in (self.line, self.delayed_line):  # a rebind still waiting for its address
+            if bound is not None:
+                bound.retry_bind()
         if self.journal is not None:
             self.journal.view = core.view()
         if self._admin is not None:
@@ -232,7 +226,7 @@ class AdapterRunner:
 
     def _action_handlers(self) -> dict[type, Callable[[Any], None]]:
         # Each action type to what carries it out here (parts this adapter lacks: nothing).
-        journal, delayed, quarantine = self.journal, self.delayed_line, self._quarantine
+        journal, delayed, quarantine, guard = self.journal, self.delayed_line, self._quarantine, self.guard
 
         def keep(action: act.Quarantine) -> None:
             if quarantine is not None:
@@ -253,6 +247,13 @@ class AdapterRunner:
             act.SampleMachine: self._sample_machine,
             act.Status: lambda action: self._status(action.event, **action.fields),
             act.Quarantine: keep,
+            act.ChangeAccess: lambda a: self._rebind_wanted(
+                guard.on_access(a.grants, revoke=a.revoke, replace=a.replace)
+            ),
+            act.EndAccessReplace: lambda _action: self._rebind_wanted(guard.end_replace()),
+            act.ExpireAccess: lambda action: self._rebind_wanted(guard.expire(action.wall_ns)),
+            act.Rebind: self._rebind,
+            act.UseSealKey: lambda action: self.line.use_key(action.key),
         }
 
     def _carry_out(self, actions: Sequence[act.Action]) -> None:

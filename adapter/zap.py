@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
 import zmq
 
@@ -95,15 +95,6 @@ class Gatekeeper:
         return self.table.admits(domain, key, time.time_ns())
 
 
-EXPIRY_CHECK_S: Final = 0.25
-# Where a socket cannot cut off one peer (libzmq without ZMQ_SRCFD), it is bound afresh instead:
-# at most once per this interval, so a loop of subscribe/cancel cannot keep a line flapping.
-REBIND_INTERVAL_S: Final = 2.0
-# A replacement of the whole table may come in several GRANT commands (a gRPC message holds
-# ~75k grants at most): keys not granted again within this of the last part lose access.
-REPLACE_WINDOW_S: Final = 1.0
-
-
 class DataPlaneGuard:
     """All of CURVE for one adapter: its keys, the access table, the ZAP thread, who is connected where.
 
@@ -128,11 +119,8 @@ class DataPlaneGuard:
         self.adapter = adapter
         self.keys, self.sync_keys, self.source_public = keys, sync_keys, source_public
         self.table = AccessTable(permanent=static_grants)
-        self._rebind_at: dict[str, float] = {}
-        self._last_rebind: dict[str, float] = {}
         self.rebinds = 0
-        self._next_expiry_check = 0.0
-        self._replacing: tuple[float, set[str]] | None = None  # (last part's time, keys granted since)
+        self._kept: set[str] | None = None  # in a replacement of every grant: the keys its parts named
         self._gate: Gatekeeper | None = None
         self.books = {
             LINE: PeerBook(LINE, LINE, self.table),
@@ -246,46 +234,45 @@ class DataPlaneGuard:
 
     # ---- grants ------------------------------------------------------------------------------
 
-    def on_access(self, grants: Sequence[Grant], *, revoke: bool, replace: bool, now: float) -> None:
-        """The admin server granted or revoked subscriber keys (``replace``: all of them, maybe in parts)."""
+    def on_access(self, grants: Sequence[Grant], *, revoke: bool, replace: bool) -> frozenset[str]:
+        """The admin server granted or revoked subscriber keys (``replace``: all of them, maybe in parts).
+
+        Returns:
+            The sockets to bind afresh, in time (the core's ``AccessDesk`` decides when):
+            those a revoked key was connected to and that cannot cut off one peer.
+        """
         if revoke:
-            self._schedule(self.table.revoke(grant[0] for grant in grants), now)
-            return
-        if replace:
-            # The parts of one replacement come together; the keys none of them names lose
-            # access once no part came for REPLACE_WINDOW_S (see due_rebinds).
-            kept = set() if self._replacing is None else self._replacing[1]
-            kept.update(grant[0] for grant in grants)
-            self._replacing = (now, kept)
-        elif self._replacing is not None:
-            self._replacing[1].update(grant[0] for grant in grants)
+            return self._blind(self.table.revoke(grant[0] for grant in grants))
+        if replace and self._kept is None:
+            self._kept = set()
+        if self._kept is not None:
+            self._kept.update(grant[0] for grant in grants)
+        where: set[str] = set()
         for grant in grants:
-            self._schedule(self.table.grant(*grant), now)
+            where |= self.table.grant(*grant)
+        return self._blind(where)
 
-    def due_rebinds(self, *, now: float, now_ns: int) -> set[str]:
-        """The sockets to bind afresh now: only those that cannot cut off one peer (see :mod:`peers`)."""
-        if self._replacing is not None and now - self._replacing[0] >= REPLACE_WINDOW_S:
-            kept = self._replacing[1]
-            self._replacing = None
-            self._schedule(self.table.revoke([key for key in self.table.keys() if key not in kept]), now)
-        if self.keys is not None and now >= self._next_expiry_check:
-            self._next_expiry_check = now + EXPIRY_CHECK_S
-            self._schedule(self.table.expire(now_ns), now)
-        due = {where for where, at in self._rebind_at.items() if at <= now}
-        for where in due:
-            del self._rebind_at[where]
-            self._last_rebind[where] = now
-            self.table.rebound(where)
-            self.rebinds += 1
-        return due
+    def end_replace(self) -> frozenset[str]:
+        """A replacement of every grant is complete: the keys none of its parts named lose access."""
+        kept, self._kept = self._kept, None
+        if kept is None:
+            return frozenset()
+        return self._blind(self.table.revoke([key for key in self.table.keys() if key not in kept]))
 
-    def _schedule(self, where: set[str], now: float) -> None:
+    def expire(self, now_ns: int) -> frozenset[str]:
+        """Revoke the grants expired at ``now_ns``; returns the sockets to bind afresh."""
+        if self.keys is None:
+            return frozenset()
+        return self._blind(self.table.expire(now_ns))
+
+    def rebound(self, where: str) -> None:
+        """The sockets serving ``where`` were bound afresh: nobody is connected to them yet."""
+        self.table.rebound(where)
+        self.rebinds += 1
+
+    def _blind(self, where: set[str]) -> frozenset[str]:
         # Sockets whose book tells peers apart cut off the revoked one alone: no rebind.
-        for socket_name in where:
-            if not self.books[socket_name].blind:
-                continue
-            at = max(now, self._last_rebind.get(socket_name, -REBIND_INTERVAL_S) + REBIND_INTERVAL_S)
-            self._rebind_at.setdefault(socket_name, at)
+        return frozenset(name for name in where if self.books[name].blind)
 
     def status(self) -> dict[str, Any]:
         refused = {} if self._gate is None else dict(self._gate.refused)

@@ -73,7 +73,7 @@ def plan_commands(told: Grants | None, wanted: Grants, *, reason: str) -> list[C
     A command carries at most :data:`GRANTS_PER_COMMAND` grants (a gRPC message is
     4 MiB at most: ~75,000 grants). A replacement of the whole table goes in as many
     parts as it takes, each marked ``replace_grants``: the adapter drops the keys
-    none of the parts named once they stop coming (``adapter.zap.REPLACE_WINDOW_S``).
+    none of the parts named once they stop coming (``adapter.core.access_desk.REPLACE_WINDOW_S``).
     """
     if told is None:
         grants = [AccessGrant(key, *grant) for key, grant in sorted(wanted.items())]

@@ -44,6 +44,7 @@ from typing import Any, Final
 
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import recovery, syncbus
+from feedha.adapter.core.access_desk import AccessChange, AccessDesk, SealChange
 from feedha.adapter.core.actions import (
     Action,
     CommandDone,
@@ -191,6 +192,7 @@ class AdapterCore:
         self.sessions = SessionDriver(config.adapter, config.session_schedule)
         self.state.session = self.sessions.keeper.session.id
         self.gaps = GapDesk(config.adapter)
+        self.access = AccessDesk()  # when data-plane access changes take effect
         self.health = HealthMeter(penalty=config.health_penalty, now=now)
         self.delayed = DelayedSide(config, now=now)  # the delayed line and the group's purges
         self.sync_garbage = self.snapshots_sent = self.unpublished_at_promotion = 0
@@ -285,6 +287,7 @@ class AdapterCore:
         if now >= self._next_sample:
             self._next_sample = now + MACHINE_SAMPLE_S
             turn.out.append(SampleMachine())
+        turn.out += self.access.on_tick(now=now, wall_ns=wall_ns)
         turn.out += self.pipeline.seal(self._sync.term, turn)
         journal = self.emitter.journal
         if journal is not None:
@@ -321,8 +324,15 @@ class AdapterCore:
             return actions
         return [*actions, ReplyControl(reply)]
 
-    def on_admin(self, command: Command, *, now: float, wall_ns: int) -> list[Action]:
-        """An operator command from the admin server; a purge's reply goes back as :class:`ReplyAdmin`."""
+    def on_admin(
+        self, command: Command | AccessChange | SealChange, *, now: float, wall_ns: int
+    ) -> list[Action]:
+        """A command from the admin server; a purge's reply goes back as :class:`ReplyAdmin`.
+
+        Access and seal changes become the shell's actions, timed by :class:`AccessDesk`.
+        """
+        if isinstance(command, AccessChange | SealChange):
+            return self.access.on_change(command, now=now)
         reply, actions = self.on_command(command, now=now, wall_ns=wall_ns)
         if isinstance(command, Purge) and not reply.get("deferred"):
             actions.append(ReplyAdmin(command.command_id, reply))
@@ -413,6 +423,10 @@ class AdapterCore:
             )
         return summary
 
+    def on_rebind_wanted(self, where: frozenset[str], *, now: float) -> None:
+        """A revoked key was connected to ``where`` (sockets that cannot cut off one peer): rebind in time."""
+        self.access.on_rebind_wanted(where, now=now)
+
     def on_delayed_records(self, records: Iterable[RecordLike], *, caught_up: bool) -> None:
         """Journal records the shell read for the delayed line (see :meth:`delayed_wants`)."""
         self.delayed.feed(records, caught_up=caught_up)
@@ -424,6 +438,7 @@ class AdapterCore:
         if self._woke:
             return now  # the timers skipped on waking are due: at once, once the sync bus is read
         deadline = min(next_deadline(self.sync, self.config.sync, now=now), now + TICK_AT_LEAST_EVERY_S)
+        deadline = min(deadline, self.access.next_deadline())
         if self.sync.is_publishing:
             deadline = min(deadline, self.emitter.output.heartbeat_due())
         if not self.sync.deciding and now < self._paused_until:

@@ -61,15 +61,15 @@ class Line:
             now = time.monotonic()
             for what, argument in work:
                 if what == "grant":
-                    self.guard.on_access([(argument, FAR)], revoke=False, replace=False, now=now)
+                    rebind = self.guard.on_access([(argument, FAR)], revoke=False, replace=False)
                 else:
-                    self.guard.on_access([(argument, 0)], revoke=True, replace=False, now=now)
+                    rebind = self.guard.on_access([(argument, 0)], revoke=True, replace=False)
+                assert not rebind  # the line tells its peers apart: nobody is ever rebound
             for _ in range(20):
                 self.seq += 1
                 self.sock.send(b"T", zmq.SNDMORE)
                 self.sock.send(struct.pack(">Q", self.seq))
             self.guard.serve(LINE, self.sock, now=now)
-            assert not self.guard.due_rebinds(now=now, now_ns=time.time_ns())  # nobody is ever rebound
             time.sleep(0.0005)
         self.sock.close(linger=0)
 
@@ -257,7 +257,7 @@ def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_
         peers=guard.books[REPLAY],
     )
     keys = zmq.curve_keypair()
-    guard.on_access([(keys[0].decode(), FAR)], revoke=False, replace=False, now=time.monotonic())
+    guard.on_access([(keys[0].decode(), FAR)], revoke=False, replace=False)
     replay.start()
     dealers = []
     try:
@@ -278,7 +278,7 @@ def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_
             replay,
         )  # the rest: cut off
         assert replay.cut_off == guard.books[REPLAY].cut["over_cap"] <= 6  # the rest held at the handshake
-        guard.on_access([(keys[0].decode(), 0)], revoke=True, replace=False, now=time.monotonic())
+        guard.on_access([(keys[0].decode(), 0)], revoke=True, replace=False)
         _wait_until(lambda: guard.books[REPLAY].cut["revoked"] >= 1, "the revoked key's connections cut off")
         before = Service.answered
         for dealer in dealers[:MAX_CONNECTIONS_PER_KEY]:

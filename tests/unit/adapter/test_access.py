@@ -66,13 +66,14 @@ def test_the_version_grows_whenever_a_key_loses_access_and_allows_counts_nothing
 
 
 def test_a_replacement_in_parts_keeps_every_key_named_in_any_part() -> None:
-    from feedha.adapter.zap import REPLACE_WINDOW_S, DataPlaneGuard
+    from feedha.adapter.zap import DataPlaneGuard
 
     guard = DataPlaneGuard(adapter=1, keys=None, sync_keys=None)
-    guard.on_access([(A, 10**18), (B, 10**18), (C, 10**18)], revoke=False, replace=False, now=0.0)
-    guard.on_access([(A, 10**18)], revoke=False, replace=True, now=1.0)  # part 1 of a replacement
-    guard.on_access([(B, 10**18)], revoke=False, replace=True, now=1.01)  # part 2
-    guard.due_rebinds(now=1.02, now_ns=0)
+    guard.on_access([(A, 10**18), (B, 10**18), (C, 10**18)], revoke=False, replace=False)
+    guard.on_access([(A, 10**18)], revoke=False, replace=True)  # part 1 of a replacement
+    guard.on_access([(B, 10**18)], revoke=False, replace=True)  # part 2
     assert len(guard.table) == 3  # nobody loses access while the parts come in
-    guard.due_rebinds(now=1.02 + REPLACE_WINDOW_S, now_ns=0)
+    guard.end_replace()  # the core's AccessDesk says when: REPLACE_WINDOW_S after the last part
     assert sorted(guard.table.keys()) == [A, B]  # C was in no part: gone
+    guard.end_replace()  # once
+    assert sorted(guard.table.keys()) == [A, B]
