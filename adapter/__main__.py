@@ -326,11 +326,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         max_source_gap=args.max_source_gap,
         converter_table=args.converters,
         health_penalty=args.health_penalty,
-        admin=args.admin,
-        admin_credentials=(args.admin_key_id, admin_secret or "") if args.admin_key_id else None,
-        admin_tls_ca=args.admin_tls_ca,
-        admin_tls_cert=args.admin_tls_cert,
-        admin_tls_key=args.admin_tls_key,
+        **_admin_and_keys(args, admin_secret),
         replay_endpoint=args.replay,
         journal_dir=args.journal,
         journal_fsync=FsyncPolicy(args.fsync),
@@ -340,12 +336,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         retention_max_age_s=args.retention_age,
         retention_max_bytes=args.retention_bytes,
         quarantine_file=args.quarantine,
-        curve_key=args.curve_key,
-        sync_key=args.sync_key,
-        source_key=args.source_key,
-        insecure=args.insecure,
         health_address=None if args.health is None else parse_address(args.health, option="--health"),
-        grant_keys=args.grant_keys,
         fault_injection=args.allow_fault_injection,
         metrics_address=None if args.metrics is None else parse_address(args.metrics),
         session_schedule=None
@@ -357,6 +348,22 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         delay_s=args.delay,
         purge_margin_s=args.purge_margin,
     )
+
+
+def _admin_and_keys(args: argparse.Namespace, admin_secret: str | None) -> dict[str, Any]:
+    # The admin server's address and credentials, and the data plane's keys.
+    return {
+        "admin": args.admin,
+        "admin_credentials": (args.admin_key_id, admin_secret or "") if args.admin_key_id else None,
+        "admin_tls_ca": args.admin_tls_ca,
+        "admin_tls_cert": args.admin_tls_cert,
+        "admin_tls_key": args.admin_tls_key,
+        "curve_key": args.curve_key,
+        "sync_key": args.sync_key,
+        "source_key": args.source_key,
+        "grant_keys": args.grant_keys,
+        "insecure": args.insecure,
+    }
 
 
 def peer_endpoints(values: Sequence[str], *, adapter: int) -> tuple[str, ...]:

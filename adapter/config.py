@@ -198,26 +198,49 @@ class AdapterConfig:
         self.core()  # checks identity, numbering and timers (raises ConfigError)
         if not self.channel or any(c.isspace() for c in self.channel):
             raise ConfigError(f"channel must be a non-empty name without whitespace, got {self.channel!r}")
+        if self.sndhwm < 0:
+            raise ConfigError(f"sndhwm must be >= 0, got {self.sndhwm}")
+        self._check_endpoints()
+        self._check_keys()
+        self._check_served_from_journal()
+        if not self.snapshot_interval_s >= MIN_SNAPSHOT_INTERVAL_S:
+            raise ConfigError(
+                f"snapshot_interval_s must be >= {MIN_SNAPSHOT_INTERVAL_S}, got {self.snapshot_interval_s!r}"
+            )
+        if self.replay_max_bytes < self.max_packet_bytes:
+            raise ConfigError(
+                f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"
+            )
+        if not self.insecure:
+            self._check_secure()
+
+    def _check_endpoints(self) -> None:
         for name in ("source_endpoint", "line_endpoint", "sync_endpoint"):
             _check_endpoint(name, getattr(self, name))
         for peer in self.peers:
             _check_endpoint("peers", peer)
-        if self.control_endpoint is not None:
-            _check_endpoint("control_endpoint", self.control_endpoint)
-            if not self.control_endpoint.startswith(_LOCAL_CONTROL):
-                raise ConfigError(
-                    f"control_endpoint {self.control_endpoint!r} must be local (ipc://, or tcp:// on "
-                    "127.0.0.1 or [::1]): it takes commands without authentication; operators go through "
-                    "the admin server"
-                )
-        if self.sndhwm < 0:
-            raise ConfigError(f"sndhwm must be >= 0, got {self.sndhwm}")
-        if self.replay_endpoint is not None:
-            _check_endpoint("replay_endpoint", self.replay_endpoint)
-            if self.journal_dir is None:
-                raise ConfigError(
-                    f"replay_endpoint {self.replay_endpoint!r} needs a journal_dir to serve from"
-                )
+        for name in ("control_endpoint", "replay_endpoint", "snapshot_endpoint", "delayed_line_endpoint"):
+            if getattr(self, name) is not None:
+                _check_endpoint(name, getattr(self, name))
+        if self.control_endpoint is not None and not self.control_endpoint.startswith(_LOCAL_CONTROL):
+            raise ConfigError(
+                f"control_endpoint {self.control_endpoint!r} must be local (ipc://, or tcp:// on "
+                "127.0.0.1 or [::1]): it takes commands without authentication; operators go through "
+                "the admin server"
+            )
+        if self.snapshot_endpoint is not None and self.snapshot_endpoint.startswith(
+            ("epgm://", "pgm://", "norm://")
+        ):
+            raise ConfigError("snapshot_endpoint must be tcp:// or ipc:// (its parts are not sealed)")
+        delayed = self.delayed_line_endpoint
+        if delayed is not None and not delayed.startswith(("tcp://", "ipc://", "inproc://")):
+            raise ConfigError(
+                f"delayed_line_endpoint {delayed!r} must be tcp:// (or ipc://): only "
+                "CURVE keeps delayed-only subscribers off the real-time stream, and it does not cover "
+                "multicast"
+            )
+
+    def _check_keys(self) -> None:
         if self.curve_key is not None and self.admin is None and self.grant_keys is None:
             raise ConfigError(
                 "curve_key needs an admin server (--admin) to grant the subscribers' keys, or --grant-keys"
@@ -228,36 +251,21 @@ class AdapterConfig:
             raise ConfigError("admin_tls_ca/admin_tls_cert need an admin server (--admin)")
         if self.grant_keys is not None and self.curve_key is None:
             raise ConfigError("grant_keys needs curve_key: without CURVE the line is open to anyone anyway")
+
+    def _check_served_from_journal(self) -> None:
+        # The replay service, the snapshot line and the delayed line all read the journal.
+        if self.journal_dir is not None:
+            return
+        if self.replay_endpoint is not None:
+            raise ConfigError(f"replay_endpoint {self.replay_endpoint!r} needs a journal_dir to serve from")
         if self.snapshot_endpoint is not None:
-            _check_endpoint("snapshot_endpoint", self.snapshot_endpoint)
-            if self.journal_dir is None:
-                raise ConfigError(
-                    f"snapshot_endpoint {self.snapshot_endpoint!r} needs a journal_dir to build from"
-                )
-            if self.snapshot_endpoint.startswith(("epgm://", "pgm://", "norm://")):
-                raise ConfigError("snapshot_endpoint must be tcp:// or ipc:// (its parts are not sealed)")
-        if not self.snapshot_interval_s >= MIN_SNAPSHOT_INTERVAL_S:
             raise ConfigError(
-                f"snapshot_interval_s must be >= {MIN_SNAPSHOT_INTERVAL_S}, got {self.snapshot_interval_s!r}"
+                f"snapshot_endpoint {self.snapshot_endpoint!r} needs a journal_dir to build from"
             )
         if self.delayed_line_endpoint is not None:
-            _check_endpoint("delayed_line_endpoint", self.delayed_line_endpoint)
-            if self.journal_dir is None:
-                raise ConfigError(
-                    "a delayed line is served from the journal: delayed_line_endpoint needs journal_dir"
-                )
-            if not self.delayed_line_endpoint.startswith(("tcp://", "ipc://", "inproc://")):
-                raise ConfigError(
-                    f"delayed_line_endpoint {self.delayed_line_endpoint!r} must be tcp:// (or ipc://): only "
-                    "CURVE keeps delayed-only subscribers off the real-time stream, and it does not cover "
-                    "multicast"
-                )
-        if self.replay_max_bytes < self.max_packet_bytes:
             raise ConfigError(
-                f"replay_max_bytes ({self.replay_max_bytes}) must hold one packet ({self.max_packet_bytes})"
+                "a delayed line is served from the journal: delayed_line_endpoint needs journal_dir"
             )
-        if not self.insecure:
-            self._check_secure()
 
     @property
     def endpoints(self) -> tuple[tuple[str, str], ...]:

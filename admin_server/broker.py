@@ -159,6 +159,32 @@ def plan_routes(
         PermissionDeniedError: some items are not entitled (named in ``symbols``).
         NotFoundError: some items map to no configured channel.
     """
+    grouped = _group_by_channel(principal, items, policy=policy, channels=channels)
+    by_name = {c.name: c for c in channels}
+    grouped = _settle_modes(principal, grouped, by_name, policy=policy)
+    check_exposure(
+        principal,
+        {(by_name[name], delayed): items for (name, delayed), items in grouped.items()},
+        policy=policy,
+    )
+    delayed_lines = delayed_lines or {}
+    # A delayed route names the delayed lines only: a real-time line must never reach it.
+    routes = [
+        Route(
+            channel=by_name[name],
+            lines=delayed_lines.get(name, ()) if delayed else lines.get(name, ()),
+            symbols=tuple(symbols),
+            delayed=delayed,
+        )
+        for (name, delayed), symbols in grouped.items()
+    ]
+    return sorted(routes, key=lambda r: (r.channel.number, r.delayed))
+
+
+def _group_by_channel(
+    principal: Principal, items: Sequence[str], *, policy: Policy, channels: Sequence[ChannelConfig]
+) -> dict[tuple[str, bool], list[str]]:
+    """The entitled items by (channel name, delayed); refuses what is not entitled or not routed."""
     wanted = validate_items(items)
     modes = {item: policy.entitlement(principal, item) for item in wanted}
     denied = [item for item, mode in modes.items() if mode is Mode.NONE]
@@ -183,25 +209,7 @@ def plan_routes(
             metadata={"symbols": " ".join(unrouted)},
             violations=_violations(items, unrouted, "SYMBOL_NOT_ROUTED", "no channel carries"),
         )
-    by_name = {c.name: c for c in channels}
-    grouped = _settle_modes(principal, grouped, by_name, policy=policy)
-    check_exposure(
-        principal,
-        {(by_name[name], delayed): items for (name, delayed), items in grouped.items()},
-        policy=policy,
-    )
-    delayed_lines = delayed_lines or {}
-    # A delayed route names the delayed lines only: a real-time line must never reach it.
-    routes = [
-        Route(
-            channel=by_name[name],
-            lines=delayed_lines.get(name, ()) if delayed else lines.get(name, ()),
-            symbols=tuple(symbols),
-            delayed=delayed,
-        )
-        for (name, delayed), symbols in grouped.items()
-    ]
-    return sorted(routes, key=lambda r: (r.channel.number, r.delayed))
+    return grouped
 
 
 def _settle_modes(

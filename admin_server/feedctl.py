@@ -113,6 +113,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ca", dest="tls_ca", type=Path, help=argparse.SUPPRESS)  # the old name of --tls-ca
     parser.add_argument("--json", action="store_true", help="print JSON")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_adapter_commands(sub)
+    _add_channel_commands(sub)
+    watch = sub.add_parser("watch", help="print live events")
+    watch.add_argument("--count", type=int, default=0, help="stop after N events (0: forever)")
+    settings.share_options(parser)
+    return parser
+
+
+def _add_adapter_commands(sub: Any) -> None:
+    # adapters, subscriptions, failover, fail, throttle
     adapters = sub.add_parser("adapters", help="list adapters")
     adapters.add_argument("--channel", help="only this channel's adapters")
     sub.add_parser("subscriptions", help="list subscriptions")
@@ -131,6 +141,10 @@ def _parser() -> argparse.ArgumentParser:
     throttle = sub.add_parser("throttle", help="limit an adapter's publishing rate")
     throttle.add_argument("adapter")
     throttle.add_argument("rate", type=float)
+
+
+def _add_channel_commands(sub: Any) -> None:
+    # session end, purge
     session = sub.add_parser("session", help="the channel's trading session")
     session_sub = session.add_subparsers(dest="session_command", required=True)
     end = session_sub.add_parser(
@@ -156,10 +170,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     purge.add_argument("--all-pending", action="store_true", help="everything the delayed line has not sent")
     purge.add_argument("--reason", required=True, help="why (kept with the purge, shown to subscribers)")
-    watch = sub.add_parser("watch", help="print live events")
-    watch.add_argument("--count", type=int, default=0, help="stop after N events (0: forever)")
-    settings.share_options(parser)
-    return parser
 
 
 async def _pages(call: Any, request: Any, field: str, md: Metadata) -> list[Any]:

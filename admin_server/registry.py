@@ -226,6 +226,25 @@ class Registry:
             PreconditionError: the target is down, already active, or no backup is up;
                 or the channel's previous failover is not reported done yet.
         """
+        members = self._members_free_to_fail_over(channel_name, now=now)
+        reported = max(r.status.term for r in members)
+        active = self.active(channel_name)
+        target = self._pick_target(channel_name, members, active, to)
+        new_term = reported + 1
+        self._handovers[channel_name] = (new_term, now + HANDOVER_WINDOW_S)
+        reason = f"operator failover to {target.adapter_id}" + (" (forced)" if force else "")
+        directives = []
+        if active is not None:
+            demote = Command(kind=CommandKind.DEMOTE, term=new_term, reason=reason, issued_by=issued_by)
+            directives.append(Directive(adapter_id=active.adapter_id, command=demote))
+        promote = Command(
+            kind=CommandKind.PROMOTE, term=new_term, reason=reason, issued_by=issued_by, force=force
+        )
+        directives.append(Directive(adapter_id=target.adapter_id, command=promote))
+        return directives
+
+    def _members_free_to_fail_over(self, channel_name: str, *, now: float) -> list[AdapterRecord]:
+        # The channel's adapters, refusing an unknown channel and one whose last failover is pending.
         members = self.lines(channel_name)
         if not members:
             raise NotFoundError(
@@ -242,20 +261,7 @@ class Registry:
                 reason="FAILOVER_IN_PROGRESS",
                 metadata={"channel": channel_name, "term": str(pending)},
             )
-        active = self.active(channel_name)
-        target = self._pick_target(channel_name, members, active, to)
-        new_term = reported + 1
-        self._handovers[channel_name] = (new_term, now + HANDOVER_WINDOW_S)
-        reason = f"operator failover to {target.adapter_id}" + (" (forced)" if force else "")
-        directives = []
-        if active is not None:
-            demote = Command(kind=CommandKind.DEMOTE, term=new_term, reason=reason, issued_by=issued_by)
-            directives.append(Directive(adapter_id=active.adapter_id, command=demote))
-        promote = Command(
-            kind=CommandKind.PROMOTE, term=new_term, reason=reason, issued_by=issued_by, force=force
-        )
-        directives.append(Directive(adapter_id=target.adapter_id, command=promote))
-        return directives
+        return members
 
     def cancel_failover(self, channel_name: str) -> None:
         """Forget a planned failover that could not be sent (the next one is planned at once)."""

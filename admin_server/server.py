@@ -303,7 +303,13 @@ def _parser() -> argparse.ArgumentParser:
         "scrapes, the status page or idle connections (port 0 picks one; default: not served)",
     )
     settings.add_common_arguments(parser, log_level="INFO")
-    sub = parser.add_subparsers(dest="command")
+    _add_key_commands(parser.add_subparsers(dest="command"))
+    settings.share_options(parser, ("config", "database", "log_level", "log_format"))
+    return parser
+
+
+def _add_key_commands(sub: Any) -> None:
+    # add-user, rotate-key, login-link: the commands that print a credential and exit
     add = sub.add_parser("add-user", help="create a user and print a new API key")
     add.add_argument("name")
     add.add_argument("--group", action="append", default=[], help="add the user to a group (repeatable)")
@@ -322,8 +328,6 @@ def _parser() -> argparse.ArgumentParser:
         "--url",
         help="the status page's base URL, e.g. http://127.0.0.1:9200 (default: from --metrics)",
     )
-    settings.share_options(parser, ("config", "database", "log_level", "log_format"))
-    return parser
 
 
 def _open_store(args: argparse.Namespace, sections: Mapping[str, Any]) -> tuple[Store, argon2.PasswordHasher]:
