@@ -94,6 +94,8 @@ class AccessDesk:
 
     def on_tick(self, *, now: float, wall_ns: int) -> list[act.Action]:
         """Due work: the end of a replacement, the expiry check, rebinds."""
+        if now < self._next_expiry_check and not self._rebind_at and self._replace_part_at is None:
+            return []  # nothing due (the common turn)
         out: list[act.Action] = []
         if self._replace_part_at is not None and now - self._replace_part_at >= REPLACE_WINDOW_S:
             self._replace_part_at = None

@@ -95,6 +95,10 @@ class DelayedSide:
         """A purge from an operator (see :meth:`PurgeDesk.on_command`)."""
         return self.desk.on_command(command, ctx, out)
 
+    def has_work(self, role: Role) -> bool:
+        """Whether :meth:`on_tick` would do anything: a delayed line, or the purge desk's business."""
+        return self.line is not None or self.desk.has_work(role)
+
     def on_tick(self, ctx: PurgeContext, out: list[Action]) -> None:
         """Settle late replies; send what the delayed line owes now."""
         self.desk.on_tick(ctx, out)

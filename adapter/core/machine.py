@@ -302,10 +302,14 @@ class AdapterCore:
                 turn.out.append(checkpoint)
         if now >= next_deadline(self.sync, self.config.sync, now=now) and not self._woke:
             self.apply(Tick(), turn)
-        self._carry(self.gaps.decide(self._gap_view()), turn)
-        self._carry(self.sessions.tick(self._session_view()), turn)
+        # Views are built only for a part with work to do: this runs on every turn of the loop.
+        if self.gaps.query is not None:
+            self._carry(self.gaps.decide(self._gap_view()), turn)
+        if self._sync.role is Role.ACTIVE and self.sessions.has_work(now=now, wall_ns=wall_ns):
+            self._carry(self.sessions.tick(self._session_view()), turn)
         self._release_if_active_silent(turn)
-        self.delayed.on_tick(self._purge_context(), turn.out)
+        if self.delayed.has_work(self._sync.role):
+            self.delayed.on_tick(self._purge_context(), turn.out)
         self._line_heartbeat(turn)
         return self._replies(turn)
 

@@ -315,6 +315,11 @@ class PurgeDesk:
         if self._pending:
             self._settle(out)
 
+    def has_work(self, role: Role) -> bool:
+        """Whether :meth:`on_tick` would do anything (asked every turn: no context built)."""
+        behind = (self.active_purge_seq or 0) > self.book.known_through
+        return bool(self._pending) or (role is Role.BACKUP and behind)
+
     def on_tick(self, ctx: PurgeContext, out: list[Action]) -> None:
         """Answer the replies whose acknowledgements did not all come in time; keep asking if behind."""
         if self._pending:

@@ -130,6 +130,15 @@ class SessionDriver:
 
     # ---- the active -----------------------------------------------------------------------
 
+    def has_work(self, *, now: float, wall_ns: int) -> bool:
+        """Whether the active's :meth:`tick` would do anything now (asked every turn: no view built)."""
+        keeper = self.keeper
+        return (
+            not keeper.session.start_ns
+            or keeper.proposal is not None
+            or keeper.due(wall_ns=wall_ns, now=now) is not None
+        )
+
     def tick(self, view: SessionView) -> list[Step]:
         """The active's timer: begin the first session's clock, propose a scheduled end, settle."""
         if not view.is_active:
