@@ -25,31 +25,39 @@ from feedha.proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LineSocket"]
+__all__ = ["LineSocket", "ServedSocket"]
 
 _SNDMORE: Final = int(zmq.SNDMORE)
 
 
-class LineSocket:
-    """One adapter's line.
+class ServedSocket:
+    """A socket subscribers connect to: made, bound, served each turn, bound afresh after a revocation.
+
+    The line and the delayed line are both one (:class:`LineSocket`,
+    :class:`adapter.delayed_line.DelayedLineSocket`): an ``XPUB`` whose
+    subscriptions name its peers, CURVE and ZAP for ``where``, and a rebind that
+    waits for the address while packets go nowhere.
 
     Args:
-        config: the adapter's configuration (endpoint, channel, send high-water mark).
+        endpoint: where it binds.
+        where: its name for access and ZAP (``line``, ``delayed``).
+        config: the adapter's configuration (channel, send high-water mark).
         guard: CURVE for the socket.
     """
 
-    def __init__(self, config: AdapterConfig, guard: DataPlaneGuard) -> None:
-        self._endpoint = config.line_endpoint
+    def __init__(self, endpoint: str, where: str, config: AdapterConfig, guard: DataPlaneGuard) -> None:
+        self._endpoint = endpoint
+        self._where = where
         self._sndhwm = config.sndhwm
         self._topic = config.channel.encode()
         self._guard = guard
-        self.seal = LineSeal(required=transport.is_multicast(config.line_endpoint) and guard.enabled)
         self._socket: zmq.Socket[bytes] | None = None
         self._bound = False
         self.bytes_sent = 0
 
     def __repr__(self) -> str:
-        return f"<LineSocket [{self._endpoint}, bound={self._bound}, bytes={self.bytes_sent}]>"
+        name = type(self).__name__
+        return f"<{name} [{self._endpoint}, bound={self._bound}, bytes={self.bytes_sent}]>"
 
     def open(self) -> None:
         """Make the socket and bind it.
@@ -66,16 +74,10 @@ class LineSocket:
         sock.linger = 0
         sock.sndhwm = self._sndhwm
         transport.configure_socket(sock, self._endpoint)  # epgm://: buffers, ZMQ_RATE
-        self._guard.secure(sock, LINE)
+        self._guard.secure(sock, self._where)
         return sock
 
-    def send(self, packet: bytes) -> None:
-        """Publish one packet (sealed on a secured multicast line; nowhere while not bound)."""
-        if self.seal.active:
-            sealed = self.seal.seal(packet)
-            if sealed is None:  # a sealed line whose first key has not come yet
-                return
-            packet = sealed
+    def _send(self, packet: bytes) -> None:
         sock = self._socket
         if sock is not None and self._bound:
             self.bytes_sent += len(packet)
@@ -84,17 +86,13 @@ class LineSocket:
             sock.send(packet)
 
     def serve(self, now: float) -> None:
-        """Read what the line's peers sent (subscriptions name them); cut off who lost access."""
+        """Read what the peers sent (subscriptions name them); cut off who lost access."""
         if self._socket is not None:
-            self._guard.serve(LINE, self._socket, now=now)
+            self._guard.serve(self._where, self._socket, now=now)
 
-    def use_key(self, key: SealKey) -> None:
-        """Seal with the admin server's ``key`` from now on."""
-        self.seal.use(key)
-
-    def rebind(self, where: str = LINE) -> None:
-        """Bind a fresh socket if ``where`` is the line: every peer reconnects and ZAP checks it again."""
-        if where != LINE:
+    def rebind(self, where: str) -> None:
+        """Bind a fresh socket if ``where`` is this one's: every peer reconnects and ZAP checks it again."""
+        if where != self._where:
             return
         if self._socket is not None:
             self._socket.close(linger=0)
@@ -106,11 +104,38 @@ class LineSocket:
         if self._socket is not None and not self._bound:
             self._bound = transport.bind_again(self._socket, self._endpoint)
 
-    def status(self) -> dict[str, Any]:
-        """The sealing fields of the adapter's status (none unless the line is sealed)."""
-        return self.seal.status()
-
     def close(self) -> None:
         if self._socket is not None:
             self._socket.close(linger=0)
+            self._guard.books[self._where].detach()
             self._socket = None
+
+
+class LineSocket(ServedSocket):
+    """One adapter's line.
+
+    Args:
+        config: the adapter's configuration (endpoint, channel, send high-water mark).
+        guard: CURVE for the socket.
+    """
+
+    def __init__(self, config: AdapterConfig, guard: DataPlaneGuard) -> None:
+        super().__init__(config.line_endpoint, LINE, config, guard)
+        self.seal = LineSeal(required=transport.is_multicast(config.line_endpoint) and guard.enabled)
+
+    def send(self, packet: bytes) -> None:
+        """Publish one packet (sealed on a secured multicast line; nowhere while not bound)."""
+        if self.seal.active:
+            sealed = self.seal.seal(packet)
+            if sealed is None:  # a sealed line whose first key has not come yet
+                return
+            packet = sealed
+        self._send(packet)
+
+    def use_key(self, key: SealKey) -> None:
+        """Seal with the admin server's ``key`` from now on."""
+        self.seal.use(key)
+
+    def status(self) -> dict[str, Any]:
+        """The sealing fields of the adapter's status (none unless the line is sealed)."""
+        return self.seal.status()
