@@ -33,7 +33,7 @@ import struct
 import sys
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Final
 
 SIZE: Final = 100
@@ -42,11 +42,20 @@ WARMUP_S: Final = 0.002
 END_MARKERS: Final = 5
 
 
-def _emit(event: str, **fields: Any) -> None:
+def emit(event: str, **fields: Any) -> None:
+    """One JSON event line on stdout (a child's report to the orchestrator)."""
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
-def _pub(args: argparse.Namespace) -> int:
+def armed_publisher(wait_s: float, *, linger_ms: int, warmup: Callable[[Any], None]) -> tuple[Any, Any]:
+    """A PUB bound on loopback, ``ready`` emitted, warmed up until SIGUSR1 (or ``wait_s``).
+
+    The orchestrator starts every subscriber, waits until each has seen a
+    warm-up message (no slow joiner), then signals the publisher to begin.
+
+    Returns:
+        ``(context, socket)``; the caller closes both.
+    """
     import zmq
 
     started = False
@@ -58,14 +67,38 @@ def _pub(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGUSR1, on_start)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUB)
-    sock.sndhwm = 0
-    sock.linger = 5000
+    sock.sndhwm, sock.linger = 0, linger_ms
     port = sock.bind_to_random_port("tcp://127.0.0.1")
-    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
-    deadline = time.monotonic() + args.wait
+    emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
+    deadline = time.monotonic() + wait_s
     while not started and time.monotonic() < deadline:
-        sock.send(b"W")
+        warmup(sock)
         time.sleep(WARMUP_S)
+    return ctx, sock
+
+
+def relay_sockets(endpoint: str, timeout_s: float, *, linger_ms: int) -> tuple[Any, Any, Any]:
+    """A relay's SUB (connected to ``endpoint``) and PUB (bound on loopback, ``ready`` emitted).
+
+    Returns:
+        ``(context, sub, pub)``; the caller closes them.
+    """
+    import zmq
+
+    ctx = zmq.Context()
+    sub, pub = ctx.socket(zmq.SUB), ctx.socket(zmq.PUB)
+    sub.rcvhwm = pub.sndhwm = 0
+    sub.linger, pub.linger = 0, linger_ms
+    sub.subscribe(b"")
+    sub.connect(endpoint)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
+    sub.rcvtimeo = int(timeout_s * 1000)
+    return ctx, sub, pub
+
+
+def _pub(args: argparse.Namespace) -> int:
+    ctx, sock = armed_publisher(args.wait, linger_ms=5000, warmup=lambda sock: sock.send(b"W"))
     pad = b"\x00" * (args.size - STAMP.size)
     pack = STAMP.pack
     send = sock.send
@@ -94,7 +127,7 @@ def _pub(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - start
     for _ in range(END_MARKERS):
         send(b"E")
-    _emit("done", sent=count, elapsed_s=elapsed)
+    emit("done", sent=count, elapsed_s=elapsed)
     sock.close()
     ctx.term()
     return 0
@@ -113,7 +146,7 @@ def _sub(args: argparse.Namespace) -> int:
     first = recv()
     while first[:1] != b"W" and first[:1] != b"D":
         first = recv()
-    _emit("ready")
+    emit("ready")
     unpack = STAMP.unpack_from
     time_ns = time.time_ns
     latencies = array("q")
@@ -141,7 +174,7 @@ def _sub(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"received": received, "first_ns": first_ns, "last_ns": last_ns}
     if args.latency:
         result["latency_us"] = latency_summary(latencies)
-    _emit("result", **result)
+    emit("result", **result)
     sock.close()
     ctx.term()
     return 0
@@ -150,15 +183,7 @@ def _sub(args: argparse.Namespace) -> int:
 def _relay(args: argparse.Namespace) -> int:
     import zmq
 
-    ctx = zmq.Context()
-    sub, pub = ctx.socket(zmq.SUB), ctx.socket(zmq.PUB)
-    sub.rcvhwm = pub.sndhwm = 0
-    sub.linger, pub.linger = 0, 5000
-    sub.subscribe(b"")
-    sub.connect(args.endpoint)
-    port = pub.bind_to_random_port("tcp://127.0.0.1")
-    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
-    sub.rcvtimeo = int(args.timeout * 1000)
+    ctx, sub, pub = relay_sockets(args.endpoint, args.timeout, linger_ms=5000)
     recv, send = sub.recv, pub.send
     ends = forwarded = 0
     while ends < END_MARKERS:
@@ -169,7 +194,7 @@ def _relay(args: argparse.Namespace) -> int:
         send(message)
         forwarded += 1
         ends += message[:1] == b"E"
-    _emit("done", forwarded=forwarded)
+    emit("done", forwarded=forwarded)
     sub.close()
     pub.close()
     ctx.term()

@@ -43,7 +43,6 @@ the pipeline's adapters re-pack into line packets of up to 8 KiB.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import struct
 import sys
@@ -53,6 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
+from feedha.bench.ceiling import armed_publisher, emit, relay_sockets
 from feedha.plain_source.config import MAX_BATCH
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
 
@@ -60,15 +60,10 @@ TOPIC: Final = b"SHAPE"
 HEADER: Final = struct.Struct(">cQH")  # kind (b"D" data, b"W" warm-up, b"E" end), first seq, count
 STAMP: Final = struct.Struct(">Qq")  # a message's seq and scheduled send time (ns)
 DEFAULT_SIZE: Final = 183  # the plain source's mean FIX message, bytes (bench throughput measures it)
-WARMUP_S: Final = 0.002
 END_MARKERS: Final = 5
 DRAIN_PER_LINE: Final = 8  # messages per line per wake-up, as the subscriber drains
 PROGRESS_S: Final = 0.1
 SLEEP_SLICE_S: Final = 0.05  # longest sleep of the source between checks
-
-
-def _emit(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, **fields}), flush=True)
 
 
 # --- the children ---------------------------------------------------------------------------
@@ -88,29 +83,14 @@ def _frames(first: int, count: int, batch: int, epoch_ns: int, step_ns: float, p
 
 
 def _source(args: argparse.Namespace) -> int:
-    import zmq
-
-    started = False
-
-    def on_start(*_: object) -> None:
-        nonlocal started
-        started = True
-
-    signal.signal(signal.SIGUSR1, on_start)
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUB)
-    sock.sndhwm, sock.linger = 0, 10_000
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
-    deadline = time.monotonic() + args.wait
     warmup = HEADER.pack(b"W", 0, 0)
-    while not started and time.monotonic() < deadline:
-        sock.send_multipart((TOPIC, warmup))
-        time.sleep(WARMUP_S)
+    ctx, sock = armed_publisher(
+        args.wait, linger_ms=10_000, warmup=lambda sock: sock.send_multipart((TOPIC, warmup))
+    )
     sent, elapsed = _send_loop(sock, args)
     for _ in range(END_MARKERS):
         sock.send_multipart((TOPIC, HEADER.pack(b"E", 0, 0)))
-    _emit("done", sent=sent, elapsed_s=elapsed)
+    emit("done", sent=sent, elapsed_s=elapsed)
     sock.close()
     ctx.term()
     return 0
@@ -151,15 +131,7 @@ def _send_loop(sock: Any, args: argparse.Namespace) -> tuple[int, float]:
 def _relay(args: argparse.Namespace) -> int:
     import zmq
 
-    ctx = zmq.Context()
-    sub, pub = ctx.socket(zmq.SUB), ctx.socket(zmq.PUB)
-    sub.rcvhwm = pub.sndhwm = 0
-    sub.linger, pub.linger = 0, 10_000
-    sub.subscribe(b"")
-    sub.connect(args.endpoint)
-    port = pub.bind_to_random_port("tcp://127.0.0.1")
-    _emit("ready", endpoint=f"tcp://127.0.0.1:{port}")
-    sub.rcvtimeo = int(args.timeout * 1000)
+    ctx, sub, pub = relay_sockets(args.endpoint, args.timeout, linger_ms=10_000)
     recv, send, more = sub.recv, pub.send, zmq.SNDMORE
     ends = forwarded = 0
     while ends < END_MARKERS:
@@ -172,7 +144,7 @@ def _relay(args: argparse.Namespace) -> int:
         send(frame)
         forwarded += 1
         ends += frame[:1] == b"E"
-    _emit("done", forwarded=forwarded)
+    emit("done", forwarded=forwarded)
     sub.close()
     pub.close()
     ctx.term()
@@ -261,10 +233,10 @@ def _client(args: argparse.Namespace) -> int:
                     ended[line] = True
         if not ready and all(heard):
             ready = True
-            _emit("ready")
+            emit("ready")
         if now >= next_progress:
             next_progress = now + PROGRESS_S
-            _emit("progress", delivered=arbiter.delivered)
+            emit("progress", delivered=arbiter.delivered)
     result: dict[str, Any] = {
         "delivered": arbiter.delivered,
         "duplicates": arbiter.duplicates,
@@ -277,7 +249,7 @@ def _client(args: argparse.Namespace) -> int:
         from feedha.bench.ceiling import latency_summary
 
         result["latency_us"] = latency_summary(latencies)
-    _emit("result", **result)
+    emit("result", **result)
     for sock in lines:
         sock.close()
     ctx.term()
