@@ -33,6 +33,7 @@ from feedha.adapter.core.config import (
 from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync import SyncConfig
+from feedha.adapter.conversion.formats import INPUT_FORMATS
 from feedha.adapter.errors import AdapterError
 from feedha.adapter.journal.config import FsyncPolicy
 from feedha.admin_client.channel import add_tls_arguments
@@ -142,6 +143,15 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s; 0 = unbounded)",
     )
     tune.add_argument("--converters", type=Path, help="converter table YAML (default: the packaged one)")
+    tune.add_argument(
+        "--format",
+        choices=sorted(INPUT_FORMATS),
+        default="feedha-fix",
+        help="the source stream's input format (default: %(default)s; docs/converters.md)",
+    )
+    tune.add_argument(
+        "--book-depth", type=int, default=10, help="order-book levels per side (fix44; default: %(default)s)"
+    )
     tune.add_argument(
         "--health-penalty", type=float, default=0.0, help="handicap on the health score (drills)"
     )
@@ -325,6 +335,8 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         sndhwm=args.line_hwm,
         max_source_gap=args.max_source_gap,
         converter_table=args.converters,
+        input_format=args.format,
+        book_depth=args.book_depth,
         health_penalty=args.health_penalty,
         admin=args.admin,
         admin_credentials=(args.admin_key_id, admin_secret or "") if args.admin_key_id else None,

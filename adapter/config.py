@@ -16,6 +16,7 @@ from feedha.adapter.core.config import (
 from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
+from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH
 from feedha.adapter.errors import ConfigError
 from feedha.adapter.journal.config import FsyncPolicy
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
@@ -61,7 +62,9 @@ class AdapterConfig:
         sndhwm: the line's high-water mark, in packets per subscriber: a subscriber that
             stops reading loses packets on its own connection past it (it recovers them from
             a replay service) and never grows the adapter; 0 means unbounded (tests only).
-        converter_table: YAML converter table; None uses the packaged default.
+        converter_table: YAML converter table; None uses the packaged default (``feedha-fix`` only).
+        input_format: the source stream's input format, one of ``INPUT_FORMATS`` (docs/converters.md).
+        book_depth: order-book levels shown per side (``fix44``).
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
         admin_credentials: ``(key_id, secret)`` of a user with the adapter role.
@@ -128,6 +131,8 @@ class AdapterConfig:
     line_heartbeat_s: float = LINE_HEARTBEAT_S
     sndhwm: int = LINE_SNDHWM
     converter_table: Path | None = None
+    input_format: str = "feedha-fix"
+    book_depth: int = 10
     health_penalty: float = 0.0
     admin: str | None = None
     admin_credentials: tuple[str, str] | None = None
@@ -196,6 +201,12 @@ class AdapterConfig:
 
     def __post_init__(self) -> None:
         self.core()  # checks identity, numbering and timers (raises ConfigError)
+        if self.input_format not in INPUT_FORMATS:
+            raise ConfigError(f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}")
+        if not 1 <= self.book_depth <= MAX_BOOK_DEPTH:
+            raise ConfigError(f"book_depth must be in 1..{MAX_BOOK_DEPTH}, got {self.book_depth}")
+        if self.converter_table is not None and self.input_format != "feedha-fix":
+            raise ConfigError("converter_table applies to input_format feedha-fix only")
         if not self.channel or any(c.isspace() for c in self.channel):
             raise ConfigError(f"channel must be a non-empty name without whitespace, got {self.channel!r}")
         for name in ("source_endpoint", "line_endpoint", "sync_endpoint"):

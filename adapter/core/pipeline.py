@@ -359,10 +359,10 @@ class Pipeline:
         if later is not None:
             adopt = None
         try:
-            values = self.state.preview(msg)
+            staged = self.state.stage(msg)  # every symbol the message touches (fix44: several)
             if adopt is not None:
-                values = adopt.symbols.get(msg.symbol, values)
-            payload = self.engine.encode(msg, values, turn.wall_ns)
+                staged = {symbol: adopt.symbols.get(symbol, values) for symbol, values in staged.items()}
+            payload = self.engine.encode_staged(msg, staged, turn.wall_ns)
             if len(payload) > wire.MAX_PAYLOAD:
                 raise ConversionError(
                     "oversize", f"payload of {len(payload)} bytes exceeds {wire.MAX_PAYLOAD}"
@@ -373,7 +373,7 @@ class Pipeline:
         if adopt is not None:
             standing = yield from self._adopt(adopt)
         else:
-            self.state.set_symbol(msg.symbol, values)
+            self.state.commit(staged)
         standing = yield from self._number(msg, payload, standing, turn)
         if later is not None:
             standing = yield from self._adopt(later)
