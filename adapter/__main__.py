@@ -23,6 +23,7 @@ from typing import Any
 
 from feedha import logs, settings
 from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, SNAPSHOT_INTERVAL_S, AdapterConfig
+from feedha.adapter.conversion.formats import INPUT_FORMATS
 from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
@@ -33,7 +34,6 @@ from feedha.adapter.core.config import (
 from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync import SyncConfig
-from feedha.adapter.conversion.formats import INPUT_FORMATS
 from feedha.adapter.errors import AdapterError
 from feedha.adapter.journal.config import FsyncPolicy
 from feedha.admin_client.channel import add_tls_arguments

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
     CHECKPOINT_INTERVAL_S,
@@ -16,7 +17,6 @@ from feedha.adapter.core.config import (
 from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
-from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH
 from feedha.adapter.errors import ConfigError
 from feedha.adapter.journal.config import FsyncPolicy
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
@@ -202,7 +202,9 @@ class AdapterConfig:
     def __post_init__(self) -> None:
         self.core()  # checks identity, numbering and timers (raises ConfigError)
         if self.input_format not in INPUT_FORMATS:
-            raise ConfigError(f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}")
+            raise ConfigError(
+                f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}"
+            )
         if not 1 <= self.book_depth <= MAX_BOOK_DEPTH:
             raise ConfigError(f"book_depth must be in 1..{MAX_BOOK_DEPTH}, got {self.book_depth}")
         if self.converter_table is not None and self.input_format != "feedha-fix":

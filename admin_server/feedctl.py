@@ -4,7 +4,8 @@ Usage::
 
     feedctl [--admin-server HOST:PORT] [--key-id ID --secret S]
             [--tls] [--tls-ca F] [--tls-cert F --tls-key F] [--json] COMMAND
-      adapters [--channel C]           table: channel, adapter, role, term, msg_seq, sync, health, lag, up, format
+      adapters [--channel C]           table: channel, adapter, role, term, msg_seq, sync, health,
+                                       lag, up, format (the input format)
       subscriptions                    every subscription
       failover CHANNEL [--to ADAPTER]  demote the active, promote a backup (term + 1)
       fail ADAPTER [--reason TEXT]     take an adapter off line

@@ -67,7 +67,9 @@ def make_capture(*, symbols: int = 40, messages: int = 400, seed: int = 3, depth
             capture.messages.append(_message("X", seq, [(268, 2), (279, 0), (269, "0"), (55, "BAD")]))
             capture.malformed.add(seq)
         elif roll < 0.12:
-            capture.messages.append(_full_refresh(rng, seq, rng.choice(names), capture, levels, prices, depth))
+            capture.messages.append(
+                _full_refresh(rng, seq, rng.choice(names), capture, levels, prices, depth)
+            )
         else:
             capture.messages.append(_incremental(rng, seq, names, capture, levels, prices, depth))
         seq += 1
@@ -154,7 +156,9 @@ def _full_refresh(
         if symbol in capture.level_symbols:
             levels[(symbol, side)] = count
             for level in range(1, count + 1):
-                entries.append([(269, side), (270, _price(rng, base)), (271, rng.randint(1, 99)), (1023, level)])
+                entries.append(
+                    [(269, side), (270, _price(rng, base)), (271, rng.randint(1, 99)), (1023, level)]
+                )
         else:
             prices[(symbol, side)] = [_price(rng, base) for _ in range(count)]
             entries += [[(269, side), (270, p), (271, rng.randint(1, 99))] for p in prices[(symbol, side)]]
@@ -194,7 +198,10 @@ class Reference:
                 entries[-1][tag] = value
         if int(msg.get(268)) != len(entries) or any(269 not in e for e in entries):
             return  # malformed: not applied at all
-        if any(e[269] in ("0", "1", "2") and e.get(279, "0") != "2" and (270 not in e or 271 not in e) for e in entries):
+        if any(
+            e[269] in ("0", "1", "2") and e.get(279, "0") != "2" and (270 not in e or 271 not in e)
+            for e in entries
+        ):
             return
         if msg_type == "W":
             self._refresh(msg.get(55).decode(), entries)
@@ -209,7 +216,9 @@ class Reference:
 
     def _stats(self, symbol: str) -> dict[str, Any]:
         return self.stats.setdefault(
-            symbol, {k: None for k in ("volume", "last", "high", "low", "open", "close", "vwap")} | {"_n": Decimal(0), "_q": Decimal(0)}
+            symbol,
+            {k: None for k in ("volume", "last", "high", "low", "open", "close", "vwap")}
+            | {"_n": Decimal(0), "_q": Decimal(0)},
         )
 
     def _incremental(self, symbol: str, entry: dict[int, str]) -> None:

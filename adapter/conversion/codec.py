@@ -12,7 +12,14 @@ from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2
 
-__all__ = ["book_from_proto", "encode_session_boundary", "encode_update", "fill_book", "from_proto", "to_proto"]
+__all__ = [
+    "book_from_proto",
+    "encode_session_boundary",
+    "encode_update",
+    "fill_book",
+    "from_proto",
+    "to_proto",
+]
 
 _SymbolState = market_pb2.SymbolState
 _Entry = market_pb2.Entry

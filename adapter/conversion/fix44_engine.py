@@ -133,11 +133,10 @@ class Fix44Engine(ReferenceEngine):
             for side, old_levels, new_levels in ((BID, old.bids, book.bids), (ASK, old.asks, book.asks)):
                 for change in book_changes(old_levels[:depth], new_levels[:depth], side):
                     out.book_changes.add(
-                        action=change.action, side=change.side, level=change.level,  # type: ignore[arg-type]
+                        action=change.action, side=change.side, level=change.level,
                         price=change.price, size=change.size, orders=change.orders,
                     )  # fmt: skip
             state = to_proto(values)
             state.book.depth = depth
             out.state.CopyFrom(state)
         return update.SerializeToString(deterministic=True)
-

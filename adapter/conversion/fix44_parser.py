@@ -89,6 +89,7 @@ class Fix44Converter:
         fields, groups = self._structure(pairs, spec)
         source_seq = self._header(fields)
         event_time_ns = self._value(fields, 60) if 60 in fields else self._value(fields, 52)
+        updates: tuple[SymbolEntries, ...]
         if spec.msg_type == "W":
             updates = (SymbolEntries(self._symbol(fields, ""), tuple(self._entry(g, spec) for g in groups)),)
         else:
@@ -157,7 +158,9 @@ class Fix44Converter:
         try:
             value = self._checks[tag](raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ConversionError("bad_value", f"{tag}={raw[:24]!r} ({spec.name}, {spec.type}): {exc}") from exc
+            raise ConversionError(
+                "bad_value", f"{tag}={raw[:24]!r} ({spec.name}, {spec.type}): {exc}"
+            ) from exc
         if spec.values is not None and value not in spec.values:
             raise ConversionError("bad_value", f"{tag}={raw[:8]!r} ({spec.name}) is not one of its values")
         return value
@@ -193,7 +196,9 @@ class Fix44Converter:
     def _entry(self, group: Fields, spec: MessageSpec) -> BookEntry:
         for tag in spec.group.required:
             if tag not in group:
-                raise ConversionError("missing_field", f"entry without {tag}= ({self.dictionary.fields[tag].name})")
+                raise ConversionError(
+                    "missing_field", f"entry without {tag}= ({self.dictionary.fields[tag].name})"
+                )
         for tag in group:
             self._value(group, tag)
         entry_type = self._value(group, 269)

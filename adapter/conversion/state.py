@@ -110,7 +110,9 @@ def next_session(values: SymbolValues) -> SymbolValues:
     """
     book = values.book
     if book is not None:  # the book stands; the day's figures start again, last and close carry over
-        book = BookValues(book.level_indexed, list(book.bids), list(book.asks), last=book.last, close=book.close)
+        book = BookValues(
+            book.level_indexed, list(book.bids), list(book.asks), last=book.last, close=book.close
+        )
     return SymbolValues(last=values.last, bid=values.bid, ask=values.ask, book=book)
 
 

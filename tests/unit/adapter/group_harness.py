@@ -47,9 +47,9 @@ from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.events import ArbiterConfig, Delivery, GapLost, Purged, RetransmissionNeeded
 from feedha.proto import fix, wire
+from feedha.proto.replay import KIND_DELAYED_RANGE, KIND_RANGE, ReplayRequest, encode_request
 from tests import fix44_capture
 from tests.fix44_capture import Capture
-from feedha.proto.replay import KIND_DELAYED_RANGE, KIND_RANGE, ReplayRequest, encode_request
 
 STEP_S: Final = 0.001
 EPOCH_NS: Final = 1_790_000_000_000_000_000

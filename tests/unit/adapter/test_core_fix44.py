@@ -20,7 +20,10 @@ from .group_harness import CoreGroup, Fix44Source
 
 
 def _books(state: Any) -> dict[str, Any]:
-    return {symbol: (v.book.bids, v.book.asks, v.book.volume, v.book.last) for symbol, v in state.snapshot().items()}
+    return {
+        symbol: (v.book.bids, v.book.asks, v.book.volume, v.book.last)
+        for symbol, v in state.snapshot().items()
+    }
 
 
 def _in_sync(group: CoreGroup, number: int) -> bool:
@@ -78,4 +81,6 @@ def test_a_late_joiner_gets_the_books_in_its_image() -> None:
     assert got.msg_seq == member.status["next_msg_seq"] - 1
     images = {symbol: from_proto(value) for symbol, value in got.symbols.items()}
     assert images == state.snapshot()
-    assert all(isinstance(value, market_pb2.SymbolState) and value.HasField("book") for value in got.symbols.values())
+    assert all(
+        isinstance(value, market_pb2.SymbolState) and value.HasField("book") for value in got.symbols.values()
+    )

@@ -60,7 +60,9 @@ def _level(action: int, side: str, level: int, price: str = "", size: int = 0) -
 
 def test_a_level_indexed_book_inserts_shifts_and_drops_past_the_depth_for_good() -> None:
     engine = Fix44Engine(depth=3)
-    _apply(engine, _x(1, _level(0, "0", 1, "100", 1), _level(0, "0", 1, "101", 2), _level(0, "0", 1, "102", 3)))
+    _apply(
+        engine, _x(1, _level(0, "0", 1, "100", 1), _level(0, "0", 1, "101", 2), _level(0, "0", 1, "102", 3))
+    )
     assert _sides(engine, "L")[0] == [(102, 3), (101, 2), (100, 1)]
     _apply(engine, _x(2, _level(0, "0", 2, "101.5", 9)))  # 100 is pushed past level 3: gone
     assert _sides(engine, "L")[0] == [(102, 3), (101.5, 9), (101, 2)]
@@ -93,7 +95,12 @@ def test_session_values_of_incremental_and_full_refreshes() -> None:
     assert (book.open, book.close, book.settle) == (None, None, None)  # never set: absent
     _apply(engine, _x(2, [(279, 0), (269, "7"), (55, "T"), (270, "11")], [(279, 0), (269, "8"), (270, "9")]))
     assert (_book(engine, "T").high, _book(engine, "T").low) == (12.5, 9)  # only when beyond
-    _apply(engine, _w(3, "T", [(269, "2"), (270, "13"), (271, 50)], [(269, "4"), (270, "9.5")], [(269, "B"), (271, 999)]))
+    _apply(
+        engine,
+        _w(
+            3, "T", [(269, "2"), (270, "13"), (271, 50)], [(269, "4"), (270, "9.5")], [(269, "B"), (271, 999)]
+        ),
+    )
     book = _book(engine, "T")
     assert (book.last, book.open, book.volume) == (13, 9.5, 999)  # a trade in a W is not a new trade
     assert book.vwap == pytest.approx((1000 + 3750) / 400)  # VWAP survives it
@@ -110,8 +117,12 @@ def test_a_full_refresh_makes_the_book_exactly_its_entries() -> None:
 def test_a_message_touching_many_symbols_is_one_block_and_applies_whole() -> None:
     engine = Fix44Engine()
     message = _x(1, _keyed(0, "0", "99", 5), [(279, 0), (269, "1"), (55, "Q"), (270, "7"), (271, 1)])
-    frame = message + _x(2, _keyed(0, "0", "98", 1), [(279, 0), (269, "0"), (55, "Q"), (270, "oops"), (271, 1)])
-    pos, count, stop, _blocks, first, _digests, payloads = engine.run(frame, 0, 0, 0, -8192, 10, 1, 1, True, True)
+    frame = message + _x(
+        2, _keyed(0, "0", "98", 1), [(279, 0), (269, "0"), (55, "Q"), (270, "oops"), (271, 1)]
+    )
+    pos, count, stop, _blocks, first, _digests, payloads = engine.run(
+        frame, 0, 0, 0, -8192, 10, 1, 1, True, True
+    )
     assert (count, first, stop) == (1, 1, 1)  # the second message stops the run (careful path)
     assert payloads is not None
     update = market_pb2.MarketUpdate.FromString(payloads[0])
@@ -146,7 +157,15 @@ def test_malformed_messages_are_refused_with_the_reason_named(entries: list[Any]
 
 def test_entry_fields_in_any_order_and_a_security_table() -> None:
     engine = Fix44Engine(securities={"8:123": "ESZ6"})
-    entry: list[tuple[int, Any]] = [(279, 0), (271, 3), (1023, 1), (48, "123"), (22, "8"), (270, "5"), (269, "1")]
+    entry: list[tuple[int, Any]] = [
+        (279, 0),
+        (271, 3),
+        (1023, 1),
+        (48, "123"),
+        (22, "8"),
+        (270, "5"),
+        (269, "1"),
+    ]
     msg = engine.parse(_body(_x(4, entry)))
     assert msg.updates[0].symbol == "ESZ6" and msg.updates[0].entries[0].price == 5.0
     with pytest.raises(ConversionError) as bad:
