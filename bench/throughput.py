@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, Final
 
+from feedha.bench.capture import CAPTURE_DESCRIPTION, CAPTURE_MESSAGES, write_capture
 from feedha.bench.common import Figure, figure
 from feedha.bench.cpu import compare
 from feedha.bench.pipeline import (
@@ -84,11 +86,13 @@ class Shape:
     backups: int = 1
     secure: bool = False
     journal: bool = False
+    capture: Path | None = None
 
     def describe(self) -> str:
         keys = "CURVE on lines and sync bus" if self.secure else "open data plane"
         journals = "journals with --fsync batch" if self.journal else "no journal"
-        return f"active + {self.backups} backup(s), {keys}, {journals}"
+        source = ", a fix44 capture (--format fix44, order books)" if self.capture is not None else ""
+        return f"active + {self.backups} backup(s), {keys}, {journals}{source}"
 
 
 def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ramp:
@@ -105,6 +109,7 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
             backups=shape.backups,
             journal=shape.journal,
             measure_cpu=True,
+            capture=shape.capture,
         )
         result = run_pipeline(options, log)
         ok = _sustained(result)
@@ -177,10 +182,12 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     """
     step_s = QUICK_STEP_S if quick else STEP_S
     budget = QUICK_RAMP_BUDGET_S if quick else RAMP_BUDGET_S
+    capture = write_capture(CAPTURE_MESSAGES)
     shapes = {
         "throughput": Shape(),
         "throughput_secure": Shape(secure=True),
         "throughput_journal": Shape(backups=backups, journal=journal),
+        "throughput_fix44": Shape(capture=capture),
     }
     size = round(mean_source_bytes())
     relays = sorted({shape.backups + 1 for shape in shapes.values()})
@@ -207,6 +214,7 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
         "quick": quick,
         "log": log.name,
     }
+    capture.unlink(missing_ok=True)
     values = {name: ramp.best[0] if ramp.best is not None else 0.0 for name, ramp in ramps.items()}
     return [
         _figure(name, shape, values, top, models, params={**common, "cpu": cpu[name], **ramps[name].params()})
@@ -244,6 +252,7 @@ def _figure(
             "ceiling_shape_runs": [round(run["rate"], 1) for run in runs],
             "ceiling_shape_lost": sum(run["lost"] for run in runs),
             "vs_open": round(values[name] / plain, 3) if plain and name != "throughput" else None,
+            **({"capture": CAPTURE_DESCRIPTION} if shape.capture is not None else {}),
         },
     )
 

@@ -58,9 +58,12 @@ class CapturePlayback(PlainSource):
         limit = len(messages) if self.config.count is None else min(self.config.count, len(messages))
         batch = self.config.batch or MAX_BATCH
         start = time.monotonic()
+        seconds = self.config.seconds
         sent = 0
         while sent < limit and not stop.is_set():
             late = time.monotonic() - start
+            if seconds is not None and late >= seconds:
+                break
             due = sent
             while due < limit and due - sent < batch and offsets[due] <= late:
                 due += 1

@@ -20,7 +20,13 @@ from feedha.adapter.conversion.codec import to_proto
 from feedha.adapter.conversion.fix44_dictionary import Dictionary
 from feedha.adapter.conversion.fix44_parser import Fix44Converter
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues
+from feedha.adapter.conversion.state import (
+    DIGEST_MASK,
+    INT64_MAX,
+    ConversionState,
+    SymbolValues,
+    symbol_digest,
+)
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
 from feedha.proto import market_pb2
@@ -57,6 +63,15 @@ class BookState(ConversionState):
             apply_entries(book, entries, depth=self.depth, full=msg.full_refresh)
             staged[symbol] = _summarize(values, book, symbol)
         return staged
+
+    def commit(self, staged: Mapping[str, SymbolValues]) -> None:
+        """Adopt what :meth:`stage` returned: its values are fresh copies, kept as they are."""
+        for symbol, values in staged.items():
+            old_hash = self._hashes.get(symbol, 0)
+            new_hash = symbol_digest(symbol, values)
+            self._values[symbol] = values
+            self._hashes[symbol] = new_hash
+            self._digest = (self._digest - old_hash + new_hash) & DIGEST_MASK
 
     def preview(self, msg: SourceMessage) -> SymbolValues:
         """The first symbol's values after ``msg`` (:meth:`stage` has them all)."""
@@ -127,7 +142,7 @@ class Fix44Engine(ReferenceEngine):
                 if entry.entry_type == "2" and not msg.full_refresh and entry.action != 2:
                     price, size = entry.price or 0.0, entry.size or 0.0
                     out.trades.add(type=_TRADE, price=price, size=int(size), notional=price * size)
-            before = self.state.get(symbol)
+            before = self.state.peek(symbol)
             old = before.book if before is not None and before.book is not None else BookValues()
             book = values.book or BookValues()
             for side, old_levels, new_levels in ((BID, old.bids, book.bids), (ASK, old.asks, book.asks)):

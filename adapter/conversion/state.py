@@ -282,6 +282,10 @@ class ConversionState:
         values = self._values.get(symbol)
         return None if values is None else values.copy()
 
+    def peek(self, symbol: str) -> SymbolValues | None:
+        """One symbol's values themselves, not a copy (``None``: never seen); the caller must not change them."""
+        return self._values.get(symbol)
+
     def symbol_digest(self, symbol: str) -> int | None:
         """Return one symbol's u64 hash (its share of :attr:`digest`), or ``None`` if unknown."""
         return self._hashes.get(symbol)
