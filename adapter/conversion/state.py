@@ -283,7 +283,7 @@ class ConversionState:
         return None if values is None else values.copy()
 
     def peek(self, symbol: str) -> SymbolValues | None:
-        """One symbol's values themselves, not a copy (``None``: never seen); the caller must not change them."""
+        """One symbol's values themselves, not a copy (``None``: never seen); never change them."""
         return self._values.get(symbol)
 
     def symbol_digest(self, symbol: str) -> int | None:
