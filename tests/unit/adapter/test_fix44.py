@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import from_proto, to_proto
@@ -215,3 +217,36 @@ def test_a_capture_written_by_simplefix_gives_the_reference_books() -> None:
         book = _book(engine, symbol)
         for name, value in stats.items():
             assert getattr(book, name) == pytest.approx(value), (symbol, name)
+
+
+_level_entries = st.lists(
+    st.tuples(
+        st.sampled_from([0, 0, 1, 2]),
+        st.sampled_from(["0", "1"]),
+        st.integers(min_value=1, max_value=6),
+        st.integers(min_value=9990, max_value=10010),
+        st.integers(min_value=1, max_value=50),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries=_level_entries, keyed=st.booleans(), split=st.integers(min_value=1, max_value=5))
+def test_the_engine_and_the_reference_agree_on_random_books(
+    entries: list[tuple[int, str, int, int, int]], keyed: bool, split: int
+) -> None:
+    engine, reference = Fix44Engine(depth=4), Reference(depth=4)
+    messages = []
+    for start in range(0, len(entries), split):
+        fields = []
+        for action, side, level, ticks, size in entries[start : start + split]:
+            fields.append([(279, action), (269, side), (55, "H"), (270, f"{ticks / 100}")]
+                          + ([] if action == 2 else [(271, size)]) + ([] if keyed else [(1023, level)]))  # fmt: skip
+        messages.append(_x(len(messages) + 1, *fields))
+    _apply(engine, *messages)
+    reference.feed(b"".join(messages))
+    bids, asks = _sides(engine, "H")
+    want = reference.shown()["H"]
+    assert ([[p, s] for p, s in bids], [[p, s] for p, s in asks]) == (want["bids"], want["asks"])
