@@ -242,8 +242,9 @@ def test_the_engine_and_the_reference_agree_on_random_books(
     for start in range(0, len(entries), split):
         fields = []
         for action, side, level, ticks, size in entries[start : start + split]:
-            fields.append([(279, action), (269, side), (55, "H"), (270, f"{ticks / 100}")]
-                          + ([] if action == 2 else [(271, size)]) + ([] if keyed else [(1023, level)]))  # fmt: skip
+            entry: list[tuple[int, Any]] = [(279, action), (269, side), (55, "H"), (270, f"{ticks / 100}")]
+            entry += [] if action == 2 else [(271, size)]
+            fields.append(entry + ([] if keyed else [(1023, level)]))
         messages.append(_x(len(messages) + 1, *fields))
     _apply(engine, *messages)
     reference.feed(b"".join(messages))
