@@ -153,6 +153,11 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
         "--book-depth", type=int, default=10, help="order-book levels per side (fix44; default: %(default)s)"
     )
     tune.add_argument(
+        "--securities",
+        type=Path,
+        help="fix44: YAML table of SecurityID (48, or '22:48') -> symbol for entries without 55",
+    )
+    tune.add_argument(
         "--health-penalty", type=float, default=0.0, help="handicap on the health score (drills)"
     )
 
@@ -337,6 +342,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         converter_table=args.converters,
         input_format=args.format,
         book_depth=args.book_depth,
+        securities=args.securities,
         health_penalty=args.health_penalty,
         admin=args.admin,
         admin_credentials=(args.admin_key_id, admin_secret or "") if args.admin_key_id else None,

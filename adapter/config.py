@@ -65,6 +65,7 @@ class AdapterConfig:
         converter_table: YAML converter table; None uses the packaged default (``feedha-fix`` only).
         input_format: the source stream's input format, one of ``INPUT_FORMATS`` (docs/converters.md).
         book_depth: order-book levels shown per side (``fix44``).
+        securities: ``fix44``'s security table (YAML: SecurityID or ``22:48`` -> symbol), or None.
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
         admin_credentials: ``(key_id, secret)`` of a user with the adapter role.
@@ -133,6 +134,7 @@ class AdapterConfig:
     converter_table: Path | None = None
     input_format: str = "feedha-fix"
     book_depth: int = 10
+    securities: Path | None = None
     health_penalty: float = 0.0
     admin: str | None = None
     admin_credentials: tuple[str, str] | None = None
@@ -207,6 +209,8 @@ class AdapterConfig:
             )
         if not 1 <= self.book_depth <= MAX_BOOK_DEPTH:
             raise ConfigError(f"book_depth must be in 1..{MAX_BOOK_DEPTH}, got {self.book_depth}")
+        if self.securities is not None and self.input_format != "fix44":
+            raise ConfigError("securities applies to input_format fix44 only")
         if self.converter_table is not None and self.input_format != "feedha-fix":
             raise ConfigError("converter_table applies to input_format feedha-fix only")
         if not self.channel or any(c.isspace() for c in self.channel):

@@ -12,15 +12,40 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+import yaml
+
 from feedha.adapter.conversion.choice import make_engine
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.errors import ConfigError
 
-__all__ = ["DEFAULT_FORMAT", "INPUT_FORMATS", "MAX_BOOK_DEPTH", "engine_for_format"]
+__all__ = ["DEFAULT_FORMAT", "INPUT_FORMATS", "MAX_BOOK_DEPTH", "engine_for_format", "load_securities"]
 
 DEFAULT_FORMAT: Final = "feedha-fix"
 INPUT_FORMATS: Final = frozenset({"feedha-fix", "fix44"})
 MAX_BOOK_DEPTH: Final = 1000
+
+
+MAX_SECURITIES: Final = 1_000_000
+
+
+def load_securities(path: Path) -> dict[str, str]:
+    """Read a ``fix44`` security table: YAML, ``SecurityID`` (or ``SecurityIDSource:SecurityID``) -> symbol.
+
+    Raises:
+        ConfigError: unreadable, not a mapping of non-empty strings, or too large.
+    """
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"security table {path}: {exc}") from exc
+    if not isinstance(raw, dict) or len(raw) > MAX_SECURITIES:
+        raise ConfigError(f"security table {path}: must be a mapping of at most {MAX_SECURITIES} entries")
+    table = {str(key): str(value) for key, value in raw.items()}
+    empty = [key for key, value in table.items() if not key or not value]
+    if empty:
+        raise ConfigError(f"security table {path}: empty id or symbol at {empty[:3]}")
+    return table
 
 
 def engine_for_format(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,9 @@ from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.fix44_engine import BookState, Fix44Engine
 from feedha.adapter.conversion.fix44_parser import SKIPPED
-from feedha.adapter.errors import ConversionError
+from feedha.adapter.config import AdapterConfig
+from feedha.adapter.conversion.formats import load_securities
+from feedha.adapter.errors import ConfigError, ConversionError
 from feedha.proto import fix, market_pb2
 from tests.fix44_capture import Reference, make_capture
 
@@ -251,3 +254,17 @@ def test_the_engine_and_the_reference_agree_on_random_books(
     bids, asks = _sides(engine, "H")
     want = reference.shown()["H"]
     assert ([[p, s] for p, s in bids], [[p, s] for p, s in asks]) == (want["bids"], want["asks"])
+
+
+def test_the_security_table_file_and_the_adapter_options(tmp_path: Path) -> None:
+    table = tmp_path / "securities.yaml"
+    table.write_text('"8:123": ESZ6\n"456": NQZ6\n')
+    assert load_securities(table) == {"8:123": "ESZ6", "456": "NQZ6"}
+    table.write_text("- not a mapping\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_securities(table)
+    with pytest.raises(ConfigError, match="input_format"):
+        AdapterConfig(feed="F", channel="C", channel_number=1, adapter=1, source_endpoint="tcp://127.0.0.1:1",
+                      source_stream="A-Z", source_stream_number=1, line_endpoint="tcp://127.0.0.1:2",
+                      sync_endpoint="tcp://127.0.0.1:3",
+                      input_format="fix45")  # fmt: skip
