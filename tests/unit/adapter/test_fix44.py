@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedha.adapter.config import AdapterConfig
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.fix44_engine import BookState, Fix44Engine
 from feedha.adapter.conversion.fix44_parser import SKIPPED
-from feedha.adapter.config import AdapterConfig
 from feedha.adapter.conversion.formats import load_securities
 from feedha.adapter.errors import ConfigError, ConversionError
 from feedha.proto import fix, market_pb2
