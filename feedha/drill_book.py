@@ -119,7 +119,7 @@ def _drive(drill: Drill, options: BookDrillOptions) -> dict[str, Any]:
 
 def _survivors(drill: Drill) -> tuple[int, int]:
     """(msg_seqs the surviving adapters numbered, messages they quarantined), once they settle."""
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + 60.0  # a backup still converting a backlog keeps moving: wait for it
     last: tuple[int, int] | None = None
     while time.monotonic() < deadline:
         seen = []

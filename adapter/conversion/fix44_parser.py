@@ -88,7 +88,8 @@ class Fix44Converter:
             raise ConversionError(SKIPPED, f"35={msg_type[:8]!r} is not market data")
         fields, groups = self._structure(pairs, spec)
         source_seq = self._header(fields)
-        event_time_ns = self._value(fields, 60) if 60 in fields else self._value(fields, 52)
+        time_tag = 60 if 60 in fields else 52
+        event_time_ns = self._value(fields, time_tag) if time_tag in fields else 0
         updates: tuple[SymbolEntries, ...]
         if spec.msg_type == "W":
             updates = (SymbolEntries(self._symbol(fields, ""), tuple(self._entry(g, spec) for g in groups)),)

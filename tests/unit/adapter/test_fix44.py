@@ -268,3 +268,13 @@ def test_the_security_table_file_and_the_adapter_options(tmp_path: Path) -> None
                       source_stream="A-Z", source_stream_number=1, line_endpoint="tcp://127.0.0.1:2",
                       sync_endpoint="tcp://127.0.0.1:3",
                       input_format="fix45")  # fmt: skip
+
+
+def test_a_message_without_sending_time_converts_and_one_with_a_bad_one_is_refused() -> None:
+    entry: list[tuple[int, Any]] = [(279, 0), (269, "0"), (55, "A"), (270, "1"), (271, 1)]
+    bare = fix.encode_message([(35, "X"), (34, 1), (268, 1), *entry])
+    assert Fix44Engine().parse(_body(bare)).event_time_ns == 0
+    bad = fix.encode_message([(35, "X"), (34, 1), (52, "yesterday"), (268, 1), *entry])
+    with pytest.raises(ConversionError) as refused:
+        Fix44Engine().parse(_body(bad))
+    assert refused.value.reason == "bad_value" and "52" in str(refused.value)
