@@ -23,6 +23,7 @@ from typing import Any
 
 from feedha import logs, settings
 from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, SNAPSHOT_INTERVAL_S, AdapterConfig
+from feedha.adapter.conversion.formats import INPUT_FORMATS
 from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
@@ -142,6 +143,20 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s; 0 = unbounded)",
     )
     tune.add_argument("--converters", type=Path, help="converter table YAML (default: the packaged one)")
+    tune.add_argument(
+        "--format",
+        choices=sorted(INPUT_FORMATS),
+        default="feedha-fix",
+        help="the source stream's input format (default: %(default)s; docs/converters.md)",
+    )
+    tune.add_argument(
+        "--book-depth", type=int, default=10, help="order-book levels per side (fix44; default: %(default)s)"
+    )
+    tune.add_argument(
+        "--securities",
+        type=Path,
+        help="fix44: YAML table of SecurityID (48, or '22:48') -> symbol for entries without 55",
+    )
     tune.add_argument(
         "--health-penalty", type=float, default=0.0, help="handicap on the health score (drills)"
     )
@@ -325,6 +340,9 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         sndhwm=args.line_hwm,
         max_source_gap=args.max_source_gap,
         converter_table=args.converters,
+        input_format=args.format,
+        book_depth=args.book_depth,
+        securities=args.securities,
         health_penalty=args.health_penalty,
         **_admin_and_keys(args, admin_secret),
         replay_endpoint=args.replay,

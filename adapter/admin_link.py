@@ -128,6 +128,7 @@ class AdminLink:
             term=config.term,
             curve_public_key=curve_public_key,
             delayed_line_endpoint=config.delayed_line_endpoint or "",
+            input_format=config.input_format,
         )
         self._credentials = config.admin_credentials
         try:  # read at start: a missing file is a configuration error, not a link that never comes up

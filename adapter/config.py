@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
     CHECKPOINT_INTERVAL_S,
@@ -61,7 +62,10 @@ class AdapterConfig:
         sndhwm: the line's high-water mark, in packets per subscriber: a subscriber that
             stops reading loses packets on its own connection past it (it recovers them from
             a replay service) and never grows the adapter; 0 means unbounded (tests only).
-        converter_table: YAML converter table; None uses the packaged default.
+        converter_table: YAML converter table; None uses the packaged default (``feedha-fix`` only).
+        input_format: the source stream's input format, one of ``INPUT_FORMATS`` (docs/converters.md).
+        book_depth: order-book levels shown per side (``fix44``).
+        securities: ``fix44``'s security table (YAML: SecurityID or ``22:48`` -> symbol), or None.
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
         admin_credentials: ``(key_id, secret)`` of a user with the adapter role.
@@ -128,6 +132,9 @@ class AdapterConfig:
     line_heartbeat_s: float = LINE_HEARTBEAT_S
     sndhwm: int = LINE_SNDHWM
     converter_table: Path | None = None
+    input_format: str = "feedha-fix"
+    book_depth: int = 10
+    securities: Path | None = None
     health_penalty: float = 0.0
     admin: str | None = None
     admin_credentials: tuple[str, str] | None = None
@@ -196,6 +203,16 @@ class AdapterConfig:
 
     def __post_init__(self) -> None:
         self.core()  # checks identity, numbering and timers (raises ConfigError)
+        if self.input_format not in INPUT_FORMATS:
+            raise ConfigError(
+                f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}"
+            )
+        if not 1 <= self.book_depth <= MAX_BOOK_DEPTH:
+            raise ConfigError(f"book_depth must be in 1..{MAX_BOOK_DEPTH}, got {self.book_depth}")
+        if self.securities is not None and self.input_format != "fix44":
+            raise ConfigError("securities applies to input_format fix44 only")
+        if self.converter_table is not None and self.input_format != "feedha-fix":
+            raise ConfigError("converter_table applies to input_format feedha-fix only")
         if not self.channel or any(c.isspace() for c in self.channel):
             raise ConfigError(f"channel must be a non-empty name without whitespace, got {self.channel!r}")
         if self.sndhwm < 0:

@@ -29,7 +29,7 @@ from feedha.adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
     AdapterConfig,
 )
-from feedha.adapter.conversion import ConverterTable, make_engine
+from feedha.adapter.conversion.formats import engine_for_format, load_securities
 from feedha.adapter.core import AdapterCore
 from feedha.adapter.core import actions as act
 from feedha.adapter.core.commands import encode_reply
@@ -60,7 +60,10 @@ class AdapterRunner:
     def __init__(self, config: AdapterConfig, *, on_status: StatusSink | None = None) -> None:
         self.config = config
         self._on_status = on_status or (lambda _event: None)
-        engine = make_engine(ConverterTable.load(config.converter_table))
+        securities = None if config.securities is None else load_securities(config.securities)
+        engine = engine_for_format(
+            config.input_format, config.converter_table, book_depth=config.book_depth, securities=securities
+        )
         self.core = AdapterCore(config.core(), engine, now=time.monotonic())
         self.guard = DataPlaneGuard.from_config(config)
         self.journal = None if config.journal_dir is None else JournalKeeper(config, self.guard)

@@ -215,15 +215,23 @@ class ImageBuilder:
         symbol = symbol_of(payload)
         if symbol is None:
             try:
-                symbol = market_pb2.MarketUpdate.FromString(payload).symbol.encode()
+                update = market_pb2.MarketUpdate.FromString(payload)
             except DecodeError:
                 self.undecodable += 1
                 return
+            if update.symbols:  # fix44: one block, every symbol its source message touched
+                for each in update.symbols:
+                    self._hold(each.symbol.encode(), from_proto(each.state))
+                return
+            symbol = update.symbol.encode()
+        self._hold(symbol, payload)
+
+    def _hold(self, symbol: bytes, held: bytes | SymbolValues) -> None:
         symbols = self._symbols
         if symbol not in symbols and len(symbols) >= self._max_symbols:
             self.overflowed += 1
             return
-        symbols[symbol] = (payload, self._epoch)
+        symbols[symbol] = (held, self._epoch)
 
     def _values(self, held: bytes | SymbolValues, epoch: int) -> SymbolValues | None:
         if isinstance(held, SymbolValues):

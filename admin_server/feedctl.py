@@ -4,7 +4,8 @@ Usage::
 
     feedctl [--admin-server HOST:PORT] [--key-id ID --secret S]
             [--tls] [--tls-ca F] [--tls-cert F --tls-key F] [--json] COMMAND
-      adapters [--channel C]           table: channel, adapter, role, term, msg_seq, sync, health, lag, up
+      adapters [--channel C]           table: channel, adapter, role, term, msg_seq, sync, health,
+                                       lag, up, format (the input format)
       subscriptions                    every subscription
       failover CHANNEL [--to ADAPTER]  demote the active, promote a backup (term + 1)
       fail ADAPTER [--reason TEXT]     take an adapter off line
@@ -77,6 +78,7 @@ def _adapter_row(info: admin_pb2.AdapterInfo) -> dict[str, Any]:
         "lag": status.lag,
         "up": info.is_up,
         "line": reg.line_endpoint,
+        "format": reg.input_format or "feedha-fix",
     }
 
 
@@ -186,7 +188,7 @@ async def _pages(call: Any, request: Any, field: str, md: Metadata) -> list[Any]
 async def _adapters(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
     request = admin_pb2.ListAdaptersRequest(page_size=PAGE_SIZE, channel_name=args.channel or "")
     rows = [_adapter_row(a) for a in await _pages(stub.ListAdapters, request, "adapters", md)]
-    columns = ("channel", "adapter", "role", "term", "msg_seq", "sync", "health", "lag", "up")
+    columns = ("channel", "adapter", "role", "term", "msg_seq", "sync", "health", "lag", "up", "format")
     _print(args, rows, _table(rows, columns))
 
 

@@ -17,6 +17,9 @@ per message; the core's actions are collected, not carried out):
   ``engine_journal`` also returns the payloads (for the journal),
   ``engine_convert`` converts and numbers without framing blocks.
 * ``reference``: ``active`` on the Python reference engine (a tenth of the messages).
+* ``fix44``: ``active`` on the ``fix44`` engine (Python; order books) over as many
+  ``fix44`` incremental refreshes (:mod:`bench.capture`: 1-3 symbols, 1-6
+  entries each), a tenth of the messages.
 * ``bare_recv``: the same frames received from a bare PUB→SUB pair over
   loopback (``recv_multipart`` only): the floor under the runner's source
   socket, measured in the same run.
@@ -44,6 +47,7 @@ CASES: Final = (
     "engine_journal",
     "engine_convert",
     "reference",
+    "fix44",
     "bare_recv",
 )
 EPOCH_NS: Final = 1_790_000_000_000_000_000
@@ -79,8 +83,9 @@ def make_frames(messages: int, frame: int, *, seed: int = 7) -> list[bytes]:
     return frames
 
 
-def _core(*, native: bool, publishing: bool, journal: bool) -> Any:
+def _core(*, native: bool, publishing: bool, journal: bool, fix44: bool = False) -> Any:
     from feedha.adapter.conversion import ConverterTable, make_engine
+    from feedha.adapter.conversion.fix44_engine import Fix44Engine
     from feedha.adapter.core import AdapterCore, CoreConfig
 
     # Alone in its group: past the start-up grace it is the active (publishing), or a backup
@@ -88,18 +93,21 @@ def _core(*, native: bool, publishing: bool, journal: bool) -> Any:
     config = CoreConfig(
         channel_number=1, adapter=1, source_stream_number=1, journal=journal, want_active=publishing
     )
-    core = AdapterCore(config, make_engine(ConverterTable.load(), prefer_native=native), now=0.0)
+    engine = Fix44Engine() if fix44 else make_engine(ConverterTable.load(), prefer_native=native)
+    core = AdapterCore(config, engine, now=0.0)
     core.on_tick(now=config.sync.startup_grace_s, wall_ns=EPOCH_NS)
     return core
 
 
-def _time_core(frames: list[bytes], *, native: bool, publishing: bool, journal: bool) -> float:
+def _time_core(
+    frames: list[bytes], *, native: bool, publishing: bool, journal: bool, fix44: bool = False
+) -> float:
     import tempfile
 
     from feedha.adapter.core import JournalRecords
     from feedha.adapter.journal import FsyncPolicy, JournalConfig, JournalWriter
 
-    core = _core(native=native, publishing=publishing, journal=journal)
+    core = _core(native=native, publishing=publishing, journal=journal, fix44=fix44)
     with tempfile.TemporaryDirectory(prefix="feedha-micro-adapter-") as directory:
         writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.NONE)) if journal else None
         try:
@@ -174,6 +182,14 @@ def run_case(case: str, frames: list[bytes], messages: int) -> tuple[float, int]
         "engine_convert": lambda: _time_engine(frames, publish=False),
         "bare_recv": lambda: _time_bare_recv(frames),
     }
+    if case == "fix44":
+        from feedha.bench.capture import fix44_messages
+
+        count = max(1, messages // 10)
+        per_frame = max(1, messages // max(1, len(frames)))
+        fix44 = fix44_messages(count)
+        frames44 = [b"".join(fix44[i : i + per_frame]) for i in range(0, count, per_frame)]
+        return _time_core(frames44, native=False, publishing=True, journal=False, fix44=True), count
     if case == "reference":
         tenth = frames[: max(1, len(frames) // 10)]
         return _time_core(tenth, native=False, publishing=True, journal=False), messages * len(tenth) // len(

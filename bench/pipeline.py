@@ -102,6 +102,7 @@ class PipelineOptions:
     journal: bool = False
     journal_root: Path | None = None
     measure_cpu: bool = False
+    capture: Path | None = None  # a fix44 capture played by the source (``--file``); adapters --format fix44
 
     def __post_init__(self) -> None:
         paced = self.rate > 0 and self.count is None
@@ -219,6 +220,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                     extra=[
                         *(secured.adapter_argv(plan.adapter) if secured is not None else ()),
                         *(("--fsync", "batch") if options.journal else ()),
+                        *(("--format", "fix44") if options.capture is not None else ()),
                     ],
                 )
                 for plan in group.adapters
@@ -359,8 +361,10 @@ def _start_source(options: PipelineOptions, group: Any, keys: Any, log: IO[str])
         *pacing,
         *("--symbols", str(options.symbols), "--seed", "7"),
         *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
-        *(("--pregenerate",) if options.pregenerate else ()),
+        *(("--pregenerate",) if options.pregenerate and options.capture is None else ()),
     ]
+    if options.capture is not None:  # a capture is read before the clock starts, as pregenerated
+        source_args += ["--file", str(options.capture), "--format", "fix44"]
     if keys is not None:
         source_args += _SecureGroup(Path(keys.name), group).source_argv()
     # A capacity run's source (pregenerated) is a simulator sending each message when due: at

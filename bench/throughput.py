@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, Final
 
+from feedha.bench.capture import CAPTURE_DESCRIPTION, CAPTURE_MESSAGES, write_capture
 from feedha.bench.common import Figure, figure
 from feedha.bench.cpu import compare
 from feedha.bench.pipeline import (
@@ -35,6 +37,7 @@ from feedha.bench.pipeline import (
 from feedha.bench.shape import ShapeOptions, run_shape
 
 RAMP_START: Final = 10_000.0
+FIX44_RAMP_START: Final = 1_500.0  # the fix44 engine is Python: its ramp starts lower
 RAMP_FACTOR: Final = 1.5
 STEP_S: Final = 3.0
 QUICK_STEP_S: Final = 1.5
@@ -84,18 +87,21 @@ class Shape:
     backups: int = 1
     secure: bool = False
     journal: bool = False
+    capture: Path | None = None
+    start_rate: float = RAMP_START  # the ramp's first step (msg/s)
 
     def describe(self) -> str:
         keys = "CURVE on lines and sync bus" if self.secure else "open data plane"
         journals = "journals with --fsync batch" if self.journal else "no journal"
-        return f"active + {self.backups} backup(s), {keys}, {journals}"
+        source = ", a fix44 capture (--format fix44, order books)" if self.capture is not None else ""
+        return f"active + {self.backups} backup(s), {keys}, {journals}{source}"
 
 
 def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ramp:
     """Raise the rate by RAMP_FACTOR while sustained, then bisect between the last good and first bad step."""
     ramp = _Ramp()
     started = time.monotonic()
-    rate = RAMP_START
+    rate = shape.start_rate
     failed_at: float | None = None
     while time.monotonic() - started < budget_s:
         options = PipelineOptions(
@@ -105,6 +111,7 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
             backups=shape.backups,
             journal=shape.journal,
             measure_cpu=True,
+            capture=shape.capture,
         )
         result = run_pipeline(options, log)
         ok = _sustained(result)
@@ -139,7 +146,7 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
                 if failed_at / previous < 1.15:
                     break
                 rate = (previous + failed_at) / 2
-        if rate < 1000:
+        if rate < min(1000, shape.start_rate / 2):
             break
     return ramp
 
@@ -177,10 +184,12 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     """
     step_s = QUICK_STEP_S if quick else STEP_S
     budget = QUICK_RAMP_BUDGET_S if quick else RAMP_BUDGET_S
+    capture = write_capture(CAPTURE_MESSAGES)
     shapes = {
         "throughput": Shape(),
         "throughput_secure": Shape(secure=True),
         "throughput_journal": Shape(backups=backups, journal=journal),
+        "throughput_fix44": Shape(capture=capture, start_rate=FIX44_RAMP_START),
     }
     size = round(mean_source_bytes())
     relays = sorted({shape.backups + 1 for shape in shapes.values()})
@@ -207,6 +216,7 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
         "quick": quick,
         "log": log.name,
     }
+    capture.unlink(missing_ok=True)
     values = {name: ramp.best[0] if ramp.best is not None else 0.0 for name, ramp in ramps.items()}
     return [
         _figure(name, shape, values, top, models, params={**common, "cpu": cpu[name], **ramps[name].params()})
@@ -244,6 +254,7 @@ def _figure(
             "ceiling_shape_runs": [round(run["rate"], 1) for run in runs],
             "ceiling_shape_lost": sum(run["lost"] for run in runs),
             "vs_open": round(values[name] / plain, 3) if plain and name != "throughput" else None,
+            **({"capture": CAPTURE_DESCRIPTION} if shape.capture is not None else {}),
         },
     )
 

@@ -40,6 +40,7 @@ from typing import Any, Protocol, TypeVar
 
 from feedha import transport
 from feedha.admin_client import Route
+from feedha.client.books import BookKeeper, BookUpdate
 from feedha.client.errors import ProtocolError
 from feedha.client.events import (
     ArbiterStats,
@@ -52,10 +53,18 @@ from feedha.client.events import (
 )
 from feedha.client.replay_client import ReplayClient
 from feedha.client.subscriber import ChannelSpec, SubscriberConfig
+from feedha.proto import market_pb2
 
 logger = logging.getLogger(__name__)
 
 StatusCallback = Callable[[StatusEvent], Any]
+
+
+def _update_wanted(symbol_filter: _SymbolFilter, update: market_pb2.MarketUpdate) -> bool:
+    # A fix44 block may carry several symbols (docs/converters.md): wanted when one of them is.
+    if update.symbol or not update.symbols:
+        return symbol_filter.is_wanted(update.symbol)
+    return any(symbol_filter.is_wanted(each.symbol) for each in update.symbols)
 
 
 def _stream(route: Route) -> str:
@@ -155,6 +164,7 @@ class FeedCore:
         self._callbacks: list[tuple[StatusCallback, tuple[type[StatusEvent], ...]]] = []
         self.lines = self.replay_requests = 0
         self.delivered = self.filtered = self.undecodable = self.route_updates = 0
+        self.books = BookKeeper()  # fix44 channels' books (FeedClient.book)
         self.status_counts: dict[str, int] = {}
         self.latency: LatencySink | None = None  # set by a metrics collector
         self.initial_image = False  # each new channel begins with its image (subscribe(initial_image=True))
@@ -324,7 +334,7 @@ class FeedCore:
             if isinstance(event, Delivery):
                 symbol_filter = self.filters.get((event.channel, event.delayed))
                 try:
-                    wanted = symbol_filter is not None and symbol_filter.is_wanted(event.update.symbol)
+                    wanted = symbol_filter is not None and _update_wanted(symbol_filter, event.update)
                 except ProtocolError:
                     self.undecodable += 1
                     continue
@@ -343,6 +353,12 @@ class FeedCore:
                     out.append(event)
         self.delivered += delivered
         return out
+
+    def book_updates(self, event: Delivery) -> list[BookUpdate]:
+        """The book updates of one delivered message or image symbol (``fix44`` channels)."""
+        symbol_filter = self.filters.get((event.channel, event.delayed))
+        wanted = symbol_filter.is_wanted if symbol_filter is not None else None
+        return self.books.observe(event.msg_seq, event.update, is_image=event.is_image, wanted=wanted)
 
     def _is_wanted(self, event: Purged) -> bool:
         symbol_filter = self.filters.get((event.channel, event.delayed))

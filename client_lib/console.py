@@ -3,9 +3,9 @@
 Usage::
 
     feedha subscribe --channel EQ1=1 --line tcp://127.0.0.1:5601 --line tcp://127.0.0.1:5602 \\
-        [--count N] [--seconds S] [--json] [--start-seq SEQ] [--fill-timeout S] [--loss-timeout S]
+        [--count N] [--seconds S] [--json] [--books] [--start-seq SEQ] [--fill-timeout S] [--loss-timeout S]
     feedha subscribe --key-file USER.json [--admin HOST:PORT] --channel NAME [--symbols P ...] \\
-        [--tls-ca F [--tls-cert F --tls-key F]] [--count N] [--seconds S] [--json]
+        [--tls-ca F [--tls-cert F --tls-key F]] [--count N] [--seconds S] [--json] [--books]
 
 The first form joins the given lines directly. The second logs in to the
 admin server with the API key in the key file (JSON with ``key_id``,
@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 from feedha import logs, settings
 from feedha.admin_client import AdminClientError, TlsConfig, add_tls_arguments, tls_from_files
+from feedha.client.books import BookKeeper, BookUpdate
 from feedha.client.errors import ClientError, ConfigError, ProtocolError
 from feedha.client.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
 from feedha.client.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
@@ -60,6 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--count", type=int, help="stop after this many deliveries")
     parser.add_argument("--seconds", type=float, help="stop after this many seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
+    parser.add_argument(
+        "--books",
+        action="store_true",
+        help="fix44 channels: print each symbol's book update (changes and the book after them)",
+    )
     parser.add_argument("--start-seq", type=int, help="first msg_seq to deliver (resume)")
     parser.add_argument(
         "--fill-timeout", type=float, default=FILL_TIMEOUT_S, help="seconds before asking retransmission"
@@ -135,7 +141,48 @@ def describe(event: Event) -> dict[str, Any]:
     return out
 
 
+def describe_all(event: Event, books: BookKeeper | None) -> list[dict[str, Any]]:
+    """What to print for one event: with ``books``, a fix44 delivery's book updates."""
+    if books is None or not isinstance(event, Delivery):
+        return [describe(event)]
+    try:
+        updates = books.observe(event.msg_seq, event.update, is_image=event.is_image)
+    except ProtocolError:
+        return [describe(event)]
+    if not updates:
+        return [describe(event)]
+    return [describe_book(update) for update in updates]
+
+
+def describe_book(update: BookUpdate) -> dict[str, Any]:
+    """A JSON-ready description of one book update: the changes and the book after them."""
+    book = update.book
+    return {
+        "event": "BookUpdate",
+        "msg_seq": update.msg_seq,
+        "symbol": update.symbol,
+        "changes": [
+            [_ACTIONS.get(c.action, "?"), "bid" if c.side == 1 else "ask", c.level, c.price, c.size]
+            for c in update.changes
+        ],
+        "trades": [[t.price, t.size] for t in update.trades],
+        "bids": [[price, size] for price, size, _orders in book.bids],
+        "asks": [[price, size] for price, size, _orders in book.asks],
+        "stats": book.stats,
+    }
+
+
+_ACTIONS = {1: "insert", 2: "change", 3: "delete"}
+
+
 def _text(fields: dict[str, Any]) -> str:
+    if fields["event"] == "BookUpdate":
+        best_bid = fields["bids"][0] if fields["bids"] else "-"
+        best_ask = fields["asks"][0] if fields["asks"] else "-"
+        return (
+            f"#{fields['msg_seq']} {fields['symbol']:<8} bid={best_bid} ask={best_ask} "
+            f"levels={len(fields['bids'])}/{len(fields['asks'])} changes={len(fields['changes'])}"
+        )
     if fields["event"] != "Delivery":
         return " ".join(f"{key}={value}" for key, value in fields.items())
     if "error" in fields:
@@ -176,6 +223,7 @@ def run(spec: ChannelSpec, config: SubscriberConfig, args: argparse.Namespace, o
     started = time.monotonic()
     until = None if args.seconds is None else started + args.seconds
     delivered = 0
+    books = BookKeeper() if args.books else None
     with Subscriber([spec], config) as subscriber:
         try:
             while args.count is None or delivered < args.count:
@@ -183,7 +231,8 @@ def run(spec: ChannelSpec, config: SubscriberConfig, args: argparse.Namespace, o
                 if remaining is not None and remaining <= 0:
                     break
                 for event in subscriber.poll(remaining):
-                    print(render(describe(event)), file=out)
+                    for fields in describe_all(event, books):
+                        print(render(fields), file=out)
                     delivered += isinstance(event, Delivery)
                     if delivered == args.count:
                         break
@@ -250,6 +299,7 @@ def _print_channel(client: Any, name: str, args: argparse.Namespace, started: fl
     render = json.dumps if args.json else _text
     until = None if args.seconds is None else started + args.seconds
     delivered = 0
+    books = BookKeeper() if args.books else None
     try:
         while args.count is None or delivered < args.count:
             remaining = None if until is None else until - time.monotonic()
@@ -264,7 +314,8 @@ def _print_channel(client: Any, name: str, args: argparse.Namespace, started: fl
                     continue
                 if event.channel != number:
                     continue  # another channel of the subscription
-                print(render(describe(event)), file=out)
+                for fields in describe_all(event, books):
+                    print(render(fields), file=out)
                 delivered += 1
                 if delivered == args.count:
                     break

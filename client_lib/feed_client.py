@@ -56,6 +56,7 @@ from feedha.admin_client.session import RETRY_DEADLINE_S
 from feedha.client._drive import drive
 from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
 from feedha.client._feed_session import FeedSession, Selected
+from feedha.client.books import Book, BookUpdate
 from feedha.client.errors import ClosedError
 from feedha.client.events import Delivery, Event, StatusEvent
 from feedha.client.subscriber import ChannelSpec, Subscriber, SubscriberConfig
@@ -226,6 +227,20 @@ class FeedClient:
         for event in self._iterate(status=False):
             if isinstance(event, Delivery):
                 yield event
+
+    def book_updates(self) -> Iterator[BookUpdate]:
+        """Iterate over order-book updates (``fix44`` channels) until :meth:`close`.
+
+        Each message yields one :class:`~feedha.client.books.BookUpdate` per subscribed
+        symbol it touched (the changes, the trades, and the book after them); an image
+        yields each symbol's book first.
+        """
+        for delivery in self.deliveries():
+            yield from self._core.book_updates(delivery)
+
+    def book(self, symbol: str) -> Book | None:
+        """The newest book of ``symbol`` that :meth:`book_updates` saw (``None``: none yet)."""
+        return self._core.books.book(symbol)
 
     def events(self) -> Iterator[Delivery | StatusEvent]:
         """Iterate over deliveries and status events, in order, until :meth:`close`.

@@ -76,6 +76,7 @@ class DrillOptions:
     restart: str | None = None
     journal: bool = True  # every adapter journals its line (issue 5); --no-journal to measure without
     extra_source_args: list[str] = field(default_factory=list)
+    extra_client_args: list[str] = field(default_factory=list)
 
 
 # Fixed ports on the namespace hosts: each host has its own port space.
@@ -220,6 +221,7 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
     if options.journal:  # the client fills the gaps no line covers from the adapters' journals
         for number in drill.adapters:
             client_args += ["--replay", f"{CHANNEL}={placement.replay[number]}"]
+    client_args += options.extra_client_args
     drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
     drill.client.wait_event("ready", 20)
     drill.source = start_source(options, placement, log)

@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     _late_join_arguments(sub)
+    _book_arguments(sub)
     _delayed_arguments(sub)
     _abuse_arguments(sub)
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
@@ -105,6 +106,55 @@ def build_parser() -> argparse.ArgumentParser:
     failover.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     failover.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
     return parser
+
+
+def _book_arguments(sub: Any) -> None:
+    from feedha import drill_book
+
+    book = sub.add_parser(
+        "book",
+        help="a captured fix44 feed through the group, the active killed midway: the client's books",
+        description=drill_book.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    book.add_argument("--file", type=Path, required=True, help="the capture (docs/converters.md)")
+    book.add_argument("--format", choices=("fix44", "feedha-fix"), default="fix44")
+    book.add_argument("--rate", type=float, default=2000, help="playback messages/s (default: 2000)")
+    book.add_argument("--backups", type=int, default=2, help="backups besides the active (default: 2)")
+    book.add_argument("--book-depth", type=int, default=10, help="levels a side (default: 10)")
+    book.add_argument("--kill", choices=("active", "backup", "none"), default="active")
+    book.add_argument("--kill-at", type=float, default=0.5, help="fraction of the capture (default: 0.5)")
+    book.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    book.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+
+
+def _run_book(args: argparse.Namespace) -> int:
+    from feedha import drill_book
+
+    if args.rate <= 0 or args.backups < 1 or not 0 < args.kill_at < 1 or args.book_depth < 1:
+        print("feedha drill book: need --rate > 0, --backups >= 1, 0 < --kill-at < 1, --book-depth >= 1",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    options = drill_book.BookDrillOptions(
+        file=args.file, input_format=args.format, rate=args.rate, backups=args.backups,
+        depth=args.book_depth, kill=args.kill, kill_at=args.kill_at,
+    )  # fmt: skip
+    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-book-", suffix=".log")[1])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with open(log_path, "w") as log:
+        try:
+            result = drill_book.run_book(options, log)
+        except (ProcessError, OSError, ValueError) as exc:
+            print(f"feedha drill book: {exc} (component logs: {log_path})", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key in ("sent", "delivered", "lost", "line_holes", "conflicts", "quarantined"):
+            print(f"{key:<12} {result[key]}")
+        print(f"{'symbols':<12} {len(result['books'])}")
+    ok = result["lost"] == 0 and result["line_holes"] == 0 and result["conflicts"] == 0
+    return 0 if ok else 1
 
 
 def _late_join_arguments(sub: Any) -> None:
@@ -313,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.drill == "late-join":
         return _run_late_join(args)
+    if args.drill == "book":
+        return _run_book(args)
     if args.drill == "delayed":
         return _run_delayed(args)
     if args.drill == "abuse":

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from typing import Any
 
 from feedha.client import ChannelSpec, Delivery, Purged, ReplayClient, Subscriber, SubscriberConfig
+from feedha.client.books import BookKeeper
 
 GAP_RECORD_MS = 20.0
 GAPS_KEPT = 64
@@ -126,6 +127,23 @@ class DeliveryChecker:
         }
 
 
+def book_summary(keeper: BookKeeper, depth: int) -> dict[str, Any]:
+    """Every symbol's final book (best first, ``depth`` levels a side) and session values."""
+    books = {
+        symbol: {
+            "bids": [[price, size] for price, size, _orders in book.bids[:depth]],
+            "asks": [[price, size] for price, size, _orders in book.asks[:depth]],
+        }
+        for symbol, book in sorted(keeper.books.items())
+    }
+    names = ("volume", "last", "high", "low", "open", "close", "vwap")
+    stats = {
+        symbol: {name: book.stats.get(name) for name in names}
+        for symbol, book in sorted(keeper.books.items())
+    }
+    return {"books": books, "stats": stats}
+
+
 def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
@@ -153,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--delayed", type=float, metavar="SECONDS", help="the lines are delayed lines of this delay"
     )
+    parser.add_argument(
+        "--books", type=int, metavar="DEPTH", help="keep fix44 books; the summary shows DEPTH levels a side"
+    )
     args = parser.parse_args(argv)
     channels = {name: int(number) for name, number in _pairs(args.channel, "--channel")}
     lines: dict[str, list[str]] = {name: [] for name in channels}
@@ -172,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     delayed = args.delayed is not None
     timing = {number: DelayedTiming(round((args.delayed or 0) * 1e9)) for number in channels.values()}
     last_symbol: dict[int, str] = {}
+    books = {number: BookKeeper() for number in channels.values()} if args.books else None
     specs = [
         ChannelSpec(name, number, tuple(lines[name]), delayed=delayed) for name, number in channels.items()
     ]
@@ -197,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     if delayed:
                         timing[event.channel].on_delivery(event.update.event_time_ns, now_ns)
+                    if books is not None:
+                        books[event.channel].observe(event.msg_seq, event.update)
                     if event.msg_seq % 1000 == 0:
                         update = event.update
                         last_symbol[event.channel] = f"{update.symbol} {update.state.last:.2f}"
@@ -228,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name: {
                 **checkers[number].summary(),
                 **(timing[number].summary() if delayed else {}),
+                **(book_summary(books[number], args.books) if books is not None else {}),
                 "arbiter": asdict(stats[keys[name]]),
             }
             for name, number in channels.items()

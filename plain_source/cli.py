@@ -17,7 +17,6 @@ from types import FrameType
 from typing import Final
 
 from feedha import logs, settings
-from feedha.adapter.errors import ConfigError
 from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
     DEFAULT_RATE,
@@ -27,6 +26,7 @@ from feedha.plain_source.config import (
     MAX_BATCH,
     SourceConfig,
 )
+from feedha.plain_source.playback import CapturePlayback
 from feedha.plain_source.source import PlainSource
 
 _DESCRIPTION: Final = (
@@ -110,6 +110,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="publish without keys off loopback (refused otherwise)",
     )
+    capture = parser.add_argument_group("captured feeds (docs/converters.md)")
+    capture.add_argument(
+        "--file",
+        help="play this capture back on the first stream (raw FIX back to back, or one message a line "
+        "with an optional 'TIMESTAMP : ' prefix) instead of generating a market",
+    )
+    capture.add_argument(
+        "--format",
+        choices=("feedha-fix", "fix44"),
+        default="fix44",
+        help="the capture's input format (the adapters' --format; default: %(default)s)",
+    )
+    pace = capture.add_mutually_exclusive_group()
+    pace.add_argument(
+        "--speed", type=float, help="pace by the messages' 52/60 times, X times as fast (replaces --rate)"
+    )
+    pace.add_argument("--as-fast-as-possible", action="store_true", help="send the capture unpaced")
     settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
@@ -159,6 +176,18 @@ def _config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Source
         parser.error(str(exc))
 
 
+def _source(config: SourceConfig, args: argparse.Namespace) -> PlainSource:
+    if not args.file:
+        return PlainSource(config)
+    if args.as_fast_as_possible:
+        rate, speed = None, None
+    elif args.speed is not None:
+        rate, speed = None, args.speed
+    else:
+        rate, speed = (args.rate or None), None
+    return CapturePlayback.from_file(config, args.file, rate=rate, speed=speed)
+
+
 def main(argv: list[str]) -> int:
     """Run ``feedha source``: print the endpoints as a JSON line, send, then print the summary line.
 
@@ -176,10 +205,10 @@ def main(argv: list[str]) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
-    source = PlainSource(config)
     try:
+        source = _source(config, args)
         endpoints = source.bind()
-    except ConfigError as exc:  # a key file that cannot be read, or is readable by others
+    except (OSError, ValueError) as exc:  # an unreadable capture; a key file (ConfigError is a ValueError)
         print(f"feedha source: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"endpoints": endpoints}), flush=True)

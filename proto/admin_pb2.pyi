@@ -108,7 +108,7 @@ class LoginResponse(_message.Message):
     def __init__(self, token: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., user: _Optional[str] = ..., is_admin: _Optional[bool] = ..., lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AdapterRegistration(_message.Message):
-    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key", "delayed_line_endpoint")
+    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key", "delayed_line_endpoint", "input_format")
     FEED_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,7 @@ class AdapterRegistration(_message.Message):
     TERM_FIELD_NUMBER: _ClassVar[int]
     CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     feed: str
     channel_name: str
     channel_number: int
@@ -131,7 +132,8 @@ class AdapterRegistration(_message.Message):
     term: int
     curve_public_key: str
     delayed_line_endpoint: str
-    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., curve_public_key: _Optional[str] = ..., delayed_line_endpoint: _Optional[str] = ...) -> None: ...
+    input_format: str
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., curve_public_key: _Optional[str] = ..., delayed_line_endpoint: _Optional[str] = ..., input_format: _Optional[str] = ...) -> None: ...
 
 class AdapterStatus(_message.Message):
     __slots__ = ("role", "term", "next_msg_seq", "sync_status", "health_score", "lag")

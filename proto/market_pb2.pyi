@@ -14,6 +14,19 @@ class EntryType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENTRY_TYPE_ASK: _ClassVar[EntryType]
     ENTRY_TYPE_TRADE: _ClassVar[EntryType]
 
+class Side(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SIDE_UNSPECIFIED: _ClassVar[Side]
+    SIDE_BID: _ClassVar[Side]
+    SIDE_ASK: _ClassVar[Side]
+
+class BookAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BOOK_ACTION_UNSPECIFIED: _ClassVar[BookAction]
+    BOOK_ACTION_INSERTED: _ClassVar[BookAction]
+    BOOK_ACTION_CHANGED: _ClassVar[BookAction]
+    BOOK_ACTION_DELETED: _ClassVar[BookAction]
+
 class SessionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SESSION_REASON_UNSPECIFIED: _ClassVar[SessionReason]
@@ -23,6 +36,13 @@ ENTRY_TYPE_UNSPECIFIED: EntryType
 ENTRY_TYPE_BID: EntryType
 ENTRY_TYPE_ASK: EntryType
 ENTRY_TYPE_TRADE: EntryType
+SIDE_UNSPECIFIED: Side
+SIDE_BID: Side
+SIDE_ASK: Side
+BOOK_ACTION_UNSPECIFIED: BookAction
+BOOK_ACTION_INSERTED: BookAction
+BOOK_ACTION_CHANGED: BookAction
+BOOK_ACTION_DELETED: BookAction
 SESSION_REASON_UNSPECIFIED: SessionReason
 SESSION_REASON_SCHEDULE: SessionReason
 SESSION_REASON_OPERATOR: SessionReason
@@ -40,7 +60,7 @@ class Entry(_message.Message):
     def __init__(self, type: _Optional[_Union[EntryType, str]] = ..., price: _Optional[float] = ..., size: _Optional[int] = ..., notional: _Optional[float] = ...) -> None: ...
 
 class SymbolState(_message.Message):
-    __slots__ = ("volume", "high", "low", "last", "vwap", "trade_count", "bid", "ask", "notional")
+    __slots__ = ("volume", "high", "low", "last", "vwap", "trade_count", "bid", "ask", "notional", "book", "session")
     VOLUME_FIELD_NUMBER: _ClassVar[int]
     HIGH_FIELD_NUMBER: _ClassVar[int]
     LOW_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +70,8 @@ class SymbolState(_message.Message):
     BID_FIELD_NUMBER: _ClassVar[int]
     ASK_FIELD_NUMBER: _ClassVar[int]
     NOTIONAL_FIELD_NUMBER: _ClassVar[int]
+    BOOK_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     volume: int
     high: float
     low: float
@@ -59,10 +81,90 @@ class SymbolState(_message.Message):
     bid: float
     ask: float
     notional: float
-    def __init__(self, volume: _Optional[int] = ..., high: _Optional[float] = ..., low: _Optional[float] = ..., last: _Optional[float] = ..., vwap: _Optional[float] = ..., trade_count: _Optional[int] = ..., bid: _Optional[float] = ..., ask: _Optional[float] = ..., notional: _Optional[float] = ...) -> None: ...
+    book: Book
+    session: SessionValues
+    def __init__(self, volume: _Optional[int] = ..., high: _Optional[float] = ..., low: _Optional[float] = ..., last: _Optional[float] = ..., vwap: _Optional[float] = ..., trade_count: _Optional[int] = ..., bid: _Optional[float] = ..., ask: _Optional[float] = ..., notional: _Optional[float] = ..., book: _Optional[_Union[Book, _Mapping]] = ..., session: _Optional[_Union[SessionValues, _Mapping]] = ...) -> None: ...
+
+class BookLevel(_message.Message):
+    __slots__ = ("price", "size", "orders")
+    PRICE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    ORDERS_FIELD_NUMBER: _ClassVar[int]
+    price: float
+    size: float
+    orders: int
+    def __init__(self, price: _Optional[float] = ..., size: _Optional[float] = ..., orders: _Optional[int] = ...) -> None: ...
+
+class Book(_message.Message):
+    __slots__ = ("level_indexed", "depth", "bids", "asks")
+    LEVEL_INDEXED_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    BIDS_FIELD_NUMBER: _ClassVar[int]
+    ASKS_FIELD_NUMBER: _ClassVar[int]
+    level_indexed: bool
+    depth: int
+    bids: _containers.RepeatedCompositeFieldContainer[BookLevel]
+    asks: _containers.RepeatedCompositeFieldContainer[BookLevel]
+    def __init__(self, level_indexed: _Optional[bool] = ..., depth: _Optional[int] = ..., bids: _Optional[_Iterable[_Union[BookLevel, _Mapping]]] = ..., asks: _Optional[_Iterable[_Union[BookLevel, _Mapping]]] = ...) -> None: ...
+
+class SessionValues(_message.Message):
+    __slots__ = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap", "notional", "traded", "trades")
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    SETTLE_FIELD_NUMBER: _ClassVar[int]
+    OPEN_INTEREST_FIELD_NUMBER: _ClassVar[int]
+    VWAP_FIELD_NUMBER: _ClassVar[int]
+    NOTIONAL_FIELD_NUMBER: _ClassVar[int]
+    TRADED_FIELD_NUMBER: _ClassVar[int]
+    TRADES_FIELD_NUMBER: _ClassVar[int]
+    volume: float
+    last: float
+    high: float
+    low: float
+    open: float
+    close: float
+    settle: float
+    open_interest: float
+    vwap: float
+    notional: float
+    traded: float
+    trades: int
+    def __init__(self, volume: _Optional[float] = ..., last: _Optional[float] = ..., high: _Optional[float] = ..., low: _Optional[float] = ..., open: _Optional[float] = ..., close: _Optional[float] = ..., settle: _Optional[float] = ..., open_interest: _Optional[float] = ..., vwap: _Optional[float] = ..., notional: _Optional[float] = ..., traded: _Optional[float] = ..., trades: _Optional[int] = ...) -> None: ...
+
+class BookChange(_message.Message):
+    __slots__ = ("action", "side", "level", "price", "size", "orders")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    SIDE_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    PRICE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    ORDERS_FIELD_NUMBER: _ClassVar[int]
+    action: BookAction
+    side: Side
+    level: int
+    price: float
+    size: float
+    orders: int
+    def __init__(self, action: _Optional[_Union[BookAction, str]] = ..., side: _Optional[_Union[Side, str]] = ..., level: _Optional[int] = ..., price: _Optional[float] = ..., size: _Optional[float] = ..., orders: _Optional[int] = ...) -> None: ...
+
+class SymbolUpdate(_message.Message):
+    __slots__ = ("symbol", "trades", "book_changes", "state")
+    SYMBOL_FIELD_NUMBER: _ClassVar[int]
+    TRADES_FIELD_NUMBER: _ClassVar[int]
+    BOOK_CHANGES_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    symbol: str
+    trades: _containers.RepeatedCompositeFieldContainer[Entry]
+    book_changes: _containers.RepeatedCompositeFieldContainer[BookChange]
+    state: SymbolState
+    def __init__(self, symbol: _Optional[str] = ..., trades: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., book_changes: _Optional[_Iterable[_Union[BookChange, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ...) -> None: ...
 
 class MarketUpdate(_message.Message):
-    __slots__ = ("symbol", "event_time_ns", "publish_time_ns", "entries", "state", "extra", "session_boundary")
+    __slots__ = ("symbol", "event_time_ns", "publish_time_ns", "entries", "state", "extra", "session_boundary", "symbols")
     class ExtraEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +179,7 @@ class MarketUpdate(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     EXTRA_FIELD_NUMBER: _ClassVar[int]
     SESSION_BOUNDARY_FIELD_NUMBER: _ClassVar[int]
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
     symbol: str
     event_time_ns: int
     publish_time_ns: int
@@ -84,7 +187,8 @@ class MarketUpdate(_message.Message):
     state: SymbolState
     extra: _containers.ScalarMap[str, float]
     session_boundary: SessionBoundary
-    def __init__(self, symbol: _Optional[str] = ..., event_time_ns: _Optional[int] = ..., publish_time_ns: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ..., extra: _Optional[_Mapping[str, float]] = ..., session_boundary: _Optional[_Union[SessionBoundary, _Mapping]] = ...) -> None: ...
+    symbols: _containers.RepeatedCompositeFieldContainer[SymbolUpdate]
+    def __init__(self, symbol: _Optional[str] = ..., event_time_ns: _Optional[int] = ..., publish_time_ns: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ..., extra: _Optional[_Mapping[str, float]] = ..., session_boundary: _Optional[_Union[SessionBoundary, _Mapping]] = ..., symbols: _Optional[_Iterable[_Union[SymbolUpdate, _Mapping]]] = ...) -> None: ...
 
 class SessionBoundary(_message.Message):
     __slots__ = ("ended", "started", "boundary_time_ns", "reason")

@@ -71,6 +71,7 @@ class AdapterRegistration:
         term: term at registration.
         curve_public_key: the Z85 CURVE public key of its line and replay service ("": none).
         delayed_line_endpoint: its delayed line ("": it serves none).
+        input_format: its source stream's input format (``feedha-fix``, ``fix44``; docs/converters.md).
     """
 
     feed: str
@@ -84,6 +85,7 @@ class AdapterRegistration:
     term: int = 0
     curve_public_key: str = ""
     delayed_line_endpoint: str = ""
+    input_format: str = "feedha-fix"
 
     def __post_init__(self) -> None:
         if self.curve_public_key and not is_curve_key(self.curve_public_key):
@@ -266,6 +268,7 @@ def registration_to_proto(reg: AdapterRegistration) -> admin_pb2.AdapterRegistra
         term=reg.term,
         curve_public_key=reg.curve_public_key,
         delayed_line_endpoint=reg.delayed_line_endpoint,
+        input_format=reg.input_format,
     )
 
 
@@ -287,6 +290,7 @@ def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegist
         term=msg.term,
         curve_public_key=msg.curve_public_key,
         delayed_line_endpoint=msg.delayed_line_endpoint,
+        input_format=msg.input_format or "feedha-fix",
     )
 
 

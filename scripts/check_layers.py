@@ -164,6 +164,7 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
     "feedha.plain_source.model": (_IO, _PURE),
     "feedha.plain_source.frames": (_IO, _PURE),
     "feedha.plain_source.pacing": (_IO, _PURE),
+    "feedha.plain_source.capture": (_IO, _PURE),
 }
 
 NAMESPACE_ROOT: Final = "feedha"

@@ -62,15 +62,15 @@ class ReferenceEngine(ConversionEngine):
             try:
                 if body is None:
                     raise ConversionError("malformed", "not a FIX message")
-                msg = self.converter.parse(body)
+                msg = self.parse(body)
                 if (expect_seq and msg.source_seq != expect_seq) or (stop_seq and msg.source_seq >= stop_seq):
                     raise ConversionError("out_of_run", "not the next ordinary message")
-                values = state.preview(msg)
+                staged = state.stage(msg)
             except ConversionError:
                 stop = Stop.SLOW
                 break
             if publish:
-                payload = self.encode(msg, values, publish_time_ns)
+                payload = self.encode_staged(msg, staged, publish_time_ns)
                 if len(payload) > wire.MAX_PAYLOAD:
                     stop = Stop.SLOW
                     break
@@ -82,7 +82,7 @@ class ReferenceEngine(ConversionEngine):
                 blocks.append(wire.encode_block(source_stream, msg.source_seq, payload))
                 if payloads is not None:
                     payloads.append(payload)
-            state.set_symbol(msg.symbol, values)
+            state.commit(staged)
             digests.append(state.digest)
             if not count:
                 first_seq = msg.source_seq

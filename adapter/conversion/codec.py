@@ -7,11 +7,19 @@ the field numbers it uses from ``proto/market.proto``.
 
 from __future__ import annotations
 
+from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2
 
-__all__ = ["encode_session_boundary", "encode_update", "from_proto", "to_proto"]
+__all__ = [
+    "book_from_proto",
+    "encode_session_boundary",
+    "encode_update",
+    "fill_book",
+    "from_proto",
+    "to_proto",
+]
 
 _SymbolState = market_pb2.SymbolState
 _Entry = market_pb2.Entry
@@ -36,6 +44,46 @@ def _fill_state(state: market_pb2.SymbolState, values: SymbolValues) -> None:
     state.bid = values.bid
     state.ask = values.ask
     state.notional = values.notional
+    if values.book is not None:
+        fill_book(state, values.book)
+
+
+_OPTIONAL_VALUES = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
+
+
+def fill_book(state: market_pb2.SymbolState, book: BookValues, depth: int = 0) -> None:
+    """Write a ``fix44`` symbol's book and session values into ``state``."""
+    out = state.book
+    out.SetInParent()  # present even when empty: the symbol is a fix44 one
+    out.level_indexed = book.level_indexed
+    out.depth = depth
+    add_bid, add_ask = out.bids.add, out.asks.add
+    for price, size, orders in book.bids:
+        add_bid(price=price, size=size, orders=orders)
+    for price, size, orders in book.asks:
+        add_ask(price=price, size=size, orders=orders)
+    session = state.session
+    for name in _OPTIONAL_VALUES:
+        value = getattr(book, name)
+        if value is not None:
+            setattr(session, name, value)
+    session.notional, session.traded, session.trades = book.notional, book.traded, book.trades
+
+
+def book_from_proto(state: market_pb2.SymbolState) -> BookValues:
+    """The ``fix44`` book and session values a ``SymbolState`` carries."""
+    source = state.book
+    book = BookValues(
+        source.level_indexed,
+        [(level.price, level.size, level.orders) for level in source.bids],
+        [(level.price, level.size, level.orders) for level in source.asks],
+    )
+    session = state.session
+    for name in _OPTIONAL_VALUES:
+        if session.HasField(name):
+            setattr(book, name, getattr(session, name))
+    book.notional, book.traded, book.trades = session.notional, session.traded, session.trades
+    return book
 
 
 def from_proto(state: market_pb2.SymbolState) -> SymbolValues:
@@ -50,6 +98,7 @@ def from_proto(state: market_pb2.SymbolState) -> SymbolValues:
         bid=state.bid,
         ask=state.ask,
         notional=state.notional,
+        book=book_from_proto(state) if state.HasField("book") else None,
     )
 
 

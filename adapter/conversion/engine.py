@@ -34,7 +34,7 @@ is handled never depends on the engine. Pure: no sockets, no clock.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from feedha.adapter.conversion.codec import encode_update
@@ -153,3 +153,9 @@ class ConversionEngine:
     def encode(self, msg: SourceMessage, values: SymbolValues, publish_time_ns: int) -> bytes:
         """The ``MarketUpdate`` payload of one converted message with its symbol's values."""
         return encode_update(msg, values, publish_time_ns=publish_time_ns)
+
+    def encode_staged(
+        self, msg: SourceMessage, staged: Mapping[str, SymbolValues], publish_time_ns: int
+    ) -> bytes:
+        """The payload of one message with what ``state.stage`` gave (the careful path)."""
+        return self.encode(msg, staged[msg.symbol], publish_time_ns)

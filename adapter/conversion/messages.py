@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-__all__ = ["SourceMessage", "SourceUpdateEntry", "new_entry"]
+__all__ = ["BookEntry", "SourceMessage", "SourceUpdateEntry", "SymbolEntries", "new_entry"]
 
 
 class SourceUpdateEntry(NamedTuple):
@@ -30,13 +30,40 @@ class SourceUpdateEntry(NamedTuple):
     notional: float
 
 
+class BookEntry(NamedTuple):
+    """One market-data entry of a ``fix44`` message (docs/converters.md), checked by the parser.
+
+    Attributes:
+        action: ``279`` MDUpdateAction: 0 New, 1 Change, 2 Delete (0 in a full refresh).
+        entry_type: ``269`` MDEntryType, as sent (``"0"`` bid, ``"1"`` offer, ``"2"`` trade ...).
+        price: ``270``, or ``None`` when absent.
+        size: ``271``, or ``None`` when absent.
+        level: ``1023`` MDPriceLevel (from 1), or ``None``: the entry is price-keyed.
+        orders: ``346`` NumberOfOrders (0 when absent).
+    """
+
+    action: int
+    entry_type: str
+    price: float | None
+    size: float | None
+    level: int | None
+    orders: int
+
+
+class SymbolEntries(NamedTuple):
+    """The entries of one message for one symbol, in message order."""
+
+    symbol: str
+    entries: tuple[BookEntry, ...]
+
+
 # tuple.__new__ skips NamedTuple's Python-level __new__ on the hot path.
 new_entry: Final = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
 class SourceMessage:
-    """One converted source message (one symbol).
+    """One converted source message: one symbol (``feedha-fix``), or the symbols it touches (``fix44``).
 
     Attributes:
         source_seq: its gap-free number on its source stream (tag 34).
@@ -44,6 +71,9 @@ class SourceMessage:
         event_time_ns: the source's event time, ns since the epoch.
         entries: the converted entries, in message order.
         extra: the table's named derived values present in this message, in table order.
+        updates: ``fix44`` only: the entries of each symbol the message touches, in the order
+            the symbols first appear (``symbol`` is then the first of them, ``entries`` empty).
+        full_refresh: ``fix44`` only: a ``35=W`` (the symbol's book becomes exactly its entries).
     """
 
     source_seq: int
@@ -51,3 +81,5 @@ class SourceMessage:
     event_time_ns: int
     entries: tuple[SourceUpdateEntry, ...]
     extra: tuple[tuple[str, float], ...] = ()
+    updates: tuple[SymbolEntries, ...] = ()
+    full_refresh: bool = False

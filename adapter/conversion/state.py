@@ -39,6 +39,7 @@ from dataclasses import dataclass, fields
 from hashlib import blake2b
 from typing import Final
 
+from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.errors import ConversionError
 from feedha.proto import market_pb2
@@ -61,6 +62,7 @@ class SymbolValues:
     """The values conversion keeps for one symbol over the trading day.
 
     ``high``/``low`` are 0 before the first trade; ``vwap`` is ``notional / volume``.
+    ``book`` is the ``fix44`` order book and session values (``None`` for ``feedha-fix``).
     """
 
     volume: int = 0
@@ -72,10 +74,13 @@ class SymbolValues:
     bid: float = 0.0
     ask: float = 0.0
     notional: float = 0.0
+    book: BookValues | None = None
 
     def copy(self) -> SymbolValues:
         """Return an independent copy."""
-        return SymbolValues(*self.astuple())
+        if self.book is None:
+            return SymbolValues(*self.astuple())
+        return SymbolValues(*self.astuple(), book=self.book.copy())
 
     def astuple(self) -> tuple[int, float, float, float, float, int, float, float, float]:
         """The values in field order (what the digest packs and the C state stores)."""
@@ -92,7 +97,7 @@ class SymbolValues:
         )
 
 
-FIELD_NAMES: Final = tuple(f.name for f in fields(SymbolValues))
+FIELD_NAMES: Final = tuple(f.name for f in fields(SymbolValues) if f.name != "book")
 DAILY_FIELDS: Final = ("volume", "high", "low", "vwap", "trade_count", "notional")
 
 
@@ -103,7 +108,12 @@ def next_session(values: SymbolValues) -> SymbolValues:
     and ``low`` are set again by the next trade); ``last``, ``bid`` and ``ask``
     carry over, as an exchange carries the previous close and the standing quotes.
     """
-    return SymbolValues(last=values.last, bid=values.bid, ask=values.ask)
+    book = values.book
+    if book is not None:  # the book stands; the day's figures start again, last and close carry over
+        book = BookValues(
+            book.level_indexed, list(book.bids), list(book.asks), last=book.last, close=book.close
+        )
+    return SymbolValues(last=values.last, bid=values.bid, ask=values.ask, book=book)
 
 
 def session_digest(session_id: int) -> int:
@@ -127,6 +137,8 @@ def symbol_digest(symbol: str, values: SymbolValues) -> int:
         ``blake2b(digest_size=8)`` over the symbol and packed values, as an int.
     """
     data = symbol.encode() + b"\x00" + _PACK_VALUES(*values.astuple())
+    if values.book is not None:
+        data += values.book.digest_bytes()
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
 
 
@@ -218,6 +230,19 @@ class ConversionState:
         self.set_symbol(msg.symbol, values)
         return values
 
+    def stage(self, msg: SourceMessage) -> dict[str, SymbolValues]:
+        """The values of every symbol ``msg`` touches after it, without changing the state.
+
+        Raises:
+            ConversionError: the message cannot be applied (the state is left as it was).
+        """
+        return {msg.symbol: self.preview(msg)}
+
+    def commit(self, staged: Mapping[str, SymbolValues]) -> None:
+        """Adopt what :meth:`stage` returned (every symbol of one message at once)."""
+        for symbol, values in staged.items():
+            self.set_symbol(symbol, values)
+
     @property
     def digest(self) -> int:
         """A u64 digest of the whole state: order-independent and deterministic across processes."""
@@ -256,6 +281,10 @@ class ConversionState:
         """Return a copy of one symbol's values, or ``None`` if it was never seen."""
         values = self._values.get(symbol)
         return None if values is None else values.copy()
+
+    def peek(self, symbol: str) -> SymbolValues | None:
+        """One symbol's values themselves, not a copy (``None``: never seen); never change them."""
+        return self._values.get(symbol)
 
     def symbol_digest(self, symbol: str) -> int | None:
         """Return one symbol's u64 hash (its share of :attr:`digest`), or ``None`` if unknown."""

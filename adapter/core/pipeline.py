@@ -51,6 +51,7 @@ from typing import Any, Final, NamedTuple, TypeAlias
 
 from feedha.adapter.conversion.codec import encode_session_boundary
 from feedha.adapter.conversion.engine import ConversionEngine, Stop
+from feedha.adapter.conversion.fix44_parser import SKIPPED
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.parser import peek_source_seq
 from feedha.adapter.core import syncbus
@@ -159,6 +160,7 @@ class PipelineCounters:
     source_gaps: int = 0
     source_resets: int = 0
     snapshots_adopted: int = 0
+    skipped: int = 0  # messages that are not market data (fix44 heartbeats, logons ...): counted, skipped
     quarantined: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -359,10 +361,10 @@ class Pipeline:
         if later is not None:
             adopt = None
         try:
-            values = self.state.preview(msg)
+            staged = self.state.stage(msg)  # every symbol the message touches (fix44: several)
             if adopt is not None:
-                values = adopt.symbols.get(msg.symbol, values)
-            payload = self.engine.encode(msg, values, turn.wall_ns)
+                staged = {symbol: adopt.symbols.get(symbol, values) for symbol, values in staged.items()}
+            payload = self.engine.encode_staged(msg, staged, turn.wall_ns)
             if len(payload) > wire.MAX_PAYLOAD:
                 raise ConversionError(
                     "oversize", f"payload of {len(payload)} bytes exceeds {wire.MAX_PAYLOAD}"
@@ -373,7 +375,7 @@ class Pipeline:
         if adopt is not None:
             standing = yield from self._adopt(adopt)
         else:
-            self.state.set_symbol(msg.symbol, values)
+            self.state.commit(staged)
         standing = yield from self._number(msg, payload, standing, turn)
         if later is not None:
             standing = yield from self._adopt(later)
@@ -471,6 +473,9 @@ class Pipeline:
         except fix.FixError as bad:
             self._unconvertible(body, ConversionError("bad_sequence_reset", str(bad)), turn)
             return
+        if reset is None and exc.reason == SKIPPED:
+            self._skipped(body, turn)
+            return
         if reset is None:
             self._unconvertible(body, exc, turn)
             return
@@ -487,6 +492,18 @@ class Pipeline:
             self._refuse_jump(source_seq, turn)
             self.counters.source_resets += 1
             self.sequencer.skip_source(new_seq - 1)
+
+    def _skipped(self, body: bytes, turn: Turn) -> None:
+        # Not market data (a heartbeat, a logon ...): counted, not quarantined; like a
+        # quarantined message it uses up its position, so it is no loss and no gap.
+        self.counters.skipped += 1
+        try:
+            source_seq = peek_source_seq(body)
+        except ConversionError:
+            return
+        self._refuse_unless_continued(source_seq, turn)
+        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
+            self.sequencer.skip_source(source_seq)
 
     def _unconvertible(
         self,

@@ -262,7 +262,11 @@ def recover_state(
         except DecodeError:
             undecodable += 1
             continue
-        conversion.set_symbol(update.symbol, from_proto(update.state))
+        if update.symbols:  # fix44: every symbol the source message touched
+            for symbol_update in update.symbols:
+                conversion.set_symbol(symbol_update.symbol, from_proto(symbol_update.state))
+        else:
+            conversion.set_symbol(update.symbol, from_proto(update.state))
         sequencer.record(record.source_seq, record.msg_seq, conversion.digest)
         rolled += 1
     summary = RecoverySummary(

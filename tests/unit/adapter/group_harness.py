@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from feedha.adapter.conversion import ConverterTable, make_engine
+from feedha.adapter.conversion.fix44_engine import Fix44Engine
 from feedha.adapter.core import (
     AdapterCore,
     CoreConfig,
@@ -47,6 +48,8 @@ from feedha.client.arbiter import ChannelArbiter
 from feedha.client.events import ArbiterConfig, Delivery, GapLost, Purged, RetransmissionNeeded
 from feedha.proto import fix, wire
 from feedha.proto.replay import KIND_DELAYED_RANGE, KIND_RANGE, ReplayRequest, encode_request
+from tests import fix44_capture
+from tests.fix44_capture import Capture
 
 STEP_S: Final = 0.001
 EPOCH_NS: Final = 1_790_000_000_000_000_000
@@ -100,6 +103,33 @@ class Source:
         return fix.encode_market_data(
             source_seq=seq, symbol=symbol, event_time_ns=EPOCH_NS + seq, entries=[entry]
         )
+
+
+class Fix44Source(Source):
+    """A seeded fix44 market: multi-symbol incremental refreshes and full refreshes (simplefix-written)."""
+
+    def __init__(self, *, rate: float, seed: int = 7) -> None:
+        super().__init__(rate=rate, seed=seed)
+        self.capture = Capture(level_symbols=set(FIX44_SYMBOLS[::2]))
+        self._levels: dict[tuple[str, str], int] = {}
+        self._prices: dict[tuple[str, str], list[str]] = {}
+        self.sent: list[bytes] = []  # every message, in order (the reference rebuilds from them)
+
+    def message(self, seq: int, *, symbol: str | None = None, size: int | None = None) -> bytes:
+        rng, capture = self._rng, self.capture
+        if rng.random() < 0.05:
+            message = fix44_capture._full_refresh(
+                rng, seq, rng.choice(FIX44_SYMBOLS), capture, self._levels, self._prices, 10
+            )
+        else:
+            message = fix44_capture._incremental(
+                rng, seq, list(FIX44_SYMBOLS), capture, self._levels, self._prices, 10
+            )
+        self.sent.append(message)
+        return message
+
+
+FIX44_SYMBOLS: Final = tuple(f"S{i:04d}" for i in range(24))
 
 
 class MemoryJournal:
@@ -179,6 +209,7 @@ class CoreGroup:
         schedule: the adapters' daily session end (the simulated wall clock is ``EPOCH_NS + now``).
         delay_s: every adapter serves a delayed line with this delay (None: none).
         margin_s: the purge margin of the delayed lines.
+        fix44: the source speaks fix44 and the adapters convert it into books.
     """
 
     def __init__(
@@ -191,6 +222,7 @@ class CoreGroup:
         schedule: SessionSchedule | None = None,
         delay_s: float | None = None,
         margin_s: float = 0.2,
+        fix44: bool = False,
     ) -> None:
         self.schedule = schedule
         self.now = 0.0
@@ -204,7 +236,8 @@ class CoreGroup:
         self.delayed_lost_at: dict[int, float] = {}  # msg_seq -> when the delayed client gave it up
         self.delayed_carried_at: dict[int, float] = {}  # msg_seq -> when a delayed line first carried it
         self.replies: list[dict[str, Any]] = []  # purge replies, at once or later (ReplyAdmin)
-        self.source = Source(rate=rate)
+        self.fix44 = fix44
+        self.source = Fix44Source(rate=rate) if fix44 else Source(rate=rate)
         self.table = ConverterTable.load()
         self.penalties = penalties or {}
         self.journaling = journal
@@ -242,7 +275,8 @@ class CoreGroup:
             delay_s=self.delay_s,
             purge_margin_s=self.margin_s,
         )
-        core = AdapterCore(config, make_engine(self.table), now=self.now)
+        engine = Fix44Engine() if self.fix44 else make_engine(self.table)
+        core = AdapterCore(config, engine, now=self.now)
         journal = journal or MemoryJournal()
         if self.journaling and (journal.records or journal.controls):
             core.recover(
@@ -403,7 +437,7 @@ class CoreGroup:
     def _client_events(self, events: Sequence[Any]) -> None:
         for event in events:
             if isinstance(event, Delivery):
-                if event.payload[:1] != b"\x0a":  # no symbol: an end-of-session block
+                if event.payload[:1] != b"\x0a" and event.update.HasField("session_boundary"):
                     self.session_ends[event.msg_seq] = event.source_seq
                 if event.msg_seq in self.delivered:
                     self.duplicates += 1

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion import ConversionState, SourceMessage, SourceUpdateEntry, SymbolValues
+from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.state import symbol_digest
 from feedha.adapter.errors import ConversionError
 from feedha.proto import market_pb2
@@ -165,7 +166,10 @@ def test_symbol_digest_covers_every_value() -> None:
     base = symbol_digest("S", SymbolValues())
     for name in SymbolValues.__dataclass_fields__:
         changed = SymbolValues()
-        setattr(changed, name, 1 if isinstance(getattr(changed, name), int) else 1.5)
+        if name == "book":  # fix44: the book and session values are covered too
+            changed.book = BookValues()
+        else:
+            setattr(changed, name, 1 if isinstance(getattr(changed, name), int) else 1.5)
         assert symbol_digest("S", changed) != base, name
     assert symbol_digest("T", SymbolValues()) != base
 

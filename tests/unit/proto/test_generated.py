@@ -60,11 +60,11 @@ def test_the_c_header_is_the_one_the_runtime_schema_gives() -> None:
 
 
 def test_a_renumbered_field_makes_the_header_stale(tmp_path: Path) -> None:
-    source = _schema_with(tmp_path, "map<string, double> extra = 6;", "map<string, double> extra = 8;")
+    source = _schema_with(tmp_path, "map<string, double> extra = 6;", "map<string, double> extra = 9;")
     out = tmp_path / "out"
     fresh = gen_proto.generate(out, source)
     assert gen_proto.HEADER in fresh
-    assert "#define FH_MARKETUPDATE_EXTRA_TAG 0x42 " in (out / gen_proto.HEADER).read_text()
+    assert "#define FH_MARKETUPDATE_EXTRA_TAG 0x4a " in (out / gen_proto.HEADER).read_text()
     stale = gen_proto.stale_files(out, fresh)
     assert gen_proto.HEADER in stale and "proto/market_pb2.py" in stale
 
@@ -81,7 +81,7 @@ def test_a_renumbered_field_makes_the_header_stale(tmp_path: Path) -> None:
             "SymbolState.notional has explicit presence",
         ),
         ("double notional = 9;", "double notional = 16;", "notional = 16: .* one-byte tags"),
-        ("int64 publish_time_ns = 3;", "int64 publish_time_ns = 8;", "entries = 4 comes after field 8"),
+        ("int64 publish_time_ns = 3;", "int64 publish_time_ns = 9;", "entries = 4 comes after field 9"),
         ("map<string, double> extra = 6;", "map<string, float> extra = 6;", "ExtraEntry.value is float"),
         ("ENTRY_TYPE_TRADE = 3;", "ENTRY_TYPE_LAST = 3;", "EntryType.ENTRY_TYPE_TRADE is missing"),
     ],

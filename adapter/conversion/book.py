@@ -1,0 +1,280 @@
+"""Order books and session values: the ``fix44`` conversion state of one symbol (docs/converters.md).
+
+Theory of operation
+-------------------
+A symbol's :class:`BookValues` is a market-by-price book (two sides of
+``(price, size, orders)`` levels, best first) and the session values
+(volume, last, high, low, open, close, settle, open interest, VWAP). A
+value never set is ``None``.
+
+A book is *level-indexed* while its entries carry ``1023`` MDPriceLevel
+(New inserts at level n and shifts deeper levels down, Change replaces level
+n, Delete removes level n and shifts up; nothing is kept past the depth, so a
+level pushed off does not come back) and *price-keyed* while they do not
+(New and Change set the size at a price, Delete removes the price; every
+price is kept, up to :data:`MAX_PRICES` a side, and the best ``depth`` are
+shown). An entry of the other kind switches the book's mode.
+
+Prices and sizes are the doubles nearest the decimal text, so ``101.5``,
+``101.50`` and ``101.5000`` are one price, and the digest (over the exact
+bits) is the same in every process. :func:`apply_entries` changes a copy the
+caller owns and raises :class:`~adapter.errors.ConversionError` on what
+cannot be applied; the caller commits the copy only when the whole message
+applied. Pure.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
+
+from feedha.adapter.conversion.messages import BookEntry
+from feedha.adapter.errors import ConversionError
+
+__all__ = [
+    "MAX_PRICES",
+    "BookChange",
+    "BookValues",
+    "Level",
+    "apply_entries",
+    "book_changes",
+]
+
+Level = tuple[float, float, int]  # price, size, orders
+MAX_PRICES: Final = 5000  # prices kept per side of a price-keyed book (more: the message is quarantined)
+NEW, CHANGE, DELETE = 0, 1, 2
+INSERTED, CHANGED, DELETED = 1, 2, 3  # market.proto BookAction values
+BID, ASK = 1, 2  # market.proto Side values
+_OPTIONAL: Final = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
+_PACK_LEVEL: Final = struct.Struct(">ddq").pack
+_PACK_NUMBER: Final = struct.Struct(">d").pack
+
+
+class BookChange(NamedTuple):
+    """One change of the shown book (``market.proto`` ``BookChange``); levels count from 1."""
+
+    action: int
+    side: int
+    level: int
+    price: float
+    size: float
+    orders: int
+
+
+@dataclass(slots=True)
+class BookValues:
+    """One symbol's book and session values (see the module docstring)."""
+
+    level_indexed: bool = False
+    bids: list[Level] = field(default_factory=list)
+    asks: list[Level] = field(default_factory=list)
+    volume: float | None = None
+    last: float | None = None
+    high: float | None = None
+    low: float | None = None
+    open: float | None = None
+    close: float | None = None
+    settle: float | None = None
+    open_interest: float | None = None
+    vwap: float | None = None
+    notional: float = 0.0  # sum of price * size of incremental trades
+    traded: float = 0.0  # sum of their sizes (VWAP's denominator)
+    trades: int = 0
+
+    def copy(self) -> BookValues:
+        """An independent copy (levels are immutable tuples)."""
+        copied = BookValues(self.level_indexed, list(self.bids), list(self.asks))
+        for name in _OPTIONAL:
+            setattr(copied, name, getattr(self, name))
+        copied.notional, copied.traded, copied.trades = self.notional, self.traded, self.trades
+        return copied
+
+    def digest_bytes(self) -> bytes:
+        """A canonical packing of everything (the state's digest hashes it with the symbol)."""
+        parts = [b"L" if self.level_indexed else b"P", len(self.bids).to_bytes(4, "big")]
+        parts += [_PACK_LEVEL(*level) for level in self.bids]
+        parts.append(len(self.asks).to_bytes(4, "big"))
+        parts += [_PACK_LEVEL(*level) for level in self.asks]
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            parts.append(b"-" if value is None else b"+" + _PACK_NUMBER(value))
+        parts.append(struct.pack(">ddq", self.notional, self.traded, self.trades))
+        return b"".join(parts)
+
+    def best(self, side: int) -> float:
+        """The best price of a side (0.0 when empty)."""
+        levels = self.bids if side == BID else self.asks
+        return levels[0][0] if levels else 0.0
+
+
+def apply_entries(book: BookValues, entries: Iterable[BookEntry], *, depth: int, full: bool) -> None:
+    """Apply one message's entries for one symbol to ``book`` (a copy the caller owns).
+
+    Args:
+        book: the symbol's values; changed in place.
+        entries: the entries, in message order.
+        depth: the book depth (levels a level-indexed book keeps, levels shown).
+        full: a full refresh (``35=W``): the book becomes exactly its entries.
+
+    Raises:
+        ConversionError: ``book_full`` when a price-keyed side would exceed :data:`MAX_PRICES`.
+    """
+    if full:
+        _refresh(book, list(entries), depth)
+        return
+    for entry in entries:
+        if entry.entry_type in ("0", "1"):
+            _apply_book_entry(book, entry, depth)
+        elif entry.action != DELETE:
+            _apply_session_entry(book, entry)
+
+
+def _apply_book_entry(book: BookValues, entry: BookEntry, depth: int) -> None:
+    is_bid = entry.entry_type == "0"
+    if (entry.level is not None) != book.level_indexed:
+        _switch_mode(book, depth)
+    levels = book.bids if is_bid else book.asks
+    if entry.level is not None:
+        _apply_level(levels, entry, depth)
+    else:
+        _apply_price(levels, entry, is_bid)
+
+
+def _switch_mode(book: BookValues, depth: int) -> None:
+    book.level_indexed = not book.level_indexed
+    if book.level_indexed:
+        del book.bids[depth:]
+        del book.asks[depth:]
+    else:  # a level-indexed book as prices: one level a price (the first of a price wins)
+        book.bids = _by_price(book.bids, is_bid=True)
+        book.asks = _by_price(book.asks, is_bid=False)
+
+
+def _by_price(levels: Sequence[Level], *, is_bid: bool) -> list[Level]:
+    seen: dict[float, Level] = {}
+    for level in levels:
+        seen.setdefault(level[0], level)
+    return sorted(seen.values(), key=lambda level: -level[0] if is_bid else level[0])
+
+
+def _apply_level(levels: list[Level], entry: BookEntry, depth: int) -> None:
+    index = (entry.level or 1) - 1
+    if entry.action == DELETE:
+        if index < len(levels):
+            del levels[index]
+        return
+    level = (_number(entry.price), _number(entry.size), entry.orders)
+    if entry.action == CHANGE and index < len(levels):
+        levels[index] = level
+    elif index < depth:  # New (or a Change of a level not there): insert, shifting deeper levels down
+        levels.insert(min(index, len(levels)), level)
+        del levels[depth:]  # what is pushed past the depth falls off and does not come back
+
+
+def _apply_price(levels: list[Level], entry: BookEntry, is_bid: bool) -> None:
+    price = _number(entry.price)
+    key = -price if is_bid else price
+    index = bisect_left(levels, key, key=lambda level: -level[0] if is_bid else level[0])
+    present = index < len(levels) and levels[index][0] == price
+    if entry.action == DELETE:
+        if present:
+            del levels[index]
+        return
+    level = (price, _number(entry.size), entry.orders)
+    if present:
+        levels[index] = level
+        return
+    if len(levels) >= MAX_PRICES:
+        raise ConversionError("book_full", f"more than {MAX_PRICES} prices on one side")
+    levels.insert(index, level)
+
+
+def _apply_session_entry(book: BookValues, entry: BookEntry) -> None:
+    kind, price, size = entry.entry_type, entry.price, entry.size
+    if kind == "2" and price is not None and size is not None:
+        book.last = price
+        book.volume = (book.volume or 0.0) + size
+        book.high = price if book.high is None or price > book.high else book.high
+        book.low = price if book.low is None or price < book.low else book.low
+        book.notional += price * size
+        book.traded += size
+        book.trades += 1
+        book.vwap = book.notional / book.traded if book.traded else book.vwap
+    elif kind in _SETS_PRICE and price is not None:
+        setattr(book, _SETS_PRICE[kind], price)
+    elif kind == "7" and price is not None:
+        book.high = price if book.high is None or price > book.high else book.high
+    elif kind == "8" and price is not None:
+        book.low = price if book.low is None or price < book.low else book.low
+    elif kind == "B" and size is not None:
+        book.volume = size
+    elif kind == "C" and size is not None:
+        book.open_interest = size
+
+
+_SETS_PRICE: Final = {"4": "open", "5": "close", "6": "settle"}
+_REFRESH_SETS: Final = {"2": "last", "4": "open", "5": "close", "6": "settle", "7": "high", "8": "low"}
+
+
+def _refresh(book: BookValues, entries: list[BookEntry], depth: int) -> None:
+    # 35=W: the book is exactly its entries; session entries set what they carry (a trade
+    # there is the last trade, not a new one: no volume, no VWAP change); the rest survives.
+    sides = [e for e in entries if e.entry_type in ("0", "1")]
+    book.level_indexed = any(e.level is not None for e in sides)
+    book.bids, book.asks = [], []
+    for is_bid, levels in ((True, book.bids), (False, book.asks)):
+        mine = [e for e in sides if (e.entry_type == "0") == is_bid]
+        if book.level_indexed:
+            mine.sort(key=lambda e: e.level or 0)  # stable: equal levels keep message order
+            levels += [(_number(e.price), _number(e.size), e.orders) for e in mine[:depth]]
+        else:
+            for entry in mine:
+                _apply_price(levels, entry._replace(action=NEW), is_bid)
+    for entry in entries:
+        name = _REFRESH_SETS.get(entry.entry_type)
+        if name is not None and entry.price is not None:
+            setattr(book, name, entry.price)
+        elif entry.entry_type == "B" and entry.size is not None:
+            book.volume = entry.size
+        elif entry.entry_type == "C" and entry.size is not None:
+            book.open_interest = entry.size
+
+
+def _number(value: float | None) -> float:
+    if value is None:  # the parser requires price and size where they are used
+        raise ConversionError("missing_field", "an entry without the price or size it needs")
+    return value
+
+
+def book_changes(before: Sequence[Level], after: Sequence[Level], side: int) -> list[BookChange]:
+    """The changes that turn the shown side ``before`` into ``after``, to apply in order.
+
+    INSERTED at n shifts level n and deeper down, DELETED at n shifts deeper levels up,
+    CHANGED at n replaces level n (levels count from 1).
+    """
+    current = list(before)
+    changes: list[BookChange] = []
+    index = 0
+    while index < len(after):
+        want = after[index]
+        have = current[index] if index < len(current) else None
+        if have == want:
+            index += 1
+            continue
+        if have is not None and have[0] == want[0]:
+            current[index] = want
+            changes.append(BookChange(CHANGED, side, index + 1, *want))
+            index += 1
+        elif have is not None and any(level[0] == want[0] for level in current[index + 1 :]):
+            del current[index]  # the level here went away; the wanted price is further down
+            changes.append(BookChange(DELETED, side, index + 1, *have))
+        else:
+            current.insert(index, want)
+            changes.append(BookChange(INSERTED, side, index + 1, *want))
+            index += 1
+    for gone in range(len(current), len(after), -1):
+        changes.append(BookChange(DELETED, side, gone, *current[gone - 1]))
+    return changes

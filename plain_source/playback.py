@@ -1,0 +1,80 @@
+"""Playing a captured feed back as a source stream (``feedha source --file F``).
+
+:class:`CapturePlayback` is a :class:`~plain_source.source.PlainSource` (the
+same XPUB socket, CURVE and subscriber wait) whose send loop sends a
+capture's messages (:mod:`plain_source.capture`) on the first stream, one
+message per frame unless several are due at once, paced at ``--rate``, at
+``--speed`` times the messages' own pace, or as fast as possible.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Final
+
+from feedha.plain_source.capture import Capture, due_offsets, read_capture
+from feedha.plain_source.config import MAX_BATCH, SourceConfig
+from feedha.plain_source.source import PlainSource, SourceSummary
+from feedha.proto.fix import find_seq_num
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CapturePlayback"]
+
+_SLEEP_SLICE_S: Final = 0.05
+
+
+class CapturePlayback(PlainSource):
+    """Sends one capture on the first stream.
+
+    Args:
+        config: the source's configuration (``streams[0]`` is the stream played on; its
+            ``count`` bounds how many messages are sent).
+        capture: the capture (:func:`~plain_source.capture.read_capture`).
+        rate: a fixed rate (messages/s), or ``None``.
+        speed: pace by the messages' times at this speed, or ``None`` (neither: as fast as possible).
+    """
+
+    def __init__(
+        self, config: SourceConfig, capture: Capture, *, rate: float | None, speed: float | None
+    ) -> None:
+        super().__init__(config)
+        self.capture = capture
+        self._offsets = due_offsets(capture.messages, rate=rate, speed=speed)
+
+    @classmethod
+    def from_file(
+        cls, config: SourceConfig, path: str, *, rate: float | None, speed: float | None
+    ) -> CapturePlayback:
+        """Read the capture at ``path`` (raises ``OSError``, ``ValueError``)."""
+        with open(path, "rb") as file:
+            data = file.read()
+        return cls(config, read_capture(data), rate=rate, speed=speed)
+
+    def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
+        messages, offsets = self.capture.messages, self._offsets
+        limit = len(messages) if self.config.count is None else min(self.config.count, len(messages))
+        batch = self.config.batch or MAX_BATCH
+        start = time.monotonic()
+        seconds = self.config.seconds
+        sent = 0
+        while sent < limit and not stop.is_set():
+            late = time.monotonic() - start
+            if seconds is not None and late >= seconds:
+                break
+            due = sent
+            while due < limit and due - sent < batch and offsets[due] <= late:
+                due += 1
+            if due == sent:
+                time.sleep(min(offsets[sent] - late, _SLEEP_SLICE_S))
+                continue
+            frame = b"".join(messages[sent:due])
+            self._sockets[0].send_multipart([self._topics[0], frame], copy=False)
+            self._sent[0] += due - sent
+            seq = find_seq_num(messages[due - 1])
+            if seq is not None:
+                summary.last_seq[0] = seq
+            sent = due
+        self._drain_subscriptions(0)

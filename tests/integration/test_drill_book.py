@@ -1,0 +1,67 @@
+"""``feedha drill book``: a simplefix-written fix44 capture through the group, the active killed midway.
+
+The printed books and stats must equal a reference rebuilt independently from
+the same capture (tests/fix44_capture.py), with nothing lost and no line hole.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fix44_capture import Reference, make_capture
+
+KEYS = ["sent", "delivered", "lost", "line_holes", "conflicts", "quarantined", "books", "stats"]
+
+
+def _drill(capture: Path, *args: str, timeout: float) -> tuple[int, dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "feedha", "drill", "book", "--format", "fix44", "--file", str(capture),
+         "--kill", "active", "--json", *args],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert out.stdout, out.stderr
+    result: dict[str, Any] = json.loads(out.stdout)
+    return out.returncode, result
+
+
+def _check(result: dict[str, Any], data: bytes, malformed: int, sent: int) -> None:
+    assert list(result) == KEYS
+    assert (result["lost"], result["line_holes"], result["conflicts"]) == (0, 0, 0), result
+    assert result["sent"] == sent and result["quarantined"] == malformed
+    reference = Reference()
+    reference.feed(data)
+    assert result["books"] == reference.shown()
+    for symbol, stats in reference.shown_stats().items():
+        for name, value in stats.items():
+            got = result["stats"][symbol][name]
+            assert (got is None) == (value is None), (symbol, name)
+            assert value is None or math.isclose(got, value, rel_tol=1e-9), (symbol, name, got, value)
+
+
+@pytest.mark.timeout(120)
+def test_a_short_book_drill_gives_the_reference_books_across_a_kill(tmp_path: Path) -> None:
+    capture = make_capture(symbols=120, messages=600, seed=11)
+    path = tmp_path / "capture.fix"
+    data = b"".join(capture.messages)
+    path.write_bytes(data)
+    code, result = _drill(path, "--rate", "600", timeout=110)
+    _check(result, data, len(capture.malformed), len(capture.messages))
+    assert code == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_logged_capture_of_thousands_of_symbols(tmp_path: Path) -> None:
+    capture = make_capture(symbols=3000, messages=20000, seed=2)
+    path = tmp_path / "capture.log"
+    path.write_bytes(b"".join(b"20260105-14:30:00.000 : " + m + b"\n" for m in capture.messages))
+    code, result = _drill(path, "--rate", "2000", timeout=380)
+    _check(result, b"".join(capture.messages), len(capture.malformed), len(capture.messages))
+    assert code == 0
