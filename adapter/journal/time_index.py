@@ -83,7 +83,7 @@ class TimeIndex:
             return self._seqs[i - 1] if i else 0
 
     def drop_before(self, msg_seq: int) -> None:
-        """Forget the entries before ``msg_seq`` (retention deleted their segments), keeping one floor entry."""
+        """Forget entries before ``msg_seq`` (retention deleted their segments), keeping a floor entry."""
         with self._lock:
             i = bisect.bisect_right(self._seqs, msg_seq) - 1
             if i > 0:
