@@ -109,6 +109,7 @@ class JournalKeeper:
             images=self._images(),
             purges=self._purges,
             delay_ns=delay_ns,
+            time_index=None if self.writer is None else self.writer.time_index.start_for,
         )
         self.replay = ReplayServer(
             endpoint,
