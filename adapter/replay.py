@@ -259,11 +259,11 @@ class ReplayService:
             max_bytes=self._max_bytes,
         )
         try:
-            page = self._page(window, term=term, now_ns=now_ns)
+            page = self._page(window, term=term)
             if not page.complete and not page.cut and self._before_read is not None:
                 if page.newest_read < self._bounds()[1]:
                     self._before_read(self._bounds()[1])
-                    page = self._page(window, term=term, now_ns=now_ns)
+                    page = self._page(window, term=term)
         except Exception as exc:  # a damaged journal must not take the adapter down
             logger.warning("replay of %r failed: %s", request, exc)
             self.counters = _bump(self.counters, requests=1, errors=1)
@@ -275,17 +275,17 @@ class ReplayService:
         reply = self._status(status, request, "", through=page.through, count=len(page.packets))
         return [reply, *page.packets]
 
-    def _page(self, window: Window, *, term: int, now_ns: int) -> Page:
+    def _page(self, window: Window, *, term: int) -> Page:
         start = window.after_seq + 1
         if self._time_index is not None:
             start = max(start, self._time_index(window.start_ns))
 
-        def seal(builder: wire.PacketBuilder, extra: int) -> bytes:
+        def seal(builder: wire.PacketBuilder, extra: int, time_ns: int) -> bytes:
             return builder.build(
                 channel=self._channel,
                 adapter=self._adapter,
                 term=term,
-                send_time_ns=now_ns,
+                send_time_ns=time_ns,
                 flags=wire.FLAG_RETRANSMISSION | extra,
             )
 

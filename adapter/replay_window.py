@@ -8,6 +8,10 @@ published before ``start``, and packs the messages up to the reply's byte
 budget. The page that reaches a message published at or after ``end`` -- or
 the end of the journal once ``end`` has passed -- completes the window.
 
+A packet holds messages of one publish time and its send time is that
+publish time (on the line, the messages of one packet were published
+together too): a client paces a replay by the packets' send times.
+
 The client's requests are its flow control: the service holds nothing
 between pages, so a client that reads slowly (a paced replay, a slow
 consumer) costs the adapter one reply at a time, never a queue.
@@ -30,8 +34,8 @@ __all__ = ["Page", "Window", "pack_window"]
 
 logger = logging.getLogger(__name__)
 
-# A packet's stamp: seals the builder's blocks with these extra flags.
-Seal = Callable[[wire.PacketBuilder, int], bytes]
+# Seals the builder's blocks into a packet with these extra flags and this send time.
+Seal = Callable[[wire.PacketBuilder, int, int], bytes]
 # A record's block: (source_stream, source_seq, payload), a tombstone for a purged message.
 BlockOf = Callable[[RecordLike], tuple[int, int, bytes]]
 
@@ -85,7 +89,8 @@ def pack_window(records: Iterable[RecordLike], window: Window, seal: Seal, block
         records: the journal's records in msg_seq order, from at or before the window's
             first message after ``after_seq`` (earlier ones are skipped).
         window: what is asked, the clock and the budgets.
-        seal: builds a packet from the builder (with extra flags: end of session).
+        seal: builds a packet from the builder (with extra flags -- end of session -- and
+            its messages' publish time as the send time).
         block_of: a record's block on the wire (a purged one's tombstone).
 
     Returns:
@@ -103,7 +108,7 @@ def pack_window(records: Iterable[RecordLike], window: Window, seal: Seal, block
 
 
 class _Packer:
-    """Packs records into packets: a packet never spans a msg_seq hole; a boundary goes alone."""
+    """Packs records: a packet never spans a msg_seq hole or two publish times; a boundary goes alone."""
 
     def __init__(self, window: Window, seal: Seal) -> None:
         self._window = window
@@ -114,6 +119,7 @@ class _Packer:
         self._messages = 0
         self._through = window.after_seq
         self._newest_read = window.after_seq
+        self._time_ns = 0  # the open packet's publish time
 
     def take(self, record: RecordLike, block_of: BlockOf) -> bool:
         """Pack ``record`` if it is in the window and fits (False: the page is full, not taken)."""
@@ -124,13 +130,15 @@ class _Packer:
         stream, source_seq, payload = block_of(record)
         boundary = record.flags & RECORD_SESSION_BOUNDARY
         contiguous = builder.count and record.msg_seq == builder.first_seq + builder.count
-        if builder.count and (boundary or not contiguous or not builder.fits(len(payload))):
+        same_time = record.time_ns == self._time_ns
+        if builder.count and (boundary or not contiguous or not same_time or not builder.fits(len(payload))):
             self._close(0)
         size = wire.BLOCK_OVERHEAD + len(payload) + (0 if builder.count else wire.HEADER_SIZE)
         full = self._total + size > self._window.max_bytes or len(self.packets) >= MAX_PACKETS
         if full and (self.packets or builder.count):
             return False
         builder.add(record.msg_seq, stream, source_seq, payload)
+        self._time_ns = record.time_ns
         self._total += size
         self._messages += 1
         self._newest_read = self._through = record.msg_seq
@@ -139,7 +147,7 @@ class _Packer:
         return True
 
     def _close(self, extra: int) -> None:
-        self.packets.append(self._seal(self._builder, extra))
+        self.packets.append(self._seal(self._builder, extra, self._time_ns))
 
     def page(self, *, complete: bool, cut: bool) -> Page:
         """The page so far (sealing the open packet)."""

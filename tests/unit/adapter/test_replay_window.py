@@ -67,6 +67,7 @@ def _page_through(service: ReplayService, start: int, end: int, *, now: int) -> 
             header, got = wire.decode_packet(packet)
             assert header.is_retransmission and header.channel == 3 and header.term == 4
             assert header.is_end_of_session == (got[0].msg_seq == 1500)
+            assert header.send_time_ns == T0 + got[0].msg_seq * MS and len(got) == 1  # its publish time
             blocks += got
         after = status.through
         if status.status is ReplayStatus.END:
@@ -91,7 +92,7 @@ def test_a_window_still_being_written_is_not_complete_until_its_end_has_passed(
     service = _service(writer)
     end = T0 + 4000 * MS  # past the newest record (3000)
     status, packets = _ask(service, T0 + 2990 * MS, end, now=T0 + 3001 * MS)
-    assert status.status is ReplayStatus.OK and status.through == COUNT and len(packets) == 1
+    assert status.status is ReplayStatus.OK and status.through == COUNT and len(packets) == 11
     status, packets = _ask(service, T0 + 2990 * MS, end, COUNT, now=T0 + 3001 * MS)
     assert (status.status, status.through, packets) == (ReplayStatus.OK, COUNT, [])
     status, packets = _ask(service, T0 + 2990 * MS, end, COUNT, now=end)
@@ -118,3 +119,17 @@ def test_a_delayed_only_key_may_replay_only_windows_that_ended_a_delay_ago(write
     status, _ = _ask(no_delay, T0, T0 + 1 * S, now=now, delayed_only=True)
     assert status.status is ReplayStatus.NOT_ENTITLED and "serves no delayed stream" in status.message
     assert no_delay.counters.not_entitled == 1
+
+
+def test_messages_published_together_share_a_packet_stamped_with_their_publish_time(tmp_path: Path) -> None:
+    with JournalWriter(tmp_path) as journal:
+        for batch in range(10):  # 10 packets of 5 messages, as the line carried them
+            journal.append_batch(1 + 5 * batch, T0 + batch * MS, 1, list(range(5)), [b"x" * 20] * 5)
+        journal.flush()
+        service = _service(journal)
+        status, packets = _ask(service, T0 + 2 * MS, T0 + 7 * MS, now=T0 + S)
+    headers = [wire.decode_header(p) for p in packets]
+    assert status.status is ReplayStatus.END and status.through == 35
+    assert [(h.first_seq, h.count, h.send_time_ns) for h in headers] == [
+        (11 + 5 * i, 5, T0 + (2 + i) * MS) for i in range(5)
+    ]
