@@ -112,7 +112,7 @@ def _through_service(service: ReplayService, start: int, end: int) -> tuple[int,
 
 
 def _ceiling(pages: list[list[bytes]]) -> tuple[int, float]:
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
     router = context.socket(zmq.ROUTER)
     router.linger = 0
