@@ -69,3 +69,14 @@ def test_end_is_status_7() -> None:
     status = ReplyStatus(ReplayStatus.END, 7, 2, 9, 11, 40, 1, 100)
     frame = encode_status(status)
     assert frame[3] == 7 and decode_status(frame) == status
+
+
+def test_the_time_range_example_of_docs_wire_format_is_what_the_codec_writes() -> None:
+    request = time_request(7, 9, 1_700_000_000 * 10**9, 1_700_000_010 * 10**9)
+    documented = "4652 01 04 0007 0000 00000009 17979cfe362a0000 17979d008a35e400 0000000000000000"
+    assert encode_request(request) == bytes.fromhex(documented.replace(" ", ""))
+    status = ReplyStatus(ReplayStatus.OK, 7, 18, 9, 1, 6699, 1, 16384)
+    documented = (
+        "4652 01 00 0007 0012 00000009 0000000000000001 0000000000001a2b 0000000000000001 0000000000004000"
+    )
+    assert encode_status(status) == bytes.fromhex(documented.replace(" ", ""))
