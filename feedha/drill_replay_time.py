@@ -13,7 +13,8 @@ the drill reads. The drill checks, for each replay:
 * ``content_mismatches``: replayed messages whose bytes differ from the live
   copy (must be 0; a missing live copy counts too);
 * the paced replay's duration against the window's length (``paced_error_pct``,
-  within 5 %).
+  within 5 %), and how late each message was handed out against its due time
+  (``late_ms_p99``, ``late_ms_max``: publish time - window start, over the speed).
 
 A message's time is the publish time its adapter journaled (docs/journal.md):
 the window is read from the serving adapter's journal, like the replay.
@@ -137,15 +138,24 @@ def _replay(run: _Run, start: int, end: int, speed: float | None) -> dict[str, A
 
     client = ReplayClient({1: [run.placement.replay[1]]}, timeout=2.0, budget=2.0)
     got: list[tuple[int, bytes]] = []
+    late: list[float] = []  # paced: how long after its due time each message was handed out
     began = time.monotonic()
     try:
         for event in replay_window(client, TimeReplay(1, start, end, speed, channel_name=CHANNEL)):
             if isinstance(event, Delivery):
                 got.append((event.msg_seq, event.payload))
+                if speed is not None:
+                    due = (event.send_time_ns - start) / 1e9 / speed
+                    late.append(time.monotonic() - began - due)
     finally:
         client.close()
     seconds = time.monotonic() - began
-    return {"speed": speed, "seconds": round(seconds, 3), "got": got}
+    out: dict[str, Any] = {"speed": speed, "seconds": round(seconds, 3), "got": got}
+    if late:
+        late.sort()
+        out["late_ms_p99"] = round(late[int(len(late) * 0.99)] * 1000, 2)
+        out["late_ms_max"] = round(late[-1] * 1000, 2)
+    return out
 
 
 def _check(run: _Run, replay: dict[str, Any], expected: list[int]) -> dict[str, Any]:
