@@ -17,8 +17,11 @@ from the same msg_seq.
 
 Pacing: a packet's send time is its messages' publish time. With ``speed``,
 the message published at ``t`` is handed out ``(t - start) / speed`` seconds
-after the replay began, and the replay ends ``(end - start) / speed`` seconds
-after it began; without, as fast as the caller reads.
+after the replay began (when its first page came), and the replay ends
+``(end - start) / speed`` seconds after it began; a thread fetches up to
+:data:`PREFETCH` pages ahead, so a page's round trip does not make the
+messages due meanwhile late. Without ``speed``, one page at a time, as fast
+as the caller reads.
 
 What is handed out is what the live stream carried: a :class:`Delivery` per
 message, :class:`SessionEnded` and :class:`SessionStarted` for an
@@ -28,6 +31,8 @@ end-of-session block, :class:`Purged` for a purged message.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -51,6 +56,7 @@ STALL_S: Final = 10.0  # no page from any service for this long: the replay fail
 RETRY_S: Final = 0.02  # every service refused (busy, not yet written): wait this long before asking again
 _FATAL: Final = (ReplayStatus.NOT_ENTITLED, ReplayStatus.BAD_REQUEST)
 PAGE_TIMEOUT_S: Final = 2.0  # one page (up to 1 MiB) from one service
+PREFETCH: Final = 2  # pages a paced replay holds ahead of the one it hands out
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,23 +98,90 @@ def replay_window(
     Raises:
         ReplayFailed: a service refused the request, or none answered for ``stall_s``.
     """
-    began = clock()
+    pages = _pages(client, replay, clock=clock, sleep=sleep)
+    if replay.speed is None:
+        for _status, packets in pages:
+            for packet in packets:
+                yield from _events(packet, replay)
+        return
+    # Paced: pages are fetched ahead on a thread (PREFETCH pages at most), so a page's
+    # round trip never makes the messages due meanwhile late; the replay's clock starts
+    # when the first page is in.
+    with _Prefetch(pages) as ahead:
+        began = None
+        for _status, packets in ahead:
+            began = clock() if began is None else began
+            for packet in packets:
+                events = _events(packet, replay)
+                if events:
+                    sent = wire.decode_header(packet).send_time_ns
+                    _wait_until(began + (sent - replay.start_ns) / 1e9 / replay.speed, clock, sleep)
+                yield from events
+        if began is not None:
+            _wait_until(began + (replay.end_ns - replay.start_ns) / 1e9 / replay.speed, clock, sleep)
+
+
+def _pages(
+    client: ReplayClient,
+    replay: TimeReplay,
+    *,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> Iterator[tuple[ReplyStatus, list[bytes]]]:
     after = 0
     while True:
         status, packets = _next_page(client, replay, after, clock=clock, sleep=sleep)
-        for packet in packets:
-            events = _events(packet, replay)
-            if events and replay.speed is not None:
-                header = wire.decode_header(packet)
-                _wait_until(
-                    began + (header.send_time_ns - replay.start_ns) / 1e9 / replay.speed, clock, sleep
-                )
-            yield from events
+        yield status, packets
         after = max(after, status.through)
         if status.status is ReplayStatus.END:
-            break
-    if replay.speed is not None:
-        _wait_until(began + (replay.end_ns - replay.start_ns) / 1e9 / replay.speed, clock, sleep)
+            return
+
+
+class _Prefetch:
+    """Runs a page iterator on a thread, at most :data:`PREFETCH` pages ahead of the reader."""
+
+    def __init__(self, pages: Iterator[tuple[ReplyStatus, list[bytes]]]) -> None:
+        self._pages = pages
+        self._queue: queue.Queue[tuple[ReplyStatus, list[bytes]] | BaseException | None] = queue.Queue(
+            PREFETCH
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="feedha-replay-prefetch", daemon=True)
+
+    def __enter__(self) -> Iterator[tuple[ReplyStatus, list[bytes]]]:
+        self._thread.start()
+        return self._read()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=STALL_S + PAGE_TIMEOUT_S)
+
+    def _run(self) -> None:
+        try:
+            for page in self._pages:
+                if not self._put(page):
+                    return
+            self._put(None)
+        except BaseException as exc:  # handed to the reader, raised there
+            self._put(exc)
+
+    def _put(self, item: tuple[ReplyStatus, list[bytes]] | BaseException | None) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read(self) -> Iterator[tuple[ReplyStatus, list[bytes]]]:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
 
 def _next_page(

@@ -46,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Replay a window of a channel's messages by time from its adapters' journals.",
     )
     parser.add_argument("channel", help="the channel's name (with --key-file) or number (with --service)")
-    parser.add_argument("--from", dest="start", required=True, help="window start: ISO 8601, epoch seconds, now-90s")
+    parser.add_argument(
+        "--from", dest="start", required=True, help="window start: ISO 8601, epoch seconds, now-90s"
+    )
     parser.add_argument("--to", dest="end", required=True, help="window end (exclusive), as --from")
     parser.add_argument("--speed", type=float, help="times real time (default: as fast as printed)")
     parser.add_argument("--key-file", help="log in with this API key file (JSON)")
