@@ -1,7 +1,7 @@
 """The replay service: answers "messages first..last of channel C" from the adapter's journal.
 
 The protocol (request and reply frames) is :mod:`proto.replay`, a public
-contract documented byte by byte in docs/journal.md. :class:`ReplayService`
+contract documented byte by byte in docs/journal.md and docs/wire-format.md. :class:`ReplayService`
 reads the journal through an injected reader; the runner owns the socket.
 A session-boundary record goes back as the line carried it: alone in its
 packet, with the end-of-session flag. A snapshot request (kind 3) is answered
@@ -11,7 +11,11 @@ Both range kinds honour purges: a purged message goes out as a tombstone
 block in its place. A *delayed range* (kind 2) is served only as far as the
 delay has passed -- what the delayed line has had time to send -- and with
 ``FLAG_DELAYED`` on its packets; a key entitled to delayed data only may ask
-for nothing else (``NOT_ENTITLED``).
+for nothing else (``NOT_ENTITLED``) -- but for time ranges that ended at least
+the delay ago. A *time range* (kind 4: the messages published in a window,
+docs/wire-format.md) is answered a page at a time by
+:mod:`adapter.replay_window`, from where the journal's time index says the
+window starts.
 """
 
 from __future__ import annotations
