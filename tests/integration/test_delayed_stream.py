@@ -300,6 +300,22 @@ def test_replay_by_time_through_the_feed_client_and_its_entitlements(up: dict[st
     seqs = [d.msg_seq for d in got]
     assert seqs == sorted(set(seqs)) and all(d.update.symbol for d in got)
     assert all(window[0] * 1e9 <= d.send_time_ns < window[1] * 1e9 for d in got)  # stamped with publish times
+    argv = [
+        sys.executable,
+        "-m",
+        "feedha",
+        "replay",
+        CHANNEL,
+        "--key-file",
+        up["users"]["subscriber"],
+        "--json",
+    ]
+    argv += ["--from", f"{window[0]:.9f}", "--to", f"{window[1]:.9f}", "--speed", "4"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [p["msg_seq"] for p in printed if p["event"] == "Delivery"] == seqs  # the same window, paced
+    assert printed[-1]["event"] == "Summary" and printed[-1]["delivered"] == len(seqs)
     with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
         client.subscribe(["*"])
         old = (now - DELAY_S - 2.0, now - DELAY_S - 1.0)  # ended more than the delay ago: allowed
