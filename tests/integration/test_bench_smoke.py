@@ -143,3 +143,14 @@ def test_replay_by_time_replays_the_whole_window_beside_its_bare_router_dealer_c
     assert (
         params["replayed"] == params["ceiling_messages"] == params["window_messages"] and lost_in(item) == 0
     )
+
+
+def test_the_conflation_book_benchmark_agrees_with_its_bare_dict_on_every_interval() -> None:
+    from feedha.bench import conflation
+
+    (item,) = conflation.run(quick=True)  # run() asserts that both closed the same intervals
+    assert (
+        set(item) == FIGURE_KEYS
+        and item["name"] == "conflation_book"
+        and item["params"]["interval_entries"] > 0
+    )
