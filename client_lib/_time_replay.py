@@ -13,7 +13,9 @@ reading is the flow control.
 Every adapter of a channel numbers its messages alike, so the next page may
 come from any service: a service that fails, is over its budget or does not
 hold the window yet is left for the next one, and the replay carries on
-from the same msg_seq.
+from the same msg_seq. A window whose end is still to come is followed as
+the stream is written: an empty ``OK`` page means "nothing newer yet", and the
+client asks again every :data:`NOT_YET_S` until the window's end has passed.
 
 Pacing: a packet's send time is its messages' publish time. With ``speed``,
 the message published at ``t`` is handed out ``(t - start) / speed`` seconds
@@ -53,7 +55,8 @@ __all__ = ["ReplayFailed", "TimeReplay", "plan", "replay_window", "to_ns", "want
 logger = logging.getLogger(__name__)
 
 STALL_S: Final = 10.0  # no page from any service for this long: the replay fails
-RETRY_S: Final = 0.02  # every service refused (busy, not yet written): wait this long before asking again
+RETRY_S: Final = 0.02  # every service refused (busy, failed): wait this long before asking again
+NOT_YET_S: Final = 0.1  # the window's end is still to come and the journal has nothing newer yet
 _FATAL: Final = (ReplayStatus.NOT_ENTITLED, ReplayStatus.BAD_REQUEST)
 PAGE_TIMEOUT_S: Final = 2.0  # one page (up to 1 MiB) from one service
 PREFETCH: Final = 2  # pages a paced replay holds ahead of the one it hands out
@@ -193,9 +196,12 @@ def _next_page(
     sleep: Callable[[float], None],
 ) -> tuple[ReplyStatus, list[bytes]]:
     # Ask each service in turn until one gives a page that moves on (or ends the window).
+    # An empty OK page says the window is not over but nothing more is written yet (its end
+    # is still to come): wait for the stream, however long, while a service says so.
     request = time_request(replay.channel, 0, replay.start_ns, replay.end_ns, after_seq=after)
     deadline = clock() + replay.stall_s
     while clock() < deadline:
+        wait = RETRY_S
         for endpoint in client.services(replay.channel):
             reply = client.request(endpoint, request, deadline=deadline)
             if reply is None:
@@ -205,8 +211,11 @@ def _next_page(
                 raise ReplayFailed(f"{endpoint}: {status.status.name}: {status.message}", status.status.name)
             if status.status is ReplayStatus.END or (status.status is ReplayStatus.OK and packets):
                 return status, packets
+            if status.status is ReplayStatus.OK:
+                wait, deadline = NOT_YET_S, clock() + NOT_YET_S + replay.stall_s
+                break
             logger.debug("replay service %s: %s %s", endpoint, status.status.name, status.message)
-        sleep(RETRY_S)
+        sleep(wait)
     raise ReplayFailed(f"channel {replay.channel}: no replay service gave the window after msg_seq {after}")
 
 

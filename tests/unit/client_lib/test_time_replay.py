@@ -120,3 +120,23 @@ def test_bad_windows_and_times_are_refused_naming_the_value() -> None:
     assert parse_time("2023-11-14T22:13:20") == 1_700_000_000 * S  # no zone: UTC
     with pytest.raises(ValueError, match="TIME='yesterday'"):
         parse_time("yesterday")
+
+
+class Advancing(Services):
+    """Services whose clock moves 100 ms a request: the stream's end is still to come for a while."""
+
+    def request(self, endpoint: str, request: ReplayRequest, *, deadline: float) -> Any:
+        self.now_ns += 100 * MS
+        return super().request(endpoint, request, deadline=deadline)
+
+
+def test_a_window_whose_end_is_still_to_come_waits_for_the_stream_however_long(
+    journal: JournalWriter,
+) -> None:
+    clock = FakeClock()
+    services = Advancing(_service(journal), now_ns=T0 + 1990 * MS)  # the newest record is 200 (1990 ms)
+    window = TimeReplay(5, T0 + 1950 * MS, T0 + 5 * S, stall_s=1.0)  # ends 3 s after the newest record
+    got = list(replay_window(services, window, clock=clock, sleep=clock.sleep))  # type: ignore[arg-type]
+    assert [e.msg_seq for e in got if isinstance(e, Delivery)] == [196, 197, 198, 199, 200]
+    waits = [s for s in clock.slept if s == pytest.approx(0.1)]
+    assert len(waits) >= 10  # asked again and again for longer than stall_s: "not yet" is no failure
