@@ -82,7 +82,7 @@ class JournalKeeper:
             # After a restart, what was due on the delayed line while it was down is not sent again.
             delayed_from=None
             if delay_ns is None
-            else JournalReader(self._dir).seek_time(time.time_ns() - delay_ns),
+            else JournalReader(self._dir).seek_time(time.time_ns() - delay_ns, writer.time_index),
         )
         self.view = core.view()
         if cfg.replay_endpoint:
@@ -109,6 +109,7 @@ class JournalKeeper:
             images=self._images(),
             purges=self._purges,
             delay_ns=delay_ns,
+            time_index=None if self.writer is None else self.writer.time_index.start_for,
         )
         self.replay = ReplayServer(
             endpoint,

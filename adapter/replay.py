@@ -1,7 +1,7 @@
 """The replay service: answers "messages first..last of channel C" from the adapter's journal.
 
 The protocol (request and reply frames) is :mod:`proto.replay`, a public
-contract documented byte by byte in docs/journal.md. :class:`ReplayService`
+contract documented byte by byte in docs/journal.md and docs/wire-format.md. :class:`ReplayService`
 reads the journal through an injected reader; the runner owns the socket.
 A session-boundary record goes back as the line carried it: alone in its
 packet, with the end-of-session flag. A snapshot request (kind 3) is answered
@@ -11,20 +11,25 @@ Both range kinds honour purges: a purged message goes out as a tombstone
 block in its place. A *delayed range* (kind 2) is served only as far as the
 delay has passed -- what the delayed line has had time to send -- and with
 ``FLAG_DELAYED`` on its packets; a key entitled to delayed data only may ask
-for nothing else (``NOT_ENTITLED``).
+for nothing else (``NOT_ENTITLED``) -- but for time ranges that ended at least
+the delay ago. A *time range* (kind 4: the messages published in a window,
+docs/wire-format.md) is answered a page at a time by
+:mod:`adapter.replay_window`, from where the journal's time index says the
+window starts.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
 from feedha.adapter.core.purge import PurgeTable, purged_block
 from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY
+from feedha.adapter.replay_limits import ReplayLimits, TokenBucket
+from feedha.adapter.replay_window import Page, Window, pack_window
 from feedha.adapter.snapshot import ImageBuilder
 from feedha.proto import wire
 from feedha.proto.replay import (
@@ -62,98 +67,7 @@ class ReplayCounters:
     not_entitled: int = 0  # real-time requests from keys entitled to delayed data only
     delayed: int = 0  # delayed-range requests answered
     tombstones: int = 0  # purged messages sent as tombstones
-
-
-# A gap a client fills is small; a resume pages through 1 MiB replies. A reply
-# costs the service ~60 ms of Python per MiB (measured), so the total keeps it
-# near half a core; one peer gets half the total. Bursts are a quarter second.
-PEER_REQUESTS_PER_S: Final = 100.0
-PEER_BYTES_PER_S: Final = 4 * 1024 * 1024
-TOTAL_REQUESTS_PER_S: Final = 400.0
-TOTAL_BYTES_PER_S: Final = 8 * 1024 * 1024
-BURST_S: Final = 0.25
-MAX_PEERS: Final = 4096  # peers remembered (least recently seen forgotten first)
-
-
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved up. Pure: the time is passed in."""
-
-    __slots__ = ("rate", "burst", "_tokens", "_at")
-
-    def __init__(self, rate: float, burst: float, *, now: float) -> None:
-        self.rate, self.burst = rate, burst
-        self._tokens, self._at = burst, now
-
-    def __repr__(self) -> str:
-        return f"<TokenBucket [rate={self.rate:g}/s, tokens={self._tokens:.1f}/{self.burst:g}]>"
-
-    def _refill(self, now: float) -> None:
-        self._tokens = min(self.burst, self._tokens + max(0.0, now - self._at) * self.rate)
-        self._at = now
-
-    def has(self, *, now: float) -> bool:
-        """Whether anything is left (a debt from an expensive reply must be paid off first)."""
-        self._refill(now)
-        return self._tokens >= 1.0
-
-    def take(self, amount: float, *, now: float) -> None:
-        """Spend ``amount`` (the balance may go negative: a debt)."""
-        self._refill(now)
-        self._tokens -= amount
-
-
-class ReplayLimits:
-    """Request and reply-byte budgets per peer and for the whole service.
-
-    A request is admitted when its peer and the service both have a request
-    token and are not in byte debt; the reply's size is charged afterwards, so
-    a peer that asked for a lot waits until its budget refills.
-    """
-
-    def __init__(
-        self,
-        *,
-        peer_requests_per_s: float = PEER_REQUESTS_PER_S,
-        peer_bytes_per_s: float = PEER_BYTES_PER_S,
-        total_requests_per_s: float = TOTAL_REQUESTS_PER_S,
-        total_bytes_per_s: float = TOTAL_BYTES_PER_S,
-    ) -> None:
-        self._peer_rates = (peer_requests_per_s, peer_bytes_per_s)
-        self._total = (
-            TokenBucket(total_requests_per_s, total_requests_per_s * BURST_S, now=0.0),
-            TokenBucket(total_bytes_per_s, total_bytes_per_s * BURST_S, now=0.0),
-        )
-        self._peers: OrderedDict[bytes, tuple[TokenBucket, TokenBucket]] = OrderedDict()
-
-    def __repr__(self) -> str:
-        return f"<ReplayLimits [peers={len(self._peers)}]>"
-
-    def _buckets(self, peer: bytes, now: float) -> tuple[TokenBucket, TokenBucket]:
-        buckets = self._peers.get(peer)
-        if buckets is None:
-            requests, size = self._peer_rates
-            buckets = self._peers[peer] = (
-                TokenBucket(requests, requests * BURST_S, now=now),
-                TokenBucket(size, size * BURST_S, now=now),
-            )
-            if len(self._peers) > MAX_PEERS:
-                self._peers.popitem(last=False)
-        self._peers.move_to_end(peer)
-        return buckets
-
-    def admit(self, peer: bytes, *, now: float) -> bool:
-        """Whether ``peer`` may have a request answered now (takes a request token if so)."""
-        buckets = (*self._buckets(peer, now), *self._total)
-        if not all(bucket.has(now=now) for bucket in buckets):
-            return False
-        buckets[0].take(1, now=now)
-        buckets[2].take(1, now=now)
-        return True
-
-    def charge(self, peer: bytes, size: int, *, now: float) -> None:
-        """Charge a reply of ``size`` bytes to ``peer`` and to the service."""
-        self._buckets(peer, now)[1].take(size, now=now)
-        self._total[1].take(size, now=now)
+    windows: int = 0  # pages of time ranges answered
 
 
 class ReplayService:
@@ -172,6 +86,8 @@ class ReplayService:
         images: builds the channel's images for snapshot requests (``None``: refused).
         purges: returns the adapter's purges as the loop last handed them over (frozen); ``None``: none.
         delay_ns: the delayed line's delay (``None``: no delayed stream: delayed ranges are refused).
+        time_index: where to start reading for a time (``JournalWriter.time_index.start_for``;
+            ``None``: time ranges read the journal from its start).
     """
 
     def __init__(
@@ -187,6 +103,7 @@ class ReplayService:
         images: ImageBuilder | None = None,
         purges: Callable[[], PurgeTable] | None = None,
         delay_ns: int | None = None,
+        time_index: Callable[[int], int] | None = None,
     ) -> None:
         if max_bytes < max_packet_bytes:
             raise ValueError(f"max_bytes ({max_bytes}) must hold one packet ({max_packet_bytes})")
@@ -200,6 +117,7 @@ class ReplayService:
         self._images = images
         self._purges = purges
         self._delay_ns = delay_ns
+        self._time_index = time_index
         self.counters = ReplayCounters()
 
     def __repr__(self) -> str:
@@ -231,11 +149,13 @@ class ReplayService:
         except ReplayProtocolError as exc:
             self.counters = _bump(c, requests=1, errors=1)
             return envelope + [self._status(ReplayStatus.BAD_REQUEST, None, str(exc))]
-        refusal = self._refusal(request, delayed_only)
+        refusal = self._refusal(request, delayed_only, send_time_ns)
         if refusal is not None:
             return envelope + [refusal]
         if request.is_snapshot:
             return envelope + self._answer_snapshot(request, now=send_time_ns / 1e9)
+        if request.is_time_range:
+            return envelope + self._answer_window(request, now_ns=send_time_ns, term=term)
         try:
             packets, through, short = self._collect(request, term=term, send_time_ns=send_time_ns)
             if short and self._before_read is not None:
@@ -297,12 +217,14 @@ class ReplayService:
         status = self._status(ReplayStatus.OK, request, "", through=image.msg_seq, count=len(parts))
         return [status, *parts]
 
-    def _refusal(self, request: ReplayRequest, delayed_only: bool) -> bytes | None:
+    def _refusal(self, request: ReplayRequest, delayed_only: bool, now_ns: int) -> bytes | None:
         c = self.counters
         if request.channel != self._channel:
             self.counters = _bump(c, requests=1, errors=1)
             message = f"this service serves channel {self._channel}, not {request.channel}"
             return self._status(ReplayStatus.WRONG_CHANNEL, request, message)
+        if delayed_only and request.is_time_range:
+            return self._window_refusal(request, now_ns)
         if delayed_only and not request.is_delayed:
             self.counters = _bump(c, requests=1, not_entitled=1)
             message = "this key is entitled to delayed data only: ask for a delayed range (kind 2)"
@@ -311,6 +233,67 @@ class ReplayService:
             self.counters = _bump(c, requests=1, unavailable=1)
             return self._status(ReplayStatus.UNAVAILABLE, request, "this adapter serves no delayed stream")
         return None
+
+    def _window_refusal(self, request: ReplayRequest, now_ns: int) -> bytes | None:
+        # A key entitled to delayed data only may replay what the delayed stream has
+        # carried: a window that ends at least the delay ago.
+        if self._delay_ns is not None and request.last_seq <= now_ns - self._delay_ns:
+            return None
+        self.counters = _bump(self.counters, requests=1, not_entitled=1)
+        if self._delay_ns is None:
+            message = "this key is entitled to delayed data only, and this adapter serves no delayed stream"
+        else:
+            horizon = now_ns - self._delay_ns
+            message = (
+                f"this key is entitled to delayed data only: a window must end by now - delay "
+                f"({self._delay_ns / 1e9:g} s), at or before {horizon} ns; it ends at {request.last_seq}"
+            )
+        return self._status(ReplayStatus.NOT_ENTITLED, request, message)
+
+    def _answer_window(self, request: ReplayRequest, *, now_ns: int, term: int) -> list[bytes]:
+        # One page of a time window: from where the time index says it starts, or after
+        # what the client has. A page that ran to the end of what was written, short of
+        # what the writer holds, is read again after a flush.
+        window = Window(
+            start_ns=request.first_seq,
+            end_ns=request.last_seq,
+            after_seq=request.after_seq,
+            now_ns=now_ns,
+            max_packet_bytes=self._max_packet_bytes,
+            max_bytes=self._max_bytes,
+        )
+        try:
+            page = self._page(window, term=term)
+            if not page.complete and not page.cut and self._before_read is not None:
+                if page.newest_read < self._bounds()[1]:
+                    self._before_read(self._bounds()[1])
+                    page = self._page(window, term=term)
+        except Exception as exc:  # a damaged journal must not take the adapter down
+            logger.warning("replay of %r failed: %s", request, exc)
+            self.counters = _bump(self.counters, requests=1, errors=1)
+            return [self._status(ReplayStatus.ERROR, request, f"journal read failed: {exc}")]
+        self.counters = _bump(
+            self.counters, requests=1, windows=1, messages=page.messages, packets=len(page.packets)
+        )
+        status = ReplayStatus.END if page.complete else ReplayStatus.OK
+        reply = self._status(status, request, "", through=page.through, count=len(page.packets))
+        return [reply, *page.packets]
+
+    def _page(self, window: Window, *, term: int) -> Page:
+        start = window.after_seq + 1
+        if self._time_index is not None:
+            start = max(start, self._time_index(window.start_ns))
+
+        def seal(builder: wire.PacketBuilder, extra: int, time_ns: int) -> bytes:
+            return builder.build(
+                channel=self._channel,
+                adapter=self._adapter,
+                term=term,
+                send_time_ns=time_ns,
+                flags=wire.FLAG_RETRANSMISSION | extra,
+            )
+
+        return pack_window(self._journal.read(start), window, seal, self._block)
 
     def _unavailable(self, request: ReplayRequest) -> str:
         oldest, newest = self._bounds()
@@ -408,6 +391,8 @@ class ReplayService:
     ) -> bytes:
         oldest, newest = self._bounds()
         first = 0 if request is None else request.first_seq
+        if request is not None and request.is_time_range:
+            first = request.after_seq + 1  # a time range: the first msg_seq the reply could hold
         return encode_status(
             ReplyStatus(
                 status=status,

@@ -37,6 +37,8 @@ BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
     "symbols": ("feedha.bench.symbols", "run"),
     "channels": ("feedha.bench.channels", "run"),
     "journal": ("feedha.bench.journal", "run"),
+    "replay_time": ("feedha.bench.replay_time", "run"),
+    "conflation": ("feedha.bench.conflation", "run"),
     "seal": ("feedha.bench.seal", "run"),
     "spark_feed": ("feedha.bench.spark_feed", "run"),
 }

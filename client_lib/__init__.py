@@ -22,6 +22,7 @@ from feedha.client.errors import (
     ClosedError,
     ConfigError,
     ProtocolError,
+    ReplayFailed,
     TransportError,
 )
 from feedha.client.events import (
@@ -150,6 +151,7 @@ __all__ = [
     "Recovered",
     "ReplayClient",
     "ReplayClientStats",
+    "ReplayFailed",
     "Resumed",
     "RetransmissionHook",
     "RetransmissionNeeded",

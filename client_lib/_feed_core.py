@@ -171,6 +171,11 @@ class FeedCore:
         self.images = 0  # images delivered
         self._joined: set[tuple[int, bool]] = set()  # (channel number, delayed) joined since the last cancel
 
+    @property
+    def curve(self) -> tuple[str, str]:
+        """The session's ``(public, secret)`` CURVE keys."""
+        return self._curve
+
     # -- routes ------------------------------------------------------------------------
 
     def apply_routes(

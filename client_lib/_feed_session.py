@@ -93,6 +93,7 @@ class FeedSession(RouteWatch, Generic[_S]):
         self.subscriber: _S | None = None
         self.opened = self.closed = False
         self._inbox: deque[tuple[str, tuple[Route, ...]]] = deque()  # appended on the admin loop
+        self.routes: tuple[Route, ...] = ()  # the newest route set (a time replay finds its services there)
         self._wakeup = wakeup
         self._make_subscriber = make_subscriber
 
@@ -188,6 +189,7 @@ class FeedSession(RouteWatch, Generic[_S]):
             await self._admin.close()
 
     def _push(self, reason: str, routes: tuple[Route, ...]) -> None:
+        self.routes = () if reason == "cancelled" else routes  # the newest (read by replay, any thread)
         self._inbox.append((reason, routes))  # deque.append is atomic: the admin loop may be another thread
         self._wakeup.set()
 

@@ -53,3 +53,15 @@ class TransportError(ClientError):
 
 class ClosedError(ClientError):
     """The subscriber was used after it was closed."""
+
+
+class ReplayFailed(ClientError):
+    """A time window could not be replayed: refused (not entitled, a bad request), or no service answered.
+
+    Attributes:
+        status: the refusing reply's status name (``""``: no service answered in time).
+    """
+
+    def __init__(self, message: str, status: str = "") -> None:
+        super().__init__(message)
+        self.status = status

@@ -48,6 +48,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
@@ -56,9 +57,11 @@ from feedha.admin_client.session import RETRY_DEADLINE_S
 from feedha.client._drive import drive
 from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
 from feedha.client._feed_session import FeedSession, Selected
+from feedha.client._time_replay import TimeReplay, plan, replay_window, to_ns, wanted_only
 from feedha.client.books import Book, BookUpdate
 from feedha.client.errors import ClosedError
 from feedha.client.events import Delivery, Event, StatusEvent
+from feedha.client.replay_client import ReplayClient
 from feedha.client.subscriber import ChannelSpec, Subscriber, SubscriberConfig
 
 logger = logging.getLogger(__name__)
@@ -266,6 +269,40 @@ class FeedClient:
                 return
             yield from batch
 
+    def replay(
+        self,
+        channel: int | str,
+        start: datetime | float,
+        end: datetime | float,
+        *,
+        speed: float | None = None,
+    ) -> Iterator[Delivery | StatusEvent]:
+        """Replay the messages a channel published from ``start`` to ``end``, then end.
+
+        The updates come from the channel's replay services (the adapters' journals)
+        in msg_seq order, as the live stream carried them: a :class:`Delivery` per
+        message of a subscribed symbol, :class:`SessionEnded` / :class:`SessionStarted`
+        at a session boundary, :class:`Purged` for a purged message. A window is
+        ``start <= publish time < end``. The subscription must route the channel
+        (its services and entitlement come from there); a key entitled to delayed
+        data only may replay windows that ended at least the delay ago.
+
+        Args:
+            channel: the channel's number or name.
+            start: the window's start: a ``datetime`` (naive: UTC) or seconds since the epoch.
+            end: its end (exclusive), after ``start``.
+            speed: times real time (``2.0``: twice as fast); ``None``: as fast as it is read.
+
+        Raises:
+            ConfigError: the subscription routes no such channel, or it has no replay service.
+            ValueError: ``end`` is not after ``start``, or ``speed`` is not positive.
+            ReplayFailed: refused (not entitled), or no service answered (raised while iterating).
+        """
+        self._session.check_open()
+        window = TimeReplay(0, to_ns(start), to_ns(end), speed)
+        client, window, wanted = plan(self._session.routes, channel, window, self._core.curve)
+        return _replaying(client, window, wanted)
+
     def on_status(self, callback: StatusCallback, *kinds: type[StatusEvent]) -> Callable[[], None]:
         """Call ``callback(event)`` for every status event (of ``kinds`` only, when given).
 
@@ -314,6 +351,15 @@ class FeedClient:
         for task in leftovers:
             task.cancel()
         await asyncio.gather(*leftovers, return_exceptions=True)
+
+
+def _replaying(
+    client: ReplayClient, window: TimeReplay, wanted: Callable[[str], bool]
+) -> Iterator[Delivery | StatusEvent]:
+    try:
+        yield from wanted_only(replay_window(client, window), wanted)
+    finally:
+        client.close()
 
 
 def _subscriber(spec: ChannelSpec, core: FeedCore) -> Subscriber:

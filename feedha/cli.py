@@ -29,6 +29,7 @@ COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
         "run the stream administration server (and manage keys)",
     ),
     "subscribe": ("feedha.client.console", "main", "console subscriber: print what a channel delivers"),
+    "replay": ("feedha.client.replay_console", "main", "replay a window of a channel by time, at a speed"),
     "journal": ("feedha.adapter.journal.cli", "main", "journal tools: dump, verify"),
     "bench": ("feedha.bench.cli", "main", "benchmarks, each beside the raw-ZeroMQ ceiling (prints JSON)"),
     "keys": ("feedha.keys", "main", "CURVE key pairs for adapters' lines and sync buses"),

@@ -16,12 +16,20 @@ big-endian like the line's wire format:
   DESIGN wire format with ``FLAG_RETRANSMISSION`` set, several blocks per
   packet.
 
-Two request kinds: :data:`KIND_RANGE` (1) asks for the real-time stream's
+Request kinds: :data:`KIND_RANGE` (1) asks for the real-time stream's
 messages; :data:`KIND_DELAYED_RANGE` (2) asks for the *delayed* stream's: only
 messages whose delay has passed are served (the reply's ``through`` stops
 before the first that is not yet due), their packets carry ``FLAG_DELAYED``
 too, and this is all a delayed-only subscriber may ask (``NOT_ENTITLED``
 otherwise). Both kinds send a tombstone block in place of a purged message.
+:data:`KIND_SNAPSHOT` (3) asks for the channel's image. :data:`KIND_TIME_RANGE`
+(4) asks for the messages published in a time window ``[start, end)``: its
+body is 36 bytes (:data:`REQUEST_TIME`: the 28 bytes of the others, with the
+window's start and end in ns since the Unix epoch where the msg_seqs go, then
+``after_seq``, the last msg_seq the client already has of the window, 0 at
+first); the client pages through the window one reply at a time, and the
+reply that holds its last message (or tells that nothing more is in it) has
+status :attr:`ReplayStatus.END` instead of ``OK``.
 
 One reply carries at most ``max_bytes`` of packets. ``through`` in the status
 says how far the reply reaches: every msg_seq in ``first..through`` that the
@@ -50,17 +58,26 @@ VERSION: Final = 1
 KIND_RANGE: Final = 1
 KIND_DELAYED_RANGE: Final = 2  # the delayed stream: only messages past their delay
 KIND_SNAPSHOT: Final = 3  # the channel's image (docs/wire-format.md, "Images")
-_KINDS: Final = {KIND_RANGE: "range", KIND_DELAYED_RANGE: "delayed range", KIND_SNAPSHOT: "snapshot"}
+KIND_TIME_RANGE: Final = 4  # the messages published in [start, end), paged (docs/wire-format.md)
+_KINDS: Final = {
+    KIND_RANGE: "range",
+    KIND_DELAYED_RANGE: "delayed range",
+    KIND_SNAPSHOT: "snapshot",
+    KIND_TIME_RANGE: "time range",
+}
 # magic, version, kind, channel, reserved, request id, first msg_seq, last msg_seq
 REQUEST: Final = struct.Struct(">2sBBHHIQQ")
 REQUEST_SIZE: Final = REQUEST.size  # 28
+# A time range: magic, version, kind, channel, reserved, request id, start ns, end ns, after msg_seq
+REQUEST_TIME: Final = struct.Struct(">2sBBHHIQQQ")
+REQUEST_TIME_SIZE: Final = REQUEST_TIME.size  # 36
 # magic, version, status, channel, packet count, request id, first, through, oldest, newest
 STATUS: Final = struct.Struct(">2sBBHHIQQQQ")
 STATUS_SIZE: Final = STATUS.size  # 44
 MAX_MESSAGE_BYTES: Final = 1024
 MAX_PACKETS: Final = 0xFFFF
 
-assert REQUEST_SIZE == 28 and STATUS_SIZE == 44
+assert REQUEST_SIZE == 28 and REQUEST_TIME_SIZE == 36 and STATUS_SIZE == 44
 
 
 class ReplayStatus(enum.IntEnum):
@@ -73,6 +90,7 @@ class ReplayStatus(enum.IntEnum):
     ERROR = 4  # the journal could not be read (see the message); try another line
     BUSY = 5  # over this client's or the service's budget: ask again later, or another line
     NOT_ENTITLED = 6  # this key may not have what it asked (a delayed-only key asked for real time)
+    END = 7  # a time range's last reply: its packets (if any) end the window; ask no more
 
 
 class ReplayProtocolError(ProtoError):
@@ -100,6 +118,7 @@ class ReplayRequest:
     first_seq: int
     last_seq: int
     kind: int = KIND_RANGE
+    after_seq: int = 0  # a time range only: the last msg_seq of the window the client already has
 
     @property
     def is_snapshot(self) -> bool:
@@ -111,10 +130,22 @@ class ReplayRequest:
         """A request for the delayed stream (only messages past their delay)."""
         return self.kind == KIND_DELAYED_RANGE
 
+    @property
+    def is_time_range(self) -> bool:
+        """A request for the messages published in ``[first_seq, last_seq)`` (ns), after ``after_seq``."""
+        return self.kind == KIND_TIME_RANGE
+
 
 def snapshot_request(channel: int, request_id: int, *, msg_seq: int = 0, part: int = 0) -> ReplayRequest:
     """A request for the image at ``msg_seq`` (0: the newest), from part ``part`` on."""
     return ReplayRequest(channel, request_id, msg_seq, part, KIND_SNAPSHOT)
+
+
+def time_request(
+    channel: int, request_id: int, start_ns: int, end_ns: int, *, after_seq: int = 0
+) -> ReplayRequest:
+    """A request for the messages published in ``[start_ns, end_ns)`` after msg_seq ``after_seq``."""
+    return ReplayRequest(channel, request_id, start_ns, end_ns, KIND_TIME_RANGE, after_seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +185,21 @@ def encode_request(request: ReplayRequest) -> bytes:
         raise ValueError(f"unknown request kind {request.kind}")
     if request.kind == KIND_RANGE and request.last_seq < request.first_seq:
         raise ValueError(f"last_seq {request.last_seq} is before first_seq {request.first_seq}")
-    if request.kind not in _KINDS:
-        raise ValueError(f"unknown replay request kind {request.kind}")
+    if request.is_time_range and request.last_seq <= request.first_seq:
+        raise ValueError(f"the window's end {request.last_seq} is not after its start {request.first_seq}")
     try:
+        if request.is_time_range:
+            return REQUEST_TIME.pack(
+                MAGIC,
+                VERSION,
+                request.kind,
+                request.channel,
+                0,
+                request.request_id,
+                request.first_seq,
+                request.last_seq,
+                request.after_seq,
+            )
         return REQUEST.pack(
             MAGIC,
             VERSION,
@@ -172,14 +215,20 @@ def encode_request(request: ReplayRequest) -> bytes:
 
 
 def decode_request(body: bytes) -> ReplayRequest:
-    """Decode and check a request body.
+    """Decode and check a request body (28 bytes; a time range's 36).
 
     Raises:
-        ReplayProtocolError: wrong size, magic, version or kind, or ``last < first``.
+        ReplayProtocolError: wrong size, magic, version or kind, ``last < first``,
+            or a time window whose end is not after its start.
     """
-    if len(body) != REQUEST_SIZE:
-        raise ReplayProtocolError("size", f"request of {len(body)} bytes, expected {REQUEST_SIZE}")
-    magic, version, kind, channel, _reserved, request_id, first, last = REQUEST.unpack(body)
+    after = 0
+    if len(body) == REQUEST_TIME_SIZE and body[3:4] == bytes((KIND_TIME_RANGE,)):
+        magic, version, kind, channel, _reserved, request_id, first, last, after = REQUEST_TIME.unpack(body)
+    elif len(body) != REQUEST_SIZE:
+        expected = f"{REQUEST_SIZE} ({REQUEST_TIME_SIZE} for a time range, kind {KIND_TIME_RANGE})"
+        raise ReplayProtocolError("size", f"request of {len(body)} bytes, expected {expected}")
+    else:
+        magic, version, kind, channel, _reserved, request_id, first, last = REQUEST.unpack(body)
     if magic != MAGIC:
         raise ReplayProtocolError("magic", f"magic {magic!r}, expected {MAGIC!r}")
     if version != VERSION:
@@ -187,9 +236,15 @@ def decode_request(body: bytes) -> ReplayRequest:
     if kind not in _KINDS:
         known = ", ".join(f"{number} ({name})" for number, name in _KINDS.items())
         raise ReplayProtocolError("kind", f"request kind {kind}, this server serves {known}")
-    if kind != KIND_SNAPSHOT and last < first:
+    if kind == KIND_TIME_RANGE and len(body) != REQUEST_TIME_SIZE:
+        raise ReplayProtocolError(
+            "size", f"a time range request is {REQUEST_TIME_SIZE} bytes, not {len(body)}"
+        )
+    if kind == KIND_TIME_RANGE and last <= first:
+        raise ReplayProtocolError("range", f"the window's end {last} is not after its start {first}")
+    if kind not in (KIND_SNAPSHOT, KIND_TIME_RANGE) and last < first:
         raise ReplayProtocolError("range", f"last msg_seq {last} is before first {first}")
-    return ReplayRequest(channel, request_id, first, last, kind)
+    return ReplayRequest(channel, request_id, first, last, kind, after)
 
 
 def encode_status(status: ReplyStatus) -> bytes:

@@ -50,6 +50,7 @@ from feedha.adapter.journal.format import (
     decode_segment_header,
 )
 from feedha.adapter.journal.segment import SegmentInfo, list_segments, load_index, next_segment
+from feedha.adapter.journal.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
 
@@ -321,15 +322,24 @@ class JournalReader:
         """A tailer from ``from_seq`` that polls without blocking (the delayed line's reader)."""
         return Tail(self._directory, from_seq, self._chunk)
 
-    def seek_time(self, time_ns: int) -> int:
+    def seek_time(self, time_ns: int, index: TimeIndex | None = None) -> int:
         """The msg_seq of the first message record written at or after ``time_ns`` (after the last: last + 1).
 
-        Reads segment headers to find the segment, then that segment's records: one
-        segment at most, however long the journal.
+        With the writer's time index, reads at most one index interval (64 KiB) of
+        records; without, reads segment headers to find the segment, then that
+        segment's records: one segment at most, however long the journal.
 
         Args:
             time_ns: a wall-clock time, ns since the epoch.
+            index: the journal's time index (:attr:`JournalWriter.time_index`), if at hand.
         """
+        if index is not None:
+            last = index.start_for(time_ns) - 1
+            for record in self.read(last + 1):
+                if record.time_ns >= time_ns:
+                    return record.msg_seq
+                last = record.msg_seq
+            return last + 1
         segments = list_segments(self._directory)
         start = segments[0].first_seq if segments else 0
         for info in segments:

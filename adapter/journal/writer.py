@@ -49,7 +49,8 @@ from feedha.adapter.journal.format import (
 )
 from feedha.adapter.journal.recovery import RecoveryReport, recover
 from feedha.adapter.journal.retention import apply_retention
-from feedha.adapter.journal.segment import SparseIndex
+from feedha.adapter.journal.segment import SparseIndex, list_segments
+from feedha.adapter.journal.time_index import TimeIndex, rebuild_time_index
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,9 @@ class JournalWriter:
         self._last_seq = recovery.last_seq
         self._segment: OpenSegment | None = None
         tail = recovery.tail
+        self.time_index: TimeIndex = rebuild_time_index(
+            self._directory, tail=tail, tail_index=recovery.tail_index
+        )
         if tail is not None and tail.size <= SEGMENT_HEADER_SIZE:
             # A segment with no record (a crash right after it was created)
             # holds nothing; a new segment starts at the next append instead.
@@ -358,6 +362,7 @@ class JournalWriter:
         offset = self._base + self._pos
         if offset >= self._next_index or not segment.index.seqs:
             segment.index.add(msg_seq, offset)
+            self.time_index.add(msg_seq, time_ns)
             self._next_index = offset + self._config.index_interval_bytes
         end = FRAMING.frame_one_into(
             self._buf, self._pos, msg_seq, time_ns, source_stream, source_seq, payload, flags
@@ -552,7 +557,12 @@ class JournalWriter:
             The segment files deleted.
         """
         active = None if self._segment is None else self._segment.path.name
-        return apply_retention(self._directory, self._config, now_ns=now_ns, keep=active)
+        deleted = apply_retention(self._directory, self._config, now_ns=now_ns, keep=active)
+        if deleted:
+            remaining = list_segments(self._directory)
+            if remaining:
+                self.time_index.drop_before(remaining[0].first_seq)
+        return deleted
 
     def close(self) -> None:
         """Flush (syncing per policy), stop the flusher and close the files (idempotent)."""

@@ -131,3 +131,26 @@ def test_the_bare_model_of_the_shape_delivers_each_message_once_and_measures(tmp
     assert paced["delivered"] == 4_000 and paced["duplicates"] == 8_000 and paced["lost"] == 0
     assert paced["latency_us"]["count"] == 4_000
     assert set(paced["cpu"]["processes"]) == {"source", "relay-1", "relay-2", "relay-3", "client"}
+
+
+def test_replay_by_time_replays_the_whole_window_beside_its_bare_router_dealer_ceiling() -> None:
+    from feedha.bench import replay_time
+
+    (item,) = replay_time.run(quick=True)
+    assert set(item) == FIGURE_KEYS and item["name"] == "replay_time" and item["unit"] == "msg/s"
+    params = item["params"]
+    assert params["window_messages"] == replay_time.QUICK_MESSAGES // 2 - 32  # the middle half, whole batches
+    assert (
+        params["replayed"] == params["ceiling_messages"] == params["window_messages"] and lost_in(item) == 0
+    )
+
+
+def test_the_conflation_book_benchmark_agrees_with_its_bare_dict_on_every_interval() -> None:
+    from feedha.bench import conflation
+
+    (item,) = conflation.run(quick=True)  # run() asserts that both closed the same intervals
+    assert (
+        set(item) == FIGURE_KEYS
+        and item["name"] == "conflation_book"
+        and item["params"]["interval_entries"] > 0
+    )

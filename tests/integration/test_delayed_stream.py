@@ -282,3 +282,46 @@ def test_purges_from_outsiders_or_out_of_bounds_or_in_a_flood_are_refused_bounde
         rows = db.execute("SELECT user, detail FROM audit WHERE action = 'purge'").fetchall()
     assert any(user == "operator" and detail.startswith("refused") for user, detail in rows)
     assert any(user == "operator" and detail.startswith("purge ") for user, detail in rows)
+
+
+def test_replay_by_time_through_the_feed_client_and_its_entitlements(up: dict[str, Any]) -> None:
+    from feedha.client import ReplayFailed, SessionEnded
+
+    with FeedClient(up["admin"], *user_key(up, "subscriber")) as client:
+        client.subscribe(["*"])
+        first = 0
+        deadline = time.monotonic() + WAIT  # the journals hold at least the delay and 3 s more
+        while time.monotonic() < deadline and (not first or time.time_ns() - first < (DELAY_S + 3) * 1e9):
+            first = first or next((d.update.publish_time_ns for d in client.poll(0.2)), 0)
+        now = time.time()
+        window = (now - 2.0, now - 1.0)
+        got = [e for e in client.replay(CHANNEL, *window) if isinstance(e, Delivery)]
+    assert len(got) > 300  # 1,000 msg/s
+    seqs = [d.msg_seq for d in got]
+    assert seqs == sorted(set(seqs)) and all(d.update.symbol for d in got)
+    assert all(window[0] * 1e9 <= d.send_time_ns < window[1] * 1e9 for d in got)  # stamped with publish times
+    argv = [
+        sys.executable,
+        "-m",
+        "feedha",
+        "replay",
+        CHANNEL,
+        "--key-file",
+        up["users"]["subscriber"],
+        "--json",
+    ]
+    argv += ["--from", f"{window[0]:.9f}", "--to", f"{window[1]:.9f}", "--speed", "4"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [p["msg_seq"] for p in printed if p["event"] == "Delivery"] == seqs  # the same window, paced
+    assert printed[-1]["event"] == "Summary" and printed[-1]["delivered"] == len(seqs)
+    with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
+        client.subscribe(["*"])
+        old = (now - DELAY_S - 2.0, now - DELAY_S - 1.0)  # ended more than the delay ago: allowed
+        events = list(client.replay(CHANNEL, *old))
+        assert len([e for e in events if isinstance(e, Delivery)]) > 300
+        assert not [e for e in events if isinstance(e, SessionEnded)]
+        with pytest.raises(ReplayFailed, match="NOT_ENTITLED.*delayed data only") as refused:
+            list(client.replay(CHANNEL, now - 1.0, time.time()))  # the last delay seconds
+    assert refused.value.status == "NOT_ENTITLED"
