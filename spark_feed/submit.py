@@ -24,6 +24,7 @@ our stderr. Workers that die meanwhile are started again
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -176,7 +177,8 @@ class _Driver:
             self._stop_asked = time.monotonic()
             python = children(self.popen.pid)
             for pid in python or [self.popen.pid]:
-                os.kill(pid, signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):  # it ended since it was listed
+                    os.kill(pid, signal.SIGTERM)
 
     def _escalate(self) -> None:
         # A driver that has not stopped DRIVER_STOP_S after being asked: SIGTERM its JVM's group,
@@ -185,10 +187,12 @@ class _Driver:
             return
         if not self._terminated:
             print("feedha feed: the driver did not stop in time; terminating it", file=sys.stderr, flush=True)
-            os.killpg(self.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # the group ended meanwhile
+                os.killpg(self.popen.pid, signal.SIGTERM)
             self._terminated = True
         elif time.monotonic() - self._stop_asked > DRIVER_STOP_S + 10:
-            os.killpg(self.popen.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
