@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 import grpc
@@ -71,6 +71,8 @@ class Route:
     symbols: tuple[str, ...]
     delayed: bool
     seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
+    model_version: str = ""  # message_model's "MAJOR.MINOR" ("": a server from before versions, i.e. 1.0)
+    model_descriptor_set: bytes = field(default=b"", repr=False)  # a serialized FileDescriptorSet
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +140,8 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
         ),
         symbols=tuple(msg.symbols),
         delayed=msg.delayed,
+        model_version=msg.model_version,
+        model_descriptor_set=msg.model_descriptor_set,
         seal_keys=tuple(_seal_keys(msg)),
     )
 

@@ -23,12 +23,13 @@ import argon2
 from feedha.admin_server import keyfile, tokens
 from feedha.admin_server.errors import ConfigError
 from feedha.admin_server.limits import Limits, parse_limits
+from feedha.proto.model import MARKET_MODEL, MODELS
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 50051
 DEFAULT_TOKEN_TTL_S: Final = 3600.0
 DEFAULT_POLICY_POLL_S: Final = 0.25  # a stat() four times a second; a policy revocation must bite within 2 s
-DEFAULT_MESSAGE_MODEL: Final = "feedha.v1.MarketUpdate"
+DEFAULT_MESSAGE_MODEL: Final = MARKET_MODEL.name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +62,10 @@ class ChannelConfig:
         for letter in (self.first_letter, self.last_letter):
             if len(letter) != 1 or not letter.isalnum():
                 raise ConfigError(f"channel {self.name}: letters must be single characters, got {letter!r}")
+        if self.message_model not in MODELS:
+            raise ConfigError(
+                f"channel {self.name}: unknown message_model {self.message_model!r}; known: {sorted(MODELS)}"
+            )
         if self.first_letter > self.last_letter:
             raise ConfigError(
                 f"channel {self.name}: empty letter range {self.first_letter}-{self.last_letter}"

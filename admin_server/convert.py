@@ -15,6 +15,7 @@ from feedha.admin_server.broker import Route
 from feedha.admin_server.registry import AdapterRecord
 from feedha.admin_server.store import SubscriptionRecord
 from feedha.proto import admin_pb2
+from feedha.proto.model import model_named
 from feedha.proto.registry import registration_to_proto, role_to_proto, seal_key_to_proto, status_to_proto
 
 logger = logging.getLogger(__name__)
@@ -60,12 +61,15 @@ def subscription_to_proto(record: SubscriptionRecord) -> admin_pb2.SubscriptionI
 def route_to_proto(route: Route) -> admin_pb2.ChannelRoute:
     """Broker route -> ChannelRoute message."""
     channel = route.channel
+    model = model_named(channel.message_model)  # the config admits known models only
     return admin_pb2.ChannelRoute(
         feed=channel.feed,
         channel_name=channel.name,
         channel_number=channel.number,
         source_stream=channel.source_stream,
         message_model=channel.message_model,
+        model_version=model.version,
+        model_descriptor_set=model.descriptor_set(),
         lines=[
             admin_pb2.Line(
                 adapter_id=line.adapter_id,

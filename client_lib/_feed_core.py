@@ -47,10 +47,12 @@ from feedha.client.events import (
     Delivery,
     EntitlementChanged,
     ImageUnavailable,
+    ModelRefused,
     Purged,
     RetransmissionNeeded,
     StatusEvent,
 )
+from feedha.client.model import model_problem
 from feedha.client.replay_client import ReplayClient
 from feedha.client.subscriber import ChannelSpec, SubscriberConfig
 from feedha.proto import market_pb2
@@ -170,6 +172,7 @@ class FeedCore:
         self.initial_image = False  # each new channel begins with its image (subscribe(initial_image=True))
         self.images = 0  # images delivered
         self._joined: set[tuple[int, bool]] = set()  # (channel number, delayed) joined since the last cancel
+        self._refused: set[tuple[int, str, str]] = set()  # (channel, model, version) said not decodable
 
     @property
     def curve(self) -> tuple[str, str]:
@@ -186,15 +189,16 @@ class FeedCore:
         make: Callable[[ChannelSpec], _S],
     ) -> tuple[_S | None, list[StatusEvent]]:
         """Apply a route set; returns the subscriber (made by ``make`` for the first channel) and events."""
-        live = list(routes)
         self.route_updates += 1
+        events: list[StatusEvent] = []
+        live = self._decodable(routes, events)
         if reason == "cancelled":
             self._joined.clear()
         if reason == "cancelled" and subscriber is not None:
             subscriber.close()
             subscriber, self.lines = None, 0
         self.filters = {(r.channel_number, r.delayed): _SymbolFilter(r.symbols) for r in live}
-        events = self._entitlement_changes(reason, live)
+        events += self._entitlement_changes(reason, live)
         self._update_replay(live)
         for route in live:
             spec = self._spec(route)
@@ -214,6 +218,23 @@ class FeedCore:
                 what = "delayed line(s)" if route.delayed else "line(s)"
                 logger.info("joined %d %s of %s (%s)", added, what, route.channel_name, reason)
         return subscriber, events
+
+    def _decodable(self, routes: Sequence[Route], events: list[StatusEvent]) -> list[Route]:
+        # A route whose model this client cannot decode is not joined; said once per change.
+        live: list[Route] = []
+        for route in routes:
+            problem = model_problem(route)
+            key = (route.channel_number, route.message_model, route.model_version)
+            if problem is None:
+                live.append(route)
+                self._refused.discard(key)
+            elif key not in self._refused:
+                self._refused.add(key)
+                logger.warning("%s: not joined: model %s %s: %s", route.channel_name,
+                               route.message_model, route.model_version, problem)  # fmt: skip
+                events.append(ModelRefused(route.channel_number, route.message_model, route.model_version,
+                                           problem, channel_name=route.channel_name))  # fmt: skip
+        return live
 
     def _begin_with_image(self, spec: ChannelSpec, events: list[Any]) -> ChannelSpec:
         # The image first (its deliveries go before anything live of the channel), then the

@@ -42,8 +42,9 @@ from feedha.admin_client import AdminClient, Route, Subscription, TlsConfig
 from feedha.client._feed_core import FeedClientStats, FeedCore, Joinable
 from feedha.client._subscriber_config import ChannelSpec, SubscriberConfig
 from feedha.client._watch import RouteWatch
-from feedha.client.errors import ClosedError
+from feedha.client.errors import ClosedError, ModelVersionError
 from feedha.client.events import ArbiterStats, Delivery, Event, StatusEvent
+from feedha.client.model import check_model
 
 Selected = list[Delivery | StatusEvent]
 FeedSteps = Generator[float, list[Event], Selected]  # yields seconds it may wait
@@ -155,6 +156,11 @@ class FeedSession(RouteWatch, Generic[_S]):
             raise ValueError(f"already subscribed ({self._subscription_id}); use modify()")
         symbols = tuple(symbols)
         subscription = await self._admin.subscribe(symbols, curve_public_key=self._curve[0])
+        try:
+            check_model(subscription.routes)
+        except ModelVersionError:
+            await self._admin.cancel(subscription.subscription_id)  # nothing of it is joined
+            raise
         self._subscription_id, self._symbols = subscription.subscription_id, symbols
         self._core.initial_image = initial_image
         self._push("subscribed", subscription.routes)
@@ -168,6 +174,7 @@ class FeedSession(RouteWatch, Generic[_S]):
             raise ValueError("not subscribed; use subscribe()")
         symbols = tuple(symbols)
         subscription = await self._admin.modify(self._subscription_id, symbols)
+        check_model(subscription.routes)  # the joined lines stay; a watch update joins what it can
         self._symbols = symbols
         self._push("modified", subscription.routes)
         return subscription

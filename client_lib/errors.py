@@ -65,3 +65,19 @@ class ReplayFailed(ClientError):
     def __init__(self, message: str, status: str = "") -> None:
         super().__init__(message)
         self.status = status
+
+
+class ModelVersionError(ClientError):
+    """A route's message model is one this client cannot decode (docs/wire-format.md, "Message models").
+
+    Attributes:
+        channel: the channel's name.
+        model: the model's name the route named.
+        version: its ``MAJOR.MINOR`` version as the route named it.
+    """
+
+    def __init__(self, channel: str, model: str, version: str, reason: str) -> None:
+        super().__init__(f"channel {channel}: message model {model!r} version {version!r}: {reason}")
+        self.channel = channel
+        self.model = model
+        self.version = version

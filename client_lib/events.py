@@ -364,6 +364,18 @@ class ImageUnavailable(StatusEvent):
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRefused(StatusEvent):
+    """A route named a message model (or a major version of it) this client cannot decode: not joined.
+
+    ``model`` and ``version`` are as the route named them; ``reason`` says why.
+    """
+
+    model: str
+    version: str
+    reason: str
+
+
 Event = Delivery | StatusEvent
 
 

@@ -272,7 +272,7 @@ class Line(_message.Message):
     def __init__(self, adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., is_up: _Optional[bool] = ..., curve_server_key: _Optional[str] = ...) -> None: ...
 
 class ChannelRoute(_message.Message):
-    __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed", "seal_keys")
+    __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed", "seal_keys", "model_version", "model_descriptor_set")
     FEED_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -282,6 +282,8 @@ class ChannelRoute(_message.Message):
     SYMBOLS_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
     SEAL_KEYS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_DESCRIPTOR_SET_FIELD_NUMBER: _ClassVar[int]
     feed: str
     channel_name: str
     channel_number: int
@@ -291,7 +293,9 @@ class ChannelRoute(_message.Message):
     symbols: _containers.RepeatedScalarFieldContainer[str]
     delayed: bool
     seal_keys: _containers.RepeatedCompositeFieldContainer[SealKey]
-    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ..., seal_keys: _Optional[_Iterable[_Union[SealKey, _Mapping]]] = ...) -> None: ...
+    model_version: str
+    model_descriptor_set: bytes
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ..., seal_keys: _Optional[_Iterable[_Union[SealKey, _Mapping]]] = ..., model_version: _Optional[str] = ..., model_descriptor_set: _Optional[bytes] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("symbols", "curve_public_key")

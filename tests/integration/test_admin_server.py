@@ -26,6 +26,7 @@ from feedha.admin_server.hub import HubEvent
 from feedha.admin_server.server import AdminServer
 from feedha.admin_server.store import Store
 from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.proto.model import MARKET_MODEL
 from feedha.proto.registry import (
     AdapterRegistration,
     AdapterRole,
@@ -145,7 +146,9 @@ async def test_login_and_subscribe_entitled_symbols(env: Env) -> None:
             await admin.subscribe(["NVDA"])
         assert exposed.value.reason == "CHANNEL_NOT_ENTITLED"
         assert exposed.value.metadata["channel"] == "EQ-N-Z" and exposed.value.metadata["exposes"] == "[N-Z]*"
-        assert subscription.routes[0].message_model == "feedha.v1.MarketUpdate"
+        route = subscription.routes[0]
+        assert (route.message_model, route.model_version) == ("feedha.v1.MarketUpdate", MARKET_MODEL.version)
+        assert route.model_descriptor_set == MARKET_MODEL.descriptor_set()
         with pytest.raises(PermissionDenied) as info:
             await admin.subscribe(["AAPL", "TSLA", "ZZ*"])
         assert info.value.symbols == ("TSLA", "ZZ*")

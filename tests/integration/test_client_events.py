@@ -6,13 +6,20 @@ process. Each test makes something happen to the cluster -- an operator
 failover, the adapters frozen (SIGSTOP) for a moment, a client that stops
 reading long enough for its socket queues to overflow, a policy that takes
 an entitlement away and gives it back -- and checks the events the
-application gets, through the iterator and through the callbacks.
+application gets, through the iterator and through the callbacks. The
+same cluster serves a client in another process that has none of feedha's
+code (``foreign_client.py``): it decodes the line with the descriptor set
+its route came with.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +27,7 @@ from typing import Any
 
 import psutil
 import pytest
+from google.protobuf import json_format
 from prometheus_client import CollectorRegistry, generate_latest
 
 from feedha.client import (
@@ -39,6 +47,8 @@ from feedha.client import (
     TermChanged,
 )
 from feedha.client.metrics import FeedClientCollector
+from feedha.proto import market_pb2
+from feedha.proto.model import MARKET_MODEL
 from tests.integration.up import feedctl, feedha_up, user_key
 
 pytestmark = pytest.mark.timeout(300)
@@ -256,3 +266,25 @@ async def test_async_feed_client_delivers_and_reports_a_failover(up):
         assert stats.delivered >= 200 and stats.lines == 3
         assert "AsyncFeedClient [subscribed" in repr(client)
     assert "closed" in repr(client)
+
+
+def test_a_client_with_none_of_our_code_decodes_a_line_from_the_routes_descriptor_set(up):
+    key_id, secret = user_key(up, "subscriber")
+    env = {**os.environ, "FEEDHA_KEY_ID": key_id, "FEEDHA_SECRET": secret}
+    program = Path(__file__).with_name("foreign_client.py")
+    ran = subprocess.run(
+        [sys.executable, "-I", str(program), up["admin"], "*", "200"],
+        env=env, capture_output=True, text=True, timeout=120, cwd="/",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    seen = json.loads(ran.stdout)
+    assert seen["feedha_imported"] == []
+    assert (seen["model"], seen["version"]) == (MARKET_MODEL.name, MARKET_MODEL.version)
+    blocks = seen["blocks"]
+    assert len(blocks) >= 200
+    for block in blocks:  # decoded as our own generated code decodes the same bytes
+        ours = market_pb2.MarketUpdate.FromString(bytes.fromhex(block["payload"]))
+        assert block["decoded"] == json_format.MessageToDict(ours), block["msg_seq"]
+        assert block["decoded"]["symbol"]
+    seqs = [block["msg_seq"] for block in blocks]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)

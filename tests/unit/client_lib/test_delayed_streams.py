@@ -113,7 +113,7 @@ def route(symbols: tuple[str, ...], *, delayed: bool) -> Route:
         channel_name="EQ",
         channel_number=CHANNEL,
         source_stream="A-Z",
-        message_model="m",
+        message_model="feedha.v1.MarketUpdate",
         lines=(line,),
         symbols=symbols,
         delayed=delayed,
