@@ -19,7 +19,7 @@ demo: setup
 test: setup
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/python scripts/gen_constants.py --check
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -m "not slow" -q --durations=25
 
 # Longer drills, run by CI after the default suite (exit 5 = none collected is fine).
 test-slow: setup
