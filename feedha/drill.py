@@ -51,6 +51,7 @@ SWITCH_WINDOW_S = (-0.2, 3.0)  # around the kill: where a pause counts as the sw
 DRAIN_STALL_S = 5.0  # delivery stalled this long after the source ended: the rest is lost
 DRAIN_MAX_S = 180.0  # the longest a backlog may take to arrive
 SOURCE_START_S = 240.0  # how long a source may take to publish its first message (Spark start-up)
+START_S = 60.0  # how long an adapter or the client may take to be ready (a loaded machine)
 
 
 @dataclass(kw_only=True)
@@ -211,8 +212,8 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
         drill.adapter_args[plan.adapter] = args
         drill.adapters[plan.adapter] = start_adapter_process(drill, plan.adapter, args)
     for proc in drill.adapters.values():
-        proc.wait_event("ready", 20)
-    drill.adapters[1].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 10)
+        proc.wait_event("ready", START_S)
+    drill.adapters[1].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", START_S)
     if options.loss > 0:
         _set_loss(drill)
     client_args = ["--channel", f"{CHANNEL}=1"]
@@ -223,7 +224,7 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
             client_args += ["--replay", f"{CHANNEL}={placement.replay[number]}"]
     client_args += options.extra_client_args
     drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
-    drill.client.wait_event("ready", 20)
+    drill.client.wait_event("ready", START_S)
     drill.source = start_source(options, placement, log)
     return drill
 

@@ -385,7 +385,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.drill == "chaos":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with tempfile.NamedTemporaryFile("w", prefix="feedha-chaos-", suffix=".log", delete=False) as log:
-            return chaos.main(args, log)
+            try:
+                return chaos.main(args, log)
+            except (ProcessError, netns.NetnsError) as exc:
+                print(f"feedha drill chaos: {exc} (component logs: {log.name})", file=sys.stderr)
+                return 1
     if args.backups < 1 or args.rate <= 0 or args.seconds <= 0 or not 0 < args.kill_at < 1:
         print(
             "feedha drill: need --backups >= 1, --rate > 0, --seconds > 0, 0 < --kill-at < 1", file=sys.stderr
