@@ -205,11 +205,14 @@ def _wire_level(tag: bytes, level: Level) -> bytes:
     return tag + varint(len(body)) + body
 
 
+_SMALL_VARINTS: Final = tuple(bytes((value,)) for value in range(0x80))
+
+
 def varint(value: int) -> bytes:
     """A protobuf varint (a negative value as its 64-bit two's complement, ten bytes)."""
+    if 0 <= value < 0x80:
+        return _SMALL_VARINTS[value]
     value &= 0xFFFFFFFFFFFFFFFF
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
