@@ -115,7 +115,7 @@ class BookValues:
         forked.notional, forked.traded, forked.trades = self.notional, self.traded, self.trades
         self.shared = forked.shared = 3
         forked.cache = dict(self.cache)
-        forked.level_bytes = self.level_bytes  # replaced, never changed in place
+        forked.level_bytes = self.level_bytes  # a level's bytes are the level's alone: right for both
         return forked
 
     def writable(self, side: int) -> list[Level]:
@@ -177,7 +177,11 @@ def side_bytes(book: BookValues, side: int, kind: int) -> bytes:
     else:
         tag = b"\x1a" if side == BID else b"\x22"
         known = book.level_bytes.get(side, {})
-        parts = [known.get(level) or _wire_level(tag, level) for level in levels]
+        # A zero price or size is never looked up: 0.0 == -0.0 as keys, but they encode apart.
+        parts = [
+            (known.get(level) if level[0] and level[1] else None) or _wire_level(tag, level)
+            for level in levels
+        ]
         book.level_bytes[side] = dict(zip(levels, parts, strict=True))
         packed = b"".join(parts)
     book.cache[(side, kind)] = (levels, packed)

@@ -135,3 +135,18 @@ def test_a_staged_book_shares_untouched_sides_and_never_changes_the_state() -> N
     assert engine.state.digest == digest == engine.state.recompute_digest()
     copy = engine.state.get("A")
     assert copy is not None and copy.book is not None and copy.book.bids is not committed.book.bids
+
+
+def test_a_negative_zero_price_is_encoded_as_the_runtime_does_after_a_zero_one() -> None:
+    engine = Fix44Engine()
+    for seq, action, price in ((1, 0, "0"), (2, 0, "1"), (3, 1, "-0"), (4, 1, "0")):
+        message = fix.encode_message(
+            [(35, "X"), (49, "V"), (56, "F"), (34, seq), (52, "20260105-14:30:00"), (268, 1),
+             (279, action), (269, "1"), (55, "Z"), (270, price), (271, 5)]
+        )  # fmt: skip
+        body, _end = fix.next_message(message, 0)
+        assert body is not None
+        msg = engine.parse(body)
+        staged = engine.state.stage(msg)
+        assert engine.encode_staged(msg, staged, 7) == _runtime_block(engine, msg, staged, 7)
+        engine.state.commit(staged)
