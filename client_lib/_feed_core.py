@@ -40,7 +40,7 @@ from typing import Any, Protocol, TypeVar
 
 from feedha import transport
 from feedha.admin_client import Route
-from feedha.client.books import BookKeeper, BookUpdate
+from feedha.client.books import Book, BookKeeper, BookUpdate
 from feedha.client.errors import ProtocolError
 from feedha.client.events import (
     ArbiterStats,
@@ -374,6 +374,8 @@ class FeedCore:
             elif isinstance(event, Purged) and not self._is_wanted(event):
                 self.filtered += 1  # a purge of a symbol this client does not get
             elif isinstance(event, StatusEvent):
+                if isinstance(event, Purged) and event.symbols:
+                    event = self._wanted_purge(event)
                 self._on_status(event)
                 if status:
                     out.append(event)
@@ -386,9 +388,26 @@ class FeedCore:
         wanted = symbol_filter.is_wanted if symbol_filter is not None else None
         return self.books.observe(event.msg_seq, event.update, is_image=event.is_image, wanted=wanted)
 
+    def book(self, symbol: str) -> Book | None:
+        """The newest book of ``symbol`` while a route of the subscription carries it (else ``None``)."""
+        if not any(symbol_filter.is_wanted(symbol) for symbol_filter in self.filters.values()):
+            return None
+        return self.books.book(symbol)
+
     def _is_wanted(self, event: Purged) -> bool:
+        # A purged fix44 block names its symbols: wanted when one of them is.
         symbol_filter = self.filters.get((event.channel, event.delayed))
-        return symbol_filter is not None and symbol_filter.is_wanted(event.symbol)
+        if symbol_filter is None:
+            return False
+        if event.symbol or not event.symbols:
+            return symbol_filter.is_wanted(event.symbol)
+        return any(symbol_filter.is_wanted(symbol) for symbol in event.symbols)
+
+    def _wanted_purge(self, event: Purged) -> Purged:
+        # The event names only the symbols this client subscribed to (as its book updates do).
+        symbol_filter = self.filters[(event.channel, event.delayed)]
+        symbols = tuple(symbol for symbol in event.symbols if symbol_filter.is_wanted(symbol))
+        return dataclasses.replace(event, symbols=symbols)
 
     def _on_status(self, event: StatusEvent) -> None:
         name = type(event).__name__

@@ -90,6 +90,8 @@ class BookKeeper:
         """
         out: list[BookUpdate] = []
         if update.symbol and update.state.HasField("book"):  # an image's symbol
+            if wanted is not None and not wanted(update.symbol):
+                return out
             book = self.books[update.symbol] = Book.of(update.symbol, update.state)
             out.append(BookUpdate(msg_seq, update.symbol, (), (), book, is_image))
         for each in update.symbols:

@@ -24,7 +24,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from feedha import logs, settings
@@ -141,17 +141,25 @@ def describe(event: Event) -> dict[str, Any]:
     return out
 
 
-def describe_all(event: Event, books: BookKeeper | None) -> list[dict[str, Any]]:
-    """What to print for one event: with ``books``, a fix44 delivery's book updates."""
+def describe_all(event: Event, books: Callable[[Delivery], list[BookUpdate]] | None) -> list[dict[str, Any]]:
+    """What to print for one event: with ``books`` (a delivery's book updates), a fix44 delivery's."""
     if books is None or not isinstance(event, Delivery):
         return [describe(event)]
     try:
-        updates = books.observe(event.msg_seq, event.update, is_image=event.is_image)
+        updates = books(event)
     except ProtocolError:
         return [describe(event)]
     if not updates:
         return [describe(event)]
     return [describe_book(update) for update in updates]
+
+
+def _keeper(enabled: bool) -> Callable[[Delivery], list[BookUpdate]] | None:
+    # Every symbol's books (the direct form subscribes to whole channels).
+    if not enabled:
+        return None
+    keeper = BookKeeper()
+    return lambda event: keeper.observe(event.msg_seq, event.update, is_image=event.is_image)
 
 
 def describe_book(update: BookUpdate) -> dict[str, Any]:
@@ -223,7 +231,7 @@ def run(spec: ChannelSpec, config: SubscriberConfig, args: argparse.Namespace, o
     started = time.monotonic()
     until = None if args.seconds is None else started + args.seconds
     delivered = 0
-    books = BookKeeper() if args.books else None
+    books = _keeper(args.books)
     with Subscriber([spec], config) as subscriber:
         try:
             while args.count is None or delivered < args.count:
@@ -299,7 +307,8 @@ def _print_channel(client: Any, name: str, args: argparse.Namespace, started: fl
     render = json.dumps if args.json else _text
     until = None if args.seconds is None else started + args.seconds
     delivered = 0
-    books = BookKeeper() if args.books else None
+    # The client's own books: only the subscribed symbols of a block that carries several.
+    books = client.book_updates_of if args.books else None
     try:
         while args.count is None or delivered < args.count:
             remaining = None if until is None else until - time.monotonic()

@@ -295,7 +295,9 @@ class Purged(StatusEvent):
     It comes in the message's place (a tombstone on the line), so delivery stays in
     ``msg_seq`` order with no gap. ``symbol`` is the purged message's, ``purge_id`` the
     purge's number in the channel, ``reason`` the operator's; ``delayed`` says on which
-    stream (a retransmission of the real-time stream honours purges too).
+    stream (a retransmission of the real-time stream honours purges too). A ``fix44``
+    message may carry several symbols: ``symbol`` is then empty and ``symbols`` names
+    them (a feed client keeps only the ones it subscribed to).
     """
 
     msg_seq: int
@@ -303,6 +305,7 @@ class Purged(StatusEvent):
     purge_id: int
     reason: str
     delayed: bool = field(default=False, kw_only=True)
+    symbols: tuple[str, ...] = field(default=(), kw_only=True)
 
     @classmethod
     def from_tombstone(
@@ -321,6 +324,7 @@ class Purged(StatusEvent):
             tombstone.reason,
             delayed=delayed,
             channel_name=channel_name,
+            symbols=tuple(tombstone.symbols),
         )
 
 

@@ -241,9 +241,16 @@ class FeedClient:
         for delivery in self.deliveries():
             yield from self._core.book_updates(delivery)
 
+    def book_updates_of(self, delivery: Delivery) -> list[BookUpdate]:
+        """The book updates of one delivery (from :meth:`events` or :meth:`deliveries`).
+
+        Only the subscribed symbols: a ``fix44`` message may also carry others.
+        """
+        return self._core.book_updates(delivery)
+
     def book(self, symbol: str) -> Book | None:
-        """The newest book of ``symbol`` that :meth:`book_updates` saw (``None``: none yet)."""
-        return self._core.books.book(symbol)
+        """The newest book of a subscribed ``symbol`` that the book updates saw (``None``: none yet)."""
+        return self._core.book(symbol)
 
     def events(self) -> Iterator[Delivery | StatusEvent]:
         """Iterate over deliveries and status events, in order, until :meth:`close`.

@@ -233,11 +233,13 @@ class ImagePart(_message.Message):
     def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., msg_seq: _Optional[int] = ..., session: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., symbol_count: _Optional[int] = ..., symbols: _Optional[_Iterable[_Union[SymbolImage, _Mapping]]] = ...) -> None: ...
 
 class Tombstone(_message.Message):
-    __slots__ = ("symbol", "purge_id", "reason")
+    __slots__ = ("symbol", "purge_id", "reason", "symbols")
     SYMBOL_FIELD_NUMBER: _ClassVar[int]
     PURGE_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SYMBOLS_FIELD_NUMBER: _ClassVar[int]
     symbol: str
     purge_id: int
     reason: str
-    def __init__(self, symbol: _Optional[str] = ..., purge_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    symbols: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, symbol: _Optional[str] = ..., purge_id: _Optional[int] = ..., reason: _Optional[str] = ..., symbols: _Optional[_Iterable[str]] = ...) -> None: ...

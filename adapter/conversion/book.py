@@ -41,6 +41,8 @@ __all__ = [
     "Level",
     "apply_entries",
     "book_changes",
+    "side_bytes",
+    "varint",
 ]
 
 Level = tuple[float, float, int]  # price, size, orders
@@ -51,6 +53,7 @@ BID, ASK = 1, 2  # market.proto Side values
 _OPTIONAL: Final = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
 _PACK_LEVEL: Final = struct.Struct(">ddq").pack
 _PACK_NUMBER: Final = struct.Struct(">d").pack
+_PACK_NUMBER_LE: Final = struct.Struct("<d").pack
 
 
 class BookChange(NamedTuple):
@@ -83,21 +86,65 @@ class BookValues:
     notional: float = 0.0  # sum of price * size of incremental trades
     traded: float = 0.0  # sum of their sizes (VWAP's denominator)
     trades: int = 0
+    # Copy-on-write: bit 1 (bids) / 2 (asks) set while the side's list is shared with a copy.
+    shared: int = field(default=0, repr=False, compare=False)
+    # Per side, what :func:`side_bytes` derived from it: (the list it was derived from, bytes).
+    cache: dict[tuple[int, int], tuple[list[Level], bytes]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    # Per side, each level's wire bytes (levels are immutable: always valid; only the side's levels).
+    level_bytes: dict[int, dict[Level, bytes]] = field(default_factory=dict, repr=False, compare=False)
 
     def copy(self) -> BookValues:
-        """An independent copy (levels are immutable tuples)."""
+        """An independent copy (levels are immutable tuples; the lists are copied, nothing cached).
+
+        The caller may change the copy's lists in place: nothing derived from them is carried over.
+        """
         copied = BookValues(self.level_indexed, list(self.bids), list(self.asks))
         for name in _OPTIONAL:
             setattr(copied, name, getattr(self, name))
         copied.notional, copied.traded, copied.trades = self.notional, self.traded, self.trades
         return copied
 
+    def fork(self) -> BookValues:
+        """A copy that shares the level lists until either side writes (copy on write).
+
+        Only for the engine's staging: both must change their levels through :meth:`writable`.
+        """
+        forked = BookValues(self.level_indexed, self.bids, self.asks, *[getattr(self, n) for n in _OPTIONAL])
+        forked.notional, forked.traded, forked.trades = self.notional, self.traded, self.trades
+        self.shared = forked.shared = 3
+        forked.cache = dict(self.cache)
+        forked.level_bytes = self.level_bytes  # a level's bytes are the level's alone: right for both
+        return forked
+
+    def writable(self, side: int) -> list[Level]:
+        """A side's levels to change in place (copied first while shared); its cached bytes are dropped.
+
+        Every change of a side's levels in place goes through here (or assigns a new list).
+        """
+        bit = 1 if side == BID else 2
+        levels = self.bids if side == BID else self.asks
+        if self.shared & bit:
+            levels = list(levels)
+            if side == BID:
+                self.bids = levels
+            else:
+                self.asks = levels
+            self.shared &= ~bit
+        self.cache.pop((side, _DIGEST), None)
+        self.cache.pop((side, _WIRE), None)
+        return levels
+
     def digest_bytes(self) -> bytes:
         """A canonical packing of everything (the state's digest hashes it with the symbol)."""
-        parts = [b"L" if self.level_indexed else b"P", len(self.bids).to_bytes(4, "big")]
-        parts += [_PACK_LEVEL(*level) for level in self.bids]
-        parts.append(len(self.asks).to_bytes(4, "big"))
-        parts += [_PACK_LEVEL(*level) for level in self.asks]
+        parts = [
+            b"L" if self.level_indexed else b"P",
+            len(self.bids).to_bytes(4, "big"),
+            side_bytes(self, BID, _DIGEST),
+            len(self.asks).to_bytes(4, "big"),
+            side_bytes(self, ASK, _DIGEST),
+        ]
         for name in _OPTIONAL:
             value = getattr(self, name)
             parts.append(b"-" if value is None else b"+" + _PACK_NUMBER(value))
@@ -108,6 +155,74 @@ class BookValues:
         """The best price of a side (0.0 when empty)."""
         levels = self.bids if side == BID else self.asks
         return levels[0][0] if levels else 0.0
+
+
+_DIGEST, _WIRE = 0, 1  # what side_bytes derives: the digest's packing, the wire's BookLevel fields
+_ZERO: Final = bytes(8)
+
+
+def side_bytes(book: BookValues, side: int, kind: int) -> bytes:
+    """One side's levels packed for the digest (``kind`` 0) or as ``Book`` fields 3/4 (``kind`` 1).
+
+    Cached per side until the side changes (:meth:`BookValues.writable` or a new list), so a
+    message that touches one side of one book packs that side only; the wire's per-level
+    bytes are kept for the levels the side still has, so a changed side packs its new levels only.
+    """
+    levels = book.bids if side == BID else book.asks
+    cached = book.cache.get((side, kind))
+    if cached is not None and cached[0] is levels:
+        return cached[1]
+    if kind == _DIGEST:
+        packed = _pack_levels(levels)
+    else:
+        tag = b"\x1a" if side == BID else b"\x22"
+        known = book.level_bytes.get(side, {})
+        # A zero price or size is never looked up: 0.0 == -0.0 as keys, but they encode apart.
+        parts = [
+            (known.get(level) if level[0] and level[1] else None) or _wire_level(tag, level)
+            for level in levels
+        ]
+        book.level_bytes[side] = dict(zip(levels, parts, strict=True))
+        packed = b"".join(parts)
+    book.cache[(side, kind)] = (levels, packed)
+    return packed
+
+
+def _pack_levels(levels: list[Level]) -> bytes:
+    if not levels:
+        return b""
+    return struct.pack(">" + "ddq" * len(levels), *[value for level in levels for value in level])
+
+
+_WIRE_PLAIN: Final = struct.Struct("<BBBdBd").pack  # tag, 18, price, size: a level without orders
+
+
+def _wire_level(tag: bytes, level: Level) -> bytes:
+    # BookLevel {price 1 double, size 2 double, orders 3 int64}; proto3 leaves out zero values
+    # (a double by its bits: -0.0 is written), as the protobuf runtime does.
+    price, size = _PACK_NUMBER_LE(level[0]), _PACK_NUMBER_LE(level[1])
+    if not level[2] and price != _ZERO and size != _ZERO:
+        return _WIRE_PLAIN(tag[0], 18, 0x09, level[0], 0x11, level[1])
+    body = (b"\x09" + price if price != _ZERO else b"") + (b"\x11" + size if size != _ZERO else b"")
+    if level[2]:
+        body += b"\x18" + varint(level[2])
+    return tag + varint(len(body)) + body
+
+
+_SMALL_VARINTS: Final = tuple(bytes((value,)) for value in range(0x80))
+
+
+def varint(value: int) -> bytes:
+    """A protobuf varint (a negative value as its 64-bit two's complement, ten bytes)."""
+    if 0 <= value < 0x80:
+        return _SMALL_VARINTS[value]
+    value &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def apply_entries(book: BookValues, entries: Iterable[BookEntry], *, depth: int, full: bool) -> None:
@@ -136,7 +251,7 @@ def _apply_book_entry(book: BookValues, entry: BookEntry, depth: int) -> None:
     is_bid = entry.entry_type == "0"
     if (entry.level is not None) != book.level_indexed:
         _switch_mode(book, depth)
-    levels = book.bids if is_bid else book.asks
+    levels = book.writable(BID if is_bid else ASK)
     if entry.level is not None:
         _apply_level(levels, entry, depth)
     else:
@@ -146,8 +261,8 @@ def _apply_book_entry(book: BookValues, entry: BookEntry, depth: int) -> None:
 def _switch_mode(book: BookValues, depth: int) -> None:
     book.level_indexed = not book.level_indexed
     if book.level_indexed:
-        del book.bids[depth:]
-        del book.asks[depth:]
+        del book.writable(BID)[depth:]
+        del book.writable(ASK)[depth:]
     else:  # a level-indexed book as prices: one level a price (the first of a price wins)
         book.bids = _by_price(book.bids, is_bid=True)
         book.asks = _by_price(book.asks, is_bid=False)

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Final
 
 from feedha.adapter.conversion._reference import ReferenceEngine
-from feedha.adapter.conversion.book import ASK, BID, BookValues, apply_entries, book_changes
-from feedha.adapter.conversion.codec import to_proto
+from feedha.adapter.conversion.book import ASK, BID, BookValues, apply_entries
 from feedha.adapter.conversion.fix44_dictionary import Dictionary
 from feedha.adapter.conversion.fix44_parser import Fix44Converter
+from feedha.adapter.conversion.fix44_wire import encode_block, shown_changes
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import (
     DIGEST_MASK,
@@ -29,12 +29,10 @@ from feedha.adapter.conversion.state import (
 )
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
-from feedha.proto import market_pb2
 
 __all__ = ["DEFAULT_BOOK_DEPTH", "BookState", "Fix44Engine"]
 
 DEFAULT_BOOK_DEPTH: Final = 10
-_TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
 
 
 class BookState(ConversionState):
@@ -53,13 +51,17 @@ class BookState(ConversionState):
     def stage(self, msg: SourceMessage) -> dict[str, SymbolValues]:
         """Every symbol's values after ``msg``, on copies (the state is unchanged).
 
+        A staged book shares its sides with the state's until it changes them
+        (:meth:`BookValues.fork`): a message copies the sides it touches, not the book.
+
         Raises:
             ConversionError: ``book_full`` or ``overflow``; nothing of the message is used.
         """
         staged: dict[str, SymbolValues] = {}
         for symbol, entries in msg.updates:
-            values = self.get(symbol) or SymbolValues(book=BookValues())
-            book = values.book if values.book is not None else BookValues()
+            current = self._values.get(symbol)
+            book = current.book.fork() if current is not None and current.book is not None else BookValues()
+            values = SymbolValues(*current.astuple(), book=book) if current else SymbolValues(book=book)
             apply_entries(book, entries, depth=self.depth, full=msg.full_refresh)
             staged[symbol] = _summarize(values, book, symbol)
         return staged
@@ -120,10 +122,19 @@ class Fix44Engine(ReferenceEngine):
         self.state = BookState(depth)
         self.fix44 = Fix44Converter(dictionary or Dictionary.load(), securities)
         self.depth = depth
+        self._last: tuple[bytes, SourceMessage] = (b"", SourceMessage(0, "", 0, ()))
 
     def parse(self, body: bytes) -> SourceMessage:
-        """Convert one ``fix44`` message body (raises ``ConversionError``)."""
-        return self.fix44.parse(body)
+        """Convert one ``fix44`` message body (raises ``ConversionError``).
+
+        The last body's result is kept: a run that stopped at a full packet parses its
+        message again at the start of the next run (a message is immutable).
+        """
+        if body == self._last[0]:
+            return self._last[1]
+        msg = self.fix44.parse(body)
+        self._last = (body, msg)
+        return msg
 
     def encode(self, msg: SourceMessage, values: SymbolValues, publish_time_ns: int) -> bytes:
         """One symbol's block (used only when a message touches one symbol)."""
@@ -132,26 +143,19 @@ class Fix44Engine(ReferenceEngine):
     def encode_staged(
         self, msg: SourceMessage, staged: Mapping[str, SymbolValues], publish_time_ns: int
     ) -> bytes:
-        """The block of one message: a ``SymbolUpdate`` per symbol it touches."""
-        update = market_pb2.MarketUpdate(event_time_ns=msg.event_time_ns, publish_time_ns=publish_time_ns)
-        depth = self.depth
+        """The block of one message: a ``SymbolUpdate`` per symbol it touches (:mod:`.fix44_wire`)."""
+        depth, full = self.depth, msg.full_refresh
+        symbols = {}
         for symbol, entries in msg.updates:
             values = staged[symbol]
-            out = update.symbols.add(symbol=symbol)
-            for entry in entries:
-                if entry.entry_type == "2" and not msg.full_refresh and entry.action != 2:
-                    price, size = entry.price or 0.0, entry.size or 0.0
-                    out.trades.add(type=_TRADE, price=price, size=int(size), notional=price * size)
+            trades = [
+                (entry.price or 0.0, entry.size or 0.0)
+                for entry in entries
+                if entry.entry_type == "2" and not full and entry.action != 2
+            ]
             before = self.state.peek(symbol)
-            old = before.book if before is not None and before.book is not None else BookValues()
-            book = values.book or BookValues()
-            for side, old_levels, new_levels in ((BID, old.bids, book.bids), (ASK, old.asks, book.asks)):
-                for change in book_changes(old_levels[:depth], new_levels[:depth], side):
-                    out.book_changes.add(
-                        action=change.action, side=change.side, level=change.level,
-                        price=change.price, size=change.size, orders=change.orders,
-                    )  # fmt: skip
-            state = to_proto(values)
-            state.book.depth = depth
-            out.state.CopyFrom(state)
-        return update.SerializeToString(deterministic=True)
+            changes = shown_changes(
+                before.book if before is not None else None, values.book or BookValues(), depth
+            )
+            symbols[symbol] = (trades, changes, values)
+        return encode_block(msg, symbols, depth, publish_time_ns)

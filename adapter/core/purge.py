@@ -157,9 +157,17 @@ def decode_purge(payload: bytes) -> PurgeEntry:
     return purge_from_proto(message)
 
 
-def tombstone_block(symbol: str, source_seq: int, entry: PurgeEntry) -> tuple[int, int, bytes]:
-    """The ``(source_stream, source_seq, payload)`` of the tombstone for one purged message."""
-    payload = market_pb2.Tombstone(symbol=symbol, purge_id=entry.purge_id, reason=entry.reason)
+def tombstone_block(
+    symbol: str, source_seq: int, entry: PurgeEntry, symbols: Iterable[str] = ()
+) -> tuple[int, int, bytes]:
+    """The ``(source_stream, source_seq, payload)`` of the tombstone for one purged message.
+
+    ``symbols``: every symbol of a block that carries several (a ``fix44`` block, whose
+    ``symbol`` is empty), so that each of their subscribers learns of the purge.
+    """
+    payload = market_pb2.Tombstone(
+        symbol=symbol, purge_id=entry.purge_id, reason=entry.reason, symbols=symbols
+    )
     return wire.TOMBSTONE_STREAM, source_seq, payload.SerializeToString()
 
 
@@ -174,10 +182,11 @@ def purged_block(record: RecordLike, book: PurgeBook | PurgeTable | None) -> tup
     if entry is None:
         return None
     try:
-        symbol = market_pb2.MarketUpdate.FromString(record.payload).symbol
+        update = market_pb2.MarketUpdate.FromString(record.payload)
     except DecodeError:
-        symbol = ""
-    return tombstone_block(symbol, record.source_seq, entry)
+        update = market_pb2.MarketUpdate()
+    symbols = [each.symbol for each in update.symbols]  # a fix44 block: every symbol it carried
+    return tombstone_block(update.symbol, record.source_seq, entry, symbols)
 
 
 class PurgeTable:

@@ -1,0 +1,139 @@
+"""The ``fix44`` block's payload written directly: a ``MarketUpdate`` of ``SymbolUpdate`` values.
+
+The bytes are exactly what the protobuf runtime writes for the same message
+with deterministic serialization (fields in number order, proto3 zeros left
+out, a double zero by its bits) -- docs/wire-format.md, "Order books";
+``tests/unit/adapter/test_fix44_wire.py`` compares the two on generated books.
+Writing them here rather than through the runtime lets a book side that did
+not change reuse its bytes (:func:`~adapter.conversion.book.side_bytes`), so
+the cost of a block follows what the message changed, not the size of the
+books. Pure.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from feedha.adapter.conversion.book import (
+    ASK,
+    BID,
+    BookChange,
+    BookValues,
+    book_changes,
+    side_bytes,
+    varint,
+)
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.state import SymbolValues
+
+__all__ = ["encode_block", "encode_symbol", "shown_changes"]
+
+_D: Final = struct.Struct("<d").pack
+_ZERO: Final = bytes(8)
+_WIRE: Final = 1
+_OPTIONAL: Final = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
+_OPTIONAL_TAGS: Final = tuple(bytes(((number << 3) | 1,)) for number in range(1, 10))
+
+
+def _double(tag: bytes, value: float) -> bytes:
+    packed = _D(value)
+    return b"" if packed == _ZERO else tag + packed
+
+
+def _int(tag: bytes, value: int) -> bytes:
+    return tag + varint(value) if value else b""
+
+
+def _field(tag: bytes, body: bytes) -> bytes:
+    return tag + varint(len(body)) + body
+
+
+def _change(change: BookChange) -> bytes:
+    return _field(
+        b"\x1a",
+        _int(b"\x08", change.action)
+        + _int(b"\x10", change.side)
+        + _int(b"\x18", change.level)
+        + _double(b"\x21", change.price)
+        + _double(b"\x29", change.size)
+        + _int(b"\x30", change.orders),
+    )
+
+
+def _trade(price: float, size: float) -> bytes:
+    # Entry {type 1 = TRADE (3), price 2, size 3 int64, notional 4}
+    return _field(
+        b"\x12",
+        b"\x08\x03" + _double(b"\x11", price) + _int(b"\x18", int(size)) + _double(b"\x21", price * size),
+    )
+
+
+def _state(values: SymbolValues, book: BookValues, depth: int) -> bytes:
+    """``SymbolState`` with its ``Book`` (every level kept) and ``SessionValues``."""
+    fixed = (
+        _int(b"\x08", values.volume)
+        + _double(b"\x11", values.high)
+        + _double(b"\x19", values.low)
+        + _double(b"\x21", values.last)
+        + _double(b"\x29", values.vwap)
+        + _int(b"\x30", values.trade_count)
+        + _double(b"\x39", values.bid)
+        + _double(b"\x41", values.ask)
+        + _double(b"\x49", values.notional)
+    )
+    book_body = (
+        (b"\x08\x01" if book.level_indexed else b"")
+        + _int(b"\x10", depth)
+        + side_bytes(book, BID, _WIRE)
+        + side_bytes(book, ASK, _WIRE)
+    )
+    session = b"".join(
+        [
+            tag + _D(value)
+            for tag, value in zip(_OPTIONAL_TAGS, [getattr(book, name) for name in _OPTIONAL], strict=True)
+            if value is not None
+        ]
+    )
+    session += _double(b"\x51", book.notional) + _double(b"\x59", book.traded) + _int(b"\x60", book.trades)
+    return fixed + _field(b"\x52", book_body) + _field(b"\x5a", session)
+
+
+def encode_symbol(
+    symbol: str,
+    trades: Iterable[tuple[float, float]],
+    changes: Iterable[BookChange],
+    values: SymbolValues,
+    depth: int,
+) -> bytes:
+    """One ``SymbolUpdate`` (as ``MarketUpdate`` field 8)."""
+    name = symbol.encode()
+    body = _field(b"\x0a", name) if name else b""
+    body += b"".join([_trade(price, size) for price, size in trades])
+    body += b"".join([_change(change) for change in changes])
+    body += _field(b"\x22", _state(values, values.book or BookValues(), depth))
+    return _field(b"\x42", body)
+
+
+def encode_block(
+    msg: SourceMessage,
+    symbols: Mapping[str, tuple[list[tuple[float, float]], list[BookChange], SymbolValues]],
+    depth: int,
+    publish_time_ns: int,
+) -> bytes:
+    """The ``MarketUpdate`` of one message: ``symbols`` in the order the message names them."""
+    head = _int(b"\x10", msg.event_time_ns) + _int(b"\x18", publish_time_ns)
+    return head + b"".join(
+        [encode_symbol(symbol, *symbols[symbol], depth) for symbol, _entries in msg.updates]
+    )
+
+
+def shown_changes(before: BookValues | None, after: BookValues, depth: int) -> list[BookChange]:
+    """The shown book's changes from ``before`` to ``after``, bids then asks (unchanged sides: none)."""
+    old = before if before is not None else BookValues()
+    out: list[BookChange] = []
+    for side, old_levels, new_levels in ((BID, old.bids, after.bids), (ASK, old.asks, after.asks)):
+        if old_levels is not new_levels:  # a side shared with the state since the copy did not change
+            out += book_changes(old_levels[:depth], new_levels[:depth], side)
+    return out

@@ -1,0 +1,185 @@
+"""Micro-benchmark of fix44 against feedha-fix, like for like: CPU µs per source message, in-process.
+
+``python -m feedha.bench.micro_fix44 [--messages N] [--repeat R] [--cases ...]``
+prints one JSON object. Every case is ``ConversionEngine.run`` over frames of
+``--frame`` messages (publishing, no journal: the engine's whole work for a
+message -- parse, apply, digest, encode, frame), best of ``--repeat``, µs of
+thread CPU per message:
+
+* ``feedha_fix_one`` / ``fix44_one``: the same shape in both formats: one
+  entry (a bid or an offer at a new or known price, price-keyed), one symbol
+  of 200, per message; feedha-fix on the C fast path where built.
+* ``feedha_fix_mix``: feedha-fix as :mod:`bench.micro_adapter` sends it (1-3
+  entries, 200 symbols).
+* ``fix44_mix``: the fix44 capture of :mod:`bench.capture` (1-3 symbols a
+  message, 2-4 entries, price-keyed books ~15 prices a side, some trades).
+* ``fix44_deep``: one symbol with 1000 prices a side, one Change a message
+  (what a message costs when its book is large).
+* ``bare_recv``: the raw baseline, measured in the same run as every
+  benchmark here: the feedha-fix frames received from a bare PUB→SUB pair
+  over loopback (``recv_multipart`` only), µs per message.
+
+``ratio_one`` and ``ratio_mix`` are fix44 over feedha-fix for the same shape
+and for each format's realistic mix (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+MESSAGES: Final = 20_000
+FRAME: Final = 50
+REPEAT: Final = 3
+CASES: Final = ("feedha_fix_one", "fix44_one", "feedha_fix_mix", "fix44_mix", "fix44_deep", "bare_recv")
+_HEAD: Final = ((49, "VENUE"), (56, "FEEDHA"), (52, "20260105-14:30:00.000"))
+
+
+def _frames(messages: list[bytes], frame: int) -> list[bytes]:
+    return [b"".join(messages[i : i + frame]) for i in range(0, len(messages), frame)]
+
+
+def one_entry_messages(count: int, *, fix44: bool, seed: int = 7) -> list[bytes]:
+    """``count`` messages of one bid/offer entry for one of 200 symbols, in either format."""
+    from feedha.proto import fix
+
+    rng = random.Random(seed)
+    out = []
+    for seq in range(1, count + 1):
+        symbol, side = f"S{rng.randrange(200):03d}", rng.choice("01")
+        price = f"{rng.randint(9990, 10010) / 100:.2f}"  # ~20 prices a side: New, then Changes
+        size = rng.randint(1, 500)
+        if fix44:
+            body: list[tuple[int, Any]] = [(35, "X"), *_HEAD, (34, seq), (268, 1)]
+            body += [(279, 0), (269, side), (55, symbol), (270, price), (271, size)]
+            out.append(fix.encode_message(body))
+        else:
+            kind = fix.ENTRY_BID if side == "0" else fix.ENTRY_OFFER
+            out.append(
+                fix.encode_market_data(
+                    source_seq=seq,
+                    symbol=symbol,
+                    event_time_ns=1_790_000_000_000_000_000 + seq,
+                    entries=[fix.SourceEntry(kind, price, size)],
+                )
+            )
+    return out
+
+
+def deep_book_messages(count: int, *, prices: int = 1000, seed: int = 7) -> tuple[list[bytes], int]:
+    """A book of ``prices`` prices a side (the first messages), then ``count`` one-level Changes."""
+    from feedha.proto import fix
+
+    rng = random.Random(seed)
+    out: list[bytes] = []
+
+    def message(entries: list[list[tuple[int, Any]]]) -> bytes:
+        body: list[tuple[int, Any]] = [(35, "X"), *_HEAD, (34, len(out) + 1), (268, len(entries))]
+        for entry in entries:
+            body += entry
+        return fix.encode_message(body)
+
+    for side, sign in (("0", -1), ("1", 1)):
+        for start in range(0, prices, 50):
+            out.append(
+                message(
+                    [[(279, 0), (269, side), (55, "D"), (270, f"{(10_000 + sign * (k + 1)) / 100:.2f}"),
+                      (271, 5)] for k in range(start, min(prices, start + 50))]
+                )
+            )  # fmt: skip
+    warm = len(out)
+    for _ in range(count):
+        side, sign = rng.choice((("0", -1), ("1", 1)))
+        price = f"{(10_000 + sign * rng.randint(1, prices)) / 100:.2f}"
+        out.append(message([[(279, 1), (269, side), (55, "D"), (270, price), (271, rng.randint(1, 9))]]))
+    return out, warm
+
+
+def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[float, int]:
+    """Thread CPU seconds of ``engine.run`` over ``frames`` and the messages converted (slow ones too)."""
+    from feedha.proto import fix
+
+    run = engine.run_function()
+    expect, converted = start_seq, 0
+    started = time.thread_time()
+    for frame in frames:
+        pos = 0
+        while pos < len(frame):
+            result = run(frame, pos, expect, 0, -(1 << 40), 1 << 30, 1, 1, True, False)
+            pos, expect, converted = result[0], expect + result[1], converted + result[1]
+            if result[1] == 0:  # the careful path's message: skipped here (none in these inputs)
+                _body, pos = fix.next_message(frame, pos)
+                expect += 1
+    return time.thread_time() - started, converted
+
+
+def _engine(fix44: bool) -> Any:
+    from feedha.adapter.conversion.formats import engine_for_format
+
+    return engine_for_format("fix44" if fix44 else "feedha-fix")
+
+
+def run_case(case: str, messages: int, frame: int) -> tuple[float, int]:
+    """Thread CPU seconds of one case and how many messages it took."""
+    from feedha.bench.capture import fix44_messages
+    from feedha.bench.micro_adapter import _time_bare_recv, make_frames
+
+    if case == "fix44_deep":
+        deep, warm = deep_book_messages(messages)
+        engine = _engine(True)
+        _time_run(engine, _frames(deep[:warm], frame))
+        return _time_run(engine, _frames(deep[warm:], frame), start_seq=warm + 1)
+
+    def one(fix44: bool) -> tuple[float, int]:
+        return _time_run(_engine(fix44), _frames(one_entry_messages(messages, fix44=fix44), frame))
+
+    timers: dict[str, Callable[[], tuple[float, int]]] = {
+        "feedha_fix_one": lambda: one(False),
+        "fix44_one": lambda: one(True),
+        "feedha_fix_mix": lambda: _time_run(_engine(False), make_frames(messages, frame)),
+        "fix44_mix": lambda: _time_run(_engine(True), _frames(fix44_messages(messages), frame)),
+        "bare_recv": lambda: (_time_bare_recv(make_frames(messages, frame)), messages),
+    }  # fmt: skip
+    return timers[case]()
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the cases; print one JSON object with µs per message for each and the ratios."""
+    parser = argparse.ArgumentParser(
+        prog="python -m feedha.bench.micro_fix44", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--messages", type=int, default=MESSAGES, help="messages per case (default: %(default)s)"
+    )
+    parser.add_argument("--frame", type=int, default=FRAME, help="messages per frame (default: %(default)s)")
+    parser.add_argument(
+        "--repeat", type=int, default=REPEAT, help="runs per case, best kept (default: %(default)s)"
+    )
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES), help="cases (default: all)")
+    args = parser.parse_args(argv)
+    if args.messages < 1 or args.frame < 1 or args.repeat < 1:
+        parser.error("--messages, --frame and --repeat must be >= 1")
+    result: dict[str, Any] = {"messages": args.messages, "frame": args.frame, "repeat": args.repeat}
+    from feedha.adapter.conversion import ConverterTable, make_engine
+
+    result["feedha_fix_native"] = make_engine(ConverterTable.load()).is_native
+    for case in args.cases:
+        seconds, count = min(run_case(case, args.messages, args.frame) for _ in range(args.repeat))
+        result[f"{case}_us_per_msg"] = round(seconds / max(count, 1) * 1e6, 3)
+    for name, fix44, plain in (
+        ("ratio_one", "fix44_one", "feedha_fix_one"),
+        ("ratio_mix", "fix44_mix", "feedha_fix_mix"),
+    ):
+        if f"{fix44}_us_per_msg" in result and result.get(f"{plain}_us_per_msg"):
+            result[name] = round(result[f"{fix44}_us_per_msg"] / result[f"{plain}_us_per_msg"], 1)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
