@@ -311,7 +311,11 @@ def _copy_session(source: BookValues, target: BookValues) -> None:
 
 
 def _execute(values: SymbolValues, symbol: str, price_units: int, shares: int) -> None:
-    """An execution at ``price_units`` (1/10,000) of ``shares``: volume, last, high, low, VWAP."""
+    """An execution at ``price_units`` (1/10,000) of ``shares``: volume, last, high, low, VWAP.
+
+    ``book.notional`` is kept in price units (1/10,000), an integer held exactly by the
+    double up to 2**53, so VWAP is the correctly rounded quotient of two exact integers.
+    """
     book = values.book
     assert book is not None
     price = price_units / PRICE_SCALE
@@ -319,12 +323,14 @@ def _execute(values: SymbolValues, symbol: str, price_units: int, shares: int) -
     book.volume = (book.volume or 0.0) + shares
     book.high = price if book.high is None or price > book.high else book.high
     book.low = price if book.low is None or price < book.low else book.low
-    book.notional += price * shares
+    book.notional += price_units * shares
     book.traded += shares
     book.trades += 1
-    book.vwap = book.notional / book.traded if book.traded else book.vwap
+    if book.traded:
+        book.vwap = int(book.notional) / (int(book.traded) * 10_000)
     if not book.volume <= INT64_MAX:
         raise ConversionError("overflow", f"volume of {symbol!r} leaves int64")
     values.volume = int(book.volume)
     values.high, values.low, values.last = book.high, book.low, book.last
-    values.vwap, values.trade_count, values.notional = book.vwap or 0.0, book.trades, book.notional
+    values.vwap, values.trade_count = book.vwap or 0.0, book.trades
+    values.notional = book.notional / PRICE_SCALE
