@@ -71,6 +71,6 @@ def test_thousands_of_symbols_and_hundreds_of_thousands_of_orders(tmp_path: Path
     capture = make_itch_capture(symbols=3000, orders=200_000, seed=4)
     path = tmp_path / "day.itch"
     path.write_bytes(capture.data)
-    code, result = _drill(path, "--rate", "5000", timeout=880)
+    code, result = _drill(path, "--rate", "2000", timeout=880)
     _check(result, capture.data, capture.messages, 3000)
     assert code == 0
