@@ -39,7 +39,9 @@ STOCKS: Final = 3_000
 def write_itch_capture(orders: int) -> Path:
     """Write a capture of ``orders`` added orders to a temporary file (the caller removes it)."""
     capture = make_itch_capture(symbols=2_000, orders=orders, seed=7)
-    with tempfile.NamedTemporaryFile("wb", prefix="feedha-bench-itch50-", suffix=".itch", delete=False) as file:
+    with tempfile.NamedTemporaryFile(
+        "wb", prefix="feedha-bench-itch50-", suffix=".itch", delete=False
+    ) as file:
         file.write(capture.data)
     return Path(file.name)
 
@@ -63,7 +65,9 @@ def measure(orders: int) -> dict[str, Any]:
     for ref in range(1, orders + 1):
         stock = names[ref % STOCKS]
         price = 1_000_000 + (ref * 7919 % 400) * 100
-        state.apply(ItchMessage(ref, stock, 0, (), kind="A", ref=ref, side=1 + ref % 2, shares=100, price=price))
+        state.apply(
+            ItchMessage(ref, stock, 0, (), kind="A", ref=ref, side=1 + ref % 2, shares=100, price=price)
+        )
     elapsed = time.perf_counter() - started
     grown = _rss() - before
     plain_before = _rss()
@@ -98,7 +102,7 @@ def run(*, quick: bool = False) -> list[Figure]:
             params={
                 **result,
                 "what": "RSS growth (psutil) of a fresh process adding live orders through the itch50 state "
-                "(OrderTable: dict ref -> slot, parallel arrays; price levels per stock and side; shown books)",
+                "(OrderTable: dict ref -> slot, parallel arrays; levels per stock and side; shown books)",
                 "ceiling_is": "a dict of ref -> 17 packed bytes per order, same process (lower is better)",
                 "quick": quick,
             },

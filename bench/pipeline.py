@@ -102,7 +102,9 @@ class PipelineOptions:
     journal: bool = False
     journal_root: Path | None = None
     measure_cpu: bool = False
-    capture: Path | None = None  # a capture played by the source (``--file``); adapters --format capture_format
+    capture: Path | None = (
+        None  # a capture played by the source (``--file``); adapters --format capture_format
+    )
     capture_format: str = "fix44"  # fix44, or itch50 (a BinaryFILE capture sent as MoldUDP64 packets)
 
     def __post_init__(self) -> None:

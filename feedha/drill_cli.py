@@ -114,7 +114,7 @@ def _book_arguments(sub: Any) -> None:
 
     book = sub.add_parser(
         "book",
-        help="a captured fix44 or itch50 feed through the group, the active killed midway: the client's books",
+        help="a captured fix44 or itch50 feed through the group, the active killed midway: the books",
         description=drill_book.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -62,7 +62,7 @@ class Packet(NamedTuple):
     Attributes:
         session: the session name (padding stripped).
         sequence: the first message's sequence number (a heartbeat's: the next message's).
-        count: the header's message count (0: heartbeat; :data:`END_OF_SESSION`: end of session).
+        message_count: the header's count (0: heartbeat; :data:`END_OF_SESSION`: end of session).
         messages: the messages, in order (the last may be truncated: see ``truncated``).
         truncated: the last message's length ran past the packet's end.
         trailing: bytes after the counted messages (ignored, counted by the caller).
@@ -70,13 +70,15 @@ class Packet(NamedTuple):
 
     session: str
     sequence: int
-    count: int
+    message_count: int
     messages: tuple[bytes, ...]
     truncated: bool
     trailing: int
 
 
-def encode_packet(session: str, sequence: int, messages: Sequence[bytes], *, count: int | None = None) -> bytes:
+def encode_packet(
+    session: str, sequence: int, messages: Sequence[bytes], *, count: int | None = None
+) -> bytes:
     """One downstream packet of ``messages`` starting at ``sequence``.
 
     Args:
@@ -136,24 +138,24 @@ def records_of(packet: Packet) -> bytes:
     return b"".join(parts)
 
 
-def next_record(frame: bytes, pos: int) -> tuple[bytes | None, int]:
+def next_record(payload: bytes, pos: int) -> tuple[bytes | None, int]:
     """The record at ``pos``: ``(u64 source_seq + message, next position)``, or ``(None, end)``."""
-    end = len(frame)
+    end = len(payload)
     if pos + _RECORD_HEAD.size > end:
         return None, end
-    (length,) = _LEN.unpack_from(frame, pos)
+    (length,) = _LEN.unpack_from(payload, pos)
     after = pos + _LEN.size + length
     if length < SEQ_BYTES or after > end:
         return None, end
-    return frame[pos + _LEN.size : after], after
+    return payload[pos + _LEN.size : after], after
 
 
-def split_records(frame: bytes) -> tuple[list[bytes], int]:
+def split_records(payload: bytes) -> tuple[list[bytes], int]:
     """Every record of a record frame, and how many malformed stretches (0 or 1, at the end)."""
     bodies: list[bytes] = []
     pos = bad = 0
-    while pos < len(frame):
-        body, pos = next_record(frame, pos)
+    while pos < len(payload):
+        body, pos = next_record(payload, pos)
         if body is None:
             bad += 1
         else:

@@ -46,5 +46,7 @@ def shown(engine: Itch50Engine) -> tuple[dict[str, Any], dict[str, Any]]:
             "bids": [[p, s] for p, s, _o in book.bids[: engine.depth]],
             "asks": [[p, s] for p, s, _o in book.asks[: engine.depth]],
         }
-        stats[symbol] = {name: getattr(book, name) for name in ("volume", "last", "high", "low", "open", "close", "vwap")}
+        stats[symbol] = {
+            name: getattr(book, name) for name in ("volume", "last", "high", "low", "open", "close", "vwap")
+        }
     return books, stats

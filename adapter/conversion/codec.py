@@ -63,9 +63,8 @@ def fill_book(state: market_pb2.SymbolState, book: BookValues, depth: int = 0) -
         add_bid(price=price, size=size, orders=orders)
     for price, size, orders in book.asks:
         add_ask(price=price, size=size, orders=orders)
-    orders = getattr(book, "orders", b"")  # itch50 snapshots: the live orders, packed
-    if orders:
-        out.orders = orders
+    if isinstance(book, MboBookValues) and book.orders:  # itch50 snapshots: the live orders, packed
+        out.orders = book.orders
     session = state.session
     for name in _OPTIONAL_VALUES:
         value = getattr(book, name)

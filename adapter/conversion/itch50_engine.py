@@ -46,7 +46,7 @@ class Itch50Engine(ReferenceEngine):
 
     def __init__(self, *, depth: int = 10) -> None:
         super().__init__(ConverterTable.load())
-        self.state = MboState(depth)
+        self.state = self.mbo = MboState(depth)
         self.depth = depth
         self.heartbeats = 0
         self.ends_of_session = 0
@@ -60,9 +60,9 @@ class Itch50Engine(ReferenceEngine):
             packet = moldudp64.decode_packet(frame)
         except moldudp64.PacketError:
             return _NOT_A_PACKET + frame
-        if packet.count == 0:
+        if packet.message_count == 0:
             self.heartbeats += 1
-        elif packet.count == moldudp64.END_OF_SESSION:
+        elif packet.message_count == moldudp64.END_OF_SESSION:
             self.ends_of_session += 1
         self.trailing_bytes += packet.trailing
         return moldudp64.records_of(packet)
@@ -81,7 +81,7 @@ class Itch50Engine(ReferenceEngine):
         return None
 
     @staticmethod
-    def peek_seq(body: bytes) -> int:
+    def peek_seq(body: bytes, *, tag: int = 0) -> int:
         """A record's sequence number (raises ``ConversionError`` when it has none)."""
         seq = moldudp64.record_seq(body)
         if seq <= 0:
@@ -132,6 +132,6 @@ class Itch50Engine(ReferenceEngine):
         if kind in ("P", "Q") or (kind == "C" and msg.printable):
             return msg.price / PRICE_SCALE, msg.shares
         if kind == "E":
-            order = self.state.orders.get(msg.ref)
+            order = self.mbo.orders.get(msg.ref)
             return None if order is None else (order[2] / PRICE_SCALE, msg.shares)
         return None

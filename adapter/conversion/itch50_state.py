@@ -158,7 +158,12 @@ class MboState(ConversionState):
         return self._staged(symbol, side, moves, [one], trade)
 
     def _staged(
-        self, symbol: int, side: int, moves: dict[int, tuple[int, int]], ops: list[Op], trade: tuple[int, int] | None
+        self,
+        symbol: int,
+        side: int,
+        moves: dict[int, tuple[int, int]],
+        ops: list[Op],
+        trade: tuple[int, int] | None,
     ) -> Staged:
         name = self._names[symbol]
         values = self._values_of(name)

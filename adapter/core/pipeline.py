@@ -637,7 +637,9 @@ class Pipeline:
             self.pending_snapshot = msg  # adopted when we reach ``at`` (see _accept)
             return False
         recorded = self.sequencer.is_recorded
-        replay = self._ring.messages(self.engine.parse, self.engine.split_messages, after=at, upto=last, wanted=recorded)
+        replay = self._ring.messages(
+            self.engine.parse, self.engine.split_messages, after=at, upto=last, wanted=recorded
+        )
         if replay and replay[0].source_seq != at + 1 and last > at:
             logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
             return False

@@ -1,4 +1,4 @@
-"""``feedha drill book --format itch50``: a generated ITCH 5.0 day through the group, the active killed midway.
+"""``feedha drill book --format itch50``: a generated ITCH day through the group, the active killed midway.
 
 The capture is written by plain_source/itch50_capture.py field by field from
 the specification's layouts (BinaryFILE), played as MoldUDP64 packets at a set

@@ -266,7 +266,9 @@ class CoreGroup:
         self.replies: list[dict[str, Any]] = []  # purge replies, at once or later (ReplyAdmin)
         self.fix44 = fix44
         self.itch50 = itch50
-        self.source = Fix44Source(rate=rate) if fix44 else ItchSource(rate=rate) if itch50 else Source(rate=rate)
+        self.source = (
+            Fix44Source(rate=rate) if fix44 else ItchSource(rate=rate) if itch50 else Source(rate=rate)
+        )
         self.table = ConverterTable.load()
         self.penalties = penalties or {}
         self.journaling = journal

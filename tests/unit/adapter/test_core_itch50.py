@@ -1,4 +1,4 @@
-"""itch50 in the whole group (simulated clock): market-by-order books across a kill, snapshot adoption, images.
+"""itch50 in the whole group (simulated clock): books by order across a kill, snapshot adoption, images.
 
 The source plays a seeded ITCH 5.0 day as MoldUDP64 packets; every adapter
 keeps the live orders and the books they add up to as conversion state.
@@ -82,7 +82,7 @@ def test_a_late_joiner_gets_the_books_in_its_image() -> None:
     assert isinstance(state, MboState)
     images = {symbol: from_proto(value) for symbol, value in got.symbols.items()}
     assert got.msg_seq == member.status["next_msg_seq"] - 1
-    assert {s: (v.book.bids, v.book.asks, v.book.volume, v.book.vwap) for s, v in images.items() if v.book} == _books(
-        state
-    )
+    assert {
+        s: (v.book.bids, v.book.asks, v.book.volume, v.book.vwap) for s, v in images.items() if v.book
+    } == _books(state)
     assert len(images) == 60 and any(v.book and v.book.bids for v in images.values())

@@ -43,7 +43,7 @@ def test_a_packets_messages_take_the_packets_sequence_plus_their_index() -> None
     assert packet[:10] == b"NASDAQ01  " and int.from_bytes(packet[10:18], "big") == 1000
     assert int.from_bytes(packet[18:20], "big") == 3 and packet[20:22] == b"\x00\x03"
     decoded = moldudp64.decode_packet(packet)
-    assert (decoded.session, decoded.sequence, decoded.count, decoded.messages) == (
+    assert (decoded.session, decoded.sequence, decoded.message_count, decoded.messages) == (
         "NASDAQ01", 1000, 3, (b"abc", b"", b"defg"),
     )  # fmt: skip
     bodies, bad = moldudp64.split_records(moldudp64.records_of(decoded))
@@ -102,7 +102,12 @@ def test_executions_cancels_and_deletes_take_shares_off_and_remove_at_zero() -> 
     values = engine.state.get("AAPL")
     assert values is not None and values.book is not None
     assert values.book.bids == [] and values.book.asks == [(151.0, 20.0, 1)]
-    assert (values.book.volume, values.book.last, values.book.high, values.book.low) == (100.0, 149.0, 150.0, 149.0)
+    assert (values.book.volume, values.book.last, values.book.high, values.book.low) == (
+        100.0,
+        149.0,
+        150.0,
+        149.0,
+    )
     assert values.book.vwap == (40 * 150 + 60 * 149) / 100
     assert len(engine.state.orders) == 1
 
@@ -160,7 +165,9 @@ def test_the_shown_book_brings_the_next_level_into_view() -> None:
     assert engine.state.levels("X", BID, 5) == [(999_800, 100, 1), (999_700, 100, 1), (999_600, 100, 1)]
     values = engine.state.get("X")
     assert values is not None and values.book is not None
-    assert values.book.bids == [(99.98, 100.0, 1), (99.97, 100.0, 1)] and engine.state.levels("X", ASK, 5) == []
+    assert (
+        values.book.bids == [(99.98, 100.0, 1), (99.97, 100.0, 1)] and engine.state.levels("X", ASK, 5) == []
+    )
 
 
 # ---- against the reference; snapshots and the digest --------------------------------------------
@@ -188,7 +195,9 @@ def test_a_snapshot_through_the_wire_model_restores_the_same_orders_and_digest()
     engine = Itch50Engine()
     for packet in packets(capture.data):
         convert(engine, packet)
-    wire = {symbol: to_proto(values).SerializeToString() for symbol, values in engine.state.snapshot().items()}
+    wire = {
+        symbol: to_proto(values).SerializeToString() for symbol, values in engine.state.snapshot().items()
+    }
     restored = MboState()
     restored.restore({symbol: from_proto(_state(data)) for symbol, data in wire.items()}, session=0)
     assert restored.digest == engine.state.digest == restored.recompute_digest()
