@@ -28,8 +28,8 @@ __all__ = ["ITCH_CAPTURE_DESCRIPTION", "ITCH_CAPTURE_ORDERS", "run", "write_itch
 ITCH_CAPTURE_ORDERS: Final = 60_000  # about 140,000 messages: a 3 s step up to ~45,000 msg/s
 ITCH_CAPTURE_DESCRIPTION: Final = (
     "a seeded ITCH 5.0 day (plain_source/itch50_capture.py): 2,000 stocks with a directory message each, "
-    "~45% adds (A/F), executions E and C, cancels X, deletes D, replaces U, trades P, crosses Q, "
-    "broken trades and types that move no book; BinaryFILE, played as MoldUDP64 packets of what is due"
+    "~45% adds (A/F), executions E and C, cancels X, deletes D, replaces U, trades P, crosses Q "
+    "(only messages that give a block); BinaryFILE, played as MoldUDP64 packets of what is due"
 )
 ORDERS: Final = 1_000_000
 QUICK_ORDERS: Final = 200_000
@@ -38,7 +38,7 @@ STOCKS: Final = 3_000
 
 def write_itch_capture(orders: int) -> Path:
     """Write a capture of ``orders`` added orders to a temporary file (the caller removes it)."""
-    capture = make_itch_capture(symbols=2_000, orders=orders, seed=7)
+    capture = make_itch_capture(symbols=2_000, orders=orders, seed=7, book_only=True)
     with tempfile.NamedTemporaryFile(
         "wb", prefix="feedha-bench-itch50-", suffix=".itch", delete=False
     ) as file:

@@ -46,7 +46,8 @@ def _head(kind: bytes, length: int, locate: int, ns: int) -> bytearray:
 class _Day:
     """The generator's running state: live orders, the clock, the messages written."""
 
-    def __init__(self, rng: random.Random, symbols: list[str], total: int) -> None:
+    def __init__(self, rng: random.Random, symbols: list[str], total: int, *, book_only: bool) -> None:
+        self.book_only = book_only
         self.rng = rng
         self.symbols = symbols
         self.live: dict[int, list[int]] = {}  # ref -> [symbol index, side (0 buy 1 sell), price, shares]
@@ -68,6 +69,8 @@ class _Day:
         return self.symbols[index].encode().ljust(8)
 
     def system(self, code: bytes) -> None:
+        if self.book_only:
+            return
         buf = _head(b"S", 12, 0, self.ns())
         buf[11:12] = code
         self.emit(buf)
@@ -81,6 +84,8 @@ class _Day:
         self.emit(buf)
 
     def action(self, index: int) -> None:
+        if self.book_only:
+            return
         buf = _head(b"H", 25, index + 1, self.ns())
         buf[11:19] = self.stock(index)
         buf[19:25] = b"T     "
@@ -158,7 +163,7 @@ class _Day:
     def trade(self) -> None:
         rng = self.rng
         index = rng.randrange(len(self.symbols))
-        kind = rng.choices("PQBO", weights=(60, 15, 10, 15))[0]
+        kind = rng.choices("PQBO", weights=(60, 15, 0, 0) if self.book_only else (60, 15, 10, 15))[0]
         locate, ns = index + 1, self.ns()
         if kind == "P":
             buf = _head(b"P", 44, locate, ns)
@@ -185,17 +190,21 @@ class _Day:
         self.emit(buf)
 
 
-def make_itch_capture(*, symbols: int = 50, orders: int = 2_000, seed: int = 5) -> ItchCapture:
+def make_itch_capture(
+    *, symbols: int = 50, orders: int = 2_000, seed: int = 5, book_only: bool = False
+) -> ItchCapture:
     """A seeded ITCH 5.0 day (see the module docstring).
 
     Args:
         symbols: how many stocks (each gets a directory message).
         orders: how many orders are added over the day (messages: about 2.3 times as many).
         seed: the random seed (the same seed writes the same bytes).
+        book_only: only messages that give a block (no ``S H B I N``): every message sent is
+            one delivered, as a benchmark counts.
     """
     rng = random.Random(seed)
     names = [_symbol(i) for i in range(symbols)]
-    day = _Day(rng, names, total=symbols + int(orders * 2.3) + 4)
+    day = _Day(rng, names, total=symbols + int(orders * 2.3) + 4, book_only=book_only)
     day.system(b"O")
     for index in range(symbols):
         day.directory(index)
