@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from feedha.plain_source.capture import Capture
+from feedha.plain_source.capture import MAX_CAPTURE_BYTES, Capture
 from feedha.plain_source.config import SourceConfig
 from feedha.plain_source.playback import CapturePlayback
 from feedha.proto import moldudp64
@@ -27,8 +27,10 @@ def read_itch_capture(data: bytes) -> Capture:
     """The messages of a BinaryFILE capture (a message cut short at the end is kept, as it was).
 
     Raises:
-        ValueError: no message at all.
+        ValueError: more than :data:`~plain_source.capture.MAX_CAPTURE_BYTES`, or no message at all.
     """
+    if len(data) > MAX_CAPTURE_BYTES:
+        raise ValueError(f"capture of {len(data)} bytes exceeds {MAX_CAPTURE_BYTES}")
     messages = tuple(moldudp64.read_binary_file(data))
     if not messages:
         raise ValueError("no ITCH message in the capture (BinaryFILE: u16 length, then the message)")
