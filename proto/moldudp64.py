@@ -45,6 +45,7 @@ __all__ = [
 
 HEADER: Final = struct.Struct(">10sQH")
 END_OF_SESSION: Final = 0xFFFF
+MAX_SEQUENCE: Final = (1 << 63) - 1  # the highest source position a record carries
 MAX_PACKET_BYTES: Final = 65_527  # what one UDP datagram carries (and a MoldUDP64 packet with it)
 _LEN: Final = struct.Struct(">H")
 _RECORD_HEAD: Final = struct.Struct(">HQ")
@@ -130,9 +131,15 @@ def decode_packet(data: bytes) -> Packet:
 
 
 def records_of(packet: Packet) -> bytes:
-    """The record frame of a packet's messages (see the module docstring)."""
+    """The record frame of a packet's messages (see the module docstring).
+
+    Messages numbered past 2**63 - 1 (a hostile sequence number) are left out: no
+    source position is that high.
+    """
     parts: list[bytes] = []
     for index, message in enumerate(packet.messages):
+        if packet.sequence + index > MAX_SEQUENCE:
+            break
         parts.append(_RECORD_HEAD.pack(SEQ_BYTES + len(message), packet.sequence + index))
         parts.append(message)
     return b"".join(parts)

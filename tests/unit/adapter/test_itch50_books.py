@@ -221,3 +221,12 @@ def _orders(state: MboState) -> set[tuple[int, str, int, int, int]]:
         for ref, side, price, shares in ORDER_RECORD.iter_unpack(packed):
             out.add((ref, symbol, side, price, shares))
     return out
+
+
+def test_a_hostile_sequence_number_never_breaks_the_frame() -> None:
+    engine = Itch50Engine()
+    packet = moldudp64.encode_packet("S", (1 << 64) - 2, [delete(1), delete(2), delete(3)])
+    assert engine.source_frame(packet) == b""  # past 2**63 - 1: no position that high
+    packet = moldudp64.encode_packet("S", (1 << 63) - 1, [delete(1), delete(2)])
+    bodies, _bad = moldudp64.split_records(engine.source_frame(packet))
+    assert [moldudp64.record_seq(body) for body in bodies] == [(1 << 63) - 1]
