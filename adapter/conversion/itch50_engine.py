@@ -58,7 +58,7 @@ class Itch50Engine(ReferenceEngine):
         """The record frame of one MoldUDP64 packet (see the module docstring)."""
         try:
             packet = moldudp64.decode_packet(frame)
-        except moldudp64.PacketError:
+        except Exception:  # noqa: BLE001 - called before the pipeline's guard: bad bytes never stop it
             return _NOT_A_PACKET + frame
         if packet.message_count == 0:
             self.heartbeats += 1
