@@ -150,7 +150,10 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
         help="the source stream's input format (default: %(default)s; docs/converters.md)",
     )
     tune.add_argument(
-        "--book-depth", type=int, default=10, help="order-book levels per side (fix44; default: %(default)s)"
+        "--book-depth",
+        type=int,
+        default=10,
+        help="order-book levels per side (fix44, itch50; default: %(default)s)",
     )
     tune.add_argument(
         "--securities",

@@ -64,7 +64,7 @@ class AdapterConfig:
             a replay service) and never grows the adapter; 0 means unbounded (tests only).
         converter_table: YAML converter table; None uses the packaged default (``feedha-fix`` only).
         input_format: the source stream's input format, one of ``INPUT_FORMATS`` (docs/converters.md).
-        book_depth: order-book levels shown per side (``fix44``).
+        book_depth: order-book levels shown per side (``fix44``, ``itch50``).
         securities: ``fix44``'s security table (YAML: SecurityID or ``22:48`` -> symbol), or None.
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.

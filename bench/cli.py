@@ -41,6 +41,7 @@ BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
     "conflation": ("feedha.bench.conflation", "run"),
     "seal": ("feedha.bench.seal", "run"),
     "spark_feed": ("feedha.bench.spark_feed", "run"),
+    "itch50_orders": ("feedha.bench.itch50", "run"),
 }
 DEFAULT_RESULTS: Final = Path("results")
 MAX_BACKUPS: Final = 4  # a 2-core machine runs (backups + 1) adapters, a source and a client at once

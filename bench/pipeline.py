@@ -102,7 +102,10 @@ class PipelineOptions:
     journal: bool = False
     journal_root: Path | None = None
     measure_cpu: bool = False
-    capture: Path | None = None  # a fix44 capture played by the source (``--file``); adapters --format fix44
+    capture: Path | None = (
+        None  # a capture played by the source (``--file``); adapters --format capture_format
+    )
+    capture_format: str = "fix44"  # fix44, or itch50 (a BinaryFILE capture sent as MoldUDP64 packets)
 
     def __post_init__(self) -> None:
         paced = self.rate > 0 and self.count is None
@@ -220,7 +223,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
                     extra=[
                         *(secured.adapter_argv(plan.adapter) if secured is not None else ()),
                         *(("--fsync", "batch") if options.journal else ()),
-                        *(("--format", "fix44") if options.capture is not None else ()),
+                        *(("--format", options.capture_format) if options.capture is not None else ()),
                     ],
                 )
                 for plan in group.adapters
@@ -364,7 +367,7 @@ def _start_source(options: PipelineOptions, group: Any, keys: Any, log: IO[str])
         *(("--pregenerate",) if options.pregenerate and options.capture is None else ()),
     ]
     if options.capture is not None:  # a capture is read before the clock starts, as pregenerated
-        source_args += ["--file", str(options.capture), "--format", "fix44"]
+        source_args += ["--file", str(options.capture), "--format", options.capture_format]
     if keys is not None:
         source_args += _SecureGroup(Path(keys.name), group).source_argv()
     # A capacity run's source (pregenerated) is a simulator sending each message when due: at

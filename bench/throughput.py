@@ -22,6 +22,7 @@ from typing import IO, Any, Final
 from feedha.bench.capture import CAPTURE_DESCRIPTION, CAPTURE_MESSAGES, write_capture
 from feedha.bench.common import Figure, figure
 from feedha.bench.cpu import compare
+from feedha.bench.itch50 import ITCH_CAPTURE_DESCRIPTION, ITCH_CAPTURE_ORDERS, write_itch_capture
 from feedha.bench.pipeline import (
     CEILING_COUNT,
     HEARTBEAT_TIMEOUT_S,
@@ -38,6 +39,7 @@ from feedha.bench.shape import ShapeOptions, run_shape
 
 RAMP_START: Final = 10_000.0
 FIX44_RAMP_START: Final = 1_500.0  # the fix44 engine is Python: its ramp starts lower
+ITCH50_RAMP_START: Final = 1_500.0  # so is the itch50 engine
 RAMP_FACTOR: Final = 1.5
 STEP_S: Final = 3.0
 QUICK_STEP_S: Final = 1.5
@@ -88,12 +90,19 @@ class Shape:
     secure: bool = False
     journal: bool = False
     capture: Path | None = None
+    capture_format: str = "fix44"
     start_rate: float = RAMP_START  # the ramp's first step (msg/s)
 
     def describe(self) -> str:
         keys = "CURVE on lines and sync bus" if self.secure else "open data plane"
         journals = "journals with --fsync batch" if self.journal else "no journal"
-        source = ", a fix44 capture (--format fix44, order books)" if self.capture is not None else ""
+        source = (
+            ""
+            if self.capture is None
+            else ", a fix44 capture (--format fix44, order books)"
+            if self.capture_format == "fix44"
+            else ", an ITCH 5.0 capture as MoldUDP64 packets (--format itch50, market-by-order books)"
+        )
         return f"active + {self.backups} backup(s), {keys}, {journals}{source}"
 
 
@@ -112,6 +121,7 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
             journal=shape.journal,
             measure_cpu=True,
             capture=shape.capture,
+            capture_format=shape.capture_format,
         )
         result = run_pipeline(options, log)
         ok = _sustained(result)
@@ -185,11 +195,13 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     step_s = QUICK_STEP_S if quick else STEP_S
     budget = QUICK_RAMP_BUDGET_S if quick else RAMP_BUDGET_S
     capture = write_capture(CAPTURE_MESSAGES)
+    itch = write_itch_capture(ITCH_CAPTURE_ORDERS)
     shapes = {
         "throughput": Shape(),
         "throughput_secure": Shape(secure=True),
         "throughput_journal": Shape(backups=backups, journal=journal),
         "throughput_fix44": Shape(capture=capture, start_rate=FIX44_RAMP_START),
+        "throughput_itch50": Shape(capture=itch, capture_format="itch50", start_rate=ITCH50_RAMP_START),
     }
     size = round(mean_source_bytes())
     relays = sorted({shape.backups + 1 for shape in shapes.values()})
@@ -217,6 +229,7 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
         "log": log.name,
     }
     capture.unlink(missing_ok=True)
+    itch.unlink(missing_ok=True)
     values = {name: ramp.best[0] if ramp.best is not None else 0.0 for name, ramp in ramps.items()}
     return [
         _figure(name, shape, values, top, models, params={**common, "cpu": cpu[name], **ramps[name].params()})
@@ -254,9 +267,15 @@ def _figure(
             "ceiling_shape_runs": [round(run["rate"], 1) for run in runs],
             "ceiling_shape_lost": sum(run["lost"] for run in runs),
             "vs_open": round(values[name] / plain, 3) if plain and name != "throughput" else None,
-            **({"capture": CAPTURE_DESCRIPTION} if shape.capture is not None else {}),
+            **_capture_param(shape),
         },
     )
+
+
+def _capture_param(shape: Shape) -> dict[str, str]:
+    if shape.capture is None:
+        return {}
+    return {"capture": CAPTURE_DESCRIPTION if shape.capture_format == "fix44" else ITCH_CAPTURE_DESCRIPTION}
 
 
 def _shape_ceilings(relays: list[int], *, quick: bool, size: int, log: IO[str]) -> dict[int, dict[str, Any]]:

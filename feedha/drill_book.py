@@ -1,6 +1,6 @@
 """``feedha drill book``: a captured feed through an active and its backups, the active killed midway.
 
-The capture (``--file``, ``--format fix44``) is played by ``feedha source
+The capture (``--file``, ``--format fix44`` or ``itch50``) is played by ``feedha source
 --file`` at a set rate (never by its timestamps, so the kill lands at the
 same message every run); the adapters convert it into order books; a client
 on every line keeps the books. Midway the active is SIGKILLed. The summary
@@ -33,6 +33,7 @@ from feedha.drill import (
     victim,
 )
 from feedha.plain_source.capture import read_capture
+from feedha.plain_source.itch50_playback import read_itch_capture
 from feedha.procs import ProcessError
 
 __all__ = ["BookDrillOptions", "run_book"]
@@ -55,7 +56,8 @@ class BookDrillOptions:
 
 def run_book(options: BookDrillOptions, log: IO[str]) -> dict[str, Any]:
     """Run the drill and return its summary (the keys of :data:`KEYS`); tears down what it built."""
-    capture = read_capture(options.file.read_bytes())
+    data = options.file.read_bytes()
+    capture = read_itch_capture(data) if options.input_format == "itch50" else read_capture(data)
     count = len(capture.messages)
     base = DrillOptions(
         backups=options.backups,

@@ -114,12 +114,12 @@ def _book_arguments(sub: Any) -> None:
 
     book = sub.add_parser(
         "book",
-        help="a captured fix44 feed through the group, the active killed midway: the client's books",
+        help="a captured fix44 or itch50 feed through the group, the active killed midway: the books",
         description=drill_book.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     book.add_argument("--file", type=Path, required=True, help="the capture (docs/converters.md)")
-    book.add_argument("--format", choices=("fix44", "feedha-fix"), default="fix44")
+    book.add_argument("--format", choices=("fix44", "feedha-fix", "itch50"), default="fix44")
     book.add_argument("--rate", type=float, default=2000, help="playback messages/s (default: 2000)")
     book.add_argument("--backups", type=int, default=2, help="backups besides the active (default: 2)")
     book.add_argument("--book-depth", type=int, default=10, help="levels a side (default: 10)")

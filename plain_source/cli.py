@@ -26,6 +26,7 @@ from feedha.plain_source.config import (
     MAX_BATCH,
     SourceConfig,
 )
+from feedha.plain_source.itch50_playback import ItchPlayback
 from feedha.plain_source.playback import CapturePlayback
 from feedha.plain_source.source import PlainSource
 
@@ -114,11 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     capture.add_argument(
         "--file",
         help="play this capture back on the first stream (raw FIX back to back, or one message a line "
-        "with an optional 'TIMESTAMP : ' prefix) instead of generating a market",
+        "with an optional 'TIMESTAMP : ' prefix; itch50: BinaryFILE, sent as MoldUDP64 packets) instead "
+        "of generating a market",
     )
     capture.add_argument(
         "--format",
-        choices=("feedha-fix", "fix44"),
+        choices=("feedha-fix", "fix44", "itch50"),
         default="fix44",
         help="the capture's input format (the adapters' --format; default: %(default)s)",
     )
@@ -185,6 +187,10 @@ def _source(config: SourceConfig, args: argparse.Namespace) -> PlainSource:
         rate, speed = None, args.speed
     else:
         rate, speed = (args.rate or None), None
+    if args.format == "itch50":
+        if speed is not None:
+            raise ValueError("--speed: an itch50 capture is played at --rate (or as fast as possible)")
+        return ItchPlayback.from_itch_file(config, args.file, rate=rate)
     return CapturePlayback.from_file(config, args.file, rate=rate, speed=speed)
 
 

@@ -70,11 +70,23 @@ class CapturePlayback(PlainSource):
             if due == sent:
                 time.sleep(min(offsets[sent] - late, _SLEEP_SLICE_S))
                 continue
-            frame = b"".join(messages[sent:due])
-            self._sockets[0].send_multipart([self._topics[0], frame], copy=False)
+            for frame in self._frames(sent, due):
+                self._sockets[0].send_multipart([self._topics[0], frame], copy=False)
             self._sent[0] += due - sent
-            seq = find_seq_num(messages[due - 1])
+            seq = self._seq_of(due - 1)
             if seq is not None:
                 summary.last_seq[0] = seq
             sent = due
+        self._finish()
         self._drain_subscriptions(0)
+
+    def _frames(self, first: int, end: int) -> list[bytes]:
+        """The frames of messages ``first`` to ``end - 1`` (FIX: one, back to back)."""
+        return [b"".join(self.capture.messages[first:end])]
+
+    def _seq_of(self, index: int) -> int | None:
+        """The source_seq of message ``index``, when it shows one."""
+        return find_seq_num(self.capture.messages[index])
+
+    def _finish(self) -> None:
+        """What is sent after the last message (FIX: nothing)."""

@@ -96,16 +96,18 @@ class BookLevel(_message.Message):
     def __init__(self, price: _Optional[float] = ..., size: _Optional[float] = ..., orders: _Optional[int] = ...) -> None: ...
 
 class Book(_message.Message):
-    __slots__ = ("level_indexed", "depth", "bids", "asks")
+    __slots__ = ("level_indexed", "depth", "bids", "asks", "orders")
     LEVEL_INDEXED_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     BIDS_FIELD_NUMBER: _ClassVar[int]
     ASKS_FIELD_NUMBER: _ClassVar[int]
+    ORDERS_FIELD_NUMBER: _ClassVar[int]
     level_indexed: bool
     depth: int
     bids: _containers.RepeatedCompositeFieldContainer[BookLevel]
     asks: _containers.RepeatedCompositeFieldContainer[BookLevel]
-    def __init__(self, level_indexed: _Optional[bool] = ..., depth: _Optional[int] = ..., bids: _Optional[_Iterable[_Union[BookLevel, _Mapping]]] = ..., asks: _Optional[_Iterable[_Union[BookLevel, _Mapping]]] = ...) -> None: ...
+    orders: bytes
+    def __init__(self, level_indexed: _Optional[bool] = ..., depth: _Optional[int] = ..., bids: _Optional[_Iterable[_Union[BookLevel, _Mapping]]] = ..., asks: _Optional[_Iterable[_Union[BookLevel, _Mapping]]] = ..., orders: _Optional[bytes] = ...) -> None: ...
 
 class SessionValues(_message.Message):
     __slots__ = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap", "notional", "traded", "trades")

@@ -15,7 +15,7 @@ from feedha.adapter.conversion.engine import ConversionEngine, RunTuple, Stop
 from feedha.adapter.conversion.state import ConversionState
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
-from feedha.proto import fix, wire
+from feedha.proto import wire
 
 __all__ = ["ReferenceEngine"]
 
@@ -52,13 +52,14 @@ class ReferenceEngine(ConversionEngine):
         blocks: list[bytes] = []
         payloads: list[bytes] | None = [] if want_payloads else None
         digests = array("Q")
+        next_message = self.next_message
         first_seq = count = 0
         stop = Stop.END
         while pos < len(frame):
             if count >= max_count:
                 stop = Stop.COUNT
                 break
-            body, after = fix.next_message(frame, pos)
+            body, after = next_message(frame, pos)
             try:
                 if body is None:
                     raise ConversionError("malformed", "not a FIX message")

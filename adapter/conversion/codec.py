@@ -8,6 +8,7 @@ the field numbers it uses from ``proto/market.proto``.
 from __future__ import annotations
 
 from feedha.adapter.conversion.book import BookValues
+from feedha.adapter.conversion.itch50_state import MboBookValues
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2
@@ -62,6 +63,8 @@ def fill_book(state: market_pb2.SymbolState, book: BookValues, depth: int = 0) -
         add_bid(price=price, size=size, orders=orders)
     for price, size, orders in book.asks:
         add_ask(price=price, size=size, orders=orders)
+    if isinstance(book, MboBookValues) and book.orders:  # itch50 snapshots: the live orders, packed
+        out.orders = book.orders
     session = state.session
     for name in _OPTIONAL_VALUES:
         value = getattr(book, name)
@@ -71,9 +74,10 @@ def fill_book(state: market_pb2.SymbolState, book: BookValues, depth: int = 0) -
 
 
 def book_from_proto(state: market_pb2.SymbolState) -> BookValues:
-    """The ``fix44`` book and session values a ``SymbolState`` carries."""
+    """The book and session values a ``SymbolState`` carries (``itch50`` snapshots: with the orders)."""
     source = state.book
-    book = BookValues(
+    book = MboBookValues(orders=source.orders) if source.orders else BookValues()
+    book.level_indexed, book.bids, book.asks = (
         source.level_indexed,
         [(level.price, level.size, level.orders) for level in source.bids],
         [(level.price, level.size, level.orders) for level in source.asks],

@@ -39,9 +39,10 @@ from typing import NamedTuple
 
 from feedha.adapter.conversion.codec import encode_update
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.parser import Converter
+from feedha.adapter.conversion.parser import Converter, peek_source_seq
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.adapter.conversion.table import ConverterTable
+from feedha.proto import fix
 
 __all__ = ["ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
 
@@ -141,6 +142,17 @@ class ConversionEngine:
             to the state.
         """
         raise NotImplementedError
+
+    # How source frames are cut into messages (FIX here; itch50 overrides all five).
+    next_message = staticmethod(fix.next_message)  # (body or None, next position)
+    split_messages = staticmethod(fix.split_messages)  # (bodies, malformed stretches)
+    find_seq = staticmethod(fix.find_seq_num)  # the position a malformed stretch names, if any
+    decode_reset = staticmethod(fix.decode_sequence_reset)  # a SequenceReset's (seq, new seq)
+    peek_seq = staticmethod(peek_source_seq)  # a body's source_seq (raises ConversionError)
+
+    def source_frame(self, frame: bytes) -> bytes:
+        """The frame to convert for one source frame as received (FIX: itself)."""
+        return frame
 
     def parse(self, body: bytes) -> SourceMessage:
         """Convert one message body (the careful path).

@@ -2,7 +2,9 @@
 
 ``feedha-fix`` is feedha's own dialect, converted by the YAML converter table
 (the C fast path where built); ``fix44`` is FIX 4.4 / FIX 5.0 SP2 market
-data, converted into order books by :mod:`adapter.conversion.fix44_engine`.
+data, converted into order books by :mod:`adapter.conversion.fix44_engine`;
+``itch50`` is NASDAQ TotalView-ITCH 5.0 in MoldUDP64 packets, converted into
+market-by-order books by :mod:`adapter.conversion.itch50_engine`.
 Pure.
 """
 
@@ -22,7 +24,7 @@ from feedha.adapter.errors import ConfigError
 __all__ = ["DEFAULT_FORMAT", "INPUT_FORMATS", "MAX_BOOK_DEPTH", "engine_for_format", "load_securities"]
 
 DEFAULT_FORMAT: Final = "feedha-fix"
-INPUT_FORMATS: Final = frozenset({"feedha-fix", "fix44"})
+INPUT_FORMATS: Final = frozenset({"feedha-fix", "fix44", "itch50"})
 MAX_BOOK_DEPTH: Final = 1000
 
 
@@ -60,7 +62,7 @@ def engine_for_format(
     Args:
         input_format: one of :data:`INPUT_FORMATS`.
         converter_table: ``feedha-fix``'s table (``None``: the packaged one).
-        book_depth: ``fix44``'s book depth.
+        book_depth: the book depth of ``fix44`` and ``itch50``.
         securities: ``fix44``'s SecurityID -> symbol table.
 
     Raises:
@@ -72,4 +74,8 @@ def engine_for_format(
         from feedha.adapter.conversion.fix44_engine import Fix44Engine
 
         return Fix44Engine(depth=book_depth, securities=securities)
+    if input_format == "itch50":
+        from feedha.adapter.conversion.itch50_engine import Itch50Engine
+
+        return Itch50Engine(depth=book_depth)
     raise ValueError(f"unknown input format {input_format!r}; one of {sorted(INPUT_FORMATS)}")

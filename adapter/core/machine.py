@@ -230,7 +230,8 @@ class AdapterCore:
             self.pipeline.quarantine("malformed_frame", None, detail, data, turn)
             return turn.out
         faults = counters.internal_errors
-        converted = self._drive(self.pipeline.convert(parts[1], self._standing(), turn), turn)
+        frame = self.engine.source_frame(parts[1])  # itch50: MoldUDP64 -> records
+        converted = self._drive(self.pipeline.convert(frame, self._standing(), turn), turn)
         pipeline = self.pipeline
         if pipeline.pending_roll is not None and pipeline.at_fence():
             self._drive(pipeline.commit(pipeline.pending_roll, self._standing(), turn), turn)

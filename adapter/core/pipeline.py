@@ -53,7 +53,6 @@ from feedha.adapter.conversion.codec import encode_session_boundary
 from feedha.adapter.conversion.engine import ConversionEngine, Stop
 from feedha.adapter.conversion.fix44_parser import SKIPPED
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.parser import peek_source_seq
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Action, Quarantine
 from feedha.adapter.core.config import RING_SIZE
@@ -263,7 +262,7 @@ class Pipeline:
                     )  # the message past it is the next session's
                     continue
                 start = pos
-                body, pos = fix.next_message(frame, pos)
+                body, pos = self.engine.next_message(frame, pos)
                 if body is None:
                     self._malformed(frame[start:pos], turn)
                     continue
@@ -459,7 +458,7 @@ class Pipeline:
         # every adapter takes that position as used (quarantined alike: no gap for anyone);
         # a well-formed copy of it that comes next is still taken.
         self.counters.malformed_messages += 1
-        seq = fix.find_seq_num(stretch)
+        seq = self.engine.find_seq(stretch)
         if seq is not None:
             self._refuse_unless_continued(seq, turn)
         last = self.sequencer.last_source_seq
@@ -469,7 +468,7 @@ class Pipeline:
 
     def _not_an_update(self, body: bytes, exc: ConversionError, turn: Turn) -> None:
         try:
-            reset = fix.decode_sequence_reset(body)
+            reset = self.engine.decode_reset(body)
         except fix.FixError as bad:
             self._unconvertible(body, ConversionError("bad_sequence_reset", str(bad)), turn)
             return
@@ -498,7 +497,7 @@ class Pipeline:
         # quarantined message it uses up its position, so it is no loss and no gap.
         self.counters.skipped += 1
         try:
-            source_seq = peek_source_seq(body)
+            source_seq = self.engine.peek_seq(body)
         except ConversionError:
             return
         self._refuse_unless_continued(source_seq, turn)
@@ -519,7 +518,7 @@ class Pipeline:
         self.counters.conversion_errors += 1
         if source_seq is None:
             try:
-                source_seq = peek_source_seq(body)
+                source_seq = self.engine.peek_seq(body)
             except ConversionError:
                 pass  # not even sequenced: nothing to account for
         self.quarantine(exc.reason, source_seq, str(exc), body, turn)
@@ -595,11 +594,11 @@ class Pipeline:
         return (yield from self.convert(data, standing, turn))
 
     def _past_fence(self, frame: bytes, pos: int) -> bool:
-        body, _end = fix.next_message(frame, pos)
+        body, _end = self.engine.next_message(frame, pos)
         if body is None:
             return False  # malformed bytes: skipped the same way on every adapter, boundary or not
         try:
-            return peek_source_seq(body) > (self.fence or 0)
+            return self.engine.peek_seq(body) > (self.fence or 0)
         except ConversionError:
             return False
 
@@ -638,7 +637,9 @@ class Pipeline:
             self.pending_snapshot = msg  # adopted when we reach ``at`` (see _accept)
             return False
         recorded = self.sequencer.is_recorded
-        replay = self._ring.messages(self.engine.parse, after=at, upto=last, wanted=recorded)
+        replay = self._ring.messages(
+            self.engine.parse, self.engine.split_messages, after=at, upto=last, wanted=recorded
+        )
         if replay and replay[0].source_seq != at + 1 and last > at:
             logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
             return False

@@ -44,13 +44,19 @@ class SourceRing:
             self._count -= frames.popleft()[1]
 
     def messages(
-        self, parse: Callable[[bytes], SourceMessage], *, after: int, upto: int, wanted: Callable[[int], bool]
+        self,
+        parse: Callable[[bytes], SourceMessage],
+        split: Callable[[bytes], tuple[list[bytes], int]] = fix.split_messages,
+        *,
+        after: int,
+        upto: int,
+        wanted: Callable[[int], bool],
     ) -> list[SourceMessage]:
         """The kept messages with ``after < source_seq <= upto`` that ``wanted`` accepts, in order."""
         found: list[SourceMessage] = []
         last = after
         for frame, _count in self._frames:
-            for body in fix.split_messages(frame)[0]:
+            for body in split(frame)[0]:
                 try:
                     msg = parse(body)
                 except ConversionError:

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from feedha.adapter.conversion import ConverterTable, make_engine
 from feedha.adapter.conversion.fix44_engine import Fix44Engine
+from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.core import (
     AdapterCore,
     CoreConfig,
@@ -46,7 +47,8 @@ from feedha.adapter.journal.format import ControlRecord, Record
 from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.events import ArbiterConfig, Delivery, GapLost, Purged, RetransmissionNeeded
-from feedha.proto import fix, wire
+from feedha.plain_source.itch50_capture import make_itch_capture
+from feedha.proto import fix, moldudp64, wire
 from feedha.proto.replay import KIND_DELAYED_RANGE, KIND_RANGE, ReplayRequest, encode_request
 from tests import fix44_capture
 from tests.fix44_capture import Capture
@@ -132,6 +134,30 @@ class Fix44Source(Source):
 FIX44_SYMBOLS: Final = tuple(f"S{i:04d}" for i in range(24))
 
 
+class ItchSource(Source):
+    """A seeded ITCH 5.0 day played as MoldUDP64 packets (one a step; the messages numbered from 1)."""
+
+    def __init__(self, *, rate: float, seed: int = 7) -> None:
+        super().__init__(rate=rate, seed=seed)
+        self.capture = make_itch_capture(symbols=60, orders=6000, seed=seed)
+        self.messages = list(moldudp64.read_binary_file(self.capture.data))
+        self.sent: list[bytes] = []  # every message, in order (the reference rebuilds from them)
+
+    def frame(self) -> bytes | None:
+        self._due += self.rate * STEP_S
+        first = self.next_seq
+        batch: list[bytes] = []
+        while self._due >= 1 and self.next_seq <= len(self.messages):
+            self._due -= 1
+            message = self.messages[self.next_seq - 1]
+            if message[:1] not in b"RAFECXDUPQ":  # counted and skipped: no block
+                self.skipped.add(self.next_seq)
+            batch.append(message)
+            self.next_seq += 1
+        self.sent += batch
+        return moldudp64.encode_packet("HARNESS", first, batch) if batch else None
+
+
 class MemoryJournal:
     """An adapter's journal in memory: what its JournalRecords, control records and checkpoints wrote."""
 
@@ -210,6 +236,7 @@ class CoreGroup:
         delay_s: every adapter serves a delayed line with this delay (None: none).
         margin_s: the purge margin of the delayed lines.
         fix44: the source speaks fix44 and the adapters convert it into books.
+        itch50: the source speaks ITCH 5.0 over MoldUDP64; the adapters keep market-by-order books.
     """
 
     def __init__(
@@ -223,6 +250,7 @@ class CoreGroup:
         delay_s: float | None = None,
         margin_s: float = 0.2,
         fix44: bool = False,
+        itch50: bool = False,
     ) -> None:
         self.schedule = schedule
         self.now = 0.0
@@ -237,7 +265,10 @@ class CoreGroup:
         self.delayed_carried_at: dict[int, float] = {}  # msg_seq -> when a delayed line first carried it
         self.replies: list[dict[str, Any]] = []  # purge replies, at once or later (ReplyAdmin)
         self.fix44 = fix44
-        self.source = Fix44Source(rate=rate) if fix44 else Source(rate=rate)
+        self.itch50 = itch50
+        self.source = (
+            Fix44Source(rate=rate) if fix44 else ItchSource(rate=rate) if itch50 else Source(rate=rate)
+        )
         self.table = ConverterTable.load()
         self.penalties = penalties or {}
         self.journaling = journal
@@ -275,7 +306,7 @@ class CoreGroup:
             delay_s=self.delay_s,
             purge_margin_s=self.margin_s,
         )
-        engine = Fix44Engine() if self.fix44 else make_engine(self.table)
+        engine = Fix44Engine() if self.fix44 else Itch50Engine() if self.itch50 else make_engine(self.table)
         core = AdapterCore(config, engine, now=self.now)
         journal = journal or MemoryJournal()
         if self.journaling and (journal.records or journal.controls):

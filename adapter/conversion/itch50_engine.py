@@ -1,0 +1,137 @@
+"""The ``itch50`` conversion engine: TotalView-ITCH 5.0 over MoldUDP64 into market-by-order books.
+
+A source frame is one MoldUDP64 downstream packet; :meth:`Itch50Engine.source_frame`
+turns it into the record frame the adapter core cuts into messages
+(:mod:`proto.moldudp64`), each record carrying its message's sequence number
+(the ``source_seq``). A heartbeat (count 0) and the end of session (count
+``0xFFFF``) carry no message: they are counted and give an empty frame. A
+packet too short for its header is one malformed stretch, quarantined.
+
+Each ITCH message that moves a book or session values is one block, as
+``fix44``'s: a ``MarketUpdate`` with one ``SymbolUpdate`` (its executions as
+trades, the shown book's changes, the symbol's state after it). Runs go
+through the reference engine's loop in Python. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from feedha.adapter.conversion._reference import ReferenceEngine
+from feedha.adapter.conversion.book import ASK, BID, BookValues, book_changes
+from feedha.adapter.conversion.codec import to_proto
+from feedha.adapter.conversion.itch50_parser import ItchMessage, parse_itch
+from feedha.adapter.conversion.itch50_state import PRICE_SCALE, MboState
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.errors import ConversionError
+from feedha.proto import market_pb2, moldudp64
+
+__all__ = ["Itch50Engine"]
+
+_TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
+_NOT_A_PACKET: Final = b"\xff\xff"  # a record length no record frame of a short packet can satisfy
+
+
+class Itch50Engine(ReferenceEngine):
+    """The ``itch50`` engine (Python).
+
+    Args:
+        depth: the book depth shown (levels a side in each symbol's state).
+    """
+
+    is_native = False
+
+    def __init__(self, *, depth: int = 10) -> None:
+        super().__init__(ConverterTable.load())
+        self.state = self.mbo = MboState(depth)
+        self.depth = depth
+        self.heartbeats = 0
+        self.ends_of_session = 0
+        self.trailing_bytes = 0
+
+    # ---- framing: MoldUDP64 packets -> record frames -------------------------------------------
+
+    def source_frame(self, frame: bytes) -> bytes:
+        """The record frame of one MoldUDP64 packet (see the module docstring)."""
+        try:
+            packet = moldudp64.decode_packet(frame)
+        except Exception:  # noqa: BLE001 - called before the pipeline's guard: bad bytes never stop it
+            return _NOT_A_PACKET + frame
+        if packet.message_count == 0:
+            self.heartbeats += 1
+        elif packet.message_count == moldudp64.END_OF_SESSION:
+            self.ends_of_session += 1
+        self.trailing_bytes += packet.trailing
+        return moldudp64.records_of(packet)
+
+    next_message = staticmethod(moldudp64.next_record)
+    split_messages = staticmethod(moldudp64.split_records)
+
+    @staticmethod
+    def find_seq(stretch: bytes) -> int | None:
+        """A malformed stretch of a record frame names no position."""
+        return None
+
+    @staticmethod
+    def decode_reset(body: bytes) -> tuple[int, int] | None:
+        """ITCH has no sequence reset message (MoldUDP64 numbers every message)."""
+        return None
+
+    @staticmethod
+    def peek_seq(body: bytes, *, tag: int = 0) -> int:
+        """A record's sequence number (raises ``ConversionError`` when it has none)."""
+        seq = moldudp64.record_seq(body)
+        if seq <= 0:
+            raise ConversionError("missing_seq", "a record without a sequence number")
+        return seq
+
+    # ---- converting ---------------------------------------------------------------------------
+
+    def parse(self, body: bytes) -> SourceMessage:
+        """Decode one record (raises ``ConversionError``)."""
+        return parse_itch(body)
+
+    def encode(self, msg: SourceMessage, values: SymbolValues, publish_time_ns: int) -> bytes:
+        """The block of a message that touched one symbol."""
+        return self.encode_staged(msg, {msg.symbol: values}, publish_time_ns)
+
+    def encode_staged(
+        self, msg: SourceMessage, staged: Mapping[str, SymbolValues], publish_time_ns: int
+    ) -> bytes:
+        """The block of one message (before its staged changes are committed)."""
+        update = market_pb2.MarketUpdate(event_time_ns=msg.event_time_ns, publish_time_ns=publish_time_ns)
+        depth = self.depth
+        for symbol, values in staged.items():
+            out = update.symbols.add(symbol=symbol)
+            trade = self._trade(msg)
+            if trade is not None:
+                price, size = trade
+                out.trades.add(type=_TRADE, price=price, size=size, notional=price * size)
+            before = self.state.peek(symbol)
+            old = before.book if before is not None and before.book is not None else BookValues()
+            book = values.book or BookValues()
+            for side, old_levels, new_levels in ((BID, old.bids, book.bids), (ASK, old.asks, book.asks)):
+                for change in book_changes(old_levels[:depth], new_levels[:depth], side):
+                    out.book_changes.add(
+                        action=change.action, side=change.side, level=change.level,
+                        price=change.price, size=change.size, orders=change.orders,
+                    )  # fmt: skip
+            state = to_proto(values)
+            state.book.depth = depth
+            out.state.CopyFrom(state)
+        return update.SerializeToString(deterministic=True)
+
+    def _trade(self, msg: SourceMessage) -> tuple[float, int] | None:
+        # An execution that counts: E (at the resting order's price), printable C, P, Q.
+        if not isinstance(msg, ItchMessage):
+            return None
+        kind = msg.kind
+        if kind in ("P", "Q") or (kind == "C" and msg.printable):
+            return msg.price / PRICE_SCALE, msg.shares
+        if kind == "E":
+            order = self.mbo.orders.get(msg.ref)
+            return None if order is None else (order[2] / PRICE_SCALE, msg.shares)
+        return None

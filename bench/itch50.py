@@ -1,0 +1,114 @@
+"""itch50 for the benchmarks: the throughput ramp's ITCH capture, and RSS per million live orders.
+
+``feedha bench itch50_orders`` measures what the market-by-order state costs
+in memory: a fresh Python process (``python -m feedha.bench.itch50``) adds
+``ORDERS`` live orders over 3,000 stocks through the ``itch50`` state's
+ordinary path (stage and commit, as the adapter does), and reports its RSS
+growth (``psutil``) per live order. Its ceiling is the same number of orders
+held the plainest compact way Python has, one packed ``bytes`` of 17 bytes
+per order in a dict by reference, measured in the same process.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from feedha.bench.common import Figure, figure
+from feedha.plain_source.itch50_capture import make_itch_capture
+
+__all__ = ["ITCH_CAPTURE_DESCRIPTION", "ITCH_CAPTURE_ORDERS", "run", "write_itch_capture"]
+
+ITCH_CAPTURE_ORDERS: Final = 60_000  # about 140,000 messages: a 3 s step up to ~45,000 msg/s
+ITCH_CAPTURE_DESCRIPTION: Final = (
+    "a seeded ITCH 5.0 day (plain_source/itch50_capture.py): 2,000 stocks with a directory message each, "
+    "~45% adds (A/F), executions E and C, cancels X, deletes D, replaces U, trades P, crosses Q "
+    "(only messages that give a block); BinaryFILE, played as MoldUDP64 packets of what is due"
+)
+ORDERS: Final = 1_000_000
+QUICK_ORDERS: Final = 200_000
+STOCKS: Final = 3_000
+
+
+def write_itch_capture(orders: int) -> Path:
+    """Write a capture of ``orders`` added orders to a temporary file (the caller removes it)."""
+    capture = make_itch_capture(symbols=2_000, orders=orders, seed=7, book_only=True)
+    with tempfile.NamedTemporaryFile(
+        "wb", prefix="feedha-bench-itch50-", suffix=".itch", delete=False
+    ) as file:
+        file.write(capture.data)
+    return Path(file.name)
+
+
+def _rss() -> int:
+    import psutil
+
+    gc.collect()
+    return int(psutil.Process().memory_info().rss)
+
+
+def measure(orders: int) -> dict[str, Any]:
+    """In this process: RSS growth of ``orders`` live orders in the itch50 state, and of the plain dict."""
+    from feedha.adapter.conversion.itch50_parser import ItchMessage
+    from feedha.adapter.conversion.itch50_state import MboState
+
+    names = [f"S{index:05d}" for index in range(STOCKS)]
+    state = MboState(depth=10)
+    before = _rss()
+    started = time.perf_counter()
+    for ref in range(1, orders + 1):
+        stock = names[ref % STOCKS]
+        price = 1_000_000 + (ref * 7919 % 400) * 100
+        state.apply(
+            ItchMessage(ref, stock, 0, (), kind="A", ref=ref, side=1 + ref % 2, shares=100, price=price)
+        )
+    elapsed = time.perf_counter() - started
+    grown = _rss() - before
+    plain_before = _rss()
+    plain = {ref: ref.to_bytes(8, "big") + bytes(9) for ref in range(10**12, 10**12 + orders)}
+    plain_grown = _rss() - plain_before
+    assert len(state.orders) == orders and len(plain) == orders
+    return {
+        "orders": orders,
+        "stocks": STOCKS,
+        "rss_bytes": grown,
+        "bytes_per_order": grown / orders,
+        "mb_per_million": grown / orders * 1e6 / 2**20,
+        "plain_dict_bytes_per_order": plain_grown / orders,
+        "add_us": elapsed / orders * 1e6,
+    }
+
+
+def run(*, quick: bool = False) -> list[Figure]:
+    """RSS per live order of the itch50 state, beside a dict of packed orders (both in one fresh process)."""
+    orders = QUICK_ORDERS if quick else ORDERS
+    out = subprocess.run(
+        [sys.executable, "-m", "feedha.bench.itch50", str(orders)],
+        capture_output=True, text=True, timeout=1200, check=True,
+    )  # fmt: skip
+    result = json.loads(out.stdout)
+    return [
+        figure(
+            name="itch50_rss_per_order",
+            value=result["bytes_per_order"],
+            unit="bytes/order",
+            ceiling=result["plain_dict_bytes_per_order"],
+            params={
+                **result,
+                "what": "RSS growth (psutil) of a fresh process adding live orders through the itch50 state "
+                "(OrderTable: dict ref -> slot, parallel arrays; levels per stock and side; shown books)",
+                "ceiling_is": "a dict of ref -> 17 packed bytes per order, same process (lower is better)",
+                "quick": quick,
+            },
+        )
+    ]
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(int(sys.argv[1]) if len(sys.argv) > 1 else ORDERS)))
