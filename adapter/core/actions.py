@@ -29,6 +29,7 @@ __all__ = [
     "JournalControl",
     "JournalRecords",
     "Publish",
+    "PublishConflated",
     "PublishDelayed",
     "Quarantine",
     "RecordTerm",
@@ -48,6 +49,13 @@ class Publish:
 @dataclass(frozen=True, slots=True)
 class PublishDelayed:
     """Send one packet on the delayed line (``[channel topic, packet]``)."""
+
+    packet: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PublishConflated:
+    """Send one packet on the conflated line (``[channel topic, packet]``)."""
 
     packet: bytes
 
@@ -213,6 +221,7 @@ Action: TypeAlias = (
     | Status
     | Quarantine
     | PublishDelayed
+    | PublishConflated
     | JournalControl
     | CommandDone
     | ReplyControl
