@@ -37,13 +37,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["DELAYED", "LINE", "REPLAY", "SNAPSHOT", "SYNC", "AccessTable", "Grant"]
+__all__ = ["CONFLATED", "DELAYED", "LINE", "REPLAY", "SNAPSHOT", "SYNC", "AccessTable", "Grant"]
 
 LINE: Final = "line"
 DELAYED: Final = "delayed"  # the delayed line
 REPLAY: Final = "replay"
 SYNC: Final = "sync"
 SNAPSHOT: Final = "snapshot"  # the snapshot line: real-time data, admitted like the line
+CONFLATED: Final = "conflated"  # the conflated line: real-time states, admitted like the line
+_REAL_TIME: Final = (LINE, SNAPSHOT, CONFLATED)  # where a delayed-only key is refused
 Grant = tuple[str, int] | tuple[str, int, bool]  # (Z85 key, expires_at_ns[, delayed_only])
 MAX_KEYS: Final = 100_000  # grants held at most (a grant flood cannot grow the adapter without bound)
 
@@ -55,7 +57,13 @@ class AccessTable:
         self._grants: dict[str, int] = {}
         self._delayed_only: set[str] = set()
         self._permanent = frozenset(permanent)  # admitted as long as the adapter runs (--grant-keys)
-        self._seen: dict[str, set[str]] = {LINE: set(), DELAYED: set(), REPLAY: set(), SNAPSHOT: set()}
+        self._seen: dict[str, set[str]] = {
+            LINE: set(),
+            DELAYED: set(),
+            REPLAY: set(),
+            SNAPSHOT: set(),
+            CONFLATED: set(),
+        }
         self.granted = self.revoked = self.refused = self.full = 0
         self.version = 0  # grows each time a key loses access: the books check their peers again
 
@@ -90,7 +98,7 @@ class AccessTable:
         if key not in self._delayed_only:
             self._delayed_only.add(key)
             self.version += 1
-        return {where for where in (LINE, SNAPSHOT) if key in self._seen[where]}
+        return {where for where in _REAL_TIME if key in self._seen[where]}
 
     def replace(self, grants: Iterable[Grant]) -> set[str]:
         """Accept exactly ``grants``; returns the sockets to bind afresh for the keys that lost access."""
@@ -130,7 +138,7 @@ class AccessTable:
         if key in self._permanent:
             return True
         expires = self._grants.get(key)
-        real_time = where in (LINE, SNAPSHOT)
+        real_time = where in _REAL_TIME
         return expires is not None and expires > now_ns and not (real_time and key in self._delayed_only)
 
     def admits(self, where: str, key: str, now_ns: int) -> bool:

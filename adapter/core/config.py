@@ -19,6 +19,7 @@ CHECKPOINT_INTERVAL_S: Final = 5.0  # ... or this long after the last one, which
 MAX_PAUSE_S: Final = 1.0  # the longest a throttle pauses source reading in one go
 MAX_SOURCE_GAP: Final = 1_000_000  # missing source messages beyond which a gap is a suspect jump
 JUMP_CONFIRM: Final = 3  # consecutive messages that confirm a jump (the jump included)
+DEFAULT_CONFLATE_INTERVAL_S: Final = 1.0
 MIN_CONFLATE_INTERVAL_S: Final = 0.01  # a shorter conflation interval is a tick-by-tick line
 MAX_CONFLATE_INTERVAL_S: Final = 3600.0
 MAX_DELAY_S: Final = 7 * 86_400.0  # a week: a longer delay is a configuration mistake
