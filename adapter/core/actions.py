@@ -181,7 +181,8 @@ class Quarantine:
 class ChangeAccess:
     """Grant or revoke subscriber keys on the data plane (the shell's access table)."""
 
-    grants: tuple[tuple[str, int, bool], ...]  # (Z85 key, expires_at_ns, delayed_only)
+    grants: tuple[tuple[str, int, bool] | tuple[str, int, bool, bool], ...]
+    # (Z85 key, expires_at_ns, delayed_only[, conflated_only])
     revoke: bool
     replace: bool
 
