@@ -56,6 +56,7 @@ class Line:
     term: int
     is_up: bool
     curve_server_key: str = ""  # Z85 CURVE key to connect to its line and replay with ("": plain)
+    conflated_line_endpoint: str = ""  # the adapter's conflated line ("": it serves none)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +72,7 @@ class Route:
     symbols: tuple[str, ...]
     delayed: bool
     seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
+    conflated: bool = False  # conflated-only: ``lines`` are the adapters' conflated lines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,12 +135,14 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
                 term=line.term,
                 is_up=line.is_up,
                 curve_server_key=line.curve_server_key,
+                conflated_line_endpoint=line.conflated_line_endpoint,
             )
             for line in msg.lines
         ),
         symbols=tuple(msg.symbols),
         delayed=msg.delayed,
         seal_keys=tuple(_seal_keys(msg)),
+        conflated=msg.conflated,
     )
 
 

@@ -28,6 +28,7 @@ from feedha.client.errors import (
 from feedha.client.events import (
     ArbiterConfig,
     ArbiterStats,
+    ConflatedDelivery,
     Conflict,
     DelayedDelivery,
     Delivery,
@@ -130,6 +131,7 @@ __all__ = [
     "ClientError",
     "ClosedError",
     "ConfigError",
+    "ConflatedDelivery",
     "Conflict",
     "DelayedDelivery",
     "Delivery",

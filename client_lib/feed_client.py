@@ -55,7 +55,7 @@ from typing import Any, Final, TypeVar
 from feedha.admin_client import AdminUnavailable, Subscription, TlsConfig
 from feedha.admin_client.session import RETRY_DEADLINE_S
 from feedha.client._drive import drive
-from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback, check_mode
 from feedha.client._feed_session import FeedSession, Selected
 from feedha.client._time_replay import TimeReplay, plan, replay_window, to_ns, wanted_only
 from feedha.client.books import Book, BookUpdate
@@ -90,6 +90,9 @@ class FeedClient:
         retry_deadline_s: how long login/subscribe/modify/cancel retry while the
             admin server is unreachable.
         poll_interval_s: the longest the data thread waits before applying route changes.
+        mode: ``"realtime"`` (every message; conflated-only symbols come conflated), or
+            ``"conflated"``: every channel's conflated lines (a :class:`ConflatedDelivery` per
+            changed symbol per interval; delayed-only channels stay delayed).
 
     Raises:
         AuthenticationFailed: bad key id or secret (the client is closed).
@@ -106,6 +109,7 @@ class FeedClient:
         tls: TlsConfig | bool | None = None,
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
+        mode: str = "realtime",
     ) -> None:
         self._routes_came = threading.Event()
         self._session: FeedSession[Subscriber] = FeedSession(
@@ -117,6 +121,7 @@ class FeedClient:
             make_subscriber=_subscriber,
         )
         self._core = self._session.core  # the metrics collector hooks its latency sink here
+        self._core.mode = check_mode(mode)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="feedclient-admin", daemon=True)
         self._thread.start()
