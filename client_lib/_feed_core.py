@@ -72,6 +72,7 @@ def _update_wanted(symbol_filter: _SymbolFilter, update: market_pb2.MarketUpdate
 
 
 MODES = ("realtime", "conflated")  # FeedClient(mode=...)
+ON_SLOW_REASON = "on-slow"  # apply_routes' reason when on_slow switches streams
 
 
 def check_mode(mode: str) -> str:
@@ -189,6 +190,8 @@ class FeedCore:
         # (channel number, stream kind: "", "delayed", "conflated") -> its route's symbols
         self.filters: dict[tuple[int, str], _SymbolFilter] = {}
         self.mode = "realtime"  # FeedClient(mode=...): "conflated" joins conflated lines for real time
+        self.resume_at: dict[int, int] = {}  # channel -> msg_seq its real-time stream starts at (on_slow)
+        self._routes: list[Route] = []
         self._entitled: dict[str, tuple[int, tuple[str, ...]]] | None = None  # key -> (number, symbols)
         self.replay: ReplayClient | None = None
         self._replay_endpoints: dict[int, tuple[str, ...]] = {}
@@ -224,6 +227,7 @@ class FeedCore:
         if reason == "cancelled" and subscriber is not None:
             subscriber.close()
             subscriber, self.lines = None, 0
+        self._routes = live
         self.filters = {(r.channel_number, _kind(r, self.mode)): _SymbolFilter(r.symbols) for r in live}
         events = self._entitlement_changes(reason, live)
         self._update_replay(live)
@@ -236,6 +240,8 @@ class FeedCore:
             # have it, and whose numbers are not the journal's) has none.
             if self.initial_image and not stream[1] and stream not in self._joined:
                 spec = self._begin_with_image(spec, events)
+            if not stream[1] and route.channel_number in self.resume_at:  # back from conflation
+                spec = dataclasses.replace(spec, start_seq=self.resume_at.pop(route.channel_number))
             self._joined.add(stream)
             if subscriber is None:
                 subscriber, added = make(spec), len(spec.endpoints)
@@ -246,6 +252,10 @@ class FeedCore:
                 what = f"{stream[1]} line(s)" if stream[1] else "line(s)"
                 logger.info("joined %d %s of %s (%s)", added, what, route.channel_name, reason)
         return subscriber, events
+
+    def real_time_channels(self) -> dict[int, str]:
+        """The channels whose real-time routes may switch to their conflated lines (on_slow), by name."""
+        return {r.channel_number: r.channel_name for r in self._routes if not (r.delayed or r.conflated)}
 
     def _begin_with_image(self, spec: ChannelSpec, events: list[Any]) -> ChannelSpec:
         # The image first (its deliveries go before anything live of the channel), then the
@@ -266,8 +276,8 @@ class FeedCore:
         # the first set (subscribe) is the baseline and a cancel resets it.
         now = {_stream(r, self.mode): (r.channel_number, tuple(r.symbols)) for r in live}
         before, self._entitled = self._entitled, (None if reason == "cancelled" else now)
-        if before is None or reason == "cancelled":
-            return []
+        if before is None or reason in ("cancelled", ON_SLOW_REASON):
+            return []  # a switch of streams (on_slow) changes no entitlement
         events: list[StatusEvent] = []
         for name in sorted(set(before) | set(now)):
             number, old = before.get(name, (now.get(name, (0, ()))[0], ()))

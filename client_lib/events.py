@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.proto import market_pb2
+from feedha.proto.wire import FLAG_END_OF_INTERVAL
 
 FILL_TIMEOUT_S: Final = 0.05
 LOSS_TIMEOUT_S: Final = 0.5
@@ -200,6 +201,12 @@ class ConflatedDelivery(Delivery):
         """The real-time msg_seq this state is at: the symbol's state right after it."""
         return self.source_seq
 
+    @property
+    def ends_interval(self) -> bool:
+        """Whether this is the interval's last state (the last block of its last packet)."""
+        packet = self._packet
+        return bool(packet[3] & FLAG_END_OF_INTERVAL) and self._end == len(packet)
+
 
 @dataclass(frozen=True, slots=True)
 class StatusEvent:
@@ -296,6 +303,22 @@ class Resumed(StatusEvent):
     """Packets flow again on a channel that was :class:`Stale`, after ``silent_s`` seconds."""
 
     silent_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Conflated(StatusEvent):
+    """``FeedClient(on_slow="conflate")`` fell ``lag_s`` behind on this channel: it left the
+    real-time lines (their queues with them) and reads the conflated line until it is current."""
+
+    lag_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RealTime(StatusEvent):
+    """A conflated client (:class:`Conflated`) is current again: real time resumes at ``msg_seq``
+    (the msg_seq after the last interval it delivered; the journal fills the seam)."""
+
+    msg_seq: int
 
 
 @dataclass(frozen=True, slots=True)

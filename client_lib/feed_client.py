@@ -57,6 +57,7 @@ from feedha.admin_client.session import RETRY_DEADLINE_S
 from feedha.client._drive import drive
 from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback, check_mode
 from feedha.client._feed_session import FeedSession, Selected
+from feedha.client._slow import SLOW_AFTER_S, slow_watch
 from feedha.client._time_replay import TimeReplay, plan, replay_window, to_ns, wanted_only
 from feedha.client.books import Book, BookUpdate
 from feedha.client.errors import ClosedError
@@ -93,6 +94,12 @@ class FeedClient:
         mode: ``"realtime"`` (every message; conflated-only symbols come conflated), or
             ``"conflated"``: every channel's conflated lines (a :class:`ConflatedDelivery` per
             changed symbol per interval; delayed-only channels stay delayed).
+        on_slow: ``"conflate"``: a client more than ``slow_after_s`` behind (a slow reader,
+            or one that stopped reading) leaves the real-time lines for the conflated ones
+            until it is current again, then resumes real time where the conflated stream
+            left it (status events :class:`Conflated` and :class:`RealTime`); memory stays
+            bounded and a client back from a long stall starts from current state.
+        slow_after_s: how far behind (seconds since a packet was sent) counts as slow.
 
     Raises:
         AuthenticationFailed: bad key id or secret (the client is closed).
@@ -110,6 +117,8 @@ class FeedClient:
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
         mode: str = "realtime",
+        on_slow: str | None = None,
+        slow_after_s: float = SLOW_AFTER_S,
     ) -> None:
         self._routes_came = threading.Event()
         self._session: FeedSession[Subscriber] = FeedSession(
@@ -122,6 +131,7 @@ class FeedClient:
         )
         self._core = self._session.core  # the metrics collector hooks its latency sink here
         self._core.mode = check_mode(mode)
+        self._session.slow = slow_watch(on_slow, slow_after_s, mode=mode)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="feedclient-admin", daemon=True)
         self._thread.start()

@@ -134,3 +134,35 @@ def test_a_conflated_only_key_is_refused_on_every_other_line(up: dict[str, Any])
             sock.close(linger=0)
         loop.run_until_complete(admin.close())
         loop.close()
+
+
+def test_a_stalled_on_slow_client_comes_back_conflated_then_in_real_time(up: dict[str, Any]) -> None:
+    from feedha.client import Conflated, Delivery, RealTime
+
+    seen: list[Any] = []
+    client = FeedClient(up["admin"], *user_key(up, "subscriber"), on_slow="conflate", slow_after_s=1.0)
+    with client:
+        client.subscribe(["*"])
+        deadline = time.monotonic() + WAIT
+        while sum(type(e) is Delivery for e in seen) < 200 and time.monotonic() < deadline:
+            seen += client.poll_events(0.2)
+        assert not any(isinstance(e, Conflated) for e in seen)  # a client that keeps up stays in real time
+        stalled_at = len(seen)
+        time.sleep(3.0)  # the stall under test: the client reads nothing, its lines queue up
+        deadline = time.monotonic() + WAIT
+        while not any(isinstance(e, RealTime) for e in seen) and time.monotonic() < deadline:
+            seen += client.poll_events(0.2)
+        after = len(seen)
+        deadline = time.monotonic() + WAIT
+        while sum(type(e) is Delivery for e in seen[after:]) < 200 and time.monotonic() < deadline:
+            seen += client.poll_events(0.2)
+        stats = client.stats()
+    kinds = [type(e).__name__ for e in seen[stalled_at:]]
+    assert "Conflated" in kinds and "RealTime" in kinds, kinds[:20]
+    conflated_at, real_time_at = kinds.index("Conflated"), kinds.index("RealTime")
+    assert conflated_at < kinds.index("ConflatedDelivery") < real_time_at
+    resumed = next(e for e in seen if isinstance(e, RealTime))
+    live = [e for e in seen[stalled_at + real_time_at :] if type(e) is Delivery]
+    assert len(live) >= 200 and live[0].msg_seq == resumed.msg_seq  # the journal filled the seam
+    assert [d.msg_seq for d in live] == list(range(live[0].msg_seq, live[0].msg_seq + len(live)))
+    assert stats.status_events.get("Conflated") == 1 and stats.status_events.get("RealTime") == 1
