@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 The conflation book (:mod:`adapter.core.conflation`) is fed from the packets
-the real-time line carried (:func:`changes`): each block's msg_seq with the
-symbols its ``MarketUpdate`` touched and a reference to the payload, parsed
-only when the interval closes and only for each symbol's last change. A
+the real-time line carried (:func:`note_packet`): each block's msg_seq with
+the symbols its ``MarketUpdate`` touched and a reference into the packet,
+parsed only when the interval closes and only for each symbol's last change. A
 closed interval becomes packets (:class:`ConflatedOutput`): one block per
 symbol in symbol order, ``source_stream`` :data:`~proto.wire.CONFLATED_STREAM`,
 ``source_seq`` the boundary's msg_seq, the payload one canonical encoding of
@@ -19,9 +19,8 @@ Pure: no clock, no socket.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable
+from typing import Final, TypeAlias
 
 from google.protobuf.message import DecodeError
 
@@ -29,37 +28,28 @@ from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.core.conflation import Interval
 from feedha.proto import market_pb2, wire
 
-__all__ = ["ConflatedOutput", "Ref", "changes", "encode_state"]
+__all__ = ["ConflatedOutput", "Ref", "encode_state", "note_packet", "ref"]
 
 _SYMBOL_TAG: Final = 0x0A  # MarketUpdate.symbol (field 1, length-delimited): written first
 _FLAGS: Final = wire.FLAG_CONFLATED
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """Where a symbol's state at one msg_seq is: a published payload (and its ``symbols`` index, or -1)."""
-
-    payload: bytes
-    index: int = -1
+Ref: TypeAlias = tuple[bytes, int, int, int]
+"""Where a symbol's state at one msg_seq is: ``(packet, start, end, index)``, the published
+payload ``packet[start:end]`` and its ``symbols`` index (-1: the update's own state)."""
 
 
-def _symbol_first(payload: bytes) -> str | None:
-    # A plain MarketUpdate starts with its symbol: read it without parsing the whole message.
-    if len(payload) < 2 or payload[0] != _SYMBOL_TAG or payload[1] >= 0x80:
-        return None
-    end = 2 + payload[1]
-    if end > len(payload):
-        return None
-    try:
-        return payload[2:end].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+def ref(payload: bytes, index: int = -1) -> Ref:
+    """A reference to a payload on its own (tests, benchmarks)."""
+    return (payload, 0, len(payload), index)
 
 
-def changes(packet: bytes) -> Iterator[tuple[int, str, Ref]]:
-    """``(msg_seq, symbol, ref)`` for every symbol each block of a real-time packet changed.
+def note_packet(packet: bytes, note: Callable[[int, str, Ref], None]) -> int:
+    """``note(msg_seq, symbol, ref)`` for every symbol each block of a real-time packet changed.
 
-    End-of-session blocks and heartbeats change no symbol.
+    End-of-session blocks and heartbeats change no symbol. Returns the last msg_seq noted (0: none).
+    Nothing is copied: a ref points into the packet, parsed only if it is a symbol's last
+    change when its interval closes.
 
     Raises:
         wire.WireError: the packet does not decode (never for the core's own packets).
@@ -67,20 +57,24 @@ def changes(packet: bytes) -> Iterator[tuple[int, str, Ref]]:
     """
     header = wire.decode_header(packet)
     if header.is_heartbeat:
-        return
-    first = header.first_seq
-    for i, (_stream, _seq, start, stop) in enumerate(wire.decode_blocks(packet, header)):
-        payload = packet[start:stop]
-        symbol = _symbol_first(payload)
-        if symbol is not None:
-            yield first + i, symbol, Ref(payload)
-            continue
-        update = market_pb2.MarketUpdate.FromString(payload)
+        return 0
+    msg_seq = header.first_seq - 1
+    for _stream, _seq, start, stop in wire.decode_blocks(packet, header):
+        msg_seq += 1
+        # A plain MarketUpdate starts with its symbol: read it without parsing the message.
+        if packet[start] == _SYMBOL_TAG and (size := packet[start + 1]) < 0x80 and start + 2 + size <= stop:
+            try:
+                note(msg_seq, packet[start + 2 : start + 2 + size].decode(), (packet, start, stop, -1))
+                continue
+            except UnicodeDecodeError:
+                pass
+        update = market_pb2.MarketUpdate.FromString(packet[start:stop])
         if update.symbol:
-            yield first + i, update.symbol, Ref(payload)
+            note(msg_seq, update.symbol, (packet, start, stop, -1))
         for index, part in enumerate(update.symbols):
             if part.symbol:
-                yield first + i, part.symbol, Ref(payload, index)
+                note(msg_seq, part.symbol, (packet, start, stop, index))
+    return msg_seq
 
 
 def encode_state(symbol: str, ref: Ref, *, time_ns: int) -> bytes:
@@ -89,8 +83,9 @@ def encode_state(symbol: str, ref: Ref, *, time_ns: int) -> bytes:
     Raises:
         DecodeError: the referenced payload does not parse.
     """
-    update = market_pb2.MarketUpdate.FromString(ref.payload)
-    state = update.state if ref.index < 0 else update.symbols[ref.index].state
+    packet, start, end, index = ref
+    update = market_pb2.MarketUpdate.FromString(packet[start:end])
+    state = update.state if index < 0 else update.symbols[index].state
     out = market_pb2.MarketUpdate(symbol=symbol, publish_time_ns=time_ns)
     out.state.CopyFrom(to_proto(from_proto(state)))  # the codec's values: one encoding everywhere
     if state.HasField("book"):

@@ -33,7 +33,7 @@ from google.protobuf.message import DecodeError
 
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Action, Publish, PublishConflated, SendSync
-from feedha.adapter.core.conflated_output import ConflatedOutput, Ref, changes
+from feedha.adapter.core.conflated_output import ConflatedOutput, Ref, note_packet
 from feedha.adapter.core.conflation import Boundary, ConflationBook, Interval, IntervalKeeper
 from feedha.adapter.core.sync_types import Peer, Role
 from feedha.proto.wire import WireError
@@ -108,15 +108,16 @@ class ConflatedSide:
             action = actions[index]
             if type(action) is not Publish:
                 continue
+            packet = action.packet
+            first = int.from_bytes(packet[12:20], "big")  # the header's first msg_seq (proto.wire)
+            if first > self._last_seen + 1 or self._covered_after is None:
+                self._covered_after = first - 1  # a hole (or the start): covered from here
             try:
-                for msg_seq, symbol, ref in changes(action.packet):
-                    if msg_seq > self._last_seen + 1 or self._covered_after is None:
-                        self._covered_after = msg_seq - 1  # a hole (or the start): covered from here
-                    if msg_seq > self._last_seen:
-                        self._last_seen = msg_seq
-                    note(msg_seq, symbol, ref)
-            except (WireError, DecodeError):
+                last = note_packet(packet, note)
+            except (WireError, DecodeError, IndexError):
                 self.counters.undecodable += 1
+                continue
+            self._last_seen = max(self._last_seen, last)
 
     # ---- the active ----------------------------------------------------------------------
 

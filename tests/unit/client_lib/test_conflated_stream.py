@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from feedha.adapter.core.conflated_output import ConflatedOutput, Ref
+from feedha.adapter.core.conflated_output import ConflatedOutput, ref
 from feedha.adapter.core.conflation import Boundary, Interval
 from feedha.admin_client.session import Line, Route
 from feedha.client import (
@@ -31,7 +31,7 @@ def _interval(
     k: int, boundary: int, first: int, volumes: dict[str, int], *, budget: int = 8192
 ) -> list[bytes]:
     output = ConflatedOutput(channel=CHANNEL, adapter=1, max_packet_bytes=budget, heartbeat_s=1.0)
-    entries = tuple((s, Ref(_payload(s, v))) for s, v in sorted(volumes.items()))
+    entries = tuple((s, ref(_payload(s, v))) for s, v in sorted(volumes.items()))
     return output.interval(Interval(Boundary(k, boundary, 5, first), entries), term=1, now=0.0)
 
 

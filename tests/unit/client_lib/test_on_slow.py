@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from feedha.adapter.core.conflated_output import ConflatedOutput, Ref
+from feedha.adapter.core.conflated_output import ConflatedOutput, ref
 from feedha.adapter.core.conflation import Boundary, Interval
 from feedha.client import ArbiterConfig, ChannelArbiter, ConfigError, Conflated, ConflatedDelivery, RealTime
 from feedha.client._slow import SlowWatch, slow_watch
@@ -26,7 +26,7 @@ def _delivery(channel: int, age_s: float) -> Delivery:
 def _interval(channel: int, boundary: int, age_s: float) -> list[ConflatedDelivery]:
     output = ConflatedOutput(channel=channel, adapter=1, max_packet_bytes=8192, heartbeat_s=1.0)
     update = market_pb2.MarketUpdate(symbol="A").SerializeToString()
-    entries = (("A", Ref(update)), ("B", Ref(update)))
+    entries = (("A", ref(update)), ("B", ref(update)))
     at = Boundary(1, boundary, NOW - round(age_s * 1e9), 1)
     arbiter = ChannelArbiter(ArbiterConfig(channel=channel, conflated=True))
     events = []
