@@ -28,8 +28,11 @@ from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
     CHECKPOINT_INTERVAL_S,
+    DEFAULT_CONFLATE_INTERVAL_S,
     LINE_HEARTBEAT_S,
+    MAX_CONFLATE_INTERVAL_S,
     MAX_SOURCE_GAP,
+    MIN_CONFLATE_INTERVAL_S,
 )
 from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
@@ -57,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     _journal_arguments(parser)
     _session_arguments(parser)
     _delayed_arguments(parser)
+    _conflated_arguments(parser)
     parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
@@ -314,6 +318,24 @@ def _delayed_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _conflated_arguments(parser: argparse.ArgumentParser) -> None:
+    conflated = parser.add_argument_group("conflated line (docs/architecture.md, Conflated lines)")
+    conflated.add_argument(
+        "--conflate-line",
+        metavar="ENDPOINT",
+        help="bind the conflated line here: at the end of every --conflate-interval, the state of "
+        "each symbol that changed in it, numbered alike on every adapter of the channel (default: none)",
+    )
+    conflated.add_argument(
+        "--conflate-interval",
+        type=float,
+        default=DEFAULT_CONFLATE_INTERVAL_S,
+        metavar="SECONDS",
+        help="the conflated line's interval: give every adapter of the channel the same "
+        f"({MIN_CONFLATE_INTERVAL_S:g}..{MAX_CONFLATE_INTERVAL_S:g}; default: %(default)g)",
+    )
+
+
 def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = None) -> AdapterConfig:
     """Build the adapter's configuration from parsed arguments."""
     sync = SyncConfig(
@@ -368,6 +390,8 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         delayed_line_endpoint=args.delayed_line,
         delay_s=args.delay,
         purge_margin_s=args.purge_margin,
+        conflate_line_endpoint=args.conflate_line,
+        conflate_interval_s=args.conflate_interval,
     )
 
 

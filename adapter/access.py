@@ -27,9 +27,11 @@ lookups, atomic under the GIL).
 
 A grant may be *delayed only*: the key then connects to the delayed line and
 the replay service, never to the real-time line, and the replay service
-answers it delayed ranges only (``is_delayed_only``). A key whose grant turns
-delayed-only while it is connected to the real-time line is cut off from it
-like a revoked one.
+answers it delayed ranges only (``is_delayed_only``). A grant may be
+*conflated only*: the key then connects to the conflated line only (never the
+real-time line, its replays or images); a grant both delayed and conflated
+only reaches both of those lines. A key whose grant turns limited while it is
+connected where it may no longer be is cut off from there like a revoked one.
 """
 
 from __future__ import annotations
@@ -37,14 +39,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["DELAYED", "LINE", "REPLAY", "SNAPSHOT", "SYNC", "AccessTable", "Grant"]
+__all__ = ["CONFLATED", "DELAYED", "LINE", "REPLAY", "SNAPSHOT", "SYNC", "AccessTable", "Grant"]
 
 LINE: Final = "line"
 DELAYED: Final = "delayed"  # the delayed line
 REPLAY: Final = "replay"
 SYNC: Final = "sync"
 SNAPSHOT: Final = "snapshot"  # the snapshot line: real-time data, admitted like the line
-Grant = tuple[str, int] | tuple[str, int, bool]  # (Z85 key, expires_at_ns[, delayed_only])
+CONFLATED: Final = "conflated"  # the conflated line: real-time states at each interval's end
+# Where a limited key may go: delayed-only keys the delayed line and delayed replays,
+# conflated-only keys the conflated line; both kinds, both. Never the line or images.
+_DELAYED_ONLY: Final = frozenset({DELAYED, REPLAY})
+_CONFLATED_ONLY: Final = frozenset({CONFLATED})
+# (Z85 key, expires_at_ns[, delayed_only[, conflated_only]])
+Grant = tuple[str, int] | tuple[str, int, bool] | tuple[str, int, bool, bool]
 MAX_KEYS: Final = 100_000  # grants held at most (a grant flood cannot grow the adapter without bound)
 
 
@@ -53,9 +61,15 @@ class AccessTable:
 
     def __init__(self, *, permanent: Iterable[str] = ()) -> None:
         self._grants: dict[str, int] = {}
-        self._delayed_only: set[str] = set()
+        self._limited: dict[str, frozenset[str]] = {}  # a limited key -> the only places it may go
         self._permanent = frozenset(permanent)  # admitted as long as the adapter runs (--grant-keys)
-        self._seen: dict[str, set[str]] = {LINE: set(), DELAYED: set(), REPLAY: set(), SNAPSHOT: set()}
+        self._seen: dict[str, set[str]] = {
+            LINE: set(),
+            DELAYED: set(),
+            REPLAY: set(),
+            SNAPSHOT: set(),
+            CONFLATED: set(),
+        }
         self.granted = self.revoked = self.refused = self.full = 0
         self.version = 0  # grows each time a key loses access: the books check their peers again
 
@@ -69,12 +83,16 @@ class AccessTable:
         """The keys granted now."""
         return list(self._grants)
 
-    def grant(self, key: str, expires_at_ns: int, delayed_only: bool = False) -> set[str]:
-        """Accept ``key`` until ``expires_at_ns`` (on the delayed line and for delayed replays only).
+    def grant(
+        self, key: str, expires_at_ns: int, delayed_only: bool = False, conflated_only: bool = False
+    ) -> set[str]:
+        """Accept ``key`` until ``expires_at_ns``.
+
+        ``delayed_only``: on the delayed line and for delayed replays only;
+        ``conflated_only``: on the conflated line only; both: on either.
 
         Returns:
-            The sockets to bind afresh: the real-time line, when a key connected to it
-            is delayed-only from now on.
+            The sockets to bind afresh: those a key connected to may no longer use.
         """
         if key not in self._grants and len(self._grants) >= MAX_KEYS:
             self.full += 1
@@ -84,13 +102,16 @@ class AccessTable:
         self.granted += 1
         if old is not None and expires_at_ns < old:
             self.version += 1  # a shorter grant: connected peers are checked against it
-        if not delayed_only:
-            self._delayed_only.discard(key)
+        if not delayed_only and not conflated_only:
+            self._limited.pop(key, None)
             return set()
-        if key not in self._delayed_only:
-            self._delayed_only.add(key)
+        places = (_DELAYED_ONLY if delayed_only else frozenset()) | (
+            _CONFLATED_ONLY if conflated_only else frozenset()
+        )
+        if self._limited.get(key) != places:
+            self._limited[key] = places
             self.version += 1
-        return {where for where in (LINE, SNAPSHOT) if key in self._seen[where]}
+        return {where for where, seen in self._seen.items() if key in seen and where not in places}
 
     def replace(self, grants: Iterable[Grant]) -> set[str]:
         """Accept exactly ``grants``; returns the sockets to bind afresh for the keys that lost access."""
@@ -105,7 +126,7 @@ class AccessTable:
         """Whether ``key`` may have delayed data only (a key not granted at all: yes, the least)."""
         if key in self._permanent:
             return False
-        return key in self._delayed_only or key not in self._grants
+        return key in self._limited or key not in self._grants
 
     def revoke(self, keys: Iterable[str]) -> set[str]:
         """Refuse ``keys`` from now on; returns the sockets (``line``, ``delayed``, ...) that let one in."""
@@ -114,7 +135,7 @@ class AccessTable:
             if self._grants.pop(key, None) is not None:
                 self.revoked += 1
                 self.version += 1
-            self._delayed_only.discard(key)
+            self._limited.pop(key, None)
             for where, seen in self._seen.items():
                 if key in seen and key not in self._permanent:
                     rebind.add(where)
@@ -130,8 +151,10 @@ class AccessTable:
         if key in self._permanent:
             return True
         expires = self._grants.get(key)
-        real_time = where in (LINE, SNAPSHOT)
-        return expires is not None and expires > now_ns and not (real_time and key in self._delayed_only)
+        if expires is None or expires <= now_ns:
+            return False
+        places = self._limited.get(key)
+        return places is None or where in places
 
     def admits(self, where: str, key: str, now_ns: int) -> bool:
         """The ZAP answer for ``key`` connecting to ``where`` at ``now_ns`` (remembers whom it let in)."""

@@ -56,7 +56,9 @@ def core_command(command: RegistryCommand) -> Command | AccessChange | SealChang
         assert command.seal_key is not None  # command_from_proto refuses a SEAL without one
         return SealChange(command.seal_key)
     if command.kind in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
-        grants = tuple((g.curve_public_key, g.expires_at_ns, g.delayed_only) for g in command.grants)
+        grants = tuple(
+            (g.curve_public_key, g.expires_at_ns, g.delayed_only, g.conflated_only) for g in command.grants
+        )
         return AccessChange(grants, command.kind is RegistryCommandKind.REVOKE, command.replace_grants)
     if command.kind is RegistryCommandKind.THROTTLE:
         return Throttle(max(0.0, command.rate))
@@ -128,6 +130,7 @@ class AdminLink:
             term=config.term,
             curve_public_key=curve_public_key,
             delayed_line_endpoint=config.delayed_line_endpoint or "",
+            conflated_line_endpoint=config.conflate_line_endpoint or "",
             input_format=config.input_format,
         )
         self._credentials = config.admin_credentials

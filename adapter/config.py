@@ -10,8 +10,11 @@ from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
     CHECKPOINT_INTERVAL_S,
+    DEFAULT_CONFLATE_INTERVAL_S,
     LINE_HEARTBEAT_S,
+    MAX_CONFLATE_INTERVAL_S,
     MAX_SOURCE_GAP,
+    MIN_CONFLATE_INTERVAL_S,
     CoreConfig,
 )
 from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
@@ -112,6 +115,10 @@ class AdapterConfig:
         delay_s: how long after its publish time a message goes out on the delayed line (the
             feed's setting: every adapter of its channels takes the same value).
         purge_margin_s: a message stops being purgeable this long before it is due.
+        conflate_line_endpoint: where the conflated line's PUB socket binds (None: no
+            conflated line; the adapter still takes part in the group's interval protocol).
+        conflate_interval_s: the conflated line's interval (the feed's setting: every adapter
+            of a channel takes the same value).
     """
 
     feed: str = "EQUITIES"
@@ -165,6 +172,8 @@ class AdapterConfig:
     delayed_line_endpoint: str | None = None
     delay_s: float = DEFAULT_DELAY_S
     purge_margin_s: float = DEFAULT_MARGIN_S
+    conflate_line_endpoint: str | None = None
+    conflate_interval_s: float = DEFAULT_CONFLATE_INTERVAL_S
 
     @property
     def adapter_id(self) -> str:
@@ -199,10 +208,17 @@ class AdapterConfig:
             session_schedule=self.session_schedule,
             delay_s=self.delay_s if self.delayed_line_endpoint else None,
             purge_margin_s=self.purge_margin_s,
+            conflate_interval_s=self.conflate_interval_s if self.conflate_line_endpoint else None,
         )
 
     def __post_init__(self) -> None:
         self.core()  # checks identity, numbering and timers (raises ConfigError)
+        interval = self.conflate_interval_s
+        if not MIN_CONFLATE_INTERVAL_S <= interval <= MAX_CONFLATE_INTERVAL_S:
+            raise ConfigError(
+                f"conflate_interval_s must be in {MIN_CONFLATE_INTERVAL_S:g}..{MAX_CONFLATE_INTERVAL_S:g} "
+                f"seconds, got {interval!r}"
+            )
         if self.input_format not in INPUT_FORMATS:
             raise ConfigError(
                 f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}"
@@ -236,7 +252,13 @@ class AdapterConfig:
             _check_endpoint(name, getattr(self, name))
         for peer in self.peers:
             _check_endpoint("peers", peer)
-        for name in ("control_endpoint", "replay_endpoint", "snapshot_endpoint", "delayed_line_endpoint"):
+        for name in (
+            "control_endpoint",
+            "replay_endpoint",
+            "snapshot_endpoint",
+            "delayed_line_endpoint",
+            "conflate_line_endpoint",
+        ):
             if getattr(self, name) is not None:
                 _check_endpoint(name, getattr(self, name))
         if self.control_endpoint is not None and not self.control_endpoint.startswith(_LOCAL_CONTROL):
@@ -294,6 +316,7 @@ class AdapterConfig:
             ("replay", self.replay_endpoint),
             ("snapshot_line", self.snapshot_endpoint),
             ("delayed_line", self.delayed_line_endpoint),
+            ("conflate_line", self.conflate_line_endpoint),
         ]
         named += [("peer", peer) for peer in self.peers]
         return tuple((name, endpoint) for name, endpoint in named if endpoint)

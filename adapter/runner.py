@@ -29,6 +29,7 @@ from feedha.adapter.config import (
     CONTROL_MAX_REQUEST_BYTES,
     AdapterConfig,
 )
+from feedha.adapter.conflated_line import ConflatedLineSocket
 from feedha.adapter.conversion.formats import engine_for_format, load_securities
 from feedha.adapter.core import AdapterCore
 from feedha.adapter.core import actions as act
@@ -73,6 +74,9 @@ class AdapterRunner:
         self._process = psutil.Process()
         self.line = LineSocket(config, self.guard)
         self.delayed_line: DelayedLineSocket | None = None
+        self.conflated_line: ConflatedLineSocket | None = None
+        if config.conflate_line_endpoint is not None:
+            self.conflated_line = ConflatedLineSocket(config, self.guard)
         self._pollers: dict[tuple[bool, bool], zmq.Poller] = {}
         self.metrics = AdapterMetrics(config)
         self.sync_link = SyncLink(config, self.guard)
@@ -96,7 +100,8 @@ class AdapterRunner:
                 self._quarantine = QuarantineFile(cfg.quarantine_path)
             self._open_sockets()
             self._handlers = self._action_handlers()
-            ready = {"line": cfg.line_endpoint, "sync": cfg.sync_endpoint, "replay": cfg.replay_endpoint}
+            ready = {"line": cfg.line_endpoint, "sync": cfg.sync_endpoint, "replay": cfg.replay_endpoint,
+                     "conflate_line": cfg.conflate_line_endpoint}  # fmt: skip
             core = self.core
             self._status("ready", **ready, next_msg_seq=core.sequencer.next_msg_seq,
                          fast_path=core.engine.is_native, metrics=metrics,
@@ -124,7 +129,10 @@ class AdapterRunner:
         """The core's status with the runner's own figures."""
         served = {} if self.journal is None else self.journal.served()
         status = {"channel": self.config.channel, **self.core.status(), **served}
-        return {**status, "access": self.guard.status(), **self.line.status()}
+        status = {**status, "access": self.guard.status(), **self.line.status()}
+        if self.conflated_line is not None:
+            status["conflated_line"] = self.conflated_line.status()
+        return status
 
     def _open_sockets(self) -> None:
         cfg = self.config
@@ -140,12 +148,14 @@ class AdapterRunner:
         if cfg.delayed_line_endpoint is not None and self.journal is not None:
             self.delayed_line = DelayedLineSocket(cfg, self.guard, self.journal)
             self.delayed_line.open()
+        if self.conflated_line is not None:
+            self.conflated_line.open()
 
     def _rebind(self, action: act.Rebind) -> None:
         # ZAP is asked at connection time only: to cut off a revoked peer, every peer reconnects.
         logger.info("binding the %s afresh: a revoked key was connected to it", action.where)
         for part in self._parts():
-            if isinstance(part, LineSocket | JournalKeeper | DelayedLineSocket):
+            if isinstance(part, LineSocket | JournalKeeper | DelayedLineSocket | ConflatedLineSocket):
                 part.rebind(action.where)
         self.guard.rebound(action.where)
 
@@ -154,7 +164,15 @@ class AdapterRunner:
             self.core.on_rebind_wanted(where, now=time.monotonic())
 
     def _parts(self) -> list[Any]:
-        parts = (self.line, self.sync_link, self.source, self.journal, self._quarantine, self.delayed_line)
+        parts = (
+            self.line,
+            self.sync_link,
+            self.source,
+            self.journal,
+            self._quarantine,
+            self.delayed_line,
+            self.conflated_line,
+        )
         return [part for part in parts if part is not None]
 
     # ---- the loop ------------------------------------------------------------------------
@@ -207,7 +225,9 @@ class AdapterRunner:
             self.delayed_line.feed(core.delayed_wants, core.on_delayed_records, wall_ns=wall_ns)
         self._carry_out(core.on_tick(now=now, wall_ns=wall_ns))
         self.line.serve(now)
-        for bound in (self.line, self.delayed_line):  # a rebind still waiting for its address
+        if self.conflated_line is not None:
+            self.conflated_line.serve(now)
+        for bound in (self.line, self.delayed_line, self.conflated_line):  # a rebind waiting for its address
             if bound is not None:
                 bound.retry_bind()
         if self.journal is not None:
@@ -230,6 +250,7 @@ class AdapterRunner:
     def _action_handlers(self) -> dict[type, Callable[[Any], None]]:
         # Each action type to what carries it out here (parts this adapter lacks: nothing).
         journal, delayed, quarantine, guard = self.journal, self.delayed_line, self._quarantine, self.guard
+        conflated = self.conflated_line
 
         def keep(action: act.Quarantine) -> None:
             if quarantine is not None:
@@ -244,6 +265,9 @@ class AdapterRunner:
             act.JournalControl: _ignore if journal is None else journal.append_control,
             act.RecordTerm: _ignore if journal is None else lambda action: journal.record_term(action.term),
             act.PublishDelayed: _ignore if delayed is None else lambda action: delayed.send(action.packet),
+            act.PublishConflated: _ignore
+            if conflated is None
+            else lambda action: conflated.send(action.packet),
             act.ReplyControl: self._reply_control,
             act.ReplyAdmin: self._report_admin,
             act.ReadSync: lambda _action: self._drain_sync(),
@@ -256,8 +280,13 @@ class AdapterRunner:
             act.EndAccessReplace: lambda _action: self._rebind_wanted(guard.end_replace()),
             act.ExpireAccess: lambda action: self._rebind_wanted(guard.expire(action.wall_ns)),
             act.Rebind: self._rebind,
-            act.UseSealKey: lambda action: self.line.use_key(action.key),
+            act.UseSealKey: self._use_seal_key,
         }
+
+    def _use_seal_key(self, action: act.UseSealKey) -> None:
+        self.line.use_key(action.key)
+        if self.conflated_line is not None:
+            self.conflated_line.use_key(action.key)
 
     def _carry_out(self, actions: Sequence[act.Action]) -> None:
         send, handlers = self.line.send, self._handlers

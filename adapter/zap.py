@@ -20,7 +20,7 @@ from typing import Any
 
 import zmq
 
-from feedha.adapter.access import DELAYED, LINE, REPLAY, SNAPSHOT, SYNC, AccessTable, Grant
+from feedha.adapter.access import CONFLATED, DELAYED, LINE, REPLAY, SNAPSHOT, SYNC, AccessTable, Grant
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.curve_keys import CurveKeys, load_keys, read_public_keys, write_keys
 from feedha.adapter.peers import MAX_MESSAGE_BYTES, MESSAGES_PER_TURN, PeerBook
@@ -76,7 +76,7 @@ class Gatekeeper:
     @property
     def refused(self) -> dict[str, int]:
         """Connections refused, by domain."""
-        domains = (LINE, DELAYED, REPLAY, SNAPSHOT, SYNC)
+        domains = (LINE, DELAYED, REPLAY, SNAPSHOT, SYNC, CONFLATED)
         return {domain: self._server.refused.get(domain, 0) for domain in domains}
 
     def start(self) -> None:
@@ -126,6 +126,7 @@ class DataPlaneGuard:
             LINE: PeerBook(LINE, LINE, self.table),
             DELAYED: PeerBook(DELAYED, DELAYED, self.table),
             SNAPSHOT: PeerBook(SNAPSHOT, SNAPSHOT, self.table),  # real-time data: admitted like the line
+            CONFLATED: PeerBook(CONFLATED, CONFLATED, self.table),
             REPLAY: PeerBook(REPLAY, REPLAY, self.table, listener=False),
         }
 
@@ -184,7 +185,7 @@ class DataPlaneGuard:
     # ---- sockets ---------------------------------------------------------------------------
 
     def secure(self, sock: zmq.Socket[Any], where: str) -> None:
-        """Set up a line, delayed line, snapshot line or replay socket before it binds.
+        """Set up a line, delayed line, conflated line, snapshot line or replay socket before it binds.
 
         Every one takes small messages only (``MAXMSGSIZE``); with a key it is a CURVE
         server checked by ZAP, and its :class:`PeerBook` watches its connections.

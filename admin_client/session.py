@@ -56,6 +56,7 @@ class Line:
     term: int
     is_up: bool
     curve_server_key: str = ""  # Z85 CURVE key to connect to its line and replay with ("": plain)
+    conflated_line_endpoint: str = ""  # the adapter's conflated line ("": it serves none)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +74,7 @@ class Route:
     seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
     model_version: str = ""  # message_model's "MAJOR.MINOR" ("": a server from before versions, i.e. 1.0)
     model_descriptor_set: bytes = field(default=b"", repr=False)  # a serialized FileDescriptorSet
+    conflated: bool = False  # conflated-only: ``lines`` are the adapters' conflated lines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +137,7 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
                 term=line.term,
                 is_up=line.is_up,
                 curve_server_key=line.curve_server_key,
+                conflated_line_endpoint=line.conflated_line_endpoint,
             )
             for line in msg.lines
         ),
@@ -143,6 +146,7 @@ def _route(msg: admin_pb2.ChannelRoute) -> Route:
         model_version=msg.model_version,
         model_descriptor_set=msg.model_descriptor_set,
         seal_keys=tuple(_seal_keys(msg)),
+        conflated=msg.conflated,
     )
 
 

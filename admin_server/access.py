@@ -16,7 +16,10 @@ the same thing: the key drops out of the desired set, and the next
 reconciliation (at every change, and every second) revokes it. A key whose
 subscription reaches a channel by delayed routes only is granted *delayed
 only*: the channel's adapters then admit it to their delayed lines and
-delayed replays, never to their real-time lines. Pure.
+delayed replays, never to their real-time lines; one that reaches it by
+conflated routes only is granted *conflated only* (the conflated lines), and
+by both kinds, both. A grant's *limit* says so: 0 (none: everything),
+:data:`DELAYED_ONLY`, :data:`CONFLATED_ONLY`, or both bits. Pure.
 """
 
 from __future__ import annotations
@@ -29,17 +32,22 @@ from feedha.admin_server.store import SubscriptionRecord
 from feedha.proto.registry import AccessGrant, Command, CommandKind
 
 __all__ = [
+    "CONFLATED_ONLY",
+    "DELAYED_ONLY",
     "GRANTS_PER_COMMAND",
     "Grants",
     "desired_grants",
     "entitled_subscriptions",
     "merge_grant",
+    "merge_limit",
     "plan_commands",
 ]
 
-Grants: TypeAlias = dict[str, tuple[int, bool]]  # curve public key -> (expires_at_ns, delayed_only)
+Grants: TypeAlias = dict[str, tuple[int, int]]  # curve public key -> (expires_at_ns, limit)
 GRANTS_PER_COMMAND: Final = 10_000  # ~550 kB a command, well under gRPC's 4 MiB message limit
-Reach: TypeAlias = Mapping[str, bool]  # channel name -> reached by delayed routes only
+Reach: TypeAlias = Mapping[str, int]  # channel name -> the limit of the routes that reach it
+DELAYED_ONLY: Final = 1  # a limit bit: the delayed line and delayed replays
+CONFLATED_ONLY: Final = 2  # a limit bit: the conflated line
 
 
 def desired_grants(
@@ -54,16 +62,16 @@ def desired_grants(
         subscriptions: every stored subscription.
         now: wall-clock seconds.
         channels_for: the channels a subscription's routes reach under the current
-            policy, each with whether only delayed routes reach it (raises an
+            policy, each with the limit of the routes that reach it (raises an
             ``AdminError`` when its owner is no longer entitled).
     """
     grants: dict[str, Grants] = {}
     keyed = (sub for sub in subscriptions if sub.curve_key)
     for sub, channels in _reach(keyed, now=now, channels_for=channels_for):
         expires_ns = int(sub.valid_until * 1e9)
-        for channel, delayed_only in channels.items():
+        for channel, limit in channels.items():
             keys = grants.setdefault(channel, {})
-            keys[sub.curve_key] = merge_grant(keys.get(sub.curve_key), (expires_ns, delayed_only))
+            keys[sub.curve_key] = merge_grant(keys.get(sub.curve_key), (expires_ns, limit))
     return grants
 
 
@@ -76,12 +84,12 @@ def plan_commands(told: Grants | None, wanted: Grants, *, reason: str) -> list[C
     none of the parts named once they stop coming (``adapter.core.access_desk.REPLACE_WINDOW_S``).
     """
     if told is None:
-        grants = [AccessGrant(key, *grant) for key, grant in sorted(wanted.items())]
+        grants = [_grant(key, grant) for key, grant in sorted(wanted.items())]
         return [
             Command(kind=CommandKind.GRANT, grants=part, replace_grants=True, reason=reason)
             for part in _parts(grants) or [()]
         ]
-    changed = [AccessGrant(key, *grant) for key, grant in sorted(wanted.items()) if told.get(key) != grant]
+    changed = [_grant(key, grant) for key, grant in sorted(wanted.items()) if told.get(key) != grant]
     gone = [AccessGrant(key) for key in sorted(told) if key not in wanted]
     return [Command(kind=CommandKind.GRANT, grants=part, reason=reason) for part in _parts(changed)] + [
         Command(kind=CommandKind.REVOKE, grants=part, reason=reason) for part in _parts(gone)
@@ -92,11 +100,23 @@ def _parts(grants: list[AccessGrant]) -> list[tuple[AccessGrant, ...]]:
     return [tuple(grants[i : i + GRANTS_PER_COMMAND]) for i in range(0, len(grants), GRANTS_PER_COMMAND)]
 
 
-def merge_grant(old: tuple[int, bool] | None, new: tuple[int, bool]) -> tuple[int, bool]:
-    """Two grants of one key as one: the later expiry; delayed-only only if both are."""
+def _grant(key: str, grant: tuple[int, int]) -> AccessGrant:
+    expires_ns, limit = grant
+    return AccessGrant(key, expires_ns, bool(limit & DELAYED_ONLY), bool(limit & CONFLATED_ONLY))
+
+
+def merge_limit(old: int | None, new: int) -> int:
+    """Two limits of one key as one: none if either has none, else both kinds of line."""
     if old is None:
         return new
-    return max(old[0], new[0]), old[1] and new[1]
+    return old | new if old and new else 0
+
+
+def merge_grant(old: tuple[int, int] | None, new: tuple[int, int]) -> tuple[int, int]:
+    """Two grants of one key as one: the later expiry, and the merged limit (:func:`merge_limit`)."""
+    if old is None:
+        return new
+    return max(old[0], new[0]), merge_limit(old[1], new[1])
 
 
 def entitled_subscriptions(
@@ -112,8 +132,8 @@ def entitled_subscriptions(
     """
     entitled: dict[str, set[str]] = {}
     for sub, channels in _reach(subscriptions, now=now, channels_for=channels_for):
-        for channel, delayed_only in channels.items():
-            if not delayed_only:
+        for channel, limit in channels.items():
+            if not limit:
                 entitled.setdefault(channel, set()).add(sub.subscription_id)
     return entitled
 

@@ -50,7 +50,7 @@ __all__ = ["AccessKeeper", "AccessPlan", "ReachCache", "Snapshot", "plan"]
 
 MIN_GAP_S: Final = 0.05  # passes are at least this far apart (a flood of changes coalesces)
 MAX_CACHED: Final = 50_000  # reaches kept; past this the cache starts again
-Reach = dict[str, bool]  # channel -> reached by delayed routes only
+Reach = dict[str, int]  # channel -> the limit of the routes that reach it (access.merge_limit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,7 +111,7 @@ class ReachCache:
             reach = {}
             for route in routes:
                 name = route.channel.name
-                reach[name] = reach.get(name, True) and route.delayed
+                reach[name] = access.merge_limit(reach.get(name), route.limit)
         self.reaches[key] = reach
         return reach, True
 

@@ -21,7 +21,12 @@ naming the channel, the symbols it would expose and one of them the caller
 may not see. (Why refusing rather than filtering: docs/security.md.) A delayed route
 (delayed-only symbols) carries the channel's *delayed* lines: the adapters'
 delayed line endpoints with their replay services (which answer such a
-subscriber delayed ranges only); it never names a real-time line. Pure: no I/O.
+subscriber delayed ranges only); it never names a real-time line. A
+conflated route (conflated-only symbols, or items a caller may read whole only
+conflated) likewise carries the channel's *conflated* lines and no replay
+service. Every line of a real-time route also names its adapter's conflated
+line (``LineView.conflated_line_endpoint``), which a real-time key may read
+(``FeedClient(mode="conflated")``, ``on_slow="conflate"``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from feedha.proto.seal import SealKey
 MAX_ITEMS: Final = 1000
 MAX_ITEM_LENGTH: Final = 64
 _WILDCARDS: Final = frozenset("*?[")
+_MODE_NAMES: Final = {Mode.REALTIME: "real-time", Mode.DELAYED: "delayed", Mode.CONFLATED: "conflated"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +65,7 @@ class LineView:
     term: int
     is_up: bool
     curve_server_key: str = ""  # Z85 CURVE key to connect with ("": a plain line)
+    conflated_line_endpoint: str = ""  # the adapter's conflated line ("": it serves none)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +77,17 @@ class Route:
     symbols: tuple[str, ...]
     delayed: bool  # then ``lines`` are the adapters' delayed lines
     seal_keys: tuple[SealKey, ...] = ()  # multicast lines: the keys their packets are sealed with
+    conflated: bool = False  # then ``lines`` are the adapters' conflated lines
+
+    @property
+    def limit(self) -> int:
+        """What a key this route reaches may read: 0 everything, 1 delayed only, 2 conflated only."""
+        return 1 if self.delayed else 2 if self.conflated else 0
+
+    @property
+    def mode(self) -> Mode:
+        """The route's mode: ``REALTIME``, ``DELAYED`` or ``CONFLATED``."""
+        return Mode.DELAYED if self.delayed else Mode.CONFLATED if self.conflated else Mode.REALTIME
 
 
 def validate_items(items: Sequence[str]) -> list[str]:
@@ -112,24 +130,35 @@ def channels_for(item: str, channels: Iterable[ChannelConfig]) -> list[ChannelCo
     return [c for c in channels if c.covers(item)]
 
 
-def line_views(records: Iterable[AdapterRecord], *, delayed: bool = False) -> tuple[LineView, ...]:
+def line_views(
+    records: Iterable[AdapterRecord], *, delayed: bool = False, conflated: bool = False
+) -> tuple[LineView, ...]:
     """Registry records as subscriber-facing lines (order kept: active first).
 
-    With ``delayed``: the adapters' delayed lines (adapters that serve none are left out).
+    With ``delayed``: the adapters' delayed lines; with ``conflated``: their conflated
+    lines, with no replay service (adapters that serve none are left out).
     """
-    return tuple(
-        LineView(
-            adapter_id=r.adapter_id,
-            line_endpoint=r.registration.delayed_line_endpoint if delayed else r.registration.line_endpoint,
-            replay_endpoint=r.registration.replay_endpoint,
-            role=r.status.role,
-            term=r.status.term,
-            is_up=r.is_up,
-            curve_server_key=r.registration.curve_public_key,
+    out = []
+    for r in records:
+        reg = r.registration
+        endpoint = reg.delayed_line_endpoint if delayed else reg.line_endpoint
+        if conflated:
+            endpoint = reg.conflated_line_endpoint
+        if not endpoint:
+            continue
+        out.append(
+            LineView(
+                adapter_id=r.adapter_id,
+                line_endpoint=endpoint,
+                replay_endpoint="" if conflated else reg.replay_endpoint,
+                role=r.status.role,
+                term=r.status.term,
+                is_up=r.is_up,
+                curve_server_key=reg.curve_public_key,
+                conflated_line_endpoint=reg.conflated_line_endpoint,
+            )
         )
-        for r in records
-        if not delayed or r.registration.delayed_line_endpoint
-    )
+    return tuple(out)
 
 
 def plan_routes(
@@ -140,6 +169,7 @@ def plan_routes(
     channels: Sequence[ChannelConfig],
     lines: dict[str, tuple[LineView, ...]],
     delayed_lines: dict[str, tuple[LineView, ...]] | None = None,
+    conflated_lines: dict[str, tuple[LineView, ...]] | None = None,
 ) -> list[Route]:
     """Decide the routes for a subscription.
 
@@ -150,9 +180,10 @@ def plan_routes(
         channels: the configured channels.
         lines: channel name -> its lines (from the registry).
         delayed_lines: channel name -> its delayed lines (from the registry).
+        conflated_lines: channel name -> its conflated lines (from the registry).
 
     Returns:
-        One route per (channel, delayed) pair, in channel-number order.
+        One route per (channel, mode) pair, in channel-number order.
 
     Raises:
         ValueError: invalid items.
@@ -164,27 +195,28 @@ def plan_routes(
     grouped = _settle_modes(principal, grouped, by_name, policy=policy)
     check_exposure(
         principal,
-        {(by_name[name], delayed): items for (name, delayed), items in grouped.items()},
+        {(by_name[name], mode): items for (name, mode), items in grouped.items()},
         policy=policy,
     )
-    delayed_lines = delayed_lines or {}
-    # A delayed route names the delayed lines only: a real-time line must never reach it.
+    # A delayed or conflated route names those lines only: a real-time line must never reach it.
+    by_mode = {Mode.REALTIME: lines, Mode.DELAYED: delayed_lines or {}, Mode.CONFLATED: conflated_lines or {}}
     routes = [
         Route(
             channel=by_name[name],
-            lines=delayed_lines.get(name, ()) if delayed else lines.get(name, ()),
+            lines=by_mode[mode].get(name, ()),
             symbols=tuple(symbols),
-            delayed=delayed,
+            delayed=mode is Mode.DELAYED,
+            conflated=mode is Mode.CONFLATED,
         )
-        for (name, delayed), symbols in grouped.items()
+        for (name, mode), symbols in grouped.items()
     ]
-    return sorted(routes, key=lambda r: (r.channel.number, r.delayed))
+    return sorted(routes, key=lambda r: (r.channel.number, r.mode))
 
 
 def _group_by_channel(
     principal: Principal, items: Sequence[str], *, policy: Policy, channels: Sequence[ChannelConfig]
-) -> dict[tuple[str, bool], list[str]]:
-    """The entitled items by (channel name, delayed); refuses what is not entitled or not routed."""
+) -> dict[tuple[str, Mode], list[str]]:
+    """The entitled items by (channel name, mode); refuses what is not entitled or not routed."""
     wanted = validate_items(items)
     modes = {item: policy.entitlement(principal, item) for item in wanted}
     denied = [item for item, mode in modes.items() if mode is Mode.NONE]
@@ -194,14 +226,14 @@ def _group_by_channel(
             symbols=denied,
             violations=_violations(items, denied, "SYMBOL_NOT_ENTITLED", "not entitled"),
         )
-    grouped: dict[tuple[str, bool], list[str]] = {}
+    grouped: dict[tuple[str, Mode], list[str]] = {}
     unrouted = []
     for item in wanted:
         targets = channels_for(item, channels)
         if not targets:
             unrouted.append(item)
         for channel in targets:
-            grouped.setdefault((channel.name, modes[item] is Mode.DELAYED), []).append(item)
+            grouped.setdefault((channel.name, modes[item]), []).append(item)
     if unrouted:
         raise NotFoundError(
             f"no channel carries: {', '.join(unrouted)}",
@@ -214,29 +246,36 @@ def _group_by_channel(
 
 def _settle_modes(
     principal: Principal,
-    grouped: dict[tuple[str, bool], list[str]],
+    grouped: dict[tuple[str, Mode], list[str]],
     by_name: Mapping[str, ChannelConfig],
     *,
     policy: Policy,
-) -> dict[tuple[str, bool], list[str]]:
-    """Real-time items on a channel the caller may not read whole in real time go delayed, if it may."""
-    settled: dict[tuple[str, bool], list[str]] = {}
-    for (name, delayed), items in sorted(grouped.items(), key=lambda item: item[0][1], reverse=True):
-        if not delayed and not _covers(principal, by_name[name], policy, delayed=False):
-            if _covers(principal, by_name[name], policy, delayed=True):
-                delayed = True  # the whole channel delayed is the most it may read
-        settled.setdefault((name, delayed), []).extend(items)
+) -> dict[tuple[str, Mode], list[str]]:
+    """Real-time items on a channel the caller may not read whole in real time go delayed, if it may,
+    else conflated, if it may."""
+    settled: dict[tuple[str, Mode], list[str]] = {}
+    for (name, mode), items in sorted(grouped.items(), key=lambda item: item[0][1] is Mode.REALTIME):
+        if mode is Mode.REALTIME and not _covers(principal, by_name[name], policy, Mode.REALTIME):
+            for fallback in (Mode.DELAYED, Mode.CONFLATED):  # the most the whole channel may be read
+                if _covers(principal, by_name[name], policy, fallback):
+                    mode = fallback
+                    break
+        settled.setdefault((name, mode), []).extend(items)
     order = {item: i for i, item in enumerate(item for items in grouped.values() for item in items)}
     return {route: sorted(items, key=lambda item: order[item]) for route, items in settled.items()}
 
 
-def _covers(principal: Principal, channel: ChannelConfig, policy: Policy, *, delayed: bool) -> bool:
-    return globs.uncovered_example(channel_symbols(channel), policy.reach(principal, delayed=delayed)) is None
+def _reach(principal: Principal, policy: Policy, mode: Mode) -> tuple[str, ...]:
+    return policy.reach(principal, delayed=mode is Mode.DELAYED, conflated=mode is Mode.CONFLATED)
+
+
+def _covers(principal: Principal, channel: ChannelConfig, policy: Policy, mode: Mode) -> bool:
+    return globs.uncovered_example(channel_symbols(channel), _reach(principal, policy, mode)) is None
 
 
 def check_exposure(
     principal: Principal,
-    routes: Mapping[tuple[ChannelConfig, bool], Sequence[str]],
+    routes: Mapping[tuple[ChannelConfig, Mode], Sequence[str]],
     *,
     policy: Policy,
 ) -> None:
@@ -244,7 +283,7 @@ def check_exposure(
 
     Args:
         principal: the caller.
-        routes: (channel, delayed) -> the requested items that lead there (named in the error).
+        routes: (channel, mode) -> the requested items that lead there (named in the error).
         policy: the authorization policy.
 
     Raises:
@@ -255,11 +294,11 @@ def check_exposure(
         PatternError: the grants are too complex to compare with a channel.
     """
     found = []
-    for (channel, delayed), items in routes.items():
+    for (channel, mode), items in routes.items():
         carried = channel_symbols(channel)
-        example = globs.uncovered_example(carried, policy.reach(principal, delayed=delayed))
+        example = globs.uncovered_example(carried, _reach(principal, policy, mode))
         if example is not None:
-            found.append((channel.name, carried, example, "delayed" if delayed else "real-time", items))
+            found.append((channel.name, carried, example, _MODE_NAMES[mode], items))
     if not found:
         return
     parts = [

@@ -79,10 +79,12 @@ def route_to_proto(route: Route) -> admin_pb2.ChannelRoute:
                 term=line.term,
                 is_up=line.is_up,
                 curve_server_key=line.curve_server_key,
+                conflated_line_endpoint=line.conflated_line_endpoint,
             )
             for line in route.lines
         ],
         symbols=list(route.symbols),
         delayed=route.delayed,
         seal_keys=[seal_key_to_proto(key) for key in route.seal_keys],
+        conflated=route.conflated,
     )

@@ -43,7 +43,7 @@ class DataPlane:
         self._on_seal = on_seal
         # Grants made at once since some pass's snapshot: (generation, channel, key, grant). A pass
         # planned from an older snapshot must not take them away again (it did not see them).
-        self._granted_now: list[tuple[int, str, str, tuple[int, bool]]] = []
+        self._granted_now: list[tuple[int, str, str, tuple[int, int]]] = []
         self._generation = 0
 
     def snapshot(self, store: Store | None = None) -> Snapshot:
@@ -116,15 +116,13 @@ class DataPlane:
         hub = self._hub
         if not record.curve_key or not lease_holds(record, now=hub.clock(), rotated={record.key_id: 0.0}):
             return
-        reach: dict[str, bool] = {}
+        reach: dict[str, int] = {}
         for route in routes:
-            reach[route.channel.name] = reach.get(route.channel.name, True) and route.delayed
+            reach[route.channel.name] = access.merge_limit(reach.get(route.channel.name), route.limit)
         expires_ns = int(record.valid_until * 1e9)
         self._generation += 1
-        for channel, delayed_only in reach.items():
-            self._granted_now.append(
-                (self._generation, channel, record.curve_key, (expires_ns, delayed_only))
-            )
+        for channel, limit in reach.items():
+            self._granted_now.append((self._generation, channel, record.curve_key, (expires_ns, limit)))
         for session in hub.adapter_session_list():
             with contextlib.suppress(NotFoundError):
                 adapter = hub.registry.get(session.adapter_id)

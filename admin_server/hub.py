@@ -209,6 +209,7 @@ class Hub:
         names = self.registry.channel_names()
         lines = {name: broker.line_views(self.registry.lines(name)) for name in names}
         delayed = {name: broker.line_views(self.registry.lines(name), delayed=True) for name in names}
+        conflated = {name: broker.line_views(self.registry.lines(name), conflated=True) for name in names}
         routes = broker.plan_routes(
             principal,
             symbols,
@@ -216,10 +217,11 @@ class Hub:
             channels=self.config.channels,
             lines=lines,
             delayed_lines=delayed,
+            conflated_lines=conflated,
         )
         return [
             route
-            if route.delayed or not (keys := self.seals.keys_for(route.channel.name))
+            if route.delayed or route.conflated or not (keys := self.seals.keys_for(route.channel.name))
             else dataclasses.replace(route, seal_keys=keys)
             for route in routes
         ]

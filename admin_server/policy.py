@@ -1,4 +1,4 @@
-"""The authorization policy: who may see which symbols, real-time or delayed, and who is admin.
+"""The authorization policy: who may see which symbols, real-time, delayed or conflated, and who is admin.
 
 Theory of operation: the policy is a YAML file (``deploy/policy.yaml``) with
 four sections::
@@ -11,7 +11,7 @@ four sections::
     rules:                        # grants, in any order
       - groups: [traders]         # and/or users: [...]
         symbols: ["A*", "MSFT"]   # fnmatch patterns, case-sensitive (see globs.py)
-        mode: realtime            # or delayed
+        mode: realtime            # or delayed, or conflated
     adapters:                     # who may register which adapters
       feed-eq-a: {channels: [EQ-A-M], ids: [1, 2, 3]}
 
@@ -53,11 +53,19 @@ _SECTIONS: Final = frozenset({"version", "groups", "users", "rules", "adapters"}
 
 
 class Mode(enum.IntEnum):
-    """An entitlement level; higher is better."""
+    """An entitlement level.
+
+    ``REALTIME`` gives everything; ``DELAYED`` every message, late; ``CONFLATED`` the
+    current state at each interval's end (the conflated line), never the ticks.
+    """
 
     NONE = 0
     DELAYED = 1
     REALTIME = 2
+    CONFLATED = 3
+
+
+_MODES: Final = {"realtime": Mode.REALTIME, "delayed": Mode.DELAYED, "conflated": Mode.CONFLATED}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,14 +145,15 @@ class Policy:
         A requested pattern is admitted only when every symbol it can match is
         granted (:func:`globs.is_covered`): ``REALTIME`` when the real-time grants
         cover it, else ``DELAYED`` when the delayed and real-time grants together
-        do. ``"AB*"`` is covered by ``"A*"``; ``"A*"`` is not covered by ``"A?"``.
+        do, else ``CONFLATED`` when the conflated and real-time grants together do.
+        ``"AB*"`` is covered by ``"A*"``; ``"A*"`` is not covered by ``"A?"``.
 
         Args:
             principal: the caller.
             requested: a symbol (``"AAPL"``) or an fnmatch pattern (``"A*"``).
 
         Returns:
-            ``Mode.REALTIME``, ``Mode.DELAYED`` or ``Mode.NONE``.
+            ``Mode.REALTIME``, ``Mode.DELAYED``, ``Mode.CONFLATED`` or ``Mode.NONE``.
 
         Raises:
             PatternError: a pattern too long or too complex to check (refused).
@@ -154,22 +163,26 @@ class Policy:
             return Mode.REALTIME
         if globs.is_covered(requested, granted[Mode.REALTIME] + granted[Mode.DELAYED]):
             return Mode.DELAYED
+        if globs.is_covered(requested, granted[Mode.REALTIME] + granted[Mode.CONFLATED]):
+            return Mode.CONFLATED
         return Mode.NONE
 
     def granted(self, principal: Principal) -> dict[Mode, list[str]]:
-        """The patterns the principal's rules grant, by mode (``REALTIME``, ``DELAYED``)."""
+        """The patterns the principal's rules grant, by mode (``REALTIME``, ``DELAYED``, ``CONFLATED``)."""
         groups = self.groups_of(principal)
-        granted: dict[Mode, list[str]] = {Mode.REALTIME: [], Mode.DELAYED: []}
+        granted: dict[Mode, list[str]] = {Mode.REALTIME: [], Mode.DELAYED: [], Mode.CONFLATED: []}
         for rule in self.rules:
             if principal.user in rule.users or groups & rule.groups:
                 granted[rule.mode].extend(rule.symbols)
         return granted
 
-    def reach(self, principal: Principal, *, delayed: bool) -> tuple[str, ...]:
-        """What the principal may read in a mode: real-time grants; for delayed, both kinds."""
+    def reach(self, principal: Principal, *, delayed: bool, conflated: bool = False) -> tuple[str, ...]:
+        """What the principal may read in a mode: real-time grants; delayed or conflated, with them."""
         granted = self.granted(principal)
         if delayed:
             return (*granted[Mode.REALTIME], *granted[Mode.DELAYED])
+        if conflated:
+            return (*granted[Mode.REALTIME], *granted[Mode.CONFLATED])
         return tuple(granted[Mode.REALTIME])
 
     def may_register(self, principal: Principal, *, channel_name: str, adapter_id: str) -> bool:
@@ -287,14 +300,16 @@ def _parse_rule(node: yaml.Node, groups: Mapping[str, frozenset[str]], source: s
     mode_node = fields.get("mode")
     mode_text = mode_node.value if isinstance(mode_node, yaml.ScalarNode) else None
     if mode_node is None:
-        raise _fail("rule has no mode (realtime or delayed)", node, source)
-    if mode_text not in ("realtime", "delayed"):
-        raise _fail(f"rule mode must be 'realtime' or 'delayed', not {mode_text!r}", mode_node, source)
+        raise _fail("rule has no mode (realtime, delayed or conflated)", node, source)
+    if mode_text not in _MODES:
+        raise _fail(
+            f"rule mode must be 'realtime', 'delayed' or 'conflated', not {mode_text!r}", mode_node, source
+        )
     return Rule(
         users=frozenset(rule_users),
         groups=frozenset(rule_groups),
         symbols=tuple(symbols),
-        mode=Mode.REALTIME if mode_text == "realtime" else Mode.DELAYED,
+        mode=_MODES[mode_text],
         line=node.start_mark.line + 1,
     )
 

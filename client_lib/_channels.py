@@ -126,6 +126,7 @@ class ChannelSet:
             current.start_seq,
             server_keys=keys if any(keys) else (),
             delayed=current.delayed,
+            conflated=current.conflated,
         )
         return new, len(current.endpoints)
 
@@ -194,7 +195,7 @@ class ChannelSet:
         return max(0, math.ceil((min(deadlines) - now) * 1000))
 
     def _emit(self, arbiter: ChannelArbiter, events: list[Event], now: float, out: list[Event]) -> None:
-        if self.hook is not None:
+        if self.hook is not None and not arbiter.conflated:  # no journal keeps a conflated stream
             index = 0
             while index < len(events):  # bounded: each hole is asked for once
                 event = events[index]
@@ -248,6 +249,6 @@ class ChannelSet:
 
 def _arbiter(spec: ChannelSpec, config: SubscriberConfig) -> ChannelArbiter:
     arbiter_config = config.arbiter_config(channel=spec.number, start_seq=spec.start_seq, name=spec.name)
-    if spec.delayed:
-        arbiter_config = dataclasses.replace(arbiter_config, delayed=True)
+    if spec.delayed or spec.conflated:
+        arbiter_config = dataclasses.replace(arbiter_config, delayed=spec.delayed, conflated=spec.conflated)
     return ChannelArbiter(arbiter_config, lines=len(spec.endpoints))

@@ -36,6 +36,7 @@ from feedha.client._holes import Holes
 from feedha.client._live_blocks import read_live_blocks
 from feedha.client.events import (
     ArbiterConfig,
+    ConflatedDelivery,
     Conflict,
     DelayedDelivery,
     Delivery,
@@ -108,7 +109,9 @@ class DeliveryStream:
         self.delivered = self.duplicates = self.conflicts = self.late = self.lost = self.purged = 0
         self._config = config
         self._delayed = config.delayed
-        self._delivery_type: type[Delivery] = DelayedDelivery if config.delayed else Delivery
+        self._delivery_type: type[Delivery] = (
+            ConflatedDelivery if config.conflated else DelayedDelivery if config.delayed else Delivery
+        )
 
     def start_at(self, first: int) -> None:
         """The first packet believed starts at ``first``: delivery starts there (or at ``start_seq``)."""

@@ -13,7 +13,11 @@ calls and the poll loop; what they decide, none of which waits, is here:
   delivers narrowed or widened (not for the first route set, nor a cancel);
   a delayed route (delayed-only symbols) joins the channel's delayed lines as
   a stream of its own (``ChannelSpec(delayed=True)``), with its own filter, so
-  a mixed grant gets each symbol on the stream it is entitled to;
+  a mixed grant gets each symbol on the stream it is entitled to; a
+  conflated route (conflated-only symbols), and with ``mode="conflated"``
+  every real-time route, joins the channel's conflated lines
+  (``ChannelSpec(conflated=True)``: a :class:`ConflatedDelivery` per symbol
+  per interval);
   with ``initial_image``, a channel joined for the first time first gets its
   image from a replay service (an :class:`ImageDelivery` per symbol) and is
   joined from the msg_seq after it, so image and live stream meet with no
@@ -41,7 +45,7 @@ from typing import Any, Protocol, TypeVar
 from feedha import transport
 from feedha.admin_client import Route
 from feedha.client.books import Book, BookKeeper, BookUpdate
-from feedha.client.errors import ProtocolError
+from feedha.client.errors import ConfigError, ProtocolError
 from feedha.client.events import (
     ArbiterStats,
     Delivery,
@@ -69,9 +73,36 @@ def _update_wanted(symbol_filter: _SymbolFilter, update: market_pb2.MarketUpdate
     return any(symbol_filter.is_wanted(each.symbol) for each in update.symbols)
 
 
-def _stream(route: Route) -> str:
-    """A route's stream: the channel's name, ``NAME/delayed`` for its delayed stream."""
-    return f"{route.channel_name}/delayed" if route.delayed else route.channel_name
+MODES = ("realtime", "conflated")  # FeedClient(mode=...)
+ON_SLOW_REASON = "on-slow"  # apply_routes' reason when on_slow switches streams
+
+
+def check_mode(mode: str) -> str:
+    """A feed client's ``mode``, checked.
+
+    Raises:
+        ConfigError: not one of :data:`MODES`.
+    """
+    if mode not in MODES:
+        raise ConfigError("mode", mode, f"must be one of {', '.join(repr(m) for m in MODES)}")
+    return mode
+
+
+def _kind(route: Route, mode: str) -> str:
+    """Which of the channel's streams a route joins: ``""`` (real time), ``delayed``, ``conflated``."""
+    if route.delayed:
+        return "delayed"
+    return "conflated" if route.conflated or mode == "conflated" else ""
+
+
+def _event_kind(event: Any) -> str:
+    return "delayed" if event.delayed else "conflated" if getattr(event, "conflated", False) else ""
+
+
+def _stream(route: Route, mode: str) -> str:
+    """A route's stream: the channel's name, ``NAME/delayed`` or ``NAME/conflated``."""
+    kind = _kind(route, mode)
+    return f"{route.channel_name}/{kind}" if kind else route.channel_name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,8 +189,11 @@ class FeedCore:
     def __init__(self, config: SubscriberConfig, curve: tuple[str, str]) -> None:
         self.config = config
         self._curve = curve
-        # (channel number, delayed) -> its route's symbols
-        self.filters: dict[tuple[int, bool], _SymbolFilter] = {}
+        # (channel number, stream kind: "", "delayed", "conflated") -> its route's symbols
+        self.filters: dict[tuple[int, str], _SymbolFilter] = {}
+        self.mode = "realtime"  # FeedClient(mode=...): "conflated" joins conflated lines for real time
+        self.resume_at: dict[int, int] = {}  # channel -> msg_seq its real-time stream starts at (on_slow)
+        self._routes: list[Route] = []
         self._entitled: dict[str, tuple[int, tuple[str, ...]]] | None = None  # key -> (number, symbols)
         self.replay: ReplayClient | None = None
         self._replay_endpoints: dict[int, tuple[str, ...]] = {}
@@ -171,7 +205,7 @@ class FeedCore:
         self.latency: LatencySink | None = None  # set by a metrics collector
         self.initial_image = False  # each new channel begins with its image (subscribe(initial_image=True))
         self.images = 0  # images delivered
-        self._joined: set[tuple[int, bool]] = set()  # (channel number, delayed) joined since the last cancel
+        self._joined: set[tuple[int, str]] = set()  # (channel number, kind) joined since the last cancel
         self._refused: set[tuple[int, str, str]] = set()  # (channel, model, version) said not decodable
 
     @property
@@ -197,17 +231,21 @@ class FeedCore:
         if reason == "cancelled" and subscriber is not None:
             subscriber.close()
             subscriber, self.lines = None, 0
-        self.filters = {(r.channel_number, r.delayed): _SymbolFilter(r.symbols) for r in live}
+        self._routes = live
+        self.filters = {(r.channel_number, _kind(r, self.mode)): _SymbolFilter(r.symbols) for r in live}
         events += self._entitlement_changes(reason, live)
         self._update_replay(live)
         for route in live:
             spec = self._spec(route)
             if spec is None:
                 continue  # no adapter registered yet: joined when one is
-            stream = (route.channel_number, route.delayed)
-            # An image is the real-time state: a delayed stream (whose keys may not have it) has none.
-            if self.initial_image and not route.delayed and stream not in self._joined:
+            stream = (route.channel_number, _kind(route, self.mode))
+            # An image is the real-time state: a delayed or conflated stream (whose keys may not
+            # have it, and whose numbers are not the journal's) has none.
+            if self.initial_image and not stream[1] and stream not in self._joined:
                 spec = self._begin_with_image(spec, events)
+            if not stream[1] and route.channel_number in self.resume_at:  # back from conflation
+                spec = dataclasses.replace(spec, start_seq=self.resume_at.pop(route.channel_number))
             self._joined.add(stream)
             if subscriber is None:
                 subscriber, added = make(spec), len(spec.endpoints)
@@ -215,7 +253,7 @@ class FeedCore:
                 added = subscriber.join(spec)
             self.lines += added
             if added:
-                what = "delayed line(s)" if route.delayed else "line(s)"
+                what = f"{stream[1]} line(s)" if stream[1] else "line(s)"
                 logger.info("joined %d %s of %s (%s)", added, what, route.channel_name, reason)
         return subscriber, events
 
@@ -236,6 +274,10 @@ class FeedCore:
                                            problem, channel_name=route.channel_name))  # fmt: skip
         return live
 
+    def real_time_channels(self) -> dict[int, str]:
+        """The channels whose real-time routes may switch to their conflated lines (on_slow), by name."""
+        return {r.channel_number: r.channel_name for r in self._routes if not (r.delayed or r.conflated)}
+
     def _begin_with_image(self, spec: ChannelSpec, events: list[Any]) -> ChannelSpec:
         # The image first (its deliveries go before anything live of the channel), then the
         # lines from the msg_seq after it: the arbiter fills the holes between from a journal.
@@ -253,10 +295,10 @@ class FeedCore:
     def _entitlement_changes(self, reason: str, live: list[Route]) -> list[StatusEvent]:
         # Strategy: compare each channel's symbols with the last route set's;
         # the first set (subscribe) is the baseline and a cancel resets it.
-        now = {_stream(r): (r.channel_number, tuple(r.symbols)) for r in live}
+        now = {_stream(r, self.mode): (r.channel_number, tuple(r.symbols)) for r in live}
         before, self._entitled = self._entitled, (None if reason == "cancelled" else now)
-        if before is None or reason == "cancelled":
-            return []
+        if before is None or reason in ("cancelled", ON_SLOW_REASON):
+            return []  # a switch of streams (on_slow) changes no entitlement
         events: list[StatusEvent] = []
         for name in sorted(set(before) | set(now)):
             number, old = before.get(name, (now.get(name, (0, ()))[0], ()))
@@ -272,13 +314,18 @@ class FeedCore:
         return events
 
     def _spec(self, route: Route) -> ChannelSpec | None:
-        local = {line.line_endpoint: self._local(line.line_endpoint) for line in route.lines}
-        endpoints = tuple(
-            dict.fromkeys(local[line.line_endpoint] for line in route.lines if line.line_endpoint)
-        )
+        kind = _kind(route, self.mode)
+        # mode="conflated" on a real-time route: each adapter's conflated line, not its line.
+        by_line = not (kind == "conflated" and not route.conflated)
+        named = [
+            (line.line_endpoint if by_line else line.conflated_line_endpoint, line.curve_server_key)
+            for line in route.lines
+        ]
+        local = {endpoint: self._local(endpoint) for endpoint, _key in named if endpoint}
+        endpoints = tuple(dict.fromkeys(local.values()))
         if not endpoints:
             return None
-        keys = {local[line.line_endpoint]: line.curve_server_key for line in route.lines}
+        keys = {local[endpoint]: key for endpoint, key in named if endpoint}
         server_keys = tuple(keys.get(e, "") for e in endpoints)
         return ChannelSpec(
             route.channel_name,
@@ -287,6 +334,7 @@ class FeedCore:
             server_keys=server_keys if any(server_keys) else (),
             seal_keys=route.seal_keys,
             delayed=route.delayed,
+            conflated=kind == "conflated",
         )
 
     def _local(self, endpoint: str) -> str:
@@ -358,7 +406,7 @@ class FeedCore:
         now_ns = time.time_ns() if latency is not None else 0
         for event in events:
             if isinstance(event, Delivery):
-                symbol_filter = self.filters.get((event.channel, event.delayed))
+                symbol_filter = self.filters.get((event.channel, _event_kind(event)))
                 try:
                     wanted = symbol_filter is not None and _update_wanted(symbol_filter, event.update)
                 except ProtocolError:
@@ -384,9 +432,11 @@ class FeedCore:
 
     def book_updates(self, event: Delivery) -> list[BookUpdate]:
         """The book updates of one delivered message or image symbol (``fix44`` channels)."""
-        symbol_filter = self.filters.get((event.channel, event.delayed))
+        symbol_filter = self.filters.get((event.channel, _event_kind(event)))
         wanted = symbol_filter.is_wanted if symbol_filter is not None else None
-        return self.books.observe(event.msg_seq, event.update, is_image=event.is_image, wanted=wanted)
+        # A conflated state carries the whole book, no changes: kept like an image's.
+        is_image = event.is_image or event.conflated
+        return self.books.observe(event.msg_seq, event.update, is_image=is_image, wanted=wanted)
 
     def book(self, symbol: str) -> Book | None:
         """The newest book of ``symbol`` while a route of the subscription carries it (else ``None``)."""
@@ -396,7 +446,7 @@ class FeedCore:
 
     def _is_wanted(self, event: Purged) -> bool:
         # A purged fix44 block names its symbols: wanted when one of them is.
-        symbol_filter = self.filters.get((event.channel, event.delayed))
+        symbol_filter = self.filters.get((event.channel, _event_kind(event)))
         if symbol_filter is None:
             return False
         if event.symbol or not event.symbols:
@@ -405,7 +455,7 @@ class FeedCore:
 
     def _wanted_purge(self, event: Purged) -> Purged:
         # The event names only the symbols this client subscribed to (as its book updates do).
-        symbol_filter = self.filters[(event.channel, event.delayed)]
+        symbol_filter = self.filters[(event.channel, _event_kind(event))]
         symbols = tuple(symbol for symbol in event.symbols if symbol_filter.is_wanted(symbol))
         return dataclasses.replace(event, symbols=symbols)
 

@@ -39,7 +39,8 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from feedha.admin_client import AdminClient, Route, Subscription, TlsConfig
-from feedha.client._feed_core import FeedClientStats, FeedCore, Joinable
+from feedha.client._feed_core import ON_SLOW_REASON, FeedClientStats, FeedCore, Joinable
+from feedha.client._slow import SlowWatch, Switch
 from feedha.client._subscriber_config import ChannelSpec, SubscriberConfig
 from feedha.client._watch import RouteWatch
 from feedha.client.errors import ClosedError, ModelVersionError
@@ -97,6 +98,7 @@ class FeedSession(RouteWatch, Generic[_S]):
         self.routes: tuple[Route, ...] = ()  # the newest route set (a time replay finds its services there)
         self._wakeup = wakeup
         self._make_subscriber = make_subscriber
+        self.slow: SlowWatch | None = None  # FeedClient(on_slow="conflate")
 
     @property
     def core(self) -> FeedCore:
@@ -220,8 +222,28 @@ class FeedSession(RouteWatch, Generic[_S]):
             if not events:
                 events = yield wait
             out = self._core.select(events, status=status)
+            if self.slow is not None and (events or self.slow.conflated):
+                out += self._on_slow(self.slow, out, status=status)
             if out or (deadline is not None and time.monotonic() >= deadline):
                 return out
+
+    def _on_slow(self, slow: SlowWatch, out: Selected, *, status: bool) -> Selected:
+        # Behind by more than the bound: the conflated lines; current again: real time.
+        switch = slow.observe(out, now_ns=time.time_ns(), channels=self._core.real_time_channels())
+        if switch is None:
+            return []
+        self._switch(switch)
+        return self._core.select(list(switch.events), status=status)
+
+    def _switch(self, switch: Switch) -> None:
+        core = self._core
+        core.mode = "conflated" if switch.conflate else "realtime"
+        core.resume_at = dict(switch.resume_at)
+        if self.subscriber is not None:  # its sockets' queues (the backlog) go with them
+            self.subscriber.close()
+            self.subscriber, core.lines = None, 0
+        self.subscriber, events = core.apply_routes(ON_SLOW_REASON, self.routes, None, self._make)
+        self._pending += events
 
     def _apply_updates(self) -> None:
         self._wakeup.clear()  # first: a route set that comes from now on wakes the next wait

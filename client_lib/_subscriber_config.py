@@ -56,6 +56,8 @@ class ChannelSpec:
         delayed: the endpoints are the channel's *delayed* lines: the channel's delayed stream,
             arbitrated apart from its real-time stream (its own ``key``, ``"NAME/delayed"``),
             delivered as :class:`DelayedDelivery`, its gaps asked as delayed ranges.
+        conflated: the endpoints are the channel's *conflated* lines (``"NAME/conflated"``),
+            delivered as :class:`ConflatedDelivery`; its holes are never asked of a replay service.
     """
 
     name: str
@@ -65,13 +67,22 @@ class ChannelSpec:
     server_keys: tuple[str, ...] = ()
     seal_keys: tuple[SealKey, ...] = ()
     delayed: bool = False
+    conflated: bool = False
 
     @property
     def key(self) -> str:
-        """The stream's name in a subscriber and its stats: the channel's, ``NAME/delayed`` if delayed."""
-        return f"{self.name}/delayed" if self.delayed else self.name
+        """The stream's name in its subscriber and stats: ``NAME``, ``NAME/delayed``, ``NAME/conflated``."""
+        return (
+            f"{self.name}/delayed"
+            if self.delayed
+            else f"{self.name}/conflated"
+            if self.conflated
+            else self.name
+        )
 
     def __post_init__(self) -> None:
+        if self.delayed and self.conflated:
+            raise ConfigError("conflated", self.conflated, "a stream is delayed or conflated, not both")
         if not self.name or any(ch.isspace() for ch in self.name):
             raise ConfigError("name", self.name, "channel name must be non-empty without whitespace")
         object.__setattr__(self, "endpoints", tuple(self.endpoints))

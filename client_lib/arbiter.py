@@ -34,7 +34,10 @@ only packets flagged delayed (and a real-time arbiter only the others: a
 packet of the other stream is garbage, reason ``delayed``); it delivers
 :class:`DelayedDelivery` values and asks for delayed ranges. On either stream a
 tombstone block (a purged message) is delivered as a :class:`Purged` event in
-its ``msg_seq``'s place.
+its ``msg_seq``'s place. An arbiter of a channel's *conflated* stream
+(``ArbiterConfig.conflated``) likewise takes only packets flagged conflated,
+numbered by conf_seq; two copies of one conf_seq that name different
+boundaries (their blocks' ``source_seq``) are a conflict.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from feedha.client.events import (
     TermChanged,
 )
 from feedha.proto.wire import (
+    FLAG_CONFLATED,
     FLAG_DELAYED,
     HEADER,
     HEADER_SIZE,
@@ -90,8 +94,9 @@ class ChannelArbiter:
         self._claims = Claims()
         self._suspect = self._stale = 0
         self._ended = False
-        self._delayed = config.delayed
-        self._live_flags = FLAG_DELAYED if config.delayed else 0  # the flags of a live data packet
+        self._delayed, self.conflated = config.delayed, config.conflated
+        # the flags of a live data packet (the last packet of a conflation interval takes the general path)
+        self._live_flags = FLAG_DELAYED if config.delayed else FLAG_CONFLATED if config.conflated else 0
         self._garbage: dict[str, int] = {}
 
     def __repr__(self) -> str:
@@ -204,6 +209,9 @@ class ChannelArbiter:
             return None
         if header.is_delayed != self._delayed:  # the other stream's packet (a misrouted line)
             self._drop_garbage(counters, "delayed", header.flags)
+            return None
+        if header.is_conflated != self.conflated:
+            self._drop_garbage(counters, "conflated", header.flags)
             return None
         if self._channel is None:
             self._channel = self._stream.channel = header.channel

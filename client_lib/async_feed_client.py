@@ -37,8 +37,9 @@ from typing import Final
 from feedha.admin_client import Subscription, TlsConfig
 from feedha.admin_client.session import RETRY_DEADLINE_S
 from feedha.client._drive import drive_async
-from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback, check_mode
 from feedha.client._feed_session import FeedSession, Selected
+from feedha.client._slow import SLOW_AFTER_S, slow_watch
 from feedha.client.errors import ClosedError
 from feedha.client.events import Delivery, Event, StatusEvent
 from feedha.client.subscriber import AsyncSubscriber, ChannelSpec, SubscriberConfig
@@ -64,6 +65,11 @@ class AsyncFeedClient:
         retry_deadline_s: how long login/subscribe/modify/cancel retry while the
             admin server is unreachable.
         poll_interval_s: the longest a poll waits before applying route changes.
+        mode: ``"realtime"``, or ``"conflated"`` for every channel's conflated lines (see
+            :class:`~feedha.client.FeedClient`).
+        on_slow: ``"conflate"``: conflate a client that falls behind (see
+            :class:`~feedha.client.FeedClient`).
+        slow_after_s: how far behind (seconds since a packet was sent) counts as slow.
     """
 
     def __init__(
@@ -76,6 +82,9 @@ class AsyncFeedClient:
         tls: TlsConfig | bool | None = None,
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
+        mode: str = "realtime",
+        on_slow: str | None = None,
+        slow_after_s: float = SLOW_AFTER_S,
     ) -> None:
         self._target, self._credentials, self._tls = admin, (key_id, secret), tls
         self._routes_came = asyncio.Event()
@@ -88,6 +97,8 @@ class AsyncFeedClient:
             make_subscriber=_subscriber,
         )
         self._core = self._session.core  # the metrics collector hooks its latency sink here
+        self._core.mode = check_mode(mode)
+        self._session.slow = slow_watch(on_slow, slow_after_s, mode=mode)
 
     def __repr__(self) -> str:
         return self._session.describe()

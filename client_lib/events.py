@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.proto import market_pb2
+from feedha.proto.wire import FLAG_END_OF_INTERVAL
 
 FILL_TIMEOUT_S: Final = 0.05
 LOSS_TIMEOUT_S: Final = 0.5
@@ -42,6 +43,9 @@ class ArbiterConfig:
         delayed: the channel's delayed stream (its delayed lines): only packets flagged
             delayed are taken, deliveries are :class:`DelayedDelivery`, gaps are asked of
             the replay services as delayed ranges.
+        conflated: the channel's conflated stream (its conflated lines): only packets flagged
+            conflated are taken, numbered by conf_seq, delivered as :class:`ConflatedDelivery`;
+            a hole is never asked of a replay service (the next interval carries fresh states).
     """
 
     channel: int | None = None
@@ -52,8 +56,11 @@ class ArbiterConfig:
     conflict_window: int = CONFLICT_WINDOW
     name: str = ""
     delayed: bool = False
+    conflated: bool = False
 
     def __post_init__(self) -> None:
+        if self.delayed and self.conflated:
+            raise ConfigError("conflated", self.conflated, "a stream is delayed or conflated, not both")
         if self.channel is not None and not 0 <= self.channel <= _MAX_U16:
             raise ConfigError("channel", self.channel, "must be a u16 channel number")
         if not self.fill_timeout > 0:
@@ -160,9 +167,10 @@ class Delivery:
 
     # A delivery from the delayed stream is a DelayedDelivery (same slots): no per-message cost.
     delayed: bool = False
+    conflated: bool = False  # a ConflatedDelivery: msg_seq is the conf_seq
 
     def __repr__(self) -> str:
-        kind = "DelayedDelivery" if self.delayed else "Delivery"
+        kind = type(self).__name__
         return (
             f"<{kind} [channel={self.channel}, msg_seq={self.msg_seq}, "
             f"source={self.source_stream}:{self.source_seq}, line={self.line}, term={self.term}]>"
@@ -174,6 +182,30 @@ class DelayedDelivery(Delivery):
 
     __slots__ = ()
     delayed = True
+
+
+class ConflatedDelivery(Delivery):
+    """A symbol's state at the end of a conflation interval, from a channel's conflated stream.
+
+    ``msg_seq`` is the conflated number (conf_seq, gap-free on the conflated stream);
+    :attr:`boundary_msg_seq` the real-time msg_seq the state is at (the interval's end);
+    ``update`` a ``MarketUpdate`` with the symbol and its state only, ``publish_time_ns``
+    the interval's end.
+    """
+
+    __slots__ = ()
+    conflated = True
+
+    @property
+    def boundary_msg_seq(self) -> int:
+        """The real-time msg_seq this state is at: the symbol's state right after it."""
+        return self.source_seq
+
+    @property
+    def ends_interval(self) -> bool:
+        """Whether this is the interval's last state (the last block of its last packet)."""
+        packet = self._packet
+        return bool(packet[3] & FLAG_END_OF_INTERVAL) and self._end == len(packet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +303,22 @@ class Resumed(StatusEvent):
     """Packets flow again on a channel that was :class:`Stale`, after ``silent_s`` seconds."""
 
     silent_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Conflated(StatusEvent):
+    """``FeedClient(on_slow="conflate")`` fell ``lag_s`` behind on this channel: it left the
+    real-time lines (their queues with them) and reads the conflated line until it is current."""
+
+    lag_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RealTime(StatusEvent):
+    """A conflated client (:class:`Conflated`) is current again: real time resumes at ``msg_seq``
+    (the msg_seq after the last interval it delivered; the journal fills the seam)."""
+
+    msg_seq: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,8 +55,9 @@ from typing import Any, Final, TypeVar
 from feedha.admin_client import AdminUnavailable, Subscription, TlsConfig
 from feedha.admin_client.session import RETRY_DEADLINE_S
 from feedha.client._drive import drive
-from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback
+from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback, check_mode
 from feedha.client._feed_session import FeedSession, Selected
+from feedha.client._slow import SLOW_AFTER_S, slow_watch
 from feedha.client._time_replay import TimeReplay, plan, replay_window, to_ns, wanted_only
 from feedha.client.books import Book, BookUpdate
 from feedha.client.errors import ClosedError
@@ -90,6 +91,15 @@ class FeedClient:
         retry_deadline_s: how long login/subscribe/modify/cancel retry while the
             admin server is unreachable.
         poll_interval_s: the longest the data thread waits before applying route changes.
+        mode: ``"realtime"`` (every message; conflated-only symbols come conflated), or
+            ``"conflated"``: every channel's conflated lines (a :class:`ConflatedDelivery` per
+            changed symbol per interval; delayed-only channels stay delayed).
+        on_slow: ``"conflate"``: a client more than ``slow_after_s`` behind (a slow reader,
+            or one that stopped reading) leaves the real-time lines for the conflated ones
+            until it is current again, then resumes real time where the conflated stream
+            left it (status events :class:`Conflated` and :class:`RealTime`); memory stays
+            bounded and a client back from a long stall starts from current state.
+        slow_after_s: how far behind (seconds since a packet was sent) counts as slow.
 
     Raises:
         AuthenticationFailed: bad key id or secret (the client is closed).
@@ -106,6 +116,9 @@ class FeedClient:
         tls: TlsConfig | bool | None = None,
         retry_deadline_s: float = RETRY_DEADLINE_S,
         poll_interval_s: float = POLL_INTERVAL_S,
+        mode: str = "realtime",
+        on_slow: str | None = None,
+        slow_after_s: float = SLOW_AFTER_S,
     ) -> None:
         self._routes_came = threading.Event()
         self._session: FeedSession[Subscriber] = FeedSession(
@@ -117,6 +130,8 @@ class FeedClient:
             make_subscriber=_subscriber,
         )
         self._core = self._session.core  # the metrics collector hooks its latency sink here
+        self._core.mode = check_mode(mode)
+        self._session.slow = slow_watch(on_slow, slow_after_s, mode=mode)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="feedclient-admin", daemon=True)
         self._thread.start()

@@ -28,6 +28,7 @@ class AdapterPlan:
     replay: str = ""  # replay service endpoint, served only with a journal
     journal: Path | None = None  # journal directory (None: the adapter runs without one)
     delayed: str = ""  # delayed line endpoint ("": none; needs a journal)
+    conflated: str = ""  # conflated line endpoint ("": none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class GroupPlan:
     source_stream: str
     source_stream_number: int
     adapters: tuple[AdapterPlan, ...]
+    conflate_interval: float = 0.0  # the conflated lines' interval (0: none)
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -47,6 +49,11 @@ class GroupPlan:
     def delayed_lines(self) -> tuple[str, ...]:
         """The delayed lines of the adapters that serve one."""
         return tuple(a.delayed for a in self.adapters if a.delayed and a.journal is not None)
+
+    @property
+    def conflated_lines(self) -> tuple[str, ...]:
+        """The conflated lines of the adapters that serve one."""
+        return tuple(a.conflated for a in self.adapters if a.conflated)
 
     @property
     def replays(self) -> tuple[str, ...]:
@@ -71,30 +78,41 @@ def plan_group(
     host: str = "127.0.0.1",
     journal_root: Path | None = None,
     delayed: bool = False,
+    conflate_interval: float = 0.0,
 ) -> GroupPlan:
     """Choose endpoints for a group of ``size`` adapters numbered 1..size.
 
     With ``journal_root``, adapter *n* journals to ``journal_root/<channel>-<n>``
     and serves replay requests from it; with ``delayed`` too, it serves a delayed line.
+    With ``conflate_interval`` (seconds), every adapter serves a conflated line.
     """
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
     if delayed and journal_root is None:
         raise ValueError("a delayed line is served from a journal: give journal_root")
-    ports = free_ports(5 * size, host)
+    ports = free_ports(6 * size, host)
     adapters = tuple(
         AdapterPlan(
             adapter=i + 1,
-            line=f"tcp://{host}:{ports[5 * i]}",
-            sync=f"tcp://{host}:{ports[5 * i + 1]}",
-            control=f"tcp://{host}:{ports[5 * i + 2]}",
-            replay=f"tcp://{host}:{ports[5 * i + 3]}",
+            line=f"tcp://{host}:{ports[6 * i]}",
+            sync=f"tcp://{host}:{ports[6 * i + 1]}",
+            control=f"tcp://{host}:{ports[6 * i + 2]}",
+            replay=f"tcp://{host}:{ports[6 * i + 3]}",
             journal=None if journal_root is None else journal_root / f"{channel}-{i + 1}",
-            delayed=f"tcp://{host}:{ports[5 * i + 4]}" if delayed else "",
+            delayed=f"tcp://{host}:{ports[6 * i + 4]}" if delayed else "",
+            conflated=f"tcp://{host}:{ports[6 * i + 5]}" if conflate_interval else "",
         )
         for i in range(size)
     )
-    return GroupPlan(channel, channel_number, source_endpoint, source_stream, source_stream_number, adapters)
+    return GroupPlan(
+        channel,
+        channel_number,
+        source_endpoint,
+        source_stream,
+        source_stream_number,
+        adapters,
+        conflate_interval,
+    )
 
 
 def adapter_argv(group: GroupPlan, number: int, *, active: bool, extra: Sequence[str] = ()) -> list[str]:
@@ -129,6 +147,8 @@ def adapter_argv(group: GroupPlan, number: int, *, active: bool, extra: Sequence
             argv += ["--replay", me.replay]
         if me.delayed:
             argv += ["--delayed-line", me.delayed]
+    if me.conflated:
+        argv += ["--conflate-line", me.conflated, "--conflate-interval", f"{group.conflate_interval:g}"]
     if active:
         argv.append("--active")
     return argv + list(extra)

@@ -1,10 +1,11 @@
-"""``feedha drill``: the drills' command line (failover, chaos, delayed, abuse, replay-time, ...).
+"""``feedha drill``: the drills' command line (failover, chaos, delayed, abuse, replay-time, conflate, ...).
 
 The drills themselves are :mod:`feedha.drill` (failover, with the network
 faults), :mod:`feedha.chaos` (a seeded schedule of faults under load),
 :mod:`feedha.drill_delayed` (the delayed stream, purges and a failover),
 :mod:`feedha.drill_abuse` (users with valid keys, and crowds without, against a
-secure cluster) and :mod:`feedha.drill_replay_time` (a window replayed by time).
+secure cluster), :mod:`feedha.drill_replay_time` (a window replayed by time) and
+:mod:`feedha.drill_conflate` (conflated lines across a kill, a stalled subscriber).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from feedha import chaos, drill_delayed, drill_replay_time, netns, transport
+from feedha import chaos, drill_conflate, drill_delayed, drill_replay_time, netns, transport
 from feedha.drill import DrillOptions, run_failover
 from feedha.procs import ProcessError
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _delayed_arguments(sub)
     _abuse_arguments(sub)
     drill_replay_time.add_arguments(sub)
+    drill_conflate.add_arguments(sub)
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
     failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
@@ -210,6 +212,16 @@ def _run_replay_time(args: argparse.Namespace) -> int:
         return 2
     result = _run_logged("replay-time", args, lambda log: drill_replay_time.run_replay_time(options, log))
     return 0 if result is not None and drill_replay_time.summary_ok(result) else 1
+
+
+def _run_conflate(args: argparse.Namespace) -> int:
+    try:
+        options = drill_conflate.options_from(args)
+    except ValueError as exc:
+        print(f"feedha drill conflate: {exc}", file=sys.stderr)
+        return 2
+    result = _run_logged("conflate", args, lambda log: drill_conflate.run_conflate(options, log))
+    return 0 if result is not None and drill_conflate.summary_ok(result) else 1
 
 
 def _delayed_arguments(sub: Any) -> None:
@@ -382,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_abuse(args)
     if args.drill == "replay-time":
         return _run_replay_time(args)
+    if args.drill == "conflate":
+        return _run_conflate(args)
     if args.drill == "chaos":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with tempfile.NamedTemporaryFile("w", prefix="feedha-chaos-", suffix=".log", delete=False) as log:

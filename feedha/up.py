@@ -9,19 +9,22 @@ group's sync bus has its own key; the source link is CURVE too (the source
 admits the adapters' keys, the adapters verify the source's). The adapters'
 control sockets are ``ipc://`` sockets in a directory only the user can
 enter (nobody else on the machine can purge or promote). Every adapter also serves a delayed line
-(``--delay`` seconds behind, 15 minutes by default) from its journal. Four
+(``--delay`` seconds behind, 15 minutes by default) from its journal, and a
+conflated line (``--conflate-interval``, 1 s by default). Five
 users are created, each with a key file (JSON: admin address, key id,
 secret; mode 0600): ``subscriber`` (real-time, every symbol), ``delayed``
-(delayed-only), ``mixed`` (real-time for symbols A-M, delayed for the rest)
-and ``operator`` (feedctl, and the status page). Every daemon serves Prometheus metrics,
-``/healthz`` and ``/readyz`` on a loopback port, and its probes again on a listener of
-their own (``health``). Then one JSON line tells where everything is::
+(delayed-only), ``mixed`` (real-time for symbols A-M, delayed for the rest),
+``conflated`` (conflated-only) and ``operator`` (feedctl, and the status page).
+Every daemon serves Prometheus metrics, ``/healthz`` and ``/readyz`` on a
+loopback port, and its probes again on a listener of their own (``health``).
+Then one JSON line tells where everything is::
 
     {"admin": "127.0.0.1:PORT", "status_page": "http://127.0.0.1:PORT/login?token=...",
      "metrics": ["http://127.0.0.1:PORT/metrics", ...], "health": ["http://127.0.0.1:PORT", ...],
-     "users": {"subscriber": FILE, "delayed": FILE, "mixed": FILE, "operator": FILE},
+     "users": {"subscriber": FILE, "delayed": FILE, "mixed": FILE, "conflated": FILE,
+               "operator": FILE},
      "channels": [{"name": ..., "number": ..., "lines": [...], "delayed_lines": [...],
-                   "replay": [...]}], "dir": DIR}
+                   "conflated_lines": [...], "replay": [...]}], "dir": DIR}
 
 ``status_page`` logs a browser in as the operator once, within 10 minutes
 (as Jupyter's link does); ``feedha admin-server login-link operator --config
@@ -62,6 +65,7 @@ groups:
   traders: {}
   delayed: {}
   mixed: {}
+  conflated: {}
 rules:
   - groups: [traders]
     symbols: ["*"]
@@ -72,6 +76,9 @@ rules:
   - groups: [mixed]
     symbols: ["[A-M]*"]
     mode: realtime
+  - groups: [conflated]
+    symbols: ["*"]
+    mode: conflated
 """
 # The admin server's argon2id cost: cheap for a development cluster, or the production default.
 _HASHING = {
@@ -82,6 +89,7 @@ USERS = (
     ("subscriber", ["--group", "traders"]),
     ("delayed", ["--group", "delayed"]),
     ("mixed", ["--group", "mixed"]),
+    ("conflated", ["--group", "conflated"]),
     ("operator", ["--admin"]),
 )
 
@@ -184,6 +192,7 @@ class Cluster:
                 size=3,
                 journal_root=self.workdir / "journals",
                 delayed=True,
+                conflate_interval=self.args.conflate_interval,
             )
             group = _local_control(group, control)
             self.groups.append(group)
@@ -243,6 +252,7 @@ class Cluster:
                     "number": g.channel_number,
                     "lines": list(g.lines),
                     "delayed_lines": list(g.delayed_lines),
+                    "conflated_lines": list(g.conflated_lines),
                     "replay": list(g.replays),
                 }
                 for g in self.groups
@@ -300,6 +310,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the delayed lines' delay in seconds (default: %(default)g, 15 minutes)",
     )
     parser.add_argument(
+        "--conflate-interval",
+        type=float,
+        default=1.0,
+        help="the conflated lines' interval in seconds (default: %(default)g)",
+    )
+    parser.add_argument(
         "--dir", type=Path, help="work directory (default: a new temporary one, removed at exit)"
     )
     parser.add_argument(
@@ -313,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.channels <= 26 or args.rate <= 0 or args.delay <= 1.0:
         print("feedha up: need 1 <= --channels <= 26, --rate > 0 and --delay > 1", file=sys.stderr)
+        return 2
+    if not 0.01 <= args.conflate_interval <= 3600:
+        print("feedha up: need 0.01 <= --conflate-interval <= 3600", file=sys.stderr)
         return 2
     if args.source == "spark" and shutil.which("java") is None:
         print("feedha up: no java on PATH: use --source plain", file=sys.stderr)

@@ -108,7 +108,7 @@ class LoginResponse(_message.Message):
     def __init__(self, token: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., user: _Optional[str] = ..., is_admin: _Optional[bool] = ..., lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AdapterRegistration(_message.Message):
-    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key", "delayed_line_endpoint", "input_format")
+    __slots__ = ("feed", "channel_name", "channel_number", "adapter_id", "line_endpoint", "replay_endpoint", "sync_endpoint", "role", "term", "curve_public_key", "delayed_line_endpoint", "input_format", "conflated_line_endpoint")
     FEED_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +121,7 @@ class AdapterRegistration(_message.Message):
     CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     INPUT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    CONFLATED_LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     feed: str
     channel_name: str
     channel_number: int
@@ -133,7 +134,8 @@ class AdapterRegistration(_message.Message):
     curve_public_key: str
     delayed_line_endpoint: str
     input_format: str
-    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., curve_public_key: _Optional[str] = ..., delayed_line_endpoint: _Optional[str] = ..., input_format: _Optional[str] = ...) -> None: ...
+    conflated_line_endpoint: str
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., sync_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., curve_public_key: _Optional[str] = ..., delayed_line_endpoint: _Optional[str] = ..., input_format: _Optional[str] = ..., conflated_line_endpoint: _Optional[str] = ...) -> None: ...
 
 class AdapterStatus(_message.Message):
     __slots__ = ("role", "term", "next_msg_seq", "sync_status", "health_score", "lag")
@@ -244,17 +246,19 @@ class SealKey(_message.Message):
     def __init__(self, key_id: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class AccessGrant(_message.Message):
-    __slots__ = ("curve_public_key", "expire_time", "delayed_only")
+    __slots__ = ("curve_public_key", "expire_time", "delayed_only", "conflated_only")
     CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     DELAYED_ONLY_FIELD_NUMBER: _ClassVar[int]
+    CONFLATED_ONLY_FIELD_NUMBER: _ClassVar[int]
     curve_public_key: str
     expire_time: _timestamp_pb2.Timestamp
     delayed_only: bool
-    def __init__(self, curve_public_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delayed_only: _Optional[bool] = ...) -> None: ...
+    conflated_only: bool
+    def __init__(self, curve_public_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delayed_only: _Optional[bool] = ..., conflated_only: _Optional[bool] = ...) -> None: ...
 
 class Line(_message.Message):
-    __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up", "curve_server_key")
+    __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up", "curve_server_key", "conflated_line_endpoint")
     ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
     LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     REPLAY_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +266,7 @@ class Line(_message.Message):
     TERM_FIELD_NUMBER: _ClassVar[int]
     IS_UP_FIELD_NUMBER: _ClassVar[int]
     CURVE_SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONFLATED_LINE_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     adapter_id: str
     line_endpoint: str
     replay_endpoint: str
@@ -269,10 +274,11 @@ class Line(_message.Message):
     term: int
     is_up: bool
     curve_server_key: str
-    def __init__(self, adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., is_up: _Optional[bool] = ..., curve_server_key: _Optional[str] = ...) -> None: ...
+    conflated_line_endpoint: str
+    def __init__(self, adapter_id: _Optional[str] = ..., line_endpoint: _Optional[str] = ..., replay_endpoint: _Optional[str] = ..., role: _Optional[_Union[AdapterRole, str]] = ..., term: _Optional[int] = ..., is_up: _Optional[bool] = ..., curve_server_key: _Optional[str] = ..., conflated_line_endpoint: _Optional[str] = ...) -> None: ...
 
 class ChannelRoute(_message.Message):
-    __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed", "seal_keys", "model_version", "model_descriptor_set")
+    __slots__ = ("feed", "channel_name", "channel_number", "source_stream", "message_model", "lines", "symbols", "delayed", "seal_keys", "model_version", "model_descriptor_set", "conflated")
     FEED_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NAME_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -284,6 +290,7 @@ class ChannelRoute(_message.Message):
     SEAL_KEYS_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     MODEL_DESCRIPTOR_SET_FIELD_NUMBER: _ClassVar[int]
+    CONFLATED_FIELD_NUMBER: _ClassVar[int]
     feed: str
     channel_name: str
     channel_number: int
@@ -295,7 +302,8 @@ class ChannelRoute(_message.Message):
     seal_keys: _containers.RepeatedCompositeFieldContainer[SealKey]
     model_version: str
     model_descriptor_set: bytes
-    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ..., seal_keys: _Optional[_Iterable[_Union[SealKey, _Mapping]]] = ..., model_version: _Optional[str] = ..., model_descriptor_set: _Optional[bytes] = ...) -> None: ...
+    conflated: bool
+    def __init__(self, feed: _Optional[str] = ..., channel_name: _Optional[str] = ..., channel_number: _Optional[int] = ..., source_stream: _Optional[str] = ..., message_model: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., symbols: _Optional[_Iterable[str]] = ..., delayed: _Optional[bool] = ..., seal_keys: _Optional[_Iterable[_Union[SealKey, _Mapping]]] = ..., model_version: _Optional[str] = ..., model_descriptor_set: _Optional[bytes] = ..., conflated: _Optional[bool] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("symbols", "curve_public_key")

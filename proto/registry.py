@@ -72,6 +72,7 @@ class AdapterRegistration:
         curve_public_key: the Z85 CURVE public key of its line and replay service ("": none).
         delayed_line_endpoint: its delayed line ("": it serves none).
         input_format: its source stream's input format (``feedha-fix``, ``fix44``; docs/converters.md).
+        conflated_line_endpoint: its conflated line ("": it serves none).
     """
 
     feed: str
@@ -86,6 +87,7 @@ class AdapterRegistration:
     curve_public_key: str = ""
     delayed_line_endpoint: str = ""
     input_format: str = "feedha-fix"
+    conflated_line_endpoint: str = ""
 
     def __post_init__(self) -> None:
         if self.curve_public_key and not is_curve_key(self.curve_public_key):
@@ -125,12 +127,15 @@ class AccessGrant:
 
     On the wire the expiry is a ``google.protobuf.Timestamp`` (``expire_time``).
     ``delayed_only``: the key may connect to the delayed line and ask for delayed
-    ranges, never to the real-time line.
+    ranges, never to the real-time line. ``conflated_only``: the key may connect to the
+    conflated line (and, with ``delayed_only`` too, to the delayed line), never to the
+    real-time line, its replays or its images.
     """
 
     curve_public_key: str
     expires_at_ns: int = 0
     delayed_only: bool = False
+    conflated_only: bool = False
 
     def __post_init__(self) -> None:
         if not is_curve_key(self.curve_public_key):
@@ -269,6 +274,7 @@ def registration_to_proto(reg: AdapterRegistration) -> admin_pb2.AdapterRegistra
         curve_public_key=reg.curve_public_key,
         delayed_line_endpoint=reg.delayed_line_endpoint,
         input_format=reg.input_format,
+        conflated_line_endpoint=reg.conflated_line_endpoint,
     )
 
 
@@ -291,6 +297,7 @@ def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegist
         curve_public_key=msg.curve_public_key,
         delayed_line_endpoint=msg.delayed_line_endpoint,
         input_format=msg.input_format or "feedha-fix",
+        conflated_line_endpoint=msg.conflated_line_endpoint,
     )
 
 
@@ -342,7 +349,11 @@ def _purge_range_to_proto(purge: PurgeRange) -> admin_pb2.PurgeRange:
 
 
 def _grant_to_proto(grant: AccessGrant) -> admin_pb2.AccessGrant:
-    message = admin_pb2.AccessGrant(curve_public_key=grant.curve_public_key, delayed_only=grant.delayed_only)
+    message = admin_pb2.AccessGrant(
+        curve_public_key=grant.curve_public_key,
+        delayed_only=grant.delayed_only,
+        conflated_only=grant.conflated_only,
+    )
     if grant.expires_at_ns:
         message.expire_time.FromNanoseconds(grant.expires_at_ns)
     return message
@@ -350,7 +361,7 @@ def _grant_to_proto(grant: AccessGrant) -> admin_pb2.AccessGrant:
 
 def _grant_from_proto(message: admin_pb2.AccessGrant) -> AccessGrant:
     expires = message.expire_time.ToNanoseconds() if message.HasField("expire_time") else 0
-    return AccessGrant(message.curve_public_key, expires, message.delayed_only)
+    return AccessGrant(message.curve_public_key, expires, message.delayed_only, message.conflated_only)
 
 
 def result_to_proto(result: CommandResult) -> admin_pb2.CommandResult:

@@ -20,7 +20,7 @@ ROLE_BACKUP: Role
 ROLE_FAILED: Role
 
 class StreamState(_message.Message):
-    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason", "purge_seq")
+    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason", "purge_seq", "conflate_proposed", "conflate_committed_k")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,8 @@ class StreamState(_message.Message):
     PROPOSED_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_REASON_FIELD_NUMBER: _ClassVar[int]
     PURGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CONFLATE_PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    CONFLATE_COMMITTED_K_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
     next_msg_seq: int
     next_source_seq: int
@@ -53,7 +55,27 @@ class StreamState(_message.Message):
     proposed_time_ns: int
     proposed_reason: _market_pb2.SessionReason
     purge_seq: int
-    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., purge_seq: _Optional[int] = ...) -> None: ...
+    conflate_proposed: _containers.RepeatedCompositeFieldContainer[ConflateBoundary]
+    conflate_committed_k: int
+    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., purge_seq: _Optional[int] = ..., conflate_proposed: _Optional[_Iterable[_Union[ConflateBoundary, _Mapping]]] = ..., conflate_committed_k: _Optional[int] = ...) -> None: ...
+
+class ConflateBoundary(_message.Message):
+    __slots__ = ("k", "msg_seq", "time_ns", "first_conf_seq")
+    K_FIELD_NUMBER: _ClassVar[int]
+    MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_CONF_SEQ_FIELD_NUMBER: _ClassVar[int]
+    k: int
+    msg_seq: int
+    time_ns: int
+    first_conf_seq: int
+    def __init__(self, k: _Optional[int] = ..., msg_seq: _Optional[int] = ..., time_ns: _Optional[int] = ..., first_conf_seq: _Optional[int] = ...) -> None: ...
+
+class ConflateAck(_message.Message):
+    __slots__ = ("k",)
+    K_FIELD_NUMBER: _ClassVar[int]
+    k: int
+    def __init__(self, k: _Optional[int] = ...) -> None: ...
 
 class SessionAck(_message.Message):
     __slots__ = ("proposed_session", "after_source_seq", "position")
@@ -194,7 +216,7 @@ class Handover(_message.Message):
     def __init__(self, target_adapter: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SyncMessage(_message.Message):
-    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed", "session_ack", "purges", "purge_ack", "gap_query", "gap_answer", "handover")
+    __slots__ = ("channel", "adapter", "term", "role", "send_time_ns", "stream_state", "health", "snapshot_request", "snapshot", "failed", "session_ack", "purges", "purge_ack", "gap_query", "gap_answer", "handover", "conflate_ack")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     ADAPTER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +233,7 @@ class SyncMessage(_message.Message):
     GAP_QUERY_FIELD_NUMBER: _ClassVar[int]
     GAP_ANSWER_FIELD_NUMBER: _ClassVar[int]
     HANDOVER_FIELD_NUMBER: _ClassVar[int]
+    CONFLATE_ACK_FIELD_NUMBER: _ClassVar[int]
     channel: int
     adapter: int
     term: int
@@ -227,4 +250,5 @@ class SyncMessage(_message.Message):
     gap_query: GapQuery
     gap_answer: GapAnswer
     handover: Handover
-    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ..., session_ack: _Optional[_Union[SessionAck, _Mapping]] = ..., purges: _Optional[_Union[Purges, _Mapping]] = ..., purge_ack: _Optional[_Union[PurgeAck, _Mapping]] = ..., gap_query: _Optional[_Union[GapQuery, _Mapping]] = ..., gap_answer: _Optional[_Union[GapAnswer, _Mapping]] = ..., handover: _Optional[_Union[Handover, _Mapping]] = ...) -> None: ...
+    conflate_ack: ConflateAck
+    def __init__(self, channel: _Optional[int] = ..., adapter: _Optional[int] = ..., term: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., send_time_ns: _Optional[int] = ..., stream_state: _Optional[_Union[StreamState, _Mapping]] = ..., health: _Optional[_Union[Health, _Mapping]] = ..., snapshot_request: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., snapshot: _Optional[_Union[ConversionSnapshot, _Mapping]] = ..., failed: _Optional[_Union[Failed, _Mapping]] = ..., session_ack: _Optional[_Union[SessionAck, _Mapping]] = ..., purges: _Optional[_Union[Purges, _Mapping]] = ..., purge_ack: _Optional[_Union[PurgeAck, _Mapping]] = ..., gap_query: _Optional[_Union[GapQuery, _Mapping]] = ..., gap_answer: _Optional[_Union[GapAnswer, _Mapping]] = ..., handover: _Optional[_Union[Handover, _Mapping]] = ..., conflate_ack: _Optional[_Union[ConflateAck, _Mapping]] = ...) -> None: ...

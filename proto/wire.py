@@ -57,10 +57,22 @@ FLAG_HEARTBEAT: Final = 0x01
 FLAG_RETRANSMISSION: Final = 0x02
 FLAG_END_OF_SESSION: Final = 0x04
 FLAG_DELAYED: Final = 0x08  # a delayed line's packet, or a delayed replay's (with FLAG_RETRANSMISSION)
-_KNOWN_FLAGS: Final = FLAG_HEARTBEAT | FLAG_RETRANSMISSION | FLAG_END_OF_SESSION | FLAG_DELAYED
+FLAG_CONFLATED: Final = 0x10  # a conflated line's packet: numbered by conf_seq, not msg_seq
+FLAG_END_OF_INTERVAL: Final = 0x20  # the last packet of a conflation interval (with FLAG_CONFLATED)
+_KNOWN_FLAGS: Final = (
+    FLAG_HEARTBEAT
+    | FLAG_RETRANSMISSION
+    | FLAG_END_OF_SESSION
+    | FLAG_DELAYED
+    | FLAG_CONFLATED
+    | FLAG_END_OF_INTERVAL
+)
 
 # A block with this source_stream is a tombstone: the message at its msg_seq was purged.
 TOMBSTONE_STREAM: Final = 0
+# The source_stream of a conflated line's block (no source stream has that number): its
+# source_seq is the msg_seq of the interval's boundary, its payload the symbol's state there.
+CONFLATED_STREAM: Final = 0xFFFF
 
 HEADER: Final = struct.Struct(">2sBBHHIQHHQ")
 BLOCK_HEADER: Final = struct.Struct(">HHQ")
@@ -118,6 +130,14 @@ class PacketHeader:
     @property
     def is_delayed(self) -> bool:
         return bool(self.flags & FLAG_DELAYED)
+
+    @property
+    def is_conflated(self) -> bool:
+        return bool(self.flags & FLAG_CONFLATED)
+
+    @property
+    def is_end_of_interval(self) -> bool:
+        return bool(self.flags & FLAG_END_OF_INTERVAL)
 
     @property
     def next_seq(self) -> int:

@@ -9,7 +9,9 @@ positions; ``gaps`` tells a gap every replica saw from one adapter's own;
 ``session``/``session_driver`` keep the trading day; ``syncbus`` and
 ``commands`` turn bytes into typed messages and back; ``delayed``, ``purge``
 and ``purging`` are the delayed line and the purges of what it has not sent
-yet; ``views`` is what the core shows other threads. Nothing here imports zmq,
+yet; ``conflation``, ``conflated_side`` and ``conflated_output`` are the
+conflated line's interval protocol, its part in the core, and its packets;
+``views`` is what the core shows other threads. Nothing here imports zmq,
 grpc, asyncio or time.
 """
 
@@ -21,6 +23,7 @@ from feedha.adapter.core.actions import (
     JournalControl,
     JournalRecords,
     Publish,
+    PublishConflated,
     PublishDelayed,
     Quarantine,
     ReadSync,
@@ -45,6 +48,7 @@ __all__ = [
     "JournalControl",
     "JournalRecords",
     "Publish",
+    "PublishConflated",
     "PublishDelayed",
     "Quarantine",
     "ReadSync",

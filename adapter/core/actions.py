@@ -29,6 +29,7 @@ __all__ = [
     "JournalControl",
     "JournalRecords",
     "Publish",
+    "PublishConflated",
     "PublishDelayed",
     "Quarantine",
     "RecordTerm",
@@ -48,6 +49,13 @@ class Publish:
 @dataclass(frozen=True, slots=True)
 class PublishDelayed:
     """Send one packet on the delayed line (``[channel topic, packet]``)."""
+
+    packet: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PublishConflated:
+    """Send one packet on the conflated line (``[channel topic, packet]``)."""
 
     packet: bytes
 
@@ -173,7 +181,8 @@ class Quarantine:
 class ChangeAccess:
     """Grant or revoke subscriber keys on the data plane (the shell's access table)."""
 
-    grants: tuple[tuple[str, int, bool], ...]  # (Z85 key, expires_at_ns, delayed_only)
+    grants: tuple[tuple[str, int, bool] | tuple[str, int, bool, bool], ...]
+    # (Z85 key, expires_at_ns, delayed_only[, conflated_only])
     revoke: bool
     replace: bool
 
@@ -213,6 +222,7 @@ Action: TypeAlias = (
     | Status
     | Quarantine
     | PublishDelayed
+    | PublishConflated
     | JournalControl
     | CommandDone
     | ReplyControl

@@ -10,7 +10,7 @@ from feedha.adapter.core.gate import DEFAULT_SILENCE_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
 from feedha.adapter.errors import ConfigError
-from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
+from feedha.proto.wire import CONFLATED_STREAM, DEFAULT_MAX_PACKET_BYTES, HEADER_SIZE
 
 LINE_HEARTBEAT_S: Final = 0.1
 RING_SIZE: Final = 8192
@@ -19,6 +19,9 @@ CHECKPOINT_INTERVAL_S: Final = 5.0  # ... or this long after the last one, which
 MAX_PAUSE_S: Final = 1.0  # the longest a throttle pauses source reading in one go
 MAX_SOURCE_GAP: Final = 1_000_000  # missing source messages beyond which a gap is a suspect jump
 JUMP_CONFIRM: Final = 3  # consecutive messages that confirm a jump (the jump included)
+DEFAULT_CONFLATE_INTERVAL_S: Final = 1.0
+MIN_CONFLATE_INTERVAL_S: Final = 0.01  # a shorter conflation interval is a tick-by-tick line
+MAX_CONFLATE_INTERVAL_S: Final = 3600.0
 MAX_DELAY_S: Final = 7 * 86_400.0  # a week: a longer delay is a configuration mistake
 
 
@@ -55,6 +58,8 @@ class CoreConfig:
         delay_s: the delayed line's delay (None: no delayed line); needs ``journal``.
         purge_margin_s: a message stops being purgeable this long before the delayed line
             sends it (covers the other adapters' delayed lines, a few ms apart, and clocks).
+        conflate_interval_s: the conflated line's interval (None: no conflated line; the
+            adapter still acknowledges the group's conflation boundaries).
     """
 
     channel_number: int
@@ -77,6 +82,7 @@ class CoreConfig:
     session_schedule: SessionSchedule | None = None
     delay_s: float | None = None
     purge_margin_s: float = DEFAULT_MARGIN_S
+    conflate_interval_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):
@@ -101,6 +107,7 @@ class CoreConfig:
             raise ConfigError(f"group_size must be in 0..65535, got {self.group_size}")
         if not self.silence_release_s > 0:
             raise ConfigError(f"silence_release_s must be > 0, got {self.silence_release_s}")
+        self._check_conflation()
         if self.delay_s is not None:
             if not self.journal:
                 raise ConfigError("a delayed line is served from the journal: delay_s needs journal")
@@ -109,3 +116,18 @@ class CoreConfig:
                     f"need 0 <= purge_margin_s < delay_s <= {MAX_DELAY_S:g}, got "
                     f"{self.purge_margin_s} and {self.delay_s}"
                 )
+
+    def _check_conflation(self) -> None:
+        interval = self.conflate_interval_s
+        if interval is None:
+            return
+        if not MIN_CONFLATE_INTERVAL_S <= interval <= MAX_CONFLATE_INTERVAL_S:
+            raise ConfigError(
+                f"conflate_interval_s must be in {MIN_CONFLATE_INTERVAL_S:g}..{MAX_CONFLATE_INTERVAL_S:g} "
+                f"seconds, got {interval!r}"
+            )
+        if self.source_stream_number == CONFLATED_STREAM:
+            raise ConfigError(
+                f"source_stream_number {CONFLATED_STREAM} is the conflated line's reserved stream: "
+                "pick another for a channel with a conflated line"
+            )

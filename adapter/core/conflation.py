@@ -1,4 +1,4 @@
-"""Conflation intervals: the group's boundaries and what each interval holds (pure; not wired in yet).
+"""Conflation intervals: the group's boundaries and what each interval holds (pure).
 
 docs/architecture.md, "Conflated lines", has the design. An interval is named
 by the msg_seq of its boundary, not by a time: interval *k* holds, for every
@@ -186,7 +186,19 @@ class IntervalKeeper:
         """
         self.published_k = interval.boundary.k
         self._next_k = max(self._next_k, interval.boundary.k + 1)
+        self._last_boundary_seq = max(self._last_boundary_seq, interval.boundary.msg_seq)
         self._next_conf_seq = max(self._next_conf_seq, interval.next_conf_seq)
+
+    def skipped(self, boundary: Boundary) -> None:
+        """Interval ``boundary.k`` was passed without being closed here (this adapter could not cover it)."""
+        self.published_k = max(self.published_k, boundary.k)
+        self._next_k = max(self._next_k, boundary.k + 1)
+        self._last_boundary_seq = max(self._last_boundary_seq, boundary.msg_seq)
+
+    def next_proposal(self) -> float | None:
+        """When the active may propose next (monotonic clock; ``None``: at once)."""
+        at = self._last_proposal_at
+        return None if at is None else at + self.interval_s
 
     def promote(self) -> list[Boundary]:
         """A backup becomes active: every boundary it holds becomes its to publish, in order.

@@ -49,6 +49,7 @@ from feedha.adapter.core.actions import (
     Action,
     CommandDone,
     Publish,
+    PublishConflated,
     ReadSync,
     RecordTerm,
     ReplyAdmin,
@@ -71,6 +72,7 @@ from feedha.adapter.core.commands import (
     decode_request,
 )
 from feedha.adapter.core.config import MAX_PAUSE_S, CoreConfig
+from feedha.adapter.core.conflated_side import ConflatedSide
 from feedha.adapter.core.delayed_side import DelayedSide
 from feedha.adapter.core.emitter import LineEmitter
 from feedha.adapter.core.gaps import GapDesk, GapView
@@ -195,6 +197,13 @@ class AdapterCore:
         self.access = AccessDesk()  # when data-plane access changes take effect
         self.health = HealthMeter(penalty=config.health_penalty, now=now)
         self.delayed = DelayedSide(config, now=now)  # the delayed line and the group's purges
+        self.conflated = ConflatedSide(  # the conflation intervals (and the conflated line)
+            config.conflate_interval_s,
+            channel=config.channel_number,
+            adapter=config.adapter,
+            max_packet_bytes=config.max_packet_bytes,
+            heartbeat_s=config.line_heartbeat_s,
+        )
         self.sync_garbage = self.snapshots_sent = self.unpublished_at_promotion = 0
         self._active_position = 0  # the last source_seq the active reported
         self._paused_until = 0.0
@@ -243,6 +252,8 @@ class AdapterCore:
             self._fault("converting a source frame", turn)
         if converted and self._sync.role is Role.BACKUP:
             turn.out.append(ReadSync())  # heartbeats that came meanwhile count before the timers
+        if self.conflated.enabled:
+            self.conflated.observe(turn.out)
         return turn.out
 
     def on_fault(self, where: str, *, now: float, wall_ns: int) -> list[Action]:
@@ -276,7 +287,25 @@ class AdapterCore:
         if isinstance(msg, syncbus.StreamState | syncbus.Purges | syncbus.PurgeAck | syncbus.Health):
             self.delayed.on_sync(msg, self._purge_context(), turn.out, from_active=from_active)
         self._carry(self.gaps.decide(self._gap_view()), turn)
+        self._conflate_sync(msg, turn)
         return self._replies(turn)
+
+    def _conflate_sync(self, msg: syncbus.SyncMessage, turn: Turn) -> None:
+        # The conflation protocol's part of a sync message, after what it released on the line.
+        side, sync = self.conflated, self.sync
+        side.observe(turn.out)
+        if isinstance(msg, syncbus.ConflateAck) and sync.role is Role.ACTIVE:
+            side.on_ack(msg, now=turn.now)
+        elif (
+            isinstance(msg, syncbus.StreamState)
+            and msg.sender.role is Role.ACTIVE
+            and msg.sender.term >= sync.term
+            and sync.role is not Role.ACTIVE
+        ):
+            published = self.emitter.published_msg_seq
+            actions = side.on_report(msg, self._sender(), published_seq=published, now=turn.now)
+            publishing = sync.is_publishing
+            turn.out += [a for a in actions if publishing or type(a) is not PublishConflated]
 
     def on_sync_garbage(self) -> None:
         """A sync-bus frame that did not decode (counted, nothing else)."""
@@ -312,7 +341,28 @@ class AdapterCore:
         if self.delayed.has_work(self._sync.role):
             self.delayed.on_tick(self._purge_context(), turn.out)
         self._line_heartbeat(turn)
+        self._conflate_tick(turn)
         return self._replies(turn)
+
+    def _conflate_tick(self, turn: Turn) -> None:
+        side, sync = self.conflated, self._sync
+        if not side.enabled:
+            return
+        side.observe(turn.out)
+        if not sync.is_publishing:
+            return  # what became due goes out once this adapter publishes again
+        actions, proposed = side.on_tick(
+            role=sync.role,
+            peers=sync.peers,
+            published_seq=self.emitter.published_msg_seq,
+            now=turn.now,
+            wall_ns=turn.wall_ns,
+            term=sync.term,
+            peer_timeout_s=self.config.sync.peer_timeout_s,
+        )
+        turn.out += actions
+        if proposed:
+            self._send_stream_state(None, turn)  # the backups hear the proposal now, not a heartbeat later
 
     def on_control(self, request: bytes, *, now: float, wall_ns: int) -> list[Action]:
         """A request on the local control socket (JSON); its reply comes as :class:`ReplyControl`."""
@@ -368,6 +418,7 @@ class AdapterCore:
             reply = {"ok": False, "error": self._rejection}
         elif isinstance(command, ShowStatus | RoleCommand):
             reply.update(self.status())
+        self.conflated.observe(turn.out)
         return reply, turn.out
 
     def _tune(self, command: Command, turn: Turn) -> dict[str, Any]:
@@ -454,6 +505,9 @@ class AdapterCore:
         delayed = self.delayed.deadline(now=now, wall_ns=self._wall_ns + round((now - self._now) * 1e9))
         if delayed is not None:
             deadline = min(deadline, delayed)
+        conflated = self.conflated.deadline(active=self.sync.role is Role.ACTIVE)
+        if conflated is not None:
+            deadline = min(deadline, conflated)
         return max(now, deadline)
 
     def delayed_wants(self, *, wall_ns: int) -> int | None:
@@ -512,6 +566,7 @@ class AdapterCore:
         )
         if old.role is not role:
             self._follow_role(old.role, role, turn)
+        self.conflated.observe(turn.out)
         return turn.out
 
     @property
@@ -544,6 +599,7 @@ class AdapterCore:
             turn.out += self.pipeline.seal(self._sync.term, turn)
             self.emitter.close(confirmed=self.sequencer.last_recorded_source_seq, trusted=True)
         self._carry(self.sessions.on_role_changed(old, new, now=turn.now), turn)
+        self.conflated.on_role_changed(old, new)
 
     def _on_report(self, msg: syncbus.StreamState, turn: Turn) -> None:
         # Our active's report: the session first (a committed boundary changes what the report
@@ -702,6 +758,7 @@ class AdapterCore:
 
     def _send_stream_state(self, action: SyncAction | None, turn: Turn) -> None:
         seq = self.sequencer
+        proposed, committed_k = self.conflated.report_fields() if self._sync.role is Role.ACTIVE else ((), 0)
         message = syncbus.StreamState(
             self._sender(),
             self.config.source_stream_number,
@@ -712,6 +769,8 @@ class AdapterCore:
             seq.last_digest,
             **self.sessions.report_fields(),
             purge_seq=self.delayed.desk.book.highest_id,
+            conflate_proposed=proposed,
+            conflate_committed_k=committed_k,
         )
         turn.out.append(SendSync(message))
 

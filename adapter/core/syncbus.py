@@ -19,12 +19,14 @@ from google.protobuf.message import DecodeError
 
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.core.conflation import Boundary
 from feedha.adapter.core.purge import PurgeEntry, purge_from_proto, purge_to_proto
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import AdapterError
 from feedha.proto import sync_pb2
 
 __all__ = [
+    "ConflateAck",
     "Failed",
     "GapAnswer",
     "GapQuery",
@@ -91,6 +93,16 @@ class StreamState:
     proposed_reason: int = 0
     session_reason: int = 0
     purge_seq: int = 0  # the highest purge_id the sender holds
+    conflate_proposed: tuple[Boundary, ...] = ()  # conflation boundaries proposed, not committed
+    conflate_committed_k: int = 0  # the last conflation interval the sender committed
+
+
+@dataclass(frozen=True, slots=True)
+class ConflateAck:
+    """A backup holds every proposed conflation boundary up to ``k``."""
+
+    sender: Sender
+    k: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +213,7 @@ class Handover:
 
 
 MAX_PURGES_PER_MESSAGE: Final = 256
+MAX_CONFLATE_PROPOSED: Final = 256  # conflation boundaries one report may name
 MAX_REASON_CHARS: Final = 200
 
 SyncMessage: TypeAlias = (
@@ -215,6 +228,7 @@ SyncMessage: TypeAlias = (
     | GapQuery
     | GapAnswer
     | Handover
+    | ConflateAck
 )
 
 _STREAM_SESSION_FIELDS: Final = (
@@ -252,6 +266,14 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
         for name in _STREAM_SESSION_FIELDS:
             setattr(ss, name, getattr(msg, name))
         ss.purge_seq = msg.purge_seq
+        for boundary in msg.conflate_proposed:
+            ss.conflate_proposed.add(
+                k=boundary.k,
+                msg_seq=boundary.msg_seq,
+                time_ns=boundary.time_ns,
+                first_conf_seq=boundary.first_conf_seq,
+            )
+        ss.conflate_committed_k = msg.conflate_committed_k
     elif isinstance(msg, SessionAck):
         ack = out.session_ack
         ack.proposed_session = msg.proposed_session
@@ -277,6 +299,8 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
     elif isinstance(msg, Handover):
         out.handover.target_adapter = msg.target
         out.handover.reason = msg.reason[:MAX_REASON_CHARS]
+    elif isinstance(msg, ConflateAck):
+        out.conflate_ack.k = msg.k
     else:
         out.failed.reason = msg.reason
     return out.SerializeToString()
@@ -342,7 +366,22 @@ def _stream_state(sender: Sender, msg: sync_pb2.SyncMessage) -> StreamState:
         ss.digest,
         **{name: getattr(ss, name) for name in _STREAM_SESSION_FIELDS},
         purge_seq=ss.purge_seq,
+        conflate_proposed=_conflate_proposed(ss),
+        conflate_committed_k=ss.conflate_committed_k,
     )
+
+
+def _conflate_proposed(ss: sync_pb2.StreamState) -> tuple[Boundary, ...]:
+    if len(ss.conflate_proposed) > MAX_CONFLATE_PROPOSED:
+        raise SyncDecodeError(
+            f"{len(ss.conflate_proposed)} conflation boundaries in one report "
+            f"(at most {MAX_CONFLATE_PROPOSED})"
+        )
+    out = tuple(Boundary(b.k, b.msg_seq, b.time_ns, b.first_conf_seq) for b in ss.conflate_proposed)
+    for boundary in out:
+        if boundary.k < 1 or boundary.msg_seq < 1 or boundary.first_conf_seq < 1:
+            raise SyncDecodeError(f"a conflation boundary with a zero field: {boundary}")
+    return out
 
 
 def _health(sender: Sender, msg: sync_pb2.SyncMessage) -> Health:
@@ -410,4 +449,5 @@ _DECODERS: Final[dict[str, Callable[[Sender, sync_pb2.SyncMessage], SyncMessage]
     "handover": lambda sender, msg: Handover(
         sender, msg.handover.target_adapter, msg.handover.reason[:MAX_REASON_CHARS]
     ),
+    "conflate_ack": lambda sender, msg: ConflateAck(sender, msg.conflate_ack.k),
 }

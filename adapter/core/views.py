@@ -81,4 +81,5 @@ def core_status(core: AdapterCore) -> dict[str, Any]:
         "unpublished_at_promotion": core.unpublished_at_promotion,
         **core.sessions.status(core.pipeline.fence),
         **core.delayed.status(),
+        "conflated": core.conflated.status(),
     }

@@ -36,6 +36,7 @@ class Group:
         symbols: symbols the source trades.
         journal_root: give every adapter a journal and a replay service under it.
         delayed: every adapter serves a delayed line too (needs ``journal_root``).
+        conflate_interval: every adapter serves a conflated line with this interval (0: none).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class Group:
         symbols: int = 50,
         journal_root: Path | None = None,
         delayed: bool = False,
+        conflate_interval: float = 0.0,
     ) -> None:
         self.source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
         self.plan: GroupPlan = plan_group(
@@ -61,6 +63,7 @@ class Group:
             size=size,
             journal_root=journal_root,
             delayed=delayed,
+            conflate_interval=conflate_interval,
         )
         self.rate, self.seconds, self.symbols = rate, seconds, symbols
         self.subscribers = size if subscribers is None else subscribers

@@ -145,12 +145,17 @@ def test_replay_by_time_replays_the_whole_window_beside_its_bare_router_dealer_c
     )
 
 
-def test_the_conflation_book_benchmark_agrees_with_its_bare_dict_on_every_interval() -> None:
+def test_the_conflation_benchmark_agrees_with_its_bare_dict_and_measures_the_adapter() -> None:
     from feedha.bench import conflation
 
-    (item,) = conflation.run(quick=True)  # run() asserts that both closed the same intervals
+    book, adapter = conflation.run(quick=True)  # run() asserts that both closed the same intervals
     assert (
-        set(item) == FIGURE_KEYS
-        and item["name"] == "conflation_book"
-        and item["params"]["interval_entries"] > 0
+        set(book) == FIGURE_KEYS
+        and book["name"] == "conflation_book"
+        and book["params"]["interval_entries"] > 0
     )
+    assert set(adapter) == FIGURE_KEYS and adapter["name"] == "conflation_adapter"
+    params = adapter["params"]
+    # 40,000 messages at 100k msg/s of the core's clock: 0.4 s, about 4 intervals of 200 symbols
+    assert params["intervals"] >= 3 and params["conflated_blocks_per_interval"] > 100
+    assert adapter["value"] > 0 and adapter["ceiling"] > 0 and params["bare_recv_ns_per_message"] > 0

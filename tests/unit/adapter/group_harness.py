@@ -31,6 +31,7 @@ from feedha.adapter.core import (
     JournalControl,
     JournalRecords,
     Publish,
+    PublishConflated,
     PublishDelayed,
     RecordTerm,
     ReplyAdmin,
@@ -211,6 +212,7 @@ class Member:
     sync_inbox: deque[bytes] = field(default_factory=deque)
     packets: list[bytes] = field(default_factory=list)
     delayed_packets: list[bytes] = field(default_factory=list)
+    conflated_packets: list[bytes] = field(default_factory=list)
     events: list[Status] = field(default_factory=list)
     alive: bool = True
     stalled_until: float = 0.0
@@ -237,6 +239,7 @@ class CoreGroup:
         margin_s: the purge margin of the delayed lines.
         fix44: the source speaks fix44 and the adapters convert it into books.
         itch50: the source speaks ITCH 5.0 over MoldUDP64; the adapters keep market-by-order books.
+        conflate_s: every adapter serves a conflated line with this interval (None: none).
     """
 
     def __init__(
@@ -251,7 +254,9 @@ class CoreGroup:
         margin_s: float = 0.2,
         fix44: bool = False,
         itch50: bool = False,
+        conflate_s: float | None = None,
     ) -> None:
+        self.conflate_s = conflate_s
         self.schedule = schedule
         self.now = 0.0
         self.delay_s, self.margin_s = delay_s, margin_s
@@ -305,6 +310,7 @@ class CoreGroup:
             session_schedule=self.schedule,
             delay_s=self.delay_s,
             purge_margin_s=self.margin_s,
+            conflate_interval_s=self.conflate_s,
         )
         engine = Fix44Engine() if self.fix44 else Itch50Engine() if self.itch50 else make_engine(self.table)
         core = AdapterCore(config, engine, now=self.now)
@@ -432,6 +438,8 @@ class CoreGroup:
                 self._delayed_events(
                     self.delayed_client.on_packet(member.number, action.packet, now=self.now)
                 )
+            elif isinstance(action, PublishConflated):
+                member.conflated_packets.append(action.packet)
             elif isinstance(action, ReplyAdmin | ReplyControl):
                 self.replies.append(action.reply)
 

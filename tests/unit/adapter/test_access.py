@@ -77,3 +77,34 @@ def test_a_replacement_in_parts_keeps_every_key_named_in_any_part() -> None:
     assert sorted(guard.table.keys()) == [A, B]  # C was in no part: gone
     guard.end_replace()  # once
     assert sorted(guard.table.keys()) == [A, B]
+
+
+def test_a_conflated_only_key_reaches_the_conflated_line_and_nothing_else() -> None:
+    from feedha.adapter.access import CONFLATED, SNAPSHOT
+
+    table = AccessTable()
+    table.grant(A, 100, False, True)
+    assert table.admits(CONFLATED, A, now_ns=1)
+    for where in (LINE, DELAYED, REPLAY, SNAPSHOT):
+        assert not table.admits(where, A, now_ns=1), where
+    assert table.is_delayed_only(A)  # a replay service would answer it delayed ranges at most
+    table.grant(B, 100, True, True)  # delayed and conflated routes: both lines, never real time
+    assert table.admits(CONFLATED, B, now_ns=1) and table.admits(DELAYED, B, now_ns=1)
+    assert not table.admits(LINE, B, now_ns=1)
+    table.grant(C, 100)  # a real-time key may read the conflated line too
+    assert table.admits(CONFLATED, C, now_ns=1) and table.admits(LINE, C, now_ns=1)
+    table.grant(C, 100, True)  # ... until it turns delayed-only: cut off from both
+    assert not table.admits(CONFLATED, C, now_ns=1)
+
+
+def test_a_key_turned_conflated_only_rebinds_where_it_may_no_longer_be() -> None:
+    from feedha.adapter.access import CONFLATED
+
+    table = AccessTable()
+    table.grant(A, 100)
+    for where in (LINE, CONFLATED, DELAYED):
+        assert table.admits(where, A, now_ns=1)
+    version = table.version
+    assert table.grant(A, 100, False, True) == {LINE, DELAYED}
+    assert table.version > version
+    assert table.grant(A, 100, False, True) == {LINE, DELAYED} and table.version == version + 1

@@ -149,7 +149,7 @@ def test_the_collector_reports_counters_and_delivery_latency():
     class _Client:
         def __init__(self):
             self._core = FeedCore(SubscriberConfig(), ("", ""))
-            self._core.filters = {(CHANNEL, False): _SymbolFilter(["*"])}
+            self._core.filters = {(CHANNEL, ""): _SymbolFilter(["*"])}
 
         def stats(self):
             core = self._core

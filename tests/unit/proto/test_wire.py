@@ -136,3 +136,32 @@ def test_documented_delayed_example_with_a_tombstone() -> None:
         channel=1, adapter=2, term=3, first_seq=12, blocks=(), send_time_ns=5, flags=wire.FLAG_DELAYED
     )
     assert wire.decode_header(heartbeat).flags == wire.FLAG_DELAYED | wire.FLAG_HEARTBEAT
+
+
+CONFLATED_EXAMPLE = bytes.fromhex(
+    "4648 01 30 0001 0002 00000003 0000000000000007"  # flags 0x30: conflated, end of interval
+    "0001 0000 0000000000000005"  # one block, send time T[k] = 5
+    "0015 ffff 00000000000001f4"  # len=21 stream=65535 seq=B[k]=500
+    "0a03 49424d 1805 2a02 080a"  # MarketUpdate{symbol IBM, publish_time_ns 5, state{volume 10}}
+)
+
+
+def test_documented_conflated_example() -> None:
+    from feedha.adapter.core.conflated_output import encode_state, ref
+    from feedha.proto import market_pb2
+
+    update = market_pb2.MarketUpdate(symbol="IBM")
+    update.state.volume = 10
+    payload = encode_state("IBM", ref(update.SerializeToString()), time_ns=5)
+    packet = wire.encode_packet(
+        channel=1,
+        adapter=2,
+        term=3,
+        first_seq=7,
+        blocks=[(wire.CONFLATED_STREAM, 500, payload)],
+        send_time_ns=5,
+        flags=wire.FLAG_CONFLATED | wire.FLAG_END_OF_INTERVAL,
+    )
+    assert packet == CONFLATED_EXAMPLE  # docs/wire-format.md shows these bytes
+    header, _blocks = wire.decode_packet(packet)
+    assert header.is_conflated and header.is_end_of_interval and not header.is_delayed
