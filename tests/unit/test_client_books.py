@@ -55,7 +55,7 @@ def test_subscribe_books_prints_each_symbols_book_update() -> None:
 
 def _core(*symbols: str) -> FeedCore:
     core = FeedCore(SubscriberConfig(), ("", ""))
-    core.filters = {(1, False): _SymbolFilter(symbols)}
+    core.filters = {(1, ""): _SymbolFilter(symbols)}
     return core
 
 
@@ -78,7 +78,7 @@ def test_the_key_file_form_prints_and_keeps_only_the_subscribed_symbols_of_a_blo
     assert core.book("AAA") is None and core.books.book("AAA") is None
     book = core.book("BBB")
     assert book is not None and book.asks == ((20.0, 4.0, 0),)
-    core.filters = {(1, False): _SymbolFilter(["AAA"])}  # the subscription moved on
+    core.filters = {(1, ""): _SymbolFilter(["AAA"])}  # the subscription moved on
     assert core.book("BBB") is None
     image = market_pb2.MarketUpdate(symbol="CCC")
     image.state.book.SetInParent()
