@@ -53,10 +53,11 @@ class Model:
 
 MARKET_MODEL: Final = Model(
     name="feedha.v1.MarketUpdate",
-    version="1.1",
+    version="1.2",
     history=(
         "1.0: one symbol's trades, quotes and state; extra fields; session boundaries; tombstones; images",
         "1.1: fix44 order books (Book, BookChange, SessionValues, SymbolUpdate; MarketUpdate.symbols)",
+        "1.2: itch50 live orders in images (Book.orders); a purged fix44 block's symbols (Tombstone.symbols)",
     ),
 )
 MODELS: Final = {MARKET_MODEL.name: MARKET_MODEL}
