@@ -25,7 +25,7 @@ from feedha.proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LineSocket", "ServedSocket"]
+__all__ = ["LineSocket", "SealedSocket", "ServedSocket"]
 
 _SNDMORE: Final = int(zmq.SNDMORE)
 
@@ -111,17 +111,19 @@ class ServedSocket:
             self._socket = None
 
 
-class LineSocket(ServedSocket):
-    """One adapter's line.
+class SealedSocket(ServedSocket):
+    """A served socket that seals its packets on a secured multicast endpoint (line, conflated line).
 
     Args:
-        config: the adapter's configuration (endpoint, channel, send high-water mark).
-        guard: CURVE for the socket.
+        endpoint: where it binds.
+        where: its name for access and ZAP.
+        config: the adapter's configuration.
+        guard: CURVE for the socket (sealing is required when it is on and the endpoint is multicast).
     """
 
-    def __init__(self, config: AdapterConfig, guard: DataPlaneGuard) -> None:
-        super().__init__(config.line_endpoint, LINE, config, guard)
-        self.seal = LineSeal(required=transport.is_multicast(config.line_endpoint) and guard.enabled)
+    def __init__(self, endpoint: str, where: str, config: AdapterConfig, guard: DataPlaneGuard) -> None:
+        super().__init__(endpoint, where, config, guard)
+        self.seal = LineSeal(required=transport.is_multicast(endpoint) and guard.enabled)
 
     def send(self, packet: bytes) -> None:
         """Publish one packet (sealed on a secured multicast line; nowhere while not bound)."""
@@ -135,6 +137,18 @@ class LineSocket(ServedSocket):
     def use_key(self, key: SealKey) -> None:
         """Seal with the admin server's ``key`` from now on."""
         self.seal.use(key)
+
+
+class LineSocket(SealedSocket):
+    """One adapter's line.
+
+    Args:
+        config: the adapter's configuration (endpoint, channel, send high-water mark).
+        guard: CURVE for the socket.
+    """
+
+    def __init__(self, config: AdapterConfig, guard: DataPlaneGuard) -> None:
+        super().__init__(config.line_endpoint, LINE, config, guard)
 
     def status(self) -> dict[str, Any]:
         """The sealing fields of the adapter's status (none unless the line is sealed)."""

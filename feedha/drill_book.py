@@ -66,7 +66,16 @@ def run_book(options: BookDrillOptions, log: IO[str]) -> dict[str, Any]:
         kill=options.kill,
         kill_at=options.kill_at,
         extra_adapter_args=["--format", options.input_format, "--book-depth", str(options.depth)],
-        extra_source_args=["--file", str(options.file), "--format", options.input_format],
+        # The capture is played whole (its length bounds the source); --seconds, which the drill
+        # also uses to time the kill, only guards: a source late on a loaded machine cut the tail off.
+        extra_source_args=[
+            "--file",
+            str(options.file),
+            "--format",
+            options.input_format,
+            "--seconds",
+            f"{4 * count / options.rate + 60:g}",
+        ],
         extra_client_args=["--books", str(options.depth)],
     )
     placement = place_local(base)

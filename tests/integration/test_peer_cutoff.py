@@ -199,16 +199,23 @@ def test_a_key_holds_at_most_its_cap_of_connections_and_silent_or_noisy_peers_ar
         # (bounded), then count who receives from now on.
         for sock in many:
             _read(sock, [], for_s=0.05)
+        # Counted sweep by sweep: the extra sockets keep reconnecting, so over seconds different
+        # ones get through in turn on a loaded machine; at no moment do more than the cap.
         receiving: set[int] = set()
+        most_at_once = 0
         deadline = time.monotonic() + 5
         while len(receiving) < MAX_CONNECTIONS_PER_KEY and time.monotonic() < deadline:
+            sweep: set[int] = set()
             for index, sock in enumerate(many):
                 seqs: list[int] = []
                 _read(sock, seqs, for_s=0.005)
                 if seqs:
-                    receiving.add(index)
+                    sweep.add(index)
+            receiving |= sweep
+            most_at_once = max(most_at_once, len(sweep))
         # Those within the cap keep their connection (one may be cut while another reconnects).
-        assert MAX_CONNECTIONS_PER_KEY - 1 <= len(receiving) <= MAX_CONNECTIONS_PER_KEY + 1
+        assert len(receiving) >= MAX_CONNECTIONS_PER_KEY - 1
+        assert most_at_once <= MAX_CONNECTIONS_PER_KEY + 1
     finally:
         for sock in many:
             sock.close(linger=0)
