@@ -142,13 +142,16 @@ def _falls_quiet(
     return False
 
 
-def test_an_honest_line_has_no_hole_while_another_key_is_revoked_again_and_again(line: Line) -> None:
+@pytest.mark.parametrize("cycles", [4, pytest.param(12, marks=pytest.mark.slow)])
+def test_an_honest_line_has_no_hole_while_another_key_is_revoked_again_and_again(
+    line: Line, cycles: int
+) -> None:
     honest_keys, other_keys = zmq.curve_keypair(), zmq.curve_keypair()
     line.do("grant", honest_keys[0].decode())
     honest = _subscriber(line, honest_keys)
     got: list[int] = []
     _wait_until(lambda: _read(honest, got, for_s=0.05) or bool(got), "the honest subscriber's first packet")
-    cycles, revoked_while_receiving = 12, 0
+    revoked_while_receiving = 0
     others: list[zmq.Socket[bytes]] = []
     try:
         for _ in range(cycles):
@@ -178,7 +181,7 @@ def test_an_honest_line_has_no_hole_while_another_key_is_revoked_again_and_again
             sock.close(linger=0)
     holes = [(a, b) for a, b in zip(got, got[1:], strict=False) if b != a + 1]
     assert revoked_while_receiving == cycles  # each time, the other key was connected and receiving
-    assert holes == [] and len(got) > 5_000, (holes[:5], len(got))
+    assert holes == [] and len(got) > 400 * cycles, (holes[:5], len(got))
     cut = line.guard.books[LINE].cut
     assert cut["revoked"] >= cycles and line.guard.rebinds == 0
 
