@@ -196,9 +196,23 @@ def show_progress(text: str) -> None:
 
 
 def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Drill:
-    """Start adapters, then the client, then the source; return when data flows."""
+    """Start adapters, then the client, then the source; return when data flows.
+
+    Raises:
+        ProcessError: a component did not start; what had started is killed first.
+    """
+    drill = Drill(options, placement.group, log, placement)
+    try:
+        _start_components(drill, options, placement, log)
+    except BaseException:
+        for proc in drill.all():  # the caller has no drill to stop: nothing may outlive the failure
+            proc.kill()
+        raise
+    return drill
+
+
+def _start_components(drill: Drill, options: DrillOptions, placement: Placement, log: IO[str]) -> None:
     group = placement.group
-    drill = Drill(options, group, log, placement)
     extra = list(options.extra_adapter_args)
     if options.heartbeat_timeout is not None:
         extra += ["--heartbeat-timeout", str(options.heartbeat_timeout)]
@@ -226,7 +240,6 @@ def start_drill(options: DrillOptions, log: IO[str], placement: Placement) -> Dr
     drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
     drill.client.wait_event("ready", START_S)
     drill.source = start_source(options, placement, log)
-    return drill
 
 
 def start_adapter_process(drill: Drill, number: int, args: Sequence[str]) -> JsonProcess:

@@ -73,7 +73,7 @@ def run_abuse(options: AbuseOptions, log: IO[str]) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="feedha-drill-abuse-"))
     args = argparse.Namespace(
         channels=1, source="plain", rate=options.rate, delay=900.0, spark_master="local[*]",
-        secret_hashing=options.hashing,
+        secret_hashing=options.hashing, conflate_interval=1.0,
     )  # fmt: skip
     cluster = Cluster(args, workdir, log)
     honest: JsonProcess | None = None

@@ -38,6 +38,7 @@ def check(code: int, result: dict[str, Any], *, purges: int) -> None:
     assert code == 0
 
 
+@pytest.mark.slow  # over 10 s: with the drills, so the default suite stays under 10 minutes
 @pytest.mark.timeout(120)
 def test_a_short_delayed_drill_with_purges_and_a_failover() -> None:
     code, result = drill(

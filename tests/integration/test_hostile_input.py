@@ -67,6 +67,7 @@ def test_poison_through_three_adapters_is_quarantined_alike_and_costs_nothing_el
     assert max(e["size"] for e in entries) > 70_000 >= max(len(e["data"]) for e in entries) > 0
 
 
+@pytest.mark.slow  # over 10 s: with the drills, so the default suite stays under 10 minutes
 def test_a_subscriber_that_never_reads_does_not_grow_the_adapter() -> None:
     with running_group(
         channel=CHANNEL, channel_number=1, size=1, rate=50_000, seconds=14, subscribers=1

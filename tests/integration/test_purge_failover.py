@@ -111,6 +111,7 @@ def promoted(group: Group, *, instead_of: int) -> int:
     raise AssertionError("no backup took over")
 
 
+@pytest.mark.slow  # over 10 s: with the drills, so the default suite stays under 10 minutes
 def test_purges_survive_a_restart_on_the_journal_and_a_failover(tmp_path: Path) -> None:
     with running_group(
         channel="EQ-PF", channel_number=1, size=3, rate=1000, seconds=8, journal_root=tmp_path, delayed=True

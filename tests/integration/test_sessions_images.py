@@ -103,6 +103,7 @@ def _settle(group: Group, reference: Reference) -> int:
     return int(newest)
 
 
+@pytest.mark.slow  # over 10 s: with the drills, so the default suite stays under 10 minutes
 def test_an_image_larger_than_one_reply_and_the_snapshot_loop_equal_the_reference(tmp_path: Path) -> None:
     snapshot_line = f"tcp://127.0.0.1:{free_ports(1)[0]}"
     with running_group(
@@ -169,6 +170,7 @@ def _boundaries(path: Path) -> list[int]:
     return [r.msg_seq for r in JournalReader(path).read() if r.is_session_boundary]
 
 
+@pytest.mark.slow  # over 10 s: with the drills, so the default suite stays under 10 minutes
 def test_a_session_end_with_a_backup_down_and_one_restarted_after_it(tmp_path: Path) -> None:
     with running_group(
         channel=CHANNEL,
@@ -308,6 +310,7 @@ def test_a_session_time_in_a_zone_that_does_not_exist_is_refused_by_name() -> No
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # over 10 s: with the drills, so the default suite stays under 10 minutes
 def test_the_late_join_drill_short_run() -> None:
     """A short run of ``feedha drill late-join`` (the full one is a slow test)."""
     done = subprocess.run(
