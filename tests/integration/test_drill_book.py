@@ -6,29 +6,14 @@ the same capture (tests/fix44_capture.py), with nothing lost and no line hole.
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.book_drill import KEYS, run_book_drill
 from tests.fix44_capture import Reference, make_capture
-
-KEYS = ["sent", "delivered", "lost", "line_holes", "conflicts", "quarantined", "books", "stats"]
-
-
-def _drill(capture: Path, *args: str, timeout: float) -> tuple[int, dict[str, Any]]:
-    out = subprocess.run(
-        [sys.executable, "-m", "feedha", "drill", "book", "--format", "fix44", "--file", str(capture),
-         "--kill", "active", "--json", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    assert out.stdout, out.stderr
-    result: dict[str, Any] = json.loads(out.stdout)
-    return out.returncode, result
 
 
 def _check(result: dict[str, Any], data: bytes, malformed: int, sent: int) -> None:
@@ -51,7 +36,7 @@ def test_a_short_book_drill_gives_the_reference_books_across_a_kill(tmp_path: Pa
     path = tmp_path / "capture.fix"
     data = b"".join(capture.messages)
     path.write_bytes(data)
-    code, result = _drill(path, "--rate", "600", timeout=110)
+    code, result = run_book_drill("fix44", path, "--rate", "600", timeout=110)
     _check(result, data, len(capture.malformed), len(capture.messages))
     assert code == 0
 
@@ -62,6 +47,6 @@ def test_a_logged_capture_of_thousands_of_symbols(tmp_path: Path) -> None:
     capture = make_capture(symbols=3000, messages=20000, seed=2)
     path = tmp_path / "capture.log"
     path.write_bytes(b"".join(b"20260105-14:30:00.000 : " + m + b"\n" for m in capture.messages))
-    code, result = _drill(path, "--rate", "2000", timeout=380)
+    code, result = run_book_drill("fix44", path, "--rate", "2000", timeout=380)
     _check(result, b"".join(capture.messages), len(capture.malformed), len(capture.messages))
     assert code == 0

@@ -8,30 +8,16 @@ rebuilt independently from the same bytes, with nothing lost and no line hole.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from feedha.plain_source.itch50_capture import make_itch_capture
+from tests.book_drill import KEYS, run_book_drill
 from tests.itch50_reference import ItchReference
 
-KEYS = ["sent", "delivered", "lost", "line_holes", "conflicts", "quarantined", "books", "stats"]
 BOOK_TYPES = b"RAFECXDUPQ"  # the types that give a block (the others are counted and skipped)
-
-
-def _drill(capture: Path, *args: str, timeout: float) -> tuple[int, dict[str, Any]]:
-    out = subprocess.run(
-        [sys.executable, "-m", "feedha", "drill", "book", "--format", "itch50", "--file", str(capture),
-         "--kill", "active", "--json", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    assert out.stdout, out.stderr
-    result: dict[str, Any] = json.loads(out.stdout)
-    return out.returncode, result
 
 
 def _check(result: dict[str, Any], data: bytes, messages: int, symbols: int) -> None:
@@ -60,7 +46,7 @@ def test_a_short_itch_drill_gives_the_reference_books_across_a_kill(tmp_path: Pa
     capture = make_itch_capture(symbols=300, orders=1500, seed=21)
     path = tmp_path / "day.itch"
     path.write_bytes(capture.data)
-    code, result = _drill(path, "--rate", "1500", timeout=110)
+    code, result = run_book_drill("itch50", path, "--rate", "1500", timeout=110)
     _check(result, capture.data, capture.messages, 300)
     assert code == 0
 
@@ -71,6 +57,6 @@ def test_thousands_of_symbols_and_hundreds_of_thousands_of_orders(tmp_path: Path
     capture = make_itch_capture(symbols=3000, orders=200_000, seed=4)
     path = tmp_path / "day.itch"
     path.write_bytes(capture.data)
-    code, result = _drill(path, "--rate", "2000", timeout=880)
+    code, result = run_book_drill("itch50", path, "--rate", "2000", timeout=880)
     _check(result, capture.data, capture.messages, 3000)
     assert code == 0

@@ -528,6 +528,10 @@ class CoreGroup:
     def actives(self) -> list[int]:
         return [n for n, m in self.members.items() if m.alive and m.core.sync.role.value == "active"]
 
+    def in_sync(self, number: int) -> bool:
+        """Whether adapter ``number`` reports itself in sync with the group."""
+        return bool(self.members[number].status["status"] == "in_sync")
+
     def boundaries(self, number: int) -> dict[int, tuple[int, int, int]]:
         """msg_seq -> (source_seq, ended, started) of every end-of-session block one line carried."""
         from feedha.proto import market_pb2, wire

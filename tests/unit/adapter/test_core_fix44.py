@@ -26,13 +26,9 @@ def _books(state: Any) -> dict[str, Any]:
     }
 
 
-def _in_sync(group: CoreGroup, number: int) -> bool:
-    return bool(group.members[number].status["status"] == "in_sync")
-
-
 def test_books_survive_killing_the_active_and_match_a_reference() -> None:
     group = CoreGroup(3, rate=1500, fix44=True)
-    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
     group.run(0.5)
     group.kill(1)
     group.run_until(lambda: len(group.actives()) == 1 and group.actives()[0] != 1, within=5)
@@ -54,13 +50,13 @@ def test_books_survive_killing_the_active_and_match_a_reference() -> None:
 
 def test_a_backup_adopts_a_snapshot_with_books_mid_stream() -> None:
     group = CoreGroup(2, rate=1500, fix44=True)
-    group.run_until(lambda: _in_sync(group, 2) and group.members[2].status["symbols"] >= 10, within=3)
+    group.run_until(lambda: group.in_sync(2) and group.members[2].status["symbols"] >= 10, within=3)
     adopted = group.members[2].status["snapshots_adopted"]
     assert group.command(2, CorruptState(7))["ok"]
     group.run_until(lambda: group.members[2].status["snapshots_adopted"] > adopted, within=3)
     group.run(0.3)
     active, backup = group.members[1].core.state, group.members[2].core.state
-    assert _in_sync(group, 2) and group.members[2].core.sync.role is Role.BACKUP
+    assert group.in_sync(2) and group.members[2].core.sync.role is Role.BACKUP
     assert backup.digest == active.digest and _books(backup) == _books(active)
     assert any(bids for bids, _asks, _v, _l in _books(backup).values())
 

@@ -25,10 +25,6 @@ def _volumes(group: CoreGroup, number: int) -> dict[int, tuple[int, str, int, fl
     }
 
 
-def _in_sync(group: CoreGroup, number: int) -> bool:
-    return bool(group.members[number].status["status"] == "in_sync")
-
-
 def _assert_every_message_delivered_once(group: CoreGroup) -> None:
     group.run(0.5, source=False)  # let the tail arrive and any hole fill
     assert (group.lost, group.duplicates, group.out_of_order) == (0, 0, 0)
@@ -40,7 +36,7 @@ def test_late_backup_catches_up_and_numbers_like_the_active() -> None:
     group = CoreGroup(1)
     group.run(1.5)
     late = group.start(2)
-    group.run_until(lambda: _in_sync(group, 2) and late.status["published"] > 500, within=5)
+    group.run_until(lambda: group.in_sync(2) and late.status["published"] > 500, within=5)
     assert late.core.sync.role is Role.BACKUP and late.status["snapshots_adopted"] >= 1
     first, second = _volumes(group, 1), _volumes(group, 2)
     common = set(first) & set(second)
@@ -50,25 +46,25 @@ def test_late_backup_catches_up_and_numbers_like_the_active() -> None:
 
 def test_backup_ahead_throttles_until_the_active_leads() -> None:
     group = CoreGroup(2, rate=3000)
-    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.run_until(partial(group.in_sync, 2), within=3)
     # Slow the active down (operator throttle): the backup runs ahead and must throttle itself.
     assert group.command(1, Throttle(500.0))["rate"] == 500.0
     group.run_until(lambda: group.members[2].core.sync.throttled, within=3)
     group.command(1, Throttle(0.0))
     group.run_until(lambda: not group.members[2].core.sync.throttled, within=5)
     group.run(0.5)
-    assert _in_sync(group, 2) and group.members[2].core.sync.role is Role.BACKUP
+    assert group.in_sync(2) and group.members[2].core.sync.role is Role.BACKUP
 
 
 def test_backup_with_wrong_conversion_state_adopts_the_actives() -> None:
     group = CoreGroup(2)
-    group.run_until(lambda: _in_sync(group, 2) and group.members[2].status["symbols"] >= 5, within=3)
+    group.run_until(lambda: group.in_sync(2) and group.members[2].status["symbols"] >= 5, within=3)
     adopted = group.members[2].status["snapshots_adopted"]
     reply = group.command(2, CorruptState(12345))
     assert reply["ok"] and reply["digest"] != group.members[1].core.state.digest
     group.run_until(lambda: group.members[2].status["snapshots_adopted"] > adopted, within=2)
     group.run(0.3)
-    assert _in_sync(group, 2)
+    assert group.in_sync(2)
     assert group.members[2].core.state.digest == group.members[1].core.state.digest
     later = {s: v for s, v in _volumes(group, 1).items() if s > group.members[2].status["next_msg_seq"] - 200}
     second = _volumes(group, 2)
@@ -81,7 +77,7 @@ def _adopted_or_failed(member: Member, adopted: int) -> bool:
 
 def test_repeated_desync_fails_the_least_healthy_backup_only() -> None:
     group = CoreGroup(3, penalties={3: 60.0})
-    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
     for _round in range(4):
         for number in (2, 3):
             member = group.members[number]
@@ -95,19 +91,19 @@ def test_repeated_desync_fails_the_least_healthy_backup_only() -> None:
                     within=2,
                 )
     assert group.members[3].core.sync.role is Role.FAILED
-    assert group.members[2].core.sync.role is Role.BACKUP and _in_sync(group, 2)
+    assert group.members[2].core.sync.role is Role.BACKUP and group.in_sync(2)
     failed = [e for e in group.members[3].events if e.event == "role" and e.fields["new"] == "failed"]
     assert len(failed) == 1 and "lowest health" in failed[0].fields["reason"]
 
 
 def test_restarted_old_active_sees_the_higher_term_and_serves_as_backup() -> None:
     group = CoreGroup(2)
-    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.run_until(partial(group.in_sync, 2), within=3)
     group.kill(1)
     group.run_until(lambda: group.actives() == [2], within=2)
     assert group.members[2].core.sync.term == 2
     restarted = group.restart(1, term=1)
-    group.run_until(partial(_in_sync, group, 1), within=5)
+    group.run_until(partial(group.in_sync, 1), within=5)
     sync = restarted.core.sync
     assert (sync.role, sync.term, sync.active) == (Role.BACKUP, 2, 2)
     assert "active" not in restarted.roles()
@@ -132,7 +128,7 @@ def test_malformed_source_frames_are_counted_and_cost_no_valid_message() -> None
 
 def test_killing_the_active_loses_and_repeats_nothing() -> None:
     group = CoreGroup(3, rate=3000)
-    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
     group.run(1.0)
     group.kill(1)
     pause = group.run_until(lambda: len(group.actives()) == 1, within=2)
@@ -145,7 +141,7 @@ def test_killing_the_active_loses_and_repeats_nothing() -> None:
 
 def test_a_stalled_active_is_replaced_and_steps_down_when_it_wakes() -> None:
     group = CoreGroup(3, rate=3000)
-    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
     group.stall(1, 1.0)
     group.run(1.5)
     assert group.members[1].core.sync.role is Role.BACKUP  # heard the higher term on waking
@@ -157,13 +153,13 @@ def test_a_stalled_active_is_replaced_and_steps_down_when_it_wakes() -> None:
 
 def test_a_backup_restarted_on_its_journal_resynchronizes_and_numbers_like_the_active() -> None:
     group = CoreGroup(2)
-    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.run_until(partial(group.in_sync, 2), within=3)
     group.run(0.5)
     group.kill(2)
     group.run(0.5)
     restarted = group.restart(2)
     assert restarted.core.sequencer.next_msg_seq > 500  # recovered its numbering from the journal
-    group.run_until(partial(_in_sync, group, 2), within=5)
+    group.run_until(partial(group.in_sync, 2), within=5)
     group.run(0.5)
     first, second = _volumes(group, 1), _volumes(group, 2)
     tail = [s for s in second if s > restarted.core.sequencer.next_msg_seq - 300]
@@ -173,7 +169,7 @@ def test_a_backup_restarted_on_its_journal_resynchronizes_and_numbers_like_the_a
 
 def test_operator_failover_by_hand_promotes_an_in_sync_backup() -> None:
     group = CoreGroup(2)
-    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.run_until(partial(group.in_sync, 2), within=3)
     refused = group.command(1, RoleCommand(CommandKind.PROMOTE))
     assert refused["ok"]  # already active: nothing to do
     group.command(1, RoleCommand(CommandKind.DEMOTE, "drill"))
@@ -190,7 +186,7 @@ def _rewrite(message: bytes, tag: int, value: bytes) -> bytes:
 
 def test_poison_messages_are_quarantined_alike_and_cost_no_other_message() -> None:
     group = CoreGroup(3, rate=2000)
-    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
     source = group.source
     poisons = {
         "oversize": lambda seq: source.message(seq, symbol="X" * 70_000),
@@ -218,7 +214,7 @@ def test_poison_messages_are_quarantined_alike_and_cost_no_other_message() -> No
 
 def test_a_confirmed_jump_and_a_sequence_reset_move_every_adapter_alike() -> None:
     group = CoreGroup(2, rate=2000)
-    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.run_until(partial(group.in_sync, 2), within=3)
     source = group.source
     source.skipped.update(range(source.next_seq, source.next_seq + 2_000_000))
     source.next_seq += 2_000_000  # the source really moved on (beyond the max gap)
@@ -241,7 +237,7 @@ def test_a_backup_woken_from_a_stop_reads_the_group_before_it_elects() -> None:
     # SIGSTOP between reading the sync bus and firing its timers: on waking, the active's
     # reports of the last second wait unread, and its own clock says the active is silent.
     group = CoreGroup(2)
-    group.run_until(partial(_in_sync, group, 2), within=3)
+    group.run_until(partial(group.in_sync, 2), within=3)
     backup = group.members[2]
     group.stall(2, 1.0)
     group.run(1.0)

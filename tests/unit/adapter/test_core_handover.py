@@ -24,13 +24,9 @@ from .group_harness import CoreGroup
 LEADERLESS_BOUND_S = HEARTBEAT_TIMEOUT_S + 3 * PROMOTION_STAGGER_S + 0.05
 
 
-def _in_sync(group: CoreGroup, number: int) -> bool:
-    return bool(group.members[number].status["status"] == "in_sync")
-
-
 def _settled_group(size: int = 3, *, rate: float = 5000) -> CoreGroup:
     group = CoreGroup(size, rate=rate, journal=False)
-    group.run_until(lambda: all(_in_sync(group, n) for n in range(2, size + 1)), within=3)
+    group.run_until(lambda: all(group.in_sync(n) for n in range(2, size + 1)), within=3)
     group.run(0.3)  # every backup's health report says so too
     return group
 
@@ -178,7 +174,7 @@ def test_a_backup_that_alone_missed_messages_repairs_itself_and_costs_nothing() 
     group = _settled_group()
     group.members[3].lose_frames = 3
     group.run_until(lambda: group.members[3].status["gaps"]["local"] == 1, within=1)
-    group.run_until(partial(_in_sync, group, 3), within=3)
+    group.run_until(partial(group.in_sync, 3), within=3)
     assert group.members[3].status["snapshots_adopted"] >= 1
     group.kill(1)
     group.run(1.0)

@@ -19,17 +19,13 @@ from tests.itch50_reference import ItchReference
 from .group_harness import CoreGroup, ItchSource
 
 
-def _in_sync(group: CoreGroup, number: int) -> bool:
-    return bool(group.members[number].status["status"] == "in_sync")
-
-
 def _books(state: Any) -> dict[str, Any]:
     return {s: (v.book.bids, v.book.asks, v.book.volume, v.book.vwap) for s, v in state.snapshot().items()}
 
 
 def test_books_survive_killing_the_active_and_match_a_reference() -> None:
     group = CoreGroup(3, rate=1500, itch50=True)
-    group.run_until(lambda: _in_sync(group, 2) and _in_sync(group, 3), within=3)
+    group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
     group.run(0.5)
     group.kill(1)
     group.run_until(lambda: len(group.actives()) == 1 and group.actives()[0] != 1, within=5)
@@ -53,14 +49,14 @@ def test_books_survive_killing_the_active_and_match_a_reference() -> None:
 
 def test_a_backup_adopts_a_snapshot_with_the_order_table() -> None:
     group = CoreGroup(2, rate=1500, itch50=True)
-    group.run_until(lambda: _in_sync(group, 2) and group.members[2].status["symbols"] >= 60, within=3)
+    group.run_until(lambda: group.in_sync(2) and group.members[2].status["symbols"] >= 60, within=3)
     group.run(0.3)
     adopted = group.members[2].status["snapshots_adopted"]
     assert group.command(2, CorruptState(7))["ok"]
     group.run_until(lambda: group.members[2].status["snapshots_adopted"] > adopted, within=3)
     group.run(0.3)
     active, backup = group.members[1].core.state, group.members[2].core.state
-    assert _in_sync(group, 2) and group.members[2].core.sync.role is Role.BACKUP
+    assert group.in_sync(2) and group.members[2].core.sync.role is Role.BACKUP
     assert isinstance(active, MboState) and isinstance(backup, MboState)
     assert backup.digest == active.digest and _books(backup) == _books(active)
     assert sorted(backup.orders.items()) != [] and len(backup.orders) == len(active.orders)
@@ -93,12 +89,12 @@ def test_a_backup_restarted_from_its_journal_ends_with_the_actives_orders() -> N
     # checkpoint (none here), so its order table lags and it quarantines executions of orders it
     # lost (unknown_order) until the digest check makes it adopt the active's snapshot.
     group = CoreGroup(2, rate=1500, itch50=True)
-    group.run_until(lambda: _in_sync(group, 2), within=3)
+    group.run_until(lambda: group.in_sync(2), within=3)
     group.run(0.5)
     group.kill(2)
     group.run(0.3)
     group.restart(2)
-    group.run_until(lambda: _in_sync(group, 2), within=5)
+    group.run_until(lambda: group.in_sync(2), within=5)
     group.run(0.5)
     active, backup = group.members[1].core.state, group.members[2].core.state
     assert isinstance(active, MboState) and isinstance(backup, MboState)
