@@ -128,7 +128,14 @@ def _add_adapter_commands(sub: Any) -> None:
     adapters = sub.add_parser("adapters", help="list adapters")
     adapters.add_argument("--channel", help="only this channel's adapters")
     sub.add_parser("subscriptions", help="list subscriptions")
-    failover = sub.add_parser("failover", help="fail a channel over by hand")
+    failover = sub.add_parser(
+        "failover",
+        help="fail a channel over by hand",
+        description="Demote the channel's active and promote a backup, both at term + 1. Without "
+        "--force the target must be reported in sync (refused NOT_IN_SYNC otherwise: nothing is "
+        "sent, the active stays), and the next failover waits until this one is reported done "
+        "(FAILOVER_IN_PROGRESS, a few seconds at most).",
+    )
     failover.add_argument("channel")
     failover.add_argument("--to", default="", help="adapter to promote (default: best in-sync backup)")
     failover.add_argument(

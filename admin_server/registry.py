@@ -214,8 +214,10 @@ class Registry:
             channel_name: the channel.
             now: the registry's clock (the one ``on_status`` gets).
             to: adapter id to promote; ``None`` picks the in-sync backup with the best health.
-            force: the target takes over even if it is not in sync (an adapter refuses a
-                plain PROMOTE then: its numbering may repeat what another line published).
+            force: the target takes over even if it is not reported in sync. Without it, a
+                target not in sync is refused here, before the active is demoted (the adapter
+                would refuse the plain PROMOTE itself, and the channel would have gone without
+                an active until an election).
             issued_by: the operator, for the record.
 
         Returns:
@@ -223,13 +225,24 @@ class Registry:
 
         Raises:
             NotFoundError: unknown channel or adapter.
-            PreconditionError: the target is down, already active, or no backup is up;
-                or the channel's previous failover is not reported done yet.
+            PreconditionError: the target is down, already active, not in sync (without
+                ``force``), or no backup is up; or the channel's previous failover is not
+                reported done yet.
         """
         members = self._members_free_to_fail_over(channel_name, now=now)
         reported = max(r.status.term for r in members)
         active = self.active(channel_name)
         target = self._pick_target(channel_name, members, active, to)
+        if not force and target.status.sync_status is not SyncStatus.IN_SYNC:
+            refused = "is" if to is not None else "(the best backup) is"
+            raise PreconditionError(
+                f"adapter {target.adapter_id!r} {refused} not in sync "
+                f"({target.status.sync_status.value}), so it would refuse to take over; wait for it "
+                "to be in sync, or force the failover (messages the active published past the "
+                "target's position would be numbered again)",
+                reason="NOT_IN_SYNC",
+                metadata={"channel": channel_name, "adapter": target.adapter_id},
+            )
         new_term = reported + 1
         self._handovers[channel_name] = (new_term, now + HANDOVER_WINDOW_S)
         reason = f"operator failover to {target.adapter_id}" + (" (forced)" if force else "")

@@ -49,7 +49,7 @@ from feedha.client import (
 from feedha.client.metrics import FeedClientCollector
 from feedha.proto import market_pb2
 from feedha.proto.model import MARKET_MODEL
-from tests.integration.up import feedctl, feedha_up, user_key
+from tests.integration.up import failover, feedha_up, user_key
 
 pytestmark = pytest.mark.timeout(300)
 WAIT = 60.0
@@ -59,18 +59,6 @@ WAIT = 60.0
 def up(tmp_path_factory) -> Iterator[dict[str, Any]]:
     with feedha_up(tmp_path_factory.mktemp("up"), rate=1000) as described:
         yield described
-
-
-def _failover(up: dict[str, Any]) -> None:
-    channel = up["channels"][0]["name"]
-    deadline = time.monotonic() + WAIT
-    while True:
-        done = feedctl(up, "operator", "failover", channel)
-        if done.returncode == 0:
-            return
-        # The registry holds off a failover until the adapters report the previous one's term.
-        assert "FAILOVER_IN_PROGRESS" in done.stderr and time.monotonic() < deadline, done.stderr
-        time.sleep(0.2)  # poll interval: there is no event to wait on in another process
 
 
 def _adapters(up: dict[str, Any]) -> list[psutil.Process]:
@@ -115,7 +103,7 @@ def test_failover_stale_and_resumed_reach_the_iterator_and_the_callbacks(up):
         events: list[Any] = []
         _collect(client, events, lambda: sum(isinstance(e, Delivery) for e in events) >= 200, "deliveries")
 
-        _failover(up)
+        failover(up, up["channels"][0]["name"])
         _collect(client, events, lambda: _has(events, TermChanged), "TermChanged after the failover")
         change = next(e for e in events if isinstance(e, TermChanged))
         assert change.new_term > change.old_term and change.channel_name == up["channels"][0]["name"]
@@ -146,7 +134,7 @@ def test_failover_stale_and_resumed_reach_the_iterator_and_the_callbacks(up):
         assert [e for e in events if isinstance(e, StatusEvent)] == called
         assert terms[0] == change and all(isinstance(e, TermChanged) for e in terms)
         seen = len(terms)
-        _failover(up)
+        failover(up, up["channels"][0]["name"])
         _collect(
             client,
             events,
@@ -252,14 +240,14 @@ async def test_async_feed_client_delivers_and_reports_a_failover(up):
                 if len(deliveries) >= 200:
                     break
         loop = asyncio.get_running_loop()
-        failover = loop.run_in_executor(None, _failover, up)
+        done = loop.run_in_executor(None, failover, up, up["channels"][0]["name"])
         seen: list[Any] = []
         async with asyncio.timeout(WAIT):
             async for event in client.events():
                 seen.append(event)
                 if isinstance(event, TermChanged):
                     break
-        await failover
+        await done
         assert terms and terms[0] == seen[-1]
         _assert_in_order(deliveries + [e for e in seen if isinstance(e, Delivery)])
         stats = client.stats()

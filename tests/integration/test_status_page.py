@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from feedha.client import FeedClient
-from tests.integration.up import feedctl, feedha_up
+from tests.integration.up import failover, feedha_up
 from tests.integration.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -108,11 +108,6 @@ def _wait(predicate, timeout: float, what: str):
     return wait_until(predicate, timeout, what, interval=0.2)  # a browser's DOM: no event reaches us
 
 
-def _failover(described: dict, channel: str) -> None:
-    done = feedctl(described, "operator", "failover", channel)
-    assert done.returncode == 0, done.stderr
-
-
 @pytest.mark.skipif(
     CHROMIUM is None or DRIVER is None,
     reason="no Chromium here: scripts/setup installs Debian's chromium and chromium-driver",
@@ -139,7 +134,7 @@ def test_the_status_page_shows_roles_and_a_failover(cluster, tmp_path):
         client.subscribe(["*"])
         _wait(lambda: driver.execute_script(_SUBSCRIBERS_JS) == "1", 30, "one subscriber on the page")
 
-        _failover(described, described["channels"][0]["name"])
+        failover(described, described["channels"][0]["name"])
 
         def promoted():
             now = dict(driver.execute_script(_ROLES_JS))

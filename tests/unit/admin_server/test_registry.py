@@ -81,14 +81,36 @@ def test_failover_picks_healthiest_in_sync_backup(registry: Registry) -> None:
     assert (promote.adapter_id, promote.command.kind, promote.command.term) == ("c", CommandKind.PROMOTE, 4)
     assert promote.command.issued_by == "ops"
     registry.cancel_failover("EQ-A-M")
-    (_demote, promote) = registry.plan_failover("EQ-A-M", now=2.0, to="b")
-    assert promote.adapter_id == "b"
+    (_demote, promote) = registry.plan_failover("EQ-A-M", now=2.0, to="b", force=True)
+    assert promote.adapter_id == "b" and promote.command.force
+
+
+def test_a_failover_to_a_backup_not_in_sync_is_refused_before_the_active_is_demoted(
+    registry: Registry,
+) -> None:
+    # The adapter would refuse the plain PROMOTE; the active, demoted first, would
+    # leave the channel without an active until an election brought it back.
+    registry.on_status("a", status(AdapterRole.ACTIVE, term=3), now=2.0)
+    registry.on_status("b", status(AdapterRole.BACKUP, term=3, sync=SyncStatus.BEHIND, health=99), now=2.0)
+    registry.on_status("c", status(AdapterRole.BACKUP, term=3, sync=SyncStatus.SYNCING), now=2.0)
+    with pytest.raises(PreconditionError, match=r"'c' \(the best backup\) is not in sync \(syncing\)") as no:
+        registry.plan_failover("EQ-A-M", now=2.0)
+    assert no.value.reason == "NOT_IN_SYNC"
+    with pytest.raises(PreconditionError, match=r"'b' is not in sync \(behind\)"):
+        registry.plan_failover("EQ-A-M", now=2.0, to="b")
+    # Nothing was planned: no handover window holds off the next attempt.
+    registry.on_status("c", status(AdapterRole.BACKUP, term=3), now=2.5)
+    demote, promote = registry.plan_failover("EQ-A-M", now=2.5)
+    assert (demote.adapter_id, promote.adapter_id, promote.command.term) == ("a", "c", 4)
+    assert not promote.command.force
 
 
 def test_a_failover_not_reported_done_holds_off_the_next(registry: Registry) -> None:
     # Planned from the reports, a second failover before any report of the first
     # would repeat it (same target, same term): nothing would happen.
     registry.on_status("a", status(AdapterRole.ACTIVE, term=3), now=1.0)
+    for backup in ("b", "c"):
+        registry.on_status(backup, status(AdapterRole.BACKUP, term=3), now=1.0)
     registry.plan_failover("EQ-A-M", now=2.0)
     with pytest.raises(PreconditionError, match="to term 4 is not reported done") as refused:
         registry.plan_failover("EQ-A-M", now=2.5)
@@ -118,7 +140,8 @@ def test_failover_preconditions(registry: Registry) -> None:
     # no active at all: only a PROMOTE
     registry.on_register(reg("c"), now=3.0)
     registry.on_disconnect("a", now=3.0)
-    (promote,) = registry.plan_failover("EQ-A-M", now=2.0)
+    registry.on_status("c", status(AdapterRole.BACKUP), now=3.0)
+    (promote,) = registry.plan_failover("EQ-A-M", now=3.0)
     assert promote.adapter_id == "c" and promote.command.kind is CommandKind.PROMOTE
 
 
