@@ -23,7 +23,7 @@ from typing import Any
 
 from feedha import logs, settings
 from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, SNAPSHOT_INTERVAL_S, AdapterConfig
-from feedha.adapter.conversion.formats import INPUT_FORMATS
+from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_ORDERS
 from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
@@ -158,6 +158,13 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=10,
         help="order-book levels per side (fix44, itch50; default: %(default)s)",
+    )
+    tune.add_argument(
+        "--max-orders",
+        type=int,
+        default=MAX_ORDERS,
+        help="itch50: the most live orders held; an add past it is quarantined as order_limit "
+        "(134-180 bytes an order; the same on every adapter of a channel; default: %(default)s)",
     )
     tune.add_argument(
         "--securities",
@@ -367,6 +374,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         converter_table=args.converters,
         input_format=args.format,
         book_depth=args.book_depth,
+        max_orders=args.max_orders,
         securities=args.securities,
         health_penalty=args.health_penalty,
         **_admin_and_keys(args, admin_secret),

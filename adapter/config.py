@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH
+from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH, MAX_ORDERS
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
     CHECKPOINT_INTERVAL_S,
@@ -68,6 +68,9 @@ class AdapterConfig:
         converter_table: YAML converter table; None uses the packaged default (``feedha-fix`` only).
         input_format: the source stream's input format, one of ``INPUT_FORMATS`` (docs/converters.md).
         book_depth: order-book levels shown per side (``fix44``, ``itch50``).
+        max_orders: ``itch50``: the most live orders held; an add past it is quarantined
+            (``order_limit``), so a flood of adds cannot grow the adapter. Every adapter of a
+            channel must hold the same limit (as the same book depth).
         securities: ``fix44``'s security table (YAML: SecurityID or ``22:48`` -> symbol), or None.
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
@@ -141,6 +144,7 @@ class AdapterConfig:
     converter_table: Path | None = None
     input_format: str = "feedha-fix"
     book_depth: int = 10
+    max_orders: int = MAX_ORDERS
     securities: Path | None = None
     health_penalty: float = 0.0
     admin: str | None = None
@@ -225,6 +229,8 @@ class AdapterConfig:
             )
         if not 1 <= self.book_depth <= MAX_BOOK_DEPTH:
             raise ConfigError(f"book_depth must be in 1..{MAX_BOOK_DEPTH}, got {self.book_depth}")
+        if self.max_orders < 1:
+            raise ConfigError(f"max_orders must be at least 1, got {self.max_orders}")
         if self.securities is not None and self.input_format != "fix44":
             raise ConfigError("securities applies to input_format fix44 only")
         if self.converter_table is not None and self.input_format != "feedha-fix":

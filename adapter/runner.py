@@ -63,7 +63,11 @@ class AdapterRunner:
         self._on_status = on_status or (lambda _event: None)
         securities = None if config.securities is None else load_securities(config.securities)
         engine = engine_for_format(
-            config.input_format, config.converter_table, book_depth=config.book_depth, securities=securities
+            config.input_format,
+            config.converter_table,
+            book_depth=config.book_depth,
+            securities=securities,
+            max_orders=config.max_orders,
         )
         self.core = AdapterCore(config.core(), engine, now=time.monotonic())
         self.guard = DataPlaneGuard.from_config(config)

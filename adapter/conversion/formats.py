@@ -18,10 +18,18 @@ import yaml
 
 from feedha.adapter.conversion.choice import make_engine
 from feedha.adapter.conversion.engine import ConversionEngine
+from feedha.adapter.conversion.itch50_state import MAX_ORDERS
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConfigError
 
-__all__ = ["DEFAULT_FORMAT", "INPUT_FORMATS", "MAX_BOOK_DEPTH", "engine_for_format", "load_securities"]
+__all__ = [
+    "DEFAULT_FORMAT",
+    "INPUT_FORMATS",
+    "MAX_BOOK_DEPTH",
+    "MAX_ORDERS",
+    "engine_for_format",
+    "load_securities",
+]
 
 DEFAULT_FORMAT: Final = "feedha-fix"
 INPUT_FORMATS: Final = frozenset({"feedha-fix", "fix44", "itch50"})
@@ -56,6 +64,7 @@ def engine_for_format(
     *,
     book_depth: int = 10,
     securities: Mapping[str, str] | None = None,
+    max_orders: int = MAX_ORDERS,
 ) -> ConversionEngine:
     """The conversion engine of one input format.
 
@@ -64,6 +73,7 @@ def engine_for_format(
         converter_table: ``feedha-fix``'s table (``None``: the packaged one).
         book_depth: the book depth of ``fix44`` and ``itch50``.
         securities: ``fix44``'s SecurityID -> symbol table.
+        max_orders: ``itch50``'s most live orders (an add past it is quarantined, ``order_limit``).
 
     Raises:
         ValueError: an unknown format.
@@ -77,5 +87,5 @@ def engine_for_format(
     if input_format == "itch50":
         from feedha.adapter.conversion.itch50_engine import Itch50Engine
 
-        return Itch50Engine(depth=book_depth)
+        return Itch50Engine(depth=book_depth, max_orders=max_orders)
     raise ValueError(f"unknown input format {input_format!r}; one of {sorted(INPUT_FORMATS)}")

@@ -22,7 +22,7 @@ from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.book import ASK, BID, BookValues, book_changes
 from feedha.adapter.conversion.codec import to_proto
 from feedha.adapter.conversion.itch50_parser import ItchMessage, parse_itch
-from feedha.adapter.conversion.itch50_state import PRICE_SCALE, MboState
+from feedha.adapter.conversion.itch50_state import MAX_ORDERS, PRICE_SCALE, MboState
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.conversion.table import ConverterTable
@@ -40,13 +40,14 @@ class Itch50Engine(ReferenceEngine):
 
     Args:
         depth: the book depth shown (levels a side in each symbol's state).
+        max_orders: the most live orders held (an add past it is quarantined, ``order_limit``).
     """
 
     is_native = False
 
-    def __init__(self, *, depth: int = 10) -> None:
+    def __init__(self, *, depth: int = 10, max_orders: int = MAX_ORDERS) -> None:
         super().__init__(ConverterTable.load())
-        self.state = self.mbo = MboState(depth)
+        self.state = self.mbo = MboState(depth, max_orders=max_orders)
         self.depth = depth
         self.heartbeats = 0
         self.ends_of_session = 0

@@ -27,7 +27,15 @@ order table's digest, so two adapters agree only when their live orders do.
 :meth:`MboState.snapshot` carries each symbol's live orders packed in its
 book (``orders``), and :meth:`MboState.restore` rebuilds the table from
 them: a backup that adopts a snapshot and a late joiner's image hold the
-same orders. Pure.
+same orders.
+
+Hostile input cannot grow the state without bound: past ``max_orders``
+live orders an add is refused (``order_limit``; deletes, executions and
+replaces make room again), and past ``max_symbols`` a message naming a new
+symbol is refused (``symbol_limit``: a stock locate is 16 bits, but a
+directory message may rename one again and again). Both refusals are
+ConversionErrors, so the message is quarantined alike in every adapter of
+the group. Pure.
 """
 
 from __future__ import annotations
@@ -44,9 +52,11 @@ from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, OrderTable
 from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues, symbol_digest
 from feedha.adapter.errors import ConversionError
 
-__all__ = ["MboBookValues", "MboState", "Staged"]
+__all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboBookValues", "MboState", "Staged"]
 
 PRICE_SCALE: Final = 10_000.0
+MAX_ORDERS: Final = 20_000_000  # live orders held by default (under 4 GB: 134-180 bytes an order)
+MAX_SYMBOLS: Final = 200_000  # symbols held (a real day names about 12,000)
 Op = tuple[int, ...]  # (ADD, ref, symbol, side, price, shares) | (REMOVE, ref) | (SHARES, ref, shares)
 ADD, REMOVE, SHARES = 0, 1, 2
 
@@ -85,13 +95,29 @@ class MboState(ConversionState):
 
     Args:
         depth: the levels a side shown (and carried in each symbol's values).
+        max_orders: the most live orders held; an add past it is refused (``order_limit``).
+        max_symbols: the most symbols held; a message naming one more is refused (``symbol_limit``).
     """
 
-    __slots__ = ("depth", "orders", "_names", "_index", "_sides", "_name_hashes", "_orders_digest")
+    __slots__ = (
+        "depth",
+        "max_orders",
+        "max_symbols",
+        "orders",
+        "_names",
+        "_index",
+        "_sides",
+        "_name_hashes",
+        "_orders_digest",
+    )
 
-    def __init__(self, depth: int = 10) -> None:
+    def __init__(
+        self, depth: int = 10, *, max_orders: int = MAX_ORDERS, max_symbols: int = MAX_SYMBOLS
+    ) -> None:
         super().__init__()
         self.depth = depth
+        self.max_orders = max_orders
+        self.max_symbols = max_symbols
         self.orders = OrderTable()
         self._names: list[str] = []
         self._index: dict[str, int] = {}
@@ -112,6 +138,7 @@ class MboState(ConversionState):
         if kind in ("A", "F"):
             return self._stage_add(msg)
         if kind in ("P", "Q", "R"):
+            self._check_room(msg.symbol)
             values = self._values_of(msg.symbol)
             if kind != "R":
                 _execute(values, msg.symbol, msg.price, msg.shares)
@@ -123,6 +150,11 @@ class MboState(ConversionState):
             raise ConversionError("duplicate_order", f"order {msg.ref} is live already")
         if msg.shares <= 0:
             raise ConversionError("bad_shares", f"order {msg.ref} added with 0 shares")
+        if len(self.orders) >= self.max_orders:
+            raise ConversionError(
+                "order_limit", f"order {msg.ref} refused: {self.max_orders} orders are live already"
+            )
+        self._check_room(msg.symbol)
         symbol = self._intern(msg.symbol)
         op = (ADD, msg.ref, symbol, msg.side, msg.price, msg.shares)
         return self._staged(symbol, msg.side, {msg.price: (msg.shares, 1)}, [op], None)
@@ -230,6 +262,12 @@ class MboState(ConversionState):
 
     # ---- symbols -----------------------------------------------------------------------
 
+    def _check_room(self, name: str) -> None:
+        if name not in self._index and len(self._names) >= self.max_symbols:
+            raise ConversionError(
+                "symbol_limit", f"symbol {name!r} refused: {self.max_symbols} symbols are held already"
+            )
+
     def _intern(self, name: str) -> int:
         index = self._index.get(name)
         if index is None:
@@ -276,6 +314,8 @@ class MboState(ConversionState):
         self._names, self._index, self._sides, self._name_hashes = [], {}, [], []
         self._orders_digest = 0
         for name, values in snapshot.items():
+            if len(self._names) >= self.max_symbols and name not in self._index:
+                continue  # a snapshot is the active's own (same limits); this keeps a bad one bounded
             copied = values.copy()
             book = copied.book
             if isinstance(book, MboBookValues):
@@ -290,7 +330,8 @@ class MboState(ConversionState):
 
     def _load_orders(self, symbol: int, packed: bytes) -> None:
         for ref, side, price, shares in ORDER_RECORD.iter_unpack(packed[: len(packed) // 17 * 17]):
-            if ref in self.orders or side not in (BID, ASK) or shares <= 0:
+            full = len(self.orders) >= self.max_orders
+            if full or ref in self.orders or side not in (BID, ASK) or shares <= 0:
                 continue  # a snapshot is the active's own; this only keeps a bad one from hurting
             self._apply((ADD, ref, symbol, side, price, shares))
 

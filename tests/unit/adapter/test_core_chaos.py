@@ -278,12 +278,12 @@ def _quiet(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.CRITICAL)  # thousands of expected warnings (quarantine, gaps) otherwise
 
 
-@pytest.mark.parametrize("seed", [1, 2, 8])
+@pytest.mark.parametrize("seed", [1, 2, pytest.param(8, marks=pytest.mark.slow)])
 def test_one_fault_at_a_time_loses_repeats_and_conflicts_nothing(seed: int) -> None:
     _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=True), gentle=True)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_faults_on_top_of_each_other_never_give_one_msg_seq_two_messages(seed: int) -> None:
     _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=False), gentle=False)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from feedha.adapter.conversion.codec import from_proto
 from feedha.adapter.core.commands import CorruptState
 from feedha.adapter.core.sync_types import Role
@@ -26,6 +28,7 @@ def _books(state: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # tests/integration/test_drill_book.py kills an active in the default suite
 def test_books_survive_killing_the_active_and_match_a_reference() -> None:
     group = CoreGroup(3, rate=1500, fix44=True)
     group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)

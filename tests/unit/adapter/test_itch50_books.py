@@ -6,15 +6,17 @@ import pytest
 
 from feedha.adapter.conversion.book import ASK, BID
 from feedha.adapter.conversion.codec import from_proto, to_proto
+from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.conversion.itch50_engine import Itch50Engine
-from feedha.adapter.conversion.itch50_state import MboState
+from feedha.adapter.conversion.itch50_state import MAX_ORDERS, MboState
 from feedha.adapter.conversion.order_table import ORDER_RECORD
-from feedha.adapter.errors import ConversionError
+from feedha.adapter.errors import ConfigError, ConversionError
 from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import market_pb2, moldudp64
 from tests.itch50_feed import convert, packets, shown
 from tests.itch50_reference import ItchReference
 
+from .test_conflate_config import BASE, _config
 from .test_itch50 import (
     add_order,
     cancel,
@@ -230,3 +232,39 @@ def test_a_hostile_sequence_number_never_breaks_the_frame() -> None:
     packet = moldudp64.encode_packet("S", (1 << 63) - 1, [delete(1), delete(2)])
     bodies, _bad = moldudp64.split_records(engine.source_frame(packet))
     assert [moldudp64.record_seq(body) for body in bodies] == [(1 << 63) - 1]
+
+
+def test_a_flood_of_adds_and_of_new_symbols_stops_at_the_limits_and_changes_nothing() -> None:
+    # A hostile (or broken) source could add orders forever, or rename one stock locate
+    # forever: past the limits the message is quarantined and the state does not grow.
+    engine = Itch50Engine(max_orders=3)
+    engine.state.max_symbols = 2
+    first = [add_order(ref, b"B", 10, b"AAPL", 1_000_000 + ref) for ref in range(1, 4)]
+    assert convert(engine, moldudp64.encode_packet("T", 1, first)) == {}
+    before = (engine.state.digest, engine.state.snapshot())
+    flood = [add_order(ref, b"S", 5, b"AAPL", 2_000_000) for ref in range(10, 1010)]
+    assert convert(engine, moldudp64.encode_packet("T", 4, flood)) == {"order_limit": 1000}
+    assert (engine.state.digest, engine.state.snapshot()) == before and len(engine.state.orders) == 3
+    # A replace at the limit keeps the count; a delete makes room for one add.
+    made_room = [replace(1, 50, 7, 1_000_500), delete(2), add_order(60, b"S", 5, b"AAPL", 2_000_000)]
+    assert convert(engine, moldudp64.encode_packet("T", 1004, made_room)) == {}
+    assert sorted(engine.state.orders.items())[0][0] == 3 and len(engine.state.orders) == 3
+    names = [directory(f"S{n:07d}".encode(), locate=1) for n in range(500)]
+    assert convert(engine, moldudp64.encode_packet("T", 1007, names)) == {"symbol_limit": 499}
+    assert sorted(engine.state.snapshot()) == ["AAPL", "S0000000"]
+    # A snapshot past the limits (never the active's own) is held to them too.
+    big = Itch50Engine(max_orders=100)
+    convert(
+        big, moldudp64.encode_packet("T", 1, [add_order(r, b"B", 1, b"IBM", 10_000) for r in range(1, 51)])
+    )
+    engine.state.restore(big.state.snapshot())
+    assert len(engine.state.orders) == 3 and engine.state.digest == engine.state.recompute_digest()
+
+
+def test_the_max_orders_flag_reaches_the_engine_and_a_bad_one_is_refused() -> None:
+    config = _config([*BASE, "--format", "itch50", "--max-orders", "5000"])
+    engine = engine_for_format(config.input_format, max_orders=config.max_orders)
+    assert isinstance(engine, Itch50Engine) and engine.state.max_orders == 5000
+    assert _config([*BASE, "--format", "itch50"]).max_orders == MAX_ORDERS
+    with pytest.raises(ConfigError, match="max_orders must be at least 1, got 0"):
+        _config([*BASE, "--format", "itch50", "--max-orders", "0"])
