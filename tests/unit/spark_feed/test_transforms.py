@@ -15,8 +15,11 @@ from feedha.spark_feed import model, transforms
 from feedha.spark_feed.schema import REPLAY_SCHEMA
 from feedha.spark_feed.sink import finish_messages
 
+# With the slow drills: a local SparkSession and its first job cost 25-30 s, a twentieth of the
+# default suite's budget; the Spark drills (tests/integration/test_spark_*.py) run there too.
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.slow,
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
@@ -52,14 +55,12 @@ def _messages(table: pa.Table) -> list[bytes]:
     return [out[a:b].tobytes() for a, b in zip(out_offsets[:-1], out_offsets[1:], strict=True)]
 
 
-@pytest.mark.slow  # a Spark job costs 10-15 s: the byte-for-byte test keeps Spark in the default suite
 def test_stream_number_splits_by_initial(spark) -> None:
     frame = spark.createDataFrame([("AAPL",), ("mmm",), ("NVDA",), ("ZZ",), ("1X",)], "symbol string")
     got = frame.select(transforms.stream_number(frame["symbol"], STREAMS).alias("n")).collect()
     assert [r.n for r in got] == [1, 1, 2, 2, 0]
 
 
-@pytest.mark.slow
 def test_replay_numbers_in_file_order_after_bases(spark) -> None:
     from pyspark.sql import functions as F
 
