@@ -53,11 +53,12 @@ class Model:
 
 MARKET_MODEL: Final = Model(
     name="feedha.v1.MarketUpdate",
-    version="1.2",
+    version="1.3",
     history=(
         "1.0: one symbol's trades, quotes and state; extra fields; session boundaries; tombstones; images",
         "1.1: fix44 order books (Book, BookChange, SessionValues, SymbolUpdate; MarketUpdate.symbols)",
         "1.2: itch50 live orders in images (Book.orders); a purged fix44 block's symbols (Tombstone.symbols)",
+        "1.3: the itch50 orders a block touched (SymbolUpdate.orders)",
     ),
 )
 MODELS: Final = {MARKET_MODEL.name: MARKET_MODEL}

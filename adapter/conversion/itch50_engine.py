@@ -9,8 +9,9 @@ packet too short for its header is one malformed stretch, quarantined.
 
 Each ITCH message that moves a book or session values is one block, as
 ``fix44``'s: a ``MarketUpdate`` with one ``SymbolUpdate`` (its executions as
-trades, the shown book's changes, the symbol's state after it). Runs go
-through the reference engine's loop in Python. Pure.
+trades, the shown book's changes, the symbol's state after it, and the live
+orders it touched, so that an adapter rebuilds its order table from its
+journal). Runs go through the reference engine's loop in Python. Pure.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class Itch50Engine(ReferenceEngine):
             state = to_proto(values)
             state.book.depth = depth
             out.state.CopyFrom(state)
+            out.orders = self.mbo.touched(staged)
         return update.SerializeToString(deterministic=True)
 
     def _trade(self, msg: SourceMessage) -> tuple[float, int] | None:

@@ -234,6 +234,41 @@ class MboState(ConversionState):
         """The values of the symbol ``msg`` touches after it (nothing changes)."""
         return next(iter(self.stage(msg).values()))
 
+    def touched(self, staged: Mapping[str, SymbolValues]) -> bytes:
+        """The orders a staged message touches, after it, packed as a block carries them.
+
+        Called before :meth:`commit`: a record per change, :data:`ORDER_RECORD` with the
+        order's remaining shares after the message (0: removed).
+        """
+        pack, out = ORDER_RECORD.pack, []
+        for op in getattr(staged, "ops", ()):
+            if op[0] == ADD:
+                _, ref, _symbol, side, price, shares = op
+                out.append(pack(ref, side, price, shares))
+                continue
+            found = self.orders.get(op[1])
+            if found is not None:
+                _symbol, side, price, _shares = found
+                out.append(pack(op[1], side, price, 0 if op[0] == REMOVE else op[2]))
+        return b"".join(out)
+
+    def roll_orders(self, name: str, packed: bytes) -> None:
+        """Apply the order changes of a published block (journal recovery), as :meth:`touched` packed them.
+
+        A change that does not fit the table (an unknown order removed, a bad side) is
+        left out: the records are this adapter's own, so none is expected.
+        """
+        symbol = self._intern(name)
+        for ref, side, price, shares in ORDER_RECORD.iter_unpack(packed[: len(packed) // 17 * 17]):
+            live = ref in self.orders
+            if shares == 0:
+                if live:
+                    self._apply((REMOVE, ref))
+            elif live:
+                self._apply((SHARES, ref, shares))
+            elif side in (BID, ASK) and len(self.orders) < self.max_orders:
+                self._apply((ADD, ref, symbol, side, price, shares))
+
     def _apply(self, op: Op) -> None:
         orders, kind, ref = self.orders, op[0], op[1]
         if kind == ADD:

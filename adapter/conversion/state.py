@@ -304,6 +304,9 @@ class ConversionState:
         self._hashes[symbol] = new_hash
         self._digest = (self._digest - old_hash + new_hash) & DIGEST_MASK
 
+    def roll_orders(self, symbol: str, packed: bytes) -> None:
+        """Apply a block's order changes (``SymbolUpdate.orders``); only a state of live orders has any."""
+
     def snapshot(self) -> dict[str, SymbolValues]:
         """Return a deep copy of every symbol's values."""
         return {symbol: values.copy() for symbol, values in self._values.items()}

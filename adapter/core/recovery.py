@@ -12,7 +12,8 @@ checkpoints hold the whole conversion state as a serialized
 2. load the newest valid checkpoint (the journal keeps two) and restore its
    symbols (none: start empty and roll the whole journal);
 3. roll forward every record after the checkpoint's msg_seq: set the
-   record's symbol to the state it carries and record
+   record's symbol to the state it carries (an itch50 block also carries the
+   live orders it touched, applied to the order table) and record
    ``(source_seq, msg_seq, digest)`` in the :class:`~adapter.core.sequencer.Sequencer`,
    which leaves ``next_msg_seq`` after the last record, ``last_source_seq``
    at its source message and the recent history the sync rules compare with.
@@ -265,6 +266,8 @@ def recover_state(
         if update.symbols:  # fix44: every symbol the source message touched
             for symbol_update in update.symbols:
                 conversion.set_symbol(symbol_update.symbol, from_proto(symbol_update.state))
+                if symbol_update.orders:  # itch50: the live orders it touched
+                    conversion.roll_orders(symbol_update.symbol, symbol_update.orders)
         else:
             conversion.set_symbol(update.symbol, from_proto(update.state))
         sequencer.record(record.source_seq, record.msg_seq, conversion.digest)

@@ -101,3 +101,20 @@ def test_a_backup_restarted_from_its_journal_ends_with_the_actives_orders() -> N
     assert backup.digest == active.digest == backup.recompute_digest()
     assert _books(backup) == _books(active) and len(backup.orders) == len(active.orders) > 100
     assert (group.lost, group.duplicates) == (0, 0)
+
+
+def test_a_restart_rebuilds_the_order_table_from_the_checkpoint_and_the_blocks_after_it() -> None:
+    # Each block carries the live orders its message touched (SymbolUpdate.orders): an
+    # adapter alone, with no one to adopt a snapshot from, restarts with exactly its orders.
+    group = CoreGroup(1, rate=1500, itch50=True)
+    group.run(6.0)  # past the first checkpoint (every 5 s), then more blocks after it
+    member = group.members[1]
+    assert member.journal.checkpoint is not None
+    state = member.core.state
+    assert isinstance(state, MboState) and len(state.orders) > 100
+    before = (sorted(state.orders.items()), state.digest, _books(state))
+    group.kill(1)
+    restarted = group.restart(1).core.state
+    assert isinstance(restarted, MboState)
+    assert (sorted(restarted.orders.items()), restarted.digest, _books(restarted)) == before
+    assert restarted.digest == restarted.recompute_digest()

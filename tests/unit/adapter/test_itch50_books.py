@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from feedha.adapter.conversion.book import ASK, BID
@@ -268,3 +270,25 @@ def test_the_max_orders_flag_reaches_the_engine_and_a_bad_one_is_refused() -> No
     assert _config([*BASE, "--format", "itch50"]).max_orders == MAX_ORDERS
     with pytest.raises(ConfigError, match="max_orders must be at least 1, got 0"):
         _config([*BASE, "--format", "itch50", "--max-orders", "0"])
+
+
+def test_a_block_carries_the_orders_its_message_touched_after_it() -> None:
+    engine, _ = _engine(
+        add_order(1, b"B", 100, b"MSFT", 3_000_000), add_order(2, b"S", 40, b"MSFT", 3_010_000)
+    )
+
+    def touched(message: bytes) -> list[tuple[int, int, int, int]]:
+        body = moldudp64.split_records(engine.source_frame(moldudp64.encode_packet("T", 3, [message])))[0][0]
+        msg = engine.parse(body)
+        staged = engine.state.stage(msg)
+        update = market_pb2.MarketUpdate.FromString(engine.encode_staged(msg, staged, 0))
+        engine.state.commit(staged)
+        (symbol,) = update.symbols
+        packed = symbol.orders  # the documented layout, read with struct: >Q ref, B side, I price, I shares
+        return [struct.unpack_from(">QBII", packed, at) for at in range(0, len(packed), 17)]
+
+    assert touched(executed(1, 30)) == [(1, 1, 3_000_000, 70)]
+    assert touched(replace(1, 9, 50, 2_990_000)) == [(1, 1, 3_000_000, 0), (9, 1, 2_990_000, 50)]
+    assert touched(cancel(2, 40)) == [(2, 2, 3_010_000, 0)]
+    assert touched(add_order(5, b"S", 7, b"MSFT", 3_020_000)) == [(5, 2, 3_020_000, 7)]
+    assert touched(trade(0, b"B", 500, b"MSFT", 2_990_000)) == []
