@@ -167,6 +167,7 @@ typedef struct {
     size_t index_mask;
     uint64_t digest;
     uint64_t salt; /* the session's share of the digest (adapter/conversion/state.py session_digest) */
+    Py_ssize_t max_symbols; /* a run stops at a message naming a new symbol past it (symbol_limit) */
 } StateObject;
 
 static uint64_t fnv1a(const char *p, Py_ssize_t n) {
@@ -348,6 +349,7 @@ static PyObject *State_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return NULL;
     StateObject *self = (StateObject *)type->tp_alloc(type, 0);
+    if (self != NULL) self->max_symbols = PY_SSIZE_T_MAX;
     return (PyObject *)self;
 }
 
@@ -478,6 +480,25 @@ static int State_set_salt(StateObject *self, PyObject *value, void *Py_UNUSED(cl
     return 0;
 }
 
+static PyObject *State_get_max_symbols(StateObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromSsize_t(self->max_symbols);
+}
+
+static int State_set_max_symbols(StateObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "max_symbols cannot be deleted");
+        return -1;
+    }
+    Py_ssize_t max_symbols = PyLong_AsSsize_t(value);
+    if (max_symbols == -1 && PyErr_Occurred()) return -1;
+    if (max_symbols < 1) {
+        PyErr_SetString(PyExc_ValueError, "max_symbols must be at least 1");
+        return -1;
+    }
+    self->max_symbols = max_symbols;
+    return 0;
+}
+
 static Py_ssize_t State_len(StateObject *self) { return self->count; }
 
 static int State_contains(StateObject *self, PyObject *symbol) {
@@ -499,6 +520,8 @@ static PyMethodDef State_methods[] = {
 static PyGetSetDef State_getset[] = {
     {"digest", (getter)State_get_digest, NULL, "u64 sum of the symbols' hashes and the salt", NULL},
     {"salt", (getter)State_get_salt, (setter)State_set_salt, "u64 added to the digest (the session's share)", NULL},
+    {"max_symbols", (getter)State_get_max_symbols, (setter)State_set_max_symbols,
+     "a run stops at a message naming a new symbol when this many are held", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1243,12 +1266,14 @@ static inline int take_message(const FastPathObject *self, const Run *run, const
 
 /* The symbol's values after the message, computed on a copy: a message that stops the run
  * must leave the state alone (a symbol is added only when its first message commits, as in
- * adapter/conversion/state.py). *s: the symbol, NULL when new. -1: overflow, the Python path decides. */
+ * adapter/conversion/state.py). *s: the symbol, NULL when new. -1: overflow, or a new symbol
+ * past max_symbols; the Python path decides (and names it). */
 static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s, Values *v) {
     *s = state_find(state, m->symbol, m->symbol_len, fnv1a(m->symbol, m->symbol_len));
     if (*s != NULL) {
         *v = (*s)->v;
     } else {
+        if (state->count >= state->max_symbols) return -1;
         memset(v, 0, sizeof *v);
     }
     int traded = 0, overflow = 0;

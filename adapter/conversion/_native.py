@@ -28,6 +28,7 @@ from feedha.adapter.conversion._fastpath_spec import compile_spec
 from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
 from feedha.adapter.conversion.state import (
     DIGEST_MASK,
+    MAX_SYMBOLS,
     ConversionState,
     SymbolValues,
     next_session,
@@ -53,7 +54,17 @@ class NativeConversionState(ConversionState):
 
     def __init__(self) -> None:
         self.native = _fastpath.State()
+        self.native.max_symbols = MAX_SYMBOLS  # the C run stops there; the Python path names it
         self._session = 0
+
+    @property
+    def max_symbols(self) -> int:
+        """A message naming a new symbol while this many are held is quarantined (``symbol_limit``)."""
+        return self.native.max_symbols
+
+    @max_symbols.setter
+    def max_symbols(self, value: int) -> None:
+        self.native.max_symbols = value
 
     @property
     def digest(self) -> int:

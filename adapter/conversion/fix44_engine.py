@@ -55,11 +55,15 @@ class BookState(ConversionState):
         (:meth:`BookValues.fork`): a message copies the sides it touches, not the book.
 
         Raises:
-            ConversionError: ``book_full`` or ``overflow``; nothing of the message is used.
+            ConversionError: ``book_full``, ``overflow`` or ``symbol_limit``; nothing of the message is used.
         """
         staged: dict[str, SymbolValues] = {}
+        new = 0
         for symbol, entries in msg.updates:
             current = self._values.get(symbol)
+            if current is None and symbol not in staged:
+                new += 1
+                self._check_room(symbol, new)
             book = current.book.fork() if current is not None and current.book is not None else BookValues()
             values = SymbolValues(*current.astuple(), book=book) if current else SymbolValues(book=book)
             apply_entries(book, entries, depth=self.depth, full=msg.full_refresh)

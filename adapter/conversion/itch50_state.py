@@ -102,7 +102,6 @@ class MboState(ConversionState):
     __slots__ = (
         "depth",
         "max_orders",
-        "max_symbols",
         "orders",
         "_names",
         "_index",
@@ -297,8 +296,9 @@ class MboState(ConversionState):
 
     # ---- symbols -----------------------------------------------------------------------
 
-    def _check_room(self, name: str) -> None:
-        if name not in self._index and len(self._names) >= self.max_symbols:
+    def _check_room(self, name: str, new: int = 1) -> None:
+        # Symbols are counted as interned (a staged add interns its symbol before the commit).
+        if name not in self._index and len(self._names) + new > self.max_symbols:
             raise ConversionError(
                 "symbol_limit", f"symbol {name!r} refused: {self.max_symbols} symbols are held already"
             )

@@ -55,6 +55,7 @@ _PACK_VALUES: Final = struct.Struct(">qddddqddd").pack
 # the name, a zero byte and 72 bytes of values), so the two cannot be confused.
 _SESSION_KEY: Final = b"\x00session\x00"
 MAX_SESSION_ID: Final = (1 << 63) - 1
+MAX_SYMBOLS: Final = 1_000_000  # symbols a state holds; a message naming one more is quarantined
 
 
 @dataclass(slots=True)
@@ -198,21 +199,33 @@ class ConversionState:
         (0, 0)
     """
 
-    __slots__ = ("_values", "_hashes", "_digest", "_session")
+    __slots__ = ("_values", "_hashes", "_digest", "_session", "max_symbols")
 
     def __init__(self) -> None:
         self._values: dict[str, SymbolValues] = {}
         self._hashes: dict[str, int] = {}
         self._digest = 0
         self._session = 0
+        self.max_symbols = MAX_SYMBOLS  # a source naming symbol after symbol must not grow us forever
 
     def preview(self, msg: SourceMessage) -> SymbolValues:
         """The values ``msg`` would give its symbol, without changing the state.
 
         Raises:
-            ConversionError: ``overflow`` (see :func:`advance`).
+            ConversionError: ``overflow`` (see :func:`advance`); ``symbol_limit`` for a new
+                symbol while :attr:`max_symbols` are held.
         """
-        return advance(self.get(msg.symbol), msg)
+        current = self.get(msg.symbol)
+        if current is None:
+            self._check_room(msg.symbol)
+        return advance(current, msg)
+
+    def _check_room(self, symbol: str, new: int = 1) -> None:
+        # Raises symbol_limit when ``new`` more symbols (``symbol`` the first) would pass the limit.
+        if len(self) + new > self.max_symbols:
+            raise ConversionError(
+                "symbol_limit", f"symbol {symbol!r} refused: {self.max_symbols} symbols are held already"
+            )
 
     def apply(self, msg: SourceMessage) -> SymbolValues:
         """Apply one converted source message to its symbol's values.

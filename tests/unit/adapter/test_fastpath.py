@@ -273,3 +273,20 @@ def test_native_state_rejects_bad_input_clearly() -> None:
         state.native.apply("AAPL", [(3, "x", 1, 0.0)])
     with pytest.raises(OverflowError):
         state.native.apply("AAPL", [(3, 1.0, 2**62, 0.0), (3, 1.0, 2**62, 0.0)])
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_past_the_symbol_limit_both_engines_quarantine_a_new_symbol_alike(seed: int) -> None:
+    # A source naming symbol after symbol must not grow the state forever: the C run stops
+    # at a message naming one more, and the Python path quarantines it (symbol_limit).
+    frames = list(_frames(seed, 600, odd=False))  # four symbols
+    results = []
+    for native in (True, False):
+        core = _core(native=native)
+        core.state.max_symbols = 3
+        results.append(_feed(core, frames))
+        assert len(core.state) == 3
+    native_result, reference = results
+    assert native_result == reference
+    assert native_result["counters"]["quarantined"]["symbol_limit"] > 20
+    assert native_result["counters"]["published"] > 300  # the three symbols held go on

@@ -278,3 +278,22 @@ def test_a_message_without_sending_time_converts_and_one_with_a_bad_one_is_refus
     with pytest.raises(ConversionError) as refused:
         Fix44Engine().parse(_body(bad))
     assert refused.value.reason == "bad_value" and "52" in str(refused.value)
+
+
+def test_a_message_naming_symbols_past_the_limit_is_refused_whole() -> None:
+    engine = Fix44Engine()
+    engine.state.max_symbols = 2
+    _apply(engine, _x(1, [(279, 0), (269, "0"), (55, "A"), (270, "1"), (271, 1)]))
+    digest = engine.state.digest
+    two_new = _x(2, [(279, 0), (269, "0"), (55, "B"), (270, "1"), (271, 1)],
+                 [(279, 0), (269, "1"), (55, "C"), (270, "2"), (271, 1)])  # fmt: skip
+    with pytest.raises(ConversionError) as bad:
+        engine.state.stage(engine.parse(_body(two_new)))
+    assert bad.value.reason == "symbol_limit" and "'C'" in str(bad.value)
+    assert engine.state.digest == digest and len(engine.state) == 1
+    # One new symbol (with one it holds) fits; past it, only held symbols move.
+    _apply(engine, _x(3, [(279, 0), (269, "0"), (55, "A"), (270, "2"), (271, 1)],
+                      [(279, 0), (269, "0"), (55, "B"), (270, "1"), (271, 1)]))  # fmt: skip
+    with pytest.raises(ConversionError, match="symbol_limit|2 symbols are held"):
+        _apply(engine, _x(4, [(279, 0), (269, "0"), (55, "D"), (270, "1"), (271, 1)]))
+    assert sorted(engine.state.snapshot()) == ["A", "B"]
