@@ -278,7 +278,7 @@ def _quiet(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.CRITICAL)  # thousands of expected warnings (quarantine, gaps) otherwise
 
 
-@pytest.mark.parametrize("seed", [1, 2, pytest.param(8, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seed", [1, *(pytest.param(s, marks=pytest.mark.slow) for s in (2, 8))])
 def test_one_fault_at_a_time_loses_repeats_and_conflicts_nothing(seed: int) -> None:
     _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=True), gentle=True)
 
