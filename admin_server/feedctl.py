@@ -57,6 +57,8 @@ from feedha.proto import admin_pb2, admin_pb2_grpc
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TIMEOUT_S = 10.0
+WAIT_POLL_S = 0.25  # failover --wait: how often the refused request is asked again
+_WAIT_REASONS = frozenset({"NOT_IN_SYNC", "FAILOVER_IN_PROGRESS"})
 PAGE_SIZE = 500  # adapters or subscriptions per List call; feedctl reads every page
 Metadata = tuple[tuple[str, str], ...]
 
@@ -134,7 +136,7 @@ def _add_adapter_commands(sub: Any) -> None:
         description="Demote the channel's active and promote a backup, both at term + 1. Without "
         "--force the target must be reported in sync (refused NOT_IN_SYNC otherwise: nothing is "
         "sent, the active stays), and the next failover waits until this one is reported done "
-        "(FAILOVER_IN_PROGRESS, a few seconds at most).",
+        "(FAILOVER_IN_PROGRESS, a few seconds at most). --wait repeats the request while either holds.",
     )
     failover.add_argument("channel")
     failover.add_argument("--to", default="", help="adapter to promote (default: best in-sync backup)")
@@ -143,6 +145,15 @@ def _add_adapter_commands(sub: Any) -> None:
         action="store_true",
         help="promote even a backup that is not in sync (when no member can confirm the numbering, "
         "e.g. the furthest member failed: messages past the target's position are numbered again)",
+    )
+    failover.add_argument(
+        "--wait",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="while the target is not in sync yet or the previous failover is not reported done, "
+        "ask again for up to SECONDS (a fresh channel's backups are in sync after the first "
+        "messages; default: ask once)",
     )
     fail = sub.add_parser("fail", help="take an adapter off line")
     fail.add_argument("adapter")
@@ -207,14 +218,29 @@ async def _subscriptions(stub: Any, args: argparse.Namespace, md: Metadata) -> N
     _print(args, rows, _table(text_rows, ("subscription", "user", "symbols")))
 
 
+async def _failover(stub: Any, args: argparse.Namespace, md: Metadata) -> Any:
+    # With --wait, NOT_IN_SYNC and FAILOVER_IN_PROGRESS are asked again (they send nothing).
+    request = admin_pb2.FailoverRequest(channel_name=args.channel, to_adapter_id=args.to, force=args.force)
+    loop = asyncio.get_running_loop()
+    deadline, told = loop.time() + args.wait, ""
+    while True:
+        try:
+            return await stub.Failover(request, metadata=md, timeout=TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            reason = status_details(exc).reason
+            if reason not in _WAIT_REASONS or loop.time() + WAIT_POLL_S > deadline:
+                raise
+            if reason != told:
+                print(f"feedctl: waiting ({reason}): {exc.details()}", file=sys.stderr)
+                told = reason
+            await asyncio.sleep(WAIT_POLL_S)  # a poll with a deadline: the registry sends no event for it
+
+
 async def _command(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
     if args.command == "failover":
-        request: Any = admin_pb2.FailoverRequest(
-            channel_name=args.channel, to_adapter_id=args.to, force=args.force
-        )
-        reply: Any = await stub.Failover(request, metadata=md, timeout=TIMEOUT_S)
+        reply: Any = await _failover(stub, args, md)
     elif args.command == "fail":
-        request = admin_pb2.FailAdapterRequest(adapter_id=args.adapter, reason=args.reason)
+        request: Any = admin_pb2.FailAdapterRequest(adapter_id=args.adapter, reason=args.reason)
         reply = await stub.FailAdapter(request, metadata=md, timeout=TIMEOUT_S)
     elif args.command == "session":
         request = admin_pb2.EndSessionRequest(channel_name=args.channel, reason=args.reason)
@@ -232,6 +258,17 @@ async def _command(stub: Any, args: argparse.Namespace, md: Metadata) -> None:
         for s in reply.sent
     ]
     _print(args, rows, "\n".join(f"sent {r['command']} to {r['adapter']} (term {r['term']})" for r in rows))
+
+
+def _seconds(value: str) -> float:
+    """A wait on the command line: 0..3600 seconds."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 <= seconds <= 3600:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"--wait is 0..3600 seconds, got {value}")
+    return seconds
 
 
 def _msg_seq(value: str) -> int:

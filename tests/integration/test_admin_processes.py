@@ -11,11 +11,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from feedha.admin_client import AdminClient, RegistryAgent
-from feedha.proto.registry import AdapterRole, CommandKind
+from feedha.proto.registry import AdapterRole, CommandKind, SyncStatus
 from tests.integration.test_admin_server import POLICY, eventually, fake_adapter
 
 BIN = Path(sys.executable).parent
@@ -72,6 +73,11 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
 
 
+def _in_sync(server: Any, creds: tuple[str, str], adapter: str) -> bool:
+    listed = feedctl(server.target, creds, "adapters")
+    return any(r["adapter"] == adapter and r["sync"] == "in_sync" for r in json.loads(listed.stdout))
+
+
 def feedctl(target: str, creds: tuple[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FEEDHA_KEY_ID": creds[0], "FEEDHA_SECRET": creds[1]}
     return run(str(BIN / "feedctl"), "--admin-server", target, "--json", *args, env=env)
@@ -101,8 +107,23 @@ async def test_feedctl_adapters_failover_and_restart(workdir: Path) -> None:
                 "a": ("EQ-A-M", "active", 3, "in_sync", True),
                 "b": ("EQ-A-M", "backup", 3, "in_sync", True),
             }
+            # A backup not in sync is refused before anything is sent; --wait asks again until it is.
+            b.sync = SyncStatus.SYNCING
+            await eventually(lambda: not _in_sync(server, ops, "b"), what="b reported syncing")
             done = await asyncio.to_thread(feedctl, server.target, ops, "failover", "EQ-A-M")
-            assert done.returncode == 0, done.stderr
+            assert done.returncode == 1 and "NOT_IN_SYNC" in done.stderr and not a.commands
+            waiting = await asyncio.create_subprocess_exec(
+                str(BIN / "feedctl"), "--admin-server", server.target, "--json", "failover", "EQ-A-M",
+                "--wait", "30", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, "FEEDHA_KEY_ID": ops[0], "FEEDHA_SECRET": ops[1]},
+            )  # fmt: skip
+            assert waiting.stderr is not None
+            told = await asyncio.wait_for(waiting.stderr.readline(), 30)
+            assert b"waiting (NOT_IN_SYNC)" in told and not a.commands
+            b.sync = SyncStatus.IN_SYNC
+            out, _err = await asyncio.wait_for(waiting.communicate(), 30)
+            assert waiting.returncode == 0
+            done = subprocess.CompletedProcess([], 0, out.decode(), "")
             assert sorted((r["adapter"], r["command"], r["term"]) for r in json.loads(done.stdout)) == [
                 ("a", "demote", 4),
                 ("b", "promote", 4),

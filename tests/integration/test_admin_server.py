@@ -271,10 +271,11 @@ class FakeAdapter:
     role: AdapterRole
     term: int
     commands: list[Command] = field(default_factory=list)
+    sync: SyncStatus = SyncStatus.IN_SYNC
 
     def status(self) -> AdapterStatus:
         return AdapterStatus(
-            role=self.role, term=self.term, next_msg_seq=42, sync_status=SyncStatus.IN_SYNC, health_score=90.0
+            role=self.role, term=self.term, next_msg_seq=42, sync_status=self.sync, health_score=90.0
         )
 
     async def on_command(self, command: Command) -> None:

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,18 +61,12 @@ def feedctl(up: dict[str, Any], user: str, *args: str) -> subprocess.CompletedPr
 
 
 def failover(up: dict[str, Any], channel: str, *, timeout: float = 60.0) -> None:
-    """``feedctl failover CHANNEL`` as the operator, once the registry lets it through.
+    """``feedctl failover CHANNEL --wait TIMEOUT`` as the operator: it must go through.
 
     The registry refuses a failover while the previous one is not reported done
     (``FAILOVER_IN_PROGRESS``) and while no backup is reported in sync
     (``NOT_IN_SYNC``: the first messages have not been confirmed yet, or a freeze
-    just ended); both change nothing, so the command is repeated until ``timeout``.
+    just ended); ``--wait`` asks again meanwhile.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        done = feedctl(up, "operator", "failover", channel)
-        if done.returncode == 0:
-            return
-        retry = "FAILOVER_IN_PROGRESS" in done.stderr or "NOT_IN_SYNC" in done.stderr
-        assert retry and time.monotonic() < deadline, done.stderr
-        time.sleep(0.2)  # poll interval: there is no event to wait on in another process
+    done = feedctl(up, "operator", "failover", channel, "--wait", f"{timeout:g}")
+    assert done.returncode == 0, done.stderr
