@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import zmq
 
+from feedha.adapter.journal.reader import JournalReader
 from feedha.client import ChannelSpec, Delivery, Purged, ReplayClient, Subscriber, SubscriberConfig
 from feedha.cluster import control
 from feedha.proto import wire
@@ -145,11 +146,21 @@ def test_purges_survive_a_restart_on_the_journal_and_a_failover(tmp_path: Path) 
         watch.join(10)
         survivors = [n for n in (1, 2, 3) if n != killed]
         final = {n: group.status(n) for n in survivors}
+        held_third = JournalReader(group.journal(new_active)).read_range(
+            third["first_msg_seq"], third["first_msg_seq"]
+        )
     assert set(watch.purged) == purged_seqs  # a Purged event for each purged message
     assert watch.duplicates == 0
     assert len(watch.delivered) + len(watch.purged) == sent  # nothing lost
     for number, carried in watch.carried.items():  # no delayed line ever sent a purged message
         assert all(carried[seq] == wire.TOMBSTONE_STREAM for seq in purged_seqs if seq in carried), number
     assert final[new_active]["role"] == "active"
-    assert third["first_msg_seq"] in watch.carried[new_active]  # the new active sent its tombstone
+    # The new active sends the tombstone of the last purge unless its own journal lacks that
+    # message: a backup that falls behind under load adopts the active's snapshot and drops what
+    # waited to be published, a hole its lines share and the client fills from another line.
+    seq = third["first_msg_seq"]
+    if held_third:
+        assert seq in watch.carried[new_active], final[new_active]["snapshots_adopted"]
+    else:
+        assert final[new_active]["snapshots_adopted"] > 0  # the only way a backup's journal has a hole
     assert all(final[n]["purges"]["known_through"] == 3 for n in survivors)
