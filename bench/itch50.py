@@ -6,7 +6,9 @@ in memory: a fresh Python process (``python -m feedha.bench.itch50``) adds
 ordinary path (stage and commit, as the adapter does), and reports its RSS
 growth (``psutil``) per live order. Its ceiling is the same number of orders
 held the plainest compact way Python has, one packed ``bytes`` of 17 bytes
-per order in a dict by reference, measured in the same process.
+per order in a dict by reference, measured in the same process. The same
+orders are measured again in a second fresh process on the Python reference
+order table (``--reference``), so the C table's saving is a ratio of one run.
 """
 
 from __future__ import annotations
@@ -53,13 +55,18 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def measure(orders: int) -> dict[str, Any]:
-    """In this process: RSS growth of ``orders`` live orders in the itch50 state, and of the plain dict."""
+def measure(orders: int, *, native: bool = True) -> dict[str, Any]:
+    """In this process: RSS growth of ``orders`` live orders in the itch50 state, and of the plain dict.
+
+    Args:
+        orders: how many live orders to add.
+        native: the C order table (``False``: the Python reference's).
+    """
     from feedha.adapter.conversion.itch50_parser import ItchMessage
     from feedha.adapter.conversion.itch50_state import MboState
 
     names = [f"S{index:05d}" for index in range(STOCKS)]
-    state = MboState(depth=10)
+    state = MboState(depth=10, prefer_native=native)
     before = _rss()
     started = time.perf_counter()
     for ref in range(1, orders + 1):
@@ -77,6 +84,7 @@ def measure(orders: int) -> dict[str, Any]:
     return {
         "orders": orders,
         "stocks": STOCKS,
+        "native_order_table": state.orders.__class__.__module__.endswith("._orders"),
         "rss_bytes": grown,
         "bytes_per_order": grown / orders,
         "mb_per_million": grown / orders * 1e6 / 2**20,
@@ -88,11 +96,7 @@ def measure(orders: int) -> dict[str, Any]:
 def run(*, quick: bool = False) -> list[Figure]:
     """RSS per live order of the itch50 state, beside a dict of packed orders (both in one fresh process)."""
     orders = QUICK_ORDERS if quick else ORDERS
-    out = subprocess.run(
-        [sys.executable, "-m", "feedha.bench.itch50", str(orders)],
-        capture_output=True, text=True, timeout=1200, check=True,
-    )  # fmt: skip
-    result = json.loads(out.stdout)
+    result, reference = (_measure_in_child(orders, flags) for flags in ([], ["--reference"]))
     return [
         figure(
             name="itch50_rss_per_order",
@@ -101,8 +105,11 @@ def run(*, quick: bool = False) -> list[Figure]:
             ceiling=result["plain_dict_bytes_per_order"],
             params={
                 **result,
+                "reference_bytes_per_order": reference["bytes_per_order"],
+                "reference_add_us": reference["add_us"],
                 "what": "RSS growth (psutil) of a fresh process adding live orders through the itch50 state "
-                "(OrderTable: dict ref -> slot, parallel arrays; levels per stock and side; shown books)",
+                "(the C order table, 24-byte records in an open-addressed array; levels per stock and side; "
+                "shown books); reference_*: the same on the Python reference order table, another process",
                 "ceiling_is": "a dict of ref -> 17 packed bytes per order, same process (lower is better)",
                 "quick": quick,
             },
@@ -110,5 +117,15 @@ def run(*, quick: bool = False) -> list[Figure]:
     ]
 
 
+def _measure_in_child(orders: int, flags: list[str]) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "feedha.bench.itch50", str(orders), *flags],
+        capture_output=True, text=True, timeout=1200, check=True,
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(int(sys.argv[1]) if len(sys.argv) > 1 else ORDERS)))
+    count = next((int(arg) for arg in sys.argv[1:] if arg.isdigit()), ORDERS)
+    print(json.dumps(measure(count, native="--reference" not in sys.argv[1:])))

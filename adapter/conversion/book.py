@@ -38,6 +38,7 @@ __all__ = [
     "MAX_PRICES",
     "BookChange",
     "BookValues",
+    "MboBookValues",
     "Level",
     "apply_entries",
     "book_changes",
@@ -159,6 +160,25 @@ class BookValues:
 
 _DIGEST, _WIRE = 0, 1  # what side_bytes derives: the digest's packing, the wire's BookLevel fields
 _ZERO: Final = bytes(8)
+
+
+@dataclass(slots=True)
+class MboBookValues(BookValues):
+    """A book as a snapshot carries it: the levels, the session values and the live orders.
+
+    ``orders`` packs each live order as :data:`~adapter.conversion.order_table.ORDER_RECORD`.
+    """
+
+    orders: bytes = b""
+
+    def copy(self) -> MboBookValues:
+        """An independent copy, orders included."""
+        plain = BookValues.copy(self)
+        copied = MboBookValues(plain.level_indexed, plain.bids, plain.asks, orders=self.orders)
+        for name in _OPTIONAL:
+            setattr(copied, name, getattr(plain, name))
+        copied.notional, copied.traded, copied.trades = plain.notional, plain.traded, plain.trades
+        return copied
 
 
 def side_bytes(book: BookValues, side: int, kind: int) -> bytes:

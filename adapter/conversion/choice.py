@@ -1,17 +1,22 @@
-"""Which conversion engine an adapter runs: the one place that chooses.
+"""Which conversion engine an adapter runs, and which order table: the one place that chooses.
 
 See :mod:`adapter.conversion.engine` for what an engine is. The choice is
 made as every package of the adapter makes it (:mod:`adapter._native_code`):
 the native engine (the C extension ``_fastpath``) where it is built and
-takes the table, else the Python reference, with a warning.
+takes the table, else the Python reference, with a warning. The ``itch50``
+state's order table and price levels likewise come from the C extension
+``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from feedha.adapter._native_code import warn_fallback, why_not_built
+from feedha.adapter.conversion import order_table
 from feedha.adapter.conversion._fastpath_spec import Unsupported, compile_spec
 from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.engine import ConversionEngine
@@ -19,10 +24,19 @@ from feedha.adapter.conversion.table import ConverterTable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IS_NATIVE_BUILT", "make_engine", "unsupported_reason"]
+__all__ = [
+    "IS_NATIVE_BUILT",
+    "IS_NATIVE_ORDERS_BUILT",
+    "OrderStore",
+    "make_engine",
+    "make_order_store",
+    "unsupported_reason",
+]
 
 _NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._fastpath")
 IS_NATIVE_BUILT: Final = _NOT_BUILT is None
+_ORDERS_NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._orders")
+IS_NATIVE_ORDERS_BUILT: Final = _ORDERS_NOT_BUILT is None
 
 
 def unsupported_reason(table: ConverterTable) -> str | None:
@@ -56,3 +70,42 @@ def make_engine(table: ConverterTable, *, prefer_native: bool = True) -> Convers
             return NativeEngine(table)
         warn_fallback(logger, "conversion", "~30x slower", reason)
     return ReferenceEngine(table)
+
+
+@dataclass(frozen=True, slots=True)
+class OrderStore:
+    """Where a market-by-order state keeps its live orders: one implementation's three parts.
+
+    Attributes:
+        table: makes an empty order table (``OrderTable()``).
+        levels: makes one side's price levels (``SideLevels(is_bid=...)``).
+        order_hash: the digest's mix of one live order.
+        is_native: the C extension's parts.
+    """
+
+    table: Callable[[], order_table.LiveOrders]
+    levels: Callable[..., order_table.PriceLevels]
+    order_hash: Callable[[int, int, int, int, int], int]
+    is_native: bool
+
+
+_warned_orders = False
+
+
+def make_order_store(*, prefer_native: bool = True) -> OrderStore:
+    """The order table, price levels and order hash: C when built, else the Python reference (logged once).
+
+    Args:
+        prefer_native: ``False`` gives the reference (tests, comparisons).
+    """
+    global _warned_orders
+    if prefer_native and _ORDERS_NOT_BUILT is None:
+        from feedha.adapter.conversion import _orders
+
+        return OrderStore(_orders.OrderTable, _orders.SideLevels, _orders.order_hash, is_native=True)
+    if prefer_native and not _warned_orders:
+        _warned_orders = True
+        warn_fallback(
+            logger, "the itch50 order table", "~5x the memory per live order", str(_ORDERS_NOT_BUILT)
+        )
+    return OrderStore(order_table.OrderTable, order_table.SideLevels, order_table.order_hash, is_native=False)

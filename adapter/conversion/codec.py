@@ -7,8 +7,7 @@ the field numbers it uses from ``proto/market.proto``.
 
 from __future__ import annotations
 
-from feedha.adapter.conversion.book import BookValues
-from feedha.adapter.conversion.itch50_state import MboBookValues
+from feedha.adapter.conversion.book import BookValues, MboBookValues
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2

@@ -2,8 +2,10 @@
 
 Theory of operation
 -------------------
-The live orders (:class:`~adapter.conversion.order_table.OrderTable`) add up
-per symbol to price levels (:class:`~adapter.conversion.order_table.SideLevels`);
+The live orders (an order table: the C extension ``_orders`` where it is
+built, else :class:`~adapter.conversion.order_table.OrderTable`, chosen by
+:func:`~adapter.conversion.choice.make_order_store`) add up per symbol to
+price levels (:class:`~adapter.conversion.order_table.SideLevels` or its C twin);
 each symbol's :class:`~adapter.conversion.state.SymbolValues` carries the
 best ``depth`` levels a side and the session values in a
 :class:`~adapter.conversion.book.BookValues`, as ``fix44`` does, so the
@@ -41,43 +43,24 @@ the group. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Final
 
-from feedha.adapter.conversion.book import ASK, BID, BookValues
+from feedha.adapter.conversion.book import ASK, BID, BookValues, MboBookValues
+from feedha.adapter.conversion.choice import make_order_store
 from feedha.adapter.conversion.itch50_parser import ItchMessage
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, OrderTable, SideLevels, order_hash
+from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, PriceLevels
 from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues, symbol_digest
 from feedha.adapter.errors import ConversionError
 
-__all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboBookValues", "MboState", "Staged"]
+__all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboState", "Staged"]
 
 PRICE_SCALE: Final = 10_000.0
 MAX_ORDERS: Final = 20_000_000  # live orders held by default (under 4 GB: 134-180 bytes an order)
 MAX_SYMBOLS: Final = 200_000  # symbols held (a real day names about 12,000)
 Op = tuple[int, ...]  # (ADD, ref, symbol, side, price, shares) | (REMOVE, ref) | (SHARES, ref, shares)
 ADD, REMOVE, SHARES = 0, 1, 2
-
-
-@dataclass(slots=True)
-class MboBookValues(BookValues):
-    """A book as a snapshot carries it: the levels, the session values and the live orders.
-
-    ``orders`` packs each live order as :data:`~adapter.conversion.order_table.ORDER_RECORD`.
-    """
-
-    orders: bytes = b""
-
-    def copy(self) -> MboBookValues:
-        """An independent copy, orders included."""
-        plain = BookValues.copy(self)
-        copied = MboBookValues(plain.level_indexed, plain.bids, plain.asks, orders=self.orders)
-        for name in ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap"):
-            setattr(copied, name, getattr(plain, name))
-        copied.notional, copied.traded, copied.trades = plain.notional, plain.traded, plain.trades
-        return copied
 
 
 class Staged(dict[str, SymbolValues]):
@@ -97,12 +80,15 @@ class MboState(ConversionState):
         depth: the levels a side shown (and carried in each symbol's values).
         max_orders: the most live orders held; an add past it is refused (``order_limit``).
         max_symbols: the most symbols held; a message naming one more is refused (``symbol_limit``).
+        prefer_native: keep the orders in the C extension where it is built (``False``: the
+            Python reference, for comparisons).
     """
 
     __slots__ = (
         "depth",
         "max_orders",
         "orders",
+        "_store",
         "_names",
         "_index",
         "_sides",
@@ -111,16 +97,22 @@ class MboState(ConversionState):
     )
 
     def __init__(
-        self, depth: int = 10, *, max_orders: int = MAX_ORDERS, max_symbols: int = MAX_SYMBOLS
+        self,
+        depth: int = 10,
+        *,
+        max_orders: int = MAX_ORDERS,
+        max_symbols: int = MAX_SYMBOLS,
+        prefer_native: bool = True,
     ) -> None:
         super().__init__()
         self.depth = depth
         self.max_orders = max_orders
         self.max_symbols = max_symbols
-        self.orders = OrderTable()
+        self._store = make_order_store(prefer_native=prefer_native)
+        self.orders = self._store.table()
         self._names: list[str] = []
         self._index: dict[str, int] = {}
-        self._sides: list[tuple[SideLevels, SideLevels]] = []
+        self._sides: list[tuple[PriceLevels, PriceLevels]] = []  # (bids, asks)
         self._name_hashes: list[int] = []
         self._orders_digest = 0
 
@@ -290,7 +282,7 @@ class MboState(ConversionState):
             self._order_digest(+1, ref, symbol, side, price, op[2])
 
     def _order_digest(self, sign: int, ref: int, symbol: int, side: int, price: int, shares: int) -> None:
-        mixed = order_hash(ref, self._name_hashes[symbol], side, price, shares)
+        mixed = self._store.order_hash(ref, self._name_hashes[symbol], side, price, shares)
         self._orders_digest = (self._orders_digest + sign * mixed) & MASK
         self._digest = (self._digest + sign * mixed) & MASK
 
@@ -308,7 +300,8 @@ class MboState(ConversionState):
         if index is None:
             index = self._index[name] = len(self._names)
             self._names.append(name)
-            self._sides.append((SideLevels(is_bid=True), SideLevels(is_bid=False)))
+            levels = self._store.levels
+            self._sides.append((levels(is_bid=True), levels(is_bid=False)))
             digest = blake2b(name.encode(), digest_size=8).digest()
             self._name_hashes.append(int.from_bytes(digest, "big"))
         return index
@@ -374,7 +367,7 @@ class MboState(ConversionState):
         """The digest from scratch (values, session and every live order)."""
         total = super().recompute_digest()
         for ref, symbol, side, price, shares in self.orders.items():
-            total += order_hash(ref, self._name_hashes[symbol], side, price, shares)
+            total += self._store.order_hash(ref, self._name_hashes[symbol], side, price, shares)
         return total & MASK
 
     def levels(self, name: str, side: int, depth: int) -> list[tuple[int, int, int]]:

@@ -25,9 +25,9 @@ import struct
 from array import array
 from bisect import bisect_left, insort
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, Protocol
 
-__all__ = ["ORDER_RECORD", "OrderTable", "SideLevels", "order_hash"]
+__all__ = ["ORDER_RECORD", "LiveOrders", "OrderTable", "PriceLevels", "SideLevels", "order_hash"]
 
 MASK: Final = (1 << 64) - 1
 ORDER_RECORD: Final = struct.Struct(">QBII")  # ref, side, price, shares: one order in a snapshot
@@ -42,6 +42,28 @@ def order_hash(ref: int, symbol_hash: int, side: int, price: int, shares: int) -
     x = ((x ^ (x >> 30)) * _K2) & MASK
     x = ((x ^ (x >> 27)) * _K3) & MASK
     return x ^ (x >> 31)
+
+
+class LiveOrders(Protocol):
+    """What an order table offers: :class:`OrderTable`, or the C extension ``_orders``'s twin."""
+
+    def __len__(self) -> int: ...
+    def __contains__(self, ref: object) -> bool: ...
+    def get(self, ref: int) -> tuple[int, int, int, int] | None: ...
+    def add(self, ref: int, symbol: int, side: int, price: int, shares: int) -> None: ...
+    def set_shares(self, ref: int, shares: int) -> None: ...
+    def remove(self, ref: int) -> None: ...
+    def clear(self) -> None: ...
+    def items(self) -> Iterator[tuple[int, int, int, int, int]]: ...
+
+
+class PriceLevels(Protocol):
+    """What one side's price levels offer: :class:`SideLevels`, or its C twin."""
+
+    def move(self, price: int, shares: int, orders: int) -> None: ...
+    def best(
+        self, depth: int, moves: dict[int, tuple[int, int]] | None = None
+    ) -> list[tuple[int, int, int]]: ...
 
 
 class OrderTable:

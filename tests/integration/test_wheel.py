@@ -31,7 +31,11 @@ import pytest
 from feedha.procs import JsonProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTENSIONS = ("feedha/adapter/conversion/_fastpath", "feedha/adapter/journal/_native")
+EXTENSIONS = (
+    "feedha/adapter/conversion/_fastpath",
+    "feedha/adapter/conversion/_orders",
+    "feedha/adapter/journal/_native",
+)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
@@ -79,6 +83,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     for data in (
         "feedha/adapter/conversion/converters.yaml",
         "feedha/adapter/conversion/_fastpath.pyi",  # each extension's stub beside it
+        "feedha/adapter/conversion/_orders.pyi",
         "feedha/adapter/journal/_native.pyi",
         "feedha/demo_policy.yaml",
         "feedha/client/py.typed",
@@ -93,6 +98,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
         "adapter/conversion/_fastpath.c",
         "adapter/conversion/_market_fields.h",
         "adapter/conversion/_fastpath_constants.h",
+        "adapter/conversion/_orders.c",
         "adapter/journal/_native.c",
         "adapter/journal/_native_constants.h",
     }

@@ -1,0 +1,568 @@
+/*
+ * adapter.conversion._orders: the itch50 order table and price levels in C.
+ *
+ * Theory of operation
+ * -------------------
+ * A market-by-order feed keeps millions of live orders. The Python reference
+ * (adapter/conversion/order_table.py) holds them in a dict and four parallel
+ * arrays, about 134-180 bytes an order; this module holds the same table in
+ * one open-addressed array of 24-byte records, and the same price levels in
+ * sorted arrays, with the same interface, so adapter/conversion/choice.py can
+ * hand out either and adapter/conversion/itch50_state.py cannot tell.
+ *
+ *   OrderTable   reference (u64) -> (symbol u32, side u8, price u32, shares u32).
+ *                Linear probing over a power-of-two array kept at most 3/4
+ *                full; a removal shifts the records after it back (no
+ *                tombstones), so lookups never slow down as orders come and go.
+ *   SideLevels   one side of one symbol's book: (sign * price, shares, orders)
+ *                sorted by the key, best first; found by bisection.
+ *   order_hash   the digest's mix of one live order, as the reference computes it.
+ *
+ * Every method behaves as the reference's does for every input the reference
+ * accepts (tests/unit/adapter/test_orders_native.py compares them with
+ * hypothesis); out-of-range numbers raise OverflowError as the reference's
+ * arrays do. Nothing here keeps a Python object per order.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- order_hash: splitmix64's finalizer over an order's fields (order_table.order_hash) ---- */
+
+#define K1 0x9E3779B97F4A7C15ULL
+#define K2 0xBF58476D1CE4E5B9ULL
+#define K3 0x94D049BB133111EBULL
+
+static inline uint64_t mix_order(uint64_t ref, uint64_t symbol_hash, uint64_t side, uint64_t price, uint64_t shares) {
+    uint64_t x = ref * K1 + symbol_hash + (side << 62) + price * K2 + shares * K3;
+    x = (x ^ (x >> 30)) * K2;
+    x = (x ^ (x >> 27)) * K3;
+    return x ^ (x >> 31);
+}
+
+static PyObject *py_order_hash(PyObject *Py_UNUSED(module), PyObject *args) {
+    unsigned long long ref, symbol_hash, side, price, shares; /* "K": taken mod 2**64, as the reference masks */
+    if (!PyArg_ParseTuple(args, "KKKKK:order_hash", &ref, &symbol_hash, &side, &price, &shares)) return NULL;
+    return PyLong_FromUnsignedLongLong(mix_order(ref, symbol_hash, side, price, shares));
+}
+
+/* ---- checked integer arguments: OverflowError outside the range, as array('I') and bytearray ---- */
+
+static int as_u64(PyObject *obj, uint64_t *out) {
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "an integer is required, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+}
+
+static int as_bounded(PyObject *obj, uint64_t limit, const char *what, uint64_t *out) {
+    if (as_u64(obj, out) < 0) return -1;
+    if (*out > limit) {
+        PyErr_Format(PyExc_OverflowError, "%s %llu is out of range", what, (unsigned long long)*out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- OrderTable ---- */
+
+typedef struct {
+    uint64_t ref;
+    uint32_t symbol, price, shares;
+    uint8_t side, used;
+} Order; /* 24 bytes */
+
+typedef struct {
+    PyObject_HEAD
+    Order *slots;
+    size_t cap; /* 0 or a power of two */
+    size_t count;
+    uint64_t version; /* changes with every add or removal: an iterator refuses to go on after one */
+} OrderTableObject;
+
+static inline size_t home_of(uint64_t ref, size_t mask) {
+    uint64_t x = ref;
+    x = (x ^ (x >> 30)) * K2;
+    x = (x ^ (x >> 27)) * K3;
+    return (size_t)(x ^ (x >> 31)) & mask;
+}
+
+static Order *ot_find(const OrderTableObject *t, uint64_t ref) {
+    if (t->cap == 0) return NULL;
+    size_t mask = t->cap - 1;
+    for (size_t i = home_of(ref, mask);; i = (i + 1) & mask) {
+        Order *o = &t->slots[i];
+        if (!o->used) return NULL;
+        if (o->ref == ref) return o;
+    }
+}
+
+static Order *ot_slot_for(Order *slots, size_t cap, uint64_t ref) {
+    size_t mask = cap - 1;
+    size_t i = home_of(ref, mask);
+    while (slots[i].used && slots[i].ref != ref) i = (i + 1) & mask;
+    return &slots[i];
+}
+
+static int ot_grow(OrderTableObject *t) {
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    if (cap > ((size_t)PY_SSIZE_T_MAX / sizeof(Order))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Order *slots = PyMem_Calloc(cap, sizeof(Order));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].used) *ot_slot_for(slots, cap, t->slots[i].ref) = t->slots[i];
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* Remove the record at ``o`` and shift back the records of its probe run (no tombstones). */
+static void ot_erase(OrderTableObject *t, Order *o) {
+    size_t mask = t->cap - 1;
+    size_t hole = (size_t)(o - t->slots);
+    for (size_t j = (hole + 1) & mask; t->slots[j].used; j = (j + 1) & mask) {
+        size_t home = home_of(t->slots[j].ref, mask);
+        /* The record at j may fill the hole unless its home lies cyclically in (hole, j]. */
+        int stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (!stays) {
+            t->slots[hole] = t->slots[j];
+            hole = j;
+        }
+    }
+    memset(&t->slots[hole], 0, sizeof(Order));
+    t->count--;
+    t->version++;
+}
+
+static PyObject *OrderTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "OrderTable() takes no arguments");
+        return NULL;
+    }
+    OrderTableObject *self = (OrderTableObject *)type->tp_alloc(type, 0);
+    return (PyObject *)self; /* tp_alloc zeroes: no slots yet */
+}
+
+static void OrderTable_dealloc(OrderTableObject *self) {
+    PyMem_Free(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t OrderTable_len(OrderTableObject *self) { return (Py_ssize_t)self->count; }
+
+static int OrderTable_contains(OrderTableObject *self, PyObject *key) {
+    if (!PyLong_Check(key)) return 0;
+    unsigned long long ref = PyLong_AsUnsignedLongLong(key);
+    if (ref == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* a negative or too large reference is simply not live */
+        return 0;
+    }
+    return ot_find(self, ref) != NULL;
+}
+
+static PyObject *order_tuple(const Order *o) {
+    return Py_BuildValue("(IBII)", o->symbol, o->side, o->price, o->shares);
+}
+
+static PyObject *OrderTable_get(OrderTableObject *self, PyObject *key) {
+    if (OrderTable_contains(self, key) <= 0) Py_RETURN_NONE;
+    return order_tuple(ot_find(self, PyLong_AsUnsignedLongLong(key)));
+}
+
+static PyObject *OrderTable_add(OrderTableObject *self, PyObject *args) {
+    PyObject *a[5];
+    if (!PyArg_UnpackTuple(args, "add", 5, 5, &a[0], &a[1], &a[2], &a[3], &a[4])) return NULL;
+    uint64_t ref, symbol, side, price, shares;
+    if (as_u64(a[0], &ref) < 0 || as_bounded(a[1], UINT32_MAX, "symbol", &symbol) < 0 ||
+        as_bounded(a[2], UINT8_MAX, "side", &side) < 0 || as_bounded(a[3], UINT32_MAX, "price", &price) < 0 ||
+        as_bounded(a[4], UINT32_MAX, "shares", &shares) < 0)
+        return NULL;
+    if ((self->count + 1) * 4 > self->cap * 3 && ot_grow(self) < 0) return NULL;
+    Order *o = ot_slot_for(self->slots, self->cap, ref);
+    if (!o->used) {
+        self->count++;
+        self->version++;
+    }
+    *o = (Order){.ref = ref, .symbol = (uint32_t)symbol, .price = (uint32_t)price, .shares = (uint32_t)shares,
+                 .side = (uint8_t)side, .used = 1};
+    Py_RETURN_NONE;
+}
+
+static Order *find_or_raise(OrderTableObject *self, PyObject *key) {
+    int live = OrderTable_contains(self, key);
+    if (live <= 0) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        return NULL;
+    }
+    return ot_find(self, PyLong_AsUnsignedLongLong(key));
+}
+
+static PyObject *OrderTable_set_shares(OrderTableObject *self, PyObject *args) {
+    PyObject *key, *value;
+    uint64_t shares;
+    if (!PyArg_UnpackTuple(args, "set_shares", 2, 2, &key, &value)) return NULL;
+    Order *o = find_or_raise(self, key);
+    if (o == NULL || as_bounded(value, UINT32_MAX, "shares", &shares) < 0) return NULL;
+    o->shares = (uint32_t)shares;
+    Py_RETURN_NONE;
+}
+
+static PyObject *OrderTable_remove(OrderTableObject *self, PyObject *key) {
+    Order *o = find_or_raise(self, key);
+    if (o == NULL) return NULL;
+    ot_erase(self, o);
+    Py_RETURN_NONE;
+}
+
+static PyObject *OrderTable_clear(OrderTableObject *self, PyObject *Py_UNUSED(ignored)) {
+    PyMem_Free(self->slots); /* and give the memory back, as the reference does */
+    self->slots = NULL;
+    self->cap = self->count = 0;
+    self->version++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *OrderTable_sizeof(OrderTableObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSize_t(sizeof(OrderTableObject) + self->cap * sizeof(Order));
+}
+
+/* items(): an iterator over the live orders, (ref, symbol, side, price, shares), in no set order. */
+
+typedef struct {
+    PyObject_HEAD
+    OrderTableObject *table;
+    size_t pos;
+    uint64_t version;
+} ItemsObject;
+
+static PyTypeObject ItemsType;
+
+static PyObject *OrderTable_items(OrderTableObject *self, PyObject *Py_UNUSED(ignored)) {
+    ItemsObject *it = PyObject_New(ItemsObject, &ItemsType);
+    if (it == NULL) return NULL;
+    it->table = (OrderTableObject *)Py_NewRef(self);
+    it->pos = 0;
+    it->version = self->version;
+    return (PyObject *)it;
+}
+
+static void Items_dealloc(ItemsObject *self) {
+    Py_DECREF(self->table);
+    PyObject_Free(self);
+}
+
+static PyObject *Items_next(ItemsObject *self) {
+    OrderTableObject *t = self->table;
+    if (self->version != t->version) {
+        PyErr_SetString(PyExc_RuntimeError, "OrderTable changed size during iteration");
+        return NULL;
+    }
+    while (self->pos < t->cap) {
+        const Order *o = &t->slots[self->pos++];
+        if (o->used) return Py_BuildValue("(KIBII)", (unsigned long long)o->ref, o->symbol, o->side, o->price, o->shares);
+    }
+    return NULL; /* StopIteration */
+}
+
+static PyTypeObject ItemsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.OrderTableItems",
+    .tp_basicsize = sizeof(ItemsObject),
+    .tp_dealloc = (destructor)Items_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)Items_next,
+};
+
+static PyMethodDef OrderTable_methods[] = {
+    {"get", (PyCFunction)OrderTable_get, METH_O, "get(ref) -> (symbol, side, price, shares) of a live order, or None"},
+    {"add", (PyCFunction)OrderTable_add, METH_VARARGS, "add(ref, symbol, side, price, shares): add a live order"},
+    {"set_shares", (PyCFunction)OrderTable_set_shares, METH_VARARGS, "set_shares(ref, shares): KeyError if not live"},
+    {"remove", (PyCFunction)OrderTable_remove, METH_O, "remove(ref): KeyError if not live"},
+    {"clear", (PyCFunction)OrderTable_clear, METH_NOARGS, "remove every order and give the memory back"},
+    {"items", (PyCFunction)OrderTable_items, METH_NOARGS, "every live order: (ref, symbol, side, price, shares)"},
+    {"__sizeof__", (PyCFunction)OrderTable_sizeof, METH_NOARGS, "bytes held, the records' array included"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods OrderTable_as_sequence = {
+    .sq_length = (lenfunc)OrderTable_len,
+    .sq_contains = (objobjproc)OrderTable_contains,
+};
+
+static PyTypeObject OrderTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.OrderTable",
+    .tp_basicsize = sizeof(OrderTableObject),
+    .tp_dealloc = (destructor)OrderTable_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Live orders by reference, 24 bytes each (see adapter/conversion/order_table.py, OrderTable).",
+    .tp_new = OrderTable_new,
+    .tp_methods = OrderTable_methods,
+    .tp_as_sequence = &OrderTable_as_sequence,
+};
+
+/* ---- SideLevels ---- */
+
+typedef struct {
+    int64_t key; /* sign * price: ascending is best first */
+    int64_t size, count;
+} Level;
+
+typedef struct {
+    PyObject_HEAD
+    int64_t sign;
+    Level *levels;
+    Py_ssize_t n, cap;
+} SideLevelsObject;
+
+/* The index of ``key``, or where it would go (found tells which). */
+static Py_ssize_t sl_search(const SideLevelsObject *s, int64_t key, int *found) {
+    Py_ssize_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (s->levels[mid].key < key) lo = mid + 1;
+        else hi = mid;
+    }
+    *found = lo < s->n && s->levels[lo].key == key;
+    return lo;
+}
+
+static int sl_insert(SideLevelsObject *s, Py_ssize_t at, Level level) {
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 8;
+        Level *grown = PyMem_Realloc(s->levels, (size_t)cap * sizeof(Level));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->levels = grown;
+        s->cap = cap;
+    }
+    memmove(&s->levels[at + 1], &s->levels[at], (size_t)(s->n - at) * sizeof(Level));
+    s->levels[at] = level;
+    s->n++;
+    return 0;
+}
+
+static void sl_delete(SideLevelsObject *s, Py_ssize_t at) {
+    memmove(&s->levels[at], &s->levels[at + 1], (size_t)(s->n - at - 1) * sizeof(Level));
+    s->n--;
+}
+
+static PyObject *SideLevels_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"is_bid", NULL};
+    int is_bid;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$p:SideLevels", kwlist, &is_bid)) return NULL;
+    SideLevelsObject *self = (SideLevelsObject *)type->tp_alloc(type, 0);
+    if (self != NULL) self->sign = is_bid ? -1 : 1;
+    return (PyObject *)self;
+}
+
+static void SideLevels_dealloc(SideLevelsObject *self) {
+    PyMem_Free(self->levels);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int as_i64(PyObject *obj, int64_t *out) {
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+}
+
+/* move(price, shares, orders): add shares and orders at price; a level at 0 orders goes. */
+static PyObject *SideLevels_move(SideLevelsObject *self, PyObject *args) {
+    long long price, shares, orders;
+    if (!PyArg_ParseTuple(args, "LLL:move", &price, &shares, &orders)) return NULL;
+    if (price == LLONG_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "price is out of range");
+        return NULL;
+    }
+    int found;
+    int64_t key = self->sign * price;
+    Py_ssize_t at = sl_search(self, key, &found);
+    int64_t count = (found ? self->levels[at].count : 0) + orders;
+    if (count <= 0) {
+        if (found) sl_delete(self, at);
+        Py_RETURN_NONE;
+    }
+    if (!found) {
+        if (sl_insert(self, at, (Level){.key = key, .size = shares, .count = count}) < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    self->levels[at].count = count;
+    self->levels[at].size += shares;
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    int64_t price, size, count;
+} Shown;
+
+static PyObject *shown_list(const Shown *levels, Py_ssize_t n) {
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = Py_BuildValue("(LLL)", (long long)levels[i].price, (long long)levels[i].size,
+                                    (long long)levels[i].count);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+/* The level at ``price`` after a move of (d_size, d_count), appended to ``out`` unless it is empty. */
+static void shown_add(const SideLevelsObject *self, Shown *out, Py_ssize_t *n, int64_t price, int64_t d_size,
+                      int64_t d_count) {
+    int found;
+    Py_ssize_t at = sl_search(self, self->sign * price, &found);
+    int64_t count = (found ? self->levels[at].count : 0) + d_count;
+    if (count > 0) out[(*n)++] = (Shown){price, (found ? self->levels[at].size : 0) + d_size, count};
+}
+
+/* The moves dict (price -> (shares, orders)) read into ``m``: 0, or -1 with an exception set. */
+static int read_moves(PyObject *moves, Shown *m) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, i = 0;
+    while (PyDict_Next(moves, &pos, &key, &value)) {
+        if (as_i64(key, &m[i].price) < 0) return -1;
+        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a move is (shares, orders)");
+            return -1;
+        }
+        if (as_i64(PyTuple_GET_ITEM(value, 0), &m[i].size) < 0 || as_i64(PyTuple_GET_ITEM(value, 1), &m[i].count) < 0)
+            return -1;
+        i++;
+    }
+    return 0;
+}
+
+/* best(depth, moves=None): the best ``depth`` levels (price, shares, orders), after ``moves`` if given.
+ * As the reference: the levels among the best depth + len(moves) prices and the moved prices. */
+static PyObject *SideLevels_best(SideLevelsObject *self, PyObject *args) {
+    Py_ssize_t depth;
+    PyObject *moves = Py_None;
+    if (!PyArg_ParseTuple(args, "n|O:best", &depth, &moves)) return NULL;
+    if (depth < 0) {
+        PyErr_Format(PyExc_ValueError, "depth must be >= 0, got %zd", depth);
+        return NULL;
+    }
+    if (moves != Py_None && !PyDict_Check(moves)) {
+        PyErr_SetString(PyExc_TypeError, "moves must be a dict of price -> (shares, orders)");
+        return NULL;
+    }
+    Py_ssize_t n_moves = moves == Py_None ? 0 : PyDict_GET_SIZE(moves);
+    Py_ssize_t top = depth > self->n - n_moves ? self->n : depth + n_moves;
+    Shown *out = PyMem_Malloc((size_t)(top + 2 * n_moves + 1) * sizeof(Shown));
+    if (out == NULL) return PyErr_NoMemory();
+    Shown *m = out + top + n_moves; /* the moves themselves, after room for every shown level */
+    Py_ssize_t n = 0;
+    if (n_moves && read_moves(moves, m) < 0) {
+        PyMem_Free(out);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n_moves; i++) shown_add(self, out, &n, m[i].price, m[i].size, m[i].count);
+    for (Py_ssize_t i = 0; i < top; i++) {
+        const Level *level = &self->levels[i];
+        int64_t price = self->sign * level->key;
+        int moved = 0;
+        for (Py_ssize_t k = 0; k < n_moves && !moved; k++) moved = m[k].price == price;
+        if (!moved) out[n++] = (Shown){price, level->size, level->count};
+    }
+    if (n_moves) {
+        for (Py_ssize_t i = 1; i < n; i++) { /* few levels: insertion sort by sign * price */
+            Shown x = out[i];
+            Py_ssize_t j = i;
+            while (j > 0 && self->sign * out[j - 1].price > self->sign * x.price) {
+                out[j] = out[j - 1];
+                j--;
+            }
+            out[j] = x;
+        }
+    }
+    PyObject *result = shown_list(out, n < depth ? n : depth);
+    PyMem_Free(out);
+    return result;
+}
+
+static Py_ssize_t SideLevels_len(SideLevelsObject *self) { return self->n; }
+
+static PyObject *SideLevels_sizeof(SideLevelsObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSize_t(sizeof(SideLevelsObject) + (size_t)self->cap * sizeof(Level));
+}
+
+static PyObject *SideLevels_get_sign(SideLevelsObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromLongLong(self->sign);
+}
+
+static PyMethodDef SideLevels_methods[] = {
+    {"move", (PyCFunction)SideLevels_move, METH_VARARGS, "move(price, shares, orders): a level at 0 orders goes"},
+    {"best", (PyCFunction)SideLevels_best, METH_VARARGS, "best(depth, moves=None) -> [(price, shares, orders)]"},
+    {"__sizeof__", (PyCFunction)SideLevels_sizeof, METH_NOARGS, "bytes held, the levels' array included"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef SideLevels_getset[] = {
+    {"sign", (getter)SideLevels_get_sign, NULL, "-1 for bids (best at the highest price), 1 for asks", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods SideLevels_as_sequence = {.sq_length = (lenfunc)SideLevels_len};
+
+static PyTypeObject SideLevelsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.SideLevels",
+    .tp_basicsize = sizeof(SideLevelsObject),
+    .tp_dealloc = (destructor)SideLevels_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SideLevels(*, is_bid): one side of one symbol's book by price (see adapter/conversion/order_table.py).",
+    .tp_new = SideLevels_new,
+    .tp_methods = SideLevels_methods,
+    .tp_getset = SideLevels_getset,
+    .tp_as_sequence = &SideLevels_as_sequence,
+};
+
+/* ---- the module ---- */
+
+static PyMethodDef module_methods[] = {
+    {"order_hash", py_order_hash, METH_VARARGS, "order_hash(ref, symbol_hash, side, price, shares) -> u64"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_orders",
+    .m_doc = "The itch50 order table and price levels in C (see adapter/conversion/order_table.py).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__orders(void) {
+    if (PyType_Ready(&OrderTableType) < 0 || PyType_Ready(&ItemsType) < 0 || PyType_Ready(&SideLevelsType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "OrderTable", (PyObject *)&OrderTableType) < 0 ||
+        PyModule_AddObjectRef(m, "SideLevels", (PyObject *)&SideLevelsType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
