@@ -10,6 +10,7 @@ state's order table and price levels likewise come from the C extension
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,23 +90,22 @@ class OrderStore:
     is_native: bool
 
 
-_warned_orders = False
-
-
 def make_order_store(*, prefer_native: bool = True) -> OrderStore:
     """The order table, price levels and order hash: C when built, else the Python reference (logged once).
 
     Args:
         prefer_native: ``False`` gives the reference (tests, comparisons).
     """
-    global _warned_orders
     if prefer_native and _ORDERS_NOT_BUILT is None:
         from feedha.adapter.conversion import _orders
 
         return OrderStore(_orders.OrderTable, _orders.SideLevels, _orders.order_hash, is_native=True)
-    if prefer_native and not _warned_orders:
-        _warned_orders = True
-        warn_fallback(
-            logger, "the itch50 order table", "~5x the memory per live order", str(_ORDERS_NOT_BUILT)
-        )
+    if prefer_native:
+        _warn_orders_fallback()
     return OrderStore(order_table.OrderTable, order_table.SideLevels, order_table.order_hash, is_native=False)
+
+
+@functools.cache
+def _warn_orders_fallback() -> None:
+    # Once a process: every itch50 state asks, and the reason does not change.
+    warn_fallback(logger, "the itch50 order table", "~2.4x the memory per live order", str(_ORDERS_NOT_BUILT))

@@ -57,7 +57,7 @@ from feedha.adapter.errors import ConversionError
 __all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboState", "Staged"]
 
 PRICE_SCALE: Final = 10_000.0
-MAX_ORDERS: Final = 20_000_000  # live orders held by default (under 4 GB: 134-180 bytes an order)
+MAX_ORDERS: Final = 20_000_000  # live orders held by default (~1.2 GB at the C table's 56 bytes an order)
 MAX_SYMBOLS: Final = 200_000  # symbols held (a real day names about 12,000)
 Op = tuple[int, ...]  # (ADD, ref, symbol, side, price, shares) | (REMOVE, ref) | (SHARES, ref, shares)
 ADD, REMOVE, SHARES = 0, 1, 2

@@ -160,3 +160,18 @@ def test_an_itch_day_leaves_both_stores_with_one_state() -> None:
     assert restored.digest == reference_state.digest and sorted(restored.orders.items()) == sorted(
         reference_state.orders.items()
     )
+
+
+def test_without_the_extension_the_reference_serves_and_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(choice, "_ORDERS_NOT_BUILT", "the C extension ... is not built (test)")
+    choice._warn_orders_fallback.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger=choice.__name__):
+            stores = [MboState()._store for _ in range(3)]
+    finally:
+        choice._warn_orders_fallback.cache_clear()
+    assert not any(store.is_native for store in stores)
+    warned = [r.getMessage() for r in caplog.records if "itch50 order table" in r.getMessage()]
+    assert len(warned) == 1 and "is not built (test)" in warned[0]
