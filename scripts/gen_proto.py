@@ -13,10 +13,11 @@ Generated files:
   each other as ``from feedha.proto import market_pb2`` and a .proto imports
   another as ``import "feedha/proto/market.proto"``.
 * ``adapter/conversion/_market_fields.h``: the field numbers and ready-made tags of the
-  ``feedha.v1`` fields that the C fast path (``adapter/conversion/_fastpath.c``) encodes
-  by hand. Generating it refuses (exit 1, naming the field) when the schema
-  no longer matches what that encoder assumes: a field missing, of another
-  type, out of the encoder's write order, or too high for a one-byte tag.
+  ``feedha.v1`` fields that the C extensions (``adapter/conversion/_fastpath.c``, and
+  ``adapter/conversion/_orders.c`` for the itch50 blocks) encode by hand. Generating
+  it refuses (exit 1, naming the field) when the schema no longer matches what
+  those encoders assume: a field missing, of another type or presence, out of
+  the encoders' write order, or too high for a one-byte tag.
 """
 
 from __future__ import annotations
@@ -36,13 +37,22 @@ if TYPE_CHECKING:
 ROOT: Final = Path(__file__).resolve().parent.parent
 PROTO_SUFFIXES: Final = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 HEADER: Final = "adapter/conversion/_market_fields.h"  # relative to the root
-ENCODER: Final = "adapter/conversion/_fastpath.c"  # the C code that includes HEADER
+ENCODER: Final = "the C encoder (adapter/conversion/_fastpath.c, _orders.c)"  # the code that includes HEADER
 PACKAGE_DIR: Final = "feedha/proto"  # where proto/ is installed, and the .proto files' include path
 MARKET_PROTO: Final = f"{PACKAGE_DIR}/market.proto"
 
 # FieldDescriptor.TYPE_* (the values are fixed by descriptor.proto).
-_DOUBLE, _INT64, _STRING, _MESSAGE, _ENUM = 1, 3, 9, 11, 14
-_WIRE_TYPES: Final = {_INT64: 0, _ENUM: 0, _DOUBLE: 1, _STRING: 2, _MESSAGE: 2}
+_DOUBLE, _INT64, _BOOL, _STRING, _MESSAGE, _BYTES, _UINT32, _ENUM = 1, 3, 8, 9, 11, 12, 13, 14
+_WIRE_TYPES: Final = {
+    _INT64: 0,
+    _BOOL: 0,
+    _UINT32: 0,
+    _ENUM: 0,
+    _DOUBLE: 1,
+    _STRING: 2,
+    _BYTES: 2,
+    _MESSAGE: 2,
+}
 
 
 class SchemaError(Exception):
@@ -57,6 +67,7 @@ class _Field:
     type: int
     repeated: bool = False
     target: str | None = None  # full name of the message or enum type
+    optional: bool = False  # explicit presence: written when set, zero included
 
 
 # What adapter/conversion/_fastpath.c encodes, per message in the order it writes the
@@ -70,6 +81,7 @@ _ENCODED: Final[dict[str, tuple[_Field, ...]]] = {
         _Field("entries", _MESSAGE, repeated=True, target="feedha.v1.Entry"),
         _Field("state", _MESSAGE, target="feedha.v1.SymbolState"),
         _Field("extra", _MESSAGE, repeated=True, target="feedha.v1.MarketUpdate.ExtraEntry"),
+        _Field("symbols", _MESSAGE, repeated=True, target="feedha.v1.SymbolUpdate"),
     ),
     "feedha.v1.Entry": (
         _Field("type", _ENUM, target="feedha.v1.EntryType"),
@@ -87,6 +99,45 @@ _ENCODED: Final[dict[str, tuple[_Field, ...]]] = {
         _Field("bid", _DOUBLE),
         _Field("ask", _DOUBLE),
         _Field("notional", _DOUBLE),
+        _Field("book", _MESSAGE, target="feedha.v1.Book"),
+        _Field("session", _MESSAGE, target="feedha.v1.SessionValues"),
+    ),
+    # The book blocks (fix44's layout; _orders.c writes itch50's).
+    "feedha.v1.SymbolUpdate": (
+        _Field("symbol", _STRING),
+        _Field("trades", _MESSAGE, repeated=True, target="feedha.v1.Entry"),
+        _Field("book_changes", _MESSAGE, repeated=True, target="feedha.v1.BookChange"),
+        _Field("state", _MESSAGE, target="feedha.v1.SymbolState"),
+        _Field("orders", _BYTES),
+    ),
+    "feedha.v1.BookChange": (
+        _Field("action", _ENUM, target="feedha.v1.BookAction"),
+        _Field("side", _ENUM, target="feedha.v1.Side"),
+        _Field("level", _UINT32),
+        _Field("price", _DOUBLE),
+        _Field("size", _DOUBLE),
+        _Field("orders", _INT64),
+    ),
+    "feedha.v1.Book": (
+        _Field("level_indexed", _BOOL),
+        _Field("depth", _UINT32),
+        _Field("bids", _MESSAGE, repeated=True, target="feedha.v1.BookLevel"),
+        _Field("asks", _MESSAGE, repeated=True, target="feedha.v1.BookLevel"),
+        _Field("orders", _BYTES),
+    ),
+    "feedha.v1.BookLevel": (
+        _Field("price", _DOUBLE),
+        _Field("size", _DOUBLE),
+        _Field("orders", _INT64),
+    ),
+    "feedha.v1.SessionValues": (
+        *(
+            _Field(name, _DOUBLE, optional=True)
+            for name in ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
+        ),
+        _Field("notional", _DOUBLE),
+        _Field("traded", _DOUBLE),
+        _Field("trades", _INT64),
     ),
     # map<string, double> extra: each pair is one of these.
     "feedha.v1.MarketUpdate.ExtraEntry": (
@@ -158,7 +209,9 @@ def _checked_field(message: Descriptor, want: _Field) -> FieldDescriptor:
             f"{where} is {_describe(*have)}: {ENCODER} encodes it as "
             f"{_describe(want.type, want.repeated, want.target)}"
         )
-    if field.type != _MESSAGE and field.has_presence:
+    if field.type != _MESSAGE and field.has_presence != want.optional:
+        if want.optional:
+            raise SchemaError(f"{where} has no presence: {ENCODER} writes it when set, zero included")
         raise SchemaError(f"{where} has explicit presence: {ENCODER} omits it when zero")
     if not 1 <= field.number <= 15:
         raise SchemaError(f"{where} = {field.number}: {ENCODER} writes one-byte tags (1..15)")

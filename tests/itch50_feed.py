@@ -18,13 +18,20 @@ def packets(data: bytes, *, per_packet: int = 20, session: str = "TEST") -> list
     ]
 
 
-def convert(engine: Itch50Engine, packet: bytes) -> dict[str, int]:
-    """Convert one packet as the core would (runs, and the careful path one message at a time)."""
+def convert(engine: Itch50Engine, packet: bytes, blocks: list[bytes] | None = None) -> dict[str, int]:
+    """Convert one packet as the core would (runs, and the careful path one message at a time).
+
+    ``blocks``, when given, receives each run's wire blocks and digests.
+    """
     reasons: dict[str, int] = {}
     frame = engine.source_frame(packet)
     pos = 0
     while pos < len(frame):
-        pos, _count, stop, *_rest = engine.run(frame, pos, 0, 0, 1 << 20, 1 << 20, 1, 1, True, False)
+        pos, _count, stop, run_blocks, _first, digests, _payloads = engine.run(
+            frame, pos, 0, 0, 1 << 20, 1 << 20, 1, 1, True, False
+        )
+        if blocks is not None:
+            blocks += [run_blocks, digests]
         if stop == 1:
             body, pos = engine.next_message(frame, pos)
             try:

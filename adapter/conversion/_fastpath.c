@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_protowire.h"         /* Buf and the protobuf primitives, shared with _orders.c */
 #include "_fastpath_constants.h" /* generated from the Python definitions by scripts/gen_constants.py */
 #include "_market_fields.h"      /* generated from proto/market.proto by scripts/gen_proto.py */
 
@@ -181,12 +182,6 @@ static inline void put_be64(uint8_t *p, uint64_t v) {
         p[i] = (uint8_t)v;
         v >>= 8;
     }
-}
-
-static inline uint64_t dbits(double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
 }
 
 /* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/conversion/state.py). */
@@ -542,53 +537,7 @@ static PyTypeObject StateType = {
     .tp_as_sequence = &State_as_sequence,
 };
 
-/* ---- output buffer ---- */
-
-typedef struct {
-    uint8_t *data;
-    size_t len, cap;
-} Buf;
-
-static int buf_reserve(Buf *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more) cap *= 2;
-    uint8_t *data = PyMem_Realloc(b->data, cap);
-    if (data == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->data = data;
-    b->cap = cap;
-    return 0;
-}
-
-static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-static inline size_t varint_size(uint64_t v) {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static inline uint8_t *put_double(uint8_t *p, double d) {
-    uint64_t u = dbits(d);
-    for (int i = 0; i < 8; i++) {
-        *p++ = (uint8_t)u;
-        u >>= 8;
-    }
-    return p;
-}
+/* ---- output buffer: Buf, put_varint, varint_size, put_double (_protowire.h) ---- */
 
 /* ---- the fast path ---- */
 

@@ -17,6 +17,10 @@
  *   SideLevels   one side of one symbol's book: (sign * price, shares, orders)
  *                sorted by the key, best first; found by bisection.
  *   order_hash   the digest's mix of one live order, as the reference computes it.
+ *   encode_block the payload of a book block (a MarketUpdate of SymbolUpdates), byte for
+ *                byte what the protobuf runtime writes for itch50_engine.encode_staged's
+ *                message (deterministic: fields by number, proto3 zeros left out, a
+ *                double zero by its bits, an optional session value whenever it is set).
  *
  * Every method behaves as the reference's does for every input the reference
  * accepts (tests/unit/adapter/test_orders_native.py compares them with
@@ -25,6 +29,9 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
+#include "_protowire.h"     /* Buf and the protobuf primitives, shared with _fastpath.c */
 
 #include <limits.h>
 #include <stdint.h>
@@ -539,10 +546,323 @@ static PyTypeObject SideLevelsType = {
     .tp_as_sequence = &SideLevels_as_sequence,
 };
 
+/* ---- encode_block: a book block's MarketUpdate ---- */
+
+/* Attribute names, interned once (module init). */
+static PyObject *N_BOOK, *N_BIDS, *N_ASKS, *N_LEVEL_INDEXED, *N_ORDERS, *N_NOTIONAL, *N_TRADED, *N_TRADES;
+static PyObject *N_STATE[9];   /* SymbolValues: volume high low last vwap trade_count bid ask notional */
+static PyObject *N_SESSION[9]; /* BookValues: volume last high low open close settle open_interest vwap */
+static const char *STATE_NAMES[9] = {"volume", "high", "low", "last", "vwap", "trade_count", "bid", "ask", "notional"};
+static const char *SESSION_NAMES[9] = {"volume", "last",   "high",          "low", "open",
+                                       "close",  "settle", "open_interest", "vwap"};
+
+static int intern_names(void) {
+    N_BOOK = PyUnicode_InternFromString("book");
+    N_BIDS = PyUnicode_InternFromString("bids");
+    N_ASKS = PyUnicode_InternFromString("asks");
+    N_LEVEL_INDEXED = PyUnicode_InternFromString("level_indexed");
+    N_ORDERS = PyUnicode_InternFromString("orders");
+    N_NOTIONAL = PyUnicode_InternFromString("notional");
+    N_TRADED = PyUnicode_InternFromString("traded");
+    N_TRADES = PyUnicode_InternFromString("trades");
+    if (!N_BOOK || !N_BIDS || !N_ASKS || !N_LEVEL_INDEXED || !N_ORDERS || !N_NOTIONAL || !N_TRADED || !N_TRADES)
+        return -1;
+    for (int i = 0; i < 9; i++) {
+        N_STATE[i] = PyUnicode_InternFromString(STATE_NAMES[i]);
+        N_SESSION[i] = PyUnicode_InternFromString(SESSION_NAMES[i]);
+        if (N_STATE[i] == NULL || N_SESSION[i] == NULL) return -1;
+    }
+    return 0;
+}
+
+static int w_raw(Buf *b, const void *p, size_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+static int w_varint(Buf *b, uint8_t tag, uint64_t v) { /* a proto3 integer: left out at 0 */
+    if (v == 0) return 0;
+    if (buf_reserve(b, 11) < 0) return -1;
+    b->data[b->len] = tag;
+    b->len = (size_t)(put_varint(b->data + b->len + 1, v) - b->data);
+    return 0;
+}
+
+static int w_double(Buf *b, uint8_t tag, double d, int always) { /* proto3: left out when its bits are 0 */
+    if (!always && dbits(d) == 0) return 0;
+    if (buf_reserve(b, 9) < 0) return -1;
+    b->data[b->len] = tag;
+    b->len = (size_t)(put_double(b->data + b->len + 1, d) - b->data);
+    return 0;
+}
+
+/* Make [start, len) the body of field ``tag``: its tag and length go in front of it. */
+static int w_close(Buf *b, size_t start, uint8_t tag) {
+    size_t body = b->len - start, head = 1 + varint_size(body);
+    if (buf_reserve(b, head) < 0) return -1;
+    memmove(b->data + start + head, b->data + start, body);
+    b->data[start] = tag;
+    put_varint(b->data + start + 1, body);
+    b->len += head;
+    return 0;
+}
+
+static int to_double(PyObject *obj, double *out) {
+    *out = PyFloat_AsDouble(obj);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int to_i64(PyObject *obj, int64_t *out) { /* an int field takes an int (as the runtime) */
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "an int64 field takes an int, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+}
+
+/* A (price, size) trade: Entry {type TRADE, price, size (an int), notional = price * size}. */
+static int w_trade(Buf *b, PyObject *trade) {
+    double price, size;
+    int64_t whole;
+    if (!PyTuple_Check(trade) || PyTuple_GET_SIZE(trade) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a trade is (price, size)");
+        return -1;
+    }
+    PyObject *size_obj = PyTuple_GET_ITEM(trade, 1);
+    if (to_double(PyTuple_GET_ITEM(trade, 0), &price) < 0 || to_i64(size_obj, &whole) < 0 ||
+        to_double(size_obj, &size) < 0)
+        return -1;
+    size_t start = b->len;
+    if (w_varint(b, FH_ENTRY_TYPE_TAG, FH_ENTRYTYPE_TRADE) < 0 || w_double(b, FH_ENTRY_PRICE_TAG, price, 0) < 0 ||
+        w_varint(b, FH_ENTRY_SIZE_TAG, (uint64_t)whole) < 0 ||
+        w_double(b, FH_ENTRY_NOTIONAL_TAG, price * size, 0) < 0)
+        return -1;
+    return w_close(b, start, FH_SYMBOLUPDATE_TRADES_TAG);
+}
+
+/* A BookChange (action, side, level, price, size, orders). */
+static int w_change(Buf *b, PyObject *change) {
+    int64_t action, side, level, orders;
+    double price, size;
+    if (!PyTuple_Check(change) || PyTuple_GET_SIZE(change) != 6) {
+        PyErr_SetString(PyExc_TypeError, "a book change is (action, side, level, price, size, orders)");
+        return -1;
+    }
+    if (to_i64(PyTuple_GET_ITEM(change, 0), &action) < 0 || to_i64(PyTuple_GET_ITEM(change, 1), &side) < 0 ||
+        to_i64(PyTuple_GET_ITEM(change, 2), &level) < 0 || to_double(PyTuple_GET_ITEM(change, 3), &price) < 0 ||
+        to_double(PyTuple_GET_ITEM(change, 4), &size) < 0 || to_i64(PyTuple_GET_ITEM(change, 5), &orders) < 0)
+        return -1;
+    if (level < 0 || level > UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "book level %lld is not a uint32", (long long)level);
+        return -1;
+    }
+    size_t start = b->len;
+    if (w_varint(b, FH_BOOKCHANGE_ACTION_TAG, (uint64_t)action) < 0 || w_varint(b, FH_BOOKCHANGE_SIDE_TAG, (uint64_t)side) < 0 ||
+        w_varint(b, FH_BOOKCHANGE_LEVEL_TAG, (uint64_t)level) < 0 || w_double(b, FH_BOOKCHANGE_PRICE_TAG, price, 0) < 0 ||
+        w_double(b, FH_BOOKCHANGE_SIZE_TAG, size, 0) < 0 || w_varint(b, FH_BOOKCHANGE_ORDERS_TAG, (uint64_t)orders) < 0)
+        return -1;
+    return w_close(b, start, FH_SYMBOLUPDATE_BOOK_CHANGES_TAG);
+}
+
+/* One side's levels, each a (price, size, orders) BookLevel. */
+static int w_levels(Buf *b, PyObject *levels, uint8_t tag) {
+    PyObject *seq = PySequence_Fast(levels, "a book side is a list of (price, size, orders)");
+    if (seq == NULL) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); i < n && rc == 0; i++) {
+        PyObject *level = PySequence_Fast_GET_ITEM(seq, i);
+        double price, size;
+        int64_t orders;
+        if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a level is (price, size, orders)");
+            rc = -1;
+            break;
+        }
+        size_t start = b->len;
+        rc = (to_double(PyTuple_GET_ITEM(level, 0), &price) < 0 || to_double(PyTuple_GET_ITEM(level, 1), &size) < 0 ||
+              to_i64(PyTuple_GET_ITEM(level, 2), &orders) < 0 || w_double(b, FH_BOOKLEVEL_PRICE_TAG, price, 0) < 0 ||
+              w_double(b, FH_BOOKLEVEL_SIZE_TAG, size, 0) < 0 ||
+              w_varint(b, FH_BOOKLEVEL_ORDERS_TAG, (uint64_t)orders) < 0 || w_close(b, start, tag) < 0)
+                 ? -1
+                 : 0;
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* w_attr_*: an attribute of ``obj`` written as a field (new reference dropped here). */
+static int w_attr_double(Buf *b, PyObject *obj, PyObject *name, uint8_t tag, int optional) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    double d = 0.0;
+    int rc = 0;
+    if (!(optional && value == Py_None)) rc = to_double(value, &d) < 0 ? -1 : w_double(b, tag, d, optional);
+    Py_DECREF(value);
+    return rc;
+}
+
+static int w_attr_i64(Buf *b, PyObject *obj, PyObject *name, uint8_t tag) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    int64_t v;
+    int rc = to_i64(value, &v) < 0 ? -1 : w_varint(b, tag, (uint64_t)v);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* Book.orders: an MboBookValues' packed live orders (a snapshot's; a plain BookValues has none). */
+static int w_snapshot_orders(Buf *b, PyObject *book) {
+    PyObject *orders = PyObject_GetAttr(book, N_ORDERS);
+    if (orders == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    int rc = 0;
+    if (!PyBytes_Check(orders)) {
+        PyErr_SetString(PyExc_TypeError, "a book's orders are bytes");
+        rc = -1;
+    } else if (PyBytes_GET_SIZE(orders)) {
+        size_t at = b->len;
+        rc = (w_raw(b, PyBytes_AS_STRING(orders), (size_t)PyBytes_GET_SIZE(orders)) < 0 ||
+              w_close(b, at, FH_BOOK_ORDERS_TAG) < 0)
+                 ? -1
+                 : 0;
+    }
+    Py_DECREF(orders);
+    return rc;
+}
+
+/* Book {level_indexed, depth, bids, asks, orders (a snapshot's only)} of a BookValues (None: depth only). */
+static int w_book(Buf *b, PyObject *book, uint64_t depth) {
+    size_t start = b->len;
+    if (book != Py_None) {
+        PyObject *indexed = PyObject_GetAttr(book, N_LEVEL_INDEXED);
+        int truth = indexed == NULL ? -1 : PyObject_IsTrue(indexed);
+        Py_XDECREF(indexed);
+        if (truth < 0 || w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)truth) < 0) return -1;
+    }
+    if (w_varint(b, FH_BOOK_DEPTH_TAG, depth) < 0) return -1;
+    if (book != Py_None) {
+        PyObject *bids = PyObject_GetAttr(book, N_BIDS), *asks = bids ? PyObject_GetAttr(book, N_ASKS) : NULL;
+        int rc = (asks == NULL || w_levels(b, bids, FH_BOOK_BIDS_TAG) < 0 || w_levels(b, asks, FH_BOOK_ASKS_TAG) < 0) ? -1 : 0;
+        Py_XDECREF(bids);
+        Py_XDECREF(asks);
+        if (rc < 0 || w_snapshot_orders(b, book) < 0) return -1;
+    }
+    return w_close(b, start, FH_SYMBOLSTATE_BOOK_TAG);
+}
+
+/* SessionValues of a BookValues. */
+static int w_session(Buf *b, PyObject *book) {
+    static const uint8_t tags[9] = {FH_SESSIONVALUES_VOLUME_TAG, FH_SESSIONVALUES_LAST_TAG,
+                                    FH_SESSIONVALUES_HIGH_TAG,   FH_SESSIONVALUES_LOW_TAG,
+                                    FH_SESSIONVALUES_OPEN_TAG,   FH_SESSIONVALUES_CLOSE_TAG,
+                                    FH_SESSIONVALUES_SETTLE_TAG, FH_SESSIONVALUES_OPEN_INTEREST_TAG,
+                                    FH_SESSIONVALUES_VWAP_TAG};
+    size_t start = b->len;
+    for (int i = 0; i < 9; i++) {
+        if (w_attr_double(b, book, N_SESSION[i], tags[i], 1) < 0) return -1;
+    }
+    if (w_attr_double(b, book, N_NOTIONAL, FH_SESSIONVALUES_NOTIONAL_TAG, 0) < 0 ||
+        w_attr_double(b, book, N_TRADED, FH_SESSIONVALUES_TRADED_TAG, 0) < 0 ||
+        w_attr_i64(b, book, N_TRADES, FH_SESSIONVALUES_TRADES_TAG) < 0)
+        return -1;
+    return w_close(b, start, FH_SYMBOLSTATE_SESSION_TAG);
+}
+
+/* SymbolState of a SymbolValues, its book and session included. */
+static int w_state(Buf *b, PyObject *values, uint64_t depth) {
+    static const uint8_t tags[9] = {FH_SYMBOLSTATE_VOLUME_TAG, FH_SYMBOLSTATE_HIGH_TAG,  FH_SYMBOLSTATE_LOW_TAG,
+                                    FH_SYMBOLSTATE_LAST_TAG,   FH_SYMBOLSTATE_VWAP_TAG,  FH_SYMBOLSTATE_TRADE_COUNT_TAG,
+                                    FH_SYMBOLSTATE_BID_TAG,    FH_SYMBOLSTATE_ASK_TAG,   FH_SYMBOLSTATE_NOTIONAL_TAG};
+    size_t start = b->len;
+    for (int i = 0; i < 9; i++) {
+        int rc = (i == 0 || i == 5) ? w_attr_i64(b, values, N_STATE[i], tags[i])
+                                    : w_attr_double(b, values, N_STATE[i], tags[i], 0);
+        if (rc < 0) return -1;
+    }
+    PyObject *book = PyObject_GetAttr(values, N_BOOK);
+    if (book == NULL) return -1;
+    /* As to_proto: no book, no session (the block still says its depth). */
+    int rc = (w_book(b, book, depth) < 0 || (book != Py_None && w_session(b, book) < 0)) ? -1 : 0;
+    Py_DECREF(book);
+    if (rc < 0) return -1;
+    return w_close(b, start, FH_SYMBOLUPDATE_STATE_TAG);
+}
+
+/* Each item of ``items`` written by ``write`` (a list or tuple). */
+static int w_each(Buf *b, PyObject *items, const char *what, int (*write)(Buf *, PyObject *)) {
+    PyObject *seq = PySequence_Fast(items, what);
+    if (seq == NULL) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); i < n && rc == 0; i++)
+        rc = write(b, PySequence_Fast_GET_ITEM(seq, i));
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* One SymbolUpdate: (symbol, trades, changes, values, orders). */
+static int w_symbol(Buf *b, PyObject *item, uint64_t depth) {
+    PyObject *symbol, *trades, *changes, *values;
+    Py_buffer orders;
+    if (!PyTuple_Check(item)) {
+        PyErr_SetString(PyExc_TypeError, "a symbol is (symbol, trades, changes, values, orders)");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(item, "UOOOy*", &symbol, &trades, &changes, &values, &orders)) return -1;
+    size_t start = b->len;
+    Py_ssize_t name_len;
+    const char *name = PyUnicode_AsUTF8AndSize(symbol, &name_len);
+    int rc = name == NULL ? -1 : 0;
+    if (rc == 0 && name_len) {
+        size_t at = b->len;
+        rc = (w_raw(b, name, (size_t)name_len) < 0 || w_close(b, at, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0) ? -1 : 0;
+    }
+    if (rc == 0) rc = w_each(b, trades, "trades is a list of (price, size)", w_trade);
+    if (rc == 0) rc = w_each(b, changes, "changes is a list of BookChange", w_change);
+    if (rc == 0) rc = w_state(b, values, depth);
+    if (rc == 0 && orders.len) {
+        size_t at = b->len;
+        rc = (w_raw(b, orders.buf, (size_t)orders.len) < 0 || w_close(b, at, FH_SYMBOLUPDATE_ORDERS_TAG) < 0) ? -1 : 0;
+    }
+    PyBuffer_Release(&orders);
+    if (rc < 0) return -1;
+    return w_close(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
+}
+
+static PyObject *py_encode_block(PyObject *Py_UNUSED(module), PyObject *args) {
+    long long event_ns, publish_ns;
+    unsigned long long depth;
+    PyObject *symbols;
+    if (!PyArg_ParseTuple(args, "LLKO:encode_block", &event_ns, &publish_ns, &depth, &symbols)) return NULL;
+    if (depth > UINT32_MAX) return PyErr_Format(PyExc_ValueError, "depth %llu is not a uint32", depth);
+    PyObject *seq = PySequence_Fast(symbols, "symbols is a list of (symbol, trades, changes, values, orders)");
+    if (seq == NULL) return NULL;
+    Buf b = {0};
+    int rc = (w_varint(&b, FH_MARKETUPDATE_EVENT_TIME_NS_TAG, (uint64_t)event_ns) < 0 ||
+              w_varint(&b, FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG, (uint64_t)publish_ns) < 0)
+                 ? -1
+                 : 0;
+    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); i < n && rc == 0; i++)
+        rc = w_symbol(&b, PySequence_Fast_GET_ITEM(seq, i), depth);
+    Py_DECREF(seq);
+    PyObject *out = rc == 0 ? PyBytes_FromStringAndSize((const char *)b.data, (Py_ssize_t)b.len) : NULL;
+    PyMem_Free(b.data);
+    return out;
+}
+
 /* ---- the module ---- */
 
 static PyMethodDef module_methods[] = {
     {"order_hash", py_order_hash, METH_VARARGS, "order_hash(ref, symbol_hash, side, price, shares) -> u64"},
+    {"encode_block", py_encode_block, METH_VARARGS,
+     "encode_block(event_time_ns, publish_time_ns, depth, [(symbol, trades, changes, values, orders)]) -> bytes"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -555,7 +875,8 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__orders(void) {
-    if (PyType_Ready(&OrderTableType) < 0 || PyType_Ready(&ItemsType) < 0 || PyType_Ready(&SideLevelsType) < 0)
+    if (PyType_Ready(&OrderTableType) < 0 || PyType_Ready(&ItemsType) < 0 || PyType_Ready(&SideLevelsType) < 0 ||
+        intern_names() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

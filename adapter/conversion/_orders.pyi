@@ -1,7 +1,11 @@
 """Type stubs for the C extension adapter/conversion/_orders.c."""
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
+def encode_block(
+    event_time_ns: int, publish_time_ns: int, depth: int, symbols: Iterable[tuple[str, Any, Any, Any, bytes]]
+) -> bytes: ...
 def order_hash(ref: int, symbol_hash: int, side: int, price: int, shares: int) -> int: ...
 
 class OrderTable:

@@ -4,15 +4,16 @@ See :mod:`adapter.conversion.engine` for what an engine is. The choice is
 made as every package of the adapter makes it (:mod:`adapter._native_code`):
 the native engine (the C extension ``_fastpath``) where it is built and
 takes the table, else the Python reference, with a warning. The ``itch50``
-state's order table and price levels likewise come from the C extension
-``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`.
+state's order table, price levels and block encoder likewise come from the C
+extension ``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`
+and :func:`~adapter.conversion.codec.encode_book_block`.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,6 +21,7 @@ from feedha.adapter._native_code import warn_fallback, why_not_built
 from feedha.adapter.conversion import order_table
 from feedha.adapter.conversion._fastpath_spec import Unsupported, compile_spec
 from feedha.adapter.conversion._reference import ReferenceEngine
+from feedha.adapter.conversion.codec import BlockSymbol, encode_book_block
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.table import ConverterTable
 
@@ -81,12 +83,14 @@ class OrderStore:
         table: makes an empty order table (``OrderTable()``).
         levels: makes one side's price levels (``SideLevels(is_bid=...)``).
         order_hash: the digest's mix of one live order.
+        encode_block: a book block's payload (:func:`~adapter.conversion.codec.encode_book_block`).
         is_native: the C extension's parts.
     """
 
     table: Callable[[], order_table.LiveOrders]
     levels: Callable[..., order_table.PriceLevels]
     order_hash: Callable[[int, int, int, int, int], int]
+    encode_block: Callable[[int, int, int, Iterable[BlockSymbol]], bytes]
     is_native: bool
 
 
@@ -99,10 +103,18 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
     if prefer_native and _ORDERS_NOT_BUILT is None:
         from feedha.adapter.conversion import _orders
 
-        return OrderStore(_orders.OrderTable, _orders.SideLevels, _orders.order_hash, is_native=True)
+        return OrderStore(
+            _orders.OrderTable, _orders.SideLevels, _orders.order_hash, _orders.encode_block, is_native=True
+        )
     if prefer_native:
         _warn_orders_fallback()
-    return OrderStore(order_table.OrderTable, order_table.SideLevels, order_table.order_hash, is_native=False)
+    return OrderStore(
+        order_table.OrderTable,
+        order_table.SideLevels,
+        order_table.order_hash,
+        encode_book_block,
+        is_native=False,
+    )
 
 
 @functools.cache

@@ -11,7 +11,9 @@ Each ITCH message that moves a book or session values is one block, as
 ``fix44``'s: a ``MarketUpdate`` with one ``SymbolUpdate`` (its executions as
 trades, the shown book's changes, the symbol's state after it, and the live
 orders it touched, so that an adapter rebuilds its order table from its
-journal). Runs go through the reference engine's loop in Python. Pure.
+journal), written by the C extension ``_orders`` where it is built
+(:func:`~adapter.conversion.codec.encode_book_block` is its reference). Runs
+go through the reference engine's loop in Python. Pure.
 """
 
 from __future__ import annotations
@@ -21,18 +23,16 @@ from typing import Final
 
 from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.book import ASK, BID, BookValues, book_changes
-from feedha.adapter.conversion.codec import to_proto
 from feedha.adapter.conversion.itch50_parser import ItchMessage, parse_itch
 from feedha.adapter.conversion.itch50_state import MAX_ORDERS, PRICE_SCALE, MboState
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
-from feedha.proto import market_pb2, moldudp64
+from feedha.proto import moldudp64
 
 __all__ = ["Itch50Engine"]
 
-_TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
 _NOT_A_PACKET: Final = b"\xff\xff"  # a record length no record frame of a short packet can satisfy
 
 
@@ -42,13 +42,16 @@ class Itch50Engine(ReferenceEngine):
     Args:
         depth: the book depth shown (levels a side in each symbol's state).
         max_orders: the most live orders held (an add past it is quarantined, ``order_limit``).
+        prefer_native: the C order table and block encoder where built (``False``: the Python
+            reference, for comparisons).
     """
 
     is_native = False
 
-    def __init__(self, *, depth: int = 10, max_orders: int = MAX_ORDERS) -> None:
+    def __init__(self, *, depth: int = 10, max_orders: int = MAX_ORDERS, prefer_native: bool = True) -> None:
         super().__init__(ConverterTable.load())
-        self.state = self.mbo = MboState(depth, max_orders=max_orders)
+        self.state = self.mbo = MboState(depth, max_orders=max_orders, prefer_native=prefer_native)
+        self._encode_block = self.mbo.store.encode_block
         self.depth = depth
         self.heartbeats = 0
         self.ends_of_session = 0
@@ -103,29 +106,19 @@ class Itch50Engine(ReferenceEngine):
     def encode_staged(
         self, msg: SourceMessage, staged: Mapping[str, SymbolValues], publish_time_ns: int
     ) -> bytes:
-        """The block of one message (before its staged changes are committed)."""
-        update = market_pb2.MarketUpdate(event_time_ns=msg.event_time_ns, publish_time_ns=publish_time_ns)
-        depth = self.depth
+        """The block of one message (before its staged changes are committed), in C where built."""
+        depth, orders = self.depth, self.mbo.touched(staged)
+        trade = self._trade(msg)
+        trades = [] if trade is None else [trade]
+        symbols = []
         for symbol, values in staged.items():
-            out = update.symbols.add(symbol=symbol)
-            trade = self._trade(msg)
-            if trade is not None:
-                price, size = trade
-                out.trades.add(type=_TRADE, price=price, size=size, notional=price * size)
             before = self.state.peek(symbol)
             old = before.book if before is not None and before.book is not None else BookValues()
             book = values.book or BookValues()
-            for side, old_levels, new_levels in ((BID, old.bids, book.bids), (ASK, old.asks, book.asks)):
-                for change in book_changes(old_levels[:depth], new_levels[:depth], side):
-                    out.book_changes.add(
-                        action=change.action, side=change.side, level=change.level,
-                        price=change.price, size=change.size, orders=change.orders,
-                    )  # fmt: skip
-            state = to_proto(values)
-            state.book.depth = depth
-            out.state.CopyFrom(state)
-            out.orders = self.mbo.touched(staged)
-        return update.SerializeToString(deterministic=True)
+            changes = book_changes(old.bids[:depth], book.bids[:depth], BID)
+            changes += book_changes(old.asks[:depth], book.asks[:depth], ASK)
+            symbols.append((symbol, trades, changes, values, orders))
+        return self._encode_block(msg.event_time_ns, publish_time_ns, depth, symbols)
 
     def _trade(self, msg: SourceMessage) -> tuple[float, int] | None:
         # An execution that counts: E (at the resting order's price), printable C, P, Q.

@@ -88,7 +88,7 @@ class MboState(ConversionState):
         "depth",
         "max_orders",
         "orders",
-        "_store",
+        "store",
         "_names",
         "_index",
         "_sides",
@@ -108,8 +108,8 @@ class MboState(ConversionState):
         self.depth = depth
         self.max_orders = max_orders
         self.max_symbols = max_symbols
-        self._store = make_order_store(prefer_native=prefer_native)
-        self.orders = self._store.table()
+        self.store = make_order_store(prefer_native=prefer_native)
+        self.orders = self.store.table()
         self._names: list[str] = []
         self._index: dict[str, int] = {}
         self._sides: list[tuple[PriceLevels, PriceLevels]] = []  # (bids, asks)
@@ -282,7 +282,7 @@ class MboState(ConversionState):
             self._order_digest(+1, ref, symbol, side, price, op[2])
 
     def _order_digest(self, sign: int, ref: int, symbol: int, side: int, price: int, shares: int) -> None:
-        mixed = self._store.order_hash(ref, self._name_hashes[symbol], side, price, shares)
+        mixed = self.store.order_hash(ref, self._name_hashes[symbol], side, price, shares)
         self._orders_digest = (self._orders_digest + sign * mixed) & MASK
         self._digest = (self._digest + sign * mixed) & MASK
 
@@ -300,7 +300,7 @@ class MboState(ConversionState):
         if index is None:
             index = self._index[name] = len(self._names)
             self._names.append(name)
-            levels = self._store.levels
+            levels = self.store.levels
             self._sides.append((levels(is_bid=True), levels(is_bid=False)))
             digest = blake2b(name.encode(), digest_size=8).digest()
             self._name_hashes.append(int.from_bytes(digest, "big"))
@@ -367,7 +367,7 @@ class MboState(ConversionState):
         """The digest from scratch (values, session and every live order)."""
         total = super().recompute_digest()
         for ref, symbol, side, price, shares in self.orders.items():
-            total += self._store.order_hash(ref, self._name_hashes[symbol], side, price, shares)
+            total += self.store.order_hash(ref, self._name_hashes[symbol], side, price, shares)
         return total & MASK
 
     def levels(self, name: str, side: int, depth: int) -> list[tuple[int, int, int]]:

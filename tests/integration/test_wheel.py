@@ -99,6 +99,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
         "adapter/conversion/_market_fields.h",
         "adapter/conversion/_fastpath_constants.h",
         "adapter/conversion/_orders.c",
+        "adapter/conversion/_protowire.h",
         "adapter/journal/_native.c",
         "adapter/journal/_native_constants.h",
     }

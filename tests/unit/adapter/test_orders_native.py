@@ -9,9 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion import choice
+from feedha.adapter.conversion.book import BookChange, BookValues, MboBookValues
 from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.conversion.itch50_state import MboState
+from feedha.adapter.conversion.state import SymbolValues
 from feedha.plain_source.itch50_capture import make_itch_capture
+from feedha.proto import market_pb2
 from tests.itch50_feed import convert, packets
 
 NATIVE = choice.make_order_store()
@@ -138,18 +141,24 @@ def test_order_hash_is_the_references(args: tuple[int, int, int, int, int]) -> N
 
 
 @needs_native
-def test_an_itch_day_leaves_both_stores_with_one_state() -> None:
+def test_an_itch_day_gives_both_stores_one_state_and_the_same_blocks() -> None:
     capture = make_itch_capture(symbols=40, orders=3_000, seed=11)
-    engines = []
+    runs = []
     for native in (True, False):
-        engine = Itch50Engine(depth=5)
-        engine.state = engine.mbo = MboState(5, prefer_native=native)
+        engine = Itch50Engine(depth=5, prefer_native=native)
+        assert engine.mbo.store.is_native is native
         reasons: dict[str, int] = {}
+        blocks: list[bytes] = []
         for packet in packets(capture.data):
-            for reason, count in convert(engine, packet).items():
+            for reason, count in convert(engine, packet, blocks).items():
                 reasons[reason] = reasons.get(reason, 0) + count
-        engines.append((engine, reasons))
-    (native_engine, native_reasons), (reference_engine, reference_reasons) = engines
+        runs.append((engine, reasons, blocks))
+    (
+        (native_engine, native_reasons, native_blocks),
+        (reference_engine, reference_reasons, reference_blocks),
+    ) = runs
+    assert sum(len(b) for b in native_blocks) > 100_000  # the day published, and byte for byte alike:
+    assert native_blocks == reference_blocks
     native_state, reference_state = native_engine.mbo, reference_engine.mbo
     assert native_reasons == reference_reasons
     assert len(native_state.orders) == len(reference_state.orders) == capture.live_orders
@@ -162,6 +171,81 @@ def test_an_itch_day_leaves_both_stores_with_one_state() -> None:
     )
 
 
+FLOATS = st.one_of(
+    st.sampled_from((0.0, -0.0, 1.5, 101.25)), st.floats(allow_nan=False, allow_infinity=False)
+)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+LEVELS = st.lists(st.tuples(FLOATS, FLOATS, st.integers(-5, 2**40)), max_size=6)
+OPTIONAL = st.one_of(st.none(), FLOATS)
+
+
+@st.composite
+def book_values(draw: st.DrawFn) -> BookValues | None:
+    if draw(st.integers(0, 5)) == 0:
+        return None
+    orders = draw(st.binary(max_size=40))
+    book = MboBookValues(orders=orders) if draw(st.booleans()) else BookValues()
+    book.level_indexed, book.bids, book.asks = draw(st.booleans()), draw(LEVELS), draw(LEVELS)
+    for name in ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap"):
+        setattr(book, name, draw(OPTIONAL))
+    book.notional, book.traded, book.trades = draw(FLOATS), draw(FLOATS), draw(INT64)
+    return book
+
+
+@st.composite
+def block_symbols(draw: st.DrawFn) -> tuple[Any, ...]:
+    values = SymbolValues(
+        draw(INT64), draw(FLOATS), draw(FLOATS), draw(FLOATS), draw(FLOATS),
+        draw(INT64), draw(FLOATS), draw(FLOATS), draw(FLOATS), draw(book_values()),
+    )  # fmt: skip
+    trades = draw(st.lists(st.tuples(FLOATS, st.integers(-(2**31), 2**31)), max_size=2))
+    changes = draw(
+        st.lists(
+            st.builds(
+                BookChange,
+                st.integers(0, 3),
+                st.integers(0, 2),
+                st.integers(0, 2**32 - 1),
+                FLOATS,
+                FLOATS,
+                INT64,
+            ),
+            max_size=4,
+        )
+    )
+    return (draw(st.text(max_size=8)), trades, changes, values, draw(st.binary(max_size=34)))
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(INT64, INT64, st.integers(0, 2**32 - 1), st.lists(block_symbols(), max_size=3))
+def test_the_c_block_encoder_writes_what_the_protobuf_runtime_writes(
+    event_ns: int, publish_ns: int, depth: int, symbols: list[tuple[Any, ...]]
+) -> None:
+    written = NATIVE.encode_block(event_ns, publish_ns, depth, symbols)
+    assert written == REFERENCE.encode_block(event_ns, publish_ns, depth, symbols)
+    assert market_pb2.MarketUpdate.FromString(written).publish_time_ns == publish_ns
+
+
+@needs_native
+def test_the_c_block_encoder_refuses_what_is_not_a_block_without_harm() -> None:
+    values = SymbolValues(book=BookValues())
+    good = ("S", [], [], values, b"")
+    for symbols in (
+        [("S", [], [], values)],  # four parts
+        [(b"S", [], [], values, b"")],  # a bytes symbol
+        [("S", [(1.0, 1.5)], [], values, b"")],  # a float size
+        [("S", [], [(1, 2, 3)], values, b"")],  # a short change
+        [("S", [], [], object(), b"")],  # no values
+        [("S", [], [], SymbolValues(volume=1.5), b"")],  # type: ignore[arg-type]  # a float volume
+        [("S", [], [], values, "orders")],  # orders as text
+        7,
+    ):
+        with pytest.raises((TypeError, AttributeError)):
+            NATIVE.encode_block(1, 2, 10, symbols)
+    assert NATIVE.encode_block(1, 2, 10, [good]) == REFERENCE.encode_block(1, 2, 10, [good])
+
+
 def test_without_the_extension_the_reference_serves_and_says_so_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -169,7 +253,7 @@ def test_without_the_extension_the_reference_serves_and_says_so_once(
     choice._warn_orders_fallback.cache_clear()
     try:
         with caplog.at_level("WARNING", logger=choice.__name__):
-            stores = [MboState()._store for _ in range(3)]
+            stores = [MboState().store for _ in range(3)]
     finally:
         choice._warn_orders_fallback.cache_clear()
     assert not any(store.is_native for store in stores)

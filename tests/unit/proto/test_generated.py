@@ -60,11 +60,13 @@ def test_the_c_header_is_the_one_the_runtime_schema_gives() -> None:
 
 
 def test_a_renumbered_field_makes_the_header_stale(tmp_path: Path) -> None:
-    source = _schema_with(tmp_path, "map<string, double> extra = 6;", "map<string, double> extra = 9;")
+    source = _schema_with(
+        tmp_path, "repeated SymbolUpdate symbols = 8;", "repeated SymbolUpdate symbols = 9;"
+    )
     out = tmp_path / "out"
     fresh = gen_proto.generate(out, source)
     assert gen_proto.HEADER in fresh
-    assert "#define FH_MARKETUPDATE_EXTRA_TAG 0x4a " in (out / gen_proto.HEADER).read_text()
+    assert "#define FH_MARKETUPDATE_SYMBOLS_TAG 0x4a " in (out / gen_proto.HEADER).read_text()
     stale = gen_proto.stale_files(out, fresh)
     assert gen_proto.HEADER in stale and "proto/market_pb2.py" in stale
 
@@ -84,6 +86,8 @@ def test_a_renumbered_field_makes_the_header_stale(tmp_path: Path) -> None:
         ("int64 publish_time_ns = 3;", "int64 publish_time_ns = 9;", "entries = 4 comes after field 9"),
         ("map<string, double> extra = 6;", "map<string, float> extra = 6;", "ExtraEntry.value is float"),
         ("ENTRY_TYPE_TRADE = 3;", "ENTRY_TYPE_LAST = 3;", "EntryType.ENTRY_TYPE_TRADE is missing"),
+        ("optional double open = 5;", "double open = 5;", "SessionValues.open has no presence"),
+        ("uint32 depth = 2;", "int32 depth = 2;", "Book.depth is int32: .* encodes it as uint32"),
     ],
 )
 def test_the_generator_refuses_a_schema_the_encoder_does_not_match(

@@ -1,0 +1,67 @@
+/*
+ * Protobuf wire primitives for the C extensions of adapter/conversion: a growable
+ * output buffer, varints and little-endian doubles, as the protobuf runtime writes
+ * them. Included by _fastpath.c and _orders.c (each gets its own static copy).
+ */
+#ifndef FEEDHA_PROTOWIRE_H
+#define FEEDHA_PROTOWIRE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint64_t dbits(double d) {
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} Buf;
+
+static inline int buf_reserve(Buf *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    uint8_t *data = PyMem_Realloc(b->data, cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline size_t varint_size(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *put_double(uint8_t *p, double d) {
+    uint64_t u = dbits(d);
+    for (int i = 0; i < 8; i++) {
+        *p++ = (uint8_t)u;
+        u >>= 8;
+    }
+    return p;
+}
+
+#endif /* FEEDHA_PROTOWIRE_H */
