@@ -64,6 +64,15 @@ class Api:
         metadata = [("authorization", f"Bearer {self.token}")] if self.token else None
         return stub(request, metadata=metadata, timeout=20)
 
+    def stream(self, service: str, method: str, request, timeout: float):  # noqa: ANN001, ANN201
+        output = self.pool.FindServiceByName(service).FindMethodByName(method).output_type
+        stub = self.channel.unary_stream(
+            f"/{service}/{method}",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=message_factory.GetMessageClass(output).FromString,
+        )
+        return stub(request, metadata=[("authorization", f"Bearer {self.token}")], timeout=timeout)
+
     def active_role(self) -> int:
         return (
             self.pool.FindEnumTypeByName("feedha.v1.AdapterRole").values_by_name["ADAPTER_ROLE_ACTIVE"].number
@@ -118,6 +127,20 @@ def read_blocks(route, line, keys, update_class, count: int) -> list[dict]:  # n
     return blocks
 
 
+def active_line(api: Api, subscription):  # noqa: ANN001, ANN201
+    """The first route with an active line that is up, and that line: WatchRoutes gives the
+    routes now, then again at every change, so a failover or a restart in progress is waited out."""
+    watch = api.message("feedha.v1.WatchRoutesRequest", subscription_id=subscription.subscription_id)
+    changes = api.stream("feedha.v1.StreamBroker", "WatchRoutes", watch, timeout=DEADLINE_S)
+    for change in changes:
+        for route in change.routes:
+            for line in route.lines:
+                if line.role == api.active_role() and line.is_up:
+                    changes.cancel()
+                    return route, line
+    raise SystemExit("no active line came up")
+
+
 def main() -> int:
     target, symbols, count = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
     api = Api(target)
@@ -128,8 +151,7 @@ def main() -> int:
     public, secret = zmq.curve_keypair()
     request = api.message("feedha.v1.SubscribeRequest", symbols=symbols, curve_public_key=public.decode())
     subscription = api.call("feedha.v1.StreamBroker", "Subscribe", request)
-    route = subscription.routes[0]
-    line = next(line for line in route.lines if line.role == api.active_role() and line.is_up)
+    route, line = active_line(api, subscription)
     blocks = read_blocks(route, line, (public, secret), decoder(route), count)
     print(json.dumps({
         "model": route.message_model,
