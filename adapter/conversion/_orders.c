@@ -17,6 +17,8 @@
  *   SideLevels   one side of one symbol's book: (sign * price, shares, orders)
  *                sorted by the key, best first; found by bisection.
  *   order_hash   the digest's mix of one live order, as the reference computes it.
+ *   symbol_digest a symbol's share of the state's digest, as state.symbol_digest hashes it
+ *                (values, then the book as BookValues.digest_bytes packs it).
  *   encode_block the payload of a book block (a MarketUpdate of SymbolUpdates), byte for
  *                byte what the protobuf runtime writes for itch50_engine.encode_staged's
  *                message (deterministic: fields by number, proto3 zeros left out, a
@@ -30,6 +32,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_blake2b.h"       /* blake2b_64, shared with _fastpath.c */
 #include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
 #include "_protowire.h"     /* Buf and the protobuf primitives, shared with _fastpath.c */
 
@@ -857,10 +860,112 @@ static PyObject *py_encode_block(PyObject *Py_UNUSED(module), PyObject *args) {
     return out;
 }
 
+/* ---- symbol_digest: a symbol's share of the state digest (state.symbol_digest) ---- */
+
+static void be64(Buf *b, uint64_t v) { /* the caller reserved 8 bytes */
+    for (int i = 7; i >= 0; i--) b->data[b->len + (size_t)(7 - i)] = (uint8_t)(v >> (8 * i));
+    b->len += 8;
+}
+
+/* An attribute packed as struct's ">d" (``is_int``: ">q"), into a buffer with room reserved. */
+static int pack_attr(Buf *b, PyObject *obj, PyObject *name, int is_int) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    int rc;
+    if (is_int) {
+        int64_t v;
+        rc = to_i64(value, &v);
+        if (rc == 0) be64(b, (uint64_t)v);
+    } else {
+        double d;
+        rc = to_double(value, &d);
+        if (rc == 0) be64(b, dbits(d));
+    }
+    Py_DECREF(value);
+    return rc;
+}
+
+/* One side's levels as struct.pack(">" + "ddq" * n), after their count (4 bytes, big-endian). */
+static int pack_levels(Buf *b, PyObject *book, PyObject *name) {
+    PyObject *levels = PyObject_GetAttr(book, name);
+    PyObject *seq = levels ? PySequence_Fast(levels, "a book side is a list of (price, size, orders)") : NULL;
+    Py_XDECREF(levels);
+    if (seq == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = (n > (Py_ssize_t)UINT32_MAX || buf_reserve(b, 4 + (size_t)n * 24) < 0) ? -1 : 0;
+    if (rc == 0) {
+        for (int i = 3; i >= 0; i--) b->data[b->len++] = (uint8_t)((uint64_t)n >> (8 * i));
+    }
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *level = PySequence_Fast_GET_ITEM(seq, i);
+        double price, size;
+        int64_t orders;
+        if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a level is (price, size, orders)");
+            rc = -1;
+        } else if (to_double(PyTuple_GET_ITEM(level, 0), &price) < 0 || to_double(PyTuple_GET_ITEM(level, 1), &size) < 0 ||
+                   to_i64(PyTuple_GET_ITEM(level, 2), &orders) < 0) {
+            rc = -1;
+        } else {
+            be64(b, dbits(price));
+            be64(b, dbits(size));
+            be64(b, (uint64_t)orders);
+        }
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* BookValues.digest_bytes(): kind, both sides, the optional values ("-" or "+" >d), >ddq. */
+static int pack_book(Buf *b, PyObject *book) {
+    PyObject *indexed = PyObject_GetAttr(book, N_LEVEL_INDEXED);
+    int truth = indexed == NULL ? -1 : PyObject_IsTrue(indexed);
+    Py_XDECREF(indexed);
+    if (truth < 0 || buf_reserve(b, 1) < 0) return -1;
+    b->data[b->len++] = truth ? 'L' : 'P';
+    if (pack_levels(b, book, N_BIDS) < 0 || pack_levels(b, book, N_ASKS) < 0) return -1;
+    if (buf_reserve(b, 9 * 9 + 24) < 0) return -1;
+    for (int i = 0; i < 9; i++) {
+        PyObject *value = PyObject_GetAttr(book, N_SESSION[i]);
+        if (value == NULL) return -1;
+        int unset = value == Py_None;
+        double d = 0.0;
+        int rc = unset ? 0 : to_double(value, &d);
+        Py_DECREF(value);
+        if (rc < 0) return -1;
+        b->data[b->len++] = unset ? '-' : '+';
+        if (!unset) be64(b, dbits(d));
+    }
+    return (pack_attr(b, book, N_NOTIONAL, 0) < 0 || pack_attr(b, book, N_TRADED, 0) < 0 ||
+            pack_attr(b, book, N_TRADES, 1) < 0)
+               ? -1
+               : 0;
+}
+
+/* symbol_digest(symbol, values): blake2b-64 of the symbol, b"\0", the values (">qddddqddd") and the book. */
+static PyObject *py_symbol_digest(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *symbol, *values;
+    if (!PyArg_ParseTuple(args, "UO:symbol_digest", &symbol, &values)) return NULL;
+    Py_ssize_t name_len;
+    const char *name = PyUnicode_AsUTF8AndSize(symbol, &name_len);
+    if (name == NULL) return NULL;
+    Buf b = {0};
+    int rc = (w_raw(&b, name, (size_t)name_len) < 0 || w_raw(&b, "", 1) < 0 || buf_reserve(&b, 72) < 0) ? -1 : 0;
+    for (int i = 0; i < 9 && rc == 0; i++) rc = pack_attr(&b, values, N_STATE[i], i == 0 || i == 5);
+    PyObject *book = rc == 0 ? PyObject_GetAttr(values, N_BOOK) : NULL;
+    if (book == NULL) rc = -1;
+    if (rc == 0 && book != Py_None) rc = pack_book(&b, book);
+    Py_XDECREF(book);
+    PyObject *out = rc == 0 ? PyLong_FromUnsignedLongLong(blake2b_64(b.data, b.len)) : NULL;
+    PyMem_Free(b.data);
+    return out;
+}
+
 /* ---- the module ---- */
 
 static PyMethodDef module_methods[] = {
     {"order_hash", py_order_hash, METH_VARARGS, "order_hash(ref, symbol_hash, side, price, shares) -> u64"},
+    {"symbol_digest", py_symbol_digest, METH_VARARGS, "symbol_digest(symbol, values) -> u64 (state.symbol_digest)"},
     {"encode_block", py_encode_block, METH_VARARGS,
      "encode_block(event_time_ns, publish_time_ns, depth, [(symbol, trades, changes, values, orders)]) -> bytes"},
     {NULL, NULL, 0, NULL},

@@ -4,7 +4,7 @@ See :mod:`adapter.conversion.engine` for what an engine is. The choice is
 made as every package of the adapter makes it (:mod:`adapter._native_code`):
 the native engine (the C extension ``_fastpath``) where it is built and
 takes the table, else the Python reference, with a warning. The ``itch50``
-state's order table, price levels and block encoder likewise come from the C
+state's order table, price levels, symbol digest and block encoder likewise come from the C
 extension ``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`
 and :func:`~adapter.conversion.codec.encode_book_block`.
 """
@@ -23,6 +23,7 @@ from feedha.adapter.conversion._fastpath_spec import Unsupported, compile_spec
 from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.codec import BlockSymbol, encode_book_block
 from feedha.adapter.conversion.engine import ConversionEngine
+from feedha.adapter.conversion.state import SymbolValues, symbol_digest
 from feedha.adapter.conversion.table import ConverterTable
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class OrderStore:
         levels: makes one side's price levels (``SideLevels(is_bid=...)``).
         order_hash: the digest's mix of one live order.
         encode_block: a book block's payload (:func:`~adapter.conversion.codec.encode_book_block`).
+        symbol_digest: a symbol's share of the digest (:func:`~adapter.conversion.state.symbol_digest`).
         is_native: the C extension's parts.
     """
 
@@ -91,11 +93,12 @@ class OrderStore:
     levels: Callable[..., order_table.PriceLevels]
     order_hash: Callable[[int, int, int, int, int], int]
     encode_block: Callable[[int, int, int, Iterable[BlockSymbol]], bytes]
+    symbol_digest: Callable[[str, SymbolValues], int]
     is_native: bool
 
 
 def make_order_store(*, prefer_native: bool = True) -> OrderStore:
-    """The order table, price levels and order hash: C when built, else the Python reference (logged once).
+    """The itch50 state's C parts when built, else their Python references (logged once).
 
     Args:
         prefer_native: ``False`` gives the reference (tests, comparisons).
@@ -104,7 +107,12 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
         from feedha.adapter.conversion import _orders
 
         return OrderStore(
-            _orders.OrderTable, _orders.SideLevels, _orders.order_hash, _orders.encode_block, is_native=True
+            _orders.OrderTable,
+            _orders.SideLevels,
+            _orders.order_hash,
+            _orders.encode_block,
+            _orders.symbol_digest,
+            is_native=True,
         )
     if prefer_native:
         _warn_orders_fallback()
@@ -113,6 +121,7 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
         order_table.SideLevels,
         order_table.order_hash,
         encode_book_block,
+        symbol_digest,
         is_native=False,
     )
 

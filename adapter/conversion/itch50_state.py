@@ -51,7 +51,7 @@ from feedha.adapter.conversion.choice import make_order_store
 from feedha.adapter.conversion.itch50_parser import ItchMessage
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, PriceLevels
-from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues, symbol_digest
+from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues
 from feedha.adapter.errors import ConversionError
 
 __all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboState", "Staged"]
@@ -210,7 +210,7 @@ class MboState(ConversionState):
         for symbol, values in staged.items():
             self._intern(symbol)
             old_hash = self._hashes.get(symbol, 0)
-            new_hash = symbol_digest(symbol, values)
+            new_hash = self.store.symbol_digest(symbol, values)
             self._values[symbol] = values
             self._hashes[symbol] = new_hash
             self._digest = (self._digest - old_hash + new_hash) & MASK

@@ -228,6 +228,16 @@ def test_the_c_block_encoder_writes_what_the_protobuf_runtime_writes(
 
 
 @needs_native
+@settings(max_examples=150, deadline=None)
+@given(block_symbols())
+def test_the_c_symbol_digest_is_the_references(symbol: tuple[Any, ...]) -> None:
+    name, _trades, _changes, values, _orders = symbol
+    assert NATIVE.symbol_digest(name, values) == REFERENCE.symbol_digest(name, values)
+    with pytest.raises(TypeError):
+        NATIVE.symbol_digest(name, SymbolValues(volume=1.5))  # type: ignore[arg-type]
+
+
+@needs_native
 def test_the_c_block_encoder_refuses_what_is_not_a_block_without_harm() -> None:
     values = SymbolValues(book=BookValues())
     good = ("S", [], [], values, b"")
