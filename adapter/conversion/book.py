@@ -390,6 +390,8 @@ def book_changes(before: Sequence[Level], after: Sequence[Level], side: int) -> 
     INSERTED at n shifts level n and deeper down, DELETED at n shifts deeper levels up,
     CHANGED at n replaces level n (levels count from 1).
     """
+    if before == after:  # the side a message did not touch: one comparison in C
+        return []
     current = list(before)
     changes: list[BookChange] = []
     index = 0
