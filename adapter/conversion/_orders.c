@@ -578,6 +578,15 @@ static int intern_names(void) {
     return 0;
 }
 
+/* A list or tuple as a tuple the caller owns: Python code that runs while it is read (a
+ * number's __float__, say) cannot shorten it or free its items under us. */
+static PyObject *frozen(PyObject *obj, const char *what) {
+    if (PyTuple_Check(obj)) return Py_NewRef(obj);
+    if (PyList_Check(obj)) return PyList_AsTuple(obj);
+    PyErr_SetString(PyExc_TypeError, what);
+    return NULL;
+}
+
 static int w_raw(Buf *b, const void *p, size_t n) {
     if (buf_reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, p, n);
@@ -674,11 +683,11 @@ static int w_change(Buf *b, PyObject *change) {
 
 /* One side's levels, each a (price, size, orders) BookLevel. */
 static int w_levels(Buf *b, PyObject *levels, uint8_t tag) {
-    PyObject *seq = PySequence_Fast(levels, "a book side is a list of (price, size, orders)");
+    PyObject *seq = frozen(levels, "a book side is a list of (price, size, orders)");
     if (seq == NULL) return -1;
     int rc = 0;
-    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); i < n && rc == 0; i++) {
-        PyObject *level = PySequence_Fast_GET_ITEM(seq, i);
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(seq); i < n && rc == 0; i++) {
+        PyObject *level = PyTuple_GET_ITEM(seq, i);
         double price, size;
         int64_t orders;
         if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3) {
@@ -801,11 +810,11 @@ static int w_state(Buf *b, PyObject *values, uint64_t depth) {
 
 /* Each item of ``items`` written by ``write`` (a list or tuple). */
 static int w_each(Buf *b, PyObject *items, const char *what, int (*write)(Buf *, PyObject *)) {
-    PyObject *seq = PySequence_Fast(items, what);
+    PyObject *seq = frozen(items, what);
     if (seq == NULL) return -1;
     int rc = 0;
-    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); i < n && rc == 0; i++)
-        rc = write(b, PySequence_Fast_GET_ITEM(seq, i));
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(seq); i < n && rc == 0; i++)
+        rc = write(b, PyTuple_GET_ITEM(seq, i));
     Py_DECREF(seq);
     return rc;
 }
@@ -845,15 +854,15 @@ static PyObject *py_encode_block(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *symbols;
     if (!PyArg_ParseTuple(args, "LLKO:encode_block", &event_ns, &publish_ns, &depth, &symbols)) return NULL;
     if (depth > UINT32_MAX) return PyErr_Format(PyExc_ValueError, "depth %llu is not a uint32", depth);
-    PyObject *seq = PySequence_Fast(symbols, "symbols is a list of (symbol, trades, changes, values, orders)");
+    PyObject *seq = frozen(symbols, "symbols is a list of (symbol, trades, changes, values, orders)");
     if (seq == NULL) return NULL;
     Buf b = {0};
     int rc = (w_varint(&b, FH_MARKETUPDATE_EVENT_TIME_NS_TAG, (uint64_t)event_ns) < 0 ||
               w_varint(&b, FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG, (uint64_t)publish_ns) < 0)
                  ? -1
                  : 0;
-    for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(seq); i < n && rc == 0; i++)
-        rc = w_symbol(&b, PySequence_Fast_GET_ITEM(seq, i), depth);
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(seq); i < n && rc == 0; i++)
+        rc = w_symbol(&b, PyTuple_GET_ITEM(seq, i), depth);
     Py_DECREF(seq);
     PyObject *out = rc == 0 ? PyBytes_FromStringAndSize((const char *)b.data, (Py_ssize_t)b.len) : NULL;
     PyMem_Free(b.data);
@@ -888,16 +897,16 @@ static int pack_attr(Buf *b, PyObject *obj, PyObject *name, int is_int) {
 /* One side's levels as struct.pack(">" + "ddq" * n), after their count (4 bytes, big-endian). */
 static int pack_levels(Buf *b, PyObject *book, PyObject *name) {
     PyObject *levels = PyObject_GetAttr(book, name);
-    PyObject *seq = levels ? PySequence_Fast(levels, "a book side is a list of (price, size, orders)") : NULL;
+    PyObject *seq = levels ? frozen(levels, "a book side is a list of (price, size, orders)") : NULL;
     Py_XDECREF(levels);
     if (seq == NULL) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     int rc = (n > (Py_ssize_t)UINT32_MAX || buf_reserve(b, 4 + (size_t)n * 24) < 0) ? -1 : 0;
     if (rc == 0) {
         for (int i = 3; i >= 0; i--) b->data[b->len++] = (uint8_t)((uint64_t)n >> (8 * i));
     }
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-        PyObject *level = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *level = PyTuple_GET_ITEM(seq, i);
         double price, size;
         int64_t orders;
         if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3) {

@@ -256,6 +256,26 @@ def test_the_c_block_encoder_refuses_what_is_not_a_block_without_harm() -> None:
     assert NATIVE.encode_block(1, 2, 10, [good]) == REFERENCE.encode_block(1, 2, 10, [good])
 
 
+@needs_native
+def test_python_code_run_while_a_block_is_read_cannot_pull_the_book_from_under_it() -> None:
+    class Shrinker:  # a price whose conversion empties the side being read
+        def __init__(self, side: list[Any]) -> None:
+            self.side = side
+
+        def __float__(self) -> float:
+            self.side.clear()
+            return 1.0
+
+    bids: list[Any] = []
+    bids += [(Shrinker(bids), 1.0, 1), *[(float(p), 1.0, 1) for p in range(2, 40)]]
+    book = BookValues(bids=bids)
+    values = SymbolValues(book=book)
+    written = NATIVE.encode_block(1, 2, 10, [("S", [], [], values, b"")])  # read from a snapshot of the side
+    assert len(market_pb2.MarketUpdate.FromString(written).symbols[0].state.book.bids) == 39
+    bids += [(Shrinker(bids), 1.0, 1), (2.0, 1.0, 1)]
+    assert isinstance(NATIVE.symbol_digest("S", values), int)
+
+
 def test_without_the_extension_the_reference_serves_and_says_so_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
