@@ -22,6 +22,7 @@ import pytest
 import zmq
 
 from feedha.adapter.journal import JournalReader
+from feedha.adapter.replay_limits import BURST_S, PEER_REQUESTS_PER_S
 from feedha.client import (
     ChannelSpec,
     Delivery,
@@ -250,11 +251,14 @@ def test_snapshot_requests_a_flood_and_bad_parts_are_bounded_off_the_adapters_lo
         sock.connect(endpoint)
         try:
             flood = 3000
+            started = time.monotonic()
             for i in range(flood):
                 sock.send_multipart([b"", encode_request(snapshot_request(NUMBER, i + 1))])
             statuses: dict[ReplayStatus, int] = {}
+            last_reply = started
             while sum(statuses.values()) < flood and sock.poll(3000):  # until the replies stop coming
                 frames = sock.recv_multipart()
+                last_reply = time.monotonic()
                 status = decode_status(frames[1]).status
                 statuses[status] = statuses.get(status, 0) + 1
             # A part past the end, an image no longer held, a channel not served.
@@ -271,12 +275,12 @@ def test_snapshot_requests_a_flood_and_bad_parts_are_bounded_off_the_adapters_lo
         finally:
             sock.close(linger=0)
         # Over the budget: refused at once (BUSY); past the socket's queue: dropped, never answered.
+        # One peer gets its burst and its rate over the time the flood took, however fast the
+        # machine refuses the rest (a slow machine answers fewer BUSY a second, never more OK).
         ok, busy = statuses.get(ReplayStatus.OK, 0), statuses.get(ReplayStatus.BUSY, 0)
-        assert (
-            0 < ok < busy // 10
-            and ok + busy <= flood
-            and set(statuses) == {ReplayStatus.OK, ReplayStatus.BUSY}
-        )
+        allowed = PEER_REQUESTS_PER_S * (BURST_S + (last_reply - started)) + 1
+        assert 0 < ok <= allowed < busy, (ok, busy, allowed)
+        assert ok + busy <= flood and set(statuses) == {ReplayStatus.OK, ReplayStatus.BUSY}
         assert group.status(1)["replay_refused"] >= busy
         # The flood was served off the loop: no election, the backup still in sync.
         assert group.status(1)["role"] == "active" and group.status(2)["status"] == "in_sync"
