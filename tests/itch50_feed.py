@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from array import array
+from dataclasses import dataclass, field
 from typing import Any
 
 from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.errors import ConversionError
-from feedha.proto import moldudp64
+from feedha.proto import moldudp64, wire
 
 
 def packets(data: bytes, *, per_packet: int = 20, session: str = "TEST") -> list[bytes]:
@@ -18,28 +20,47 @@ def packets(data: bytes, *, per_packet: int = 20, session: str = "TEST") -> list
     ]
 
 
-def convert(engine: Itch50Engine, packet: bytes, blocks: list[bytes] | None = None) -> dict[str, int]:
-    """Convert one packet as the core would (runs, and the careful path one message at a time).
+@dataclass
+class Played:
+    """What a play published: every message's wire block and the digest after it, in order."""
 
-    ``blocks``, when given, receives each run's wire blocks and digests.
+    blocks: bytearray = field(default_factory=bytearray)
+    digests: bytearray = field(default_factory=bytearray)
+    from_runs: int = field(default=0, compare=False)  # messages the engine's runs converted
+
+
+def convert(engine: Itch50Engine, packet: bytes, played: Played | None = None) -> dict[str, int]:
+    """Convert one packet as the core would: runs, and the careful path one message at a time.
+
+    ``played``, when given, receives every converted message's block and digest (the run's and
+    the careful path's alike, so engines that stop their runs at other places compare equal).
     """
     reasons: dict[str, int] = {}
     frame = engine.source_frame(packet)
     pos = 0
     while pos < len(frame):
-        pos, _count, stop, run_blocks, _first, digests, _payloads = engine.run(
+        pos, count, stop, run_blocks, _first, digests, _payloads = engine.run(
             frame, pos, 0, 0, 1 << 20, 1 << 20, 1, 1, True, False
         )
-        if blocks is not None:
-            blocks += [run_blocks, digests]
+        if played is not None:
+            played.from_runs += count
+            played.blocks += run_blocks
+            played.digests += digests
         if stop == 1:
             body, pos = engine.next_message(frame, pos)
             try:
                 if body is None:
                     raise ConversionError("malformed", "no record")
-                engine.state.apply(engine.parse(body))
+                msg = engine.parse(body)
+                staged = engine.state.stage(msg)
+                payload = engine.encode_staged(msg, staged, 1)
+                engine.state.commit(staged)
             except ConversionError as exc:
                 reasons[exc.reason] = reasons.get(exc.reason, 0) + 1
+                continue
+            if played is not None:
+                played.blocks += wire.encode_block(1, msg.source_seq, payload)
+                played.digests += array("Q", [engine.state.digest]).tobytes()
     return reasons
 
 

@@ -1,7 +1,30 @@
 """Type stubs for the C extension adapter/conversion/_orders.c."""
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Final
+
+# The constants shared with Python (_fastpath_constants.h, scripts/gen_constants.py).
+BLOCK_OVERHEAD: Final[int]
+BLOCK_LENGTH_COVERS: Final[int]
+MAX_PAYLOAD: Final[int]
+ENV_FIXED: Final[int]
+MAX_EXTRAS: Final[int]
+OP_ADD: Final[int]
+OP_SUB: Final[int]
+OP_MUL: Final[int]
+OP_DIV: Final[int]
+OP_MEAN: Final[int]
+OP_MIN: Final[int]
+OP_MAX: Final[int]
+OP_COUNT: Final[int]
+TIME_FIX: Final[int]
+TIME_INT: Final[int]
+PRICE_DOUBLE: Final[int]
+PRICE_INT: Final[int]
+STOP_END: Final[int]
+STOP_SLOW: Final[int]
+STOP_ROOM: Final[int]
+STOP_COUNT: Final[int]
 
 def encode_block(
     event_time_ns: int, publish_time_ns: int, depth: int, symbols: Iterable[tuple[str, Any, Any, Any, bytes]]
@@ -28,3 +51,20 @@ class SideLevels:
     def best(
         self, depth: int, moves: dict[int, tuple[int, int]] | None = None
     ) -> list[tuple[int, int, int]]: ...
+
+class MboRun:
+    def __init__(self, state: Any, values_type: Any, book_type: Any) -> None: ...
+    def run(
+        self,
+        frame: bytes,
+        pos: int,
+        expect_seq: int,
+        stop_seq: int,
+        room: int,
+        max_count: int,
+        publish_time_ns: int,
+        source_stream: int,
+        publish: bool,
+        want_payloads: bool,
+        /,
+    ) -> tuple[int, int, int, bytes, int, bytes, list[bytes] | None]: ...

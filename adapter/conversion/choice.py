@@ -15,7 +15,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from feedha.adapter._native_code import warn_fallback, why_not_built
 from feedha.adapter.conversion import order_table
@@ -87,6 +87,9 @@ class OrderStore:
         encode_block: a book block's payload (:func:`~adapter.conversion.codec.encode_book_block`).
         symbol_digest: a symbol's share of the digest (:func:`~adapter.conversion.state.symbol_digest`).
         is_native: the C extension's parts.
+        run: makes the C run of ``A F E C X D U`` over a state (``MboRun(state, SymbolValues,
+            BookValues)``; its ``run`` is a :data:`~adapter.conversion.engine.RunFunction`), or
+            ``None``: the runs are Python's.
     """
 
     table: Callable[[], order_table.LiveOrders]
@@ -95,6 +98,7 @@ class OrderStore:
     encode_block: Callable[[int, int, int, Iterable[BlockSymbol]], bytes]
     symbol_digest: Callable[[str, SymbolValues], int]
     is_native: bool
+    run: Callable[..., Any] | None = None
 
 
 def make_order_store(*, prefer_native: bool = True) -> OrderStore:
@@ -113,6 +117,7 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
             _orders.encode_block,
             _orders.symbol_digest,
             is_native=True,
+            run=_orders.MboRun,
         )
     if prefer_native:
         _warn_orders_fallback()

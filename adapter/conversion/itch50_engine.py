@@ -12,17 +12,24 @@ Each ITCH message that moves a book or session values is one block, as
 trades, the shown book's changes, the symbol's state after it, and the live
 orders it touched, so that an adapter rebuilds its order table from its
 journal), written by the C extension ``_orders`` where it is built
-(:func:`~adapter.conversion.codec.encode_book_block` is its reference). Runs
-go through the reference engine's loop in Python. Pure.
+(:func:`~adapter.conversion.codec.encode_book_block` is its reference).
+
+Where the extension is built, runs are C too: ``_orders.MboRun`` converts the
+messages that move one live order (``A F E C X D U``, nearly all of a day)
+whole -- decoded, checked, staged, encoded, hashed and committed to the same
+state objects -- and stops at anything else (a directory message, a trade, a
+new symbol, an error), which the Python path takes (the reference engine's
+loop, :meth:`ReferenceEngine.run`, is the reference for both). Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.book import ASK, BID, BookValues, book_changes
+from feedha.adapter.conversion.engine import RunFunction, RunTuple
 from feedha.adapter.conversion.itch50_parser import ItchMessage, parse_itch
 from feedha.adapter.conversion.itch50_state import MAX_ORDERS, PRICE_SCALE, MboState
 from feedha.adapter.conversion.messages import SourceMessage
@@ -42,16 +49,19 @@ class Itch50Engine(ReferenceEngine):
     Args:
         depth: the book depth shown (levels a side in each symbol's state).
         max_orders: the most live orders held (an add past it is quarantined, ``order_limit``).
-        prefer_native: the C order table and block encoder where built (``False``: the Python
-            reference, for comparisons).
+        prefer_native: the C order table, block encoder, symbol digest and runs where built
+            (``False``: the Python references, for comparisons).
     """
-
-    is_native = False
 
     def __init__(self, *, depth: int = 10, max_orders: int = MAX_ORDERS, prefer_native: bool = True) -> None:
         super().__init__(ConverterTable.load())
         self.state = self.mbo = MboState(depth, max_orders=max_orders, prefer_native=prefer_native)
-        self._encode_block = self.mbo.store.encode_block
+        store = self.mbo.store
+        self._encode_block = store.encode_block
+        self._native_run: RunFunction | None = None
+        if store.run is not None:
+            self._native_run = store.run(self.mbo, SymbolValues, BookValues).run
+        self.is_native = self._native_run is not None
         self.depth = depth
         self.heartbeats = 0
         self.ends_of_session = 0
@@ -94,6 +104,16 @@ class Itch50Engine(ReferenceEngine):
         return seq
 
     # ---- converting ---------------------------------------------------------------------------
+
+    def run_function(self) -> RunFunction:
+        """The C run (``MboRun.run``) where built, else the Python loop."""
+        return self._native_run if self._native_run is not None else self.run
+
+    def run(self, *args: Any) -> RunTuple:
+        """:meth:`ConversionEngine.run`: the C run where built, else the Python loop."""
+        if self._native_run is not None:
+            return self._native_run(*args)
+        return super().run(*args)
 
     def parse(self, body: bytes) -> SourceMessage:
         """Decode one record (raises ``ConversionError``)."""

@@ -15,7 +15,7 @@ from feedha.adapter.conversion.itch50_state import MboState
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import market_pb2
-from tests.itch50_feed import convert, packets
+from tests.itch50_feed import Played, convert, packets
 
 NATIVE = choice.make_order_store()
 REFERENCE = choice.make_order_store(prefer_native=False)
@@ -148,17 +148,17 @@ def test_an_itch_day_gives_both_stores_one_state_and_the_same_blocks() -> None:
         engine = Itch50Engine(depth=5, prefer_native=native)
         assert engine.mbo.store.is_native is native
         reasons: dict[str, int] = {}
-        blocks: list[bytes] = []
+        played = Played()
         for packet in packets(capture.data):
-            for reason, count in convert(engine, packet, blocks).items():
+            for reason, count in convert(engine, packet, played).items():
                 reasons[reason] = reasons.get(reason, 0) + count
-        runs.append((engine, reasons, blocks))
+        runs.append((engine, reasons, played))
     (
-        (native_engine, native_reasons, native_blocks),
-        (reference_engine, reference_reasons, reference_blocks),
+        (native_engine, native_reasons, native_played),
+        (reference_engine, reference_reasons, reference_played),
     ) = runs
-    assert sum(len(b) for b in native_blocks) > 100_000  # the day published, and byte for byte alike:
-    assert native_blocks == reference_blocks
+    assert len(native_played.blocks) > 100_000  # the day published, and byte for byte alike:
+    assert native_played == reference_played
     native_state, reference_state = native_engine.mbo, reference_engine.mbo
     assert native_reasons == reference_reasons
     assert len(native_state.orders) == len(reference_state.orders) == capture.live_orders

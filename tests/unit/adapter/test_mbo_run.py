@@ -1,0 +1,191 @@
+"""The itch50 C run (``_orders.MboRun``) against the Python loop it replaces, message for message.
+
+The reference is the engine on the Python order store (``prefer_native=False``): its runs are
+``ReferenceEngine.run`` over ``MboState.stage``/``commit`` and ``Itch50Engine.encode_staged``.
+The C run stops at other places (a directory message, a trade, an error, a new symbol), so the
+two are compared on what a play publishes -- every message's block and the digest after it,
+whether a run or the careful path converted it -- and on the state left behind. The messages
+are written from the specification's layouts (``test_itch50``), not by the code under test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from feedha.adapter.conversion import choice
+from feedha.adapter.conversion.itch50_engine import Itch50Engine
+from feedha.plain_source.itch50_capture import make_itch_capture
+from feedha.proto import moldudp64
+from tests.itch50_feed import Played, convert, packets
+
+from .test_itch50 import (
+    add_order,
+    cancel,
+    cross,
+    delete,
+    directory,
+    executed,
+    executed_with_price,
+    replace,
+    system_event,
+    trade,
+)
+
+needs_native = pytest.mark.skipif(
+    choice.make_order_store().run is None, reason="adapter.conversion._orders is not built"
+)
+
+REFS = st.integers(1, 24)  # few references: adds collide, executions and deletes find them
+SHARES = st.one_of(st.integers(0, 400), st.just(2**32 - 1))
+PRICES = st.sampled_from((1, 9_999, 10_000, 10_050, 10_100, 2**32 - 1))  # few prices: levels collide
+STOCKS = st.sampled_from((b"AAA", b"BB", b"ZZZ", b"C\xe9", b"", b"DDDDDDDD"))  # ZZZ: no directory
+SIDES = st.sampled_from((b"B", b"S", b"B", b"S", b"X"))
+MESSAGE = st.one_of(
+    st.builds(add_order, REFS, SIDES, SHARES, STOCKS, PRICES, mpid=st.booleans()),
+    st.builds(executed, REFS, SHARES),
+    st.builds(executed_with_price, REFS, SHARES, st.sampled_from((b"Y", b"N", b"?")), PRICES),
+    st.builds(cancel, REFS, SHARES),
+    st.builds(delete, REFS),
+    st.builds(replace, REFS, REFS, SHARES, PRICES),
+    st.builds(trade, REFS, SIDES, SHARES, STOCKS, PRICES),
+    st.builds(cross, SHARES, STOCKS, PRICES),
+    st.builds(directory, STOCKS),
+    st.just(system_event()),
+    st.builds(lambda m, cut: m[:cut], st.builds(delete, REFS), st.integers(0, 18)),  # truncated
+    st.just(b"~" + bytes(18)),  # a type the specification does not define
+)
+OPENING = [directory(b"AAA"), directory(b"BB"), directory(b"DDDDDDDD"), directory(b"")]
+
+
+def _play(engine: Itch50Engine, messages: list[bytes], per_packet: int) -> tuple[Played, dict[str, int]]:
+    played, reasons = Played(), {}
+    for start in range(0, len(messages), per_packet):
+        packet = moldudp64.encode_packet("T", start + 1, messages[start : start + per_packet])
+        for reason, count in convert(engine, packet, played).items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    return played, reasons
+
+
+def _same_state(native: Itch50Engine, reference: Itch50Engine) -> None:
+    assert native.mbo.digest == reference.mbo.digest == native.mbo.recompute_digest()
+    assert native.mbo.snapshot() == reference.mbo.snapshot()
+    assert sorted(native.mbo.orders.items()) == sorted(reference.mbo.orders.items())
+
+
+@needs_native
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(MESSAGE, min_size=1, max_size=120),
+    st.integers(1, 4),
+    st.integers(2, 30),
+    st.integers(1, 25),
+)
+def test_random_streams_publish_the_same_blocks_and_leave_the_same_state(
+    messages: list[bytes], depth: int, max_orders: int, per_packet: int
+) -> None:
+    engines = [Itch50Engine(depth=depth, max_orders=max_orders, prefer_native=n) for n in (True, False)]
+    assert [engine.is_native for engine in engines] == [True, False]
+    (native, native_reasons), (reference, reference_reasons) = (
+        _play(engine, OPENING + messages, per_packet) for engine in engines
+    )
+    assert native == reference and native_reasons == reference_reasons
+    _same_state(*engines)
+
+
+@needs_native
+def test_a_day_runs_in_c_and_publishes_what_the_python_loop_publishes() -> None:
+    capture = make_itch_capture(symbols=60, orders=4_000, seed=5, book_only=True)
+    engines = [Itch50Engine(depth=3, prefer_native=n) for n in (True, False)]
+    plays = []
+    for engine in engines:
+        played = Played()
+        for packet in packets(capture.data, per_packet=30):
+            assert convert(engine, packet, played) == {}
+        plays.append(played)
+    assert plays[0] == plays[1] and len(plays[0].digests) // 8 > 8_000
+    # Most of the day went through the C run: the careful path took the rest.
+    assert plays[0].from_runs > 0.8 * plays[1].from_runs
+    _same_state(*engines)
+
+
+def _orders_frame(first_seq: int) -> bytes:
+    """A record frame of A E X D U messages only, on symbols both engines know."""
+    messages = [
+        add_order(1, b"B", 100, b"AAA", 10_000),
+        add_order(2, b"S", 50, b"AAA", 10_100),
+        add_order(3, b"B", 70, b"BB", 9_999),
+        executed(1, 30),
+        cancel(2, 10),
+        replace(3, 4, 80, 10_000),
+        executed_with_price(1, 5, b"Y", 10_050),
+        delete(4),
+        add_order(5, b"S", 1, b"BB", 2**32 - 1, mpid=True),
+    ]
+    return moldudp64.records_of(moldudp64.decode_packet(moldudp64.encode_packet("T", first_seq, messages)))
+
+
+@needs_native
+@pytest.mark.parametrize(
+    ("expect_seq", "stop_seq", "room", "max_count", "publish", "payloads"),
+    [
+        (0, 0, 1 << 20, 1 << 20, True, True),  # the whole frame
+        (3, 0, 1 << 20, 1 << 20, True, False),  # the first record is not the one expected
+        (0, 7, 1 << 20, 1 << 20, True, True),  # stops before a position the sync rules watch
+        (0, 0, 300, 1 << 20, True, False),  # the packet fills
+        (0, 0, -40, 1 << 20, True, False),  # an empty packet takes its first block whatever its size
+        (0, 0, 1 << 20, 4, True, True),  # at most four
+        (0, 0, 0, 1 << 20, False, False),  # a backup that only converts
+    ],
+)
+def test_the_run_contract_is_the_python_loops(
+    expect_seq: int, stop_seq: int, room: int, max_count: int, publish: bool, payloads: bool
+) -> None:
+    frame = _orders_frame(first_seq=1)
+    results: list[Any] = []
+    engines = [Itch50Engine(depth=2, prefer_native=n) for n in (True, False)]
+    for engine in engines:
+        convert(engine, moldudp64.encode_packet("T", 100, [directory(b"AAA"), directory(b"BB")]))
+        results.append(engine.run(frame, 0, expect_seq, stop_seq, room, max_count, 77, 3, publish, payloads))
+    assert results[0] == results[1]
+    assert results[0][1] > 0 or expect_seq == 3  # it converted something (but for the wrong first record)
+    _same_state(*engines)
+
+
+@needs_native
+def test_values_of_another_type_go_to_the_python_path_and_come_out_the_same() -> None:
+    # An image from another implementation may carry an int where we keep a float: the C run
+    # hands such a symbol to the Python path rather than do its arithmetic otherwise.
+    engines = [Itch50Engine(depth=3, prefer_native=n) for n in (True, False)]
+    plays = []
+    for engine in engines:
+        convert(
+            engine,
+            moldudp64.encode_packet("T", 1, [directory(b"AAA"), add_order(1, b"B", 100, b"AAA", 10_000)]),
+        )
+        values = engine.mbo.snapshot()
+        assert values["AAA"].book is not None
+        values["AAA"].book.volume = 5  # an int, not a float
+        engine.mbo.restore(values)
+        played = Played()
+        assert (
+            convert(engine, moldudp64.encode_packet("T", 3, [executed(1, 10), executed(1, 20)]), played) == {}
+        )
+        plays.append(played)
+    assert plays[0] == plays[1] and plays[0].from_runs == 0
+    _same_state(*engines)
+
+
+@needs_native
+def test_a_state_that_is_not_an_mbo_state_is_refused_not_crashed() -> None:
+    engine = Itch50Engine(depth=3)
+    frame = _orders_frame(first_seq=1)
+    engine.mbo._values = []  # type: ignore[assignment]
+    with pytest.raises(TypeError, match="_values"):
+        engine.run(frame, 0, 0, 0, 1 << 20, 1 << 20, 1, 1, True, False)
+    engine.mbo._values = {}
+    with pytest.raises(ValueError, match="out of range"):
+        engine.run(frame, len(frame) + 1, 0, 0, 1 << 20, 1 << 20, 1, 1, True, False)
