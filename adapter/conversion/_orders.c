@@ -743,24 +743,61 @@ static int w_levels(Buf *b, PyObject *levels, uint8_t tag) {
     return rc;
 }
 
-/* w_attr_*: an attribute of ``obj`` written as a field (new reference dropped here). */
-static int w_attr_double(Buf *b, PyObject *obj, PyObject *name, uint8_t tag, int optional) {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL) return -1;
-    double d = 0.0;
-    int rc = 0;
-    if (!(optional && value == Py_None)) rc = to_double(value, &d) < 0 ? -1 : w_double(b, tag, d, optional);
-    Py_DECREF(value);
-    return rc;
+/* A SymbolValues' fields as new references: ``v`` its nine values (then the book object,
+ * NULL without one), ``k`` its book's fields (level_indexed bids asks, the nine session
+ * values, notional traded trades). The encoder and the digest read these, not attributes,
+ * so the run hands them the objects it built without a lookup. */
+typedef struct {
+    PyObject *v[10];
+    PyObject *k[15];
+} NewValues;
+
+static void new_values_clear(NewValues *n) {
+    for (int i = 0; i < 10; i++) Py_CLEAR(n->v[i]);
+    for (int i = 0; i < 15; i++) Py_CLEAR(n->k[i]);
 }
 
-static int w_attr_i64(Buf *b, PyObject *obj, PyObject *name, uint8_t tag) {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL) return -1;
+static inline void replace(PyObject **slot, PyObject *value) { /* steals value */
+    Py_XSETREF(*slot, value);
+}
+
+/* A book's fields into n->k: 0, or -1 with an exception. */
+static int load_book(PyObject *book, NewValues *n) {
+    PyObject *names[15] = {N_LEVEL_INDEXED, N_BIDS, N_ASKS, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                           N_NOTIONAL, N_TRADED, N_TRADES};
+    for (int i = 0; i < 9; i++) names[3 + i] = N_SESSION[i];
+    for (int i = 0; i < 15; i++) {
+        if ((n->k[i] = PyObject_GetAttr(book, names[i])) == NULL) return -1;
+    }
+    return 0;
+}
+
+/* ``values``' fields into ``n`` (n->v[9] NULL and n->k empty when it has no book). */
+static int view_of(PyObject *values, NewValues *n) {
+    for (int i = 0; i < 9; i++) {
+        if ((n->v[i] = PyObject_GetAttr(values, N_STATE[i])) == NULL) return -1;
+    }
+    PyObject *book = PyObject_GetAttr(values, N_BOOK);
+    if (book == NULL) return -1;
+    if (book == Py_None) {
+        Py_DECREF(book);
+        return 0;
+    }
+    n->v[9] = book;
+    return load_book(book, n);
+}
+
+/* A field from a value object: a double (``optional``: left out when None, else always
+ * written), or an int64. */
+static int w_obj_double(Buf *b, PyObject *value, uint8_t tag, int optional) {
+    if (optional && value == Py_None) return 0;
+    double d;
+    return to_double(value, &d) < 0 ? -1 : w_double(b, tag, d, optional);
+}
+
+static int w_obj_i64(Buf *b, PyObject *value, uint8_t tag) {
     int64_t v;
-    int rc = to_i64(value, &v) < 0 ? -1 : w_varint(b, tag, (uint64_t)v);
-    Py_DECREF(value);
-    return rc;
+    return to_i64(value, &v) < 0 ? -1 : w_varint(b, tag, (uint64_t)v);
 }
 
 /* Book.orders: an MboBookValues' packed live orders (a snapshot's; a plain BookValues has none). */
@@ -786,28 +823,24 @@ static int w_snapshot_orders(Buf *b, PyObject *book) {
     return rc;
 }
 
-/* Book {level_indexed, depth, bids, asks, orders (a snapshot's only)} of a BookValues (None: depth only). */
-static int w_book(Buf *b, PyObject *book, uint64_t depth) {
+/* Book {level_indexed, depth, bids, asks, orders} (no book: depth only). ``snapshot_orders``:
+ * look for a snapshot's packed orders on the book object (a run's books have none). */
+static int w_book(Buf *b, const NewValues *n, uint64_t depth, int snapshot_orders) {
     size_t start = b->len;
-    if (book != Py_None) {
-        PyObject *indexed = PyObject_GetAttr(book, N_LEVEL_INDEXED);
-        int truth = indexed == NULL ? -1 : PyObject_IsTrue(indexed);
-        Py_XDECREF(indexed);
+    int has_book = n->v[9] != NULL;
+    if (has_book) {
+        int truth = PyObject_IsTrue(n->k[0]);
         if (truth < 0 || w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)truth) < 0) return -1;
     }
     if (w_varint(b, FH_BOOK_DEPTH_TAG, depth) < 0) return -1;
-    if (book != Py_None) {
-        PyObject *bids = PyObject_GetAttr(book, N_BIDS), *asks = bids ? PyObject_GetAttr(book, N_ASKS) : NULL;
-        int rc = (asks == NULL || w_levels(b, bids, FH_BOOK_BIDS_TAG) < 0 || w_levels(b, asks, FH_BOOK_ASKS_TAG) < 0) ? -1 : 0;
-        Py_XDECREF(bids);
-        Py_XDECREF(asks);
-        if (rc < 0 || w_snapshot_orders(b, book) < 0) return -1;
-    }
+    if (has_book && (w_levels(b, n->k[1], FH_BOOK_BIDS_TAG) < 0 || w_levels(b, n->k[2], FH_BOOK_ASKS_TAG) < 0 ||
+                     (snapshot_orders && w_snapshot_orders(b, n->v[9]) < 0)))
+        return -1;
     return w_close(b, start, FH_SYMBOLSTATE_BOOK_TAG);
 }
 
-/* SessionValues of a BookValues. */
-static int w_session(Buf *b, PyObject *book) {
+/* SessionValues of a book. */
+static int w_session(Buf *b, const NewValues *n) {
     static const uint8_t tags[9] = {FH_SESSIONVALUES_VOLUME_TAG, FH_SESSIONVALUES_LAST_TAG,
                                     FH_SESSIONVALUES_HIGH_TAG,   FH_SESSIONVALUES_LOW_TAG,
                                     FH_SESSIONVALUES_OPEN_TAG,   FH_SESSIONVALUES_CLOSE_TAG,
@@ -815,33 +848,35 @@ static int w_session(Buf *b, PyObject *book) {
                                     FH_SESSIONVALUES_VWAP_TAG};
     size_t start = b->len;
     for (int i = 0; i < 9; i++) {
-        if (w_attr_double(b, book, N_SESSION[i], tags[i], 1) < 0) return -1;
+        if (w_obj_double(b, n->k[3 + i], tags[i], 1) < 0) return -1;
     }
-    if (w_attr_double(b, book, N_NOTIONAL, FH_SESSIONVALUES_NOTIONAL_TAG, 0) < 0 ||
-        w_attr_double(b, book, N_TRADED, FH_SESSIONVALUES_TRADED_TAG, 0) < 0 ||
-        w_attr_i64(b, book, N_TRADES, FH_SESSIONVALUES_TRADES_TAG) < 0)
+    if (w_obj_double(b, n->k[12], FH_SESSIONVALUES_NOTIONAL_TAG, 0) < 0 ||
+        w_obj_double(b, n->k[13], FH_SESSIONVALUES_TRADED_TAG, 0) < 0 ||
+        w_obj_i64(b, n->k[14], FH_SESSIONVALUES_TRADES_TAG) < 0)
         return -1;
     return w_close(b, start, FH_SYMBOLSTATE_SESSION_TAG);
 }
 
 /* SymbolState of a SymbolValues, its book and session included. */
-static int w_state(Buf *b, PyObject *values, uint64_t depth) {
+static int w_state_of(Buf *b, const NewValues *n, uint64_t depth, int snapshot_orders) {
     static const uint8_t tags[9] = {FH_SYMBOLSTATE_VOLUME_TAG, FH_SYMBOLSTATE_HIGH_TAG,  FH_SYMBOLSTATE_LOW_TAG,
                                     FH_SYMBOLSTATE_LAST_TAG,   FH_SYMBOLSTATE_VWAP_TAG,  FH_SYMBOLSTATE_TRADE_COUNT_TAG,
                                     FH_SYMBOLSTATE_BID_TAG,    FH_SYMBOLSTATE_ASK_TAG,   FH_SYMBOLSTATE_NOTIONAL_TAG};
     size_t start = b->len;
     for (int i = 0; i < 9; i++) {
-        int rc = (i == 0 || i == 5) ? w_attr_i64(b, values, N_STATE[i], tags[i])
-                                    : w_attr_double(b, values, N_STATE[i], tags[i], 0);
+        int rc = (i == 0 || i == 5) ? w_obj_i64(b, n->v[i], tags[i]) : w_obj_double(b, n->v[i], tags[i], 0);
         if (rc < 0) return -1;
     }
-    PyObject *book = PyObject_GetAttr(values, N_BOOK);
-    if (book == NULL) return -1;
     /* As to_proto: no book, no session (the block still says its depth). */
-    int rc = (w_book(b, book, depth) < 0 || (book != Py_None && w_session(b, book) < 0)) ? -1 : 0;
-    Py_DECREF(book);
-    if (rc < 0) return -1;
+    if (w_book(b, n, depth, snapshot_orders) < 0 || (n->v[9] != NULL && w_session(b, n) < 0)) return -1;
     return w_close(b, start, FH_SYMBOLUPDATE_STATE_TAG);
+}
+
+static int w_state(Buf *b, PyObject *values, uint64_t depth) {
+    NewValues n = {0};
+    int rc = (view_of(values, &n) < 0 || w_state_of(b, &n, depth, 1) < 0) ? -1 : 0;
+    new_values_clear(&n);
+    return rc;
 }
 
 /* Each item of ``items`` written by ``write`` (a list or tuple). */
@@ -912,29 +947,23 @@ static void be64(Buf *b, uint64_t v) { /* the caller reserved 8 bytes */
     b->len += 8;
 }
 
-/* An attribute packed as struct's ">d" (``is_int``: ">q"), into a buffer with room reserved. */
-static int pack_attr(Buf *b, PyObject *obj, PyObject *name, int is_int) {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL) return -1;
-    int rc;
+/* A value packed as struct's ">d" (``is_int``: ">q"), into a buffer with room reserved. */
+static int pack_value(Buf *b, PyObject *value, int is_int) {
     if (is_int) {
         int64_t v;
-        rc = to_i64(value, &v);
-        if (rc == 0) be64(b, (uint64_t)v);
-    } else {
-        double d;
-        rc = to_double(value, &d);
-        if (rc == 0) be64(b, dbits(d));
+        if (to_i64(value, &v) < 0) return -1;
+        be64(b, (uint64_t)v);
+        return 0;
     }
-    Py_DECREF(value);
-    return rc;
+    double d;
+    if (to_double(value, &d) < 0) return -1;
+    be64(b, dbits(d));
+    return 0;
 }
 
 /* One side's levels as struct.pack(">" + "ddq" * n), after their count (4 bytes, big-endian). */
-static int pack_levels(Buf *b, PyObject *book, PyObject *name) {
-    PyObject *levels = PyObject_GetAttr(book, name);
-    PyObject *seq = levels ? frozen(levels, "a book side is a list of (price, size, orders)") : NULL;
-    Py_XDECREF(levels);
+static int pack_levels(Buf *b, PyObject *levels) {
+    PyObject *seq = frozen(levels, "a book side is a list of (price, size, orders)");
     if (seq == NULL) return -1;
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
     int rc = (n > (Py_ssize_t)UINT32_MAX || buf_reserve(b, 4 + (size_t)n * 24) < 0) ? -1 : 0;
@@ -962,40 +991,30 @@ static int pack_levels(Buf *b, PyObject *book, PyObject *name) {
 }
 
 /* BookValues.digest_bytes(): kind, both sides, the optional values ("-" or "+" >d), >ddq. */
-static int pack_book(Buf *b, PyObject *book) {
-    PyObject *indexed = PyObject_GetAttr(book, N_LEVEL_INDEXED);
-    int truth = indexed == NULL ? -1 : PyObject_IsTrue(indexed);
-    Py_XDECREF(indexed);
+static int pack_book(Buf *b, const NewValues *n) {
+    int truth = PyObject_IsTrue(n->k[0]);
     if (truth < 0 || buf_reserve(b, 1) < 0) return -1;
     b->data[b->len++] = truth ? 'L' : 'P';
-    if (pack_levels(b, book, N_BIDS) < 0 || pack_levels(b, book, N_ASKS) < 0) return -1;
+    if (pack_levels(b, n->k[1]) < 0 || pack_levels(b, n->k[2]) < 0) return -1;
     if (buf_reserve(b, 9 * 9 + 24) < 0) return -1;
     for (int i = 0; i < 9; i++) {
-        PyObject *value = PyObject_GetAttr(book, N_SESSION[i]);
-        if (value == NULL) return -1;
+        PyObject *value = n->k[3 + i];
         int unset = value == Py_None;
         double d = 0.0;
-        int rc = unset ? 0 : to_double(value, &d);
-        Py_DECREF(value);
-        if (rc < 0) return -1;
+        if (!unset && to_double(value, &d) < 0) return -1;
         b->data[b->len++] = unset ? '-' : '+';
         if (!unset) be64(b, dbits(d));
     }
-    return (pack_attr(b, book, N_NOTIONAL, 0) < 0 || pack_attr(b, book, N_TRADED, 0) < 0 ||
-            pack_attr(b, book, N_TRADES, 1) < 0)
-               ? -1
-               : 0;
+    return (pack_value(b, n->k[12], 0) < 0 || pack_value(b, n->k[13], 0) < 0 || pack_value(b, n->k[14], 1) < 0) ? -1
+                                                                                                             : 0;
 }
 
 /* symbol_digest(symbol, values): blake2b-64 of the symbol, b"\0", the values (">qddddqddd") and the book. */
-static int digest_of(const char *name, Py_ssize_t name_len, PyObject *values, uint64_t *out) {
+static int digest_view(const char *name, Py_ssize_t name_len, const NewValues *n, uint64_t *out) {
     Buf b = {0};
     int rc = (w_raw(&b, name, (size_t)name_len) < 0 || w_raw(&b, "", 1) < 0 || buf_reserve(&b, 72) < 0) ? -1 : 0;
-    for (int i = 0; i < 9 && rc == 0; i++) rc = pack_attr(&b, values, N_STATE[i], i == 0 || i == 5);
-    PyObject *book = rc == 0 ? PyObject_GetAttr(values, N_BOOK) : NULL;
-    if (book == NULL) rc = -1;
-    if (rc == 0 && book != Py_None) rc = pack_book(&b, book);
-    Py_XDECREF(book);
+    for (int i = 0; i < 9 && rc == 0; i++) rc = pack_value(&b, n->v[i], i == 0 || i == 5);
+    if (rc == 0 && n->v[9] != NULL) rc = pack_book(&b, n);
     if (rc == 0) *out = blake2b_64(b.data, b.len);
     PyMem_Free(b.data);
     return rc;
@@ -1006,9 +1025,11 @@ static PyObject *py_symbol_digest(PyObject *Py_UNUSED(module), PyObject *args) {
     if (!PyArg_ParseTuple(args, "UO:symbol_digest", &symbol, &values)) return NULL;
     Py_ssize_t name_len;
     const char *name = PyUnicode_AsUTF8AndSize(symbol, &name_len);
+    NewValues n = {0};
     uint64_t h;
-    if (name == NULL || digest_of(name, name_len, values, &h) < 0) return NULL;
-    return PyLong_FromUnsignedLongLong(h);
+    int rc = (name == NULL || view_of(values, &n) < 0 || digest_view(name, name_len, &n, &h) < 0) ? -1 : 0;
+    new_values_clear(&n);
+    return rc < 0 ? NULL : PyLong_FromUnsignedLongLong(h);
 }
 
 /* ---- MboRun: a run of A F E C X D U messages converted whole in C ----
@@ -1302,53 +1323,30 @@ static int stock_symbol(MboCtx *c, const uint8_t *stock, uint32_t *symbol) {
     return 0;
 }
 
-/* The values after the message, as new objects (SymbolValues with a new BookValues). */
-typedef struct {
-    PyObject *v[10]; /* SymbolValues fields, book last */
-    PyObject *k[15]; /* BookValues fields: level_indexed bids asks, the 9 session values, notional traded trades */
-} NewValues;
-
-static void new_values_clear(NewValues *n) {
-    for (int i = 0; i < 10; i++) Py_CLEAR(n->v[i]);
-    for (int i = 0; i < 15; i++) Py_CLEAR(n->k[i]);
-}
-
-static inline void replace(PyObject **slot, PyObject *value) { /* steals value */
-    Py_XSETREF(*slot, value);
-}
-
-/* The current values' fields (or a new symbol's defaults) as new references in ``n``. */
+/* The current values' fields (or a new symbol's defaults; a book-less one gets an empty book)
+ * as new references in ``n``; n->v[9] stays NULL (the run makes the new book). */
 static int load_values(PyObject *current, NewValues *n) {
-    PyObject *book = Py_None;
+    int rc = 0;
     if (current != NULL) {
-        for (int i = 0; i < 9; i++) {
-            if ((n->v[i] = PyObject_GetAttr(current, N_STATE[i])) == NULL) return -1;
+        if (view_of(current, n) < 0) return -1;
+        if (n->v[9] != NULL) {
+            Py_CLEAR(n->v[9]);
+            return 0;
         }
-        if ((book = PyObject_GetAttr(current, N_BOOK)) == NULL) return -1;
     } else {
         for (int i = 0; i < 9; i++) {
             n->v[i] = (i == 0 || i == 5) ? PyLong_FromLong(0) : PyFloat_FromDouble(0.0);
             if (n->v[i] == NULL) return -1;
         }
-        Py_INCREF(book);
     }
-    int rc = 0;
-    if (book == Py_None) {
-        n->k[0] = Py_NewRef(Py_False);
-        n->k[1] = PyList_New(0);
-        n->k[2] = PyList_New(0);
-        for (int i = 0; i < 9; i++) n->k[3 + i] = Py_NewRef(Py_None);
-        n->k[12] = PyFloat_FromDouble(0.0);
-        n->k[13] = PyFloat_FromDouble(0.0);
-        n->k[14] = PyLong_FromLong(0);
-        for (int i = 0; i < 15 && rc == 0; i++) rc = n->k[i] == NULL ? -1 : 0;
-    } else {
-        PyObject *names[15] = {N_LEVEL_INDEXED, N_BIDS, N_ASKS, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                               N_NOTIONAL, N_TRADED, N_TRADES};
-        for (int i = 0; i < 9; i++) names[3 + i] = N_SESSION[i];
-        for (int i = 0; i < 15 && rc == 0; i++) rc = (n->k[i] = PyObject_GetAttr(book, names[i])) == NULL ? -1 : 0;
-    }
-    Py_DECREF(book);
+    n->k[0] = Py_NewRef(Py_False);
+    n->k[1] = PyList_New(0);
+    n->k[2] = PyList_New(0);
+    for (int i = 0; i < 9; i++) n->k[3 + i] = Py_NewRef(Py_None);
+    n->k[12] = PyFloat_FromDouble(0.0);
+    n->k[13] = PyFloat_FromDouble(0.0);
+    n->k[14] = PyLong_FromLong(0);
+    for (int i = 0; i < 15 && rc == 0; i++) rc = n->k[i] == NULL ? -1 : 0;
     return rc;
 }
 
@@ -1489,7 +1487,7 @@ static int symbol_parts(MboCtx *c, const Staged *s, PyObject **name, SideLevelsO
 }
 
 /* Encode the message's block into c->blocks (after a reserved header): 0, STOP_SLOW, STOP_ROOM, or -1. */
-static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, PyObject *values, const ShownLevel *before,
+static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues *n, const ShownLevel *before,
                      Py_ssize_t n_before, const ShownLevel *after, Py_ssize_t n_after, ShownLevel *scratch,
                      const Buf *orders) {
     Buf *b = &c->blocks;
@@ -1510,7 +1508,8 @@ static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, PyObject *value
     if (s->has_trade &&
         w_trade_of(b, (double)s->trade_price / PRICE_SCALE, s->trade_shares, (double)s->trade_shares) < 0)
         return -1;
-    if (w_changes(b, before, n_before, after, n_after, s->side, scratch) < 0 || w_state(b, values, (uint64_t)c->depth) < 0)
+    if (w_changes(b, before, n_before, after, n_after, s->side, scratch) < 0 ||
+        w_state_of(b, n, (uint64_t)c->depth, 0) < 0)
         return -1;
     if (orders->len) {
         size_t at = b->len;
@@ -1613,13 +1612,13 @@ static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
         if (rc < 0) goto done;
     }
     if (c->publish &&
-        (rc = mbo_block(c, s, name, values, before, n_before, after, n_after, scratch, &orders)) != 0)
+        (rc = mbo_block(c, s, name, &n, before, n_before, after, n_after, scratch, &orders)) != 0)
         goto done;
     /* Committed from here: the hash first (it can fail), then the orders, then the values. */
     Py_ssize_t name_len;
     const char *utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
     uint64_t new_hash, old_hash = 0;
-    if (utf8 == NULL || digest_of(utf8, name_len, values, &new_hash) < 0) {
+    if (utf8 == NULL || digest_view(utf8, name_len, &n, &new_hash) < 0) {
         rc = -1;
         goto done;
     }
