@@ -30,7 +30,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from setuptools import Extension, find_packages, setup
+from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
@@ -45,11 +45,17 @@ def namespace() -> dict[str, str]:
 
 
 def packages(roots: dict[str, str]) -> list[str]:
-    """Every package under each mapped folder, by its installed name."""
+    """Every package under each mapped folder, by its installed name.
+
+    Folders that hold only data (``dictionaries/``, ``static/``, ``sample/``) are
+    packages too, as Python sees them: setuptools warns about, and will one day
+    leave out, a data folder it was not told is a package.
+    """
     found = []
     for name, folder in roots.items():
         found.append(name)
-        found += [f"{name}.{sub}" for sub in find_packages(str(ROOT / folder))]
+        subs = find_namespace_packages(str(ROOT / folder), exclude=["*__pycache__*", "*.egg-info*"])
+        found += [f"{name}.{sub}" for sub in subs]
     return sorted(found)
 
 
