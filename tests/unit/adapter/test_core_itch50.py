@@ -17,6 +17,7 @@ from feedha.client import ImageAssembler
 from tests.itch50_reference import ItchReference
 
 from .group_harness import CoreGroup, ItchSource
+from .test_itch50 import add_order, cancel, delete, executed
 
 
 def _books(state: Any) -> dict[str, Any]:
@@ -45,6 +46,47 @@ def test_books_survive_killing_the_active_and_match_a_reference() -> None:
     shown = {s: {"bids": [[p, z] for p, z, _o in b.bids], "asks": [[p, z] for p, z, _o in b.asks]}
              for s, v in survivors[0].snapshot().items() for b in [v.book] if b is not None}  # fmt: skip
     assert shown == reference.shown() and len(shown) == 60
+
+
+def test_poison_records_among_the_runs_are_quarantined_alike_and_cost_nothing_else() -> None:
+    # The adapters' C runs stop at each poison record; the Python path quarantines it and the
+    # run resumes after it: every other message is delivered once, across a kill of the active.
+    group = CoreGroup(3, rate=1500, itch50=True)
+    source = group.source
+    assert isinstance(source, ItchSource)
+    poisons = [
+        executed(2**63, 10),  # an order never added
+        add_order(2**62, b"X", 100, b"S0001", 10_000),  # a side that is neither B nor S
+        delete(2**62)[:12],  # truncated
+        cancel(1, 2**32 - 1),  # more shares than the order has (or an order no longer live)
+        b"~" + bytes(18),  # a type the specification does not define
+    ]
+    at, every = 300, 200  # some before the kill, some after
+    for index, poison in enumerate(poisons * 4):
+        source.messages.insert(at + index * every, poison)
+    poison_seqs = {at + index * every + 1 for index in range(len(poisons) * 4)}
+    source.skipped |= poison_seqs
+    group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
+    group.run(0.8)
+    group.kill(1)
+    assert min(poison_seqs) < source.next_seq < max(poison_seqs)  # the kill falls among them
+    group.run_until(lambda: len(group.actives()) == 1 and group.actives()[0] != 1, within=5)
+    group.run(2.5)
+    group.run(0.5, source=False)
+    assert source.next_seq > max(poison_seqs)  # every poison record was played
+    assert (group.lost, group.duplicates, group.out_of_order) == (0, 0, 0)
+    assert group.delivered_source_seqs() == source.expected()
+    counts = [group.quarantined(n) for n in (2, 3)]
+    assert counts[0] == counts[1] and sum(counts[0].values()) == len(poisons) * 4, counts
+    survivors = [group.members[n].core.state for n in (2, 3)]
+    assert survivors[0].digest == survivors[1].digest
+    reference = ItchReference()
+    for message in source.sent:
+        if message not in poisons:
+            reference.feed(message)
+    shown = {s: {"bids": [[p, z] for p, z, _o in b.bids], "asks": [[p, z] for p, z, _o in b.asks]}
+             for s, v in survivors[0].snapshot().items() for b in [v.book] if b is not None}  # fmt: skip
+    assert shown == reference.shown()
 
 
 def test_a_backup_adopts_a_snapshot_with_the_order_table() -> None:
