@@ -1449,6 +1449,11 @@ static int mbo_commit_ops(MboCtx *c, const Staged *s, SideLevelsObject *levels, 
             continue;
         }
         Order *o = ot_find(c->orders, op->ref);
+        if (o == NULL) {
+            PyErr_Format(PyExc_RuntimeError, "order %llu vanished between staging and commit",
+                         (unsigned long long)op->ref);
+            return -1;
+        }
         uint32_t price = o->price, shares = o->shares;
         uint64_t old = mix_order(op->ref, name_hash, o->side, price, shares);
         c->orders_digest -= old;
@@ -1557,7 +1562,8 @@ static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
     SideLevelsObject *levels;
     uint64_t name_hash;
     if ((rc = symbol_parts(c, s, &name, &levels, &name_hash)) != 0) return rc;
-    Py_INCREF(name);
+    Py_INCREF(name); /* both held: the dataclasses' Python code runs before they are used again */
+    Py_INCREF(levels);
     PyObject *current = PyDict_GetItemWithError(c->values, name);
     Py_XINCREF(current);
     NewValues n = {0};
@@ -1606,6 +1612,10 @@ static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
     for (int i = 0; i < s->n_ops; i++) { /* the orders it touches, after it (MboState.touched) */
         const OrderOp *op = &s->ops[i];
         const Order *o = op->kind == OP_ADD_ORDER ? NULL : ot_find(c->orders, op->ref);
+        if (op->kind != OP_ADD_ORDER && o == NULL) { /* staged from this table a moment ago */
+            rc = STOP_SLOW;
+            goto done;
+        }
         rc = op->kind == OP_ADD_ORDER ? order_record(&orders, op->ref, op->side, op->price, op->shares)
                                       : order_record(&orders, op->ref, o->side, o->price,
                                                      op->kind == OP_REMOVE_ORDER ? 0 : op->shares);
@@ -1650,6 +1660,7 @@ done:
     new_values_clear(&n);
     Py_XDECREF(values);
     Py_XDECREF(current);
+    Py_DECREF(levels);
     Py_DECREF(name);
     return rc;
 }
