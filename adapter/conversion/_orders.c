@@ -1,5 +1,5 @@
 /*
- * adapter.conversion._orders: the itch50 order table and price levels in C.
+ * adapter.conversion._orders: the itch50 order table, price levels and runs in C.
  *
  * Theory of operation
  * -------------------
@@ -23,6 +23,9 @@
  *                byte what the protobuf runtime writes for itch50_engine.encode_staged's
  *                message (deterministic: fields by number, proto3 zeros left out, a
  *                double zero by its bits, an optional session value whenever it is set).
+ *   MboRun       a run of A F E C X D U messages converted whole over an MboState: what
+ *                the Python loop does to the same objects, one C call per run (see its
+ *                section below; tests/unit/adapter/test_mbo_run.py compares the two).
  *
  * Every method behaves as the reference's does for every input the reference
  * accepts (tests/unit/adapter/test_orders_native.py compares them with
@@ -1832,7 +1835,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_orders",
-    .m_doc = "The itch50 order table and price levels in C (see adapter/conversion/order_table.py).",
+    .m_doc = "The itch50 order table, price levels and runs in C (see adapter/conversion/order_table.py).",
     .m_size = -1,
     .m_methods = module_methods,
 };
