@@ -288,7 +288,8 @@ def test_faults_on_top_of_each_other_never_give_one_msg_seq_two_messages(seed: i
     _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=False), gentle=False)
 
 
-@pytest.mark.parametrize(("seed", "gentle"), [pytest.param(3, True, marks=pytest.mark.slow), (4, False)])
+@pytest.mark.slow  # 15 s a seed: the default suite keeps the two drills above, CI's slow stage runs these
+@pytest.mark.parametrize(("seed", "gentle"), [(3, True), (4, False)])
 def test_purges_under_faults_never_reach_a_delayed_line(seed: int, gentle: bool) -> None:
     chaos = run_chaos(seed, seconds=10.0, rate=1000.0, gentle=gentle, delayed=True)
     _check(chaos, gentle=gentle)
