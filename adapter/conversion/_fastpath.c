@@ -89,12 +89,6 @@ static uint64_t fnv1a(const char *p, Py_ssize_t n) {
     return h;
 }
 
-static inline void put_be64(uint8_t *p, uint64_t v) {
-    for (int i = 7; i >= 0; i--) {
-        p[i] = (uint8_t)v;
-        v >>= 8;
-    }
-}
 
 /* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/conversion/state.py). */
 static uint64_t symbol_hash(const char *key, Py_ssize_t len, const Values *v) {
@@ -1146,16 +1140,6 @@ static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s
     }
     finish_apply(v, traded);
     return overflow || (v->trade_count && !isfinite(v->notional)) ? -1 : 0;
-}
-
-/* proto/wire.py's block header: u16 length (payload + 10), u16 source_stream, u64 source_seq. */
-static inline void put_block_header(uint8_t *b, size_t payload_len, int source_stream, uint64_t source_seq) {
-    unsigned length = (unsigned)payload_len + BLOCK_LENGTH_COVERS;
-    b[0] = (uint8_t)(length >> 8);
-    b[1] = (uint8_t)length;
-    b[2] = (uint8_t)(source_stream >> 8);
-    b[3] = (uint8_t)source_stream;
-    put_be64(b + 4, source_seq);
 }
 
 /* The message's wire block appended to run->blocks (and its payload to run->payloads): 0, or

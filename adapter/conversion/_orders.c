@@ -587,17 +587,26 @@ static const char *STATE_NAMES[9] = {"volume", "high", "low", "last", "vwap", "t
 static const char *SESSION_NAMES[9] = {"volume", "last",   "high",          "low", "open",
                                        "close",  "settle", "open_interest", "vwap"};
 
+/* An attribute name and where its interned string goes. */
+typedef struct {
+    PyObject **slot;
+    const char *name;
+} Name;
+
+/* Intern each name into its slot: 0, or -1 with an exception. */
+static int intern_each(const Name *names, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) return -1;
+    }
+    return 0;
+}
+
 static int intern_names(void) {
-    N_BOOK = PyUnicode_InternFromString("book");
-    N_BIDS = PyUnicode_InternFromString("bids");
-    N_ASKS = PyUnicode_InternFromString("asks");
-    N_LEVEL_INDEXED = PyUnicode_InternFromString("level_indexed");
-    N_ORDERS = PyUnicode_InternFromString("orders");
-    N_NOTIONAL = PyUnicode_InternFromString("notional");
-    N_TRADED = PyUnicode_InternFromString("traded");
-    N_TRADES = PyUnicode_InternFromString("trades");
-    if (!N_BOOK || !N_BIDS || !N_ASKS || !N_LEVEL_INDEXED || !N_ORDERS || !N_NOTIONAL || !N_TRADED || !N_TRADES)
-        return -1;
+    static const Name names[] = {
+        {&N_BOOK, "book"},          {&N_BIDS, "bids"},         {&N_ASKS, "asks"},     {&N_LEVEL_INDEXED, "level_indexed"},
+        {&N_ORDERS, "orders"},      {&N_NOTIONAL, "notional"}, {&N_TRADED, "traded"}, {&N_TRADES, "trades"},
+    };
+    if (intern_each(names, sizeof names / sizeof names[0]) < 0) return -1;
     for (int i = 0; i < 9; i++) {
         N_STATE[i] = PyUnicode_InternFromString(STATE_NAMES[i]);
         N_SESSION[i] = PyUnicode_InternFromString(SESSION_NAMES[i]);
@@ -946,7 +955,7 @@ static PyObject *py_encode_block(PyObject *Py_UNUSED(module), PyObject *args) {
 /* ---- symbol_digest: a symbol's share of the state digest (state.symbol_digest) ---- */
 
 static void be64(Buf *b, uint64_t v) { /* the caller reserved 8 bytes */
-    for (int i = 7; i >= 0; i--) b->data[b->len + (size_t)(7 - i)] = (uint8_t)(v >> (8 * i));
+    put_be64(b->data + b->len, v);
     b->len += 8;
 }
 
@@ -1055,20 +1064,13 @@ static PyObject *N_INDEX, *N_NAMES, *N_SIDES, *N_NAME_HASHES, *N_VALUES, *N_HASH
     *N_MAX_ORDERS, *N_DEPTH;
 
 static int intern_run_names(void) {
-    N_INDEX = PyUnicode_InternFromString("_index");
-    N_NAMES = PyUnicode_InternFromString("_names");
-    N_SIDES = PyUnicode_InternFromString("_sides");
-    N_NAME_HASHES = PyUnicode_InternFromString("_name_hashes");
-    N_VALUES = PyUnicode_InternFromString("_values");
-    N_HASHES = PyUnicode_InternFromString("_hashes");
-    N_DIGEST = PyUnicode_InternFromString("_digest");
-    N_ORDERS_DIGEST = PyUnicode_InternFromString("_orders_digest");
-    N_MAX_ORDERS = PyUnicode_InternFromString("max_orders");
-    N_DEPTH = PyUnicode_InternFromString("depth");
-    return (N_INDEX && N_NAMES && N_SIDES && N_NAME_HASHES && N_VALUES && N_HASHES && N_DIGEST && N_ORDERS_DIGEST &&
-            N_MAX_ORDERS && N_DEPTH)
-               ? 0
-               : -1;
+    static const Name names[] = {
+        {&N_INDEX, "_index"},     {&N_NAMES, "_names"},   {&N_SIDES, "_sides"},
+        {&N_NAME_HASHES, "_name_hashes"}, {&N_VALUES, "_values"}, {&N_HASHES, "_hashes"},
+        {&N_DIGEST, "_digest"},   {&N_ORDERS_DIGEST, "_orders_digest"}, {&N_MAX_ORDERS, "max_orders"},
+        {&N_DEPTH, "depth"},
+    };
+    return intern_each(names, sizeof names / sizeof names[0]);
 }
 
 #define ITCH_BID 1 /* market.proto Side: B (buy) is the bid side */
@@ -1431,7 +1433,7 @@ static PyObject *best_price(PyObject *side) {
 static int order_record(Buf *b, uint64_t ref, uint8_t side, uint32_t price, uint32_t shares) {
     if (buf_reserve(b, 17) < 0) return -1;
     uint8_t *p = b->data + b->len;
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(ref >> (56 - 8 * i));
+    put_be64(p, ref);
     p[8] = side;
     for (int i = 0; i < 4; i++) p[9 + i] = (uint8_t)(price >> (24 - 8 * i));
     for (int i = 0; i < 4; i++) p[13 + i] = (uint8_t)(shares >> (24 - 8 * i));
@@ -1536,12 +1538,7 @@ static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues
     }
     c->room -= block;
     uint8_t *h = b->data + block_start;
-    unsigned length = (unsigned)payload_len + BLOCK_LENGTH_COVERS;
-    h[0] = (uint8_t)(length >> 8);
-    h[1] = (uint8_t)length;
-    h[2] = (uint8_t)(c->source_stream >> 8);
-    h[3] = (uint8_t)c->source_stream;
-    for (int i = 0; i < 8; i++) h[4 + i] = (uint8_t)(s->m.seq >> (56 - 8 * i));
+    put_block_header(h, payload_len, c->source_stream, s->m.seq);
     if (c->payloads != NULL) {
         PyObject *item = PyBytes_FromStringAndSize((const char *)h + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
         if (item == NULL || PyList_Append(c->payloads, item) < 0) {
@@ -1707,11 +1704,9 @@ static PyObject *owned_attr(PyObject *obj, PyObject *name, PyTypeObject *type) {
 static int u64_attr(PyObject *obj, PyObject *name, uint64_t *out) {
     PyObject *value = PyObject_GetAttr(obj, name);
     if (value == NULL) return -1;
-    unsigned long long v = PyLong_AsUnsignedLongLong(value);
+    int rc = as_u64(value, out);
     Py_DECREF(value);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-    *out = v;
-    return 0;
+    return rc;
 }
 
 static int set_u64_attr(PyObject *obj, PyObject *name, uint64_t v) {

@@ -1,7 +1,8 @@
 /*
  * Protobuf wire primitives for the C extensions of adapter/conversion: a growable
  * output buffer, varints and little-endian doubles, as the protobuf runtime writes
- * them. Included by _fastpath.c and _orders.c (each gets its own static copy).
+ * them; and the big-endian integers and block header of feedha's own wire format
+ * (proto/wire.py). Included by _fastpath.c and _orders.c (each gets its own static copy).
  */
 #ifndef FEEDHA_PROTOWIRE_H
 #define FEEDHA_PROTOWIRE_H
@@ -11,6 +12,26 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "_fastpath_constants.h" /* BLOCK_LENGTH_COVERS */
+
+/* A u64 as struct's ">Q" packs it. */
+static inline void put_be64(uint8_t *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+/* proto/wire.py's block header: u16 length (payload + 10), u16 source_stream, u64 source_seq. */
+static inline void put_block_header(uint8_t *b, size_t payload_len, int source_stream, uint64_t source_seq) {
+    unsigned length = (unsigned)payload_len + BLOCK_LENGTH_COVERS;
+    b[0] = (uint8_t)(length >> 8);
+    b[1] = (uint8_t)length;
+    b[2] = (uint8_t)(source_stream >> 8);
+    b[3] = (uint8_t)source_stream;
+    put_be64(b + 4, source_seq);
+}
 
 static inline uint64_t dbits(double d) {
     uint64_t u;
