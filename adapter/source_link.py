@@ -56,12 +56,20 @@ class SourceLink:
         return sock
 
     def frames(self, reads: Callable[[float], bool]) -> Iterator[tuple[list[bytes], float]]:
-        """``(parts, now)`` of each message waiting, while ``reads(now)`` and this turn's budget allow."""
+        """``(parts, now)`` of each message waiting, while ``reads(now)`` and this turn's budget allow.
+
+        Call when the socket polled readable. Below saturation a turn reads one
+        frame: the second is asked for with :func:`transport.readable` (cheaper
+        than a receive that fails); a turn that found a second frame drains until
+        ``zmq.Again``, as a burst's frames each pay for no check.
+        """
         assert self.socket is not None
         sock, budget_end = self.socket, time.monotonic() + SOURCE_BUDGET_S
         for count in range(SOURCE_BATCH_FRAMES):
             now = time.monotonic()
             if (count and now >= budget_end) or not reads(now):
+                return
+            if count == 1 and not transport.readable(sock):
                 return
             try:
                 yield transport.recv_frames(sock), now

@@ -48,7 +48,7 @@ from feedha.client._subscriber_config import (
 )
 from feedha.client.errors import ClosedError, ConfigError, TransportError
 from feedha.client.events import Event
-from feedha.transport import recv_frames
+from feedha.transport import readable, recv_frames
 
 MAX_PACKET_FRAME_BYTES: Final = 1024 * 1024  # a packet is at most 64 KiB; far more is hostile
 
@@ -224,7 +224,11 @@ class Lines:
         index, reader = entry
         on_frames = self.channels.on_frames
         try:
-            for _ in range(self.config.batch):
+            for count in range(self.config.batch):
+                # Polled readable: the first frame is there. Below saturation there is one;
+                # asking for a second is cheaper than a receive that fails (transport.readable).
+                if count == 1 and not readable(reader):
+                    return
                 on_frames(index, recv_frames(reader), now, out)
         except zmq.Again:
             return

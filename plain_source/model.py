@@ -164,6 +164,11 @@ class SymbolModel:
         data, streams, seqs = self._assemble(*self._decide(count))
         return list(map(GeneratedMessage, repeat(0) if streams is None else streams, seqs, data))
 
+    def generate_ordered(self, count: int) -> tuple[list[bytes], list[int] | None]:
+        """The next ``count`` messages in global order, with each one's stream (``None``: one stream)."""
+        data, streams, _seqs = self._assemble(*self._decide(count))
+        return data, streams
+
     def generate(self, count: int) -> list[list[bytes]]:
         """Generate the next ``count`` messages.
 

@@ -4,15 +4,15 @@ The line transport is picked by the endpoint URL: ``tcp://`` unicast fan-out
 by default, ``epgm://``/``pgm://`` multicast where libzmq has OpenPGM
 (docs/multicast.md). :func:`configure_socket` sets what a multicast socket
 needs before its bind/connect; :func:`recv_frames` is the receive loop of the
-hot path. This package imports ``zmq`` and nothing of feedha's other packages:
-the wire contracts are in ``proto``.
+hot path and :func:`readable` the cheap end of a drain. This package imports
+``zmq`` and nothing of feedha's other packages: the wire contracts are in ``proto``.
 """
 
 from __future__ import annotations
 
 from feedha.transport.binding import bind_again
 from feedha.transport.errors import TransportConfigError, TransportError
-from feedha.transport.frames import recv_frames
+from feedha.transport.frames import readable, recv_frames
 from feedha.transport.options import (
     DEFAULT_MULTICAST,
     LIBZMQ_DEFAULTS,
@@ -48,5 +48,6 @@ __all__ = [
     "is_multicast",
     "multicast_endpoint",
     "receiving_endpoint",
+    "readable",
     "recv_frames",
 ]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 import zmq
+
+_EVENTS: Final = int(zmq.EVENTS)
+_POLLIN: Final = int(zmq.POLLIN)
 
 
 def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
@@ -19,3 +24,14 @@ def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
         frame = socket.recv(zmq.NOBLOCK, copy=False)
         frames.append(frame.bytes)
     return frames
+
+
+def readable(socket: zmq.Socket[Any]) -> bool:
+    """Whether a message is waiting on ``socket`` (``ZMQ_EVENTS``), without receiving it.
+
+    Strategy: a drain loop that stops at ``zmq.Again`` pays for an exception
+    (~3.6 us here: pyzmq builds a ``ZMQError`` with its message) on every
+    turn; asking the socket costs ~1.5 us. At one message a turn, the
+    common case below saturation, the check is the cheaper end of a drain.
+    """
+    return bool(int(socket.getsockopt(_EVENTS)) & _POLLIN)

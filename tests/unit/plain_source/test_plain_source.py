@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ from feedha.plain_source import (
     symbol_names,
 )
 from feedha.plain_source.cli import config_from_args
+from feedha.plain_source.source import _Lookahead
 from feedha.proto.fix import SourceEntry, checksum, encode_market_data, split_messages
 
 EPOCH = 1_700_000_000_000_000_000
@@ -317,33 +319,51 @@ def test_checksum_of_a_message_longer_than_the_adler_shortcut() -> None:
 class _FakeSocket:
     def __init__(self) -> None:
         self.sent: list[bytes] = []
+        self._parts: list[bytes] = []
 
     def send_multipart(self, frames: tuple[bytes, bytes]) -> None:
         self.sent.append(frames[1])
 
+    def send(self, data: bytes, flags: int = 0) -> None:
+        self._parts.append(data)
+        if not flags & zmq.SNDMORE:
+            assert len(self._parts) == 2, self._parts  # [topic, payload], as send_multipart sends
+            self.sent.append(self._parts[1])
+            self._parts = []
+
 
 @pytest.mark.parametrize("batch", [1, 5, 64])
-def test_send_loop_fast_path_sends_the_frames_plan_frames_makes(batch: int) -> None:
-    # With nothing malformed to inject, the fast path must put the same frames
-    # on each stream's socket as the message-by-message path.
-    config = SourceConfig(streams=("A-M", "N-Z"), symbols=40, seed=5, rate=1000.0)
+@pytest.mark.parametrize("streams", [("A-M", "N-Z"), ("A-Z",)])
+def test_send_loop_fast_path_sends_the_frames_plan_frames_makes(batch: int, streams: tuple[str, ...]) -> None:
+    # With nothing malformed to inject, the fast path (messages made ahead, _Lookahead, filled
+    # between sends as the loop fills it while nothing is due) must put the same frames on each
+    # stream's socket as the message-by-message path.
+    config = SourceConfig(streams=streams, symbols=40, seed=5, rate=1000.0)
     frames: list[list[list[bytes]]] = []
+    last_seqs: list[list[int]] = []
     for planned in (False, True):
         source = PlainSource(config)
-        sockets = [_FakeSocket(), _FakeSocket()]
+        sockets = [_FakeSocket() for _ in streams]
         source._sockets = sockets  # type: ignore[assignment]  # no ZeroMQ in unit tests
-        summary = SourceSummary(config.streams, {}, source._sent, [0, 0])
+        summary = SourceSummary(config.streams, {}, source._sent, [0] * len(streams))
         model = SymbolModel(streams=config.streams, symbol_count=40, seed=5, epoch_ns=EPOCH)
+        ahead = _Lookahead(model)
         generated = 0
-        for due in (1, 3, 150, 7, 64, 65, 200):
+        for due in (1, 3, 150, 7, 64, 65, 200, 16, 17):
             if planned:
                 source._send_planned(model, due, generated, batch, random.Random(1), summary)
             else:
-                source._send_generated(model, due, batch, summary)
+                while ahead.low():
+                    ahead.fill()
+                source._send_streams(ahead.take(due, len(streams)), batch, summary)
             generated += due
-        assert sum(source._sent) == generated and summary.last_seq == [n - 1 for n in model.next_seq]
+        assert sum(source._sent) == generated
+        if planned:
+            assert summary.last_seq == [n - 1 for n in model.next_seq]
         frames.append([socket.sent for socket in sockets])
+        last_seqs.append(list(summary.last_seq))
     assert frames[0] == frames[1]
+    assert last_seqs[0] == last_seqs[1]  # what was sent, though the lookahead made more
     assert all(len(split_messages(frame)[0]) <= batch for stream in frames[0] for frame in stream)
 
 

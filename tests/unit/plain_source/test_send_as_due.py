@@ -11,6 +11,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+import zmq
 
 from feedha.plain_source import PlainSource, PublishDelays, SourceConfig, SourceSummary
 from feedha.plain_source import source as source_module
@@ -27,8 +28,17 @@ class _FakeSocket:
         self.clock = clock
         self.frames: list[tuple[float, int]] = []  # (when, messages in the frame)
 
+        self._parts: list[bytes] = []
+
     def send_multipart(self, frames: tuple[bytes, bytes]) -> None:
         self.frames.append((self.clock.now, len(split_messages(frames[1])[0])))
+
+    def send(self, data: bytes, flags: int = 0) -> None:
+        self._parts.append(data)
+        if not flags & zmq.SNDMORE:
+            topic, payload = self._parts
+            self._parts = []
+            self.send_multipart((topic, payload))
 
 
 class _Clock:
