@@ -466,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        runner.run(stop)
+        runner.run(stop, settle=True)
     except (TransportConfigError, AdapterError) as exc:  # e.g. epgm:// without OpenPGM, a TLS file
         print(f"feedha adapter: {exc}", file=sys.stderr)
         return 2

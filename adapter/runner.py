@@ -43,6 +43,7 @@ from feedha.adapter.persistence import JournalKeeper
 from feedha.adapter.source_link import SourceLink
 from feedha.adapter.sync_link import SyncLink
 from feedha.adapter.zap import DataPlaneGuard
+from feedha.runtime import settle_heap
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,15 @@ class AdapterRunner:
 
     # ---- life cycle ----------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
-        """Bind, connect and serve until ``stop`` is set; close every socket on the way out."""
+    def run(self, stop: threading.Event, *, settle: bool = False) -> None:
+        """Bind, connect and serve until ``stop`` is set; close every socket on the way out.
+
+        Args:
+            stop: set to stop.
+            settle: once started, take everything alive out of later garbage collections
+                (:func:`feedha.runtime.settle_heap`): the ``feedha adapter`` process does, an
+                adapter run in a thread of a bigger program leaves that program's heap alone.
+        """
         cfg = self.config
         try:
             metrics = self.metrics.serve()  # first: /healthz answers while the journal recovers
@@ -107,9 +115,11 @@ class AdapterRunner:
             ready = {"line": cfg.line_endpoint, "sync": cfg.sync_endpoint, "replay": cfg.replay_endpoint,
                      "conflate_line": cfg.conflate_line_endpoint}  # fmt: skip
             core = self.core
+            # Started: later collections walk only what comes after (feedha.runtime).
+            frozen = settle_heap() if settle else 0
             self._status("ready", **ready, next_msg_seq=core.sequencer.next_msg_seq,
                          fast_path=core.engine.is_native, metrics=metrics,
-                         health=self.metrics.health_address)  # fmt: skip
+                         health=self.metrics.health_address, frozen_objects=frozen)  # fmt: skip
             if cfg.admin:
                 public = "" if self.guard.keys is None else self.guard.keys.public.decode()
                 self._admin = AdminLink(cfg, core.sync_view(), curve_public_key=public)

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from feedha.runtime import settle_heap
+
 SYMBOLS: Final = 200  # the symbols the pipeline's source generates (feedha.bench.pipeline.SYMBOLS)
 PROGRESS_S: Final = 0.1
 
@@ -87,6 +89,7 @@ def client_main(argv: Sequence[str]) -> int:
     next_progress = time.monotonic() + PROGRESS_S
     time_ns = time.time_ns
     with Subscriber([spec], config) as subscriber:
+        settle_heap()  # as the adapters do (feedha.runtime): collections walk what comes after
         while not stopping:
             events = subscriber.poll(0.05)
             if events:

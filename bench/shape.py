@@ -55,7 +55,7 @@ from typing import IO, Any, Final
 from feedha.bench.ceiling import armed_publisher, emit, relay_sockets
 from feedha.plain_source.config import MAX_BATCH
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
-from feedha.plain_source.timers import fine_timer_slack
+from feedha.runtime import fine_timer_slack, settle_heap
 
 TOPIC: Final = b"SHAPE"
 HEADER: Final = struct.Struct(">cQH")  # kind (b"D" data, b"W" warm-up, b"E" end), first seq, count
@@ -134,6 +134,7 @@ def _relay(args: argparse.Namespace) -> int:
     import zmq
 
     ctx, sub, pub = relay_sockets(args.endpoint, args.timeout, linger_ms=10_000)
+    settle_heap()  # as the adapters do: like for like
     recv, send, more = sub.recv, pub.send, zmq.SNDMORE
     ends = forwarded = 0
     while ends < END_MARKERS:
@@ -200,6 +201,7 @@ def _client(args: argparse.Namespace) -> int:
         poller.register(sock, zmq.POLLIN)
         lines.append(sock)
     index = {sock: i for i, sock in enumerate(lines)}
+    settle_heap()  # as the pipeline's client does: like for like
     heard, ended = [False] * len(lines), [False] * len(lines)
     arbiter = _Arbiter(size=args.size, latency=args.latency)
     latencies = array("q")

@@ -29,6 +29,7 @@ from feedha.plain_source.config import (
 from feedha.plain_source.itch50_playback import ItchPlayback
 from feedha.plain_source.playback import CapturePlayback
 from feedha.plain_source.source import PlainSource
+from feedha.runtime import settle_heap
 
 _DESCRIPTION: Final = (
     "The plain-Python test source: deterministic FIX-style source streams on ZeroMQ XPUB sockets."
@@ -218,6 +219,7 @@ def main(argv: list[str]) -> int:
         print(f"feedha source: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"endpoints": endpoints}), flush=True)
+    settle_heap()  # set up: collections walk only what comes after (feedha.runtime)
     summary = source.run(stop)
     if sys.stderr.isatty():
         print(file=sys.stderr)

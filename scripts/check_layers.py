@@ -71,7 +71,7 @@ _PURE: Final = "a pure core decides from its inputs and the time passed in; its 
 COMMANDS: Final = "feedha's commands"  # stands for the modules of the namespace's root folder (feedha/)
 # The root folder's modules every command's entry point shares (how settings, logs and extras
 # are read): not commands, and leaves (they import no other feedha module but each other).
-SHARED: Final = frozenset({"feedha.settings", "feedha.logs", "feedha.extras"})
+SHARED: Final = frozenset({"feedha.settings", "feedha.logs", "feedha.extras", "feedha.runtime"})
 _ONLY_SHARED: Final = "a package reaches the root folder only for the commands' shared plumbing"
 
 # The layers, lowest first. package (or module prefix) -> (names it must not
