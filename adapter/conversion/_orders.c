@@ -1,5 +1,5 @@
 /*
- * adapter.conversion._orders: the itch50 order table, price levels and runs in C.
+ * adapter.conversion._orders: the itch50 order table, price levels and runs, and fix44's runs, in C.
  *
  * Theory of operation
  * -------------------
@@ -26,6 +26,9 @@
  *   MboRun       a run of A F E C X D U messages converted whole over an MboState: what
  *                the Python loop does to the same objects, one C call per run (see its
  *                section below; tests/unit/adapter/test_mbo_run.py compares the two).
+ *   Fix44Run     a run of fix44's common 35=X incremental refresh converted whole over a
+ *                BookState, as MboRun does over an MboState (its section below;
+ *                tests/unit/adapter/test_fix44_run.py compares it with the Python loop).
  *
  * Every method behaves as the reference's does for every input the reference
  * accepts (tests/unit/adapter/test_orders_native.py compares them with
@@ -2616,7 +2619,8 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_orders",
-    .m_doc = "The itch50 order table, price levels and runs in C (see adapter/conversion/order_table.py).",
+    .m_doc = "The itch50 order table, price levels and runs, and fix44's runs, in C (see "
+             "adapter/conversion/order_table.py and fix44_engine.py).",
     .m_size = -1,
     .m_methods = module_methods,
 };

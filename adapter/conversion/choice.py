@@ -162,4 +162,4 @@ def fix44_run_type(*, prefer_native: bool = True) -> Callable[..., Any] | None:
 
 @functools.cache
 def _warn_fix44_fallback() -> None:
-    warn_fallback(logger, "the fix44 run", "~25x the CPU per message", str(_ORDERS_NOT_BUILT))
+    warn_fallback(logger, "the fix44 run", "~10x slower per message", str(_ORDERS_NOT_BUILT))
