@@ -16,7 +16,8 @@ the package whose Python it replaces (docs/architecture.md, "Native code"):
   and wire blocks for runs of in-order source messages;
 * ``feedha.adapter.conversion._orders``: the ``itch50`` order table and price levels (24 bytes a
   live order where the Python reference takes 134-180), its symbols' digests and its blocks'
-  protobuf encoding.
+  protobuf encoding, and the C runs of ``itch50``'s order messages and ``fix44``'s common
+  incremental refresh.
 
 Every function in them has a pure-Python reference implementation that the
 tests compare byte for byte, so they are optional: where they cannot be

@@ -100,50 +100,63 @@ def deep_book_messages(count: int, *, prices: int = 1000, seed: int = 7) -> tupl
     return out, warm
 
 
-def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[float, int]:
-    """Thread CPU seconds of ``engine.run`` over ``frames`` and the messages converted (slow ones too)."""
+def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[float, int, int]:
+    """Thread CPU seconds of ``engine.run`` over ``frames``, the messages converted, and how many of
+    them the careful path took (a fix44 run's stop: the Python loop converts that one message)."""
+    from feedha.adapter.conversion._reference import ReferenceEngine
+    from feedha.adapter.conversion.fix44_engine import Fix44Engine
     from feedha.proto import fix
 
     run = engine.run_function()
-    expect, converted = start_seq, 0
+    careful = isinstance(engine, Fix44Engine)
+    expect, converted, slow = start_seq, 0, 0
     started = time.thread_time()
     for frame in frames:
         pos = 0
         while pos < len(frame):
             result = run(frame, pos, expect, 0, -(1 << 40), 1 << 30, 1, 1, True, False)
             pos, expect, converted = result[0], expect + result[1], converted + result[1]
-            if result[1] == 0:  # the careful path's message: skipped here (none in these inputs)
+            if result[1] == 0 and careful:  # a new symbol, a W, ...: the Python loop takes it
+                result = ReferenceEngine.run(engine, frame, pos, expect, 0, -(1 << 40), 1, 1, 1, True, False)
+                pos, expect, converted, slow = result[0], expect + result[1], converted + result[1], slow + 1
+            if result[1] == 0:  # feedha-fix's careful path's message: skipped here (none in these inputs)
                 _body, pos = fix.next_message(frame, pos)
                 expect += 1
-    return time.thread_time() - started, converted
+    return time.thread_time() - started, converted, slow
 
 
-def _engine(fix44: bool) -> Any:
+def _engine(fix44: bool, *, python_fix44: bool = False) -> Any:
+    from feedha.adapter.conversion.fix44_engine import Fix44Engine
     from feedha.adapter.conversion.formats import engine_for_format
 
+    if fix44 and python_fix44:  # the fix44 engine without its C run (the figures before it)
+        return Fix44Engine(prefer_native=False)
     return engine_for_format("fix44" if fix44 else "feedha-fix")
 
 
-def run_case(case: str, messages: int, frame: int) -> tuple[float, int]:
-    """Thread CPU seconds of one case and how many messages it took."""
+def run_case(case: str, messages: int, frame: int, *, python_fix44: bool = False) -> tuple[float, int, int]:
+    """Thread CPU seconds of one case, how many messages it took and how many the careful path took."""
     from feedha.bench.capture import fix44_messages
     from feedha.bench.micro_adapter import _time_bare_recv, make_frames
 
     if case == "fix44_deep":
         deep, warm = deep_book_messages(messages)
-        engine = _engine(True)
+        engine = _engine(True, python_fix44=python_fix44)
         _time_run(engine, _frames(deep[:warm], frame))
         return _time_run(engine, _frames(deep[warm:], frame), start_seq=warm + 1)
 
-    def one(fix44: bool) -> tuple[float, int]:
-        return _time_run(_engine(fix44), _frames(one_entry_messages(messages, fix44=fix44), frame))
+    def one(fix44: bool) -> tuple[float, int, int]:
+        engine = _engine(fix44, python_fix44=python_fix44)
+        return _time_run(engine, _frames(one_entry_messages(messages, fix44=fix44), frame))
 
-    timers: dict[str, Callable[[], tuple[float, int]]] = {
+    timers: dict[str, Callable[[], tuple[float, int, int]]] = {
         "feedha_fix_one": lambda: one(False),
         "fix44_one": lambda: one(True),
         "feedha_fix_mix": lambda: _time_run(_engine(False), make_frames(messages, frame)),
-        "fix44_mix": lambda: _time_run(_engine(True), _frames(fix44_messages(messages), frame)),
-        "bare_recv": lambda: (_time_bare_recv(make_frames(messages, frame)), messages),
+        "fix44_mix": lambda: _time_run(
+            _engine(True, python_fix44=python_fix44), _frames(fix44_messages(messages), frame)
+        ),
+        "bare_recv": lambda: (_time_bare_recv(make_frames(messages, frame)), messages, 0),
     }  # fmt: skip
     return timers[case]()
 
@@ -161,6 +174,9 @@ def main(argv: Sequence[str]) -> int:
         "--repeat", type=int, default=REPEAT, help="runs per case, best kept (default: %(default)s)"
     )
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES), help="cases (default: all)")
+    parser.add_argument(
+        "--python-fix44", action="store_true", help="the fix44 engine without its C run (the Python loop)"
+    )
     args = parser.parse_args(argv)
     if args.messages < 1 or args.frame < 1 or args.repeat < 1:
         parser.error("--messages, --frame and --repeat must be >= 1")
@@ -168,9 +184,15 @@ def main(argv: Sequence[str]) -> int:
     from feedha.adapter.conversion import ConverterTable, make_engine
 
     result["feedha_fix_native"] = make_engine(ConverterTable.load()).is_native
+    result["fix44_native"] = _engine(True, python_fix44=args.python_fix44).is_native
     for case in args.cases:
-        seconds, count = min(run_case(case, args.messages, args.frame) for _ in range(args.repeat))
+        seconds, count, slow = min(
+            run_case(case, args.messages, args.frame, python_fix44=args.python_fix44)
+            for _ in range(args.repeat)
+        )
         result[f"{case}_us_per_msg"] = round(seconds / max(count, 1) * 1e6, 3)
+        if case.startswith("fix44") and result["fix44_native"]:
+            result[f"{case}_c_share"] = round(1 - slow / max(count, 1), 4)  # converted by the C run
     for name, fix44, plain in (
         ("ratio_one", "fix44_one", "feedha_fix_one"),
         ("ratio_mix", "fix44_mix", "feedha_fix_mix"),

@@ -1,5 +1,5 @@
 /*
- * adapter.conversion._orders: the itch50 order table, price levels and runs in C.
+ * adapter.conversion._orders: the itch50 order table, price levels and runs, and fix44's runs, in C.
  *
  * Theory of operation
  * -------------------
@@ -26,6 +26,9 @@
  *   MboRun       a run of A F E C X D U messages converted whole over an MboState: what
  *                the Python loop does to the same objects, one C call per run (see its
  *                section below; tests/unit/adapter/test_mbo_run.py compares the two).
+ *   Fix44Run     a run of fix44's common 35=X incremental refresh converted whole over a
+ *                BookState, as MboRun does over an MboState (its section below;
+ *                tests/unit/adapter/test_fix44_run.py compares it with the Python loop).
  *
  * Every method behaves as the reference's does for every input the reference
  * accepts (tests/unit/adapter/test_orders_native.py compares them with
@@ -1817,6 +1820,792 @@ static PyTypeObject MboRunType = {
     .tp_methods = MboRun_methods,
 };
 
+/* ---- Fix44Run: a run of fix44 35=X incremental refreshes converted whole in C ----
+ *
+ * Fix44Run(state, values_type, book_type, max_prices).run(...) is Fix44Engine.run for the
+ * common incremental refresh. The reference is the Python loop (_reference.ReferenceEngine.run
+ * over fix44_parser.Fix44Converter.parse, fix44_engine.BookState.stage/commit and
+ * Fix44Engine.encode_staged), and this does what it does to the same objects: the state's
+ * dicts of SymbolValues and of hashes and its digest. Each symbol a message touches gets new
+ * SymbolValues and BookValues objects (a side the message writes is a new list, a side it
+ * does not is shared, as BookValues.fork shares it), so the careful path, snapshots and
+ * images read them as they read the reference's.
+ *
+ * Taken here, strictly: a frame whose 9= and 10= check as proto.fix.next_message checks them;
+ * 35=X first; then 34 (required), 49, 56, 52, 60 and 262, each at most once, in any order; then 268
+ * and its entries, each opening with 279 (0 New, 1 Change, 2 Delete) and carrying 269 (0 bid,
+ * 1 offer, 2 trade, 4-8 B C session values), 55 (or the previous entry's symbol), 270, 271, 1023,
+ * 346, 273 and 83,
+ * each at most once; nothing after the group. Values are checked as the dictionary's types
+ * check them, on a narrower syntax (plain digits, printable ASCII text, a timestamp of a year
+ * 1970-2200). Anything else stops the run (STOP_SLOW) before anything changes and the Python
+ * path takes that message: 35=W and every other type, any other tag, a repeated or misplaced
+ * tag, odd number syntax, a symbol never seen, a book entry of the other kind (1023 on a
+ * price-keyed book or none on a level-indexed one: the mode switch), a full side
+ * (book_full), a volume leaving int64, values of an unexpected type, more than 64 entries or
+ * 16 symbols in a message (tests/unit/adapter/test_fix44_run.py compares the two).
+ */
+
+#define FX_MAX_ENTRIES 64
+#define FX_MAX_SYMBOLS 16
+#define FX_SOH 1
+#define FX_NEW 0 /* book.py NEW, CHANGE, DELETE */
+#define FX_CHANGE 1
+#define FX_DELETE 2
+#define FX_TYPES "01245678BC" /* the entry types taken: bid, offer, trade and the session values */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *state, *values_type, *book_type;
+    Py_ssize_t max_prices;
+} Fix44RunObject;
+
+/* One entry of the 268 group (BookEntry). */
+typedef struct {
+    int action, sym, has_price, has_size, has_level;
+    char type;
+    double price, size;
+    long long level, orders;
+} FxEntry;
+
+/* One message as the parser converts it: its seq, event time, entries and symbols. */
+typedef struct {
+    long long seq;
+    int64_t ns;
+    int n_entries, n_symbols;
+    FxEntry e[FX_MAX_ENTRIES];
+    const uint8_t *sym[FX_MAX_SYMBOLS];
+    size_t sym_len[FX_MAX_SYMBOLS];
+} FxMsg;
+
+/* One symbol of a message: its new values (n.k from the old book, changed in place; n.v and
+ * the objects built at the end) and its old sides (for the shown changes). */
+typedef struct {
+    PyObject *name, *current, *values; /* owned */
+    PyObject *old[2];                  /* owned: the old bids and asks */
+    NewValues n;
+    int written[2];
+    uint64_t hash;
+} FxSym;
+
+/* One run() call: the state's parts (read at its start) and what it has collected. */
+typedef struct {
+    PyObject *values, *hashes; /* owned */
+    uint64_t digest;
+    Py_ssize_t depth, max_prices;
+    long long expect_seq, stop_seq, room;
+    int empty_packet, source_stream, publish;
+    Py_ssize_t max_count, count;
+    long long publish_ns, first_seq;
+    Buf blocks, digests;
+    PyObject *payloads;
+} FxCtx;
+
+static inline int fx_isdigit(uint8_t ch) { return ch >= '0' && ch <= '9'; }
+
+/* proto.fix.next_message's checks: 0 with the body's bounds and the next position, or STOP_SLOW
+ * (anything the Python path must cut or resynchronize over). */
+static int fx_frame(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *body, Py_ssize_t *body_end,
+                    Py_ssize_t *after) {
+    if (end - pos < 5 || memcmp(buf + pos, "8=FIX", 5) != 0) return STOP_SLOW;
+    const uint8_t *soh = memchr(buf + pos, FX_SOH, (size_t)(end - pos));
+    if (soh == NULL || soh + 3 >= buf + end || soh[1] != '9' || soh[2] != '=') return STOP_SLOW;
+    const uint8_t *len_end = memchr(soh + 3, FX_SOH, (size_t)(buf + end - (soh + 3)));
+    if (len_end == NULL || len_end - soh > 8 || len_end == soh + 3) return STOP_SLOW;
+    Py_ssize_t body_len = 0;
+    for (const uint8_t *p = soh + 3; p < len_end; p++) {
+        if (!fx_isdigit(*p)) return STOP_SLOW;
+        body_len = body_len * 10 + (*p - '0');
+    }
+    Py_ssize_t start = len_end + 1 - buf, stop = start + body_len, trailer_end = stop + 7;
+    if (body_len <= 0 || trailer_end > end || memcmp(buf + stop, "10=", 3) != 0 || buf[trailer_end - 1] != FX_SOH)
+        return STOP_SLOW;
+    unsigned declared = 0, sum = 0;
+    for (int i = 3; i < 6; i++) {
+        if (!fx_isdigit(buf[stop + i])) return STOP_SLOW;
+        declared = declared * 10 + (unsigned)(buf[stop + i] - '0');
+    }
+    for (Py_ssize_t i = pos; i < stop; i++) sum += buf[i];
+    if ((sum & 0xFF) != declared) return STOP_SLOW;
+    *body = start;
+    *body_end = stop;
+    *after = trailer_end;
+    return 0;
+}
+
+typedef struct {
+    const uint8_t *p, *end;
+} FxCursor;
+
+/* The next tag=value field: 1, 0 at the end, -1 when it is not one this path reads (a tag
+ * with a leading zero or more than six digits, an empty value). The body ends in SOH. */
+static int fx_field(FxCursor *c, int *tag, const uint8_t **value, size_t *len) {
+    if (c->p >= c->end) return 0;
+    const uint8_t *p = c->p;
+    int t = 0, digits = 0;
+    if (*p == '0') return -1;
+    while (p < c->end && fx_isdigit(*p)) {
+        if (++digits > 6) return -1;
+        t = t * 10 + (*p++ - '0');
+    }
+    if (digits == 0 || p >= c->end || *p != '=') return -1;
+    const uint8_t *v = ++p, *soh = memchr(p, FX_SOH, (size_t)(c->end - p));
+    if (soh == NULL || soh == v) return -1;
+    *tag = t;
+    *value = v;
+    *len = (size_t)(soh - v);
+    c->p = soh + 1;
+    return 1;
+}
+
+/* Plain digits, 1..max of them: 0 and the number, or -1. */
+static int fx_digits(const uint8_t *v, size_t n, size_t max, long long *out) {
+    if (n == 0 || n > max) return -1;
+    long long x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!fx_isdigit(v[i])) return -1;
+        x = x * 10 + (v[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+/* Text of printable ASCII (a subset of what decodes as UTF-8): 0, or -1. */
+static int fx_text(const uint8_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < 0x20 || v[i] > 0x7E) return -1;
+    }
+    return n ? 0 : -1;
+}
+
+/* fix44_dictionary.decimal_value: -?(\d+(\.\d*)?|\.\d+), at most 40 bytes, the nearest double
+ * (Python's own correctly rounded conversion, as float() uses): 0, or -1. */
+static int fx_decimal(const uint8_t *v, size_t n, double *out) {
+    if (n == 0 || n > 40) return -1;
+    size_t i = v[0] == '-', whole = 0, frac = 0;
+    while (i < n && fx_isdigit(v[i])) i++, whole++;
+    if (i < n && v[i] == '.') {
+        for (i++; i < n && fx_isdigit(v[i]); i++) frac++;
+    }
+    if (i != n || whole + frac == 0) return -1;
+    char text[48], *stop = NULL;
+    memcpy(text, v, n);
+    text[n] = 0;
+    double d = PyOS_string_to_double(text, &stop, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (stop != text + n) return -1;
+    *out = d;
+    return 0;
+}
+
+static int fx_two(const uint8_t *p) { return (p[0] - '0') * 10 + (p[1] - '0'); }
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (calendar.timegm's count). */
+static long long fx_days(int y, int m, int d) {
+    y -= m <= 2;
+    long long era = y / 400; /* y >= 1969 here */
+    int yoe = y - (int)era * 400, doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* proto.fix.parse_timestamp on YYYYMMDD-HH:MM:SS[.f{1,9}] (year 1970-2200): 0 and ns, or -1. */
+static int fx_timestamp(const uint8_t *v, size_t n, int64_t *ns) {
+    static const int at[14] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 13, 15, 16};
+    if (n < 17 || n == 18 || n > 27 || v[8] != '-' || v[11] != ':' || v[14] != ':') return -1;
+    for (int i = 0; i < 14; i++) {
+        if (!fx_isdigit(v[at[i]])) return -1;
+    }
+    int year = fx_two(v) * 100 + fx_two(v + 2), month = fx_two(v + 4), day = fx_two(v + 6);
+    int hour = fx_two(v + 9), minute = fx_two(v + 12), second = fx_two(v + 15);
+    if (year < 1970 || year > 2200 || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 ||
+        second > 60)
+        return -1;
+    long long frac = 0;
+    if (n > 17) {
+        if (v[17] != '.') return -1;
+        for (size_t i = 18; i < 27; i++) {
+            if (i < n && !fx_isdigit(v[i])) return -1;
+            frac = frac * 10 + (i < n ? v[i] - '0' : 0);
+        }
+    }
+    long long seconds = fx_days(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+    *ns = (int64_t)(seconds * 1000000000LL + frac);
+    return 0;
+}
+
+/* UTCTimeOnly (273): \d\d:\d\d:\d\d(\.\d{1,9})?: 0, or -1. */
+static int fx_time(const uint8_t *v, size_t n) {
+    if (n < 8 || n == 9 || n > 18 || v[2] != ':' || v[5] != ':') return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 2 || i == 5 || i == 8) {
+            if (i == 8 && v[i] != '.') return -1;
+        } else if (!fx_isdigit(v[i])) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The index of a symbol's name in the message (added when new): the index, or -1. */
+static int fx_symbol(FxMsg *m, const uint8_t *v, size_t n) {
+    for (int i = 0; i < m->n_symbols; i++) {
+        if (m->sym_len[i] == n && memcmp(m->sym[i], v, n) == 0) return i;
+    }
+    if (m->n_symbols >= FX_MAX_SYMBOLS) return -1;
+    m->sym[m->n_symbols] = v;
+    m->sym_len[m->n_symbols] = n;
+    return m->n_symbols++;
+}
+
+/* Fix44Converter._entry's checks of a finished entry (``seen``: its fields' bits), and its
+ * symbol (55, or the previous entry's): 0, or -1. */
+static int fx_entry_done(FxEntry *e, unsigned seen, int *symbol) {
+    if (!(seen & 2)) return -1; /* no 269 */
+    if (e->sym < 0) e->sym = *symbol;
+    if (e->sym < 0) return -1; /* missing_symbol */
+    *symbol = e->sym;
+    if (e->action == FX_DELETE) return (e->type <= '1' && !e->has_level && !e->has_price) ? -1 : 0;
+    if (e->type <= '2') return (e->has_price && e->has_size) ? 0 : -1; /* the dictionary's entry_needs */
+    return (e->type == 'B' || e->type == 'C') ? (e->has_size ? 0 : -1) : (e->has_price ? 0 : -1);
+}
+
+/* One field of an entry: its bit, or -1 (a tag or value this path does not take). */
+static int fx_entry_field(FxMsg *m, FxEntry *e, int tag, const uint8_t *v, size_t n) {
+    long long ignored;
+    switch (tag) {
+    case 269:
+        if (n != 1 || v[0] == 0 || strchr(FX_TYPES, v[0]) == NULL) return -1;
+        e->type = (char)v[0];
+        return 2;
+    case 55:
+        if (fx_text(v, n) < 0 || (e->sym = fx_symbol(m, v, n)) < 0) return -1;
+        return 4;
+    case 270:
+        if (fx_decimal(v, n, &e->price) < 0) return -1;
+        e->has_price = 1;
+        return 8;
+    case 271:
+        if (fx_decimal(v, n, &e->size) < 0 || e->size < 0) return -1;
+        e->has_size = 1;
+        return 16;
+    case 1023:
+        if (fx_digits(v, n, 9, &e->level) < 0 || e->level < 1) return -1;
+        e->has_level = 1;
+        return 32;
+    case 346: return fx_digits(v, n, 18, &e->orders) < 0 ? -1 : 64;
+    case 273: return fx_time(v, n) < 0 ? -1 : 128;
+    case 83: return fx_digits(v, n, 18, &ignored) < 0 ? -1 : 256;
+    default: return -1;
+    }
+}
+
+/* The header fields before 268: 0 with the cursor at the group's count, or -1. */
+static int fx_header(FxCursor *c, FxMsg *m, const uint8_t **count, size_t *count_len) {
+    int tag, rc;
+    const uint8_t *v;
+    size_t n;
+    unsigned seen = 0;
+    int64_t sending = 0, transact = 0;
+    while ((rc = fx_field(c, &tag, &v, &n)) == 1 && tag != 268) {
+        unsigned bit;
+        int bad;
+        switch (tag) {
+        case 34: bit = 1, bad = v[0] == '0' || fx_digits(v, n, 18, &m->seq) < 0; break;
+        case 49: bit = 2, bad = fx_text(v, n) < 0; break;
+        case 56: bit = 4, bad = fx_text(v, n) < 0; break;
+        case 52: bit = 8, bad = fx_timestamp(v, n, &sending) < 0; break;
+        case 60: bit = 16, bad = fx_timestamp(v, n, &transact) < 0; break;
+        case 262: bit = 32, bad = fx_text(v, n) < 0; break;
+        default: return -1;
+        }
+        if (bad || (seen & bit)) return -1;
+        seen |= bit;
+    }
+    if (rc != 1 || !(seen & 1)) return -1;
+    m->ns = (seen & 16) ? transact : (seen & 8) ? sending : 0;
+    *count = v;
+    *count_len = n;
+    return 0;
+}
+
+/* Fix44Converter.parse for what this path takes: 0, or -1 (the Python path parses it). */
+static int fx_parse(const uint8_t *body, size_t len, FxMsg *m) {
+    FxCursor c = {body, body + len};
+    int tag, rc, symbol = -1;
+    const uint8_t *v;
+    size_t n;
+    long long count;
+    if (body[len - 1] != FX_SOH || fx_field(&c, &tag, &v, &n) != 1 || tag != 35 || n != 1 || v[0] != 'X') return -1;
+    if (fx_header(&c, m, &v, &n) < 0 || fx_digits(v, n, 6, &count) < 0 || count == 0 || count > FX_MAX_ENTRIES)
+        return -1;
+    m->n_entries = m->n_symbols = 0;
+    FxEntry *e = NULL;
+    unsigned seen = 0;
+    while ((rc = fx_field(&c, &tag, &v, &n)) == 1) {
+        if (tag == 279) {
+            if ((e != NULL && fx_entry_done(e, seen, &symbol) < 0) || m->n_entries >= count) return -1;
+            if (n != 1 || v[0] < '0' || v[0] > '2') return -1;
+            e = &m->e[m->n_entries++];
+            memset(e, 0, sizeof *e);
+            e->action = v[0] - '0';
+            e->sym = -1;
+            seen = 1;
+            continue;
+        }
+        int bit = e == NULL ? -1 : fx_entry_field(m, e, tag, v, n);
+        if (bit < 0 || (seen & (unsigned)bit)) return -1;
+        seen |= (unsigned)bit;
+    }
+    if (rc != 0 || e == NULL || fx_entry_done(e, seen, &symbol) < 0 || m->n_entries != count) return -1;
+    return 0;
+}
+
+/* ---- applying entries (book.apply_entries on the loaded values) ---- */
+
+/* A new (price, size, orders) level. */
+static PyObject *fx_level_obj(const FxEntry *e) {
+    PyObject *t = PyTuple_New(3);
+    if (t == NULL) return NULL;
+    PyObject *price = PyFloat_FromDouble(e->price), *size = PyFloat_FromDouble(e->size),
+             *orders = PyLong_FromLongLong(e->orders);
+    PyTuple_SET_ITEM(t, 0, price);
+    PyTuple_SET_ITEM(t, 1, size);
+    PyTuple_SET_ITEM(t, 2, orders);
+    if (price == NULL || size == NULL || orders == NULL) Py_CLEAR(t);
+    return t;
+}
+
+/* The price of level ``i`` of a side: 0, or STOP_SLOW when it is not a (float, ., .) tuple. */
+static int fx_price_at(PyObject *levels, Py_ssize_t i, double *price) {
+    PyObject *t = PyList_GET_ITEM(levels, i);
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 || !PyFloat_CheckExact(PyTuple_GET_ITEM(t, 0)))
+        return STOP_SLOW;
+    *price = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 0));
+    return 0;
+}
+
+/* book._apply_price: 0, STOP_SLOW (book_full, a level of another type) or -1. */
+static int fx_apply_price(PyObject *levels, const FxEntry *e, int is_bid, Py_ssize_t max_prices) {
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(levels), n = hi;
+    double key = is_bid ? -e->price : e->price, at = 0.0;
+    while (lo < hi) { /* bisect_left by the side's key */
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (fx_price_at(levels, mid, &at) != 0) return STOP_SLOW;
+        if ((is_bid ? -at : at) < key) lo = mid + 1;
+        else hi = mid;
+    }
+    int present = 0;
+    if (lo < n) {
+        if (fx_price_at(levels, lo, &at) != 0) return STOP_SLOW;
+        present = at == e->price;
+    }
+    if (e->action == FX_DELETE) return present ? PyList_SetSlice(levels, lo, lo + 1, NULL) : 0;
+    if (!present && n >= max_prices) return STOP_SLOW; /* book_full: the Python path quarantines */
+    PyObject *level = fx_level_obj(e);
+    if (level == NULL) return -1;
+    if (present) return PyList_SetItem(levels, lo, level); /* steals level */
+    int rc = PyList_Insert(levels, lo, level);
+    Py_DECREF(level);
+    return rc;
+}
+
+/* book._apply_level: 0, or -1. */
+static int fx_apply_level(PyObject *levels, const FxEntry *e, Py_ssize_t depth) {
+    Py_ssize_t n = PyList_GET_SIZE(levels), index = (Py_ssize_t)e->level - 1;
+    if (e->action == FX_DELETE) return index < n ? PyList_SetSlice(levels, index, index + 1, NULL) : 0;
+    if (!(e->action == FX_CHANGE && index < n) && index >= depth) return 0;
+    PyObject *level = fx_level_obj(e);
+    if (level == NULL) return -1;
+    if (e->action == FX_CHANGE && index < n) return PyList_SetItem(levels, index, level);
+    int rc = PyList_Insert(levels, index < n ? index : n, level);
+    Py_DECREF(level);
+    if (rc == 0 && PyList_GET_SIZE(levels) > depth) rc = PyList_SetSlice(levels, depth, PyList_GET_SIZE(levels), NULL);
+    return rc;
+}
+
+static inline int fx_set(PyObject **slot, double d) {
+    PyObject *value = PyFloat_FromDouble(d);
+    replace(slot, value);
+    return value == NULL ? -1 : 0;
+}
+
+/* book._apply_session_entry for a trade: 0, STOP_SLOW or -1. k: 3 volume, 4 last, 5 high,
+ * 6 low, 11 vwap, 12 notional, 13 traded, 14 trades (their types checked at loading). */
+static int fx_trade(PyObject **k, const FxEntry *e) {
+    long long trades = PyLong_AsLongLong(k[14]);
+    if (trades == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return STOP_SLOW;
+    }
+    if (trades == LLONG_MAX) return STOP_SLOW;
+    double price = e->price, size = e->size;
+    double volume = k[3] == Py_None ? 0.0 : PyFloat_AS_DOUBLE(k[3]);
+    if (volume == 0.0) volume = 0.0; /* (book.volume or 0.0): -0.0 too */
+    double product = price * size;
+    double notional = PyFloat_AS_DOUBLE(k[12]) + product, traded = PyFloat_AS_DOUBLE(k[13]) + size;
+    int high = k[5] == Py_None || price > PyFloat_AS_DOUBLE(k[5]), low = k[6] == Py_None || price < PyFloat_AS_DOUBLE(k[6]);
+    if (fx_set(&k[4], price) < 0 || fx_set(&k[3], volume + size) < 0 || (high && fx_set(&k[5], price) < 0) ||
+        (low && fx_set(&k[6], price) < 0) || fx_set(&k[12], notional) < 0 || fx_set(&k[13], traded) < 0 ||
+        (traded != 0.0 && fx_set(&k[11], notional / traded) < 0))
+        return -1;
+    replace(&k[14], PyLong_FromLongLong(trades + 1));
+    return k[14] == NULL ? -1 : 0;
+}
+
+/* book._apply_session_entry for the other session values: 0, or -1. k: 3 volume, 5 high, 6 low,
+ * 7 open, 8 close, 9 settle, 10 open_interest. */
+static int fx_session(PyObject **k, const FxEntry *e) {
+    switch (e->type) {
+    case '4': return fx_set(&k[7], e->price);
+    case '5': return fx_set(&k[8], e->price);
+    case '6': return fx_set(&k[9], e->price);
+    case '7': return (k[5] == Py_None || e->price > PyFloat_AS_DOUBLE(k[5])) ? fx_set(&k[5], e->price) : 0;
+    case '8': return (k[6] == Py_None || e->price < PyFloat_AS_DOUBLE(k[6])) ? fx_set(&k[6], e->price) : 0;
+    case 'B': return fx_set(&k[3], e->size);
+    default: return fx_set(&k[10], e->size); /* 'C' */
+    }
+}
+
+/* One entry applied to its symbol's loaded values: 0, STOP_SLOW or -1. */
+static int fx_apply(FxCtx *c, FxSym *s, const FxEntry *e) {
+    if (e->type > '1') {
+        if (e->action == FX_DELETE) return 0;
+        return e->type == '2' ? fx_trade(s->n.k, e) : fx_session(s->n.k, e);
+    }
+    if (e->has_level != (s->n.k[0] == Py_True)) return STOP_SLOW; /* the mode switch: the Python path's */
+    int side = e->type == '0' ? 0 : 1;
+    if (!s->written[side]) { /* BookValues.writable: the side's own copy */
+        PyObject *copy = PyList_GetSlice(s->n.k[1 + side], 0, PyList_GET_SIZE(s->n.k[1 + side]));
+        if (copy == NULL) return -1;
+        replace(&s->n.k[1 + side], copy);
+        s->written[side] = 1;
+    }
+    PyObject *levels = s->n.k[1 + side];
+    return e->has_level ? fx_apply_level(levels, e, c->depth) : fx_apply_price(levels, e, side == 0, c->max_prices);
+}
+
+/* ---- one message ---- */
+
+static void fx_sym_clear(FxSym *s) {
+    Py_CLEAR(s->name);
+    Py_CLEAR(s->current);
+    Py_CLEAR(s->values);
+    Py_CLEAR(s->old[0]);
+    Py_CLEAR(s->old[1]);
+    new_values_clear(&s->n);
+}
+
+/* A symbol's current values and book loaded into ``s``: 0, STOP_SLOW (a new symbol, a book-less
+ * one, values of another type) or -1. */
+static int fx_load(Fix44RunObject *self, FxCtx *c, const uint8_t *name, size_t len, FxSym *s) {
+    if ((s->name = PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)len, NULL)) == NULL) return -1;
+    PyObject *current = PyDict_GetItemWithError(c->values, s->name);
+    if (current == NULL) return PyErr_Occurred() ? -1 : STOP_SLOW;
+    s->current = Py_NewRef(current);
+    if (!Py_IS_TYPE(current, (PyTypeObject *)self->values_type)) return STOP_SLOW;
+    PyObject *book = PyObject_GetAttr(current, N_BOOK);
+    if (book == NULL) return -1;
+    int rc = Py_IS_TYPE(book, (PyTypeObject *)self->book_type) ? load_book(book, &s->n) : STOP_SLOW;
+    Py_DECREF(book);
+    if (rc != 0) return rc;
+    PyObject **k = s->n.k;
+    if ((k[0] != Py_True && k[0] != Py_False) || !PyList_CheckExact(k[1]) || !PyList_CheckExact(k[2]) ||
+        !PyFloat_CheckExact(k[12]) || !PyFloat_CheckExact(k[13]) || !PyLong_CheckExact(k[14]))
+        return STOP_SLOW;
+    for (int i = 3; i < 12; i++) {
+        if (!opt_float(k[i])) return STOP_SLOW;
+    }
+    s->old[0] = Py_NewRef(k[1]);
+    s->old[1] = Py_NewRef(k[2]);
+    return 0;
+}
+
+/* ``value or 0.0``: a float or None. */
+static PyObject *fx_or_zero(PyObject *value) {
+    if (value == Py_None || PyFloat_AS_DOUBLE(value) == 0.0) return PyFloat_FromDouble(0.0);
+    return Py_NewRef(value);
+}
+
+/* BookValues.best: the first level's price (0.0 when empty), or NULL (STOP_SLOW when not a float). */
+static PyObject *fx_best(PyObject *levels, int *slow) {
+    if (PyList_GET_SIZE(levels) == 0) return PyFloat_FromDouble(0.0);
+    double price;
+    if (fx_price_at(levels, 0, &price) != 0) {
+        *slow = 1;
+        return NULL;
+    }
+    return Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(levels, 0), 0));
+}
+
+/* fix44_engine._summarize and the new objects: 0, STOP_SLOW (the volume leaves int64) or -1. */
+static int fx_summarize(Fix44RunObject *self, FxSym *s) {
+    PyObject **k = s->n.k, **v = s->n.v;
+    double volume = k[3] == Py_None ? 0.0 : PyFloat_AS_DOUBLE(k[3]);
+    if (!(volume < 9223372036854775808.0 && volume > -9223372036854775808.0)) return STOP_SLOW;
+    int slow = 0;
+    v[0] = PyLong_FromLongLong((long long)volume);
+    v[1] = fx_or_zero(k[5]);
+    v[2] = fx_or_zero(k[6]);
+    v[3] = fx_or_zero(k[4]);
+    v[4] = fx_or_zero(k[11]);
+    v[5] = Py_NewRef(k[14]);
+    v[6] = fx_best(k[1], &slow);
+    v[7] = fx_best(k[2], &slow);
+    v[8] = Py_NewRef(k[12]);
+    if (slow) return STOP_SLOW;
+    for (int i = 0; i < 9; i++) {
+        if (v[i] == NULL) return -1;
+    }
+    /* BookValues(..., shared): the sides still shared with the old book, as fork leaves them */
+    PyObject *args[16];
+    memcpy(args, k, 15 * sizeof *args);
+    args[15] = PyLong_FromLong((s->written[0] ? 0 : 1) | (s->written[1] ? 0 : 2));
+    if (args[15] == NULL) return -1;
+    v[9] = PyObject_Vectorcall(self->book_type, args, 16, NULL);
+    Py_DECREF(args[15]);
+    if (v[9] == NULL || (s->values = PyObject_Vectorcall(self->values_type, v, 10, NULL)) == NULL) return -1;
+    return 0;
+}
+
+/* One SymbolUpdate (fix44_wire.encode_symbol): 0, STOP_SLOW or -1. */
+static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s, ShownLevel *lv) {
+    Buf *b = &c->blocks;
+    size_t start = b->len;
+    Py_ssize_t name_len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(s->name, &name_len);
+    if (utf8 == NULL) return -1;
+    if (name_len && (w_raw(b, utf8, (size_t)name_len) < 0 || w_close(b, start, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0))
+        return -1;
+    for (int i = 0; i < m->n_entries; i++) { /* its trades: (price or 0.0, size or 0.0) */
+        const FxEntry *e = &m->e[i];
+        if (e->sym != index || e->type != '2' || e->action == FX_DELETE) continue;
+        double price = e->price == 0.0 ? 0.0 : e->price, size = e->size == 0.0 ? 0.0 : e->size;
+        if (!(size < 9223372036854775808.0)) return STOP_SLOW; /* int(size) is no int64 */
+        if (w_trade_of(b, price, (int64_t)size, size) < 0) return -1;
+    }
+    Py_ssize_t depth = c->depth;
+    ShownLevel *before = lv, *after = lv + depth + 1, *scratch = lv + 2 * (depth + 1);
+    for (int side = 0; side < 2; side++) { /* shown_changes: the sides the message wrote */
+        if (!s->written[side]) continue;
+        Py_ssize_t n_before = read_side(s->old[side], depth, before), n_after = read_side(s->n.k[1 + side], depth, after);
+        if (n_before < 0 || n_after < 0) return (n_before == -1 || n_after == -1) ? -1 : STOP_SLOW;
+        if (w_changes(b, before, n_before, after, n_after, side + 1, scratch) < 0) return -1;
+    }
+    if (w_state_of(b, &s->n, (uint64_t)depth, 0) < 0) return -1;
+    return w_close(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
+}
+
+/* The message's block (Fix44Engine.encode_staged, framed): 0, STOP_SLOW, STOP_ROOM or -1. */
+static int fx_block(FxCtx *c, const FxMsg *m, const FxSym *syms, ShownLevel *lv) {
+    Buf *b = &c->blocks;
+    size_t block_start = b->len;
+    if (buf_reserve(b, BLOCK_OVERHEAD) < 0) return -1;
+    b->len += BLOCK_OVERHEAD;
+    int rc = (w_varint(b, FH_MARKETUPDATE_EVENT_TIME_NS_TAG, (uint64_t)m->ns) < 0 ||
+              w_varint(b, FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG, (uint64_t)c->publish_ns) < 0)
+                 ? -1
+                 : 0;
+    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_symbol_update(c, m, i, &syms[i], lv);
+    size_t payload_len = b->len - block_start - BLOCK_OVERHEAD;
+    long long block = BLOCK_OVERHEAD + (long long)payload_len;
+    if (rc == 0 && payload_len > MAX_PAYLOAD) rc = STOP_SLOW;
+    if (rc == 0 && block > c->room && !(c->empty_packet && c->count == 0)) rc = STOP_ROOM;
+    if (rc != 0) {
+        b->len = block_start;
+        return rc;
+    }
+    c->room -= block;
+    uint8_t *h = b->data + block_start;
+    put_block_header(h, payload_len, c->source_stream, (uint64_t)m->seq);
+    if (c->payloads != NULL) {
+        PyObject *item = PyBytes_FromStringAndSize((const char *)h + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
+        if (item == NULL || PyList_Append(c->payloads, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+    }
+    return 0;
+}
+
+/* BookState.commit: every symbol's hash, then its values and hash in the dicts: 0, or -1. */
+static int fx_commit(FxCtx *c, FxSym *syms, int n) {
+    uint64_t old_hash[FX_MAX_SYMBOLS];
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t name_len;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(syms[i].name, &name_len);
+        if (utf8 == NULL || digest_view(utf8, name_len, &syms[i].n, &syms[i].hash) < 0) return -1;
+        PyObject *old = PyDict_GetItemWithError(c->hashes, syms[i].name);
+        if (old == NULL && PyErr_Occurred()) return -1;
+        old_hash[i] = old == NULL ? 0 : PyLong_AsUnsignedLongLong(old);
+        if (old_hash[i] == (uint64_t)-1 && PyErr_Occurred()) return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *hash = PyLong_FromUnsignedLongLong(syms[i].hash);
+        int rc = (hash == NULL || PyDict_SetItem(c->values, syms[i].name, syms[i].values) < 0 ||
+                  PyDict_SetItem(c->hashes, syms[i].name, hash) < 0)
+                     ? -1
+                     : 0;
+        Py_XDECREF(hash);
+        if (rc < 0) return -1;
+        c->digest += syms[i].hash - old_hash[i];
+    }
+    return 0;
+}
+
+/* One parsed message staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
+static int fx_message(Fix44RunObject *self, FxCtx *c, const FxMsg *m) {
+    FxSym syms[FX_MAX_SYMBOLS];
+    memset(syms, 0, sizeof syms);
+    ShownLevel *lv = PyMem_Malloc((size_t)(4 * (c->depth + 1)) * sizeof(ShownLevel));
+    int rc = lv == NULL ? (PyErr_NoMemory(), -1) : 0;
+    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_load(self, c, m->sym[i], m->sym_len[i], &syms[i]);
+    for (int i = 0; i < m->n_entries && rc == 0; i++) rc = fx_apply(c, &syms[m->e[i].sym], &m->e[i]);
+    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_summarize(self, &syms[i]);
+    if (rc == 0 && c->publish) rc = fx_block(c, m, syms, lv);
+    if (rc == 0) rc = fx_commit(c, syms, m->n_symbols);
+    for (int i = 0; i < m->n_symbols; i++) fx_sym_clear(&syms[i]);
+    PyMem_Free(lv);
+    return rc;
+}
+
+/* Messages from *pos until one stops the run: why (STOP_*), or -1 with an exception. */
+static int fx_messages(Fix44RunObject *self, FxCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
+    FxMsg *m = PyMem_Malloc(sizeof *m);
+    if (m == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = STOP_END;
+    while (*pos < end) {
+        Py_ssize_t body, body_end, after;
+        if (c->count >= c->max_count) {
+            rc = STOP_COUNT;
+            break;
+        }
+        if (fx_frame(buf, *pos, end, &body, &body_end, &after) != 0 || fx_parse(buf + body, (size_t)(body_end - body), m) < 0 ||
+            (c->expect_seq && m->seq != c->expect_seq) || (c->stop_seq && m->seq >= c->stop_seq)) {
+            rc = STOP_SLOW;
+            break;
+        }
+        if ((rc = fx_message(self, c, m)) != 0) break;
+        if (buf_reserve(&c->digests, 8) < 0) {
+            rc = -1;
+            break;
+        }
+        memcpy(c->digests.data + c->digests.len, &c->digest, 8);
+        c->digests.len += 8;
+        if (c->count == 0) c->first_seq = m->seq;
+        c->count++;
+        c->expect_seq = m->seq + 1;
+        *pos = after;
+        rc = STOP_END;
+    }
+    PyMem_Free(m);
+    return rc;
+}
+
+PyDoc_STRVAR(Fix44Run_run_doc,
+             "run(frame, pos, expect_seq, stop_seq, room, max_count, publish_time_ns, source_stream, publish,\n"
+             "    want_payloads) -> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
+             "engine.ConversionEngine.run over a frame of FIX messages: the common 35=X incremental\n"
+             "refreshes in C, stopping (1, the Python path) at anything else.");
+
+static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
+    Py_buffer frame;
+    Py_ssize_t pos;
+    int want_payloads;
+    FxCtx c = {0};
+    if (!PyArg_ParseTuple(args, "y*nLLLnLipp", &frame, &pos, &c.expect_seq, &c.stop_seq, &c.room, &c.max_count,
+                          &c.publish_ns, &c.source_stream, &c.publish, &want_payloads))
+        return NULL;
+    c.empty_packet = c.room < 0;
+    if (c.empty_packet) c.room = -c.room;
+    c.max_prices = self->max_prices;
+    PyObject *result = NULL, *state = self->state;
+    uint64_t depth = 0;
+    int loaded = 0;
+    if (pos < 0 || pos > frame.len || c.source_stream < 0 || c.source_stream > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
+        goto done;
+    }
+    if ((c.values = owned_attr(state, N_VALUES, &PyDict_Type)) == NULL ||
+        (c.hashes = owned_attr(state, N_HASHES, &PyDict_Type)) == NULL || u64_attr(state, N_DIGEST, &c.digest) < 0 ||
+        u64_attr(state, N_DEPTH, &depth) < 0)
+        goto done;
+    if (depth > 1000000) {
+        PyErr_Format(PyExc_ValueError, "book depth %llu is too deep", (unsigned long long)depth);
+        goto done;
+    }
+    c.depth = (Py_ssize_t)depth;
+    loaded = 1;
+    if (want_payloads && (c.payloads = PyList_New(0)) == NULL) goto done;
+    int stop = fx_messages(self, &c, frame.buf, frame.len, &pos);
+    if (stop < 0) goto done;
+    result = Py_BuildValue("(nniy#Ly#O)", pos, c.count, stop, c.blocks.data ? (const char *)c.blocks.data : "",
+                           (Py_ssize_t)c.blocks.len, c.first_seq, c.digests.data ? (const char *)c.digests.data : "",
+                           (Py_ssize_t)c.digests.len, c.payloads ? c.payloads : Py_None);
+done:
+    /* What was committed stays committed, whatever stopped the run: the digest goes back to the state. */
+    if (loaded && set_u64_attr(state, N_DIGEST, c.digest) < 0) Py_CLEAR(result);
+    Py_XDECREF(c.values);
+    Py_XDECREF(c.hashes);
+    Py_XDECREF(c.payloads);
+    PyMem_Free(c.blocks.data);
+    PyMem_Free(c.digests.data);
+    PyBuffer_Release(&frame);
+    return result;
+}
+
+static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"state", "values_type", "book_type", "max_prices", NULL};
+    PyObject *state, *values_type, *book_type;
+    Py_ssize_t max_prices;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOn:Fix44Run", kwlist, &state, &values_type, &book_type,
+                                     &max_prices))
+        return NULL;
+    if (!PyType_Check(values_type) || !PyType_Check(book_type)) {
+        PyErr_SetString(PyExc_TypeError, "values_type and book_type must be the types (SymbolValues, BookValues)");
+        return NULL;
+    }
+    if (max_prices < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_prices must not be negative");
+        return NULL;
+    }
+    Fix44RunObject *self = (Fix44RunObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->state = Py_NewRef(state);
+    self->values_type = Py_NewRef(values_type);
+    self->book_type = Py_NewRef(book_type);
+    self->max_prices = max_prices;
+    return (PyObject *)self;
+}
+
+static void Fix44Run_dealloc(Fix44RunObject *self) {
+    Py_XDECREF(self->state);
+    Py_XDECREF(self->values_type);
+    Py_XDECREF(self->book_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Fix44Run_methods[] = {
+    {"run", (PyCFunction)Fix44Run_run, METH_VARARGS, Fix44Run_run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject Fix44RunType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.Fix44Run",
+    .tp_basicsize = sizeof(Fix44RunObject),
+    .tp_dealloc = (destructor)Fix44Run_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Fix44Run(state, values_type, book_type, max_prices): fix44 runs of 35=X in C over a BookState.",
+    .tp_new = Fix44Run_new,
+    .tp_methods = Fix44Run_methods,
+};
+
 /* ---- the module ---- */
 
 static PyMethodDef module_methods[] = {
@@ -1830,20 +2619,23 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_orders",
-    .m_doc = "The itch50 order table, price levels and runs in C (see adapter/conversion/order_table.py).",
+    .m_doc = "The itch50 order table, price levels and runs, and fix44's runs, in C (see "
+             "adapter/conversion/order_table.py and fix44_engine.py).",
     .m_size = -1,
     .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__orders(void) {
     if (PyType_Ready(&OrderTableType) < 0 || PyType_Ready(&ItemsType) < 0 || PyType_Ready(&SideLevelsType) < 0 ||
-        PyType_Ready(&MboRunType) < 0 || intern_names() < 0 || intern_run_names() < 0)
+        PyType_Ready(&MboRunType) < 0 || PyType_Ready(&Fix44RunType) < 0 || intern_names() < 0 ||
+        intern_run_names() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "OrderTable", (PyObject *)&OrderTableType) < 0 ||
         PyModule_AddObjectRef(m, "SideLevels", (PyObject *)&SideLevelsType) < 0 ||
-        PyModule_AddObjectRef(m, "MboRun", (PyObject *)&MboRunType) < 0 || fh_add_constants(m) < 0) {
+        PyModule_AddObjectRef(m, "MboRun", (PyObject *)&MboRunType) < 0 ||
+        PyModule_AddObjectRef(m, "Fix44Run", (PyObject *)&Fix44RunType) < 0 || fh_add_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

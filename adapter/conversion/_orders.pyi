@@ -68,3 +68,20 @@ class MboRun:
         want_payloads: bool,
         /,
     ) -> tuple[int, int, int, bytes, int, bytes, list[bytes] | None]: ...
+
+class Fix44Run:
+    def __init__(self, state: Any, values_type: Any, book_type: Any, max_prices: int) -> None: ...
+    def run(
+        self,
+        frame: bytes,
+        pos: int,
+        expect_seq: int,
+        stop_seq: int,
+        room: int,
+        max_count: int,
+        publish_time_ns: int,
+        source_stream: int,
+        publish: bool,
+        want_payloads: bool,
+        /,
+    ) -> tuple[int, int, int, bytes, int, bytes, list[bytes] | None]: ...

@@ -6,7 +6,8 @@ the native engine (the C extension ``_fastpath``) where it is built and
 takes the table, else the Python reference, with a warning. The ``itch50``
 state's order table, price levels, symbol digest and block encoder likewise come from the C
 extension ``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`
-and :func:`~adapter.conversion.codec.encode_book_block`.
+and :func:`~adapter.conversion.codec.encode_book_block`; the ``fix44`` engine's C run
+(``_orders.Fix44Run``) comes from the same extension (:func:`fix44_run_type`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "IS_NATIVE_BUILT",
     "IS_NATIVE_ORDERS_BUILT",
     "OrderStore",
+    "fix44_run_type",
     "make_engine",
     "make_order_store",
     "unsupported_reason",
@@ -135,3 +137,29 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
 def _warn_orders_fallback() -> None:
     # Once a process: every itch50 state asks, and the reason does not change.
     warn_fallback(logger, "the itch50 order table", "~2.4x the memory per live order", str(_ORDERS_NOT_BUILT))
+
+
+def fix44_run_type(*, prefer_native: bool = True) -> Callable[..., Any] | None:
+    """The C run of ``fix44`` incremental refreshes (``_orders.Fix44Run``), or ``None``: Python's runs.
+
+    ``Fix44Run(state, SymbolValues, BookValues, MAX_PRICES)``; its ``run`` is a
+    :data:`~adapter.conversion.engine.RunFunction`. Without the extension the engine runs
+    the Python loop (logged once).
+
+    Args:
+        prefer_native: ``False`` gives ``None`` (tests, comparisons).
+    """
+    if not prefer_native:
+        return None
+    if _ORDERS_NOT_BUILT is not None:
+        _warn_fix44_fallback()
+        return None
+    from feedha.adapter.conversion import _orders
+
+    run_type: Callable[..., Any] = _orders.Fix44Run
+    return run_type
+
+
+@functools.cache
+def _warn_fix44_fallback() -> None:
+    warn_fallback(logger, "the fix44 run", "~10x slower per message", str(_ORDERS_NOT_BUILT))

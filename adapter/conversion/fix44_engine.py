@@ -4,9 +4,17 @@
 :class:`~adapter.conversion.state.SymbolValues` with its
 :class:`~adapter.conversion.book.BookValues`, under the same digest, so the
 sync rules, snapshots, checkpoints and images carry books unchanged).
-:class:`Fix44Engine` converts runs in Python (the reference engine's loop)
-and encodes one block per source message: a ``MarketUpdate`` with one
-``SymbolUpdate`` per symbol the message touches. Pure.
+:class:`Fix44Engine` encodes one block per source message: a ``MarketUpdate``
+with one ``SymbolUpdate`` per symbol the message touches.
+
+Where the extension ``_orders`` is built (and the dictionary is the packaged
+one), runs are C: ``_orders.Fix44Run`` converts the common ``35=X`` incremental
+refresh whole -- parsed, checked, applied to new copies of the books it
+touches, encoded, hashed and committed to the same state objects -- and stops
+at anything else (``35=W``, a session message, a new symbol, an unusual tag or
+number, every error), which the Python path takes. The reference engine's loop
+(:meth:`ReferenceEngine.run` over :meth:`BookState.stage`/:meth:`BookState.commit`
+and :meth:`Fix44Engine.encode_staged`) is the reference for both. Pure.
 """
 
 from __future__ import annotations
@@ -14,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from feedha.adapter.conversion import choice
 from feedha.adapter.conversion._reference import ReferenceEngine
-from feedha.adapter.conversion.book import ASK, BID, BookValues, apply_entries
+from feedha.adapter.conversion.book import ASK, BID, MAX_PRICES, BookValues, apply_entries
+from feedha.adapter.conversion.engine import RunFunction
 from feedha.adapter.conversion.fix44_dictionary import Dictionary
 from feedha.adapter.conversion.fix44_parser import Fix44Converter
 from feedha.adapter.conversion.fix44_wire import encode_block, shown_changes
@@ -105,15 +115,14 @@ def _summarize(values: SymbolValues, book: BookValues, symbol: str) -> SymbolVal
 
 
 class Fix44Engine(ReferenceEngine):
-    """The ``fix44`` engine (Python).
+    """The ``fix44`` engine (see the module docstring).
 
     Args:
         dictionary: the checked data dictionary.
         depth: the book depth.
         securities: ``SecurityID`` (or ``SecurityIDSource:SecurityID``) -> symbol.
+        prefer_native: the C run where built (``False``: the Python loop, for comparisons).
     """
-
-    is_native = False
 
     def __init__(
         self,
@@ -121,12 +130,27 @@ class Fix44Engine(ReferenceEngine):
         *,
         depth: int = DEFAULT_BOOK_DEPTH,
         securities: Mapping[str, str] | None = None,
+        prefer_native: bool = True,
     ) -> None:
         super().__init__(ConverterTable.load())
         self.state = BookState(depth)
-        self.fix44 = Fix44Converter(dictionary or Dictionary.load(), securities)
+        packaged = Dictionary.load()
+        self.fix44 = Fix44Converter(dictionary or packaged, securities)
         self.depth = depth
         self._last: tuple[bytes, SourceMessage] = (b"", SourceMessage(0, "", 0, ()))
+        # The C run knows the packaged dictionary's rules only: an operator's own takes Python's.
+        run_type = choice.fix44_run_type(prefer_native=prefer_native and self.fix44.dictionary == packaged)
+        self._native_run: RunFunction | None = None
+        if run_type is not None:
+            self._native_run = run_type(self.state, SymbolValues, BookValues, MAX_PRICES).run
+        self.is_native = self._native_run is not None
+
+    def run_function(self) -> RunFunction:
+        """The C run (``Fix44Run.run``) where built, else the Python loop.
+
+        :meth:`run` stays the Python loop (the reference): it converts what the C run stops at.
+        """
+        return self._native_run if self._native_run is not None else self.run
 
     def parse(self, body: bytes) -> SourceMessage:
         """Convert one ``fix44`` message body (raises ``ConversionError``).
