@@ -104,10 +104,6 @@ def _pub(args: argparse.Namespace) -> int:
     send = sock.send
     time_ns = time.time_ns
     count, rate = args.count, args.rate
-    if rate > 0:  # before the clock is read: the import takes milliseconds
-        from feedha.runtime import fine_timer_slack
-
-        fine_timer_slack()  # the plain source's timer slack: like for like
     start = time.monotonic()
     if rate <= 0:
         for seq in range(count):

@@ -55,7 +55,7 @@ from typing import IO, Any, Final
 from feedha.bench.ceiling import armed_publisher, emit, relay_sockets
 from feedha.plain_source.config import MAX_BATCH
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
-from feedha.runtime import fine_timer_slack, settle_heap
+from feedha.runtime import settle_heap
 
 TOPIC: Final = b"SHAPE"
 HEADER: Final = struct.Struct(">cQH")  # kind (b"D" data, b"W" warm-up, b"E" end), first seq, count
@@ -102,7 +102,6 @@ def _send_loop(sock: Any, args: argparse.Namespace) -> tuple[int, float]:
     # at most `batch`; when nothing is due, sleep until the next message is.
     import zmq
 
-    fine_timer_slack()  # the plain source's timer slack: like for like
     count, rate, batch = args.count, args.rate, args.batch
     pad = b"\x00" * (args.size - STAMP.size)
     send, more = sock.send, zmq.SNDMORE

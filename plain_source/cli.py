@@ -16,6 +16,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
+import zmq
+
 from feedha import logs, settings
 from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
@@ -220,7 +222,11 @@ def main(argv: list[str]) -> int:
         return 2
     print(json.dumps({"endpoints": endpoints}), flush=True)
     settle_heap()  # set up: collections walk only what comes after (feedha.runtime)
-    summary = source.run(stop)
+    summary = source.run(stop)  # closes its sockets: what they still hold waits up to --linger-ms
+    # Deliver that now, before the summary says it was sent. Left to the interpreter's exit, the
+    # flush depended on the collector finalizing the context, which a settled heap never does: the
+    # process ended with frames still queued (a 500-message burst arrived whole at neither adapter).
+    zmq.Context.instance().destroy(linger=0)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if summary.error:

@@ -18,7 +18,6 @@ from feedha.plain_source.capture import Capture, due_offsets, read_capture
 from feedha.plain_source.config import MAX_BATCH, SourceConfig
 from feedha.plain_source.source import PlainSource, SourceSummary
 from feedha.proto.fix import find_seq_num
-from feedha.runtime import fine_timer_slack
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +57,6 @@ class CapturePlayback(PlainSource):
         messages, offsets = self.capture.messages, self._offsets
         limit = len(messages) if self.config.count is None else min(self.config.count, len(messages))
         batch = self.config.batch or MAX_BATCH
-        fine_timer_slack()  # wake when a message is due, not up to 50 us later (feedha.runtime)
         start = time.monotonic()
         seconds = self.config.seconds
         sent = 0

@@ -41,7 +41,6 @@ from feedha.plain_source.config import MAX_BATCH, SourceConfig
 from feedha.plain_source.frames import plan_frames
 from feedha.plain_source.model import SymbolModel
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule, PublishDelays
-from feedha.runtime import fine_timer_slack
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +235,6 @@ class PlainSource:
         garbage_rng = random.Random(cfg.seed ^ 0x5EED)
         batch = cfg.batch or MAX_BATCH
         live = cfg.epoch_ns is None and pregenerated is None
-        fine_timer_slack()  # wake at the deadline, not up to 50 us after it (feedha.runtime)
         ahead = _Lookahead(model) if pregenerated is None and not self._injects else None
         if live:
             # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so
