@@ -495,7 +495,9 @@ class AdapterCore:
             return now  # the timers skipped on waking are due: at once, once the sync bus is read
         deadline = min(next_deadline(self.sync, self.config.sync, now=now), now + TICK_AT_LEAST_EVERY_S)
         deadline = min(deadline, self.access.next_deadline())
-        if self.sync.is_publishing:
+        if self.sync.is_publishing and self.emitter.may_heartbeat(self.sequencer.last_recorded_source_seq):
+            # Only a heartbeat that may go out is a deadline: one that waits for the gate waits
+            # for a report (a socket event), or an overdue one would spin the loop.
             deadline = min(deadline, self.emitter.output.heartbeat_due())
         if not self.sync.deciding and now < self._paused_until:
             deadline = min(deadline, self._paused_until)

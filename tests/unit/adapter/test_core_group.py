@@ -247,3 +247,19 @@ def test_a_backup_woken_from_a_stop_reads_the_group_before_it_elects() -> None:
     assert backup.core.next_deadline(group.now) == group.now  # its loop goes round at once
     group.run(0.5)  # and reads the sync bus first
     assert group.actives() == [1] and backup.roles() == ["backup"]
+
+
+def test_a_backup_whose_packets_wait_at_the_gate_sleeps_until_something_happens() -> None:
+    # The active's source link is cut (it hears nothing) while the backup's is not: the backup
+    # converts ahead, its packets wait at the gate, and no heartbeat may announce its numbering
+    # meanwhile. Its loop once took that overdue heartbeat for a deadline due now and went
+    # round ~92,000 times a second, a whole core, until the group moved on.
+    group = CoreGroup(2)
+    group.members[1].lose_frames = 10**9
+    group.run(1.0)
+    group.run(0.5, source=False)  # the source goes quiet: no packet resets the line's heartbeat timer
+    backup = group.members[2].core
+    assert backup.sync.role is Role.BACKUP and backup.emitter.gate.held
+    assert backup.sync.is_publishing and backup.emitter.output.heartbeat_due() < group.now
+    assert not backup.emitter.may_heartbeat(backup.sequencer.last_recorded_source_seq)
+    assert backup.next_deadline(group.now) > group.now  # it sleeps until a report or a timer
