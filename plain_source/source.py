@@ -6,8 +6,9 @@ Theory of operation
 ``[stream_name, payload]``, the payload one or more FIX messages back to back.
 The send loop owns the clock: it asks the pure
 :class:`~plain_source.pacing.PacingSchedule` how many messages are due, has
-the :class:`~plain_source.model.SymbolModel` generate them (or takes them from
-a run generated ahead of the clock, ``pregenerate``), cuts them into frames
+the :class:`~plain_source.model.SymbolModel` generate them (made 16 ahead while
+nothing is due, :class:`_Lookahead`; or taken from a run generated ahead of the
+clock, ``pregenerate``), cuts them into frames
 (:func:`~plain_source.frames.plan_frames` when malformed content is injected)
 and sends. When nothing is due it sleeps until the next message is. So a
 message goes out as soon as it is due and waits for no other: a frame
