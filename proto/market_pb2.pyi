@@ -154,18 +154,36 @@ class BookChange(_message.Message):
     def __init__(self, action: _Optional[_Union[BookAction, str]] = ..., side: _Optional[_Union[Side, str]] = ..., level: _Optional[int] = ..., price: _Optional[float] = ..., size: _Optional[float] = ..., orders: _Optional[int] = ...) -> None: ...
 
 class SymbolUpdate(_message.Message):
-    __slots__ = ("symbol", "trades", "book_changes", "state", "orders")
+    __slots__ = ("symbol", "trades", "book_changes", "state", "orders", "levels", "book_replaced")
     SYMBOL_FIELD_NUMBER: _ClassVar[int]
     TRADES_FIELD_NUMBER: _ClassVar[int]
     BOOK_CHANGES_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ORDERS_FIELD_NUMBER: _ClassVar[int]
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
+    BOOK_REPLACED_FIELD_NUMBER: _ClassVar[int]
     symbol: str
     trades: _containers.RepeatedCompositeFieldContainer[Entry]
     book_changes: _containers.RepeatedCompositeFieldContainer[BookChange]
     state: SymbolState
     orders: bytes
-    def __init__(self, symbol: _Optional[str] = ..., trades: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., book_changes: _Optional[_Iterable[_Union[BookChange, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ..., orders: _Optional[bytes] = ...) -> None: ...
+    levels: _containers.RepeatedCompositeFieldContainer[PriceLevel]
+    book_replaced: bool
+    def __init__(self, symbol: _Optional[str] = ..., trades: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., book_changes: _Optional[_Iterable[_Union[BookChange, _Mapping]]] = ..., state: _Optional[_Union[SymbolState, _Mapping]] = ..., orders: _Optional[bytes] = ..., levels: _Optional[_Iterable[_Union[PriceLevel, _Mapping]]] = ..., book_replaced: _Optional[bool] = ...) -> None: ...
+
+class PriceLevel(_message.Message):
+    __slots__ = ("side", "price", "size", "orders", "deleted")
+    SIDE_FIELD_NUMBER: _ClassVar[int]
+    PRICE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    ORDERS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    side: Side
+    price: float
+    size: float
+    orders: int
+    deleted: bool
+    def __init__(self, side: _Optional[_Union[Side, str]] = ..., price: _Optional[float] = ..., size: _Optional[float] = ..., orders: _Optional[int] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class MarketUpdate(_message.Message):
     __slots__ = ("symbol", "event_time_ns", "publish_time_ns", "entries", "state", "extra", "session_boundary", "symbols")

@@ -53,12 +53,13 @@ class Model:
 
 MARKET_MODEL: Final = Model(
     name="feedha.v1.MarketUpdate",
-    version="1.3",
+    version="1.4",
     history=(
         "1.0: one symbol's trades, quotes and state; extra fields; session boundaries; tombstones; images",
         "1.1: fix44 order books (Book, BookChange, SessionValues, SymbolUpdate; MarketUpdate.symbols)",
         "1.2: itch50 live orders in images (Book.orders); a purged fix44 block's symbols (Tombstone.symbols)",
         "1.3: the itch50 orders a block touched (SymbolUpdate.orders)",
+        "1.4: a fix44 block shows the best depth levels; the prices it set (SymbolUpdate.levels, book_replaced)",
     ),
 )
 MODELS: Final = {MARKET_MODEL.name: MARKET_MODEL}

@@ -109,6 +109,15 @@ _ENCODED: Final[dict[str, tuple[_Field, ...]]] = {
         _Field("book_changes", _MESSAGE, repeated=True, target="feedha.v1.BookChange"),
         _Field("state", _MESSAGE, target="feedha.v1.SymbolState"),
         _Field("orders", _BYTES),
+        _Field("levels", _MESSAGE, repeated=True, target="feedha.v1.PriceLevel"),
+        _Field("book_replaced", _BOOL),
+    ),
+    "feedha.v1.PriceLevel": (
+        _Field("side", _ENUM, target="feedha.v1.Side"),
+        _Field("price", _DOUBLE),
+        _Field("size", _DOUBLE),
+        _Field("orders", _INT64),
+        _Field("deleted", _BOOL),
     ),
     "feedha.v1.BookChange": (
         _Field("action", _ENUM, target="feedha.v1.BookAction"),

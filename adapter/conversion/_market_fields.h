@@ -69,6 +69,22 @@
 #define FH_SYMBOLUPDATE_STATE_TAG 0x22 /* message feedha.v1.SymbolState */
 #define FH_SYMBOLUPDATE_ORDERS 5
 #define FH_SYMBOLUPDATE_ORDERS_TAG 0x2a /* bytes */
+#define FH_SYMBOLUPDATE_LEVELS 6
+#define FH_SYMBOLUPDATE_LEVELS_TAG 0x32 /* repeated message feedha.v1.PriceLevel */
+#define FH_SYMBOLUPDATE_BOOK_REPLACED 7
+#define FH_SYMBOLUPDATE_BOOK_REPLACED_TAG 0x38 /* bool */
+
+/* feedha.v1.PriceLevel */
+#define FH_PRICELEVEL_SIDE 1
+#define FH_PRICELEVEL_SIDE_TAG 0x08 /* enum feedha.v1.Side */
+#define FH_PRICELEVEL_PRICE 2
+#define FH_PRICELEVEL_PRICE_TAG 0x11 /* double */
+#define FH_PRICELEVEL_SIZE 3
+#define FH_PRICELEVEL_SIZE_TAG 0x19 /* double */
+#define FH_PRICELEVEL_ORDERS 4
+#define FH_PRICELEVEL_ORDERS_TAG 0x20 /* int64 */
+#define FH_PRICELEVEL_DELETED 5
+#define FH_PRICELEVEL_DELETED_TAG 0x28 /* bool */
 
 /* feedha.v1.BookChange */
 #define FH_BOOKCHANGE_ACTION 1
