@@ -732,9 +732,25 @@ static int w_change(Buf *b, PyObject *change) {
     return w_change_of(b, action, side, level, price, size, orders);
 }
 
-/* One side's levels, each a (price, size, orders) BookLevel. */
-static int w_levels(Buf *b, PyObject *levels, uint8_t tag) {
-    PyObject *seq = frozen(levels, "a book side is a list of (price, size, orders)");
+/* The first ``limit`` items (at most) of a list or tuple as a tuple the caller owns, as
+ * frozen() does for the whole of it: a block reads only the levels it shows, so a deep side
+ * costs no copy of its hidden levels. */
+static PyObject *frozen_head(PyObject *obj, uint64_t limit, const char *what) {
+    if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, what);
+        return NULL;
+    }
+    Py_ssize_t n = Py_SIZE(obj);
+    if ((uint64_t)n > limit) n = (Py_ssize_t)limit;
+    if (PyTuple_Check(obj)) return PyTuple_GetSlice(obj, 0, n);
+    PyObject *head = PyTuple_New(n); /* no Python code runs while the list is copied */
+    for (Py_ssize_t i = 0; head != NULL && i < n; i++) PyTuple_SET_ITEM(head, i, Py_NewRef(PyList_GET_ITEM(obj, i)));
+    return head;
+}
+
+/* One side's best ``limit`` levels (a block shows the best depth), each a (price, size, orders) BookLevel. */
+static int w_levels(Buf *b, PyObject *levels, uint8_t tag, uint64_t limit) {
+    PyObject *seq = frozen_head(levels, limit, "a book side is a list of (price, size, orders)");
     if (seq == NULL) return -1;
     int rc = 0;
     for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(seq); i < n && rc == 0; i++) {
@@ -838,7 +854,9 @@ static int w_snapshot_orders(Buf *b, PyObject *book) {
     return rc;
 }
 
-/* Book {level_indexed, depth, bids, asks, orders} (no book: depth only). ``snapshot_orders``:
+/* Book {level_indexed, depth, bids, asks, orders} (no book: depth only), each side cut to its
+ * best ``depth`` levels: every caller writes a block, which shows that many (snapshots and
+ * checkpoints, which carry every level, are written by codec.to_proto). ``snapshot_orders``:
  * look for a snapshot's packed orders on the book object (a run's books have none). */
 static int w_book(Buf *b, const NewValues *n, uint64_t depth, int snapshot_orders) {
     size_t start = b->len;
@@ -848,7 +866,7 @@ static int w_book(Buf *b, const NewValues *n, uint64_t depth, int snapshot_order
         if (truth < 0 || w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)truth) < 0) return -1;
     }
     if (w_varint(b, FH_BOOK_DEPTH_TAG, depth) < 0) return -1;
-    if (has_book && (w_levels(b, n->k[1], FH_BOOK_BIDS_TAG) < 0 || w_levels(b, n->k[2], FH_BOOK_ASKS_TAG) < 0 ||
+    if (has_book && (w_levels(b, n->k[1], FH_BOOK_BIDS_TAG, depth) < 0 || w_levels(b, n->k[2], FH_BOOK_ASKS_TAG, depth) < 0 ||
                      (snapshot_orders && w_snapshot_orders(b, n->v[9]) < 0)))
         return -1;
     return w_close(b, start, FH_SYMBOLSTATE_BOOK_TAG);
@@ -2187,21 +2205,31 @@ static int fx_price_at(PyObject *levels, Py_ssize_t i, double *price) {
     return 0;
 }
 
-/* book._apply_price: 0, STOP_SLOW (book_full, a level of another type) or -1. */
-static int fx_apply_price(PyObject *levels, const FxEntry *e, int is_bid, Py_ssize_t max_prices) {
+/* book.find_price: where ``price`` is (or would go) in a price-keyed side, best first, and
+ * whether it is there: 0, or STOP_SLOW when a level on the way is not a (float, ., .) tuple. */
+static int fx_find_price(PyObject *levels, double price, int is_bid, Py_ssize_t *index, int *present) {
     Py_ssize_t lo = 0, hi = PyList_GET_SIZE(levels), n = hi;
-    double key = is_bid ? -e->price : e->price, at = 0.0;
+    double key = is_bid ? -price : price, at = 0.0;
     while (lo < hi) { /* bisect_left by the side's key */
         Py_ssize_t mid = (lo + hi) / 2;
         if (fx_price_at(levels, mid, &at) != 0) return STOP_SLOW;
         if ((is_bid ? -at : at) < key) lo = mid + 1;
         else hi = mid;
     }
-    int present = 0;
+    *present = 0;
     if (lo < n) {
         if (fx_price_at(levels, lo, &at) != 0) return STOP_SLOW;
-        present = at == e->price;
+        *present = at == price;
     }
+    *index = lo;
+    return 0;
+}
+
+/* book._apply_price: 0, STOP_SLOW (book_full, a level of another type) or -1. */
+static int fx_apply_price(PyObject *levels, const FxEntry *e, int is_bid, Py_ssize_t max_prices) {
+    Py_ssize_t lo, n = PyList_GET_SIZE(levels);
+    int present;
+    if (fx_find_price(levels, e->price, is_bid, &lo, &present) != 0) return STOP_SLOW;
     if (e->action == FX_DELETE) return present ? PyList_SetSlice(levels, lo, lo + 1, NULL) : 0;
     if (!present && n >= max_prices) return STOP_SLOW; /* book_full: the Python path quarantines */
     PyObject *level = fx_level_obj(e);
@@ -2370,6 +2398,70 @@ static int fx_summarize(Fix44RunObject *self, FxSym *s) {
     return 0;
 }
 
+/* The distinct prices (by ==, the first entry's standing for it) the symbol's entries of
+ * ``type`` name, best first (``descending`` for bids): how many, into ``out`` (room for
+ * FX_MAX_ENTRIES). No price is a NaN (fx_decimal), so the order is total. */
+static int fx_named_prices(const FxMsg *m, int index, char type, int descending, double *out) {
+    int n = 0;
+    for (int i = 0; i < m->n_entries; i++) {
+        const FxEntry *e = &m->e[i];
+        if (e->sym != index || e->type != type || !e->has_price) continue;
+        int at = 0, seen = 0;
+        while (at < n && !seen && (descending ? out[at] > e->price : out[at] < e->price)) at++;
+        seen = at < n && out[at] == e->price;
+        if (seen) continue;
+        memmove(&out[at + 1], &out[at], (size_t)(n - at) * sizeof *out);
+        out[at] = e->price;
+        n++;
+    }
+    return n;
+}
+
+/* PriceLevel {side, price, size, orders, deleted} as SymbolUpdate.levels' item. */
+static int w_price_level(Buf *b, int side, double price, double size, int64_t orders, int deleted) {
+    size_t start = b->len;
+    if (w_varint(b, FH_PRICELEVEL_SIDE_TAG, (uint64_t)side) < 0 || w_double(b, FH_PRICELEVEL_PRICE_TAG, price, 0) < 0 ||
+        w_double(b, FH_PRICELEVEL_SIZE_TAG, size, 0) < 0 || w_varint(b, FH_PRICELEVEL_ORDERS_TAG, (uint64_t)orders) < 0 ||
+        w_varint(b, FH_PRICELEVEL_DELETED_TAG, (uint64_t)deleted) < 0)
+        return -1;
+    return w_close(b, start, FH_SYMBOLUPDATE_LEVELS_TAG);
+}
+
+/* SymbolUpdate.levels (fix44_wire.price_levels for what a run takes: an existing book of one
+ * kind, incremental entries of that kind). A level-indexed book has none (a block shows all of
+ * it); a price-keyed one carries each price its bid and offer entries named, bids then asks,
+ * best first, as the book now has it (that level's own price bits), or deleted at the price
+ * its first entry gave when the book no longer has it. Never book_replaced (a rebuilt book is
+ * the Python path's). 0, STOP_SLOW (a level of another type) or -1. */
+static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
+    if (s->n.k[0] == Py_True) return 0;
+    double named[FX_MAX_ENTRIES];
+    for (int side = 0; side < 2; side++) {
+        PyObject *levels = s->n.k[1 + side];
+        int n = fx_named_prices(m, index, side ? '1' : '0', side == 0, named);
+        for (int i = 0; i < n; i++) {
+            Py_ssize_t at;
+            int present;
+            if (fx_find_price(levels, named[i], side == 0, &at, &present) != 0) return STOP_SLOW;
+            if (!present) {
+                if (w_price_level(b, side + 1, named[i], 0.0, 0, 1) < 0) return -1;
+                continue;
+            }
+            PyObject *t = PyList_GET_ITEM(levels, at), *size = PyTuple_GET_ITEM(t, 1), *orders = PyTuple_GET_ITEM(t, 2);
+            if (!PyFloat_CheckExact(size) || !PyLong_CheckExact(orders)) return STOP_SLOW;
+            int overflow;
+            long long count = PyLong_AsLongLongAndOverflow(orders, &overflow);
+            if (overflow || (count == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                return STOP_SLOW;
+            }
+            double price = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 0));
+            if (w_price_level(b, side + 1, price, PyFloat_AS_DOUBLE(size), count, 0) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
 /* One SymbolUpdate (fix44_wire.encode_symbol): 0, STOP_SLOW or -1. */
 static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s, ShownLevel *lv) {
     Buf *b = &c->blocks;
@@ -2395,7 +2487,8 @@ static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s,
         if (w_changes(b, before, n_before, after, n_after, side + 1, scratch) < 0) return -1;
     }
     if (w_state_of(b, &s->n, (uint64_t)depth, 0) < 0) return -1;
-    return w_close(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
+    int rc = fx_price_levels(b, m, index, s);
+    return rc != 0 ? rc : w_close(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
 }
 
 /* The message's block (Fix44Engine.encode_staged, framed): 0, STOP_SLOW, STOP_ROOM or -1. */
