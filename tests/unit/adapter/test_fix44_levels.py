@@ -35,7 +35,7 @@ def _run_one(engine: Fix44Engine, message: bytes) -> market_pb2.MarketUpdate:
 
 
 def _expected_levels(engine: Fix44Engine, symbol: str, named: list[tuple[str, str]]) -> list[tuple[Any, ...]]:
-    """The spec of ``levels``: each named (side, price) once, bids then asks, best first, as the book has it."""
+    """The spec of ``levels``: each named price once, bids then asks, best first, as the book has it."""
     values = engine.state.peek(symbol)
     assert values is not None and values.book is not None and not values.book.level_indexed
     out: list[tuple[Any, ...]] = []

@@ -45,6 +45,10 @@ PRICES = (
     "-0",
     "12345678901234567890.5",
 )
+# A grid of 40 prices: an opening book of up to 20 a side from it, and entries on it, make
+# books deeper than the depth (hidden levels, the shown cut) and Deletes of absent prices.
+GRID = tuple(f"{95 + k / 4:g}" for k in range(40))
+TWINS = {"0": "-0", "-0": "0", "100": "100.0", "100.0": "100", "100.5": "100.50", "100.50": "100.5"}
 SIZES = ("0", "5", "10.5", "-0", "250", "9999999999999999999999")
 BAD_NUMBERS = ("1e2", "-3", "abc", "1" * 41)  # a quarantine (a negative size; the rest anywhere)
 GOOD_TIMES = ("20260105-14:30:00.000", "20260105-14:30:01", "20260105-14:30:00.123456789")
@@ -106,7 +110,18 @@ def _number(good: tuple[str, ...]) -> st.SearchStrategy[str]:
     return st.sampled_from(good * 8 + BAD_NUMBERS)  # about one in twenty-five bad
 
 
-def _entry(draw: Any, previous: str) -> tuple[list[tuple[int, Any]], str]:
+def _price(draw: Any, named: list[str]) -> str:
+    """A price: often one this message already named, as written or as its twin (a price twice in
+    one message, 0 and -0 among them), else any (zero often)."""
+    if named and _rarely(draw, 3):
+        price = str(draw(st.sampled_from(named)))
+        return TWINS.get(price, price) if draw(st.booleans()) else price
+    price = str(draw(st.one_of(_number(PRICES), st.sampled_from(GRID), st.sampled_from(("0", "-0")))))
+    named.append(price)
+    return price
+
+
+def _entry(draw: Any, previous: str, named: list[str]) -> tuple[list[tuple[int, Any]], str]:
     action = draw(st.sampled_from(("0", "1", "2") * 10 + ("3",)))
     kind = draw(st.sampled_from(("0", "1") * 8 + ("2", "2", "2", "3", "4", "5", "6", "7", "8", "B", "C")))
     fields: list[tuple[int, Any]] = [(279, action), (269, kind)]
@@ -120,7 +135,7 @@ def _entry(draw: Any, previous: str) -> tuple[list[tuple[int, Any]], str]:
     if (not _rarely(draw, 5)) if level_book else _rarely(draw, 10):
         fields.append((1023, draw(st.sampled_from(("1", "2", "3", "1", "2", "5") * 3 + ("0", "01")))))
     if action != "2" or not _rarely(draw, 2 if level_book else 20):
-        fields.append((270, draw(_number(PRICES))))
+        fields.append((270, _price(draw, named)))
     if action != "2" or _rarely(draw, 4):
         fields.append((271, draw(_number(SIZES))))
     for tag, value in ((346, "3"), (273, "14:30:00.5"), (83, "7"), (9999, "x"), (277, "A")):
@@ -150,9 +165,9 @@ def messages(draw: Any, seq: int) -> bytes:
     head = draw(st.permutations(head))
     if kind == "0":
         return fix.encode_message([(35, "0"), *head])
-    entries, symbol = [], ""
+    entries, symbol, named = [], "", []
     for _ in range(draw(st.integers(1, 5))):
-        entry, symbol = _entry(draw, symbol)
+        entry, symbol = _entry(draw, symbol, named)
         entries.append(entry)
     if kind == "W":
         entries = [[(tag, value) for tag, value in entry if tag not in (279, 55)] for entry in entries]
@@ -171,11 +186,14 @@ def messages(draw: Any, seq: int) -> bytes:
 
 @st.composite
 def streams(draw: Any) -> list[bytes]:
-    """A stream: opening refreshes for every symbol of both book kinds, then random messages."""
+    """A stream: opening refreshes of both book kinds (AAA: 1-20 prices a side), then random messages."""
+    bids, asks = draw(st.integers(1, 20)), draw(st.integers(1, 20))
+    book = [[(269, "0"), (270, price), (271, "5")] for price in GRID[20 - bids : 20]]
+    book += [[(269, "1"), (270, price), (271, "6")] for price in GRID[20 : 20 + asks]]
     opening = [
         fix.encode_message(
-            [(35, "W"), (34, 1), (52, TIMES[0]), (55, "AAA"), (268, 2)]
-            + [(269, "0"), (270, "99"), (271, "5"), (269, "1"), (270, "101"), (271, "6")]
+            [(35, "W"), (34, 1), (52, TIMES[0]), (55, "AAA"), (268, bids + asks)]
+            + [pair for entry in book for pair in entry]
         ),
         fix.encode_message(
             [(35, "W"), (34, 2), (52, TIMES[0]), (55, "BB"), (268, 2)]
@@ -205,7 +223,7 @@ def _play(engine: Fix44Engine, stream: list[bytes], per_frame: int) -> tuple[Pla
 
 @needs_native
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(streams(), st.integers(1, 4), st.integers(1, 20))
+@given(streams(), st.integers(1, 5), st.integers(1, 20))
 def test_random_streams_publish_the_same_blocks_and_leave_the_same_state(
     stream: list[bytes], depth: int, per_frame: int
 ) -> None:
@@ -213,6 +231,44 @@ def test_random_streams_publish_the_same_blocks_and_leave_the_same_state(
     assert [engine.is_native for engine in engines] == [True, False]
     (native, native_reasons), (reference, reference_reasons) = (_play(e, stream, per_frame) for e in engines)
     assert native == reference and native_reasons == reference_reasons
+    _same_state(*engines)
+
+
+@st.composite
+def book_streams(draw: Any) -> list[bytes]:
+    """Clean refreshes of two deep price-keyed books, which the C run takes: what it writes of a book.
+
+    Books of up to 20 prices a side from the grid, then bid, offer and some trade entries at
+    prices of the grid and zeros, often a price the message already named (or its twin: 0 and
+    -0), Deletes of prices the book does not have among them.
+    """
+    opening = []
+    for seq, symbol in enumerate(("AAA", "C.D"), start=1):
+        bids, asks = draw(st.integers(1, 20)), draw(st.integers(1, 20))
+        book = [("0", "0", symbol, price, "5") for price in GRID[20 - bids : 20]]
+        book += [("0", "1", symbol, price, "6") for price in GRID[20 : 20 + asks]]
+        opening.append(_x(seq, *book))
+    stream = []
+    for seq in range(3, 3 + draw(st.integers(1, 30))):
+        entries, named = [], []
+        for _ in range(draw(st.integers(1, 6))):
+            action, kind = draw(st.sampled_from("012")), draw(st.sampled_from("0101012"))
+            size = "" if action == "2" else draw(st.sampled_from(("1", "5", "0", "-0", "7.5")))
+            entries.append((action, kind, draw(st.sampled_from(("AAA", "C.D"))), _price(draw, named), size))
+        stream.append(_x(seq, *entries))
+    return opening + stream
+
+
+@needs_native
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(book_streams(), st.integers(1, 5), st.integers(1, 20))
+def test_deep_price_keyed_books_publish_the_same_blocks_and_leave_the_same_state(
+    stream: list[bytes], depth: int, per_frame: int
+) -> None:
+    engines = [Fix44Engine(depth=depth, prefer_native=n) for n in (True, False)]
+    (native, native_reasons), (reference, reference_reasons) = (_play(e, stream, per_frame) for e in engines)
+    assert native == reference and native_reasons == reference_reasons
+    assert native.from_runs >= len(stream) - 2 - sum(native_reasons.values())  # the C run took them
     _same_state(*engines)
 
 

@@ -218,7 +218,12 @@ def block_symbols(draw: st.DrawFn) -> tuple[Any, ...]:
 
 @needs_native
 @settings(max_examples=150, deadline=None)
-@given(INT64, INT64, st.integers(0, 2**32 - 1), st.lists(block_symbols(), max_size=3))
+@given(
+    INT64,
+    INT64,
+    st.one_of(st.integers(0, 8), st.integers(0, 2**32 - 1)),
+    st.lists(block_symbols(), max_size=3),
+)
 def test_the_c_block_encoder_writes_what_the_protobuf_runtime_writes(
     event_ns: int, publish_ns: int, depth: int, symbols: list[tuple[Any, ...]]
 ) -> None:
@@ -270,7 +275,8 @@ def test_python_code_run_while_a_block_is_read_cannot_pull_the_book_from_under_i
     bids += [(Shrinker(bids), 1.0, 1), *[(float(p), 1.0, 1) for p in range(2, 40)]]
     book = BookValues(bids=bids)
     values = SymbolValues(book=book)
-    written = NATIVE.encode_block(1, 2, 10, [("S", [], [], values, b"")])  # read from a snapshot of the side
+    # read from a snapshot of the side; at depth 50 all 39 levels are shown
+    written = NATIVE.encode_block(1, 2, 50, [("S", [], [], values, b"")])
     assert len(market_pb2.MarketUpdate.FromString(written).symbols[0].state.book.bids) == 39
     bids += [(Shrinker(bids), 1.0, 1), (2.0, 1.0, 1)]
     assert isinstance(NATIVE.symbol_digest("S", values), int)
