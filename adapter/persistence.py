@@ -139,7 +139,11 @@ class JournalKeeper:
         cfg = self._config
         store = CheckpointStore(self._dir)
         return ImageBuilder(
-            JournalReader(self._dir), store.latest, channel=cfg.channel_number, adapter=cfg.adapter
+            JournalReader(self._dir),
+            store.latest,
+            channel=cfg.channel_number,
+            adapter=cfg.adapter,
+            book_depth=cfg.book_depth,
         )
 
     def append(self, records: JournalRecords) -> None:

@@ -107,6 +107,8 @@ class ImageBuilder:
         adapter: this adapter's number.
         part_bytes: the size bound of one part.
         max_symbols: the most symbols held.
+        book_depth: an order book shows this many levels a side in an image, as in a block
+            (a checkpoint holds every price of a price-keyed book); 0: as held.
     """
 
     def __init__(
@@ -118,8 +120,10 @@ class ImageBuilder:
         adapter: int,
         part_bytes: int = PART_BYTES,
         max_symbols: int = MAX_SYMBOLS,
+        book_depth: int = 0,
     ) -> None:
         self._journal = journal
+        self._book_depth = book_depth
         self._checkpoint = checkpoint
         self._channel = channel
         self._adapter = adapter
@@ -252,7 +256,11 @@ class ImageBuilder:
             values = self._values(held, epoch)
             if values is None:
                 continue
-            entry = market_pb2.SymbolImage(symbol=name.decode(errors="replace"), state=to_proto(values))
+            state = to_proto(values)
+            if self._book_depth and values.book is not None:
+                depth = state.book.depth = self._book_depth
+                del state.book.bids[depth:], state.book.asks[depth:]
+            entry = market_pb2.SymbolImage(symbol=name.decode(errors="replace"), state=state)
             entry_size = entry.ByteSize() + 4
             if chunks[-1] and size + entry_size > part_bytes:
                 chunks.append([])

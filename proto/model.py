@@ -59,7 +59,7 @@ MARKET_MODEL: Final = Model(
         "1.1: fix44 order books (Book, BookChange, SessionValues, SymbolUpdate; MarketUpdate.symbols)",
         "1.2: itch50 live orders in images (Book.orders); a purged fix44 block's symbols (Tombstone.symbols)",
         "1.3: the itch50 orders a block touched (SymbolUpdate.orders)",
-        "1.4: a fix44 block shows the best depth levels; the prices it set (SymbolUpdate.levels, book_replaced)",
+        "1.4: fix44 blocks show the best depth levels, and the prices set (SymbolUpdate.levels)",
     ),
 )
 MODELS: Final = {MARKET_MODEL.name: MARKET_MODEL}

@@ -42,6 +42,7 @@ __all__ = [
     "Level",
     "apply_entries",
     "book_changes",
+    "find_price",
     "side_bytes",
     "varint",
 ]
@@ -89,8 +90,8 @@ class BookValues:
     trades: int = 0
     # Copy-on-write: bit 1 (bids) / 2 (asks) set while the side's list is shared with a copy.
     shared: int = field(default=0, repr=False, compare=False)
-    # Per side, what :func:`side_bytes` derived from it: (the list it was derived from, bytes).
-    cache: dict[tuple[int, int], tuple[list[Level], bytes]] = field(
+    # Per side, what :func:`side_bytes` derived from it: (the list it was derived from, its limit, bytes).
+    cache: dict[tuple[int, int], tuple[list[Level], int | None, bytes]] = field(
         default_factory=dict, repr=False, compare=False
     )
     # Per side, each level's wire bytes (levels are immutable: always valid; only the side's levels).
@@ -181,30 +182,34 @@ class MboBookValues(BookValues):
         return copied
 
 
-def side_bytes(book: BookValues, side: int, kind: int) -> bytes:
+def side_bytes(book: BookValues, side: int, kind: int, limit: int | None = None) -> bytes:
     """One side's levels packed for the digest (``kind`` 0) or as ``Book`` fields 3/4 (``kind`` 1).
+
+    ``limit``: the wire's packing holds at most that many levels, the best (a block shows
+    the best ``depth``); the digest's packing always holds every level.
 
     Cached per side until the side changes (:meth:`BookValues.writable` or a new list), so a
     message that touches one side of one book packs that side only; the wire's per-level
-    bytes are kept for the levels the side still has, so a changed side packs its new levels only.
+    bytes are kept for the levels the side still shows, so a changed side packs its new levels only.
     """
     levels = book.bids if side == BID else book.asks
     cached = book.cache.get((side, kind))
-    if cached is not None and cached[0] is levels:
-        return cached[1]
+    if cached is not None and cached[0] is levels and cached[1] == limit:
+        return cached[2]
     if kind == _DIGEST:
         packed = _pack_levels(levels)
     else:
+        shown = levels if limit is None else levels[:limit]
         tag = b"\x1a" if side == BID else b"\x22"
         known = book.level_bytes.get(side, {})
         # A zero price or size is never looked up: 0.0 == -0.0 as keys, but they encode apart.
         parts = [
             (known.get(level) if level[0] and level[1] else None) or _wire_level(tag, level)
-            for level in levels
+            for level in shown
         ]
-        book.level_bytes[side] = dict(zip(levels, parts, strict=True))
+        book.level_bytes[side] = dict(zip(shown, parts, strict=True))
         packed = b"".join(parts)
-    book.cache[(side, kind)] = (levels, packed)
+    book.cache[(side, kind)] = (levels, limit, packed)
     return packed
 
 
@@ -309,11 +314,16 @@ def _apply_level(levels: list[Level], entry: BookEntry, depth: int) -> None:
         del levels[depth:]  # what is pushed past the depth falls off and does not come back
 
 
-def _apply_price(levels: list[Level], entry: BookEntry, is_bid: bool) -> None:
-    price = _number(entry.price)
+def find_price(levels: Sequence[Level], price: float, *, is_bid: bool) -> tuple[int, bool]:
+    """Where ``price`` is (or would go) in a price-keyed side, best first, and whether it is there."""
     key = -price if is_bid else price
     index = bisect_left(levels, key, key=lambda level: -level[0] if is_bid else level[0])
-    present = index < len(levels) and levels[index][0] == price
+    return index, index < len(levels) and levels[index][0] == price
+
+
+def _apply_price(levels: list[Level], entry: BookEntry, is_bid: bool) -> None:
+    price = _number(entry.price)
+    index, present = find_price(levels, price, is_bid=is_bid)
     if entry.action == DELETE:
         if present:
             del levels[index]

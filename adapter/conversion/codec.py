@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from feedha.adapter.conversion.book import BookChange, BookValues, MboBookValues
+from feedha.adapter.conversion.book import ASK, BID, BookChange, BookValues, Level, MboBookValues, find_price
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2
@@ -22,6 +22,7 @@ __all__ = [
     "encode_update",
     "fill_book",
     "from_proto",
+    "roll_symbol",
     "to_proto",
 ]
 
@@ -187,6 +188,48 @@ def encode_book_block(
             )  # fmt: skip
         state = to_proto(values)
         state.book.depth = depth
+        del state.book.bids[depth:], state.book.asks[depth:]  # a block shows the best depth levels
         out.state.CopyFrom(state)
         out.orders = orders
     return update.SerializeToString(deterministic=True)
+
+
+def roll_symbol(before: SymbolValues | None, update: market_pb2.SymbolUpdate) -> SymbolValues:
+    """A symbol's values after a book block's ``update``, given its values before (a journal's recovery).
+
+    A block's book shows the best ``depth`` levels a side. A price-keyed book keeps more: its
+    whole side is the shown levels, then the levels past the last shown price of the book
+    before with the block's ``levels`` applied (from an empty book when ``book_replaced`` or
+    when the book before was not price-keyed). A side of fewer than ``depth`` levels is all
+    shown; one of more (a block of model 1.3, which carried every price) is taken whole.
+    """
+    values = from_proto(update.state)
+    book = values.book
+    if book is None or book.level_indexed:
+        return values
+    old = before.book if before is not None else None
+    keep = old is not None and not old.level_indexed and not update.book_replaced
+    sides = {BID: list(old.bids) if keep and old else [], ASK: list(old.asks) if keep and old else []}
+    for level in update.levels:
+        levels = sides.get(level.side)
+        if levels is None:
+            continue  # no such side: nothing to roll
+        index, present = find_price(levels, level.price, is_bid=level.side == BID)
+        if level.deleted:
+            if present:
+                del levels[index]
+        elif present:
+            levels[index] = (level.price, level.size, level.orders)
+        else:
+            levels.insert(index, (level.price, level.size, level.orders))
+    depth = update.state.book.depth
+    book.bids = _whole_side(book.bids, sides[BID], depth, is_bid=True)
+    book.asks = _whole_side(book.asks, sides[ASK], depth, is_bid=False)
+    return values
+
+
+def _whole_side(shown: list[Level], rolled: list[Level], depth: int, *, is_bid: bool) -> list[Level]:
+    if not shown or len(shown) != depth:
+        return shown
+    last = shown[-1][0]
+    return shown + [level for level in rolled if (level[0] < last if is_bid else level[0] > last)]

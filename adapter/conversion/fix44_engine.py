@@ -28,7 +28,7 @@ from feedha.adapter.conversion.book import ASK, BID, MAX_PRICES, BookValues, app
 from feedha.adapter.conversion.engine import RunFunction
 from feedha.adapter.conversion.fix44_dictionary import Dictionary
 from feedha.adapter.conversion.fix44_parser import Fix44Converter
-from feedha.adapter.conversion.fix44_wire import encode_block, shown_changes
+from feedha.adapter.conversion.fix44_wire import encode_block, price_levels, shown_changes
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import (
     DIGEST_MASK,
@@ -53,6 +53,7 @@ class BookState(ConversionState):
     """
 
     __slots__ = ("depth",)
+    whole_books = True
 
     def __init__(self, depth: int = DEFAULT_BOOK_DEPTH) -> None:
         super().__init__()
@@ -182,8 +183,8 @@ class Fix44Engine(ReferenceEngine):
                 if entry.entry_type == "2" and not full and entry.action != 2
             ]
             before = self.state.peek(symbol)
-            changes = shown_changes(
-                before.book if before is not None else None, values.book or BookValues(), depth
-            )
-            symbols[symbol] = (trades, changes, values)
+            old = before.book if before is not None else None
+            book = values.book or BookValues()
+            changes = shown_changes(old, book, depth)
+            symbols[symbol] = (trades, changes, values, price_levels(old, book, entries, full))
         return encode_block(msg, symbols, depth, publish_time_ns)

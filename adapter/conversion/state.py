@@ -200,6 +200,9 @@ class ConversionState:
     """
 
     __slots__ = ("_values", "_hashes", "_digest", "_session", "max_symbols")
+    # Whether a symbol's book keeps more than a block shows (fix44's price-keyed books): then a
+    # journal's recovery rolls each block's SymbolUpdate.levels into it (codec.roll_symbol).
+    whole_books = False
 
     def __init__(self) -> None:
         self._values: dict[str, SymbolValues] = {}

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from google.protobuf.message import DecodeError
 
-from feedha.adapter.conversion.codec import from_proto, to_proto
+from feedha.adapter.conversion.codec import from_proto, roll_symbol, to_proto
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.adapter.core.purge import (
     PURGE_RECORD_FLAGS,
@@ -265,7 +265,12 @@ def recover_state(
             continue
         if update.symbols:  # fix44: every symbol the source message touched
             for symbol_update in update.symbols:
-                conversion.set_symbol(symbol_update.symbol, from_proto(symbol_update.state))
+                symbol = symbol_update.symbol
+                if conversion.whole_books:  # fix44: the block shows the book's best levels
+                    values = roll_symbol(conversion.peek(symbol), symbol_update)
+                else:
+                    values = from_proto(symbol_update.state)
+                conversion.set_symbol(symbol, values)
                 if symbol_update.orders:  # itch50: the live orders it touched
                     conversion.roll_orders(symbol_update.symbol, symbol_update.orders)
         else:

@@ -68,7 +68,7 @@ def test_a_late_joiner_gets_the_books_in_its_image() -> None:
     group = CoreGroup(1, rate=1500, fix44=True)
     group.run(1.0)
     member = group.members[1]
-    builder = ImageBuilder(member.journal, lambda: None, channel=1, adapter=1)
+    builder = ImageBuilder(member.journal, lambda: None, channel=1, adapter=1, book_depth=3)
     image = builder.newest(now=0.0)
     assert image is not None
     assembler = ImageAssembler(1)
@@ -79,7 +79,12 @@ def test_a_late_joiner_gets_the_books_in_its_image() -> None:
     state = member.core.state
     assert got.msg_seq == member.status["next_msg_seq"] - 1
     images = {symbol: from_proto(value) for symbol, value in got.symbols.items()}
-    assert images == state.snapshot()
+    shown = state.snapshot()
+    for values in shown.values():  # an image shows the best book_depth levels a side, as a block
+        assert values.book is not None
+        values.book.bids, values.book.asks = values.book.bids[:3], values.book.asks[:3]
+    assert images == shown and any(len(v.book.bids) == 3 for v in images.values() if v.book is not None)
+    assert all(value.book.depth == 3 for value in got.symbols.values())
     assert all(
         isinstance(value, market_pb2.SymbolState) and value.HasField("book") for value in got.symbols.values()
     )

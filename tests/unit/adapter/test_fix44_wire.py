@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,9 +41,37 @@ def _runtime_block(
                 out.book_changes.add(**change._asdict())
         state = to_proto(values)
         state.book.depth = engine.depth
+        del state.book.bids[engine.depth :], state.book.asks[engine.depth :]
         out.state.CopyFrom(state)
+        _runtime_levels(out, old if before is not None else None, book, entries, msg.full_refresh)
     payload: bytes = update.SerializeToString(deterministic=True)
     return payload
+
+
+def _runtime_levels(
+    out: market_pb2.SymbolUpdate, old: BookValues | None, book: BookValues, entries: Any, full: bool
+) -> None:
+    """SymbolUpdate.levels and book_replaced as docs/wire-format.md says, through the runtime."""
+    if book.level_indexed:
+        return
+    kinds = [entry for entry in entries if entry.entry_type in ("0", "1")]
+    if full or old is None or old.level_indexed or any(entry.level is not None for entry in kinds):
+        out.book_replaced = True
+        for side, levels in ((BID, book.bids), (ASK, book.asks)):
+            for price, size, orders in levels:
+                out.levels.add(side=side, price=price, size=size, orders=orders)  # type: ignore[arg-type]
+        return
+    for side, levels in ((BID, book.bids), (ASK, book.asks)):
+        named: list[float] = []
+        for entry in kinds:
+            if (entry.entry_type == "0") == (side == BID) and entry.price not in named:
+                named.append(entry.price)
+        for price in sorted(named, reverse=side == BID):
+            level = next((level for level in levels if level[0] == price), None)
+            if level is None:
+                out.levels.add(side=side, price=price, deleted=True)  # type: ignore[arg-type]
+            else:
+                out.levels.add(side=side, price=level[0], size=level[1], orders=level[2])  # type: ignore[arg-type]
 
 
 @settings(max_examples=12, deadline=None)
@@ -104,6 +133,7 @@ def test_a_symbol_update_equals_the_runtime_bytes_for_any_values(
         out.book_changes.add(**change._asdict())
     state = to_proto(values)
     state.book.depth = depth
+    del state.book.bids[depth:], state.book.asks[depth:]
     out.state.CopyFrom(state)
     got = encode_symbol(symbol, [(p, float(s)) for p, s in trades], changes, values, depth)
     assert got == want.SerializeToString(deterministic=True)
