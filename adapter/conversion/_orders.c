@@ -23,6 +23,7 @@
  *                byte what the protobuf runtime writes for itch50_engine.encode_staged's
  *                message (deterministic: fields by number, proto3 zeros left out, a
  *                double zero by its bits, an optional session value whenever it is set).
+ *                A block shows each side's best ``depth`` levels; the digest packs them all.
  *   MboRun       a run of A F E C X D U messages converted whole over an MboState: what
  *                the Python loop does to the same objects, one C call per run (see its
  *                section below; tests/unit/adapter/test_mbo_run.py compares the two).
@@ -1847,7 +1848,9 @@ static PyTypeObject MboRunType = {
  * dicts of SymbolValues and of hashes and its digest. Each symbol a message touches gets new
  * SymbolValues and BookValues objects (a side the message writes is a new list, a side it
  * does not is shared, as BookValues.fork shares it), so the careful path, snapshots and
- * images read them as they read the reference's.
+ * images read them as they read the reference's. Its blocks are fix44_wire's: each book cut to
+ * its best ``depth`` levels a side and, for a price-keyed book, SymbolUpdate.levels with each
+ * price the message named (fx_price_levels), so a block's size follows the message, not the book.
  *
  * Taken here, strictly: a frame whose 9= and 10= check as proto.fix.next_message checks them;
  * 35=X first; then 34 (required), 49, 56, 52, 60 and 262, each at most once, in any order; then 268
@@ -2705,7 +2708,8 @@ static PyMethodDef module_methods[] = {
     {"order_hash", py_order_hash, METH_VARARGS, "order_hash(ref, symbol_hash, side, price, shares) -> u64"},
     {"symbol_digest", py_symbol_digest, METH_VARARGS, "symbol_digest(symbol, values) -> u64 (state.symbol_digest)"},
     {"encode_block", py_encode_block, METH_VARARGS,
-     "encode_block(event_time_ns, publish_time_ns, depth, [(symbol, trades, changes, values, orders)]) -> bytes"},
+     "encode_block(event_time_ns, publish_time_ns, depth, [(symbol, trades, changes, values, orders)]) -> bytes "
+     "(each book's best depth levels a side)"},
     {NULL, NULL, 0, NULL},
 };
 
