@@ -995,15 +995,18 @@ static int pack_value(Buf *b, PyObject *value, int is_int) {
     return 0;
 }
 
-/* One side's levels as struct.pack(">" + "ddq" * n), after their count (4 bytes, big-endian). */
-static int pack_levels(Buf *b, PyObject *levels) {
+/* One side's share of BookValues.digest_bytes() (book.side_hash): its level count (4 bytes) and the
+ * sum mod 2**64 of a mix of each level (mix_order(index, orders, side, price bits, size bits); the
+ * index counts from 1 in a level-indexed book and is 0 in a price-keyed one), 8 bytes, big-endian. */
+static int pack_side(Buf *b, PyObject *levels, int level_indexed, uint64_t side) {
     PyObject *seq = frozen(levels, "a book side is a list of (price, size, orders)");
     if (seq == NULL) return -1;
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    int rc = (n > (Py_ssize_t)UINT32_MAX || buf_reserve(b, 4 + (size_t)n * 24) < 0) ? -1 : 0;
+    int rc = (n > (Py_ssize_t)UINT32_MAX || buf_reserve(b, 12) < 0) ? -1 : 0;
     if (rc == 0) {
         for (int i = 3; i >= 0; i--) b->data[b->len++] = (uint8_t)((uint64_t)n >> (8 * i));
     }
+    uint64_t sum = 0;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         PyObject *level = PyTuple_GET_ITEM(seq, i);
         double price, size;
@@ -1015,11 +1018,10 @@ static int pack_levels(Buf *b, PyObject *levels) {
                    to_i64(PyTuple_GET_ITEM(level, 2), &orders) < 0) {
             rc = -1;
         } else {
-            be64(b, dbits(price));
-            be64(b, dbits(size));
-            be64(b, (uint64_t)orders);
+            sum += mix_order(level_indexed ? (uint64_t)i + 1 : 0, (uint64_t)orders, side, dbits(price), dbits(size));
         }
     }
+    if (rc == 0) be64(b, sum);
     Py_DECREF(seq);
     return rc;
 }
@@ -1029,7 +1031,7 @@ static int pack_book(Buf *b, const NewValues *n) {
     int truth = PyObject_IsTrue(n->k[0]);
     if (truth < 0 || buf_reserve(b, 1) < 0) return -1;
     b->data[b->len++] = truth ? 'L' : 'P';
-    if (pack_levels(b, n->k[1]) < 0 || pack_levels(b, n->k[2]) < 0) return -1;
+    if (pack_side(b, n->k[1], truth, 1) < 0 || pack_side(b, n->k[2], truth, 2) < 0) return -1;
     if (buf_reserve(b, 9 * 9 + 24) < 0) return -1;
     for (int i = 0; i < 9; i++) {
         PyObject *value = n->k[3 + i];

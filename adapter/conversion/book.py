@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from feedha.adapter.conversion.messages import BookEntry
+from feedha.adapter.conversion.order_table import order_hash
 from feedha.adapter.errors import ConversionError
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "book_changes",
     "find_price",
     "side_bytes",
+    "side_hash",
     "varint",
 ]
 
@@ -53,9 +55,9 @@ NEW, CHANGE, DELETE = 0, 1, 2
 INSERTED, CHANGED, DELETED = 1, 2, 3  # market.proto BookAction values
 BID, ASK = 1, 2  # market.proto Side values
 _OPTIONAL: Final = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
-_PACK_LEVEL: Final = struct.Struct(">ddq").pack
 _PACK_NUMBER: Final = struct.Struct(">d").pack
 _PACK_NUMBER_LE: Final = struct.Struct("<d").pack
+_MASK: Final = (1 << 64) - 1
 
 
 class BookChange(NamedTuple):
@@ -139,7 +141,11 @@ class BookValues:
         return levels
 
     def digest_bytes(self) -> bytes:
-        """A canonical packing of everything (the state's digest hashes it with the symbol)."""
+        """A canonical packing of everything (the state's digest hashes it with the symbol).
+
+        Each side is its level count and :func:`side_hash`, so what is hashed per message does
+        not grow with the book.
+        """
         parts = [
             b"L" if self.level_indexed else b"P",
             len(self.bids).to_bytes(4, "big"),
@@ -183,10 +189,10 @@ class MboBookValues(BookValues):
 
 
 def side_bytes(book: BookValues, side: int, kind: int, limit: int | None = None) -> bytes:
-    """One side's levels packed for the digest (``kind`` 0) or as ``Book`` fields 3/4 (``kind`` 1).
+    """One side for the digest (``kind`` 0: its :func:`side_hash`, 8 bytes) or as ``Book`` fields 3/4 (1).
 
     ``limit``: the wire's packing holds at most that many levels, the best (a block shows
-    the best ``depth``); the digest's packing always holds every level.
+    the best ``depth``); the digest's hash covers every level.
 
     Cached per side until the side changes (:meth:`BookValues.writable` or a new list), so a
     message that touches one side of one book packs that side only; the wire's per-level
@@ -194,10 +200,12 @@ def side_bytes(book: BookValues, side: int, kind: int, limit: int | None = None)
     """
     levels = book.bids if side == BID else book.asks
     cached = book.cache.get((side, kind))
+    if kind == _DIGEST:
+        limit = int(book.level_indexed)  # the hash counts positions in a level-indexed book
     if cached is not None and cached[0] is levels and cached[1] == limit:
         return cached[2]
     if kind == _DIGEST:
-        packed = _pack_levels(levels)
+        packed = side_hash(levels, side, level_indexed=book.level_indexed).to_bytes(8, "big")
     else:
         shown = levels if limit is None else levels[:limit]
         tag = b"\x1a" if side == BID else b"\x22"
@@ -213,10 +221,24 @@ def side_bytes(book: BookValues, side: int, kind: int, limit: int | None = None)
     return packed
 
 
-def _pack_levels(levels: list[Level]) -> bytes:
-    if not levels:
-        return b""
-    return struct.pack(">" + "ddq" * len(levels), *[value for level in levels for value in level])
+def side_hash(levels: Sequence[Level], side: int, *, level_indexed: bool) -> int:
+    """A side's share of the digest: the sum mod 2**64 of a u64 mix of each level.
+
+    The mix is :func:`~adapter.conversion.order_table.order_hash` over (index, orders, side,
+    the price's bits, the size's bits), the index counted from 1 in a level-indexed book
+    (positions matter) and 0 in a price-keyed one (prices order the levels). A sum, so a
+    message that changes a few levels could update it in O(changes); the C twin is
+    ``_orders.c`` ``pack_side``.
+    """
+    count = len(levels)
+    if not count:
+        return 0
+    prices = struct.unpack(f"<{count}Q", struct.pack(f"<{count}d", *[level[0] for level in levels]))
+    sizes = struct.unpack(f"<{count}Q", struct.pack(f"<{count}d", *[level[1] for level in levels]))
+    total = 0
+    for index, (price, size, level) in enumerate(zip(prices, sizes, levels, strict=True), start=1):
+        total += order_hash(index if level_indexed else 0, level[2] & _MASK, side, price, size)
+    return total & _MASK
 
 
 _WIRE_PLAIN: Final = struct.Struct("<BBBdBd").pack  # tag, 18, price, size: a level without orders

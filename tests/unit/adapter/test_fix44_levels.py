@@ -12,15 +12,20 @@ restarted on its journal alone comes back with the whole books.
 
 from __future__ import annotations
 
+import struct
+from hashlib import blake2b
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedha.adapter.conversion import choice
 from feedha.adapter.conversion._reference import ReferenceEngine
+from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import roll_symbol
 from feedha.adapter.conversion.fix44_engine import BookState, Fix44Engine
+from feedha.adapter.conversion.state import SymbolValues, symbol_digest
 from feedha.proto import fix, market_pb2, wire
 from tests.fix44_capture import make_capture
 
@@ -124,3 +129,40 @@ def test_an_adapter_restarted_alone_on_its_journal_has_the_whole_books() -> None
     member = group.restart(1)
     assert member.core.state.digest == digest
     assert member.core.state.snapshot() == before
+
+
+def _splitmix(*fields: int) -> int:
+    """The level mix as docs/converters.md states it, written out again here."""
+    mask = (1 << 64) - 1
+    index, orders, side, price, size = fields
+    x = (index * 0x9E3779B97F4A7C15 + orders + (side << 62) + price * 0xBF58476D1CE4E5B9
+         + size * 0x94D049BB133111EB) & mask  # fmt: skip
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    return x ^ (x >> 31)
+
+
+def _bits(value: float) -> int:
+    return int.from_bytes(struct.pack(">d", value), "big")
+
+
+@pytest.mark.parametrize("level_indexed", [False, True])
+def test_a_books_digest_hashes_each_side_as_a_sum_of_level_mixes(level_indexed: bool) -> None:
+    bids = [(101.5, 10.0, 3), (101.25, 4.0, 0), (-0.0, 1.0, 1)]
+    asks = [(101.75, 2.0, 0)]
+    book = BookValues(level_indexed, bids, asks, volume=7.0, last=101.5)
+    want = b"L" if level_indexed else b"P"
+    for side, levels in ((1, bids), (2, asks)):
+        total = sum(
+            _splitmix(i + 1 if level_indexed else 0, orders, side, _bits(price), _bits(size))
+            for i, (price, size, orders) in enumerate(levels)
+        )
+        want += len(levels).to_bytes(4, "big") + (total % (1 << 64)).to_bytes(8, "big")
+    assert book.digest_bytes()[: len(want)] == want
+    values = SymbolValues(volume=7, last=101.5, bid=101.5, ask=101.75, book=book)
+    python = symbol_digest("ESZ6", values)
+    fixed = struct.pack(">qddddqddd", 7, 0.0, 0.0, 101.5, 0.0, 0, 101.5, 101.75, 0.0)
+    hashed = blake2b(b"ESZ6\0" + fixed + book.digest_bytes(), digest_size=8).digest()
+    assert python == int.from_bytes(hashed, "big")
+    store = choice.make_order_store(prefer_native=True)  # the C symbol_digest where built
+    assert store.symbol_digest("ESZ6", values) == python
