@@ -227,11 +227,17 @@ def _play(engine: Fix44Engine, stream: list[bytes], per_frame: int) -> tuple[Pla
 def test_random_streams_publish_the_same_blocks_and_leave_the_same_state(
     stream: list[bytes], depth: int, per_frame: int
 ) -> None:
+    _both_engines(stream, depth, per_frame)
+
+
+def _both_engines(stream: list[bytes], depth: int, per_frame: int) -> tuple[Played, dict[str, int]]:
+    """Play ``stream`` through the C run and the Python loop; both publish and keep the same."""
     engines = [Fix44Engine(depth=depth, prefer_native=n) for n in (True, False)]
     assert [engine.is_native for engine in engines] == [True, False]
     (native, native_reasons), (reference, reference_reasons) = (_play(e, stream, per_frame) for e in engines)
     assert native == reference and native_reasons == reference_reasons
     _same_state(*engines)
+    return native, native_reasons
 
 
 @st.composite
@@ -265,11 +271,8 @@ def book_streams(draw: Any) -> list[bytes]:
 def test_deep_price_keyed_books_publish_the_same_blocks_and_leave_the_same_state(
     stream: list[bytes], depth: int, per_frame: int
 ) -> None:
-    engines = [Fix44Engine(depth=depth, prefer_native=n) for n in (True, False)]
-    (native, native_reasons), (reference, reference_reasons) = (_play(e, stream, per_frame) for e in engines)
-    assert native == reference and native_reasons == reference_reasons
+    native, native_reasons = _both_engines(stream, depth, per_frame)
     assert native.from_runs >= len(stream) - 2 - sum(native_reasons.values())  # the C run took them
-    _same_state(*engines)
 
 
 @needs_native
