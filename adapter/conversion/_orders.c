@@ -1110,7 +1110,29 @@ static int intern_run_names(void) {
 typedef struct {
     PyObject_HEAD
     PyObject *state, *values_type, *book_type;
-} MboRunObject;
+    Py_ssize_t max_prices; /* Fix44Run's (book.MAX_PRICES); MboRun has none */
+} RunObject; /* MboRun and Fix44Run: a run type holds the state and the value types it builds */
+
+typedef RunObject MboRunObject;
+
+/* A new run object holding its state and value types (both run types' tp_new end here). */
+static PyObject *run_object(PyTypeObject *type, PyObject *state, PyObject *values_type, PyObject *book_type,
+                            Py_ssize_t max_prices) {
+    RunObject *self = (RunObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->state = Py_NewRef(state);
+    self->values_type = Py_NewRef(values_type);
+    self->book_type = Py_NewRef(book_type);
+    self->max_prices = max_prices;
+    return (PyObject *)self;
+}
+
+static void run_dealloc(RunObject *self) {
+    Py_XDECREF(self->state);
+    Py_XDECREF(self->values_type);
+    Py_XDECREF(self->book_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
 
 /* One decoded message (itch50_parser.parse_itch's fields for A F E C X D U). */
 typedef struct {
@@ -1746,6 +1768,26 @@ PyDoc_STRVAR(MboRun_run_doc,
              "engine.ConversionEngine.run over a record frame of MoldUDP64 messages: the A F E C X D U\n"
              "messages in C, stopping (1, the Python path) at anything else.");
 
+/* The state's book depth: 0, or -1 with an exception (not a u64, or too deep). */
+static int depth_attr(PyObject *state, Py_ssize_t *out) {
+    uint64_t depth;
+    if (u64_attr(state, N_DEPTH, &depth) < 0) return -1;
+    if (depth > 1000000) {
+        PyErr_Format(PyExc_ValueError, "book depth %llu is too deep", (unsigned long long)depth);
+        return -1;
+    }
+    *out = (Py_ssize_t)depth;
+    return 0;
+}
+
+/* A run's result: engine.Run's fields as a plain tuple. */
+static PyObject *run_result(Py_ssize_t pos, Py_ssize_t count, int stop, const Buf *blocks, long long first_seq,
+                            const Buf *digests, PyObject *payloads) {
+    return Py_BuildValue("(nniy#Ly#O)", pos, count, stop, blocks->data ? (const char *)blocks->data : "",
+                         (Py_ssize_t)blocks->len, first_seq, digests->data ? (const char *)digests->data : "",
+                         (Py_ssize_t)digests->len, payloads ? payloads : Py_None);
+}
+
 static PyObject *MboRun_run(MboRunObject *self, PyObject *args) {
     Py_buffer frame;
     Py_ssize_t pos;
@@ -1757,7 +1799,6 @@ static PyObject *MboRun_run(MboRunObject *self, PyObject *args) {
     c.empty_packet = c.room < 0;
     if (c.empty_packet) c.room = -c.room;
     PyObject *result = NULL, *state = self->state;
-    uint64_t depth = 0;
     int loaded = 0;
     if (pos < 0 || pos > frame.len || c.source_stream < 0 || c.source_stream > 0xFFFF) {
         PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
@@ -1771,20 +1812,13 @@ static PyObject *MboRun_run(MboRunObject *self, PyObject *args) {
         (c.values = owned_attr(state, N_VALUES, &PyDict_Type)) == NULL ||
         (c.hashes = owned_attr(state, N_HASHES, &PyDict_Type)) == NULL || u64_attr(state, N_DIGEST, &c.digest) < 0 ||
         u64_attr(state, N_ORDERS_DIGEST, &c.orders_digest) < 0 || u64_attr(state, N_MAX_ORDERS, &c.max_orders) < 0 ||
-        u64_attr(state, N_DEPTH, &depth) < 0)
+        depth_attr(state, &c.depth) < 0)
         goto done;
-    if (depth > 1000000) {
-        PyErr_Format(PyExc_ValueError, "book depth %llu is too deep", (unsigned long long)depth);
-        goto done;
-    }
-    c.depth = (Py_ssize_t)depth;
     loaded = 1;
     if (want_payloads && (c.payloads = PyList_New(0)) == NULL) goto done;
     int stop = mbo_messages(self, &c, frame.buf, frame.len, &pos);
     if (stop < 0) goto done;
-    result = Py_BuildValue("(nniy#Ly#O)", pos, c.count, stop, c.blocks.data ? (const char *)c.blocks.data : "",
-                           (Py_ssize_t)c.blocks.len, c.first_seq, c.digests.data ? (const char *)c.digests.data : "",
-                           (Py_ssize_t)c.digests.len, c.payloads ? c.payloads : Py_None);
+    result = run_result(pos, c.count, stop, &c.blocks, c.first_seq, &c.digests, c.payloads);
 done:
     /* What was committed stays committed, whatever stopped the run: the digests go back to the state. */
     if (loaded && (set_u64_attr(state, N_DIGEST, c.digest) < 0 || set_u64_attr(state, N_ORDERS_DIGEST, c.orders_digest) < 0))
@@ -1811,19 +1845,7 @@ static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         PyErr_SetString(PyExc_TypeError, "values_type and book_type must be callable (SymbolValues, BookValues)");
         return NULL;
     }
-    MboRunObject *self = (MboRunObject *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    self->state = Py_NewRef(state);
-    self->values_type = Py_NewRef(values_type);
-    self->book_type = Py_NewRef(book_type);
-    return (PyObject *)self;
-}
-
-static void MboRun_dealloc(MboRunObject *self) {
-    Py_XDECREF(self->state);
-    Py_XDECREF(self->values_type);
-    Py_XDECREF(self->book_type);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    return run_object(type, state, values_type, book_type, 0);
 }
 
 static PyMethodDef MboRun_methods[] = {
@@ -1833,8 +1855,8 @@ static PyMethodDef MboRun_methods[] = {
 
 static PyTypeObject MboRunType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.MboRun",
-    .tp_basicsize = sizeof(MboRunObject),
-    .tp_dealloc = (destructor)MboRun_dealloc,
+    .tp_basicsize = sizeof(RunObject),
+    .tp_dealloc = (destructor)run_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "MboRun(state, values_type, book_type): itch50 runs of A F E C X D U in C over an MboState.",
     .tp_new = MboRun_new,
@@ -1877,11 +1899,7 @@ static PyTypeObject MboRunType = {
 #define FX_DELETE 2
 #define FX_TYPES "01245678BC" /* the entry types taken: bid, offer, trade and the session values */
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *state, *values_type, *book_type;
-    Py_ssize_t max_prices;
-} Fix44RunObject;
+typedef RunObject Fix44RunObject;
 
 /* One entry of the 268 group (BookEntry). */
 typedef struct {
@@ -2624,7 +2642,6 @@ static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
     if (c.empty_packet) c.room = -c.room;
     c.max_prices = self->max_prices;
     PyObject *result = NULL, *state = self->state;
-    uint64_t depth = 0;
     int loaded = 0;
     if (pos < 0 || pos > frame.len || c.source_stream < 0 || c.source_stream > 0xFFFF) {
         PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
@@ -2632,20 +2649,13 @@ static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
     }
     if ((c.values = owned_attr(state, N_VALUES, &PyDict_Type)) == NULL ||
         (c.hashes = owned_attr(state, N_HASHES, &PyDict_Type)) == NULL || u64_attr(state, N_DIGEST, &c.digest) < 0 ||
-        u64_attr(state, N_DEPTH, &depth) < 0)
+        depth_attr(state, &c.depth) < 0)
         goto done;
-    if (depth > 1000000) {
-        PyErr_Format(PyExc_ValueError, "book depth %llu is too deep", (unsigned long long)depth);
-        goto done;
-    }
-    c.depth = (Py_ssize_t)depth;
     loaded = 1;
     if (want_payloads && (c.payloads = PyList_New(0)) == NULL) goto done;
     int stop = fx_messages(self, &c, frame.buf, frame.len, &pos);
     if (stop < 0) goto done;
-    result = Py_BuildValue("(nniy#Ly#O)", pos, c.count, stop, c.blocks.data ? (const char *)c.blocks.data : "",
-                           (Py_ssize_t)c.blocks.len, c.first_seq, c.digests.data ? (const char *)c.digests.data : "",
-                           (Py_ssize_t)c.digests.len, c.payloads ? c.payloads : Py_None);
+    result = run_result(pos, c.count, stop, &c.blocks, c.first_seq, &c.digests, c.payloads);
 done:
     /* What was committed stays committed, whatever stopped the run: the digest goes back to the state. */
     if (loaded && set_u64_attr(state, N_DIGEST, c.digest) < 0) Py_CLEAR(result);
@@ -2673,20 +2683,7 @@ static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         PyErr_SetString(PyExc_ValueError, "max_prices must not be negative");
         return NULL;
     }
-    Fix44RunObject *self = (Fix44RunObject *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    self->state = Py_NewRef(state);
-    self->values_type = Py_NewRef(values_type);
-    self->book_type = Py_NewRef(book_type);
-    self->max_prices = max_prices;
-    return (PyObject *)self;
-}
-
-static void Fix44Run_dealloc(Fix44RunObject *self) {
-    Py_XDECREF(self->state);
-    Py_XDECREF(self->values_type);
-    Py_XDECREF(self->book_type);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    return run_object(type, state, values_type, book_type, max_prices);
 }
 
 static PyMethodDef Fix44Run_methods[] = {
@@ -2696,8 +2693,8 @@ static PyMethodDef Fix44Run_methods[] = {
 
 static PyTypeObject Fix44RunType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.Fix44Run",
-    .tp_basicsize = sizeof(Fix44RunObject),
-    .tp_dealloc = (destructor)Fix44Run_dealloc,
+    .tp_basicsize = sizeof(RunObject),
+    .tp_dealloc = (destructor)run_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Fix44Run(state, values_type, book_type, max_prices): fix44 runs of 35=X in C over a BookState.",
     .tp_new = Fix44Run_new,
