@@ -39,6 +39,7 @@ class SourceLink:
         self._endpoint = config.source_endpoint
         self._stream = config.source_stream.encode()
         self.socket: zmq.Socket[bytes] | None = None
+        self.drained = False  # the last call of frames() emptied the socket
 
     def __repr__(self) -> str:
         return f"<SourceLink [{self._endpoint} {self._stream.decode(errors='replace')}]>"
@@ -61,19 +62,24 @@ class SourceLink:
         Call when the socket polled readable. Below saturation a turn reads one
         frame: the second is asked for with :func:`transport.readable` (cheaper
         than a receive that fails); a turn that found a second frame drains until
-        ``zmq.Again``, as a burst's frames each pay for no check.
+        ``zmq.Again``, as a burst's frames each pay for no check. Afterwards
+        :attr:`drained` says whether the socket was emptied (not stopped by
+        ``reads`` or the budget).
         """
         assert self.socket is not None
         sock, budget_end = self.socket, time.monotonic() + SOURCE_BUDGET_S
+        self.drained = False
         for count in range(SOURCE_BATCH_FRAMES):
             now = time.monotonic()
             if (count and now >= budget_end) or not reads(now):
                 return
             if count == 1 and not transport.readable(sock):
+                self.drained = True
                 return
             try:
                 yield transport.recv_frames(sock), now
             except zmq.Again:
+                self.drained = True
                 return
 
     def close(self) -> None:

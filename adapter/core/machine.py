@@ -146,6 +146,8 @@ TICK_AT_LEAST_EVERY_S: Final = 0.1
 # what the group said meanwhile waits unread, so no election is held before it is heard.
 WOKE_AFTER_S: Final = 2 * TICK_AT_LEAST_EVERY_S
 MACHINE_SAMPLE_S: Final = 0.1  # how often memory and CPU are measured (for the health score)
+# A backup whose output waits at its gate reads the source at most this often (see on_source_drained).
+BACKUP_READ_INTERVAL_S: Final = 0.001
 FAULT_LIMIT: Final = 5  # internal faults within FAULT_WINDOW_S that make the adapter fail itself
 FAULT_WINDOW_S: Final = 60.0
 
@@ -207,6 +209,7 @@ class AdapterCore:
         self.sync_garbage = self.snapshots_sent = self.unpublished_at_promotion = 0
         self._active_position = 0  # the last source_seq the active reported
         self._paused_until = 0.0
+        self._next_read = 0.0  # a backup whose output waits reads the source again from then
         self._rate_limit = 0.0  # operator throttle, messages/s (0: none)
         self._rejection: str | None = None
         self._faults: deque[float] = deque(maxlen=FAULT_LIMIT)
@@ -252,6 +255,30 @@ class AdapterCore:
             self._fault("converting a source frame", turn)
         if converted and self._sync.role is Role.BACKUP:
             turn.out.append(ReadSync())  # heartbeats that came meanwhile count before the timers
+        if self.conflated.enabled:
+            self.conflated.observe(turn.out)
+        return turn.out
+
+    def on_source_drained(self, *, now: float, wall_ns: int) -> list[Action]:
+        """The runner read every source frame that was waiting: what is ready goes out now.
+
+        The packet being filled is sealed at once, before any timer of the turn
+        (:meth:`on_tick` would seal it too, after the timers): a message waits for
+        nothing once nothing more is there to read. A packet fills across frames only
+        while frames keep coming (a burst).
+
+        A backup whose output waits at its gate (for the active's report, every
+        heartbeat interval) reads the source again only :data:`BACKUP_READ_INTERVAL_S`
+        later, and then everything queued meanwhile: its line runs a report behind the
+        active's anyway, so waking for every frame would buy no subscriber anything and
+        cost a core's share per backup at low rates. Once its output goes straight out
+        (promoted, or released while the active is silent) it reads every frame as it
+        comes again (:meth:`_batches_source` is asked each time).
+        """
+        turn = self._turn(now, wall_ns)
+        if self._batches_source():
+            self._next_read = now + BACKUP_READ_INTERVAL_S
+        turn.out += self.pipeline.seal(self._sync.term, turn)
         if self.conflated.enabled:
             self.conflated.observe(turn.out)
         return turn.out
@@ -501,6 +528,8 @@ class AdapterCore:
             deadline = min(deadline, self.emitter.output.heartbeat_due())
         if not self.sync.deciding and now < self._paused_until:
             deadline = min(deadline, self._paused_until)
+        if now < self._next_read and self._batches_source():
+            deadline = min(deadline, self._next_read)  # the source is read again then
         gap = self.gaps.deadline()
         if gap is not None:
             deadline = min(deadline, gap)
@@ -520,8 +549,15 @@ class AdapterCore:
         return line.read_from()
 
     def reads_source(self, now: float) -> bool:
-        """Whether source frames should be read now (not while deciding, throttled, or at a fence)."""
-        return not self.sync.deciding and now >= self._paused_until and not self.pipeline.deferred
+        """Whether source frames should be read now (not while deciding, throttled, at a fence, or
+        while a backup whose output waits gathers frames: :meth:`on_source_drained`)."""
+        if self.sync.deciding or now < self._paused_until or self.pipeline.deferred:
+            return False
+        return now >= self._next_read or not self._batches_source()
+
+    def _batches_source(self) -> bool:
+        # A backup whose new output would wait at the gate: nobody sees it before the active's report.
+        return self._sync.role is Role.BACKUP and not self.emitter.gate.passes
 
     def reads_control(self) -> bool:
         """Whether the control socket is read now (not while its last request's reply is deferred)."""

@@ -400,11 +400,15 @@ class CoreGroup:
                 core.on_sync_garbage()
                 continue
             self._carry_out(member, core.on_sync(message, now=self.now, wall_ns=wall_ns))
-        for _ in range(SOURCE_BUDGET):
+        read = 0
+        for read in range(1, SOURCE_BUDGET + 1):
             if not member.source_inbox or not core.reads_source(self.now):
+                read -= 1
                 break
             frame = member.source_inbox.popleft()
             self._carry_out(member, core.on_source([SOURCE_TOPIC, frame], now=self.now, wall_ns=wall_ns))
+        if read and not member.source_inbox:  # the runner: every frame there was is read
+            self._carry_out(member, core.on_source_drained(now=self.now, wall_ns=wall_ns))
         start = core.delayed_wants(wall_ns=wall_ns)
         if start is not None:  # the runner's journal tailer (DelayedLineSocket.feed)
             core.on_delayed_records(member.journal.tail(start), caught_up=True)

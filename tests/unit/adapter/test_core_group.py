@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from functools import partial
 
+from feedha.adapter.core import Publish
 from feedha.adapter.core.commands import CorruptState, RoleCommand, Throttle
+from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S
 from feedha.adapter.core.sync_types import CommandKind, Role
-from feedha.proto import fix, market_pb2
+from feedha.proto import fix, market_pb2, wire
 
-from .group_harness import CoreGroup, Member
+from .group_harness import SOURCE_TOPIC, CoreGroup, Member
 
 
 def _volumes(group: CoreGroup, number: int) -> dict[int, tuple[int, str, int, float, float]]:
@@ -263,3 +265,50 @@ def test_a_backup_whose_packets_wait_at_the_gate_sleeps_until_something_happens(
     assert backup.sync.is_publishing and backup.emitter.output.heartbeat_due() < group.now
     assert not backup.emitter.may_heartbeat(backup.sequencer.last_recorded_source_seq)
     assert backup.next_deadline(group.now) > group.now  # it sleeps until a report or a timer
+
+
+def _packets(actions: list[object]) -> list[bytes]:
+    return [action.packet for action in actions if isinstance(action, Publish)]
+
+
+def test_what_is_ready_goes_out_once_the_source_is_drained_before_any_timer() -> None:
+    # A frame's messages fill the packet; the packet goes out when the runner found nothing
+    # more to read (on_source_drained), not after the turn's timers (on_tick).
+    group = CoreGroup(2)
+    group.run_until(partial(group.in_sync, 2), within=3)
+    active, now, wall_ns = group.members[1].core, group.now + 0.0001, group._wall_ns()
+    frame = group.source.frame()
+    while frame is None:  # the source model sends by its rate: take the next frame it makes
+        group.source._due += 1
+        frame = group.source.frame()
+    assert _packets(active.on_source([SOURCE_TOPIC, frame], now=now, wall_ns=wall_ns)) == []
+    packets = _packets(active.on_source_drained(now=now, wall_ns=wall_ns))
+    assert len(packets) == 1
+    header = wire.decode_header(packets[0])
+    assert header.count == len(fix.split_messages(frame)[0])
+    assert header.first_seq + header.count == active.sequencer.next_msg_seq
+    assert _packets(active.on_tick(now=now, wall_ns=wall_ns)) == []  # nothing left for the tick
+
+
+def test_a_backup_whose_output_waits_reads_the_source_in_batches_until_it_publishes_live() -> None:
+    group = CoreGroup(2)
+    group.run_until(partial(group.in_sync, 2), within=3)
+    backup = group.members[2].core
+    assert backup.sync.role is Role.BACKUP and not backup.emitter.gate.passes
+    now = group.now + 0.0001
+    backup.on_source_drained(now=now, wall_ns=group._wall_ns())
+    assert not backup.reads_source(now) and not backup.reads_source(now + BACKUP_READ_INTERVAL_S / 2)
+    assert backup.reads_source(now + BACKUP_READ_INTERVAL_S)
+    assert now < backup.next_deadline(now) <= now + BACKUP_READ_INTERVAL_S  # the loop wakes to read
+    active = group.members[1].core
+    active.on_source_drained(now=now, wall_ns=group._wall_ns())
+    assert active.reads_source(now)  # the active reads every frame as it comes
+    # The active goes silent: the backup's gate lets its output through, and then it reads at once.
+    group.stall(1, 10.0)
+    group.run_until(lambda: backup.emitter.gate.passes, within=2)
+    backup.on_source_drained(now=group.now, wall_ns=group._wall_ns())
+    assert backup.reads_source(group.now)
+    group.run_until(lambda: backup.sync.role is Role.ACTIVE, within=2)
+    backup.on_source_drained(now=group.now, wall_ns=group._wall_ns())
+    assert backup.reads_source(group.now)
+    _assert_every_message_delivered_once(group)
