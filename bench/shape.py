@@ -306,7 +306,8 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
 
     Returns:
         ``sent``, ``delivered``, ``lost`` (gaps, and what never arrived), ``duplicates``,
-        ``rate`` (the client's delivered msg/s, first to last delivery), ``relays``,
+        ``rate`` (the client's delivered msg/s, first to last delivery), ``span_s`` (first to
+        last delivery), ``relays``,
         ``size``; with ``latency`` ``latency_us``; with ``measure_cpu`` ``cpu``
         (:func:`feedha.bench.cpu.steady_window`).
 
@@ -366,6 +367,7 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         "duplicates": result["duplicates"],
         "lost": result["gaps"] + max(0, done["sent"] - result["last_seq"]),
         "rate": result["delivered"] / span if span > 0 and result["delivered"] > 1 else 0.0,
+        "span_s": round(span, 3),
         "relays": options.relays,
         "size": options.size,
     }

@@ -15,6 +15,7 @@ own shape (:mod:`bench.shape`), with each process's CPU per message
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
@@ -59,19 +60,36 @@ def _sustained(result: PipelineResult) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One step of a ramp: whether it was sustained, its delivered rate, what the source achieved."""
+
+    rate: float  # offered, msg/s
+    sustained: bool
+    delivered_rate: float
+    source_rate: float
+    record: dict[str, Any]
+    result: Any  # the step's PipelineResult, or the bare model's run_shape dict
+
+
 @dataclass
 class _Ramp:
     """One ramp of the source rate: every step, and the best sustained one."""
 
     steps: list[dict[str, Any]] = field(default_factory=list)
-    best: tuple[float, PipelineResult] | None = None
+    best: _Step | None = None
+
+    @property
+    def value(self) -> float:
+        """The best sustained step's delivered rate (0.0 when no step was sustained)."""
+        return 0.0 if self.best is None else self.best.delivered_rate
 
     def params(self) -> dict[str, Any]:
-        best = self.best
+        best = None if self.best is None else self.best.result
         return {
-            "failovers": None if best is None else best[1].failovers,
-            "offered_rate": None if best is None else best[1].options.rate,
-            "lost": 0 if best is None else best[1].lost,
+            "failovers": None if best is None else best.failovers,
+            "offered_rate": None if best is None else best.options.rate,
+            "lost": 0 if best is None else best.lost,
             "steps": self.steps,
         }
 
@@ -106,13 +124,45 @@ class Shape:
         return f"active + {self.backups} backup(s), {keys}, {journals}{source}"
 
 
-def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ramp:
-    """Raise the rate by RAMP_FACTOR while sustained, then bisect between the last good and first bad step."""
+def _ramp_rates(step: Callable[[float], _Step], *, start_rate: float, budget_s: float) -> _Ramp:
+    """Raise the rate by RAMP_FACTOR while sustained, then bisect between the last good and first bad step.
+
+    The same schedule for the pipeline and for the bare model of its shape, so both figures
+    are the same measure: the highest paced rate sustained with nothing lost.
+    """
     ramp = _Ramp()
     started = time.monotonic()
-    rate = shape.start_rate
+    rate = start_rate
     failed_at: float | None = None
     while time.monotonic() - started < budget_s:
+        taken = step(rate)
+        ramp.steps.append(taken.record)
+        if taken.sustained:
+            if ramp.best is None or taken.delivered_rate > ramp.best.delivered_rate:
+                ramp.best = taken
+            if taken.source_rate < 0.95 * rate:
+                break  # the source cannot go faster: the ramp ends here
+            if failed_at is not None and failed_at / rate < BISECT_RESOLUTION:
+                break  # this close below a failed step, bisecting on would only spend the budget
+            rate = rate * RAMP_FACTOR if failed_at is None else (rate + failed_at) / 2
+        else:
+            failed_at = rate
+            if ramp.best is None:
+                rate /= RAMP_FACTOR * RAMP_FACTOR
+            else:
+                previous = ramp.best.rate
+                if failed_at / previous < 1.15:
+                    break
+                rate = (previous + failed_at) / 2
+        if rate < min(1000, start_rate / 2):
+            break
+    return ramp
+
+
+def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ramp:
+    """The pipeline's ramp: each step a fresh pipeline of ``shape`` at one paced rate."""
+
+    def step(rate: float) -> _Step:
         options = PipelineOptions(
             rate=rate,
             seconds=step_s,
@@ -126,39 +176,52 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
         result = run_pipeline(options, log)
         ok = _sustained(result)
         summary = result.clients[0][1]
-        ramp.steps.append(
-            {
-                "rate": rate,
-                "sent": result.sent[0],
-                "source_rate": round(result.source_rate(), 1),
-                "delivered": summary["delivered"],
-                "delivered_rate": round(result.client_rate(summary), 1),
-                "lost": result.lost,
-                "undelivered": result.undelivered,
-                "drain_s": round(result.drain_s(), 3),
-                "sustained": ok,
-            }
+        record = {
+            "rate": rate,
+            "sent": result.sent[0],
+            "source_rate": round(result.source_rate(), 1),
+            "delivered": summary["delivered"],
+            "delivered_rate": round(result.client_rate(summary), 1),
+            "lost": result.lost,
+            "undelivered": result.undelivered,
+            "drain_s": round(result.drain_s(), 3),
+            "sustained": ok,
+        }
+        return _Step(rate, ok, result.client_rate(summary), result.source_rate(), record, result)
+
+    return _ramp_rates(step, start_rate=shape.start_rate, budget_s=budget_s)
+
+
+def _model_ramp(relays: int, *, start_rate: float, step_s: float, budget_s: float, size: int,
+                log: IO[str]) -> _Ramp:  # fmt: skip
+    """The bare model's ramp: the same steps and the same test of "sustained" as the pipeline's.
+
+    A step is a fresh model (:mod:`bench.shape`, its source niced as the pipeline's capacity
+    sources are) paced at one rate for ``step_s``; sustained when nothing was lost, every
+    message was delivered and the client finished within the pipeline's drain allowance.
+    """
+
+    def step(rate: float) -> _Step:
+        model = run_shape(
+            ShapeOptions(relays=relays, count=round(rate * step_s), rate=rate, size=size, nice_source=True),
+            log,
         )
-        if ok:
-            if ramp.best is None or result.client_rate(summary) > ramp.best[0]:
-                ramp.best = (result.client_rate(summary), result)
-            if result.source_rate() < 0.95 * rate:
-                break  # the source cannot go faster: the ramp ends here
-            if failed_at is not None and failed_at / rate < BISECT_RESOLUTION:
-                break  # this close below a failed step, bisecting on would only spend the budget
-            rate = rate * RAMP_FACTOR if failed_at is None else (rate + failed_at) / 2
-        else:
-            failed_at = rate
-            if ramp.best is None:
-                rate /= RAMP_FACTOR * RAMP_FACTOR
-            else:
-                previous = ramp.best[1].options.rate
-                if failed_at / previous < 1.15:
-                    break
-                rate = (previous + failed_at) / 2
-        if rate < min(1000, shape.start_rate / 2):
-            break
-    return ramp
+        drain = model["span_s"] - model["sent"] / rate
+        ok = model["lost"] == 0 and model["delivered"] >= model["sent"] and drain <= DRAIN_ALLOWANCE_S
+        source_rate = model["sent"] / model["send_s"] if model["send_s"] > 0 else 0.0
+        record = {
+            "rate": rate,
+            "sent": model["sent"],
+            "source_rate": round(source_rate, 1),
+            "delivered": model["delivered"],
+            "delivered_rate": round(model["rate"], 1),
+            "lost": model["lost"],
+            "drain_s": round(drain, 3),
+            "sustained": ok,
+        }
+        return _Step(rate, ok, model["rate"], source_rate, record, model)
+
+    return _ramp_rates(step, start_rate=start_rate, budget_s=budget_s)
 
 
 def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[Figure]:
@@ -172,13 +235,20 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     ramps run in the same invocation between the same two ceiling
     measurements, so their ratios compare on this machine, today.
 
-    Each figure's ``ceiling_shape`` is the bare model of its shape
-    (:mod:`bench.shape`: a source, one relay per adapter, a client reading
-    every line and keeping the first copy; messages of the plain source's
-    mean size in frames of what is due, at most 64; its source niced as the
-    pipeline's is), unpaced, the faster of one run before and one after the
-    ramps; ``ratio_shape`` is the sustained
-    rate over it. The CURVE ramp is compared with the open model. ``cpu`` in
+    Each figure's ``ceiling_shape`` is the same figure of the bare model of
+    its shape (:mod:`bench.shape`: a source, one relay per adapter, a client
+    reading every line and keeping the first copy; messages of the plain
+    source's mean size in frames of what is due, at most 64; its source
+    niced as the pipeline's is): the highest paced rate it sustained on the
+    same ramp, with the same test (nothing lost, everything delivered, the
+    drain allowance), run once per relay count after the pipeline's ramps
+    and starting a step below the best pipeline rate of that count;
+    ``ratio_shape`` is the sustained rate over it. The model's unpaced burst
+    (a fixed count sent as fast as its source can into unbounded queues, the
+    faster of one run before and one after the ramps) is
+    ``ceiling_shape_unpaced`` in the parameters: not the same measure (no
+    pacing, nothing bounded), kept for reference. The CURVE ramp is compared
+    with the open model. ``cpu`` in
     the parameters is each process's CPU per message over the steady window
     of the best step (source, active, each backup, client), beside the bare
     model's (source, each relay, client) paced at the same rate right after
@@ -213,6 +283,20 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
         for name, shape in shapes.items():
             ramps[name] = _ramp(shape, step_s=step_s, budget_s=budget, log=log)
             cpu[name] = _cpu_beside_shape(ramps[name], shape, step_s=step_s, size=size, log=log)
+        model_ramps = {
+            n: _model_ramp(
+                n,
+                start_rate=max(
+                    [RAMP_START] + [r.value for k, r in ramps.items() if shapes[k].backups + 1 == n]
+                )
+                / RAMP_FACTOR,
+                step_s=step_s,
+                budget_s=budget,
+                size=size,
+                log=log,
+            )
+            for n in relays
+        }
         ceilings.append(ceiling(quick=quick, log=log))
         models.append(_shape_ceilings(relays, quick=quick, size=size, log=log))
     top = max(c["rate"] for c in ceilings)
@@ -230,9 +314,17 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     }
     capture.unlink(missing_ok=True)
     itch.unlink(missing_ok=True)
-    values = {name: ramp.best[0] if ramp.best is not None else 0.0 for name, ramp in ramps.items()}
+    values = {name: ramp.value for name, ramp in ramps.items()}
     return [
-        _figure(name, shape, values, top, models, params={**common, "cpu": cpu[name], **ramps[name].params()})
+        _figure(
+            name,
+            shape,
+            values,
+            top,
+            models,
+            model_ramps[shape.backups + 1],
+            params={**common, "cpu": cpu[name], **ramps[name].params()},
+        )
         for name, shape in shapes.items()
     ]
 
@@ -243,6 +335,7 @@ def _figure(
     values: dict[str, float],
     top: float,
     models: list[dict[int, dict[str, Any]]],
+    model_ramp: _Ramp,
     *,
     params: dict[str, Any],
 ) -> Figure:
@@ -253,7 +346,7 @@ def _figure(
         value=values[name],
         unit="msg/s",
         ceiling=top,
-        ceiling_shape=max(run["rate"] for run in runs),
+        ceiling_shape=model_ramp.value or None,
         params={
             **params,
             "adapters": f"active + {shape.backups} backup(s)",
@@ -263,8 +356,11 @@ def _figure(
             "journal": "--journal, --fsync batch, replay service" if shape.journal else "none",
             "shape": shape.describe(),
             "shape_model": f"bare source -> {shape.backups + 1} relays -> 1 client reading every line, "
-            "first copy kept by sequence number; unpaced, frames of <= 64 messages",
-            "ceiling_shape_runs": [round(run["rate"], 1) for run in runs],
+            "first copy kept by sequence number; paced on the same ramp as the pipeline, frames of what "
+            "is due (<= 64 messages)",
+            "ceiling_shape_steps": model_ramp.steps,
+            "ceiling_shape_unpaced": max(round(run["rate"], 1) for run in runs),
+            "ceiling_shape_unpaced_runs": [round(run["rate"], 1) for run in runs],
             "ceiling_shape_lost": sum(run["lost"] for run in runs),
             "vs_open": round(values[name] / plain, 3) if plain and name != "throughput" else None,
             **_capture_param(shape),
@@ -290,9 +386,9 @@ def _cpu_beside_shape(
     ramp: _Ramp, shape: Shape, *, step_s: float, size: int, log: IO[str]
 ) -> dict[str, Any] | None:
     """The best step's CPU per message, beside the bare model's paced at the same rate."""
-    if ramp.best is None or ramp.best[1].cpu is None:
+    if ramp.best is None or ramp.best.result.cpu is None:
         return None
-    pipeline = ramp.best[1].cpu
+    pipeline = ramp.best.result.cpu
     rate = pipeline["rate"]
     model = run_shape(
         ShapeOptions(
