@@ -6,9 +6,9 @@ rates: frames of ``--frame`` FIX messages (one to three entries, 200
 symbols), numbered gap-free. Cases (best of ``--repeat``, µs of thread CPU
 per message; the core's actions are collected, not carried out):
 
-* ``active``: ``AdapterCore.on_source`` + ``on_tick`` of an active on the
-  native engine: conversion runs, numbering, packets (the runner's hot path
-  without its sockets).
+* ``active``: ``AdapterCore.on_source`` + ``on_source_drained`` + ``on_tick``
+  of an active on the native engine, a frame a turn: conversion runs,
+  numbering, packets (the runner's hot path without its sockets).
 * ``active_journal``: the same, journaling every message into a real
   ``JournalWriter`` (``--fsync none``, in a temporary directory).
 * ``backup_syncing``: a backup that does not publish (it still converts,
@@ -114,6 +114,7 @@ def _time_core(
             start = time.thread_time()
             for frame in frames:
                 actions = core.on_source([TOPIC, frame], now=1.0, wall_ns=EPOCH_NS)
+                actions += core.on_source_drained(now=1.0, wall_ns=EPOCH_NS)  # as the runner: one frame a turn
                 actions += core.on_tick(now=1.0, wall_ns=EPOCH_NS)
                 if writer is not None:
                     for action in actions:
