@@ -174,6 +174,13 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
     tune.add_argument(
         "--health-penalty", type=float, default=0.0, help="handicap on the health score (drills)"
     )
+    tune.add_argument(
+        "--no-source-pump",
+        dest="source_pump",
+        action="store_false",
+        help="convert every source frame in the Python loop, never in the source pump (the active's "
+        "receive -> convert -> send turn in C; docs/architecture.md): A/B runs and diagnosis",
+    )
 
 
 def _admin_arguments(parser: argparse.ArgumentParser) -> None:
@@ -376,6 +383,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         book_depth=args.book_depth,
         max_orders=args.max_orders,
         securities=args.securities,
+        source_pump=args.source_pump,
         health_penalty=args.health_penalty,
         **_admin_and_keys(args, admin_secret),
         replay_endpoint=args.replay,

@@ -122,6 +122,8 @@ class AdapterConfig:
             conflated line; the adapter still takes part in the group's interval protocol).
         conflate_interval_s: the conflated line's interval (the feed's setting: every adapter
             of a channel takes the same value).
+        source_pump: let the source pump (``adapter/_pump.c``) take the active's common turn
+            where it can run (``False``: every frame through the Python loop; A/B runs, diagnosis).
     """
 
     feed: str = "EQUITIES"
@@ -178,6 +180,7 @@ class AdapterConfig:
     purge_margin_s: float = DEFAULT_MARGIN_S
     conflate_line_endpoint: str | None = None
     conflate_interval_s: float = DEFAULT_CONFLATE_INTERVAL_S
+    source_pump: bool = True
 
     @property
     def adapter_id(self) -> str:

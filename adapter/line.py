@@ -148,6 +148,20 @@ class SealedSocket(ServedSocket):
         """Seal with the admin server's ``key`` from now on."""
         self.seal.use(key)
 
+    def raw_socket(self) -> zmq.Socket[bytes] | None:
+        """The socket packets go out on as they are, for another sender (the source pump).
+
+        ``None`` while packets must be sealed first (a secured multicast line, even before its
+        first key) or while the socket is not bound (a rebind waiting for its address).
+        """
+        if self.seal.active or not self._bound:
+            return None
+        return self._socket
+
+    def sent_by_others(self, size: int) -> None:
+        """``size`` bytes went out on :meth:`raw_socket` (the line's byte count)."""
+        self.bytes_sent += size
+
 
 class LineSocket(SealedSocket):
     """One adapter's line.

@@ -42,6 +42,7 @@ from feedha.adapter.line import LineSocket
 from feedha.adapter.metrics import AdapterMetrics
 from feedha.adapter.persistence import JournalKeeper
 from feedha.adapter.source_link import SourceLink
+from feedha.adapter.source_pump import SourcePump, make_pump
 from feedha.adapter.sync_link import SyncLink
 from feedha.adapter.zap import DataPlaneGuard
 from feedha.runtime import settle_heap
@@ -88,6 +89,7 @@ class AdapterRunner:
         self.sync_link = SyncLink(config, self.guard)
         self.source = SourceLink(config, self.guard)
         self._handlers: dict[type, Callable[[Any], None]] = {}
+        self._pump: SourcePump | None = None
 
     def __repr__(self) -> str:
         return f"<AdapterRunner [{self.core!r}]>"
@@ -113,13 +115,24 @@ class AdapterRunner:
                 self._quarantine = QuarantineFile(cfg.quarantine_path)
             self._open_sockets()
             self._handlers = self._action_handlers()
+            self._pump, why_not = make_pump(
+                self.core,
+                self.line,
+                (self._source, self._sync_sub, self._control),
+                topic=cfg.channel.encode(),
+                journal=None if self.journal is None else self.journal.append,
+                enabled=cfg.source_pump,
+            )
+            if self._pump is None and cfg.source_pump:
+                logger.warning("the source pump is off, every source frame goes through the Python loop: %s",
+                               why_not)  # fmt: skip
             ready = {"line": cfg.line_endpoint, "sync": cfg.sync_endpoint, "replay": cfg.replay_endpoint,
                      "conflate_line": cfg.conflate_line_endpoint}  # fmt: skip
             core = self.core
             # Started: later collections walk only what comes after (feedha.runtime).
             frozen = settle_heap() if settle else 0
             self._status("ready", **ready, next_msg_seq=core.sequencer.next_msg_seq,
-                         fast_path=core.engine.is_native, metrics=metrics,
+                         fast_path=core.engine.is_native, source_pump=why_not or True, metrics=metrics,
                          health=self.metrics.health_address, frozen_objects=frozen)  # fmt: skip
             if cfg.admin:
                 public = "" if self.guard.keys is None else self.guard.keys.public.decode()
@@ -145,6 +158,8 @@ class AdapterRunner:
         served = {} if self.journal is None else self.journal.served()
         status = {"channel": self.config.channel, **self.core.status(), **served}
         status = {**status, "access": self.guard.status(), **self.line.status()}
+        if self._pump is not None:
+            status["source_pump"] = self._pump.status()
         if self.conflated_line is not None:
             status["conflated_line"] = self.conflated_line.status()
         return status
@@ -205,6 +220,14 @@ class AdapterRunner:
     def _loop(self, stop: threading.Event) -> None:
         core = self.core
         while not stop.is_set():
+            try:
+                if self._pump_turn():
+                    continue
+            except Exception:  # a bug must cost one turn of the loop, never the process
+                logger.exception("internal fault in the source pump's turn")
+                self._carry_out(
+                    core.on_fault("the source pump", now=time.monotonic(), wall_ns=time.time_ns())
+                )
             now = time.monotonic()
             poller = self._poller(core.reads_source(now), core.reads_control())
             # Rounded up: a deadline less than half a millisecond away used to round to a
@@ -219,6 +242,23 @@ class AdapterRunner:
                 self._carry_out(
                     core.on_fault("the adapter loop", now=time.monotonic(), wall_ns=time.time_ns())
                 )
+
+    def _pump_turn(self) -> bool:
+        # The source pump's turn, where the core's plan allows one: it reads the source and
+        # sends the line's packets until something needs the core; then the rest of a turn
+        # (sync bus, control, timers) without the source, which the pump reads next time.
+        pump = self._pump
+        if pump is None:
+            return False
+        done = pump.run(time.monotonic())
+        if done is None:
+            return False
+        actions, error = done
+        self._carry_out(actions)
+        if error is not None:
+            raise error  # booked first: the fault costs this turn, never a message
+        self._turn(dict(self._poller(False, self.core.reads_control()).poll(0)))
+        return True
 
     def _turn(self, ready: dict[Any, int]) -> None:
         core = self.core

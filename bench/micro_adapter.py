@@ -112,9 +112,9 @@ def _time_core(
         writer = JournalWriter(directory, JournalConfig(fsync=FsyncPolicy.NONE)) if journal else None
         try:
             start = time.thread_time()
-            for frame in frames:
+            for frame in frames:  # as the runner turns at one frame a turn: drained after each
                 actions = core.on_source([TOPIC, frame], now=1.0, wall_ns=EPOCH_NS)
-                actions += core.on_source_drained(now=1.0, wall_ns=EPOCH_NS)  # as the runner: one frame a turn
+                actions += core.on_source_drained(now=1.0, wall_ns=EPOCH_NS)
                 actions += core.on_tick(now=1.0, wall_ns=EPOCH_NS)
                 if writer is not None:
                     for action in actions:

@@ -90,6 +90,22 @@ def _conversion() -> list[Define]:
     ]
 
 
+def _pump() -> list[Define]:
+    from feedha.adapter.conversion import engine
+    from feedha.adapter.core import pumping
+    from feedha.proto import wire
+
+    return [
+        constant(wire, "HEADER_SIZE"),
+        constant(wire, "VERSION"),
+        constant(wire, "MAX_COUNT"),
+        Define("MAGIC_0", wire.MAGIC[0], f"{_path(wire)} MAGIC[0]"),
+        Define("MAGIC_1", wire.MAGIC[1], f"{_path(wire)} MAGIC[1]"),
+        *members("STOP", engine.Stop, engine),
+        *members("PUMP", pumping.PumpStop, pumping),
+    ]
+
+
 def _journal() -> list[Define]:
     from feedha.adapter.journal import format as record_format
     from feedha.adapter.journal import layout
@@ -131,6 +147,12 @@ HEADERS: Final = (
         "adapter/conversion/_fastpath.pyi",
         _conversion,
         also=(("adapter/conversion/_orders.c", "adapter/conversion/_orders.pyi"),),
+    ),
+    Header(
+        "adapter/_pump_constants.h",
+        "adapter/_pump.c",
+        "adapter/_pump.pyi",
+        _pump,
     ),
     Header(
         "adapter/journal/_native_constants.h",

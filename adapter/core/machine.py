@@ -43,11 +43,12 @@ from dataclasses import replace
 from typing import Any, Final
 
 from feedha.adapter.conversion.engine import ConversionEngine
-from feedha.adapter.core import recovery, syncbus
+from feedha.adapter.core import pumping, recovery, syncbus
 from feedha.adapter.core.access_desk import AccessChange, AccessDesk, SealChange
 from feedha.adapter.core.actions import (
     Action,
     CommandDone,
+    JournalRecords,
     Publish,
     PublishConflated,
     ReadSync,
@@ -91,6 +92,7 @@ from feedha.adapter.core.pipeline import (
     Standing,
     Turn,
 )
+from feedha.adapter.core.pumping import Pumped, PumpPlan
 from feedha.adapter.core.purging import PurgeContext
 from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
@@ -232,8 +234,22 @@ class AdapterCore:
 
     # ---- inputs -----------------------------------------------------------------------
 
-    def on_source(self, parts: list[bytes], *, now: float, wall_ns: int) -> list[Action]:
-        """One ZeroMQ message from the source: ``[topic, frame]``; a frame carries FIX messages."""
+    def on_source(
+        self,
+        parts: list[bytes],
+        *,
+        now: float,
+        wall_ns: int,
+        frame: bytes | None = None,
+        start: int = 0,
+        converted: int = 0,
+    ) -> list[Action]:
+        """One ZeroMQ message from the source: ``[topic, frame]``; a frame carries FIX messages.
+
+        ``frame``, ``start`` and ``converted``: the source pump stopped in ``frame`` (what it
+        converted of ``parts``) at byte ``start`` after converting (and booking) ``converted``
+        of its messages; the rest goes on here (:meth:`on_pumped`).
+        """
         turn = self._turn(now, wall_ns)
         counters = self.pipeline.counters
         if len(parts) != 2:
@@ -242,8 +258,10 @@ class AdapterCore:
             self.pipeline.quarantine("malformed_frame", None, detail, data, turn)
             return turn.out
         faults = counters.internal_errors
-        frame = self.engine.source_frame(parts[1])  # itch50: MoldUDP64 -> records
-        converted = self._drive(self.pipeline.convert(frame, self._standing(), turn), turn)
+        if frame is None:
+            frame = self.engine.source_frame(parts[1])  # itch50: MoldUDP64 -> records
+        conversion = self.pipeline.convert(frame, self._standing(), turn, start=start, before=converted)
+        converted = self._drive(conversion, turn)  # what got a msg_seq here
         pipeline = self.pipeline
         if pipeline.pending_roll is not None and pipeline.at_fence():
             self._drive(pipeline.commit(pipeline.pending_roll, self._standing(), turn), turn)
@@ -282,6 +300,40 @@ class AdapterCore:
         if self.conflated.enabled:
             self.conflated.observe(turn.out)
         return turn.out
+
+    def pump_plan(self, now: float) -> PumpPlan | None:
+        """Whether the source pump may run now, and within what (:mod:`adapter.core.pumping`)."""
+        return pumping.plan(self, now)
+
+    def pump_journal(
+        self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
+    ) -> JournalRecords | None:
+        """The journal records of a run the pump is about to publish (it journals before it sends)."""
+        return pumping.journal_records(self, first_msg_seq, time_ns, first_source_seq, payloads)
+
+    def on_pumped(self, pumped: Pumped, *, now: float, wall_ns: int) -> list[Action]:
+        """The source pump came back: book what it converted, numbered and sent.
+
+        A source message it stopped at (one it does not take whole) goes on here from where
+        it stopped, as :meth:`on_source` takes it, and what is ready then goes out.
+        """
+        turn = self._turn(now, wall_ns)
+        pumping.settle(self, pumped)
+        if pumped.leftover is None:
+            return turn.out
+        out = self.on_source(
+            pumped.leftover,
+            now=now,
+            wall_ns=wall_ns,
+            frame=pumped.leftover_frame,
+            start=pumped.leftover_pos,
+            converted=pumped.leftover_converted,
+        )
+        return out + self.on_source_drained(now=now, wall_ns=wall_ns)
+
+    def is_throttled(self) -> bool:
+        """Whether the source is read at a reduced rate (rule 3's throttle, or an operator's)."""
+        return self._sync.throttled or bool(self._rate_limit)
 
     def on_fault(self, where: str, *, now: float, wall_ns: int) -> list[Action]:
         """The runner caught an unexpected exception in a handler (a bug): count it, fail if it repeats."""

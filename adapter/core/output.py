@@ -122,6 +122,16 @@ class LineOutput:
             flags=wire.FLAG_END_OF_SESSION,
         )
 
+    @property
+    def drops_injected(self) -> bool:
+        """Whether packets are being dropped on purpose (fault injection, drills)."""
+        return self._drop_left > 0
+
+    def sent(self, packets: int, *, at: float) -> None:
+        """``packets`` went out by another way (the source pump), the last at ``at`` (monotonic)."""
+        self.packets += packets
+        self.last_send = at
+
     def heartbeat_due(self) -> float:
         """When an idle line owes its next heartbeat."""
         return self.last_send + self._heartbeat_s

@@ -216,23 +216,52 @@ class Pipeline:
 
     # ---- converting --------------------------------------------------------------------
 
-    def convert(self, frame: bytes, standing: Standing, turn: Turn) -> Conversion:
-        """Convert one source frame (a coroutine the core drives). Returns how many got a msg_seq."""
+    @property
+    def ring(self) -> SourceRing:
+        """The recent source frames (replayed after a snapshot)."""
+        return self._ring
+
+    def is_plain(self) -> bool:
+        """Whether no source position is watched: every frame may go through the engine's runs whole.
+
+        No pending report or snapshot, no fence, no held jump, no deferred frame, no gap the
+        group is asked about, no session roll waiting: :meth:`stop_position` is 0.
+        """
+        return (
+            not self._held
+            and self.pending_snapshot is None
+            and self.fence is None
+            and not self.deferred
+            and self.holding_gap is None
+            and self.pending_roll is None
+            and not self.sequencer.first_pending()
+        )
+
+    def convert(
+        self, frame: bytes, standing: Standing, turn: Turn, *, start: int = 0, before: int = 0
+    ) -> Conversion:
+        """Convert one source frame (a coroutine the core drives). Returns how many got a msg_seq here.
+
+        ``start``: where in the frame to begin, ``before`` of its messages having been
+        converted and booked already (by the source pump, which stopped there); the frame
+        goes into the ring with them counted.
+        """
+        here = 0
         try:
-            converted = yield from self._convert(frame, standing, turn)
+            here = yield from self._convert(frame, standing, turn, start)
         except Exception as exc:  # a bug must cost one frame, never the process
             self.counters.internal_errors += 1
             logger.exception("internal error converting a source frame of %d bytes", len(frame))
             self.quarantine("internal_error", None, repr(exc), frame, turn)
-            return 0
-        if converted:
-            self._ring.add(frame, converted)
-        return converted
+            here = 0
+        if before + here:
+            self._ring.add(frame, before + here)
+        return here
 
-    def _convert(self, frame: bytes, standing: Standing, turn: Turn) -> Conversion:
+    def _convert(self, frame: bytes, standing: Standing, turn: Turn, start: int = 0) -> Conversion:
         run, sequencer, emitter, counters = self._run, self.sequencer, self.emitter, self.counters
         output, journaling = emitter.output, emitter.journal is not None
-        pos = converted = 0
+        pos, converted = start, 0
         while pos < len(frame):
             publishing = standing.publishing
             room, max_count = output.room() if publishing else (UNBOUNDED_ROOM, UNBOUNDED_COUNT)

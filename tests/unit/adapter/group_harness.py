@@ -8,10 +8,14 @@ joined to every line, which fills holes from the adapters' journals through
 the real :class:`~adapter.replay.ReplayService`. With ``delay_s`` every
 adapter also serves its delayed line (its journal tailed as the runner does)
 and a second arbiter follows the delayed lines, filling holes with delayed
-ranges. Time advances in steps of ``STEP_S``; faults are explicit: :meth:`CoreGroup.kill` (SIGKILL: state and
-unsent input are gone), :meth:`CoreGroup.stall` (SIGSTOP/SIGCONT: input
-queues up meanwhile), :meth:`CoreGroup.restart` (a new core recovered from
-the dead one's journal), operator commands and poison frames.
+ranges. Where the runner would run the source pump (an active whose core's plan
+allows it) the harness runs its Python twin (:func:`~adapter.core.pumping.pump_frames`)
+and books it through ``on_pumped`` as the runner does; ``pump=False`` takes every
+frame through ``on_source``. Time advances in steps of ``STEP_S``; faults are
+explicit: :meth:`CoreGroup.kill` (SIGKILL: state and unsent input are gone),
+:meth:`CoreGroup.stall` (SIGSTOP/SIGCONT: input queues up meanwhile),
+:meth:`CoreGroup.restart` (a new core recovered from the dead one's journal),
+operator commands and poison frames.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from feedha.adapter.core import (
 )
 from feedha.adapter.core.commands import Command
 from feedha.adapter.core.health import MachineSample
+from feedha.adapter.core.pumping import LineIdentity, pump_frames
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from feedha.adapter.journal.format import ControlRecord, Record
@@ -240,6 +245,7 @@ class CoreGroup:
         fix44: the source speaks fix44 and the adapters convert it into books.
         itch50: the source speaks ITCH 5.0 over MoldUDP64; the adapters keep market-by-order books.
         conflate_s: every adapter serves a conflated line with this interval (None: none).
+        pump: the actives' source pump runs where the runner would run it (its Python twin).
     """
 
     def __init__(
@@ -255,8 +261,11 @@ class CoreGroup:
         fix44: bool = False,
         itch50: bool = False,
         conflate_s: float | None = None,
+        pump: bool = True,
     ) -> None:
         self.conflate_s = conflate_s
+        self.pump = pump
+        self.pumped = 0  # source messages the pump twin took, over every member
         self.schedule = schedule
         self.now = 0.0
         self.delay_s, self.margin_s = delay_s, margin_s
@@ -400,6 +409,8 @@ class CoreGroup:
                 core.on_sync_garbage()
                 continue
             self._carry_out(member, core.on_sync(message, now=self.now, wall_ns=wall_ns))
+        if self.pump:
+            self._pump(member, wall_ns)
         read = 0
         for read in range(1, SOURCE_BUDGET + 1):
             if not member.source_inbox or not core.reads_source(self.now):
@@ -413,6 +424,35 @@ class CoreGroup:
         if start is not None:  # the runner's journal tailer (DelayedLineSocket.feed)
             core.on_delayed_records(member.journal.tail(start), caught_up=True)
         self._carry_out(member, core.on_tick(now=self.now, wall_ns=wall_ns))
+
+    def _pump(self, member: Member, wall_ns: int) -> None:
+        # The runner's source pump (its Python twin), where the core's plan allows it.
+        core = member.core
+        plan = core.pump_plan(self.now)
+        if plan is None or not member.source_inbox:
+            return
+
+        def waiting() -> Iterator[list[bytes]]:
+            while member.source_inbox:  # taken one by one: what the pump stops before stays queued
+                yield [SOURCE_TOPIC, member.source_inbox.popleft()]
+
+        def journal(first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]) -> None:
+            records = core.pump_journal(first_msg_seq, time_ns, first_source_seq, payloads)
+            if records is not None:
+                member.journal.append(records)
+
+        engine, config = core.engine, core.config
+        identity = LineIdentity(config.channel_number, config.adapter, config.source_stream_number,
+                                config.max_packet_bytes)  # fmt: skip
+        frame_of = engine.source_frame if self.itch50 else None
+        pumped, packets = pump_frames(
+            plan, waiting(), run=engine.run_function(), frame_of=frame_of,
+            journal=journal if plan.journal else None, line=identity, wall_ns=wall_ns,
+            now_ns=round(self.now * 1e9),
+        )  # fmt: skip
+        self.pumped += pumped.messages
+        self._carry_out(member, [Publish(packet) for packet in packets])
+        self._carry_out(member, core.on_pumped(pumped, now=self.now, wall_ns=wall_ns))
 
     def _carry_out(self, member: Member, actions: Sequence[Any]) -> None:
         for action in actions:

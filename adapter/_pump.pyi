@@ -1,0 +1,54 @@
+"""Type stubs for the C extension adapter/_pump.c (the source pump)."""
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from feedha.adapter.conversion.engine import RunFunction
+
+# The constants shared with Python (_pump_constants.h, scripts/gen_constants.py).
+HEADER_SIZE: Final[int]
+VERSION: Final[int]
+MAX_COUNT: Final[int]
+MAGIC_0: Final[int]
+MAGIC_1: Final[int]
+STOP_END: Final[int]
+STOP_SLOW: Final[int]
+STOP_ROOM: Final[int]
+STOP_COUNT: Final[int]
+PUMP_DEADLINE: Final[int]
+PUMP_SOCKET: Final[int]
+PUMP_FRAME: Final[int]
+PUMP_BUDGET: Final[int]
+PUMP_SIGNAL: Final[int]
+PUMP_ERROR: Final[int]
+
+libzmq_path: Final[str]
+
+def zmq_version_info() -> tuple[int, int, int]: ...
+
+class Pump:
+    def __init__(
+        self,
+        run: RunFunction,
+        frame_of: Callable[[bytes], bytes] | None,
+        journal: Callable[[int, int, int, list[bytes]], object] | None,
+        topic: bytes,
+        channel: int,
+        adapter: int,
+        source_stream: int,
+        max_packet_bytes: int,
+    ) -> None: ...
+    def run(
+        self,
+        source: int,
+        sync: int,
+        control: int,
+        line: int,
+        deadline_ns: int,
+        expect_seq: int,
+        next_msg_seq: int,
+        term: int,
+        journal: bool,
+        max_frames: int,
+        /,
+    ) -> tuple[Any, ...]: ...

@@ -1,0 +1,172 @@
+"""The runner's side of the source pump: the active's common turn in C, where it can run.
+
+Theory of operation
+-------------------
+The pump (``adapter/_pump.c``) waits on the adapter's sockets, receives
+source frames, converts them with the engine's run function and sends the
+line packets itself; it comes back at the first thing the core must decide
+(the core's part, :mod:`adapter.core.pumping`, says when it may run and
+books what it did). This module only wires it to the runner's sockets:
+
+* :func:`make_pump` builds one, or says why there is none -- the extension is
+  not built, it found no libzmq or one other than pyzmq's, the operator turned
+  it off (``--no-source-pump``) -- and the runner then goes on as before,
+  every frame through the Python loop;
+* :meth:`SourcePump.run` runs it once when the core's plan and the line allow
+  (a line whose packets are sealed, or not bound, takes them from Python
+  only) and hands what it did to the core; the runner carries out the
+  returned actions.
+
+The journal writer gets each run's records before its blocks can be sent,
+from inside the C call (:meth:`SourcePump._journal`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import zmq
+
+from feedha.adapter.conversion.engine import ConversionEngine
+from feedha.adapter.core import AdapterCore
+from feedha.adapter.core.actions import Action, JournalRecords
+from feedha.adapter.core.pumping import Pumped, PumpStop
+from feedha.adapter.line import LineSocket
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SourcePump", "make_pump"]
+
+# Frames one call takes at most (a bound only: under load the core's deadline ends a call
+# first, at least every TICK_AT_LEAST_EVERY_S, usually every heartbeat interval).
+MAX_FRAMES_PER_CALL: Final = 100_000
+
+
+class SourcePump:
+    """One adapter's source pump and the sockets it works on (:func:`make_pump` builds it).
+
+    Args:
+        pump_type: the C pump's type (``_pump.Pump``).
+        core: the adapter core (its engine, identity and plan; it books what the pump did).
+        line: the line (its raw socket while packets go out unsealed).
+        sockets: the source, sync-bus and control sockets (control ``None`` when there is none).
+        topic: the line's topic (the channel name).
+        journal: where each run's journal records go (``None``: the adapter journals nothing).
+    """
+
+    def __init__(
+        self,
+        pump_type: Any,
+        core: AdapterCore,
+        line: LineSocket,
+        sockets: tuple[zmq.Socket[bytes], zmq.Socket[bytes], zmq.Socket[bytes] | None],
+        *,
+        topic: bytes,
+        journal: Callable[[JournalRecords], None] | None,
+    ) -> None:
+        engine, config = core.engine, core.config
+        # A FIX frame is its messages; itch50 cuts a MoldUDP64 packet into its records first.
+        frame_of = None if type(engine).source_frame is ConversionEngine.source_frame else engine.source_frame
+        self._pump = pump_type(
+            engine.run_function(),
+            frame_of,
+            None if journal is None else self._journal,
+            topic,
+            config.channel_number,
+            config.adapter,
+            config.source_stream_number,
+            config.max_packet_bytes,
+        )
+        self._core = core
+        self._line = line
+        self._append = journal
+        source, sync, control = sockets
+        self._source, self._sync = source.underlying, sync.underlying
+        self._control = 0 if control is None else control.underlying
+        self.runs = self.handed_back = 0
+        self.stops: dict[str, int] = {stop.name.lower(): 0 for stop in PumpStop}
+
+    def __repr__(self) -> str:
+        return f"<SourcePump [runs={self.runs}, handed_back={self.handed_back}]>"
+
+    def run(self, now: float) -> tuple[list[Action], BaseException | None] | None:
+        """Run the pump once if the core and the line allow (``None``: it did not run).
+
+        Returns:
+            The core's actions once it booked what the pump did, and what failed inside the
+            pump (a socket error, the journal's; ``None``: nothing), for the runner to carry
+            out and then raise.
+        """
+        plan = self._core.pump_plan(now)
+        if plan is None:
+            return None
+        line = self._line.raw_socket()
+        if line is None:
+            return None
+        raw = self._pump.run(
+            self._source,
+            self._sync,
+            self._control,
+            line.underlying,
+            round(plan.deadline * 1e9),
+            plan.expect_seq,
+            plan.next_msg_seq,
+            plan.term,
+            plan.journal and self._append is not None,
+            MAX_FRAMES_PER_CALL,
+        )
+        pumped = Pumped._make(raw)
+        self.runs += 1
+        self.stops[PumpStop(pumped.stop).name.lower()] += 1
+        self.handed_back += pumped.leftover is not None
+        self._line.sent_by_others(pumped.bytes_sent)
+        return self._core.on_pumped(pumped, now=time.monotonic(), wall_ns=time.time_ns()), pumped.error
+
+    def _journal(
+        self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
+    ) -> None:
+        # Called by the pump for each run before its blocks can go out: the journal holds what
+        # the line carries, as on the Python path.
+        records = self._core.pump_journal(first_msg_seq, time_ns, first_source_seq, payloads)
+        if records is not None and self._append is not None:
+            self._append(records)
+
+    def status(self) -> dict[str, Any]:
+        """The pump's counters, for the adapter's status."""
+        return {"runs": self.runs, "handed_back": self.handed_back, "stops": dict(self.stops)}
+
+
+def make_pump(
+    core: AdapterCore,
+    line: LineSocket,
+    sockets: tuple[zmq.Socket[bytes], zmq.Socket[bytes], zmq.Socket[bytes] | None],
+    *,
+    topic: bytes,
+    journal: Callable[[JournalRecords], None] | None,
+    enabled: bool = True,
+) -> tuple[SourcePump | None, str]:
+    """The adapter's source pump, or ``None`` and why there is none.
+
+    Args:
+        core: the adapter core.
+        line: the line the pump sends on.
+        sockets: the source, sync-bus and control sockets.
+        topic: the line's topic (the channel name).
+        journal: the journal writer's ``append`` (``None``: the adapter journals nothing).
+        enabled: the operator's choice (``--no-source-pump``).
+    """
+    if not enabled:
+        return None, "turned off (--no-source-pump)"
+    try:
+        from feedha.adapter import _pump
+    except ImportError as exc:
+        return None, f"the C extension feedha.adapter._pump is not available ({exc})"
+    if _pump.zmq_version_info() != zmq.zmq_version_info():
+        return None, (
+            f"its libzmq ({_pump.libzmq_path}, {_pump.zmq_version_info()}) is not pyzmq's "
+            f"({zmq.zmq_version_info()})"
+        )
+    return SourcePump(_pump.Pump, core, line, sockets, topic=topic, journal=journal), ""

@@ -1,0 +1,321 @@
+"""The source pump (adapter/_pump.c, adapter/source_pump.py) against the Python loop, on real sockets.
+
+Two kinds of test:
+
+* a whole adapter process with the pump and one without it (``--no-source-pump``)
+  take the same hostile stream; their lines, read with raw taps and decoded from
+  the public wire format (tests/integration/probes.py), must carry the same
+  messages under the same numbers, and the pumped one must have stopped at the
+  poison and given it to the Python path;
+* the C pump driven directly over real ZeroMQ sockets on loopback: every reason
+  it comes back for, what it books, the packets it builds (against
+  ``proto.wire.PacketBuilder``) and what it does with a journal that fails.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import zmq
+
+from feedha.adapter.conversion.formats import engine_for_format
+from feedha.adapter.conversion.state import DIGEST_MASK
+from feedha.adapter.core.pumping import Pumped, PumpStop
+from feedha.adapter.errors import ConversionError
+from feedha.proto import fix, market_pb2, wire
+from tests.integration.groups import running_group
+from tests.integration.probes import CHANNEL, STREAM, Source, decode_line_blocks
+
+_pump = pytest.importorskip("feedha.adapter._pump", reason="the source pump's extension is not built")
+
+# ---- a whole adapter, with the pump and without ------------------------------------------
+
+
+def _line(group: Any, seconds: float, rate: float) -> tuple[dict[int, tuple[int, bytes]], dict[str, Any]]:
+    """Run the test source through adapter 1; its line (msg_seq -> (source_seq, payload sans
+    publish time)) and its final status."""
+    source = Source(group.source_endpoint, rate=rate, seconds=seconds)
+    tap: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
+    tap.linger, tap.rcvhwm = 0, 0
+    tap.subscribe(CHANNEL.encode())
+    tap.connect(group.plan.adapter(1).line)
+    line: dict[int, tuple[int, bytes]] = {}
+
+    def drain(timeout_ms: int) -> int:
+        got = 0
+        while tap.poll(timeout_ms):
+            timeout_ms = 0
+            _topic, packet = tap.recv_multipart()
+            for msg_seq, source_seq, payload in decode_line_blocks(packet):
+                update = market_pb2.MarketUpdate.FromString(payload)
+                update.publish_time_ns = 0  # the one field that differs from run to run
+                assert msg_seq not in line, f"msg_seq {msg_seq} twice"
+                line[msg_seq] = (source_seq, update.SerializeToString(deterministic=True))
+                got += 1
+        return got
+
+    try:
+        group.wait_status(1, lambda s: s["role"] == "active", 10)
+        source.wait_subscribers(1, 20)
+        deadline = time.monotonic() + seconds + 30
+        while not source.done and time.monotonic() < deadline:
+            source.send_due()
+            drain(1)
+        quiet_until = time.monotonic() + 0.5
+        while time.monotonic() < quiet_until:  # the tail: until nothing came for half a second
+            if drain(50):
+                quiet_until = time.monotonic() + 0.5
+        return line, group.status(1)
+    finally:
+        tap.close(linger=0)
+        source.close()
+
+
+def test_the_pumped_line_carries_what_the_python_loop_puts_on_it() -> None:
+    lines, statuses = [], []
+    for extra in ((), ("--no-source-pump",)):
+        with running_group(channel=CHANNEL, channel_number=1, size=1, rate=4000, seconds=1.5) as group:
+            group.start_adapter(1, active=True, extra=extra)
+            line, status = _line(group, seconds=1.5, rate=4000.0)
+        lines.append(line)
+        statuses.append(status)
+    pumped, python = lines
+    assert len(pumped) > 5000 and sorted(pumped) == list(range(1, len(pumped) + 1))
+    assert pumped == python  # same numbers, same source positions, same messages
+    assert statuses[0]["quarantined"] == statuses[1]["quarantined"] and statuses[0]["quarantined"]
+    assert statuses[0]["digest"] == statuses[1]["digest"]
+    pump = statuses[0]["source_pump"]
+    assert pump["runs"] > 0 and pump["handed_back"] > 0, pump  # poison went to the Python path
+    assert "source_pump" not in statuses[1]
+
+
+# ---- the C pump on its own ---------------------------------------------------------------
+
+MAX_PACKET = 1200
+
+
+@dataclass
+class Rig:
+    """Real sockets on loopback around one C pump: a source PUB, a sync PUB, a control REQ, a line tap."""
+
+    pump: Any
+    engine: Any
+    source_pub: zmq.Socket[bytes]
+    sync_pub: zmq.Socket[bytes]
+    control_req: zmq.Socket[bytes]
+    source: zmq.Socket[bytes]
+    sync: zmq.Socket[bytes]
+    control: zmq.Socket[bytes]
+    line: zmq.Socket[bytes]
+    tap: zmq.Socket[bytes]
+    journaled: list[tuple[int, int, int, list[bytes]]]
+
+    def run(self, *, deadline_s: float = 1.0, expect: int = 0, msg_seq: int = 1, frames: int = 10_000,
+            journal: bool = False) -> Pumped:  # fmt: skip
+        raw = self.pump.run(
+            self.source.underlying, self.sync.underlying, self.control.underlying, self.line.underlying,
+            time.monotonic_ns() + int(deadline_s * 1e9), expect, msg_seq, 7, journal, frames,
+        )  # fmt: skip
+        return Pumped._make(raw)
+
+    def send(self, *messages: bytes, parts: list[bytes] | None = None) -> None:
+        self.source_pub.send_multipart(parts if parts is not None else [STREAM, b"".join(messages)])
+
+    def packets(self, timeout_ms: int = 500) -> list[bytes]:
+        out = []
+        while self.tap.poll(timeout_ms):
+            timeout_ms = 50
+            out.append(self.tap.recv_multipart()[1])
+        return out
+
+
+def _message(seq: int, symbol: str = "IBM", price: str = "101.25") -> bytes:
+    entry = fix.SourceEntry(fix.ENTRY_TRADE, price, 1 + seq % 7)
+    event_time_ns = 1_790_000_000_000_000_000 + seq
+    return fix.encode_market_data(source_seq=seq, symbol=symbol, event_time_ns=event_time_ns, entries=[entry])
+
+
+def _connected(sub: zmq.Socket[bytes], pub: zmq.Socket[bytes], probe: list[bytes]) -> None:
+    # PUB/SUB slow joiner: publish a probe until it arrives, then drop it.
+    deadline = time.monotonic() + 10
+    while not sub.poll(20):
+        assert time.monotonic() < deadline, "the subscription never arrived"
+        pub.send_multipart(probe)
+    while sub.poll(50):
+        sub.recv_multipart()
+
+
+@contextmanager
+def rig(*, journal_fails: bool = False) -> Iterator[Rig]:
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    made: list[zmq.Socket[bytes]] = []
+
+    def sock(kind: int) -> zmq.Socket[bytes]:
+        s = ctx.socket(kind)
+        s.linger = 0
+        made.append(s)
+        return s
+
+    source_pub, source, sync_pub, sync = sock(zmq.PUB), sock(zmq.SUB), sock(zmq.PUB), sock(zmq.SUB)
+    control_req, control, line, tap = sock(zmq.REQ), sock(zmq.REP), sock(zmq.PUB), sock(zmq.SUB)
+    for pub, sub, topic in (
+        (source_pub, source, STREAM),
+        (sync_pub, sync, b""),
+        (line, tap, CHANNEL.encode()),
+    ):
+        port = pub.bind_to_random_port("tcp://127.0.0.1")
+        sub.subscribe(topic)
+        sub.connect(f"tcp://127.0.0.1:{port}")
+        pub.sndhwm = sub.rcvhwm = 0
+    control_req.connect(f"tcp://127.0.0.1:{control.bind_to_random_port('tcp://127.0.0.1')}")
+    engine = engine_for_format("feedha-fix")
+    journaled: list[tuple[int, int, int, list[bytes]]] = []
+
+    def journal(first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]) -> None:
+        if journal_fails:
+            raise OSError("disk full")
+        journaled.append((first_msg_seq, time_ns, first_source_seq, list(payloads)))
+
+    pump = _pump.Pump(engine.run_function(), None, journal, CHANNEL.encode(), 3, 2, 1, MAX_PACKET)
+    try:
+        _connected(source, source_pub, [STREAM, b"probe"])
+        _connected(sync, sync_pub, [b"probe"])
+        _connected(tap, line, [CHANNEL.encode(), b"probe"])
+        yield Rig(
+            pump, engine, source_pub, sync_pub, control_req, source, sync, control, line, tap, journaled
+        )
+    finally:
+        for s in made:
+            s.close(linger=0)
+
+
+def test_the_pump_converts_numbers_and_sends_what_comes_and_stops_at_its_deadline() -> None:
+    with rig() as r:
+        r.send(*(_message(seq) for seq in range(1, 51)))
+        r.send(*(_message(seq, "MSFT") for seq in range(51, 101)))
+        started = time.monotonic()
+        pumped = r.run(deadline_s=0.3)
+        waited = time.monotonic() - started
+        packets = r.packets()
+    assert pumped.stop == PumpStop.DEADLINE and waited >= 0.29
+    assert (pumped.first_source_seq, pumped.first_msg_seq, pumped.messages) == (1, 1, 100)
+    assert pumped.leftover is None and pumped.error is None
+    assert [count for _frame, count in pumped.frames] == [50, 50]
+    assert pumped.packets == len(packets) and pumped.bytes_sent == sum(map(len, packets))
+    assert pumped.last_send_ns > 0
+    # The digests are the engine's, message by message: the last is the state's now.
+    digests = memoryview(pumped.digests).cast("Q")
+    assert len(digests) == 100 and digests[-1] == r.engine.state.digest & DIGEST_MASK
+    # Every packet is what wire.PacketBuilder builds from the same blocks (its send time aside).
+    seen = []
+    for packet in packets:
+        header = wire.decode_header(packet)
+        assert (header.channel, header.adapter, header.term, header.flags) == (3, 2, 7, 0)
+        assert len(packet) <= MAX_PACKET
+        blocks = list(decode_line_blocks(packet))
+        builder = wire.PacketBuilder(MAX_PACKET)
+        for msg_seq, source_seq, payload in blocks:
+            builder.add(msg_seq, 1, source_seq, payload)
+        rebuilt = builder.build(channel=3, adapter=2, term=7, send_time_ns=header.send_time_ns)
+        assert rebuilt == packet
+        seen += [(m, s) for m, s, _p in blocks]
+    assert seen == [(n, n) for n in range(1, 101)]
+
+
+def test_the_pump_stops_for_the_sync_bus_and_the_control_socket() -> None:
+    with rig() as r:
+        r.sync_pub.send(b"a peer speaks")
+        assert r.sync.poll(2000)
+        assert r.run().stop == PumpStop.SOCKET
+        r.sync.recv()
+        r.control_req.send(b"{}")
+        assert r.control.poll(2000)
+        assert r.run().stop == PumpStop.SOCKET
+
+
+def test_what_the_pump_does_not_take_whole_goes_back_with_where_it_stopped() -> None:
+    with rig() as r:
+        # A frame of three messages, the third out of sequence (the careful path decides).
+        r.send(_message(1), _message(2), _message(9))
+        pumped = r.run()
+        assert pumped.stop == PumpStop.FRAME and pumped.messages == 2
+        assert pumped.leftover is not None and pumped.leftover_frame == pumped.leftover[1]
+        assert pumped.leftover_converted == 2
+        assert pumped.leftover_frame[pumped.leftover_pos :] == _message(9)
+        assert pumped.frames == []  # the stopped frame is booked by the Python path, whole
+        assert [s for _m, s, _p in decode_line_blocks(r.packets()[0])] == [1, 2]  # sent before it came back
+        # A message of three parts is nobody's to convert: back as it came.
+        r.send(parts=[STREAM, b"x", b"y"])
+        pumped = r.run(expect=3, msg_seq=3)
+        assert pumped.stop == PumpStop.FRAME and pumped.messages == 0
+        assert pumped.leftover == [STREAM, b"x", b"y"] and pumped.leftover_frame is None
+
+
+def test_a_run_function_that_raises_hands_the_frame_back_untouched() -> None:
+    def broken(*_args: Any) -> Any:
+        raise ConversionError("internal_error", "a bug")
+
+    with rig() as r:
+        r.pump = _pump.Pump(broken, None, None, CHANNEL.encode(), 3, 2, 1, MAX_PACKET)
+        r.send(_message(1))
+        pumped = r.run()
+    assert pumped.stop == PumpStop.FRAME and pumped.messages == 0 and pumped.leftover_pos == 0
+    assert pumped.error is None  # the Python path calls it again and quarantines the frame
+
+
+def test_the_pump_journals_each_run_before_its_packets_and_books_a_failing_journal() -> None:
+    with rig() as r:
+        r.send(*(_message(seq) for seq in range(1, 4)))
+        pumped = r.run(journal=True, deadline_s=0.2)
+        assert r.journaled and r.journaled[0][0::2] == (1, 1)
+        assert [len(p) for *_head, p in r.journaled] == [3]
+        assert pumped.error is None and pumped.messages == 3
+    with rig(journal_fails=True) as r:
+        r.send(*(_message(seq) for seq in range(1, 4)))
+        pumped = r.run(journal=True)
+        packets = r.packets(timeout_ms=200)
+    # Nothing was sent that the journal does not hold; the error comes back with the booking.
+    assert pumped.stop == PumpStop.ERROR and isinstance(pumped.error, OSError)
+    assert pumped.messages == 0 and packets == []
+
+
+def test_a_signal_interrupts_the_wait_and_its_handler_runs_first() -> None:
+    caught = threading.Event()
+    previous = signal.signal(signal.SIGALRM, lambda *_a: caught.set())
+    try:
+        with rig() as r:
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            pumped = r.run(deadline_s=5.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert pumped.stop == PumpStop.SIGNAL and caught.is_set()
+
+
+def test_a_source_that_never_pauses_is_bounded_by_the_budget() -> None:
+    with rig() as r:
+        for seq in range(1, 6):
+            r.send(_message(seq))
+        pumped = r.run(frames=2, deadline_s=5.0)  # frames count over the call, however they arrive
+    assert pumped.stop == PumpStop.BUDGET and len(pumped.frames) == 2 and pumped.messages == 2
+
+
+def test_the_pump_refuses_bad_arguments() -> None:
+    engine = engine_for_format("feedha-fix")
+    with pytest.raises(TypeError):
+        _pump.Pump(42, None, None, b"T", 1, 1, 1, MAX_PACKET)
+    with pytest.raises(ValueError, match="out of range"):
+        _pump.Pump(engine.run_function(), None, None, b"T", 70_000, 1, 1, MAX_PACKET)
+    with pytest.raises(ValueError, match="no room"):
+        _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, wire.HEADER_SIZE)
+    pump = _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, MAX_PACKET)
+    with pytest.raises(ValueError, match="socket is missing"):
+        pump.run(0, 0, 0, 0, 0, 0, 1, 1, False, 10)
+    assert _pump.zmq_version_info() == zmq.zmq_version_info()
