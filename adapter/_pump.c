@@ -24,8 +24,9 @@
  *                  run function that raised (the Python path raises it again
  *                  and quarantines the frame); it is handed back with the
  *                  position the Python path goes on from;
- *   PUMP_BUDGET    max_frames frames came in one call (a bound: the deadline
- *                  ends a call under load as well);
+ *   PUMP_BUDGET    max_frames frames, or frames of max_bytes, came in one call
+ *                  (bounds: the deadline ends a call under load as well, and
+ *                  what it converted is held until the core books it);
  *   PUMP_SIGNAL    a signal interrupted the wait (its Python handler ran).
  *
  * Before it returns it has sent every packet it filled, so the Python path
@@ -126,6 +127,7 @@ typedef struct {
     uint32_t count_in_packet;
     uint64_t packet_first;
     PyObject *frames;           /* list of (frame, count) */
+    Py_ssize_t frame_bytes;     /* their bytes (held until the core books them) */
     uint64_t first_source, first_msg, count;
     Py_ssize_t packets, bytes_sent;
     int64_t last_send_ns;
@@ -341,6 +343,7 @@ static int take_message(PumpObject *self, Run *r) {
             goto done;
         }
         Py_DECREF(entry);
+        r->frame_bytes += frame_len;
     }
     outcome = 1;
 done:
@@ -393,7 +396,8 @@ static int wait_for_source(Run *r, int64_t deadline_ns, int *stop) {
    Frames are drained as they come; the packet goes out once nothing more waits, the packet is
    full, or the pump stops. The deadline is looked at after every frame too: a source that never
    pauses must not keep the core's timers waiting. */
-static int pump(PumpObject *self, Run *r, int64_t deadline_ns, Py_ssize_t max_frames, int *stop) {
+static int pump(PumpObject *self, Run *r, int64_t deadline_ns, Py_ssize_t max_frames, Py_ssize_t max_bytes,
+                int *stop) {
     Py_ssize_t frames = 0;
     for (;;) {
         int ready = wait_for_source(r, deadline_ns, stop);
@@ -406,7 +410,7 @@ static int pump(PumpObject *self, Run *r, int64_t deadline_ns, Py_ssize_t max_fr
                 *stop = PUMP_FRAME;
                 return send_packet(self, r);
             }
-            if (++frames >= max_frames) {
+            if (++frames >= max_frames || r->frame_bytes >= max_bytes) {
                 *stop = PUMP_BUDGET;
                 return send_packet(self, r);
             }
@@ -424,22 +428,23 @@ static int pump(PumpObject *self, Run *r, int64_t deadline_ns, Py_ssize_t max_fr
 }
 
 PyDoc_STRVAR(Pump_run_doc,
-             "run(source, sync, control, line, deadline_ns, expect_seq, next_msg_seq, term, journal, max_frames)\n"
+             "run(source, sync, control, line, deadline_ns, expect_seq, next_msg_seq, term, journal, max_frames,\n"
+             "    max_bytes)\n"
              "--\n\n"
              "Pump source messages into line packets until something needs the core (see the module doc).\n"
              "Sockets are libzmq handles (pyzmq's Socket.underlying; control 0 when there is none);\n"
              "deadline_ns is on the monotonic clock. Returns adapter.core.pumping.Pumped's fields.");
 
 static PyObject *Pump_run(PumpObject *self, PyObject *args) {
-    Py_ssize_t source, sync, control, line, max_frames;
+    Py_ssize_t source, sync, control, line, max_frames, max_bytes;
     long long deadline_ns;
     unsigned long long expect, msg_seq, term;
     int journal;
-    if (!PyArg_ParseTuple(args, "nnnnLKKKpn:run", &source, &sync, &control, &line, &deadline_ns, &expect,
-                          &msg_seq, &term, &journal, &max_frames))
+    if (!PyArg_ParseTuple(args, "nnnnLKKKpnn:run", &source, &sync, &control, &line, &deadline_ns, &expect,
+                          &msg_seq, &term, &journal, &max_frames, &max_bytes))
         return NULL;
-    if (source == 0 || sync == 0 || line == 0 || max_frames < 1 || term > 0xFFFFFFFFULL) {
-        PyErr_SetString(PyExc_ValueError, "a socket is missing, max_frames < 1 or term out of range");
+    if (source == 0 || sync == 0 || line == 0 || max_frames < 1 || max_bytes < 1 || term > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_ValueError, "a socket is missing, max_frames or max_bytes < 1, or term out of range");
         return NULL;
     }
     if (journal && self->journal == Py_None) {
@@ -453,7 +458,7 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     self->digests.len = 0; /* every run's digests, appended as the runs go (take_run) */
     int stop = PUMP_DEADLINE;
     PyObject *error = NULL;
-    if (pump(self, &r, (int64_t)deadline_ns, max_frames, &stop) < 0) {
+    if (pump(self, &r, (int64_t)deadline_ns, max_frames, max_bytes, &stop) < 0) {
         /* What went out must still be booked, or the core would number it again: the error
            goes back with it (PUMP_ERROR), and the runner raises it once the core booked it. */
         PyObject *type, *traceback;

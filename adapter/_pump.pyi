@@ -50,5 +50,6 @@ class Pump:
         term: int,
         journal: bool,
         max_frames: int,
+        max_bytes: int,
         /,
     ) -> tuple[Any, ...]: ...

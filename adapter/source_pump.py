@@ -34,15 +34,18 @@ from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import AdapterCore
 from feedha.adapter.core.actions import Action, JournalRecords
 from feedha.adapter.core.pumping import Pumped, PumpStop
+from feedha.adapter.core.ring import MAX_RING_BYTES
 from feedha.adapter.line import LineSocket
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["SourcePump", "make_pump"]
 
-# Frames one call takes at most (a bound only: under load the core's deadline ends a call
-# first, at least every TICK_AT_LEAST_EVERY_S, usually every heartbeat interval).
+# Frames, and their bytes, one call takes at most (bounds only: under load the core's deadline
+# ends a call first, at least every TICK_AT_LEAST_EVERY_S, usually every heartbeat interval;
+# the frames a call converted are held until the core books them into its ring).
 MAX_FRAMES_PER_CALL: Final = 100_000
+MAX_BYTES_PER_CALL: Final = MAX_RING_BYTES
 
 
 class SourcePump:
@@ -117,6 +120,7 @@ class SourcePump:
             plan.term,
             plan.journal and self._append is not None,
             MAX_FRAMES_PER_CALL,
+            MAX_BYTES_PER_CALL,
         )
         pumped = Pumped._make(raw)
         self.runs += 1

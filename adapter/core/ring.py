@@ -3,45 +3,57 @@
 A backup that asked for a snapshot may receive one taken at a source
 position it has already passed. It then adopts the snapshot's values and
 re-applies the messages it converted since, which it re-parses from the
-frames kept here. Pure.
+frames kept here. Bounded twice: by the messages it must hold and by the
+bytes it may hold (a frame of one message padded with megabytes of garbage
+must not make a few thousand of them a heap of gigabytes); a snapshot older
+than what is kept is refused and a newer one awaited. Pure.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Final
 
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix
 
-__all__ = ["SourceRing"]
+__all__ = ["MAX_RING_BYTES", "SourceRing"]
+
+MAX_RING_BYTES: Final = 64 * 1024 * 1024  # the most frame bytes kept (the newest frame is always kept)
 
 
 class SourceRing:
-    """The newest source frames holding at least ``size`` converted messages.
+    """The newest source frames holding at least ``size`` converted messages, within ``max_bytes``.
 
     Args:
-        size: how many converted messages to keep (at least).
+        size: how many converted messages to keep (at least, while the bytes allow).
+        max_bytes: the most frame bytes to keep (the newest frame is kept whatever its size).
     """
 
-    __slots__ = ("_frames", "_count", "_size")
+    __slots__ = ("_frames", "_count", "_size", "_bytes", "_max_bytes")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, max_bytes: int = MAX_RING_BYTES) -> None:
         self._frames: deque[tuple[bytes, int]] = deque()
         self._count = 0
         self._size = size
+        self._bytes = 0
+        self._max_bytes = max_bytes
 
     def __repr__(self) -> str:
-        return f"<SourceRing [frames={len(self._frames)}, messages={self._count}]>"
+        return f"<SourceRing [frames={len(self._frames)}, messages={self._count}, bytes={self._bytes}]>"
 
     def add(self, frame: bytes, converted: int) -> None:
         """Keep ``frame``, from which ``converted`` messages were converted."""
         frames = self._frames
         frames.append((frame, converted))
         self._count += converted
-        while self._count - frames[0][1] >= self._size:
-            self._count -= frames.popleft()[1]
+        self._bytes += len(frame)
+        while len(frames) > 1 and (self._count - frames[0][1] >= self._size or self._bytes > self._max_bytes):
+            gone, count = frames.popleft()
+            self._count -= count
+            self._bytes -= len(gone)
 
     def messages(
         self,

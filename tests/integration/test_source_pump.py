@@ -118,10 +118,10 @@ class Rig:
     journaled: list[tuple[int, int, int, list[bytes]]]
 
     def run(self, *, deadline_s: float = 1.0, expect: int = 0, msg_seq: int = 1, frames: int = 10_000,
-            journal: bool = False) -> Pumped:  # fmt: skip
+            journal: bool = False, max_bytes: int = 1 << 30) -> Pumped:  # fmt: skip
         raw = self.pump.run(
             self.source.underlying, self.sync.underlying, self.control.underlying, self.line.underlying,
-            time.monotonic_ns() + int(deadline_s * 1e9), expect, msg_seq, 7, journal, frames,
+            time.monotonic_ns() + int(deadline_s * 1e9), expect, msg_seq, 7, journal, frames, max_bytes,
         )  # fmt: skip
         return Pumped._make(raw)
 
@@ -307,6 +307,15 @@ def test_a_source_that_never_pauses_is_bounded_by_the_budget() -> None:
     assert pumped.stop == PumpStop.BUDGET and len(pumped.frames) == 2 and pumped.messages == 2
 
 
+def test_a_source_that_sends_big_frames_is_bounded_by_their_bytes() -> None:
+    frames = [b"".join(_message(seq) for seq in range(first, first + 20)) for first in range(1, 101, 20)]
+    with rig() as r:
+        for frame in frames:
+            r.send(frame)
+        pumped = r.run(max_bytes=len(frames[0]) + len(frames[1]) + 1, deadline_s=5.0)
+    assert pumped.stop == PumpStop.BUDGET and len(pumped.frames) == 3 and pumped.messages == 60
+
+
 def test_the_pump_refuses_bad_arguments() -> None:
     engine = engine_for_format("feedha-fix")
     with pytest.raises(TypeError):
@@ -317,5 +326,5 @@ def test_the_pump_refuses_bad_arguments() -> None:
         _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, wire.HEADER_SIZE)
     pump = _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, MAX_PACKET)
     with pytest.raises(ValueError, match="socket is missing"):
-        pump.run(0, 0, 0, 0, 0, 0, 1, 1, False, 10)
+        pump.run(0, 0, 0, 0, 0, 0, 1, 1, False, 10, 10)
     assert _pump.zmq_version_info() == zmq.zmq_version_info()
