@@ -1,42 +1,53 @@
 /*
- * feedha.adapter._pump: the active adapter's source -> line path in C.
+ * feedha.adapter._pump: the source pump, an adapter's common turn in C.
  *
  * Theory of operation
  * -------------------
- * In the Python loop (adapter/runner.py) an active adapter's common turn is
- * a poll, a receive, the core's stages and a send: ~30 us of interpreter a
- * source frame at one frame a turn, ten times what a bare relay spends. The
- * pump is that turn in C. Pump.run waits on the adapter's sockets with
- * zmq_poll (the GIL released), receives each source message, hands its frame
- * to the conversion engine's run function (the same C run the Python path
- * calls: adapter/conversion/engine.py ConversionEngine.run), appends the
- * blocks to a packet and sends the packet on the line as soon as the source
- * has nothing more to read (or the packet is full), then waits again.
+ * In the Python loop (adapter/runner.py) an adapter's common turn is a poll,
+ * a receive, the core's stages and a send: ~30 us of interpreter a source
+ * frame at one frame a turn, several times what a bare relay spends. The pump
+ * is that turn in C. Pump.run drains the source socket, hands each frame to
+ * the conversion engine's run function (the same C run the Python path calls:
+ * adapter/conversion/engine.py ConversionEngine.run), appends the blocks to a
+ * packet and, once nothing more waits (or the packet is full), seals it; then
+ * it waits on the adapter's sockets with zmq_poll (the GIL released) until
+ * its deadline. What a sealed packet becomes depends on the mode:
+ *
+ *   PUMP_MODE_SEND     the active: sent on the line at once (with a journal,
+ *                      each run is journaled first, by a call back into Python);
+ *   PUMP_MODE_HOLD     a publishing backup: its packets and journal records
+ *                      come back, in order, for the core's output gate;
+ *   PUMP_MODE_CONVERT  a backup that does not publish: conversion and
+ *                      numbering only, no packet, no record.
  *
  * The pump decides nothing. The core (adapter/core/pumping.py) says when it
- * may run -- the active in the plain state, within a deadline -- and the pump
- * comes back at the first thing that needs a decision:
+ * may run, in which mode, before which source position (stop_seq: the sync
+ * rules watch it) and until when; the pump comes back at the first thing that
+ * needs a decision:
  *
- *   PUMP_DEADLINE  the core's next deadline came (timers);
- *   PUMP_SOCKET    the sync bus or the control socket is readable;
+ *   PUMP_DEADLINE  the deadline came (the core's timers are due);
+ *   PUMP_DRAINED   nothing more was queued and it was not to wait for more (a
+ *                  backup drains what is queued and comes back: it reads its
+ *                  source in batches);
+ *   PUMP_SOCKET    the sync bus or the control socket is readable (looked at
+ *                  before every frame: the group's word comes first);
  *   PUMP_FRAME     a source message it does not take whole: not two parts,
- *                  a run that stopped at a message (the careful path), or a
- *                  run function that raised (the Python path raises it again
- *                  and quarantines the frame); it is handed back with the
- *                  position the Python path goes on from;
+ *                  a run that stopped at a message (the careful path, or the
+ *                  watched position), or a run function that raised (the
+ *                  Python path calls it again and quarantines the frame); it
+ *                  is handed back with the position the Python path goes on from;
  *   PUMP_BUDGET    max_frames frames, or frames of max_bytes, came in one call
  *                  (bounds: the deadline ends a call under load as well, and
  *                  what it converted is held until the core books it);
- *   PUMP_SIGNAL    a signal interrupted the wait (its Python handler ran).
+ *   PUMP_SIGNAL    a signal interrupted the wait (its Python handler ran);
+ *   PUMP_ERROR     something failed; what was done is returned with the error.
  *
- * Before it returns it has sent every packet it filled, so the Python path
+ * Before it returns it has sealed every packet it filled, so the Python path
  * starts from an empty packet. It returns what the core books
  * (adapter/core/pumping.py Pumped): the frames converted whole with their
- * counts, the first source_seq and msg_seq, the count, the digests after
- * each message, the packets and bytes sent and the time of the last send.
- * With a journal it calls journal(first_msg_seq, time_ns, first_source_seq,
- * payloads) for every run before the run's blocks can be sent: the journal
- * holds what the line carries, as on the Python path.
+ * counts, the first source_seq and msg_seq, the count, the digests after each
+ * message, the packets sealed, their bytes and the time of the last, the held
+ * items (HOLD), and the message it stopped at.
  *
  * Sockets are passed per call as libzmq handles (pyzmq's Socket.underlying)
  * of live sockets the runner owns, so a socket made afresh (a rebind) is
@@ -45,8 +56,8 @@
  *
  * Packets are built as proto/wire.py PacketBuilder.build builds them
  * (header ">2sBBHHIQHHQ": magic, version, flags 0, channel, adapter, term,
- * first msg_seq, count, 0, send time); the tests compare the blocks the
- * pump and the Python path put on the line, msg_seq by msg_seq.
+ * first msg_seq, count, 0, send time); the tests compare the pump's packets
+ * with PacketBuilder's and its booking with the Python path's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -58,8 +69,9 @@
 
 #include "_libzmq.h" /* libzmq's API, taken from the libzmq pyzmq loaded (see there) */
 
-#include "_pump_constants.h" /* HEADER_SIZE, VERSION, MAGIC_*, MAX_COUNT, STOP_*, PUMP_*: generated
-                                from proto/wire.py and adapter/core/pumping.py by scripts/gen_constants.py */
+#include "_pump_constants.h" /* HEADER_SIZE, VERSION, MAGIC_*, MAX_COUNT, STOP_*, PUMP_*, HELD_*,
+                                UNBOUNDED_*: generated from proto/wire.py and adapter/core by
+                                scripts/gen_constants.py */
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
@@ -95,7 +107,7 @@ static void put_be(uint8_t *p, uint64_t v, int size) {
     }
 }
 
-static Libzmq Z;                /* pyzmq's libzmq (_libzmq.h), bound at import */
+static Libzmq Z;               /* pyzmq's libzmq (_libzmq.h), bound at import */
 static char libzmq_path[4096]; /* where it was found */
 
 static void *socket_of(Py_ssize_t address) { return (void *)(uintptr_t)address; }
@@ -105,29 +117,39 @@ static PyObject *zmq_failure(const char *what) {
     return NULL;
 }
 
+/* Append a new reference to a list: 0, or -1 with an exception (the reference is dropped either way). */
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
 /* ---- the pump ------------------------------------------------------------------------------ */
 
 typedef struct {
     PyObject_HEAD
     PyObject *run;      /* the engine's run function (ConversionEngine.run_function()) */
     PyObject *frame_of; /* None (FIX: a frame is its messages), or the engine's source_frame */
-    PyObject *journal; /* None, or journal(first_msg_seq, time_ns, first_source_seq, payloads) */
-    PyObject *topic;   /* bytes: the line's topic (the channel name) */
-    int channel, adapter, source_stream;
+    PyObject *journal;  /* None, or journal(first_msg_seq, time_ns, first_source_seq, payloads) */
+    PyObject *topic;    /* bytes: the line's topic (the channel name) */
+    PyObject *source_stream_obj;
+    int channel, adapter;
     Py_ssize_t max_packet; /* the packet budget, header included */
     Bytes packet;          /* the packet being filled: HEADER_SIZE bytes of room, then blocks */
-    Bytes digests;         /* one run's digests, then the call's */
+    Bytes digests;         /* the call's digests, run after run */
 } PumpObject;
 
 /* What one call of run() has done so far (its return value's fields). */
 typedef struct {
     void *source, *sync, *control, *line;
-    uint64_t term, expect, msg_seq; /* expect: the next source_seq (0: any); msg_seq: the next one */
-    int want_payloads;
+    int mode, want_payloads;
+    uint64_t term, expect, stop_seq, msg_seq; /* expect: the next source_seq (0: any); msg_seq: the next */
     uint32_t count_in_packet;
-    uint64_t packet_first;
-    PyObject *frames;           /* list of (frame, count) */
-    Py_ssize_t frame_bytes;     /* their bytes (held until the core books them) */
+    uint64_t packet_first, packet_upto; /* its first msg_seq, its last source_seq */
+    PyObject *frames;                   /* list of (frame, count) */
+    Py_ssize_t frame_bytes;             /* their bytes (held until the core books them) */
+    PyObject *held;                     /* HOLD: list of records and packets, in order; else NULL */
     uint64_t first_source, first_msg, count;
     Py_ssize_t packets, bytes_sent;
     int64_t last_send_ns;
@@ -136,15 +158,19 @@ typedef struct {
     Py_ssize_t leftover_pos, leftover_converted;
 } Run;
 
-static int packet_room(PumpObject *self, const Run *r, Py_ssize_t *room, Py_ssize_t *max_count) {
+static void packet_room(PumpObject *self, const Run *r, Py_ssize_t *room, Py_ssize_t *max_count) {
+    if (r->mode == PUMP_MODE_CONVERT) { /* no packet to fill: the Python path's convention */
+        *room = (Py_ssize_t)UNBOUNDED_ROOM;
+        *max_count = UNBOUNDED_COUNT;
+        return;
+    }
     Py_ssize_t left = self->max_packet - (Py_ssize_t)self->packet.len;
     *room = r->count_in_packet == 0 ? -left : (left > 0 ? left : 0); /* FastPath.run's convention */
     *max_count = MAX_COUNT - (Py_ssize_t)r->count_in_packet;
-    return 0;
 }
 
-/* Seal the packet being filled and send it on the line: 0, or -1 with an exception. */
-static int send_packet(PumpObject *self, Run *r) {
+/* Seal the packet being filled: send it (SEND) or hand it to the gate (HOLD). 0, or -1 with an exception. */
+static int seal_packet(PumpObject *self, Run *r) {
     if (r->count_in_packet == 0) return 0;
     uint8_t *h = self->packet.data;
     h[0] = MAGIC_0;
@@ -158,9 +184,18 @@ static int send_packet(PumpObject *self, Run *r) {
     put_be(h + 20, r->count_in_packet, 2);
     put_be(h + 22, 0, 2);
     put_be(h + 24, (uint64_t)clock_ns(CLOCK_REALTIME), 8);
-    if (Z.send(r->line, PyBytes_AS_STRING(self->topic), (size_t)PyBytes_GET_SIZE(self->topic), ZMQ_SNDMORE) < 0 ||
-        Z.send(r->line, self->packet.data, self->packet.len, 0) < 0) {
-        zmq_failure("sending a line packet");
+    if (r->mode == PUMP_MODE_SEND) {
+        if (Z.send(r->line, PyBytes_AS_STRING(self->topic), (size_t)PyBytes_GET_SIZE(self->topic), ZMQ_SNDMORE) <
+                0 ||
+            Z.send(r->line, self->packet.data, self->packet.len, 0) < 0) {
+            zmq_failure("sending a line packet");
+            return -1;
+        }
+    } else if (append_new(r->held, Py_BuildValue("(iy#KIK)", HELD_PACKET, (const char *)self->packet.data,
+                                                 (Py_ssize_t)self->packet.len,
+                                                 (unsigned long long)(r->packet_first + r->count_in_packet - 1),
+                                                 (unsigned int)r->count_in_packet,
+                                                 (unsigned long long)r->packet_upto)) < 0) {
         return -1;
     }
     r->packets++;
@@ -210,29 +245,36 @@ static int read_result(PyObject *result, RunResult *out) {
     return 0;
 }
 
-/* Book one run: journal it (before anything of it is sent), add its blocks and digests. */
+/* Book one run: its journal records first (before anything of it can go out), its blocks, its digests. */
 static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall_ns) {
     if (res->count == 0) return 0;
-    if (r->want_payloads && self->journal != Py_None) {
+    if (r->want_payloads) {
         PyObject *payloads = res->payloads;
         if (!PyList_Check(payloads) || PyList_GET_SIZE(payloads) != res->count) {
             PyErr_SetString(PyExc_TypeError, "a run asked for payloads must return one per message");
             return -1;
         }
-        PyObject *done = PyObject_CallFunction(self->journal, "KLKO", (unsigned long long)r->msg_seq,
-                                               (long long)wall_ns, res->first_seq, payloads);
-        if (done == NULL) return -1;
-        Py_DECREF(done);
+        if (r->mode == PUMP_MODE_SEND) {
+            PyObject *done = PyObject_CallFunction(self->journal, "KLKO", (unsigned long long)r->msg_seq,
+                                                   (long long)wall_ns, res->first_seq, payloads);
+            if (done == NULL) return -1;
+            Py_DECREF(done);
+        } else if (append_new(r->held, Py_BuildValue("(iKLKO)", HELD_RECORDS, (unsigned long long)r->msg_seq,
+                                                     (long long)wall_ns, res->first_seq, payloads)) < 0) {
+            return -1;
+        }
     }
-    if (bytes_reserve(&self->packet, (size_t)res->blocks_len) < 0 ||
-        bytes_reserve(&self->digests, (size_t)res->digests_len) < 0)
-        return -1;
-    memcpy(self->packet.data + self->packet.len, res->blocks, (size_t)res->blocks_len);
-    self->packet.len += (size_t)res->blocks_len;
+    if (bytes_reserve(&self->digests, (size_t)res->digests_len) < 0) return -1;
+    if (r->mode != PUMP_MODE_CONVERT) {
+        if (bytes_reserve(&self->packet, (size_t)res->blocks_len) < 0) return -1;
+        memcpy(self->packet.data + self->packet.len, res->blocks, (size_t)res->blocks_len);
+        self->packet.len += (size_t)res->blocks_len;
+        if (r->count_in_packet == 0) r->packet_first = r->msg_seq;
+        r->count_in_packet += (uint32_t)res->count;
+        r->packet_upto = res->first_seq + (uint64_t)res->count - 1;
+    }
     memcpy(self->digests.data + self->digests.len, res->digests, (size_t)res->digests_len);
     self->digests.len += (size_t)res->digests_len;
-    if (r->count_in_packet == 0) r->packet_first = r->msg_seq;
-    r->count_in_packet += (uint32_t)res->count;
     if (r->count == 0) {
         r->first_source = res->first_seq;
         r->first_msg = r->msg_seq;
@@ -275,14 +317,33 @@ static PyObject *receive(void *source) {
             Py_XDECREF(parts);
             return NULL;
         }
-        int added = PyList_Append(parts, data);
-        Py_DECREF(data);
-        if (added < 0) {
+        if (append_new(parts, data) < 0) {
             Py_DECREF(parts);
             return NULL;
         }
         if (!more) return parts;
     }
+}
+
+/* One call of the engine's run function over frame from pos (the Python path's arguments). */
+static PyObject *call_run(PumpObject *self, Run *r, PyObject *frame, Py_ssize_t pos, int64_t wall_ns) {
+    Py_ssize_t room, max_count;
+    packet_room(self, r, &room, &max_count);
+    PyObject *args[10] = {frame,
+                          PyLong_FromSsize_t(pos),
+                          PyLong_FromUnsignedLongLong(r->expect),
+                          PyLong_FromUnsignedLongLong(r->stop_seq),
+                          PyLong_FromSsize_t(room),
+                          PyLong_FromSsize_t(max_count),
+                          PyLong_FromLongLong(wall_ns),
+                          self->source_stream_obj,
+                          Py_True, /* publish: encoded by every adapter alike (what is too big is skipped alike) */
+                          r->want_payloads ? Py_True : Py_False};
+    PyObject *result = NULL;
+    if (args[1] && args[2] && args[3] && args[4] && args[5] && args[6])
+        result = PyObject_Vectorcall(self->run, args, 10, NULL);
+    for (int i = 1; i <= 6; i++) Py_XDECREF(args[i]);
+    return result;
 }
 
 /* One source message: 0 none waited, 1 converted whole, 2 handed back, -1 error. */
@@ -306,11 +367,7 @@ static int take_message(PumpObject *self, Run *r) {
     int64_t wall_ns = clock_ns(CLOCK_REALTIME);
     Py_ssize_t pos = 0, converted = 0, frame_len = PyBytes_GET_SIZE(frame);
     for (;;) {
-        Py_ssize_t room, max_count;
-        packet_room(self, r, &room, &max_count);
-        PyObject *result = PyObject_CallFunction(self->run, "OnKKnnLiOO", frame, pos, (unsigned long long)r->expect,
-                                                 0ULL, room, max_count, (long long)wall_ns, self->source_stream,
-                                                 Py_True, r->want_payloads ? Py_True : Py_False);
+        PyObject *result = call_run(self, r, frame, pos, wall_ns);
         if (result == NULL) {
             /* The run raised: the Python path calls it again from here and books the fault
                (Pipeline.convert quarantines the frame), as it would have without the pump. */
@@ -330,19 +387,14 @@ static int take_message(PumpObject *self, Run *r) {
         pos = res.pos;
         if (res.stop == STOP_END && pos >= frame_len) break;
         if (res.stop == STOP_ROOM || res.stop == STOP_COUNT) {
-            if (send_packet(self, r) < 0) goto done;
+            if (seal_packet(self, r) < 0) goto done;
             continue;
         }
         outcome = hand_back(r, parts, frame, pos, converted); /* STOP_SLOW: the careful path */
         goto done;
     }
     if (converted) {
-        PyObject *entry = Py_BuildValue("(On)", frame, converted);
-        if (entry == NULL || PyList_Append(r->frames, entry) < 0) {
-            Py_XDECREF(entry);
-            goto done;
-        }
-        Py_DECREF(entry);
+        if (append_new(r->frames, Py_BuildValue("(On)", frame, converted)) < 0) goto done;
         r->frame_bytes += frame_len;
     }
     outcome = 1;
@@ -359,18 +411,18 @@ static int readable(void *socket) {
     return Z.getsockopt(socket, ZMQ_EVENTS, &events, &size) == 0 && (events & ZMQ_POLLIN);
 }
 
-/* Wait for something to read until the deadline: 1 the source, 0 stop (*stop set), -1 error. */
-static int wait_for_source(Run *r, int64_t deadline_ns, int *stop) {
+/* Wait for the source until wait_ns: 1 it is readable, 0 stop (*stop set), -1 error. */
+static int wait_for_source(Run *r, int64_t wait_ns, int64_t deadline_ns, int *stop) {
     for (;;) {
         int64_t now = clock_ns(CLOCK_MONOTONIC);
-        if (now >= deadline_ns) {
-            *stop = PUMP_DEADLINE;
+        if (now >= wait_ns) {
+            *stop = now >= deadline_ns ? PUMP_DEADLINE : PUMP_DRAINED;
             return 0;
         }
         zmq_pollitem_t items[3] = {
             {r->source, 0, ZMQ_POLLIN, 0}, {r->sync, 0, ZMQ_POLLIN, 0}, {r->control, 0, ZMQ_POLLIN, 0}};
         int n = r->control != NULL ? 3 : 2, rc, error = 0;
-        long timeout_ms = (long)((deadline_ns - now + 999999) / 1000000); /* rounded up, as the runner */
+        long timeout_ms = (long)((wait_ns - now + 999999) / 1000000); /* rounded up, as the runner */
         Py_BEGIN_ALLOW_THREADS
         rc = Z.poll(items, n, timeout_ms);
         if (rc < 0) error = Z.errno_();
@@ -393,74 +445,94 @@ static int wait_for_source(Run *r, int64_t deadline_ns, int *stop) {
 }
 
 /* The pump's loop: 0 with *stop set, or -1 with an exception (what was done is in r either way).
-   Frames are drained as they come; the packet goes out once nothing more waits, the packet is
-   full, or the pump stops. The deadline is looked at after every frame too: a source that never
-   pauses must not keep the core's timers waiting. */
-static int pump(PumpObject *self, Run *r, int64_t deadline_ns, Py_ssize_t max_frames, Py_ssize_t max_bytes,
-                int *stop) {
+   It drains what is queued, seals the packet once nothing more waits, then waits for more until
+   wait_ns (at most the deadline). The sync bus and the control socket are looked at before every
+   frame and the deadline after every frame: the group's word comes first, and a source that never
+   pauses does not keep the timers waiting. */
+static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, Py_ssize_t max_frames,
+                Py_ssize_t max_bytes, int *stop) {
     Py_ssize_t frames = 0;
     for (;;) {
-        int ready = wait_for_source(r, deadline_ns, stop);
-        if (ready <= 0) return ready;
         for (;;) { /* drain what is queued */
+            if (readable(r->sync) || readable(r->control)) {
+                *stop = PUMP_SOCKET;
+                return seal_packet(self, r);
+            }
             int taken = take_message(self, r);
             if (taken < 0) return -1;
             if (taken == 0) break;
             if (taken == 2) {
                 *stop = PUMP_FRAME;
-                return send_packet(self, r);
+                return seal_packet(self, r);
             }
             if (++frames >= max_frames || r->frame_bytes >= max_bytes) {
                 *stop = PUMP_BUDGET;
-                return send_packet(self, r);
-            }
-            if (readable(r->sync) || readable(r->control)) {
-                *stop = PUMP_SOCKET;
-                return send_packet(self, r);
+                return seal_packet(self, r);
             }
             if (clock_ns(CLOCK_MONOTONIC) >= deadline_ns) {
                 *stop = PUMP_DEADLINE;
-                return send_packet(self, r);
+                return seal_packet(self, r);
             }
         }
-        if (send_packet(self, r) < 0) return -1;
+        if (seal_packet(self, r) < 0) return -1;
+        int ready = wait_for_source(r, wait_ns < deadline_ns ? wait_ns : deadline_ns, deadline_ns, stop);
+        if (ready <= 0) return ready;
     }
 }
 
 PyDoc_STRVAR(Pump_run_doc,
-             "run(source, sync, control, line, deadline_ns, expect_seq, next_msg_seq, term, journal, max_frames,\n"
-             "    max_bytes)\n"
+             "run(source, sync, control, line, deadline_ns, wait_ns, expect_seq, stop_seq, next_msg_seq, term,\n"
+             "    mode, journal, max_frames, max_bytes)\n"
              "--\n\n"
-             "Pump source messages into line packets until something needs the core (see the module doc).\n"
-             "Sockets are libzmq handles (pyzmq's Socket.underlying; control 0 when there is none);\n"
-             "deadline_ns is on the monotonic clock. Returns adapter.core.pumping.Pumped's fields.");
+             "Pump source messages until something needs the core (see the module doc).\n"
+             "Sockets are libzmq handles (pyzmq's Socket.underlying; control 0 when there is none, line 0\n"
+             "unless mode is PUMP_MODE_SEND); deadline_ns (the core's timers) and wait_ns (how long to wait\n"
+             "for more once drained: 0 not at all) are on the monotonic clock; stop_seq 0 watches no\n"
+             "position. Returns adapter.core.pumping.Pumped's fields.");
 
 static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     Py_ssize_t source, sync, control, line, max_frames, max_bytes;
-    long long deadline_ns;
-    unsigned long long expect, msg_seq, term;
-    int journal;
-    if (!PyArg_ParseTuple(args, "nnnnLKKKpnn:run", &source, &sync, &control, &line, &deadline_ns, &expect,
-                          &msg_seq, &term, &journal, &max_frames, &max_bytes))
+    long long deadline_ns, wait_ns;
+    unsigned long long expect, stop_seq, msg_seq, term;
+    int mode, journal;
+    if (!PyArg_ParseTuple(args, "nnnnLLKKKKipnn:run", &source, &sync, &control, &line, &deadline_ns, &wait_ns,
+                          &expect, &stop_seq, &msg_seq, &term, &mode, &journal, &max_frames, &max_bytes))
         return NULL;
-    if (source == 0 || sync == 0 || line == 0 || max_frames < 1 || max_bytes < 1 || term > 0xFFFFFFFFULL) {
+    if (mode != PUMP_MODE_SEND && mode != PUMP_MODE_HOLD && mode != PUMP_MODE_CONVERT) {
+        PyErr_Format(PyExc_ValueError, "mode must be a PUMP_MODE_*, got %d", mode);
+        return NULL;
+    }
+    if (source == 0 || sync == 0 || (line == 0 && mode == PUMP_MODE_SEND) || max_frames < 1 || max_bytes < 1 ||
+        term > 0xFFFFFFFFULL) {
         PyErr_SetString(PyExc_ValueError, "a socket is missing, max_frames or max_bytes < 1, or term out of range");
         return NULL;
     }
-    if (journal && self->journal == Py_None) {
+    if (journal && mode == PUMP_MODE_SEND && self->journal == Py_None) {
         PyErr_SetString(PyExc_ValueError, "journal asked for but the pump has no journal function");
         return NULL;
     }
-    Run r = {.source = socket_of(source), .sync = socket_of(sync), .control = control ? socket_of(control) : NULL,
-             .line = socket_of(line), .term = term, .expect = expect, .msg_seq = msg_seq, .want_payloads = journal};
+    Run r = {.source = socket_of(source),
+             .sync = socket_of(sync),
+             .control = control ? socket_of(control) : NULL,
+             .line = socket_of(line),
+             .mode = mode,
+             .want_payloads = journal && mode != PUMP_MODE_CONVERT,
+             .term = term,
+             .expect = expect,
+             .stop_seq = stop_seq,
+             .msg_seq = msg_seq};
     if ((r.frames = PyList_New(0)) == NULL) return NULL;
+    if (mode == PUMP_MODE_HOLD && (r.held = PyList_New(0)) == NULL) {
+        Py_DECREF(r.frames);
+        return NULL;
+    }
     self->packet.len = HEADER_SIZE;
-    self->digests.len = 0; /* every run's digests, appended as the runs go (take_run) */
+    self->digests.len = 0;
     int stop = PUMP_DEADLINE;
     PyObject *error = NULL;
-    if (pump(self, &r, (int64_t)deadline_ns, max_frames, max_bytes, &stop) < 0) {
-        /* What went out must still be booked, or the core would number it again: the error
-           goes back with it (PUMP_ERROR), and the runner raises it once the core booked it. */
+    if (pump(self, &r, (int64_t)deadline_ns, (int64_t)wait_ns, max_frames, max_bytes, &stop) < 0) {
+        /* What was numbered must still be booked, or the core would number it again: the
+           error goes back with it (PUMP_ERROR), and the runner raises it once the core booked it. */
         PyObject *type, *traceback;
         PyErr_Fetch(&type, &error, &traceback);
         PyErr_NormalizeException(&type, &error, &traceback);
@@ -468,20 +540,16 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
         Py_XDECREF(type);
         Py_XDECREF(traceback);
         stop = PUMP_ERROR;
-        if (r.count_in_packet) { /* blocks booked but not sent: nobody saw them; send them now */
-            PyObject *t2, *v2, *tb2;
-            PyErr_Fetch(&t2, &v2, &tb2);
-            if (send_packet(self, &r) < 0) PyErr_Clear();
-            PyErr_Restore(t2, v2, tb2);
-        }
+        if (seal_packet(self, &r) < 0) PyErr_Clear(); /* blocks booked but not sealed: out with them */
     }
     PyObject *result = Py_BuildValue(
-        "(iOKKKy#nnLOOnnO)", stop, r.frames, r.first_source, r.first_msg, r.count, (const char *)self->digests.data,
+        "(iOKKKy#nnLOOOnnO)", stop, r.frames, r.first_source, r.first_msg, r.count, (const char *)self->digests.data,
         (Py_ssize_t)self->digests.len, r.packets, r.bytes_sent, (long long)r.last_send_ns,
-        r.leftover ? r.leftover : Py_None, r.leftover_frame ? r.leftover_frame : Py_None, r.leftover_pos,
-        r.leftover_converted, error ? error : Py_None);
+        r.held ? r.held : Py_None, r.leftover ? r.leftover : Py_None,
+        r.leftover_frame ? r.leftover_frame : Py_None, r.leftover_pos, r.leftover_converted, error ? error : Py_None);
     Py_XDECREF(error);
     Py_DECREF(r.frames);
+    Py_XDECREF(r.held);
     Py_XDECREF(r.leftover);
     Py_XDECREF(r.leftover_frame);
     return result;
@@ -514,9 +582,9 @@ static PyObject *Pump_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->topic = Py_NewRef(topic);
     self->channel = channel;
     self->adapter = adapter;
-    self->source_stream = source_stream;
     self->max_packet = max_packet;
-    if (bytes_reserve(&self->packet, (size_t)max_packet + 4096) < 0) {
+    if ((self->source_stream_obj = PyLong_FromLong(source_stream)) == NULL ||
+        bytes_reserve(&self->packet, (size_t)max_packet + 4096) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -529,6 +597,7 @@ static void Pump_dealloc(PumpObject *self) {
     Py_XDECREF(self->frame_of);
     Py_XDECREF(self->journal);
     Py_XDECREF(self->topic);
+    Py_XDECREF(self->source_stream_obj);
     PyMem_Free(self->packet.data);
     PyMem_Free(self->digests.data);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -545,7 +614,7 @@ static PyTypeObject PumpType = {
     .tp_dealloc = (destructor)Pump_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Pump(run, frame_of, journal, topic, channel, adapter, source_stream, max_packet_bytes): the "
-              "source -> line path in C.",
+              "source pump (see the module doc).",
     .tp_new = Pump_new,
     .tp_methods = Pump_methods,
 };
@@ -557,14 +626,14 @@ static PyObject *zmq_version_of(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED
 }
 
 static PyMethodDef module_methods[] = {
-    {"zmq_version_info", zmq_version_of, METH_NOARGS, "The version of the libzmq this extension is linked to."},
+    {"zmq_version_info", zmq_version_of, METH_NOARGS, "The version of the libzmq this extension is bound to."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "feedha.adapter._pump",
-    .m_doc = "The active adapter's source -> line path in C (see adapter/_pump.c).",
+    .m_doc = "The source pump: an adapter's common turn in C (see adapter/_pump.c).",
     .m_size = -1,
     .m_methods = module_methods,
 };

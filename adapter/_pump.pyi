@@ -21,6 +21,14 @@ PUMP_FRAME: Final[int]
 PUMP_BUDGET: Final[int]
 PUMP_SIGNAL: Final[int]
 PUMP_ERROR: Final[int]
+PUMP_DRAINED: Final[int]
+PUMP_MODE_SEND: Final[int]
+PUMP_MODE_HOLD: Final[int]
+PUMP_MODE_CONVERT: Final[int]
+HELD_RECORDS: Final[int]
+HELD_PACKET: Final[int]
+UNBOUNDED_ROOM: Final[int]
+UNBOUNDED_COUNT: Final[int]
 
 libzmq_path: Final[str]
 
@@ -45,9 +53,12 @@ class Pump:
         control: int,
         line: int,
         deadline_ns: int,
+        wait_ns: int,
         expect_seq: int,
+        stop_seq: int,
         next_msg_seq: int,
         term: int,
+        mode: int,
         journal: bool,
         max_frames: int,
         max_bytes: int,

@@ -7,21 +7,29 @@
 #ifndef FEEDHA_ADAPTER_PUMP_CONSTANTS_H
 #define FEEDHA_ADAPTER_PUMP_CONSTANTS_H
 
-#define HEADER_SIZE   32 /* proto/wire.py HEADER_SIZE */
-#define VERSION       1 /* proto/wire.py VERSION */
-#define MAX_COUNT     65535 /* proto/wire.py MAX_COUNT */
-#define MAGIC_0       70 /* proto/wire.py MAGIC[0] */
-#define MAGIC_1       72 /* proto/wire.py MAGIC[1] */
-#define STOP_END      0 /* adapter/conversion/engine.py Stop.END */
-#define STOP_SLOW     1 /* adapter/conversion/engine.py Stop.SLOW */
-#define STOP_ROOM     2 /* adapter/conversion/engine.py Stop.ROOM */
-#define STOP_COUNT    3 /* adapter/conversion/engine.py Stop.COUNT */
-#define PUMP_DEADLINE 0 /* adapter/core/pumping.py PumpStop.DEADLINE */
-#define PUMP_SOCKET   1 /* adapter/core/pumping.py PumpStop.SOCKET */
-#define PUMP_FRAME    2 /* adapter/core/pumping.py PumpStop.FRAME */
-#define PUMP_BUDGET   3 /* adapter/core/pumping.py PumpStop.BUDGET */
-#define PUMP_SIGNAL   4 /* adapter/core/pumping.py PumpStop.SIGNAL */
-#define PUMP_ERROR    5 /* adapter/core/pumping.py PumpStop.ERROR */
+#define HEADER_SIZE       32 /* proto/wire.py HEADER_SIZE */
+#define VERSION           1 /* proto/wire.py VERSION */
+#define MAX_COUNT         65535 /* proto/wire.py MAX_COUNT */
+#define MAGIC_0           70 /* proto/wire.py MAGIC[0] */
+#define MAGIC_1           72 /* proto/wire.py MAGIC[1] */
+#define STOP_END          0 /* adapter/conversion/engine.py Stop.END */
+#define STOP_SLOW         1 /* adapter/conversion/engine.py Stop.SLOW */
+#define STOP_ROOM         2 /* adapter/conversion/engine.py Stop.ROOM */
+#define STOP_COUNT        3 /* adapter/conversion/engine.py Stop.COUNT */
+#define PUMP_DEADLINE     0 /* adapter/core/pumping.py PumpStop.DEADLINE */
+#define PUMP_SOCKET       1 /* adapter/core/pumping.py PumpStop.SOCKET */
+#define PUMP_FRAME        2 /* adapter/core/pumping.py PumpStop.FRAME */
+#define PUMP_BUDGET       3 /* adapter/core/pumping.py PumpStop.BUDGET */
+#define PUMP_SIGNAL       4 /* adapter/core/pumping.py PumpStop.SIGNAL */
+#define PUMP_ERROR        5 /* adapter/core/pumping.py PumpStop.ERROR */
+#define PUMP_DRAINED      6 /* adapter/core/pumping.py PumpStop.DRAINED */
+#define PUMP_MODE_SEND    0 /* adapter/core/pumping.py PumpMode.SEND */
+#define PUMP_MODE_HOLD    1 /* adapter/core/pumping.py PumpMode.HOLD */
+#define PUMP_MODE_CONVERT 2 /* adapter/core/pumping.py PumpMode.CONVERT */
+#define HELD_RECORDS      0 /* adapter/core/pumping.py HeldKind.RECORDS */
+#define HELD_PACKET       1 /* adapter/core/pumping.py HeldKind.PACKET */
+#define UNBOUNDED_ROOM    4611686018427387904 /* adapter/core/output.py UNBOUNDED_ROOM */
+#define UNBOUNDED_COUNT   1073741824 /* adapter/core/pipeline.py UNBOUNDED_COUNT */
 
 /* Adds every constant above to the module: 0, or -1 with an exception. */
 static int fh_add_constants(PyObject *module) {
@@ -40,6 +48,14 @@ static int fh_add_constants(PyObject *module) {
     if (PyModule_AddIntConstant(module, "PUMP_BUDGET", PUMP_BUDGET) < 0) return -1;
     if (PyModule_AddIntConstant(module, "PUMP_SIGNAL", PUMP_SIGNAL) < 0) return -1;
     if (PyModule_AddIntConstant(module, "PUMP_ERROR", PUMP_ERROR) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "PUMP_DRAINED", PUMP_DRAINED) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "PUMP_MODE_SEND", PUMP_MODE_SEND) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "PUMP_MODE_HOLD", PUMP_MODE_HOLD) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "PUMP_MODE_CONVERT", PUMP_MODE_CONVERT) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "HELD_RECORDS", HELD_RECORDS) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "HELD_PACKET", HELD_PACKET) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "UNBOUNDED_ROOM", UNBOUNDED_ROOM) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "UNBOUNDED_COUNT", UNBOUNDED_COUNT) < 0) return -1;
     return 0;
 }
 

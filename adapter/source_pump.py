@@ -1,4 +1,4 @@
-"""The runner's side of the source pump: the active's common turn in C, where it can run.
+"""The runner's side of the source pump: an adapter's common turn in C, where it can run.
 
 Theory of operation
 -------------------
@@ -12,13 +12,15 @@ books what it did). This module only wires it to the runner's sockets:
   not built, it found no libzmq or one other than pyzmq's, the operator turned
   it off (``--no-source-pump``) -- and the runner then goes on as before,
   every frame through the Python loop;
-* :meth:`SourcePump.run` runs it once when the core's plan and the line allow
-  (a line whose packets are sealed, or not bound, takes them from Python
-  only) and hands what it did to the core; the runner carries out the
-  returned actions.
+* :meth:`SourcePump.run` runs it once when the core's plan allows, in the
+  plan's mode (an active that sends its packets itself only while the line
+  takes them as they are: a line whose packets are sealed, or not bound,
+  takes them from Python), and hands what it did to the core; the runner
+  carries out the returned actions (a backup's released packets among them).
 
-The journal writer gets each run's records before its blocks can be sent,
-from inside the C call (:meth:`SourcePump._journal`).
+An active's journal writer gets each run's records before its blocks can be
+sent, from inside the C call (:meth:`SourcePump._journal`); a backup's come
+back with its packets, for its gate.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import zmq
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import AdapterCore
 from feedha.adapter.core.actions import Action, JournalRecords
-from feedha.adapter.core.pumping import Pumped, PumpStop
+from feedha.adapter.core.pumping import Pumped, PumpMode, PumpStop
 from feedha.adapter.core.ring import MAX_RING_BYTES
 from feedha.adapter.line import LineSocket
 
@@ -106,18 +108,24 @@ class SourcePump:
         plan = self._core.pump_plan(now)
         if plan is None:
             return None
-        line = self._line.raw_socket()
-        if line is None:
-            return None
+        line = 0
+        if plan.mode is PumpMode.SEND:  # it sends on the line itself: only as the packets are
+            socket = self._line.raw_socket()
+            if socket is None:
+                return None
+            line = socket.underlying
         raw = self._pump.run(
             self._source,
             self._sync,
             self._control,
-            line.underlying,
+            line,
             round(plan.deadline * 1e9),
+            round(plan.wait * 1e9),
             plan.expect_seq,
+            plan.stop_seq,
             plan.next_msg_seq,
             plan.term,
+            int(plan.mode),
             plan.journal and self._append is not None,
             MAX_FRAMES_PER_CALL,
             MAX_BYTES_PER_CALL,
@@ -126,8 +134,10 @@ class SourcePump:
         self.runs += 1
         self.stops[PumpStop(pumped.stop).name.lower()] += 1
         self.handed_back += pumped.leftover is not None
-        self._line.sent_by_others(pumped.bytes_sent)
-        return self._core.on_pumped(pumped, now=time.monotonic(), wall_ns=time.time_ns()), pumped.error
+        if plan.mode is PumpMode.SEND:
+            self._line.sent_by_others(pumped.bytes_sent)
+        actions = self._core.on_pumped(pumped, plan.mode, now=time.monotonic(), wall_ns=time.time_ns())
+        return actions, pumped.error
 
     def _journal(
         self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]

@@ -92,7 +92,7 @@ def _conversion() -> list[Define]:
 
 def _pump() -> list[Define]:
     from feedha.adapter.conversion import engine
-    from feedha.adapter.core import pumping
+    from feedha.adapter.core import output, pipeline, pumping
     from feedha.proto import wire
 
     return [
@@ -103,6 +103,10 @@ def _pump() -> list[Define]:
         Define("MAGIC_1", wire.MAGIC[1], f"{_path(wire)} MAGIC[1]"),
         *members("STOP", engine.Stop, engine),
         *members("PUMP", pumping.PumpStop, pumping),
+        *members("PUMP_MODE", pumping.PumpMode, pumping),
+        *members("HELD", pumping.HeldKind, pumping),
+        constant(output, "UNBOUNDED_ROOM"),
+        constant(pipeline, "UNBOUNDED_COUNT"),
     ]
 
 

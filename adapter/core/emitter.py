@@ -113,6 +113,21 @@ class LineEmitter:
             first_msg_seq, time_ns, array("q", range(first_source_seq, last_source + 1)), payloads
         )
 
+    def admit_records(
+        self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
+    ) -> list[Action]:
+        """Journal records of a run the source pump numbered (``HOLD``): they pass the gate as
+        :meth:`add_run`'s do."""
+        last_source = first_source_seq + len(payloads) - 1
+        return self._journal(
+            first_msg_seq, time_ns, array("q", range(first_source_seq, last_source + 1)), payloads
+        )
+
+    def admit_packet(self, packet: bytes, last_msg_seq: int, count: int, upto: int) -> list[Action]:
+        """A packet the source pump sealed (``HOLD``), covering source positions up to ``upto``:
+        it passes the gate as :meth:`seal`'s do."""
+        return self._admit(_Packet(packet, last_msg_seq, count), upto, len(packet))
+
     def end_of_session(
         self, msg_seq: int, after: int, payload: bytes, *, session: int, flags: int, term: int, now: float,
         time_ns: int,

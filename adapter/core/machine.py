@@ -92,7 +92,7 @@ from feedha.adapter.core.pipeline import (
     Standing,
     Turn,
 )
-from feedha.adapter.core.pumping import Pumped, PumpPlan
+from feedha.adapter.core.pumping import Pumped, PumpMode, PumpPlan, PumpStop
 from feedha.adapter.core.purging import PurgeContext
 from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
@@ -308,28 +308,31 @@ class AdapterCore:
     def pump_journal(
         self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
     ) -> JournalRecords | None:
-        """The journal records of a run the pump is about to publish (it journals before it sends)."""
+        """The journal records of a run the pump is about to send (``SEND``: it journals first)."""
         return pumping.journal_records(self, first_msg_seq, time_ns, first_source_seq, payloads)
 
-    def on_pumped(self, pumped: Pumped, *, now: float, wall_ns: int) -> list[Action]:
-        """The source pump came back: book what it converted, numbered and sent.
+    def on_pumped(self, pumped: Pumped, mode: PumpMode, *, now: float, wall_ns: int) -> list[Action]:
+        """The source pump came back from a run in ``mode``: book what it converted, numbered and sealed.
 
         A source message it stopped at (one it does not take whole) goes on here from where
-        it stopped, as :meth:`on_source` takes it, and what is ready then goes out.
+        it stopped, as :meth:`on_source` takes it, and what is ready then goes out. A run that
+        came back having drained the source read all there was (:meth:`on_source_drained`).
         """
         turn = self._turn(now, wall_ns)
-        pumping.settle(self, pumped)
-        if pumped.leftover is None:
-            return turn.out
-        out = self.on_source(
-            pumped.leftover,
-            now=now,
-            wall_ns=wall_ns,
-            frame=pumped.leftover_frame,
-            start=pumped.leftover_pos,
-            converted=pumped.leftover_converted,
-        )
-        return out + self.on_source_drained(now=now, wall_ns=wall_ns)
+        out = pumping.settle(self, pumped, mode)
+        if pumped.leftover is not None:
+            out += self.on_source(
+                pumped.leftover,
+                now=now,
+                wall_ns=wall_ns,
+                frame=pumped.leftover_frame,
+                start=pumped.leftover_pos,
+                converted=pumped.leftover_converted,
+            )
+            return out + self.pipeline.seal(self._sync.term, turn)
+        if pumped.stop in (PumpStop.DEADLINE, PumpStop.DRAINED):
+            out += self.on_source_drained(now=now, wall_ns=wall_ns)
+        return out
 
     def is_throttled(self) -> bool:
         """Whether the source is read at a reduced rate (rule 3's throttle, or an operator's)."""

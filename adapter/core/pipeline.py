@@ -221,21 +221,17 @@ class Pipeline:
         """The recent source frames (replayed after a snapshot)."""
         return self._ring
 
-    def is_plain(self) -> bool:
-        """Whether no source position is watched: every frame may go through the engine's runs whole.
+    def pump_stop(self) -> int | None:
+        """Where the source pump's runs must stop (:meth:`stop_position`), or ``None`` if it may not run.
 
-        No pending report or snapshot, no fence, no held jump, no deferred frame, no gap the
-        group is asked about, no session roll waiting: :meth:`stop_position` is 0.
+        Not while every next message must be looked at (a held jump), nor while input waits
+        (a deferred frame, a gap the group is asked about, a session roll to carry out): the
+        Python path is in the middle of something. A watched position (a pending report or
+        snapshot, a fence) is only where the runs stop, as the Python path's runs do.
         """
-        return (
-            not self._held
-            and self.pending_snapshot is None
-            and self.fence is None
-            and not self.deferred
-            and self.holding_gap is None
-            and self.pending_roll is None
-            and not self.sequencer.first_pending()
-        )
+        if self._held or self.deferred or self.holding_gap is not None or self.pending_roll is not None:
+            return None
+        return self.stop_position()
 
     def convert(
         self, frame: bytes, standing: Standing, turn: Turn, *, start: int = 0, before: int = 0

@@ -1,39 +1,45 @@
-"""The source pump's part of the core: when it may run, and what it did.
+"""The source pump's part of the core: when it may run, in which mode, and what it did.
 
 Theory of operation
 -------------------
-An active adapter whose output goes straight out spends most of its time
-on one kind of turn: a source frame arrives, the conversion engine takes
-it whole in one run, the blocks fill a packet, the packet goes out. In the
+Most of an adapter's turns are one kind: a source frame arrives, the
+conversion engine takes it whole in one run, the blocks fill a packet, the
+packet goes out (the active) or waits at the output gate (a backup). In the
 Python loop that turn costs a poll, a receive, the core's stages (pipeline,
-emitter, gate, output, sequencer) and a send: ~30 µs of interpreter a frame
-at one frame a turn, ten times a bare relay's. The *pump* is that turn in
-C (``adapter/_pump.c``): it waits on the sockets, receives, calls the
-engine's run function, builds and sends the packets itself, and comes back
-to Python only when the core has something to decide.
+emitter, gate, output, sequencer) and a send: ~30 µs of interpreter a frame at
+one frame a turn, several times a bare relay's. The *pump* is that turn in C
+(``adapter/_pump.c``): it drains the source, calls the engine's run function,
+builds the packets itself, and comes back to Python only when the core has
+something to decide.
 
 The core stays the one that decides:
 
-* :func:`plan` says whether the pump may run now and within what: only in
-  the plain state (the active, its gate open and trusted, nothing watched
-  at a source position -- no pending report, snapshot, fence, held jump,
-  deferred frame or gap -- no throttle, no conflation, no injected drop, an
-  empty packet) and only until the core's next deadline. Everything the
-  pump would have to decide ends its run instead.
-* the pump stops at the first thing it does not take whole (a message the
-  run stops at, a frame that is not two parts), at a readable sync bus or
-  control socket, at the deadline, after a budget of frames, or at a
-  signal; the unfinished frame goes through the Python path from where the
-  pump left it (:meth:`AdapterCore.on_source`'s ``start``).
-* :func:`settle` books what it did exactly as the Python path books it:
-  the sequencer's run and digests, the ring's frames, the counters, the
-  emitter's published position and the output's last send (the idle-line
-  heartbeat), in one call per pump run.
+* :func:`plan` says whether the pump may run now, in which :class:`PumpMode`,
+  before which source position and until when: the active sends its packets
+  itself (``SEND``, until the core's next deadline); a backup that publishes
+  gets its packets and journal records back for its output gate (``HOLD``),
+  one that does not publish only converts and numbers (``CONVERT``), and a
+  backup drains what is queued and comes back at once (it reads its source in
+  batches). Never while the pipeline watches every message (a held jump), holds
+  input (a deferred frame, a gap the group is asked about, a session roll),
+  while a throttle paces it, while gap answers are owed, while its own packet
+  is being filled, while drops are injected, or with a conflated line. A
+  position the sync rules watch (a pending report, snapshot or fence) is the
+  run's ``stop_seq``: the pump stops there and the careful path takes it.
+* the pump stops at the first thing it does not take whole (a message the run
+  stops at, a frame that is not two parts), at a readable sync bus or control
+  socket (looked at before every frame), at the deadline, after a budget of
+  frames or bytes, or at a signal; the unfinished frame goes through the Python
+  path from where the pump left it (:meth:`AdapterCore.on_source`'s ``start``).
+* :func:`settle` books what it did exactly as the Python path books it: the
+  sequencer's run and digests, the ring's frames, the counters, and per mode
+  the emitter's published position and the output's last send (``SEND``) or
+  every held record and packet through the gate, in order (``HOLD``).
 
-The pump journals before it sends: for every run with blocks it calls back
-into :func:`journal_records` (the journal plan's bookkeeping) and the
-runner's journal writer, so the journal holds what the line carried, as on
-the Python path.
+In ``SEND`` the pump journals before it sends: for every run with blocks it
+calls back into :func:`journal_records` (the journal plan's bookkeeping) and
+the runner's journal writer, so the journal holds what the line carried, as
+on the Python path; in ``HOLD`` the records come back with the packets.
 
 :func:`pump_frames` is the pump's loop in Python over frames already
 received: the reference the C pump is compared with, and what the group
@@ -47,28 +53,57 @@ import enum
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from feedha.adapter.conversion.engine import RunFunction, Stop
-from feedha.adapter.core.actions import JournalRecords
+from feedha.adapter.core.actions import Action, JournalRecords
+from feedha.adapter.core.output import UNBOUNDED_ROOM
+from feedha.adapter.core.pipeline import UNBOUNDED_COUNT
 from feedha.adapter.core.sync_types import Role
 from feedha.proto import wire
 
 if TYPE_CHECKING:
     from feedha.adapter.core.machine import AdapterCore
 
-__all__ = ["PumpPlan", "PumpStop", "Pumped", "journal_records", "plan", "pump_frames", "settle"]
+__all__ = [
+    "HeldKind",
+    "LineIdentity",
+    "PumpMode",
+    "PumpPlan",
+    "PumpStop",
+    "Pumped",
+    "journal_records",
+    "plan",
+    "pump_frames",
+    "settle",
+]
 
 
 class PumpStop(enum.IntEnum):
     """Why a pump run came back (``scripts/gen_constants.py`` makes these ``_pump``'s ``PUMP_*``)."""
 
-    DEADLINE = 0  # the core's next deadline came: its timers are due
+    DEADLINE = 0  # the core's deadline came: its timers are due
     SOCKET = 1  # the sync bus or the control socket has something to read
     FRAME = 2  # a source message the pump did not take whole: the Python path goes on from it
     BUDGET = 3  # frames kept coming: the rest of a turn runs before the pump goes on
     SIGNAL = 4  # a signal interrupted the wait (its Python handler has run)
     ERROR = 5  # something failed (``error``): what was done is booked first, then it is raised
+    DRAINED = 6  # nothing more was queued and it was not to wait (a backup reads in batches)
+
+
+class PumpMode(enum.IntEnum):
+    """What the pump does with the packets it fills (``_pump``'s ``PUMP_MODE_*``)."""
+
+    SEND = 0  # the active: each packet goes out on the line (runs journaled first)
+    HOLD = 1  # a publishing backup: packets and journal records come back for the output gate
+    CONVERT = 2  # a backup that does not publish: conversion and numbering only
+
+
+class HeldKind(enum.IntEnum):
+    """What one item a ``HOLD`` run hands back is (``_pump``'s ``HELD_*``)."""
+
+    RECORDS = 0  # (RECORDS, first_msg_seq, time_ns, first_source_seq, payloads): a run to journal
+    PACKET = 1  # (PACKET, packet, last_msg_seq, count, last_source_seq): a sealed packet
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +111,22 @@ class PumpPlan:
     """What one pump run may do.
 
     Attributes:
-        deadline: when it must come back (the core's next deadline, monotonic seconds).
+        mode: what becomes of the packets (:class:`PumpMode`).
+        deadline: when it must come back at the latest (the core's next deadline, monotonic seconds).
+        wait: until when it waits for more once it drained what was queued (a backup's has
+            come already: it drains and comes back, as it reads its source in batches).
         expect_seq: the source_seq the next message must carry (0: any, the first ever).
+        stop_seq: the first source position the sync rules watch (0: none): runs stop before it.
         next_msg_seq: the msg_seq its first message takes.
         term: the term stamped on its packets.
         journal: it journals what it publishes (the adapter has a journal).
     """
 
+    mode: PumpMode
     deadline: float
+    wait: float
     expect_seq: int
+    stop_seq: int
     next_msg_seq: int
     term: int
     journal: bool
@@ -100,9 +142,11 @@ class Pumped(NamedTuple):
         first_msg_seq: the msg_seq of that message; the others follow by one.
         messages: how many messages it converted (the leftover frame's first ones included).
         digests: the state digest after each message, native uint64s.
-        packets: the packets it sent.
+        packets: the packets it sealed (sent, or held).
         bytes_sent: their bytes.
-        last_send_ns: the monotonic clock at its last send, in ns (0: it sent nothing).
+        last_send_ns: the monotonic clock when it sealed the last, in ns (0: none).
+        held: ``HOLD``: the journal records and packets for the gate, in order (:class:`HeldKind`);
+            else ``None``.
         leftover: the parts of the source message it stopped at (``None``: none).
         leftover_frame: the frame it converted from those parts (the engine's ``source_frame``
             of the second part; ``None``: it converted nothing of them, the Python path starts afresh).
@@ -120,6 +164,7 @@ class Pumped(NamedTuple):
     packets: int
     bytes_sent: int
     last_send_ns: int
+    held: list[tuple[Any, ...]] | None
     leftover: list[bytes] | None
     leftover_frame: bytes | None
     leftover_pos: int
@@ -130,25 +175,33 @@ class Pumped(NamedTuple):
 def plan(core: AdapterCore, now: float) -> PumpPlan | None:
     """The pump's plan for now, or ``None`` when the core must see every frame itself."""
     sync, pipeline, emitter = core.sync, core.pipeline, core.emitter
-    output, gate = emitter.output, emitter.gate
+    output = emitter.output
+    stop_seq = pipeline.pump_stop()
     if (
-        sync.role is not Role.ACTIVE
-        or not gate.is_open
-        or emitter.suspect_after is not None
+        stop_seq is None
         or output.pending
         or output.drops_injected
         or core.conflated.enabled
-        or not pipeline.is_plain()
         or not core.reads_source(now)
         or core.is_throttled()
         or core.gaps.query is not None
         or core.gaps.backup.owed
     ):
         return None
+    deadline = core.next_deadline(now)
+    if sync.role is Role.ACTIVE and emitter.gate.is_open:
+        mode, wait = PumpMode.SEND, deadline
+    elif sync.role is Role.BACKUP:
+        mode, wait = (PumpMode.HOLD if sync.is_publishing else PumpMode.CONVERT), now
+    else:
+        return None
     last = pipeline.sequencer.last_source_seq
     return PumpPlan(
-        deadline=core.next_deadline(now),
+        mode=mode,
+        deadline=deadline,
+        wait=wait,
         expect_seq=last + 1 if last else 0,
+        stop_seq=stop_seq,
         next_msg_seq=pipeline.sequencer.next_msg_seq,
         term=sync.term,
         journal=emitter.journal is not None,
@@ -158,7 +211,7 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
 def journal_records(
     core: AdapterCore, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
 ) -> JournalRecords | None:
-    """The journal records of one run the pump is about to publish (the journal plan's bookkeeping)."""
+    """The journal records of one run the pump is about to send (the journal plan's bookkeeping)."""
     journal = core.emitter.journal
     if journal is None:
         return None
@@ -166,24 +219,36 @@ def journal_records(
     return journal.records(first_msg_seq, time_ns, source_seqs, payloads)
 
 
-def settle(core: AdapterCore, pumped: Pumped) -> None:
+def settle(core: AdapterCore, pumped: Pumped, mode: PumpMode) -> list[Action]:
     """Book what a pump run did, as the Python path books the same frames and packets.
 
     The frame the pump stopped at is not in ``pumped.frames``: the Python path books it
     whole once it has converted the rest (``on_source``'s ``converted``).
+
+    Returns:
+        What the gate lets out of the records and packets a ``HOLD`` run handed back.
     """
     pipeline, emitter = core.pipeline, core.emitter
     count = pumped.messages
     if count:
         pipeline.sequencer.record_run(pumped.first_source_seq, pumped.first_msg_seq, pumped.digests)
         pipeline.counters.numbered += count
-        emitter.published_msg_seq = pumped.first_msg_seq + count - 1
-        emitter.published += count
     ring = pipeline.ring
     for frame, converted in pumped.frames:
         ring.add(frame, converted)
     if pumped.packets:
         emitter.output.sent(pumped.packets, at=pumped.last_send_ns / 1e9)
+    out: list[Action] = []
+    if mode is PumpMode.SEND and count:
+        emitter.published_msg_seq = pumped.first_msg_seq + count - 1
+        emitter.published += count
+    elif mode is PumpMode.HOLD and pumped.held:
+        for item in pumped.held:
+            if item[0] == HeldKind.RECORDS:
+                out += emitter.admit_records(*item[1:])
+            else:
+                out += emitter.admit_packet(*item[1:])
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,23 +273,32 @@ def pump_frames(
     now_ns: int,
     max_frames: int = 1 << 30,
 ) -> tuple[Pumped, list[bytes]]:
-    """The C pump's loop over source messages already received: what it books, and its packets.
+    """The C pump's loop over source messages already received: what it books, and the packets it sent.
 
     ``messages`` are the source messages waiting, each as its parts; once they are taken
-    the pump would wait (its deadline: :attr:`PumpStop.DEADLINE`). Packets go out when
-    full and when the messages are drained, as the C pump sends them; every message and
-    run gets ``wall_ns`` as its publish time and every packet ``wall_ns`` as its send time.
+    the pump would wait (:attr:`PumpStop.DEADLINE`), or, when the plan says not to wait,
+    come back (:attr:`PumpStop.DRAINED`). Packets are sealed when full and when
+    the messages are drained, as the C pump seals them; every message and run gets
+    ``wall_ns`` as its publish time and every packet ``wall_ns`` as its send time. ``SEND``
+    returns the packets (the line's) and journals through ``journal``; ``HOLD`` returns them
+    in ``held`` with the records, as the C pump does.
     """
     builder, packets = wire.PacketBuilder(line.max_packet_bytes), []
     frames: list[tuple[bytes, int]] = []
-    expect, msg_seq, first_source, first_msg, count = plan.expect_seq, plan.next_msg_seq, 0, 0, 0
+    held: list[tuple[Any, ...]] | None = [] if plan.mode is PumpMode.HOLD else None
+    expect, msg_seq, first_source, first_msg, count, upto = plan.expect_seq, plan.next_msg_seq, 0, 0, 0, 0
     digests = bytearray()
-    want_payloads = plan.journal and journal is not None
+    converting = plan.mode is PumpMode.CONVERT
+    want_payloads = plan.journal and not converting and (held is not None or journal is not None)
 
     def seal() -> None:
         if builder.count:
-            packets.append(builder.build(channel=line.channel, adapter=line.adapter, term=plan.term,
-                                         send_time_ns=wall_ns))  # fmt: skip
+            last, size = builder.first_seq + builder.count - 1, builder.count
+            packet = builder.build(channel=line.channel, adapter=line.adapter, term=plan.term,
+                                   send_time_ns=wall_ns)  # fmt: skip
+            packets.append(packet)
+            if held is not None:
+                held.append((HeldKind.PACKET, packet, last, size, upto))
 
     def result(stop: PumpStop, leftover: tuple[list[bytes], bytes | None, int, int] | None) -> Pumped:
         seal()
@@ -232,8 +306,9 @@ def pump_frames(
         return Pumped(
             stop=stop, frames=frames, first_source_seq=first_source, first_msg_seq=first_msg,
             messages=count, digests=bytes(digests), packets=len(packets),
-            bytes_sent=sum(map(len, packets)), last_send_ns=now_ns if packets else 0, leftover=parts,
-            leftover_frame=frame, leftover_pos=pos, leftover_converted=converted, error=None,
+            bytes_sent=sum(map(len, packets)), last_send_ns=now_ns if packets else 0, held=held,
+            leftover=parts, leftover_frame=frame, leftover_pos=pos, leftover_converted=converted,
+            error=None,
         )  # fmt: skip
 
     for taken, parts in enumerate(messages, start=1):
@@ -242,15 +317,23 @@ def pump_frames(
         frame = parts[1] if frame_of is None else frame_of(parts[1])
         pos = converted = 0
         while True:
-            room = builder.room()
+            if converting:
+                room, max_count = UNBOUNDED_ROOM, UNBOUNDED_COUNT
+            else:
+                room, max_count = builder.room(), wire.MAX_COUNT - builder.count
             pos, got, stop, blocks, first_seq, run_digests, payloads = run(
-                frame, pos, expect, 0, room, wire.MAX_COUNT - builder.count, wall_ns,
-                line.source_stream, True, want_payloads,
+                frame, pos, expect, plan.stop_seq, room, max_count, wall_ns, line.source_stream, True,
+                want_payloads,
             )  # fmt: skip
             if got:
-                if want_payloads and journal is not None and payloads is not None:
-                    journal(msg_seq, wall_ns, first_seq, payloads)
-                builder.add_blocks(msg_seq, got, blocks)
+                if want_payloads and payloads is not None:
+                    if held is not None:
+                        held.append((HeldKind.RECORDS, msg_seq, wall_ns, first_seq, payloads))
+                    elif journal is not None:
+                        journal(msg_seq, wall_ns, first_seq, payloads)
+                if not converting:
+                    builder.add_blocks(msg_seq, got, blocks)
+                    upto = first_seq + got - 1
                 if not count:
                     first_source, first_msg = first_seq, msg_seq
                 count, msg_seq, expect = count + got, msg_seq + got, first_seq + got
@@ -266,4 +349,5 @@ def pump_frames(
             frames.append((frame, converted))
         if taken >= max_frames:
             return result(PumpStop.BUDGET, None), packets
-    return result(PumpStop.DEADLINE, None), packets
+    drained = PumpStop.DRAINED if plan.wait < plan.deadline else PumpStop.DEADLINE
+    return result(drained, None), packets

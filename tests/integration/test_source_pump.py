@@ -27,7 +27,7 @@ import zmq
 
 from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.conversion.state import DIGEST_MASK
-from feedha.adapter.core.pumping import Pumped, PumpStop
+from feedha.adapter.core.pumping import HeldKind, Pumped, PumpMode, PumpStop
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, market_pb2, wire
 from tests.integration.groups import running_group
@@ -118,10 +118,13 @@ class Rig:
     journaled: list[tuple[int, int, int, list[bytes]]]
 
     def run(self, *, deadline_s: float = 1.0, expect: int = 0, msg_seq: int = 1, frames: int = 10_000,
-            journal: bool = False, max_bytes: int = 1 << 30) -> Pumped:  # fmt: skip
+            journal: bool = False, max_bytes: int = 1 << 30, mode: PumpMode = PumpMode.SEND,
+            stop_seq: int = 0, wait: bool = True) -> Pumped:  # fmt: skip
+        deadline = time.monotonic_ns() + int(deadline_s * 1e9)
         raw = self.pump.run(
             self.source.underlying, self.sync.underlying, self.control.underlying, self.line.underlying,
-            time.monotonic_ns() + int(deadline_s * 1e9), expect, msg_seq, 7, journal, frames, max_bytes,
+            deadline, deadline if wait else 0, expect, stop_seq, msg_seq, 7, int(mode), journal,
+            frames, max_bytes,
         )  # fmt: skip
         return Pumped._make(raw)
 
@@ -286,6 +289,56 @@ def test_the_pump_journals_each_run_before_its_packets_and_books_a_failing_journ
     assert pumped.messages == 0 and packets == []
 
 
+def test_a_backup_s_pump_holds_its_packets_and_records_for_the_gate_in_order() -> None:
+    with rig() as r:
+        r.send(*(_message(seq) for seq in range(1, 31)))
+        r.send(*(_message(seq) for seq in range(31, 41)))
+        assert r.source.poll(2000)
+        pumped = r.run(mode=PumpMode.HOLD, journal=True, deadline_s=0.3)
+        on_the_line = r.packets(timeout_ms=100)
+    assert on_the_line == []  # nothing sent: the gate decides
+    assert pumped.held is not None and pumped.messages == 40
+    records = [item for item in pumped.held if item[0] == HeldKind.RECORDS]
+    packets = [item for item in pumped.held if item[0] == HeldKind.PACKET]
+    assert sum(len(item[4]) for item in records) == 40 and pumped.packets == len(packets) > 1
+    # Each packet follows the records of the messages it carries, and says how far it reaches.
+    for index, item in enumerate(pumped.held):
+        if item[0] == HeldKind.PACKET:
+            _kind, packet, last_msg_seq, count, upto = item
+            blocks = list(decode_line_blocks(packet))
+            assert (blocks[-1][0], len(blocks), blocks[-1][1]) == (last_msg_seq, count, upto)
+            journaled = [r for r in pumped.held[:index] if r[0] == HeldKind.RECORDS]
+            assert journaled[-1][1] + len(journaled[-1][4]) - 1 >= last_msg_seq
+
+
+def test_a_backup_s_pump_drains_all_that_is_queued_and_comes_back_without_waiting() -> None:
+    frames = [b"".join(_message(seq) for seq in range(first, first + 5)) for first in range(1, 101, 5)]
+    with rig() as r:
+        for frame in frames:
+            r.send(frame)
+        got: list[int] = []
+        deadline = time.monotonic() + 10
+        while sum(got) < 100:  # what came by now each time; the last call takes the last frame
+            assert time.monotonic() < deadline
+            r.source.poll(1000)
+            pumped = r.run(mode=PumpMode.HOLD, wait=False, expect=sum(got) + 1 if got else 0,
+                           msg_seq=sum(got) + 1)  # fmt: skip
+            assert pumped.stop == PumpStop.DRAINED
+            got.append(pumped.messages)
+    assert sum(got) == 100 and len(got) < 20  # more than a frame a call: it drained, it did not stop at one
+
+
+def test_a_watched_position_stops_the_pump_before_it_and_convert_mode_builds_nothing() -> None:
+    with rig() as r:
+        r.send(*(_message(seq) for seq in range(1, 11)))
+        pumped = r.run(mode=PumpMode.CONVERT, journal=True, stop_seq=6)
+    assert pumped.stop == PumpStop.FRAME and pumped.messages == 5 and pumped.leftover_converted == 5
+    assert pumped.packets == 0 and pumped.held is None
+    assert pumped.leftover_frame is not None and pumped.leftover_frame[pumped.leftover_pos :].startswith(
+        _message(6)
+    )
+
+
 def test_a_signal_interrupts_the_wait_and_its_handler_runs_first() -> None:
     caught = threading.Event()
     previous = signal.signal(signal.SIGALRM, lambda *_a: caught.set())
@@ -326,5 +379,7 @@ def test_the_pump_refuses_bad_arguments() -> None:
         _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, wire.HEADER_SIZE)
     pump = _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, MAX_PACKET)
     with pytest.raises(ValueError, match="socket is missing"):
-        pump.run(0, 0, 0, 0, 0, 0, 1, 1, False, 10, 10)
+        pump.run(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, False, 10, 10)
+    with pytest.raises(ValueError, match="mode"):
+        pump.run(1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 7, False, 10, 10)
     assert _pump.zmq_version_info() == zmq.zmq_version_info()

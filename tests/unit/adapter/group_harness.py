@@ -46,7 +46,7 @@ from feedha.adapter.core import (
 )
 from feedha.adapter.core.commands import Command
 from feedha.adapter.core.health import MachineSample
-from feedha.adapter.core.pumping import LineIdentity, pump_frames
+from feedha.adapter.core.pumping import LineIdentity, PumpMode, pump_frames
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
 from feedha.adapter.journal.format import ControlRecord, Record
@@ -245,7 +245,7 @@ class CoreGroup:
         fix44: the source speaks fix44 and the adapters convert it into books.
         itch50: the source speaks ITCH 5.0 over MoldUDP64; the adapters keep market-by-order books.
         conflate_s: every adapter serves a conflated line with this interval (None: none).
-        pump: the actives' source pump runs where the runner would run it (its Python twin).
+        pump: the source pump runs where the runner would run it (its Python twin).
     """
 
     def __init__(
@@ -265,7 +265,7 @@ class CoreGroup:
     ) -> None:
         self.conflate_s = conflate_s
         self.pump = pump
-        self.pumped = 0  # source messages the pump twin took, over every member
+        self.pumped: dict[PumpMode, int] = {}  # source messages the pump twin took, by mode
         self.schedule = schedule
         self.now = 0.0
         self.delay_s, self.margin_s = delay_s, margin_s
@@ -426,7 +426,8 @@ class CoreGroup:
         self._carry_out(member, core.on_tick(now=self.now, wall_ns=wall_ns))
 
     def _pump(self, member: Member, wall_ns: int) -> None:
-        # The runner's source pump (its Python twin), where the core's plan allows it.
+        # The runner's source pump (its Python twin), where the core's plan allows it: the
+        # active's packets go out, a backup's come back for its gate (on_pumped admits them).
         core = member.core
         plan = core.pump_plan(self.now)
         if plan is None or not member.source_inbox:
@@ -450,9 +451,10 @@ class CoreGroup:
             journal=journal if plan.journal else None, line=identity, wall_ns=wall_ns,
             now_ns=round(self.now * 1e9),
         )  # fmt: skip
-        self.pumped += pumped.messages
-        self._carry_out(member, [Publish(packet) for packet in packets])
-        self._carry_out(member, core.on_pumped(pumped, now=self.now, wall_ns=wall_ns))
+        self.pumped[plan.mode] = self.pumped.get(plan.mode, 0) + pumped.messages
+        if plan.mode is PumpMode.SEND:
+            self._carry_out(member, [Publish(packet) for packet in packets])
+        self._carry_out(member, core.on_pumped(pumped, plan.mode, now=self.now, wall_ns=wall_ns))
 
     def _carry_out(self, member: Member, actions: Sequence[Any]) -> None:
         for action in actions:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from feedha.adapter.core.commands import DropPackets, Throttle
-from feedha.adapter.core.pumping import LineIdentity, PumpStop, pump_frames
+from feedha.adapter.core.pumping import LineIdentity, PumpMode, PumpStop, pump_frames
 from feedha.adapter.core.sync_types import Role
 from feedha.plain_source.frames import POISON_KINDS, poison_message
 from feedha.proto import market_pb2, wire
@@ -63,7 +63,8 @@ def _state(group: CoreGroup, number: int) -> dict[str, Any]:
 @pytest.mark.parametrize("kind", FORMATS)
 def test_the_pump_books_what_the_python_loop_books(kind: str) -> None:
     pumped, python = _run(kind, pump=True), _run(kind, pump=False)
-    assert pumped.pumped > 1000 and python.pumped == 0
+    assert pumped.pumped[PumpMode.SEND] > 1000 and pumped.pumped[PumpMode.HOLD] > 1000
+    assert python.pumped == {}
     for number in (1, 2):
         assert _state(pumped, number) == _state(python, number)
     assert pumped.delivered == python.delivered and pumped.lost == 0 and pumped.duplicates == 0
@@ -76,22 +77,24 @@ def test_a_failover_in_the_middle_of_pumping_loses_and_repeats_nothing() -> None
     group = CoreGroup(3, rate=5000)
     group.run_until(lambda: group.in_sync(2) and group.in_sync(3), within=3)
     group.run(0.2)
-    before = group.pumped
+    before = group.pumped[PumpMode.SEND]
     group.kill(1)
     group.run_until(lambda: len(group.actives()) == 1 and group.actives()[0] != 1, within=3)
     group.run(0.3)
-    assert group.pumped > before  # the new active pumps too
+    assert group.pumped[PumpMode.SEND] > before  # the new active pumps too
     group.run(0.5, source=False)
     assert (group.lost, group.duplicates, group.out_of_order) == (0, 0, 0)
     assert group.delivered_source_seqs() == group.source.expected()
 
 
-def test_the_plan_is_only_for_a_plain_active() -> None:
+def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
     group = CoreGroup(2, rate=1000)
     group.run_until(lambda: group.in_sync(2), within=3)
     active, backup = group.members[1].core, group.members[2].core
     plan = active.pump_plan(group.now)
-    assert plan is not None and backup.pump_plan(group.now) is None
+    assert plan is not None and plan.mode is PumpMode.SEND
+    held = backup.pump_plan(group.now)  # a backup drains what is queued, for its gate
+    assert held is not None and held.mode is PumpMode.HOLD and held.wait == group.now
     assert plan.next_msg_seq == active.sequencer.next_msg_seq
     assert plan.expect_seq == active.sequencer.last_source_seq + 1
     assert (plan.term, plan.journal) == (active.sync.term, True)
