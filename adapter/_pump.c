@@ -245,6 +245,32 @@ static int read_result(PyObject *result, RunResult *out) {
     return 0;
 }
 
+/* HOLD: a run's journal records, for the gate. Runs that follow each other with no packet sealed
+   in between go in one item (one JournalRecords for the lot, as a frame of many runs would be);
+   a packet sealed in between starts a new one, so each packet still follows its records and
+   nothing it carries waits behind records of later messages at the gate. */
+static int hold_records(Run *r, PyObject *payloads, int64_t wall_ns, unsigned long long first_seq) {
+    Py_ssize_t n = PyList_GET_SIZE(r->held);
+    if (n > 0) {
+        PyObject *last = PyList_GET_ITEM(r->held, n - 1); /* (HELD_RECORDS, msg_seq, time, source_seq, payloads) */
+        if (PyLong_AsLong(PyTuple_GET_ITEM(last, 0)) == HELD_RECORDS) {
+            PyObject *held = PyTuple_GET_ITEM(last, 4);
+            unsigned long long last_msg = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(last, 1));
+            unsigned long long last_source = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(last, 3));
+            Py_ssize_t held_n = PyList_GET_SIZE(held);
+            if (PyErr_Occurred()) return -1;
+            if (last_msg + (unsigned long long)held_n == r->msg_seq &&
+                last_source + (unsigned long long)held_n == first_seq)
+                return PyList_SetSlice(held, held_n, held_n, payloads);
+        }
+    }
+    PyObject *copy = PyList_GetSlice(payloads, 0, PyList_GET_SIZE(payloads)); /* ours to extend */
+    if (copy == NULL) return -1;
+    int failed = append_new(r->held, Py_BuildValue("(iKLKN)", HELD_RECORDS, (unsigned long long)r->msg_seq,
+                                                    (long long)wall_ns, first_seq, copy));
+    return failed;
+}
+
 /* Book one run: its journal records first (before anything of it can go out), its blocks, its digests. */
 static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall_ns) {
     if (res->count == 0) return 0;
@@ -259,8 +285,7 @@ static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall
                                                    (long long)wall_ns, res->first_seq, payloads);
             if (done == NULL) return -1;
             Py_DECREF(done);
-        } else if (append_new(r->held, Py_BuildValue("(iKLKO)", HELD_RECORDS, (unsigned long long)r->msg_seq,
-                                                     (long long)wall_ns, res->first_seq, payloads)) < 0) {
+        } else if (hold_records(r, payloads, wall_ns, res->first_seq) < 0) {
             return -1;
         }
     }

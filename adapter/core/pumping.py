@@ -328,7 +328,7 @@ def pump_frames(
             if got:
                 if want_payloads and payloads is not None:
                     if held is not None:
-                        held.append((HeldKind.RECORDS, msg_seq, wall_ns, first_seq, payloads))
+                        _hold_records(held, msg_seq, wall_ns, first_seq, payloads)
                     elif journal is not None:
                         journal(msg_seq, wall_ns, first_seq, payloads)
                 if not converting:
@@ -351,3 +351,17 @@ def pump_frames(
             return result(PumpStop.BUDGET, None), packets
     drained = PumpStop.DRAINED if plan.wait < plan.deadline else PumpStop.DEADLINE
     return result(drained, None), packets
+
+
+def _hold_records(
+    held: list[tuple[Any, ...]], msg_seq: int, time_ns: int, first_seq: int, payloads: list[bytes]
+) -> None:
+    # As the C pump: runs that follow each other with no packet sealed in between share one
+    # item; a packet in between starts a new one (it must follow its records, and nothing it
+    # carries may wait at the gate behind records of later messages).
+    if held and held[-1][0] == HeldKind.RECORDS:
+        _kind, last_msg, _time, last_source, kept = held[-1]
+        if last_msg + len(kept) == msg_seq and last_source + len(kept) == first_seq:
+            kept.extend(payloads)
+            return
+    held.append((HeldKind.RECORDS, msg_seq, time_ns, first_seq, list(payloads)))
