@@ -117,7 +117,7 @@ def test_the_build_stage_compiles_the_extensions_and_pyzmq_with_openpgm() -> Non
     assert "build-essential" in runs and "libzmq3-dev" in runs
     assert "pip wheel" in runs and "--no-binary pyzmq" in runs
     extensions = re.findall(r'Extension\(\s*"([\w.]+)"', (ROOT / "setup.py").read_text())
-    assert len(extensions) == 3
+    assert "feedha.adapter._pump" in extensions and len(extensions) == len(set(extensions))
     assert f"len(built) == {len(extensions)}" in runs  # the wheel is checked for every compiled module
 
 
