@@ -54,7 +54,7 @@ class BookState(ConversionState):
         staged: dict[str, SymbolValues] = {}
         new = 0
         for symbol, entries in msg.updates:
-            current = self._values.get(symbol)
+            current = self.peek(symbol)
             if current is None and symbol not in staged:
                 new += 1
                 self._check_room(symbol, new)

@@ -55,16 +55,20 @@ class Fix44Engine(ReferenceEngine):
         prefer_native: bool = True,
     ) -> None:
         super().__init__(ConverterTable.load())
-        self.state = BookState(depth)
         packaged = Dictionary.load()
         self.fix44 = Fix44Converter(dictionary or packaged, securities)
         self.depth = depth
         self._last: tuple[bytes, SourceMessage] = (b"", SourceMessage(0, "", 0, ()))
         # The C run knows the packaged dictionary's rules only: an operator's own takes Python's.
-        run_type = choice.fix44_run_type(prefer_native=prefer_native and self.fix44.dictionary == packaged)
+        native = choice.fix44_native(prefer_native=prefer_native and self.fix44.dictionary == packaged)
         self._native_run: RunFunction | None = None
-        if run_type is not None:
-            self._native_run = run_type(self.state, SymbolValues, BookValues, MAX_PRICES).run
+        if native is None:
+            self.state = BookState(depth)
+        else:  # the state in C structs, and the C run over them
+            state_type, run_type = native
+            state = state_type(depth)
+            self.state = state
+            self._native_run = run_type(state.native, MAX_PRICES).run
         self.is_native = self._native_run is not None
 
     def run_function(self) -> RunFunction:
