@@ -2553,6 +2553,17 @@ static int fx_decimal(const uint8_t *v, size_t n, double *out) {
         for (i++; i < n && fx_isdigit(v[i]); i++) frac++;
     }
     if (i != n || whole + frac == 0) return -1;
+    if (whole + frac <= 15) { /* Clinger's fast path: an exact integer over an exact power of ten, */
+        static const double pow10[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                         1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+        uint64_t mantissa = 0; /* one correctly rounded division, as float() rounds */
+        for (size_t k = v[0] == '-'; k < n; k++) {
+            if (v[k] != '.') mantissa = mantissa * 10 + (uint64_t)(v[k] - '0');
+        }
+        double d = (double)mantissa / pow10[frac];
+        *out = v[0] == '-' ? -d : d;
+        return 0;
+    }
     char text[48], *stop = NULL;
     memcpy(text, v, n);
     text[n] = 0;
@@ -3192,7 +3203,7 @@ static void fx_rollback(FxCtx *c, FxSym *syms, int n) {
 /* One parsed message staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
 static int fx_message(FxCtx *c, const FxMsg *m) {
     FxSym syms[FX_MAX_SYMBOLS];
-    memset(syms, 0, sizeof syms);
+    memset(syms, 0, (size_t)m->n_symbols * sizeof *syms);
     c->pool_len = 0;
     c->n_undo = 0;
     int n = m->n_symbols, rc = fx_stage(c, m, syms);
