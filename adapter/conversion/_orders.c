@@ -662,6 +662,21 @@ static int w_close(Buf *b, size_t start, uint8_t tag) {
     return 0;
 }
 
+/* A field whose body is under 128 bytes (one length byte): w_small_open reserves its tag and
+ * length in front, w_small_close writes them there, so nothing moves (w_close moves the body). */
+static int w_small_open(Buf *b, size_t *start) {
+    if (buf_reserve(b, 2) < 0) return -1;
+    *start = b->len;
+    b->len += 2;
+    return 0;
+}
+
+static int w_small_close(Buf *b, size_t start, uint8_t tag) {
+    b->data[start] = tag;
+    b->data[start + 1] = (uint8_t)(b->len - start - 2);
+    return 0;
+}
+
 static int to_double(PyObject *obj, double *out) {
     *out = PyFloat_AsDouble(obj);
     return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
@@ -680,12 +695,12 @@ static int to_i64(PyObject *obj, int64_t *out) { /* an int field takes an int (a
 
 /* Entry {type TRADE, price, size, notional = price * size} (``size`` is ``whole`` as a double). */
 static int w_trade_of(Buf *b, double price, int64_t whole, double size) {
-    size_t start = b->len;
-    if (w_varint(b, FH_ENTRY_TYPE_TAG, FH_ENTRYTYPE_TRADE) < 0 || w_double(b, FH_ENTRY_PRICE_TAG, price, 0) < 0 ||
+    size_t start;
+    if (w_small_open(b, &start) < 0 || w_varint(b, FH_ENTRY_TYPE_TAG, FH_ENTRYTYPE_TRADE) < 0 || w_double(b, FH_ENTRY_PRICE_TAG, price, 0) < 0 ||
         w_varint(b, FH_ENTRY_SIZE_TAG, (uint64_t)whole) < 0 ||
         w_double(b, FH_ENTRY_NOTIONAL_TAG, price * size, 0) < 0)
         return -1;
-    return w_close(b, start, FH_SYMBOLUPDATE_TRADES_TAG);
+    return w_small_close(b, start, FH_SYMBOLUPDATE_TRADES_TAG); /* a body of at most 39 bytes */
 }
 
 /* A (price, size) trade: Entry {type TRADE, price, size (an int), notional = price * size}. */
@@ -706,12 +721,12 @@ static int w_trade(Buf *b, PyObject *trade) {
 /* BookChange {action, side, level, price, size, orders} (level a uint32). */
 static int w_change_of(Buf *b, int64_t action, int64_t side, int64_t level, double price, double size,
                        int64_t orders) {
-    size_t start = b->len;
-    if (w_varint(b, FH_BOOKCHANGE_ACTION_TAG, (uint64_t)action) < 0 || w_varint(b, FH_BOOKCHANGE_SIDE_TAG, (uint64_t)side) < 0 ||
+    size_t start;
+    if (w_small_open(b, &start) < 0 || w_varint(b, FH_BOOKCHANGE_ACTION_TAG, (uint64_t)action) < 0 || w_varint(b, FH_BOOKCHANGE_SIDE_TAG, (uint64_t)side) < 0 ||
         w_varint(b, FH_BOOKCHANGE_LEVEL_TAG, (uint64_t)level) < 0 || w_double(b, FH_BOOKCHANGE_PRICE_TAG, price, 0) < 0 ||
         w_double(b, FH_BOOKCHANGE_SIZE_TAG, size, 0) < 0 || w_varint(b, FH_BOOKCHANGE_ORDERS_TAG, (uint64_t)orders) < 0)
         return -1;
-    return w_close(b, start, FH_SYMBOLUPDATE_BOOK_CHANGES_TAG);
+    return w_small_close(b, start, FH_SYMBOLUPDATE_BOOK_CHANGES_TAG); /* a body of at most 39 bytes */
 }
 
 /* A BookChange (action, side, level, price, size, orders). */
@@ -3041,12 +3056,12 @@ static int fx_named_prices(const FxMsg *m, int index, char type, int descending,
 
 /* PriceLevel {side, price, size, orders, deleted} as SymbolUpdate.levels' item. */
 static int w_price_level(Buf *b, int side, double price, double size, int64_t orders, int deleted) {
-    size_t start = b->len;
-    if (w_varint(b, FH_PRICELEVEL_SIDE_TAG, (uint64_t)side) < 0 || w_double(b, FH_PRICELEVEL_PRICE_TAG, price, 0) < 0 ||
+    size_t start;
+    if (w_small_open(b, &start) < 0 || w_varint(b, FH_PRICELEVEL_SIDE_TAG, (uint64_t)side) < 0 || w_double(b, FH_PRICELEVEL_PRICE_TAG, price, 0) < 0 ||
         w_double(b, FH_PRICELEVEL_SIZE_TAG, size, 0) < 0 || w_varint(b, FH_PRICELEVEL_ORDERS_TAG, (uint64_t)orders) < 0 ||
         w_varint(b, FH_PRICELEVEL_DELETED_TAG, (uint64_t)deleted) < 0)
         return -1;
-    return w_close(b, start, FH_SYMBOLUPDATE_LEVELS_TAG);
+    return w_small_close(b, start, FH_SYMBOLUPDATE_LEVELS_TAG); /* a body of at most 39 bytes */
 }
 
 /* SymbolUpdate.levels and book_replaced (fix44_wire.price_levels for what a run takes). A
@@ -3082,6 +3097,29 @@ static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
     return 0;
 }
 
+#define FX_LEVEL_ROOM 31 /* a BookLevel's most bytes: tag, length, 9 + 9 + 11 of body */
+
+/* One BookLevel {price, size, orders} as field ``tag`` at ``p`` (room reserved): the end. */
+static inline uint8_t *fx_put_level(uint8_t *p, uint8_t tag, const ShownLevel *l) {
+    uint8_t *head = p;
+    p += 2;
+    if (dbits(l->price) != 0) {
+        *p++ = FH_BOOKLEVEL_PRICE_TAG;
+        p = put_double(p, l->price);
+    }
+    if (dbits(l->size) != 0) {
+        *p++ = FH_BOOKLEVEL_SIZE_TAG;
+        p = put_double(p, l->size);
+    }
+    if (l->orders != 0) {
+        *p++ = FH_BOOKLEVEL_ORDERS_TAG;
+        p = put_varint(p, (uint64_t)l->orders);
+    }
+    head[0] = tag;
+    head[1] = (uint8_t)(p - head - 2);
+    return p;
+}
+
 /* Book {level_indexed, depth, bids, asks}, each side cut to its best ``depth`` levels. */
 static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t depth) {
     size_t start = b->len;
@@ -3091,14 +3129,10 @@ static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t d
     for (int side = 0; side < 2; side++) {
         const FxSide *levels = &book->side[side];
         uint32_t shown = levels->n < (uint64_t)depth ? levels->n : (uint32_t)depth;
-        for (uint32_t i = 0; i < shown; i++) {
-            const ShownLevel *l = &levels->at[i];
-            size_t at = b->len;
-            if (w_double(b, FH_BOOKLEVEL_PRICE_TAG, l->price, 0) < 0 || w_double(b, FH_BOOKLEVEL_SIZE_TAG, l->size, 0) < 0 ||
-                w_varint(b, FH_BOOKLEVEL_ORDERS_TAG, (uint64_t)l->orders) < 0 ||
-                w_close(b, at, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG) < 0)
-                return -1;
-        }
+        if (buf_reserve(b, (size_t)shown * FX_LEVEL_ROOM) < 0) return -1;
+        uint8_t *p = b->data + b->len;
+        for (uint32_t i = 0; i < shown; i++) p = fx_put_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, &levels->at[i]);
+        b->len = (size_t)(p - b->data);
     }
     return w_close(b, start, FH_SYMBOLSTATE_BOOK_TAG);
 }
