@@ -264,7 +264,7 @@ def _bits(values: SymbolValues) -> bytes:
 
 
 @needs_native
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.sampled_from(NEW_SYMBOLS + ("", "é", "x" * 300)), any_values(), max_size=5))
 def test_any_values_adopted_come_back_under_the_digest_python_gives_them(
     adopted: dict[str, SymbolValues],
