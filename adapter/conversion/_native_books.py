@@ -33,26 +33,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from feedha.adapter.conversion import _orders
+from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.book_state import DEFAULT_BOOK_DEPTH, BookState
-from feedha.adapter.conversion.state import (
-    DIGEST_MASK,
-    MAX_SYMBOLS,
-    SymbolValues,
-    next_session,
-    session_digest,
-    symbol_digest,
-)
+from feedha.adapter.conversion.state import MAX_SYMBOLS, SymbolValues
 
 __all__ = ["NativeBookState"]
-
-
-def _values(raw: tuple[Any, ...]) -> SymbolValues:
-    # A record as BookTable.get gives it: SymbolValues' nine, then the book's fields or None.
-    volume, high, low, last, vwap, trade_count, bid, ask, notional, book = raw
-    values = SymbolValues(volume, high, low, last, vwap, trade_count, bid, ask, notional)
-    values.book = None if book is None else BookValues(*book)
-    return values
 
 
 def _book_fields(book: BookValues | None) -> tuple[Any, ...] | None:
@@ -77,8 +63,11 @@ def _book_fields(book: BookValues | None) -> tuple[Any, ...] | None:
     )
 
 
-class NativeBookState(BookState):
+class NativeBookState(NativeSymbols, BookState):
     """:class:`~adapter.conversion.book_state.BookState` kept in C (see the module docstring).
+
+    What it does with the ``BookTable`` beyond staging is
+    :class:`~adapter.conversion._native_symbols.NativeSymbols`.
 
     Args:
         depth: the book depth.
@@ -95,83 +84,28 @@ class NativeBookState(BookState):
     @property
     def depth(self) -> int:
         """The book depth (levels kept by a level-indexed book, levels shown)."""
-        return self.native.depth
+        depth: int = self.native.depth
+        return depth
 
     @depth.setter
     def depth(self, value: int) -> None:
         self.native.depth = value
 
-    @property
-    def max_symbols(self) -> int:
-        """A message naming a new symbol while this many are held is quarantined (``symbol_limit``)."""
-        return self.native.max_symbols
+    def values_of(self, raw: tuple[Any, ...]) -> SymbolValues:
+        # A record as BookTable.get gives it: SymbolValues' nine, then the book's fields or None.
+        volume, high, low, last, vwap, trade_count, bid, ask, notional, book = raw
+        values = SymbolValues(volume, high, low, last, vwap, trade_count, bid, ask, notional)
+        values.book = None if book is None else BookValues(*book)
+        return values
 
-    @max_symbols.setter
-    def max_symbols(self, value: int) -> None:
-        self.native.max_symbols = value
-
-    @property
-    def digest(self) -> int:
-        return self.native.digest
-
-    @property
-    def session(self) -> int:
-        return self._session
-
-    @session.setter
-    def session(self, session_id: int) -> None:
-        self.native.salt = session_digest(session_id)
-        self._session = session_id
+    def set_symbol(self, symbol: str, values: SymbolValues) -> None:
+        self.native.set(symbol, values.astuple(), _book_fields(values.book))
 
     def commit(self, staged: Mapping[str, SymbolValues]) -> None:
         """Adopt what :meth:`stage` returned: each symbol's record is replaced whole."""
         for symbol, values in staged.items():
             self.set_symbol(symbol, values)
 
-    def roll(self, session_id: int) -> None:
-        session_digest(session_id)  # checks the range before anything changes
-        for symbol, raw in self.native.items():
-            self.set_symbol(symbol, next_session(_values(raw)))
-        self.session = session_id
-
-    def recompute_digest(self) -> int:
-        total = session_digest(self._session)
-        for symbol, raw in self.native.items():
-            total += symbol_digest(symbol, _values(raw))
-        return total & DIGEST_MASK
-
-    def get(self, symbol: str) -> SymbolValues | None:
-        raw = self.native.get(symbol)
-        return None if raw is None else _values(raw)
-
     def peek(self, symbol: str) -> SymbolValues | None:
         """One symbol's values, built from its record (a new object at every call)."""
         return self.get(symbol)
-
-    def symbol_digest(self, symbol: str) -> int | None:
-        return self.native.symbol_hash(symbol)
-
-    def set_symbol(self, symbol: str, values: SymbolValues) -> None:
-        self.native.set(symbol, values.astuple(), _book_fields(values.book))
-
-    def snapshot(self) -> dict[str, SymbolValues]:
-        return {symbol: _values(raw) for symbol, raw in self.native.items()}
-
-    def restore(self, snapshot: Mapping[str, SymbolValues], *, session: int | None = None) -> None:
-        if session is not None:
-            self.session = session
-        self.native.clear()
-        for symbol, values in snapshot.items():
-            self.set_symbol(symbol, values)
-
-    def __len__(self) -> int:
-        return len(self.native)
-
-    def __contains__(self, symbol: object) -> bool:
-        return symbol in self.native
-
-    def __repr__(self) -> str:
-        return (
-            f"<NativeBookState [symbols={len(self.native)}, session={self._session}, "
-            f"digest={self.native.digest:016x}]>"
-        )

@@ -277,32 +277,18 @@ def test_any_values_adopted_come_back_under_the_digest_python_gives_them(
     assert native.digest == native.recompute_digest()
 
 
-def _levels_x(seq: int, *entries: tuple[str, str, str, str, str, str]) -> bytes:
-    body: list[tuple[int, Any]] = [
-        (35, "X"),
-        (49, "V"),
-        (56, "F"),
-        (34, seq),
-        (52, TIMES[0]),
-        (268, len(entries)),
-    ]
-    for action, kind, symbol, price, size, level in entries:
-        body += [(279, action), (269, kind), (55, symbol), (270, price), (271, size), (1023, level)]
-    return fix.encode_message(body)
-
-
 @needs_native
 def test_a_new_level_indexed_book_is_made_by_the_c_run() -> None:
     engines = [Fix44Engine(depth=2, prefer_native=n) for n in (True, False)]
     frame = b"".join(
         [
-            _levels_x(
+            _x(
                 1,
                 ("0", "0", "L", "10", "1", "1"),
                 ("0", "0", "L", "9", "1", "2"),
                 ("0", "1", "L", "11", "2", "1"),
             ),
-            _levels_x(2, ("0", "0", "L", "10.5", "3", "1")),  # pushes 9 past the depth
+            _x(2, ("0", "0", "L", "10.5", "3", "1")),  # pushes 9 past the depth
         ]
     )
     plays = []
@@ -322,11 +308,9 @@ UNDONE = (
     _x(9, ("1", "0", "AAA", "10", "7"), ("0", "2", "AAA", "10", "5")),  # a Change of a price held, a trade
     _x(9, ("0", "0", "AAA", "9", "1"), ("0", "1", "AAA", "12", "1")),  # New prices
     _x(9, ("2", "0", "AAA", "10", ""), ("0", "B", "AAA", "", "99")),  # a Delete, the volume
-    _levels_x(
-        9, ("1", "0", "LVL", "20", "2", "1"), ("0", "1", "LVL", "22", "2", "1")
-    ),  # level changed, inserted
-    _levels_x(9, ("0", "0", "LVL", "21", "2", "1")),  # inserted at 1: the deepest falls off
-    _levels_x(9, ("2", "0", "LVL", "20", "2", "1"), ("2", "1", "LVL", "21", "1", "1")),  # deleted
+    _x(9, ("1", "0", "LVL", "20", "2", "1"), ("0", "1", "LVL", "22", "2", "1")),  # level changed, inserted
+    _x(9, ("0", "0", "LVL", "21", "2", "1")),  # inserted at 1: the deepest falls off
+    _x(9, ("2", "0", "LVL", "20", "2", "1"), ("2", "1", "LVL", "21", "1", "1")),  # deleted
 )
 
 
@@ -337,8 +321,8 @@ def test_a_message_stopped_after_it_applied_leaves_the_state_exactly_as_it_was(m
     opening = b"".join(
         [
             _x(1, ("0", "0", "AAA", "10", "1"), ("0", "0", "AAA", "9.5", "1"), ("0", "1", "AAA", "11", "2")),
-            _levels_x(2, ("0", "0", "LVL", "20", "1", "1"), ("0", "0", "LVL", "19", "1", "2")),
-            _levels_x(3, ("0", "1", "LVL", "21", "1", "1"), ("0", "1", "LVL", "23", "1", "2")),
+            _x(2, ("0", "0", "LVL", "20", "1", "1"), ("0", "0", "LVL", "19", "1", "2")),
+            _x(3, ("0", "1", "LVL", "21", "1", "1"), ("0", "1", "LVL", "23", "1", "2")),
         ]
     )
     assert convert(engine, opening, Played()) == {}

@@ -293,7 +293,8 @@ def test_a_capture_runs_in_c_and_publishes_what_the_python_loop_publishes() -> N
     _same_state(*engines)
 
 
-def _x(seq: int, *entries: tuple[str, str, str, str, str]) -> bytes:
+def _x(seq: int, *entries: tuple[str, ...]) -> bytes:
+    """A 35=X of entries (action, type, symbol, price, size[, level]); an empty value is left out."""
     body: list[tuple[int, Any]] = [
         (35, "X"),
         (49, "V"),
@@ -302,9 +303,10 @@ def _x(seq: int, *entries: tuple[str, str, str, str, str]) -> bytes:
         (52, TIMES[0]),
         (268, len(entries)),
     ]
-    for action, kind, symbol, price, size in entries:
+    for action, kind, symbol, price, size, *level in entries:
         body += [(279, action), (269, kind), (55, symbol)]
-        body += [(tag, value) for tag, value in ((270, price), (271, size)) if value]
+        named = ((270, price), (271, size), (1023, level[0] if level else ""))
+        body += [(tag, value) for tag, value in named if value]
     return fix.encode_message(body)
 
 
