@@ -27,9 +27,11 @@
  *   MboRun       a run of A F E C X D U messages converted whole over an MboState: what
  *                the Python loop does to the same objects, one C call per run (see its
  *                section below; tests/unit/adapter/test_mbo_run.py compares the two).
+ *   BookTable    fix44's conversion state: per symbol its values and its book's sides in C
+ *                structs, each side's share of the digest kept as it changes (its section below).
  *   Fix44Run     a run of fix44's common 35=X incremental refresh converted whole over a
- *                BookState, as MboRun does over an MboState (its section below;
- *                tests/unit/adapter/test_fix44_run.py compares it with the Python loop).
+ *                BookTable (its section below; tests/unit/adapter/test_fix44_run.py and
+ *                test_fix44_native_state.py compare it with the Python loop).
  *
  * Every method behaves as the reference's does for every input the reference
  * accepts (tests/unit/adapter/test_orders_native.py compares them with
@@ -2441,16 +2443,16 @@ static PyTypeObject BookTableType = {
 
 /* ---- Fix44Run: a run of fix44 35=X incremental refreshes converted whole in C ----
  *
- * Fix44Run(state, values_type, book_type, max_prices).run(...) is Fix44Engine.run for the
- * common incremental refresh. The reference is the Python loop (_reference.ReferenceEngine.run
- * over fix44_parser.Fix44Converter.parse, fix44_engine.BookState.stage/commit and
- * Fix44Engine.encode_staged), and this does what it does to the same objects: the state's
- * dicts of SymbolValues and of hashes and its digest. Each symbol a message touches gets new
- * SymbolValues and BookValues objects (a side the message writes is a new list, a side it
- * does not is shared, as BookValues.fork shares it), so the careful path, snapshots and
- * images read them as they read the reference's. Its blocks are fix44_wire's: each book cut to
- * its best ``depth`` levels a side and, for a price-keyed book, SymbolUpdate.levels with each
- * price the message named (fx_price_levels), so a block's size follows the message, not the book.
+ * Fix44Run(table, max_prices).run(...) is Fix44Engine.run for the common incremental refresh,
+ * over the state's records in C (BookTable, above). The reference is the Python loop
+ * (_reference.ReferenceEngine.run over fix44_parser.Fix44Converter.parse,
+ * book_state.BookState.stage/commit and Fix44Engine.encode_staged), and this does what it
+ * does: the book rules applied to the records in place (each change logged so a message that
+ * stops after it applied is undone exactly: FxUndo), a new symbol's record made here, each
+ * touched side's hash kept, the shown changes, the block, the symbol's digest and the commit.
+ * Its blocks are fix44_wire's: each book cut to its best ``depth`` levels a side and, for a
+ * price-keyed book, SymbolUpdate.levels with each price the message named (fx_price_levels; a
+ * new book's every price and book_replaced), so a block's size follows the message, not the book.
  *
  * Taken here, strictly: a frame whose 9= and 10= check as proto.fix.next_message checks them;
  * 35=X first; then 34 (required), 49, 56, 52, 60 and 262, each at most once, in any order; then 268
@@ -2461,10 +2463,12 @@ static PyTypeObject BookTableType = {
  * check them, on a narrower syntax (plain digits, printable ASCII text, a timestamp of a year
  * 1970-2200). Anything else stops the run (STOP_SLOW) before anything changes and the Python
  * path takes that message: 35=W and every other type, any other tag, a repeated or misplaced
- * tag, odd number syntax, a symbol never seen, a book entry of the other kind (1023 on a
- * price-keyed book or none on a level-indexed one: the mode switch), a full side
- * (book_full), a volume leaving int64, values of an unexpected type, more than 64 entries or
- * 16 symbols in a message (tests/unit/adapter/test_fix44_run.py compares the two).
+ * tag, odd number syntax, a symbol past max_symbols (symbol_limit), a symbol adopted without a
+ * book, a book entry of the other kind (1023 on a price-keyed book or none on a level-indexed
+ * one: the mode switch; a new book takes its first entry's kind), a full side (book_full), an
+ * insert into a level-indexed side deeper than the depth, a volume or trade count leaving
+ * int64, more than 64 entries or 16 symbols in a message (tests/unit/adapter/test_fix44_run.py
+ * and test_fix44_native_state.py compare the two).
  */
 
 #define FX_MAX_ENTRIES 64
