@@ -3157,10 +3157,32 @@ static inline uint8_t *fx_put_level(uint8_t *p, uint8_t tag, const ShownLevel *l
     return p;
 }
 
+/* A field whose body may pass 127 bytes: w_open reserves its tag and two length bytes in front,
+ * w_end writes them there; a body of 128 bytes to 16 KiB (a block's book, state and symbol
+ * at the default depth) then moves nothing, a shorter one moves back a byte. */
+static int w_open(Buf *b, size_t *start) {
+    if (buf_reserve(b, 3) < 0) return -1;
+    *start = b->len;
+    b->len += 3;
+    return 0;
+}
+
+static int w_end(Buf *b, size_t start, uint8_t tag) {
+    size_t body = b->len - start - 3, head = 1 + varint_size(body);
+    if (head != 3) {
+        if (head > 3 && buf_reserve(b, head - 3) < 0) return -1;
+        memmove(b->data + start + head, b->data + start + 3, body);
+        b->len = start + head + body;
+    }
+    b->data[start] = tag;
+    put_varint(b->data + start + 1, body);
+    return 0;
+}
+
 /* Book {level_indexed, depth, bids, asks}, each side cut to its best ``depth`` levels. */
 static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t depth) {
-    size_t start = b->len;
-    if (w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)level_indexed) < 0 ||
+    size_t start;
+    if (w_open(b, &start) < 0 || w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)level_indexed) < 0 ||
         w_varint(b, FH_BOOK_DEPTH_TAG, (uint64_t)depth) < 0)
         return -1;
     for (int side = 0; side < 2; side++) {
@@ -3171,7 +3193,7 @@ static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t d
         for (uint32_t i = 0; i < shown; i++) p = fx_put_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, &levels->at[i]);
         b->len = (size_t)(p - b->data);
     }
-    return w_close(b, start, FH_SYMBOLSTATE_BOOK_TAG);
+    return w_end(b, start, FH_SYMBOLSTATE_BOOK_TAG);
 }
 
 /* SymbolState of a record with values ``v``: the nine values, the book, its session values. */
@@ -3181,8 +3203,8 @@ static int fx_w_state(Buf *b, const FxBook *book, const FxValues *v, Py_ssize_t 
                                     FH_SESSIONVALUES_OPEN_TAG,   FH_SESSIONVALUES_CLOSE_TAG,
                                     FH_SESSIONVALUES_SETTLE_TAG, FH_SESSIONVALUES_OPEN_INTEREST_TAG,
                                     FH_SESSIONVALUES_VWAP_TAG};
-    size_t start = b->len;
-    if (w_varint(b, FH_SYMBOLSTATE_VOLUME_TAG, (uint64_t)v->volume) < 0 || w_double(b, FH_SYMBOLSTATE_HIGH_TAG, v->high, 0) < 0 ||
+    size_t start;
+    if (w_open(b, &start) < 0 || w_varint(b, FH_SYMBOLSTATE_VOLUME_TAG, (uint64_t)v->volume) < 0 || w_double(b, FH_SYMBOLSTATE_HIGH_TAG, v->high, 0) < 0 ||
         w_double(b, FH_SYMBOLSTATE_LOW_TAG, v->low, 0) < 0 || w_double(b, FH_SYMBOLSTATE_LAST_TAG, v->last, 0) < 0 ||
         w_double(b, FH_SYMBOLSTATE_VWAP_TAG, v->vwap, 0) < 0 ||
         w_varint(b, FH_SYMBOLSTATE_TRADE_COUNT_TAG, (uint64_t)v->trade_count) < 0 ||
@@ -3197,15 +3219,17 @@ static int fx_w_state(Buf *b, const FxBook *book, const FxValues *v, Py_ssize_t 
         w_double(b, FH_SESSIONVALUES_TRADED_TAG, v->traded, 0) < 0 ||
         w_varint(b, FH_SESSIONVALUES_TRADES_TAG, (uint64_t)v->trades) < 0 || w_close(b, session, FH_SYMBOLSTATE_SESSION_TAG) < 0)
         return -1;
-    return w_close(b, start, FH_SYMBOLUPDATE_STATE_TAG);
+    return w_end(b, start, FH_SYMBOLUPDATE_STATE_TAG);
 }
 
 /* One SymbolUpdate (fix44_wire.encode_symbol): 0, STOP_SLOW or -1. */
 static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s) {
     Buf *b = &c->blocks;
-    size_t start = b->len;
+    size_t start, name;
     const FxBook *book = s->book;
-    if (book->name_len && (w_raw(b, book->name, (size_t)book->name_len) < 0 || w_close(b, start, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0))
+    if (w_open(b, &start) < 0) return -1;
+    name = b->len;
+    if (book->name_len && (w_raw(b, book->name, (size_t)book->name_len) < 0 || w_close(b, name, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0))
         return -1;
     for (int i = 0; i < m->n_entries; i++) { /* its trades: (price or 0.0, size or 0.0) */
         const FxEntry *e = &m->e[i];
@@ -3224,7 +3248,7 @@ static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s)
             return -1;
     }
     if (fx_w_state(b, book, &s->s, c->depth) < 0 || fx_price_levels(b, m, index, s) < 0) return -1;
-    return w_close(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
+    return w_end(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
 }
 
 /* The message's block (Fix44Engine.encode_staged, framed): 0, STOP_SLOW, STOP_ROOM or -1. */
