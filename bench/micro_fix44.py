@@ -15,12 +15,17 @@ thread CPU per message:
   message, 2-4 entries, price-keyed books ~15 prices a side, some trades).
 * ``fix44_deep``: one symbol with 1000 prices a side, one Change a message
   (what a message costs when its book is large).
+* ``fix44_one_top`` / ``fix44_mix_top``: ``fix44_one`` and ``fix44_mix`` at book
+  depth 1 (``--book-depth 1``): a block shows the top of each book, as a
+  feedha-fix block does, so the two formats encode and hash the same shape.
 * ``bare_recv``: the raw baseline, measured in the same run as every
   benchmark here: the feedha-fix frames received from a bare PUB→SUB pair
   over loopback (``recv_multipart`` only), µs per message.
 
 ``ratio_one`` and ``ratio_mix`` are fix44 over feedha-fix for the same shape
-and for each format's realistic mix (docs/performance.md).
+and for each format's realistic mix, at the default depth (10 levels a side
+shown); ``ratio_one_top`` and ``ratio_mix_top`` the same at depth 1, like for
+like (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -36,7 +41,17 @@ from typing import Any, Final
 MESSAGES: Final = 20_000
 FRAME: Final = 50
 REPEAT: Final = 3
-CASES: Final = ("feedha_fix_one", "fix44_one", "feedha_fix_mix", "fix44_mix", "fix44_deep", "bare_recv")
+CASES: Final = (
+    "feedha_fix_one",
+    "fix44_one",
+    "fix44_one_top",
+    "feedha_fix_mix",
+    "fix44_mix",
+    "fix44_mix_top",
+    "fix44_deep",
+    "bare_recv",
+)
+TOP: Final = 1  # the book depth of the *_top cases: the top of book, as feedha-fix keeps
 _HEAD: Final = ((49, "VENUE"), (56, "FEEDHA"), (52, "20260105-14:30:00.000"))
 
 
@@ -125,13 +140,13 @@ def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[
     return time.thread_time() - started, converted, slow
 
 
-def _engine(fix44: bool, *, python_fix44: bool = False) -> Any:
+def _engine(fix44: bool, *, python_fix44: bool = False, depth: int = 10) -> Any:
     from feedha.adapter.conversion.fix44_engine import Fix44Engine
     from feedha.adapter.conversion.formats import engine_for_format
 
     if fix44 and python_fix44:  # the fix44 engine without its C run (the figures before it)
-        return Fix44Engine(prefer_native=False)
-    return engine_for_format("fix44" if fix44 else "feedha-fix")
+        return Fix44Engine(depth=depth, prefer_native=False)
+    return engine_for_format("fix44" if fix44 else "feedha-fix", book_depth=depth)
 
 
 def run_case(case: str, messages: int, frame: int, *, python_fix44: bool = False) -> tuple[float, int, int]:
@@ -145,17 +160,21 @@ def run_case(case: str, messages: int, frame: int, *, python_fix44: bool = False
         _time_run(engine, _frames(deep[:warm], frame))
         return _time_run(engine, _frames(deep[warm:], frame), start_seq=warm + 1)
 
-    def one(fix44: bool) -> tuple[float, int, int]:
-        engine = _engine(fix44, python_fix44=python_fix44)
+    def one(fix44: bool, depth: int = 10) -> tuple[float, int, int]:
+        engine = _engine(fix44, python_fix44=python_fix44, depth=depth)
         return _time_run(engine, _frames(one_entry_messages(messages, fix44=fix44), frame))
+
+    def mix(depth: int) -> tuple[float, int, int]:
+        engine = _engine(True, python_fix44=python_fix44, depth=depth)
+        return _time_run(engine, _frames(fix44_messages(messages), frame))
 
     timers: dict[str, Callable[[], tuple[float, int, int]]] = {
         "feedha_fix_one": lambda: one(False),
         "fix44_one": lambda: one(True),
+        "fix44_one_top": lambda: one(True, TOP),
         "feedha_fix_mix": lambda: _time_run(_engine(False), make_frames(messages, frame)),
-        "fix44_mix": lambda: _time_run(
-            _engine(True, python_fix44=python_fix44), _frames(fix44_messages(messages), frame)
-        ),
+        "fix44_mix": lambda: mix(10),
+        "fix44_mix_top": lambda: mix(TOP),
         "bare_recv": lambda: (_time_bare_recv(make_frames(messages, frame)), messages, 0),
     }  # fmt: skip
     return timers[case]()
@@ -196,6 +215,8 @@ def main(argv: Sequence[str]) -> int:
     for name, fix44, plain in (
         ("ratio_one", "fix44_one", "feedha_fix_one"),
         ("ratio_mix", "fix44_mix", "feedha_fix_mix"),
+        ("ratio_one_top", "fix44_one_top", "feedha_fix_one"),
+        ("ratio_mix_top", "fix44_mix_top", "feedha_fix_mix"),
     ):
         if f"{fix44}_us_per_msg" in result and result.get(f"{plain}_us_per_msg"):
             result[name] = round(result[f"{fix44}_us_per_msg"] / result[f"{plain}_us_per_msg"], 1)

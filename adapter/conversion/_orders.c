@@ -27,9 +27,11 @@
  *   MboRun       a run of A F E C X D U messages converted whole over an MboState: what
  *                the Python loop does to the same objects, one C call per run (see its
  *                section below; tests/unit/adapter/test_mbo_run.py compares the two).
+ *   BookTable    fix44's conversion state: per symbol its values and its book's sides in C
+ *                structs, each side's share of the digest kept as it changes (its section below).
  *   Fix44Run     a run of fix44's common 35=X incremental refresh converted whole over a
- *                BookState, as MboRun does over an MboState (its section below;
- *                tests/unit/adapter/test_fix44_run.py compares it with the Python loop).
+ *                BookTable (its section below; tests/unit/adapter/test_fix44_run.py and
+ *                test_fix44_native_state.py compare it with the Python loop).
  *
  * Every method behaves as the reference's does for every input the reference
  * accepts (tests/unit/adapter/test_orders_native.py compares them with
@@ -635,6 +637,28 @@ static int w_raw(Buf *b, const void *p, size_t n) {
     return 0;
 }
 
+/* put_double's and put_be64's bytes (_protowire.h) in one store on a little-endian host
+ * (those write a byte at a time: ~8 times the instructions, and a fix44 block and digest
+ * write ~40 of them). */
+static inline uint8_t *le_double(uint8_t *p, double d) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &d, 8);
+    return p + 8;
+#else
+    return put_double(p, d);
+#endif
+}
+
+static inline uint8_t *be_u64(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+    v = __builtin_bswap64(v);
+    memcpy(p, &v, 8);
+#else
+    put_be64(p, v);
+#endif
+    return p + 8;
+}
+
 static int w_varint(Buf *b, uint8_t tag, uint64_t v) { /* a proto3 integer: left out at 0 */
     if (v == 0) return 0;
     if (buf_reserve(b, 11) < 0) return -1;
@@ -647,7 +671,7 @@ static int w_double(Buf *b, uint8_t tag, double d, int always) { /* proto3: left
     if (!always && dbits(d) == 0) return 0;
     if (buf_reserve(b, 9) < 0) return -1;
     b->data[b->len] = tag;
-    b->len = (size_t)(put_double(b->data + b->len + 1, d) - b->data);
+    b->len = (size_t)(le_double(b->data + b->len + 1, d) - b->data);
     return 0;
 }
 
@@ -659,6 +683,21 @@ static int w_close(Buf *b, size_t start, uint8_t tag) {
     b->data[start] = tag;
     put_varint(b->data + start + 1, body);
     b->len += head;
+    return 0;
+}
+
+/* A field whose body is under 128 bytes (one length byte): w_small_open reserves its tag and
+ * length in front, w_small_close writes them there, so nothing moves (w_close moves the body). */
+static int w_small_open(Buf *b, size_t *start) {
+    if (buf_reserve(b, 2) < 0) return -1;
+    *start = b->len;
+    b->len += 2;
+    return 0;
+}
+
+static int w_small_close(Buf *b, size_t start, uint8_t tag) {
+    b->data[start] = tag;
+    b->data[start + 1] = (uint8_t)(b->len - start - 2);
     return 0;
 }
 
@@ -680,12 +719,12 @@ static int to_i64(PyObject *obj, int64_t *out) { /* an int field takes an int (a
 
 /* Entry {type TRADE, price, size, notional = price * size} (``size`` is ``whole`` as a double). */
 static int w_trade_of(Buf *b, double price, int64_t whole, double size) {
-    size_t start = b->len;
-    if (w_varint(b, FH_ENTRY_TYPE_TAG, FH_ENTRYTYPE_TRADE) < 0 || w_double(b, FH_ENTRY_PRICE_TAG, price, 0) < 0 ||
+    size_t start;
+    if (w_small_open(b, &start) < 0 || w_varint(b, FH_ENTRY_TYPE_TAG, FH_ENTRYTYPE_TRADE) < 0 || w_double(b, FH_ENTRY_PRICE_TAG, price, 0) < 0 ||
         w_varint(b, FH_ENTRY_SIZE_TAG, (uint64_t)whole) < 0 ||
         w_double(b, FH_ENTRY_NOTIONAL_TAG, price * size, 0) < 0)
         return -1;
-    return w_close(b, start, FH_SYMBOLUPDATE_TRADES_TAG);
+    return w_small_close(b, start, FH_SYMBOLUPDATE_TRADES_TAG); /* a body of at most 39 bytes */
 }
 
 /* A (price, size) trade: Entry {type TRADE, price, size (an int), notional = price * size}. */
@@ -706,12 +745,12 @@ static int w_trade(Buf *b, PyObject *trade) {
 /* BookChange {action, side, level, price, size, orders} (level a uint32). */
 static int w_change_of(Buf *b, int64_t action, int64_t side, int64_t level, double price, double size,
                        int64_t orders) {
-    size_t start = b->len;
-    if (w_varint(b, FH_BOOKCHANGE_ACTION_TAG, (uint64_t)action) < 0 || w_varint(b, FH_BOOKCHANGE_SIDE_TAG, (uint64_t)side) < 0 ||
+    size_t start;
+    if (w_small_open(b, &start) < 0 || w_varint(b, FH_BOOKCHANGE_ACTION_TAG, (uint64_t)action) < 0 || w_varint(b, FH_BOOKCHANGE_SIDE_TAG, (uint64_t)side) < 0 ||
         w_varint(b, FH_BOOKCHANGE_LEVEL_TAG, (uint64_t)level) < 0 || w_double(b, FH_BOOKCHANGE_PRICE_TAG, price, 0) < 0 ||
         w_double(b, FH_BOOKCHANGE_SIZE_TAG, size, 0) < 0 || w_varint(b, FH_BOOKCHANGE_ORDERS_TAG, (uint64_t)orders) < 0)
         return -1;
-    return w_close(b, start, FH_SYMBOLUPDATE_BOOK_CHANGES_TAG);
+    return w_small_close(b, start, FH_SYMBOLUPDATE_BOOK_CHANGES_TAG); /* a body of at most 39 bytes */
 }
 
 /* A BookChange (action, side, level, price, size, orders). */
@@ -1863,18 +1902,557 @@ static PyTypeObject MboRunType = {
     .tp_methods = MboRun_methods,
 };
 
+/* ---- BookTable: fix44's conversion state in C structs ----
+ *
+ * BookTable() is the state fix44_engine.BookState keeps in Python objects, kept here as
+ * _fastpath's State keeps feedha-fix's (adapter/conversion/_native_books.py wraps it with
+ * BookState's interface and builds SymbolValues and BookValues only when Python asks). Per
+ * symbol one record (FxBook): SymbolValues' nine values, the book's kind, session values
+ * (each set or not: None), notional, traded and trades, and both sides as arrays of
+ * (price, size, orders), best first. Each side also keeps its share of the digest,
+ * book.side_hash -- the sum mod 2**64 of mix_order over its levels (index 0 in a
+ * price-keyed book, the position from 1 in a level-indexed one) -- so a message updates it
+ * in O(changes) on a price-keyed side and re-sums only a level-indexed side (at most depth
+ * levels) it wrote. A symbol's digest is state.symbol_digest's, hashed over the record
+ * (fx_digest: the same bytes BookValues.digest_bytes packs), and the table's digest is their
+ * sum plus the session's salt, as ConversionState keeps it. Symbols are found by an
+ * open-addressed index over the records (SipHash of the name, Python's own keyed bytes hash:
+ * a hostile feed cannot choose names that collide), kept in the order they came.
+ *
+ * Bounds: max_symbols (the run stops at a message naming one more: the Python path names
+ * symbol_limit), a price-keyed side's max_prices (Fix44Run's, book_full), a level-indexed
+ * side's depth. Everything is freed with the table (tracemalloc sees it: PyMem_*).
+ */
+
+#define FX_S_VOLUME 0 /* BookValues' optional session values, in book._OPTIONAL's order */
+#define FX_S_LAST 1
+#define FX_S_HIGH 2
+#define FX_S_LOW 3
+#define FX_S_OPEN 4
+#define FX_S_CLOSE 5
+#define FX_S_SETTLE 6
+#define FX_S_INTEREST 7
+#define FX_S_VWAP 8
+#define FX_MAX_DEPTH 1000000
+
+typedef struct {
+    ShownLevel *at; /* best first */
+    uint32_t n, cap;
+    uint64_t hash; /* book.side_hash of its levels */
+} FxSide;
+
+/* A symbol's values but its levels (what a message stages and a commit copies). */
+typedef struct {
+    int64_t volume, trade_count; /* SymbolValues */
+    double high, low, last, vwap, bid, ask, notional;
+    int has_book, level_indexed;
+    unsigned set;      /* bit i: session[i] is set (not None) */
+    double session[9]; /* FX_S_* */
+    double book_notional, traded;
+    int64_t trades;
+} FxValues;
+
+typedef struct {
+    FxValues s;
+    FxSide side[2]; /* bids, asks */
+    uint64_t digest, name_hash;
+    Py_ssize_t name_len;
+    char name[]; /* UTF-8 */
+} FxBook;
+
+typedef struct {
+    PyObject_HEAD
+    FxBook **books; /* in the order the symbols came */
+    Py_ssize_t count, cap;
+    uint32_t *slots; /* 1 + a book's index, 0 empty: linear probing, at most half full */
+    size_t n_slots;
+    uint64_t digest, salt;
+    Py_ssize_t max_symbols, depth;
+} BookTableObject;
+
+static inline uint64_t fx_mix(const ShownLevel *l, uint64_t index, uint64_t side) {
+    return mix_order(index, (uint64_t)l->orders, side, dbits(l->price), dbits(l->size));
+}
+
+/* book.side_hash of a whole side (``side`` 0 bids, 1 asks). */
+static void fx_rehash(FxSide *s, int level_indexed, int side) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < s->n; i++) sum += fx_mix(&s->at[i], level_indexed ? (uint64_t)i + 1 : 0, (uint64_t)side + 1);
+    s->hash = sum;
+}
+
+/* Room for ``n`` levels: 0, or -1 with MemoryError. */
+static int fx_side_reserve(FxSide *s, size_t n) {
+    if (n <= s->cap) return 0;
+    size_t cap = s->cap ? s->cap : 8;
+    while (cap < n) cap *= 2;
+    ShownLevel *at = cap > UINT32_MAX ? NULL : PyMem_Realloc(s->at, cap * sizeof *at);
+    if (at == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->at = at;
+    s->cap = (uint32_t)cap;
+    return 0;
+}
+
+static inline size_t fx_name_hash(const char *name, Py_ssize_t len) { return (size_t)_Py_HashBytes(name, len); }
+
+/* A new record of an empty price-keyed book (SymbolValues(book=BookValues())), or NULL. */
+static FxBook *fx_book_new(const char *name, Py_ssize_t len) {
+    FxBook *b = PyMem_Calloc(1, sizeof *b + (size_t)len + 1);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(b->name, name, (size_t)len);
+    b->name_len = len;
+    b->name_hash = fx_name_hash(name, len);
+    b->s.has_book = 1;
+    return b;
+}
+
+static void fx_book_free(FxBook *b) {
+    if (b == NULL) return;
+    PyMem_Free(b->side[0].at);
+    PyMem_Free(b->side[1].at);
+    PyMem_Free(b);
+}
+
+
+/* state.symbol_digest of a record with values ``s``: 0, or -1 with MemoryError. */
+static int fx_digest(const FxBook *b, const FxValues *s, uint64_t *out) {
+    uint8_t stack[512], *buf = stack;
+    size_t need = (size_t)b->name_len + 1 + 72 + 1 + 24 + 81 + 24;
+    if (need > sizeof stack && (buf = PyMem_Malloc(need)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint8_t *p = buf;
+    memcpy(p, b->name, (size_t)b->name_len);
+    p += b->name_len;
+    *p++ = 0;
+    p = be_u64(p, (uint64_t)s->volume);
+    p = be_u64(p, dbits(s->high));
+    p = be_u64(p, dbits(s->low));
+    p = be_u64(p, dbits(s->last));
+    p = be_u64(p, dbits(s->vwap));
+    p = be_u64(p, (uint64_t)s->trade_count);
+    p = be_u64(p, dbits(s->bid));
+    p = be_u64(p, dbits(s->ask));
+    p = be_u64(p, dbits(s->notional));
+    if (s->has_book) { /* BookValues.digest_bytes */
+        *p++ = s->level_indexed ? 'L' : 'P';
+        for (int side = 0; side < 2; side++) {
+            uint32_t n = b->side[side].n;
+            for (int i = 3; i >= 0; i--) *p++ = (uint8_t)(n >> (8 * i));
+            p = be_u64(p, b->side[side].hash);
+        }
+        for (int i = 0; i < 9; i++) {
+            int set = (s->set >> i) & 1;
+            *p++ = set ? '+' : '-';
+            if (set) p = be_u64(p, dbits(s->session[i]));
+        }
+        p = be_u64(p, dbits(s->book_notional));
+        p = be_u64(p, dbits(s->traded));
+        p = be_u64(p, (uint64_t)s->trades);
+    }
+    *out = blake2b_64(buf, (size_t)(p - buf));
+    if (buf != stack) PyMem_Free(buf);
+    return 0;
+}
+
+/* The record of a name, or NULL. */
+static FxBook *bt_find(const BookTableObject *t, const char *name, Py_ssize_t len, size_t *slot) {
+    if (t->n_slots == 0) return NULL;
+    size_t mask = t->n_slots - 1, hash = fx_name_hash(name, len);
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        uint32_t at = t->slots[i];
+        if (at == 0) return NULL;
+        FxBook *b = t->books[at - 1];
+        if (b->name_hash == hash && b->name_len == len && memcmp(b->name, name, (size_t)len) == 0) {
+            if (slot != NULL) *slot = i;
+            return b;
+        }
+    }
+}
+
+static void bt_place(uint32_t *slots, size_t n_slots, size_t hash, uint32_t value) {
+    size_t mask = n_slots - 1, i = hash & mask;
+    while (slots[i] != 0) i = (i + 1) & mask;
+    slots[i] = value;
+}
+
+/* Room for ``more`` new records (bt_insert cannot fail after it): 0, or -1 with MemoryError. */
+static int bt_reserve(BookTableObject *t, Py_ssize_t more) {
+    Py_ssize_t need = t->count + more;
+    if (need >= (Py_ssize_t)(UINT32_MAX / 4)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (need > t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap : 16;
+        while (cap < need) cap *= 2;
+        FxBook **books = PyMem_Realloc(t->books, (size_t)cap * sizeof *books);
+        if (books == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->books = books;
+        t->cap = cap;
+    }
+    if ((size_t)need * 2 > t->n_slots) {
+        size_t n = t->n_slots ? t->n_slots : 32;
+        while (n < (size_t)need * 2) n *= 2;
+        uint32_t *slots = PyMem_Calloc(n, sizeof *slots);
+        if (slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < t->count; k++) bt_place(slots, n, t->books[k]->name_hash, (uint32_t)k + 1);
+        PyMem_Free(t->slots);
+        t->slots = slots;
+        t->n_slots = n;
+    }
+    return 0;
+}
+
+/* A new record into the table (after bt_reserve), its digest added. */
+static void bt_insert(BookTableObject *t, FxBook *b) {
+    t->books[t->count++] = b;
+    bt_place(t->slots, t->n_slots, b->name_hash, (uint32_t)t->count);
+    t->digest += b->digest;
+}
+
+static void bt_clear(BookTableObject *t) {
+    for (Py_ssize_t k = 0; k < t->count; k++) fx_book_free(t->books[k]);
+    t->count = 0;
+    if (t->slots != NULL) memset(t->slots, 0, t->n_slots * sizeof *t->slots);
+    t->digest = t->salt;
+}
+
+/* ---- BookTable as Python sees it: records in and out as tuples ---- */
+
+/* A side from a list or tuple of (price, size, orders): 0, or -1 with an exception. Orders keep
+ * their low 64 bits (what the digest and the wire use of them). */
+static int fx_side_from(PyObject *levels, FxSide *out) {
+    PyObject *seq = frozen(levels, "a book side is a list of (price, size, orders)");
+    if (seq == NULL) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    int rc = fx_side_reserve(out, (size_t)n);
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *level = PyTuple_GET_ITEM(seq, i);
+        ShownLevel *l = &out->at[i];
+        if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3 || !PyLong_Check(PyTuple_GET_ITEM(level, 2))) {
+            PyErr_SetString(PyExc_TypeError, "a level is (price, size, orders)");
+            rc = -1;
+        } else if (to_double(PyTuple_GET_ITEM(level, 0), &l->price) < 0 ||
+                   to_double(PyTuple_GET_ITEM(level, 1), &l->size) < 0) {
+            rc = -1;
+        } else {
+            uint64_t orders = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(level, 2));
+            if (orders == (uint64_t)-1 && PyErr_Occurred()) rc = -1;
+            l->orders = (int64_t)orders;
+            out->n = (uint32_t)(i + 1);
+        }
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* A BookValues as a tuple (BookValues' first 15 fields, in order) into ``b``: 0, or -1. */
+static int fx_book_from(PyObject *book, FxBook *b) {
+    PyObject *seq = frozen(book, "a book is a tuple of BookValues' fields");
+    if (seq == NULL) return -1;
+    int rc = PyTuple_GET_SIZE(seq) == 15 ? 0 : -1;
+    if (rc < 0) PyErr_SetString(PyExc_ValueError, "a book is BookValues' 15 fields");
+    FxValues *s = &b->s;
+    if (rc == 0) {
+        int truth = PyObject_IsTrue(PyTuple_GET_ITEM(seq, 0));
+        s->level_indexed = truth > 0;
+        rc = (truth < 0 || fx_side_from(PyTuple_GET_ITEM(seq, 1), &b->side[0]) < 0 ||
+              fx_side_from(PyTuple_GET_ITEM(seq, 2), &b->side[1]) < 0)
+                 ? -1
+                 : 0;
+    }
+    for (int i = 0; i < 9 && rc == 0; i++) {
+        PyObject *value = PyTuple_GET_ITEM(seq, 3 + i);
+        if (value == Py_None) continue;
+        s->set |= 1u << i;
+        rc = to_double(value, &s->session[i]);
+    }
+    if (rc == 0) {
+        rc = (to_double(PyTuple_GET_ITEM(seq, 12), &s->book_notional) < 0 ||
+              to_double(PyTuple_GET_ITEM(seq, 13), &s->traded) < 0 || to_i64(PyTuple_GET_ITEM(seq, 14), &s->trades) < 0)
+                 ? -1
+                 : 0;
+    }
+    Py_DECREF(seq);
+    if (rc == 0) {
+        fx_rehash(&b->side[0], s->level_indexed, 0);
+        fx_rehash(&b->side[1], s->level_indexed, 1);
+    }
+    return rc;
+}
+
+/* SymbolValues.astuple() and the book's fields (or None) into ``b``: 0, or -1. */
+static int fx_values_from(PyObject *values, PyObject *book, FxBook *b) {
+    PyObject *seq = frozen(values, "values is SymbolValues.astuple()");
+    if (seq == NULL) return -1;
+    FxValues *s = &b->s;
+    double *d[9] = {NULL, &s->high, &s->low, &s->last, &s->vwap, NULL, &s->bid, &s->ask, &s->notional};
+    int rc = PyTuple_GET_SIZE(seq) == 9 ? 0 : -1;
+    if (rc < 0) PyErr_SetString(PyExc_ValueError, "values is SymbolValues.astuple(): 9 values");
+    for (int i = 0; i < 9 && rc == 0; i++) {
+        PyObject *value = PyTuple_GET_ITEM(seq, i);
+        rc = d[i] != NULL ? to_double(value, d[i]) : to_i64(value, i == 0 ? &s->volume : &s->trade_count);
+    }
+    Py_DECREF(seq);
+    s->has_book = book != Py_None;
+    if (rc == 0 && s->has_book) rc = fx_book_from(book, b);
+    return rc;
+}
+
+static PyObject *fx_side_list(const FxSide *s) {
+    PyObject *list = PyList_New(s->n);
+    for (uint32_t i = 0; list != NULL && i < s->n; i++) {
+        PyObject *level = Py_BuildValue("(ddK)", s->at[i].price, s->at[i].size, (unsigned long long)s->at[i].orders);
+        if (level == NULL) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, level);
+    }
+    return list;
+}
+
+/* A record as (SymbolValues.astuple() ..., book): book None or BookValues' 15 fields. */
+static PyObject *fx_raw(const FxBook *b) {
+    const FxValues *s = &b->s;
+    PyObject *book = Py_None, *raw;
+    if (s->has_book) {
+        if ((book = PyTuple_New(15)) == NULL) return NULL;
+        PyObject *items[15] = {PyBool_FromLong(s->level_indexed), fx_side_list(&b->side[0]), fx_side_list(&b->side[1])};
+        for (int i = 0; i < 9; i++)
+            items[3 + i] = (s->set >> i) & 1 ? PyFloat_FromDouble(s->session[i]) : Py_NewRef(Py_None);
+        items[12] = PyFloat_FromDouble(s->book_notional);
+        items[13] = PyFloat_FromDouble(s->traded);
+        items[14] = PyLong_FromLongLong(s->trades);
+        int failed = 0;
+        for (int i = 0; i < 15; i++) {
+            failed |= items[i] == NULL;
+            PyTuple_SET_ITEM(book, i, items[i]);
+        }
+        if (failed) {
+            Py_DECREF(book);
+            return NULL;
+        }
+    } else {
+        Py_INCREF(book);
+    }
+    raw = Py_BuildValue("(LddddLdddN)", (long long)s->volume, s->high, s->low, s->last, s->vwap,
+                        (long long)s->trade_count, s->bid, s->ask, s->notional, book);
+    return raw;
+}
+
+/* A str argument's UTF-8: 0, or -1 (TypeError: not a str). */
+static int fx_name_of(PyObject *symbol, const char **name, Py_ssize_t *len) {
+    if (!PyUnicode_Check(symbol)) {
+        PyErr_Format(PyExc_TypeError, "a symbol is a str, not %.100s", Py_TYPE(symbol)->tp_name);
+        return -1;
+    }
+    return (*name = PyUnicode_AsUTF8AndSize(symbol, len)) == NULL ? -1 : 0;
+}
+
+static PyObject *BookTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, ":BookTable", kwlist)) return NULL;
+    BookTableObject *self = (BookTableObject *)type->tp_alloc(type, 0);
+    if (self != NULL) self->max_symbols = PY_SSIZE_T_MAX;
+    return (PyObject *)self;
+}
+
+static void BookTable_dealloc(BookTableObject *self) {
+    bt_clear(self);
+    PyMem_Free(self->books);
+    PyMem_Free(self->slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t BookTable_len(BookTableObject *self) { return self->count; }
+
+static int BookTable_contains(BookTableObject *self, PyObject *key) {
+    const char *name;
+    Py_ssize_t len;
+    if (!PyUnicode_Check(key)) return 0;
+    if (fx_name_of(key, &name, &len) < 0) return -1;
+    return bt_find(self, name, len, NULL) != NULL;
+}
+
+static PyObject *BookTable_get(BookTableObject *self, PyObject *symbol) {
+    const char *name;
+    Py_ssize_t len;
+    if (fx_name_of(symbol, &name, &len) < 0) return NULL;
+    FxBook *b = bt_find(self, name, len, NULL);
+    return b == NULL ? Py_NewRef(Py_None) : fx_raw(b);
+}
+
+static PyObject *BookTable_symbol_hash(BookTableObject *self, PyObject *symbol) {
+    const char *name;
+    Py_ssize_t len;
+    if (fx_name_of(symbol, &name, &len) < 0) return NULL;
+    FxBook *b = bt_find(self, name, len, NULL);
+    return b == NULL ? Py_NewRef(Py_None) : PyLong_FromUnsignedLongLong(b->digest);
+}
+
+/* set(symbol, values, book): adopt one symbol's values (a new record, whole, or nothing changes). */
+static PyObject *BookTable_set(BookTableObject *self, PyObject *args) {
+    PyObject *symbol, *values, *book;
+    const char *name;
+    Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "UOO:set", &symbol, &values, &book) || fx_name_of(symbol, &name, &len) < 0) return NULL;
+    FxBook *b = fx_book_new(name, len);
+    if (b == NULL) return NULL;
+    size_t slot = 0;
+    if (fx_values_from(values, book, b) < 0 || fx_digest(b, &b->s, &b->digest) < 0) {
+        fx_book_free(b);
+        return NULL;
+    }
+    FxBook *old = bt_find(self, name, len, &slot); /* Python code ran above: look it up now */
+    if (old != NULL) {
+        self->books[self->slots[slot] - 1] = b;
+        self->digest += b->digest - old->digest;
+        fx_book_free(old);
+    } else if (bt_reserve(self, 1) < 0) {
+        fx_book_free(b);
+        return NULL;
+    } else {
+        bt_insert(self, b);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *BookTable_items(BookTableObject *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyList_New(self->count);
+    for (Py_ssize_t k = 0; out != NULL && k < self->count; k++) {
+        FxBook *b = self->books[k];
+        PyObject *item = Py_BuildValue("(NN)", PyUnicode_DecodeUTF8(b->name, b->name_len, NULL), fx_raw(b));
+        if (item == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, k, item);
+    }
+    return out;
+}
+
+static PyObject *BookTable_clear(BookTableObject *self, PyObject *Py_UNUSED(ignored)) {
+    bt_clear(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *BookTable_sizeof(BookTableObject *self, PyObject *Py_UNUSED(ignored)) {
+    size_t total = sizeof *self + (size_t)self->cap * sizeof(FxBook *) + self->n_slots * sizeof(uint32_t);
+    for (Py_ssize_t k = 0; k < self->count; k++) {
+        const FxBook *b = self->books[k];
+        total += sizeof *b + (size_t)b->name_len + 1 + ((size_t)b->side[0].cap + b->side[1].cap) * sizeof(ShownLevel);
+    }
+    return PyLong_FromSize_t(total);
+}
+
+static PyObject *BookTable_get_digest(BookTableObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(self->digest);
+}
+
+static PyObject *BookTable_get_salt(BookTableObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(self->salt);
+}
+
+static int BookTable_set_salt(BookTableObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    uint64_t salt;
+    if (value == NULL || as_u64(value, &salt) < 0) {
+        if (value == NULL) PyErr_SetString(PyExc_TypeError, "salt cannot be deleted");
+        return -1;
+    }
+    self->digest += salt - self->salt;
+    self->salt = salt;
+    return 0;
+}
+
+/* A non-negative bounded Py_ssize_t setting: 0, or -1. */
+static int fx_bounded_setting(PyObject *value, Py_ssize_t limit, const char *what, Py_ssize_t *out) {
+    if (value == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s cannot be deleted", what);
+        return -1;
+    }
+    Py_ssize_t v = PyLong_AsSsize_t(value);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v > limit) {
+        PyErr_Format(PyExc_ValueError, "%s must be in 0..%zd, got %zd", what, limit, v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static PyObject *BookTable_get_max_symbols(BookTableObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromSsize_t(self->max_symbols);
+}
+
+static int BookTable_set_max_symbols(BookTableObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    return fx_bounded_setting(value, PY_SSIZE_T_MAX, "max_symbols", &self->max_symbols);
+}
+
+static PyObject *BookTable_get_depth(BookTableObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromSsize_t(self->depth);
+}
+
+static int BookTable_set_depth(BookTableObject *self, PyObject *value, void *Py_UNUSED(closure)) {
+    return fx_bounded_setting(value, FX_MAX_DEPTH, "depth", &self->depth);
+}
+
+static PyMethodDef BookTable_methods[] = {
+    {"get", (PyCFunction)BookTable_get, METH_O, "get(symbol) -> (9 values, book fields or None), or None"},
+    {"set", (PyCFunction)BookTable_set, METH_VARARGS, "set(symbol, values.astuple(), book fields or None)"},
+    {"items", (PyCFunction)BookTable_items, METH_NOARGS, "items() -> [(symbol, record as get() gives it)]"},
+    {"symbol_hash", (PyCFunction)BookTable_symbol_hash, METH_O, "symbol_hash(symbol) -> its share of the digest"},
+    {"clear", (PyCFunction)BookTable_clear, METH_NOARGS, "clear(): no symbols (the digest is the salt)"},
+    {"__sizeof__", (PyCFunction)BookTable_sizeof, METH_NOARGS, "bytes held, records and levels included"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef BookTable_getset[] = {
+    {"digest", (getter)BookTable_get_digest, NULL, "the state's digest (the symbols' and the salt, mod 2**64)", NULL},
+    {"salt", (getter)BookTable_get_salt, (setter)BookTable_set_salt, "the session's share of the digest", NULL},
+    {"max_symbols", (getter)BookTable_get_max_symbols, (setter)BookTable_set_max_symbols,
+     "a run stops at a message naming one symbol more", NULL},
+    {"depth", (getter)BookTable_get_depth, (setter)BookTable_set_depth, "the book depth", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods BookTable_as_sequence = {
+    .sq_length = (lenfunc)BookTable_len,
+    .sq_contains = (objobjproc)BookTable_contains,
+};
+
+static PyTypeObject BookTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.BookTable",
+    .tp_basicsize = sizeof(BookTableObject),
+    .tp_dealloc = (destructor)BookTable_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "BookTable(): fix44's conversion state in C (see adapter/conversion/_native_books.py).",
+    .tp_new = BookTable_new,
+    .tp_methods = BookTable_methods,
+    .tp_getset = BookTable_getset,
+    .tp_as_sequence = &BookTable_as_sequence,
+};
+
 /* ---- Fix44Run: a run of fix44 35=X incremental refreshes converted whole in C ----
  *
- * Fix44Run(state, values_type, book_type, max_prices).run(...) is Fix44Engine.run for the
- * common incremental refresh. The reference is the Python loop (_reference.ReferenceEngine.run
- * over fix44_parser.Fix44Converter.parse, fix44_engine.BookState.stage/commit and
- * Fix44Engine.encode_staged), and this does what it does to the same objects: the state's
- * dicts of SymbolValues and of hashes and its digest. Each symbol a message touches gets new
- * SymbolValues and BookValues objects (a side the message writes is a new list, a side it
- * does not is shared, as BookValues.fork shares it), so the careful path, snapshots and
- * images read them as they read the reference's. Its blocks are fix44_wire's: each book cut to
- * its best ``depth`` levels a side and, for a price-keyed book, SymbolUpdate.levels with each
- * price the message named (fx_price_levels), so a block's size follows the message, not the book.
+ * Fix44Run(table, max_prices).run(...) is Fix44Engine.run for the common incremental refresh,
+ * over the state's records in C (BookTable, above). The reference is the Python loop
+ * (_reference.ReferenceEngine.run over fix44_parser.Fix44Converter.parse,
+ * book_state.BookState.stage/commit and Fix44Engine.encode_staged), and this does what it
+ * does: the book rules applied to the records in place (each change logged so a message that
+ * stops after it applied is undone exactly: FxUndo), a new symbol's record made here, each
+ * touched side's hash kept, the shown changes, the block, the symbol's digest and the commit.
+ * Its blocks are fix44_wire's: each book cut to its best ``depth`` levels a side and, for a
+ * price-keyed book, SymbolUpdate.levels with each price the message named (fx_price_levels; a
+ * new book's every price and book_replaced), so a block's size follows the message, not the book.
  *
  * Taken here, strictly: a frame whose 9= and 10= check as proto.fix.next_message checks them;
  * 35=X first; then 34 (required), 49, 56, 52, 60 and 262, each at most once, in any order; then 268
@@ -1885,10 +2463,12 @@ static PyTypeObject MboRunType = {
  * check them, on a narrower syntax (plain digits, printable ASCII text, a timestamp of a year
  * 1970-2200). Anything else stops the run (STOP_SLOW) before anything changes and the Python
  * path takes that message: 35=W and every other type, any other tag, a repeated or misplaced
- * tag, odd number syntax, a symbol never seen, a book entry of the other kind (1023 on a
- * price-keyed book or none on a level-indexed one: the mode switch), a full side
- * (book_full), a volume leaving int64, values of an unexpected type, more than 64 entries or
- * 16 symbols in a message (tests/unit/adapter/test_fix44_run.py compares the two).
+ * tag, odd number syntax, a symbol past max_symbols (symbol_limit), a symbol adopted without a
+ * book, a book entry of the other kind (1023 on a price-keyed book or none on a level-indexed
+ * one: the mode switch; a new book takes its first entry's kind), a full side (book_full), an
+ * insert into a level-indexed side deeper than the depth, a volume or trade count leaving
+ * int64, more than 64 entries or 16 symbols in a message (tests/unit/adapter/test_fix44_run.py
+ * and test_fix44_native_state.py compare the two).
  */
 
 #define FX_MAX_ENTRIES 64
@@ -1899,7 +2479,11 @@ static PyTypeObject MboRunType = {
 #define FX_DELETE 2
 #define FX_TYPES "01245678BC" /* the entry types taken: bid, offer, trade and the session values */
 
-typedef RunObject Fix44RunObject;
+typedef struct {
+    PyObject_HEAD
+    BookTableObject *table;
+    Py_ssize_t max_prices; /* book.MAX_PRICES */
+} Fix44RunObject;
 
 /* One entry of the 268 group (BookEntry). */
 typedef struct {
@@ -1919,30 +2503,22 @@ typedef struct {
     size_t sym_len[FX_MAX_SYMBOLS];
 } FxMsg;
 
-/* One symbol of a message: its new values (n.k from the old book, changed in place; n.v and
- * the objects built at the end) and its old sides (for the shown changes). */
-typedef struct {
-    PyObject *name, *current, *values; /* owned */
-    PyObject *old[2];                  /* owned: the old bids and asks */
-    NewValues n;
-    int written[2];
-    uint64_t hash;
-} FxSym;
-
-/* One run() call: the state's parts (read at its start) and what it has collected. */
-typedef struct {
-    PyObject *values, *hashes; /* owned */
-    uint64_t digest;
-    Py_ssize_t depth, max_prices;
-    long long expect_seq, stop_seq, room;
-    int empty_packet, source_stream, publish;
-    Py_ssize_t max_count, count;
-    long long publish_ns, first_seq;
-    Buf blocks, digests;
-    PyObject *payloads;
-} FxCtx;
-
 static inline int fx_isdigit(uint8_t ch) { return ch >= '0' && ch <= '9'; }
+
+/* The sum of ``n`` bytes, mod 256 (FIX's CheckSum): eight at a time, each pair of bytes added
+ * into a 16-bit lane whose wrap-around leaves its low byte, all the checksum keeps, right. */
+static unsigned fx_byte_sum(const uint8_t *p, size_t n) {
+    uint64_t lanes = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        lanes += (x & 0x00FF00FF00FF00FFULL) + ((x >> 8) & 0x00FF00FF00FF00FFULL);
+    }
+    unsigned sum = (unsigned)(lanes + (lanes >> 16) + (lanes >> 32) + (lanes >> 48));
+    for (; i < n; i++) sum += p[i];
+    return sum & 0xFF;
+}
 
 /* proto.fix.next_message's checks: 0 with the body's bounds and the next position, or STOP_SLOW
  * (anything the Python path must cut or resynchronize over). */
@@ -1966,7 +2542,7 @@ static int fx_frame(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize
         if (!fx_isdigit(buf[stop + i])) return STOP_SLOW;
         declared = declared * 10 + (unsigned)(buf[stop + i] - '0');
     }
-    for (Py_ssize_t i = pos; i < stop; i++) sum += buf[i];
+    sum = fx_byte_sum(buf + pos, (size_t)(stop - pos));
     if ((sum & 0xFF) != declared) return STOP_SLOW;
     *body = start;
     *body_end = stop;
@@ -2029,6 +2605,17 @@ static int fx_decimal(const uint8_t *v, size_t n, double *out) {
         for (i++; i < n && fx_isdigit(v[i]); i++) frac++;
     }
     if (i != n || whole + frac == 0) return -1;
+    if (whole + frac <= 15) { /* Clinger's fast path: an exact integer over an exact power of ten, */
+        static const double pow10[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                         1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+        uint64_t mantissa = 0; /* one correctly rounded division, as float() rounds */
+        for (size_t k = v[0] == '-'; k < n; k++) {
+            if (v[k] != '.') mantissa = mantissa * 10 + (uint64_t)(v[k] - '0');
+        }
+        double d = (double)mantissa / pow10[frac];
+        *out = v[0] == '-' ? -d : d;
+        return 0;
+    }
     char text[48], *stop = NULL;
     memcpy(text, v, n);
     text[n] = 0;
@@ -2204,220 +2791,284 @@ static int fx_parse(const uint8_t *body, size_t len, FxMsg *m) {
     return 0;
 }
 
-/* ---- applying entries (book.apply_entries on the loaded values) ---- */
+/* ---- applying entries (book.apply_entries on the table's records) ----
+ *
+ * Entries change the sides in place and log how to undo each change (FxUndo), so a message
+ * that stops after it changed something (a full side, a volume out of int64, the packet's
+ * room) is put back exactly; the session values change on the message's copy (FxSym.s). */
 
-/* A new (price, size, orders) level. */
-static PyObject *fx_level_obj(const FxEntry *e) {
-    PyObject *t = PyTuple_New(3);
-    if (t == NULL) return NULL;
-    PyObject *price = PyFloat_FromDouble(e->price), *size = PyFloat_FromDouble(e->size),
-             *orders = PyLong_FromLongLong(e->orders);
-    PyTuple_SET_ITEM(t, 0, price);
-    PyTuple_SET_ITEM(t, 1, size);
-    PyTuple_SET_ITEM(t, 2, orders);
-    if (price == NULL || size == NULL || orders == NULL) Py_CLEAR(t);
-    return t;
+#define FX_UNDO_SET 0      /* put ``old`` back at ``index`` */
+#define FX_UNDO_INSERTED 1 /* remove ``index`` (and put back ``cut``, pushed off the end, when ``dropped``) */
+#define FX_UNDO_DELETED 2  /* insert ``old`` at ``index`` */
+
+typedef struct {
+    FxSide *side;
+    uint32_t index;
+    int kind, dropped;
+    ShownLevel old, cut;
+} FxUndo;
+
+/* One symbol of a message: its record, its values after the message and what it wrote. */
+typedef struct {
+    FxBook *book; /* the table's, or a new one (owned until the commit) */
+    int is_new, touched[2];
+    FxValues s;
+    uint64_t hash_before[2], digest;
+    size_t old_at[2];  /* its shown levels before the message: where in FxCtx.pool */
+    uint32_t n_old[2]; /* how many */
+} FxSym;
+
+/* One run() call: the table, the settings, and what it has collected. */
+typedef struct {
+    BookTableObject *table;
+    Py_ssize_t depth, max_prices;
+    long long expect_seq, stop_seq, room;
+    int empty_packet, source_stream, publish;
+    Py_ssize_t max_count, count;
+    long long publish_ns, first_seq;
+    Buf blocks, digests;
+    PyObject *payloads;
+    ShownLevel *pool; /* a message's saved shown levels and the diff's scratch */
+    size_t pool_len, pool_cap;
+    FxUndo undo[FX_MAX_ENTRIES];
+    int n_undo;
+} FxCtx;
+
+/* ``n`` levels of the pool: their offset, or (size_t)-1 with MemoryError. */
+static size_t fx_take(FxCtx *c, size_t n) {
+    if (c->pool_len + n > c->pool_cap) {
+        size_t cap = c->pool_cap ? c->pool_cap : 64;
+        while (cap < c->pool_len + n) cap *= 2;
+        ShownLevel *pool = PyMem_Realloc(c->pool, cap * sizeof *pool);
+        if (pool == NULL) {
+            PyErr_NoMemory();
+            return (size_t)-1;
+        }
+        c->pool = pool;
+        c->pool_cap = cap;
+    }
+    size_t at = c->pool_len;
+    c->pool_len += n;
+    return at;
 }
 
-/* The price of level ``i`` of a side: 0, or STOP_SLOW when it is not a (float, ., .) tuple. */
-static int fx_price_at(PyObject *levels, Py_ssize_t i, double *price) {
-    PyObject *t = PyList_GET_ITEM(levels, i);
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 || !PyFloat_CheckExact(PyTuple_GET_ITEM(t, 0)))
-        return STOP_SLOW;
-    *price = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 0));
+/* Before a side's first change in a message: its shown levels and hash saved. 0, or -1. */
+static int fx_touch(FxCtx *c, FxSym *s, int side) {
+    if (s->touched[side]) return 0;
+    FxSide *levels = &s->book->side[side];
+    uint32_t shown = levels->n < (uint64_t)c->depth ? levels->n : (uint32_t)c->depth;
+    size_t at = fx_take(c, shown);
+    if (at == (size_t)-1) return -1;
+    if (shown) memcpy(c->pool + at, levels->at, shown * sizeof *levels->at);
+    s->old_at[side] = at;
+    s->n_old[side] = shown;
+    s->hash_before[side] = levels->hash;
+    s->touched[side] = 1;
     return 0;
 }
 
-/* book.find_price: where ``price`` is (or would go) in a price-keyed side, best first, and
- * whether it is there: 0, or STOP_SLOW when a level on the way is not a (float, ., .) tuple. */
-static int fx_find_price(PyObject *levels, double price, int is_bid, Py_ssize_t *index, int *present) {
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(levels), n = hi;
-    double key = is_bid ? -price : price, at = 0.0;
+static void fx_log(FxCtx *c, FxSide *side, int kind, uint32_t index, const ShownLevel *old) {
+    FxUndo *u = &c->undo[c->n_undo++];
+    u->side = side;
+    u->kind = kind;
+    u->index = index;
+    u->dropped = 0;
+    if (old != NULL) u->old = *old;
+}
+
+static void fx_remove_at(FxSide *s, uint32_t index) {
+    memmove(&s->at[index], &s->at[index + 1], (size_t)(s->n - index - 1) * sizeof *s->at);
+    s->n--;
+}
+
+static void fx_insert_at(FxSide *s, uint32_t index, const ShownLevel *level) { /* room reserved */
+    memmove(&s->at[index + 1], &s->at[index], (size_t)(s->n - index) * sizeof *s->at);
+    s->at[index] = *level;
+    s->n++;
+}
+
+/* Every change of the message taken back, last first (the sides' hashes by the caller). */
+static void fx_undo(FxCtx *c) {
+    while (c->n_undo > 0) {
+        FxUndo *u = &c->undo[--c->n_undo];
+        if (u->kind == FX_UNDO_SET) {
+            u->side->at[u->index] = u->old;
+        } else if (u->kind == FX_UNDO_DELETED) {
+            fx_insert_at(u->side, u->index, &u->old); /* its room is still there */
+        } else {
+            fx_remove_at(u->side, u->index);
+            if (u->dropped) u->side->at[u->side->n++] = u->cut;
+        }
+    }
+}
+
+/* book.find_price on a price-keyed side: where ``price`` is or would go, best first. */
+static uint32_t fx_find(const FxSide *s, double price, int is_bid, int *present) {
+    uint32_t lo = 0, hi = s->n;
+    double key = is_bid ? -price : price;
     while (lo < hi) { /* bisect_left by the side's key */
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (fx_price_at(levels, mid, &at) != 0) return STOP_SLOW;
+        uint32_t mid = lo + (hi - lo) / 2;
+        double at = s->at[mid].price;
         if ((is_bid ? -at : at) < key) lo = mid + 1;
         else hi = mid;
     }
-    *present = 0;
-    if (lo < n) {
-        if (fx_price_at(levels, lo, &at) != 0) return STOP_SLOW;
-        *present = at == price;
+    *present = lo < s->n && s->at[lo].price == price;
+    return lo;
+}
+
+/* book._apply_price: 0, STOP_SLOW (book_full: the Python path quarantines) or -1. */
+static int fx_apply_price(FxCtx *c, FxSide *s, const FxEntry *e, int side) {
+    int present;
+    uint32_t at = fx_find(s, e->price, side == 0, &present);
+    uint64_t side_no = (uint64_t)side + 1;
+    if (e->action == FX_DELETE) {
+        if (!present) return 0;
+        s->hash -= fx_mix(&s->at[at], 0, side_no);
+        fx_log(c, s, FX_UNDO_DELETED, at, &s->at[at]);
+        fx_remove_at(s, at);
+        return 0;
     }
-    *index = lo;
+    ShownLevel level = {e->price, e->size, e->orders};
+    if (present) {
+        s->hash += fx_mix(&level, 0, side_no) - fx_mix(&s->at[at], 0, side_no);
+        fx_log(c, s, FX_UNDO_SET, at, &s->at[at]);
+        s->at[at] = level;
+        return 0;
+    }
+    if ((Py_ssize_t)s->n >= c->max_prices) return STOP_SLOW;
+    if (fx_side_reserve(s, (size_t)s->n + 1) < 0) return -1;
+    fx_log(c, s, FX_UNDO_INSERTED, at, NULL);
+    fx_insert_at(s, at, &level);
+    s->hash += fx_mix(&level, 0, side_no);
     return 0;
 }
 
-/* book._apply_price: 0, STOP_SLOW (book_full, a level of another type) or -1. */
-static int fx_apply_price(PyObject *levels, const FxEntry *e, int is_bid, Py_ssize_t max_prices) {
-    Py_ssize_t lo, n = PyList_GET_SIZE(levels);
-    int present;
-    if (fx_find_price(levels, e->price, is_bid, &lo, &present) != 0) return STOP_SLOW;
-    if (e->action == FX_DELETE) return present ? PyList_SetSlice(levels, lo, lo + 1, NULL) : 0;
-    if (!present && n >= max_prices) return STOP_SLOW; /* book_full: the Python path quarantines */
-    PyObject *level = fx_level_obj(e);
-    if (level == NULL) return -1;
-    if (present) return PyList_SetItem(levels, lo, level); /* steals level */
-    int rc = PyList_Insert(levels, lo, level);
-    Py_DECREF(level);
-    return rc;
-}
-
-/* book._apply_level: 0, or -1. */
-static int fx_apply_level(PyObject *levels, const FxEntry *e, Py_ssize_t depth) {
-    Py_ssize_t n = PyList_GET_SIZE(levels), index = (Py_ssize_t)e->level - 1;
-    if (e->action == FX_DELETE) return index < n ? PyList_SetSlice(levels, index, index + 1, NULL) : 0;
-    if (!(e->action == FX_CHANGE && index < n) && index >= depth) return 0;
-    PyObject *level = fx_level_obj(e);
-    if (level == NULL) return -1;
-    if (e->action == FX_CHANGE && index < n) return PyList_SetItem(levels, index, level);
-    int rc = PyList_Insert(levels, index < n ? index : n, level);
-    Py_DECREF(level);
-    if (rc == 0 && PyList_GET_SIZE(levels) > depth) rc = PyList_SetSlice(levels, depth, PyList_GET_SIZE(levels), NULL);
-    return rc;
-}
-
-static inline int fx_set(PyObject **slot, double d) {
-    PyObject *value = PyFloat_FromDouble(d);
-    replace(slot, value);
-    return value == NULL ? -1 : 0;
-}
-
-/* book._apply_session_entry for a trade: 0, STOP_SLOW or -1. k: 3 volume, 4 last, 5 high,
- * 6 low, 11 vwap, 12 notional, 13 traded, 14 trades (their types checked at loading). */
-static int fx_trade(PyObject **k, const FxEntry *e) {
-    long long trades = PyLong_AsLongLong(k[14]);
-    if (trades == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return STOP_SLOW;
+/* book._apply_level (the side's hash is summed again after the message): 0, STOP_SLOW or -1. */
+static int fx_apply_level(FxCtx *c, FxSide *s, const FxEntry *e) {
+    uint32_t n = s->n;
+    long long index = e->level - 1;
+    if (e->action == FX_DELETE) {
+        if (index < n) {
+            fx_log(c, s, FX_UNDO_DELETED, (uint32_t)index, &s->at[index]);
+            fx_remove_at(s, (uint32_t)index);
+        }
+        return 0;
     }
-    if (trades == LLONG_MAX) return STOP_SLOW;
+    ShownLevel level = {e->price, e->size, e->orders};
+    if (e->action == FX_CHANGE && index < n) {
+        fx_log(c, s, FX_UNDO_SET, (uint32_t)index, &s->at[index]);
+        s->at[index] = level;
+        return 0;
+    }
+    if (index >= c->depth) return 0;
+    if ((Py_ssize_t)n > c->depth) return STOP_SLOW; /* deeper than the depth (an adopted book): Python's */
+    if (fx_side_reserve(s, (size_t)n + 1) < 0) return -1;
+    uint32_t at = index < n ? (uint32_t)index : n;
+    fx_log(c, s, FX_UNDO_INSERTED, at, NULL);
+    fx_insert_at(s, at, &level);
+    if ((Py_ssize_t)s->n > c->depth) { /* pushed past the depth: falls off, and does not come back */
+        FxUndo *u = &c->undo[c->n_undo - 1];
+        u->dropped = 1;
+        u->cut = s->at[--s->n];
+    }
+    return 0;
+}
+
+/* book._apply_session_entry: 0, or STOP_SLOW (the trade count would leave int64). */
+static int fx_session(FxValues *v, const FxEntry *e) {
     double price = e->price, size = e->size;
-    double volume = k[3] == Py_None ? 0.0 : PyFloat_AS_DOUBLE(k[3]);
-    if (volume == 0.0) volume = 0.0; /* (book.volume or 0.0): -0.0 too */
-    double product = price * size;
-    double notional = PyFloat_AS_DOUBLE(k[12]) + product, traded = PyFloat_AS_DOUBLE(k[13]) + size;
-    int high = k[5] == Py_None || price > PyFloat_AS_DOUBLE(k[5]), low = k[6] == Py_None || price < PyFloat_AS_DOUBLE(k[6]);
-    if (fx_set(&k[4], price) < 0 || fx_set(&k[3], volume + size) < 0 || (high && fx_set(&k[5], price) < 0) ||
-        (low && fx_set(&k[6], price) < 0) || fx_set(&k[12], notional) < 0 || fx_set(&k[13], traded) < 0 ||
-        (traded != 0.0 && fx_set(&k[11], notional / traded) < 0))
-        return -1;
-    replace(&k[14], PyLong_FromLongLong(trades + 1));
-    return k[14] == NULL ? -1 : 0;
-}
-
-/* book._apply_session_entry for the other session values: 0, or -1. k: 3 volume, 5 high, 6 low,
- * 7 open, 8 close, 9 settle, 10 open_interest. */
-static int fx_session(PyObject **k, const FxEntry *e) {
+    int high = !(v->set >> FX_S_HIGH & 1) || price > v->session[FX_S_HIGH];
+    int low = !(v->set >> FX_S_LOW & 1) || price < v->session[FX_S_LOW];
     switch (e->type) {
-    case '4': return fx_set(&k[7], e->price);
-    case '5': return fx_set(&k[8], e->price);
-    case '6': return fx_set(&k[9], e->price);
-    case '7': return (k[5] == Py_None || e->price > PyFloat_AS_DOUBLE(k[5])) ? fx_set(&k[5], e->price) : 0;
-    case '8': return (k[6] == Py_None || e->price < PyFloat_AS_DOUBLE(k[6])) ? fx_set(&k[6], e->price) : 0;
-    case 'B': return fx_set(&k[3], e->size);
-    default: return fx_set(&k[10], e->size); /* 'C' */
+    case '2': {
+        if (v->trades == LLONG_MAX) return STOP_SLOW;
+        double volume = v->set >> FX_S_VOLUME & 1 ? v->session[FX_S_VOLUME] : 0.0;
+        if (volume == 0.0) volume = 0.0; /* (book.volume or 0.0): -0.0 too */
+        v->session[FX_S_LAST] = price;
+        v->session[FX_S_VOLUME] = volume + size;
+        if (high) v->session[FX_S_HIGH] = price;
+        if (low) v->session[FX_S_LOW] = price;
+        v->book_notional += price * size;
+        v->traded += size;
+        v->trades++;
+        v->set |= 1u << FX_S_LAST | 1u << FX_S_VOLUME | 1u << FX_S_HIGH | 1u << FX_S_LOW;
+        if (v->traded != 0.0) {
+            v->session[FX_S_VWAP] = v->book_notional / v->traded;
+            v->set |= 1u << FX_S_VWAP;
+        }
+        return 0;
+    }
+    case '4': v->session[FX_S_OPEN] = price, v->set |= 1u << FX_S_OPEN; return 0;
+    case '5': v->session[FX_S_CLOSE] = price, v->set |= 1u << FX_S_CLOSE; return 0;
+    case '6': v->session[FX_S_SETTLE] = price, v->set |= 1u << FX_S_SETTLE; return 0;
+    case '7':
+        if (high) v->session[FX_S_HIGH] = price, v->set |= 1u << FX_S_HIGH;
+        return 0;
+    case '8':
+        if (low) v->session[FX_S_LOW] = price, v->set |= 1u << FX_S_LOW;
+        return 0;
+    case 'B': v->session[FX_S_VOLUME] = size, v->set |= 1u << FX_S_VOLUME; return 0;
+    default: v->session[FX_S_INTEREST] = size, v->set |= 1u << FX_S_INTEREST; return 0; /* 'C' */
     }
 }
 
-/* One entry applied to its symbol's loaded values: 0, STOP_SLOW or -1. */
+/* One entry applied to its symbol: 0, STOP_SLOW or -1. */
 static int fx_apply(FxCtx *c, FxSym *s, const FxEntry *e) {
-    if (e->type > '1') {
-        if (e->action == FX_DELETE) return 0;
-        return e->type == '2' ? fx_trade(s->n.k, e) : fx_session(s->n.k, e);
-    }
-    if (e->has_level != (s->n.k[0] == Py_True)) return STOP_SLOW; /* the mode switch: the Python path's */
+    if (e->type > '1') return e->action == FX_DELETE ? 0 : fx_session(&s->s, e);
     int side = e->type == '0' ? 0 : 1;
-    if (!s->written[side]) { /* BookValues.writable: the side's own copy */
-        PyObject *copy = PyList_GetSlice(s->n.k[1 + side], 0, PyList_GET_SIZE(s->n.k[1 + side]));
-        if (copy == NULL) return -1;
-        replace(&s->n.k[1 + side], copy);
-        s->written[side] = 1;
-    }
-    PyObject *levels = s->n.k[1 + side];
-    return e->has_level ? fx_apply_level(levels, e, c->depth) : fx_apply_price(levels, e, side == 0, c->max_prices);
+    if (fx_touch(c, s, side) < 0) return -1;
+    FxSide *levels = &s->book->side[side];
+    return e->has_level ? fx_apply_level(c, levels, e) : fx_apply_price(c, levels, e, side);
 }
 
 /* ---- one message ---- */
 
-static void fx_sym_clear(FxSym *s) {
-    Py_CLEAR(s->name);
-    Py_CLEAR(s->current);
-    Py_CLEAR(s->values);
-    Py_CLEAR(s->old[0]);
-    Py_CLEAR(s->old[1]);
-    new_values_clear(&s->n);
-}
-
-/* A symbol's current values and book loaded into ``s``: 0, STOP_SLOW (a new symbol, a book-less
- * one, values of another type) or -1. */
-static int fx_load(Fix44RunObject *self, FxCtx *c, const uint8_t *name, size_t len, FxSym *s) {
-    if ((s->name = PyUnicode_DecodeASCII((const char *)name, (Py_ssize_t)len, NULL)) == NULL) return -1;
-    PyObject *current = PyDict_GetItemWithError(c->values, s->name);
-    if (current == NULL) return PyErr_Occurred() ? -1 : STOP_SLOW;
-    s->current = Py_NewRef(current);
-    if (!Py_IS_TYPE(current, (PyTypeObject *)self->values_type)) return STOP_SLOW;
-    PyObject *book = PyObject_GetAttr(current, N_BOOK);
-    if (book == NULL) return -1;
-    int rc = Py_IS_TYPE(book, (PyTypeObject *)self->book_type) ? load_book(book, &s->n) : STOP_SLOW;
-    Py_DECREF(book);
-    if (rc != 0) return rc;
-    PyObject **k = s->n.k;
-    if ((k[0] != Py_True && k[0] != Py_False) || !PyList_CheckExact(k[1]) || !PyList_CheckExact(k[2]) ||
-        !PyFloat_CheckExact(k[12]) || !PyFloat_CheckExact(k[13]) || !PyLong_CheckExact(k[14]))
-        return STOP_SLOW;
-    for (int i = 3; i < 12; i++) {
-        if (!opt_float(k[i])) return STOP_SLOW;
+/* The message's symbols found (or new records made) and checked before anything changes:
+ * 0, STOP_SLOW (one more symbol than max_symbols, a book-less record, a book entry of the
+ * other kind: the mode switch) or -1. A new book takes the kind of its first book entry. */
+static int fx_stage(FxCtx *c, const FxMsg *m, FxSym *syms) {
+    BookTableObject *t = c->table;
+    Py_ssize_t fresh = 0;
+    for (int i = 0; i < m->n_symbols; i++) {
+        FxSym *s = &syms[i];
+        s->book = bt_find(t, (const char *)m->sym[i], (Py_ssize_t)m->sym_len[i], NULL);
+        if (s->book == NULL) {
+            if (t->count + ++fresh > t->max_symbols) return STOP_SLOW; /* symbol_limit */
+            if ((s->book = fx_book_new((const char *)m->sym[i], (Py_ssize_t)m->sym_len[i])) == NULL) return -1;
+            s->is_new = 1;
+        }
+        s->s = s->book->s;
+        if (!s->s.has_book) return STOP_SLOW;
     }
-    s->old[0] = Py_NewRef(k[1]);
-    s->old[1] = Py_NewRef(k[2]);
+    int seen[FX_MAX_SYMBOLS] = {0};
+    for (int i = 0; i < m->n_entries; i++) {
+        const FxEntry *e = &m->e[i];
+        FxSym *s = &syms[e->sym];
+        if (e->type > '1') continue;
+        if (s->is_new && !seen[e->sym]) s->s.level_indexed = s->book->s.level_indexed = e->has_level;
+        seen[e->sym] = 1;
+        if (e->has_level != s->s.level_indexed) return STOP_SLOW;
+    }
     return 0;
 }
 
-/* ``value or 0.0``: a float or None. */
-static PyObject *fx_or_zero(PyObject *value) {
-    if (value == Py_None || PyFloat_AS_DOUBLE(value) == 0.0) return PyFloat_FromDouble(0.0);
-    return Py_NewRef(value);
-}
-
-/* BookValues.best: the first level's price (0.0 when empty), or NULL (STOP_SLOW when not a float). */
-static PyObject *fx_best(PyObject *levels, int *slow) {
-    if (PyList_GET_SIZE(levels) == 0) return PyFloat_FromDouble(0.0);
-    double price;
-    if (fx_price_at(levels, 0, &price) != 0) {
-        *slow = 1;
-        return NULL;
-    }
-    return Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(levels, 0), 0));
-}
-
-/* fix44_engine._summarize and the new objects: 0, STOP_SLOW (the volume leaves int64) or -1. */
-static int fx_summarize(Fix44RunObject *self, FxSym *s) {
-    PyObject **k = s->n.k, **v = s->n.v;
-    double volume = k[3] == Py_None ? 0.0 : PyFloat_AS_DOUBLE(k[3]);
+/* fix44_engine._summarize: SymbolValues' nine from the book. 0, or STOP_SLOW (the volume leaves int64). */
+static int fx_summarize(FxSym *s) {
+    FxValues *v = &s->s;
+    const FxBook *b = s->book;
+    double volume = v->set >> FX_S_VOLUME & 1 ? v->session[FX_S_VOLUME] : 0.0;
     if (!(volume < 9223372036854775808.0 && volume > -9223372036854775808.0)) return STOP_SLOW;
-    int slow = 0;
-    v[0] = PyLong_FromLongLong((long long)volume);
-    v[1] = fx_or_zero(k[5]);
-    v[2] = fx_or_zero(k[6]);
-    v[3] = fx_or_zero(k[4]);
-    v[4] = fx_or_zero(k[11]);
-    v[5] = Py_NewRef(k[14]);
-    v[6] = fx_best(k[1], &slow);
-    v[7] = fx_best(k[2], &slow);
-    v[8] = Py_NewRef(k[12]);
-    if (slow) return STOP_SLOW;
-    for (int i = 0; i < 9; i++) {
-        if (v[i] == NULL) return -1;
+    double *out[4] = {&v->high, &v->low, &v->last, &v->vwap};
+    static const int from[4] = {FX_S_HIGH, FX_S_LOW, FX_S_LAST, FX_S_VWAP};
+    for (int i = 0; i < 4; i++) { /* ``value or 0.0``: None, 0.0 and -0.0 give 0.0 */
+        double d = v->set >> from[i] & 1 ? v->session[from[i]] : 0.0;
+        *out[i] = d == 0.0 ? 0.0 : d;
     }
-    /* BookValues(..., shared): the sides still shared with the old book, as fork leaves them */
-    PyObject *args[16];
-    memcpy(args, k, 15 * sizeof *args);
-    args[15] = PyLong_FromLong((s->written[0] ? 0 : 1) | (s->written[1] ? 0 : 2));
-    if (args[15] == NULL) return -1;
-    v[9] = PyObject_Vectorcall(self->book_type, args, 16, NULL);
-    Py_DECREF(args[15]);
-    if (v[9] == NULL || (s->values = PyObject_Vectorcall(self->values_type, v, 10, NULL)) == NULL) return -1;
+    v->volume = (int64_t)volume;
+    v->trade_count = v->trades;
+    v->notional = v->book_notional;
+    v->bid = b->side[0].n ? b->side[0].at[0].price : 0.0;
+    v->ask = b->side[1].n ? b->side[1].at[0].price : 0.0;
     return 0;
 }
 
@@ -2442,57 +3093,143 @@ static int fx_named_prices(const FxMsg *m, int index, char type, int descending,
 
 /* PriceLevel {side, price, size, orders, deleted} as SymbolUpdate.levels' item. */
 static int w_price_level(Buf *b, int side, double price, double size, int64_t orders, int deleted) {
-    size_t start = b->len;
-    if (w_varint(b, FH_PRICELEVEL_SIDE_TAG, (uint64_t)side) < 0 || w_double(b, FH_PRICELEVEL_PRICE_TAG, price, 0) < 0 ||
+    size_t start;
+    if (w_small_open(b, &start) < 0 || w_varint(b, FH_PRICELEVEL_SIDE_TAG, (uint64_t)side) < 0 || w_double(b, FH_PRICELEVEL_PRICE_TAG, price, 0) < 0 ||
         w_double(b, FH_PRICELEVEL_SIZE_TAG, size, 0) < 0 || w_varint(b, FH_PRICELEVEL_ORDERS_TAG, (uint64_t)orders) < 0 ||
         w_varint(b, FH_PRICELEVEL_DELETED_TAG, (uint64_t)deleted) < 0)
         return -1;
-    return w_close(b, start, FH_SYMBOLUPDATE_LEVELS_TAG);
+    return w_small_close(b, start, FH_SYMBOLUPDATE_LEVELS_TAG); /* a body of at most 39 bytes */
 }
 
-/* SymbolUpdate.levels (fix44_wire.price_levels for what a run takes: an existing book of one
- * kind, incremental entries of that kind). A level-indexed book has none (a block shows all of
- * it); a price-keyed one carries each price its bid and offer entries named, bids then asks,
- * best first, as the book now has it (that level's own price bits), or deleted at the price
- * its first entry gave when the book no longer has it. Never book_replaced (a rebuilt book is
- * the Python path's). 0, STOP_SLOW (a level of another type) or -1. */
+/* SymbolUpdate.levels and book_replaced (fix44_wire.price_levels for what a run takes). A
+ * level-indexed book has none (a block shows all of it). A new price-keyed book was rebuilt:
+ * every price it holds, then book_replaced. Otherwise each price its bid and offer entries
+ * named, bids then asks, best first, as the book now has it (that level's own price bits),
+ * or deleted at the price its first entry gave when the book no longer has it. 0, or -1. */
 static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
-    if (s->n.k[0] == Py_True) return 0;
+    if (s->s.level_indexed) return 0;
+    if (s->is_new) {
+        for (int side = 0; side < 2; side++) {
+            const FxSide *levels = &s->book->side[side];
+            for (uint32_t i = 0; i < levels->n; i++) {
+                const ShownLevel *l = &levels->at[i];
+                if (w_price_level(b, side + 1, l->price, l->size, l->orders, 0) < 0) return -1;
+            }
+        }
+        return w_varint(b, FH_SYMBOLUPDATE_BOOK_REPLACED_TAG, 1);
+    }
     double named[FX_MAX_ENTRIES];
     for (int side = 0; side < 2; side++) {
-        PyObject *levels = s->n.k[1 + side];
+        const FxSide *levels = &s->book->side[side];
         int n = fx_named_prices(m, index, side ? '1' : '0', side == 0, named);
         for (int i = 0; i < n; i++) {
-            Py_ssize_t at;
             int present;
-            if (fx_find_price(levels, named[i], side == 0, &at, &present) != 0) return STOP_SLOW;
-            if (!present) {
-                if (w_price_level(b, side + 1, named[i], 0.0, 0, 1) < 0) return -1;
-                continue;
-            }
-            PyObject *t = PyList_GET_ITEM(levels, at), *size = PyTuple_GET_ITEM(t, 1), *orders = PyTuple_GET_ITEM(t, 2);
-            if (!PyFloat_CheckExact(size) || !PyLong_CheckExact(orders)) return STOP_SLOW;
-            int overflow;
-            long long count = PyLong_AsLongLongAndOverflow(orders, &overflow);
-            if (overflow || (count == -1 && PyErr_Occurred())) {
-                PyErr_Clear();
-                return STOP_SLOW;
-            }
-            double price = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 0));
-            if (w_price_level(b, side + 1, price, PyFloat_AS_DOUBLE(size), count, 0) < 0) return -1;
+            uint32_t at = fx_find(levels, named[i], side == 0, &present);
+            const ShownLevel *l = &levels->at[at];
+            int rc = present ? w_price_level(b, side + 1, l->price, l->size, l->orders, 0)
+                             : w_price_level(b, side + 1, named[i], 0.0, 0, 1);
+            if (rc < 0) return -1;
         }
     }
     return 0;
 }
 
+#define FX_LEVEL_ROOM 31 /* a BookLevel's most bytes: tag, length, 9 + 9 + 11 of body */
+
+/* One BookLevel {price, size, orders} as field ``tag`` at ``p`` (room reserved): the end. */
+static inline uint8_t *fx_put_level(uint8_t *p, uint8_t tag, const ShownLevel *l) {
+    uint8_t *head = p;
+    p += 2;
+    if (dbits(l->price) != 0) {
+        *p++ = FH_BOOKLEVEL_PRICE_TAG;
+        p = le_double(p, l->price);
+    }
+    if (dbits(l->size) != 0) {
+        *p++ = FH_BOOKLEVEL_SIZE_TAG;
+        p = le_double(p, l->size);
+    }
+    if (l->orders != 0) {
+        *p++ = FH_BOOKLEVEL_ORDERS_TAG;
+        p = put_varint(p, (uint64_t)l->orders);
+    }
+    head[0] = tag;
+    head[1] = (uint8_t)(p - head - 2);
+    return p;
+}
+
+/* A field whose body may pass 127 bytes: w_open reserves its tag and two length bytes in front,
+ * w_end writes them there; a body of 128 bytes to 16 KiB (a block's book, state and symbol
+ * at the default depth) then moves nothing, a shorter one moves back a byte. */
+static int w_open(Buf *b, size_t *start) {
+    if (buf_reserve(b, 3) < 0) return -1;
+    *start = b->len;
+    b->len += 3;
+    return 0;
+}
+
+static int w_end(Buf *b, size_t start, uint8_t tag) {
+    size_t body = b->len - start - 3, head = 1 + varint_size(body);
+    if (head != 3) {
+        if (head > 3 && buf_reserve(b, head - 3) < 0) return -1;
+        memmove(b->data + start + head, b->data + start + 3, body);
+        b->len = start + head + body;
+    }
+    b->data[start] = tag;
+    put_varint(b->data + start + 1, body);
+    return 0;
+}
+
+/* Book {level_indexed, depth, bids, asks}, each side cut to its best ``depth`` levels. */
+static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t depth) {
+    size_t start;
+    if (w_open(b, &start) < 0 || w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)level_indexed) < 0 ||
+        w_varint(b, FH_BOOK_DEPTH_TAG, (uint64_t)depth) < 0)
+        return -1;
+    for (int side = 0; side < 2; side++) {
+        const FxSide *levels = &book->side[side];
+        uint32_t shown = levels->n < (uint64_t)depth ? levels->n : (uint32_t)depth;
+        if (buf_reserve(b, (size_t)shown * FX_LEVEL_ROOM) < 0) return -1;
+        uint8_t *p = b->data + b->len;
+        for (uint32_t i = 0; i < shown; i++) p = fx_put_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, &levels->at[i]);
+        b->len = (size_t)(p - b->data);
+    }
+    return w_end(b, start, FH_SYMBOLSTATE_BOOK_TAG);
+}
+
+/* SymbolState of a record with values ``v``: the nine values, the book, its session values. */
+static int fx_w_state(Buf *b, const FxBook *book, const FxValues *v, Py_ssize_t depth) {
+    static const uint8_t tags[9] = {FH_SESSIONVALUES_VOLUME_TAG, FH_SESSIONVALUES_LAST_TAG,
+                                    FH_SESSIONVALUES_HIGH_TAG,   FH_SESSIONVALUES_LOW_TAG,
+                                    FH_SESSIONVALUES_OPEN_TAG,   FH_SESSIONVALUES_CLOSE_TAG,
+                                    FH_SESSIONVALUES_SETTLE_TAG, FH_SESSIONVALUES_OPEN_INTEREST_TAG,
+                                    FH_SESSIONVALUES_VWAP_TAG};
+    size_t start;
+    if (w_open(b, &start) < 0 || w_varint(b, FH_SYMBOLSTATE_VOLUME_TAG, (uint64_t)v->volume) < 0 || w_double(b, FH_SYMBOLSTATE_HIGH_TAG, v->high, 0) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_LOW_TAG, v->low, 0) < 0 || w_double(b, FH_SYMBOLSTATE_LAST_TAG, v->last, 0) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_VWAP_TAG, v->vwap, 0) < 0 ||
+        w_varint(b, FH_SYMBOLSTATE_TRADE_COUNT_TAG, (uint64_t)v->trade_count) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_BID_TAG, v->bid, 0) < 0 || w_double(b, FH_SYMBOLSTATE_ASK_TAG, v->ask, 0) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_NOTIONAL_TAG, v->notional, 0) < 0 || fx_w_book(b, book, v->level_indexed, depth) < 0)
+        return -1;
+    size_t session = b->len;
+    for (int i = 0; i < 9; i++) {
+        if ((v->set >> i & 1) && w_double(b, tags[i], v->session[i], 1) < 0) return -1;
+    }
+    if (w_double(b, FH_SESSIONVALUES_NOTIONAL_TAG, v->book_notional, 0) < 0 ||
+        w_double(b, FH_SESSIONVALUES_TRADED_TAG, v->traded, 0) < 0 ||
+        w_varint(b, FH_SESSIONVALUES_TRADES_TAG, (uint64_t)v->trades) < 0 || w_close(b, session, FH_SYMBOLSTATE_SESSION_TAG) < 0)
+        return -1;
+    return w_end(b, start, FH_SYMBOLUPDATE_STATE_TAG);
+}
+
 /* One SymbolUpdate (fix44_wire.encode_symbol): 0, STOP_SLOW or -1. */
-static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s, ShownLevel *lv) {
+static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s) {
     Buf *b = &c->blocks;
-    size_t start = b->len;
-    Py_ssize_t name_len;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(s->name, &name_len);
-    if (utf8 == NULL) return -1;
-    if (name_len && (w_raw(b, utf8, (size_t)name_len) < 0 || w_close(b, start, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0))
+    size_t start, name;
+    const FxBook *book = s->book;
+    if (w_open(b, &start) < 0) return -1;
+    name = b->len;
+    if (book->name_len && (w_raw(b, book->name, (size_t)book->name_len) < 0 || w_close(b, name, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0))
         return -1;
     for (int i = 0; i < m->n_entries; i++) { /* its trades: (price or 0.0, size or 0.0) */
         const FxEntry *e = &m->e[i];
@@ -2501,21 +3238,21 @@ static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s,
         if (!(size < 9223372036854775808.0)) return STOP_SLOW; /* int(size) is no int64 */
         if (w_trade_of(b, price, (int64_t)size, size) < 0) return -1;
     }
-    Py_ssize_t depth = c->depth;
-    ShownLevel *before = lv, *after = lv + depth + 1, *scratch = lv + 2 * (depth + 1);
     for (int side = 0; side < 2; side++) { /* shown_changes: the sides the message wrote */
-        if (!s->written[side]) continue;
-        Py_ssize_t n_before = read_side(s->old[side], depth, before), n_after = read_side(s->n.k[1 + side], depth, after);
-        if (n_before < 0 || n_after < 0) return (n_before == -1 || n_after == -1) ? -1 : STOP_SLOW;
-        if (w_changes(b, before, n_before, after, n_after, side + 1, scratch) < 0) return -1;
+        if (!s->touched[side]) continue;
+        const FxSide *levels = &book->side[side];
+        uint32_t n_after = levels->n < (uint64_t)c->depth ? levels->n : (uint32_t)c->depth;
+        size_t scratch = fx_take(c, (size_t)s->n_old[side] + n_after);
+        if (scratch == (size_t)-1 || w_changes(b, c->pool + s->old_at[side], s->n_old[side], levels->at, n_after, side + 1,
+                                               c->pool + scratch) < 0)
+            return -1;
     }
-    if (w_state_of(b, &s->n, (uint64_t)depth, 0) < 0) return -1;
-    int rc = fx_price_levels(b, m, index, s);
-    return rc != 0 ? rc : w_close(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
+    if (fx_w_state(b, book, &s->s, c->depth) < 0 || fx_price_levels(b, m, index, s) < 0) return -1;
+    return w_end(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
 }
 
 /* The message's block (Fix44Engine.encode_staged, framed): 0, STOP_SLOW, STOP_ROOM or -1. */
-static int fx_block(FxCtx *c, const FxMsg *m, const FxSym *syms, ShownLevel *lv) {
+static int fx_block(FxCtx *c, const FxMsg *m, const FxSym *syms) {
     Buf *b = &c->blocks;
     size_t block_start = b->len;
     if (buf_reserve(b, BLOCK_OVERHEAD) < 0) return -1;
@@ -2524,7 +3261,7 @@ static int fx_block(FxCtx *c, const FxMsg *m, const FxSym *syms, ShownLevel *lv)
               w_varint(b, FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG, (uint64_t)c->publish_ns) < 0)
                  ? -1
                  : 0;
-    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_symbol_update(c, m, i, &syms[i], lv);
+    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_symbol_update(c, m, i, &syms[i]);
     size_t payload_len = b->len - block_start - BLOCK_OVERHEAD;
     long long block = BLOCK_OVERHEAD + (long long)payload_len;
     if (rc == 0 && payload_len > MAX_PAYLOAD) rc = STOP_SLOW;
@@ -2547,49 +3284,57 @@ static int fx_block(FxCtx *c, const FxMsg *m, const FxSym *syms, ShownLevel *lv)
     return 0;
 }
 
-/* BookState.commit: every symbol's hash, then its values and hash in the dicts: 0, or -1. */
-static int fx_commit(FxCtx *c, FxSym *syms, int n) {
-    uint64_t old_hash[FX_MAX_SYMBOLS];
+/* Everything the message did taken back: the sides' levels and hashes, its new records. */
+static void fx_rollback(FxCtx *c, FxSym *syms, int n) {
+    fx_undo(c);
     for (int i = 0; i < n; i++) {
-        Py_ssize_t name_len;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(syms[i].name, &name_len);
-        if (utf8 == NULL || digest_view(utf8, name_len, &syms[i].n, &syms[i].hash) < 0) return -1;
-        PyObject *old = PyDict_GetItemWithError(c->hashes, syms[i].name);
-        if (old == NULL && PyErr_Occurred()) return -1;
-        old_hash[i] = old == NULL ? 0 : PyLong_AsUnsignedLongLong(old);
-        if (old_hash[i] == (uint64_t)-1 && PyErr_Occurred()) return -1;
+        for (int side = 0; side < 2; side++) {
+            if (syms[i].touched[side]) syms[i].book->side[side].hash = syms[i].hash_before[side];
+        }
+        if (syms[i].is_new) fx_book_free(syms[i].book);
     }
-    for (int i = 0; i < n; i++) {
-        PyObject *hash = PyLong_FromUnsignedLongLong(syms[i].hash);
-        int rc = (hash == NULL || PyDict_SetItem(c->values, syms[i].name, syms[i].values) < 0 ||
-                  PyDict_SetItem(c->hashes, syms[i].name, hash) < 0)
-                     ? -1
-                     : 0;
-        Py_XDECREF(hash);
-        if (rc < 0) return -1;
-        c->digest += syms[i].hash - old_hash[i];
+}
+
+/* One parsed message staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
+static int fx_message(FxCtx *c, const FxMsg *m) {
+    FxSym syms[FX_MAX_SYMBOLS];
+    memset(syms, 0, (size_t)m->n_symbols * sizeof *syms);
+    c->pool_len = 0;
+    c->n_undo = 0;
+    int n = m->n_symbols, rc = fx_stage(c, m, syms);
+    for (int i = 0; i < m->n_entries && rc == 0; i++) rc = fx_apply(c, &syms[m->e[i].sym], &m->e[i]);
+    for (int i = 0; i < n && rc == 0; i++) {
+        FxSym *s = &syms[i];
+        for (int side = 0; side < 2; side++) { /* a level-indexed side's hash counts positions: summed again */
+            if (s->touched[side] && s->s.level_indexed) fx_rehash(&s->book->side[side], 1, side);
+        }
+        rc = fx_summarize(s);
+    }
+    if (rc == 0 && c->publish) rc = fx_block(c, m, syms);
+    for (int i = 0; i < n && rc == 0; i++) rc = fx_digest(syms[i].book, &syms[i].s, &syms[i].digest);
+    Py_ssize_t fresh = 0;
+    for (int i = 0; i < n; i++) fresh += syms[i].is_new;
+    if (rc == 0 && fresh) rc = bt_reserve(c->table, fresh);
+    if (rc != 0) {
+        fx_rollback(c, syms, n);
+        return rc;
+    }
+    for (int i = 0; i < n; i++) { /* BookState.commit */
+        FxBook *b = syms[i].book;
+        b->s = syms[i].s;
+        if (syms[i].is_new) {
+            b->digest = syms[i].digest;
+            bt_insert(c->table, b);
+        } else {
+            c->table->digest += syms[i].digest - b->digest;
+            b->digest = syms[i].digest;
+        }
     }
     return 0;
 }
 
-/* One parsed message staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
-static int fx_message(Fix44RunObject *self, FxCtx *c, const FxMsg *m) {
-    FxSym syms[FX_MAX_SYMBOLS];
-    memset(syms, 0, sizeof syms);
-    ShownLevel *lv = PyMem_Malloc((size_t)(4 * (c->depth + 1)) * sizeof(ShownLevel));
-    int rc = lv == NULL ? (PyErr_NoMemory(), -1) : 0;
-    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_load(self, c, m->sym[i], m->sym_len[i], &syms[i]);
-    for (int i = 0; i < m->n_entries && rc == 0; i++) rc = fx_apply(c, &syms[m->e[i].sym], &m->e[i]);
-    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_summarize(self, &syms[i]);
-    if (rc == 0 && c->publish) rc = fx_block(c, m, syms, lv);
-    if (rc == 0) rc = fx_commit(c, syms, m->n_symbols);
-    for (int i = 0; i < m->n_symbols; i++) fx_sym_clear(&syms[i]);
-    PyMem_Free(lv);
-    return rc;
-}
-
 /* Messages from *pos until one stops the run: why (STOP_*), or -1 with an exception. */
-static int fx_messages(Fix44RunObject *self, FxCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
+static int fx_messages(FxCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
     FxMsg *m = PyMem_Malloc(sizeof *m);
     if (m == NULL) {
         PyErr_NoMemory();
@@ -2607,12 +3352,12 @@ static int fx_messages(Fix44RunObject *self, FxCtx *c, const uint8_t *buf, Py_ss
             rc = STOP_SLOW;
             break;
         }
-        if ((rc = fx_message(self, c, m)) != 0) break;
+        if ((rc = fx_message(c, m)) != 0) break;
         if (buf_reserve(&c->digests, 8) < 0) {
             rc = -1;
             break;
         }
-        memcpy(c->digests.data + c->digests.len, &c->digest, 8);
+        memcpy(c->digests.data + c->digests.len, &c->table->digest, 8);
         c->digests.len += 8;
         if (c->count == 0) c->first_seq = m->seq;
         c->count++;
@@ -2640,50 +3385,47 @@ static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
         return NULL;
     c.empty_packet = c.room < 0;
     if (c.empty_packet) c.room = -c.room;
+    c.table = self->table;
+    c.depth = self->table->depth;
     c.max_prices = self->max_prices;
-    PyObject *result = NULL, *state = self->state;
-    int loaded = 0;
+    PyObject *result = NULL;
     if (pos < 0 || pos > frame.len || c.source_stream < 0 || c.source_stream > 0xFFFF) {
         PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
         goto done;
     }
-    if ((c.values = owned_attr(state, N_VALUES, &PyDict_Type)) == NULL ||
-        (c.hashes = owned_attr(state, N_HASHES, &PyDict_Type)) == NULL || u64_attr(state, N_DIGEST, &c.digest) < 0 ||
-        depth_attr(state, &c.depth) < 0)
-        goto done;
-    loaded = 1;
     if (want_payloads && (c.payloads = PyList_New(0)) == NULL) goto done;
-    int stop = fx_messages(self, &c, frame.buf, frame.len, &pos);
+    int stop = fx_messages(&c, frame.buf, frame.len, &pos);
     if (stop < 0) goto done;
     result = run_result(pos, c.count, stop, &c.blocks, c.first_seq, &c.digests, c.payloads);
-done:
-    /* What was committed stays committed, whatever stopped the run: the digest goes back to the state. */
-    if (loaded && set_u64_attr(state, N_DIGEST, c.digest) < 0) Py_CLEAR(result);
-    Py_XDECREF(c.values);
-    Py_XDECREF(c.hashes);
+done: /* what was committed stays committed, whatever stopped the run */
     Py_XDECREF(c.payloads);
     PyMem_Free(c.blocks.data);
     PyMem_Free(c.digests.data);
+    PyMem_Free(c.pool);
     PyBuffer_Release(&frame);
     return result;
 }
 
 static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"state", "values_type", "book_type", "max_prices", NULL};
-    PyObject *state, *values_type, *book_type;
+    static char *kwlist[] = {"table", "max_prices", NULL};
+    PyObject *table;
     Py_ssize_t max_prices;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOn:Fix44Run", kwlist, &state, &values_type, &book_type,
-                                     &max_prices))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!n:Fix44Run", kwlist, &BookTableType, &table, &max_prices))
         return NULL;
-    if (!PyType_Check(values_type) || !PyType_Check(book_type)) {
-        PyErr_SetString(PyExc_TypeError, "values_type and book_type must be the types (SymbolValues, BookValues)");
-        return NULL;
-    }
     if (max_prices < 0) {
         PyErr_SetString(PyExc_ValueError, "max_prices must not be negative");
         return NULL;
     }
-    return run_object(type, state, values_type, book_type, max_prices);
+    Fix44RunObject *self = (Fix44RunObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->table = (BookTableObject *)Py_NewRef(table);
+    self->max_prices = max_prices;
+    return (PyObject *)self;
+}
+
+static void Fix44Run_dealloc(Fix44RunObject *self) {
+    Py_XDECREF(self->table);
+    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef Fix44Run_methods[] = {
@@ -2693,10 +3435,10 @@ static PyMethodDef Fix44Run_methods[] = {
 
 static PyTypeObject Fix44RunType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.Fix44Run",
-    .tp_basicsize = sizeof(RunObject),
-    .tp_dealloc = (destructor)run_dealloc,
+    .tp_basicsize = sizeof(Fix44RunObject),
+    .tp_dealloc = (destructor)Fix44Run_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Fix44Run(state, values_type, book_type, max_prices): fix44 runs of 35=X in C over a BookState.",
+    .tp_doc = "Fix44Run(table, max_prices): fix44 runs of 35=X in C over a BookTable.",
     .tp_new = Fix44Run_new,
     .tp_methods = Fix44Run_methods,
 };
@@ -2723,7 +3465,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__orders(void) {
     if (PyType_Ready(&OrderTableType) < 0 || PyType_Ready(&ItemsType) < 0 || PyType_Ready(&SideLevelsType) < 0 ||
-        PyType_Ready(&MboRunType) < 0 || PyType_Ready(&Fix44RunType) < 0 || intern_names() < 0 ||
+        PyType_Ready(&MboRunType) < 0 || PyType_Ready(&Fix44RunType) < 0 || PyType_Ready(&BookTableType) < 0 || intern_names() < 0 ||
         intern_run_names() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -2731,7 +3473,8 @@ PyMODINIT_FUNC PyInit__orders(void) {
     if (PyModule_AddObjectRef(m, "OrderTable", (PyObject *)&OrderTableType) < 0 ||
         PyModule_AddObjectRef(m, "SideLevels", (PyObject *)&SideLevelsType) < 0 ||
         PyModule_AddObjectRef(m, "MboRun", (PyObject *)&MboRunType) < 0 ||
-        PyModule_AddObjectRef(m, "Fix44Run", (PyObject *)&Fix44RunType) < 0 || fh_add_constants(m) < 0) {
+        PyModule_AddObjectRef(m, "Fix44Run", (PyObject *)&Fix44RunType) < 0 ||
+        PyModule_AddObjectRef(m, "BookTable", (PyObject *)&BookTableType) < 0 || fh_add_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -7,7 +7,7 @@ takes the table, else the Python reference, with a warning. The ``itch50``
 state's order table, price levels, symbol digest and block encoder likewise come from the C
 extension ``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`
 and :func:`~adapter.conversion.codec.encode_book_block`; the ``fix44`` engine's C run
-(``_orders.Fix44Run``) comes from the same extension (:func:`fix44_run_type`).
+(``_orders.Fix44Run``, over its state in C) comes from the same extension (:func:`fix44_native`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from feedha.adapter._native_code import warn_fallback, why_not_built
 from feedha.adapter.conversion import order_table
@@ -27,13 +27,16 @@ from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.state import SymbolValues, symbol_digest
 from feedha.adapter.conversion.table import ConverterTable
 
+if TYPE_CHECKING:
+    from feedha.adapter.conversion._native_books import NativeBookState
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "IS_NATIVE_BUILT",
     "IS_NATIVE_ORDERS_BUILT",
     "OrderStore",
-    "fix44_run_type",
+    "fix44_native",
     "make_engine",
     "make_order_store",
     "unsupported_reason",
@@ -139,12 +142,14 @@ def _warn_orders_fallback() -> None:
     warn_fallback(logger, "the itch50 order table", "~2.4x the memory per live order", str(_ORDERS_NOT_BUILT))
 
 
-def fix44_run_type(*, prefer_native: bool = True) -> Callable[..., Any] | None:
-    """The C run of ``fix44`` incremental refreshes (``_orders.Fix44Run``), or ``None``: Python's runs.
+def fix44_native(*, prefer_native: bool = True) -> tuple[type[NativeBookState], Callable[..., Any]] | None:
+    """``fix44``'s state in C and its C run, or ``None``: Python's state and runs.
 
-    ``Fix44Run(state, SymbolValues, BookValues, MAX_PRICES)``; its ``run`` is a
-    :data:`~adapter.conversion.engine.RunFunction`. Without the extension the engine runs
-    the Python loop (logged once).
+    The state is :class:`~adapter.conversion._native_books.NativeBookState` (the books in
+    C structs, ``_orders.BookTable``); ``Fix44Run(state.native, MAX_PRICES)`` is the C run of
+    ``fix44`` incremental refreshes over it, whose ``run`` is a
+    :data:`~adapter.conversion.engine.RunFunction`. Without the extension the engine keeps
+    :class:`~adapter.conversion.book_state.BookState` and runs the Python loop (logged once).
 
     Args:
         prefer_native: ``False`` gives ``None`` (tests, comparisons).
@@ -155,9 +160,10 @@ def fix44_run_type(*, prefer_native: bool = True) -> Callable[..., Any] | None:
         _warn_fix44_fallback()
         return None
     from feedha.adapter.conversion import _orders
+    from feedha.adapter.conversion._native_books import NativeBookState
 
     run_type: Callable[..., Any] = _orders.Fix44Run
-    return run_type
+    return NativeBookState, run_type
 
 
 @functools.cache

@@ -1,0 +1,111 @@
+"""The native ``fix44`` conversion state: books kept in C (:class:`_orders.BookTable`).
+
+Theory of operation
+-------------------
+:class:`NativeBookState` is :class:`~adapter.conversion.book_state.BookState`
+with the symbols kept in C structs rather than Python objects, as
+:class:`~adapter.conversion._native.NativeConversionState` keeps feedha-fix's:
+per symbol a record of its nine values, its book's kind and session values
+and both sides as arrays of ``(price, size, orders)``, with each side's share
+of the digest (``book.side_hash``) kept as the sides change. The C run
+(``_orders.Fix44Run``) converts messages on the records themselves, so a
+message it takes builds no Python object; the Python path (``35=W``, session
+messages, every error) asks for a symbol's values and gets new
+:class:`~adapter.conversion.state.SymbolValues` and
+:class:`~adapter.conversion.book.BookValues` built from the record
+(:meth:`NativeBookState.peek`), stages on them as :class:`BookState` does, and
+commits them back (:meth:`NativeBookState.commit`: a new record, whole).
+
+Same interface, same digests and the same snapshots as :class:`BookState`
+(``tests/unit/adapter/test_fix44_run.py`` plays both on the same streams). A
+value of another type (an int where a book keeps a float) becomes the double
+the digest and the wire already made of it. Orders keep their low 64 bits (all
+the digest and the wire use of them), so a count the parser accepts (19
+digits at most) comes back as it went in.
+
+This module needs the extension: :mod:`adapter.conversion.choice` imports it
+only when ``_orders`` is built. Pure: no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from feedha.adapter.conversion import _orders
+from feedha.adapter.conversion._native_symbols import NativeSymbols
+from feedha.adapter.conversion.book import BookValues
+from feedha.adapter.conversion.book_state import DEFAULT_BOOK_DEPTH, BookState
+from feedha.adapter.conversion.state import MAX_SYMBOLS, SymbolValues
+
+__all__ = ["NativeBookState"]
+
+
+def _book_fields(book: BookValues | None) -> tuple[Any, ...] | None:
+    if book is None:
+        return None
+    return (
+        book.level_indexed,
+        book.bids,
+        book.asks,
+        book.volume,
+        book.last,
+        book.high,
+        book.low,
+        book.open,
+        book.close,
+        book.settle,
+        book.open_interest,
+        book.vwap,
+        book.notional,
+        book.traded,
+        book.trades,
+    )
+
+
+class NativeBookState(NativeSymbols, BookState):
+    """:class:`~adapter.conversion.book_state.BookState` kept in C (see the module docstring).
+
+    What it does with the ``BookTable`` beyond staging is
+    :class:`~adapter.conversion._native_symbols.NativeSymbols`.
+
+    Args:
+        depth: the book depth.
+    """
+
+    __slots__ = ("native",)
+
+    def __init__(self, depth: int = DEFAULT_BOOK_DEPTH) -> None:
+        self.native = _orders.BookTable()
+        self.native.max_symbols = MAX_SYMBOLS  # the C run stops there; the Python path names it
+        self.native.depth = depth
+        self._session = 0
+
+    @property
+    def depth(self) -> int:
+        """The book depth (levels kept by a level-indexed book, levels shown)."""
+        depth: int = self.native.depth
+        return depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self.native.depth = value
+
+    def values_of(self, raw: tuple[Any, ...]) -> SymbolValues:
+        # A record as BookTable.get gives it: SymbolValues' nine, then the book's fields or None.
+        volume, high, low, last, vwap, trade_count, bid, ask, notional, book = raw
+        values = SymbolValues(volume, high, low, last, vwap, trade_count, bid, ask, notional)
+        values.book = None if book is None else BookValues(*book)
+        return values
+
+    def set_symbol(self, symbol: str, values: SymbolValues) -> None:
+        self.native.set(symbol, values.astuple(), _book_fields(values.book))
+
+    def commit(self, staged: Mapping[str, SymbolValues]) -> None:
+        """Adopt what :meth:`stage` returned: each symbol's record is replaced whole."""
+        for symbol, values in staged.items():
+            self.set_symbol(symbol, values)
+
+    def peek(self, symbol: str) -> SymbolValues | None:
+        """One symbol's values, built from its record (a new object at every call)."""
+        return self.get(symbol)
