@@ -75,7 +75,7 @@ def mixed_streams(draw: Any) -> list[bytes]:
 
 
 @needs_native
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mixed_streams(), st.integers(1, 4))
 def test_records_made_in_c_and_the_python_paths_messages_agree_message_by_message(
     stream: list[bytes], depth: int
@@ -264,7 +264,7 @@ def _bits(values: SymbolValues) -> bytes:
 
 
 @needs_native
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.sampled_from(NEW_SYMBOLS + ("", "é", "x" * 300)), any_values(), max_size=5))
 def test_any_values_adopted_come_back_under_the_digest_python_gives_them(
     adopted: dict[str, SymbolValues],
