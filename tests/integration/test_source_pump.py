@@ -81,9 +81,9 @@ def _line(group: Any, seconds: float, rate: float) -> tuple[dict[int, tuple[int,
 def test_the_pumped_line_carries_what_the_python_loop_puts_on_it() -> None:
     lines, statuses = [], []
     for extra in ((), ("--no-source-pump",)):
-        with running_group(channel=CHANNEL, channel_number=1, size=1, rate=4000, seconds=1.5) as group:
+        with running_group(channel=CHANNEL, channel_number=1, size=1, rate=6000, seconds=1.0) as group:
             group.start_adapter(1, active=True, extra=extra)
-            line, status = _line(group, seconds=1.5, rate=4000.0)
+            line, status = _line(group, seconds=1.0, rate=6000.0)
         lines.append(line)
         statuses.append(status)
     pumped, python = lines
