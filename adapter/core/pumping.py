@@ -34,7 +34,9 @@ The core stays the one that decides:
 * :func:`settle` books what it did exactly as the Python path books it: the
   sequencer's run and digests, the ring's frames, the counters, and per mode
   the emitter's published position and the output's last send (``SEND``) or
-  every held record and packet through the gate, in order (``HOLD``).
+  every held record and packet through the gate, in order (``HOLD``: a packet
+  and the records of the messages it carries, which the pump hands back one
+  right after the other, pass it as one item).
 
 In ``SEND`` the pump journals before it sends: for every run with blocks it
 calls back into :func:`journal_records` (the journal plan's bookkeeping) and
@@ -63,6 +65,7 @@ from feedha.adapter.core.sync_types import Role
 from feedha.proto import wire
 
 if TYPE_CHECKING:
+    from feedha.adapter.core.emitter import LineEmitter
     from feedha.adapter.core.machine import AdapterCore
 
 __all__ = [
@@ -72,6 +75,7 @@ __all__ = [
     "PumpPlan",
     "PumpStop",
     "Pumped",
+    "admit_held",
     "journal_records",
     "plan",
     "pump_frames",
@@ -243,11 +247,34 @@ def settle(core: AdapterCore, pumped: Pumped, mode: PumpMode) -> list[Action]:
         emitter.published_msg_seq = pumped.first_msg_seq + count - 1
         emitter.published += count
     elif mode is PumpMode.HOLD and pumped.held:
-        for item in pumped.held:
-            if item[0] == HeldKind.RECORDS:
-                out += emitter.admit_records(*item[1:])
-            else:
-                out += emitter.admit_packet(*item[1:])
+        out += admit_held(emitter, pumped.held)
+    return out
+
+
+def admit_held(emitter: LineEmitter, held: list[tuple[Any, ...]]) -> list[Action]:
+    """Admit what a ``HOLD`` run handed back to the emitter's gate, in order; returns what goes out.
+
+    The pump puts each packet right after the records of the messages it carries: such a
+    pair passes the gate as one item (the same position, in the same order); anything else
+    goes alone.
+    """
+    out: list[Action] = []
+    i, n = 0, len(held)
+    while i < n:
+        item = held[i]
+        if item[0] == HeldKind.RECORDS:
+            after = held[i + 1] if i + 1 < n else None
+            if after is not None and after[0] == HeldKind.PACKET and after[2] == item[1] + len(item[4]) - 1:
+                _kind, first_msg_seq, time_ns, first_source_seq, payloads = item
+                _kind, packet, last_msg_seq, count, upto = after
+                records = (first_msg_seq, time_ns, first_source_seq, payloads)
+                out += emitter.admit_packet(packet, last_msg_seq, count, upto, records=records)
+                i += 2
+                continue
+            out += emitter.admit_records(*item[1:])
+        else:
+            out += emitter.admit_packet(*item[1:])
+        i += 1
     return out
 
 

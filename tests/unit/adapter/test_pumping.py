@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from feedha.adapter.core.actions import Publish
 from feedha.adapter.core.commands import DropPackets, Throttle
-from feedha.adapter.core.pumping import LineIdentity, PumpMode, PumpStop, pump_frames
+from feedha.adapter.core.pumping import HeldKind, LineIdentity, PumpMode, PumpStop, admit_held, pump_frames
 from feedha.adapter.core.sync_types import Role
 from feedha.plain_source.frames import POISON_KINDS, poison_message
 from feedha.proto import market_pb2, wire
@@ -141,3 +142,59 @@ def test_the_twin_stops_where_the_c_pump_stops() -> None:
     # Three parts: handed back as they came; a budget of one frame.
     assert pump([[b"a", b"b", b"c"]])[0].leftover == [b"a", b"b", b"c"]
     assert pump([[SOURCE_TOPIC, b""], [SOURCE_TOPIC, b""]], max_frames=1)[0].stop == PumpStop.BUDGET
+
+
+def _backup_emitter() -> Any:
+    from feedha.adapter.core.emitter import LineEmitter
+    from feedha.adapter.core.journaling import JournalPlan
+    from feedha.adapter.core.output import LineOutput
+
+    output = LineOutput(channel=1, adapter=2, max_packet_bytes=8192, heartbeat_s=0.01)
+    plan = JournalPlan(source_stream=1, checkpoint_every=10_000, checkpoint_interval_s=60.0, now=0.0)
+    emitter = LineEmitter(output, plan, source_stream=1)
+    emitter.close(confirmed=0, trusted=True)
+    return emitter
+
+
+def _held(first: int, count: int, *, packet: bytes) -> list[tuple[Any, ...]]:
+    payloads = [b"m%d" % seq for seq in range(first, first + count)]
+    last = first + count - 1
+    return [
+        (HeldKind.RECORDS, first, 1_000 + first, 100 + first, payloads),
+        (HeldKind.PACKET, packet, last, count, 100 + last),
+    ]
+
+
+def _as_tuples(actions: list[Any]) -> list[tuple[Any, ...]]:
+    return [
+        (type(a).__name__, a.packet)
+        if isinstance(a, Publish)
+        else (type(a).__name__, a.first_msg_seq, a.time_ns, list(a.source_seqs), list(a.payloads))
+        for a in actions
+    ]
+
+
+def test_a_packet_and_its_records_pass_the_gate_as_one_item_and_come_out_as_two_would() -> None:
+    held = _held(1, 3, packet=b"P1") + _held(4, 2, packet=b"P2") + _held(6, 4, packet=b"P3")
+    one_by_one, paired = _backup_emitter(), _backup_emitter()
+    for item in held:
+        getter = one_by_one.admit_records if item[0] == HeldKind.RECORDS else one_by_one.admit_packet
+        assert getter(*item[1:]) == []  # a closed gate: everything waits
+    assert admit_held(paired, held) == []
+    assert (one_by_one.gate.held, paired.gate.held) == (6, 3)
+    # Confirmed in two steps: up to the second packet's position, then the rest.
+    for upto in (100 + 5, 100 + 9):
+        separate, together = one_by_one.confirm(upto), paired.confirm(upto)
+        assert _as_tuples(together) == _as_tuples(separate) and together
+        assert [type(a).__name__ for a in together][-1] == "Publish"  # each packet after its records
+    assert (paired.published_msg_seq, paired.published) == (one_by_one.published_msg_seq, 9)
+
+
+def test_records_that_do_not_end_where_the_next_packet_ends_pass_the_gate_on_their_own() -> None:
+    held = _held(1, 3, packet=b"P1")
+    orphan = (HeldKind.RECORDS, 4, 9, 104, [b"m4"])
+    emitter = _backup_emitter()
+    assert admit_held(emitter, [*held, orphan, held[1]]) == []  # the orphan, then P1 again alone
+    assert emitter.gate.held == 3
+    with pytest.raises(ValueError, match="do not end"):
+        emitter.admit_packet(b"P", 9, 1, 109, records=(4, 9, 104, [b"m4", b"m5"]))
