@@ -18,8 +18,9 @@ the package whose Python it replaces (docs/architecture.md, "Native code"):
   live order where the Python reference takes 134-180), its symbols' digests and its blocks'
   protobuf encoding, and the C runs of ``itch50``'s order messages and ``fix44``'s common
   incremental refresh;
-* ``feedha.adapter._pump``: the active adapter's common turn (receive a source frame, convert
-  it with the engine's C run, send the line packet) without the interpreter in between; it
+* ``feedha.adapter._pump``: an adapter's common turn (receive a source frame, convert it with
+  the engine's C run, send the line packet or hold it for a backup's gate) without the
+  interpreter in between; it
   links no libzmq but binds at import to the one pyzmq loaded (``adapter/_libzmq.h``).
 
 Every function in them has a pure-Python reference implementation that the

@@ -178,8 +178,8 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-source-pump",
         dest="source_pump",
         action="store_false",
-        help="convert every source frame in the Python loop, never in the source pump (the active's "
-        "receive -> convert -> send turn in C; docs/architecture.md): A/B runs and diagnosis",
+        help="convert every source frame in the Python loop, never in the source pump (an adapter's "
+        "receive -> convert -> send or hold turn in C; docs/architecture.md): A/B runs and diagnosis",
     )
 
 

@@ -122,7 +122,7 @@ class AdapterConfig:
             conflated line; the adapter still takes part in the group's interval protocol).
         conflate_interval_s: the conflated line's interval (the feed's setting: every adapter
             of a channel takes the same value).
-        source_pump: let the source pump (``adapter/_pump.c``) take the active's common turn
+        source_pump: let the source pump (``adapter/_pump.c``) take an adapter's common turn
             where it can run (``False``: every frame through the Python loop; A/B runs, diagnosis).
     """
 

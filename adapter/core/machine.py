@@ -267,7 +267,7 @@ class AdapterCore:
             self._drive(pipeline.commit(pipeline.pending_roll, self._standing(), turn), turn)
         if self.gaps.backup.owed:  # answers owed (an attribute: this runs on every source frame)
             self._carry(self.gaps.answers(self._gap_view()), turn)
-        if converted and (self._sync.throttled or self._rate_limit):
+        if converted and self.is_throttled():
             self._throttle(converted)
         if counters.internal_errors > faults:
             self._fault("converting a source frame", turn)
