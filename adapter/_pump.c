@@ -248,7 +248,10 @@ static int read_result(PyObject *result, RunResult *out) {
 /* HOLD: a run's journal records, for the gate. Runs that follow each other with no packet sealed
    in between go in one item (one JournalRecords for the lot, as a frame of many runs would be);
    a packet sealed in between starts a new one, so each packet still follows its records and
-   nothing it carries waits behind records of later messages at the gate. */
+   nothing it carries waits behind records of later messages at the gate. The item's time is
+   that of its latest frame (wall_ns, read as the frame came): one JournalRecords has one time,
+   and stamped with an earlier frame's, a message that came later would leave the delayed line
+   before it is due. */
 static int hold_records(Run *r, PyObject *payloads, int64_t wall_ns, unsigned long long first_seq) {
     Py_ssize_t n = PyList_GET_SIZE(r->held);
     if (n > 0) {
@@ -260,8 +263,12 @@ static int hold_records(Run *r, PyObject *payloads, int64_t wall_ns, unsigned lo
             Py_ssize_t held_n = PyList_GET_SIZE(held);
             if (PyErr_Occurred()) return -1;
             if (last_msg + (unsigned long long)held_n == r->msg_seq &&
-                last_source + (unsigned long long)held_n == first_seq)
-                return PyList_SetSlice(held, held_n, held_n, payloads);
+                last_source + (unsigned long long)held_n == first_seq) {
+                if (PyList_SetSlice(held, held_n, held_n, payloads) < 0) return -1;
+                PyObject *restamped = Py_BuildValue("(iKLKO)", HELD_RECORDS, last_msg, (long long)wall_ns,
+                                                    last_source, held);
+                return restamped == NULL ? -1 : PyList_SetItem(r->held, n - 1, restamped);
+            }
         }
     }
     PyObject *copy = PyList_GetSlice(payloads, 0, PyList_GET_SIZE(payloads)); /* ours to extend */

@@ -31,6 +31,7 @@ GAP_RECORD_MS = 20.0
 GAPS_KEPT = 64
 OVERSHOOT_SAMPLES = 100_000  # delayed deliveries timed at most (then every other one, and so on)
 PURGED_KEPT = 1000
+EARLY_KEPT = 16  # early deliveries described in the summary (the first ones)
 
 
 class DelayedTiming:
@@ -43,11 +44,18 @@ class DelayedTiming:
         self._stride, self._seen = 1, 0
         self.purged: list[int] = []
         self.tombstones = 0
+        self.early_examples: list[dict[str, int]] = []
 
-    def on_delivery(self, event_time_ns: int, now_ns: int) -> None:
+    def on_delivery(self, event_time_ns: int, now_ns: int, *, msg_seq: int = 0, line: int = 0,
+                    send_time_ns: int = 0) -> None:  # fmt: skip
         overshoot = now_ns - (event_time_ns + self.delay_ns)
         if overshoot < 0:
             self.early += 1
+            if len(self.early_examples) < EARLY_KEPT:  # what an auditor needs to place it
+                self.early_examples.append({
+                    "msg_seq": msg_seq, "line": line, "early_ns": -overshoot,
+                    "sent_after_due_ns": send_time_ns - (event_time_ns + self.delay_ns),
+                })  # fmt: skip
         self._seen += 1
         if self._seen % self._stride == 0:
             self.samples.append(overshoot)
@@ -70,6 +78,7 @@ class DelayedTiming:
             "tombstones": self.tombstones,
             "purged_msg_seqs": self.purged,
             "early": self.early,
+            "early_examples": self.early_examples,
             "overshoot_ms_p50": pick(0.50),
             "overshoot_ms_p99": pick(0.99),
             "overshoot_ms_max": round(ordered[-1] / 1e6, 1) if ordered else 0.0,
@@ -218,7 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         event.msg_seq, event.source_stream, event.source_seq, now_ns / 1e9
                     )
                     if delayed:
-                        timing[event.channel].on_delivery(event.update.event_time_ns, now_ns)
+                        timing[event.channel].on_delivery(
+                            event.update.event_time_ns,
+                            now_ns,
+                            msg_seq=event.msg_seq,
+                            line=event.line,
+                            send_time_ns=event.send_time_ns,
+                        )
                     if books is not None:
                         books[event.channel].observe(event.msg_seq, event.update)
                     if event.msg_seq % 1000 == 0:

@@ -16,7 +16,8 @@ ranges from the adapters' replay services). While the source streams for
 It then waits for the delayed stream to arrive and prints what the client got:
 ``sent``, ``delivered``, ``lost`` (sent, minus delivered, minus purged),
 ``duplicates``, ``conflicts``, ``tombstones`` (``Purged`` events, one per purged
-message), ``early`` (deliveries sooner than the delay after their event time),
+message), ``early`` (deliveries sooner than the delay after their event time; the
+first few in ``early_examples``: msg_seq, line, how early, the packet's send time against due),
 ``late_purge_refused``, and the overshoot of the delay (delivery time minus
 event time minus delay) at p50 and p99, in milliseconds.
 """
@@ -287,6 +288,7 @@ def _report(
         "purged_seen": sorted(client.get("purged_msg_seqs", [])) == sorted(purges.purged),
         "purge_retries": purges.refusals,
         "early": client.get("early", 0),
+        "early_examples": client.get("early_examples", []),
         "late_purge_refused": bool(purges.late_refused),
         "late_purge_reply": purges.late_reply.get("error", purges.late_reply.get("reason")),
         "overshoot_ms_p50": client.get("overshoot_ms_p50", 0.0),

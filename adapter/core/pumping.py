@@ -385,10 +385,12 @@ def _hold_records(
 ) -> None:
     # As the C pump: runs that follow each other with no packet sealed in between share one
     # item; a packet in between starts a new one (it must follow its records, and nothing it
-    # carries may wait at the gate behind records of later messages).
+    # carries may wait at the gate behind records of later messages). The item takes the
+    # time of its latest run: no message in it is stamped before it came.
     if held and held[-1][0] == HeldKind.RECORDS:
         _kind, last_msg, _time, last_source, kept = held[-1]
         if last_msg + len(kept) == msg_seq and last_source + len(kept) == first_seq:
             kept.extend(payloads)
+            held[-1] = (HeldKind.RECORDS, last_msg, time_ns, last_source, kept)
             return
     held.append((HeldKind.RECORDS, msg_seq, time_ns, first_seq, list(payloads)))

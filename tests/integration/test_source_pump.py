@@ -17,7 +17,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -156,7 +156,7 @@ def _connected(sub: zmq.Socket[bytes], pub: zmq.Socket[bytes], probe: list[bytes
 
 
 @contextmanager
-def rig(*, journal_fails: bool = False) -> Iterator[Rig]:
+def rig(*, journal_fails: bool = False, before_run: Callable[[], None] | None = None) -> Iterator[Rig]:
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     made: list[zmq.Socket[bytes]] = []
 
@@ -186,7 +186,15 @@ def rig(*, journal_fails: bool = False) -> Iterator[Rig]:
             raise OSError("disk full")
         journaled.append((first_msg_seq, time_ns, first_source_seq, list(payloads)))
 
-    pump = _pump.Pump(engine.run_function(), None, journal, CHANNEL.encode(), 3, 2, 1, MAX_PACKET)
+    run = engine.run_function()
+    if before_run is not None:  # a hook inside the pump's call, before each run it converts
+        inner = run
+
+        def run(*args: Any) -> Any:
+            before_run()
+            return inner(*args)
+
+    pump = _pump.Pump(run, None, journal, CHANNEL.encode(), 3, 2, 1, MAX_PACKET)
     try:
         _connected(source, source_pub, [STREAM, b"probe"])
         _connected(sync, sync_pub, [b"probe"])
@@ -330,6 +338,39 @@ def test_a_backup_s_pump_drains_all_that_is_queued_and_comes_back_without_waitin
             records = sum(1 for item in pumped.held if item[0] == HeldKind.RECORDS)
             assert records <= pumped.packets + 1 and (records < len(pumped.frames) or len(pumped.frames) < 3)
     assert sum(got) == 100 and len(got) < 20  # more than a frame a call: it drained, it did not stop at one
+
+
+def test_a_backup_s_held_records_carry_the_time_their_own_frame_came() -> None:
+    # The next frame comes while the pump converts the one before it (a slow turn), so the
+    # pump takes it in the same call with no packet sealed in between. Its messages' records
+    # must carry a time no earlier than it was sent: stamped with the first frame's time, a
+    # message once left a backup's delayed line before it was due.
+    sent_at: dict[int, int] = {}
+    rigged: list[Rig] = []
+
+    def send(seq: int) -> None:
+        sent_at[seq] = time.time_ns()
+        rigged[0].send(_message(seq))
+        assert rigged[0].source.poll(2000)  # queued before the pump looks for more
+
+    def next_frame_comes() -> None:  # inside the pump's call, after it read the clock for a frame
+        if len(sent_at) < 3:
+            send(len(sent_at) + 1)
+
+    with rig(before_run=next_frame_comes) as r:
+        rigged.append(r)
+        send(1)
+        pumped = r.run(mode=PumpMode.HOLD, journal=True, deadline_s=0.2)
+    assert pumped.held is not None and pumped.messages == 3 and len(pumped.frames) == 3, pumped
+    stamped = {
+        item[1] + i: item[2]
+        for item in pumped.held
+        if item[0] == HeldKind.RECORDS
+        for i in range(len(item[4]))
+    }
+    assert sorted(stamped) == [1, 2, 3]
+    assert all(stamped[seq] >= sent_at[seq] for seq in stamped), (stamped, sent_at)
+    assert sum(1 for item in pumped.held if item[0] == HeldKind.RECORDS) == 1  # still one item
 
 
 def test_a_watched_position_stops_the_pump_before_it_and_convert_mode_builds_nothing() -> None:

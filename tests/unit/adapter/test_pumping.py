@@ -198,3 +198,15 @@ def test_records_that_do_not_end_where_the_next_packet_ends_pass_the_gate_on_the
     assert emitter.gate.held == 3
     with pytest.raises(ValueError, match="do not end"):
         emitter.admit_packet(b"P", 9, 1, 109, records=(4, 9, 104, [b"m4", b"m5"]))
+
+
+def test_the_twin_s_held_records_take_their_latest_run_s_time() -> None:
+    from feedha.adapter.core.pumping import _hold_records
+
+    held: list[tuple[Any, ...]] = []
+    _hold_records(held, 1, 1_000, 11, [b"a", b"b"])
+    _hold_records(held, 3, 1_500, 13, [b"c"])  # the next frame, no packet in between: one item
+    assert held == [(HeldKind.RECORDS, 1, 1_500, 11, [b"a", b"b", b"c"])]
+    held.append((HeldKind.PACKET, b"P", 3, 3, 13))
+    _hold_records(held, 4, 2_000, 14, [b"d"])  # after a packet: an item of its own
+    assert held[-1] == (HeldKind.RECORDS, 4, 2_000, 14, [b"d"]) and len(held) == 3
