@@ -48,13 +48,14 @@ class DelayedTiming:
 
     def on_delivery(self, event_time_ns: int, now_ns: int, *, msg_seq: int = 0, line: int = 0,
                     send_time_ns: int = 0) -> None:  # fmt: skip
-        overshoot = now_ns - (event_time_ns + self.delay_ns)
+        due = event_time_ns + self.delay_ns
+        overshoot = now_ns - due
         if overshoot < 0:
             self.early += 1
             if len(self.early_examples) < EARLY_KEPT:  # what an auditor needs to place it
                 self.early_examples.append({
                     "msg_seq": msg_seq, "line": line, "early_ns": -overshoot,
-                    "sent_after_due_ns": send_time_ns - (event_time_ns + self.delay_ns),
+                    "sent_after_due_ns": send_time_ns - due,
                 })  # fmt: skip
         self._seen += 1
         if self._seen % self._stride == 0:
