@@ -42,7 +42,7 @@ typedef struct {
     short revents;
 } zmq_pollitem_t;
 
-enum { ZMQ_DONTWAIT = 1, ZMQ_SNDMORE = 2, ZMQ_POLLIN = 1, ZMQ_EVENTS = 15 };
+enum { ZMQ_DONTWAIT = 1, ZMQ_SNDMORE = 2, ZMQ_POLLIN = 1, ZMQ_FD = 14, ZMQ_EVENTS = 15 };
 
 /* The functions, as pyzmq's libzmq has them. */
 typedef struct {

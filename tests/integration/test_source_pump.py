@@ -14,6 +14,7 @@ Two kinds of test:
 
 from __future__ import annotations
 
+import select
 import signal
 import threading
 import time
@@ -249,6 +250,43 @@ def test_the_pump_stops_for_the_sync_bus_and_the_control_socket() -> None:
         r.control_req.send(b"{}")
         assert r.control.poll(2000)
         assert r.run().stop == PumpStop.SOCKET
+
+
+def test_a_peer_that_speaks_during_a_call_stops_the_pump_before_the_next_frame() -> None:
+    # The pump finds both sockets quiet before the first frame and then looks only at their
+    # ZMQ_FDs until one turns readable: a message that comes meanwhile, on either socket, must
+    # still stop it before the next frame, which is queued by then.
+    rigged: list[Rig] = []
+    speakers: list[Callable[[Rig], zmq.Socket[bytes]]] = []
+
+    def a_peer_speaks() -> None:  # inside the call, converting frame 1: once
+        if not speakers:
+            return
+        r = rigged[0]
+        listening = speakers.pop()(r)
+        # Watched as the pump watches it: asking ZMQ_EVENTS here would take the signal.
+        readable, _w, _x = select.select([listening.getsockopt(zmq.FD)], [], [], 5.0)
+        assert readable, "the message never reached the socket"
+        r.send(_message(2))
+        assert r.source.poll(2000)  # frame 2 is queued: only the peer's word can stop the pump
+
+    def on_sync(r: Rig) -> zmq.Socket[bytes]:
+        r.sync_pub.send(b"a peer speaks")
+        return r.sync
+
+    def on_control(r: Rig) -> zmq.Socket[bytes]:
+        r.control_req.send(b"{}")
+        return r.control
+
+    for speak in (on_sync, on_control):
+        with rig(before_run=a_peer_speaks) as r:
+            rigged[:] = [r]
+            speakers[:] = [speak]
+            r.send(_message(1))
+            assert r.source.poll(2000)
+            pumped = r.run(deadline_s=2.0)
+        assert not speakers and pumped.stop == PumpStop.SOCKET, pumped
+        assert pumped.messages == 1 and len(pumped.frames) == 1, pumped  # frame 2 waits
 
 
 def test_what_the_pump_does_not_take_whole_goes_back_with_where_it_stopped() -> None:
