@@ -61,6 +61,7 @@ from typing import Any, Final
 import zmq
 
 from feedha.adapter.access import AccessTable
+from feedha.transport import readable
 
 logger = logging.getLogger(__name__)
 
@@ -237,6 +238,8 @@ class PeerBook:
         owner calls this every turn, whatever else it does.
         """
         for _ in range(MESSAGES_PER_TURN):
+            if not readable(sock):  # asked, not tried: a receive that fails costs an exception
+                break
             try:
                 frame = sock.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -257,6 +260,8 @@ class PeerBook:
         if monitor is None:
             return
         for _ in range(MESSAGES_PER_TURN):
+            if not readable(monitor):
+                return
             try:
                 frames = monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

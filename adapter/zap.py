@@ -25,6 +25,7 @@ from feedha.adapter.config import AdapterConfig
 from feedha.adapter.curve_keys import CurveKeys, load_keys, read_public_keys, write_keys
 from feedha.adapter.peers import MAX_MESSAGE_BYTES, MESSAGES_PER_TURN, PeerBook
 from feedha.adapter.zap_server import ZapServer
+from feedha.transport import readable
 
 logger = logging.getLogger(__name__)
 
@@ -289,7 +290,10 @@ class DataPlaneGuard:
 
 def _discard(sock: zmq.Socket[Any]) -> None:
     # An open line (no CURVE) has nobody to tell apart; what its peers send is just dropped.
+    # Asked, not tried: a subscription is rare, and a receive that fails costs an exception.
     for _ in range(MESSAGES_PER_TURN):
+        if not readable(sock):
+            return
         try:
             sock.recv(zmq.NOBLOCK, copy=False)
         except zmq.Again:
