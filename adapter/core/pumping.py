@@ -237,9 +237,7 @@ def settle(core: AdapterCore, pumped: Pumped, mode: PumpMode) -> list[Action]:
     if count:
         pipeline.sequencer.record_run(pumped.first_source_seq, pumped.first_msg_seq, pumped.digests)
         pipeline.counters.numbered += count
-    ring = pipeline.ring
-    for frame, converted in pumped.frames:
-        ring.add(frame, converted)
+    pipeline.ring.extend(pumped.frames)
     if pumped.packets:
         emitter.output.sent(pumped.packets, at=pumped.last_send_ns / 1e9)
     out: list[Action] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Final
 
 from feedha.adapter.conversion.messages import SourceMessage
@@ -46,14 +47,31 @@ class SourceRing:
 
     def add(self, frame: bytes, converted: int) -> None:
         """Keep ``frame``, from which ``converted`` messages were converted."""
-        frames = self._frames
-        frames.append((frame, converted))
+        self._frames.append((frame, converted))
         self._count += converted
         self._bytes += len(frame)
-        while len(frames) > 1 and (self._count - frames[0][1] >= self._size or self._bytes > self._max_bytes):
-            gone, count = frames.popleft()
-            self._count -= count
-            self._bytes -= len(gone)
+        self._trim()
+
+    def extend(self, frames: list[tuple[bytes, int]]) -> None:
+        """Keep several ``(frame, converted)``, oldest first: what :meth:`add` of each keeps.
+
+        One pass for a source pump's run (tens of frames a turn at low rates): trimming once
+        at the end drops exactly the frames trimming after each would (a frame the rules
+        drop stays droppable as newer frames come).
+        """
+        self._frames.extend(frames)
+        self._count += sum(map(itemgetter(1), frames))
+        self._bytes += sum(map(len, map(itemgetter(0), frames)))
+        self._trim()
+
+    def _trim(self) -> None:
+        frames, count, held = self._frames, self._count, self._bytes
+        size, max_bytes = self._size, self._max_bytes
+        while len(frames) > 1 and (count - frames[0][1] >= size or held > max_bytes):
+            gone, converted = frames.popleft()
+            count -= converted
+            held -= len(gone)
+        self._count, self._bytes = count, held
 
     def messages(
         self,

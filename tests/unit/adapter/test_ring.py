@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from feedha.adapter.conversion.parser import Converter
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.core.ring import SourceRing
@@ -32,3 +35,24 @@ def test_the_ring_drops_old_frames_past_its_byte_bound_but_keeps_the_newest() ->
     huge = _message(101) + b"y" * 10_000
     ring.add(huge, 1)
     assert repr(ring) == f"<SourceRing [frames=1, messages=1, bytes={len(huge)}]>"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(1, 40),
+    max_bytes=st.integers(1, 400),
+    runs=st.lists(st.lists(st.tuples(st.integers(0, 120), st.integers(0, 9)), max_size=30), max_size=8),
+)
+def test_a_run_of_frames_kept_at_once_keeps_what_adding_each_keeps(
+    size: int, max_bytes: int, runs: list[list[tuple[int, int]]]
+) -> None:
+    # The source pump books a run's frames in one pass; the ring must end as the Python
+    # path's frame-by-frame adds leave it, under both bounds.
+    one_by_one, at_once = SourceRing(size, max_bytes=max_bytes), SourceRing(size, max_bytes=max_bytes)
+    for index, run in enumerate(runs):
+        frames = [(bytes([index]) * length, converted) for length, converted in run]
+        for frame, converted in frames:
+            one_by_one.add(frame, converted)
+        at_once.extend(frames)
+        assert repr(at_once) == repr(one_by_one)
+        assert list(at_once._frames) == list(one_by_one._frames)
