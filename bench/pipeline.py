@@ -71,9 +71,9 @@ class PipelineOptions:
             generator (~5 µs of Python per message) would take the CPU the
             adapters and the client need, and the bare ceiling's sender
             generates nothing either. Such a capacity run's source also runs
-            niced (``feedha.procs.SOURCE_NICE``), as the drills' does. Latency
-            runs turn it off (their event times must be the scheduled send
-            times, and their source runs at normal priority).
+            niced (``feedha.procs.SOURCE_NICE``), as the drills' does. A latency
+            run's source pregenerates with ``--due-stamps`` (event times are the
+            scheduled send times, as a live source's) and runs at normal priority.
         secure: the data plane as deployed with keys: every adapter's line and
             sync bus are CURVE servers (``--curve-key``, ``--sync-key``), the
             client's key is admitted with ``--grant-keys`` and the client
@@ -365,6 +365,7 @@ def _start_source(options: PipelineOptions, group: Any, keys: Any, log: IO[str])
         *("--symbols", str(options.symbols), "--seed", "7"),
         *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
         *(("--pregenerate",) if options.pregenerate and options.capture is None else ()),
+        *(("--due-stamps",) if options.pregenerate and options.capture is None and options.latency else ()),
     ]
     if options.capture is not None:  # a capture is read before the clock starts, as pregenerated
         source_args += ["--file", str(options.capture), "--format", options.capture_format]
@@ -374,7 +375,7 @@ def _start_source(options: PipelineOptions, group: Any, keys: Any, log: IO[str])
     # full priority it would wake ~100k times a second at 250k msg/s and take the CPU of the
     # system under test (adapters missed heartbeats and failed over). Niced, as the drills run
     # it, it yields; late wake-ups then carry more messages a frame, as a loaded feed's do.
-    nice = SOURCE_NICE if options.pregenerate else 0
+    nice = SOURCE_NICE if options.pregenerate and not options.latency else 0
     return JsonProcess.python("source", "feedha.plain_source", source_args, log=log, nice=nice)
 
 

@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(capacity benchmarks; needs --count or --rate and --seconds)",
     )
     add(
+        "--due-stamps",
+        action="store_true",
+        help="with --pregenerate and --rate: stamp each message with the time it is due, as a live "
+        "run does (latency runs); the clock starts once the run is made, at the epoch it was made for",
+    )
+    add(
         "--curve-key",
         type=Path,
         help="the source's CURVE key pair (`feedha keys new FILE`): the streams are CURVE servers, "
@@ -173,6 +179,7 @@ def _config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Source
             linger_ms=args.linger_ms,
             start_seq=args.start_seq,
             pregenerate=args.pregenerate,
+            due_stamps=args.due_stamps,
             curve_key=args.curve_key,
             allowed_keys=tuple(args.allow_key),
             insecure=args.insecure,

@@ -58,7 +58,11 @@ class SourceConfig:
             at most PREGENERATE_MAX messages). For capacity benchmarks on small
             machines, where a live generator (~5 µs of Python per message)
             would take the CPU of the system under test. Event times then
-            follow the schedule from when generation began, not the sends.
+            follow the schedule from when generation began, not the sends,
+            unless ``due_stamps``.
+        due_stamps: with ``pregenerate`` and a ``rate``: stamp each message with the time it
+            is due, as a live run does (latency runs). The run is made for an epoch far
+            enough ahead to finish making it, and the clock starts at that epoch.
         curve_key: the source's CURVE key pair (secret file): the streams are CURVE servers, so an
             adapter that verifies this key (``--source-key``) reads only this source, and nobody
             can inject ticks on the way.
@@ -86,6 +90,7 @@ class SourceConfig:
     linger_ms: int = DEFAULT_LINGER_MS
     start_seq: int = 1
     pregenerate: bool = False
+    due_stamps: bool = False
     curve_key: Path | None = None
     allowed_keys: tuple[Path, ...] = ()
     insecure: bool = False
@@ -137,6 +142,11 @@ class SourceConfig:
                 raise ValueError(
                     "pregenerate does not inject malformed messages (drop --malformed-every/--poison-every)"
                 )
+        if self.due_stamps and (not self.pregenerate or self.rate <= 0 or self.epoch_ns is not None):
+            raise ValueError(
+                "due stamps are for a paced pregenerated run (--pregenerate and --rate, no --epoch-ns; "
+                "a live run stamps due times anyway)"
+            )
 
     def _check_secure(self) -> None:
         # Secure unless told otherwise: all keys or none, and none only on loopback.

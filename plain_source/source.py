@@ -47,6 +47,13 @@ logger = logging.getLogger(__name__)
 
 _SLEEP_SLICE_S: Final = 0.05  # longest sleep between checks of the stop event
 LOOKAHEAD: Final = 16  # messages made ahead while nothing is due (live runs; see _Lookahead)
+# Due stamps on a pregenerated run (_pregenerate_due): a probe of this many messages times the
+# making; the run's epoch is that estimate times DUE_LEAD_FACTOR ahead (at least DUE_LEAD_MIN_S),
+# and a making that still overruns it is made again for twice the lead, DUE_TRIES times at most.
+DUE_PROBE: Final = 5_000
+DUE_LEAD_FACTOR: Final = 1.5
+DUE_LEAD_MIN_S: Final = 0.2
+DUE_TRIES: Final = 3
 _SNDMORE: Final = int(zmq.SNDMORE)
 _DRAIN_INTERVAL_S: Final = 0.1  # how often the send loop reads subscription messages
 # Subscribers send subscriptions only; libzmq applies the limit to the CURVE handshake too (~300 bytes).
@@ -64,7 +71,7 @@ class SourceSummary:
     malformed: int = 0
     forgiven: int = 0
     elapsed_s: float = 0.0  # from start to the end of sending, generation ahead of time excluded
-    pregenerate_s: float = 0.0  # generating the run ahead of the clock (--pregenerate)
+    pregenerate_s: float = 0.0  # making the run ahead of the clock (--pregenerate), waiting for its epoch
     error: str | None = None
     frames: int = 0  # ZeroMQ messages sent (without malformed injection, messages per frame: sent / frames)
     publish_delays: PublishDelays | None = None  # event -> send, when stamps are due times
@@ -245,10 +252,19 @@ class PlainSource:
             # no stamp is later than its message's due time: event -> send >= 0.
             model.epoch_ns = time.time_ns() + step_ns
         start = time.monotonic()
+        if cfg.due_stamps:
+            # The run was made for this epoch: the clock starts at it (the schedule's start is
+            # its moment on the monotonic clock, so what fell due during a late wake-up goes
+            # out at once, as in a live run), and no stamp is later than its message's due time.
+            while not stop.is_set() and (left := model.epoch_ns - step_ns - time.time_ns()) > 0:
+                time.sleep(min(left / 1e9, _SLEEP_SLICE_S))
+            now = time.monotonic()
+            summary.pregenerate_s += now - start
+            start = now - (time.time_ns() - (model.epoch_ns - step_ns)) / 1e9
         schedule = PacingSchedule(
             rate=cfg.rate, max_burst=max(batch, int(cfg.rate * MAX_CATCHUP_S)), start=start
         )
-        delays = PublishDelays() if live and cfg.rate > 0 else None
+        delays = PublishDelays() if (live or cfg.due_stamps) and cfg.rate > 0 else None
         end = None if cfg.seconds is None else start + cfg.seconds
         generated = 0
         progress = _Progress(start) if sys.stderr.isatty() else None
@@ -298,20 +314,27 @@ class PlainSource:
         # and the event-time step between messages.
         cfg = self.config
         step_ns = int(1e9 / cfg.rate) if cfg.rate > 0 else 1_000
-        model = SymbolModel(
-            streams=cfg.streams,
-            symbol_count=cfg.symbols,
-            seed=cfg.seed,
-            epoch_ns=time.time_ns() + step_ns if cfg.epoch_ns is None else cfg.epoch_ns,
-            step_ns=step_ns,
-            start_seq=cfg.start_seq,
-        )
+        model = self._model(time.time_ns() + step_ns if cfg.epoch_ns is None else cfg.epoch_ns, step_ns)
         pregenerated = None
         if cfg.pregenerate:
             began = time.monotonic()
-            pregenerated = self._pregenerate(model)
+            if cfg.due_stamps:
+                model, pregenerated = self._pregenerate_due(step_ns)
+            else:
+                pregenerated = self._pregenerate(model)
             summary.pregenerate_s = time.monotonic() - began
         return model, pregenerated, step_ns
+
+    def _model(self, epoch_ns: int, step_ns: int) -> SymbolModel:
+        cfg = self.config
+        return SymbolModel(
+            streams=cfg.streams,
+            symbol_count=cfg.symbols,
+            seed=cfg.seed,
+            epoch_ns=epoch_ns,
+            step_ns=step_ns,
+            start_seq=cfg.start_seq,
+        )
 
     @property
     def _injects(self) -> bool:
@@ -334,8 +357,27 @@ class PlainSource:
         else:  # malformed content to inject: message by message
             summary.malformed += self._send_planned(model, due, generated, batch, garbage_rng, summary)
 
-    def _pregenerate(self, model: SymbolModel) -> _Pregenerated:
+    def _pregenerate_due(self, step_ns: int) -> tuple[SymbolModel, _Pregenerated]:
+        # Stamps are text inside each message, so a run stamped with due times is made for its
+        # epoch: one far enough ahead that the making ends before it (_send_loop then waits for
+        # it). A probe times the making; a making that overruns its epoch anyway (a stalled
+        # machine) is made again for a later one.
         planned = self.config.planned_count
+        assert planned is not None  # SourceConfig checked it
+        probe = min(planned, DUE_PROBE)
+        began = time.monotonic()
+        self._pregenerate(self._model(0, step_ns), probe)
+        lead_s = max(DUE_LEAD_MIN_S, (time.monotonic() - began) / probe * planned * DUE_LEAD_FACTOR)
+        for _try in range(DUE_TRIES):
+            model = self._model(time.time_ns() + round(lead_s * 1e9) + step_ns, step_ns)
+            pregenerated = self._pregenerate(model)
+            if time.time_ns() < model.epoch_ns - step_ns:
+                return model, pregenerated
+            lead_s *= 2
+        raise TimeoutError(f"the run could not be made ahead of its clock in {DUE_TRIES} tries")
+
+    def _pregenerate(self, model: SymbolModel, count: int | None = None) -> _Pregenerated:
+        planned = self.config.planned_count if count is None else count
         assert planned is not None  # SourceConfig checked it
         if len(self.config.streams) == 1:
             data = model.generate(planned)[0]

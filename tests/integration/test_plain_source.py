@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 from feedha.adapter.conversion import peek_source_seq
-from feedha.proto.fix import split_messages
+from feedha.proto.fix import parse_fields, parse_timestamp, split_messages
 
 REPO = Path(__file__).parents[2]
 EPOCH = 1_700_000_000_000_000_000
@@ -186,6 +186,42 @@ def test_pregenerated_run_sends_the_live_runs_messages(context: zmq.Context[zmq.
     )
     assert summary["sent"] == sum(map(len, by_time.values()))  # the clock may stop it a message early
     assert 1900 <= int(str(summary["sent"])) <= 2000
+
+
+def test_a_pregenerated_run_with_due_stamps_carries_the_times_its_messages_are_sent(
+    context: zmq.Context[zmq.Socket[bytes]],
+) -> None:
+    # Made ahead of the clock and stamped for an epoch past the making: every message is
+    # received after its event time, and soon after it (a run stamped from when the making
+    # began would read every message at least pregenerate_s late).
+    proc, endpoints = start_source(
+        "--wait-subscribers", "1", "--streams", "A-Z", "--rate", "5000", "--seconds", "0.4",
+        "--pregenerate", "--due-stamps",
+    )  # fmt: skip
+    sub = subscribe(context, endpoints)
+    lags: list[int] = []
+    summary: dict[str, object] | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while summary is None or len(lags) < int(str(summary["sent"])):
+            assert time.monotonic() < deadline, f"got {len(lags)} of {summary}"
+            if sub.poll(100):
+                payload = sub.recv_multipart()[1]
+                received = time.time_ns()
+                for message in split_messages(payload)[0]:
+                    lags.append(received - parse_timestamp(dict(parse_fields(message))[60]))
+            elif summary is None and proc.poll() is not None:
+                out, err = proc.communicate(timeout=10)
+                assert proc.returncode == 0, err
+                summary = json.loads(out.strip().splitlines()[-1])
+    finally:
+        sub.close()
+        proc.kill()
+        proc.wait(timeout=10)
+    assert summary["sent"] == len(lags) >= 1900
+    assert float(str(summary["pregenerate_s"])) >= 0.2  # made ahead, then waited for its epoch
+    assert min(lags) >= 0 and sorted(lags)[len(lags) // 2] < 100_000_000, (min(lags), max(lags))
+    assert "publish_latency_us" in summary
 
 
 def test_pregenerate_refuses_an_unbounded_run() -> None:

@@ -16,11 +16,12 @@ import zmq
 from feedha.plain_source import PlainSource, PublishDelays, SourceConfig, SourceSummary
 from feedha.plain_source import source as source_module
 from feedha.plain_source.pacing import MAX_DELAY_SAMPLES, PacingSchedule
-from feedha.proto.fix import split_messages
+from feedha.proto.fix import parse_fields, parse_timestamp, split_messages
 
 pytestmark = pytest.mark.timeout(30)
 
 WALL0_NS = 1_800_000_000_000_000_000
+EVENT_TIME_TAG = 60
 
 
 class _FakeSocket:
@@ -29,9 +30,14 @@ class _FakeSocket:
         self.frames: list[tuple[float, int]] = []  # (when, messages in the frame)
 
         self._parts: list[bytes] = []
+        self.stamps: list[tuple[int, int]] = []  # (sent, event time) of each message, wall ns
 
     def send_multipart(self, frames: tuple[bytes, bytes]) -> None:
-        self.frames.append((self.clock.now, len(split_messages(frames[1])[0])))
+        messages = split_messages(frames[1])[0]
+        self.frames.append((self.clock.now, len(messages)))
+        for message in messages:
+            event = dict(parse_fields(message))[EVENT_TIME_TAG]
+            self.stamps.append((self.clock.time_ns(), parse_timestamp(event)))
 
     def send(self, data: bytes, flags: int = 0) -> None:
         self._parts.append(data)
@@ -61,13 +67,15 @@ class _Clock:
         self.now += seconds + self.late_s
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, *, rate: float, count: int, late_s: float) -> tuple[
-    _FakeSocket, SourceSummary, _Clock
-]:  # fmt: skip
+def _run(
+    monkeypatch: pytest.MonkeyPatch, *, rate: float, count: int, late_s: float, due: bool = False
+) -> tuple[_FakeSocket, SourceSummary, _Clock]:
     clock = _Clock(late_s)
     monkeypatch.setattr(source_module, "time", SimpleNamespace(
         monotonic=clock.monotonic, time_ns=clock.time_ns, sleep=clock.sleep))  # fmt: skip
-    config = SourceConfig(streams=("A-Z",), symbols=20, seed=3, rate=rate, count=count)
+    config = SourceConfig(
+        streams=("A-Z",), symbols=20, seed=3, rate=rate, count=count, pregenerate=due, due_stamps=due
+    )
     source = PlainSource(config)
     socket = _FakeSocket(clock)
     source._sockets = [socket]  # type: ignore[list-item]  # no ZeroMQ in unit tests
@@ -75,6 +83,10 @@ def _run(monkeypatch: pytest.MonkeyPatch, *, rate: float, count: int, late_s: fl
     summary = SourceSummary(config.streams, {}, source._sent, [0])
     source._send_loop(threading.Event(), summary)
     return socket, summary, clock
+
+
+def _stamp_lags(socket: _FakeSocket) -> list[int]:
+    return [sent - event for sent, event in socket.stamps]
 
 
 def test_a_message_goes_out_when_due_and_alone_when_the_sender_keeps_up(
@@ -89,6 +101,27 @@ def test_a_message_goes_out_when_due_and_alone_when_the_sender_keeps_up(
     assert '"publish_latency_us"' in delays
     assert summary.publish_delays is not None
     assert max(summary.publish_delays.newest_ns) <= 1 and min(summary.publish_delays.newest_ns) >= 0
+
+
+def test_a_pregenerated_run_with_due_stamps_is_stamped_as_a_live_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Made ahead for an epoch past the making; the clock starts at it, so each message
+    # carries the time it is due and goes out then, alone, as in a live run.
+    live, _summary, _clock = _run(monkeypatch, rate=10_000, count=300, late_s=0.0)
+    made, summary, _clock = _run(monkeypatch, rate=10_000, count=300, late_s=0.0, due=True)
+    assert [n for _at, n in made.frames] == [1] * 300 and summary.sent == 300
+    assert _stamp_lags(made) == _stamp_lags(live) and set(_stamp_lags(made)) <= {0, 1}  # ns rounding
+    assert made.frames[0][0] >= 50.0 + source_module.DUE_LEAD_MIN_S  # it waited for its epoch
+    assert summary.pregenerate_s == pytest.approx(source_module.DUE_LEAD_MIN_S, abs=1e-3)
+    assert summary.publish_delays is not None and max(summary.publish_delays.newest_ns) <= 1
+    # Late wake-ups: stamps stay the due times, never later than the send.
+    late, _summary, _clock = _run(monkeypatch, rate=10_000, count=300, late_s=0.00035, due=True)
+    assert min(_stamp_lags(late)) >= 0 and max(_stamp_lags(late)) < 450_000
+
+
+def test_due_stamps_are_only_for_a_paced_pregenerated_run() -> None:
+    for bad in ({}, {"pregenerate": True, "rate": 0}, {"pregenerate": True, "epoch_ns": WALL0_NS}):
+        with pytest.raises(ValueError, match="due stamps"):
+            SourceConfig(**({"rate": 1000.0, "count": 10, "due_stamps": True} | bad))
 
 
 def test_frames_of_several_form_only_when_the_sender_is_late(monkeypatch: pytest.MonkeyPatch) -> None:
