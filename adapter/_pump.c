@@ -461,7 +461,9 @@ static void watch(Watched *w, void *socket) {
  * makes the socket's ZMQ_FD readable until the socket processes it (libzmq's edge-triggered
  * ZMQ_FD, as event loops use it). So while both sockets are quiet one poll() of both fds
  * answers; only a socket whose fd is readable (or unknown) is asked ZMQ_EVENTS again. Nothing
- * else reads these sockets during a call: the runner's Python does not run meanwhile. */
+ * else reads these sockets during a call: the runner, which does, waits for it to return (the
+ * journal callback and signal handlers touch neither socket), and the zmq_poll of
+ * wait_for_source that also processes their commands reports what it finds. */
 static int group_speaks(Run *r) {
     struct pollfd fds[2];
     int n = 0;
