@@ -373,6 +373,7 @@ class PlainSource:
             pregenerated = self._pregenerate(model)
             if time.time_ns() < model.epoch_ns - step_ns:
                 return model, pregenerated
+            del pregenerated  # never two runs in memory (up to PREGENERATE_MAX messages each)
             lead_s *= 2
         raise TimeoutError(f"the run could not be made ahead of its clock in {DUE_TRIES} tries")
 

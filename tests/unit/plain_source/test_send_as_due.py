@@ -8,7 +8,9 @@ is the loop's decision, never this machine's timing.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import zmq
@@ -68,8 +70,15 @@ class _Clock:
 
 
 def _run(
-    monkeypatch: pytest.MonkeyPatch, *, rate: float, count: int, late_s: float, due: bool = False
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    rate: float,
+    count: int,
+    late_s: float,
+    due: bool = False,
+    making_s: Callable[[int], float] = lambda call: 0.0,
 ) -> tuple[_FakeSocket, SourceSummary, _Clock]:
+    # making_s(call): how long the call-th making of messages ahead of the clock takes (from 0).
     clock = _Clock(late_s)
     monkeypatch.setattr(source_module, "time", SimpleNamespace(
         monotonic=clock.monotonic, time_ns=clock.time_ns, sleep=clock.sleep))  # fmt: skip
@@ -80,6 +89,14 @@ def _run(
     socket = _FakeSocket(clock)
     source._sockets = [socket]  # type: ignore[list-item]  # no ZeroMQ in unit tests
     source._drain_subscriptions = lambda timeout_ms: None  # type: ignore[method-assign]
+    make, calls = source._pregenerate, [0]
+
+    def slow_make(*args: Any) -> Any:
+        clock.now += making_s(calls[0])
+        calls[0] += 1
+        return make(*args)
+
+    source._pregenerate = slow_make  # type: ignore[method-assign]
     summary = SourceSummary(config.streams, {}, source._sent, [0])
     source._send_loop(threading.Event(), summary)
     return socket, summary, clock
@@ -116,6 +133,24 @@ def test_a_pregenerated_run_with_due_stamps_is_stamped_as_a_live_one(monkeypatch
     # Late wake-ups: stamps stay the due times, never later than the send.
     late, _summary, _clock = _run(monkeypatch, rate=10_000, count=300, late_s=0.00035, due=True)
     assert min(_stamp_lags(late)) >= 0 and max(_stamp_lags(late)) < 450_000
+
+
+def test_a_making_that_overruns_its_epoch_is_made_again_for_a_later_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The probe (call 0) is quick, the first making (call 1) stalls past its epoch: stamped
+    # for it, every message would be late before it was sent. It is made again, for twice the
+    # lead, and the run is stamped as a live one.
+    made, summary, _clock = _run(
+        monkeypatch, rate=10_000, count=300, late_s=0.0, due=True, making_s=lambda call: 5.0 * (call == 1)
+    )
+    assert summary.sent == 300 and set(_stamp_lags(made)) <= {0, 1}
+    assert made.frames[0][0] >= 50.0 + 5.0 + 2 * source_module.DUE_LEAD_MIN_S
+    # A machine that stalls every making gives up after DUE_TRIES, saying why.
+    with pytest.raises(TimeoutError, match="ahead of its clock"):
+        _run(
+            monkeypatch, rate=10_000, count=300, late_s=0.0, due=True, making_s=lambda call: 5.0 * (call > 0)
+        )
 
 
 def test_due_stamps_are_only_for_a_paced_pregenerated_run() -> None:
