@@ -50,6 +50,7 @@ from feedha.proto.registry import (
     result_to_proto,
     status_to_proto,
 )
+from feedha.transport.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -160,9 +161,7 @@ class RegistryAgent:
         """Cancel the background task and wait for it to end."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def __aenter__(self) -> RegistryAgent:
         self.start()
@@ -229,9 +228,8 @@ class RegistryAgent:
                         break
                 await reader  # re-raise what ended the stream
             finally:
-                reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
-                    await reader
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await cancel_and_wait(reader)
                 call.cancel()
 
     async def _send_results(self, call: grpc.aio.StreamStreamCall, reader: asyncio.Task[None]) -> None:
@@ -244,9 +242,7 @@ class RegistryAgent:
             getter = asyncio.ensure_future(self._results.get())
             await asyncio.wait({getter, reader}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             if not getter.done():
-                getter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await getter
+                await cancel_and_wait(getter)
             if getter.done() and not getter.cancelled():
                 await call.write(admin_pb2.ConnectRequest(result=result_to_proto(getter.result())))
 

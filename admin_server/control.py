@@ -23,6 +23,7 @@ from feedha.proto.registry import (
     result_from_proto,
     status_from_proto,
 )
+from feedha.transport.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +67,11 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
                 getter.cancel()
                 break
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
-                await reader
-            self._hub.detach(session)
+            try:
+                with contextlib.suppress(grpc.RpcError):
+                    await cancel_and_wait(reader)
+            finally:
+                self._hub.detach(session)
 
     async def _read(
         self, request_iterator: AsyncIterator[admin_pb2.ConnectRequest], session: AdapterSession

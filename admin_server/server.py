@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import ssl
@@ -66,6 +65,7 @@ from feedha.admin_server.store import Store
 from feedha.proto import admin_pb2, admin_pb2_grpc
 from feedha.transport.health import PROBE_LIMITS, health_routes, probe_routes
 from feedha.transport.http import HttpServer, parse_address
+from feedha.transport.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -194,9 +194,7 @@ class AdminServer:
                 await http.stop()
         self.http = self.health = None
         for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._tasks.clear()
         if self._server is not None:
             await self._server.stop(grace)

@@ -22,6 +22,7 @@ from feedha.admin_client import AdminClient, AdminClientError, PermissionDenied,
 from feedha.client._feed_core import FeedCore
 from feedha.client.events import StatusEvent
 from feedha.client.subscriber import SubscriberConfig
+from feedha.transport.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -71,9 +72,7 @@ class RouteWatch:
 
     async def _start_watch(self) -> None:
         if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+            await cancel_and_wait(self._watch)
         self._watch = asyncio.create_task(self._watch_routes(), name="feedclient-watch")
         if self._renew is None:
             self._renew = asyncio.create_task(self._keep_logged_in(), name="feedclient-renew")
@@ -131,7 +130,5 @@ class RouteWatch:
     async def _stop_watch(self) -> None:
         for task in (self._watch, self._renew):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         self._watch = self._renew = None
