@@ -192,8 +192,9 @@ def test_a_pregenerated_run_with_due_stamps_carries_the_times_its_messages_are_s
     context: zmq.Context[zmq.Socket[bytes]],
 ) -> None:
     # Made ahead of the clock and stamped for an epoch past the making: every message is
-    # received after its event time, and soon after it (a run stamped from when the making
-    # began would read every message at least pregenerate_s late).
+    # received after its event time, and the first ones soon after it. A run stamped from
+    # when the making began would read every message at least the making's time late; the
+    # later ones may queue behind this test's own parsing on a loaded machine.
     proc, endpoints = start_source(
         "--wait-subscribers", "1", "--streams", "A-Z", "--rate", "5000", "--seconds", "0.4",
         "--pregenerate", "--due-stamps",
@@ -219,8 +220,9 @@ def test_a_pregenerated_run_with_due_stamps_carries_the_times_its_messages_are_s
         proc.kill()
         proc.wait(timeout=10)
     assert summary["sent"] == len(lags) >= 1900
-    assert float(str(summary["pregenerate_s"])) >= 0.2  # made ahead, then waited for its epoch
-    assert min(lags) >= 0 and sorted(lags)[len(lags) // 2] < 100_000_000, (min(lags), max(lags))
+    assert float(str(summary["pregenerate_s"])) >= 0.2  # made, then waited for its epoch
+    made_s = float(str(summary["pregenerate_s"]))
+    assert 0 <= min(lags) < made_s * 1e9 / 2, (min(lags), max(lags), made_s)
     assert "publish_latency_us" in summary
 
 
