@@ -43,6 +43,7 @@ from feedha.admin_server.config import ChannelConfig
 from feedha.admin_server.errors import AdminError
 from feedha.admin_server.policy import Policy, Principal
 from feedha.admin_server.store import SubscriptionRecord
+from feedha.transport.tasks import wait_at_most
 
 logger = logging.getLogger(__name__)
 
@@ -210,10 +211,7 @@ class AccessKeeper:
     async def run(self, interval_s: float) -> None:
         """Passes forever: when asked (at most every :data:`MIN_GAP_S`), else every ``interval_s``."""
         while True:
-            try:
-                await asyncio.wait_for(self._wanted.wait(), interval_s)
-            except TimeoutError:
-                pass
+            await wait_at_most(self._wanted.wait(), interval_s)
             self._wanted.clear()
             try:
                 await self.run_pass()

@@ -26,7 +26,6 @@ is dropped by the HTTP server's stream limit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -41,6 +40,7 @@ from feedha.admin_server.hub import Hub
 from feedha.admin_server.status_board import StatusBoard
 from feedha.admin_server.store import Store
 from feedha.transport.http import Handler, Request, Response, Stream, StreamSink
+from feedha.transport.tasks import wait_at_most
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +137,7 @@ class StatusPage:
         async with self._hub.listen() as events:
             while True:
                 self._rebuild()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(events.get(), REFRESH_S)
+                await wait_at_most(events.get(), REFRESH_S)
                 await asyncio.sleep(MIN_INTERVAL_S)
                 while not events.empty():
                     events.get_nowait()
@@ -245,9 +244,7 @@ class StatusPage:
                 sent = self._version
                 await sink.send(b"event: status\ndata: " + self._snapshot + b"\n\n")
                 continue
-            try:
-                await asyncio.wait_for(changed.wait(), PING_S)
-            except TimeoutError:
+            if not await wait_at_most(changed.wait(), PING_S):
                 await sink.send(b": ping\n\n")  # finds browsers that went away
 
 

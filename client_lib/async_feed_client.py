@@ -28,7 +28,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
@@ -43,6 +42,7 @@ from feedha.client._slow import SLOW_AFTER_S, slow_watch
 from feedha.client.errors import ClosedError
 from feedha.client.events import Delivery, Event, StatusEvent
 from feedha.client.subscriber import AsyncSubscriber, ChannelSpec, SubscriberConfig
+from feedha.transport.tasks import wait_at_most
 
 logger = logging.getLogger(__name__)
 
@@ -178,8 +178,7 @@ class AsyncFeedClient:
         # The session's loop may wait: for a route set while no channel is joined, else on the lines.
         subscriber = self._session.subscriber
         if subscriber is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._routes_came.wait(), seconds)
+            await wait_at_most(self._routes_came.wait(), seconds)
             return []
         return await subscriber.poll(seconds)
 

@@ -1,11 +1,20 @@
-"""Ending an asyncio task from another without losing a cancellation meant for the one that waits."""
+"""Waiting in asyncio without losing a cancellation meant for the task that waits.
+
+Python 3.11's ``asyncio.wait_for`` returns the result when a cancellation comes as its
+awaitable finishes (the race gh-86296 describes; 3.12 rewrote it), and ``task.cancel(); with
+suppress(CancelledError): await task`` swallows a cancellation that lands at that await. A
+long-running loop that loses its cancellation either way never ends, and whoever stops it
+waits forever. :func:`wait_at_most` and :func:`cancel_and_wait` are the two waits without
+that hole.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
-__all__ = ["cancel_and_wait"]
+__all__ = ["cancel_and_wait", "wait_at_most"]
 
 
 async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
@@ -28,3 +37,17 @@ async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise
+
+
+async def wait_at_most(awaitable: Awaitable[Any], seconds: float) -> bool:
+    """Await ``awaitable`` for at most ``seconds``; whether it finished in time (its result is dropped).
+
+    ``asyncio.timeout`` tells its own expiry from a cancellation of the waiting task
+    (``Task.uncancel``), so the latter is always raised.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await awaitable
+    except TimeoutError:
+        return False
+    return True

@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 
-from feedha.transport.tasks import cancel_and_wait
+from feedha.transport.tasks import cancel_and_wait, wait_at_most
 
 
 async def _forever(started: asyncio.Event) -> None:
@@ -75,3 +75,30 @@ async def test_a_loop_cancelled_while_it_waits_for_its_helper_stops() -> None:
             assert rounds > 1
             more[0] = False
             await asyncio.wait_for(asyncio.shield(task), 2.0)
+
+
+async def test_wait_at_most_says_whether_it_finished_in_time() -> None:
+    ready = asyncio.Event()
+    ready.set()
+    assert await wait_at_most(ready.wait(), 1.0)
+    assert not await wait_at_most(asyncio.Event().wait(), 0.01)
+
+
+async def test_a_cancellation_that_comes_as_the_wait_finishes_is_raised() -> None:
+    # asyncio.wait_for of Python 3.11 returns the result here and the loop goes on
+    # (gh-86296); a stop() that cancels such a loop and waits for it waited forever.
+    wanted, rounds = asyncio.Event(), 0
+
+    async def loop() -> None:
+        nonlocal rounds
+        while True:
+            rounds += 1
+            await wait_at_most(wanted.wait(), 10.0)
+            wanted.clear()
+
+    task = asyncio.create_task(loop())
+    await asyncio.sleep(0.01)
+    wanted.set()  # the wait finishes ...
+    task.cancel()  # ... and the loop is cancelled, in the same step
+    done, _pending = await asyncio.wait({task}, timeout=1.0)
+    assert done and task.cancelled() and rounds == 1
