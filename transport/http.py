@@ -156,7 +156,8 @@ class StreamSink:
             raise StreamClosed("the peer stopped reading")
         self._writer.write(data)
         try:
-            await asyncio.wait_for(self._writer.drain(), self._limits.write_timeout_s)
+            async with asyncio.timeout(self._limits.write_timeout_s):  # not wait_for: see transport.tasks
+                await self._writer.drain()
         except (TimeoutError, ConnectionError) as exc:
             raise StreamClosed(str(exc) or type(exc).__name__) from exc
 
@@ -342,9 +343,8 @@ class HttpServer:
         assert task is not None
         self._idle[task] = (asyncio.get_running_loop().time(), address)
         try:
-            request = await asyncio.wait_for(
-                self._read_request(reader, address), self.limits.header_timeout_s
-            )
+            async with asyncio.timeout(self.limits.header_timeout_s):  # not wait_for: see transport.tasks
+                request = await self._read_request(reader, address)
         except TimeoutError:
             self.counters.timeouts += 1
             await self._send(writer, "-", "-", text(408, "request timeout\n"))
@@ -416,7 +416,8 @@ class HttpServer:
         writer.write(_head(response.status, response.content_type, len(response.body), response.headers))
         writer.write(body)
         with contextlib.suppress(TimeoutError, ConnectionError):
-            await asyncio.wait_for(writer.drain(), self.limits.write_timeout_s)
+            async with asyncio.timeout(self.limits.write_timeout_s):
+                await writer.drain()
 
     async def _stream(self, writer: asyncio.StreamWriter, request: Request, stream: Stream) -> None:
         counts = self.counters.by_status
