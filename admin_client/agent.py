@@ -228,9 +228,11 @@ class RegistryAgent:
                         break
                 await reader  # re-raise what ended the stream
             finally:
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    await cancel_and_wait(reader)
-                call.cancel()
+                try:
+                    with contextlib.suppress(grpc.aio.AioRpcError):
+                        await cancel_and_wait(reader)
+                finally:
+                    call.cancel()
 
     async def _send_results(self, call: grpc.aio.StreamStreamCall, reader: asyncio.Task[None]) -> None:
         # Until the next status report is due: send each command result as it comes.

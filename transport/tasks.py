@@ -24,18 +24,21 @@ async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
     a ``CancelledError`` meant for the task that waits: cancelled at that very await (a
     window a loaded machine widens), it goes on as if nothing happened. A loop doing so
     never ends, and whoever stops it waits forever. Here the ended task's own
-    cancellation is absorbed and the waiting task's is raised (``Task.cancelling``).
+    cancellation is absorbed and one of the waiting task that came during the wait is
+    raised (``Task.cancelling`` grew). One that came before (this is its cleanup, in a
+    ``finally``) is left to the code already handling it, so the cleanup goes on.
 
     Raises:
         asyncio.CancelledError: the task that waits was cancelled meanwhile.
         Exception: what ``task`` raised other than its cancellation.
     """
+    current = asyncio.current_task()
+    before = 0 if current is None else current.cancelling()
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if current is not None and current.cancelling() > before:
             raise
 
 

@@ -77,6 +77,29 @@ async def test_a_loop_cancelled_while_it_waits_for_its_helper_stops() -> None:
             await asyncio.wait_for(asyncio.shield(task), 2.0)
 
 
+async def test_the_cleanup_of_a_cancelled_task_goes_on_past_it() -> None:
+    # A task cancelled earlier stops its helpers in a finally: the cancellation it is
+    # already handling must not cut that cleanup short after the first helper.
+    ended: list[str] = []
+
+    async def owner() -> None:
+        helpers = [asyncio.create_task(asyncio.Event().wait()) for _ in range(3)]
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for helper in helpers:
+                await cancel_and_wait(helper)
+                ended.append("helper")
+            ended.append("cleanup done")
+
+    task = asyncio.create_task(owner())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    done, _pending = await asyncio.wait({task}, timeout=1.0)
+    assert done and task.cancelled()
+    assert ended == ["helper", "helper", "helper", "cleanup done"]
+
+
 async def test_wait_at_most_says_whether_it_finished_in_time() -> None:
     ready = asyncio.Event()
     ready.set()
