@@ -26,9 +26,7 @@
  * needs a decision:
  *
  *   PUMP_DEADLINE  the deadline came (the core's timers are due);
- *   PUMP_DRAINED   nothing more was queued and it was not to wait for more (a
- *                  backup drains what is queued and comes back: it reads its
- *                  source in batches);
+ *   PUMP_DRAINED   nothing more was queued and it was not to wait for more;
  *   PUMP_SOCKET    the sync bus or the control socket is readable (looked at
  *                  before every frame: the group's word comes first);
  *   PUMP_FRAME     a source message it does not take whole: not two parts,
@@ -41,6 +39,12 @@
  *                  what it converted is held until the core books it);
  *   PUMP_SIGNAL    a signal interrupted the wait (its Python handler ran);
  *   PUMP_ERROR     something failed; what was done is returned with the error.
+ *
+ * A backup whose output waits at its gate reads its source in batches: with
+ * batch_ns it drains what is queued, then leaves the source alone for batch_ns
+ * (watching only the sync bus and the control socket), then waits for the
+ * source again, all within one call; its held packets could not go out before
+ * the active's next report anyway, and that report ends the call.
  *
  * Before it returns it has sealed every packet it filled, so the Python path
  * starts from an empty packet. It returns what the core books
@@ -532,13 +536,47 @@ static int wait_for_source(Run *r, int64_t wait_ns, int64_t deadline_ns, int *st
     }
 }
 
+/* Leave the source alone until until_ns, watching the sync bus and the control socket: 1 it is
+   time to read the source again, 0 stop (*stop set: the group spoke, the deadline came, a
+   signal), -1 error. A backup's batch: what comes meanwhile is read in one drain after it. */
+static int wait_for_group(Run *r, int64_t until_ns, int64_t deadline_ns, int *stop) {
+    for (;;) {
+        int64_t now = clock_ns(CLOCK_MONOTONIC);
+        if (now >= deadline_ns) {
+            *stop = PUMP_DEADLINE;
+            return 0;
+        }
+        if (now >= until_ns) return 1;
+        zmq_pollitem_t items[2] = {{r->sync, 0, ZMQ_POLLIN, 0}, {r->control, 0, ZMQ_POLLIN, 0}};
+        int n = r->control != NULL ? 2 : 1, rc, error = 0;
+        long timeout_ms = (long)((until_ns - now + 999999) / 1000000);
+        Py_BEGIN_ALLOW_THREADS
+        rc = Z.poll(items, n, timeout_ms);
+        if (rc < 0) error = Z.errno_();
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            if (error != EINTR) {
+                zmq_failure("waiting between source batches");
+                return -1;
+            }
+            if (PyErr_CheckSignals() < 0) return -1;
+            *stop = PUMP_SIGNAL;
+            return 0;
+        }
+        if (rc > 0) { /* only the group's sockets are polled: one of them spoke */
+            *stop = PUMP_SOCKET;
+            return 0;
+        }
+    }
+}
+
 /* The pump's loop: 0 with *stop set, or -1 with an exception (what was done is in r either way).
    It drains what is queued, seals the packet once nothing more waits, then waits for more until
-   wait_ns (at most the deadline). The sync bus and the control socket are looked at before every
-   frame and the deadline after every frame: the group's word comes first, and a source that never
-   pauses does not keep the timers waiting. */
-static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, Py_ssize_t max_frames,
-                Py_ssize_t max_bytes, int *stop) {
+   wait_ns (at most the deadline), batch_ns after each drain at the earliest (0: at once). The sync
+   bus and the control socket are looked at before every frame and the deadline after every frame:
+   the group's word comes first, and a source that never pauses does not keep the timers waiting. */
+static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, int64_t batch_ns,
+                Py_ssize_t max_frames, Py_ssize_t max_bytes, int *stop) {
     Py_ssize_t frames = 0;
     for (;;) {
         for (;;) { /* drain what is queued */
@@ -563,6 +601,11 @@ static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, 
             }
         }
         if (seal_packet(self, r) < 0) return -1;
+        if (batch_ns > 0) {
+            int64_t until = clock_ns(CLOCK_MONOTONIC) + batch_ns;
+            int rested = wait_for_group(r, until < deadline_ns ? until : deadline_ns, deadline_ns, stop);
+            if (rested <= 0) return rested;
+        }
         int ready = wait_for_source(r, wait_ns < deadline_ns ? wait_ns : deadline_ns, deadline_ns, stop);
         if (ready <= 0) return ready;
     }
@@ -570,21 +613,23 @@ static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, 
 
 PyDoc_STRVAR(Pump_run_doc,
              "run(source, sync, control, line, deadline_ns, wait_ns, expect_seq, stop_seq, next_msg_seq, term,\n"
-             "    mode, journal, max_frames, max_bytes)\n"
+             "    mode, journal, max_frames, max_bytes, batch_ns=0)\n"
              "--\n\n"
              "Pump source messages until something needs the core (see the module doc).\n"
              "Sockets are libzmq handles (pyzmq's Socket.underlying; control 0 when there is none, line 0\n"
              "unless mode is PUMP_MODE_SEND); deadline_ns (the core's timers) and wait_ns (how long to wait\n"
-             "for more once drained: 0 not at all) are on the monotonic clock; stop_seq 0 watches no\n"
-             "position. Returns adapter.core.pumping.Pumped's fields.");
+             "for more once drained: 0 not at all) are on the monotonic clock; batch_ns > 0 leaves the\n"
+             "source alone that long after each drain; stop_seq 0 watches no position. Returns\n"
+             "adapter.core.pumping.Pumped's fields.");
 
 static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     Py_ssize_t source, sync, control, line, max_frames, max_bytes;
-    long long deadline_ns, wait_ns;
+    long long deadline_ns, wait_ns, batch_ns = 0;
     unsigned long long expect, stop_seq, msg_seq, term;
     int mode, journal;
-    if (!PyArg_ParseTuple(args, "nnnnLLKKKKipnn:run", &source, &sync, &control, &line, &deadline_ns, &wait_ns,
-                          &expect, &stop_seq, &msg_seq, &term, &mode, &journal, &max_frames, &max_bytes))
+    if (!PyArg_ParseTuple(args, "nnnnLLKKKKipnn|L:run", &source, &sync, &control, &line, &deadline_ns, &wait_ns,
+                          &expect, &stop_seq, &msg_seq, &term, &mode, &journal, &max_frames, &max_bytes,
+                          &batch_ns))
         return NULL;
     if (mode != PUMP_MODE_SEND && mode != PUMP_MODE_HOLD && mode != PUMP_MODE_CONVERT) {
         PyErr_Format(PyExc_ValueError, "mode must be a PUMP_MODE_*, got %d", mode);
@@ -620,7 +665,7 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     self->digests.len = 0;
     int stop = PUMP_DEADLINE;
     PyObject *error = NULL;
-    if (pump(self, &r, (int64_t)deadline_ns, (int64_t)wait_ns, max_frames, max_bytes, &stop) < 0) {
+    if (pump(self, &r, (int64_t)deadline_ns, (int64_t)wait_ns, (int64_t)batch_ns, max_frames, max_bytes, &stop) < 0) {
         /* What was numbered must still be booked, or the core would number it again: the
            error goes back with it (PUMP_ERROR), and the runner raises it once the core booked it. */
         PyObject *type, *traceback;

@@ -62,5 +62,6 @@ class Pump:
         journal: bool,
         max_frames: int,
         max_bytes: int,
+        batch_ns: int = 0,
         /,
     ) -> tuple[Any, ...]: ...

@@ -129,6 +129,7 @@ class SourcePump:
             plan.journal and self._append is not None,
             MAX_FRAMES_PER_CALL,
             MAX_BYTES_PER_CALL,
+            round(plan.batch * 1e9),
         )
         pumped = Pumped._make(raw)
         self.runs += 1

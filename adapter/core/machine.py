@@ -291,7 +291,8 @@ class AdapterCore:
         active's anyway, so waking for every frame would buy no subscriber anything and
         cost a core's share per backup at low rates. Once its output goes straight out
         (promoted, or released while the active is silent) it reads every frame as it
-        comes again (:meth:`_batches_source` is asked each time).
+        comes again (:meth:`_batches_source` is asked each time). The source pump keeps
+        the same pace inside one call (:meth:`source_batch`), until the report comes.
         """
         turn = self._turn(now, wall_ns)
         if self._batches_source():
@@ -613,6 +614,11 @@ class AdapterCore:
     def _batches_source(self) -> bool:
         # A backup whose new output would wait at the gate: nobody sees it before the active's report.
         return self._sync.role is Role.BACKUP and not self.emitter.gate.passes
+
+    def source_batch(self) -> float:
+        """How long the source is left alone after each drain, in seconds (0.0: every frame is read as
+        it comes; a backup whose output waits at its gate reads in batches, :meth:`on_source_drained`)."""
+        return BACKUP_READ_INTERVAL_S if self._batches_source() else 0.0
 
     def reads_control(self) -> bool:
         """Whether the control socket is read now (not while its last request's reply is deferred)."""

@@ -18,10 +18,14 @@ The core stays the one that decides:
   before which source position and until when: the active sends its packets
   itself (``SEND``, until the core's next deadline); a backup that publishes
   gets its packets and journal records back for its output gate (``HOLD``),
-  one that does not publish only converts and numbers (``CONVERT``), and a
-  backup drains what is queued and comes back at once (it reads its source in
-  batches). Never while the pipeline watches every message (a held jump), holds
-  input (a deferred frame, a gap the group is asked about, a session roll),
+  one that does not publish only converts and numbers (``CONVERT``). A backup
+  whose output waits at its gate reads its source in batches
+  (:data:`~adapter.core.machine.BACKUP_READ_INTERVAL_S` apart) inside the call,
+  until the active's next report or its deadline: nothing it holds could go out
+  before that report, so a Python turn per batch bought nothing (a backup whose
+  output passes drains what is queued and comes back at once). Never while the
+  pipeline watches every message (a held jump), holds input (a deferred frame,
+  a gap the group is asked about, a session roll),
   while a throttle paces it, while gap answers are owed, while its own packet
   is being filled, while drops are injected, or with a conflated line. A
   position the sync rules watch (a pending report, snapshot or fence) is the
@@ -92,7 +96,7 @@ class PumpStop(enum.IntEnum):
     BUDGET = 3  # frames kept coming: the rest of a turn runs before the pump goes on
     SIGNAL = 4  # a signal interrupted the wait (its Python handler has run)
     ERROR = 5  # something failed (``error``): what was done is booked first, then it is raised
-    DRAINED = 6  # nothing more was queued and it was not to wait (a backup reads in batches)
+    DRAINED = 6  # nothing more was queued and it was not to wait (a backup whose output passes)
 
 
 class PumpMode(enum.IntEnum):
@@ -117,8 +121,10 @@ class PumpPlan:
     Attributes:
         mode: what becomes of the packets (:class:`PumpMode`).
         deadline: when it must come back at the latest (the core's next deadline, monotonic seconds).
-        wait: until when it waits for more once it drained what was queued (a backup's has
-            come already: it drains and comes back, as it reads its source in batches).
+        wait: until when it waits for more once it drained what was queued (the deadline; a
+            backup whose output passes its gate at once: now, it drains and comes back).
+        batch: how long it leaves the source alone after each drain, in seconds (0: not at all;
+            a backup whose output waits at its gate reads its source in batches).
         expect_seq: the source_seq the next message must carry (0: any, the first ever).
         stop_seq: the first source position the sync rules watch (0: none): runs stop before it.
         next_msg_seq: the msg_seq its first message takes.
@@ -134,6 +140,7 @@ class PumpPlan:
     next_msg_seq: int
     term: int
     journal: bool
+    batch: float = 0.0
 
 
 class Pumped(NamedTuple):
@@ -192,11 +199,13 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         or core.gaps.backup.owed
     ):
         return None
-    deadline = core.next_deadline(now)
+    deadline, batch = core.next_deadline(now), 0.0
     if sync.role is Role.ACTIVE and emitter.gate.is_open:
         mode, wait = PumpMode.SEND, deadline
     elif sync.role is Role.BACKUP:
-        mode, wait = (PumpMode.HOLD if sync.is_publishing else PumpMode.CONVERT), now
+        mode = PumpMode.HOLD if sync.is_publishing else PumpMode.CONVERT
+        batch = core.source_batch()
+        wait = deadline if batch else now
     else:
         return None
     last = pipeline.sequencer.last_source_seq
@@ -209,6 +218,7 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         next_msg_seq=pipeline.sequencer.next_msg_seq,
         term=sync.term,
         journal=emitter.journal is not None,
+        batch=batch,
     )
 
 

@@ -39,32 +39,41 @@ _pump = pytest.importorskip("feedha.adapter._pump", reason="the source pump's ex
 # ---- a whole adapter, with the pump and without ------------------------------------------
 
 
-def _line(group: Any, seconds: float, rate: float) -> tuple[dict[int, tuple[int, bytes]], dict[str, Any]]:
-    """Run the test source through adapter 1; its line (msg_seq -> (source_seq, payload sans
-    publish time)) and its final status."""
+def _lines(
+    group: Any, seconds: float, rate: float, adapters: tuple[int, ...] = (1,)
+) -> tuple[list[dict[int, tuple[int, bytes]]], list[dict[str, Any]]]:
+    """Run the test source through the group (adapter 1 active); each adapter's line (msg_seq ->
+    (source_seq, payload sans publish time)) and its final status."""
     source = Source(group.source_endpoint, rate=rate, seconds=seconds)
-    tap: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
-    tap.linger, tap.rcvhwm = 0, 0
-    tap.subscribe(CHANNEL.encode())
-    tap.connect(group.plan.adapter(1).line)
-    line: dict[int, tuple[int, bytes]] = {}
+    taps: list[zmq.Socket[bytes]] = []
+    for n in adapters:
+        tap: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
+        tap.linger, tap.rcvhwm = 0, 0
+        tap.subscribe(CHANNEL.encode())
+        tap.connect(group.plan.adapter(n).line)
+        taps.append(tap)
+    lines: list[dict[int, tuple[int, bytes]]] = [{} for _ in adapters]
 
     def drain(timeout_ms: int) -> int:
         got = 0
-        while tap.poll(timeout_ms):
-            timeout_ms = 0
-            _topic, packet = tap.recv_multipart()
-            for msg_seq, source_seq, payload in decode_line_blocks(packet):
-                update = market_pb2.MarketUpdate.FromString(payload)
-                update.publish_time_ns = 0  # the one field that differs from run to run
-                assert msg_seq not in line, f"msg_seq {msg_seq} twice"
-                line[msg_seq] = (source_seq, update.SerializeToString(deterministic=True))
-                got += 1
+        for tap, line in zip(taps, lines, strict=True):
+            wait = timeout_ms
+            while tap.poll(wait):
+                wait = 0
+                _topic, packet = tap.recv_multipart()
+                for msg_seq, source_seq, payload in decode_line_blocks(packet):
+                    update = market_pb2.MarketUpdate.FromString(payload)
+                    update.publish_time_ns = 0  # the one field that differs from run to run
+                    assert msg_seq not in line, f"msg_seq {msg_seq} twice"
+                    line[msg_seq] = (source_seq, update.SerializeToString(deterministic=True))
+                    got += 1
         return got
 
     try:
         group.wait_status(1, lambda s: s["role"] == "active", 10)
-        source.wait_subscribers(1, 20)
+        for n in adapters[1:]:
+            group.wait_status(n, lambda s: s["role"] == "backup", 20)
+        source.wait_subscribers(len(group.adapters), 20)
         deadline = time.monotonic() + seconds + 30
         while not source.done and time.monotonic() < deadline:
             source.send_due()
@@ -73,9 +82,10 @@ def _line(group: Any, seconds: float, rate: float) -> tuple[dict[int, tuple[int,
         while time.monotonic() < quiet_until:  # the tail: until nothing came for half a second
             if drain(50):
                 quiet_until = time.monotonic() + 0.5
-        return line, group.status(1)
+        return lines, [group.status(n) for n in adapters]
     finally:
-        tap.close(linger=0)
+        for tap in taps:
+            tap.close(linger=0)
         source.close()
 
 
@@ -84,7 +94,7 @@ def test_the_pumped_line_carries_what_the_python_loop_puts_on_it() -> None:
     for extra in ((), ("--no-source-pump",)):
         with running_group(channel=CHANNEL, channel_number=1, size=1, rate=6000, seconds=1.0) as group:
             group.start_adapter(1, active=True, extra=extra)
-            line, status = _line(group, seconds=1.0, rate=6000.0)
+            (line,), (status,) = _lines(group, seconds=1.0, rate=6000.0)
         lines.append(line)
         statuses.append(status)
     pumped, python = lines
@@ -95,6 +105,21 @@ def test_the_pumped_line_carries_what_the_python_loop_puts_on_it() -> None:
     pump = statuses[0]["source_pump"]
     assert pump["runs"] > 0 and pump["handed_back"] > 0, pump  # poison went to the Python path
     assert "source_pump" not in statuses[1]
+
+
+def test_a_backup_s_pump_reads_in_batches_until_the_report_and_its_line_is_the_active_s() -> None:
+    # A backup's output waits at its gate for the active's next report: its pump reads the
+    # source in batches inside one call and comes back when the report (the sync bus) speaks,
+    # not after every batch (the old pace: a Python turn a millisecond, each "drained").
+    with running_group(channel=CHANNEL, channel_number=1, size=2, rate=4000, seconds=1.5) as group:
+        group.start_adapter(1, active=True)
+        group.start_adapter(2)
+        (active, backup), statuses = _lines(group, seconds=1.5, rate=4000.0, adapters=(1, 2))
+    assert len(active) > 4000 and sorted(active) == list(range(1, len(active) + 1))
+    assert backup == active  # the backup's line: the same messages under the same numbers
+    pump = statuses[1]["source_pump"]
+    assert pump["runs"] > 0, pump
+    assert pump["stops"]["drained"] < pump["stops"]["socket"], pump  # it waits for the report in C
 
 
 # ---- the C pump on its own ---------------------------------------------------------------
@@ -120,12 +145,12 @@ class Rig:
 
     def run(self, *, deadline_s: float = 1.0, expect: int = 0, msg_seq: int = 1, frames: int = 10_000,
             journal: bool = False, max_bytes: int = 1 << 30, mode: PumpMode = PumpMode.SEND,
-            stop_seq: int = 0, wait: bool = True) -> Pumped:  # fmt: skip
+            stop_seq: int = 0, wait: bool = True, batch_s: float = 0.0) -> Pumped:  # fmt: skip
         deadline = time.monotonic_ns() + int(deadline_s * 1e9)
         raw = self.pump.run(
             self.source.underlying, self.sync.underlying, self.control.underlying, self.line.underlying,
             deadline, deadline if wait else 0, expect, stop_seq, msg_seq, 7, int(mode), journal,
-            frames, max_bytes,
+            frames, max_bytes, int(batch_s * 1e9),
         )  # fmt: skip
         return Pumped._make(raw)
 
@@ -287,6 +312,42 @@ def test_a_peer_that_speaks_during_a_call_stops_the_pump_before_the_next_frame()
             pumped = r.run(deadline_s=2.0)
         assert not speakers and pumped.stop == PumpStop.SOCKET, pumped
         assert pumped.messages == 1 and len(pumped.frames) == 1, pumped  # frame 2 waits
+
+
+def test_a_batch_s_rest_ends_at_the_group_s_word_or_the_deadline_with_what_it_holds() -> None:
+    # Between batches the pump leaves the source alone but still watches the sync bus and the
+    # control socket: a report ends a rest far longer than the test, and a rest that reaches the
+    # deadline ends the call with the held packet and records.
+    converting = threading.Event()
+    with rig(before_run=converting.set) as r:
+
+        def report_later() -> None:  # once the pump converts frame 1 and, most likely, rests
+            if converting.wait(10):
+                time.sleep(0.05)  # the stimulus' timing only: a report sooner ends the call as well
+                r.sync_pub.send(b"a report")
+
+        reporter = threading.Thread(target=report_later)
+        r.send(_message(1))
+        assert r.source.poll(2000)
+        reporter.start()
+        started = time.monotonic()
+        pumped = r.run(mode=PumpMode.HOLD, deadline_s=60.0, batch_s=30.0, journal=True)
+        reporter.join()
+        assert pumped.stop == PumpStop.SOCKET and pumped.messages == 1, pumped
+        assert time.monotonic() - started < 20.0  # not the rest's 30 s
+        assert pumped.held is not None and [item[0] for item in pumped.held] == [
+            HeldKind.RECORDS,
+            HeldKind.PACKET,
+        ]
+    with rig() as r:
+        r.send(_message(1))
+        assert r.source.poll(2000)
+        pumped = r.run(mode=PumpMode.HOLD, deadline_s=0.2, batch_s=30.0, journal=True)
+        assert pumped.stop == PumpStop.DEADLINE and pumped.messages == 1, pumped
+        assert pumped.held is not None and [item[0] for item in pumped.held] == [
+            HeldKind.RECORDS,
+            HeldKind.PACKET,
+        ]
 
 
 def test_what_the_pump_does_not_take_whole_goes_back_with_where_it_stopped() -> None:

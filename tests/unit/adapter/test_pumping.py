@@ -15,6 +15,7 @@ import pytest
 
 from feedha.adapter.core.actions import Publish
 from feedha.adapter.core.commands import DropPackets, Throttle
+from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S
 from feedha.adapter.core.pumping import HeldKind, LineIdentity, PumpMode, PumpStop, admit_held, pump_frames
 from feedha.adapter.core.sync_types import Role
 from feedha.plain_source.frames import POISON_KINDS, poison_message
@@ -94,8 +95,10 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
     active, backup = group.members[1].core, group.members[2].core
     plan = active.pump_plan(group.now)
     assert plan is not None and plan.mode is PumpMode.SEND
-    held = backup.pump_plan(group.now)  # a backup drains what is queued, for its gate
-    assert held is not None and held.mode is PumpMode.HOLD and held.wait == group.now
+    held = backup.pump_plan(group.now)  # a backup reads in batches until the report, for its gate
+    assert held is not None and held.mode is PumpMode.HOLD
+    assert (held.wait, held.batch) == (backup.next_deadline(group.now), BACKUP_READ_INTERVAL_S)
+    assert (plan.wait, plan.batch) == (plan.deadline, 0.0)  # the active sends each frame as it comes
     assert plan.next_msg_seq == active.sequencer.next_msg_seq
     assert plan.expect_seq == active.sequencer.last_source_seq + 1
     assert (plan.term, plan.journal) == (active.sync.term, True)
