@@ -359,13 +359,14 @@ def _start_source(options: PipelineOptions, group: Any, keys: Any, log: IO[str])
     pacing = ["--rate", str(options.rate), "--seconds", str(options.seconds)]
     if options.count is not None:
         pacing = ["--rate", "0", "--count", str(options.count), "--seconds", str(options.seconds)]
+    made_ahead = options.pregenerate and options.capture is None
     source_args = [
         *("--endpoint", f"{STREAM}={group.source_endpoint}", "--streams", STREAM),
         *pacing,
         *("--symbols", str(options.symbols), "--seed", "7"),
         *("--wait-subscribers", str(options.backups + 1), "--linger-ms", "10000"),
-        *(("--pregenerate",) if options.pregenerate and options.capture is None else ()),
-        *(("--due-stamps",) if options.pregenerate and options.capture is None and options.latency else ()),
+        *(("--pregenerate",) if made_ahead else ()),
+        *(("--due-stamps",) if made_ahead and options.latency else ()),
     ]
     if options.capture is not None:  # a capture is read before the clock starts, as pregenerated
         source_args += ["--file", str(options.capture), "--format", options.capture_format]

@@ -314,14 +314,16 @@ class PlainSource:
         # and the event-time step between messages.
         cfg = self.config
         step_ns = int(1e9 / cfg.rate) if cfg.rate > 0 else 1_000
+        if cfg.pregenerate and cfg.due_stamps:  # its models start at an epoch it finds itself
+            began = time.monotonic()
+            model, due = self._pregenerate_due(step_ns)
+            summary.pregenerate_s = time.monotonic() - began
+            return model, due, step_ns
         model = self._model(time.time_ns() + step_ns if cfg.epoch_ns is None else cfg.epoch_ns, step_ns)
-        pregenerated = None
+        pregenerated: _Pregenerated | None = None
         if cfg.pregenerate:
             began = time.monotonic()
-            if cfg.due_stamps:
-                model, pregenerated = self._pregenerate_due(step_ns)
-            else:
-                pregenerated = self._pregenerate(model)
+            pregenerated = self._pregenerate(model)
             summary.pregenerate_s = time.monotonic() - began
         return model, pregenerated, step_ns
 
