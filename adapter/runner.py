@@ -78,7 +78,7 @@ class AdapterRunner:
         self._quarantine: QuarantineFile | None = None
         self._control: zmq.Socket[bytes] | None = None
         self._admin: AdminLink | None = None
-        self._process = psutil.Process()
+        self._cpu_mark = (time.monotonic(), time.process_time())  # for this process's CPU share
         self.line = LineSocket(config, self.guard)
         self.delayed_line: DelayedLineSocket | None = None
         self.conflated_line: ConflatedLineSocket | None = None
@@ -356,12 +356,15 @@ class AdapterRunner:
             else:
                 handlers[type(action)](action)
 
-    def _sample_machine(self, _action: act.SampleMachine) -> None:
+    def _sample_machine(self, action: act.SampleMachine) -> None:
         core, writer = self.core, None if self.journal is None else self.journal.writer
-        memory = psutil.virtual_memory().available / 2**20
-        core.on_machine_sample(
-            MachineSample(available_memory_mb=memory, cpu_percent=self._process.cpu_percent(None))
-        )
+        memory = psutil.virtual_memory().available / 2**20 if action.memory else None
+        # The process's CPU as psutil's cpu_percent measures it (user + system time of all its
+        # threads over the wall time since the last sample), without its /proc read (~75 µs).
+        (then, cpu_then), now, cpu = self._cpu_mark, time.monotonic(), time.process_time()
+        self._cpu_mark = (now, cpu)
+        share = 100.0 * (cpu - cpu_then) / (now - then) if now > then else 0.0
+        core.on_machine_sample(MachineSample(available_memory_mb=memory, cpu_percent=share))
         self.metrics.observe(
             time.monotonic(),
             status=self.status,

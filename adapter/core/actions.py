@@ -103,7 +103,10 @@ class ReadSync:
 
 @dataclass(frozen=True, slots=True)
 class SampleMachine:
-    """Measure memory and CPU now and hand them back (``on_machine_sample``); refresh the metrics."""
+    """Measure CPU (and memory, with ``memory``) now and hand them back (``on_machine_sample``);
+    refresh the metrics."""
+
+    memory: bool = True  # the machine's available memory too (it moves slowly: asked less often)
 
 
 @dataclass(frozen=True, slots=True)

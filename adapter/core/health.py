@@ -54,9 +54,15 @@ ERROR_WINDOW_S: Final = 10.0  # errors count toward health for this long
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MachineSample:
-    """What the machine says about this process (the runner reads it from psutil)."""
+    """What the machine says about this process (the runner measures it).
 
-    available_memory_mb: float
+    Attributes:
+        available_memory_mb: the machine's available memory (``None``: not measured this time,
+            the last figure stands).
+        cpu_percent: this process's CPU since the last sample, in % of one core.
+    """
+
+    available_memory_mb: float | None
     cpu_percent: float
 
 
@@ -74,21 +80,26 @@ class HealthMeter:
         error_window_s: how long an error lowers the score.
     """
 
-    __slots__ = ("penalty", "_machine", "_rate_mark", "_error_marks", "_error_window_s")
+    __slots__ = ("penalty", "_memory_mb", "_cpu_percent", "_rate_mark", "_error_marks", "_error_window_s")
 
     def __init__(self, *, penalty: float, now: float, error_window_s: float = ERROR_WINDOW_S) -> None:
         self.penalty = penalty
-        self._machine = MachineSample(available_memory_mb=MEMORY_COMFORT_MB, cpu_percent=0.0)
+        self._memory_mb, self._cpu_percent = MEMORY_COMFORT_MB, 0.0  # the latest machine figures
         self._rate_mark = (now, 0)
         self._error_marks: deque[tuple[float, int]] = deque([(now, 0)])
         self._error_window_s = error_window_s
 
     def __repr__(self) -> str:
-        return f"<HealthMeter [penalty={self.penalty}, machine={self._machine}]>"
+        return (
+            f"<HealthMeter [penalty={self.penalty}, memory_mb={self._memory_mb:.0f}, "
+            f"cpu_percent={self._cpu_percent:.1f}]>"
+        )
 
     def on_machine_sample(self, sample: MachineSample) -> None:
-        """Keep the latest machine figures."""
-        self._machine = sample
+        """Keep the latest machine figures (a memory figure not measured keeps the last one)."""
+        if sample.available_memory_mb is not None:
+            self._memory_mb = sample.available_memory_mb
+        self._cpu_percent = sample.cpu_percent
 
     def measure(self, *, now: float, numbered: int, errors: int, lag: int, group_rate: float) -> HealthSample:
         """A sample at ``now`` from the cumulative numbered-message and error counts."""
@@ -100,8 +111,8 @@ class HealthMeter:
         while len(marks) > 1 and now - marks[1][0] >= self._error_window_s:
             marks.popleft()
         return HealthSample(
-            available_memory_mb=self._machine.available_memory_mb,
-            cpu_percent=self._machine.cpu_percent,
+            available_memory_mb=self._memory_mb,
+            cpu_percent=self._cpu_percent,
             error_count=errors - marks[0][1],
             message_rate=rate,
             lag=lag,

@@ -147,7 +147,10 @@ TICK_AT_LEAST_EVERY_S: Final = 0.1
 # Longer than this between two calls and the process was not running (stopped, swapped out):
 # what the group said meanwhile waits unread, so no election is held before it is heard.
 WOKE_AFTER_S: Final = 2 * TICK_AT_LEAST_EVERY_S
-MACHINE_SAMPLE_S: Final = 0.1  # how often memory and CPU are measured (for the health score)
+MACHINE_SAMPLE_S: Final = 0.1  # how often CPU is measured (for the health score)
+# How often the machine's available memory is measured with it: reading it costs a file of the
+# kernel's parsed in Python (~60 µs warm), on the loop's thread, and it moves slowly.
+MEMORY_SAMPLE_S: Final = 1.0
 # A backup whose output waits at its gate reads the source at most this often (see on_source_drained).
 BACKUP_READ_INTERVAL_S: Final = 0.001
 FAULT_LIMIT: Final = 5  # internal faults within FAULT_WINDOW_S that make the adapter fail itself
@@ -224,6 +227,7 @@ class AdapterCore:
         self._wall_ns = 0
         self._woke = False  # the process did not run for a while before this input
         self._next_sample = now  # when the machine's figures are measured next
+        self._next_memory_sample = now  # when the available memory is measured with them next
 
     def __repr__(self) -> str:
         sync = self.sync
@@ -399,7 +403,10 @@ class AdapterCore:
         turn = self._turn(now, wall_ns)
         if now >= self._next_sample:
             self._next_sample = now + MACHINE_SAMPLE_S
-            turn.out.append(SampleMachine())
+            memory = now >= self._next_memory_sample
+            if memory:
+                self._next_memory_sample = now + MEMORY_SAMPLE_S
+            turn.out.append(SampleMachine(memory=memory))
         turn.out += self.access.on_tick(now=now, wall_ns=wall_ns)
         turn.out += self.pipeline.seal(self._sync.term, turn)
         journal = self.emitter.journal

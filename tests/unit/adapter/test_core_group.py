@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from feedha.adapter.core import Publish
+from feedha.adapter.core import Publish, SampleMachine
 from feedha.adapter.core.commands import CorruptState, RoleCommand, Throttle
-from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S
+from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S, MACHINE_SAMPLE_S, MEMORY_SAMPLE_S
 from feedha.adapter.core.sync_types import CommandKind, Role
 from feedha.proto import fix, market_pb2, wire
 
@@ -312,3 +312,17 @@ def test_a_backup_whose_output_waits_reads_the_source_in_batches_until_it_publis
     backup.on_source_drained(now=group.now, wall_ns=group._wall_ns())
     assert backup.reads_source(group.now)
     _assert_every_message_delivered_once(group)
+
+
+def test_the_machine_is_sampled_often_and_its_memory_once_a_second() -> None:
+    group = CoreGroup(1, rate=0)
+    core, now = group.start(1).core, group.now
+    asked: list[tuple[float, bool]] = []
+    span, tick = 2 * MEMORY_SAMPLE_S, MACHINE_SAMPLE_S / 4
+    for step in range(round(span / tick) + 1):
+        t = now + step * tick
+        asked += [(t, a.memory) for a in core.on_tick(now=t, wall_ns=0) if isinstance(a, SampleMachine)]
+    assert len(asked) >= span / MACHINE_SAMPLE_S - 1  # CPU at every sample
+    with_memory = [t for t, memory in asked if memory]
+    assert 2 <= len(with_memory) <= 3 and asked[0][1]  # memory at the first, then once a second
+    assert all(b - a >= MEMORY_SAMPLE_S for a, b in zip(with_memory, with_memory[1:], strict=False))

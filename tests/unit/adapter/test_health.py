@@ -40,3 +40,11 @@ def test_the_meter_counts_errors_in_a_sliding_window_and_measures_the_rate() -> 
     assert sample.error_count == 0  # the burst at t=1 is older than the window now
     later = meter.measure(now=12.0, numbered=6000, errors=8, lag=0, group_rate=0.0)
     assert later.error_count == 3
+
+
+def test_a_sample_without_a_memory_figure_keeps_the_last_one() -> None:
+    meter = HealthMeter(penalty=0.0, now=0.0)
+    meter.on_machine_sample(MachineSample(available_memory_mb=1024.0, cpu_percent=50.0))
+    meter.on_machine_sample(MachineSample(available_memory_mb=None, cpu_percent=20.0))
+    sample = meter.measure(now=1.0, numbered=0, errors=0, lag=0, group_rate=0.0)
+    assert (sample.available_memory_mb, sample.cpu_percent) == (1024.0, 20.0)
