@@ -593,6 +593,9 @@ class AdapterCore:
             deadline = min(deadline, self._paused_until)
         if now < self._next_read and self._batches_source():
             deadline = min(deadline, self._next_read)  # the source is read again then
+        silent = self._silent_release_at()
+        if silent is not None:
+            deadline = min(deadline, silent)  # what the gate holds goes out then if nobody reported
         gap = self.gaps.deadline()
         if gap is not None:
             deadline = min(deadline, gap)
@@ -742,14 +745,22 @@ class AdapterCore:
     def _release_if_active_silent(self, turn: Turn) -> None:
         # The active stopped reporting (dead or stalled): keep the stream flowing on our
         # line while the group elects, as an in-sync backup always did.
+        at = self._silent_release_at()
+        if at is not None and turn.now >= at:
+            turn.out += self.emitter.release(provisional=True)
+
+    def _silent_release_at(self) -> float | None:
+        # When what our gate holds goes out if the active stays silent until then (None: it
+        # never does now). A deadline of the core's: a backup's source pump holds its
+        # batches until the next report or deadline, and the release must not wait for a
+        # tick. A provisional release makes the gate pass, so this deadline passes with it.
         sync, gate = self.sync, self.emitter.gate
         if sync.role is not Role.BACKUP or not sync.is_in_sync:
-            return  # not confirmed, or a gap of ours is not settled: nothing goes out unasked
+            return None  # not confirmed, or a gap of ours is not settled: nothing goes out unasked
         if gate.passes or not gate.is_trusted:
-            return
+            return None
         heard = max(sync.reported_at or 0.0, sync.active_heard_at or 0.0, sync.demoted_at or 0.0)
-        if turn.now - heard > self.config.silence_release_s:
-            turn.out += self.emitter.release(provisional=True)
+        return heard + self.config.silence_release_s
 
     def _line_heartbeat(self, turn: Turn) -> None:
         output = self.emitter.output

@@ -326,3 +326,21 @@ def test_the_machine_is_sampled_often_and_its_memory_once_a_second() -> None:
     with_memory = [t for t, memory in asked if memory]
     assert 2 <= len(with_memory) <= 3 and asked[0][1]  # memory at the first, then once a second
     assert all(b - a >= MEMORY_SAMPLE_S for a, b in zip(with_memory, with_memory[1:], strict=False))
+
+
+def test_a_silent_active_s_deadline_releases_the_backup_s_gate_on_time() -> None:
+    # A backup's pump holds its batches until the next report or the core's deadline, so the
+    # release the active's silence calls for must be a deadline, not something a tick finds.
+    group = CoreGroup(2, rate=1000)
+    group.run_until(lambda: group.in_sync(2), within=3)
+    group.kill(1)
+    backup = group.members[2].core
+    sync, gate = backup.sync, backup.emitter.gate
+    heard = max(sync.reported_at or 0.0, sync.active_heard_at or 0.0, sync.demoted_at or 0.0)
+    assert heard and not gate.passes and gate.is_trusted
+    release_at = heard + backup.config.silence_release_s
+    t = group.now
+    while not gate.is_provisional and backup.sync.role is Role.BACKUP and t < heard + 1.0:
+        t = backup.next_deadline(t)  # woken only at its deadlines, as the pump's caller is
+        backup.on_tick(now=t, wall_ns=0)
+    assert gate.is_provisional and release_at <= t <= release_at + 1e-6, (t - heard, gate)
