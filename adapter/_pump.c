@@ -467,7 +467,7 @@ static void watch(Watched *w, void *socket) {
  * answers; only a socket whose fd is readable (or unknown) is asked ZMQ_EVENTS again. Nothing
  * else reads these sockets during a call: the runner, which does, waits for it to return (the
  * journal callback and signal handlers touch neither socket), and the zmq_poll of
- * wait_for_source that also processes their commands reports what it finds. */
+ * wait_on that also processes their commands reports what it finds. */
 static int group_speaks(Run *r) {
     struct pollfd fds[2];
     int n = 0;
@@ -503,70 +503,40 @@ static int group_speaks(Run *r) {
     return 0;
 }
 
-/* Wait for the source until wait_ns: 1 it is readable, 0 stop (*stop set), -1 error. */
-static int wait_for_source(Run *r, int64_t wait_ns, int64_t deadline_ns, int *stop) {
+/* Wait on the adapter's sockets until until_ns (at most deadline_ns): the source too, or (a
+   backup's rest between two batches) only the sync bus and the control socket. 1: the source is
+   readable, or the rest is over; 0: stop (*stop set: the group spoke, the deadline came, nothing
+   more came for a run not to wait, a signal); -1: error. */
+static int wait_on(Run *r, int with_source, int64_t until_ns, int64_t deadline_ns, int *stop) {
     for (;;) {
         int64_t now = clock_ns(CLOCK_MONOTONIC);
-        if (now >= wait_ns) {
+        if (now >= until_ns) {
+            if (now < deadline_ns && !with_source) return 1; /* rested: read the source again */
             *stop = now >= deadline_ns ? PUMP_DEADLINE : PUMP_DRAINED;
             return 0;
         }
         zmq_pollitem_t items[3] = {
             {r->source, 0, ZMQ_POLLIN, 0}, {r->sync, 0, ZMQ_POLLIN, 0}, {r->control, 0, ZMQ_POLLIN, 0}};
-        int n = r->control != NULL ? 3 : 2, rc, error = 0;
-        long timeout_ms = (long)((wait_ns - now + 999999) / 1000000); /* rounded up, as the runner */
+        int first = with_source ? 0 : 1, n = (r->control != NULL ? 3 : 2) - first, rc, error = 0;
+        long timeout_ms = (long)((until_ns - now + 999999) / 1000000); /* rounded up, as the runner */
         Py_BEGIN_ALLOW_THREADS
-        rc = Z.poll(items, n, timeout_ms);
+        rc = Z.poll(items + first, n, timeout_ms);
         if (rc < 0) error = Z.errno_();
         Py_END_ALLOW_THREADS
         if (rc < 0) {
             if (error != EINTR) {
-                zmq_failure("waiting for the source");
+                zmq_failure(with_source ? "waiting for the source" : "waiting between source batches");
                 return -1;
             }
             if (PyErr_CheckSignals() < 0) return -1;
             *stop = PUMP_SIGNAL;
             return 0;
         }
-        if ((items[1].revents & ZMQ_POLLIN) || (n == 3 && (items[2].revents & ZMQ_POLLIN))) {
+        if ((items[1].revents & ZMQ_POLLIN) || (r->control != NULL && (items[2].revents & ZMQ_POLLIN))) {
             *stop = PUMP_SOCKET;
             return 0;
         }
-        if (items[0].revents & ZMQ_POLLIN) return 1;
-    }
-}
-
-/* Leave the source alone until until_ns, watching the sync bus and the control socket: 1 it is
-   time to read the source again, 0 stop (*stop set: the group spoke, the deadline came, a
-   signal), -1 error. A backup's batch: what comes meanwhile is read in one drain after it. */
-static int wait_for_group(Run *r, int64_t until_ns, int64_t deadline_ns, int *stop) {
-    for (;;) {
-        int64_t now = clock_ns(CLOCK_MONOTONIC);
-        if (now >= deadline_ns) {
-            *stop = PUMP_DEADLINE;
-            return 0;
-        }
-        if (now >= until_ns) return 1;
-        zmq_pollitem_t items[2] = {{r->sync, 0, ZMQ_POLLIN, 0}, {r->control, 0, ZMQ_POLLIN, 0}};
-        int n = r->control != NULL ? 2 : 1, rc, error = 0;
-        long timeout_ms = (long)((until_ns - now + 999999) / 1000000);
-        Py_BEGIN_ALLOW_THREADS
-        rc = Z.poll(items, n, timeout_ms);
-        if (rc < 0) error = Z.errno_();
-        Py_END_ALLOW_THREADS
-        if (rc < 0) {
-            if (error != EINTR) {
-                zmq_failure("waiting between source batches");
-                return -1;
-            }
-            if (PyErr_CheckSignals() < 0) return -1;
-            *stop = PUMP_SIGNAL;
-            return 0;
-        }
-        if (rc > 0) { /* only the group's sockets are polled: one of them spoke */
-            *stop = PUMP_SOCKET;
-            return 0;
-        }
+        if (with_source && (items[0].revents & ZMQ_POLLIN)) return 1;
     }
 }
 
@@ -603,10 +573,10 @@ static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, 
         if (seal_packet(self, r) < 0) return -1;
         if (batch_ns > 0) {
             int64_t until = clock_ns(CLOCK_MONOTONIC) + batch_ns;
-            int rested = wait_for_group(r, until < deadline_ns ? until : deadline_ns, deadline_ns, stop);
+            int rested = wait_on(r, 0, until < deadline_ns ? until : deadline_ns, deadline_ns, stop);
             if (rested <= 0) return rested;
         }
-        int ready = wait_for_source(r, wait_ns < deadline_ns ? wait_ns : deadline_ns, deadline_ns, stop);
+        int ready = wait_on(r, 1, wait_ns < deadline_ns ? wait_ns : deadline_ns, deadline_ns, stop);
         if (ready <= 0) return ready;
     }
 }
