@@ -131,6 +131,7 @@ class AdapterRunner:
             core = self.core
             # Started: later collections walk only what comes after (feedha.runtime).
             frozen = settle_heap() if settle else 0
+            self._cpu_mark = (time.monotonic(), time.process_time())  # start-up is not the loop's CPU
             self._status("ready", **ready, next_msg_seq=core.sequencer.next_msg_seq,
                          fast_path=core.engine.is_native, source_pump=why_not or True, metrics=metrics,
                          health=self.metrics.health_address, frozen_objects=frozen)  # fmt: skip
@@ -366,7 +367,7 @@ class AdapterRunner:
         share = 100.0 * (cpu - cpu_then) / (now - then) if now > then else 0.0
         core.on_machine_sample(MachineSample(available_memory_mb=memory, cpu_percent=share))
         self.metrics.observe(
-            time.monotonic(),
+            now,
             status=self.status,
             sync=core.sync,
             lag=core.sync_view().lag,
