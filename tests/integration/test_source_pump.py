@@ -6,7 +6,8 @@ Two kinds of test:
   take the same hostile stream; their lines, read with raw taps and decoded from
   the public wire format (tests/integration/probes.py), must carry the same
   messages under the same numbers, and the pumped one must have stopped at the
-  poison and given it to the Python path;
+  poison and given it to the Python path; with a backup, the backup's line must be the
+  active's, and the active's health reports on the sync bus must carry its machine sample;
 * the C pump driven directly over real ZeroMQ sockets on loopback: every reason
   it comes back for, what it books, the packets it builds (against
   ``proto.wire.PacketBuilder``) and what it does with a journal that fails.
@@ -14,6 +15,7 @@ Two kinds of test:
 
 from __future__ import annotations
 
+import os
 import select
 import signal
 import threading
@@ -23,11 +25,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import pytest
 import zmq
 
 from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.conversion.state import DIGEST_MASK
+from feedha.adapter.core import syncbus
 from feedha.adapter.core.pumping import HeldKind, Pumped, PumpMode, PumpStop
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, market_pb2, wire
@@ -40,10 +44,15 @@ _pump = pytest.importorskip("feedha.adapter._pump", reason="the source pump's ex
 
 
 def _lines(
-    group: Any, seconds: float, rate: float, adapters: tuple[int, ...] = (1,)
+    group: Any,
+    seconds: float,
+    rate: float,
+    adapters: tuple[int, ...] = (1,),
+    health: list[syncbus.Health] | None = None,
 ) -> tuple[list[dict[int, tuple[int, bytes]]], list[dict[str, Any]]]:
     """Run the test source through the group (adapter 1 active); each adapter's line (msg_seq ->
-    (source_seq, payload sans publish time)) and its final status."""
+    (source_seq, payload sans publish time)) and its final status. With ``health``, the
+    ``Health`` reports adapter 1 sends on its sync bus meanwhile are appended to it."""
     source = Source(group.source_endpoint, rate=rate, seconds=seconds)
     taps: list[zmq.Socket[bytes]] = []
     for n in adapters:
@@ -52,10 +61,18 @@ def _lines(
         tap.subscribe(CHANNEL.encode())
         tap.connect(group.plan.adapter(n).line)
         taps.append(tap)
+    sync_tap: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
+    sync_tap.linger = 0
+    sync_tap.subscribe(b"")
+    sync_tap.connect(group.plan.adapter(1).sync)
     lines: list[dict[int, tuple[int, bytes]]] = [{} for _ in adapters]
 
     def drain(timeout_ms: int) -> int:
         got = 0
+        while health is not None and sync_tap.poll(0):
+            message = syncbus.decode_sync(sync_tap.recv(), channel=1)
+            if isinstance(message, syncbus.Health) and message.sender.adapter == 1:
+                health.append(message)
         for tap, line in zip(taps, lines, strict=True):
             wait = timeout_ms
             while tap.poll(wait):
@@ -84,7 +101,7 @@ def _lines(
                 quiet_until = time.monotonic() + 0.5
         return lines, [group.status(n) for n in adapters]
     finally:
-        for tap in taps:
+        for tap in (*taps, sync_tap):
             tap.close(linger=0)
         source.close()
 
@@ -111,15 +128,25 @@ def test_a_backup_s_pump_reads_in_batches_until_the_report_and_its_line_is_the_a
     # A backup's output waits at its gate for the active's next report: its pump reads the
     # source in batches inside one call and comes back when the report (the sync bus) speaks,
     # not after every batch (the old pace: a Python turn a millisecond, each "drained").
+    health: list[syncbus.Health] = []
     with running_group(channel=CHANNEL, channel_number=1, size=2, rate=4000, seconds=1.5) as group:
         group.start_adapter(1, active=True)
         group.start_adapter(2)
-        (active, backup), statuses = _lines(group, seconds=1.5, rate=4000.0, adapters=(1, 2))
+        (active, backup), statuses = _lines(group, seconds=1.5, rate=4000.0, adapters=(1, 2), health=health)
     assert len(active) > 4000 and sorted(active) == list(range(1, len(active) + 1))
     assert backup == active  # the backup's line: the same messages under the same numbers
     pump = statuses[1]["source_pump"]
     assert pump["runs"] > 0, pump
     assert pump["stops"]["drained"] < pump["stops"]["socket"], pump  # it waits for the report in C
+    # The active's health reports carry what it measured of its machine: its CPU share from
+    # its own process time (no /proc read on the loop's thread) and the machine's available
+    # memory, sampled once a second; the group elects and fails by them.
+    assert len(health) >= 5, len(health)
+    total_mb = psutil.virtual_memory().total / 2**20
+    assert all(0 < r.available_memory_mb <= total_mb for r in health), health[-1]
+    shares = [r.cpu_percent for r in health]
+    assert all(0.0 <= share <= 100.0 * (os.cpu_count() or 1) + 5.0 for share in shares), shares
+    assert max(shares) > 1.0, shares  # converting thousands of messages a second costs some CPU
 
 
 # ---- the C pump on its own ---------------------------------------------------------------
