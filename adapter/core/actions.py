@@ -117,7 +117,7 @@ class JournalRecords:
         first_msg_seq: msg_seq of the first record.
         time_ns: their publish time, ns since the Unix epoch.
         source_stream: the source stream number of every record.
-        source_seqs: each record's source_seq (a list or an ``array('q')``).
+        source_seqs: each record's source_seq (a list, a ``range`` or an ``array('q')``).
         payloads: each record's encoded ``MarketUpdate``.
         flags: record flags of every record (``RECORD_SESSION_BOUNDARY`` for an end-of-session block).
     """

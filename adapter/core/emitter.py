@@ -21,7 +21,6 @@ covers the gap. Pure: times come in as arguments.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -111,9 +110,7 @@ class LineEmitter:
         self._packet_upto, self._packet_last = last_source, first_msg_seq + count - 1
         if payloads is None:
             return []
-        return self._journal(
-            first_msg_seq, time_ns, array("q", range(first_source_seq, last_source + 1)), payloads
-        )
+        return self._journal(first_msg_seq, time_ns, range(first_source_seq, last_source + 1), payloads)
 
     def admit_records(
         self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
@@ -121,9 +118,7 @@ class LineEmitter:
         """Journal records of a run the source pump numbered (``HOLD``): they pass the gate as
         :meth:`add_run`'s do."""
         last_source = first_source_seq + len(payloads) - 1
-        return self._journal(
-            first_msg_seq, time_ns, array("q", range(first_source_seq, last_source + 1)), payloads
-        )
+        return self._journal(first_msg_seq, time_ns, range(first_source_seq, last_source + 1), payloads)
 
     def admit_packet(
         self,
@@ -152,7 +147,7 @@ class LineEmitter:
             raise ValueError(
                 f"records {first_msg_seq}+{len(payloads)} do not end at the packet's {last_msg_seq}"
             )
-        source_seqs = array("q", range(first_source_seq, first_source_seq + len(payloads)))
+        source_seqs = range(first_source_seq, first_source_seq + len(payloads))
         journaled = _Records(first_msg_seq, time_ns, source_seqs, payloads)
         size = len(packet) + (sum(map(len, payloads)) if not self.gate.is_open else 0)
         return self._admit(_Packet(packet, last_msg_seq, count, journaled), upto, size)

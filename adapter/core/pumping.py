@@ -56,7 +56,6 @@ socket, no clock.
 from __future__ import annotations
 
 import enum
-from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -229,7 +228,7 @@ def journal_records(
     journal = core.emitter.journal
     if journal is None:
         return None
-    source_seqs = array("q", range(first_source_seq, first_source_seq + len(payloads)))
+    source_seqs = range(first_source_seq, first_source_seq + len(payloads))
     return journal.records(first_msg_seq, time_ns, source_seqs, payloads)
 
 
