@@ -208,7 +208,8 @@ class JournalWriter:
             first_msg_seq: msg_seq of the first record; must exceed the last one.
             time_ns: publish time of every record, ns since the Unix epoch (UTC).
             source_stream: source stream number (0..65535).
-            source_seqs: each record's source_seq (a sequence of ints such as a ``range``, or an ``array.array('q')``).
+            source_seqs: each record's source_seq (a sequence of ints such as a ``range``, or an
+                ``array.array('q')``).
             payloads: each record's payload, as many as ``source_seqs``.
 
         Raises:
