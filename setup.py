@@ -7,7 +7,7 @@ top-level folders (``adapter/``, ``client_lib/``, ``proto/`` ...) become
 folder is which package (``scripts/check_layers.py`` and ``scripts/typing_tree.py``
 read it too). No other top-level module is installed.
 
-Four small C extensions carry the per-message hot paths that Python cannot
+Five small C extensions carry the per-message hot paths that Python cannot
 make fast enough (docs/performance.md has the profile behind each), each in
 the package whose Python it replaces (docs/architecture.md, "Native code"):
 
@@ -21,7 +21,9 @@ the package whose Python it replaces (docs/architecture.md, "Native code"):
 * ``feedha.adapter._pump``: an adapter's common turn (receive a source frame, convert it with
   the engine's C run, send the line packet or hold it for a backup's gate) without the
   interpreter in between; it
-  links no libzmq but binds at import to the one pyzmq loaded (``adapter/_libzmq.h``).
+  links no libzmq but binds at import to the one pyzmq loaded (``adapter/_libzmq.h``);
+* ``feedha.client._blocks``: the client's walk over a live packet's blocks, a ``Delivery`` a
+  message built without the interpreter in between.
 
 Every function in them has a pure-Python reference implementation that the
 tests compare byte for byte, so they are optional: where they cannot be
@@ -132,5 +134,6 @@ setup(
             ],
             extra_compile_args=_CFLAGS,
         ),
+        Extension("feedha.client._blocks", ["client_lib/_blocks.c"], extra_compile_args=_CFLAGS),
     ],
 )

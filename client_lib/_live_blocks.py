@@ -7,17 +7,28 @@ is built without ``__init__``) and returns what the arbiter needs to decide,
 or ``None`` when the packet must take the general path, which checks and
 names every fault (:func:`feedha.proto.wire.decode_blocks`). It changes no
 state, so declining costs nothing but the walk. Pure.
+
+:func:`read_live_blocks_reference` is the walk in Python and the specification;
+``feedha.client._blocks`` (``client_lib/_blocks.c``) is the same walk in C, a
+fraction of the cost a message, and the tests hold the two to the same result
+for every packet. This module is the one place that chooses: at import,
+:data:`read_live_blocks` is the C walk when the extension is built, else the
+reference, with a warning that says why (``WHY_NOT_NATIVE``).
 """
 
 from __future__ import annotations
 
+import logging
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from feedha.client.events import Delivery
 from feedha.proto.wire import BLOCK_HEADER, HEADER_SIZE, TOMBSTONE_STREAM
 
-__all__ = ["LiveBlocks", "Stamp", "read_live_blocks"]
+__all__ = ["WHY_NOT_NATIVE", "LiveBlocks", "Stamp", "read_live_blocks", "read_live_blocks_reference"]
+
+logger = logging.getLogger(__name__)
 
 _UNPACK_BLOCK: Final = BLOCK_HEADER.unpack_from
 _BLOCK_OVERHEAD: Final = BLOCK_HEADER.size
@@ -29,7 +40,7 @@ LiveBlocks = tuple[list[int], list[int], list[Delivery]]
 Stamp = tuple[type[Delivery], int | None, int, int, int]
 
 
-def read_live_blocks(
+def read_live_blocks_reference(
     packet: bytes, next_seq: int, first: int, count: int, below: int, stamp: Stamp
 ) -> LiveBlocks | None:
     """Read a live packet whose first ``below`` blocks are copies and the rest the next to deliver.
@@ -80,3 +91,21 @@ def read_live_blocks(
     except struct.error:  # a block header runs past the end
         return None
     return (streams, source_seqs, deliveries) if offset == len(packet) else None
+
+
+def _choose() -> tuple[Callable[[bytes, int, int, int, int, Stamp], LiveBlocks | None], str | None]:
+    try:
+        from feedha.client import _blocks
+    except ImportError as exc:
+        return read_live_blocks_reference, (
+            f"the C extension feedha.client._blocks is not built ({exc}); install feedha where a C "
+            "compiler and the Python headers are, or run `python setup.py build_ext --inplace`"
+        )
+    return _blocks.read_live_blocks, None
+
+
+read_live_blocks, WHY_NOT_NATIVE = _choose()
+if WHY_NOT_NATIVE is not None:
+    logger.warning(
+        "the client's block walk runs on the Python reference (~5x slower a message): %s", WHY_NOT_NATIVE
+    )

@@ -1,0 +1,207 @@
+/*
+ * feedha.client._blocks: the arbiter's fast path over a live packet's blocks, in C.
+ *
+ * Theory of operation
+ * -------------------
+ * client_lib/_live_blocks.py read_live_blocks_reference is the specification:
+ * read_live_blocks here returns what it returns for every input, and
+ * tests/unit/client_lib/test_live_blocks.py compares the two on packets that
+ * hypothesis writes (well formed, cut short, with bad lengths and tombstones).
+ *
+ * A healthy channel's packets are either copies of what was delivered or the
+ * next msg_seqs in order. The walk reads each block header (">HHQ": length,
+ * source_stream, source_seq; the length covers stream, seq and payload),
+ * keeps every block's stream and source_seq, and builds a Delivery for each
+ * block from next_seq on without running its __init__: the object is
+ * allocated as object.__new__ would and its slots are stored through the
+ * offsets of the class's own slot descriptors, looked up once a call. It
+ * changes no state, so when a block is malformed or a tombstone, or the
+ * blocks do not end exactly at the packet's end, it returns None and the
+ * arbiter's general path (feedha.proto.wire.decode_blocks) names the fault.
+ *
+ * Every read is bounded by the packet's length: a block header is read only
+ * when all 12 of its bytes are inside the packet.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+
+#define HEADER_SIZE 32    /* proto/wire.py HEADER_SIZE (the tests check the two agree) */
+#define BLOCK_OVERHEAD 12 /* proto/wire.py BLOCK_HEADER.size: length (2), stream (2), source_seq (8) */
+#define MIN_BLOCK_LENGTH (BLOCK_OVERHEAD - 2) /* the length field covers stream and seq */
+#define TOMBSTONE_STREAM 0
+
+/* The Delivery slots the walk stores, in this order (client_lib/events.py Delivery.__slots__). */
+enum { F_CHANNEL, F_MSG_SEQ, F_SOURCE_STREAM, F_SOURCE_SEQ, F_LINE, F_TERM, F_SEND_TIME, F_PACKET, F_START, F_END, F_N };
+static const char *const field_names[F_N] = {"channel", "msg_seq",      "source_stream", "source_seq", "line",
+                                             "term",    "send_time_ns", "_packet",       "_start",     "_end"};
+
+/* Where each slot of kind lives in its instances: 0, or -1 with an exception. */
+static int slot_offsets(PyTypeObject *kind, Py_ssize_t offsets[F_N]) {
+    for (int i = 0; i < F_N; i++) {
+        PyObject *descr = PyObject_GetAttrString((PyObject *)kind, field_names[i]);
+        if (descr == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+        }
+        int ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        PyMemberDef *member = ok ? ((PyMemberDescrObject *)descr)->d_member : NULL;
+        ok = ok && member->type == T_OBJECT_EX && !(member->flags & READONLY);
+        if (ok) offsets[i] = member->offset;
+        Py_XDECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a writable slot", kind->tp_name, field_names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static inline void store(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+    /* A fresh object's slots are NULL (tp_alloc zeroes it): nothing to release. */
+    *(PyObject **)((char *)obj + offset) = value;
+}
+
+static inline unsigned read_u16(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
+
+static inline unsigned long long read_u64(const unsigned char *p) {
+    unsigned long long v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+/* Append a new reference to a list: 0, or -1 with an exception (the reference is dropped either way). */
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+PyDoc_STRVAR(read_live_blocks_doc,
+             "read_live_blocks(packet, next_seq, first, count, below, stamp)\n"
+             "--\n\n"
+             "Read a live packet whose first ``below`` blocks are copies and the rest the next to deliver\n"
+             "(client_lib/_live_blocks.py read_live_blocks_reference: the same arguments and result).");
+
+static PyObject *read_live_blocks(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "read_live_blocks takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *packet = args[0], *stamp = args[5];
+    if (!PyBytes_Check(packet)) {
+        PyErr_SetString(PyExc_TypeError, "packet must be bytes");
+        return NULL;
+    }
+    if (!PyTuple_Check(stamp) || PyTuple_GET_SIZE(stamp) != 5 || !PyType_Check(PyTuple_GET_ITEM(stamp, 0))) {
+        PyErr_SetString(PyExc_TypeError, "stamp must be (kind, channel, line, term, send_time_ns)");
+        return NULL;
+    }
+    unsigned long long next_seq = PyLong_AsUnsignedLongLong(args[1]);
+    unsigned long long first = PyLong_AsUnsignedLongLong(args[2]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]), below = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+        PyErr_Clear(); /* a number beyond 64 bits: the general path names it */
+        Py_RETURN_NONE;
+    }
+    if (count < 0 || below < 0 || first > ULLONG_MAX - (unsigned long long)count) Py_RETURN_NONE;
+    unsigned long long end_seq = first + (unsigned long long)count; /* range(next_seq, first + count) */
+
+    PyTypeObject *kind = (PyTypeObject *)PyTuple_GET_ITEM(stamp, 0);
+    PyObject *channel = PyTuple_GET_ITEM(stamp, 1), *line = PyTuple_GET_ITEM(stamp, 2);
+    PyObject *term = PyTuple_GET_ITEM(stamp, 3), *send_time = PyTuple_GET_ITEM(stamp, 4);
+    Py_ssize_t offsets[F_N];
+    if (next_seq < end_seq && slot_offsets(kind, offsets) < 0) return NULL;
+
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(packet);
+    Py_ssize_t size = PyBytes_GET_SIZE(packet), offset = HEADER_SIZE;
+    PyObject *streams = PyList_New(0), *source_seqs = PyList_New(0), *deliveries = PyList_New(0);
+    if (streams == NULL || source_seqs == NULL || deliveries == NULL) goto fail;
+
+    for (Py_ssize_t i = 0; i < below; i++) {
+        if (offset > size - BLOCK_OVERHEAD) goto decline; /* the header runs past the end */
+        const unsigned char *p = data + offset;
+        unsigned length = read_u16(p);
+        if (length < MIN_BLOCK_LENGTH) goto decline;
+        if (append_new(streams, PyLong_FromUnsignedLong(read_u16(p + 2))) < 0 ||
+            append_new(source_seqs, PyLong_FromUnsignedLongLong(read_u64(p + 4))) < 0)
+            goto fail;
+        offset += 2 + (Py_ssize_t)length;
+    }
+    for (unsigned long long seq = next_seq; seq < end_seq; seq++) {
+        if (offset > size - BLOCK_OVERHEAD) goto decline;
+        const unsigned char *p = data + offset;
+        unsigned length = read_u16(p), stream_number = read_u16(p + 2);
+        if (length < MIN_BLOCK_LENGTH || stream_number == TOMBSTONE_STREAM) goto decline;
+        Py_ssize_t end = offset + 2 + (Py_ssize_t)length;
+        PyObject *stream = PyLong_FromUnsignedLong(stream_number);
+        PyObject *source_seq = PyLong_FromUnsignedLongLong(read_u64(p + 4));
+        PyObject *msg_seq = PyLong_FromUnsignedLongLong(seq);
+        PyObject *start = PyLong_FromSsize_t(offset + BLOCK_OVERHEAD), *stop = PyLong_FromSsize_t(end);
+        PyObject *delivery = NULL;
+        if (stream && source_seq && msg_seq && start && stop) delivery = kind->tp_alloc(kind, 0);
+        if (delivery == NULL) {
+            Py_XDECREF(stream);
+            Py_XDECREF(source_seq);
+            Py_XDECREF(msg_seq);
+            Py_XDECREF(start);
+            Py_XDECREF(stop);
+            goto fail;
+        }
+        store(delivery, offsets[F_CHANNEL], Py_NewRef(channel));
+        store(delivery, offsets[F_MSG_SEQ], msg_seq);
+        store(delivery, offsets[F_SOURCE_STREAM], Py_NewRef(stream));
+        store(delivery, offsets[F_SOURCE_SEQ], Py_NewRef(source_seq));
+        store(delivery, offsets[F_LINE], Py_NewRef(line));
+        store(delivery, offsets[F_TERM], Py_NewRef(term));
+        store(delivery, offsets[F_SEND_TIME], Py_NewRef(send_time));
+        store(delivery, offsets[F_PACKET], Py_NewRef(packet));
+        store(delivery, offsets[F_START], start);
+        store(delivery, offsets[F_END], stop);
+        if (append_new(deliveries, delivery) < 0 || append_new(streams, stream) < 0 ||
+            append_new(source_seqs, source_seq) < 0)
+            goto fail;
+        offset = end;
+    }
+    if (offset != size) goto decline;
+    return Py_BuildValue("(NNN)", streams, source_seqs, deliveries);
+
+decline: /* malformed, a tombstone, or not ending at the packet's end: the general path takes it */
+    Py_DECREF(streams);
+    Py_DECREF(source_seqs);
+    Py_DECREF(deliveries);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(streams);
+    Py_XDECREF(source_seqs);
+    Py_XDECREF(deliveries);
+    return NULL;
+}
+
+static PyMethodDef module_methods[] = {
+    {"read_live_blocks", (PyCFunction)(void (*)(void))read_live_blocks, METH_FASTCALL, read_live_blocks_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "feedha.client._blocks",
+    .m_doc = "The arbiter's fast path over a live packet's blocks, in C (see client_lib/_blocks.c).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__blocks(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "HEADER_SIZE", HEADER_SIZE) < 0 ||
+        PyModule_AddIntConstant(m, "BLOCK_OVERHEAD", BLOCK_OVERHEAD) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

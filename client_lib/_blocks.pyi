@@ -1,0 +1,12 @@
+"""Type stubs for the C extension client_lib/_blocks.c (the client's live block walk)."""
+
+from typing import Final
+
+from feedha.client._live_blocks import LiveBlocks, Stamp
+
+HEADER_SIZE: Final[int]
+BLOCK_OVERHEAD: Final[int]
+
+def read_live_blocks(
+    packet: bytes, next_seq: int, first: int, count: int, below: int, stamp: Stamp, /
+) -> LiveBlocks | None: ...
