@@ -28,10 +28,11 @@
 
 #include <stdint.h>
 
-#define HEADER_SIZE 32    /* proto/wire.py HEADER_SIZE (the tests check the two agree) */
-#define BLOCK_OVERHEAD 12 /* proto/wire.py BLOCK_HEADER.size: length (2), stream (2), source_seq (8) */
+#include "_blocks_constants.h" /* HEADER_SIZE, BLOCK_OVERHEAD (length, stream, source_seq: 2 + 2 + 8),
+                                  TOMBSTONE_STREAM: generated from proto/wire.py by
+                                  scripts/gen_constants.py */
+
 #define MIN_BLOCK_LENGTH (BLOCK_OVERHEAD - 2) /* the length field covers stream and seq */
-#define TOMBSTONE_STREAM 0
 
 /* The Delivery slots the walk stores, in this order (client_lib/events.py Delivery.__slots__). */
 enum { F_CHANNEL, F_MSG_SEQ, F_SOURCE_STREAM, F_SOURCE_SEQ, F_LINE, F_TERM, F_SEND_TIME, F_PACKET, F_START, F_END, F_N };
@@ -198,8 +199,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__blocks(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "HEADER_SIZE", HEADER_SIZE) < 0 ||
-        PyModule_AddIntConstant(m, "BLOCK_OVERHEAD", BLOCK_OVERHEAD) < 0) {
+    if (fh_add_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -126,6 +126,16 @@ def _journal() -> list[Define]:
     ]
 
 
+def _blocks() -> list[Define]:
+    from feedha.proto import wire
+
+    return [
+        constant(wire, "HEADER_SIZE"),
+        Define("BLOCK_OVERHEAD", wire.BLOCK_HEADER.size, f"{_path(wire)} BLOCK_HEADER.size"),
+        constant(wire, "TOMBSTONE_STREAM"),
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Header:
     """A generated header: the C file that includes it, its stub, and its constants.
@@ -163,6 +173,12 @@ HEADERS: Final = (
         "adapter/journal/_native.c",
         "adapter/journal/_native.pyi",
         _journal,
+    ),
+    Header(
+        "client_lib/_blocks_constants.h",
+        "client_lib/_blocks.c",
+        "client_lib/_blocks.pyi",
+        _blocks,
     ),
 )
 

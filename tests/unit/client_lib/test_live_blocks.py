@@ -15,13 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedha.client import _blocks  # not skipped when missing: a checkout that did not build it fails
 from feedha.client._live_blocks import WHY_NOT_NATIVE, Stamp, read_live_blocks, read_live_blocks_reference
 from feedha.client.events import Delivery
 from feedha.proto import wire
-
-_blocks = pytest.importorskip(
-    "feedha.client._blocks", reason="the client's block walk extension is not built"
-)
 
 BLOCK = struct.Struct(">HHQ")
 STAMP: Stamp = (Delivery, 7, 2, 3, 1_700_000_000_000_000_000)
@@ -55,6 +52,7 @@ def _both(packet: bytes, next_seq: int, first: int, count: int, below: int, stam
 def test_the_extension_is_chosen_and_agrees_with_the_wire_layout() -> None:
     assert WHY_NOT_NATIVE is None and read_live_blocks is _blocks.read_live_blocks
     assert _blocks.HEADER_SIZE == wire.HEADER_SIZE and _blocks.BLOCK_OVERHEAD == wire.BLOCK_HEADER.size
+    assert _blocks.TOMBSTONE_STREAM == wire.TOMBSTONE_STREAM
 
 
 def test_copies_then_new_blocks_become_deliveries_that_point_into_the_packet() -> None:
