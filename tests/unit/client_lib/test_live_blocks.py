@@ -86,6 +86,8 @@ def test_a_tombstone_among_the_copies_is_read_and_numbers_beyond_64_bits_are_dec
     assert _both(packet, 2, 1, 2, 1) is not None  # a copy's stream is only compared, never delivered
     assert _blocks.read_live_blocks(packet, 2**64, 2**64, 2, 0, STAMP) is None
     assert _blocks.read_live_blocks(packet, 2**64 - 1, 2**64 - 1, 2, 0, STAMP) is None  # first + count wraps
+    # A count far beyond the packet's blocks ends at the packet's end, not after `count` turns.
+    assert _both(packet, 1, 1, 2**40, 2**40) is None and _both(packet, 1, 1, 2**40, 0) is None
 
 
 def test_a_kind_without_the_delivery_slots_is_refused() -> None:
