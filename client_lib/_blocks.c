@@ -34,12 +34,15 @@
 
 #define MIN_BLOCK_LENGTH (BLOCK_OVERHEAD - 2) /* the length field covers stream and seq */
 
-/* The Delivery slots the walk stores, in this order (client_lib/events.py Delivery.__slots__). */
+/* The Delivery slots the walk stores (client_lib/events.py Delivery.__slots__ but _update, which
+   stays unset until the payload is decoded), by index into field_names. */
 enum { F_CHANNEL, F_MSG_SEQ, F_SOURCE_STREAM, F_SOURCE_SEQ, F_LINE, F_TERM, F_SEND_TIME, F_PACKET, F_START, F_END, F_N };
 static const char *const field_names[F_N] = {"channel", "msg_seq",      "source_stream", "source_seq", "line",
                                              "term",    "send_time_ns", "_packet",       "_start",     "_end"};
 
-/* Where each slot of kind lives in its instances: 0, or -1 with an exception. */
+/* Where each slot of kind lives in its instances: 0, or -1 with an exception. A descriptor
+   counts only when it is a writable object slot of kind or of a base of kind: a slot descriptor
+   of another class, put on kind under one of these names, has an offset into another layout. */
 static int slot_offsets(PyTypeObject *kind, Py_ssize_t offsets[F_N]) {
     for (int i = 0; i < F_N; i++) {
         PyObject *descr = PyObject_GetAttrString((PyObject *)kind, field_names[i]);
@@ -47,7 +50,8 @@ static int slot_offsets(PyTypeObject *kind, Py_ssize_t offsets[F_N]) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
             PyErr_Clear();
         }
-        int ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        int ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 PyType_IsSubtype(kind, PyDescr_TYPE(descr));
         PyMemberDef *member = ok ? ((PyMemberDescrObject *)descr)->d_member : NULL;
         ok = ok && member->type == T_OBJECT_EX && !(member->flags & READONLY);
         if (ok) offsets[i] = member->offset;

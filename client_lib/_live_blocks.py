@@ -107,5 +107,5 @@ def _choose() -> tuple[Callable[[bytes, int, int, int, int, Stamp], LiveBlocks |
 read_live_blocks, WHY_NOT_NATIVE = _choose()
 if WHY_NOT_NATIVE is not None:
     logger.warning(
-        "the client's block walk runs on the Python reference (~5x slower a message): %s", WHY_NOT_NATIVE
+        "the client's block walk runs on the Python reference (3-5x slower a block): %s", WHY_NOT_NATIVE
     )

@@ -90,13 +90,21 @@ def test_a_tombstone_among_the_copies_is_read_and_numbers_beyond_64_bits_are_dec
     assert _both(packet, 1, 1, 2**40, 2**40) is None and _both(packet, 1, 1, 2**40, 0) is None
 
 
-def test_a_kind_without_the_delivery_slots_is_refused() -> None:
+def test_a_kind_without_the_delivery_slots_of_its_own_is_refused() -> None:
     class Loose:
         pass
 
+    class Other:
+        __slots__ = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+
+    class Borrowed(Delivery):  # another class's slot under a Delivery name: another layout's offset
+        __slots__ = ()
+        channel = Other.l  # type: ignore[assignment]
+
     packet = _packet([(1, 1, b"ab")])
-    with pytest.raises(TypeError, match="slot"):
-        _blocks.read_live_blocks(packet, 1, 1, 1, 0, (Loose, 7, 2, 3, 4))
+    for kind in (Loose, Borrowed):
+        with pytest.raises(TypeError, match="slot"):
+            _blocks.read_live_blocks(packet, 1, 1, 1, 0, (kind, 7, 2, 3, 4))
     with pytest.raises(TypeError):
         _blocks.read_live_blocks(bytearray(packet), 1, 1, 1, 0, STAMP)
     with pytest.raises(TypeError):
