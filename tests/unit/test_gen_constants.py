@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import shutil
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_constants.py"
+# Which installed package each top-level folder is (pyproject.toml's [tool.feedha.namespace]).
+NAMESPACE: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["feedha"][
+    "namespace"
+]
 
 
 def _load() -> ModuleType:
@@ -59,7 +64,9 @@ def test_the_headers_hold_the_python_values() -> None:
 )
 def test_each_extension_was_built_from_its_current_header(header, source) -> None:
     # A header regenerated without rebuilding the extension differs here: rebuild.
-    module = importlib.import_module("feedha." + source.removesuffix(".c").replace("/", "."))
+    folder, _, rest = source.removesuffix(".c").partition("/")
+    package = {path: name for name, path in NAMESPACE.items()}[folder]  # client_lib/ is feedha.client
+    module = importlib.import_module(f"{package}.{rest.replace('/', '.')}")
     for define in header.defines():
         assert getattr(module, define.name) == define.value, define
 
