@@ -39,6 +39,7 @@ from feedha.proto.replay import (
     encode_request,
 )
 from tests.integration.up import feedctl, feedha_up, user_key
+from tests.integration.waiting import wait_until
 
 DELAY_S = 3.0
 CHANNEL = "EQ-A-Z"
@@ -179,6 +180,10 @@ def test_an_operator_purges_pending_messages_and_every_layer_honours_it(up: dict
     with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
         client.subscribe(["*"])
         client.poll(1.0)
+        # The source may not have started yet when this is the module's first test to run.
+        wait_until(
+            lambda: _active_next_msg_seq(up) > 250, WAIT, "the active to publish 250 messages", interval=0.2
+        )
         first = _active_next_msg_seq(up) - 200  # published ~0.2-0.7 s ago: pending for ~2 s more
         done = feedctl(
             up,
