@@ -180,7 +180,7 @@ def test_an_operator_purges_pending_messages_and_every_layer_honours_it(up: dict
     with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
         client.subscribe(["*"])
         client.poll(1.0)
-        # The source may not have started yet when this is the module's first test to run.
+        # The source may not be streaming yet: feedha up starts it after the adapters.
         wait_until(
             lambda: _active_next_msg_seq(up) > 250, WAIT, "the active to publish 250 messages", interval=0.2
         )
