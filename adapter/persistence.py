@@ -16,6 +16,7 @@ from typing import Any
 from feedha.adapter.access import LINE, REPLAY, SNAPSHOT
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import AdapterCore, CoreView, JournalControl, JournalRecords, WriteCheckpoint
+from feedha.adapter.core.pumping import AppendBatch
 from feedha.adapter.core.purge import PurgeTable
 from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter, Record
 from feedha.adapter.journal.checkpoint import CheckpointStore
@@ -145,6 +146,12 @@ class JournalKeeper:
             adapter=cfg.adapter,
             book_depth=cfg.book_depth,
         )
+
+    @property
+    def append_batch(self) -> AppendBatch:
+        """The writer's ``append_batch``: the source pump writes each run it sends through it."""
+        assert self.writer is not None, "the journal is opened before the pump is made"
+        return self.writer.append_batch
 
     def append(self, records: JournalRecords) -> None:
         """Write published messages into the group-commit buffer (no system call)."""

@@ -120,7 +120,7 @@ class AdapterRunner:
                 self.line,
                 (self._source, self._sync_sub, self._control),
                 topic=cfg.channel.encode(),
-                journal=None if self.journal is None else self.journal.append,
+                journal=None if self.journal is None else self.journal.append_batch,
                 enabled=cfg.source_pump,
             )
             if self._pump is None and cfg.source_pump:

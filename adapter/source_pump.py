@@ -19,7 +19,10 @@ books what it did). This module only wires it to the runner's sockets:
   carries out the returned actions (a backup's released packets among them).
 
 An active's journal writer gets each run's records before its blocks can be
-sent, from inside the C call (:meth:`SourcePump._journal`); a backup's come
+sent, from inside the C call, through the core's journal callback
+(:meth:`AdapterCore.pump_journal`: the core books the run and the writer's
+``append_batch`` takes what the journal does not have yet, with no action in
+between, as this runs thousands of times a second); a backup's records come
 back with its packets, for its gate.
 """
 
@@ -27,15 +30,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any, Final
 
 import zmq
 
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import AdapterCore
-from feedha.adapter.core.actions import Action, JournalRecords
-from feedha.adapter.core.pumping import Pumped, PumpMode, PumpStop
+from feedha.adapter.core.actions import Action
+from feedha.adapter.core.pumping import AppendBatch, Pumped, PumpMode, PumpStop
 from feedha.adapter.core.ring import MAX_RING_BYTES
 from feedha.adapter.line import LineSocket
 
@@ -59,7 +61,8 @@ class SourcePump:
         line: the line (its raw socket while packets go out unsealed).
         sockets: the source, sync-bus and control sockets (control ``None`` when there is none).
         topic: the line's topic (the channel name).
-        journal: where each run's journal records go (``None``: the adapter journals nothing).
+        journal: the journal writer's ``append_batch``, where each run's records go (``None``:
+            the adapter journals nothing).
     """
 
     def __init__(
@@ -70,7 +73,7 @@ class SourcePump:
         sockets: tuple[zmq.Socket[bytes], zmq.Socket[bytes], zmq.Socket[bytes] | None],
         *,
         topic: bytes,
-        journal: Callable[[JournalRecords], None] | None,
+        journal: AppendBatch | None,
     ) -> None:
         engine, config = core.engine, core.config
         # A FIX frame is its messages; itch50 cuts a MoldUDP64 packet into its records first.
@@ -78,7 +81,7 @@ class SourcePump:
         self._pump = pump_type(
             engine.run_function(),
             frame_of,
-            None if journal is None else self._journal,
+            None if journal is None else core.pump_journal(journal),
             topic,
             config.channel_number,
             config.adapter,
@@ -88,6 +91,7 @@ class SourcePump:
         self._core = core
         self._line = line
         self._append = journal
+        self._source_stream = config.source_stream_number
         source, sync, control = sockets
         self._source, self._sync = source.underlying, sync.underlying
         self._control = 0 if control is None else control.underlying
@@ -140,15 +144,6 @@ class SourcePump:
         actions = self._core.on_pumped(pumped, plan.mode, now=time.monotonic(), wall_ns=time.time_ns())
         return actions, pumped.error
 
-    def _journal(
-        self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
-    ) -> None:
-        # Called by the pump for each run before its blocks can go out: the journal holds what
-        # the line carries, as on the Python path.
-        records = self._core.pump_journal(first_msg_seq, time_ns, first_source_seq, payloads)
-        if records is not None and self._append is not None:
-            self._append(records)
-
     def status(self) -> dict[str, Any]:
         """The pump's counters, for the adapter's status."""
         return {"runs": self.runs, "handed_back": self.handed_back, "stops": dict(self.stops)}
@@ -160,7 +155,7 @@ def make_pump(
     sockets: tuple[zmq.Socket[bytes], zmq.Socket[bytes], zmq.Socket[bytes] | None],
     *,
     topic: bytes,
-    journal: Callable[[JournalRecords], None] | None,
+    journal: AppendBatch | None,
     enabled: bool = True,
 ) -> tuple[SourcePump | None, str]:
     """The adapter's source pump, or ``None`` and why there is none.
@@ -170,7 +165,7 @@ def make_pump(
         line: the line the pump sends on.
         sockets: the source, sync-bus and control sockets.
         topic: the line's topic (the channel name).
-        journal: the journal writer's ``append`` (``None``: the adapter journals nothing).
+        journal: the journal writer's ``append_batch`` (``None``: the adapter journals nothing).
         enabled: the operator's choice (``--no-source-pump``).
     """
     if not enabled:

@@ -90,21 +90,33 @@ class JournalPlan:
         ``session`` is the session a session-boundary record (``flags``) begins.
         """
         count = len(payloads)
-        skip = min(max(self.last_msg_seq - first_msg_seq + 1, 0), count)
+        skip = self.take(first_msg_seq, count, source_seqs[-1])
+        if skip == count:
+            return None
         if skip:
-            self.skipped += skip
-            if skip == count:
-                return None
             first_msg_seq += skip
             source_seqs, payloads = source_seqs[skip:], payloads[skip:]
-            count -= skip
-        self.last_msg_seq = first_msg_seq + count - 1
-        self.last_source_seq = source_seqs[-1]
         if flags & RECORD_SESSION_BOUNDARY:
             self.session = session
-        self.journaled += count
-        self._since_checkpoint += count
         return JournalRecords(first_msg_seq, time_ns, self._source_stream, source_seqs, payloads, flags)
+
+    def take(self, first_msg_seq: int, count: int, last_source_seq: int) -> int:
+        """Book published messages ``first_msg_seq`` .. ``+ count - 1`` as journaled; how many were already.
+
+        The journal plan's bookkeeping without a :class:`JournalRecords`: :meth:`records` uses
+        it, and so does the source pump's journal path, which writes the run itself (those
+        records, but the first returned, with ``last_source_seq`` the run's last source_seq).
+        """
+        skip = min(max(self.last_msg_seq - first_msg_seq + 1, 0), count)
+        self.skipped += skip
+        if skip == count:
+            return skip
+        fresh = count - skip
+        self.last_msg_seq = first_msg_seq + count - 1
+        self.last_source_seq = last_source_seq
+        self.journaled += fresh
+        self._since_checkpoint += fresh
+        return skip
 
     def checkpoint(
         self,

@@ -48,7 +48,6 @@ from feedha.adapter.core.access_desk import AccessChange, AccessDesk, SealChange
 from feedha.adapter.core.actions import (
     Action,
     CommandDone,
-    JournalRecords,
     Publish,
     PublishConflated,
     ReadSync,
@@ -310,11 +309,12 @@ class AdapterCore:
         """Whether the source pump may run now, and within what (:mod:`adapter.core.pumping`)."""
         return pumping.plan(self, now)
 
-    def pump_journal(
-        self, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
-    ) -> JournalRecords | None:
-        """The journal records of a run the pump is about to send (``SEND``: it journals first)."""
-        return pumping.journal_records(self, first_msg_seq, time_ns, first_source_seq, payloads)
+    def pump_journal(self, append: pumping.AppendBatch) -> Callable[[int, int, int, list[bytes]], None]:
+        """The source pump's journal callback: each ``SEND`` run booked here, written by ``append``.
+
+        ``append`` is the journal writer's ``append_batch`` (:func:`adapter.core.pumping.journal_writer`).
+        """
+        return pumping.journal_writer(self, append)
 
     def on_pumped(self, pumped: Pumped, mode: PumpMode, *, now: float, wall_ns: int) -> list[Action]:
         """The source pump came back from a run in ``mode``: book what it converted, numbered and sealed.

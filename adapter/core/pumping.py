@@ -43,9 +43,10 @@ The core stays the one that decides:
   right after the other, pass it as one item).
 
 In ``SEND`` the pump journals before it sends: for every run with blocks it
-calls back into :func:`journal_records` (the journal plan's bookkeeping) and
-the runner's journal writer, so the journal holds what the line carried, as
-on the Python path; in ``HOLD`` the records come back with the packets.
+calls back into :func:`journal_writer`'s callback (the journal plan's
+bookkeeping and the runner's journal writer), so the journal holds what the
+line carried, as on the Python path; in ``HOLD`` the records come back with the
+packets.
 
 :func:`pump_frames` is the pump's loop in Python over frames already
 received: the reference the C pump is compared with, and what the group
@@ -56,12 +57,12 @@ socket, no clock.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from feedha.adapter.conversion.engine import RunFunction, Stop
-from feedha.adapter.core.actions import Action, JournalRecords
+from feedha.adapter.core.actions import Action
 from feedha.adapter.core.output import UNBOUNDED_ROOM
 from feedha.adapter.core.pipeline import UNBOUNDED_COUNT
 from feedha.adapter.core.sync_types import Role
@@ -79,11 +80,16 @@ __all__ = [
     "PumpStop",
     "Pumped",
     "admit_held",
-    "journal_records",
+    "AppendBatch",
+    "journal_writer",
     "plan",
     "pump_frames",
     "settle",
 ]
+
+
+AppendBatch: TypeAlias = Callable[[int, int, int, Sequence[int], Sequence[bytes]], None]
+"""A journal writer's ``append_batch(first_msg_seq, time_ns, source_stream, source_seqs, payloads)``."""
 
 
 class PumpStop(enum.IntEnum):
@@ -221,15 +227,41 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
     )
 
 
-def journal_records(
-    core: AdapterCore, first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]
-) -> JournalRecords | None:
-    """The journal records of one run the pump is about to send (the journal plan's bookkeeping)."""
+def journal_writer(core: AdapterCore, append: AppendBatch) -> Callable[[int, int, int, list[bytes]], None]:
+    """The pump's journal callback for ``SEND`` runs: book each run as journaled, write it with ``append``.
+
+    ``append`` is a journal writer's ``append_batch(first_msg_seq, time_ns, source_stream,
+    source_seqs, payloads)``. The callback is the journal plan's bookkeeping
+    (:meth:`JournalPlan.take`) and one call of ``append`` with what the journal does not
+    have yet: the records :meth:`JournalPlan.records` would give, with no
+    :class:`~adapter.core.actions.JournalRecords` in between (it runs once a run,
+    thousands of times a second, inside the pump's call).
+
+    Raises:
+        ValueError: the adapter journals nothing.
+    """
     journal = core.emitter.journal
     if journal is None:
-        return None
-    source_seqs = range(first_source_seq, first_source_seq + len(payloads))
-    return journal.records(first_msg_seq, time_ns, source_seqs, payloads)
+        raise ValueError("the adapter journals nothing: its pump has no journal callback")
+    take, stream = journal.take, core.config.source_stream_number
+
+    def write(first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]) -> None:
+        count = len(payloads)
+        known = take(first_msg_seq, count, first_source_seq + count - 1)
+        if known == count:
+            return
+        if known:
+            first_msg_seq, first_source_seq = first_msg_seq + known, first_source_seq + known
+            payloads = payloads[known:]
+        append(
+            first_msg_seq,
+            time_ns,
+            stream,
+            range(first_source_seq, first_source_seq + count - known),
+            payloads,
+        )
+
+    return write
 
 
 def settle(core: AdapterCore, pumped: Pumped, mode: PumpMode) -> list[Action]:

@@ -185,6 +185,17 @@ class MemoryJournal:
     def append_control(self, action: JournalControl) -> None:
         self.controls.append(ControlRecord(action.flags, self.last, action.time_ns, action.payload))
 
+    def append_batch(
+        self,
+        first_msg_seq: int,
+        time_ns: int,
+        source_stream: int,
+        source_seqs: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> None:
+        """The writer's ``append_batch`` (the source pump's path)."""
+        self.append(JournalRecords(first_msg_seq, time_ns, source_stream, source_seqs, payloads))
+
     def append(self, action: JournalRecords) -> None:
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
             msg_seq = action.first_msg_seq + i
@@ -437,18 +448,14 @@ class CoreGroup:
             while member.source_inbox:  # taken one by one: what the pump stops before stays queued
                 yield [SOURCE_TOPIC, member.source_inbox.popleft()]
 
-        def journal(first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]) -> None:
-            records = core.pump_journal(first_msg_seq, time_ns, first_source_seq, payloads)
-            if records is not None:
-                member.journal.append(records)
-
         engine, config = core.engine, core.config
         identity = LineIdentity(config.channel_number, config.adapter, config.source_stream_number,
                                 config.max_packet_bytes)  # fmt: skip
         frame_of = engine.source_frame if self.itch50 else None
         pumped, packets = pump_frames(
             plan, waiting(), run=engine.run_function(), frame_of=frame_of,
-            journal=journal if plan.journal else None, line=identity, wall_ns=wall_ns,
+            journal=core.pump_journal(member.journal.append_batch) if plan.journal else None,
+            line=identity, wall_ns=wall_ns,
             now_ns=round(self.now * 1e9),
         )  # fmt: skip
         self.pumped[plan.mode] = self.pumped.get(plan.mode, 0) + pumped.messages

@@ -213,3 +213,38 @@ def test_the_twin_s_held_records_take_their_latest_run_s_time() -> None:
     held.append((HeldKind.PACKET, b"P", 3, 3, 13))
     _hold_records(held, 4, 2_000, 14, [b"d"])  # after a packet: an item of its own
     assert held[-1] == (HeldKind.RECORDS, 4, 2_000, 14, [b"d"]) and len(held) == 3
+
+
+def test_the_pump_s_journal_callback_writes_and_books_what_journal_records_would() -> None:
+    from types import SimpleNamespace
+
+    from feedha.adapter.core.journaling import JournalPlan
+    from feedha.adapter.core.pumping import journal_writer
+
+    def plan() -> JournalPlan:
+        return JournalPlan(source_stream=7, checkpoint_every=10_000, checkpoint_interval_s=60.0, now=0.0)
+
+    by_records, by_callback = plan(), plan()
+    for journal in (by_records, by_callback):
+        journal.resume(last_msg_seq=12, last_source_seq=112)  # a restart: the journal has 1..12
+    written: list[tuple[Any, ...]] = []
+    core = SimpleNamespace(
+        emitter=SimpleNamespace(journal=by_callback), config=SimpleNamespace(source_stream_number=7)
+    )
+    write = journal_writer(core, lambda *args: written.append((*args[:3], list(args[3]), list(args[4]))))  # type: ignore[arg-type]
+    # Runs: all known, partly known, new, new after a hole in msg_seq (a failover's numbering).
+    for first, source, count in ((5, 105, 3), (10, 110, 6), (16, 116, 4), (30, 130, 2)):
+        payloads = [b"p%d" % (first + i) for i in range(count)]
+        write(first, 1_000 + first, source, payloads)
+        expected = by_records.records(first, 1_000 + first, range(source, source + count), payloads)
+        got = written.pop() if written else None
+        if expected is None:
+            assert got is None
+        else:
+            assert got == (expected.first_msg_seq, expected.time_ns, expected.source_stream,
+                           list(expected.source_seqs), list(expected.payloads))  # fmt: skip
+        assert not written
+    assert repr(by_callback) == repr(by_records)
+    assert (by_callback.journaled, by_callback.skipped, by_callback.last_source_seq) == (9, 6, 131)
+    with pytest.raises(ValueError, match="journals nothing"):
+        journal_writer(SimpleNamespace(emitter=SimpleNamespace(journal=None)), print)  # type: ignore[arg-type]
