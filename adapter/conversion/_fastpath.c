@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "_blake2b.h"           /* blake2b_64, shared with _orders.c */
+#include "_fix_checksum.h"      /* fix_byte_sum, shared with _orders.c */
 #include "_protowire.h"         /* Buf and the protobuf primitives, shared with _orders.c */
 #include "_fastpath_constants.h" /* generated from the Python definitions by scripts/gen_constants.py */
 #include "_market_fields.h"      /* generated from proto/market.proto by scripts/gen_proto.py */
@@ -834,9 +835,7 @@ static int next_message(const char *buf, Py_ssize_t end, Py_ssize_t pos, Py_ssiz
     if (trailer_end > end || memcmp(buf + be, "10=", 3) != 0 || buf[trailer_end - 1] != 1) return -1;
     int64_t declared;
     if (parse_uint(buf + be + 3, 3, &declared)) return -1;
-    unsigned sum = 0;
-    for (Py_ssize_t i = pos; i < be; i++) sum += (unsigned char)buf[i];
-    if ((int64_t)(sum & 0xFF) != declared) return -1;
+    if ((int64_t)fix_byte_sum((const uint8_t *)buf + pos, (size_t)(be - pos)) != declared) return -1;
     *body_start = bs;
     *body_end = be;
     *next = trailer_end;

@@ -101,6 +101,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
         "adapter/conversion/_orders.c",
         "adapter/conversion/_protowire.h",
         "adapter/conversion/_blake2b.h",
+        "adapter/conversion/_fix_checksum.h",
         "adapter/journal/_native.c",
         "adapter/journal/_native_constants.h",
     }
