@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from feedha.adapter.core.machine import AdapterCore
 
 __all__ = [
+    "AppendBatch",
     "HeldKind",
     "LineIdentity",
     "PumpMode",
@@ -80,7 +81,6 @@ __all__ = [
     "PumpStop",
     "Pumped",
     "admit_held",
-    "AppendBatch",
     "journal_writer",
     "plan",
     "pump_frames",
