@@ -91,7 +91,6 @@ class SourcePump:
         self._core = core
         self._line = line
         self._append = journal
-        self._source_stream = config.source_stream_number
         source, sync, control = sockets
         self._source, self._sync = source.underlying, sync.underlying
         self._control = 0 if control is None else control.underlying
