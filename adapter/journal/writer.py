@@ -228,40 +228,12 @@ class JournalWriter:
             return
         if first_msg_seq <= self._last_seq:
             raise SequenceError(last=self._last_seq, got=first_msg_seq)
-        done = 0
-        if time_ns < self._day_end_ns:  # the common case inline: the whole batch in one C call
-            try:
-                pos, done = FRAMING.frame_into(
-                    self._buf, self._pos, self._limit, first_msg_seq, time_ns, source_stream,
-                    source_seqs, payloads, 0, count,
-                )  # fmt: skip
-            except (TypeError, ValueError):
-                done = 0  # _frame_batch finds the bad record again and raises for it
-            else:
-                if done:
-                    self._last_seq = first_msg_seq + done - 1
-                    self._pos = pos  # publish once per call
-                if done == count:
-                    return
-        self._frame_batch(first_msg_seq, time_ns, source_stream, source_seqs, payloads, done)
-
-    def _frame_batch(
-        self,
-        first_msg_seq: int,
-        time_ns: int,
-        source_stream: int,
-        source_seqs: Sequence[int],
-        payloads: Sequence[bytes],
-        start: int,
-    ) -> None:
-        # The batch's records from `start` on. Strategy: frame_into frames records
-        # until one would cross _limit (the end of the buffer, the segment's size
-        # budget or the next index entry); that record goes through the slow
-        # path, then the C call resumes. After a bad record the run is redone one
-        # record at a time, so the records before it are appended and the error
-        # is raised for the bad one.
-        count = len(payloads)
-        i, step = start, count - start
+        # Strategy: frame_into frames records until one would cross _limit (the
+        # end of the buffer, the segment's size budget or the next index entry);
+        # that record goes through the slow path, then the C call resumes. After
+        # a bad record the run is redone one record at a time, so the records
+        # before it are appended and the error is raised for the bad one.
+        i, step = 0, count
         while i < count:
             if time_ns < self._day_end_ns:
                 stop = min(i + step, count)
