@@ -1,14 +1,37 @@
-"""Settings every test shares.
+"""Settings and checks every test shares.
 
 Hypothesis: no per-example deadline and no "too slow" health check. Both are
 timing asserts, which the suite does not make (speed is the benchmarks'
 business, bench/), and on a loaded two-core machine they fail property tests
 whose property holds.
+
+Every journal writer a test opens is closed by the test's end. A writer left
+open keeps its flusher thread, which wakes every flush interval (2 ms) and
+takes the GIL: 121 of them, left by two property tests, starved the replay
+clients of a later test in the same process until it timed out.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("feedha", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("feedha")
+
+FLUSHER_THREAD = "journal-flusher"  # adapter.journal._flusher names its thread so
+
+
+def _flushers() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == FLUSHER_THREAD}
+
+
+@pytest.fixture(autouse=True)
+def _no_journal_writer_left_open() -> Iterator[None]:
+    before = _flushers()
+    yield
+    left = _flushers() - before
+    assert not left, f"{len(left)} journal writer(s) left open: close each (`with JournalWriter(...)`)"

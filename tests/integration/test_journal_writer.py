@@ -199,7 +199,7 @@ def test_retention_deletes_old_segments_never_the_active(tmp_path: Path) -> None
     writer.close()
     records = list(JournalReader(tmp_path).read())
     assert records[-1] == record(2001) and records[0].msg_seq == after[0].first_seq
-    assert JournalWriter(tmp_path, config).recovery_report.is_clean
+    assert reopened_cleanly(tmp_path, config)
 
 
 # -- torn and corrupt tails ----------------------------------------------------------------------
@@ -223,6 +223,12 @@ def record_ends() -> list[int]:
     return ends
 
 
+def reopened_cleanly(directory: Path, config: JournalConfig) -> bool:
+    """Whether a writer opened on ``directory`` found nothing to repair (it is closed again)."""
+    with JournalWriter(directory, config) as writer:
+        return writer.recovery_report.is_clean
+
+
 def check_recovered(directory: Path, kept: int) -> None:
     writer = JournalWriter(directory, SMALL)
     assert writer.last_msg_seq == (kept if kept else -1)
@@ -232,7 +238,7 @@ def check_recovered(directory: Path, kept: int) -> None:
     assert report.last_msg_seq == (kept if kept else -1)
     expected = [record(s) for s in range(1, kept + 1)] + [record(BASE_COUNT + 1)]
     assert list(JournalReader(directory).read()) == expected
-    assert JournalWriter(directory, SMALL).recovery_report.is_clean
+    assert reopened_cleanly(directory, SMALL)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
