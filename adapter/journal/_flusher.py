@@ -10,7 +10,13 @@ takes a free buffer (waiting only when every buffer is in flight, which is
 the back-pressure when the disk cannot keep up).
 
 The flusher thread wakes when a batch is sealed, when a flush is requested,
-or every ``flush_interval_s``. Under the lock it takes a snapshot — the
+or every ``flush_interval_s`` while the live batch holds bytes it has not
+written. With nothing to write it sleeps until woken: it raises ``idle``
+first and then looks at the published end once more, and the owner looks at
+``idle`` after each publish and, when raised, wakes it (:meth:`wake`). One of
+the two always sees the other's store, so no record waits for a wake-up that
+never comes, and an idle journal costs no wake-ups (a 2 ms timer cost an
+idle writer ~4% of a core). Under the lock it takes a snapshot — the
 sealed batches, the live batch and its published end, the latest flush
 ticket — then, outside the lock, writes every byte not yet written, in
 order, syncs according to the policy, and appends the index entries that
@@ -124,6 +130,7 @@ class Flusher:
         self.sealed: deque[Batch] = deque()
         self.free: list[bytearray] = []
         self.live: Batch | None = None
+        self.idle = False  # asleep with nothing to write: the owner calls wake() after publishing
         self.error: JournalIOError | None = None
         self.requested_ticket = 0
         self.completed_ticket = 0
@@ -157,11 +164,33 @@ class Flusher:
             self._thread.join()
         self._close_current()
 
+    def wake(self) -> None:
+        """The owner published bytes while the flusher was idle: wake it (owner thread)."""
+        with self.cond:
+            self.idle = False
+            self.cond.notify_all()
+
+    def _asked(self) -> bool:
+        # Work that is due now: a sealed batch, a flush ticket, or the stop.
+        return bool(self.sealed) or self._stopping or self.requested_ticket > self.completed_ticket
+
+    def _has_unwritten(self) -> bool:
+        live = self.live
+        return live is not None and self._live_end() > live.written
+
     def _run(self) -> None:
         while True:
             with self.cond:
-                if not (self.sealed or self._stopping or self.requested_ticket > self.completed_ticket):
-                    self.cond.wait(self._interval_s)
+                if not self._asked():
+                    self.idle = True  # before looking: see the module docstring
+                    if self._has_unwritten():
+                        self.idle = False
+                        self.cond.wait(self._interval_s)
+                    else:
+                        while self.idle and not self._asked():
+                            self.cond.wait()
+                        self.idle = False
+                        continue  # woken by new bytes: they wait flush_interval_s like any others
                 sealed = list(self.sealed)
                 self.sealed.clear()
                 live = self.live

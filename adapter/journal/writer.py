@@ -15,8 +15,10 @@ against ``_limit`` and handled by ``_append_slow``.
 
 The timeout is driven by the flusher thread, which writes the live buffer at
 least every ``flush_interval_s``; the owner does not need to call anything
-periodically. ``flush()`` waits until every record appended before it is
-written (and synced, per policy); ``close()`` flushes and stops the thread.
+periodically. An idle flusher sleeps until woken, so each publish looks at
+``Flusher.idle`` and wakes it when raised (one attribute read a call).
+``flush()`` waits until every record appended before it is written (and
+synced, per policy); ``close()`` flushes and stops the thread.
 
 Thread-safety: a writer belongs to one thread (one writer per directory,
 one thread calling its methods). Readers in any thread or process may read
@@ -188,6 +190,8 @@ class JournalWriter:
         end = FRAMING.frame_one_into(self._buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
         self._last_seq = msg_seq
         self._pos = end  # publish: the flusher may now write up to here
+        if self._flusher.idle:
+            self._flusher.wake()
 
     def append_batch(
         self,
@@ -258,6 +262,8 @@ class JournalWriter:
                 if done > i:
                     self._last_seq = first_msg_seq + done - 1
                     self._pos = pos  # publish once per call
+                    if self._flusher.idle:
+                        self._flusher.wake()
                     i = done
                 if i == stop:
                     continue
@@ -306,6 +312,8 @@ class JournalWriter:
             if done > i:
                 self._last_seq = last
                 self._pos = pos  # publish once per call
+                if self._flusher.idle:
+                    self._flusher.wake()
                 i = done
             if i == stop:
                 continue
@@ -360,6 +368,8 @@ class JournalWriter:
         segment.size += size
         self._last_seq = msg_seq
         self._pos = end
+        if self._flusher.idle:
+            self._flusher.wake()
         self._update_limit(segment)
         if self._config.fsync is FsyncPolicy.ALWAYS:
             self.flush()
@@ -401,6 +411,8 @@ class JournalWriter:
             self._new_batch(segment, size)
         self._buf[self._pos : self._pos + size] = data
         self._pos += size
+        if self._flusher.idle:
+            self._flusher.wake()
         segment.size += size
         self._update_limit(segment)
         if self._config.fsync is FsyncPolicy.ALWAYS:

@@ -119,6 +119,36 @@ def test_timeout_flush_without_flush_call(tmp_path: Path) -> None:
         writer.close()
 
 
+def test_an_idle_flusher_sleeps_and_every_append_after_it_is_still_written_without_a_flush(
+    tmp_path: Path,
+) -> None:
+    # The flusher raises `idle` and sleeps with nothing to write; the owner wakes it after
+    # publishing. A lost wake-up would leave a record unwritten until the next append, so each
+    # round appends exactly one record to a sleeping flusher, by each of the append paths.
+    writer = JournalWriter(tmp_path, JournalConfig(flush_interval_s=0.002, buffer_bytes=4096))
+    flusher = writer._flusher  # noqa: SLF001 (the mechanism under test)
+    paths = (
+        lambda seq: writer.append(*record(seq)),
+        lambda seq: writer.append_batch(seq, T0 + seq, seq % 3, [seq * 10], [payload(seq)]),
+        lambda seq: writer.append_many([record(seq)]),
+    )
+    try:
+        for seq in range(1, 301):
+            deadline = time.monotonic() + 10
+            while not flusher.idle:
+                assert time.monotonic() < deadline, f"the flusher never slept before record {seq}"
+                time.sleep(0.0005)  # a poll with a deadline: nothing to wait on but the flag
+            paths[seq % 3](seq)
+            found: list[Record] = []
+            while not found:
+                assert time.monotonic() < deadline, f"record {seq} not written without a flush"
+                found = JournalReader(tmp_path).read_range(seq, seq)
+            assert found[0].msg_seq == seq and found[0].payload == payload(seq)
+    finally:
+        writer.close()
+    assert [r.msg_seq for r in JournalReader(tmp_path).read()] == list(range(1, 301))
+
+
 @pytest.mark.parametrize("policy", list(FsyncPolicy))
 def test_policies_and_explicit_flush(tmp_path: Path, policy: FsyncPolicy) -> None:
     writer = JournalWriter(tmp_path, JournalConfig(fsync=policy, flush_interval_s=10))
