@@ -6,9 +6,10 @@ business, bench/), and on a loaded two-core machine they fail property tests
 whose property holds.
 
 Every journal writer a test opens is closed by the test's end. A writer left
-open keeps its flusher thread, which wakes every flush interval (2 ms) and
-takes the GIL: 121 of them, left by two property tests, starved the replay
-clients of a later test in the same process until it timed out.
+open keeps its flusher thread and its buffers for the rest of the process:
+121 of them, left by two property tests when a flusher still woke every 2 ms,
+starved the replay clients of a later test in the same process until it
+timed out.
 """
 
 from __future__ import annotations
