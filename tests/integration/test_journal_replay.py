@@ -151,7 +151,7 @@ def test_replay_fills_drops_on_one_line_then_on_both_lines(tmp_path: Path) -> No
             assert stats.retransmission_requests > 0 and stats.lost == 0 and stats.conflicts == 0
             assert replay.messages > 0 and replay.unfilled == 0
             assert replay.timeouts >= 1 and replay.failovers >= 1, replay  # the dead service was tried first
-        # What no line carried: all line 1 dropped for one reader, only what both dropped for the other.
+    # What no line carried: all line 1 dropped for one reader, only what both dropped for the other.
     # (The replay clients' message counts need not order so: a reader hearing both lines may ask for a
     # hole in line 1 before the lagging line 2 fills it.)
     assert single.sub.stats()[CHANNEL].line_holes > both.sub.stats()[CHANNEL].line_holes > 0

@@ -143,7 +143,7 @@ def test_an_idle_flusher_sleeps_and_every_append_after_it_is_still_written_witho
             while not found:
                 assert time.monotonic() < deadline, f"record {seq} not written without a flush"
                 found = JournalReader(tmp_path).read_range(seq, seq)
-            assert found[0].msg_seq == seq and found[0].payload == payload(seq)
+            assert found == [record(seq)]
     finally:
         writer.close()
     assert [r.msg_seq for r in JournalReader(tmp_path).read()] == list(range(1, 301))
