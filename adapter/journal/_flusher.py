@@ -10,13 +10,14 @@ takes a free buffer (waiting only when every buffer is in flight, which is
 the back-pressure when the disk cannot keep up).
 
 The flusher thread wakes when a batch is sealed, when a flush is requested,
-or every ``flush_interval_s`` while the live batch holds bytes it has not
-written. With nothing to write it sleeps until woken: it raises ``idle``
-first and then looks at the published end once more, and the owner looks at
-``idle`` after each publish and, when raised, wakes it (:meth:`wake`). One of
-the two always sees the other's store, so no record waits for a wake-up that
-never comes, and an idle journal costs no wake-ups (a 2 ms timer cost an
-idle writer ~4% of a core). Under the lock it takes a snapshot — the
+or every ``flush_interval_s`` while records come. After a whole interval
+with nothing to write it sleeps until woken: it raises ``idle`` first and
+then looks at the published end once more, and the owner looks at ``idle``
+after each publish and, when raised, wakes it (:meth:`wake`). One of the two
+always sees the other's store, so no record waits for a wake-up that never
+comes; an idle journal costs no wake-ups (a 2 ms timer cost an idle writer
+~4% of a core), and a steady stream never goes idle, so it never pays the
+owner's wake-up. Under the lock it takes a snapshot — the
 sealed batches, the live batch and its published end, the latest flush
 ticket — then, outside the lock, writes every byte not yet written, in
 order, syncs according to the policy, and appends the index entries that
@@ -178,19 +179,28 @@ class Flusher:
         live = self.live
         return live is not None and self._live_end() > live.written
 
+    def _sleep(self) -> None:
+        """Wait, the lock held, until the owner publishes or work is asked for."""
+        self.idle = True  # before looking: see the module docstring
+        while self.idle and not (self._asked() or self._has_unwritten()):
+            self.cond.wait()
+        self.idle = False
+
     def _run(self) -> None:
+        quiet = False  # the last interval brought nothing to write
         while True:
             with self.cond:
                 if not self._asked():
-                    self.idle = True  # before looking: see the module docstring
-                    if self._has_unwritten():
-                        self.idle = False
-                        self.cond.wait(self._interval_s)
-                    else:
-                        while self.idle and not self._asked():
-                            self.cond.wait()
-                        self.idle = False
-                        continue  # woken by new bytes: they wait flush_interval_s like any others
+                    if quiet:
+                        self._sleep()
+                        quiet = False
+                        continue  # new bytes wait flush_interval_s like any others
+                    self.cond.wait(self._interval_s)
+                    # Sleep only after a whole quiet interval: a steady stream never goes idle,
+                    # so it never pays the owner's wake-up.
+                    quiet = not (self._asked() or self._has_unwritten())
+                    if quiet:
+                        continue
                 sealed = list(self.sealed)
                 self.sealed.clear()
                 live = self.live
