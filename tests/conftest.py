@@ -20,14 +20,14 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from feedha.adapter.journal._flusher import THREAD_NAME
+
 settings.register_profile("feedha", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("feedha")
 
-FLUSHER_THREAD = "journal-flusher"  # adapter.journal._flusher names its thread so
-
 
 def _flushers() -> set[threading.Thread]:
-    return {thread for thread in threading.enumerate() if thread.name == FLUSHER_THREAD}
+    return {thread for thread in threading.enumerate() if thread.name == THREAD_NAME}
 
 
 @pytest.fixture(autouse=True)

@@ -52,6 +52,8 @@ from feedha.adapter.journal.segment import SparseIndex
 
 logger = logging.getLogger(__name__)
 
+THREAD_NAME: Final = "journal-flusher"  # the flusher thread's name (tests look for leaked ones)
+
 # Upper bounds (seconds) of the synced-write duration buckets (metrics).
 SYNC_BUCKETS_S: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -144,7 +146,7 @@ class Flusher:
         self._stopping = False
         self._current: OpenSegment | None = None
         self.sync_times = SyncTimes()
-        self._thread = threading.Thread(target=self._run, name="journal-flusher", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
 
     def __repr__(self) -> str:
         return (

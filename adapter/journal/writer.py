@@ -15,8 +15,8 @@ against ``_limit`` and handled by ``_append_slow``.
 
 The timeout is driven by the flusher thread, which writes the live buffer at
 least every ``flush_interval_s``; the owner does not need to call anything
-periodically. An idle flusher sleeps until woken, so each publish looks at
-``Flusher.idle`` and wakes it when raised (one attribute read a call).
+periodically. An idle flusher sleeps until woken, so each publish
+(``_publish``) looks at ``Flusher.idle`` and wakes it when raised.
 ``flush()`` waits until every record appended before it is written (and
 synced, per policy); ``close()`` flushes and stops the thread.
 
@@ -161,6 +161,13 @@ class JournalWriter:
     def _live_end(self) -> int:
         return self._pos
 
+    def _publish(self, end: int) -> None:
+        # The flusher may now write the live buffer up to `end`; a sleeping flusher is woken
+        # (the handshake in adapter.journal._flusher's docstring). Every publish goes through here.
+        self._pos = end
+        if self._flusher.idle:
+            self._flusher.wake()
+
     def append(
         self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes, flags: int = 0
     ) -> None:
@@ -189,9 +196,7 @@ class JournalWriter:
             return
         end = FRAMING.frame_one_into(self._buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
         self._last_seq = msg_seq
-        self._pos = end  # publish: the flusher may now write up to here
-        if self._flusher.idle:
-            self._flusher.wake()
+        self._publish(end)
 
     def append_batch(
         self,
@@ -261,9 +266,7 @@ class JournalWriter:
                     continue
                 if done > i:
                     self._last_seq = first_msg_seq + done - 1
-                    self._pos = pos  # publish once per call
-                    if self._flusher.idle:
-                        self._flusher.wake()
+                    self._publish(pos)  # once per call
                     i = done
                 if i == stop:
                     continue
@@ -311,9 +314,7 @@ class JournalWriter:
                 continue
             if done > i:
                 self._last_seq = last
-                self._pos = pos  # publish once per call
-                if self._flusher.idle:
-                    self._flusher.wake()
+                self._publish(pos)  # once per call
                 i = done
             if i == stop:
                 continue
@@ -367,9 +368,7 @@ class JournalWriter:
         )
         segment.size += size
         self._last_seq = msg_seq
-        self._pos = end
-        if self._flusher.idle:
-            self._flusher.wake()
+        self._publish(end)
         self._update_limit(segment)
         if self._config.fsync is FsyncPolicy.ALWAYS:
             self.flush()
@@ -410,9 +409,7 @@ class JournalWriter:
         if self._pos + size > len(self._buf):
             self._new_batch(segment, size)
         self._buf[self._pos : self._pos + size] = data
-        self._pos += size
-        if self._flusher.idle:
-            self._flusher.wake()
+        self._publish(self._pos + size)
         segment.size += size
         self._update_limit(segment)
         if self._config.fsync is FsyncPolicy.ALWAYS:
