@@ -324,7 +324,11 @@ class AdapterCore:
         came back having drained the source read all there was (:meth:`on_source_drained`).
         """
         turn = self._turn(now, wall_ns)
-        out = pumping.settle(self, pumped, mode)
+        out, reached = pumping.settle(self, pumped, mode)
+        if reached:
+            self._drive(self.pipeline.reached(reached, self._standing(), turn), turn)
+            out += turn.out
+            turn.out.clear()
         if pumped.leftover is not None:
             out += self.on_source(
                 pumped.leftover,

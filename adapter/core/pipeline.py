@@ -5,9 +5,12 @@ Theory of operation
 :meth:`Pipeline.convert` converts a source frame a *run* at a time through
 the conversion engine (:mod:`adapter.conversion.engine`): every ordinary
 message before the next watched position (:meth:`Pipeline.stop_position`) is
-parsed, applied, numbered, encoded and framed in one engine call. The one
-message a run stops at takes the careful path (:meth:`Pipeline._careful`),
-which
+parsed, applied, numbered, encoded and framed in one engine call. A
+position the active reported that a run would give the active's msg_seq (the
+usual case) is not watched before but right after: the run converts it, and
+its check (rule 2's digest comparison) is made before the next message is
+converted (:meth:`Sequencer.pending_stop`). The one message a run stops at
+takes the careful path (:meth:`Pipeline._careful`), which
 
 * counts and skips what cannot be converted or does not fit a block -- the
   same way on every adapter of the group, so numbering stays identical (a
@@ -272,11 +275,15 @@ class Pipeline:
                 converted += count
                 counters.numbered += count
                 first_msg_seq = sequencer.next_msg_seq
-                sequencer.record_run(first_seq, first_msg_seq, digests)
+                reached = sequencer.record_run(first_seq, first_msg_seq, digests)
                 if publishing:
                     turn.out += emitter.add_run(
                         first_msg_seq, first_seq, count, blocks, payloads, time_ns=turn.wall_ns
                     )
+                if reached:
+                    standing = yield from self._reached(reached, standing, turn)
+                    if stop == Stop.SLOW:
+                        continue  # it stopped right after the reported position: the next run goes on
             if stop == Stop.SLOW:
                 if self.fence is not None and self._past_fence(frame, pos):
                     if self.pending_roll is None:
@@ -307,13 +314,15 @@ class Pipeline:
     def stop_position(self) -> int:
         """The lowest source position the sync rules watch (0: none); runs stop before it.
 
-        A pending report of the active (rule 2 renumbers there, and the digest
-        is checked) and a pending snapshot (adopted exactly there) need the
-        careful path; everything else may go through the engine's runs.
+        A pending report of the active that rule 2 renumbers at and a pending
+        snapshot (adopted exactly there) need the careful path; a pending report
+        the run numbers as the active did is converted by the run, which stops
+        right after it for its check; everything else may go through the
+        engine's runs.
         """
         if self._held:  # every next message must be looked at: does it confirm the jump?
             return self.sequencer.last_source_seq + 1
-        watched = self.sequencer.first_pending()
+        watched = self.sequencer.pending_stop()
         pending = self.pending_snapshot
         if pending is not None:
             watched = pending.source_seq if not watched else min(watched, pending.source_seq)
@@ -430,14 +439,31 @@ class Pipeline:
             turn.out += emitter.add(
                 msg_seq, msg.source_seq, payload, term=standing.term, now=turn.now, time_ns=turn.wall_ns
             )
-        if check is None or not standing.backup:
+        if check is None:
             return standing
-        if check.digest_matches:
-            turn.out += emitter.confirm(msg.source_seq)
-        else:
-            emitter.unpublish()  # this message carries the wrong state too
-        reply = yield Arrived(msg.source_seq, check)
-        return reply.standing
+        return (yield from self._reached([(msg.source_seq, check)], standing, turn))
+
+    def reached(self, reached: list[tuple[int, ArrivalCheck]], standing: Standing, turn: Turn) -> Conversion:
+        """Positions the active had reported, which a run of the source pump reached: their checks."""
+        yield from self._reached(reached, standing, turn)
+        return 0
+
+    def _reached(
+        self, reached: list[tuple[int, ArrivalCheck]], standing: Standing, turn: Turn
+    ) -> Generator[Interrupt, Reply, Standing]:
+        # The sync rules' check of a reported position, right after the message there got its
+        # msg_seq and before the next one is converted: a backup may start or stop publishing
+        # at the very next message.
+        for at, check in reached:
+            if not standing.backup:
+                break
+            if check.digest_matches:
+                turn.out += self.emitter.confirm(at)
+            else:
+                self.emitter.unpublish()  # this message carries the wrong state too
+            reply = yield Arrived(at, check)
+            standing = reply.standing
+        return standing
 
     # ---- positions: jumps, resets, what cannot be converted ---------------------------------
 

@@ -29,7 +29,10 @@ The core stays the one that decides:
   while a throttle paces it, while gap answers are owed, while its own packet
   is being filled, while drops are injected, or with a conflated line. A
   position the sync rules watch (a pending report, snapshot or fence) is the
-  run's ``stop_seq``: the pump stops there and the careful path takes it.
+  run's ``stop_seq``: the pump stops there and the careful path takes it --
+  except a pending report the run numbers as the active did, which the pump
+  converts and stops right after (:meth:`~adapter.core.sequencer.Sequencer.pending_stop`);
+  :func:`settle` hands its check to the core.
 * the pump stops at the first thing it does not take whole (a message the run
   stops at, a frame that is not two parts), at a readable sync bus or control
   socket (looked at before every frame), at the deadline, after a budget of
@@ -65,6 +68,7 @@ from feedha.adapter.conversion.engine import RunFunction, Stop
 from feedha.adapter.core.actions import Action
 from feedha.adapter.core.output import UNBOUNDED_ROOM
 from feedha.adapter.core.pipeline import UNBOUNDED_COUNT
+from feedha.adapter.core.sequencer import ArrivalCheck
 from feedha.adapter.core.sync_types import Role
 from feedha.proto import wire
 
@@ -264,19 +268,25 @@ def journal_writer(core: AdapterCore, append: AppendBatch) -> Callable[[int, int
     return write
 
 
-def settle(core: AdapterCore, pumped: Pumped, mode: PumpMode) -> list[Action]:
+def settle(
+    core: AdapterCore, pumped: Pumped, mode: PumpMode
+) -> tuple[list[Action], list[tuple[int, ArrivalCheck]] | None]:
     """Book what a pump run did, as the Python path books the same frames and packets.
 
     The frame the pump stopped at is not in ``pumped.frames``: the Python path books it
     whole once it has converted the rest (``on_source``'s ``converted``).
 
     Returns:
-        What the gate lets out of the records and packets a ``HOLD`` run handed back.
+        What the gate lets out of the records and packets a ``HOLD`` run handed back, and
+        the reported positions the run reached with their checks (the sequencer's
+        :meth:`~adapter.core.sequencer.Sequencer.record_run`), for the core to carry out
+        before anything after them is converted.
     """
     pipeline, emitter = core.pipeline, core.emitter
     count = pumped.messages
+    reached = None
     if count:
-        pipeline.sequencer.record_run(pumped.first_source_seq, pumped.first_msg_seq, pumped.digests)
+        reached = pipeline.sequencer.record_run(pumped.first_source_seq, pumped.first_msg_seq, pumped.digests)
         pipeline.counters.numbered += count
     pipeline.ring.extend(pumped.frames)
     if pumped.packets:
@@ -287,7 +297,7 @@ def settle(core: AdapterCore, pumped: Pumped, mode: PumpMode) -> list[Action]:
         emitter.published += count
     elif mode is PumpMode.HOLD and pumped.held:
         out += admit_held(emitter, pumped.held)
-    return out
+    return out, reached
 
 
 def admit_held(emitter: LineEmitter, held: list[tuple[Any, ...]]) -> list[Action]:

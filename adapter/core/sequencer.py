@@ -126,9 +126,22 @@ class Sequencer:
     def has_pending(self) -> bool:
         return bool(self._pending)
 
-    def first_pending(self) -> int:
-        """The lowest source position with a pending report (0: none)."""
-        return min(self._pending) if self._pending else 0
+    def pending_stop(self) -> int:
+        """Where the next run must stop for the pending reports: a run's ``stop_seq`` (0: nowhere).
+
+        A run numbers consecutively from :attr:`next_msg_seq` at :attr:`next_source_seq`,
+        so it is known beforehand what it would give the first pending position. When
+        that is the active's msg_seq, the run converts the position and stops right
+        after it (:meth:`record_run` checks it); otherwise it stops before it, and the
+        careful path renumbers there (rule 2, :meth:`assign`).
+        """
+        if not self._pending:
+            return 0
+        first = min(self._pending)
+        last = self.last_source_seq
+        if last and first > last and self._pending[first].msg_seq == self.next_msg_seq + (first - last - 1):
+            return first + 1
+        return first
 
     def check_source(self, source_seq: int, *, max_gap: int | None = None) -> SourceVerdict:
         """Classify an incoming source_seq (does not change state).
@@ -201,17 +214,27 @@ class Sequencer:
         renumbered, self._renumbered = self._renumbered, False
         return ArrivalCheck(renumbered=renumbered, digest_matches=report.digest == digest)
 
-    def record_run(self, first_source_seq: int, first_msg_seq: int, digests: bytes) -> None:
+    def record_run(
+        self, first_source_seq: int, first_msg_seq: int, digests: bytes
+    ) -> list[tuple[int, ArrivalCheck]] | None:
         """Record a run of consecutive source messages numbered consecutively.
 
         What :meth:`assign` + :meth:`record` would do for each message of a run
-        the fast path converted, which by construction had no pending report
-        at any of its positions (so there is no :class:`ArrivalCheck`).
+        the fast path converted. A run goes past a pending report only where it
+        gives that position the active's msg_seq (:meth:`pending_stop`), so no
+        counter moves; the position's check is returned.
 
         Args:
             first_source_seq: the run's first source_seq; the rest follow by one.
             first_msg_seq: the msg_seq of the first message; the rest follow by one.
             digests: the digest after each message, native uint64s (8 bytes each).
+
+        Returns:
+            ``None`` when no report was pending; else each reported position the run
+            reached, with its check (``renumbered`` is always false), in source order.
+            A msg_seq that differs from the report's reads as a digest mismatch: what
+            waits at the gate is dropped and the state asked for, the conservative answer
+            (:meth:`pending_stop` keeps runs from getting there).
         """
         run = array("Q", digests)
         count = len(run)
@@ -224,6 +247,24 @@ class Sequencer:
         self.last_digest = run[-1]
         self.next_msg_seq = self.last_msg_seq + 1
         self._remember(first_source_seq, first_msg_seq, run)
+        if not self._pending:
+            return None
+        return self._reached(first_source_seq, first_msg_seq, run)
+
+    def _reached(
+        self, first_source_seq: int, first_msg_seq: int, run: array[int]
+    ) -> list[tuple[int, ArrivalCheck]]:
+        # The pending reports a run passed: checked where the run reached them, dropped
+        # where it did not (positions before it that this adapter skipped can never match).
+        pending, last = self._pending, self.last_source_seq
+        checks = []
+        for at in sorted(s for s in pending if s <= last):
+            report = pending.pop(at)
+            index = at - first_source_seq
+            if index >= 0:
+                same = report.msg_seq == first_msg_seq + index and report.digest == run[index]
+                checks.append((at, ArrivalCheck(renumbered=False, digest_matches=same)))
+        return checks
 
     def _remember(self, source_seq: int, msg_seq: int, digests: array[int]) -> None:
         runs = self._runs

@@ -209,6 +209,80 @@ def test_runs_stop_at_a_pending_report(native: bool) -> None:
     assert found is not None and found[0] == 5000
 
 
+def _consecutive(seed: int, count: int) -> list[bytes]:
+    """Frames of 1-40 well-formed messages at consecutive source positions from 1."""
+    rng, frames, seq = random.Random(seed), [], 0
+    while seq < count:
+        size = min(count - seq, rng.randint(1, 40))
+        messages = (_message(rng, seq + i, ["AAPL", "MSFT", "X"], 0.0) for i in range(1, size + 1))
+        frames.append(b"".join(messages))
+        seq += size
+    return frames
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("agrees", [True, False], ids=["same-digest", "other-digest"])
+def test_a_report_a_run_numbers_as_the_active_did_is_checked_right_after_it(
+    native: bool, agrees: bool
+) -> None:
+    # The run converts the reported position and stops right after it for the check, where
+    # the careful path used to take it: the line, the gate, the sync state and the checks the
+    # core heard must be what the careful path gives, and no message may take that path.
+    from feedha.adapter.core.pipeline import Arrived
+    from feedha.adapter.core.sequencer import PositionReport, ReportVerdict, Sequencer
+
+    frames = _consecutive(23, 600)
+    leader = _core(native=native, publishing=False)
+    _feed(leader, frames)
+
+    def follow() -> tuple[dict[str, Any], list[tuple[int, Any]], list[bytes], int]:
+        core = _core(native=native, publishing=False)
+        _feed(core, frames[:2])
+        target = core.sequencer.last_source_seq + 57
+        found = leader.sequencer._lookup(target)
+        assert found is not None
+        msg_seq, digest = found
+        report = PositionReport(target, msg_seq, digest if agrees else digest ^ 1)
+        assert core.sequencer.compare(report)[0] is ReportVerdict.BEHIND
+        sequencer = core.sequencer
+        assert core.pipeline.stop_position() == target + (Sequencer.pending_stop is pending_stop)
+        heard: list[tuple[int, Any]] = []
+        on_interrupt = core._on_interrupt
+
+        def listen(interrupt: Any, turn: Any) -> Any:
+            if type(interrupt) is Arrived:
+                heard.append((interrupt.at, interrupt.check))
+            return on_interrupt(interrupt, turn)
+
+        core._on_interrupt = listen  # type: ignore[method-assign]
+        slow: list[bytes] = []
+        take = core.pipeline._careful
+
+        def counted(body: bytes, *args: Any) -> Any:
+            slow.append(body)
+            return take(body, *args)
+
+        core.pipeline._careful = counted  # type: ignore[method-assign]
+        result = _feed(core, frames[2:])
+        gate = core.emitter.gate
+        result["gate"] = (gate.confirmed, gate.is_trusted, gate.held, gate.counters.as_dict())
+        result["sync"] = (core.sync.status, core.sync.mismatch_since is not None)
+        assert not sequencer.has_pending
+        return result, heard, slow, target
+
+    pending_stop = Sequencer.pending_stop
+    ran, ran_heard, ran_slow, target = follow()
+    with pytest.MonkeyPatch.context() as patch:  # the careful path at the position, as before
+        patch.setattr(Sequencer, "pending_stop", lambda self: min(self._pending) if self._pending else 0)
+        careful, careful_heard, careful_slow, _ = follow()
+    assert ran_slow == [] and len(careful_slow) == 1
+    assert ran_heard == careful_heard
+    checks = [(at, check.digest_matches, check.renumbered) for at, check in ran_heard]
+    assert checks == [(target, agrees, False)]
+    assert ran == careful
+    assert ran["gate"][0] == (target if agrees else 0)
+
+
 def test_an_unsupported_table_runs_on_the_reference_engine() -> None:
     table = ConverterTable.load()
     odd = replace(table, extra=(DerivedRule(target="odd", op="add", args=("bid", "ask", "trade_price")),))
