@@ -92,6 +92,7 @@ class Sequencer:
         "_history_len",
         "_history_size",
         "_pending",
+        "_first_pending",
         "_renumbered",
         "_tentative",
     )
@@ -109,6 +110,7 @@ class Sequencer:
         self._history_len = 0
         self._history_size = history_size
         self._pending: dict[int, PositionReport] = {}
+        self._first_pending = 0  # the lowest position in _pending (0: none): looked at every run
         self._renumbered = False
         self._tentative = 0  # a position taken only by an unreadable message: a good copy may still come
 
@@ -135,9 +137,9 @@ class Sequencer:
         after it (:meth:`record_run` checks it); otherwise it stops before it, and the
         careful path renumbers there (rule 2, :meth:`assign`).
         """
-        if not self._pending:
+        first = self._first_pending
+        if not first:
             return 0
-        first = min(self._pending)
         last = self.last_source_seq
         if last and first > last and self._pending[first].msg_seq == self.next_msg_seq + (first - last - 1):
             return first + 1
@@ -209,6 +211,7 @@ class Sequencer:
             if oldest >= source_seq:
                 break
             del pending[oldest]
+        self._first_pending = min(pending, default=0)
         if report is None:
             return None
         renumbered, self._renumbered = self._renumbered, False
@@ -247,7 +250,7 @@ class Sequencer:
         self.last_digest = run[-1]
         self.next_msg_seq = self.last_msg_seq + 1
         self._remember(first_source_seq, first_msg_seq, run)
-        if not self._pending:
+        if not self._first_pending or self._first_pending > last:
             return None
         return self._reached(first_source_seq, first_msg_seq, run)
 
@@ -264,6 +267,7 @@ class Sequencer:
             if index >= 0:
                 same = report.msg_seq == first_msg_seq + index and report.digest == run[index]
                 checks.append((at, ArrivalCheck(renumbered=False, digest_matches=same)))
+        self._first_pending = min(pending, default=0)
         return checks
 
     def _remember(self, source_seq: int, msg_seq: int, digests: array[int]) -> None:
@@ -332,9 +336,12 @@ class Sequencer:
         """
         ahead_by = self.last_source_seq - report.source_seq
         if ahead_by < 0:
-            if len(self._pending) >= PENDING_SIZE:
-                del self._pending[next(iter(self._pending))]
-            self._pending[report.source_seq] = report
+            pending, at, first = self._pending, report.source_seq, self._first_pending
+            if len(pending) >= PENDING_SIZE:
+                del pending[next(iter(pending))]
+                first = min(pending, default=0)
+            pending[at] = report
+            self._first_pending = at if not first or at < first else first
             return ReportVerdict.BEHIND, ahead_by
         mine = self._lookup(report.source_seq)
         if mine is None:
@@ -361,3 +368,4 @@ class Sequencer:
         self.last_source_seq = last_source_seq
         self.next_msg_seq = next_msg_seq
         self._pending = {s: r for s, r in self._pending.items() if s > last_source_seq}
+        self._first_pending = min(self._pending, default=0)

@@ -170,3 +170,60 @@ def test_history_in_runs_keeps_the_recent_window_and_stays_bounded(
         found = seq._lookup(position)
         assert found is None or found == expected[position]
     assert seq._history_len < 2 * size + 40  # bounded by the window, not by the stream
+
+
+@given(
+    offset=st.integers(-50, 50),
+    steps=st.lists(
+        st.tuples(st.integers(1, 30), st.integers(0, 40), st.booleans()),  # run length, report ahead, report?
+        min_size=1,
+        max_size=80,
+    ),
+)
+def test_runs_that_stop_where_pending_stop_says_check_every_report_and_number_like_the_active(
+    offset: int, steps: list[tuple[int, int, bool]]
+) -> None:
+    """A backup whose runs go as far as :meth:`pending_stop` lets them, the careful path taking
+    only a position it stops before, numbers every reported position as the active did and
+    checks each once; the lowest pending position it keeps is always the true one."""
+    from array import array
+
+    def digest(source_seq: int) -> int:
+        return source_seq * 7919 % 2**64
+
+    def active_msg_seq(source_seq: int) -> int:
+        return 1000 + source_seq
+
+    seq = Sequencer(next_msg_seq=1001 + offset)  # the active gave position 1 msg_seq 1001
+    seq.record(1, seq.assign(1), digest(1))
+    checked: list[tuple[int, bool, bool]] = []
+    reported: set[int] = set()
+    for length, ahead, report in steps:
+        if report:  # the active's report of a position ahead of (or at) the backup's
+            at = seq.last_source_seq + ahead
+            verdict, _ahead = seq.compare(PositionReport(at, active_msg_seq(at), digest(at)))
+            if verdict is ReportVerdict.BEHIND:  # else compared at once
+                reported.add(at)
+        assert seq._first_pending == min(seq._pending, default=0)
+        end = seq.last_source_seq + length
+        while seq.last_source_seq < end:
+            first, stop = seq.last_source_seq + 1, seq.pending_stop()
+            last = end if not stop else min(end, stop - 1)
+            if last < first:  # it stops before this one: the careful path
+                check = seq.record(first, seq.assign(first), digest(first))
+                if check is not None:
+                    checked.append((first, check.renumbered, check.digest_matches))
+                continue
+            digests = array("Q", (digest(s) for s in range(first, last + 1))).tobytes()
+            for at, check in seq.record_run(first, seq.next_msg_seq, digests) or []:
+                assert not check.renumbered
+                checked.append((at, False, check.digest_matches))
+            assert seq._first_pending == min(seq._pending, default=0)
+    reached = sorted(at for at in reported if at <= seq.last_source_seq)
+    assert [at for at, _renumbered, _same in checked] == reached  # each reached report checked once
+    assert all(same for _at, _renumbered, same in checked)
+    if reached:  # from the first report on, the active's numbering
+        for source_seq in range(reached[0], seq.last_source_seq + 1):
+            assert seq.msg_seq_at(source_seq) == active_msg_seq(source_seq)
+    renumbered = [at for at, renumbered, _same in checked if renumbered]
+    assert len(renumbered) <= (offset != 0)  # only the first report moves the counter
