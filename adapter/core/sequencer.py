@@ -233,8 +233,9 @@ class Sequencer:
             digests: the digest after each message, native uint64s (8 bytes each).
 
         Returns:
-            ``None`` when no report was pending; else each reported position the run
-            reached, with its check (``renumbered`` is always false), in source order.
+            ``None`` when no pending report is at or before the run's end; else each
+            reported position the run reached, with its check (``renumbered`` is always
+            false), in source order (reports before the run are dropped: it skipped them).
             A msg_seq that differs from the report's reads as a digest mismatch: what
             waits at the gate is dropped and the state asked for, the conservative answer
             (:meth:`pending_stop` keeps runs from getting there).
