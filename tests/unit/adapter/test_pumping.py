@@ -95,8 +95,8 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
     active, backup = group.members[1].core, group.members[2].core
     plan = active.pump_plan(group.now)
     assert plan is not None and plan.mode is PumpMode.SEND
-    # A backup reads in batches until the report, for its gate: between two batches (it just
-    # drained) it has no plan, at the next batch it has.
+    # A backup reads in batches until the report, for its gate: right after a drain it may have
+    # no plan (it leaves the source alone for a batch interval); at the next batch it has one.
     later = group.now + BACKUP_READ_INTERVAL_S
     held = backup.pump_plan(later)
     assert held is not None and held.mode is PumpMode.HOLD
