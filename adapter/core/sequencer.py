@@ -200,8 +200,8 @@ class Sequencer:
         self.last_digest = digest
         self.next_msg_seq = msg_seq + 1
         self._remember(source_seq, msg_seq, array("Q", (digest,)))
-        if not self._pending:
-            return None
+        if not self._first_pending or self._first_pending > source_seq:
+            return None  # no report at or before it: nothing to check or drop (as record_run)
         pending = self._pending
         report = pending.pop(source_seq, None)
         # Reports arrive in source order, so the oldest is first; reports for
