@@ -291,9 +291,20 @@ static int hold_records(Run *r, PyObject *payloads, int64_t wall_ns, unsigned lo
     return failed;
 }
 
-/* Book one run: its journal records first (before anything of it can go out), its blocks, its digests. */
+/* Book one run: its journal records first (before anything of it can go out), its blocks, its
+   digests. 0 booked; -1 with an exception and nothing booked (a result it cannot take, no memory);
+   -2 with an exception and the run booked but not in the packet: the journal refused it (SEND).
+   The engine has applied the run to its state by now, so a refused run is still numbered, as the
+   Python path numbers what its journal fails to write: the active's line skips those numbers (the
+   backups' lines carry them) and the journal holds nothing the line did not carry. Nothing more
+   may join the packet after it (its header counts from the packet's first msg_seq): the caller
+   stops there. */
 static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall_ns) {
     if (res->count == 0) return 0;
+    int in_packet = r->mode != PUMP_MODE_CONVERT, refused = 0;
+    if (bytes_reserve(&self->digests, (size_t)res->digests_len) < 0 ||
+        (in_packet && bytes_reserve(&self->packet, (size_t)res->blocks_len) < 0))
+        return -1;
     if (r->want_payloads) {
         PyObject *payloads = res->payloads;
         if (!PyList_Check(payloads) || PyList_GET_SIZE(payloads) != res->count) {
@@ -303,15 +314,16 @@ static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall
         if (r->mode == PUMP_MODE_SEND) {
             PyObject *done = PyObject_CallFunction(self->journal, "KLKO", (unsigned long long)r->msg_seq,
                                                    (long long)wall_ns, res->first_seq, payloads);
-            if (done == NULL) return -1;
-            Py_DECREF(done);
+            if (done == NULL) { /* booked below, kept off the line */
+                refused = 1;
+                in_packet = 0;
+            }
+            Py_XDECREF(done);
         } else if (hold_records(r, payloads, wall_ns, res->first_seq) < 0) {
             return -1;
         }
     }
-    if (bytes_reserve(&self->digests, (size_t)res->digests_len) < 0) return -1;
-    if (r->mode != PUMP_MODE_CONVERT) {
-        if (bytes_reserve(&self->packet, (size_t)res->blocks_len) < 0) return -1;
+    if (in_packet) {
         memcpy(self->packet.data + self->packet.len, res->blocks, (size_t)res->blocks_len);
         self->packet.len += (size_t)res->blocks_len;
         if (r->count_in_packet == 0) r->packet_first = r->msg_seq;
@@ -327,6 +339,14 @@ static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall
     r->count += (uint64_t)res->count;
     r->msg_seq += (uint64_t)res->count;
     r->expect = res->first_seq + (uint64_t)res->count;
+    return refused ? -2 : 0;
+}
+
+/* Keep a frame the pump converted messages of (for the core's ring): 0, or -1 with an exception. */
+static int keep_frame(Run *r, PyObject *frame, Py_ssize_t converted) {
+    if (converted == 0) return 0;
+    if (append_new(r->frames, Py_BuildValue("(On)", frame, converted)) < 0) return -1;
+    r->frame_bytes += PyBytes_GET_SIZE(frame);
     return 0;
 }
 
@@ -391,7 +411,8 @@ static PyObject *call_run(PumpObject *self, Run *r, PyObject *frame, Py_ssize_t 
     return result;
 }
 
-/* One source message: 0 none waited, 1 converted whole, 2 handed back, -1 error. */
+/* One source message: 0 none waited, 1 converted whole, 2 handed back, -1 error (what of the
+   frame was converted is booked, and the rest handed back, first). */
 static int take_message(PumpObject *self, Run *r) {
     PyObject *parts = receive(r->source), *frame = NULL;
     if (parts == NULL) return PyErr_Occurred() ? -1 : 0;
@@ -411,6 +432,7 @@ static int take_message(PumpObject *self, Run *r) {
     }
     int64_t wall_ns = clock_ns(CLOCK_REALTIME);
     Py_ssize_t pos = 0, converted = 0, frame_len = PyBytes_GET_SIZE(frame);
+    int failed = 0; /* a run was booked, then something failed: the exception is set */
     for (;;) {
         PyObject *result = call_run(self, r, frame, pos, wall_ns);
         if (result == NULL) {
@@ -427,21 +449,38 @@ static int take_message(PumpObject *self, Run *r) {
         }
         int taken = take_run(self, r, &res, wall_ns);
         Py_DECREF(result);
-        if (taken < 0) goto done;
+        if (taken == -1) goto done;
         converted += res.count;
         pos = res.pos;
+        if (taken < 0) {
+            failed = 1;
+            break;
+        }
         if (res.stop == STOP_END && pos >= frame_len) break;
         if (res.stop == STOP_ROOM || res.stop == STOP_COUNT) {
-            if (seal_packet(self, r) < 0) goto done;
+            if (seal_packet(self, r) < 0) {
+                failed = 1;
+                break;
+            }
             continue;
         }
         outcome = hand_back(r, parts, frame, pos, converted); /* STOP_SLOW: the careful path */
         goto done;
     }
-    if (converted) {
-        if (append_new(r->frames, Py_BuildValue("(On)", frame, converted)) < 0) goto done;
-        r->frame_bytes += frame_len;
+    if (failed) {
+        /* What was converted is booked; the rest of the frame goes on in the Python path (the
+           error is raised once the core has booked both), so no message is converted twice
+           and none is skipped. */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (pos < frame_len)
+            hand_back(r, parts, frame, pos, converted);
+        else if (keep_frame(r, frame, converted) < 0)
+            PyErr_Clear(); /* no memory for the ring's entry: the error that stopped the run goes back */
+        PyErr_Restore(type, value, traceback);
+        goto done;
     }
+    if (keep_frame(r, frame, converted) < 0) goto done;
     outcome = 1;
 done:
     Py_XDECREF(frame);

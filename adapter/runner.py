@@ -321,7 +321,7 @@ class AdapterRunner:
         return {
             act.Publish: lambda action: self.line.send(action.packet),
             act.SendSync: lambda action: self.sync_link.send(action.message),
-            act.JournalRecords: _ignore if journal is None else journal.append,
+            act.JournalRecords: _ignore if journal is None else self._journal_records,
             act.WriteCheckpoint: _ignore if journal is None else journal.checkpoint,
             act.JournalControl: _ignore if journal is None else journal.append_control,
             act.RecordTerm: _ignore if journal is None else lambda action: journal.record_term(action.term),
@@ -343,6 +343,19 @@ class AdapterRunner:
             act.Rebind: self._rebind,
             act.UseSealKey: self._use_seal_key,
         }
+
+    def _journal_records(self, action: act.JournalRecords) -> None:
+        # A write that fails leaves messages numbered but not journaled: they must not go out
+        # on the line either (the journal holds what the line carried). The error goes on to
+        # the loop, which books it as a fault; the turn's other actions are not carried out.
+        assert self.journal is not None
+        try:
+            self.journal.append(action)
+        except Exception:
+            self.core.on_journal_refused(
+                action.first_msg_seq, action.first_msg_seq + len(action.payloads) - 1
+            )
+            raise
 
     def _use_seal_key(self, action: act.UseSealKey) -> None:
         self.line.use_key(action.key)

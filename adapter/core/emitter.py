@@ -11,6 +11,12 @@ active's reports confirm them for a backup -- and come out as
 :class:`~adapter.core.actions.JournalRecords` actions, returned to the caller.
 The journal holds exactly what the line carried.
 
+A journal write can fail after the messages were numbered (the runner carries
+the records out; the disk is full). Those numbers then stay off this line
+(:meth:`LineEmitter.refuse`): the packet being filled is dropped if it carries
+one, and a packet at the gate that carries one is dropped as it comes out. The
+other adapters' lines carry them.
+
 A backup whose state is suspect (it missed source messages the active has)
 keeps nothing for the gate: a later report could match a state the missed
 messages no longer show (a quote overwritten, a session's daily fields started
@@ -21,8 +27,10 @@ covers the gap. Pure: times come in as arguments.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from feedha.adapter.core.actions import Action, Publish
 from feedha.adapter.core.gate import OutputGate
@@ -57,6 +65,8 @@ class _Packet:
 
 _Item = _Packet | _Records
 
+REFUSALS_KEPT: Final = 16  # refused ranges remembered (an adapter fails itself after a few faults)
+
 
 class LineEmitter:
     """The packet being filled, the gate, and the journal plan of one adapter.
@@ -77,6 +87,8 @@ class LineEmitter:
         self._source_stream = source_stream
         self._packet_upto = 0  # the last source_seq in the packet being filled
         self._packet_last = 0  # its last msg_seq
+        self._refused: deque[tuple[int, int]] = deque(maxlen=REFUSALS_KEPT)  # (first, last) msg_seq
+        self.refused_packets = 0  # packets kept off the line: they carried a message the journal refused
 
     def __repr__(self) -> str:
         return f"<LineEmitter [{self.output!r}, {self.gate!r}, published={self.published_msg_seq}]>"
@@ -213,6 +225,18 @@ class LineEmitter:
         if self.suspect_after is not None and at >= self.suspect_after:
             self.suspect_after = None
 
+    def refuse(self, first_msg_seq: int, last_msg_seq: int) -> None:
+        """The journal failed to write these messages: no packet that carries one goes out.
+
+        The journal is written before the line (a packet's records go out before it, or with
+        it), so a packet that carries them is the one being filled or one still at the gate.
+        """
+        self._refused.append((first_msg_seq, last_msg_seq))
+        pending = self.output.pending
+        if pending and self._packet_last - pending + 1 <= last_msg_seq and first_msg_seq <= self._packet_last:
+            self.output.discard()
+            self.refused_packets += 1
+
     def may_heartbeat(self, last_recorded: int) -> bool:
         """Whether an idle-line heartbeat may announce our next msg_seq (it is the active's too)."""
         gate = self.gate
@@ -237,6 +261,9 @@ class LineEmitter:
         out: list[Action] = []
         for item in items:
             if type(item) is _Packet:
+                if self._refused and self._carries_refused(item):
+                    self.refused_packets += 1
+                    continue
                 if item.records is not None:
                     self._journaled(item.records, out)
                 out.append(Publish(item.data))
@@ -246,6 +273,14 @@ class LineEmitter:
             assert isinstance(item, _Records)
             self._journaled(item, out)
         return out
+
+    def _carries_refused(self, item: _Packet) -> bool:
+        # Ranges the packets have gone past are forgotten: packets go out in msg_seq order.
+        refused, last = self._refused, item.last_msg_seq
+        first = last - max(item.count, 1) + 1  # an end-of-session packet carries one block, counted 0
+        while refused and refused[0][1] < first:
+            refused.popleft()
+        return any(low <= last and first <= high for low, high in refused)
 
     def _journaled(self, item: _Records, out: list[Action]) -> None:
         assert self.journal is not None

@@ -347,6 +347,13 @@ class AdapterCore:
         """Whether the source is read at a reduced rate (rule 3's throttle, or an operator's)."""
         return self._sync.throttled or bool(self._rate_limit)
 
+    def on_journal_refused(self, first_msg_seq: int, last_msg_seq: int) -> None:
+        """The runner's journal failed to write these numbered messages: they stay off this line.
+
+        The runner raises the error afterwards, and it is booked as a fault (:meth:`on_fault`).
+        """
+        self.emitter.refuse(first_msg_seq, last_msg_seq)
+
     def on_fault(self, where: str, *, now: float, wall_ns: int) -> list[Action]:
         """The runner caught an unexpected exception in a handler (a bug): count it, fail if it repeats."""
         turn = self._turn(now, wall_ns)

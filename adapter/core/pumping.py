@@ -49,7 +49,12 @@ In ``SEND`` the pump journals before it sends: for every run with blocks it
 calls back into :func:`journal_writer`'s callback (the journal plan's
 bookkeeping and the runner's journal writer), so the journal holds what the
 line carried, as on the Python path; in ``HOLD`` the records come back with the
-packets.
+packets. A run the callback refuses (it raises) has been applied to the
+conversion state already, so it is booked all the same, numbered but kept off
+the line, as the Python path numbers what its journal fails to write; the pump
+stops there (:attr:`PumpStop.ERROR`) and hands back the rest of the frame, and
+the runner raises the error once the core has booked both. The active's line
+skips those numbers, which the backups' lines carry.
 
 :func:`pump_frames` is the pump's loop in Python over frames already
 received: the reference the C pump is compared with, and what the group
@@ -357,7 +362,9 @@ def pump_frames(
     the messages are drained, as the C pump seals them; every message and run gets
     ``wall_ns`` as its publish time and every packet ``wall_ns`` as its send time. ``SEND``
     returns the packets (the line's) and journals through ``journal``; ``HOLD`` returns them
-    in ``held`` with the records, as the C pump does.
+    in ``held`` with the records, as the C pump does. A run ``journal`` refuses (raises) is
+    booked but kept off the line, and the pump comes back with :attr:`PumpStop.ERROR` and
+    the rest of its frame, as the C pump does.
     """
     builder, packets = wire.PacketBuilder(line.max_packet_bytes), []
     frames: list[tuple[bytes, int]] = []
@@ -376,7 +383,11 @@ def pump_frames(
             if held is not None:
                 held.append((HeldKind.PACKET, packet, last, size, upto))
 
-    def result(stop: PumpStop, leftover: tuple[list[bytes], bytes | None, int, int] | None) -> Pumped:
+    def result(
+        stop: PumpStop,
+        leftover: tuple[list[bytes], bytes | None, int, int] | None,
+        error: BaseException | None = None,
+    ) -> Pumped:
         seal()
         parts, frame, pos, converted = leftover if leftover is not None else (None, None, 0, 0)
         return Pumped(
@@ -384,7 +395,7 @@ def pump_frames(
             messages=count, digests=bytes(digests), packets=len(packets),
             bytes_sent=sum(map(len, packets)), last_send_ns=now_ns if packets else 0, held=held,
             leftover=parts, leftover_frame=frame, leftover_pos=pos, leftover_converted=converted,
-            error=None,
+            error=error,
         )  # fmt: skip
 
     for taken, parts in enumerate(messages, start=1):
@@ -401,13 +412,17 @@ def pump_frames(
                 frame, pos, expect, plan.stop_seq, room, max_count, wall_ns, line.source_stream, True,
                 want_payloads,
             )  # fmt: skip
+            refused: Exception | None = None
             if got:
                 if want_payloads and payloads is not None:
                     if held is not None:
                         _hold_records(held, msg_seq, wall_ns, first_seq, payloads)
                     elif journal is not None:
-                        journal(msg_seq, wall_ns, first_seq, payloads)
-                if not converting:
+                        try:
+                            journal(msg_seq, wall_ns, first_seq, payloads)
+                        except Exception as exc:  # noqa: BLE001 -- as the C pump: booked, kept off the line
+                            refused = exc
+                if not converting and refused is None:
                     builder.add_blocks(msg_seq, got, blocks)
                     upto = first_seq + got - 1
                 if not count:
@@ -415,6 +430,11 @@ def pump_frames(
                 count, msg_seq, expect = count + got, msg_seq + got, first_seq + got
                 digests += run_digests
                 converted += got
+            if refused is not None:  # the rest of the frame goes on in the Python path
+                if pos < len(frame):
+                    return result(PumpStop.ERROR, (parts, frame, pos, converted), refused), packets
+                frames.append((frame, converted))
+                return result(PumpStop.ERROR, None, refused), packets
             if stop == Stop.END and pos >= len(frame):
                 break
             if stop in (Stop.ROOM, Stop.COUNT):

@@ -32,7 +32,16 @@ import zmq
 from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.conversion.state import DIGEST_MASK
 from feedha.adapter.core import syncbus
-from feedha.adapter.core.pumping import HeldKind, Pumped, PumpMode, PumpStop
+from feedha.adapter.core.output import UNBOUNDED_ROOM
+from feedha.adapter.core.pumping import (
+    HeldKind,
+    LineIdentity,
+    Pumped,
+    PumpMode,
+    PumpPlan,
+    PumpStop,
+    pump_frames,
+)
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, market_pb2, wire
 from tests.integration.groups import running_group
@@ -211,7 +220,9 @@ def _connected(sub: zmq.Socket[bytes], pub: zmq.Socket[bytes], probe: list[bytes
 
 
 @contextmanager
-def rig(*, journal_fails: bool = False, before_run: Callable[[], None] | None = None) -> Iterator[Rig]:
+def rig(
+    *, journal_refuses: Callable[[int], bool] | None = None, before_run: Callable[[], None] | None = None
+) -> Iterator[Rig]:
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     made: list[zmq.Socket[bytes]] = []
 
@@ -235,9 +246,12 @@ def rig(*, journal_fails: bool = False, before_run: Callable[[], None] | None = 
     control_req.connect(f"tcp://127.0.0.1:{control.bind_to_random_port('tcp://127.0.0.1')}")
     engine = engine_for_format("feedha-fix")
     journaled: list[tuple[int, int, int, list[bytes]]] = []
+    calls = 0
 
     def journal(first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]) -> None:
-        if journal_fails:
+        nonlocal calls
+        calls += 1
+        if journal_refuses is not None and journal_refuses(calls):
             raise OSError("disk full")
         journaled.append((first_msg_seq, time_ns, first_source_seq, list(payloads)))
 
@@ -416,13 +430,65 @@ def test_the_pump_journals_each_run_before_its_packets_and_books_a_failing_journ
         assert r.journaled and r.journaled[0][0::2] == (1, 1)
         assert [len(p) for *_head, p in r.journaled] == [3]
         assert pumped.error is None and pumped.messages == 3
-    with rig(journal_fails=True) as r:
+    with rig(journal_refuses=lambda _call: True) as r:
         r.send(*(_message(seq) for seq in range(1, 4)))
         pumped = r.run(journal=True)
         packets = r.packets(timeout_ms=200)
-    # Nothing was sent that the journal does not hold; the error comes back with the booking.
+    # Nothing was sent that the journal does not hold; the run is booked (the engine's state
+    # has it) and the error comes back with the booking.
     assert pumped.stop == PumpStop.ERROR and isinstance(pumped.error, OSError)
-    assert pumped.messages == 0 and packets == []
+    assert (pumped.first_msg_seq, pumped.messages, len(pumped.digests)) == (1, 3, 3 * 8) and packets == []
+    assert pumped.frames == [(b"".join(_message(seq) for seq in range(1, 4)), 3)] and pumped.leftover is None
+
+
+def test_a_run_the_journal_refuses_mid_frame_is_booked_off_the_line_and_the_rest_handed_back() -> None:
+    # The second journal call fails once: the first run of a frame that spans packets. That
+    # run is numbered (the engine's state has it) and kept off the line; the pump stops there
+    # and hands back the rest of the frame. The Python twin does exactly the same.
+    first, second = (b"".join(_message(seq) for seq in seqs) for seqs in (range(1, 4), range(4, 41)))
+    with rig(journal_refuses=lambda call: call == 2) as r:
+        r.send(first)
+        r.send(second)
+        assert r.source.poll(2000)
+        pumped = r.run(journal=True, deadline_s=0.3)
+        packets = r.packets(timeout_ms=200)
+        journaled = list(r.journaled)
+    assert pumped.stop == PumpStop.ERROR and isinstance(pumped.error, OSError)
+    refused = pumped.leftover_converted
+    assert 0 < refused < 37 and pumped.messages == 3 + refused and len(pumped.digests) == 8 * (3 + refused)
+    assert pumped.frames == [(first, 3)]  # the stopped frame is booked whole by the Python path
+    assert pumped.leftover == [STREAM, second] and pumped.leftover_frame == second
+    assert second[pumped.leftover_pos :] == b"".join(_message(seq) for seq in range(4 + refused, 41))
+    assert [(m, s) for p in packets for m, s, _p in decode_line_blocks(p)] == [(1, 1), (2, 2), (3, 3)]
+    assert [(m, s, len(p)) for m, _t, s, p in journaled] == [(1, 1, 3)]
+
+    def refuse_second(first_msg_seq: int, _time_ns: int, _source_seq: int, _payloads: list[bytes]) -> None:
+        if first_msg_seq != 1:
+            raise OSError("disk full")
+
+    plan = PumpPlan(mode=PumpMode.SEND, deadline=1.0, wait=1.0, expect_seq=0, stop_seq=0, next_msg_seq=1,
+                    term=7, journal=True)  # fmt: skip
+    twin_engine = engine_for_format("feedha-fix")
+    twin, twin_packets = pump_frames(
+        plan,
+        [[STREAM, first], [STREAM, second]],
+        run=twin_engine.run_function(),
+        frame_of=None,
+        journal=refuse_second,
+        line=LineIdentity(3, 2, 1, MAX_PACKET),
+        wall_ns=time.time_ns(),
+        now_ns=2,
+    )  # fmt: skip  (a publish time of the same size: the same blocks fill a packet)
+    assert twin._replace(error=None, last_send_ns=0) == pumped._replace(error=None, last_send_ns=0)
+    assert isinstance(twin.error, OSError)
+    assert [[(m, s) for m, s, _p in decode_line_blocks(p)] for p in twin_packets] == [
+        [(1, 1), (2, 2), (3, 3)]
+    ]
+    # The Python path goes on from where the pump stopped: the next message, the next number.
+    pos, count, _stop, _blocks, first_seq, _digests, _payloads = twin_engine.run_function()(
+        second, twin.leftover_pos, 4 + refused, 0, UNBOUNDED_ROOM, 1 << 16, 1, 1, True, False
+    )
+    assert (first_seq, count, pos) == (4 + refused, 37 - refused, len(second))
 
 
 def test_a_backup_s_pump_holds_its_packets_and_records_for_the_gate_in_order() -> None:

@@ -164,8 +164,17 @@ class ItchSource(Source):
         return moldudp64.encode_packet("HARNESS", first, batch) if batch else None
 
 
+class JournalRefused(OSError):
+    """A journal write that failed (:attr:`MemoryJournal.refuse_from`): the runner books it as a fault."""
+
+
 class MemoryJournal:
-    """An adapter's journal in memory: what its JournalRecords, control records and checkpoints wrote."""
+    """An adapter's journal in memory: what its JournalRecords, control records and checkpoints wrote.
+
+    With ``refuse_from`` set, the first write that reaches that msg_seq or beyond fails
+    (:class:`JournalRefused`, nothing of it written) and ``refused`` says what it held;
+    the writes after it succeed (a failure that does not stick).
+    """
 
     def __init__(self) -> None:
         self.records: dict[int, Record] = {}
@@ -173,6 +182,8 @@ class MemoryJournal:
         self.checkpoint: Any = None
         self.term = 0
         self.last = 0
+        self.refuse_from: int | None = None
+        self.refused: range | None = None
 
     def tail(self, from_seq: int) -> list[Record]:
         """The records from ``from_seq`` on (a tailer's read; the journal only grows at its end)."""
@@ -197,6 +208,10 @@ class MemoryJournal:
         self.append(JournalRecords(first_msg_seq, time_ns, source_stream, source_seqs, payloads))
 
     def append(self, action: JournalRecords) -> None:
+        last = action.first_msg_seq + len(action.payloads) - 1
+        if self.refuse_from is not None and last >= self.refuse_from:
+            self.refuse_from, self.refused = None, range(action.first_msg_seq, last + 1)
+            raise JournalRefused("disk full")
         for i, (seq, payload) in enumerate(zip(action.source_seqs, action.payloads, strict=True)):
             msg_seq = action.first_msg_seq + i
             assert msg_seq > self.last, f"journal msg_seq {msg_seq} after {self.last}: it must increase"
@@ -277,6 +292,7 @@ class CoreGroup:
         self.conflate_s = conflate_s
         self.pump = pump
         self.pumped: dict[PumpMode, int] = {}  # source messages the pump twin took, by mode
+        self.faults: list[tuple[int, str]] = []  # (adapter, where): the runner's loop caught an error
         self.schedule = schedule
         self.now = 0.0
         self.delay_s, self.margin_s = delay_s, margin_s
@@ -461,9 +477,24 @@ class CoreGroup:
         self.pumped[plan.mode] = self.pumped.get(plan.mode, 0) + pumped.messages
         if plan.mode is PumpMode.SEND:
             self._carry_out(member, [Publish(packet) for packet in packets])
-        self._carry_out(member, core.on_pumped(pumped, plan.mode, now=self.now, wall_ns=wall_ns))
+        try:  # the runner's pump turn: what the core booked is carried out, then the error raised
+            self._carry_out_all(member, core.on_pumped(pumped, plan.mode, now=self.now, wall_ns=wall_ns))
+            if pumped.error is not None:
+                raise pumped.error
+        except JournalRefused:
+            self._fault(member, "the source pump")
 
     def _carry_out(self, member: Member, actions: Sequence[Any]) -> None:
+        try:
+            self._carry_out_all(member, actions)
+        except JournalRefused:  # as the runner's loop: the turn's other actions are lost
+            self._fault(member, "the adapter loop")
+
+    def _fault(self, member: Member, where: str) -> None:
+        self.faults.append((member.number, where))
+        self._carry_out(member, member.core.on_fault(where, now=self.now, wall_ns=self._wall_ns()))
+
+    def _carry_out_all(self, member: Member, actions: Sequence[Any]) -> None:
         for action in actions:
             if isinstance(action, Publish):
                 member.packets.append(action.packet)
@@ -474,7 +505,12 @@ class CoreGroup:
                     if other is not member and other.alive:
                         other.sync_inbox.append(data)
             elif isinstance(action, JournalRecords):
-                member.journal.append(action)
+                try:
+                    member.journal.append(action)
+                except JournalRefused:  # the runner's journal handler
+                    last = action.first_msg_seq + len(action.payloads) - 1
+                    member.core.on_journal_refused(action.first_msg_seq, last)
+                    raise
             elif isinstance(action, JournalControl):
                 member.journal.append_control(action)
             elif isinstance(action, WriteCheckpoint):

@@ -285,3 +285,39 @@ def test_a_pumping_backup_checks_the_active_s_reports_inside_its_runs() -> None:
         {seq: (source_seq, _timeless(p)) for seq, (source_seq, p) in group.line(n).items()} for n in (1, 2)
     )
     assert len(backup) > 1000 and backup == {seq: active[seq] for seq in backup}  # what it let out, right
+
+
+@pytest.mark.parametrize("refusing", [1, 2], ids=["active", "backup"])
+@pytest.mark.parametrize("pump", [True, False], ids=["pump", "python"])
+def test_what_a_journal_refuses_is_numbered_kept_off_the_line_and_lost_to_nobody(
+    pump: bool, refusing: int
+) -> None:
+    # A journal write that fails once (and not again: the worst case, nothing stops the
+    # adapter). The engine has converted those messages: they keep their numbers and stay off
+    # the adapter's line and out of its journal; the other line carries them. Once, the
+    # active's pump dropped the run unbooked while the engine's state had moved past it (the
+    # active would have given its numbers to the messages after it), and the Python path sent
+    # what the journal had refused when the packet being filled was sealed.
+    group = CoreGroup(2, rate=3000, pump=pump)
+    group.run_until(lambda: group.in_sync(2), within=3)
+    group.run(0.1)
+    member = group.members[refusing]
+    member.journal.refuse_from = member.core.sequencer.next_msg_seq + 50
+    group.run(0.4)
+    group.run(0.3, source=False)
+    refused = member.journal.refused
+    assert refused is not None and len(refused) >= 1
+    assert group.faults == [(refusing, "the source pump" if pump else "the adapter loop")]
+    assert member.core.pipeline.counters.internal_errors == 1
+    assert [group.members[n].status["role"] for n in (1, 2)] == ["active", "backup"]
+    lines = {
+        n: {seq: (source_seq, _timeless(p)) for seq, (source_seq, p) in group.line(n).items()} for n in (1, 2)
+    }
+    other = lines[3 - refusing]
+    assert not set(refused) & (set(lines[refusing]) | set(member.journal.records))
+    assert set(refused) <= set(other)
+    after = [seq for seq in lines[refusing] if seq > refused[-1]]
+    assert len(after) > 500 and all(other[seq] == lines[refusing][seq] for seq in after)
+    assert group.members[2].status["status"] == "in_sync"  # the active's reports still match
+    assert (group.lost, group.duplicates, group.out_of_order) == (0, 0, 0)
+    assert group.delivered_source_seqs() == group.source.expected()
