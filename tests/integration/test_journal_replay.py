@@ -10,15 +10,19 @@ Waits are polls with deadlines, never sleeps.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq
 
+from feedha.adapter.core.machine import FAULT_LIMIT
 from feedha.adapter.journal import JournalReader
 from feedha.adapter.journal.segment import list_segments
 from feedha.client import ChannelSpec, Delivery, GapLost, ReplayClient, Subscriber, SubscriberConfig
@@ -263,3 +267,48 @@ def test_adapter_killed_and_restarted_recovers_numbering_and_state_from_its_jour
     for seq in after_restart:
         mine, theirs = (market_pb2.MarketUpdate.FromString(j[seq][1]) for j in (backup, active))
         assert (mine.symbol, mine.state) == (theirs.symbol, theirs.state), seq
+
+
+@contextmanager
+def _small_disk(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``path`` for the test (needs root), unmounted after."""
+    path.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "feedha-test", str(path)],
+                             capture_output=True, check=False)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs: needs root")
+def test_an_active_whose_disk_fills_fails_itself_and_the_backup_takes_over_losing_nothing(
+    tmp_path: Path,
+) -> None:
+    # The active's journal is on a disk that fills a second or two in: what it cannot journal
+    # it must not send, the faults that follow fail it, and its backup takes over; a
+    # subscriber on both lines gets every message once, in order.
+    with group(tmp_path, 2, rate=2000, seconds=5) as g, _small_disk(tmp_path / f"{CHANNEL}-1", "512k"):
+        g.start_adapter(1, active=True)
+        g.start_adapter(2)
+        reader = Reader(ChannelSpec(CHANNEL, 7, g.plan.lines, start_seq=1), list(g.plan.replays))
+        try:
+            g.start_source()
+            pump_until([reader], lambda: _is(g, 2, lambda s: s["role"] == "active"), 30)
+            failed = g.status(1)
+            pump_until([reader], lambda: g.source is not None and not g.source.alive, 30)
+            sent = g.sent()
+            pump_until([reader], lambda: reader.last_seq >= sent, 30)
+            reader.pump(0.3)
+        finally:
+            reader.close()
+    # Failed by its faults (the journal's write error, again and again), with nothing on its
+    # line that its journal writer did not take first.
+    assert failed["role"] == "failed" and failed["internal_errors"] == FAULT_LIMIT, failed
+    assert 0 < failed["published_msg_seq"] <= failed["journal_last_msg_seq"] < failed["next_msg_seq"] - 1
+    assert 0 < failed["published_msg_seq"] < sent // 2  # it failed early: the backup carried the rest
+    assert_exactly_once_in_order(reader, 1, sent)
+    assert reader.sub.stats()[CHANNEL].lost == 0
