@@ -14,7 +14,8 @@
  * its deadline. What a sealed packet becomes depends on the mode:
  *
  *   PUMP_MODE_SEND     the active: sent on the line at once (with a journal,
- *                      each run is journaled first, by a call back into Python);
+ *                      the records of its messages are journaled first, in one
+ *                      call back into Python a packet);
  *   PUMP_MODE_HOLD     a publishing backup: its packets and journal records
  *                      come back, in order, for the core's output gate;
  *   PUMP_MODE_CONVERT  a backup that does not publish: conversion and
@@ -163,6 +164,9 @@ typedef struct {
     PyObject *frames;                   /* list of (frame, count) */
     Py_ssize_t frame_bytes;             /* their bytes (held until the core books them) */
     PyObject *held;                     /* HOLD: list of records and packets, in order; else NULL */
+    PyObject *to_journal;               /* SEND: the payloads of the packet being filled, or NULL */
+    uint64_t journal_msg, journal_source; /* their first msg_seq and source_seq */
+    int64_t journal_ns;                   /* the time of their latest frame */
     uint64_t first_source, first_msg, count;
     Py_ssize_t packets, bytes_sent;
     int64_t last_send_ns;
@@ -182,6 +186,48 @@ static void packet_room(PumpObject *self, const Run *r, Py_ssize_t *room, Py_ssi
     *max_count = MAX_COUNT - (Py_ssize_t)r->count_in_packet;
 }
 
+/* SEND: journal the records of the packet being filled, in one call, before it can go out. A
+   refusal (the call raises) drops the packet: its runs are booked already (numbered, in the
+   engine's state), and the journal must hold what the line carried. 0, or -1 with an exception. */
+static int journal_packet(PumpObject *self, Run *r) {
+    PyObject *payloads = r->to_journal;
+    if (payloads == NULL) return 0;
+    r->to_journal = NULL;
+    PyObject *done = PyObject_CallFunction(self->journal, "KLKO", (unsigned long long)r->journal_msg,
+                                           (long long)r->journal_ns, (unsigned long long)r->journal_source,
+                                           payloads);
+    Py_DECREF(payloads);
+    if (done == NULL) {
+        self->packet.len = HEADER_SIZE;
+        r->count_in_packet = 0;
+        return -1;
+    }
+    Py_DECREF(done);
+    return 0;
+}
+
+/* SEND: keep a run's payloads for its packet's journal call. Runs follow each other in a packet
+   (consecutive msg_seq and source_seq); one that does not (no run of the pump's does) has what
+   is kept journaled first. 0; -1 with an exception (no memory); -2 with an exception: the
+   journal refused what was kept, and the packet is dropped. */
+static int keep_for_journal(PumpObject *self, Run *r, PyObject *payloads, int64_t wall_ns,
+                            unsigned long long first_seq) {
+    PyObject *kept = r->to_journal;
+    if (kept != NULL) {
+        Py_ssize_t n = PyList_GET_SIZE(kept);
+        if (r->journal_msg + (uint64_t)n == r->msg_seq && r->journal_source + (uint64_t)n == first_seq) {
+            r->journal_ns = wall_ns;
+            return PyList_SetSlice(kept, n, n, payloads);
+        }
+        if (journal_packet(self, r) < 0) return -2;
+    }
+    if ((r->to_journal = PyList_GetSlice(payloads, 0, PyList_GET_SIZE(payloads))) == NULL) return -1;
+    r->journal_msg = r->msg_seq;
+    r->journal_source = first_seq;
+    r->journal_ns = wall_ns;
+    return 0;
+}
+
 /* Seal the packet being filled: send it (SEND) or hand it to the gate (HOLD). 0, or -1 with an exception. */
 static int seal_packet(PumpObject *self, Run *r) {
     if (r->count_in_packet == 0) return 0;
@@ -198,6 +244,7 @@ static int seal_packet(PumpObject *self, Run *r) {
     put_be(h + 22, 0, 2);
     put_be(h + 24, (uint64_t)clock_ns(CLOCK_REALTIME), 8);
     if (r->mode == PUMP_MODE_SEND) {
+        if (journal_packet(self, r) < 0) return -1;
         if (Z.send(r->line, PyBytes_AS_STRING(self->topic), (size_t)PyBytes_GET_SIZE(self->topic), ZMQ_SNDMORE) <
                 0 ||
             Z.send(r->line, self->packet.data, self->packet.len, 0) < 0) {
@@ -291,14 +338,13 @@ static int hold_records(Run *r, PyObject *payloads, int64_t wall_ns, unsigned lo
     return failed;
 }
 
-/* Book one run: its journal records first (before anything of it can go out), its blocks, its
-   digests. 0 booked; -1 with an exception and nothing booked (a result it cannot take, no memory);
-   -2 with an exception and the run booked but not in the packet: the journal refused it (SEND).
-   The engine has applied the run to its state by now, so a refused run is still numbered, as the
-   Python path numbers what its journal fails to write: the active's line skips those numbers (the
-   backups' lines carry them) and the journal holds nothing the line did not carry. Nothing more
-   may join the packet after it (its header counts from the packet's first msg_seq): the caller
-   stops there. */
+/* Book one run: its journal records (kept for its packet's journal call: SEND; held for the gate:
+   HOLD), its blocks, its digests. 0 booked; -1 with an exception and nothing booked (a result it
+   cannot take, no memory); -2 with an exception and the run booked but not in the packet: the
+   journal refused the records kept before it (SEND), and the packet went with them. The engine
+   has applied the run to its state by now, so it is still numbered, as the Python path numbers
+   what its journal fails to write: the active's line skips those numbers (the backups' lines
+   carry them) and the journal holds nothing the line did not carry. The caller stops there. */
 static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall_ns) {
     if (res->count == 0) return 0;
     int in_packet = r->mode != PUMP_MODE_CONVERT, refused = 0;
@@ -312,13 +358,12 @@ static int take_run(PumpObject *self, Run *r, const RunResult *res, int64_t wall
             return -1;
         }
         if (r->mode == PUMP_MODE_SEND) {
-            PyObject *done = PyObject_CallFunction(self->journal, "KLKO", (unsigned long long)r->msg_seq,
-                                                   (long long)wall_ns, res->first_seq, payloads);
-            if (done == NULL) { /* booked below, kept off the line */
+            int kept = keep_for_journal(self, r, payloads, wall_ns, res->first_seq);
+            if (kept == -1) return -1;
+            if (kept == -2) { /* booked below, kept off the line */
                 refused = 1;
                 in_packet = 0;
             }
-            Py_XDECREF(done);
         } else if (hold_records(r, payloads, wall_ns, res->first_seq) < 0) {
             return -1;
         }
@@ -694,6 +739,7 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     Py_XDECREF(error);
     Py_DECREF(r.frames);
     Py_XDECREF(r.held);
+    Py_XDECREF(r.to_journal); /* only after an error that left no packet to journal them with */
     Py_XDECREF(r.leftover);
     Py_XDECREF(r.leftover_frame);
     return result;

@@ -18,9 +18,9 @@ books what it did). This module only wires it to the runner's sockets:
   takes them from Python), and hands what it did to the core; the runner
   carries out the returned actions (a backup's released packets among them).
 
-An active's journal writer gets each run's records before its blocks can be
-sent, from inside the C call, through the core's journal callback
-(:meth:`AdapterCore.pump_journal`: the core books the run and the writer's
+An active's journal writer gets each packet's records just before the packet
+is sent, from inside the C call, through the core's journal callback
+(:meth:`AdapterCore.pump_journal`: the core books the records and the writer's
 ``append_batch`` takes what the journal does not have yet, with no action in
 between, as this runs thousands of times a second); a backup's records come
 back with its packets, for its gate.
@@ -61,7 +61,7 @@ class SourcePump:
         line: the line (its raw socket while packets go out unsealed).
         sockets: the source, sync-bus and control sockets (control ``None`` when there is none).
         topic: the line's topic (the channel name).
-        journal: the journal writer's ``append_batch``, where each run's records go (``None``:
+        journal: the journal writer's ``append_batch``, where each packet's records go (``None``:
             the adapter journals nothing).
     """
 

@@ -45,16 +45,17 @@ The core stays the one that decides:
   and the records of the messages it carries, which the pump hands back one
   right after the other, pass it as one item).
 
-In ``SEND`` the pump journals before it sends: for every run with blocks it
-calls back into :func:`journal_writer`'s callback (the journal plan's
-bookkeeping and the runner's journal writer), so the journal holds what the
-line carried, as on the Python path; in ``HOLD`` the records come back with the
-packets. A run the callback refuses (it raises) has been applied to the
-conversion state already, so it is booked all the same, numbered but kept off
-the line, as the Python path numbers what its journal fails to write; the pump
-stops there (:attr:`PumpStop.ERROR`) and hands back the rest of the frame, and
-the runner raises the error once the core has booked both. The active's line
-skips those numbers, which the backups' lines carry.
+In ``SEND`` the pump journals before it sends: for every packet it calls back
+once into :func:`journal_writer`'s callback (the journal plan's bookkeeping and
+the runner's journal writer) with the records of all the runs in it, just
+before the packet goes out, so the journal holds what the line carried, as on
+the Python path; in ``HOLD`` the records come back with the packets. A packet
+whose records the callback refuses (it raises) is dropped, but its runs have
+been applied to the conversion state already, so they are booked all the same,
+numbered but kept off the line, as the Python path numbers what its journal
+fails to write; the pump stops there (:attr:`PumpStop.ERROR`) and hands back the
+rest of the frame, and the runner raises the error once the core has booked
+both. The active's line skips those numbers, which the backups' lines carry.
 
 :func:`pump_frames` is the pump's loop in Python over frames already
 received: the reference the C pump is compared with, and what the group
@@ -237,13 +238,13 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
 
 
 def journal_writer(core: AdapterCore, append: AppendBatch) -> Callable[[int, int, int, list[bytes]], None]:
-    """The pump's journal callback for ``SEND`` runs: book each run as journaled, write it with ``append``.
+    """The pump's journal callback for ``SEND``: book a packet's records as journaled, write them.
 
     ``append`` is a journal writer's ``append_batch(first_msg_seq, time_ns, source_stream,
     source_seqs, payloads)``. The callback is the journal plan's bookkeeping
     (:meth:`JournalPlan.take`) and one call of ``append`` with what the journal does not
     have yet: the records :meth:`JournalPlan.records` would give, with no
-    :class:`~adapter.core.actions.JournalRecords` in between (it runs once a run,
+    :class:`~adapter.core.actions.JournalRecords` in between (it runs once a packet,
     thousands of times a second, inside the pump's call).
 
     Raises:
@@ -362,9 +363,10 @@ def pump_frames(
     the messages are drained, as the C pump seals them; every message and run gets
     ``wall_ns`` as its publish time and every packet ``wall_ns`` as its send time. ``SEND``
     returns the packets (the line's) and journals through ``journal``; ``HOLD`` returns them
-    in ``held`` with the records, as the C pump does. A run ``journal`` refuses (raises) is
-    booked but kept off the line, and the pump comes back with :attr:`PumpStop.ERROR` and
-    the rest of its frame, as the C pump does.
+    in ``held`` with the records, as the C pump does. ``journal`` is called once a packet,
+    before it goes; a packet whose records it refuses (raises) is dropped, its runs booked,
+    and the pump comes back with :attr:`PumpStop.ERROR` and the rest of the frame, as the C
+    pump does.
     """
     builder, packets = wire.PacketBuilder(line.max_packet_bytes), []
     frames: list[tuple[bytes, int]] = []
@@ -373,22 +375,58 @@ def pump_frames(
     digests = bytearray()
     converting = plan.mode is PumpMode.CONVERT
     want_payloads = plan.journal and not converting and (held is not None or journal is not None)
+    # SEND: [first_msg_seq, time_ns, first_source_seq, payloads] of the packet being filled.
+    to_journal: list[Any] | None = None
 
-    def seal() -> None:
+    def journal_packet() -> Exception | None:
+        # One journal call a packet, before it can go out; a refusal drops the packet (its
+        # runs stay booked).
+        nonlocal to_journal, builder
+        if to_journal is None or journal is None:
+            return None
+        kept, to_journal = to_journal, None
+        try:
+            journal(*kept)
+        except Exception as exc:  # noqa: BLE001 -- as the C pump: raised by the runner once booked
+            builder = wire.PacketBuilder(line.max_packet_bytes)
+            return exc
+        return None
+
+    def keep_for_journal(first_seq: int, payloads: list[bytes]) -> Exception | None:
+        nonlocal to_journal
+        if to_journal is not None:
+            kept_msg, _time, kept_source, kept = to_journal
+            if kept_msg + len(kept) == msg_seq and kept_source + len(kept) == first_seq:
+                kept.extend(payloads)
+                to_journal[1] = wall_ns
+                return None
+            refused = journal_packet()
+            if refused is not None:
+                return refused
+        to_journal = [msg_seq, wall_ns, first_seq, list(payloads)]
+        return None
+
+    def seal() -> Exception | None:
         if builder.count:
+            refused = journal_packet()
+            if refused is not None:
+                return refused
             last, size = builder.first_seq + builder.count - 1, builder.count
             packet = builder.build(channel=line.channel, adapter=line.adapter, term=plan.term,
                                    send_time_ns=wall_ns)  # fmt: skip
             packets.append(packet)
             if held is not None:
                 held.append((HeldKind.PACKET, packet, last, size, upto))
+        return None
 
     def result(
         stop: PumpStop,
         leftover: tuple[list[bytes], bytes | None, int, int] | None,
         error: BaseException | None = None,
     ) -> Pumped:
-        seal()
+        refused = seal()
+        if refused is not None and error is None:
+            stop, error = PumpStop.ERROR, refused
         parts, frame, pos, converted = leftover if leftover is not None else (None, None, 0, 0)
         return Pumped(
             stop=stop, frames=frames, first_source_seq=first_source, first_msg_seq=first_msg,
@@ -418,10 +456,7 @@ def pump_frames(
                     if held is not None:
                         _hold_records(held, msg_seq, wall_ns, first_seq, payloads)
                     elif journal is not None:
-                        try:
-                            journal(msg_seq, wall_ns, first_seq, payloads)
-                        except Exception as exc:  # noqa: BLE001 -- as the C pump: booked, kept off the line
-                            refused = exc
+                        refused = keep_for_journal(first_seq, payloads)
                 if not converting and refused is None:
                     builder.add_blocks(msg_seq, got, blocks)
                     upto = first_seq + got - 1
@@ -430,16 +465,17 @@ def pump_frames(
                 count, msg_seq, expect = count + got, msg_seq + got, first_seq + got
                 digests += run_digests
                 converted += got
-            if refused is not None:  # the rest of the frame goes on in the Python path
+            if refused is None and stop in (Stop.ROOM, Stop.COUNT):
+                refused = seal()
+                if refused is None:
+                    continue
+            if refused is not None:  # the run is booked; the rest of the frame goes on in the Python path
                 if pos < len(frame):
                     return result(PumpStop.ERROR, (parts, frame, pos, converted), refused), packets
                 frames.append((frame, converted))
                 return result(PumpStop.ERROR, None, refused), packets
             if stop == Stop.END and pos >= len(frame):
                 break
-            if stop in (Stop.ROOM, Stop.COUNT):
-                seal()
-                continue
             return result(PumpStop.FRAME, (parts, frame, pos, converted)), packets
         if converted:
             frames.append((frame, converted))

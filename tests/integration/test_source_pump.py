@@ -423,13 +423,29 @@ def test_a_run_function_that_raises_hands_the_frame_back_untouched() -> None:
     assert pumped.error is None  # the Python path calls it again and quarantines the frame
 
 
-def test_the_pump_journals_each_run_before_its_packets_and_books_a_failing_journal() -> None:
-    with rig() as r:
-        r.send(*(_message(seq) for seq in range(1, 4)))
+def test_the_pump_journals_each_packet_once_before_it_goes_and_books_a_failing_journal() -> None:
+    # Three frames of one message each, the next one queued while the pump converts the one
+    # before it: three runs, one packet, one journal call with the three records (the time of
+    # the latest frame).
+    rigged: list[Rig] = []
+    sent_at: list[int] = []
+
+    def next_frame_comes() -> None:
+        if len(sent_at) < 3:
+            sent_at.append(time.time_ns())
+            rigged[0].send(_message(len(sent_at)))
+            assert rigged[0].source.poll(2000)
+
+    with rig(before_run=next_frame_comes) as r:
+        rigged.append(r)
+        next_frame_comes()
         pumped = r.run(journal=True, deadline_s=0.2)
-        assert r.journaled and r.journaled[0][0::2] == (1, 1)
-        assert [len(p) for *_head, p in r.journaled] == [3]
-        assert pumped.error is None and pumped.messages == 3
+        packets = r.packets(timeout_ms=200)
+        journaled = list(r.journaled)
+    assert pumped.error is None and pumped.messages == 3 and len(pumped.frames) == 3
+    assert [[m for m, _s, _p in decode_line_blocks(p)] for p in packets] == [[1, 2, 3]]
+    assert [(m, s, len(p)) for m, _t, s, p in journaled] == [(1, 1, 3)]
+    assert journaled[0][1] >= sent_at[-1]
     with rig(journal_refuses=lambda _call: True) as r:
         r.send(*(_message(seq) for seq in range(1, 4)))
         pumped = r.run(journal=True)
@@ -441,10 +457,10 @@ def test_the_pump_journals_each_run_before_its_packets_and_books_a_failing_journ
     assert pumped.frames == [(b"".join(_message(seq) for seq in range(1, 4)), 3)] and pumped.leftover is None
 
 
-def test_a_run_the_journal_refuses_mid_frame_is_booked_off_the_line_and_the_rest_handed_back() -> None:
-    # The second journal call fails once: the first run of a frame that spans packets. That
-    # run is numbered (the engine's state has it) and kept off the line; the pump stops there
-    # and hands back the rest of the frame. The Python twin does exactly the same.
+def test_a_packet_the_journal_refuses_mid_frame_is_dropped_its_runs_booked_and_the_rest_handed_back() -> None:
+    # The second journal call fails once: the second packet, filled by a frame that spans
+    # packets. Its runs are numbered (the engine's state has them) and kept off the line; the
+    # pump stops there and hands back the rest of the frame. The Python twin does the same.
     first, second = (b"".join(_message(seq) for seq in seqs) for seqs in (range(1, 4), range(4, 41)))
     with rig(journal_refuses=lambda call: call == 2) as r:
         r.send(first)
@@ -454,13 +470,14 @@ def test_a_run_the_journal_refuses_mid_frame_is_booked_off_the_line_and_the_rest
         packets = r.packets(timeout_ms=200)
         journaled = list(r.journaled)
     assert pumped.stop == PumpStop.ERROR and isinstance(pumped.error, OSError)
-    refused = pumped.leftover_converted
-    assert 0 < refused < 37 and pumped.messages == 3 + refused and len(pumped.digests) == 8 * (3 + refused)
+    sent = [(m, s) for p in packets for m, s, _p in decode_line_blocks(p)]
+    n, booked = len(sent), pumped.messages
+    assert len(packets) == 1 and n > 3 and sent == [(seq, seq) for seq in range(1, n + 1)]
+    assert [(m, s, len(p)) for m, _t, s, p in journaled] == [(1, 1, n)]  # what went out, in one call
+    assert n < booked < 40 and len(pumped.digests) == 8 * booked and pumped.leftover_converted == booked - 3
     assert pumped.frames == [(first, 3)]  # the stopped frame is booked whole by the Python path
     assert pumped.leftover == [STREAM, second] and pumped.leftover_frame == second
-    assert second[pumped.leftover_pos :] == b"".join(_message(seq) for seq in range(4 + refused, 41))
-    assert [(m, s) for p in packets for m, s, _p in decode_line_blocks(p)] == [(1, 1), (2, 2), (3, 3)]
-    assert [(m, s, len(p)) for m, _t, s, p in journaled] == [(1, 1, 3)]
+    assert second[pumped.leftover_pos :] == b"".join(_message(seq) for seq in range(booked + 1, 41))
 
     def refuse_second(first_msg_seq: int, _time_ns: int, _source_seq: int, _payloads: list[bytes]) -> None:
         if first_msg_seq != 1:
@@ -481,14 +498,12 @@ def test_a_run_the_journal_refuses_mid_frame_is_booked_off_the_line_and_the_rest
     )  # fmt: skip  (a publish time of the same size: the same blocks fill a packet)
     assert twin._replace(error=None, last_send_ns=0) == pumped._replace(error=None, last_send_ns=0)
     assert isinstance(twin.error, OSError)
-    assert [[(m, s) for m, s, _p in decode_line_blocks(p)] for p in twin_packets] == [
-        [(1, 1), (2, 2), (3, 3)]
-    ]
+    assert [[(m, s) for m, s, _p in decode_line_blocks(p)] for p in twin_packets] == [sent]
     # The Python path goes on from where the pump stopped: the next message, the next number.
     pos, count, _stop, _blocks, first_seq, _digests, _payloads = twin_engine.run_function()(
-        second, twin.leftover_pos, 4 + refused, 0, UNBOUNDED_ROOM, 1 << 16, 1, 1, True, False
+        second, twin.leftover_pos, booked + 1, 0, UNBOUNDED_ROOM, 1 << 16, 1, 1, True, False
     )
-    assert (first_seq, count, pos) == (4 + refused, 37 - refused, len(second))
+    assert (first_seq, count, pos) == (booked + 1, 40 - booked, len(second))
 
 
 def test_a_backup_s_pump_holds_its_packets_and_records_for_the_gate_in_order() -> None:
