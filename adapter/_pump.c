@@ -739,7 +739,7 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     Py_XDECREF(error);
     Py_DECREF(r.frames);
     Py_XDECREF(r.held);
-    Py_XDECREF(r.to_journal); /* only after an error that left no packet to journal them with */
+    Py_XDECREF(r.to_journal); /* NULL here: every seal journals its packet's (a safeguard) */
     Py_XDECREF(r.leftover);
     Py_XDECREF(r.leftover_frame);
     return result;
