@@ -97,6 +97,17 @@ def pump_until(readers: list[Reader], done: Callable[[], bool], timeout: float) 
             reader.pump(0.05)
 
 
+def read_to_the_end(g: Group, readers: list[Reader]) -> int:
+    """Pump the readers until the source has sent all and each has it, then a little more
+    (anything after the end would be a duplicate); returns what the source sent."""
+    pump_until(readers, lambda: g.source is not None and not g.source.alive, 30)
+    sent = g.sent()
+    pump_until(readers, lambda: all(r.last_seq >= sent for r in readers), 30)
+    for reader in readers:
+        reader.pump(0.3)
+    return sent
+
+
 def assert_exactly_once_in_order(reader: Reader, first: int, last: int) -> None:
     seqs = [d.msg_seq for d in reader.deliveries]
     assert seqs == list(range(first, last + 1)), f"first gaps/duplicates near {_first_break(seqs, first)}"
@@ -139,11 +150,7 @@ def test_replay_fills_drops_on_one_line_then_on_both_lines(tmp_path: Path) -> No
                 control(plan.adapter(n).control, "drop", every=1, count=60)
             for n, dropped in ((1, 100), (2, 60)):
                 pump_until(readers, partial(_has_dropped, g, n, dropped), 20)
-            pump_until(readers, lambda: g.source is not None and not g.source.alive, 30)
-            sent = g.sent()
-            pump_until(readers, lambda: all(r.last_seq >= sent for r in readers), 30)
-            for reader in readers:
-                reader.pump(0.3)  # anything after the end would be a duplicate
+            sent = read_to_the_end(g, readers)
         finally:
             for reader in readers:
                 reader.close()
@@ -170,10 +177,7 @@ def test_resume_from_the_middle_of_the_journal_joins_live_with_no_gap_or_duplica
         start = now // 2
         reader = Reader(ChannelSpec(CHANNEL, 7, g.plan.lines, start_seq=start), list(g.plan.replays))
         try:
-            pump_until([reader], lambda: g.source is not None and not g.source.alive, 30)
-            sent = g.sent()
-            pump_until([reader], lambda: reader.last_seq >= sent, 30)
-            reader.pump(0.3)
+            sent = read_to_the_end(g, [reader])
         finally:
             reader.close()
         assert_exactly_once_in_order(reader, start, sent)
@@ -299,10 +303,7 @@ def test_an_active_whose_disk_fills_fails_itself_and_the_backup_takes_over_losin
             g.start_source()
             pump_until([reader], lambda: _is(g, 2, lambda s: s["role"] == "active"), 30)
             failed = g.status(1)
-            pump_until([reader], lambda: g.source is not None and not g.source.alive, 30)
-            sent = g.sent()
-            pump_until([reader], lambda: reader.last_seq >= sent, 30)
-            reader.pump(0.3)
+            sent = read_to_the_end(g, [reader])
         finally:
             reader.close()
     # Failed by its faults (the journal's write error, again and again), with nothing on its
