@@ -19,7 +19,10 @@ process (``python -m feedha.bench.shape source|relay|client``):
   plain source's mean FIX message size by default), each starting with its
   u64 sequence number and its scheduled send time (ns since the epoch).
 * ``relay`` (one per adapter): a SUB on the source and a PUB of its own; it
-  forwards every message unchanged as soon as it has it.
+  forwards every message unchanged as soon as it has it. With ``--journal``
+  it also keeps a bare journal (:class:`_BareJournal`): every data frame
+  appended to one file, written and synced by a thread of its own once per
+  group commit, on the adapters' ``--fsync batch`` interval.
 * ``client``: one SUB per line, read with a poller (at most
   :data:`DRAIN_PER_LINE` messages per line per wake-up, as the subscriber
   drains); it keeps the first copy of every sequence number, message by
@@ -33,7 +36,11 @@ arbitration) and none of what feedha adds (FIX parsing, conversion,
 sequencing, packets, the sync bus, journals). The pipeline's figure over the
 model's (``ratio_shape``) is therefore the share of the bare shape's
 throughput feedha keeps, or for latency how many times the bare shape's
-latency it takes. The model's source messages have the pipeline's source
+latency it takes. A pipeline whose adapters journal also writes and syncs
+every message three times, which no ZeroMQ step does; the journaling model
+(``ShapeOptions(journal=True)``) pays that too, with nothing of feedha's
+journal format (no record headers, checksums or index), so the pipeline's
+figure over it says what feedha's journal costs beyond the disk's own work. The model's source messages have the pipeline's source
 messages' size and batching; its lines carry the same frames again, where
 the pipeline's adapters re-pack into line packets of up to 8 KiB.
 
@@ -43,15 +50,20 @@ the pipeline's adapters re-pack into line packets of up to 8 KiB.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import struct
 import sys
+import tempfile
+import threading
 import time
 from array import array
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
+from feedha.adapter.journal.config import FLUSH_INTERVAL_S
 from feedha.bench.ceiling import armed_publisher, emit, relay_sockets
 from feedha.plain_source.config import MAX_BATCH
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule
@@ -65,6 +77,7 @@ END_MARKERS: Final = 5
 DRAIN_PER_LINE: Final = 8  # messages per line per wake-up, as the subscriber drains
 PROGRESS_S: Final = 0.1
 SLEEP_SLICE_S: Final = 0.05  # longest sleep of the source between checks
+MAX_WAITING_FRAMES: Final = 4096  # a bare journal's queue (~48 MiB of full frames) before the relay waits
 
 
 # --- the children ---------------------------------------------------------------------------
@@ -129,10 +142,61 @@ def _send_loop(sock: Any, args: argparse.Namespace) -> tuple[int, float]:
     return sent, monotonic() - start
 
 
+class _BareJournal:
+    """A relay's journal with nothing but the disk's own work, for the journaling model.
+
+    Every data frame is appended to one file as it came (no record headers,
+    checksums or index). As an adapter's writer does with ``--fsync batch``,
+    the relay's loop only queues the frame (a deque append, no lock) and a
+    thread of its own writes and syncs what waits once per group commit, every
+    :data:`~adapter.journal.config.FLUSH_INTERVAL_S`. Bounded as the writer is:
+    with :data:`MAX_WAITING_FRAMES` waiting, :meth:`append` waits for the disk.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._waiting: deque[bytes] = deque()
+        self._written = threading.Event()
+        self._closing = threading.Event()
+        self.synced = 0  # bytes written and synced
+        self._thread = threading.Thread(target=self._run, name="bare-journal", daemon=True)
+        self._thread.start()
+
+    def append(self, frame: bytes) -> None:
+        waiting = self._waiting
+        while len(waiting) >= MAX_WAITING_FRAMES:  # back-pressure: the disk is behind
+            self._written.clear()
+            self._written.wait(FLUSH_INTERVAL_S)
+        waiting.append(frame)
+
+    def close(self) -> None:
+        """Write and sync what waits, then stop the thread and close the file."""
+        self._closing.set()
+        self._thread.join()
+        os.close(self._fd)
+
+    def _run(self) -> None:
+        waiting, popleft = self._waiting, self._waiting.popleft
+        while True:
+            closing = self._closing.wait(FLUSH_INTERVAL_S)
+            data = b"".join([popleft() for _ in range(len(waiting))])
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            if data:
+                os.fdatasync(self._fd)
+                self.synced += len(data)
+                self._written.set()
+            if closing and not waiting:
+                return
+
+
 def _relay(args: argparse.Namespace) -> int:
     import zmq
 
     ctx, sub, pub = relay_sockets(args.endpoint, args.timeout, linger_ms=10_000)
+    journal = None if args.journal is None else _BareJournal(args.journal)
+    append = None if journal is None else journal.append
     settle_heap()  # as the adapters do: like for like
     recv, send, more = sub.recv, pub.send, zmq.SNDMORE
     ends = forwarded = 0
@@ -142,11 +206,15 @@ def _relay(args: argparse.Namespace) -> int:
             frame = recv()
         except zmq.Again:
             break  # the source died
+        if append is not None and frame[:1] == b"D":
+            append(frame)  # journaled, then sent: as the active's pump does
         send(topic, more)
         send(frame)
         forwarded += 1
         ends += frame[:1] == b"E"
-    emit("done", forwarded=forwarded)
+    if journal is not None:
+        journal.close()
+    emit("done", forwarded=forwarded, journaled=None if journal is None else journal.synced)
     sub.close()
     pub.close()
     ctx.term()
@@ -275,6 +343,8 @@ class ShapeOptions:
         latency: the client records every delivery's latency (from the scheduled send time).
         measure_cpu: measure each process's CPU over the steady window (paced runs only).
         nice_source: run the source niced, as the pipeline's capacity runs run theirs.
+        journal: every relay keeps a bare journal (:class:`_BareJournal`) in a temporary
+            directory, as every adapter of a journaling pipeline keeps one.
         timeout: seconds of silence, or of waiting for a process, before giving up.
     """
 
@@ -286,6 +356,7 @@ class ShapeOptions:
     latency: bool = False
     measure_cpu: bool = False
     nice_source: bool = False
+    journal: bool = False
     timeout: float = 60.0
 
     def __post_init__(self) -> None:
@@ -309,7 +380,8 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         ``rate`` (the client's delivered msg/s, first to last delivery), ``span_s`` (first to
         last delivery), ``relays``,
         ``size``; with ``latency`` ``latency_us``; with ``measure_cpu`` ``cpu``
-        (:func:`feedha.bench.cpu.steady_window`).
+        (:func:`feedha.bench.cpu.steady_window`); with ``journal`` ``journaled``, the bytes
+        each relay wrote and synced.
 
     Raises:
         feedha.procs.ProcessError: a process did not start or report in time.
@@ -327,13 +399,15 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         nice=SOURCE_NICE if options.nice_source else 0,
     )  # fmt: skip
     procs = [source]
+    journals = tempfile.TemporaryDirectory(prefix="feedha-bench-shape-journals-") if options.journal else None
     try:
         endpoint = source.wait_event("ready", 20)["endpoint"]
         relays = []
         for number in range(1, options.relays + 1):
-            relay = JsonProcess.python(
-                f"shape-relay-{number}", module, ["relay", "--endpoint", endpoint], log=log
-            )
+            argv = ["relay", "--endpoint", endpoint]
+            if journals is not None:
+                argv += ["--journal", os.path.join(journals.name, f"relay-{number}.journal")]
+            relay = JsonProcess.python(f"shape-relay-{number}", module, argv, log=log)
             procs.append(relay)
             relays.append(relay)
         lines = [relay.wait_event("ready", 20)["endpoint"] for relay in relays]
@@ -356,9 +430,16 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         wait = options.timeout + (options.count / options.rate if options.rate > 0 else 0)
         done = source.wait_event("done", wait)
         result = client.wait_event("result", options.timeout + 5)
+        journaled = (
+            None
+            if journals is None
+            else [relay.wait_event("done", options.timeout + 5)["journaled"] for relay in relays]
+        )
     finally:
         for proc in procs:
             proc.kill()
+        if journals is not None:
+            journals.cleanup()
     span = (result["last_ns"] - result["first_ns"]) / 1e9
     out: dict[str, Any] = {
         "sent": done["sent"],
@@ -375,6 +456,8 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         out["latency_us"] = result["latency_us"]
     if cpu is not None:
         out["cpu"] = cpu
+    if journaled is not None:
+        out["journaled"] = journaled
     return out
 
 
@@ -391,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--wait", type=float, default=60.0, help="source: longest wait to start")
     parser.add_argument("--timeout", type=float, default=10.0, help="relay, client: silence that ends it")
     parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--journal", metavar="FILE", help="relay: keep a bare journal in FILE")
     args = parser.parse_args(argv)
     if args.size < STAMP.size:
         parser.error(f"--size must be >= {STAMP.size}")

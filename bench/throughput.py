@@ -192,18 +192,21 @@ def _ramp(shape: Shape, *, step_s: float, budget_s: float, log: IO[str]) -> _Ram
     return _ramp_rates(step, start_rate=shape.start_rate, budget_s=budget_s)
 
 
-def _model_ramp(relays: int, *, start_rate: float, step_s: float, budget_s: float, size: int,
-                log: IO[str]) -> _Ramp:  # fmt: skip
+def _model_ramp(relays: int, *, journal: bool = False, start_rate: float, step_s: float, budget_s: float,
+                size: int, log: IO[str]) -> _Ramp:  # fmt: skip
     """The bare model's ramp: the same steps and the same test of "sustained" as the pipeline's.
 
     A step is a fresh model (:mod:`bench.shape`, its source niced as the pipeline's capacity
-    sources are) paced at one rate for ``step_s``; sustained when nothing was lost, every
-    message was delivered and the client finished within the pipeline's drain allowance.
+    sources are; with ``journal`` every relay keeps a bare journal) paced at one rate for
+    ``step_s``; sustained when nothing was lost, every message was delivered and the client
+    finished within the pipeline's drain allowance.
     """
 
     def step(rate: float) -> _Step:
         model = run_shape(
-            ShapeOptions(relays=relays, count=round(rate * step_s), rate=rate, size=size, nice_source=True),
+            ShapeOptions(
+                relays=relays, count=round(rate * step_s), rate=rate, size=size, nice_source=True, journal=journal
+            ),
             log,
         )
         drain = model["span_s"] - model["sent"] / rate
@@ -248,7 +251,11 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     faster of one run before and one after the ramps) is
     ``ceiling_shape_unpaced`` in the parameters: not the same measure (no
     pacing, nothing bounded), kept for reference. The CURVE ramp is compared
-    with the open model. ``cpu`` in
+    with the open model. The journaling ramp is also read against a model
+    whose relays journal as well (a bare journal: every frame written and
+    synced once per group commit, nothing of feedha's format):
+    ``ceiling_shape_journal`` and ``ratio_shape_journal`` in its parameters,
+    from a ramp of that model run like the others. ``cpu`` in
     the parameters is each process's CPU per message over the steady window
     of the best step (source, active, each backup, client), beside the bare
     model's (source, each relay, client) paced at the same rate right after
@@ -283,11 +290,13 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
         for name, shape in shapes.items():
             ramps[name] = _ramp(shape, step_s=step_s, budget_s=budget, log=log)
             cpu[name] = _cpu_beside_shape(ramps[name], shape, step_s=step_s, size=size, log=log)
+        models_wanted = sorted({(n, False) for n in relays} | {_model_of(shape) for shape in shapes.values()})
         model_ramps = {
-            n: _model_ramp(
+            (n, journaled): _model_ramp(
                 n,
+                journal=journaled,
                 start_rate=max(
-                    [RAMP_START] + [r.value for k, r in ramps.items() if shapes[k].backups + 1 == n]
+                    [RAMP_START] + [r.value for k, r in ramps.items() if _model_of(shapes[k]) == (n, journaled)]
                 )
                 / RAMP_FACTOR,
                 step_s=step_s,
@@ -295,7 +304,7 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
                 size=size,
                 log=log,
             )
-            for n in relays
+            for n, journaled in models_wanted
         }
         ceilings.append(ceiling(quick=quick, log=log))
         models.append(_shape_ceilings(relays, quick=quick, size=size, log=log))
@@ -322,11 +331,36 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
             values,
             top,
             models,
-            model_ramps[shape.backups + 1],
-            params={**common, "cpu": cpu[name], **ramps[name].params()},
-        )
+            model_ramps[(shape.backups + 1, False)],
+            params={**common, "cpu": cpu[name], **ramps[name].params(), **_journaled_model(
+                values[name], model_ramps.get(_model_of(shape)) if shape.journal else None
+            )},
+        )  # fmt: skip
         for name, shape in shapes.items()
     ]
+
+
+def _model_of(shape: Shape) -> tuple[int, bool]:
+    """The bare model a ramp is read against: its relay count, and whether the relays journal."""
+    return shape.backups + 1, shape.journal
+
+
+def _journaled_model(value: float, model_ramp: _Ramp | None) -> dict[str, Any]:
+    """A journaling shape's figure beside the model whose relays journal as well (parameters).
+
+    ``ratio_shape`` compares the pipeline with the bare model, which writes nothing; a
+    journaling pipeline also writes and syncs every message once per adapter. The journaling
+    model pays the disk's part of that with nothing of feedha's journal format, so
+    ``ratio_shape_journal`` is the share of a bare journaling shape's rate feedha keeps.
+    """
+    if model_ramp is None:
+        return {}
+    ceiling = model_ramp.value or None
+    return {
+        "ceiling_shape_journal": None if ceiling is None else round(ceiling, 1),
+        "ceiling_shape_journal_steps": model_ramp.steps,
+        "ratio_shape_journal": None if ceiling is None else round(value / ceiling, 3),
+    }
 
 
 def _figure(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,23 @@ def test_the_bare_model_of_the_shape_delivers_each_message_once_and_measures(tmp
     assert paced["delivered"] == 4_000 and paced["duplicates"] == 8_000 and paced["lost"] == 0
     assert paced["latency_us"]["count"] == 4_000
     assert set(paced["cpu"]["processes"]) == {"source", "relay-1", "relay-2", "relay-3", "client"}
+
+
+@pytest.mark.timeout(60)
+def test_the_journaling_model_writes_and_syncs_every_frame_at_each_relay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    with open(tmp_path / "components.log", "w") as log:
+        model = run_shape(ShapeOptions(relays=2, count=2_000, rate=20_000, journal=True), log)
+        bare = run_shape(ShapeOptions(relays=1, count=100), log)
+    assert "journaled" not in bare and model["delivered"] == 2_000 and model["lost"] == 0
+    # every data frame as it came: the messages and a header a frame, at each relay alike
+    first, second = model["journaled"]
+    assert first == second >= 2_000 * model["size"]
+    assert not any(temporary.iterdir())  # the journals go with the run
 
 
 def test_replay_by_time_replays_the_whole_window_beside_its_bare_router_dealer_ceiling() -> None:
