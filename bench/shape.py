@@ -37,12 +37,13 @@ sequencing, packets, the sync bus, journals). The pipeline's figure over the
 model's (``ratio_shape``) is therefore the share of the bare shape's
 throughput feedha keeps, or for latency how many times the bare shape's
 latency it takes. A pipeline whose adapters journal also writes and syncs
-every message three times, which no ZeroMQ step does; the journaling model
+every message once per adapter, which no ZeroMQ step does; the journaling model
 (``ShapeOptions(journal=True)``) pays that too, with nothing of feedha's
 journal format (no record headers, checksums or index), so the pipeline's
-figure over it says what feedha's journal costs beyond the disk's own work. The model's source messages have the pipeline's source
-messages' size and batching; its lines carry the same frames again, where
-the pipeline's adapters re-pack into line packets of up to 8 KiB.
+figure over it says what feedha's journal costs beyond the disk's own work.
+The model's source messages have the pipeline's source messages' size and
+batching; its lines carry the same frames again, where the pipeline's
+adapters re-pack into line packets of up to 8 KiB.
 
 :func:`run_shape` runs one measurement (the orchestrator's side).
 """
