@@ -815,8 +815,34 @@ static PyObject *zmq_version_of(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED
     return Py_BuildValue("(iii)", major, minor, patch);
 }
 
+/* send_packet(socket, topic, packet): one line packet, [topic, packet], sent as the pump sends its
+   own: holding the GIL. pyzmq lets the GIL go around every send, and an adapter has other Python
+   threads (the journal's flusher, the replay service): one that takes the GIL meanwhile keeps the
+   loop waiting for it, and each hand-off back is a wake-up through the scheduler (on a busy 2-core
+   machine ~100 us a packet where the send itself costs ~10). A send on a PUB or XPUB socket never
+   waits (a peer at its high-water mark loses the message), so nothing is gained by letting go. */
+static PyObject *send_packet(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyLong_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "send_packet(socket: int, topic: bytes, packet: bytes)");
+        return NULL;
+    }
+    void *socket = PyLong_AsVoidPtr(args[0]);
+    if (socket == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "send_packet: no socket (address 0)");
+        return NULL;
+    }
+    if (Z.send(socket, PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]), ZMQ_SNDMORE | ZMQ_DONTWAIT) <
+            0 ||
+        Z.send(socket, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2]), ZMQ_DONTWAIT) < 0)
+        return zmq_failure("sending a line packet");
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"zmq_version_info", zmq_version_of, METH_NOARGS, "The version of the libzmq this extension is bound to."},
+    {"send_packet", (PyCFunction)(void (*)(void))send_packet, METH_FASTCALL,
+     "send_packet(socket, topic, packet): send [topic, packet] on the libzmq socket at address socket "
+     "(pyzmq's Socket.underlying, a PUB or XPUB) without letting the GIL go; OSError on a libzmq error."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,7 @@ subscribers fill from the other lines.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 import zmq
@@ -25,7 +26,10 @@ from feedha.proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LineSocket", "SealedSocket", "ServedSocket"]
+__all__ = ["LineSocket", "NativeSend", "SealedSocket", "ServedSocket"]
+
+NativeSend = Callable[[int, bytes, bytes], None]
+"""``send_packet(socket, topic, packet)`` of the pump's extension: a send that keeps the GIL."""
 
 _SNDMORE: Final = int(zmq.SNDMORE)
 # How often a served socket reads what its peers sent (subscriptions) and sweeps them. Every
@@ -56,6 +60,7 @@ class ServedSocket:
         self._topic = config.channel.encode()
         self._guard = guard
         self._socket: zmq.Socket[bytes] | None = None
+        self._native_send: NativeSend | None = None
         self._bound = False
         self._next_serve = 0.0
         self.bytes_sent = 0
@@ -82,10 +87,23 @@ class ServedSocket:
         self._guard.secure(sock, self._where)
         return sock
 
+    def send_natively(self, send: NativeSend | None) -> None:
+        """Send packets with ``send`` (the pump extension's, which keeps the GIL; ``None``: pyzmq's).
+
+        pyzmq lets the GIL go around every send; with the adapter's other Python threads (the
+        journal's flusher, the replay service) the loop then often waits for it to come back,
+        a wake-up through the scheduler a packet.
+        """
+        self._native_send = send
+
     def _send(self, packet: bytes) -> None:
         sock = self._socket
         if sock is not None and self._bound:
             self.bytes_sent += len(packet)
+            native = self._native_send
+            if native is not None:
+                native(sock.underlying, self._topic, packet)
+                return
             # Two sends with int flags: send_multipart builds the flags with IntFlag arithmetic per frame.
             sock.send(self._topic, _SNDMORE)
             sock.send(packet)

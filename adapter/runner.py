@@ -42,7 +42,7 @@ from feedha.adapter.line import LineSocket
 from feedha.adapter.metrics import AdapterMetrics
 from feedha.adapter.persistence import JournalKeeper
 from feedha.adapter.source_link import SourceLink
-from feedha.adapter.source_pump import SourcePump, make_pump
+from feedha.adapter.source_pump import SourcePump, make_pump, native_send
 from feedha.adapter.sync_link import SyncLink
 from feedha.adapter.zap import DataPlaneGuard
 from feedha.runtime import settle_heap
@@ -181,6 +181,10 @@ class AdapterRunner:
             self.delayed_line.open()
         if self.conflated_line is not None:
             self.conflated_line.open()
+        send = native_send()  # keeps the GIL: no hand-off to the journal's flusher per packet
+        for served in (self.line, self.delayed_line, self.conflated_line):
+            if served is not None:
+                served.send_natively(send)
 
     def _rebind(self, action: act.Rebind) -> None:
         # ZAP is asked at connection time only: to cut off a revoked peer, every peer reconnects.

@@ -39,11 +39,11 @@ from feedha.adapter.core import AdapterCore
 from feedha.adapter.core.actions import Action
 from feedha.adapter.core.pumping import AppendBatch, Pumped, PumpMode, PumpStop
 from feedha.adapter.core.ring import MAX_RING_BYTES
-from feedha.adapter.line import LineSocket
+from feedha.adapter.line import LineSocket, NativeSend
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SourcePump", "make_pump"]
+__all__ = ["SourcePump", "make_pump", "native_send"]
 
 # Frames, and their bytes, one call takes at most (bounds only: under load the core's deadline
 # ends a call first, at least every TICK_AT_LEAST_EVERY_S, usually every heartbeat interval;
@@ -169,6 +169,21 @@ def make_pump(
     """
     if not enabled:
         return None, "turned off (--no-source-pump)"
+    _pump, why_not = _extension()
+    if _pump is None:
+        return None, why_not
+    return SourcePump(_pump.Pump, core, line, sockets, topic=topic, journal=journal), ""
+
+
+def native_send() -> NativeSend | None:
+    """The pump extension's ``send_packet`` (a line send that keeps the GIL), or ``None`` where
+    the extension cannot run (the lines then send with pyzmq)."""
+    _pump, _why_not = _extension()
+    return None if _pump is None else _pump.send_packet
+
+
+def _extension() -> tuple[Any, str]:
+    # The C extension, bound to pyzmq's own libzmq, or None and why not.
     try:
         from feedha.adapter import _pump
     except ImportError as exc:
@@ -178,4 +193,4 @@ def make_pump(
             f"its libzmq ({_pump.libzmq_path}, {_pump.zmq_version_info()}) is not pyzmq's "
             f"({zmq.zmq_version_info()})"
         )
-    return SourcePump(_pump.Pump, core, line, sockets, topic=topic, journal=journal), ""
+    return _pump, ""

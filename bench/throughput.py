@@ -205,7 +205,12 @@ def _model_ramp(relays: int, *, journal: bool = False, start_rate: float, step_s
     def step(rate: float) -> _Step:
         model = run_shape(
             ShapeOptions(
-                relays=relays, count=round(rate * step_s), rate=rate, size=size, nice_source=True, journal=journal
+                relays=relays,
+                count=round(rate * step_s),
+                rate=rate,
+                size=size,
+                nice_source=True,
+                journal=journal,
             ),
             log,
         )
@@ -296,7 +301,8 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
                 n,
                 journal=journaled,
                 start_rate=max(
-                    [RAMP_START] + [r.value for k, r in ramps.items() if _model_of(shapes[k]) == (n, journaled)]
+                    [RAMP_START]
+                    + [r.value for k, r in ramps.items() if _model_of(shapes[k]) == (n, journaled)]
                 )
                 / RAMP_FACTOR,
                 step_s=step_s,
@@ -332,9 +338,14 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
             top,
             models,
             model_ramps[(shape.backups + 1, False)],
-            params={**common, "cpu": cpu[name], **ramps[name].params(), **_journaled_model(
-                values[name], model_ramps.get(_model_of(shape)) if shape.journal else None
-            )},
+            params={
+                **common,
+                "cpu": cpu[name],
+                **ramps[name].params(),
+                **_journaled_model(
+                    values[name], model_ramps.get(_model_of(shape)) if shape.journal else None
+                ),
+            },
         )  # fmt: skip
         for name, shape in shapes.items()
     ]

@@ -637,3 +637,46 @@ def test_the_pump_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError, match="mode"):
         pump.run(1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 7, False, 10, 10)
     assert _pump.zmq_version_info() == zmq.zmq_version_info()
+
+
+def test_send_packet_sends_topic_and_packet_as_one_message_and_refuses_what_is_not_a_send() -> None:
+    with rig() as r:
+        packet = bytes(range(256)) * 4
+        _pump.send_packet(r.line.underlying, CHANNEL.encode(), packet)
+        assert r.tap.poll(5000)
+        assert r.tap.recv_multipart() == [CHANNEL.encode(), packet]  # two parts, as pyzmq's two sends
+        for bad in (
+            (r.line.underlying, "topic", packet),
+            (r.line.underlying, CHANNEL.encode()),
+            ("1", b"", b""),
+        ):
+            with pytest.raises(TypeError, match="send_packet"):
+                _pump.send_packet(*bad)
+        with pytest.raises(ValueError, match="no socket"):
+            _pump.send_packet(0, CHANNEL.encode(), packet)
+        assert not r.tap.poll(50)  # nothing half sent
+
+
+def test_an_adapter_s_lines_send_through_the_extension_and_count_the_same_bytes() -> None:
+    from feedha.adapter.config import AdapterConfig
+    from feedha.adapter.line import LineSocket
+    from feedha.adapter.source_pump import native_send
+    from feedha.adapter.zap import DataPlaneGuard
+
+    assert native_send() is _pump.send_packet
+    config = AdapterConfig(
+        channel=CHANNEL, channel_number=3, adapter=1, source_endpoint="tcp://127.0.0.1:1",
+        line_endpoint="tcp://127.0.0.1:*", sync_endpoint="tcp://127.0.0.1:2", source_stream=STREAM.decode(),
+        source_stream_number=1,
+    )  # fmt: skip
+    line = LineSocket(config, DataPlaneGuard(adapter=1, keys=None, sync_keys=None))
+    sent: list[tuple[int, bytes, bytes]] = []
+    line.send_natively(lambda socket, topic, packet: sent.append((socket, topic, packet)))
+    line.send(b"before it is open")  # nowhere: not bound
+    line.open()
+    try:
+        line.send(b"one packet")
+        assert sent == [(line.raw_socket().underlying, CHANNEL.encode(), b"one packet")]
+        assert line.bytes_sent == len(b"one packet")
+    finally:
+        line.close()
