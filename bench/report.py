@@ -27,6 +27,7 @@ _KEY_PARAMS = (
     "duplicates",
     "kept",
     "sent",
+    "ratio_shape_journal",  # the journal shape over the journaling model (bench.throughput)
 )
 
 
