@@ -90,9 +90,8 @@ class ServedSocket:
     def send_natively(self, send: NativeSend | None) -> None:
         """Send packets with ``send`` (the pump extension's, which keeps the GIL; ``None``: pyzmq's).
 
-        pyzmq lets the GIL go around every send; with the adapter's other Python threads (the
-        journal's flusher, the replay service) the loop then often waits for it to come back,
-        a wake-up through the scheduler a packet.
+        pyzmq lets the GIL go and takes it back around each of its two sends a packet, which a
+        send on this socket never needs (it never waits): the extension's costs a third less.
         """
         self._native_send = send
 

@@ -181,7 +181,7 @@ class AdapterRunner:
             self.delayed_line.open()
         if self.conflated_line is not None:
             self.conflated_line.open()
-        send = native_send()  # keeps the GIL: no hand-off to the journal's flusher per packet
+        send = native_send()  # the pump extension's send, which keeps the GIL (None: pyzmq's)
         for served in (self.line, self.delayed_line, self.conflated_line):
             if served is not None:
                 served.send_natively(send)
