@@ -228,6 +228,16 @@ static int keep_for_journal(PumpObject *self, Run *r, PyObject *payloads, int64_
     return 0;
 }
 
+/* Send one line packet, [topic, packet], on a PUB or XPUB socket: 0, or -1 with an exception. */
+static int send_line_packet(void *socket, PyObject *topic, const void *packet, size_t size, int flags) {
+    if (Z.send(socket, PyBytes_AS_STRING(topic), (size_t)PyBytes_GET_SIZE(topic), ZMQ_SNDMORE | flags) < 0 ||
+        Z.send(socket, packet, size, flags) < 0) {
+        zmq_failure("sending a line packet");
+        return -1;
+    }
+    return 0;
+}
+
 /* Seal the packet being filled: send it (SEND) or hand it to the gate (HOLD). 0, or -1 with an exception. */
 static int seal_packet(PumpObject *self, Run *r) {
     if (r->count_in_packet == 0) return 0;
@@ -244,13 +254,9 @@ static int seal_packet(PumpObject *self, Run *r) {
     put_be(h + 22, 0, 2);
     put_be(h + 24, (uint64_t)clock_ns(CLOCK_REALTIME), 8);
     if (r->mode == PUMP_MODE_SEND) {
-        if (journal_packet(self, r) < 0) return -1;
-        if (Z.send(r->line, PyBytes_AS_STRING(self->topic), (size_t)PyBytes_GET_SIZE(self->topic), ZMQ_SNDMORE) <
-                0 ||
-            Z.send(r->line, self->packet.data, self->packet.len, 0) < 0) {
-            zmq_failure("sending a line packet");
+        if (journal_packet(self, r) < 0 ||
+            send_line_packet(r->line, self->topic, self->packet.data, self->packet.len, 0) < 0)
             return -1;
-        }
     } else if (append_new(r->held, Py_BuildValue("(iy#KIK)", HELD_PACKET, (const char *)self->packet.data,
                                                  (Py_ssize_t)self->packet.len,
                                                  (unsigned long long)(r->packet_first + r->count_in_packet - 1),
@@ -830,10 +836,9 @@ static PyObject *send_packet(PyObject *Py_UNUSED(module), PyObject *const *args,
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "send_packet: no socket (address 0)");
         return NULL;
     }
-    if (Z.send(socket, PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]), ZMQ_SNDMORE | ZMQ_DONTWAIT) <
-            0 ||
-        Z.send(socket, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2]), ZMQ_DONTWAIT) < 0)
-        return zmq_failure("sending a line packet");
+    if (send_line_packet(socket, args[1], PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2]), ZMQ_DONTWAIT) <
+        0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
