@@ -10,8 +10,9 @@
  * the conversion engine's run function (the same C run the Python path calls:
  * adapter/conversion/engine.py ConversionEngine.run), appends the blocks to a
  * packet and, once nothing more waits (or the packet is full), seals it; then
- * it waits on the adapter's sockets with zmq_poll (the GIL released) until
- * its deadline. What a sealed packet becomes depends on the mode:
+ * it waits on the adapter's sockets (the GIL released) until its deadline:
+ * one poll() of their fds while each has said it has nothing, else zmq_poll.
+ * What a sealed packet becomes depends on the mode:
  *
  *   PUMP_MODE_SEND     the active: sent on the line at once (with a journal,
  *                      the records of its messages are journaled first, in one
@@ -157,6 +158,7 @@ typedef struct {
 typedef struct {
     void *source, *sync, *control, *line;
     Watched watched[2]; /* sync, control */
+    Watched source_w;   /* the source: quiet once a receive found nothing (EAGAIN) */
     int mode, want_payloads;
     uint64_t term, expect, stop_seq, msg_seq; /* expect: the next source_seq (0: any); msg_seq: the next */
     uint32_t count_in_packet;
@@ -466,7 +468,12 @@ static PyObject *call_run(PumpObject *self, Run *r, PyObject *frame, Py_ssize_t 
    frame was converted is booked, and the rest handed back, first). */
 static int take_message(PumpObject *self, Run *r) {
     PyObject *parts = receive(r->source), *frame = NULL;
-    if (parts == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (parts == NULL) {
+        if (PyErr_Occurred()) return -1;
+        r->source_w.quiet = r->source_w.fd >= 0; /* it processed its commands and found nothing */
+        return 0;
+    }
+    r->source_w.quiet = 0;
     int outcome = -1;
     if (PyList_GET_SIZE(parts) != 2) { /* the Python path quarantines it (malformed_frame) */
         outcome = hand_back(r, parts, NULL, 0, 0);
@@ -593,10 +600,52 @@ static int group_speaks(Run *r) {
     return 0;
 }
 
+/* Whether every socket a wait looks at is quiet, so that a poll() of their fds is the wait. */
+static int all_quiet(Run *r, int with_source) {
+    if (with_source && !r->source_w.quiet) return 0;
+    for (int i = 0; i < 2; i++)
+        if (r->watched[i].socket != NULL && !r->watched[i].quiet) return 0;
+    return 1;
+}
+
+/* The wait of quiet sockets: one poll() of their fds, the GIL released. A socket whose fd became
+   readable is quiet no more (a command came: it is asked what it has). 1: one did; 0: the timeout
+   passed; -1: poll() failed (*error: its errno; on anything but EINTR every socket is asked again,
+   through zmq_poll). */
+static int poll_quiet(Run *r, int with_source, long timeout_ms, int *error) {
+    struct pollfd fds[3];
+    Watched *of[3];
+    int n = 0, rc;
+    if (with_source) {
+        of[n] = &r->source_w;
+        fds[n++] = (struct pollfd){.fd = r->source_w.fd, .events = POLLIN};
+    }
+    for (int i = 0; i < 2; i++) {
+        if (r->watched[i].socket == NULL) continue;
+        of[n] = &r->watched[i];
+        fds[n++] = (struct pollfd){.fd = r->watched[i].fd, .events = POLLIN};
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = poll(fds, (nfds_t)n, (int)timeout_ms);
+    if (rc < 0) *error = errno;
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < n; k++)
+        if (rc < 0 ? *error != EINTR : fds[k].revents != 0) of[k]->quiet = 0;
+    return rc < 0 ? -1 : rc > 0;
+}
+
 /* Wait on the adapter's sockets until until_ns (at most deadline_ns): the source too, or (a
    backup's rest between two batches) only the sync bus and the control socket. 1: the source is
-   readable, or the rest is over; 0: stop (*stop set: the group spoke, the deadline came, nothing
-   more came for a run not to wait, a signal); -1: error. */
+   readable (or a command came to it: the drain that follows finds out which), or the rest is over;
+   0: stop (*stop set: the group spoke, the deadline came, nothing more came for a run not to wait,
+   a signal); -1: error.
+
+   zmq_poll asks every socket ZMQ_EVENTS before and after it sleeps, and each answer costs a
+   getpid() and a poll() (group_speaks says why): 18 poll()s and 8 getpid()s a wake-up of an
+   active at 10k msg/s, one message a wake-up. A socket that said it has nothing is quiet until
+   its edge-triggered fd is readable (the source: its receive found nothing), so while every
+   socket waited on is quiet, one poll() of their fds is the whole wait; a socket whose fd wakes
+   it is asked again (the watched ones here, the source by the drain's receive). */
 static int wait_on(Run *r, int with_source, int64_t until_ns, int64_t deadline_ns, int *stop) {
     for (;;) {
         int64_t now = clock_ns(CLOCK_MONOTONIC);
@@ -605,10 +654,26 @@ static int wait_on(Run *r, int with_source, int64_t until_ns, int64_t deadline_n
             *stop = now >= deadline_ns ? PUMP_DEADLINE : PUMP_DRAINED;
             return 0;
         }
+        long timeout_ms = (long)((until_ns - now + 999999) / 1000000); /* rounded up, as the runner */
+        int error = 0;
+        if (all_quiet(r, with_source)) {
+            int woke = poll_quiet(r, with_source, timeout_ms, &error);
+            if (woke < 0 && error == EINTR) {
+                if (PyErr_CheckSignals() < 0) return -1;
+                *stop = PUMP_SIGNAL;
+                return 0;
+            }
+            if (woke <= 0) continue; /* the time is looked at again (or, poll() failed, zmq_poll asks) */
+            if (with_source && !r->source_w.quiet) return 1; /* the drain asks the group first */
+            if (group_speaks(r)) {
+                *stop = PUMP_SOCKET;
+                return 0;
+            }
+            continue;
+        }
         zmq_pollitem_t items[3] = {
             {r->source, 0, ZMQ_POLLIN, 0}, {r->sync, 0, ZMQ_POLLIN, 0}, {r->control, 0, ZMQ_POLLIN, 0}};
-        int first = with_source ? 0 : 1, n = (r->control != NULL ? 3 : 2) - first, rc, error = 0;
-        long timeout_ms = (long)((until_ns - now + 999999) / 1000000); /* rounded up, as the runner */
+        int first = with_source ? 0 : 1, n = (r->control != NULL ? 3 : 2) - first, rc;
         Py_BEGIN_ALLOW_THREADS
         rc = Z.poll(items + first, n, timeout_ms);
         if (rc < 0) error = Z.errno_();
@@ -716,6 +781,7 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
              .msg_seq = msg_seq};
     watch(&r.watched[0], r.sync);
     watch(&r.watched[1], r.control);
+    watch(&r.source_w, r.source);
     if ((r.frames = PyList_New(0)) == NULL) return NULL;
     if (mode == PUMP_MODE_HOLD && (r.held = PyList_New(0)) == NULL) {
         Py_DECREF(r.frames);

@@ -16,6 +16,7 @@ Two kinds of test:
 from __future__ import annotations
 
 import os
+import platform
 import select
 import signal
 import threading
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -46,6 +48,7 @@ from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, market_pb2, wire
 from tests.integration.groups import running_group
 from tests.integration.probes import CHANNEL, STREAM, Source, decode_line_blocks
+from tests.integration.waiting import wait_until
 
 _pump = pytest.importorskip("feedha.adapter._pump", reason="the source pump's extension is not built")
 
@@ -355,6 +358,45 @@ def test_a_peer_that_speaks_during_a_call_stops_the_pump_before_the_next_frame()
             pumped = r.run(deadline_s=2.0)
         assert not speakers and pumped.stop == PumpStop.SOCKET, pumped
         assert pumped.messages == 1 and len(pumped.frames) == 1, pumped  # frame 2 waits
+
+
+# The poll() system calls, by machine: what a thread asleep in the pump's wait shows in
+# /proc/self/task/TID/syscall (x86_64: poll, ppoll; aarch64 has only ppoll).
+_POLL_CALLS = {"x86_64": {"7", "271"}, "aarch64": {"73"}}
+
+
+def _asleep_in_poll(thread_id: int) -> bool:
+    fields = Path(f"/proc/self/task/{thread_id}/syscall").read_text().split()
+    return bool(fields) and fields[0] in _POLL_CALLS[platform.machine()]
+
+
+@pytest.mark.skipif(platform.machine() not in _POLL_CALLS, reason="the poll() system call's number is unknown here")
+def test_what_comes_while_the_pump_waits_wakes_it_at_once() -> None:
+    # Once every socket has said it has nothing (the source's receive found nothing, the sync
+    # bus and the control socket answered ZMQ_EVENTS), the pump's wait is one poll() of their
+    # fds, not zmq_poll. A frame that comes while it sleeps there must wake it: it is taken and
+    # sent; a peer's word that comes while it sleeps again must end the call. Both long before
+    # the deadline: a wake-up missed would sleep until it.
+    pump_thread = threading.get_native_id()
+    seen: dict[str, Any] = {}
+    with rig() as r:
+
+        def stimulus() -> None:  # the tap is this thread's alone while the pump runs
+            wait_until(lambda: _asleep_in_poll(pump_thread), 10, "the pump asleep in its wait", interval=0.005)
+            r.send(_message(1))
+            seen["packet"] = r.tap.poll(10_000)
+            wait_until(lambda: _asleep_in_poll(pump_thread), 10, "the pump asleep again", interval=0.005)
+            r.sync_pub.send(b"a report")
+
+        stimulating = threading.Thread(target=stimulus)
+        stimulating.start()
+        started = time.monotonic()
+        pumped = r.run(deadline_s=60.0)
+        took = time.monotonic() - started
+        stimulating.join()
+    assert seen.get("packet"), "the frame that came during the wait never went out"
+    assert pumped.stop == PumpStop.SOCKET and pumped.messages == 1, pumped
+    assert took < 30.0, f"woken by the deadline after {took:.1f} s, not by what came"
 
 
 def test_a_batch_s_rest_ends_at_the_group_s_word_or_the_deadline_with_what_it_holds() -> None:
