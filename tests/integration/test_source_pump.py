@@ -16,7 +16,6 @@ Two kinds of test:
 from __future__ import annotations
 
 import os
-import platform
 import select
 import signal
 import threading
@@ -24,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -48,7 +46,7 @@ from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, market_pb2, wire
 from tests.integration.groups import running_group
 from tests.integration.probes import CHANNEL, STREAM, Source, decode_line_blocks
-from tests.integration.waiting import wait_until
+from tests.integration.waiting import asleep_in_poll, knows_poll_calls, wait_until
 
 _pump = pytest.importorskip("feedha.adapter._pump", reason="the source pump's extension is not built")
 
@@ -360,17 +358,7 @@ def test_a_peer_that_speaks_during_a_call_stops_the_pump_before_the_next_frame()
         assert pumped.messages == 1 and len(pumped.frames) == 1, pumped  # frame 2 waits
 
 
-# The poll() system calls, by machine: what a thread asleep in the pump's wait shows in
-# /proc/self/task/TID/syscall (x86_64: poll, ppoll; aarch64 has only ppoll).
-_POLL_CALLS = {"x86_64": {"7", "271"}, "aarch64": {"73"}}
-
-
-def _asleep_in_poll(thread_id: int) -> bool:
-    fields = Path(f"/proc/self/task/{thread_id}/syscall").read_text().split()
-    return bool(fields) and fields[0] in _POLL_CALLS[platform.machine()]
-
-
-@pytest.mark.skipif(platform.machine() not in _POLL_CALLS, reason="the poll() system call's number is unknown here")
+@knows_poll_calls
 def test_what_comes_while_the_pump_waits_wakes_it_at_once() -> None:
     # Once every socket has said it has nothing (the source's receive found nothing, the sync
     # bus and the control socket answered ZMQ_EVENTS), the pump's wait is one poll() of their
@@ -382,10 +370,10 @@ def test_what_comes_while_the_pump_waits_wakes_it_at_once() -> None:
     with rig() as r:
 
         def stimulus() -> None:  # the tap is this thread's alone while the pump runs
-            wait_until(lambda: _asleep_in_poll(pump_thread), 10, "the pump asleep in its wait", interval=0.005)
+            wait_until(lambda: asleep_in_poll(pump_thread), 10, "the pump asleep in its wait", interval=0.005)
             r.send(_message(1))
             seen["packet"] = r.tap.poll(10_000)
-            wait_until(lambda: _asleep_in_poll(pump_thread), 10, "the pump asleep again", interval=0.005)
+            wait_until(lambda: asleep_in_poll(pump_thread), 10, "the pump asleep again", interval=0.005)
             r.sync_pub.send(b"a report")
 
         stimulating = threading.Thread(target=stimulus)
