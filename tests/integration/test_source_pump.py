@@ -15,6 +15,7 @@ Two kinds of test:
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import select
 import signal
@@ -387,6 +388,94 @@ def test_what_comes_while_the_pump_waits_wakes_it_at_once() -> None:
     assert took < 30.0, f"woken by the deadline after {took:.1f} s, not by what came"
 
 
+def _flow_and_speak(ports: Any, words: int, frames: int) -> None:
+    """A child process: the source's frames (20 messages each, numbered on) as fast as it can send
+    them, and after every few frames a peer's word on the sync bus stamped with the monotonic clock,
+    the next once the parent acknowledged the last. Bounded: ``frames`` frames, then it stops."""
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        source, sync, acks = ctx.socket(zmq.XPUB), ctx.socket(zmq.XPUB), ctx.socket(zmq.PULL)
+        source.sndhwm = sync.sndhwm = 0
+        ports.send([s.bind_to_random_port("tcp://127.0.0.1") for s in (source, sync, acks)])
+        if not (source.poll(20_000) and sync.poll(20_000)):
+            return  # the parent never subscribed
+        source.recv()  # the subscriptions: what goes out from now on arrives
+        sync.recv()
+        encoded = [
+            b"".join(_message(seq) for seq in range(first, first + 20)) for first in range(1, frames * 20, 20)
+        ]
+        words_left, pending = words, False
+        for n, frame in enumerate(encoded):
+            source.send_multipart([STREAM, frame])
+            if pending and acks.poll(0):
+                acks.recv()
+                pending = False
+            if not pending and words_left and n % 7 == 3:  # a word in the midst of the flow
+                sync.send(str(time.monotonic()).encode())
+                words_left, pending = words_left - 1, True
+        while words_left or pending:  # the flow is over: each word left once the last was acknowledged
+            if pending:
+                if not acks.poll(20_000):
+                    return
+                acks.recv()
+                pending = False
+            if words_left:
+                sync.send(str(time.monotonic()).encode())
+                words_left, pending = words_left - 1, True
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_a_peer_s_word_ends_the_pump_s_call_wherever_it_comes_while_the_source_floods() -> None:
+    # The sync bus is quiet once ZMQ_EVENTS said it has nothing, and then only its fd is looked at
+    # (before every frame, and in the wait). A word that came and was not seen would wait for the
+    # call's deadline. A child process floods the source and speaks on the sync bus again and again
+    # (its words land in the drain, between frames, in the wait): every one must end the call, long
+    # before its 20 s deadline. Another process, so that no GIL decides when a word can be sent.
+    words, frames = 150, 3000
+    spawn = multiprocessing.get_context("spawn")
+    ours, theirs = spawn.Pipe()
+    child = spawn.Process(target=_flow_and_speak, args=(theirs, words, frames), daemon=True)
+    child.start()
+    acks: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
+    acks.linger = 0
+    try:
+        with rig() as r:
+            assert ours.poll(30), "the child never said where it listens"
+            source_port, sync_port, acks_port = ours.recv()
+            r.source.connect(f"tcp://127.0.0.1:{source_port}")
+            r.sync.connect(f"tcp://127.0.0.1:{sync_port}")
+            acks.connect(f"tcp://127.0.0.1:{acks_port}")
+            waited: list[float] = []
+            stops: list[int] = []
+            expect, msg_seq, converted, ahead = 0, 1, 0, 0
+            give_up = time.monotonic() + 120
+            while len(waited) < words and time.monotonic() < give_up:
+                pumped = r.run(deadline_s=20.0, expect=expect, msg_seq=msg_seq)
+                stops.append(pumped.stop)
+                assert pumped.leftover is None and pumped.error is None, pumped
+                if pumped.messages:
+                    expect = pumped.first_source_seq + pumped.messages
+                    msg_seq = pumped.first_msg_seq + pumped.messages
+                    converted += pumped.messages
+                if pumped.stop == PumpStop.SOCKET:
+                    waited.append(time.monotonic() - float(r.sync.recv()))
+                    ahead += bool(r.source.poll(0))
+                    acks.send(b"")
+    finally:
+        acks.close(linger=0)
+        child.join(30)
+        if child.is_alive():
+            child.kill()
+    assert len(waited) == words and set(stops) == {PumpStop.SOCKET}, (len(waited), set(stops))
+    assert max(waited) < 10.0, f"a word waited {max(waited):.1f} s: its wake-up was missed"
+    assert converted > 10 * words  # the words came while the source flowed, not after it
+    # ... and a word ends the call in the midst of the drain, not once the source ran dry: most
+    # calls it ends leave frames queued (a drain that looked at the sync bus's fd only in its
+    # wait left 1-2 of 150 so, this one 111-150).
+    assert ahead >= words // 3, f"only {ahead} of {words} words ended a call with frames still queued"
+
+
 def test_a_batch_s_rest_ends_at_the_group_s_word_or_the_deadline_with_what_it_holds() -> None:
     # Between batches the pump leaves the source alone but still watches the sync bus and the
     # control socket: a report ends a rest far longer than the test, and a rest that reaches the
@@ -492,7 +581,14 @@ def test_a_packet_the_journal_refuses_mid_frame_is_dropped_its_runs_booked_and_t
     # packets. Its runs are numbered (the engine's state has them) and kept off the line; the
     # pump stops there and hands back the rest of the frame. The Python twin does the same.
     first, second = (b"".join(_message(seq) for seq in seqs) for seqs in (range(1, 4), range(4, 41)))
-    with rig(journal_refuses=lambda call: call == 2) as r:
+    rigged: list[Rig] = []
+
+    def second_is_queued() -> None:  # converting frame 1 (taken off the socket): frame 2 is next
+        if rigged:
+            assert rigged.pop().source.poll(2000), "frame 2 never came"
+
+    with rig(journal_refuses=lambda call: call == 2, before_run=second_is_queued) as r:
+        rigged.append(r)
         r.send(first)
         r.send(second)
         assert r.source.poll(2000)
