@@ -553,53 +553,6 @@ static void watch(Watched *w, void *socket) {
     if (socket == NULL || Z.getsockopt(socket, ZMQ_FD, &w->fd, &size) != 0) w->fd = -1;
 }
 
-/* Whether the sync bus or the control socket has a message waiting.
- *
- * libzmq answers ZMQ_EVENTS by processing the socket's pending commands, which costs a
- * getpid() and a poll() in the kernel every time: before every frame, on both sockets, that
- * was a tenth of a backup's time at 10k msg/s. Once ZMQ_EVENTS said a socket has nothing,
- * nothing can reach it but through a command (a pipe activated or attached), and a command
- * makes the socket's ZMQ_FD readable until the socket processes it (libzmq's edge-triggered
- * ZMQ_FD, as event loops use it). So while both sockets are quiet one poll() of both fds
- * answers; only a socket whose fd is readable (or unknown) is asked ZMQ_EVENTS again. Nothing
- * else reads these sockets during a call: the runner, which does, waits for it to return (the
- * journal callback and signal handlers touch neither socket), and the zmq_poll of
- * wait_on that also processes their commands reports what it finds. */
-static int group_speaks(Run *r) {
-    struct pollfd fds[2];
-    int n = 0;
-    for (int i = 0; i < 2; i++) {
-        Watched *w = &r->watched[i];
-        if (w->socket == NULL) continue;
-        if (!w->quiet) {
-            n = -1; /* ask it */
-            break;
-        }
-        fds[n++] = (struct pollfd){.fd = w->fd, .events = POLLIN};
-    }
-    if (n == 0) return 0; /* none to look at */
-    if (n > 0) {
-        int rc = poll(fds, (nfds_t)n, 0);
-        if (rc == 0) return 0; /* no command came: still nothing */
-        for (int i = 0, k = 0; i < 2; i++) {
-            Watched *w = &r->watched[i];
-            if (w->socket == NULL) continue;
-            if (rc < 0 || fds[k].revents) w->quiet = 0;
-            k++;
-        }
-    }
-    for (int i = 0; i < 2; i++) {
-        Watched *w = &r->watched[i];
-        if (w->socket == NULL || w->quiet) continue;
-        int events = 0;
-        size_t size = sizeof events;
-        if (Z.getsockopt(w->socket, ZMQ_EVENTS, &events, &size) != 0) continue; /* asked again next time */
-        if (events & ZMQ_POLLIN) return 1;
-        w->quiet = w->fd >= 0;
-    }
-    return 0;
-}
-
 /* Whether every socket a wait looks at is quiet, so that a poll() of their fds is the wait. */
 static int all_quiet(Run *r, int with_source) {
     if (with_source && !r->source_w.quiet) return 0;
@@ -608,10 +561,10 @@ static int all_quiet(Run *r, int with_source) {
     return 1;
 }
 
-/* The wait of quiet sockets: one poll() of their fds, the GIL released. A socket whose fd became
-   readable is quiet no more (a command came: it is asked what it has). 1: one did; 0: the timeout
-   passed; -1: poll() failed (*error: its errno; on anything but EINTR every socket is asked again,
-   through zmq_poll). */
+/* One poll() of the quiet sockets' fds (the source's too with with_source), the GIL released when
+   it may sleep (timeout_ms > 0; 0 looks and returns). A socket whose fd became readable is quiet no
+   more (a command came: it is asked what it has), and after a failure none is. 1: one did; 0: the
+   timeout passed; -1: poll() failed (*error: its errno). */
 static int poll_quiet(Run *r, int with_source, long timeout_ms, int *error) {
     struct pollfd fds[3];
     Watched *of[3];
@@ -625,13 +578,44 @@ static int poll_quiet(Run *r, int with_source, long timeout_ms, int *error) {
         of[n] = &r->watched[i];
         fds[n++] = (struct pollfd){.fd = r->watched[i].fd, .events = POLLIN};
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = poll(fds, (nfds_t)n, (int)timeout_ms);
-    if (rc < 0) *error = errno;
-    Py_END_ALLOW_THREADS
+    if (timeout_ms > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = poll(fds, (nfds_t)n, (int)timeout_ms);
+        if (rc < 0) *error = errno;
+        Py_END_ALLOW_THREADS
+    } else if ((rc = poll(fds, (nfds_t)n, 0)) < 0) {
+        *error = errno;
+    }
     for (int k = 0; k < n; k++)
-        if (rc < 0 ? *error != EINTR : fds[k].revents != 0) of[k]->quiet = 0;
+        if (rc < 0 || fds[k].revents != 0) of[k]->quiet = 0;
     return rc < 0 ? -1 : rc > 0;
+}
+
+/* Whether the sync bus or the control socket has a message waiting.
+ *
+ * libzmq answers ZMQ_EVENTS by processing the socket's pending commands, which costs a
+ * getpid() and a poll() in the kernel every time: before every frame, on both sockets, that
+ * was a tenth of a backup's time at 10k msg/s. Once ZMQ_EVENTS said a socket has nothing,
+ * nothing can reach it but through a command (a pipe activated or attached), and a command
+ * makes the socket's ZMQ_FD readable until the socket processes it (libzmq's edge-triggered
+ * ZMQ_FD, as event loops use it). So while both sockets are quiet one poll() of both fds
+ * answers; only a socket whose fd is readable (or unknown) is asked ZMQ_EVENTS again. Nothing
+ * else reads these sockets during a call: the runner, which does, waits for it to return (the
+ * journal callback and signal handlers touch neither socket), and the zmq_poll of
+ * wait_on that also processes their commands reports what it finds. */
+static int group_speaks(Run *r) {
+    int error = 0;
+    if (all_quiet(r, 0) && poll_quiet(r, 0, 0, &error) == 0) return 0; /* no command came: still nothing */
+    for (int i = 0; i < 2; i++) {
+        Watched *w = &r->watched[i];
+        if (w->socket == NULL || w->quiet) continue;
+        int events = 0;
+        size_t size = sizeof events;
+        if (Z.getsockopt(w->socket, ZMQ_EVENTS, &events, &size) != 0) continue; /* asked again next time */
+        if (events & ZMQ_POLLIN) return 1;
+        w->quiet = w->fd >= 0;
+    }
+    return 0;
 }
 
 /* Wait on the adapter's sockets until until_ns (at most deadline_ns): the source too, or (a
@@ -641,11 +625,12 @@ static int poll_quiet(Run *r, int with_source, long timeout_ms, int *error) {
    a signal); -1: error.
 
    zmq_poll asks every socket ZMQ_EVENTS before and after it sleeps, and each answer costs a
-   getpid() and a poll() (group_speaks says why): 18 poll()s and 8 getpid()s a wake-up of an
-   active at 10k msg/s, one message a wake-up. A socket that said it has nothing is quiet until
-   its edge-triggered fd is readable (the source: its receive found nothing), so while every
-   socket waited on is quiet, one poll() of their fds is the whole wait; a socket whose fd wakes
-   it is asked again (the watched ones here, the source by the drain's receive). */
+   getpid() and a poll() (group_speaks says why): an active at 10k msg/s made 18 poll()s and 8
+   getpid()s for each read of a mailbox's eventfd, about one a wake-up. A socket that said it has
+   nothing is quiet until its edge-triggered fd is readable (the source: its receive found
+   nothing), so while every socket waited on is quiet, one poll() of their fds is the whole wait;
+   a socket whose fd wakes it is asked again (the watched ones here, the source by the drain's
+   receive). */
 static int wait_on(Run *r, int with_source, int64_t until_ns, int64_t deadline_ns, int *stop) {
     for (;;) {
         int64_t now = clock_ns(CLOCK_MONOTONIC);
