@@ -245,24 +245,24 @@ def _report(
         },
         "rss_mib": memory.report(),
     }
-    report["passed"] = _passed(report)
+    report["failed_checks"] = failed_checks(report)
+    report["passed"] = not report["failed_checks"]
     return report
 
 
-def _passed(report: dict[str, Any]) -> bool:
+def failed_checks(report: dict[str, Any]) -> list[str]:
+    """The names of the drill's checks that failed (none: it passed), so a failed run says why."""
     honest, login, health = report["honest"], report["admin_login"], report["health"]
-    bounded = all(r["max"] - r["before"] <= RSS_GROWTH_MIB for r in report["rss_mib"].values())
-    return (
-        honest["lost"] == 0
-        and honest["line_holes"] == 0
-        and login.get("logins", 0) > 0
-        and not login.get("failed")
-        and login.get("p99_ms", 1e9) < LOGIN_P99_S * 1000
-        and health.get("failed", 1) == 0
-        and health.get("answered", 0) > 0
-        and all(not a["rebinds"] for a in report["adapters"].values())
-        and bounded
-    )
+    checks = {
+        "honest_lost": honest["lost"] == 0,
+        "honest_line_holes": honest["line_holes"] == 0,
+        "logins": login.get("logins", 0) > 0 and not login.get("failed"),
+        "login_p99": login.get("p99_ms", 1e9) < LOGIN_P99_S * 1000,
+        "health": health.get("failed", 1) == 0 and health.get("answered", 0) > 0,
+        "rebinds": all(not a["rebinds"] for a in report["adapters"].values()),
+        "rss_growth": all(r["max"] - r["before"] <= RSS_GROWTH_MIB for r in report["rss_mib"].values()),
+    }
+    return [name for name, held in checks.items() if not held]
 
 
 class MemoryWatch:
