@@ -18,7 +18,6 @@ def test_the_abuse_drill_costs_the_honest_parties_nothing() -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
     result = json.loads(done.stdout.splitlines()[-1])
     assert done.returncode == 0 and result["passed"], (result["failed_checks"], result)
-    assert result["failed_checks"] == []
     assert result["honest"]["lost"] == 0 and result["honest"]["line_holes"] == 0
     assert len(result["honest"]["lines"]) == 3
     flood = result["attacks"]["subscription_flood"]["outcomes"]
