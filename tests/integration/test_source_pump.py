@@ -391,7 +391,8 @@ def test_what_comes_while_the_pump_waits_wakes_it_at_once() -> None:
 def _flow_and_speak(ports: Any, words: int, frames: int) -> None:
     """A child process: the source's frames (20 messages each, numbered on) as fast as it can send
     them, and after every few frames a peer's word on the sync bus stamped with the monotonic clock,
-    the next once the parent acknowledged the last. Bounded: ``frames`` frames, then it stops."""
+    the next once the parent acknowledged the last. Bounded: ``frames`` frames, then the words left,
+    each once the last was acknowledged (20 s at most for each)."""
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
         source, sync, acks = ctx.socket(zmq.XPUB), ctx.socket(zmq.XPUB), ctx.socket(zmq.PULL)
