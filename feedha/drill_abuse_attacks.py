@@ -232,21 +232,26 @@ class HonestLogins:
 
 
 def idle_connections(host: str, port: int, *, count: int, stop: threading.Event) -> dict[str, Any]:
-    """``count`` connections that never send a byte, opened again whenever the server closes one."""
+    """``count`` connections that never send a byte, opened again whenever the server closes one.
+
+    The server's answer to a connection that sends nothing is a ``408`` or a ``503`` and a close
+    (or a close alone, when it gives the slot to a newer connection): any byte or the end of the
+    stream means the server is done with it, so it is closed and another takes its place.
+    """
     held: list[socket.socket] = []
     opened = closed_by_server = 0
     while not stop.is_set():
         alive = []
         for sock in held:
             try:
-                if sock.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b"":
-                    raise ConnectionResetError
-                alive.append(sock)  # it answered something (a 408/503): counts as closed soon
+                sock.recv(4096, socket.MSG_DONTWAIT)  # an answer or the end: the server let go
             except BlockingIOError:
                 alive.append(sock)
+                continue
             except OSError:
-                closed_by_server += 1
-                sock.close()
+                pass
+            closed_by_server += 1
+            sock.close()
         held = alive
         while len(held) < count and not stop.is_set():
             try:

@@ -1,10 +1,14 @@
-"""The abuse drill's verdict names each check that did not hold (feedha/drill_abuse.py)."""
+"""The abuse drill's verdict names each check that did not hold, and its idle attacker keeps its count."""
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from typing import Any
 
 from feedha.drill_abuse import RSS_GROWTH_MIB, failed_checks
+from feedha.drill_abuse_attacks import idle_connections
 
 
 def _report(**changes: Any) -> dict[str, Any]:
@@ -33,3 +37,44 @@ def test_each_broken_promise_is_named() -> None:
     assert failed_checks(_report(adapters__x={"rebinds": 2})) == ["rebinds"]
     grown = {"before": 70.0, "max": 70.0 + RSS_GROWTH_MIB + 1}
     assert failed_checks(_report(rss_mib__admin=grown)) == ["rss_growth"]
+
+
+def test_the_idle_attacker_opens_again_what_the_server_answered_and_closed() -> None:
+    # A server that answers every connection with a 408 and closes it, as a probe listener does
+    # past its header timeout: the attacker must see each answer, close, and open another.
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+    accepted = 0
+
+    def serve() -> None:
+        nonlocal accepted
+        deadline = time.monotonic() + 20
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                conn, _peer = server.accept()
+            except TimeoutError:
+                continue
+            accepted += 1
+            conn.sendall(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+            conn.close()
+
+    serving = threading.Thread(target=serve)
+    serving.start()
+    result: dict[str, Any] = {}
+    port = server.getsockname()[1]
+    attacker = threading.Thread(
+        target=lambda: result.update(idle_connections("127.0.0.1", port, count=3, stop=stop))
+    )
+    attacker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while accepted < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        attacker.join(10)
+        serving.join(10)
+        server.close()
+    assert accepted >= 12, accepted
+    assert result["opened"] >= 12 and result["closed_by_server"] >= result["opened"] - 3, result
