@@ -15,6 +15,11 @@ packets sent meanwhile are lost on that line for everyone. A
   descriptor it came from (``ZMQ_SRCFD``); the book keeps, per descriptor,
   the socket's inode (so a descriptor number reused by a later connection
   is never mistaken for the earlier one) and the key;
+* a number read late may have gone to *any* socket of the process meanwhile
+  (a health probe's, the admin link's, the source link's), so the book
+  learns a descriptor only when its socket's local address is the one its
+  own socket listens on (:class:`Listening`): only a connection that socket
+  accepted has it;
 * a socket monitor tells it which connections were accepted, so a peer that
   never says anything is known too (and, on a line, cut off after
   :data:`IDLE_GRACE_S`: a subscriber always subscribes at once);
@@ -23,7 +28,9 @@ packets sent meanwhile are lost on that line for everyone. A
   every connected key and cuts off the connections of those that lost
   access: ``shutdown(2)`` on a duplicate of the descriptor, after checking
   that it still names the same socket. libzmq sees that one connection end;
-  the peer reconnects, and ZAP refuses it.
+  the peer reconnects, and ZAP refuses it. A socket whose address the book
+  cannot read (a transport other than TCP and IPC) is ``blind``: the adapter
+  binds it afresh instead.
 
 The book also caps the connections of one key (:data:`MAX_CONNECTIONS_PER_KEY`):
 a key that opens more has the newest cut off as soon as it is known, so one
@@ -34,7 +41,8 @@ hoarder's extra sockets go quiet instead of reconnecting and being cut off
 over and over.
 
 Why ``User-Id`` carries a serial: a message may be read after its connection
-closed and its descriptor number went to a newer connection. ZAP numbers the
+closed and its descriptor number went to a newer connection of the same
+socket (one of another socket is never learned, above). ZAP numbers the
 connections it admits in order (:func:`zap_user_id`), and a descriptor only
 ever goes to a later connection, so the book keeps, per descriptor and
 inode, the key of the highest serial it saw. A stale message read *before*
@@ -50,6 +58,7 @@ table (GIL-atomic dict lookups).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
@@ -65,7 +74,7 @@ from feedha.transport import readable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IDLE_GRACE_S", "MAX_CONNECTIONS_PER_KEY", "PeerBook", "split_user_id", "zap_user_id"]
+__all__ = ["IDLE_GRACE_S", "MAX_CONNECTIONS_PER_KEY", "Listening", "PeerBook", "split_user_id", "zap_user_id"]
 
 MAX_CONNECTIONS_PER_KEY: Final = 8  # per socket; a subscriber needs one (two while it reconnects)
 IDLE_GRACE_S: Final = 5.0  # a line peer that has not subscribed by then is cut off
@@ -100,6 +109,67 @@ class _Peer:
     messages: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Listening:
+    """Where a bound socket listens: the local address of every connection it accepted.
+
+    ``tcp``: a port, and an address unless the socket listens on all of them;
+    ``ipc``: a path (an abstract one starts with NUL, as ``getsockname`` says it).
+    """
+
+    port: int = 0
+    host: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+    path: str = ""
+
+    @classmethod
+    def parse(cls, endpoint: str) -> Listening | None:
+        """From ``ZMQ_LAST_ENDPOINT`` (``tcp://127.0.0.1:5556``, ``tcp://[::]:5556``, ``ipc:///x``).
+
+        Returns:
+            ``None`` for another transport, or one not bound yet.
+        """
+        scheme, _sep, rest = endpoint.partition("://")
+        if scheme == "ipc" and rest:
+            return cls(path="\0" + rest[1:] if rest.startswith("@") else rest)
+        if scheme != "tcp":
+            return None
+        host, _colon, port = rest.rpartition(":")
+        try:
+            address = ipaddress.ip_address(host.strip("[]"))
+            number = int(port)
+        except ValueError:
+            return None
+        return cls(port=number, host=None if address.is_unspecified else address) if number > 0 else None
+
+    def accepted(self, descriptor: int) -> bool:
+        """Whether ``descriptor`` is a connection with this local address (not the listener; errors: no)."""
+        try:
+            duplicate = os.dup(descriptor)
+        except OSError:
+            return False
+        try:
+            with socket.socket(fileno=duplicate) as sock:
+                duplicate = -1  # the socket object closes it
+                family, local = sock.family, sock.getsockname()
+                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                    return False  # the listening socket itself: never a peer
+        except OSError:
+            return False
+        finally:
+            if duplicate >= 0:
+                os.close(duplicate)
+        if self.path:
+            return family == socket.AF_UNIX and local in (self.path, self.path.encode())
+        if family not in (socket.AF_INET, socket.AF_INET6) or local[1] != self.port:
+            return False
+        if self.host is None:
+            return True
+        address = ipaddress.ip_address(local[0].partition("%")[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return address == self.host
+
+
 class PeerBook:
     """The connections of one socket and their keys; cuts off the ones that must go.
 
@@ -126,6 +196,9 @@ class PeerBook:
         self._peers: dict[int, _Peer] = {}  # by file descriptor
         self._per_key: dict[str, int] = {}  # connections known per key (read by the ZAP thread)
         self._monitor: zmq.Socket[bytes] | None = None
+        self._sock: zmq.Socket[Any] | None = None
+        self._listening: Listening | None = None  # read from the socket at its first connection
+        self._listening_read = False
         self._version = -1
         self._next_sweep = 0.0
         self.blind = False  # libzmq says nothing of descriptors: fall back to rebinding
@@ -142,6 +215,7 @@ class PeerBook:
         self.detach()
         self._peers.clear()
         self._per_key.clear()
+        self._sock, self._listening, self._listening_read = sock, None, False
         try:
             # Every event: a monitor with a mask, once closed, left libzmq 4.3.4 sending no ZAP
             # request of that context to a later handler (measured); the others are skipped.
@@ -154,6 +228,7 @@ class PeerBook:
         if self._monitor is not None:
             _retire(self._monitor)
             self._monitor = None
+        self._sock = None
 
     def status(self) -> dict[str, Any]:
         return {"peers": len(self._peers), "cut": dict(self.cut), "blind": self.blind}
@@ -198,7 +273,7 @@ class PeerBook:
         except (zmq.ZMQError, TypeError, ValueError):
             self.blind = True
             return key if allowed else None
-        inode = _inode(descriptor)
+        inode = self._own(descriptor)
         if inode is None:
             return key if allowed else None  # its connection is gone already
         peer = self._peers.get(descriptor)
@@ -225,6 +300,31 @@ class PeerBook:
             self._cut(descriptor, "revoked")
             return None
         return key
+
+    def _own(self, descriptor: int) -> int | None:
+        """The inode behind ``descriptor`` if it is a connection this book's socket accepted, else None.
+
+        A descriptor that names the same inode as a known peer is that peer; this is for
+        learning a new one, whose number may have gone to any socket of the process.
+        """
+        inode = _inode(descriptor)
+        peer = self._peers.get(descriptor)
+        if inode is None or (peer is not None and peer.inode == inode):
+            return inode
+        if not self._listening_read and self._sock is not None:
+            # A connection exists, so the socket is bound: where it listens is known now.
+            try:
+                endpoint = self._sock.get(zmq.LAST_ENDPOINT)
+            except zmq.ZMQError:
+                return None
+            self._listening_read = True
+            self._listening = Listening.parse(endpoint.decode() if isinstance(endpoint, bytes) else "")
+            if self._listening is None:
+                logger.warning(
+                    "%s: cannot tell its connections by address (%r): it rebinds", self.name, endpoint
+                )
+                self.blind = True
+        return inode if self._listening is not None and self._listening.accepted(descriptor) else None
 
     def _over_cap(self, key: str) -> bool:
         return bool(key) and self._per_key.get(key, 0) > self._max_per_key
@@ -271,7 +371,7 @@ class PeerBook:
             event = int.from_bytes(frames[0][:2], "little")
             descriptor = int.from_bytes(frames[0][2:6], "little")
             if event == zmq.EVENT_ACCEPTED:
-                inode = _inode(descriptor)
+                inode = self._own(descriptor)
                 known = self._peers.get(descriptor)
                 if inode is not None and (known is None or known.inode != inode):  # not heard from yet
                     self._remember(descriptor, _Peer(inode=inode, since=now))

@@ -10,6 +10,9 @@ service's per-key cap and cut-offs.
 
 from __future__ import annotations
 
+import os
+import select
+import socket
 import struct
 import threading
 import time
@@ -332,4 +335,93 @@ def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_
         for dealer in dealers:
             dealer.close(linger=0)
         replay.stop()
+        guard.stop()
+
+
+def _foreign_socket_on(descriptor: int) -> tuple[socket.socket, socket.socket, socket.socket]:
+    """A plain TCP connection of this process whose one end got ``descriptor`` (free now).
+
+    Returns ``(listener, end_on_descriptor, other_end)``. The lowest free number goes to the next
+    socket made, so the first tries take it unless a library thread took it first.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    spare: list[socket.socket] = []
+    try:
+        for _ in range(64):
+            client = socket.create_connection(listener.getsockname(), timeout=5)
+            accepted, _peer = listener.accept()
+            for mine, theirs in ((client, accepted), (accepted, client)):
+                if mine.fileno() == descriptor:
+                    return listener, mine, theirs
+            spare += [client, accepted]
+    finally:
+        for sock in spare:
+            sock.close()
+    listener.close()
+    pytest.skip(f"descriptor {descriptor} went to something else of this process")
+
+
+def test_a_descriptor_that_went_to_another_socket_of_the_process_is_never_cut() -> None:
+    # A subscription read late names its connection's descriptor by number (ZMQ_SRCFD), and a
+    # socket monitor's events name it too; by then the connection may have ended and the number
+    # gone to any socket of the process (a health probe's, the admin link's). The book must learn
+    # and cut only connections of its own socket: neither a revoked key's stale subscription nor
+    # an accepted event read late may end a stranger.
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    guard = DataPlaneGuard(adapter=1, keys=CurveKeys(*zmq.curve_keypair()), sync_keys=None)
+    guard.start(ctx)
+    line = ctx.socket(guard.line_kind)
+    line.linger = 0
+    guard.secure(line, LINE)
+    endpoint = f"tcp://127.0.0.1:{line.bind_to_random_port('tcp://127.0.0.1')}"
+    book = guard.books[LINE]
+    keys = zmq.curve_keypair()
+    guard.on_access([(keys[0].decode(), FAR)], revoke=False, replace=False)
+    sub = ctx.socket(zmq.SUB)
+    sub.linger = 0
+    sub.curve_publickey, sub.curve_secretkey = keys
+    sub.curve_serverkey = guard.keys.public if guard.keys is not None else b""
+    sub.subscribe(b"")
+    sub.connect(endpoint)
+    opened: list[socket.socket] = []
+    try:
+        assert line.poll(10_000), "no subscription came"
+        stale = line.recv(copy=False)  # read now, handed to the book only once it is stale
+        descriptor = int(stale.get(zmq.SRCFD))
+        inode = os.fstat(descriptor).st_ino
+        sub.close(linger=0)
+
+        def ended() -> bool:
+            try:
+                return os.fstat(descriptor).st_ino != inode
+            except OSError:
+                return True
+
+        _wait_until(ended, "libzmq to close the subscriber's connection")
+        listener, stranger, far_end = _foreign_socket_on(descriptor)
+        opened += [listener, stranger, far_end]
+        far_end.setblocking(False)
+
+        def whole(said: bytes) -> None:  # nothing came, no end: the stranger's connection is intact
+            with pytest.raises(BlockingIOError):
+                far_end.recv(1)
+            stranger.sendall(said)
+            _wait_until(lambda: select.select([far_end], [], [], 0.05)[0] != [], "the stranger's bytes")
+            assert far_end.recv(64) == said
+
+        # The monitor's events (accepted, then gone) are read now; the sweep comes after the grace.
+        now = time.monotonic()
+        book.serve(now=now)
+        book.serve(now=now + peers.IDLE_GRACE_S + 1)
+        whole(b"after the sweep")
+        guard.on_access([(keys[0].decode(), 0)], revoke=True, replace=False)
+        assert book.on_message(stale, now=now + peers.IDLE_GRACE_S + 2) is None  # a revoked key's
+        book.serve(now=now + 2 * peers.IDLE_GRACE_S + 3)
+        whole(b"after the revoked key's subscription")
+        assert book.cut == {"revoked": 0, "over_cap": 0, "idle": 0, "noisy": 0}
+    finally:
+        for sock in opened:
+            sock.close()
+        sub.close(linger=0)
+        line.close(linger=0)
         guard.stop()
