@@ -135,7 +135,7 @@ class Listening:
             return None
         host, _colon, port = rest.rpartition(":")
         try:
-            address = ipaddress.ip_address(host.strip("[]"))
+            address = ipaddress.ip_address(host.strip("[]").partition("%")[0])
             number = int(port)
         except ValueError:
             return None

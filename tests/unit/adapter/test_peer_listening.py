@@ -20,6 +20,7 @@ from feedha.adapter.peers import Listening
         ("tcp://0.0.0.0:5556", Listening(port=5556)),
         ("tcp://[::]:5556", Listening(port=5556)),
         ("tcp://[::1]:5556", Listening(port=5556, host=ipaddress.ip_address("::1"))),
+        ("tcp://[fe80::1%eth0]:5556", Listening(port=5556, host=ipaddress.ip_address("fe80::1"))),
         ("ipc:///tmp/feedha/line", Listening(path="/tmp/feedha/line")),
         ("ipc://@feedha-line", Listening(path="\0feedha-line")),
     ],
