@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 A subscriber arbitrates every line of a channel. Two things a single packet
 can say would move the whole channel: a higher *term* (which fences every
-line of a lower one) and a ``msg_seq`` far beyond anything seen (which opens
+line of a lower one; the first term a subscriber hears is a claim too, so a
+forged packet read first fences nobody) and a ``msg_seq`` far beyond anything seen (which opens
 a gap that is later declared lost and skipped). A damaged, forged or zombie
 packet must not do either by itself. So such a claim is believed only when
 
@@ -50,11 +51,18 @@ class Claims:
     def __repr__(self) -> str:
         return f"<Claims [terms={self._terms}, jumps={self._jumps}]>"
 
-    def term(self, line: int, term: int, *, highest: int) -> int | None:
-        """A packet of ``term`` above ``highest`` from ``line``: the term now believed, or ``None``."""
-        believed = self._weigh(self._terms, line, term, above=highest)
+    def term(self, line: int, term: int, *, highest: int | None) -> int | None:
+        """A packet of ``term`` above ``highest`` from ``line``: the term now believed, or ``None``.
+
+        ``highest`` is ``None`` while no term is believed: then any term is a claim, and
+        the claims above the first term believed stay open (they claim a later term).
+        """
+        believed = self._weigh(self._terms, line, term, above=-1 if highest is None else highest)
         if believed is not None:
+            above = {other: claim for other, claim in self._terms.items() if claim[0] > believed}
             self._terms.clear()
+            if highest is None:
+                self._terms.update(above)
         self.pending = bool(self._terms or self._jumps)
         return believed
 

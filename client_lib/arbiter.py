@@ -301,10 +301,12 @@ class ChannelArbiter:
     def _check_term(self, line: int, header: PacketHeader, counters: LineCounters, out: list[Event]) -> bool:
         # Follow the highest term; a lower one is a stale (demoted) sender. A
         # higher one fences the others only once confirmed (client_lib._claims):
-        # until then its packets are taken like any line's.
+        # until then its packets are taken like any line's. The first term is a
+        # claim like any other: one forged packet read first must not fence every
+        # genuine line (another line's lower term backs it at that lower term).
         highest = self._highest_term
         if highest is None:
-            self._highest_term = header.term
+            self._highest_term = self._claims.term(line, header.term, highest=None)
         elif header.term < highest:
             self._stale += 1
             counters.stale += 1

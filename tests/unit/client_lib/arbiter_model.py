@@ -11,12 +11,13 @@ byte offsets. Its rules:
   (real-time vs delayed) or another channel is counted by reason and changes
   nothing else. The channel number is adopted from the first packet that
   decodes, when not configured.
-- **Terms** (live packets; a retransmission is exempt): the first term seen is
-  believed; a lower term than the believed one is stale and dropped; a higher
-  one is a *claim*, believed when another line claims more than the believed
-  term (then the lesser of the two), or when the same line said it
-  ``CONFIRM`` times in a row, counting again whenever another line sent an
-  ordinary packet. Its blocks are taken either way.
+- **Terms** (live packets; a retransmission is exempt): a term above the
+  believed one -- any term, while none is believed yet -- is a *claim*,
+  believed when another line claims more than the believed term (then the
+  lesser of the two), or when the same line said it ``CONFIRM`` times in a
+  row, counting again whenever another line sent an ordinary packet; its
+  blocks are taken either way, and until a first term is believed no packet
+  is stale. A lower term than the believed one is stale and dropped.
 - **Far jumps**: a live packet more than ``MAX_JUMP`` past everything seen is
   a claim of the same kind (backed by another line's claim within
   ``MAX_JUMP`` of it); until believed it is dropped and counted suspect.
@@ -193,7 +194,7 @@ class Model:
 
     def _believed(self, line: int, header: PacketHeader, tally: Tally, out: list[object]) -> bool:
         if self.highest_term is None:
-            self.highest_term = header.term
+            self.highest_term = self._claim("term", line, header.term, above=-1, near=None)
         elif header.term < self.highest_term:
             self.counts["stale"] += 1
             tally.stale += 1
@@ -230,7 +231,11 @@ class Model:
         ]
         believed = min(value, max(backing)) if backing else value if times >= CONFIRM else None
         if believed is not None:
+            # The first term believed leaves the claims of later terms open.
+            first = kind == "term" and above < 0
+            kept = {other: claim for other, claim in claims.items() if first and claim[0] > believed}
             claims.clear()
+            claims.update(kept)
         return believed
 
     def _take(

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from feedha.client._claims import CONFIRM
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.client.events import (
@@ -152,7 +153,8 @@ def test_retransmitted_packet_fills_hole() -> None:
     assert arb.on_timer(now=0.06) == [RetransmissionNeeded(CHANNEL, 2, 4)]
     out = arb.on_packet(3, packet(2, 3, term=0, flags=FLAG_RETRANSMISSION), now=0.07)
     assert seqs(out) == [2, 3, 4, 5]
-    assert arb.stats().stale == 0 and arb.stats().highest_term == 1
+    # A retransmission's term is no claim; one line has said term 1 twice: not yet believed.
+    assert arb.stats().stale == 0 and arb.stats().highest_term is None
 
 
 def test_line_holes_count_what_only_a_retransmission_carried() -> None:
@@ -236,7 +238,9 @@ def test_higher_term_copy_replaces_undelivered_older_term_copy() -> None:
 def test_stale_term_dropped_after_term_increase() -> None:
     arb = arbiter()
     arb.on_packet(0, packet(1, term=3), now=0.0)
-    arb.on_packet(2, heartbeat(2, term=4, adapter=3), now=0.0)  # a second line claims term 4 too
+    # A second line says term 4: the first term believed is the lesser, 3; its 4 stays a claim.
+    arb.on_packet(2, heartbeat(2, term=4, adapter=3), now=0.0)
+    assert arb.stats().highest_term == 3
     out = arb.on_packet(1, packet(2, term=4, adapter=2), now=0.0)
     assert out[0] == TermChanged(CHANNEL, 3, 4, 1) and seqs(out) == [2]
     # The old active keeps sending msg_seq 3 with term 3: not delivered.
@@ -260,6 +264,33 @@ def test_one_forged_term_fences_nobody_but_a_repeated_one_does() -> None:
     for n in range(3):
         out = arb.on_packet(1, packet(3 + n, term=5, adapter=2), now=0.0)
     assert TermChanged(CHANNEL, 1, 5, 1) in out and arb.stats().highest_term == 5
+
+
+def test_a_forged_packet_read_first_fences_nobody() -> None:
+    # The first packet a subscriber reads carries a huge term (forged, or a zombie's from the
+    # future): the genuine lines that follow must not all be dropped as stale.
+    arb = arbiter()
+    out = arb.on_packet(0, packet(1, term=2**32 - 1, adapter=9), now=0.0)
+    assert seqs(out) == [1] and arb.stats().highest_term is None  # taken, not believed
+    out = arb.on_packet(1, packet(2, term=4, adapter=1), now=0.0)
+    assert seqs(out) == [2] and arb.stats().highest_term == 4  # another line backs a term: the lesser
+    out = arb.on_packet(2, packet(2, term=4, adapter=2), now=0.0)
+    out += arb.on_packet(1, packet(3, term=4, adapter=1), now=0.0)
+    out += arb.on_packet(0, packet(4, term=2**32 - 1, adapter=9), now=0.0)  # its claim, contradicted
+    out += arb.on_packet(1, packet(5, term=4, adapter=1), now=0.0)
+    assert seqs(out) == [3, 4, 5] and not any(isinstance(e, TermChanged) for e in out)
+    stats = arb.stats()
+    assert stats.stale == 0 and stats.highest_term == 4 and stats.lost == 0
+
+
+def test_one_line_s_first_term_is_believed_once_it_repeated_it() -> None:
+    arb = ChannelArbiter(ArbiterConfig(channel=CHANNEL), lines=1)
+    out: list[Event] = []
+    for seq in range(1, CONFIRM + 1):
+        assert arb.stats().highest_term is None
+        out += arb.on_packet(0, packet(seq, term=6), now=0.0)
+    assert seqs(out) == list(range(1, CONFIRM + 1)) and arb.stats().highest_term == 6
+    assert arb.on_packet(0, packet(CONFIRM + 1, term=5), now=0.0) == [] and arb.stats().stale == 1
 
 
 def test_a_far_jump_of_one_packet_opens_no_gap_until_confirmed() -> None:
@@ -391,6 +422,8 @@ def test_repr_shows_state() -> None:
     arb = arbiter()
     assert repr(arb) == "<ChannelArbiter [channel=7, next=None, buffered=0, lines=3, gaps=0, term=None]>"
     arb.on_packet(0, packet(1234), now=0.0)
+    assert repr(arb) == "<ChannelArbiter [channel=7, next=1235, buffered=0, lines=3, gaps=0, term=None]>"
+    arb.on_packet(1, packet(1234, adapter=2), now=0.0)  # a second line: the term is believed
     assert repr(arb) == "<ChannelArbiter [channel=7, next=1235, buffered=0, lines=3, gaps=0, term=1]>"
 
 
