@@ -217,6 +217,44 @@ def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
     assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0 and stats.suspect >= 1
 
 
+def test_a_forged_term_read_first_fences_no_genuine_line() -> None:
+    # The first packet this subscriber ever reads is a rogue's, with the highest term there is;
+    # the genuine lines join after it. Every message must still arrive, none dropped as stale.
+    from feedha.client import ChannelSpec, Subscriber
+    from feedha.client.events import Delivery
+    from feedha.proto import wire
+
+    forged = wire.encode_packet(channel=1, adapter=9, term=2**32 - 1, first_seq=1, blocks=(), send_time_ns=0)
+    with running_group(channel=CHANNEL, channel_number=1, size=2, rate=2000, seconds=3) as group:
+        group.start_adapter(1, active=True)
+        group.start_adapter(2)
+        rogue = zmq.Context.instance().socket(zmq.PUB)
+        rogue.linger = 0
+        rogue_endpoint = f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}"
+        delivered: list[int] = []
+        try:
+            with Subscriber([ChannelSpec(CHANNEL, 1, (rogue_endpoint,))]) as subscriber:
+                deadline = time.monotonic() + 10
+                while subscriber.stats()[CHANNEL].lines[0].packets == 0:  # until it read the forgery
+                    assert time.monotonic() < deadline, "the forged packet never arrived"
+                    rogue.send_multipart([CHANNEL.encode(), forged])
+                    subscriber.poll(0.05)
+                lines = (group.plan.adapter(1).line, group.plan.adapter(2).line)
+                assert subscriber.join(ChannelSpec(CHANNEL, 1, lines)) == 2
+                source = group.start_source()
+                deadline = time.monotonic() + 30
+                while (source.alive or subscriber.poll(0.5)) and time.monotonic() < deadline:
+                    for event in subscriber.poll(0.05):
+                        if isinstance(event, Delivery):
+                            delivered.append(event.source_seq)
+                sent = group.sent()
+                stats = subscriber.stats()[CHANNEL]
+        finally:
+            rogue.close(linger=0)
+    assert sent > 0 and delivered == list(range(1, sent + 1))
+    assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("journal", [True, False], ids=["journal", "no-journal"])
