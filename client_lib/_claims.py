@@ -4,8 +4,7 @@ Theory of operation
 -------------------
 A subscriber arbitrates every line of a channel. Two things a single packet
 can say would move the whole channel: a higher *term* (which fences every
-line of a lower one; the first term a subscriber hears is a claim too, so a
-forged packet read first fences nobody) and a ``msg_seq`` far beyond anything seen (which opens
+line of a lower one) and a ``msg_seq`` far beyond anything seen (which opens
 a gap that is later declared lost and skipped). A damaged, forged or zombie
 packet must not do either by itself. So such a claim is believed only when
 
@@ -13,6 +12,10 @@ packet must not do either by itself. So such a claim is believed only when
 * the same line repeats it (as much or more) in ``confirm`` packets with no
   ordinary packet from another line in between (a line that goes on as
   before contradicts it).
+
+The first term a subscriber hears is a claim too (above no term at all), so a
+forged packet read first fences nobody; any other line's term backs it, at the
+lesser of the two, and the claims of later terms stay open once it is believed.
 
 A genuine failover confirms within a packet or two of the new active (and the
 backups, which follow its term at once); a genuine gap is confirmed by the
