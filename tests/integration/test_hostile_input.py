@@ -7,17 +7,23 @@ with deadlines; every load is bounded in count and time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 import zmq
 
 from feedha.adapter.journal.quarantine import QUARANTINE_FILE, read_quarantine
+from feedha.client import ChannelSpec, Subscriber
+from feedha.client.events import Delivery
 from feedha.cluster import control
 from feedha.plain_source.frames import poison_kind_counts
+from feedha.proto import wire
 from feedha.proto.replay import ReplayRequest, decode_status, encode_request
 from tests.integration.groups import LineTap, running_group
 
@@ -175,43 +181,57 @@ def test_bad_control_commands_get_clear_errors_and_the_adapter_lives() -> None:
     assert status["role"] == "active" and status["ok"]
 
 
-def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
-    from feedha.client import ChannelSpec, Subscriber
-    from feedha.client.events import Delivery
-    from feedha.proto import wire
+@contextlib.contextmanager
+def _rogue_line() -> Iterator[tuple[zmq.Socket[bytes], str]]:
+    """A line no adapter serves: the test's own PUB on loopback, and its endpoint."""
+    rogue = zmq.Context.instance().socket(zmq.PUB)
+    rogue.linger = 0
+    try:
+        yield rogue, f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}"
+    finally:
+        rogue.close(linger=0)
 
+
+def _deliver(
+    subscriber: Subscriber, source: Any, each_turn: Callable[[list[int]], None] = lambda _delivered: None
+) -> list[int]:
+    """The ``source_seq`` of every delivery until the source stopped and the lines drained (30 s at most).
+
+    ``each_turn`` is called with what was delivered so far after every poll.
+    """
+    delivered: list[int] = []
+    deadline = time.monotonic() + 30
+    while (source.alive or subscriber.poll(0.5)) and time.monotonic() < deadline:
+        for event in subscriber.poll(0.05):
+            if isinstance(event, Delivery):
+                delivered.append(event.source_seq)
+        each_turn(delivered)
+    return delivered
+
+
+def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
+    forged = [
+        wire.encode_packet(channel=1, adapter=9, term=2**32 - 1, first_seq=1, blocks=(), send_time_ns=0),
+        wire.encode_packet(channel=1, adapter=9, term=1, first_seq=2**63, blocks=(), send_time_ns=0),
+    ]
     with running_group(channel=CHANNEL, channel_number=1, size=2, rate=2000, seconds=4) as group:
         group.start_adapter(1, active=True)
         group.start_adapter(2)
-        rogue = zmq.Context.instance().socket(zmq.PUB)
-        rogue.linger = 0
-        rogue_endpoint = f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}"
-        lines = (group.plan.adapter(1).line, group.plan.adapter(2).line, rogue_endpoint)
-        delivered: list[int] = []
-        try:
+        with _rogue_line() as (rogue, rogue_endpoint):
+            lines = (group.plan.adapter(1).line, group.plan.adapter(2).line, rogue_endpoint)
             with Subscriber([ChannelSpec(CHANNEL, 1, lines)]) as subscriber:
                 source = group.start_source()
-                forged = [
-                    wire.encode_packet(
-                        channel=1, adapter=9, term=2**32 - 1, first_seq=1, blocks=(), send_time_ns=0
-                    ),
-                    wire.encode_packet(
-                        channel=1, adapter=9, term=1, first_seq=2**63, blocks=(), send_time_ns=0
-                    ),
-                ]
-                deadline = time.monotonic() + 30
                 sent_forged = 0
-                while (source.alive or subscriber.poll(0.5)) and time.monotonic() < deadline:
-                    for event in subscriber.poll(0.05):
-                        if isinstance(event, Delivery):
-                            delivered.append(event.source_seq)
+
+                def forge(delivered: list[int]) -> None:
+                    nonlocal sent_forged
                     if len(delivered) > 500 and sent_forged < 20:
                         rogue.send_multipart([CHANNEL.encode(), forged[sent_forged % 2]])
                         sent_forged += 1
+
+                delivered = _deliver(subscriber, source, forge)
                 sent = group.sent()
                 stats = subscriber.stats()[CHANNEL]
-        finally:
-            rogue.close(linger=0)
     assert sent_forged == 20
     assert delivered == list(range(1, sent + 1))
     assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0 and stats.suspect >= 1
@@ -220,19 +240,11 @@ def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
 def test_a_forged_term_read_first_fences_no_genuine_line() -> None:
     # The first packet this subscriber ever reads is a rogue's, with the highest term there is;
     # the genuine lines join after it. Every message must still arrive, none dropped as stale.
-    from feedha.client import ChannelSpec, Subscriber
-    from feedha.client.events import Delivery
-    from feedha.proto import wire
-
     forged = wire.encode_packet(channel=1, adapter=9, term=2**32 - 1, first_seq=1, blocks=(), send_time_ns=0)
     with running_group(channel=CHANNEL, channel_number=1, size=2, rate=2000, seconds=3) as group:
         group.start_adapter(1, active=True)
         group.start_adapter(2)
-        rogue = zmq.Context.instance().socket(zmq.PUB)
-        rogue.linger = 0
-        rogue_endpoint = f"tcp://127.0.0.1:{rogue.bind_to_random_port('tcp://127.0.0.1')}"
-        delivered: list[int] = []
-        try:
+        with _rogue_line() as (rogue, rogue_endpoint):
             with Subscriber([ChannelSpec(CHANNEL, 1, (rogue_endpoint,))]) as subscriber:
                 deadline = time.monotonic() + 10
                 while subscriber.stats()[CHANNEL].lines[0].packets == 0:  # until it read the forgery
@@ -241,16 +253,9 @@ def test_a_forged_term_read_first_fences_no_genuine_line() -> None:
                     subscriber.poll(0.05)
                 lines = (group.plan.adapter(1).line, group.plan.adapter(2).line)
                 assert subscriber.join(ChannelSpec(CHANNEL, 1, lines)) == 2
-                source = group.start_source()
-                deadline = time.monotonic() + 30
-                while (source.alive or subscriber.poll(0.5)) and time.monotonic() < deadline:
-                    for event in subscriber.poll(0.05):
-                        if isinstance(event, Delivery):
-                            delivered.append(event.source_seq)
+                delivered = _deliver(subscriber, group.start_source())
                 sent = group.sent()
                 stats = subscriber.stats()[CHANNEL]
-        finally:
-            rogue.close(linger=0)
     assert sent > 0 and delivered == list(range(1, sent + 1))
     assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0
 
