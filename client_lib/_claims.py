@@ -62,10 +62,11 @@ class Claims:
         """
         believed = self._weigh(self._terms, line, term, above=-1 if highest is None else highest)
         if believed is not None:
-            above = {other: claim for other, claim in self._terms.items() if claim[0] > believed}
+            later: dict[int, tuple[int, int]] = {}
+            if highest is None:  # the first term believed: the claims of later terms stay open
+                later = {other: claim for other, claim in self._terms.items() if claim[0] > believed}
             self._terms.clear()
-            if highest is None:
-                self._terms.update(above)
+            self._terms.update(later)
         self.pending = bool(self._terms or self._jumps)
         return believed
 
