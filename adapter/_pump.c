@@ -58,7 +58,7 @@
  * Sockets are passed per call as libzmq handles (pyzmq's Socket.underlying)
  * of live sockets the runner owns, so a socket made afresh (a rebind) is
  * never used stale. The libzmq functions are pyzmq's own, found at import
- * (adapter/_libzmq.h); adapter/source_pump.py checks the versions agree.
+ * (transport/_libzmq.h); adapter/source_pump.py checks the versions agree.
  *
  * Packets are built as proto/wire.py PacketBuilder.build builds them
  * (header ">2sBBHHIQHHQ": magic, version, flags 0, channel, adapter, term,

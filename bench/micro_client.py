@@ -99,15 +99,18 @@ def _payloads(count: int, seed: int = 1, *, adapter: int = 1) -> list[bytes]:
     return out
 
 
-def _packets(payloads: Sequence[bytes], *, adapter: int, cuts: int = 0) -> list[bytes]:
-    """Cut the blocks into packets of at most PACKET_BYTES (``cuts`` shifts the boundaries)."""
+def _packets(payloads: Sequence[bytes], *, adapter: int, cuts: int = 0, per_packet: int = 0) -> list[bytes]:
+    """Cut the blocks into packets of at most PACKET_BYTES (``cuts`` shifts the boundaries).
+
+    ``per_packet``: at most this many blocks a packet (0: as many as fit).
+    """
     from feedha.proto.wire import PacketBuilder
 
     builder = PacketBuilder(PACKET_BYTES - cuts * 97)
     out = []
     send_ns = 1_700_000_000_000_000_000 + adapter
     for seq, payload in enumerate(payloads, start=1):
-        if builder.count and not builder.fits(len(payload)):
+        if builder.count and (not builder.fits(len(payload)) or builder.count == per_packet):
             out.append(builder.build(channel=CHANNEL, adapter=adapter, term=1, send_time_ns=send_ns))
         builder.add(seq, 1, 1000 + seq, payload)
     out.append(builder.build(channel=CHANNEL, adapter=adapter, term=1, send_time_ns=send_ns))
@@ -362,10 +365,11 @@ def _publisher_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m feedha.bench.micro_client publish")
     parser.add_argument("--messages", type=int, required=True)
     parser.add_argument("--rate", type=float, required=True)
+    parser.add_argument("--per-packet", type=int, default=0)
     args = parser.parse_args(list(argv))
     stream = _interleave(
-        _packets(_payloads(args.messages, adapter=1), adapter=1),
-        _packets(_payloads(args.messages, adapter=2), adapter=2),
+        _packets(_payloads(args.messages, adapter=1), adapter=1, per_packet=args.per_packet),
+        _packets(_payloads(args.messages, adapter=2), adapter=2, per_packet=args.per_packet),
     )
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     pubs = [ctx.socket(zmq.PUB) for _ in range(2)]
@@ -378,7 +382,9 @@ def _publisher_main(argv: Sequence[str]) -> int:
             pub.send_multipart((TOPIC, beat))
     sys.stdin.readline()
     # Bursts at least a tick apart (as the pipeline's packets came while its
-    # source batched on a 1 ms tick), both lines at once.
+    # source batched on a 1 ms tick), both lines at once; with --per-packet,
+    # each packet when it is due (as the pipeline's come at low rates now).
+    least = 0.0 if args.per_packet else TICK_S
     start = time.monotonic()
     sent = 0
     for line, packet in stream:
@@ -386,7 +392,7 @@ def _publisher_main(argv: Sequence[str]) -> int:
             sent += int.from_bytes(packet[20:22], "big")
             due = start + sent / args.rate
             if due > time.monotonic():
-                time.sleep(max(due - time.monotonic(), TICK_S))
+                time.sleep(max(due - time.monotonic(), least))
         pubs[line].send_multipart((TOPIC, packet))
     for pub in pubs:
         pub.close()
@@ -426,7 +432,9 @@ class _ThreadFacade:
         self._loop.close()
 
 
-def _paced_case(messages: int, rate: float, *, shape: str = "blocking") -> dict[str, float]:
+def _paced_case(
+    messages: int, rate: float, *, shape: str = "blocking", per_packet: int = 0
+) -> dict[str, float]:
     """The client at a steady offered rate: CPU per message and share of a core.
 
     ``shape``: ``blocking`` (Subscriber), ``asyncio`` (AsyncSubscriber),
@@ -449,6 +457,8 @@ def _paced_case(messages: int, rate: float, *, shape: str = "blocking") -> dict[
             str(messages),
             "--rate",
             str(rate),
+            "--per-packet",
+            str(per_packet),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -473,7 +483,7 @@ def _paced_case(messages: int, rate: float, *, shape: str = "blocking") -> dict[
         assert proc.stdout is not None and proc.stdin is not None
         ports = json.loads(proc.stdout.readline())["ports"]
         if shape == "bare":
-            return _paced_bare(proc, ports, messages)
+            return _paced_bare(proc, ports, messages, per_packet)
         spec = ChannelSpec(TOPIC.decode(), CHANNEL, tuple(f"tcp://127.0.0.1:{port}" for port in ports))
         if shape == "asyncio":
             wall, cpu, last = asyncio.run(on_loop(spec))
@@ -499,7 +509,7 @@ def _paced_case(messages: int, rate: float, *, shape: str = "blocking") -> dict[
     }
 
 
-def _paced_bare(proc: Any, ports: list[int], messages: int) -> dict[str, float]:
+def _paced_bare(proc: Any, ports: list[int], messages: int, per_packet: int) -> dict[str, float]:
     import zmq
 
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
@@ -511,7 +521,7 @@ def _paced_bare(proc: Any, ports: list[int], messages: int) -> dict[str, float]:
             sub.setsockopt(zmq.SUBSCRIBE, TOPIC)
             sub.connect(f"tcp://127.0.0.1:{port}")
             poller.register(sub, zmq.POLLIN)
-        want = sum(_packets_per_line(messages))
+        want = sum(_packets_per_line(messages, per_packet))
         for sub in subs:  # joined once a heartbeat arrives on each
             sub.recv_multipart()
         for sub in subs:
@@ -542,8 +552,11 @@ def _paced_bare(proc: Any, ports: list[int], messages: int) -> dict[str, float]:
     }
 
 
-def _packets_per_line(messages: int) -> list[int]:
-    return [len(_packets(_payloads(messages, adapter=adapter), adapter=adapter)) for adapter in (1, 2)]
+def _packets_per_line(messages: int, per_packet: int) -> list[int]:
+    return [
+        len(_packets(_payloads(messages, adapter=adapter), adapter=adapter, per_packet=per_packet))
+        for adapter in (1, 2)
+    ]
 
 
 def main(argv: Sequence[str]) -> int:
@@ -557,14 +570,22 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--repeat", type=int, default=REPEAT)
     parser.add_argument("--settle", type=float, default=1.0, help="seconds to let the queues fill")
     parser.add_argument("--rate", type=float, default=RATE, help="msg/s offered in the paced case")
+    parser.add_argument(
+        "--per-packet",
+        type=int,
+        default=0,
+        help="at most this many messages a packet (0: fill 8 KiB; 1: the pipeline's shape at 10k msg/s, "
+        "where each message goes out when due); the paced publisher then sends each packet when due",
+    )
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args(list(argv))
+    per_packet = args.per_packet
     payloads = _payloads(args.messages)
-    active = _packets(payloads, adapter=1)
-    identical = _interleave(active, _packets(payloads, adapter=2))
+    active = _packets(payloads, adapter=1, per_packet=per_packet)
+    identical = _interleave(active, _packets(payloads, adapter=2, per_packet=per_packet))
     other_payloads = _payloads(args.messages, adapter=2)
-    distinct = _interleave(active, _packets(other_payloads, adapter=2))
-    misaligned = _interleave(active, _packets(other_payloads, adapter=2, cuts=3))
+    distinct = _interleave(active, _packets(other_payloads, adapter=2, per_packet=per_packet))
+    misaligned = _interleave(active, _packets(other_payloads, adapter=2, cuts=3, per_packet=per_packet))
     cases: dict[str, Callable[[], float]] = {
         "arbiter": _arbiter_case(distinct, args.messages),
         "arbiter_identical": _arbiter_case(identical, args.messages),
@@ -579,7 +600,7 @@ def main(argv: Sequence[str]) -> int:
     shapes["paced_bare"] = "bare"
     for name in args.cases.split(","):
         if name in shapes:
-            results[name] = _paced_case(args.messages, args.rate, shape=shapes[name])
+            results[name] = _paced_case(args.messages, args.rate, shape=shapes[name], per_packet=per_packet)
         elif name in cases:
             results[name] = round(_best(cases[name], args.repeat), 4)
         else:
@@ -593,6 +614,7 @@ def main(argv: Sequence[str]) -> int:
                     "messages": args.messages,
                     "repeat": args.repeat,
                     "rate": args.rate,
+                    "per_packet": per_packet,
                     "packets_per_line": len(active),
                     "blocks_per_packet": round(args.messages / len(active), 1),
                     "mean_payload_bytes": round(sum(map(len, payloads)) / len(payloads), 1),

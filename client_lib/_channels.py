@@ -29,6 +29,7 @@ from feedha.client.errors import ConfigError
 from feedha.client.events import ArbiterStats, Event, Recovered, RetransmissionNeeded
 from feedha.client.status import ChannelLiveness
 from feedha.proto.seal import Opener, SealError
+from feedha.transport import WRONG_PARTS
 
 logger = logging.getLogger(__name__)
 
@@ -130,18 +131,17 @@ class ChannelSet:
         )
         return new, len(current.endpoints)
 
-    def on_frames(self, index: int, frames: list[bytes], now: float, out: list[Event]) -> None:
-        """One ZeroMQ message from the socket of route ``index``: its events go to ``out``."""
+    def on_message(self, index: int, message: bytes | int, now: float, out: list[Event]) -> None:
+        """One ZeroMQ message from the socket of route ``index``, as a drain gives it
+        (:func:`feedha.transport.drain_reference`): its events go to ``out``."""
         self._heard[index] = now
-        arbiter, line, topic, _endpoint, live, key = self.routes[index]
-        if len(frames) != 2:
-            arbiter.on_garbage(line, reason="frames")
-        elif frames[0] == topic:  # SUB filters by prefix: "EQ1" also matches "EQ10"
+        arbiter, line, _topic, _endpoint, live, key = self.routes[index]
+        if type(message) is bytes:  # a packet of this route's topic
             if live.stale:
                 out.extend(live.on_packet(now=now))
             else:
                 live.heard_at = now
-            packet = frames[1]
+            packet = message
             opener = self.openers.get(key) if self.openers else None
             if opener is not None:
                 try:
@@ -150,6 +150,9 @@ class ChannelSet:
                     arbiter.on_garbage(line, reason=f"seal-{exc.reason}")
                     return
             self._emit(arbiter, arbiter.on_packet(line, packet, now=now), now, out)
+        elif message == WRONG_PARTS:
+            arbiter.on_garbage(line, reason="frames")
+        # else OTHER_TOPIC: SUB filters by prefix, so "EQ1" also hears "EQ10"; ignored
 
     def on_timers(self, now: float) -> list[Event]:
         """Fire the arbiters' and the liveness timers due at ``now``."""

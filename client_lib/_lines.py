@@ -48,7 +48,7 @@ from feedha.client._subscriber_config import (
 )
 from feedha.client.errors import ClosedError, ConfigError, TransportError
 from feedha.client.events import Event
-from feedha.transport import readable, recv_frames
+from feedha.transport import Drain, make_drain
 
 MAX_PACKET_FRAME_BYTES: Final = 1024 * 1024  # a packet is at most 64 KiB; far more is hostile
 
@@ -93,7 +93,7 @@ class Lines:
         self._context: zmq.Context[Any] = context or (zmq.asyncio.Context() if on_asyncio else zmq.Context())
         self.poller: zmq.Poller = zmq.asyncio.Poller() if on_asyncio else zmq.Poller()
         self._sockets: list[zmq.Socket[Any]] = []  # by route index; each owns its ZeroMQ socket
-        self._readers: dict[zmq.Socket[Any], tuple[int, zmq.Socket[Any]]] = {}  # polled -> (route, read from)
+        self._readers: dict[zmq.Socket[Any], tuple[int, Drain]] = {}  # polled -> (route, its drain)
         try:
             self._add_lines(range(len(self.channels.routes)))
         except zmq.ZMQError as exc:
@@ -182,7 +182,7 @@ class Lines:
             self._sockets.append(socket)  # first: close() reaches it whatever fails next
             reader = zmq.Socket.shadow(socket.underlying) if self._on_asyncio else socket
             self._connect(reader, index)
-            self._readers[socket] = (index, reader)
+            self._readers[socket] = (index, make_drain(reader, self.channels.routes[index].topic))
             self.poller.register(socket, zmq.POLLIN)
 
     def _connect(self, socket: zmq.Socket[Any], index: int) -> None:
@@ -221,17 +221,10 @@ class Lines:
         entry = self._readers.get(polled)
         if entry is None:  # closed while the poll was pending
             return
-        index, reader = entry
-        on_frames = self.channels.on_frames
-        try:
-            for count in range(self.config.batch):
-                # Polled readable: the first frame is there. Below saturation there is one;
-                # asking for a second is cheaper than a receive that fails (transport.readable).
-                if count == 1 and not readable(reader):
-                    return
-                on_frames(index, recv_frames(reader), now, out)
-        except zmq.Again:
-            return
+        index, drain = entry
+        on_message = self.channels.on_message
+        for message in drain(self.config.batch):
+            on_message(index, message, now, out)
 
     def close(self) -> None:
         """Close every socket (and the context if owned). Idempotent and synchronous."""

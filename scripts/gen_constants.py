@@ -136,6 +136,12 @@ def _blocks() -> list[Define]:
     ]
 
 
+def _drain() -> list[Define]:
+    from feedha.transport import frames
+
+    return [constant(frames, "WRONG_PARTS"), constant(frames, "OTHER_TOPIC")]
+
+
 @dataclass(frozen=True, slots=True)
 class Header:
     """A generated header: the C file that includes it, its stub, and its constants.
@@ -179,6 +185,12 @@ HEADERS: Final = (
         "client_lib/_blocks.c",
         "client_lib/_blocks.pyi",
         _blocks,
+    ),
+    Header(
+        "transport/_drain_constants.h",
+        "transport/_drain.c",
+        "transport/_drain.pyi",
+        _drain,
     ),
 )
 

@@ -4,7 +4,8 @@ The line transport is picked by the endpoint URL: ``tcp://`` unicast fan-out
 by default, ``epgm://``/``pgm://`` multicast where libzmq has OpenPGM
 (docs/multicast.md). :func:`configure_socket` sets what a multicast socket
 needs before its bind/connect; :func:`recv_frames` is the receive loop of the
-hot path and :func:`readable` the cheap end of a drain. This package imports
+hot path, :func:`readable` the cheap end of a drain, and :func:`make_drain` a
+subscriber line's drain (in C where the extension is built). This package imports
 ``zmq`` and nothing of feedha's other packages: the wire contracts are in ``proto``.
 """
 
@@ -12,7 +13,16 @@ from __future__ import annotations
 
 from feedha.transport.binding import bind_again
 from feedha.transport.errors import TransportConfigError, TransportError
-from feedha.transport.frames import readable, recv_frames
+from feedha.transport.frames import (
+    OTHER_TOPIC,
+    WRONG_PARTS,
+    Drain,
+    Drained,
+    drain_reference,
+    make_drain,
+    readable,
+    recv_frames,
+)
 from feedha.transport.options import (
     DEFAULT_MULTICAST,
     LIBZMQ_DEFAULTS,
@@ -50,4 +60,10 @@ __all__ = [
     "receiving_endpoint",
     "readable",
     "recv_frames",
+    "drain_reference",
+    "make_drain",
+    "OTHER_TOPIC",
+    "WRONG_PARTS",
+    "Drain",
+    "Drained",
 ]

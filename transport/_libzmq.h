@@ -1,6 +1,6 @@
 /*
- * The part of libzmq's C API the source pump (adapter/_pump.c) calls, taken from
- * the libzmq that pyzmq loaded.
+ * The part of libzmq's C API the source pump (adapter/_pump.c) and the line
+ * drain (transport/_drain.c) call, taken from the libzmq that pyzmq loaded.
  *
  * Theory of operation
  * -------------------
