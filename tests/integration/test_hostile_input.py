@@ -201,11 +201,13 @@ def _deliver(
     """
     delivered: list[int] = []
     deadline = time.monotonic() + 30
-    while (source.alive or subscriber.poll(0.5)) and time.monotonic() < deadline:
-        for event in subscriber.poll(0.05):
-            if isinstance(event, Delivery):
-                delivered.append(event.source_seq)
+    while time.monotonic() < deadline:
+        alive = source.alive  # read first: what it sent before stopping is queued by the next poll
+        events = subscriber.poll(0.05 if alive else 0.5)
+        delivered += [event.source_seq for event in events if isinstance(event, Delivery)]
         each_turn(delivered)
+        if not alive and not events:  # stopped, and the lines stayed quiet for 0.5 s
+            break
     return delivered
 
 
