@@ -57,6 +57,10 @@ class DeliveredRing:
         """``first``, ``first + 1`` ... were delivered with these identities (slice assignments)."""
         window = self.window
         count = len(streams)
+        if count == 1:  # a packet a message, as below saturation: no slices to build
+            slot = first % window
+            self.seqs[slot], self.streams[slot], self.source_seqs[slot] = first, streams[0], source_seqs[0]
+            return
         if count > window:  # only the last `window` stay
             cut = count - window
             first, streams, source_seqs, count = first + cut, streams[cut:], source_seqs[cut:], window
@@ -74,6 +78,12 @@ class DeliveredRing:
     def holds_run(self, first: int, streams: list[int], source_seqs: list[int]) -> bool:
         """Every one of ``first``, ``first + 1`` ... is remembered with exactly these identities."""
         start = first % self.window
+        if len(streams) == 1:  # a packet a message, as below saturation: no slices to build
+            return (
+                self.seqs[start] == first
+                and self.source_seqs[start] == source_seqs[0]
+                and self.streams[start] == streams[0]
+            )
         stop = start + len(streams)
         return (
             stop <= self.window
