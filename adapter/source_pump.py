@@ -40,6 +40,7 @@ from feedha.adapter.core.actions import Action
 from feedha.adapter.core.pumping import AppendBatch, Pumped, PumpMode, PumpStop
 from feedha.adapter.core.ring import MAX_RING_BYTES
 from feedha.adapter.line import LineSocket, NativeSend
+from feedha.transport.native import bound_to_pyzmq
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ def make_pump(
     """
     if not enabled:
         return None, "turned off (--no-source-pump)"
-    _pump, why_not = _extension()
+    _pump, why_not = bound_to_pyzmq("feedha.adapter._pump")
     if _pump is None:
         return None, why_not
     return SourcePump(_pump.Pump, core, line, sockets, topic=topic, journal=journal), ""
@@ -178,19 +179,5 @@ def make_pump(
 def native_send() -> NativeSend | None:
     """The pump extension's ``send_packet`` (a line send that keeps the GIL), or ``None`` where
     the extension cannot run (the lines then send with pyzmq)."""
-    _pump, _why_not = _extension()
+    _pump, _why_not = bound_to_pyzmq("feedha.adapter._pump")
     return None if _pump is None else _pump.send_packet
-
-
-def _extension() -> tuple[Any, str]:
-    # The C extension, bound to pyzmq's own libzmq, or None and why not.
-    try:
-        from feedha.adapter import _pump
-    except ImportError as exc:
-        return None, f"the C extension feedha.adapter._pump is not available ({exc})"
-    if _pump.zmq_version_info() != zmq.zmq_version_info():
-        return None, (
-            f"its libzmq ({_pump.libzmq_path}, {_pump.zmq_version_info()}) is not pyzmq's "
-            f"({zmq.zmq_version_info()})"
-        )
-    return _pump, ""

@@ -8,6 +8,8 @@ from typing import Any, Final
 
 import zmq
 
+from feedha.transport.native import bound_to_pyzmq
+
 _EVENTS: Final = int(zmq.EVENTS)
 _POLLIN: Final = int(zmq.POLLIN)
 
@@ -86,18 +88,4 @@ def make_drain(socket: zmq.Socket[Any], topic: bytes) -> Drain:
     return functools.partial(_NATIVE.drain, socket.underlying, topic)
 
 
-def _extension() -> tuple[Any, str | None]:
-    # The C drain, bound to pyzmq's own libzmq, or None and why not.
-    try:
-        from feedha.transport import _drain as native
-    except ImportError as exc:
-        return None, f"the C extension feedha.transport._drain is not available ({exc})"
-    if native.zmq_version_info() != zmq.zmq_version_info():
-        return None, (
-            f"its libzmq ({native.libzmq_path}, {native.zmq_version_info()}) is not pyzmq's "
-            f"({zmq.zmq_version_info()})"
-        )
-    return native, None
-
-
-_NATIVE, WHY_NOT_NATIVE_DRAIN = _extension()
+_NATIVE, WHY_NOT_NATIVE_DRAIN = bound_to_pyzmq("feedha.transport._drain")
