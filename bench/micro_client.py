@@ -1,11 +1,13 @@
 """Micro-benchmark of the arbitrating client: CPU µs per delivered message.
 
 ``python -m feedha.bench.micro_client [--messages N] [--repeat R] [--rate R] [--cases ...]``
-prints one JSON object. Packets are what a channel carries at high rates:
-~8 KiB packets of ~56 blocks whose payloads are real ``MarketUpdate``
-encodings (1-3 entries), on two lines (active + backup, the same msg_seq
-and source identities; the backup's payloads differ, as each adapter stamps
-its own publish time), the backup lagging a few packets behind. Cases (best
+prints one JSON object. By default packets are what a channel carries at high
+rates: ~8 KiB packets of ~56 blocks whose payloads are real ``MarketUpdate``
+encodings (1-3 entries); ``--per-packet N`` puts N messages in each packet instead
+(1 is the shape at 10k msg/s, where each packet carries one message). They go
+on two lines (active + backup, the same msg_seq and source identities; the
+backup's payloads differ, as each adapter stamps its own publish time), the
+backup lagging a few packets behind. Cases (best
 of ``--repeat``, µs of thread CPU per delivered message):
 
 * ``arbiter``: ``ChannelArbiter.on_packet`` in-process, both lines
@@ -18,8 +20,9 @@ of ``--repeat``, µs of thread CPU per delivered message):
   packets are queued first, then the ``poll()`` loop is timed (a backlog).
   ``async_subscriber``: the same through ``AsyncSubscriber`` on an asyncio loop.
 * ``paced``: a publisher process offers ``--rate`` msg/s on the two lines
-  (packets in bursts at least 1 ms apart, as the pipeline's were while its
-  source batched on a 1 ms tick; it now sends each message when due);
+  (full packets in bursts at least 1 ms apart, as the pipeline's were while its
+  source batched on a 1 ms tick; with ``--per-packet`` it sends each packet
+  when due, with no 1 ms floor, as the pipeline does now);
   the subscriber's CPU per message and share of a core (steady state).
   ``paced_async``: the same through ``AsyncSubscriber``. ``paced_thread_facade``:
   a blocking ``poll()`` that runs ``AsyncSubscriber.poll`` on a private event
@@ -566,8 +569,12 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m feedha.bench.micro_client", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--messages", type=int, default=MESSAGES)
-    parser.add_argument("--repeat", type=int, default=REPEAT)
+    parser.add_argument(
+        "--messages", type=int, default=MESSAGES, help="messages a case delivers (default %(default)s)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=REPEAT, help="runs of each case; the best is kept (default %(default)s)"
+    )
     parser.add_argument("--settle", type=float, default=1.0, help="seconds to let the queues fill")
     parser.add_argument("--rate", type=float, default=RATE, help="msg/s offered in the paced case")
     parser.add_argument(
@@ -577,7 +584,9 @@ def main(argv: Sequence[str]) -> int:
         help="at most this many messages a packet (0: fill 8 KiB; 1: the pipeline's shape at 10k msg/s, "
         "where each message goes out when due); the paced publisher then sends each packet when due",
     )
-    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument(
+        "--cases", default=",".join(CASES), help="comma-separated cases to run (default: all, %(default)s)"
+    )
     args = parser.parse_args(list(argv))
     per_packet = args.per_packet
     payloads = _payloads(args.messages)
