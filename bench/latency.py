@@ -23,7 +23,15 @@ Ceiling, in the same run and at the same rate: the bare pyzmq PUB→SUB hop
 scheduled send time too), and the bare two-hop relay (PUB → SUB/PUB → SUB,
 forwarding as it is), which has as many hops as the pipeline. The figures
 are latencies, so their ``ratio`` is how many times the bare hop's (lower is
-better); ``latency_p50_two_hop`` is the pipeline's median over the relay's.
+better); ``latency_p50_two_hop`` and ``latency_p99_two_hop`` are the pipeline's
+median and p99 over the relay's.
+
+The relay has one process between source and client; the pipeline has two
+(the backup converts and publishes everything the active does, on the same
+cores). So the same run also times the pipeline of the relay's own shape,
+one adapter and no backup (``latency_p50_one_adapter``,
+``latency_p99_one_adapter``: its median and p99 over the relay's, its own
+figures in ``one_adapter_us``).
 
 The bare model of the pipeline's own shape (:mod:`bench.shape`: a source
 paced and batched as the plain source is, two relays forwarding every frame
@@ -40,11 +48,19 @@ second hop and the client). One clock: everything runs on this machine.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 from feedha.bench.ceiling import run_pair
 from feedha.bench.common import Figure, figure
-from feedha.bench.pipeline import SOURCE_BATCHING, PipelineOptions, mean_source_bytes, open_log, run_pipeline
+from feedha.bench.pipeline import (
+    SOURCE_BATCHING,
+    PipelineOptions,
+    PipelineResult,
+    mean_source_bytes,
+    open_log,
+    run_pipeline,
+)
 from feedha.bench.shape import ShapeOptions, run_shape
 
 RATES: Final = (1_000.0, 10_000.0, 50_000.0)
@@ -61,9 +77,11 @@ def run(*, quick: bool = False) -> list[Figure]:
         quick: fewer rates, shorter runs.
 
     Returns:
-        Five figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``,
-        ``latency_max`` (µs, over the bare hop) and ``latency_p50_two_hop`` (over the relay);
-        each also over the bare model of the same shape (``ratio_shape``).
+        Eight figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``,
+        ``latency_max`` (µs, over the bare hop), ``latency_p50_two_hop`` and
+        ``latency_p99_two_hop`` (over the relay), each also over the bare model of the same
+        shape (``ratio_shape``); and ``latency_p50_one_adapter``, ``latency_p99_one_adapter``
+        (the pipeline without a backup, over the relay).
     """
     seconds = QUICK_SECONDS if quick else SECONDS
     size = round(mean_source_bytes())
@@ -78,6 +96,7 @@ def run(*, quick: bool = False) -> list[Figure]:
                 ShapeOptions(relays=options.backups + 1, count=count, rate=rate, size=size, latency=True), log
             )
             result = run_pipeline(options, log)
+            one = run_pipeline(replace(options, backups=0), log)
             summary = result.clients[0][1]
             pipeline = summary["latency_us"]
             shape = model["latency_us"]
@@ -117,14 +136,42 @@ def run(*, quick: bool = False) -> list[Figure]:
                         params=params,
                     )
                 )
-            figures.append(
-                figure(
-                    name="latency_p50_two_hop",
-                    value=pipeline["p50"],
-                    unit="us",
-                    ceiling=relay["latency_us"]["p50"],
-                    ceiling_shape=shape["p50"],
-                    params=params,
+            for name in ("p50", "p99"):
+                figures.append(
+                    figure(
+                        name=f"latency_{name}_two_hop",
+                        value=pipeline[name],
+                        unit="us",
+                        ceiling=relay["latency_us"][name],
+                        ceiling_shape=shape[name],
+                        params=params,
+                    )
                 )
-            )
+            figures += _one_adapter(one, relay["latency_us"], params)
     return figures
+
+
+def _one_adapter(result: PipelineResult, relay: dict[str, float], params: dict[str, Any]) -> list[Figure]:
+    # The relay's shape: source -> one adapter (no backup) -> client, over the relay.
+    summary = result.clients[0][1]
+    own = {
+        **params,
+        "sent": result.sent[0],
+        "lost": result.lost,
+        "undelivered": result.undelivered,
+        "failovers": result.failovers,
+        "worst_latency_us": summary.get("worst_latency_us"),
+        "one_adapter_us": summary["latency_us"],
+        "one_adapter_hops_us": summary.get("hops_us"),
+        "adapters": "1, no backup (the relay's shape)",
+    }
+    return [
+        figure(
+            name=f"latency_{name}_one_adapter",
+            value=summary["latency_us"][name],
+            unit="us",
+            ceiling=relay[name],
+            params=own,
+        )
+        for name in ("p50", "p99")
+    ]
