@@ -30,8 +30,9 @@ The relay has one process between source and client; the pipeline has two
 (the backup converts and publishes everything the active does, on the same
 cores). So the same run also times the pipeline of the relay's own shape,
 one adapter and no backup (``latency_p50_one_adapter``,
-``latency_p99_one_adapter``: its median and p99 over the relay's, its own
-figures in ``one_adapter_us``).
+``latency_p99_one_adapter``: its median and p99 over the relay's; their
+parameters carry its own figures, in ``one_adapter_us``, ``pipeline_us`` and
+``hops_us``, beside the run's ceilings).
 
 The bare model of the pipeline's own shape (:mod:`bench.shape`: a source
 paced and batched as the plain source is, two relays forwarding every frame
@@ -152,17 +153,22 @@ def run(*, quick: bool = False) -> list[Figure]:
 
 
 def _one_adapter(result: PipelineResult, relay: dict[str, float], params: dict[str, Any]) -> list[Figure]:
-    # The relay's shape: source -> one adapter (no backup) -> client, over the relay.
+    # The relay's shape: source -> one adapter (no backup) -> client, over the relay. Its
+    # parameters are the run's (the rate, the ceilings, the model) with its own pipeline figures.
     summary = result.clients[0][1]
     own = {
         **params,
         "sent": result.sent[0],
+        "source_rate": round(result.source_rate(), 1),
+        "samples": summary["latency_us"]["count"],
+        "source_publish_us": result.source_summaries[0].get("publish_latency_us"),
         "lost": result.lost,
         "undelivered": result.undelivered,
         "failovers": result.failovers,
         "worst_latency_us": summary.get("worst_latency_us"),
+        "pipeline_us": summary["latency_us"],
         "one_adapter_us": summary["latency_us"],
-        "one_adapter_hops_us": summary.get("hops_us"),
+        "hops_us": summary.get("hops_us"),
         "adapters": "1, no backup (the relay's shape)",
     }
     return [
