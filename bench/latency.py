@@ -126,28 +126,21 @@ def run(*, quick: bool = False) -> list[Figure]:
                 "quick": quick,
                 "log": log.name,
             }
-            for name in PERCENTILES:
-                figures.append(
-                    figure(
-                        name=f"latency_{name}",
-                        value=pipeline[name],
-                        unit="us",
-                        ceiling=bare["latency_us"][name],
-                        ceiling_shape=shape[name],
-                        params=params,
-                    )
+            # Each percentile over the bare hop, then the median and p99 over the relay.
+            over = [(name, "", bare) for name in PERCENTILES] + [
+                (name, "_two_hop", relay) for name in ("p50", "p99")
+            ]
+            figures += [
+                figure(
+                    name=f"latency_{name}{suffix}",
+                    value=pipeline[name],
+                    unit="us",
+                    ceiling=ceiling["latency_us"][name],
+                    ceiling_shape=shape[name],
+                    params=params,
                 )
-            for name in ("p50", "p99"):
-                figures.append(
-                    figure(
-                        name=f"latency_{name}_two_hop",
-                        value=pipeline[name],
-                        unit="us",
-                        ceiling=relay["latency_us"][name],
-                        ceiling_shape=shape[name],
-                        params=params,
-                    )
-                )
+                for name, suffix, ceiling in over
+            ]
             figures += _one_adapter(one, relay["latency_us"], params)
     return figures
 
