@@ -42,6 +42,16 @@
  *   PUMP_SIGNAL    a signal interrupted the wait (its Python handler ran);
  *   PUMP_ERROR     something failed; what was done is returned with the error.
  *
+ * The active's heartbeat report (proto/sync.proto StreamState, which the sync rules send every
+ * heartbeat interval) goes out from here while the pump runs, when the core hands it the
+ * report's fixed parts: the core's turn would otherwise end the call every interval, and that
+ * turn, ~0.5 ms of interpreter, is the time the active reads no source. Once its time has come
+ * (looked at after every frame and while waiting), the packet being filled is sealed and sent
+ * (a report covers only what the line carried), and the report goes out on the sync bus with
+ * the positions of the last message numbered and the digest after it; the next is due one
+ * interval later. The call returns how many it sent and when the last went, and the core
+ * books that as the sync rules' last heartbeat (adapter/core/pumping.py settle).
+ *
  * A backup whose output waits at its gate reads its source in batches: with
  * batch_ns it drains what is queued, then leaves the source alone for batch_ns
  * (watching only the sync bus and the control socket), then waits for the
@@ -145,6 +155,7 @@ typedef struct {
     Py_ssize_t max_packet; /* the packet budget, header included */
     Bytes packet;          /* the packet being filled: HEADER_SIZE bytes of room, then blocks */
     Bytes digests;         /* the call's digests, run after run */
+    Bytes report;          /* the heartbeat report being built */
 } PumpObject;
 
 /* A socket the pump looks at before every frame (the sync bus, the control socket). */
@@ -153,6 +164,16 @@ typedef struct {
     int fd;       /* its ZMQ_FD (-1: unknown, ZMQ_EVENTS is asked every time) */
     int quiet;    /* ZMQ_EVENTS said nothing waits, and its fd has not been readable since */
 } Watched;
+
+/* The active's heartbeat reports of one call (the module doc): what the core handed over. */
+typedef struct {
+    void *socket;                             /* the sync bus's PUB (NULL: the core sends them) */
+    int64_t due_ns, every_ns;                 /* the next one's time (monotonic); then one interval on */
+    PyObject *head, *inner_head, *inner_tail; /* bytes: the report's fixed parts (build_report) */
+    unsigned long long next_source, last_source, last_msg, digest; /* the positions before the call's first message */
+    Py_ssize_t sent;                                      /* reports sent */
+    int64_t last_ns;                                      /* when the last went (monotonic; 0: none) */
+} Report;
 
 /* What one call of run() has done so far (its return value's fields). */
 typedef struct {
@@ -175,6 +196,7 @@ typedef struct {
     PyObject *leftover;       /* list of parts, or NULL */
     PyObject *leftover_frame; /* the frame converted from it (the engine's source_frame), or NULL */
     Py_ssize_t leftover_pos, leftover_converted;
+    Report report;
 } Run;
 
 static void packet_room(PumpObject *self, const Run *r, Py_ssize_t *room, Py_ssize_t *max_count) {
@@ -271,6 +293,85 @@ static int seal_packet(PumpObject *self, Run *r) {
     r->last_send_ns = clock_ns(CLOCK_MONOTONIC);
     self->packet.len = HEADER_SIZE;
     r->count_in_packet = 0;
+    return 0;
+}
+
+/* ---- the heartbeat report ------------------------------------------------------------------ */
+
+enum { REPORT_FIELDS = 5 }; /* StreamState fields 2-6, the ones a report moves */
+
+static size_t put_varint(uint8_t *p, uint64_t v) {
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* A heartbeat report: proto/sync.proto SyncMessage bytes with a StreamState body, serialized as
+   protobuf serializes it (fields in number order, fields at zero left out). head is SyncMessage
+   fields 1-4 (channel, adapter, term, role); send_time_ns is field 5; the body (field 10) is
+   inner_head (StreamState field 1, source_stream), fields 2-6 from values (next_msg_seq,
+   next_source_seq, last_source_seq, last_msg_seq, digest), then inner_tail (fields 7 and up:
+   the session fields, purge_seq, the conflation fields). 0, or -1 with an exception. */
+static int build_report(Bytes *out, PyObject *head, PyObject *inner_head, PyObject *inner_tail, int64_t send_time_ns,
+                        const uint64_t values[REPORT_FIELDS]) {
+    uint8_t moved[REPORT_FIELDS * 11];
+    size_t n = 0;
+    for (int i = 0; i < REPORT_FIELDS; i++) {
+        if (values[i] == 0) continue;
+        moved[n++] = (uint8_t)((2 + i) << 3); /* field 2 + i, varint */
+        n += put_varint(moved + n, values[i]);
+    }
+    size_t head_len = (size_t)PyBytes_GET_SIZE(head), ih = (size_t)PyBytes_GET_SIZE(inner_head),
+           it = (size_t)PyBytes_GET_SIZE(inner_tail), body = ih + n + it;
+    out->len = 0;
+    if (bytes_reserve(out, head_len + 1 + 10 + 1 + 10 + body) < 0) return -1;
+    uint8_t *p = out->data;
+    size_t len = 0;
+    memcpy(p, PyBytes_AS_STRING(head), head_len);
+    len += head_len;
+    if (send_time_ns != 0) {
+        p[len++] = (5 << 3) | 0; /* send_time_ns, varint (int64: two's complement, as protobuf writes it) */
+        len += put_varint(p + len, (uint64_t)send_time_ns);
+    }
+    p[len++] = (10 << 3) | 2; /* stream_state, length-delimited */
+    len += put_varint(p + len, body);
+    memcpy(p + len, PyBytes_AS_STRING(inner_head), ih);
+    len += ih;
+    memcpy(p + len, moved, n);
+    len += n;
+    memcpy(p + len, PyBytes_AS_STRING(inner_tail), it);
+    out->len = len + it;
+    return 0;
+}
+
+/* Send the heartbeat report if its time has come (now, monotonic): the packet being filled goes
+   first, so the report covers only what the line carried. 0, or -1 with an exception. */
+static int report_if_due(PumpObject *self, Run *r, int64_t now) {
+    Report *rep = &r->report;
+    if (rep->socket == NULL || now < rep->due_ns) return 0;
+    if (seal_packet(self, r) < 0) return -1;
+    uint64_t values[REPORT_FIELDS] = {r->msg_seq, rep->next_source, rep->last_source, rep->last_msg, rep->digest};
+    if (r->count > 0) {
+        uint64_t last_source = r->first_source + r->count - 1;
+        values[1] = last_source + 1;
+        values[2] = last_source;
+        values[3] = r->first_msg + r->count - 1;
+        memcpy(&values[4], self->digests.data + self->digests.len - 8, 8); /* after the last message */
+    }
+    if (build_report(&self->report, rep->head, rep->inner_head, rep->inner_tail, clock_ns(CLOCK_REALTIME),
+                     values) < 0)
+        return -1;
+    if (Z.send(rep->socket, self->report.data, self->report.len, ZMQ_DONTWAIT) < 0) {
+        zmq_failure("sending a heartbeat report on the sync bus");
+        return -1;
+    }
+    rep->sent++;
+    rep->last_ns = now;
+    rep->due_ns = now + rep->every_ns;
     return 0;
 }
 
@@ -705,41 +806,49 @@ static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, 
                 *stop = PUMP_BUDGET;
                 return seal_packet(self, r);
             }
-            if (clock_ns(CLOCK_MONOTONIC) >= deadline_ns) {
+            int64_t now = clock_ns(CLOCK_MONOTONIC);
+            if (report_if_due(self, r, now) < 0) return -1;
+            if (now >= deadline_ns) {
                 *stop = PUMP_DEADLINE;
                 return seal_packet(self, r);
             }
         }
-        if (seal_packet(self, r) < 0) return -1;
+        if (seal_packet(self, r) < 0 || report_if_due(self, r, clock_ns(CLOCK_MONOTONIC)) < 0) return -1;
         if (batch_ns > 0) {
             int64_t until = clock_ns(CLOCK_MONOTONIC) + batch_ns;
             int rested = wait_on(r, 0, until < deadline_ns ? until : deadline_ns, deadline_ns, stop);
             if (rested <= 0) return rested;
         }
-        int ready = wait_on(r, 1, wait_ns < deadline_ns ? wait_ns : deadline_ns, deadline_ns, stop);
+        int64_t until = wait_ns < deadline_ns ? wait_ns : deadline_ns;
+        int to_report = r->report.socket != NULL && r->report.due_ns < until;
+        int ready = wait_on(r, 1, to_report ? r->report.due_ns : until, deadline_ns, stop);
+        if (ready == 0 && to_report && *stop == PUMP_DRAINED) continue; /* the report's time: sent above */
         if (ready <= 0) return ready;
     }
 }
 
 PyDoc_STRVAR(Pump_run_doc,
              "run(source, sync, control, line, deadline_ns, wait_ns, expect_seq, stop_seq, next_msg_seq, term,\n"
-             "    mode, journal, max_frames, max_bytes, batch_ns=0)\n"
+             "    mode, journal, max_frames, max_bytes, batch_ns=0, report=None)\n"
              "--\n\n"
              "Pump source messages until something needs the core (see the module doc).\n"
              "Sockets are libzmq handles (pyzmq's Socket.underlying; control 0 when there is none, line 0\n"
              "unless mode is PUMP_MODE_SEND); deadline_ns (the core's timers) and wait_ns (how long to wait\n"
              "for more once drained: 0 not at all) are on the monotonic clock; batch_ns > 0 leaves the\n"
-             "source alone that long after each drain; stop_seq 0 watches no position. Returns\n"
-             "adapter.core.pumping.Pumped's fields.");
+             "source alone that long after each drain; stop_seq 0 watches no position. report (PUMP_MODE_SEND\n"
+             "only) is the active's heartbeat report for the pump to send: (sync bus PUB, due_ns, every_ns,\n"
+             "head, inner_head, inner_tail, next_source_seq, last_source_seq, last_msg_seq, digest), see\n"
+             "encode_report. Returns adapter.core.pumping.Pumped's fields.");
 
 static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     Py_ssize_t source, sync, control, line, max_frames, max_bytes;
     long long deadline_ns, wait_ns, batch_ns = 0;
     unsigned long long expect, stop_seq, msg_seq, term;
     int mode, journal;
-    if (!PyArg_ParseTuple(args, "nnnnLLKKKKipnn|L:run", &source, &sync, &control, &line, &deadline_ns, &wait_ns,
+    PyObject *report = Py_None;
+    if (!PyArg_ParseTuple(args, "nnnnLLKKKKipnn|LO:run", &source, &sync, &control, &line, &deadline_ns, &wait_ns,
                           &expect, &stop_seq, &msg_seq, &term, &mode, &journal, &max_frames, &max_bytes,
-                          &batch_ns))
+                          &batch_ns, &report))
         return NULL;
     if (mode != PUMP_MODE_SEND && mode != PUMP_MODE_HOLD && mode != PUMP_MODE_CONVERT) {
         PyErr_Format(PyExc_ValueError, "mode must be a PUMP_MODE_*, got %d", mode);
@@ -764,6 +873,28 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
              .expect = expect,
              .stop_seq = stop_seq,
              .msg_seq = msg_seq};
+    if (report != Py_None) {
+        Report *rep = &r.report;
+        Py_ssize_t socket;
+        long long due, every;
+        if (mode != PUMP_MODE_SEND) {
+            PyErr_SetString(PyExc_ValueError, "only an active sending its packets (PUMP_MODE_SEND) reports");
+            return NULL;
+        }
+        if (!PyTuple_Check(report) ||
+            !PyArg_ParseTuple(report, "nLLSSSKKKK:report", &socket, &due, &every, &rep->head, &rep->inner_head,
+                              &rep->inner_tail, &rep->next_source, &rep->last_source, &rep->last_msg, &rep->digest)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "report must be a tuple or None");
+            return NULL;
+        }
+        if (socket == 0 || every <= 0) {
+            PyErr_SetString(PyExc_ValueError, "a report needs the sync bus's socket and an interval > 0");
+            return NULL;
+        }
+        rep->socket = socket_of(socket);
+        rep->due_ns = due;
+        rep->every_ns = every;
+    }
     watch(&r.watched[0], r.sync);
     watch(&r.watched[1], r.control);
     watch(&r.source_w, r.source);
@@ -789,10 +920,11 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
         if (seal_packet(self, &r) < 0) PyErr_Clear(); /* blocks booked but not sealed: out with them */
     }
     PyObject *result = Py_BuildValue(
-        "(iOKKKy#nnLOOOnnO)", stop, r.frames, r.first_source, r.first_msg, r.count, (const char *)self->digests.data,
+        "(iOKKKy#nnLOOOnnOnL)", stop, r.frames, r.first_source, r.first_msg, r.count, (const char *)self->digests.data,
         (Py_ssize_t)self->digests.len, r.packets, r.bytes_sent, (long long)r.last_send_ns,
         r.held ? r.held : Py_None, r.leftover ? r.leftover : Py_None,
-        r.leftover_frame ? r.leftover_frame : Py_None, r.leftover_pos, r.leftover_converted, error ? error : Py_None);
+        r.leftover_frame ? r.leftover_frame : Py_None, r.leftover_pos, r.leftover_converted, error ? error : Py_None,
+        r.report.sent, (long long)r.report.last_ns);
     Py_XDECREF(error);
     Py_DECREF(r.frames);
     Py_XDECREF(r.held);
@@ -847,6 +979,7 @@ static void Pump_dealloc(PumpObject *self) {
     Py_XDECREF(self->source_stream_obj);
     PyMem_Free(self->packet.data);
     PyMem_Free(self->digests.data);
+    PyMem_Free(self->report.data);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -893,7 +1026,32 @@ static PyObject *send_packet(PyObject *Py_UNUSED(module), PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* encode_report(head, inner_head, inner_tail, send_time_ns, next_msg_seq, next_source_seq, last_source_seq,
+   last_msg_seq, digest): the heartbeat report the pump sends (build_report), for the tests to hold
+   against protobuf's own serialization. */
+static PyObject *encode_report(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *head, *inner_head, *inner_tail;
+    long long send_time_ns;
+    unsigned long long k[REPORT_FIELDS];
+    if (!PyArg_ParseTuple(args, "SSSLKKKKK:encode_report", &head, &inner_head, &inner_tail, &send_time_ns, &k[0],
+                          &k[1], &k[2], &k[3], &k[4]))
+        return NULL;
+    uint64_t v[REPORT_FIELDS];
+    for (int i = 0; i < REPORT_FIELDS; i++) v[i] = k[i];
+    Bytes out = {0};
+    if (build_report(&out, head, inner_head, inner_tail, (int64_t)send_time_ns, v) < 0) {
+        PyMem_Free(out.data);
+        return NULL;
+    }
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
+    PyMem_Free(out.data);
+    return bytes;
+}
+
 static PyMethodDef module_methods[] = {
+    {"encode_report", encode_report, METH_VARARGS,
+     "encode_report(head, inner_head, inner_tail, send_time_ns, next_msg_seq, next_source_seq, last_source_seq, "
+     "last_msg_seq, digest): the heartbeat report the pump sends, as SyncMessage bytes (see adapter/_pump.c)."},
     {"zmq_version_info", zmq_version_of, METH_NOARGS, "The version of the libzmq this extension is bound to."},
     {"send_packet", (PyCFunction)(void (*)(void))send_packet, METH_FASTCALL,
      "send_packet(socket, topic, packet): send [topic, packet] on the libzmq socket at address socket "

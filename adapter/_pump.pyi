@@ -63,5 +63,19 @@ class Pump:
         max_frames: int,
         max_bytes: int,
         batch_ns: int = 0,
+        report: tuple[int, int, int, bytes, bytes, bytes, int, int, int, int] | None = None,
         /,
     ) -> tuple[Any, ...]: ...
+
+def encode_report(
+    head: bytes,
+    inner_head: bytes,
+    inner_tail: bytes,
+    send_time_ns: int,
+    next_msg_seq: int,
+    next_source_seq: int,
+    last_source_seq: int,
+    last_msg_seq: int,
+    digest: int,
+    /,
+) -> bytes: ...

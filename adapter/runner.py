@@ -119,6 +119,7 @@ class AdapterRunner:
                 self.core,
                 self.line,
                 (self._source, self._sync_sub, self._control),
+                self.sync_link.publisher(),
                 topic=cfg.channel.encode(),
                 journal=None if self.journal is None else self.journal.append_batch,
                 enabled=cfg.source_pump,

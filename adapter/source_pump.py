@@ -17,6 +17,9 @@ books what it did). This module only wires it to the runner's sockets:
   takes them as they are: a line whose packets are sealed, or not bound,
   takes them from Python), and hands what it did to the core; the runner
   carries out the returned actions (a backup's released packets among them).
+  An active's pump also sends its heartbeat reports on the sync bus's PUB while
+  it runs, from the fixed parts the plan carries (``PumpPlan.report``): the
+  core's turn then comes about every health interval, not every heartbeat.
 
 An active's journal writer gets each packet's records just before the packet
 is sent, from inside the C call, through the core's journal callback
@@ -61,6 +64,7 @@ class SourcePump:
         core: the adapter core (its engine, identity and plan; it books what the pump did).
         line: the line (its raw socket while packets go out unsealed).
         sockets: the source, sync-bus and control sockets (control ``None`` when there is none).
+        report_socket: the sync bus's PUB, where the active's heartbeat reports go.
         topic: the line's topic (the channel name).
         journal: the journal writer's ``append_batch``, where each packet's records go (``None``:
             the adapter journals nothing).
@@ -72,6 +76,7 @@ class SourcePump:
         core: AdapterCore,
         line: LineSocket,
         sockets: tuple[zmq.Socket[bytes], zmq.Socket[bytes], zmq.Socket[bytes] | None],
+        report_socket: zmq.Socket[bytes],
         *,
         topic: bytes,
         journal: AppendBatch | None,
@@ -95,7 +100,8 @@ class SourcePump:
         source, sync, control = sockets
         self._source, self._sync = source.underlying, sync.underlying
         self._control = 0 if control is None else control.underlying
-        self.runs = self.handed_back = 0
+        self._report_socket = report_socket.underlying
+        self.runs = self.handed_back = self.reports = 0
         self.stops: dict[str, int] = {stop.name.lower(): 0 for stop in PumpStop}
 
     def __repr__(self) -> str:
@@ -118,6 +124,7 @@ class SourcePump:
             if socket is None:
                 return None
             line = socket.underlying
+        report = plan.report
         raw = self._pump.run(
             self._source,
             self._sync,
@@ -134,9 +141,22 @@ class SourcePump:
             MAX_FRAMES_PER_CALL,
             MAX_BYTES_PER_CALL,
             round(plan.batch * 1e9),
+            None
+            if report is None
+            else (
+                self._report_socket,
+                round(report.due * 1e9),
+                round(report.every * 1e9),
+                *report.parts,
+                report.next_source_seq,
+                report.last_source_seq,
+                report.last_msg_seq,
+                report.digest,
+            ),
         )
         pumped = Pumped._make(raw)
         self.runs += 1
+        self.reports += pumped.reports
         self.stops[PumpStop(pumped.stop).name.lower()] += 1
         self.handed_back += pumped.leftover is not None
         if plan.mode is PumpMode.SEND:
@@ -146,13 +166,19 @@ class SourcePump:
 
     def status(self) -> dict[str, Any]:
         """The pump's counters, for the adapter's status."""
-        return {"runs": self.runs, "handed_back": self.handed_back, "stops": dict(self.stops)}
+        return {
+            "runs": self.runs,
+            "handed_back": self.handed_back,
+            "reports": self.reports,
+            "stops": dict(self.stops),
+        }
 
 
 def make_pump(
     core: AdapterCore,
     line: LineSocket,
     sockets: tuple[zmq.Socket[bytes], zmq.Socket[bytes], zmq.Socket[bytes] | None],
+    report_socket: zmq.Socket[bytes],
     *,
     topic: bytes,
     journal: AppendBatch | None,
@@ -164,6 +190,7 @@ def make_pump(
         core: the adapter core.
         line: the line the pump sends on.
         sockets: the source, sync-bus and control sockets.
+        report_socket: the sync bus's PUB (the active's heartbeat reports).
         topic: the line's topic (the channel name).
         journal: the journal writer's ``append_batch`` (``None``: the adapter journals nothing).
         enabled: the operator's choice (``--no-source-pump``).
@@ -173,7 +200,7 @@ def make_pump(
     _pump, why_not = bound_to_pyzmq("feedha.adapter._pump")
     if _pump is None:
         return None, why_not
-    return SourcePump(_pump.Pump, core, line, sockets, topic=topic, journal=journal), ""
+    return SourcePump(_pump.Pump, core, line, sockets, report_socket, topic=topic, journal=journal), ""
 
 
 def native_send() -> NativeSend | None:

@@ -59,6 +59,11 @@ class SyncLink:
             sub.connect(peer)
         return sub
 
+    def publisher(self) -> zmq.Socket[bytes]:
+        """The PUB every peer reads (the source pump sends the active's heartbeat reports on it)."""
+        assert self.pub is not None
+        return self.pub
+
     def send(self, message: SyncMessage) -> None:
         """Publish one message to every peer."""
         assert self.pub is not None

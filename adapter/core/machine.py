@@ -115,6 +115,7 @@ from feedha.adapter.core.sync import (
     ArrivalChecked,
     CommandRejected,
     HealthMeasured,
+    HeartbeatSent,
     OperatorCommand,
     PeerHeard,
     RequestSnapshot,
@@ -309,6 +310,29 @@ class AdapterCore:
         """Whether the source pump may run now, and within what (:mod:`adapter.core.pumping`)."""
         return pumping.plan(self, now)
 
+    def pump_report(self) -> pumping.PumpReport | None:
+        """The active's heartbeat reports for the source pump to send while it runs (``None``: not now).
+
+        Only an active past its decision whose reports carry nothing but its positions: a
+        conflation boundary it proposes goes out from the core's turn (and the pump does not run
+        with a conflated line anyway).
+        """
+        sync, seq = self.sync, self.sequencer
+        if sync.role is not Role.ACTIVE or sync.deciding or self._woke:
+            return None
+        message = self._stream_state()
+        if message.conflate_proposed:
+            return None
+        return pumping.PumpReport(
+            due=sync.next_heartbeat_at,
+            every=self.config.sync.heartbeat_interval_s,
+            parts=syncbus.report_parts(message, channel=self.config.channel_number),
+            next_source_seq=seq.next_source_seq,
+            last_source_seq=seq.last_recorded_source_seq,
+            last_msg_seq=seq.last_msg_seq,
+            digest=seq.last_digest,
+        )
+
     def pump_journal(self, append: pumping.AppendBatch) -> Callable[[int, int, int, list[bytes]], None]:
         """The source pump's journal callback: each ``SEND`` run booked here, written by ``append``.
 
@@ -321,10 +345,13 @@ class AdapterCore:
 
         A source message it stopped at (one it does not take whole) goes on here from where
         it stopped, as :meth:`on_source` takes it, and what is ready then goes out. A run that
-        came back having drained the source read all there was (:meth:`on_source_drained`).
+        came back having drained the source read all there was (:meth:`on_source_drained`). The
+        heartbeat reports it sent (:meth:`pump_report`) count as the sync rules' heartbeats.
         """
         turn = self._turn(now, wall_ns)
         out, reached = pumping.settle(self, pumped, mode)
+        if pumped.reports:  # its heartbeat reports are the sync rules' own: the next is due after the last
+            self.apply(HeartbeatSent(pumped.last_report_ns / 1e9), turn)
         if reached:
             self._drive(self.pipeline.reached(reached, self._standing(), turn), turn)
             out += turn.out
@@ -590,11 +617,16 @@ class AdapterCore:
 
     # ---- what the runner asks ------------------------------------------------------------
 
-    def next_deadline(self, now: float) -> float:
-        """When :meth:`on_tick` must run next (never later than a tenth of a second)."""
+    def next_deadline(self, now: float, *, heartbeat: bool = True) -> float:
+        """When :meth:`on_tick` must run next (never later than a tenth of a second).
+
+        ``heartbeat=False``: not counting the active's heartbeat report, which the source
+        pump sends while it runs (:meth:`pump_report`).
+        """
         if self._woke:
             return now  # the timers skipped on waking are due: at once, once the sync bus is read
-        deadline = min(next_deadline(self.sync, self.config.sync, now=now), now + TICK_AT_LEAST_EVERY_S)
+        sync_deadline = next_deadline(self.sync, self.config.sync, now=now, heartbeat=heartbeat)
+        deadline = min(sync_deadline, now + TICK_AT_LEAST_EVERY_S)
         deadline = min(deadline, self.access.next_deadline())
         if self.sync.is_publishing and self.emitter.may_heartbeat(self.sequencer.last_recorded_source_seq):
             # Only a heartbeat that may go out is a deadline: one that waits for the gate waits
@@ -885,9 +917,13 @@ class AdapterCore:
     # ---- the sync rules' actions ----------------------------------------------------------
 
     def _send_stream_state(self, action: SyncAction | None, turn: Turn) -> None:
+        turn.out.append(SendSync(self._stream_state()))
+
+    def _stream_state(self) -> syncbus.StreamState:
+        # This adapter's stream state as it reports it (the active's heartbeat).
         seq = self.sequencer
         proposed, committed_k = self.conflated.report_fields() if self._sync.role is Role.ACTIVE else ((), 0)
-        message = syncbus.StreamState(
+        return syncbus.StreamState(
             self._sender(),
             self.config.source_stream_number,
             seq.next_msg_seq,
@@ -900,7 +936,6 @@ class AdapterCore:
             conflate_proposed=proposed,
             conflate_committed_k=committed_k,
         )
-        turn.out.append(SendSync(message))
 
     def _send_health(self, action: SyncAction, turn: Turn) -> None:
         counters, now = self.pipeline.counters, turn.now

@@ -76,6 +76,7 @@ from feedha.adapter.core.output import UNBOUNDED_ROOM
 from feedha.adapter.core.pipeline import UNBOUNDED_COUNT
 from feedha.adapter.core.sequencer import ArrivalCheck
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.core.syncbus import ReportParts
 from feedha.proto import wire
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ __all__ = [
     "LineIdentity",
     "PumpMode",
     "PumpPlan",
+    "PumpReport",
     "PumpStop",
     "Pumped",
     "admit_held",
@@ -145,6 +147,8 @@ class PumpPlan:
         next_msg_seq: the msg_seq its first message takes.
         term: the term stamped on its packets.
         journal: it journals what it publishes (the adapter has a journal).
+        report: the active's heartbeat reports, which it sends itself while it runs (``None``:
+            the core's turn sends them; ``deadline`` then counts the heartbeat).
     """
 
     mode: PumpMode
@@ -156,6 +160,32 @@ class PumpPlan:
     term: int
     journal: bool
     batch: float = 0.0
+    report: PumpReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PumpReport:
+    """The active's heartbeat reports for the pump to send (``adapter/_pump.c``, "the heartbeat report").
+
+    Attributes:
+        due: when the next is due (the sync rules' next heartbeat, monotonic seconds).
+        every: the heartbeat interval, in seconds: the one after a report is due that much later.
+        parts: the report's fixed parts (:func:`~adapter.core.syncbus.report_parts`).
+        next_source_seq: the positions the report gives before the run numbers anything:
+            the sequencer's ``next_source_seq``, ``last_recorded_source_seq``, ``last_msg_seq``
+            and ``last_digest`` (what the run numbers moves them, as it moves the sequencer).
+        last_source_seq: see ``next_source_seq``.
+        last_msg_seq: see ``next_source_seq``.
+        digest: see ``next_source_seq``.
+    """
+
+    due: float
+    every: float
+    parts: ReportParts
+    next_source_seq: int
+    last_source_seq: int
+    last_msg_seq: int
+    digest: int
 
 
 class Pumped(NamedTuple):
@@ -179,6 +209,8 @@ class Pumped(NamedTuple):
         leftover_pos: where in that frame the Python path goes on.
         leftover_converted: how many of that frame's messages it converted (before ``leftover_pos``).
         error: what failed (with :attr:`PumpStop.ERROR`), else ``None``.
+        reports: the heartbeat reports it sent (:attr:`PumpPlan.report`).
+        last_report_ns: the monotonic clock when it sent the last, in ns (0: none).
     """
 
     stop: int
@@ -196,6 +228,8 @@ class Pumped(NamedTuple):
     leftover_pos: int
     leftover_converted: int
     error: BaseException | None
+    reports: int = 0
+    last_report_ns: int = 0
 
 
 def plan(core: AdapterCore, now: float) -> PumpPlan | None:
@@ -214,8 +248,11 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         or core.gaps.backup.owed
     ):
         return None
-    deadline, batch = core.next_deadline(now), 0.0
+    deadline, batch, report = core.next_deadline(now), 0.0, None
     if sync.role is Role.ACTIVE and emitter.gate.is_open:
+        report = core.pump_report()
+        if report is not None:  # the pump sends the heartbeat: the core's turn waits for its other timers
+            deadline = core.next_deadline(now, heartbeat=False)
         mode, wait = PumpMode.SEND, deadline
     elif sync.role is Role.BACKUP:
         mode = PumpMode.HOLD if sync.is_publishing else PumpMode.CONVERT
@@ -234,6 +271,7 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         term=sync.term,
         journal=emitter.journal is not None,
         batch=batch,
+        report=report,
     )
 
 

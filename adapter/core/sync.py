@@ -86,6 +86,7 @@ from feedha.adapter.core.sync_types import (
     HandOver,
     HandoverHeard,
     HealthMeasured,
+    HeartbeatSent,
     OperatorCommand,
     Peer,
     PeerHeard,
@@ -131,6 +132,7 @@ __all__ = [
     "HandOver",
     "HandoverHeard",
     "HealthMeasured",
+    "HeartbeatSent",
     "OperatorCommand",
     "PEER_TIMEOUT_S",
     "PROMOTION_STAGGER_S",
@@ -205,13 +207,18 @@ def on_event(state: SyncState, event: SyncEvent, *, now: float, config: SyncConf
     return handler(state, event, now, config)
 
 
-def next_deadline(state: SyncState, config: SyncConfig, *, now: float) -> float:
-    """The time the runner must next deliver a :class:`Tick` (never before ``now``)."""
+def next_deadline(state: SyncState, config: SyncConfig, *, now: float, heartbeat: bool = True) -> float:
+    """The time the runner must next deliver a :class:`Tick` (never before ``now``).
+
+    ``heartbeat=False``: not counting the active's heartbeat, which something else sends
+    (the source pump, :class:`HeartbeatSent`).
+    """
     deadlines = [state.next_health_at]
     if state.deciding:
         deadlines.append(state.started_at + config.startup_grace_s)
     elif state.role is Role.ACTIVE:
-        deadlines.append(state.next_heartbeat_at)
+        if heartbeat:
+            deadlines.append(state.next_heartbeat_at)
     elif state.role is Role.BACKUP:
         if state.throttled:
             deadlines.append((state.reported_at or now) + 3 * config.heartbeat_interval_s)
@@ -500,6 +507,11 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
     return state, actions
 
 
+def _on_heartbeat_sent(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    assert isinstance(ev, HeartbeatSent)
+    return replace(state, next_heartbeat_at=ev.at + config.heartbeat_interval_s), []
+
+
 def _decide(state: SyncState, now: float) -> Result:
     # Nobody active was heard during the grace period. A configured active takes
     # the role only in a group that never published anything (a cold start):
@@ -656,6 +668,7 @@ HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
     (Role.FAILED, HandoverHeard): _ignore,
     (Role.ACTIVE, HealthMeasured): _on_health,
     (Role.ACTIVE, Tick): _on_tick,
+    (Role.ACTIVE, HeartbeatSent): _on_heartbeat_sent,
     (Role.ACTIVE, OperatorCommand): _on_command,
     (Role.BACKUP, PeerHeard): _on_peer_heard,
     (Role.BACKUP, ActiveReported): _on_active_reported,

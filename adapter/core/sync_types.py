@@ -233,6 +233,13 @@ class Tick:
     """A timer fired (heartbeats, health, elections)."""
 
 
+@dataclass(frozen=True, slots=True)
+class HeartbeatSent:
+    """The active's heartbeat report went out without a :class:`Tick` (the source pump sent it) at ``at``."""
+
+    at: float
+
+
 class CommandKind(enum.Enum):
     PROMOTE = "promote"
     DEMOTE = "demote"
@@ -255,6 +262,7 @@ SyncEvent: TypeAlias = (
     | SourceGapSeen
     | HealthMeasured
     | Tick
+    | HeartbeatSent
     | OperatorCommand
     | SessionMissed
     | GapPending

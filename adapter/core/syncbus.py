@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 from google.protobuf.message import DecodeError
 
@@ -34,6 +34,7 @@ __all__ = [
     "Health",
     "PurgeAck",
     "Purges",
+    "ReportParts",
     "Sender",
     "SessionAck",
     "Snapshot",
@@ -43,6 +44,7 @@ __all__ = [
     "SyncMessage",
     "decode_sync",
     "encode_sync",
+    "report_parts",
 ]
 
 _ROLE_TO_PB: Final = {
@@ -304,6 +306,39 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
     else:
         out.failed.reason = msg.reason
     return out.SerializeToString()
+
+
+class ReportParts(NamedTuple):
+    """A :class:`StreamState` report's fixed parts, serialized, for a sender that fills in the rest.
+
+    ``head`` is the ``SyncMessage`` fields before ``send_time_ns`` (channel, adapter, term,
+    role), ``inner_head`` the ``StreamState`` field before the positions (``source_stream``),
+    ``inner_tail`` those after them (the session fields, ``purge_seq``, the conflation fields).
+    The report is ``head``, ``send_time_ns``, then the ``stream_state`` body: ``inner_head``,
+    fields 2-6 (``next_msg_seq`` .. ``digest``), ``inner_tail``, in protobuf's order (by field
+    number, zeros left out): byte for byte what :func:`encode_sync` makes of the whole message
+    (the source pump's ``encode_report``).
+    """
+
+    head: bytes
+    inner_head: bytes
+    inner_tail: bytes
+
+
+def report_parts(msg: StreamState, *, channel: int) -> ReportParts:
+    """The fixed parts of reports like ``msg`` (its sender's time and positions are not in them)."""
+    sender = msg.sender
+    head = sync_pb2.SyncMessage(
+        channel=channel, adapter=sender.adapter, term=sender.term, role=_ROLE_TO_PB[sender.role]
+    )
+    whole = sync_pb2.SyncMessage.FromString(encode_sync(msg, channel=channel)).stream_state
+    inner_head = sync_pb2.StreamState(source_stream=whole.source_stream)
+    for name in ("source_stream", *_STREAM_POSITIONS):
+        whole.ClearField(name)
+    return ReportParts(head.SerializeToString(), inner_head.SerializeToString(), whole.SerializeToString())
+
+
+_STREAM_POSITIONS: Final = ("next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest")
 
 
 def _fill_health(health: sync_pb2.Health, msg: Health) -> None:

@@ -105,7 +105,16 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
     assert plan.next_msg_seq == active.sequencer.next_msg_seq
     assert plan.expect_seq == active.sequencer.last_source_seq + 1
     assert (plan.term, plan.journal) == (active.sync.term, True)
-    assert plan.deadline == active.next_deadline(group.now)
+    # The active's pump sends the heartbeat reports itself: its deadline is the core's other
+    # timers, and the report it carries starts from where the sequencer stands.
+    assert plan.deadline == active.next_deadline(group.now, heartbeat=False) > active.next_deadline(group.now)
+    report, seq = plan.report, active.sequencer
+    assert report is not None and report.due == active.sync.next_heartbeat_at
+    assert report.every == active.config.sync.heartbeat_interval_s
+    assert (report.next_source_seq, report.last_source_seq, report.last_msg_seq, report.digest) == (
+        seq.next_source_seq, seq.last_recorded_source_seq, seq.last_msg_seq, seq.last_digest
+    )
+    assert held.report is None  # a backup does not report
     assert group.command(1, Throttle(100.0))["ok"]
     assert active.pump_plan(group.now) is None  # an operator's throttle: the Python loop paces
     assert group.command(1, Throttle(0.0))["ok"]
