@@ -404,7 +404,8 @@ def pump_frames(
     in ``held`` with the records, as the C pump does. ``journal`` is called once a packet,
     before it goes; a packet whose records it refuses (raises) is dropped, its runs booked,
     and the pump comes back with :attr:`PumpStop.ERROR` and the rest of the frame, as the C
-    pump does.
+    pump does. It sends no heartbeat report (``plan.report``): its clock does not move, and a
+    report that is due goes out from the core's next tick.
     """
     builder, packets = wire.PacketBuilder(line.max_packet_bytes), []
     frames: list[tuple[bytes, int]] = []

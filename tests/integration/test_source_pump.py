@@ -43,6 +43,7 @@ from feedha.adapter.core.pumping import (
     PumpStop,
     pump_frames,
 )
+from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, market_pb2, wire
 from tests.integration.groups import running_group
@@ -151,6 +152,10 @@ def test_a_backup_s_pump_reads_in_batches_until_the_report_and_its_line_is_the_a
     pump = statuses[1]["source_pump"]
     assert pump["runs"] > 0, pump
     assert pump["stops"]["drained"] < pump["stops"]["socket"], pump  # it waits for the report in C
+    # The active's pump sends its heartbeat reports itself (every 10 ms): its calls end for the
+    # core's other timers (health, the machine sample: every 0.1 s), not for every heartbeat.
+    active_pump = statuses[0]["source_pump"]
+    assert active_pump["reports"] > 3 * active_pump["stops"]["deadline"], active_pump
     # The active's health reports carry what it measured of its machine: its CPU share from
     # its own process time (no /proc read on the loop's thread) and the machine's available
     # memory, sampled once a second; the group elects and fails by them.
@@ -185,12 +190,13 @@ class Rig:
 
     def run(self, *, deadline_s: float = 1.0, expect: int = 0, msg_seq: int = 1, frames: int = 10_000,
             journal: bool = False, max_bytes: int = 1 << 30, mode: PumpMode = PumpMode.SEND,
-            stop_seq: int = 0, wait: bool = True, batch_s: float = 0.0) -> Pumped:  # fmt: skip
+            stop_seq: int = 0, wait: bool = True, batch_s: float = 0.0,
+            report: tuple[Any, ...] | None = None) -> Pumped:  # fmt: skip
         deadline = time.monotonic_ns() + int(deadline_s * 1e9)
         raw = self.pump.run(
             self.source.underlying, self.sync.underlying, self.control.underlying, self.line.underlying,
             deadline, deadline if wait else 0, expect, stop_seq, msg_seq, 7, int(mode), journal,
-            frames, max_bytes, int(batch_s * 1e9),
+            frames, max_bytes, int(batch_s * 1e9), report,
         )  # fmt: skip
         return Pumped._make(raw)
 
@@ -750,6 +756,84 @@ def test_a_source_that_sends_big_frames_is_bounded_by_their_bytes() -> None:
     assert pumped.stop == PumpStop.BUDGET and len(pumped.frames) == 3 and pumped.messages == 60
 
 
+@contextmanager
+def report_bus() -> Iterator[tuple[zmq.Socket[bytes], zmq.Socket[bytes]]]:
+    """The adapter's own sync-bus PUB (which its SUB does not read) and a peer's SUB on it."""
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    pub, tap = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+    try:
+        pub.linger = tap.linger = 0
+        tap.subscribe(b"")
+        tap.connect(f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}")
+        _connected(tap, pub, [b"probe"])
+        yield pub, tap
+    finally:
+        pub.close(linger=0)
+        tap.close(linger=0)
+
+
+def _reports(tap: zmq.Socket[bytes]) -> list[syncbus.StreamState]:
+    out = []
+    while tap.poll(200):
+        message = syncbus.decode_sync(tap.recv(), channel=3)
+        assert isinstance(message, syncbus.StreamState)
+        out.append(message)
+    return out
+
+
+def test_an_active_s_pump_sends_its_heartbeat_reports_with_the_positions_it_reached() -> None:
+    # The core hands the report's fixed parts and where the sequencer stands; the pump sends a
+    # report when it is due, then one every interval, each with the positions of the last
+    # message it numbered and the digest after it, the packet before it already on the line.
+    template = syncbus.StreamState(
+        syncbus.Sender(2, 7, Role.ACTIVE, 0), 1, 0, 0, 0, 0, 0, session=4, purge_seq=9
+    )  # fmt: skip
+    parts = syncbus.report_parts(template, channel=3)
+    every = 0.02
+    with rig() as r, report_bus() as (pub, tap):
+        r.send(*(_message(seq) for seq in range(11, 61)))
+        start = time.monotonic_ns()
+        report = (pub.underlying, start, int(every * 1e9), *parts, 11, 10, 10, 1234)
+        pumped = r.run(deadline_s=0.2, expect=11, msg_seq=11, report=report)
+        packets = r.packets()
+        reports = _reports(tap)
+    assert pumped.stop == PumpStop.DEADLINE and pumped.messages == 50
+    assert 5 <= pumped.reports == len(reports) <= 0.2 / every + 1, (pumped.reports, len(reports))
+    assert start < pumped.last_report_ns < start + int(0.25e9)
+    last_digest = memoryview(pumped.digests).cast("Q")[-1]
+    for report_ in reports:
+        assert report_.sender == syncbus.Sender(2, 7, Role.ACTIVE, report_.sender.send_time_ns)
+        assert (report_.source_stream, report_.session, report_.purge_seq) == (1, 4, 9)
+        # The frame came before the first report was due: every report is after its 50 messages.
+        assert (report_.next_msg_seq, report_.next_source_seq, report_.last_source_seq) == (61, 61, 60)
+        assert (report_.last_msg_seq, report_.digest) == (60, last_digest)
+    times = [report_.sender.send_time_ns for report_ in reports]
+    assert times == sorted(times) and times[-1] - times[0] >= (len(times) - 2) * every * 1e9
+    assert sum(wire.decode_header(p).count for p in packets) == 50  # and those went out first
+    # Nothing numbered yet: a report gives the positions the core handed over.
+    with rig() as r, report_bus() as (pub, tap):
+        report = (pub.underlying, time.monotonic_ns(), int(1e9), *parts, 11, 10, 10, 1234)
+        pumped = r.run(deadline_s=0.05, expect=11, msg_seq=11, report=report)
+        reports = _reports(tap)
+    assert pumped.reports == len(reports) == 1 and pumped.messages == 0
+    got = reports[0]
+    assert (got.next_msg_seq, got.next_source_seq, got.last_source_seq, got.last_msg_seq, got.digest) == (
+        11, 11, 10, 10, 1234,
+    )  # fmt: skip
+
+
+def test_a_report_whose_time_comes_while_the_pump_waits_goes_out_then() -> None:
+    # An idle source: the pump sleeps until the report is due, sends it, sleeps again.
+    parts = syncbus.report_parts(syncbus.StreamState(syncbus.Sender(2, 7, Role.ACTIVE, 0), 1, 0, 0, 0, 0, 0),
+                                 channel=3)  # fmt: skip
+    with rig() as r, report_bus() as (pub, tap):
+        due = time.monotonic_ns() + int(0.05e9)
+        pumped = r.run(deadline_s=0.15, expect=1, report=(pub.underlying, due, int(1e9), *parts, 1, 0, 0, 0))
+        reports = _reports(tap)
+    assert pumped.stop == PumpStop.DEADLINE and pumped.reports == len(reports) == 1
+    assert due <= pumped.last_report_ns < due + int(0.09e9)
+
+
 def test_the_pump_refuses_bad_arguments() -> None:
     engine = engine_for_format("feedha-fix")
     with pytest.raises(TypeError):
@@ -763,6 +847,13 @@ def test_the_pump_refuses_bad_arguments() -> None:
         pump.run(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, False, 10, 10)
     with pytest.raises(ValueError, match="mode"):
         pump.run(1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 7, False, 10, 10)
+    report = (1, 0, 10, b"", b"", b"", 1, 0, 0, 0)
+    with pytest.raises(ValueError, match="only an active"):
+        pump.run(1, 1, 0, 0, 0, 0, 0, 0, 1, 1, int(PumpMode.HOLD), False, 10, 10, 0, report)
+    with pytest.raises(ValueError, match="interval"):
+        pump.run(1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0, False, 10, 10, 0, (0, *report[1:]))
+    with pytest.raises(TypeError):
+        pump.run(1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0, False, 10, 10, 0, ("not", "a", "report"))
     assert _pump.zmq_version_info() == zmq.zmq_version_info()
 
 

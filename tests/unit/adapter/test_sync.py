@@ -20,6 +20,7 @@ from feedha.adapter.core.sync import (
     HandOver,
     HandoverHeard,
     HealthMeasured,
+    HeartbeatSent,
     OperatorCommand,
     PeerHeard,
     RequestSnapshot,
@@ -290,6 +291,26 @@ def test_equal_health_fails_the_higher_adapter_number() -> None:
 
 
 # ---- rule 6 and terms -------------------------------------------------------------------
+
+
+def test_a_heartbeat_the_pump_sent_sets_the_next_and_the_deadline_can_leave_it_out() -> None:
+    state = started_active()
+    now = CFG.startup_grace_s + 0.003
+    assert next_deadline(state, CFG, now=now) == max(now, state.next_heartbeat_at)
+    # The source pump sent reports while it ran; the last went at `at`: the next is due an
+    # interval later, and the core's turn does not send one before.
+    at = now + 0.25
+    state, actions = apply(state, HeartbeatSent(at), at + 0.001)
+    assert actions == [] and state.next_heartbeat_at == at + CFG.heartbeat_interval_s
+    _, actions = apply(state, Tick(), at + 0.002)
+    assert SendStreamState() not in actions
+    _, actions = apply(state, Tick(), at + CFG.heartbeat_interval_s)
+    assert SendStreamState() in actions
+    # Not counting the heartbeat (the pump sends it), the next deadline is the health report's.
+    assert next_deadline(state, CFG, now=at, heartbeat=False) == max(at, state.next_health_at)
+    # Only an active reports: a backup told it sent a heartbeat is a bug, and says so.
+    with pytest.raises(SyncProtocolError, match="HeartbeatSent in role=backup"):
+        apply(synced_backup(), HeartbeatSent(at), at)
 
 
 def test_best_backup_promotes_after_the_heartbeat_timeout() -> None:
