@@ -226,6 +226,7 @@ class AdapterCore:
         self._now = now
         self._wall_ns = 0
         self._woke = False  # the process did not run for a while before this input
+        self._report_parts: tuple[tuple[int, ...], syncbus.ReportParts] | None = None  # pump_report's, with their fields
         self._next_sample = now  # when the machine's figures are measured next
         self._next_memory_sample = now  # when the available memory is measured with them next
 
@@ -320,13 +321,18 @@ class AdapterCore:
         sync, seq = self.sync, self.sequencer
         if sync.role is not Role.ACTIVE or sync.deciding or self._woke:
             return None
-        message = self._stream_state()
-        if message.conflate_proposed:
+        proposed, committed_k = self.conflated.report_fields()
+        if proposed:
             return None
+        # The parts are serialized again only when a field in them moved (a term, a session, a purge).
+        fixed = (sync.term, *self.sessions.report_fields().values(), self.delayed.desk.book.highest_id, committed_k)
+        if self._report_parts is None or self._report_parts[0] != fixed:
+            parts = syncbus.report_parts(self._stream_state(), channel=self.config.channel_number)
+            self._report_parts = (fixed, parts)
         return pumping.PumpReport(
             due=sync.next_heartbeat_at,
             every=self.config.sync.heartbeat_interval_s,
-            parts=syncbus.report_parts(message, channel=self.config.channel_number),
+            parts=self._report_parts[1],
             next_source_seq=seq.next_source_seq,
             last_source_seq=seq.last_recorded_source_seq,
             last_msg_seq=seq.last_msg_seq,

@@ -33,6 +33,10 @@ The core stays the one that decides:
   except a pending report the run numbers as the active did, which the pump
   converts and stops right after (:meth:`~adapter.core.sequencer.Sequencer.pending_stop`);
   :func:`settle` hands its check to the core.
+* an active's plan carries its heartbeat reports (:class:`PumpReport`, from
+  :meth:`~adapter.core.machine.AdapterCore.pump_report`): the pump sends each as it
+  comes due, and the plan's deadline leaves the heartbeat out; :meth:`AdapterCore.on_pumped`
+  books the last one sent as the sync rules' heartbeat (``HeartbeatSent``).
 * the pump stops at the first thing it does not take whole (a message the run
   stops at, a frame that is not two parts), at a readable sync bus or control
   socket (looked at before every frame), at the deadline, after a budget of

@@ -9,10 +9,12 @@ loop takes a budget of frames a turn, so a message may go out a step earlier.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Publish
 from feedha.adapter.core.commands import DropPackets, Throttle
 from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S
@@ -115,6 +117,15 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
         seq.next_source_seq, seq.last_recorded_source_seq, seq.last_msg_seq, seq.last_digest
     )
     assert held.report is None  # a backup does not report
+    # The report's fixed parts are those of the core's own report, serialized again only when
+    # one of them moves (here the term).
+    assert report.parts == syncbus.report_parts(active._stream_state(), channel=active.config.channel_number)
+    assert active.pump_report() is not None and active.pump_report().parts is report.parts  # type: ignore[union-attr]
+    active._sync = replace(active.sync, term=active.sync.term + 1)
+    moved = active.pump_report()
+    assert moved is not None and moved.parts != report.parts
+    assert moved.parts == syncbus.report_parts(active._stream_state(), channel=active.config.channel_number)
+    active._sync = replace(active.sync, term=active.sync.term - 1)
     assert group.command(1, Throttle(100.0))["ok"]
     assert active.pump_plan(group.now) is None  # an operator's throttle: the Python loop paces
     assert group.command(1, Throttle(0.0))["ok"]
