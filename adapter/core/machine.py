@@ -226,7 +226,9 @@ class AdapterCore:
         self._now = now
         self._wall_ns = 0
         self._woke = False  # the process did not run for a while before this input
-        self._report_parts: tuple[tuple[int, ...], syncbus.ReportParts] | None = None  # pump_report's, with their fields
+        self._report_parts: tuple[tuple[int, ...], syncbus.ReportParts] | None = (
+            None  # pump_report's, with their fields
+        )
         self._next_sample = now  # when the machine's figures are measured next
         self._next_memory_sample = now  # when the available memory is measured with them next
 
@@ -325,7 +327,12 @@ class AdapterCore:
         if proposed:
             return None
         # The parts are serialized again only when a field in them moved (a term, a session, a purge).
-        fixed = (sync.term, *self.sessions.report_fields().values(), self.delayed.desk.book.highest_id, committed_k)
+        fixed = (
+            sync.term,
+            *self.sessions.report_fields().values(),
+            self.delayed.desk.book.highest_id,
+            committed_k,
+        )
         if self._report_parts is None or self._report_parts[0] != fixed:
             parts = syncbus.report_parts(self._stream_state(), channel=self.config.channel_number)
             self._report_parts = (fixed, parts)

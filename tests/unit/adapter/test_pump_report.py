@@ -19,7 +19,9 @@ from feedha.adapter.core.sync_types import Role
 
 _pump = pytest.importorskip("feedha.adapter._pump", reason="the source pump's extension is not built")
 
-U64 = st.one_of(st.sampled_from([0, 1, 127, 128, 16_383, 16_384, 2**63 - 1, 2**64 - 1]), st.integers(0, 2**64 - 1))
+U64 = st.one_of(
+    st.sampled_from([0, 1, 127, 128, 16_383, 16_384, 2**63 - 1, 2**64 - 1]), st.integers(0, 2**64 - 1)
+)
 I64 = st.integers(0, 2**63 - 1)  # the times: ns since the epoch
 
 
@@ -39,7 +41,8 @@ def stream_states(draw: st.DrawFn) -> syncbus.StreamState:
         sender, draw(st.integers(0, 2**32 - 1)), draw(U64), draw(U64), draw(U64), draw(U64), draw(U64),
         session=draw(U64), session_after_source_seq=draw(U64), session_boundary_msg_seq=draw(U64),
         session_start_ns=draw(I64), proposed_session=draw(U64), proposed_after_source_seq=draw(U64),
-        proposed_time_ns=draw(I64), proposed_reason=draw(st.integers(0, 3)), session_reason=draw(st.integers(0, 3)),
+        proposed_time_ns=draw(I64), proposed_reason=draw(st.integers(0, 3)),
+        session_reason=draw(st.integers(0, 3)),
         purge_seq=draw(U64), conflate_proposed=tuple(draw(st.lists(boundaries, max_size=3))),
         conflate_committed_k=draw(U64),
     )  # fmt: skip

@@ -114,7 +114,10 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
     assert report is not None and report.due == active.sync.next_heartbeat_at
     assert report.every == active.config.sync.heartbeat_interval_s
     assert (report.next_source_seq, report.last_source_seq, report.last_msg_seq, report.digest) == (
-        seq.next_source_seq, seq.last_recorded_source_seq, seq.last_msg_seq, seq.last_digest
+        seq.next_source_seq,
+        seq.last_recorded_source_seq,
+        seq.last_msg_seq,
+        seq.last_digest,
     )
     assert held.report is None  # a backup does not report
     # The report's fixed parts are those of the core's own report, serialized again only when
