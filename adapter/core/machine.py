@@ -226,9 +226,8 @@ class AdapterCore:
         self._now = now
         self._wall_ns = 0
         self._woke = False  # the process did not run for a while before this input
-        self._report_parts: tuple[tuple[int, ...], syncbus.ReportParts] | None = (
-            None  # pump_report's, with their fields
-        )
+        # pump_report's parts, with the fields they were serialized from
+        self._report_parts: tuple[tuple[int, ...], syncbus.ReportParts] | None = None
         self._next_sample = now  # when the machine's figures are measured next
         self._next_memory_sample = now  # when the available memory is measured with them next
 
