@@ -308,6 +308,10 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
     return out.SerializeToString()
 
 
+# The StreamState fields a report moves (2-6), which a sender of the fixed parts fills in.
+_STREAM_POSITIONS: Final = ("next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest")
+
+
 class ReportParts(NamedTuple):
     """A :class:`StreamState` report's fixed parts, serialized, for a sender that fills in the rest.
 
@@ -336,9 +340,6 @@ def report_parts(msg: StreamState, *, channel: int) -> ReportParts:
     for name in ("source_stream", *_STREAM_POSITIONS):
         whole.ClearField(name)
     return ReportParts(head.SerializeToString(), inner_head.SerializeToString(), whole.SerializeToString())
-
-
-_STREAM_POSITIONS: Final = ("next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest")
 
 
 def _fill_health(health: sync_pb2.Health, msg: Health) -> None:
