@@ -86,6 +86,8 @@
 
 #include "_libzmq.h" /* libzmq's API, taken from the libzmq pyzmq loaded (see there) */
 
+#include "_varint.h" /* put_varint, shared with adapter/conversion's extensions */
+
 #include "_pump_constants.h" /* HEADER_SIZE, VERSION, MAGIC_*, MAX_COUNT, STOP_*, PUMP_*, HELD_*,
                                 UNBOUNDED_*: generated from proto/wire.py and adapter/core by
                                 scripts/gen_constants.py */
@@ -300,16 +302,6 @@ static int seal_packet(PumpObject *self, Run *r) {
 
 enum { REPORT_FIELDS = 5 }; /* StreamState fields 2-6, the ones a report moves */
 
-static size_t put_varint(uint8_t *p, uint64_t v) {
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 /* A heartbeat report: proto/sync.proto SyncMessage bytes with a StreamState body, serialized as
    protobuf serializes it (fields in number order, fields at zero left out). head is SyncMessage
    fields 1-4 (channel, adapter, term, role); send_time_ns is field 5; the body (field 10) is
@@ -323,7 +315,7 @@ static int build_report(Bytes *out, PyObject *head, PyObject *inner_head, PyObje
     for (int i = 0; i < REPORT_FIELDS; i++) {
         if (values[i] == 0) continue;
         moved[n++] = (uint8_t)((2 + i) << 3); /* field 2 + i, varint */
-        n += put_varint(moved + n, values[i]);
+        n = (size_t)(put_varint(moved + n, values[i]) - moved);
     }
     size_t head_len = (size_t)PyBytes_GET_SIZE(head), ih = (size_t)PyBytes_GET_SIZE(inner_head),
            it = (size_t)PyBytes_GET_SIZE(inner_tail), body = ih + n + it;
@@ -335,10 +327,10 @@ static int build_report(Bytes *out, PyObject *head, PyObject *inner_head, PyObje
     len += head_len;
     if (send_time_ns != 0) {
         p[len++] = (5 << 3) | 0; /* send_time_ns, varint (int64: two's complement, as protobuf writes it) */
-        len += put_varint(p + len, (uint64_t)send_time_ns);
+        len = (size_t)(put_varint(p + len, (uint64_t)send_time_ns) - p);
     }
     p[len++] = (10 << 3) | 2; /* stream_state, length-delimited */
-    len += put_varint(p + len, body);
+    len = (size_t)(put_varint(p + len, body) - p);
     memcpy(p + len, PyBytes_AS_STRING(inner_head), ih);
     len += ih;
     memcpy(p + len, moved, n);

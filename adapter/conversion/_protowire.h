@@ -2,7 +2,8 @@
  * Protobuf wire primitives for the C extensions of adapter/conversion: a growable
  * output buffer, varints and little-endian doubles, as the protobuf runtime writes
  * them; and the big-endian integers and block header of feedha's own wire format
- * (proto/wire.py). Included by _fastpath.c and _orders.c (each gets its own static copy).
+ * (proto/wire.py). Included by _fastpath.c and _orders.c (each gets its own static copy);
+ * the varints are _varint.h's.
  */
 #ifndef FEEDHA_PROTOWIRE_H
 #define FEEDHA_PROTOWIRE_H
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "_fastpath_constants.h" /* BLOCK_LENGTH_COVERS */
+#include "_varint.h"             /* put_varint, varint_size */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define PROTOWIRE_LITTLE_ENDIAN 1 /* one store a u64 below (gcc -O2 keeps the byte loops as loops) */
@@ -67,24 +69,6 @@ static inline int buf_reserve(Buf *b, size_t more) {
     b->data = data;
     b->cap = cap;
     return 0;
-}
-
-static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
-static inline size_t varint_size(uint64_t v) {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
 }
 
 /* A double as protobuf's fixed64: its IEEE 754 bits, little-endian. */

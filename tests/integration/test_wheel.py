@@ -100,6 +100,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
         "adapter/conversion/_fastpath_constants.h",
         "adapter/conversion/_orders.c",
         "adapter/conversion/_protowire.h",
+        "adapter/conversion/_varint.h",
         "adapter/conversion/_blake2b.h",
         "adapter/conversion/_fix_checksum.h",
         "adapter/journal/_native.c",
