@@ -252,11 +252,11 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         or core.gaps.backup.owed
     ):
         return None
-    deadline, batch, report = core.next_deadline(now), 0.0, None
-    if sync.role is Role.ACTIVE and emitter.gate.is_open:
-        report = core.pump_report()
-        if report is not None:  # the pump sends the heartbeat: the core's turn waits for its other timers
-            deadline = core.next_deadline(now, heartbeat=False)
+    sends = sync.role is Role.ACTIVE and emitter.gate.is_open
+    report = core.pump_report() if sends else None
+    # A pump that sends the heartbeat itself leaves it out: the core's turn waits for its other timers.
+    deadline, batch = core.next_deadline(now, heartbeat=report is None), 0.0
+    if sends:
         mode, wait = PumpMode.SEND, deadline
     elif sync.role is Role.BACKUP:
         mode = PumpMode.HOLD if sync.is_publishing else PumpMode.CONVERT
