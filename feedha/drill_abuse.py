@@ -82,8 +82,8 @@ def run_abuse(options: AbuseOptions, log: IO[str]) -> dict[str, Any]:
         users = ("abuser", "churner", "guessed")  # guessed: the key whose secret the login flood guesses
         keys = {name: cluster.add_user(name, "--group", "traders") for name in users}
         cluster.start_source(cluster.start_groups())
+        cluster.wait_registered(START_S)
         described = cluster.describe()
-        _wait_registered(described["admin"], keys["churner"], cluster.groups[0])
         honest = JsonProcess.python(
             "honest",
             "feedha.drill_abuse_client",
@@ -302,15 +302,6 @@ def _adapter_status(cluster: Cluster) -> dict[str, dict[str, Any]]:
             except (TimeoutError, zmq.ZMQError):
                 out[f"{group.channel}.{plan.adapter}"] = {}
     return out
-
-
-def _wait_registered(admin: str, key: dict[str, str], group: Any) -> None:
-    """Until the admin server hands out every line of the group (each adapter registered)."""
-    deadline = time.monotonic() + START_S
-    while len(_lines(admin, key, group.channel)) < len(group.adapters):
-        if time.monotonic() > deadline:
-            raise ProcessError(f"the adapters of {group.channel} did not all register in {START_S:g} s")
-        time.sleep(0.5)
 
 
 def _lines(admin: str, key: dict[str, str], channel: str) -> list[tuple[str, str]]:

@@ -17,7 +17,8 @@ secret; mode 0600): ``subscriber`` (real-time, every symbol), ``delayed``
 ``conflated`` (conflated-only) and ``operator`` (feedctl, and the status page).
 Every daemon serves Prometheus metrics, ``/healthz`` and ``/readyz`` on a
 loopback port, and its probes again on a listener of their own (``health``).
-Then one JSON line tells where everything is::
+Once the admin server has every adapter registered (a subscription made after
+it gets every line), one JSON line tells where everything is::
 
     {"admin": "127.0.0.1:PORT", "status_page": "http://127.0.0.1:PORT/login?token=...",
      "metrics": ["http://127.0.0.1:PORT/metrics", ...], "health": ["http://127.0.0.1:PORT", ...],
@@ -37,6 +38,7 @@ Try it: ``feedha subscribe --key-file FILE --channel NAME --count 10``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import os
@@ -53,9 +55,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from feedha.adapter.zap import write_keys
+from feedha.admin_client.channel import login, open_channel
 from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError
+from feedha.proto import admin_pb2, admin_pb2_grpc
+
+REGISTER_S = 60.0  # how long the adapters may take to register with the admin server
 
 POLICY = """\
 version: 1
@@ -217,6 +223,36 @@ class Cluster:
             proc.wait_event("ready", 30)
         return endpoints
 
+    def wait_registered(self, timeout: float = REGISTER_S) -> None:
+        """Until the admin server lists every adapter of every group as up (as the operator).
+
+        An adapter says ``ready`` before its registration reaches the admin server;
+        a subscription made in between would get a route without that adapter's line.
+        """
+        expected = {f"{group.channel}.{plan.adapter}" for group in self.groups for plan in group.adapters}
+        key = json.loads(Path(self.key_files["operator"]).read_text())
+
+        async def poll() -> None:
+            async with open_channel(self.admin) as channel:  # plaintext to loopback
+                md = (await login(channel, key["key_id"], key["secret"], timeout_s=10.0)).metadata
+                stub = admin_pb2_grpc.AdminControlStub(channel)  # type: ignore[no-untyped-call]
+                deadline = time.monotonic() + timeout
+                while True:
+                    reply = await stub.ListAdapters(
+                        admin_pb2.ListAdaptersRequest(page_size=len(expected) + 1), metadata=md, timeout=10.0
+                    )
+                    up = {a.registration.adapter_id for a in reply.adapters if a.is_up}
+                    if expected <= up:
+                        return
+                    if time.monotonic() > deadline:
+                        missing = ", ".join(sorted(expected - up))
+                        raise ProcessError(
+                            f"not registered with the admin server in {timeout:g} s: {missing}"
+                        )
+                    await asyncio.sleep(0.05)  # poll interval of a deadline-bounded wait
+
+        asyncio.run(poll())
+
     def start_source(self, endpoints: dict[str, str]) -> None:
         # The Spark job batches by its micro-batch trigger; the plain source sends each message when due.
         extra = ["--master", self.args.spark_master] if self.args.source == "spark" else []
@@ -348,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"feedha up: starting in {workdir}", file=sys.stderr)
             cluster.start_admin()
             cluster.start_source(cluster.start_groups())
+            cluster.wait_registered()
             print(json.dumps(cluster.describe()), flush=True)
             if not args.json:
                 print("feedha up: running; Ctrl-C stops it", file=sys.stderr)
