@@ -61,7 +61,7 @@
  * Before it returns it has sealed every packet it filled, so the Python path
  * starts from an empty packet. It returns what the core books
  * (adapter/core/pumping.py Pumped): the frames converted whole with their
- * counts, the first source_seq and msg_seq, the count, the digests after each
+ * counts (and those counts' and the frames' sums), the first source_seq and msg_seq, the count, the digests after each
  * message, the packets sealed, their bytes and the time of the last, the held
  * items (HOLD), and the message it stopped at.
  *
@@ -188,6 +188,7 @@ typedef struct {
     uint64_t packet_first, packet_upto; /* its first msg_seq, its last source_seq */
     PyObject *frames;                   /* list of (frame, count) */
     Py_ssize_t frame_bytes;             /* their bytes (held until the core books them) */
+    Py_ssize_t frame_messages;          /* the messages converted from them */
     PyObject *held;                     /* HOLD: list of records and packets, in order; else NULL */
     PyObject *to_journal;               /* SEND: the payloads of the packet being filled, or NULL */
     uint64_t journal_msg, journal_source; /* their first msg_seq and source_seq */
@@ -493,6 +494,7 @@ static int keep_frame(Run *r, PyObject *frame, Py_ssize_t converted) {
     if (converted == 0) return 0;
     if (append_new(r->frames, Py_BuildValue("(On)", frame, converted)) < 0) return -1;
     r->frame_bytes += PyBytes_GET_SIZE(frame);
+    r->frame_messages += converted;
     return 0;
 }
 
@@ -912,11 +914,11 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
         if (seal_packet(self, &r) < 0) PyErr_Clear(); /* blocks booked but not sealed: out with them */
     }
     PyObject *result = Py_BuildValue(
-        "(iOKKKy#nnLOOOnnOnL)", stop, r.frames, r.first_source, r.first_msg, r.count, (const char *)self->digests.data,
-        (Py_ssize_t)self->digests.len, r.packets, r.bytes_sent, (long long)r.last_send_ns,
-        r.held ? r.held : Py_None, r.leftover ? r.leftover : Py_None,
+        "(iOKKKy#nnLOOOnnOnnnL)", stop, r.frames, r.first_source, r.first_msg, r.count,
+        (const char *)self->digests.data, (Py_ssize_t)self->digests.len, r.packets, r.bytes_sent,
+        (long long)r.last_send_ns, r.held ? r.held : Py_None, r.leftover ? r.leftover : Py_None,
         r.leftover_frame ? r.leftover_frame : Py_None, r.leftover_pos, r.leftover_converted, error ? error : Py_None,
-        r.report.sent, (long long)r.report.last_ns);
+        r.frame_messages, r.frame_bytes, r.report.sent, (long long)r.report.last_ns);
     Py_XDECREF(error);
     Py_DECREF(r.frames);
     Py_XDECREF(r.held);

@@ -213,6 +213,8 @@ class Pumped(NamedTuple):
         leftover_pos: where in that frame the Python path goes on.
         leftover_converted: how many of that frame's messages it converted (before ``leftover_pos``).
         error: what failed (with :attr:`PumpStop.ERROR`), else ``None``.
+        frame_messages: the messages converted from ``frames`` (their counts' sum).
+        frame_bytes: the bytes of ``frames``.
         reports: the heartbeat reports it sent (:attr:`PumpPlan.report`).
         last_report_ns: the monotonic clock when it sent the last, in ns (0: none).
     """
@@ -232,6 +234,8 @@ class Pumped(NamedTuple):
     leftover_pos: int
     leftover_converted: int
     error: BaseException | None
+    frame_messages: int
+    frame_bytes: int
     reports: int = 0
     last_report_ns: int = 0
 
@@ -336,7 +340,7 @@ def settle(
     if count:
         reached = pipeline.sequencer.record_run(pumped.first_source_seq, pumped.first_msg_seq, pumped.digests)
         pipeline.counters.numbered += count
-    pipeline.ring.extend(pumped.frames)
+    pipeline.ring.extend(pumped.frames, pumped.frame_messages, pumped.frame_bytes)
     if pumped.packets:
         emitter.output.sent(pumped.packets, at=pumped.last_send_ns / 1e9)
     out: list[Action] = []
@@ -476,7 +480,8 @@ def pump_frames(
             messages=count, digests=bytes(digests), packets=len(packets),
             bytes_sent=sum(map(len, packets)), last_send_ns=now_ns if packets else 0, held=held,
             leftover=parts, leftover_frame=frame, leftover_pos=pos, leftover_converted=converted,
-            error=error,
+            error=error, frame_messages=sum(c for _f, c in frames),
+            frame_bytes=sum(len(f) for f, _c in frames),
         )  # fmt: skip
 
     for taken, parts in enumerate(messages, start=1):
