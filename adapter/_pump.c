@@ -61,9 +61,10 @@
  * Before it returns it has sealed every packet it filled, so the Python path
  * starts from an empty packet. It returns what the core books
  * (adapter/core/pumping.py Pumped): the frames converted whole with their
- * counts (and those counts' and the frames' sums), the first source_seq and msg_seq, the count, the digests after each
+ * counts, the first source_seq and msg_seq, the count, the digests after each
  * message, the packets sealed, their bytes and the time of the last, the held
- * items (HOLD), and the message it stopped at.
+ * items (HOLD), the message it stopped at, and the sums of the kept frames'
+ * counts and bytes.
  *
  * Sockets are passed per call as libzmq handles (pyzmq's Socket.underlying)
  * of live sockets the runner owns, so a socket made afresh (a rebind) is

@@ -54,6 +54,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import grpc
+
 from feedha.adapter.zap import write_keys
 from feedha.admin_client.channel import login, open_channel
 from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
@@ -251,7 +253,10 @@ class Cluster:
                         )
                     await asyncio.sleep(0.05)  # poll interval of a deadline-bounded wait
 
-        asyncio.run(poll())
+        try:
+            asyncio.run(poll())
+        except grpc.aio.AioRpcError as exc:
+            raise ProcessError(f"the admin server refused the operator: {exc.code().name}") from exc
 
     def start_source(self, endpoints: dict[str, str]) -> None:
         # The Spark job batches by its micro-batch trigger; the plain source sends each message when due.
