@@ -610,7 +610,7 @@ class AdapterCore:
         if delayed_from is not None:
             self.delayed.start_at(delayed_from)
         self.emitter.published_msg_seq = journal_last_msg_seq
-        self._sync = replace(self._sync, published=journal_last_msg_seq, term=max(self._sync.term, term))
+        self._sync = self._sync.evolve(published=journal_last_msg_seq, term=max(self._sync.term, term))
         if self.emitter.journal is not None:
             self.emitter.journal.resume(
                 last_msg_seq=journal_last_msg_seq,
@@ -725,8 +725,8 @@ class AdapterCore:
         """Take ``role`` without an election (tests and benchmarks: an adapter alone, at once)."""
         turn = self._turn(now, wall_ns)
         old = self._sync
-        self._sync = replace(
-            old, deciding=False, role=role, active=self.config.adapter if role is Role.ACTIVE else None
+        self._sync = old.evolve(
+            deciding=False, role=role, active=self.config.adapter if role is Role.ACTIVE else None
         )
         if old.role is not role:
             self._follow_role(old.role, role, turn)

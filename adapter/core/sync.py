@@ -59,7 +59,6 @@ gets two numberings.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Final, NamedTuple, TypeAlias
 
 from feedha.adapter.core.sequencer import ReportVerdict
@@ -256,14 +255,14 @@ def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
             else (old.stepped_down_at if old else None)
         ),
     )
-    state = replace(state, peers={**state.peers, ev.adapter: peer})
+    state = state.evolve(peers={**state.peers, ev.adapter: peer})
     if state.role is Role.FAILED:
         return state, []
     if ev.role is not Role.ACTIVE:
         if ev.adapter == state.active and ev.adapter != state.handover_to:
             # Our active stepped down or failed: it said so, no need to wait for its silence.
             # (The target of a handover may still speak as a backup before it heard it.)
-            state = replace(state, active=None, active_heard_at=now - config.heartbeat_timeout_s)
+            state = state.evolve(active=None, active_heard_at=now - config.heartbeat_timeout_s)
         return state, []
     if state.role is Role.ACTIVE and not state.deciding:
         if _precedence(ev.term, ev.adapter) > _precedence(state.term, state.adapter):
@@ -279,8 +278,7 @@ def _on_peer_heard(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
             actions.append(
                 RoleChanged(Role.BACKUP, Role.BACKUP, ev.term, f"joined adapter {ev.adapter}'s group")
             )
-        state = replace(
-            state,
+        state = state.evolve(
             active=ev.adapter,
             term=max(state.term, ev.term),
             active_heard_at=now,
@@ -295,8 +293,7 @@ def _demote(state: SyncState, now: float, active: int | None, term: int, reason:
     # The new active was an in-sync backup, so our numbering is its numbering:
     # we stay in sync, and our output now waits at the gate (gate.py) for the
     # new active's reports to confirm it, like any backup's.
-    new = replace(
-        state,
+    new = state.evolve(
         role=Role.BACKUP,
         status=SyncStatus.IN_SYNC,
         term=term,
@@ -318,12 +315,12 @@ def _on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: Syn
         throttled = False
     elif ev.ahead_by > config.ahead_tolerance:
         throttled = True
-    state = replace(state, reported_at=now, throttled=throttled)
+    state = state.evolve(reported_at=now, throttled=throttled)
     verdict = ev.verdict
     if verdict is ReportVerdict.MATCH:
         return _matched(state), []
     if verdict is ReportVerdict.NUMBERING_MISMATCH:
-        state = replace(state, status=SyncStatus.AHEAD, throttled=True)
+        state = state.evolve(status=SyncStatus.AHEAD, throttled=True)
         return _mismatched(state, now, config, verdict.value)
     if verdict is ReportVerdict.DIGEST_MISMATCH:
         state, actions = _ask_snapshot(state, now, config)
@@ -347,8 +344,7 @@ def _on_arrival_checked(state: SyncState, ev: SyncEvent, now: float, config: Syn
 
 
 def _matched(state: SyncState) -> SyncState:
-    return replace(
-        state,
+    return state.evolve(
         status=SyncStatus.IN_SYNC,
         ever_in_sync=True,
         mismatch_since=None,
@@ -361,7 +357,7 @@ def _mismatched(state: SyncState, now: float, config: SyncConfig, why: str) -> R
     # showing the same mismatch until a snapshot lands are one desync, not many.
     if state.mismatch_since is not None:
         return state, []
-    state = replace(state, mismatch_since=now)
+    state = state.evolve(mismatch_since=now)
     return _record_desync(state, now, config, why)
 
 
@@ -369,14 +365,14 @@ def _ask_snapshot(state: SyncState, now: float, config: SyncConfig) -> Result:
     asked = state.snapshot_requested_at
     if state.active is None or (asked is not None and now - asked < config.snapshot_retry_s):
         return state, []
-    return replace(state, snapshot_requested_at=now), [RequestSnapshot(state.active)]
+    return state.evolve(snapshot_requested_at=now), [RequestSnapshot(state.active)]
 
 
 def _record_desync(state: SyncState, now: float, config: SyncConfig, why: str) -> Result:
     if not state.ever_in_sync or state.role is not Role.BACKUP:
         return state, []  # the first alignment of a joining backup is not a desync
     desyncs = tuple(t for t in state.desyncs if now - t <= config.desync_window_s) + (now,)
-    state = replace(state, desyncs=desyncs)
+    state = state.evolve(desyncs=desyncs)
     if len(desyncs) < config.desync_limit:
         return state, []
     rivals = [
@@ -397,12 +393,12 @@ def _record_desync(state: SyncState, now: float, config: SyncConfig, why: str) -
 
 
 def _fail(state: SyncState, reason: str) -> Result:
-    new = replace(state, role=Role.FAILED, status=SyncStatus.FAILED, throttled=False)
+    new = state.evolve(role=Role.FAILED, status=SyncStatus.FAILED, throttled=False)
     return new, [RoleChanged(state.role, Role.FAILED, state.term, reason), SendFailed(reason)]
 
 
 def _on_snapshot_adopted(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    return replace(state, snapshot_requested_at=None), []
+    return state.evolve(snapshot_requested_at=None), []
 
 
 def _on_snapshot_requested(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
@@ -417,7 +413,7 @@ def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
     # follows: hold output until the active's reports realign it. Its state lacks
     # what it missed, so it asks for the active's at once (the pipeline publishes
     # nothing until a snapshot that covers the gap is adopted).
-    state = replace(state, status=SyncStatus.SYNCING)
+    state = state.evolve(status=SyncStatus.SYNCING)
     state, actions = _ask_snapshot(state, now, config)
     state, more = _mismatched(state, now, config, "source_gap")
     return state, actions + more
@@ -426,12 +422,12 @@ def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
 def _on_gap_pending(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     # We missed source messages and do not know yet whether the active has them
     # (adapter.core.gaps): not in sync until it says, but no desync and no snapshot yet.
-    return replace(state, gap_pending=True), []
+    return state.evolve(gap_pending=True), []
 
 
 def _on_gap_settled(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, GapSettled)
-    state = replace(state, gap_pending=False)
+    state = state.evolve(gap_pending=False)
     if ev.common:
         return state, []
     return _on_source_gap(state, SourceGapSeen(ev.missing), now, config)
@@ -442,8 +438,7 @@ def _hand_over(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) 
     # that backup's line carries them under the channel's msg_seq, so the role goes to it
     # by name -- it promotes itself on hearing it, the others wait for it instead of electing.
     assert isinstance(ev, HandOver)
-    new = replace(
-        state,
+    new = state.evolve(
         role=Role.BACKUP,
         status=SyncStatus.SYNCING,
         active=ev.target,
@@ -466,13 +461,13 @@ def _on_handover_heard(state: SyncState, ev: SyncEvent, now: float, config: Sync
     reason = f"handover from adapter {ev.adapter}: {ev.reason}"
     if ev.target == state.adapter:
         return _promote(state, now, reason)
-    return replace(state, active=ev.target, active_heard_at=now, handover_to=ev.target), []
+    return state.evolve(active=ev.target, active_heard_at=now, handover_to=ev.target), []
 
 
 def _on_session_missed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     # The group rolled into a session where we could not (we were down, or past the
     # boundary): our state is the wrong session's. Repair it like a digest mismatch.
-    state = replace(state, status=SyncStatus.SYNCING)
+    state = state.evolve(status=SyncStatus.SYNCING)
     state, actions = _ask_snapshot(state, now, config)
     state, more = _mismatched(state, now, config, "session")
     return state, actions + more
@@ -480,7 +475,7 @@ def _on_session_missed(state: SyncState, ev: SyncEvent, now: float, config: Sync
 
 def _on_health(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, HealthMeasured)
-    return replace(state, health_score=ev.score, published=ev.published), []
+    return state.evolve(health_score=ev.score, published=ev.published), []
 
 
 def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
@@ -488,12 +483,12 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
     if state.deciding and now >= state.started_at + config.startup_grace_s:
         state, actions = _decide(state, now)
     if now >= state.next_health_at:
-        state = replace(state, next_health_at=now + config.health_interval_s)
+        state = state.evolve(next_health_at=now + config.health_interval_s)
         actions.append(SendHealth())
     if state.deciding:
         return state, actions
     if state.role is Role.ACTIVE and now >= state.next_heartbeat_at:
-        state = replace(state, next_heartbeat_at=now + config.heartbeat_interval_s)
+        state = state.evolve(next_heartbeat_at=now + config.heartbeat_interval_s)
         actions.append(SendStreamState())
     elif state.role is Role.BACKUP:
         if state.throttled and (
@@ -501,7 +496,7 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
         ):
             # Throttling waits for the active to lead; with no reports coming
             # (the active may be dead) it would only slow the surviving lines.
-            state = replace(state, throttled=False)
+            state = state.evolve(throttled=False)
         state, more = _maybe_promote(state, now, config)
         actions += more
     return state, actions
@@ -509,7 +504,7 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
 
 def _on_heartbeat_sent(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, HeartbeatSent)
-    return replace(state, next_heartbeat_at=ev.at + config.heartbeat_interval_s), []
+    return state.evolve(next_heartbeat_at=ev.at + config.heartbeat_interval_s), []
 
 
 def _decide(state: SyncState, now: float) -> Result:
@@ -519,8 +514,7 @@ def _decide(state: SyncState, now: float) -> Result:
     fresh = state.published == 0 and all(p.published == 0 for p in state.peers.values())
     if state.want_active and fresh:
         term = max([state.term, *(p.term for p in state.peers.values())]) + 1
-        new = replace(
-            state,
+        new = state.evolve(
             deciding=False,
             role=Role.ACTIVE,
             status=SyncStatus.IN_SYNC,
@@ -531,7 +525,7 @@ def _decide(state: SyncState, now: float) -> Result:
             RoleChanged(Role.BACKUP, Role.ACTIVE, term, "configured active, no active heard"),
             SendStreamState(),
         ]
-    return replace(state, deciding=False), []
+    return state.evolve(deciding=False), []
 
 
 def _election_base(state: SyncState, config: SyncConfig) -> float:
@@ -606,8 +600,7 @@ def _maybe_promote(state: SyncState, now: float, config: SyncConfig) -> Result:
 
 def _promote(state: SyncState, now: float, reason: str) -> Result:
     term = max([state.term, *(p.term for p in state.peers.values())]) + 1
-    new = replace(
-        state,
+    new = state.evolve(
         role=Role.ACTIVE,
         status=SyncStatus.IN_SYNC,
         term=term,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, TypeAlias
 
 from feedha.adapter.core.sequencer import ReportVerdict
 from feedha.adapter.errors import ConfigError
@@ -86,9 +86,12 @@ class Peer:
     stepped_down_at: float | None = None  # when we heard it go from active to backup
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncState:
-    """One adapter's view of its group. Build the first one with :func:`initial_state`."""
+    """One adapter's view of its group. Build the first one with :func:`initial_state`.
+
+    The sync rules never change a state; each event makes a new one with :meth:`evolve`.
+    """
 
     adapter: int
     role: Role
@@ -126,11 +129,34 @@ class SyncState:
         """Active, or a backup whose numbering the active confirmed and that missed nothing since."""
         return self.role is Role.ACTIVE or (self.status is SyncStatus.IN_SYNC and not self.gap_pending)
 
+    def evolve(self, **changes: Any) -> SyncState:
+        """A copy of this state with ``changes``: what :func:`dataclasses.replace` makes.
+
+        Strategy: a backup's rules make four to five states a report from the active (the
+        peer heard, the report, its check, the tick). ``replace`` builds each through
+        ``__init__``, reading the 24 fields one by one: ~11 µs a state, about a third of
+        the report's handling. A state has no ``__post_init__`` and no field computed at
+        construction, so copying the instance dictionary and setting the changed names is
+        the same state, in ~2 µs. A name that is not a field raises ``TypeError``, as
+        ``replace`` does.
+        """
+        unknown = changes.keys() - _STATE_FIELDS
+        if unknown:
+            raise TypeError(f"SyncState has no field {', '.join(sorted(unknown))}")
+        new = object.__new__(SyncState)
+        values = new.__dict__
+        values.update(self.__dict__)
+        values.update(changes)
+        return new
+
     def __repr__(self) -> str:
         return (
             f"<SyncState [adapter={self.adapter}, role={self.role.value}, status={self.status.value}, "
             f"term={self.term}, active={self.active}, throttled={self.throttled}, peers={len(self.peers)}]>"
         )
+
+
+_STATE_FIELDS: Final = frozenset(f.name for f in fields(SyncState))
 
 
 # ---- events -----------------------------------------------------------------

@@ -537,3 +537,34 @@ def test_a_lasting_mismatch_counts_as_one_desync() -> None:
     state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.MATCH, 0), 1.2)
     state, _ = apply(state, ActiveReported(1, 1, ReportVerdict.DIGEST_MISMATCH, 0), 1.3)
     assert len(state.desyncs) == 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    changes=st.fixed_dictionaries(
+        {},
+        optional={
+            "term": st.integers(0, 2**32),
+            "active": st.none() | st.integers(1, 9),
+            "throttled": st.booleans(),
+            "reported_at": st.none() | st.floats(0, 1e6),
+            "desyncs": st.tuples(st.floats(0, 1e6)),
+            "status": st.sampled_from(SyncStatus),
+        },
+    )
+)
+def test_evolve_makes_the_state_replace_makes(changes: dict[str, object]) -> None:
+    state = synced_backup(score=10.0)
+    before = repr(state), replace(state)
+    new = state.evolve(**changes)
+    assert new == replace(state, **changes)  # type: ignore[arg-type]
+    assert (repr(state), state) == before  # the old state is untouched
+    assert type(new) is SyncState
+
+
+def test_evolve_refuses_what_is_not_a_field_and_the_state_stays_frozen() -> None:
+    state = synced_backup(score=10.0)
+    with pytest.raises(TypeError, match="no field colour"):
+        state.evolve(term=2, colour="red")
+    with pytest.raises(AttributeError):
+        state.evolve(term=2).term = 3  # type: ignore[misc]
