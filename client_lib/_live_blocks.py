@@ -84,6 +84,7 @@ def read_live_blocks_reference(
             delivery._packet = packet
             delivery._start = offset + _BLOCK_OVERHEAD
             delivery._end = end
+            delivery._update = None
             deliver(delivery)
             add_stream(stream)
             add_source_seq(source_seq)

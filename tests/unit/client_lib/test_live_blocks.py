@@ -22,7 +22,7 @@ from feedha.proto import wire
 
 BLOCK = struct.Struct(">HHQ")
 STAMP: Stamp = (Delivery, 7, 2, 3, 1_700_000_000_000_000_000)
-FIELDS = [name for name in Delivery.__slots__ if name != "_update"]
+FIELDS = list(Delivery.__slots__)
 
 
 def _packet(blocks: list[tuple[int, int, bytes]], *, length_delta: int = 0) -> bytes:
@@ -63,7 +63,7 @@ def test_copies_then_new_blocks_become_deliveries_that_point_into_the_packet() -
     third = deliveries[0]
     assert packet[third._start : third._end] == bytes([2]) * 3
     assert (third.channel, third.line, third.term, third.send_time_ns) == STAMP[1:]
-    assert not hasattr(third, "_update")  # decoded only when asked for, as __init__ leaves it
+    assert third._update is None  # decoded only when asked for; stored, as __init__ stores it
 
 
 @pytest.mark.parametrize(
