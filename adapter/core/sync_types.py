@@ -143,7 +143,7 @@ class SyncState:
         unknown = changes.keys() - _STATE_FIELDS
         if unknown:
             raise TypeError(f"SyncState has no field {', '.join(sorted(unknown))}")
-        new = object.__new__(SyncState)
+        new = object.__new__(type(self))
         values = new.__dict__
         values.update(self.__dict__)
         values.update(changes)
