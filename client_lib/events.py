@@ -160,7 +160,7 @@ class Delivery:
         update = self._update
         if update is None:
             try:
-                update = market_pb2.MarketUpdate.FromString(self._packet[self._start : self._end])
+                update = market_pb2.MarketUpdate.FromString(self.payload)
             except DecodeError as exc:
                 raise ProtocolError("payload", f"msg_seq {self.msg_seq}: {exc}") from exc
             self._update = update
