@@ -21,6 +21,12 @@
  *
  * Every read is bounded by the packet's length: a block header is read only
  * when all 12 of its bytes are inside the packet.
+ *
+ * read_int64_field reads one integer field of a delivery's payload without
+ * decoding the rest (Delivery.event_time_ns); its specification is
+ * client_lib/_payload_fields.py read_int64_field_reference, and
+ * tests/unit/client_lib/test_payload_fields.py compares the two and the
+ * protobuf runtime. Every read stays inside [start, end).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -202,15 +208,87 @@ fail:
     return NULL;
 }
 
+/* ---- one integer field of a payload: read_int64_field (client_lib/_payload_fields.py) ---- */
+
+/* The varint at *pos, at most limit bytes and inside end: 1 read (bits beyond 64 dropped, as
+   the protobuf runtime drops them), 0 not plain. */
+static int read_varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, int limit, uint64_t *value) {
+    uint64_t v = 0;
+    Py_ssize_t i = *pos, stop = end - i < limit ? end : i + limit;
+    for (int shift = 0; i < stop; i++, shift += 7) {
+        v |= shift < 64 ? (uint64_t)(p[i] & 0x7F) << shift : 0;
+        if (p[i] < 0x80) {
+            *pos = i + 1;
+            *value = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(read_int64_field_doc,
+             "read_int64_field(packet, start, end, field)\n"
+             "--\n\n"
+             "The last varint of ``field`` in the protobuf message ``packet[start:end]`` as an int64\n"
+             "(0 if absent); None where the walk is not plain (client_lib/_payload_fields.py\n"
+             "read_int64_field_reference: the same arguments and result).");
+
+static PyObject *read_int64_field(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "read_int64_field takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "packet must be bytes");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
+    long long field = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+        PyErr_Clear(); /* beyond any payload or field number: not plain */
+        Py_RETURN_NONE;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    if (start < 0 || start > end || end > PyBytes_GET_SIZE(args[0])) Py_RETURN_NONE;
+    uint64_t value = 0, key, read;
+    for (Py_ssize_t pos = start; pos < end;) {
+        if (!read_varint(p, &pos, end, 5, &key) || key > 0xFFFFFFFFu || key >> 3 == 0) Py_RETURN_NONE;
+        switch (key & 7) {
+        case 0: /* varint */
+            if (!read_varint(p, &pos, end, 10, &read)) Py_RETURN_NONE;
+            if ((long long)(key >> 3) == field) value = read;
+            break;
+        case 1: /* fixed 64 bits */
+            if (end - pos < 8) Py_RETURN_NONE;
+            pos += 8;
+            break;
+        case 5: /* fixed 32 bits */
+            if (end - pos < 4) Py_RETURN_NONE;
+            pos += 4;
+            break;
+        case 2: /* length-delimited */
+            if (!read_varint(p, &pos, end, 10, &read) || read > (uint64_t)(end - pos)) Py_RETURN_NONE;
+            pos += (Py_ssize_t)read;
+            break;
+        default: /* a group (3, 4) or no wire type (6, 7) */
+            Py_RETURN_NONE;
+        }
+    }
+    return PyLong_FromLongLong((long long)value); /* two's complement: an int64 field's value */
+}
+
 static PyMethodDef module_methods[] = {
     {"read_live_blocks", (PyCFunction)(void (*)(void))read_live_blocks, METH_FASTCALL, read_live_blocks_doc},
+    {"read_int64_field", (PyCFunction)(void (*)(void))read_int64_field, METH_FASTCALL, read_int64_field_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "feedha.client._blocks",
-    .m_doc = "The arbiter's fast path over a live packet's blocks, in C (see client_lib/_blocks.c).",
+    .m_doc = "The arbiter's fast path over a live packet's blocks, and a payload's single integer fields, in C "
+             "(see client_lib/_blocks.c).",
     .m_size = -1,
     .m_methods = module_methods,
 };

@@ -13,6 +13,7 @@ from typing import Final
 
 from google.protobuf.message import DecodeError
 
+from feedha.client._payload_fields import read_int64_field
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.proto import market_pb2
 from feedha.proto.wire import FLAG_END_OF_INTERVAL
@@ -73,6 +74,9 @@ class ArbiterConfig:
             raise ConfigError("max_buffered", self.max_buffered, "must be >= 1")
         if self.conflict_window < 1:
             raise ConfigError("conflict_window", self.conflict_window, "must be >= 1")
+
+
+_EVENT_TIME_FIELD: Final = market_pb2.MarketUpdate.DESCRIPTOR.fields_by_name["event_time_ns"].number
 
 
 class Delivery:
@@ -165,6 +169,26 @@ class Delivery:
                 raise ProtocolError("payload", f"msg_seq {self.msg_seq}: {exc}") from exc
             self._update = update
         return update
+
+    @property
+    def event_time_ns(self) -> int:
+        """The time the source stamped on the event (``update.event_time_ns``), ns since the Unix epoch.
+
+        Read from the payload without decoding the rest (a latency probe's one field,
+        ~0.2 µs against ~2.4 for :attr:`update`); from the decoded update once there is one.
+        A payload it cannot walk plainly is decoded whole, so a malformed one raises as
+        :attr:`update` does; it does not check the fields it skips.
+
+        Raises:
+            ProtocolError: the payload is not a valid ``MarketUpdate``.
+        """
+        update = self._update
+        if update is None:
+            value = read_int64_field(self._packet, self._start, self._end, _EVENT_TIME_FIELD)
+            if value is not None:
+                return value
+            update = self.update
+        return update.event_time_ns
 
     # A delivery from the delayed stream is a DelayedDelivery (same slots): no per-message cost.
     delayed: bool = False

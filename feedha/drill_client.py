@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     if delayed:
                         timing[event.channel].on_delivery(
-                            event.update.event_time_ns,
+                            event.event_time_ns,
                             now_ns,
                             msg_seq=event.msg_seq,
                             line=event.line,
