@@ -238,10 +238,7 @@ static PyObject *read_int64_field(PyObject *Py_UNUSED(module), PyObject *const *
         PyErr_Format(PyExc_TypeError, "read_int64_field takes 4 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "packet must be bytes");
-        return NULL;
-    }
+    if (!PyBytes_Check(args[0])) Py_RETURN_NONE; /* another buffer: the caller decodes it whole */
     Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
     long long field = PyLong_AsLongLong(args[3]);
     if (PyErr_Occurred()) {

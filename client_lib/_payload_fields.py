@@ -59,9 +59,10 @@ def read_int64_field_reference(packet: bytes, start: int, end: int, field: int) 
     Returns:
         Its value (0 if the field is absent, the proto3 default); ``None`` if the walk is
         not plain (a tag or a length runs past the end, a group, wire type 6 or 7, field
-        number 0, a tag beyond 32 bits): the caller decodes the payload whole.
+        number 0, a tag beyond 32 bits, a packet that is not ``bytes``, bounds outside
+        it): the caller decodes the payload whole.
     """
-    if not 0 <= start <= end <= len(packet):
+    if type(packet) is not bytes or not 0 <= start <= end <= len(packet):
         return None
     value, pos = 0, start
     while pos < end:

@@ -157,10 +157,15 @@ def test_the_walk_stays_inside_its_bounds() -> None:
     for start, end in ((-1, 2), (2, 1), (0, len(packet) + 1)):
         assert _both(packet, start, end) is None
     assert _blocks.read_int64_field(packet, 0, 1 << 80, EVENT_TIME) is None
-    with pytest.raises(TypeError):
-        _blocks.read_int64_field(bytearray(packet), 0, 3, EVENT_TIME)
+    assert _both(bytearray(packet), 0, 3) is None  # not bytes: decoded whole by the caller
     with pytest.raises(TypeError):
         _blocks.read_int64_field(packet, 0, 3)
+
+
+def test_a_packet_in_another_buffer_is_decoded_whole() -> None:
+    payload = market_pb2.MarketUpdate(symbol="IBM", event_time_ns=42).SerializeToString()
+    delivery = Delivery(1, 5, 1, 9, 0, 1, 0, memoryview(b"\0" + payload), 1, 1 + len(payload))  # type: ignore[arg-type]
+    assert delivery.event_time_ns == 42 and delivery._update is not None
 
 
 def test_a_malformed_payload_raises_as_update_does() -> None:
