@@ -23,6 +23,7 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
+from feedha.client._blocks_ext import BLOCKS, WHY_NOT_BUILT
 from feedha.client.events import Delivery
 from feedha.proto.wire import BLOCK_HEADER, HEADER_SIZE, TOMBSTONE_STREAM
 
@@ -94,18 +95,10 @@ def read_live_blocks_reference(
     return (streams, source_seqs, deliveries) if offset == len(packet) else None
 
 
-def _choose() -> tuple[Callable[[bytes, int, int, int, int, Stamp], LiveBlocks | None], str | None]:
-    try:
-        from feedha.client import _blocks
-    except ImportError as exc:
-        return read_live_blocks_reference, (
-            f"the C extension feedha.client._blocks is not built ({exc}); install feedha where a C "
-            "compiler and the Python headers are, or run `python setup.py build_ext --inplace`"
-        )
-    return _blocks.read_live_blocks, None
-
-
-read_live_blocks, WHY_NOT_NATIVE = _choose()
+read_live_blocks: Callable[[bytes, int, int, int, int, Stamp], LiveBlocks | None] = (
+    read_live_blocks_reference if BLOCKS is None else BLOCKS.read_live_blocks
+)
+WHY_NOT_NATIVE = WHY_NOT_BUILT
 if WHY_NOT_NATIVE is not None:
     logger.warning(
         "the client's block walk runs on the Python reference (3-5x slower a block): %s", WHY_NOT_NATIVE

@@ -30,6 +30,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from feedha.client._blocks_ext import BLOCKS, WHY_NOT_BUILT
+
 __all__ = ["WHY_NOT_NATIVE", "read_int64_field", "read_int64_field_reference"]
 
 logger = logging.getLogger(__name__)
@@ -100,17 +102,9 @@ def _decode_instead(packet: bytes, start: int, end: int, field: int) -> int | No
     return None
 
 
-def _choose() -> tuple[Callable[[bytes, int, int, int], int | None], str | None]:
-    try:
-        from feedha.client import _blocks
-    except ImportError as exc:
-        return _decode_instead, (
-            f"the C extension feedha.client._blocks is not built ({exc}); install feedha where a C "
-            "compiler and the Python headers are, or run `python setup.py build_ext --inplace`"
-        )
-    return _blocks.read_int64_field, None
-
-
-read_int64_field, WHY_NOT_NATIVE = _choose()
+read_int64_field: Callable[[bytes, int, int, int], int | None] = (
+    _decode_instead if BLOCKS is None else BLOCKS.read_int64_field
+)
+WHY_NOT_NATIVE = WHY_NOT_BUILT
 if WHY_NOT_NATIVE is not None:
     logger.warning("a payload's single fields are read by decoding it whole: %s", WHY_NOT_NATIVE)

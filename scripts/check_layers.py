@@ -161,6 +161,7 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
     "feedha.client._copies": (_IO, _PURE),
     "feedha.client._live_blocks": (_IO, _PURE),
     "feedha.client._payload_fields": (_IO, _PURE),
+    "feedha.client._blocks_ext": (_IO, _PURE),
     "feedha.client._claims": (_IO, _PURE),
     "feedha.plain_source.model": (_IO, _PURE),
     "feedha.plain_source.frames": (_IO, _PURE),
