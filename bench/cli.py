@@ -2,7 +2,8 @@
 
 ``throughput`` also takes the production shape of its third ramp:
 ``--journal/--no-journal`` (default: journals with ``--fsync batch``) and
-``--backups N`` (default 2).
+``--backups N`` (default 2); ``latency`` takes ``--rounds N`` (each rate's arms
+run N times in turn, each percentile the median of the rounds').
 
 Every benchmark starts its own processes on loopback, is bounded in time and
 measures its ceiling (the bare pyzmq PUB→SUB pair, :mod:`bench.ceiling`) in
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from feedha.bench.common import Figure, format_figure
+from feedha.bench.latency import MAX_ROUNDS
 from feedha.bench.progress import Progress
 
 # name -> (module, function); the function takes ``quick: bool`` and returns a list of figures.
@@ -90,10 +92,26 @@ def main(argv: list[str]) -> int:
         help="every adapter journals with --fsync batch and serves replay (default: yes)",
     )
     shape.add_argument("--backups", type=int, default=2, help="backups per group (default: %(default)s)")
+    latency = parser.add_argument_group("latency")
+    latency.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run each rate's arms (bare hop, relay, model, pipeline, one adapter) this many times "
+        "in turn and report each percentile's median over the rounds, every round's own figures in "
+        f"the parameters: firmer ratios on a shared machine (1..{MAX_ROUNDS}; default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.backups <= MAX_BACKUPS:
         parser.error(f"--backups must be in 0..{MAX_BACKUPS}, got {args.backups}")
-    options: dict[str, dict[str, object]] = {"throughput": {"journal": args.journal, "backups": args.backups}}
+    if not 1 <= args.rounds <= MAX_ROUNDS:
+        parser.error(f"--rounds must be in 1..{MAX_ROUNDS}, got {args.rounds}")
+    if args.rounds != 1 and args.name not in ("latency", "all"):
+        parser.error("--rounds applies to latency only")
+    options: dict[str, dict[str, object]] = {
+        "throughput": {"journal": args.journal, "backups": args.backups},
+        "latency": {"rounds": args.rounds},
+    }
     if args.hosts:
         if args.name not in (*HOSTS_BENCHMARKS, "all"):
             parser.error(f"--hosts applies to {', '.join(HOSTS_BENCHMARKS)} only")

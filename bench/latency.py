@@ -41,6 +41,16 @@ message, messages of the plain source's mean size) runs at the same rate in
 the same run; each figure's ``ceiling_shape`` is its percentile and
 ``ratio_shape`` the pipeline's over it (``shape_us`` in the parameters).
 
+On this shared 2-core VM one arm's percentiles move 2-3 × from one minute to
+the next, so a single run's ratio can read on either side of a target.
+``--rounds N`` makes each rate's runs N times, in turn (bare hop, relay,
+model, pipeline, one adapter; then again), so that a noisy minute falls on
+every arm of its round; each percentile reported is the median of the
+rounds' (``pipeline_us``, ``bare_two_hop_us``, ``shape_us`` ... are those
+medians, ``hops_us`` too, hop by hop), and ``per_round`` lists every round's
+own p50 / p99 of each arm and the pipeline's ratios, so the spread is on
+record beside the median.
+
 Per hop (``hops_us`` in the parameters): ``source_to_publish`` is event time
 → the adapter's packet send time (the source's batching, the first hop and
 the adapter), ``publish_to_delivery`` is that send time → delivery (the
@@ -49,8 +59,9 @@ second hop and the client). One clock: everything runs on this machine.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Final
+import statistics
+from dataclasses import dataclass, replace
+from typing import IO, Any, Final
 
 from feedha.bench.ceiling import run_pair
 from feedha.bench.common import Figure, figure
@@ -69,13 +80,19 @@ QUICK_RATES: Final = (1_000.0, 10_000.0)
 SECONDS: Final = 5.0
 QUICK_SECONDS: Final = 2.0
 PERCENTILES: Final = ("p50", "p99", "p99.9", "max")
+MAX_ROUNDS: Final = 9  # each round at 50k msg/s is ~40 s of runs
 
 
-def run(*, quick: bool = False) -> list[Figure]:
+def run(*, quick: bool = False, rounds: int = 1) -> list[Figure]:
     """Measure latency percentiles at each rate, beside the bare hop.
 
     Args:
         quick: fewer rates, shorter runs.
+        rounds: how many times each rate's runs are made, in turn (bare hop, relay, model,
+            pipeline, pipeline without a backup; then again), so that a noisy minute of a
+            shared machine falls on every arm rather than on one. Each percentile reported
+            is then the median of the rounds', and the parameters list every round's own
+            (``per_round``).
 
     Returns:
         Eight figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``,
@@ -83,91 +100,186 @@ def run(*, quick: bool = False) -> list[Figure]:
         ``latency_p99_two_hop`` (over the relay), each also over the bare model of the same
         shape (``ratio_shape``); and ``latency_p50_one_adapter``, ``latency_p99_one_adapter``
         (the pipeline without a backup, over the relay).
+
+    Raises:
+        ValueError: ``rounds`` is not in 1..:data:`MAX_ROUNDS`.
     """
+    if not 1 <= rounds <= MAX_ROUNDS:
+        raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {rounds}")
     seconds = QUICK_SECONDS if quick else SECONDS
     size = round(mean_source_bytes())
     figures: list[Figure] = []
     with open_log("latency") as log:
         for rate in QUICK_RATES if quick else RATES:
-            count = int(rate * seconds)
-            bare = run_pair(count=count, rate=rate, latency=True, log=log)
-            relay = run_pair(count=count, rate=rate, latency=True, log=log, hops=2)
-            options = PipelineOptions(rate=rate, seconds=seconds, latency=True)
-            model = run_shape(
-                ShapeOptions(relays=options.backups + 1, count=count, rate=rate, size=size, latency=True), log
-            )
-            result = run_pipeline(options, log)
-            one = run_pipeline(replace(options, backups=0), log)
-            summary = result.clients[0][1]
-            pipeline = summary["latency_us"]
-            shape = model["latency_us"]
-            params: dict[str, Any] = {
-                "rate": rate,
-                "seconds": seconds,
-                "sent": result.sent[0],
-                "source_rate": round(result.source_rate(), 1),
-                "lost": result.lost,
-                "undelivered": result.undelivered,
-                "failovers": result.failovers,
-                "source_batching": SOURCE_BATCHING,
-                "worst_latency_us": summary.get("worst_latency_us"),
-                "samples": pipeline["count"],
-                "pipeline_us": pipeline,
-                "bare_us": bare["latency_us"],
-                "bare_two_hop_us": relay["latency_us"],
-                "shape_us": shape,
-                "shape_model": f"bare source -> {model['relays']} relays -> 1 client reading every line, "
-                f"first copy kept by sequence number; {size}-byte messages, paced and batched as the source",
-                "shape_lost": model["lost"],
-                "hops_us": summary.get("hops_us"),
-                "source_publish_us": result.source_summaries[0].get("publish_latency_us"),
-                "from": "source event time (FIX tag 60, the scheduled send time) to client delivery",
-                "adapters": "active + 1 backup",
-                "quick": quick,
-                "log": log.name,
-            }
-            # Each percentile over the bare hop, then the median and p99 over the relay.
-            over = [(name, "", bare) for name in PERCENTILES] + [
-                (name, "_two_hop", relay) for name in ("p50", "p99")
-            ]
-            figures += [
-                figure(
-                    name=f"latency_{name}{suffix}",
-                    value=pipeline[name],
-                    unit="us",
-                    ceiling=ceiling["latency_us"][name],
-                    ceiling_shape=shape[name],
-                    params=params,
-                )
-                for name, suffix, ceiling in over
-            ]
-            figures += _one_adapter(one, relay["latency_us"], params)
+            measured = [_measure_round(rate, seconds, size, log) for _ in range(rounds)]
+            figures += _figures(measured, size=size, quick=quick, log_name=log.name)
     return figures
 
 
-def _one_adapter(result: PipelineResult, relay: dict[str, float], params: dict[str, Any]) -> list[Figure]:
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One round at one rate: each arm's client summary (latencies in µs)."""
+
+    rate: float
+    seconds: float
+    bare: dict[str, float]  # the bare hop's latency_us
+    relay: dict[str, float]  # the bare two-hop relay's latency_us
+    shape: dict[str, Any]  # the bare model's result (latency_us, relays, lost)
+    pipeline: PipelineResult  # active + 1 backup
+    one: PipelineResult  # one adapter, no backup
+
+
+def _measure_round(rate: float, seconds: float, size: int, log: IO[str]) -> Round:
+    count = int(rate * seconds)
+    bare = run_pair(count=count, rate=rate, latency=True, log=log)
+    relay = run_pair(count=count, rate=rate, latency=True, log=log, hops=2)
+    options = PipelineOptions(rate=rate, seconds=seconds, latency=True)
+    model = run_shape(
+        ShapeOptions(relays=options.backups + 1, count=count, rate=rate, size=size, latency=True), log
+    )
+    result = run_pipeline(options, log)
+    one = run_pipeline(replace(options, backups=0), log)
+    return Round(rate, seconds, bare["latency_us"], relay["latency_us"], model, result, one)
+
+
+def _figures(rounds: list[Round], *, size: int, quick: bool, log_name: str) -> list[Figure]:
+    """One rate's figures from its rounds: each percentile is the median of the rounds'."""
+    first = rounds[0]
+    summaries = [r.pipeline.clients[0][1] for r in rounds]
+    pipeline = median_latency([s["latency_us"] for s in summaries])
+    bare = median_latency([r.bare for r in rounds])
+    relay = median_latency([r.relay for r in rounds])
+    shape = median_latency([r.shape["latency_us"] for r in rounds])
+    worst = max(summaries, key=lambda s: s["latency_us"]["max"])
+    params: dict[str, Any] = {
+        "rate": first.rate,
+        "seconds": first.seconds,
+        "sent": sum(r.pipeline.sent[0] for r in rounds),
+        "source_rate": round(statistics.median(r.pipeline.source_rate() for r in rounds), 1),
+        "lost": sum(r.pipeline.lost for r in rounds),
+        "undelivered": sum(r.pipeline.undelivered for r in rounds),
+        "failovers": sum(r.pipeline.failovers for r in rounds),
+        "source_batching": SOURCE_BATCHING,
+        "worst_latency_us": worst.get("worst_latency_us"),
+        "samples": pipeline["count"],
+        "pipeline_us": pipeline,
+        "bare_us": bare,
+        "bare_two_hop_us": relay,
+        "shape_us": shape,
+        "shape_model": f"bare source -> {first.shape['relays']} relays -> 1 client reading every line, "
+        f"first copy kept by sequence number; {size}-byte messages, paced and batched as the source",
+        "shape_lost": sum(r.shape["lost"] for r in rounds),
+        "hops_us": _median_hops([s.get("hops_us") for s in summaries]),
+        "source_publish_us": _median_round(rounds).pipeline.source_summaries[0].get("publish_latency_us"),
+        "from": "source event time (FIX tag 60, the scheduled send time) to client delivery",
+        "adapters": "active + 1 backup",
+        "rounds": len(rounds),
+        "quick": quick,
+        "log": log_name,
+    }
+    if len(rounds) > 1:
+        params["per_round"] = [_round_line(r) for r in rounds]
+    # Each percentile over the bare hop, then the median and p99 over the relay.
+    over = [(name, "", bare) for name in PERCENTILES] + [(name, "_two_hop", relay) for name in ("p50", "p99")]
+    figures = [
+        figure(
+            name=f"latency_{name}{suffix}",
+            value=pipeline[name],
+            unit="us",
+            ceiling=ceiling[name],
+            ceiling_shape=shape[name],
+            params=params,
+        )
+        for name, suffix, ceiling in over
+    ]
+    return figures + _one_adapter([r.one for r in rounds], relay, params)
+
+
+def median_latency(summaries: list[dict[str, float]]) -> dict[str, float]:
+    """Each percentile's median over several runs' latency summaries; ``count`` is their sum.
+
+    Args:
+        summaries: :func:`bench.ceiling.latency_summary` results (at least one).
+
+    Returns:
+        A summary of the same keys.
+    """
+    merged = {key: round(statistics.median(s[key] for s in summaries), 1) for key in summaries[0]}
+    merged["count"] = sum(s["count"] for s in summaries)
+    return merged
+
+
+def _median_hops(hops: list[dict[str, dict[str, float]] | None]) -> dict[str, dict[str, float]] | None:
+    known = [h for h in hops if h]
+    if not known:
+        return None
+    return {name: median_latency([h[name] for h in known if name in h]) for name in known[0]}
+
+
+def _median_run(results: list[PipelineResult]) -> PipelineResult:
+    # The run whose p50 is the median (the source's own send delays are reported from it).
+    ordered = sorted(results, key=lambda r: r.clients[0][1]["latency_us"]["p50"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _median_round(rounds: list[Round]) -> Round:
+    median = _median_run([r.pipeline for r in rounds])
+    return next(r for r in rounds if r.pipeline is median)
+
+
+def _round_line(r: Round) -> dict[str, Any]:
+    """One round's p50 / p99 of each arm (µs) and the pipeline's ratios, for the parameters."""
+    pipeline = r.pipeline.clients[0][1]["latency_us"]
+    one = r.one.clients[0][1]["latency_us"]
+
+    def pair(s: dict[str, float]) -> list[float]:
+        return [s["p50"], s["p99"]]
+
+    def over(a: dict[str, float], b: dict[str, float]) -> list[float | None]:
+        return [round(a[k] / b[k], 3) if b[k] else None for k in ("p50", "p99")]
+
+    return {
+        "pipeline": pair(pipeline),
+        "one_adapter": pair(one),
+        "relay": pair(r.relay),
+        "shape": pair(r.shape["latency_us"]),
+        "bare": pair(r.bare),
+        "pipeline_over_relay": over(pipeline, r.relay),
+        "pipeline_over_shape": over(pipeline, r.shape["latency_us"]),
+        "one_adapter_over_relay": over(one, r.relay),
+        "lost": r.pipeline.lost + r.one.lost,
+        "source_publish_us": r.pipeline.source_summaries[0].get("publish_latency_us"),
+    }
+
+
+def _one_adapter(
+    results: list[PipelineResult], relay: dict[str, float], params: dict[str, Any]
+) -> list[Figure]:
     # The relay's shape: source -> one adapter (no backup) -> client, over the relay. Its
-    # parameters are the run's (the rate, the ceilings, the model) with its own pipeline figures.
-    summary = result.clients[0][1]
+    # parameters are the run's (the rate, the ceilings, the model) with its own pipeline figures
+    # (medians over the rounds, as the pipeline's).
+    summaries = [r.clients[0][1] for r in results]
+    latency = median_latency([s["latency_us"] for s in summaries])
+    worst = max(summaries, key=lambda s: s["latency_us"]["max"])
     own = {
         **params,
-        "sent": result.sent[0],
-        "source_rate": round(result.source_rate(), 1),
-        "samples": summary["latency_us"]["count"],
-        "source_publish_us": result.source_summaries[0].get("publish_latency_us"),
-        "lost": result.lost,
-        "undelivered": result.undelivered,
-        "failovers": result.failovers,
-        "worst_latency_us": summary.get("worst_latency_us"),
-        "pipeline_us": summary["latency_us"],
-        "one_adapter_us": summary["latency_us"],
-        "hops_us": summary.get("hops_us"),
+        "sent": sum(r.sent[0] for r in results),
+        "source_rate": round(statistics.median(r.source_rate() for r in results), 1),
+        "samples": latency["count"],
+        "source_publish_us": _median_run(results).source_summaries[0].get("publish_latency_us"),
+        "lost": sum(r.lost for r in results),
+        "undelivered": sum(r.undelivered for r in results),
+        "failovers": sum(r.failovers for r in results),
+        "worst_latency_us": worst.get("worst_latency_us"),
+        "pipeline_us": latency,
+        "one_adapter_us": latency,
+        "hops_us": _median_hops([s.get("hops_us") for s in summaries]),
         "adapters": "1, no backup (the relay's shape)",
     }
     return [
         figure(
             name=f"latency_{name}_one_adapter",
-            value=summary["latency_us"][name],
+            value=latency[name],
             unit="us",
             ceiling=relay[name],
             params=own,
