@@ -247,7 +247,8 @@ def _round_line(r: Round) -> dict[str, Any]:
         "pipeline_over_relay": over(pipeline, r.relay),
         "pipeline_over_shape": over(pipeline, r.shape["latency_us"]),
         "one_adapter_over_relay": over(one, r.relay),
-        "lost": r.pipeline.lost + r.one.lost,
+        "lost": r.pipeline.lost,
+        "lost_one_adapter": r.one.lost,
         "source_publish_us": r.pipeline.source_summaries[0].get("publish_latency_us"),
     }
 
