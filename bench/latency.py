@@ -145,32 +145,22 @@ def _measure_round(rate: float, seconds: float, size: int, log: IO[str]) -> Roun
 def _figures(rounds: list[Round], *, size: int, quick: bool, log_name: str) -> list[Figure]:
     """One rate's figures from its rounds: each percentile is the median of the rounds'."""
     first = rounds[0]
-    summaries = [r.pipeline.clients[0][1] for r in rounds]
-    pipeline = median_latency([s["latency_us"] for s in summaries])
+    runs = _runs([r.pipeline for r in rounds])
+    pipeline = runs["pipeline_us"]
     bare = median_latency([r.bare for r in rounds])
     relay = median_latency([r.relay for r in rounds])
     shape = median_latency([r.shape["latency_us"] for r in rounds])
-    worst = max(summaries, key=lambda s: s["latency_us"]["max"])
     params: dict[str, Any] = {
         "rate": first.rate,
         "seconds": first.seconds,
-        "sent": sum(r.pipeline.sent[0] for r in rounds),
-        "source_rate": round(statistics.median(r.pipeline.source_rate() for r in rounds), 1),
-        "lost": sum(r.pipeline.lost for r in rounds),
-        "undelivered": sum(r.pipeline.undelivered for r in rounds),
-        "failovers": sum(r.pipeline.failovers for r in rounds),
+        **runs,
         "source_batching": SOURCE_BATCHING,
-        "worst_latency_us": worst.get("worst_latency_us"),
-        "samples": pipeline["count"],
-        "pipeline_us": pipeline,
         "bare_us": bare,
         "bare_two_hop_us": relay,
         "shape_us": shape,
         "shape_model": f"bare source -> {first.shape['relays']} relays -> 1 client reading every line, "
         f"first copy kept by sequence number; {size}-byte messages, paced and batched as the source",
         "shape_lost": sum(r.shape["lost"] for r in rounds),
-        "hops_us": _median_hops([s.get("hops_us") for s in summaries]),
-        "source_publish_us": _median_round(rounds).pipeline.source_summaries[0].get("publish_latency_us"),
         "from": "source event time (FIX tag 60, the scheduled send time) to client delivery",
         "adapters": "active + 1 backup",
         "rounds": len(rounds),
@@ -216,15 +206,26 @@ def _median_hops(hops: list[dict[str, dict[str, float]] | None]) -> dict[str, di
     return {name: median_latency([h[name] for h in known if name in h]) for name in known[0]}
 
 
-def _median_run(results: list[PipelineResult]) -> PipelineResult:
-    # The run whose p50 is the median (the source's own send delays are reported from it).
-    ordered = sorted(results, key=lambda r: r.clients[0][1]["latency_us"]["p50"])
-    return ordered[(len(ordered) - 1) // 2]
-
-
-def _median_round(rounds: list[Round]) -> Round:
-    median = _median_run([r.pipeline for r in rounds])
-    return next(r for r in rounds if r.pipeline is median)
+def _runs(results: list[PipelineResult]) -> dict[str, Any]:
+    """The parameters one arm's runs give (the pipeline's, or the one adapter's): its totals
+    over the rounds, each percentile's median, the worst deliveries of the round that had the
+    worst, and the source's send delays of the round whose p50 is the median."""
+    summaries = [r.clients[0][1] for r in results]
+    latency = median_latency([s["latency_us"] for s in summaries])
+    worst = max(summaries, key=lambda s: s["latency_us"]["max"])
+    by_p50 = sorted(results, key=lambda r: r.clients[0][1]["latency_us"]["p50"])
+    return {
+        "sent": sum(r.sent[0] for r in results),
+        "source_rate": round(statistics.median(r.source_rate() for r in results), 1),
+        "lost": sum(r.lost for r in results),
+        "undelivered": sum(r.undelivered for r in results),
+        "failovers": sum(r.failovers for r in results),
+        "worst_latency_us": worst.get("worst_latency_us"),
+        "samples": latency["count"],
+        "pipeline_us": latency,
+        "hops_us": _median_hops([s.get("hops_us") for s in summaries]),
+        "source_publish_us": by_p50[(len(by_p50) - 1) // 2].source_summaries[0].get("publish_latency_us"),
+    }
 
 
 def _round_line(r: Round) -> dict[str, Any]:
@@ -259,22 +260,12 @@ def _one_adapter(
     # The relay's shape: source -> one adapter (no backup) -> client, over the relay. Its
     # parameters are the run's (the rate, the ceilings, the model) with its own pipeline figures
     # (medians over the rounds, as the pipeline's).
-    summaries = [r.clients[0][1] for r in results]
-    latency = median_latency([s["latency_us"] for s in summaries])
-    worst = max(summaries, key=lambda s: s["latency_us"]["max"])
+    runs = _runs(results)
+    latency = runs["pipeline_us"]
     own = {
         **params,
-        "sent": sum(r.sent[0] for r in results),
-        "source_rate": round(statistics.median(r.source_rate() for r in results), 1),
-        "samples": latency["count"],
-        "source_publish_us": _median_run(results).source_summaries[0].get("publish_latency_us"),
-        "lost": sum(r.lost for r in results),
-        "undelivered": sum(r.undelivered for r in results),
-        "failovers": sum(r.failovers for r in results),
-        "worst_latency_us": worst.get("worst_latency_us"),
-        "pipeline_us": latency,
+        **runs,
         "one_adapter_us": latency,
-        "hops_us": _median_hops([s.get("hops_us") for s in summaries]),
         "adapters": "1, no backup (the relay's shape)",
     }
     return [
