@@ -26,8 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from feedha.bench.common import Figure, format_figure
-from feedha.bench.latency import MAX_ROUNDS
+from feedha.bench.common import MAX_LATENCY_ROUNDS, Figure, format_figure
 from feedha.bench.progress import Progress
 
 # name -> (module, function); the function takes ``quick: bool`` and returns a list of figures.
@@ -99,13 +98,13 @@ def main(argv: list[str]) -> int:
         default=1,
         help="run each rate's arms (bare hop, relay, model, pipeline, one adapter) this many times "
         "in turn and report each percentile's median over the rounds, every round's own figures in "
-        f"the parameters: firmer ratios on a shared machine (1..{MAX_ROUNDS}; default: %(default)s)",
+        f"the parameters: firmer ratios on a shared machine (1..{MAX_LATENCY_ROUNDS}; default: %(default)s)",
     )
     args = parser.parse_args(argv)
     if not 0 <= args.backups <= MAX_BACKUPS:
         parser.error(f"--backups must be in 0..{MAX_BACKUPS}, got {args.backups}")
-    if not 1 <= args.rounds <= MAX_ROUNDS:
-        parser.error(f"--rounds must be in 1..{MAX_ROUNDS}, got {args.rounds}")
+    if not 1 <= args.rounds <= MAX_LATENCY_ROUNDS:
+        parser.error(f"--rounds must be in 1..{MAX_LATENCY_ROUNDS}, got {args.rounds}")
     if args.rounds != 1 and args.name not in ("latency", "all"):
         parser.error("--rounds applies to latency only")
     options: dict[str, dict[str, object]] = {

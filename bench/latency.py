@@ -64,7 +64,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Any, Final
 
 from feedha.bench.ceiling import run_pair
-from feedha.bench.common import Figure, figure
+from feedha.bench.common import MAX_LATENCY_ROUNDS, Figure, figure
 from feedha.bench.pipeline import (
     SOURCE_BATCHING,
     PipelineOptions,
@@ -80,7 +80,6 @@ QUICK_RATES: Final = (1_000.0, 10_000.0)
 SECONDS: Final = 5.0
 QUICK_SECONDS: Final = 2.0
 PERCENTILES: Final = ("p50", "p99", "p99.9", "max")
-MAX_ROUNDS: Final = 9  # each round at 50k msg/s is ~40 s of runs
 
 
 def run(*, quick: bool = False, rounds: int = 1) -> list[Figure]:
@@ -102,10 +101,10 @@ def run(*, quick: bool = False, rounds: int = 1) -> list[Figure]:
         (the pipeline without a backup, over the relay).
 
     Raises:
-        ValueError: ``rounds`` is not in 1..:data:`MAX_ROUNDS`.
+        ValueError: ``rounds`` is not in 1..:data:`MAX_LATENCY_ROUNDS`.
     """
-    if not 1 <= rounds <= MAX_ROUNDS:
-        raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {rounds}")
+    if not 1 <= rounds <= MAX_LATENCY_ROUNDS:
+        raise ValueError(f"rounds must be in 1..{MAX_LATENCY_ROUNDS}, got {rounds}")
     seconds = QUICK_SECONDS if quick else SECONDS
     size = round(mean_source_bytes())
     figures: list[Figure] = []
