@@ -334,18 +334,38 @@ def _open_store(args: argparse.Namespace, sections: Mapping[str, Any]) -> tuple[
     return Store(database), hashing.hasher()
 
 
+def issue_key(
+    store: Store,
+    hasher: argon2.PasswordHasher,
+    name: str,
+    *,
+    groups: frozenset[str],
+    roles: frozenset[str],
+    by: str,
+    now: float,
+) -> tuple[str, str]:
+    """Create (or extend) a user and give it a new API key, audited as ``by``'s ``add-user``.
+
+    What ``add-user`` does, for a caller that holds the store itself (``feedha up``).
+
+    Returns:
+        The new key id and its secret (only its hash is stored).
+    """
+    store.upsert_user(name, groups=groups, roles=roles, now=now)
+    key_id, secret = tokens.new_key_id(), tokens.new_secret()
+    store.add_key(key_id=key_id, user=name, secret_hash=tokens.hash_secret(secret, hasher=hasher), now=now)
+    store.audit(user=by, action="add-user", target=name, detail=f"key {key_id}", now=now)
+    return key_id, secret
+
+
 def add_user(args: argparse.Namespace, sections: Mapping[str, Any]) -> int:
     """``add-user``: create (or extend) a user and print a new key id and secret."""
     store, hasher = _open_store(args, sections)
     try:
         roles = frozenset(role for role, on in (("admin", args.admin), ("adapter", args.adapter)) if on)
-        now = time.time()
-        store.upsert_user(args.name, groups=frozenset(args.group), roles=roles, now=now)
-        key_id, secret = tokens.new_key_id(), tokens.new_secret()
-        store.add_key(
-            key_id=key_id, user=args.name, secret_hash=tokens.hash_secret(secret, hasher=hasher), now=now
+        key_id, secret = issue_key(
+            store, hasher, args.name, groups=frozenset(args.group), roles=roles, by="cli", now=time.time()
         )
-        store.audit(user="cli", action="add-user", target=args.name, detail=f"key {key_id}", now=now)
     finally:
         store.close()
     print(f"user: {args.name}\nkey_id: {key_id}\nsecret: {secret}", flush=True)
@@ -436,4 +456,4 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["AdminServer", "main"]
+__all__ = ["AdminServer", "issue_key", "main"]

@@ -80,7 +80,7 @@ def run_abuse(options: AbuseOptions, log: IO[str]) -> dict[str, Any]:
     try:
         cluster.start_admin()
         users = ("abuser", "churner", "guessed")  # guessed: the key whose secret the login flood guesses
-        keys = {name: cluster.add_user(name, "--group", "traders") for name in users}
+        keys = {name: cluster.add_user(name, groups=("traders",)) for name in users}
         cluster.start_source(cluster.start_groups())
         cluster.wait_registered(START_S)
         described = cluster.describe()

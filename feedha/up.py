@@ -45,19 +45,22 @@ import os
 import shutil
 import signal
 import string
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import grpc
 
 from feedha.adapter.zap import write_keys
 from feedha.admin_client.channel import login, open_channel
+from feedha.admin_server.config import SecretHashing
+from feedha.admin_server.server import issue_key
+from feedha.admin_server.status_page import new_login_link
+from feedha.admin_server.store import Store
 from feedha.cluster import GroupPlan, plan_group, start_adapter, start_source
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, ProcessError
@@ -90,16 +93,18 @@ rules:
 """
 # The admin server's argon2id cost: cheap for a development cluster, or the production default.
 _HASHING = {
-    "fast": "secret_hashing: {time_cost: 1, memory_kib: 8192, parallelism: 1}\n",
-    "default": "",
+    "fast": SecretHashing(time_cost=1, memory_kib=8192, parallelism=1),
+    "default": SecretHashing(),
 }
-USERS = (
-    ("subscriber", ["--group", "traders"]),
-    ("delayed", ["--group", "delayed"]),
-    ("mixed", ["--group", "mixed"]),
-    ("conflated", ["--group", "conflated"]),
-    ("operator", ["--admin"]),
+# The users and their key files: name, groups, roles (the adapters' own user, "feed", comes last).
+USERS: Final = (
+    ("subscriber", ("traders",), ()),
+    ("delayed", ("delayed",), ()),
+    ("mixed", ("mixed",), ()),
+    ("conflated", ("conflated",), ()),
+    ("operator", (), ("admin",)),
 )
+ADAPTERS_USER: Final = ("feed", ("feed",), ("adapter",))
 
 
 def channel_letters(count: int) -> list[tuple[str, str]]:
@@ -125,10 +130,9 @@ class Cluster:
         self.source: JsonProcess | None = None
         self.keys = workdir / "keys"
         self.admin_health = ""
-
-    def _admin_cli(self, *args: str) -> str:
-        command = [sys.executable, "-m", "feedha", "admin-server", *args, "--config", str(self._config)]
-        return subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout
+        self._config = workdir / "admin-server.yaml"
+        self._database = workdir / "admin.sqlite"  # the config's ``database``, next to it
+        self._hashing = _HASHING[getattr(args, "secret_hashing", "fast")]
 
     def start_admin(self) -> None:
         port = free_ports(1)[0]
@@ -136,10 +140,9 @@ class Cluster:
             f"      - {{name: {name}, number: {n}, source_stream: {letters}, letters: {letters}}}"
             for n, (name, letters) in enumerate(channel_letters(self.args.channels), start=1)
         )
-        self._config = self.workdir / "admin-server.yaml"
         self._config.write_text(
             f"listen: 127.0.0.1:{port}\ndatabase: admin.sqlite\npolicy: policy.yaml\n"
-            f"{_HASHING[getattr(self.args, 'secret_hashing', 'fast')]}"
+            f"{_hashing_yaml(self._hashing)}"
             "feeds:\n  - name: EQUITIES\n    message_model: feedha.v1.MarketUpdate\n    channels:\n"
             f"{channels}\n"
         )
@@ -147,8 +150,8 @@ class Cluster:
         bindings = f"adapters:\n  feed: {{channels: [{names}], ids: [1, 2, 3]}}\n"  # groups of 3
         (self.workdir / "policy.yaml").write_text(POLICY + bindings)
         self.admin = f"127.0.0.1:{port}"
-        for user, flags in (*USERS, ("feed", ["--adapter", "--group", "feed"])):
-            self.add_user(user, *flags)
+        for user, groups, roles in (*USERS, ADAPTERS_USER):
+            self.add_user(user, groups=groups, roles=roles)
         command = [sys.executable, "-m", "feedha", "admin-server", "--config", str(self._config)]
         admin = JsonProcess(
             "admin-server", [*command, "--metrics", "127.0.0.1:0", "--health", "127.0.0.1:0"], log=self.log
@@ -164,18 +167,34 @@ class Cluster:
         probes = [t for t in admin.text if t.startswith("health listening on")]
         self.admin_health = "http://" + probes[0].split()[3] if probes else ""
         # One-time and short-lived; printed on our stdout only (never into the components' log).
-        self.status_page = self._admin_cli("login-link", "operator", "--url", self.http).strip()
+        store = Store(self._database)
+        try:
+            token = new_login_link(store, "operator", now=time.time())
+        finally:
+            store.close()
+        self.status_page = f"{self.http}/login?token={token}"
 
-    def add_user(self, user: str, *flags: str) -> dict[str, str]:
-        """Create a user (``feedha admin-server add-user``); write and return its key file's fields."""
-        fields = dict(
-            line.split(": ", 1)
-            for line in self._admin_cli("add-user", user, *flags).splitlines()
-            if ": " in line
-        )
+    def add_user(self, user: str, *, groups: Sequence[str] = (), roles: Sequence[str] = ()) -> dict[str, str]:
+        """Create a user as ``feedha admin-server add-user`` does; write and return its key file's fields.
+
+        In this process: an ``add-user`` process a user took ~0.6 s of the start, mostly its imports.
+        """
+        store = Store(self._database)
+        try:
+            key_id, secret = issue_key(
+                store,
+                self._hashing.hasher(),
+                user,
+                groups=frozenset(groups),
+                roles=frozenset(roles),
+                by="feedha-up",
+                now=time.time(),
+            )
+        finally:
+            store.close()
         path = self.workdir / "users" / f"{user}.json"
         path.parent.mkdir(exist_ok=True)
-        key = {"admin": self.admin, "user": user, **fields}
+        key = {"admin": self.admin, "user": user, "key_id": key_id, "secret": secret}
         _write_private(path, json.dumps(key) + "\n")
         self.key_files[user] = str(path)
         return key
@@ -286,7 +305,7 @@ class Cluster:
             "status_page": self.status_page,
             "metrics": [f"{self.http}/metrics", *adapters],
             "health": [self.admin_health, *probes] if self.admin_health else probes,
-            "users": {user: self.key_files[user] for user, _flags in USERS},
+            "users": {user: self.key_files[user] for user, _groups, _roles in USERS},
             "channels": [
                 {
                     "name": g.channel,
@@ -318,6 +337,14 @@ def _local_control(group: GroupPlan, directory: Path) -> GroupPlan:
         for plan in group.adapters
     )
     return dataclasses.replace(group, adapters=adapters)
+
+
+def _hashing_yaml(hashing: SecretHashing) -> str:
+    # The admin server's config hashes new secrets at the cost this process does (nothing: its default).
+    if hashing == SecretHashing():
+        return ""
+    fields = ", ".join(f"{name}: {value}" for name, value in dataclasses.asdict(hashing).items())
+    return f"secret_hashing: {{{fields}}}\n"
 
 
 def _write_private(path: Path, text: str) -> None:

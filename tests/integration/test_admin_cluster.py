@@ -31,6 +31,7 @@ from feedha.client import AuthenticationFailed, Delivery, FeedClient, Permission
 from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
+from tests.integration.test_admin_server import add_user
 from tests.integration.waiting import wait_until
 
 BIN = Path(sys.executable).parent
@@ -121,25 +122,17 @@ class Cluster:
         return FeedClient(self.admin.target, *self.keys[user], config=config, retry_deadline_s=20)
 
 
-def add_user(workdir: Path, *args: str) -> tuple[str, str]:
-    done = run(
-        str(BIN / "feedha"), "admin-server", "add-user", *args, "--config", str(workdir / "admin.yaml")
-    )
-    assert done.returncode == 0, done.stderr
-    fields = dict(line.split(": ", 1) for line in done.stdout.splitlines())
-    return fields["key_id"], fields["secret"]
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("admin-cluster")
     (workdir / "admin.yaml").write_text(CONFIG)
     (workdir / "policy.yaml").write_text(POLICY)
+    database = workdir / "admin.sqlite"  # in this process: the add-user command has its own tests
     keys = {
-        "ops": add_user(workdir, "ops", "--group", "operators"),
-        "feed": add_user(workdir, "feed", "--adapter"),
-        "alice": add_user(workdir, "alice", "--group", "traders"),
-        "carol": add_user(workdir, "carol", "--group", "everything"),
+        "ops": add_user(database, "ops", groups=("operators",)),
+        "feed": add_user(database, "feed", roles=("adapter",)),
+        "alice": add_user(database, "alice", groups=("traders",)),
+        "carol": add_user(database, "carol", groups=("everything",)),
     }
     source_endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
     group = plan_group(

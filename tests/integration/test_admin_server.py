@@ -23,7 +23,7 @@ from feedha.admin_client import (
 from feedha.admin_server import tokens
 from feedha.admin_server.config import ChannelConfig, ServerConfig
 from feedha.admin_server.hub import HubEvent
-from feedha.admin_server.server import AdminServer
+from feedha.admin_server.server import AdminServer, issue_key
 from feedha.admin_server.store import Store
 from feedha.proto import admin_pb2, admin_pb2_grpc
 from feedha.proto.model import MARKET_MODEL
@@ -99,13 +99,17 @@ def add_user(
 ) -> tuple[str, str]:
     store = Store(db)
     try:
-        store.upsert_user(name, groups=frozenset(groups), roles=frozenset(roles), now=time.time())
-        key_id, secret = tokens.new_key_id(), tokens.new_secret()
-        secret_hash = tokens.hash_secret(secret, hasher=CHEAP_HASHER)
-        store.add_key(key_id=key_id, user=name, secret_hash=secret_hash, now=time.time())
+        return issue_key(
+            store,
+            CHEAP_HASHER,
+            name,
+            groups=frozenset(groups),
+            roles=frozenset(roles),
+            by="test",
+            now=time.time(),
+        )
     finally:
         store.close()
-    return key_id, secret
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from feedha.cluster import GroupPlan, plan_group, start_adapter
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess
 from tests.integration.certs import Authority, Pair
+from tests.integration.test_admin_server import add_user
 from tests.integration.waiting import wait_until
 
 WAIT = 60.0  # generous: a loaded 2-core machine
@@ -138,25 +139,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     (workdir / "policy.yaml").write_text(POLICY)
     with open(workdir / "processes.log", "w") as log:
         c = Cluster(workdir, log, authority.ca, client, stranger)
-        for user, *flags in [
-            ("ops", "--admin"),
-            ("carol", "--group", "traders"),
-            ("feed-a", "--adapter"),
-            ("feed-n", "--adapter"),
-        ]:
-            done = run(
-                "-m",
-                "feedha",
-                "admin-server",
-                "add-user",
-                user,
-                *flags,
-                "--config",
-                str(workdir / "admin.yaml"),
-            )
-            assert done.returncode == 0, done.stderr
-            fields = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
-            c.keys[user] = (fields["key_id"], fields["secret"])
+        database = workdir / "admin.sqlite"  # in this process: the add-user command has its own tests
+        c.keys["ops"] = add_user(database, "ops", roles=("admin",))
+        c.keys["carol"] = add_user(database, "carol", groups=("traders",))
+        c.keys["feed-a"] = add_user(database, "feed-a", roles=("adapter",))
+        c.keys["feed-n"] = add_user(database, "feed-n", roles=("adapter",))
         command = [sys.executable, "-m", "feedha", "admin-server", "--config", str(workdir / "admin.yaml")]
         admin = JsonProcess("admin-server", [*command, "--port", "0"], log=log)
         c.procs.append(admin)
