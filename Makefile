@@ -4,7 +4,7 @@ VENV := .venv
 STAMP := $(VENV)/.setup-stamp
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-slow check proto bench-smoke clean
+.PHONY: setup bytecode demo test test-slow check proto bench-smoke clean
 
 $(STAMP): pyproject.toml scripts/setup
 	bash scripts/setup
@@ -12,17 +12,22 @@ $(STAMP): pyproject.toml scripts/setup
 
 setup: $(STAMP)
 
-demo: setup
+# The modules' bytecode, written once beside them (scripts/compile_bytecode.py):
+# where PYTHONDONTWRITEBYTECODE is set, every process would compile them again.
+bytecode: setup
+	$(BIN)/python scripts/compile_bytecode.py
+
+demo: bytecode
 	$(BIN)/feedha demo
 
 # The default suite: unit, property and integration tests (< 10 min on 2 cores).
-test: setup
+test: bytecode
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/python scripts/gen_constants.py --check
 	$(BIN)/pytest -m "not slow" -q --durations=25
 
 # Longer drills, run by CI after the default suite (exit 5 = none collected is fine).
-test-slow: setup
+test-slow: bytecode
 	$(BIN)/pytest -m slow -q || [ $$? -eq 5 ]
 
 check: setup
@@ -34,3 +39,4 @@ proto: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache results
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
