@@ -14,6 +14,11 @@ from typing import Final
 
 MEMORY_COMFORT_MB: Final = 512.0
 LAG_PER_POINT: Final = 100.0
+# The lag a backup is judged by is the smallest of its last this many health samples: a backup
+# that keeps up is behind only for a moment (a batch it has not read yet, a report it has not
+# caught up with, a scheduling delay on a busy machine), one that cannot keep up is behind in
+# every sample. At the health interval (0.1 s) a lag has to last half a second to count.
+LAG_WINDOW_SAMPLES: Final = 5
 MIN_GROUP_RATE: Final = 100.0  # msg/s below which rates say nothing about health
 
 
@@ -72,7 +77,9 @@ class HealthMeter:
     Pure: the caller passes the time and the cumulative figures in. The
     message rate is measured between two samples; errors count only while
     they are younger than ``error_window_s`` (a burst an hour ago says
-    nothing about the adapter now).
+    nothing about the adapter now); the lag is the smallest of the last
+    :data:`LAG_WINDOW_SAMPLES` readings (:attr:`lag`), so a moment's lag does
+    not move the score, the ranking of backups or the registry's BEHIND.
 
     Args:
         penalty: the operator's or a drill's handicap on the score.
@@ -80,7 +87,16 @@ class HealthMeter:
         error_window_s: how long an error lowers the score.
     """
 
-    __slots__ = ("penalty", "_memory_mb", "_cpu_percent", "_rate_mark", "_error_marks", "_error_window_s")
+    __slots__ = (
+        "penalty",
+        "_memory_mb",
+        "_cpu_percent",
+        "_rate_mark",
+        "_error_marks",
+        "_error_window_s",
+        "_lags",
+        "_lag",
+    )
 
     def __init__(self, *, penalty: float, now: float, error_window_s: float = ERROR_WINDOW_S) -> None:
         self.penalty = penalty
@@ -88,6 +104,8 @@ class HealthMeter:
         self._rate_mark = (now, 0)
         self._error_marks: deque[tuple[float, int]] = deque([(now, 0)])
         self._error_window_s = error_window_s
+        self._lags: deque[int] = deque(maxlen=LAG_WINDOW_SAMPLES)  # the last raw lag readings
+        self._lag = 0
 
     def __repr__(self) -> str:
         return (
@@ -101,8 +119,14 @@ class HealthMeter:
             self._memory_mb = sample.available_memory_mb
         self._cpu_percent = sample.cpu_percent
 
+    @property
+    def lag(self) -> int:
+        """The lag of the last sample: the smallest of the last readings (0 before any)."""
+        return self._lag
+
     def measure(self, *, now: float, numbered: int, errors: int, lag: int, group_rate: float) -> HealthSample:
-        """A sample at ``now`` from the cumulative numbered-message and error counts."""
+        """A sample at ``now`` from the cumulative numbered-message and error counts and this
+        moment's ``lag`` (the sample's lag is the smallest of the last readings)."""
         mark_time, mark_count = self._rate_mark
         rate = (numbered - mark_count) / max(now - mark_time, 1e-6)
         self._rate_mark = (now, numbered)
@@ -110,12 +134,15 @@ class HealthMeter:
         marks.append((now, errors))
         while len(marks) > 1 and now - marks[1][0] >= self._error_window_s:
             marks.popleft()
+        lags = self._lags
+        lags.append(lag)
+        self._lag = min(lags, key=abs)
         return HealthSample(
             available_memory_mb=self._memory_mb,
             cpu_percent=self._cpu_percent,
             error_count=errors - marks[0][1],
             message_rate=rate,
-            lag=lag,
+            lag=self._lag,
             penalty=self.penalty,
             group_rate=group_rate,
         )

@@ -690,11 +690,13 @@ class AdapterCore:
         return not self._control_waiting
 
     def sync_view(self) -> SyncView:
-        """Role, sync status, term, position, health and lag, for the registry."""
+        """Role, sync status, term, position, health and lag, for the registry.
+
+        The lag is the health meter's (:attr:`HealthMeter.lag`: a lag that lasted), as of its last
+        sample; it is BEHIND past the tolerance a backup may run ahead by.
+        """
         sync = self.sync
-        lag = (
-            max(0, self._active_position - self.sequencer.last_source_seq) if sync.role is Role.BACKUP else 0
-        )
+        lag = self.health.lag if sync.role is Role.BACKUP else 0
         behind = sync.status is SyncStatus.IN_SYNC and lag > self.config.sync.ahead_tolerance
         return SyncView(
             sync.role, sync.status, behind, sync.term, self.sequencer.next_msg_seq, sync.health_score, lag
@@ -957,7 +959,7 @@ class AdapterCore:
             now=now,
             numbered=counters.numbered,
             errors=counters.errors,
-            lag=self.sync_view().lag,
+            lag=self._lag_now(),
             group_rate=max(fresh, default=0.0),
         )
         self.apply(HealthMeasured(health_score(sample), self.emitter.published_msg_seq), turn)
@@ -977,6 +979,12 @@ class AdapterCore:
             0 if line is None else line.published_seq,
         )
         turn.out.append(SendSync(message))
+
+    def _lag_now(self) -> int:
+        # Source messages behind the active's last report, at this moment (a backup; else 0).
+        if self.sync.role is not Role.BACKUP:
+            return 0
+        return max(0, self._active_position - self.sequencer.last_source_seq)
 
     def _request_snapshot(self, action: SyncAction, turn: Turn) -> None:
         assert isinstance(action, RequestSnapshot)

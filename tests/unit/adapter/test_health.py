@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from feedha.adapter.core.health import HealthMeter, HealthSample, MachineSample, health_score
+from feedha.adapter.core.health import (
+    LAG_WINDOW_SAMPLES,
+    HealthMeter,
+    HealthSample,
+    MachineSample,
+    health_score,
+)
 
 
 def _sample(**changes: float) -> HealthSample:
@@ -48,3 +54,21 @@ def test_a_sample_without_a_memory_figure_keeps_the_last_one() -> None:
     meter.on_machine_sample(MachineSample(available_memory_mb=None, cpu_percent=20.0))
     sample = meter.measure(now=1.0, numbered=0, errors=0, lag=0, group_rate=0.0)
     assert (sample.available_memory_mb, sample.cpu_percent) == (1024.0, 20.0)
+
+
+def test_a_moments_lag_costs_nothing_and_a_lasting_one_counts_once_it_fills_the_window() -> None:
+    meter = HealthMeter(penalty=0.0, now=0.0)
+
+    def lag_at(t: int, lag: int) -> int:
+        sample = meter.measure(now=t / 10, numbered=0, errors=0, lag=lag, group_rate=0.0)
+        assert sample.lag == meter.lag
+        return sample.lag
+
+    # A backup that keeps up: a batch it has not read yet, now and then, is no lag.
+    assert [lag_at(t, lag) for t, lag in enumerate([0, 3_000, 0, 0, 2_000, 0], start=1)] == [0] * 6
+    # One that cannot keep up is behind in every sample: it counts once the window is full of it.
+    lags = [lag_at(t, 500 + 100 * t) for t in range(7, 7 + LAG_WINDOW_SAMPLES)]
+    assert lags[:-1] == [0] * (LAG_WINDOW_SAMPLES - 1) and lags[-1] == 1_200
+    assert health_score(_sample(lag=lags[-1])) == 88.0
+    # Caught up: the next reading clears it.
+    assert lag_at(20, 0) == 0
