@@ -151,9 +151,8 @@ MACHINE_SAMPLE_S: Final = 0.1  # how often CPU is measured (for the health score
 # How often the machine's available memory is measured with it: reading it costs a file of the
 # kernel's parsed in Python (~60 µs warm), on the loop's thread, and it moves slowly.
 MEMORY_SAMPLE_S: Final = 1.0
-# A backup whose output waits at its gate reads the source at most this often, and at once when the
-# active's report finds it behind (see on_source_drained): the default heartbeat interval.
-BACKUP_READ_INTERVAL_S: Final = 0.01
+# A backup whose output waits at its gate reads the source at most this often (see on_source_drained).
+BACKUP_READ_INTERVAL_S: Final = 0.001
 FAULT_LIMIT: Final = 5  # internal faults within FAULT_WINDOW_S that make the adapter fail itself
 FAULT_WINDOW_S: Final = 60.0
 
@@ -293,12 +292,10 @@ class AdapterCore:
         while frames keep coming (a burst).
 
         A backup whose output waits at its gate (for the active's report, every
-        heartbeat interval) reads the source again when the next report finds it behind
-        (:meth:`_on_report`), or :data:`BACKUP_READ_INTERVAL_S` later if none does, and
-        then everything queued meanwhile: its line runs a report behind the active's
-        anyway, so waking for every frame would buy no subscriber anything, and the
-        turns it took when they came cost the active's own latency on a machine with
-        few cores (docs/performance.md). Once its output goes straight out
+        heartbeat interval) reads the source again only :data:`BACKUP_READ_INTERVAL_S`
+        later, and then everything queued meanwhile: its line runs a report behind the
+        active's anyway, so waking for every frame would buy no subscriber anything and
+        cost a core's share per backup at low rates. Once its output goes straight out
         (promoted, or released while the active is silent) it reads every frame as it
         comes again (:meth:`_batches_source` is asked each time). The source pump keeps
         the same pace inside one call (:meth:`source_batch`), until the report comes.
@@ -779,8 +776,6 @@ class AdapterCore:
         at = self._active_position = msg.last_source_seq
         verdict, ahead_by = self.sequencer.compare(PositionReport(at, msg.last_msg_seq, msg.digest))
         self._carry(self.gaps.on_report(at=at, verdict=verdict), turn)
-        if verdict is ReportVerdict.BEHIND:
-            self._next_read = 0.0  # what the report releases is queued at the source: read it now
         self.emitter.gate.heard()
         if verdict is ReportVerdict.MATCH:
             turn.out += self.emitter.confirm(at)

@@ -10,9 +10,7 @@ adapter also serves its delayed line (its journal tailed as the runner does)
 and a second arbiter follows the delayed lines, filling holes with delayed
 ranges. Where the runner would run the source pump (an active whose core's plan
 allows it) the harness runs its Python twin (:func:`~adapter.core.pumping.pump_frames`)
-and books it through ``on_pumped`` as the runner does, calling it again at once
-while the plan allows (up to ``PUMP_CALLS_PER_STEP`` a step; the runner's loop
-takes no source frame after a pump call, it calls the pump again); ``pump=False`` takes every
+and books it through ``on_pumped`` as the runner does; ``pump=False`` takes every
 frame through ``on_source``. Time advances in steps of ``STEP_S``; faults are
 explicit: :meth:`CoreGroup.kill` (SIGKILL: state and unsent input are gone),
 :meth:`CoreGroup.stall` (SIGSTOP/SIGCONT: input queues up meanwhile),
@@ -68,7 +66,6 @@ STREAM: Final = 1
 SYMBOLS: Final = ("AAPL", "IBM", "MSFT", "NVDA", "ORCL", "SAP", "TSLA", "VOD")
 SOURCE_TOPIC: Final = b"A-Z"
 SOURCE_BUDGET: Final = 64  # frames an adapter takes per step (the runner's SOURCE_BATCH_FRAMES)
-PUMP_CALLS_PER_STEP: Final = 8  # pump calls an adapter makes per step at most (each stops somewhere)
 
 
 class Source:
@@ -393,29 +390,6 @@ class CoreGroup:
         while self.now < end - STEP_S / 2:
             self.step(source=source)
 
-    def catch_up(self, *, within: float = 1.0) -> float:
-        """Stop the source and step until every working member has converted all it was sent.
-
-        States compare at one source position only: a backup whose output waits at its
-        gate reads its source in batches (until the active's next report finds it behind),
-        so at any moment it may stand a batch behind the active. Returns the simulated
-        time it took (fails after ``within``).
-        """
-
-        def caught_up() -> bool:
-            working = [
-                m for m in self.members.values()
-                if m.alive and self.now >= m.stalled_until and m.core.sync.role.value != "failed"
-            ]  # fmt: skip
-            positions = {m.core.sequencer.last_source_seq for m in working}
-            return not any(m.source_inbox for m in working) and len(positions) <= 1
-
-        start = self.now
-        while not caught_up():
-            assert self.now - start < within, f"not caught up within {within}s: {self!r}"
-            self.step(source=False)
-        return self.now - start
-
     def run_until(self, condition: Callable[[], bool], *, within: float) -> float:
         """Step until ``condition()`` holds; returns the simulated time it took (fails after ``within``)."""
         start = self.now
@@ -462,9 +436,8 @@ class CoreGroup:
                 core.on_sync_garbage()
                 continue
             self._carry_out(member, core.on_sync(message, now=self.now, wall_ns=wall_ns))
-        for _call in range(PUMP_CALLS_PER_STEP if self.pump else 0):
-            if not self._pump(member, wall_ns):  # the runner calls the pump again at once while it may
-                break
+        if self.pump:
+            self._pump(member, wall_ns)
         read = 0
         for read in range(1, SOURCE_BUDGET + 1):
             if not member.source_inbox or not core.reads_source(self.now):
@@ -479,15 +452,13 @@ class CoreGroup:
             core.on_delayed_records(member.journal.tail(start), caught_up=True)
         self._carry_out(member, core.on_tick(now=self.now, wall_ns=wall_ns))
 
-    def _pump(self, member: Member, wall_ns: int) -> bool:
+    def _pump(self, member: Member, wall_ns: int) -> None:
         # The runner's source pump (its Python twin), where the core's plan allows it: the
         # active's packets go out, a backup's come back for its gate (on_pumped admits them).
-        # Whether it ran: the runner's loop takes no source frame in a turn after a pump call,
-        # it calls the pump again.
         core = member.core
         plan = core.pump_plan(self.now)
         if plan is None or not member.source_inbox:
-            return False
+            return
 
         def waiting() -> Iterator[list[bytes]]:
             while member.source_inbox:  # taken one by one: what the pump stops before stays queued
@@ -512,7 +483,6 @@ class CoreGroup:
                 raise pumped.error
         except JournalRefused:
             self._fault(member, "the source pump")
-        return True
 
     def _carry_out(self, member: Member, actions: Sequence[Any]) -> None:
         try:

@@ -11,11 +11,9 @@ from __future__ import annotations
 from functools import partial
 
 from feedha.adapter.core import Publish, SampleMachine
-from feedha.adapter.core.actions import SendSync
 from feedha.adapter.core.commands import CorruptState, RoleCommand, Throttle
 from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S, MACHINE_SAMPLE_S, MEMORY_SAMPLE_S
 from feedha.adapter.core.sync_types import CommandKind, Role
-from feedha.adapter.core.syncbus import StreamState
 from feedha.proto import fix, market_pb2, wire
 
 from .group_harness import SOURCE_TOPIC, CoreGroup, Member
@@ -68,7 +66,6 @@ def test_backup_with_wrong_conversion_state_adopts_the_actives() -> None:
     assert reply["ok"] and reply["digest"] != group.members[1].core.state.digest
     group.run_until(lambda: group.members[2].status["snapshots_adopted"] > adopted, within=2)
     group.run(0.3)
-    group.catch_up()
     assert group.in_sync(2)
     assert group.members[2].core.state.digest == group.members[1].core.state.digest
     later = {s: v for s, v in _volumes(group, 1).items() if s > group.members[2].status["next_msg_seq"] - 200}
@@ -315,39 +312,6 @@ def test_a_backup_whose_output_waits_reads_the_source_in_batches_until_it_publis
     backup.on_source_drained(now=group.now, wall_ns=group._wall_ns())
     assert backup.reads_source(group.now)
     _assert_every_message_delivered_once(group)
-
-
-def test_a_report_that_finds_a_waiting_backup_behind_makes_it_read_the_source_at_once() -> None:
-    group = CoreGroup(2)
-    group.run_until(partial(group.in_sync, 2), within=3)
-    group.run(0.05, source=False)  # both have read all there was
-    active, backup = group.members[1].core, group.members[2].core
-    assert active.sequencer.last_source_seq == backup.sequencer.last_source_seq
-    now, wall_ns = group.now + 0.0001, group._wall_ns()
-    backup.on_source_drained(now=now, wall_ns=wall_ns)
-    assert not backup.emitter.gate.passes and not backup.reads_source(now)
-
-    def report(ahead: bool) -> StreamState:
-        # The active's next heartbeat report, a frame ahead of the backup or where it stands.
-        if ahead:
-            frame = group.source.frame()
-            while frame is None:  # the source model sends by its rate: take the next frame it makes
-                group.source._due += 1
-                frame = group.source.frame()
-            active.on_source([SOURCE_TOPIC, frame], now=now, wall_ns=wall_ns)
-            active.on_source_drained(now=now, wall_ns=wall_ns)
-        at = max(now, active.sync.next_heartbeat_at)
-        sent = [a.message for a in active.on_tick(now=at, wall_ns=wall_ns) if isinstance(a, SendSync)]
-        reports = [m for m in sent if isinstance(m, StreamState)]
-        assert reports
-        return reports[-1]
-
-    # A report where the backup stands releases what it holds already: the backup keeps its rest.
-    backup.on_sync(report(ahead=False), now=now, wall_ns=wall_ns)
-    assert not backup.reads_source(now)
-    # One past it: what it releases is still queued at the source, so the backup reads it now.
-    backup.on_sync(report(ahead=True), now=now, wall_ns=wall_ns)
-    assert backup.reads_source(now)  # the runner's poller watches the source again
 
 
 def test_the_machine_is_sampled_often_and_its_memory_once_a_second() -> None:

@@ -68,7 +68,6 @@ def test_an_operator_session_end_rolls_every_line_and_journal_at_one_msg_seq() -
         for state in _first_updates_after(group, number, msg_seq).values():
             assert state.trade_count <= 1
             assert state.trade_count or (state.volume, state.high, state.low) == (0, 0.0, 0.0)
-    group.catch_up()
     digests = {m.core.state.digest for m in group.members.values()}
     assert len(digests) == 1
     assert group.session_ends == {msg_seq: group.boundaries(1)[msg_seq][0]}  # the client got it once
@@ -106,7 +105,6 @@ def test_the_active_killed_right_after_proposing_leaves_the_boundary_to_its_succ
     group.run(0.5)
     (msg_seq,) = _boundary_msg_seqs(group, [2, 3])
     assert group.boundaries(new)[msg_seq][0] == reply["after_source_seq"]
-    group.catch_up()
     assert group.members[new].core.state.digest == group.members[5 - new].core.state.digest
     _settled(group)
 
@@ -136,7 +134,6 @@ def test_a_backup_down_across_the_boundary_repairs_by_snapshot_into_the_new_sess
     assert _session(group, 3) == 1  # its journal ends before the boundary
     group.run_until(lambda: restarted.status["status"] == "in_sync" and _session(group, 3) == 2, within=5)
     group.run(0.5)
-    group.catch_up()
     assert restarted.core.state.digest == group.members[1].core.state.digest
     assert restarted.status["snapshots_adopted"] >= 1
     assert _boundary_msg_seqs(group) == set(group.boundaries(1))  # its journal has a hole there, no other
