@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         "--rounds",
         type=int,
         default=1,
-        help="run each rate's arms (bare hop, relay, model, pipeline, one adapter) this many times "
+        help="run each rate's arms (bare hop, relay, the two models, pipeline, one adapter) this many times "
         "in turn and report each percentile's median over the rounds, every round's own figures in "
         f"the parameters: firmer ratios on a shared machine (1..{MAX_LATENCY_ROUNDS}; default: %(default)s)",
     )

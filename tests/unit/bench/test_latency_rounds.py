@@ -48,6 +48,7 @@ def _round(pipeline: tuple[float, float], relay: tuple[float, float], *, lost: i
         bare=_latency(relay[0] / 2, relay[1] / 2),
         relay=_latency(*relay),
         shape={"latency_us": _latency(relay[0] * 1.2, relay[1] * 1.2), "relays": 2, "lost": 0},
+        shape_one={"latency_us": _latency(relay[0] * 1.1, relay[1] * 1.1), "relays": 1, "lost": 0},
         pipeline=_result(*pipeline, lost=lost),
         one=_result(pipeline[0] * 0.8, pipeline[1] * 0.8, backups=0),
     )
@@ -76,10 +77,15 @@ def test_a_noisy_round_moves_the_median_less_than_it_moves_its_own_ratio() -> No
         figures["latency_p99_two_hop"]["value"] == 2_000
         and figures["latency_p99_two_hop"]["ceiling"] == 1_000
     )
-    assert figures["latency_p50_one_adapter"]["value"] == 480  # 0.8 × the pipeline's median
+    one = figures["latency_p50_one_adapter"]
+    assert one["value"] == 480  # 0.8 × the pipeline's median
+    # over the relay's median (400), and over the model with one relay (1.1 × the relay: 440)
+    assert one["ratio"] == 1.2 and one["ceiling_shape"] == 440 and one["ratio_shape"] == 1.091
+    assert one["params"]["shape_one_us"]["p50"] == 440
     params = two_hop["params"]
     assert params["rounds"] == 3 and params["samples"] == 300
     assert [r["pipeline_over_relay"][0] for r in params["per_round"]] == [1.5, 4.0, 1.366]
+    assert [r["one_adapter_over_shape"][0] for r in params["per_round"]] == [1.091, 2.909, 0.993]
     assert params["hops_us"]["source_to_publish"]["p50"] == 300
     assert params["source_publish_us"] == {"sends": 1, "newest": {"p50": 60.0}}  # from the median round
     assert params["worst_latency_us"] == [[7, 27_000]]  # the worst round's
