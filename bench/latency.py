@@ -94,10 +94,10 @@ def run(*, quick: bool = False, rounds: int = 1) -> list[Figure]:
     Args:
         quick: fewer rates, shorter runs.
         rounds: how many times each rate's runs are made, in turn (bare hop, relay, model,
-            model with one relay, pipeline, pipeline without a backup; then again), so that a noisy minute of a
-            shared machine falls on every arm rather than on one. Each percentile reported
-            is then the median of the rounds', and the parameters list every round's own
-            (``per_round``).
+            model with one relay, pipeline, pipeline without a backup; then again), so that
+            a noisy minute of a shared machine falls on every arm rather than on one. Each
+            percentile reported is then the median of the rounds', and the parameters list
+            every round's own (``per_round``).
 
     Returns:
         Eight figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``,
