@@ -384,6 +384,8 @@ class AdapterRunner:
         self._cpu_mark = (now, cpu)
         share = 100.0 * (cpu - cpu_then) / (now - then) if now > then else 0.0
         core.on_machine_sample(MachineSample(available_memory_mb=memory, cpu_percent=share))
+        if not self.metrics.is_sampling:
+            return  # not served: no sample to build (its arguments are not free)
         self.metrics.observe(
             now,
             status=self.status,
