@@ -103,7 +103,7 @@ class AdapterMetrics(Collector):
         *,
         status: Callable[[], dict[str, Any]],
         sync: SyncState,
-        lag: int,
+        lag: Callable[[], int],
         line_bytes: int,
         sync_times: Any = None,
     ) -> None:
@@ -113,7 +113,7 @@ class AdapterMetrics(Collector):
             now: the monotonic clock.
             status: builds the adapter's status (called only when metrics are served).
             sync: the sync rules' state (frozen).
-            lag: source messages behind the active.
+            lag: source messages behind the active (called only when metrics are served).
             line_bytes: packet bytes handed to the line so far.
             sync_times: the journal writer's fsync histogram (``None``: no journal).
         """
@@ -131,7 +131,7 @@ class AdapterMetrics(Collector):
             at=now,
             status=status(),
             is_publishing=sync.is_publishing,
-            lag=lag,
+            lag=lag(),
             desync_episodes=self._episodes,
             throttled_s=self._throttled_s,
             line_bytes=line_bytes,

@@ -384,13 +384,11 @@ class AdapterRunner:
         self._cpu_mark = (now, cpu)
         share = 100.0 * (cpu - cpu_then) / (now - then) if now > then else 0.0
         core.on_machine_sample(MachineSample(available_memory_mb=memory, cpu_percent=share))
-        if not self.metrics.is_sampling:
-            return  # not served: no sample to build (its arguments are not free)
         self.metrics.observe(
             now,
             status=self.status,
             sync=core.sync,
-            lag=core.sync_view().lag,
+            lag=lambda: core.sync_view().lag,  # built only when metrics are served
             line_bytes=self.line.bytes_sent,
             sync_times=None if writer is None else writer.sync_times,
         )
