@@ -792,6 +792,7 @@ def test_an_active_s_pump_sends_its_heartbeat_reports_with_the_positions_it_reac
     every = 0.02
     with rig() as r, report_bus() as (pub, tap):
         r.send(*(_message(seq) for seq in range(11, 61)))
+        assert r.source.poll(2000)  # queued before the pump starts: the first report is due at once
         start = time.monotonic_ns()
         report = (pub.underlying, start, int(every * 1e9), *parts, 11, 10, 10, 1234)
         pumped = r.run(deadline_s=0.2, expect=11, msg_seq=11, report=report)
