@@ -165,6 +165,7 @@ def test_malformed_source_frames_are_counted_and_cost_no_valid_message() -> None
             assert status["malformed_messages"] + status["malformed_frames"] + status["conversion_errors"] > 0
 
 
+@pytest.mark.slow  # 9 s: in CI's slow stage; the default keeps test_admin_cluster's crashing active
 @pytest.mark.timeout(180)
 def test_failover_drill_loses_nothing() -> None:
     from feedha.drill import DrillOptions, run_failover

@@ -83,6 +83,7 @@ def feedctl(target: str, creds: tuple[str, str], *args: str) -> subprocess.Compl
     return run(str(BIN / "feedctl"), "--admin-server", target, "--json", *args, env=env)
 
 
+@pytest.mark.slow  # 10 s: in CI's slow stage; the default keeps test_admin_cluster's listing and crash
 async def test_feedctl_adapters_failover_and_restart(workdir: Path) -> None:
     ops = add_user(workdir, "ops", "--admin")
     feed = add_user(workdir, "feed", "--adapter")

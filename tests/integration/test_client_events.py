@@ -92,6 +92,7 @@ def _assert_in_order(deliveries: list[Delivery]) -> None:
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "repeated or reordered msg_seq"
 
 
+@pytest.mark.slow  # 10 s: in CI's slow stage; the default keeps the async client's failover
 def test_failover_stale_and_resumed_reach_the_iterator_and_the_callbacks(up):
     config = SubscriberConfig(stale_after=0.4, fill_timeout=0.3, loss_timeout=10.0)
     with FeedClient(up["admin"], *user_key(up, "subscriber"), config=config, retry_deadline_s=20) as client:

@@ -57,6 +57,7 @@ def _assert_a_conflated_stream(got: list[ConflatedDelivery]) -> None:
         assert len(symbols) == len(set(symbols)) and symbols == sorted(symbols)
 
 
+@pytest.mark.slow  # 7 s: in CI's slow stage; the default keeps the conflated-only key's refusals
 def test_a_conflated_only_user_gets_the_conflated_lines(up: dict[str, Any]) -> None:
     with FeedClient(up["admin"], *user_key(up, "conflated")) as client:
         subscription = client.subscribe(["*"])

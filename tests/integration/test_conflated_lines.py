@@ -55,6 +55,7 @@ def _check_states(conflated: Seen, real_time: Seen) -> int:
     return checked
 
 
+@pytest.mark.slow  # 11 s: in CI's slow stage; the default keeps test_conflated_access's conflated lines
 def test_conflated_lines_are_identical_exact_and_survive_a_kill() -> None:
     with running_group(
         channel=CHANNEL, channel_number=1, size=2, rate=2000, seconds=60, conflate_interval=0.1

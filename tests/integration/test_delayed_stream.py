@@ -59,6 +59,7 @@ def _active_next_msg_seq(up: dict[str, Any]) -> int:
     return max(int(a["msg_seq"]) for a in adapters if a["role"] == "active" and a["up"])
 
 
+@pytest.mark.slow  # 11 s: in CI's slow stage; the default keeps the delayed-only key's test
 def test_a_delayed_only_user_gets_the_delayed_stream_and_nothing_early(up: dict[str, Any]) -> None:
     with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
         subscription = client.subscribe(["*"])
@@ -176,6 +177,7 @@ def test_a_delayed_only_key_reaches_the_delayed_line_and_delayed_replays_only(up
         loop.close()
 
 
+@pytest.mark.slow  # 9 s: in CI's slow stage; the default keeps the refused and bounded purges
 def test_an_operator_purges_pending_messages_and_every_layer_honours_it(up: dict[str, Any]) -> None:
     with FeedClient(up["admin"], *user_key(up, "delayed")) as client:
         client.subscribe(["*"])
@@ -289,6 +291,7 @@ def test_purges_from_outsiders_or_out_of_bounds_or_in_a_flood_are_refused_bounde
     assert any(user == "operator" and detail.startswith("purge ") for user, detail in rows)
 
 
+@pytest.mark.slow  # 8 s: in CI's slow stage; the default keeps the delayed-only key's replays
 def test_replay_by_time_through_the_feed_client_and_its_entitlements(up: dict[str, Any]) -> None:
     from feedha.client import ReplayFailed, SessionEnded
 

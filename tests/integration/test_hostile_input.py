@@ -105,6 +105,7 @@ def test_a_subscriber_that_never_reads_does_not_grow_the_adapter() -> None:
     assert growth_mib < 48
 
 
+@pytest.mark.slow  # 7 s: in CI's slow stage; the default keeps the forged term and sequence packets
 def test_a_replay_flood_causes_no_failover(tmp_path: Path) -> None:
     with running_group(
         channel=CHANNEL, channel_number=1, size=2, rate=3000, seconds=12, journal_root=tmp_path
@@ -239,6 +240,7 @@ def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
     assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0 and stats.suspect >= 1
 
 
+@pytest.mark.slow  # 6 s: in CI's slow stage; the default keeps the forged term and sequence packets
 def test_a_forged_term_read_first_fences_no_genuine_line() -> None:
     # The first packet this subscriber ever reads is a rogue's, with the highest term there is;
     # the genuine lines join after it. Every message must still arrive, none dropped as stale.

@@ -168,6 +168,7 @@ def test_replay_fills_drops_on_one_line_then_on_both_lines(tmp_path: Path) -> No
     assert single.sub.stats()[CHANNEL].line_holes > both.sub.stats()[CHANNEL].line_holes > 0
 
 
+@pytest.mark.slow  # 9 s: in CI's slow stage; the default keeps the replay of drops on both lines
 def test_resume_from_the_middle_of_the_journal_joins_live_with_no_gap_or_duplicate(tmp_path: Path) -> None:
     with group(tmp_path, 2, rate=2000, seconds=7) as g:
         g.start_adapter(1, active=True, extra=("--replay-max-bytes", "16384"))

@@ -112,6 +112,7 @@ def _wait(predicate, timeout: float, what: str):
     CHROMIUM is None or DRIVER is None,
     reason="no Chromium here: scripts/setup installs Debian's chromium and chromium-driver",
 )
+@pytest.mark.slow  # 8 s: in CI's slow stage; the default keeps every metrics URL's answer
 def test_the_status_page_shows_roles_and_a_failover(cluster, tmp_path):
     described, workdir = cluster
     link = described["status_page"]

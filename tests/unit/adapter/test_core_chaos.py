@@ -283,7 +283,8 @@ def test_one_fault_at_a_time_loses_repeats_and_conflicts_nothing(seed: int) -> N
     _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=True), gentle=True)
 
 
-@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.slow  # 7 s a seed: the default suite keeps the one-fault-at-a-time drill above
+@pytest.mark.parametrize("seed", [1, 2])
 def test_faults_on_top_of_each_other_never_give_one_msg_seq_two_messages(seed: int) -> None:
     _check(run_chaos(seed, seconds=12.0, rate=1000.0, gentle=False), gentle=False)
 
