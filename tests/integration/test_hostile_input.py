@@ -105,7 +105,7 @@ def test_a_subscriber_that_never_reads_does_not_grow_the_adapter() -> None:
     assert growth_mib < 48
 
 
-@pytest.mark.slow  # 7 s: in CI's slow stage; the default keeps the forged term and sequence packets
+@pytest.mark.slow  # 7 s: in CI's slow stage; the default keeps test_peer_cutoff's replay cap
 def test_a_replay_flood_causes_no_failover(tmp_path: Path) -> None:
     with running_group(
         channel=CHANNEL, channel_number=1, size=2, rate=3000, seconds=12, journal_root=tmp_path
