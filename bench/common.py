@@ -10,7 +10,10 @@ file write, ...) measured in the same run, and ``ratio`` is ``value / ceiling``.
 The pipeline's figures (``throughput``, ``latency``) also carry
 ``ceiling_shape`` and ``ratio_shape``: the same figure of the bare model of the
 pipeline's own shape (source, one relay per adapter, a client reading every
-line; :mod:`bench.shape`) measured in the same run, and the value over it.
+line; :mod:`bench.shape`) measured in the same run, and the value over it. The
+pipeline's latency figures carry ``ceiling_shape_held`` and ``ratio_shape_held``
+too: the same over the held model, whose backups' relays forward once a heartbeat
+interval, as a backup's output gate lets its output out.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ def figure(
     ceiling: float | None,
     params: Mapping[str, Any],
     ceiling_shape: float | None = None,
+    ceiling_shape_held: float | None = None,
 ) -> Figure:
     """Build one figure.
 
@@ -83,6 +87,9 @@ def figure(
         params: the parameters of the run (message count, sizes, policies...).
         ceiling_shape: the same figure of the bare model of the pipeline's shape, same run
             (given: the figure has ``ceiling_shape`` and ``ratio_shape``; not given: neither key).
+        ceiling_shape_held: the same figure of the held model (:mod:`bench.shape`: the
+            backups' relays forward once a heartbeat interval, as a backup's output gate
+            releases), same run (given: ``ceiling_shape_held`` and ``ratio_shape_held``).
 
     Returns:
         The figure as a JSON-ready dict.
@@ -99,6 +106,9 @@ def figure(
     if ceiling_shape is not None:
         item["ceiling_shape"] = round(ceiling_shape, 1)
         item["ratio_shape"] = _ratio(value, ceiling_shape)
+    if ceiling_shape_held is not None:
+        item["ceiling_shape_held"] = round(ceiling_shape_held, 1)
+        item["ratio_shape_held"] = _ratio(value, ceiling_shape_held)
     return item
 
 

@@ -47,10 +47,21 @@ sends two-part messages of the source's size in frames and its client polls
 its lines, and that alone costs the bare model ~70 µs of p50 at 10k msg/s
 on this machine.
 
+A backup's line is not a relay's: its output waits at its output gate for
+the active's next heartbeat report, so it goes out once a heartbeat
+interval, in a lump, and the backup works in lumps on that beat. The held
+model (:mod:`bench.shape`'s ``hold``: the same two relays, the backup's
+forwarding everything it received once every
+:data:`~feedha.adapter.core.sync_types.HEARTBEAT_INTERVAL_S`) runs in the same
+round; the pipeline's figures carry their percentile of it as
+``ceiling_shape_held`` and the pipeline's over it as ``ratio_shape_held``
+(``shape_held_us`` in the parameters): what feedha adds to the shape its
+sync rules require.
+
 On this shared 2-core VM one arm's percentiles move 2-3 × from one minute to
 the next, so a single run's ratio can read on either side of a target.
 ``--rounds N`` makes each rate's runs N times, in turn (bare hop, relay,
-model, model with one relay, pipeline, one adapter; then again), so that a noisy minute falls on
+model, held model, model with one relay, pipeline, one adapter; then again), so that a noisy minute falls on
 every arm of its round; each percentile reported is the median of the
 rounds' (``pipeline_us``, ``bare_two_hop_us``, ``shape_us`` ... are those
 medians, ``hops_us`` too, hop by hop), and ``per_round`` lists every round's
@@ -69,6 +80,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import IO, Any, Final
 
+from feedha.adapter.core.sync_types import HEARTBEAT_INTERVAL_S
 from feedha.bench.ceiling import run_pair
 from feedha.bench.common import MAX_LATENCY_ROUNDS, Figure, figure
 from feedha.bench.pipeline import (
@@ -94,8 +106,9 @@ def run(*, quick: bool = False, rounds: int = 1) -> list[Figure]:
     Args:
         quick: fewer rates, shorter runs.
         rounds: how many times each rate's runs are made, in turn (bare hop, relay, model,
-            model with one relay, pipeline, pipeline without a backup; then again), so that
-            a noisy minute of a shared machine falls on every arm rather than on one. Each
+            held model, model with one relay, pipeline, pipeline without a backup; then
+            again), so that a noisy minute of a shared machine falls on every arm rather
+            than on one. Each
             percentile reported is then the median of the rounds', and the parameters list
             every round's own (``per_round``).
 
@@ -103,7 +116,8 @@ def run(*, quick: bool = False, rounds: int = 1) -> list[Figure]:
         Eight figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``,
         ``latency_max`` (µs, over the bare hop), ``latency_p50_two_hop`` and
         ``latency_p99_two_hop`` (over the relay), each also over the bare model of the same
-        shape (``ratio_shape``); and ``latency_p50_one_adapter``, ``latency_p99_one_adapter``
+        shape (``ratio_shape``) and over the held model (``ratio_shape_held``); and
+        ``latency_p50_one_adapter``, ``latency_p99_one_adapter``
         (the pipeline without a backup, over the relay, and over the model with one relay
         in ``ratio_shape``).
 
@@ -132,6 +146,7 @@ class Round:
     relay: dict[str, float]  # the bare two-hop relay's latency_us
     shape: dict[str, Any]  # the bare model's result (latency_us, relays, lost)
     shape_one: dict[str, Any]  # the bare model with one relay (the one adapter's shape)
+    shape_held: dict[str, Any]  # the held model (the backup's relay forwards once a heartbeat)
     pipeline: PipelineResult  # active + 1 backup
     one: PipelineResult  # one adapter, no backup
 
@@ -143,10 +158,11 @@ def _measure_round(rate: float, seconds: float, size: int, log: IO[str]) -> Roun
     options = PipelineOptions(rate=rate, seconds=seconds, latency=True)
     model = ShapeOptions(relays=options.backups + 1, count=count, rate=rate, size=size, latency=True)
     shape = run_shape(model, log)
+    held = run_shape(replace(model, hold=HEARTBEAT_INTERVAL_S), log)
     shape_one = run_shape(replace(model, relays=1), log)
     result = run_pipeline(options, log)
     one = run_pipeline(replace(options, backups=0), log)
-    return Round(rate, seconds, bare["latency_us"], relay["latency_us"], shape, shape_one, result, one)
+    return Round(rate, seconds, bare["latency_us"], relay["latency_us"], shape, shape_one, held, result, one)
 
 
 def _figures(rounds: list[Round], *, size: int, quick: bool, log_name: str) -> list[Figure]:
@@ -157,6 +173,7 @@ def _figures(rounds: list[Round], *, size: int, quick: bool, log_name: str) -> l
     bare = median_latency([r.bare for r in rounds])
     relay = median_latency([r.relay for r in rounds])
     shape = median_latency([r.shape["latency_us"] for r in rounds])
+    held = median_latency([r.shape_held["latency_us"] for r in rounds])
     params: dict[str, Any] = {
         "rate": first.rate,
         "seconds": first.seconds,
@@ -167,7 +184,11 @@ def _figures(rounds: list[Round], *, size: int, quick: bool, log_name: str) -> l
         "shape_us": shape,
         "shape_model": f"bare source -> {first.shape['relays']} relays -> 1 client reading every line, "
         f"first copy kept by sequence number; {size}-byte messages, paced and batched as the source",
-        "shape_lost": sum(r.shape["lost"] + r.shape_one["lost"] for r in rounds),
+        "shape_held_us": held,
+        "shape_held_model": f"the same, the backup's relay forwarding everything it received once every "
+        f"{first.shape_held.get('hold_s', HEARTBEAT_INTERVAL_S) * 1e3:g} ms (a backup's output gate, "
+        "released at each heartbeat report of the active)",
+        "shape_lost": sum(r.shape["lost"] + r.shape_one["lost"] + r.shape_held["lost"] for r in rounds),
         "from": "source event time (FIX tag 60, the scheduled send time) to client delivery",
         "adapters": "active + 1 backup",
         "rounds": len(rounds),
@@ -185,6 +206,7 @@ def _figures(rounds: list[Round], *, size: int, quick: bool, log_name: str) -> l
             unit="us",
             ceiling=ceiling[name],
             ceiling_shape=shape[name],
+            ceiling_shape_held=held[name],
             params=params,
         )
         for name, suffix, ceiling in over
@@ -253,14 +275,16 @@ def _round_line(r: Round) -> dict[str, Any]:
         "relay": pair(r.relay),
         "shape": pair(r.shape["latency_us"]),
         "shape_one": pair(r.shape_one["latency_us"]),
+        "shape_held": pair(r.shape_held["latency_us"]),
         "bare": pair(r.bare),
         "pipeline_over_relay": over(pipeline, r.relay),
         "pipeline_over_shape": over(pipeline, r.shape["latency_us"]),
+        "pipeline_over_shape_held": over(pipeline, r.shape_held["latency_us"]),
         "one_adapter_over_relay": over(one, r.relay),
         "one_adapter_over_shape": over(one, r.shape_one["latency_us"]),
         "lost": r.pipeline.lost,
         "lost_one_adapter": r.one.lost,
-        "shape_lost": r.shape["lost"] + r.shape_one["lost"],
+        "shape_lost": r.shape["lost"] + r.shape_one["lost"] + r.shape_held["lost"],
         "source_publish_us": r.pipeline.source_summaries[0].get("publish_latency_us"),
     }
 

@@ -22,7 +22,10 @@ process (``python -m feedha.bench.shape source|relay|client``):
   forwards every message unchanged as soon as it has it. With ``--journal``
   it also keeps a bare journal (:class:`_BareJournal`): every data frame
   appended to one file, written and synced by a thread of its own once per
-  group commit, on the adapters' ``--fsync batch`` interval.
+  group commit, on the adapters' ``--fsync batch`` interval. With ``--hold
+  SECONDS`` it forwards in releases instead (:func:`_forward_held`): what it
+  receives waits, and everything that waits goes out, in order, once every
+  ``SECONDS``.
 * ``client``: one SUB per line, read with a poller (at most
   :data:`DRAIN_PER_LINE` messages per line per wake-up, as the subscriber
   drains); it keeps the first copy of every sequence number, message by
@@ -45,12 +48,24 @@ The model's source messages have the pipeline's source messages' size and
 batching; its lines carry the same frames again, where the pipeline's
 adapters re-pack into line packets of up to 8 KiB.
 
+A backup's line is not a relay's, by design: its output waits at its output
+gate until the active's next heartbeat report confirms the numbering, so it
+goes out once a heartbeat interval, in a lump, and the backup's process works
+in lumps on that beat. The *held model* (``ShapeOptions(hold=...)``, on the
+adapters' heartbeat interval) makes its backups' relays (every relay but the
+first) do the same with nothing else of the gate: they forward everything
+they received, in order, once every ``hold`` seconds. What the lumps cost a
+shape on a small machine is then measured beside the pipeline: the
+pipeline's figure over the held model (``ratio_shape_held``) is what feedha
+adds to the shape its sync rules require.
+
 :func:`run_shape` runs one measurement (the orchestrator's side).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import struct
@@ -79,6 +94,8 @@ DRAIN_PER_LINE: Final = 8  # messages per line per wake-up, as the subscriber dr
 PROGRESS_S: Final = 0.1
 SLEEP_SLICE_S: Final = 0.05  # longest sleep of the source between checks
 MAX_WAITING_FRAMES: Final = 4096  # a bare journal's queue (~48 MiB of full frames) before the relay waits
+MAX_HOLD_S: Final = 1.0  # the longest hold the held model takes (the heartbeat interval is 10 ms)
+MAX_HELD_FRAMES: Final = 65_536  # a holding relay's bound: it releases early rather than hold more
 
 
 # --- the children ---------------------------------------------------------------------------
@@ -200,7 +217,10 @@ def _relay(args: argparse.Namespace) -> int:
     append = None if journal is None else journal.append
     settle_heap()  # as the adapters do: like for like
     recv, send, more = sub.recv, pub.send, zmq.SNDMORE
-    ends = forwarded = 0
+    ends = forwarded = releases = 0
+    if args.hold > 0:
+        forwarded, releases = _forward_held(sub, pub, args.hold, args.timeout)
+        ends = END_MARKERS
     while ends < END_MARKERS:
         try:
             topic = recv()
@@ -215,11 +235,68 @@ def _relay(args: argparse.Namespace) -> int:
         ends += frame[:1] == b"E"
     if journal is not None:
         journal.close()
-    emit("done", forwarded=forwarded, journaled=None if journal is None else journal.synced)
+    emit(
+        "done",
+        forwarded=forwarded,
+        journaled=None if journal is None else journal.synced,
+        releases=releases,
+    )
     sub.close()
     pub.close()
     ctx.term()
     return 0
+
+
+def _forward_held(sub: Any, pub: Any, hold_s: float, timeout_s: float) -> tuple[int, int]:
+    """A backup's relay in the held model: forward in releases, once every ``hold_s``.
+
+    What arrives waits; at each release everything that waits goes out in order, as a
+    backup's output gate lets its output out at each heartbeat report of the active. The
+    releases keep a fixed beat (a late one does not move the next), as the reports do. At
+    most :data:`MAX_HELD_FRAMES` wait: past that a release comes early. It ends after the
+    end markers, or after ``timeout_s`` without a message (the source died).
+
+    Returns:
+        ``(forwarded, releases)``: messages sent, and releases that sent any.
+    """
+    import zmq
+
+    poller = zmq.Poller()
+    poller.register(sub, zmq.POLLIN)
+    recv, send, more, nowait = sub.recv, pub.send, zmq.SNDMORE, zmq.NOBLOCK
+    held: list[tuple[bytes, bytes]] = []
+    ends = forwarded = releases = 0
+    now = time.monotonic()
+    due, heard = now + hold_s, now
+    while ends < END_MARKERS:
+        now = time.monotonic()
+        if now >= due or len(held) >= MAX_HELD_FRAMES:
+            if held:
+                for topic, frame in held:
+                    send(topic, more)
+                    send(frame)
+                forwarded, releases = forwarded + len(held), releases + 1
+                held.clear()
+            while due <= now:
+                due += hold_s
+            continue
+        if now - heard > timeout_s:
+            break  # the source died
+        if not poller.poll(max(1, math.ceil((due - now) * 1e3))):
+            continue
+        heard = now
+        while len(held) < MAX_HELD_FRAMES:
+            try:
+                topic = recv(nowait)
+            except zmq.Again:
+                break
+            frame = recv()  # a message's parts arrive together
+            held.append((topic, frame))
+            ends += frame[:1] == b"E"
+    for topic, frame in held:
+        send(topic, more)
+        send(frame)
+    return forwarded + len(held), releases + bool(held)
 
 
 @dataclass(slots=True)
@@ -346,6 +423,9 @@ class ShapeOptions:
         nice_source: run the source niced, as the pipeline's capacity runs run theirs.
         journal: every relay keeps a bare journal (:class:`_BareJournal`) in a temporary
             directory, as every adapter of a journaling pipeline keeps one.
+        hold: the held model (0: not): every relay but the first forwards in releases, once
+            every ``hold`` seconds (the adapters' heartbeat interval, as a backup's output
+            gate releases at each report of the active). Not with ``journal``.
         timeout: seconds of silence, or of waiting for a process, before giving up.
     """
 
@@ -358,6 +438,7 @@ class ShapeOptions:
     measure_cpu: bool = False
     nice_source: bool = False
     journal: bool = False
+    hold: float = 0.0
     timeout: float = 60.0
 
     def __post_init__(self) -> None:
@@ -367,6 +448,10 @@ class ShapeOptions:
             raise ValueError(f"size must be >= {STAMP.size}, got {self.size}")
         if self.count < 1 or self.batch < 1:
             raise ValueError(f"count and batch must be >= 1, got {self.count}, {self.batch}")
+        if not 0 <= self.hold <= MAX_HOLD_S:
+            raise ValueError(f"hold must be in 0..{MAX_HOLD_S} s, got {self.hold}")
+        if self.hold and self.journal:
+            raise ValueError("the held model does not journal: hold and journal are exclusive")
 
 
 def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, Any]:
@@ -382,7 +467,8 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         last delivery), ``relays``,
         ``size``; with ``latency`` ``latency_us``; with ``measure_cpu`` ``cpu``
         (:func:`feedha.bench.cpu.steady_window`); with ``journal`` ``journaled``, the bytes
-        each relay wrote and synced.
+        each relay wrote and synced; with ``hold`` ``hold_s`` and ``releases``, how many
+        releases each relay made (0 for the first, which forwards at once).
 
     Raises:
         feedha.procs.ProcessError: a process did not start or report in time.
@@ -406,6 +492,8 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         relays = []
         for number in range(1, options.relays + 1):
             argv = ["relay", "--endpoint", endpoint]
+            if options.hold and number > 1:  # the backups' relays
+                argv += ["--hold", str(options.hold)]
             if journals is not None:
                 argv += ["--journal", os.path.join(journals.name, f"relay-{number}.journal")]
             relay = JsonProcess.python(f"shape-relay-{number}", module, argv, log=log)
@@ -431,10 +519,10 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         wait = options.timeout + (options.count / options.rate if options.rate > 0 else 0)
         done = source.wait_event("done", wait)
         result = client.wait_event("result", options.timeout + 5)
-        journaled = (
-            None
-            if journals is None
-            else [relay.wait_event("done", options.timeout + 5)["journaled"] for relay in relays]
+        relays_done = (
+            [relay.wait_event("done", options.timeout + 5) for relay in relays]
+            if journals is not None or options.hold
+            else None
         )
     finally:
         for proc in procs:
@@ -457,8 +545,11 @@ def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, An
         out["latency_us"] = result["latency_us"]
     if cpu is not None:
         out["cpu"] = cpu
-    if journaled is not None:
-        out["journaled"] = journaled
+    if journals is not None and relays_done is not None:
+        out["journaled"] = [done["journaled"] for done in relays_done]
+    if options.hold and relays_done is not None:
+        out["hold_s"] = options.hold
+        out["releases"] = [done["releases"] for done in relays_done]
     return out
 
 
@@ -476,6 +567,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=10.0, help="relay, client: silence that ends it")
     parser.add_argument("--latency", action="store_true")
     parser.add_argument("--journal", metavar="FILE", help="relay: keep a bare journal in FILE")
+    parser.add_argument(
+        "--hold", type=float, default=0.0, metavar="SECONDS",
+        help="relay: forward in releases, once every SECONDS (a backup's line; 0: at once)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.size < STAMP.size:
         parser.error(f"--size must be >= {STAMP.size}")
@@ -483,6 +578,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(args.endpoint) != 1:
             parser.error("relay: exactly one --endpoint (the source)")
         args.endpoint = args.endpoint[0]
+        if not 0 <= args.hold <= MAX_HOLD_S:
+            parser.error(f"--hold must be in 0..{MAX_HOLD_S}")
+        if args.hold and args.journal:
+            parser.error("--hold and --journal are exclusive")
     if args.role == "client" and not args.endpoint:
         parser.error("client: one --endpoint per line")
     return {"source": _source, "relay": _relay, "client": _client}[args.role](args)

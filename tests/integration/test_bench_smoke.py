@@ -139,6 +139,18 @@ def test_the_bare_model_of_the_shape_delivers_each_message_once_and_measures(tmp
 
 
 @pytest.mark.timeout(60)
+def test_the_held_model_s_backup_relay_forwards_everything_in_releases_on_its_beat(tmp_path: Path) -> None:
+    # 3,000 messages over ~1.5 s, the backup's relay releasing every 0.1 s: ~15 releases, each
+    # of many frames, and the first relay still forwarding at once (no releases).
+    with open(tmp_path / "components.log", "w") as log:
+        held = run_shape(ShapeOptions(relays=2, count=3_000, rate=2_000, latency=True, hold=0.1), log)
+    assert held["delivered"] == 3_000 and held["duplicates"] == 3_000 and held["lost"] == 0
+    first, second = held["releases"]
+    assert first == 0 and 8 <= second <= 30, held["releases"]
+    assert held["hold_s"] == 0.1
+
+
+@pytest.mark.timeout(60)
 def test_the_journaling_model_writes_and_syncs_every_frame_at_each_relay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,6 +49,13 @@ def _round(pipeline: tuple[float, float], relay: tuple[float, float], *, lost: i
         relay=_latency(*relay),
         shape={"latency_us": _latency(relay[0] * 1.2, relay[1] * 1.2), "relays": 2, "lost": 0},
         shape_one={"latency_us": _latency(relay[0] * 1.1, relay[1] * 1.1), "relays": 1, "lost": 0},
+        shape_held={
+            "latency_us": _latency(relay[0] * 1.25, relay[1] * 2),
+            "relays": 2,
+            "lost": 0,
+            "hold_s": 0.01,
+            "releases": [0, 100],
+        },
         pipeline=_result(*pipeline, lost=lost),
         one=_result(pipeline[0] * 0.8, pipeline[1] * 0.8, backups=0),
     )
@@ -116,3 +123,18 @@ def test_bad_rounds_are_refused_before_anything_runs(
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2 and error in capsys.readouterr().err
+
+
+def test_the_pipeline_figures_are_also_read_over_the_held_model() -> None:
+    # The held model's p50 is 1.25 x the relay's and its p99 2 x (the helper's rounds).
+    rounds = [_round((600, 2_000), (400, 1_000)), _round((700, 3_000), (400, 1_000))]
+    figures = _by_name(_figures(rounds, size=120, quick=False, log_name="log"))
+    p50, p99 = figures["latency_p50"], figures["latency_p99"]
+    assert p50["ceiling_shape_held"] == 500 and p50["ratio_shape_held"] == 1.3  # 650 / 500
+    assert p99["ceiling_shape_held"] == 2_000 and p99["ratio_shape_held"] == 1.25  # 2,500 / 2,000
+    assert figures["latency_p99_two_hop"]["ratio_shape_held"] == 1.25
+    params = p50["params"]
+    assert params["shape_held_us"]["p99"] == 2_000 and "once every 10 ms" in params["shape_held_model"]
+    assert [r["pipeline_over_shape_held"] for r in params["per_round"]] == [[1.2, 1.0], [1.4, 1.5]]
+    # The one adapter has no backup: its figures are read over the model with one relay only.
+    assert "ratio_shape_held" not in figures["latency_p50_one_adapter"]

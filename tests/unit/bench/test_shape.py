@@ -49,3 +49,9 @@ def test_options_name_what_is_wrong() -> None:
         ShapeOptions(relays=0, count=10)
     with pytest.raises(ValueError, match="size"):
         ShapeOptions(relays=1, count=10, size=8)
+    with pytest.raises(ValueError, match="hold must be in"):
+        ShapeOptions(relays=2, count=10, hold=-0.01)
+    with pytest.raises(ValueError, match="hold must be in"):
+        ShapeOptions(relays=2, count=10, hold=float("nan"))
+    with pytest.raises(ValueError, match="exclusive"):
+        ShapeOptions(relays=2, count=10, hold=0.01, journal=True)
