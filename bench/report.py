@@ -50,7 +50,9 @@ def _markdown(figures: Sequence[Figure], *, quick: bool, errors: Sequence[str], 
         "on loopback (100-byte messages, one ZeroMQ message each). For throughput figures `ratio` is "
         "value / ceiling (higher is better); for latency figures it is how many times the bare hop's "
         "latency (lower is better). `ratio (shape)` divides by the bare model of the pipeline's own "
-        "shape (a source, a relay per adapter, a client reading every line), measured in the same run. "
+        "shape (a source, a relay per adapter, a client reading every line), measured in the same run; "
+        "`held` divides a latency by the same model whose backups' relays forward once a heartbeat "
+        "interval, as a backup's output gate releases. "
         "Absolute figures on a shared 2-core machine are noisy; the ratios are the comparable part.",
         "",
     ]
@@ -69,6 +71,8 @@ def _markdown(figures: Sequence[Figure], *, quick: bool, errors: Sequence[str], 
             ceiling = "–" if item["ceiling"] is None else f"{item['ceiling']:,.1f}"
             ratio = "–" if item["ratio"] is None else f"{item['ratio']:.3f}"
             shape = "–" if item.get("ratio_shape") is None else f"{item['ratio_shape']:.3f}"
+            if item.get("ratio_shape_held") is not None:
+                shape += f" (held {item['ratio_shape_held']:.3f})"
             lines.append(
                 f"| {item['name']} | {item['value']:,.1f} | {item['unit']} | {ceiling} | {ratio} | {shape} "
                 f"| {shown} |"

@@ -138,3 +138,18 @@ def test_the_pipeline_figures_are_also_read_over_the_held_model() -> None:
     assert [r["pipeline_over_shape_held"] for r in params["per_round"]] == [[1.2, 1.0], [1.4, 1.5]]
     # The one adapter has no backup: its figures are read over the model with one relay only.
     assert "ratio_shape_held" not in figures["latency_p50_one_adapter"]
+
+
+def test_the_report_shows_the_ratio_over_the_held_model_beside_the_shape_s() -> None:
+    from feedha.bench.report import _markdown
+
+    rounds = [_round((600, 2_000), (400, 1_000)), _round((700, 3_000), (400, 1_000))]
+    text = _markdown(
+        _figures(rounds, size=120, quick=False, log_name="log"), quick=False, errors=(), plots=()
+    )
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| latency")
+    }
+    # The pipeline's p99 of 2,500 over the bare model's 1,200 and over the held model's 2,000.
+    assert "| 2.083 (held 1.250) |" in rows["latency_p99"]
+    assert "(held" not in rows["latency_p50_one_adapter"]
