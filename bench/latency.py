@@ -61,12 +61,13 @@ sync rules require.
 On this shared 2-core VM one arm's percentiles move 2-3 × from one minute to
 the next, so a single run's ratio can read on either side of a target.
 ``--rounds N`` makes each rate's runs N times, in turn (bare hop, relay,
-model, held model, model with one relay, pipeline, one adapter; then again), so that a noisy minute falls on
-every arm of its round; each percentile reported is the median of the
-rounds' (``pipeline_us``, ``bare_two_hop_us``, ``shape_us`` ... are those
-medians, ``hops_us`` too, hop by hop), and ``per_round`` lists every round's
-own p50 / p99 of each arm and the pipeline's ratios, so the spread is on
-record beside the median.
+model, held model, model with one relay, pipeline, one adapter; then
+again), so that a noisy minute falls on every arm of its round; each
+percentile reported is the median of the rounds' (``pipeline_us``,
+``bare_two_hop_us``, ``shape_us`` ... are those medians, ``hops_us`` too,
+hop by hop), and ``per_round`` lists every round's own p50 / p99 of each
+arm and the pipeline's ratios, so the spread is on record beside the
+median.
 
 Per hop (``hops_us`` in the parameters): ``source_to_publish`` is event time
 → the adapter's packet send time (the source's batching, the first hop and
@@ -108,18 +109,16 @@ def run(*, quick: bool = False, rounds: int = 1) -> list[Figure]:
         rounds: how many times each rate's runs are made, in turn (bare hop, relay, model,
             held model, model with one relay, pipeline, pipeline without a backup; then
             again), so that a noisy minute of a shared machine falls on every arm rather
-            than on one. Each
-            percentile reported is then the median of the rounds', and the parameters list
-            every round's own (``per_round``).
+            than on one. Each percentile reported is then the median of the rounds', and
+            the parameters list every round's own (``per_round``).
 
     Returns:
         Eight figures per rate: ``latency_p50``, ``latency_p99``, ``latency_p99.9``,
         ``latency_max`` (µs, over the bare hop), ``latency_p50_two_hop`` and
         ``latency_p99_two_hop`` (over the relay), each also over the bare model of the same
         shape (``ratio_shape``) and over the held model (``ratio_shape_held``); and
-        ``latency_p50_one_adapter``, ``latency_p99_one_adapter``
-        (the pipeline without a backup, over the relay, and over the model with one relay
-        in ``ratio_shape``).
+        ``latency_p50_one_adapter``, ``latency_p99_one_adapter`` (the pipeline without a
+        backup, over the relay, and over the model with one relay in ``ratio_shape``).
 
     Raises:
         ValueError: ``rounds`` is not in 1..:data:`MAX_LATENCY_ROUNDS`.
