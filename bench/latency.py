@@ -185,7 +185,7 @@ def _figures(rounds: list[Round], *, size: int, quick: bool, log_name: str) -> l
         f"first copy kept by sequence number; {size}-byte messages, paced and batched as the source",
         "shape_held_us": held,
         "shape_held_model": f"the same, the backup's relay forwarding everything it received once every "
-        f"{first.shape_held.get('hold_s', HEARTBEAT_INTERVAL_S) * 1e3:g} ms (a backup's output gate, "
+        f"{first.shape_held['hold_s'] * 1e3:g} ms (a backup's output gate, "
         "released at each heartbeat report of the active)",
         "shape_lost": sum(r.shape["lost"] + r.shape_one["lost"] + r.shape_held["lost"] for r in rounds),
         "from": "source event time (FIX tag 60, the scheduled send time) to client delivery",

@@ -75,7 +75,7 @@ import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -210,29 +210,13 @@ class _BareJournal:
 
 
 def _relay(args: argparse.Namespace) -> int:
-    import zmq
-
     ctx, sub, pub = relay_sockets(args.endpoint, args.timeout, linger_ms=10_000)
     journal = None if args.journal is None else _BareJournal(args.journal)
-    append = None if journal is None else journal.append
     settle_heap()  # as the adapters do: like for like
-    recv, send, more = sub.recv, pub.send, zmq.SNDMORE
-    ends = forwarded = releases = 0
     if args.hold > 0:
         forwarded, releases = _forward_held(sub, pub, args.hold, args.timeout)
-        ends = END_MARKERS
-    while ends < END_MARKERS:
-        try:
-            topic = recv()
-            frame = recv()
-        except zmq.Again:
-            break  # the source died
-        if append is not None and frame[:1] == b"D":
-            append(frame)  # journaled, then sent: as the active's pump does
-        send(topic, more)
-        send(frame)
-        forwarded += 1
-        ends += frame[:1] == b"E"
+    else:
+        forwarded, releases = _forward_each(sub, pub, None if journal is None else journal.append), 0
     if journal is not None:
         journal.close()
     emit(
@@ -245,6 +229,29 @@ def _relay(args: argparse.Namespace) -> int:
     pub.close()
     ctx.term()
     return 0
+
+
+def _forward_each(sub: Any, pub: Any, append: Callable[[bytes], None] | None) -> int:
+    """A relay of the bare model: forward every message as it comes (journaled first with
+    ``append``); ends after the end markers, or when the SUB's receive times out (the source
+    died). Returns the messages forwarded."""
+    import zmq
+
+    recv, send, more = sub.recv, pub.send, zmq.SNDMORE
+    ends = forwarded = 0
+    while ends < END_MARKERS:
+        try:
+            topic = recv()
+            frame = recv()
+        except zmq.Again:
+            break  # the source died
+        if append is not None and frame[:1] == b"D":
+            append(frame)  # journaled, then sent: as the active's pump does
+        send(topic, more)
+        send(frame)
+        forwarded += 1
+        ends += frame[:1] == b"E"
+    return forwarded
 
 
 def _forward_held(sub: Any, pub: Any, hold_s: float, timeout_s: float) -> tuple[int, int]:
@@ -266,17 +273,22 @@ def _forward_held(sub: Any, pub: Any, hold_s: float, timeout_s: float) -> tuple[
     recv, send, more, nowait = sub.recv, pub.send, zmq.SNDMORE, zmq.NOBLOCK
     held: list[tuple[bytes, bytes]] = []
     ends = forwarded = releases = 0
+
+    def release() -> None:
+        nonlocal forwarded, releases
+        if held:
+            for topic, frame in held:
+                send(topic, more)
+                send(frame)
+            forwarded, releases = forwarded + len(held), releases + 1
+            held.clear()
+
     now = time.monotonic()
     due, heard = now + hold_s, now
     while ends < END_MARKERS:
         now = time.monotonic()
         if now >= due or len(held) >= MAX_HELD_FRAMES:
-            if held:
-                for topic, frame in held:
-                    send(topic, more)
-                    send(frame)
-                forwarded, releases = forwarded + len(held), releases + 1
-                held.clear()
+            release()
             while due <= now:
                 due += hold_s
             continue
@@ -293,10 +305,20 @@ def _forward_held(sub: Any, pub: Any, hold_s: float, timeout_s: float) -> tuple[
             frame = recv()  # a message's parts arrive together
             held.append((topic, frame))
             ends += frame[:1] == b"E"
-    for topic, frame in held:
-        send(topic, more)
-        send(frame)
-    return forwarded + len(held), releases + bool(held)
+    release()
+    return forwarded, releases
+
+
+def _check_hold(hold: float, journal: bool) -> None:
+    """Refuse a hold the held model does not take (both :class:`ShapeOptions` and the relay's CLI).
+
+    Raises:
+        ValueError: ``hold`` is outside 0..:data:`MAX_HOLD_S` (or NaN), or given with a journal.
+    """
+    if not 0 <= hold <= MAX_HOLD_S:
+        raise ValueError(f"hold must be in 0..{MAX_HOLD_S} s, got {hold}")
+    if hold and journal:
+        raise ValueError("the held model does not journal: hold and journal are exclusive")
 
 
 @dataclass(slots=True)
@@ -448,10 +470,7 @@ class ShapeOptions:
             raise ValueError(f"size must be >= {STAMP.size}, got {self.size}")
         if self.count < 1 or self.batch < 1:
             raise ValueError(f"count and batch must be >= 1, got {self.count}, {self.batch}")
-        if not 0 <= self.hold <= MAX_HOLD_S:
-            raise ValueError(f"hold must be in 0..{MAX_HOLD_S} s, got {self.hold}")
-        if self.hold and self.journal:
-            raise ValueError("the held model does not journal: hold and journal are exclusive")
+        _check_hold(self.hold, self.journal)
 
 
 def run_shape(options: ShapeOptions, log: IO[str] | None = None) -> dict[str, Any]:
@@ -578,10 +597,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(args.endpoint) != 1:
             parser.error("relay: exactly one --endpoint (the source)")
         args.endpoint = args.endpoint[0]
-        if not 0 <= args.hold <= MAX_HOLD_S:
-            parser.error(f"--hold must be in 0..{MAX_HOLD_S}")
-        if args.hold and args.journal:
-            parser.error("--hold and --journal are exclusive")
+        try:
+            _check_hold(args.hold, args.journal is not None)
+        except ValueError as exc:
+            parser.error(f"--hold: {exc}")
     if args.role == "client" and not args.endpoint:
         parser.error("client: one --endpoint per line")
     return {"source": _source, "relay": _relay, "client": _client}[args.role](args)
