@@ -123,8 +123,9 @@ class ServerConfig:
         tls_cert: PEM server certificate (TLS when set together with ``tls_key``).
         tls_key: PEM server private key.
         tls_client_ca: PEM CA bundle; when set, clients must present a certificate (mTLS).
-        insecure: allow plaintext on a non-loopback address.
-        adapter_auth: adapters must log in (role ``adapter`` or ``admin``) to register.
+        insecure: allow plaintext, or ``adapter_auth`` off, on a non-loopback address.
+        adapter_auth: adapters must log in (role ``adapter`` or ``admin``) to register (off
+            only on loopback, or with ``insecure``).
         secret_hashing: the argon2id cost of new secret hashes.
         signing_key_file: the token signing key file, mode 0600 (default: the
             database path plus ``.signing-key``; created when missing).
@@ -169,6 +170,14 @@ class ServerConfig:
             raise ConfigError(
                 f"refusing plaintext gRPC on non-loopback address {self.host!r}: "
                 "configure tls_cert/tls_key, or pass --insecure"
+            )
+        if not self.adapter_auth and not self.insecure and not is_loopback(self.host):
+            # Anyone who reaches the port could then register an adapter with a multicast line
+            # and be sent the channel's packet key (and announce lines to every subscriber).
+            raise ConfigError(
+                f"refusing adapter_auth: false on non-loopback address {self.host!r}: anyone who "
+                "reaches it could register an adapter; set adapter_auth: true (--adapter-auth), "
+                "or pass --insecure"
             )
         if self.metrics_address is not None:
             host, port = self.metrics_address

@@ -282,11 +282,16 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="token signing key file, mode 0600 (default: DATABASE.signing-key)",
     )
-    parser.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plaintext, or --no-adapter-auth, on a non-loopback address",
+    )
     parser.add_argument(
         "--adapter-auth",
         action=argparse.BooleanOptionalAction,
-        help="adapters must log in with a key of role adapter to register (default: yes)",
+        help="adapters must log in with a key of role adapter to register (default: yes; "
+        "--no-adapter-auth is refused off loopback without --insecure)",
     )
     parser.add_argument(
         "--metrics",

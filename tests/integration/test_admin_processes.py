@@ -177,6 +177,15 @@ def test_plaintext_off_loopback_is_refused(workdir: Path) -> None:
     assert "--insecure" in done.stderr
 
 
+def test_adapters_without_login_off_loopback_are_refused_at_start(workdir: Path) -> None:
+    tls = ["--tls-cert", str(workdir / "admin.crt"), "--tls-key", str(workdir / "admin.key")]
+    base = [str(BIN / "feedha"), "admin-server", "--config", str(workdir / "admin.yaml"), "--host", "0.0.0.0"]
+    done = run(*base, *tls, "--no-adapter-auth")  # refused before any file is read or port bound
+    assert done.returncode == 2
+    assert "refusing adapter_auth: false on non-loopback address '0.0.0.0'" in done.stderr
+    assert "--insecure" in done.stderr and "adapter_auth: true" in done.stderr
+
+
 def test_feedctl_needs_credentials() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FEEDHA_")}
     done = run(str(BIN / "feedctl"), "adapters", env=env)

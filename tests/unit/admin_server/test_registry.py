@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from feedha.admin_server.broker import line_views, plan_routes
@@ -202,3 +204,17 @@ def test_config_refuses_plaintext_off_loopback() -> None:
         ServerConfig(host="0.0.0.0")
     assert ServerConfig(host="0.0.0.0", insecure=True).insecure
     assert ServerConfig(host="::1").host == "::1"
+
+
+def test_config_refuses_adapters_without_login_off_loopback(tmp_path: Path) -> None:
+    cert, key = tmp_path / "admin.crt", tmp_path / "admin.key"  # TLS on: only adapter_auth is at fault
+    with pytest.raises(
+        ConfigError, match="refusing adapter_auth: false on non-loopback address '10.1.2.3'"
+    ) as info:
+        ServerConfig(host="10.1.2.3", tls_cert=cert, tls_key=key, adapter_auth=False)
+    assert "--insecure" in str(info.value) and "adapter_auth: true" in str(info.value)
+    assert not ServerConfig(
+        host="10.1.2.3", tls_cert=cert, tls_key=key, adapter_auth=False, insecure=True
+    ).adapter_auth
+    assert not ServerConfig(host="127.0.0.1", adapter_auth=False).adapter_auth  # the loopback demo
+    assert not ServerConfig(host="localhost", adapter_auth=False).adapter_auth
