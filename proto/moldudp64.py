@@ -11,10 +11,14 @@ has sequence number ``sequence + i``. A packet with count 0 is a heartbeat
 session.
 
 The adapter turns a packet into its *record frame* (:func:`records_of`): one
-record per message, ``u16 length of what follows | u64 source_seq | the
+record per message, ``u32 length of what follows | u64 source_seq | the
 message``, so each record is one message that knows its own position and a
 frame can be cut at any record (as the adapter does at a session fence or a
-gap) and fed again. A message whose length runs past the packet's end keeps
+gap) and fed again. The length is 32 bits because a message block may hold
+up to 65,535 bytes and a record adds its 8-byte position: every message the
+wire allows has a record, and one that is no ITCH message (65,530 bytes of
+an ``A``, say) reaches the parser and is quarantined there, costing only
+itself. A message whose length runs past the packet's end keeps
 its sequence number and the bytes that are there: it is quarantined at its
 position (no gap), never half-read.
 
@@ -48,7 +52,8 @@ END_OF_SESSION: Final = 0xFFFF
 MAX_SEQUENCE: Final = (1 << 63) - 1  # the highest source position a record carries
 MAX_PACKET_BYTES: Final = 65_527  # what one UDP datagram carries (and a MoldUDP64 packet with it)
 _LEN: Final = struct.Struct(">H")
-_RECORD_HEAD: Final = struct.Struct(">HQ")
+_RECORD_LEN: Final = struct.Struct(">I")
+_RECORD_HEAD: Final = struct.Struct(">IQ")
 _SEQ: Final = struct.Struct(">Q")
 SEQ_BYTES: Final = _SEQ.size
 
@@ -150,11 +155,11 @@ def next_record(payload: bytes, pos: int) -> tuple[bytes | None, int]:
     end = len(payload)
     if pos + _RECORD_HEAD.size > end:
         return None, end
-    (length,) = _LEN.unpack_from(payload, pos)
-    after = pos + _LEN.size + length
+    (length,) = _RECORD_LEN.unpack_from(payload, pos)
+    after = pos + _RECORD_LEN.size + length
     if length < SEQ_BYTES or after > end:
         return None, end
-    return payload[pos + _LEN.size : after], after
+    return payload[pos + _RECORD_LEN.size : after], after
 
 
 def split_records(payload: bytes) -> tuple[list[bytes], int]:

@@ -1755,13 +1755,14 @@ done:
 static int mbo_messages(MboRunObject *self, MboCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
     while (*pos < end) {
         if (c->count >= c->max_count) return STOP_COUNT;
-        if (*pos + 10 > end) return STOP_SLOW; /* moldudp64.next_record: no record here */
-        size_t length = (size_t)rd_be(buf + *pos, 2);
-        Py_ssize_t after = *pos + 2 + (Py_ssize_t)length;
-        if (length < 8 || after > end) return STOP_SLOW;
+        /* moldudp64.next_record: a u32 length, then the u64 source_seq and the message */
+        if (end - *pos < 12) return STOP_SLOW;
+        size_t length = (size_t)rd_be(buf + *pos, 4);
+        if (length < 8 || length > (size_t)(end - *pos - 4)) return STOP_SLOW;
+        Py_ssize_t after = *pos + 4 + (Py_ssize_t)length;
         Staged s;
         memset(&s, 0, sizeof s);
-        if (itch_take(buf + *pos + 2, length, &s.m) < 0) return STOP_SLOW;
+        if (itch_take(buf + *pos + 4, length, &s.m) < 0) return STOP_SLOW;
         if (c->expect_seq && (long long)s.m.seq != c->expect_seq) return STOP_SLOW;
         if (c->stop_seq && (s.m.seq > (uint64_t)LLONG_MAX || (long long)s.m.seq >= c->stop_seq)) return STOP_SLOW;
         int rc = mbo_message(self, c, &s);

@@ -40,7 +40,7 @@ from feedha.proto import moldudp64
 
 __all__ = ["Itch50Engine"]
 
-_NOT_A_PACKET: Final = b"\xff\xff"  # a record length no record frame of a short packet can satisfy
+_NOT_A_PACKET: Final = b"\xff\xff\xff\xff"  # a record length no record frame of a short packet can satisfy
 
 
 class Itch50Engine(ReferenceEngine):

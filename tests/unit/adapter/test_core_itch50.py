@@ -89,6 +89,31 @@ def test_poison_records_among_the_runs_are_quarantined_alike_and_cost_nothing_el
     assert shown == reference.shown()
 
 
+def test_messages_at_every_boundary_of_the_length_field_cost_only_themselves() -> None:
+    # A MoldUDP64 message block's length is a u16: 0, 1 and 65,534 / 65,535 bytes are all on the
+    # wire, and so is a 65,530-byte "A" (which once overflowed the record frame's u16 length,
+    # raised out of the conversion and failed the whole group). Each is quarantined where it is.
+    group = CoreGroup(3, rate=1500, itch50=True)
+    source = group.source
+    assert isinstance(source, ItchSource)
+    poisons = [b"", b"A", b"A" + bytes(65_529), b"D" + bytes(65_533), b"U" + bytes(65_534), bytes(65_535)]
+    at, every = 300, 150
+    for index, poison in enumerate(poisons):
+        source.messages.insert(at + index * every, poison)
+    poison_seqs = {at + index * every + 1 for index in range(len(poisons))}
+    source.skipped |= poison_seqs
+    group.run(2.0)
+    group.run(0.5, source=False)
+    assert source.next_seq > max(poison_seqs)
+    assert (group.lost, group.duplicates, group.out_of_order) == (0, 0, 0)
+    assert group.delivered_source_seqs() == source.expected()
+    counts = [group.quarantined(n) for n in (1, 2, 3)]
+    assert counts[0] == counts[1] == counts[2] == {"bad_length": 5, "unknown_type": 1}, counts
+    assert all(group.members[n].status["internal_errors"] == 0 for n in (1, 2, 3))
+    states = [group.members[n].core.state for n in (1, 2, 3)]
+    assert states[0].digest == states[1].digest == states[2].digest
+
+
 def test_a_backup_adopts_a_snapshot_with_the_order_table() -> None:
     group = CoreGroup(2, rate=1500, itch50=True)
     group.run_until(lambda: group.in_sync(2) and group.members[2].status["symbols"] >= 60, within=3)

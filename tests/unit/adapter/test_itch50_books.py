@@ -55,6 +55,21 @@ def test_a_packets_messages_take_the_packets_sequence_plus_their_index() -> None
     assert [body[8:] for body in bodies] == [b"abc", b"", b"defg"]
 
 
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 65_527, 65_528, 65_530, 65_534, 65_535])
+def test_every_message_size_the_wire_allows_has_a_record_and_a_reason(size: int) -> None:
+    # The record's length counts the 8-byte position too: at 65,528 bytes and up it passed a u16
+    # (struct.error out of the conversion, once). Each size is one record, parsed to a reason.
+    message = b"A" + bytes(max(size - 1, 0)) if size else b""
+    packet = moldudp64.encode_packet("S", 41, [delete(1), message, delete(2)])
+    engine = Itch50Engine()
+    bodies, bad = moldudp64.split_records(engine.source_frame(packet))
+    assert bad == 0 and [moldudp64.record_seq(body) for body in bodies] == [41, 42, 43]
+    assert bodies[1][8:] == message
+    with pytest.raises(ConversionError) as caught:
+        engine.parse(bodies[1])
+    assert caught.value.reason == "bad_length"
+
+
 def test_heartbeats_and_the_end_of_session_carry_no_message() -> None:
     engine = Itch50Engine()
     assert engine.source_frame(moldudp64.encode_packet("S", 55, [])) == b""
