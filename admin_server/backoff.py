@@ -1,4 +1,4 @@
-"""Login backoff: repeated failures lock out the key they aim at; an address is only rate-limited.
+"""Login backoff: failures lock out the key they aim at; an address is only rate-limited by its failures.
 
 Theory of operation: a :class:`LoginBackoff` is one table of consecutive
 failed logins and the time of the last one, per API key id (only ids that
@@ -11,16 +11,21 @@ its failures under a per-key lock (:class:`~admin_server.limits.KeyLocks`),
 so concurrent attempts cannot all pass the check before the first failure
 is recorded.
 
-An address is never locked out: many clients may share one (a NAT, a proxy,
+An address is never locked out: many clients share one (a NAT, a proxy,
 a host), and one broken or hostile client there must not keep the others
-from logging in. So an :class:`AddressLimiter` only *rate-limits* what can
-cost the server work without a key in good standing: attempts with an
-unknown key id, attempts on a key that has failures on record, and failures.
-Each takes a token from the address's bucket (:data:`ADDRESS_BURST` tokens,
-:data:`ADDRESS_RATE_PER_S` a second); when it is empty such attempts are
-refused at once (``LOGIN_THROTTLED``), at no hashing cost. A login with a
-key in good standing (no failure on record) is never held back by its
-address: the worst a neighbour can do is keep its own attempts slow.
+from logging in. So an :class:`AddressLimiter` only *rate-limits*, and only
+by failures: every failed login from an address takes a token from its
+bucket (:data:`ADDRESS_BURST` tokens, :data:`ADDRESS_RATE_PER_S` a second),
+and when it is empty the attempts that have no budget of their own -- an
+unknown key id, which can only fail -- are refused at once
+(``LOGIN_THROTTLED``), at no hashing cost. An existing key id has a budget
+of its own (its backoff above) and is checked against that alone, whatever
+its address did: a neighbour behind the same NAT who made the address fail
+cannot keep a key in good standing out, nor spend the free failures of a key
+that has one or two on record. What the per-key budgets add up to across
+many key ids is bounded by the hashing gate
+(:class:`~admin_server.limits.HashGate`): a fixed number of hashes at once,
+one of them kept for keys with no failure on record.
 
 Secrets are 256 random bits, so the backoff is not what keeps them safe; it
 bounds the argon2 work (CPU and memory) a stranger can make the server do,
@@ -212,7 +217,7 @@ class AddressLimiter:
 
 @dataclass(slots=True, kw_only=True)
 class LoginThrottle:
-    """Failed logins lock out per key id; costly attempts are rate-limited per address.
+    """Failed logins lock out per key id; unknown key ids are rate-limited by their address's failures.
 
     Attributes:
         by_key: the backoff per existing API key id.
@@ -230,16 +235,19 @@ class LoginThrottle:
         return key_id is not None and self.by_key.failures(key_id) == 0
 
     def admit(self, key_id: str | None, address: str, *, now: float) -> float:
-        """Whether an attempt may be checked now: 0, or the seconds to wait (nothing is taken then).
+        """Whether an attempt may be checked now: 0, or the seconds to wait.
+
+        An existing key is held to its own backoff only; an unknown key id (which can
+        only fail) takes its address's token now (:meth:`on_failure` then charges
+        nothing more), or is refused while the address is over its failures.
 
         Args:
             key_id: the API key id, ``None`` when no such key exists.
             address: the client address without port.
             now: seconds.
         """
-        wait = 0.0 if key_id is None else self.by_key.retry_after(key_id, now=now)
-        if wait > 0 or self.in_good_standing(key_id):
-            return wait
+        if key_id is not None:
+            return self.by_key.retry_after(key_id, now=now)
         return self.by_address.take(address, now=now)
 
     def retry_after(self, key_id: str, address: str, *, now: float) -> float:
@@ -253,7 +261,8 @@ class LoginThrottle:
             key_id: the key, or ``None``.
             address: the client address.
             now: seconds.
-            reserved: :meth:`admit` already took the address's token for this attempt.
+            reserved: :meth:`admit` already took the address's token for this attempt (an
+                unknown key id).
 
         Returns:
             The wait now imposed on the next login for that key.

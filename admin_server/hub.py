@@ -143,6 +143,7 @@ class Hub:
 
     def close(self) -> None:
         """Close the access passes' database connection (the store is the server's to close)."""
+        self.logins.close()
         if self._reader is not None:
             self._reader.close()
             self._reader = None

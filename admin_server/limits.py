@@ -136,7 +136,13 @@ class HashGate:
 
     @property
     def waiting(self) -> int:
+        """Checks waiting for a slot now."""
         return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        """Slots taken now."""
+        return sum(self._running)
 
     def _may_run(self, priority: int) -> bool:
         if sum(self._running) >= self.slots:
@@ -170,9 +176,10 @@ class HashGate:
             except asyncio.CancelledError:
                 if wake.done() and not wake.cancelled():
                     self._release(kind)  # given a slot, then cancelled: let it go
-                else:
-                    self._waiting.remove(entry)
-                    heapq.heapify(self._waiting)
+                else:  # _wake may have dropped it already (its wake-up was cancelled before this ran)
+                    with contextlib.suppress(ValueError):
+                        self._waiting.remove(entry)
+                        heapq.heapify(self._waiting)
                 raise
         try:
             yield

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Checking a secret is argon2id: slow and memory-hard on purpose (64 MiB and a
-quarter second by default). Three things keep a crowd of attempts from
+quarter second by default). Four things keep a crowd of attempts from
 costing more than a bounded amount, or from keeping anyone else out:
 
 1. Attempts on one API key are checked one at a time (:class:`KeyLocks`):
@@ -11,15 +11,28 @@ costing more than a bounded amount, or from keeping anyone else out:
    secrets for one key cost :data:`~admin_server.backoff.FREE_FAILURES`
    hashes, then are refused at once (``LOGIN_THROTTLED``) until the key's
    backoff lapses.
-2. Attempts that are not on a key in good standing (an unknown key id, a
-   key with failures on record) take a token of their address's bucket
+2. An existing key is held to its own backoff alone; an unknown key id takes
+   a token of its address's bucket, which failures empty
    (:class:`~admin_server.backoff.AddressLimiter`); an empty bucket refuses
-   them at once. A key in good standing is never held back by its address:
-   a neighbour behind the same NAT cannot lock it out.
+   unknown key ids at once. A neighbour behind the same NAT who makes the
+   address fail cannot keep anyone's key out.
 3. At most ``login_hashes`` hashes run at once and ``login_queue`` wait
    (:class:`HashGate`); keys in good standing go first and have a slot of
    their own; past the queue a login is refused at once (``LOGINS_BUSY``).
+   The hashes run on an executor of ``login_hashes`` threads of the desk's
+   own, so they never take the threads the access passes run on
+   (``asyncio.to_thread``), and even a bug in the gate could not run more.
    Memory is bounded by ``login_hashes`` x argon2's memory cost.
+4. **A hash, once started, runs to its end inside its slot, whatever the
+   caller does.** A caller cancelled while it waits (for its key's lock or a
+   slot) just leaves. Once its slot is granted, the slot and the key's lock
+   pass to a task of the desk's (:meth:`LoginDesk._finish`) that waits for
+   the hash, records the outcome -- a wrong secret is a failure on record
+   even if nobody waits for the answer any more -- and only then lets them
+   go. (Before, cancelling a Login mid-hash released both while the thread
+   kept hashing, and recorded nothing: a loop of cancelled logins ran as
+   many 64 MiB hashes at once as the default thread pool had threads, and
+   guessed without ever reaching the key's backoff.)
 
 Every failed login is audited (collapsed, see ``Store.audit_failed_login``).
 """
@@ -27,6 +40,7 @@ Every failed login is audited (collapsed, see ``Store.audit_failed_login``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 from collections.abc import Callable
@@ -71,9 +85,17 @@ class LoginDesk:
         reserved = 1 if limits.login_hashes > 1 else 0  # a slot for keys in good standing alone
         self.gate = HashGate(slots=limits.login_hashes, queue=limits.login_queue, reserved=reserved)
         self._locks = KeyLocks()
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=limits.login_hashes, thread_name_prefix="login-hash"
+        )
+        self._finishing: set[asyncio.Future[ApiKey]] = set()
+        self.abandoned = 0  # logins whose caller left while their hash ran (it ran on, and counted)
 
     def __repr__(self) -> str:
-        return f"<LoginDesk [{self.throttle!r}, {self.gate!r}, locked={len(self._locks)}]>"
+        return (
+            f"<LoginDesk [{self.throttle!r}, {self.gate!r}, locked={len(self._locks)}, "
+            f"abandoned={self.abandoned}]>"
+        )
 
     async def check(self, key_id: str, secret: str, *, peer: str) -> ApiKey:
         """The API key, once its secret is checked.
@@ -84,10 +106,11 @@ class LoginDesk:
             AuthenticationError: unknown key or wrong secret.
         """
         key = self._store.find_key(key_id) if key_id else None
-        # Unknown ids need no lock: admit() takes their address's token at once, with no await between.
-        lock = contextlib.nullcontext() if key is None else self._locks.hold(key.key_id)
-        async with lock:
-            known = None if key is None else key.key_id
+        known = None if key is None else key.key_id
+        async with contextlib.AsyncExitStack() as held:
+            if known is not None:
+                # Unknown ids need no lock: admit() takes their token at once, with no await between.
+                await held.enter_async_context(self._locks.hold(known))
             standing = self.throttle.in_good_standing(known)
             wait = self.throttle.admit(known, peer, now=self._clock())
             if wait > 0:
@@ -95,15 +118,40 @@ class LoginDesk:
                 self._count("throttled")
                 raise LoginThrottledError(wait)
             try:
-                async with self.gate.slot(priority=0 if standing else 1):
-                    await self._verify(key_id, key, secret)
+                await held.enter_async_context(self.gate.slot(priority=0 if standing else 1))
             except ResourceExhaustedError:
                 self._count("busy")
                 raise
+            # From here the hash is started and the slot and the lock are the finishing task's.
+            hashing = asyncio.get_running_loop().run_in_executor(
+                self._executor, _verify, self._hasher, key_id, key, secret
+            )
+            finishing = asyncio.ensure_future(self._finish(held.pop_all(), hashing, key_id, key, peer))
+        self._finishing.add(finishing)
+        finishing.add_done_callback(self._settled)
+        try:
+            return await asyncio.shield(finishing)
+        except asyncio.CancelledError:
+            if not finishing.done():
+                self.abandoned += 1
+            raise
+
+    async def _finish(
+        self,
+        held: contextlib.AsyncExitStack,
+        hashing: asyncio.Future[None],
+        key_id: str,
+        key: ApiKey | None,
+        peer: str,
+    ) -> ApiKey:
+        # Holds the slot and the key's lock until the hash is over and its outcome is on record.
+        async with held:
+            try:
+                await _to_the_end(hashing)
             except AuthenticationError:
+                known = None if key is None else key.key_id
                 self._count("failed")
-                now = self._clock()
-                delay = self.throttle.on_failure(known, peer, now=now, reserved=not standing)
+                delay = self.throttle.on_failure(known, peer, now=self._clock(), reserved=known is None)
                 self._audit(key_id, key, peer, "unknown key id" if key is None else "wrong secret")
                 logger.warning(
                     "failed login for key %r from %s (next delay %.1f s)", key_id[:64], peer, delay
@@ -114,15 +162,43 @@ class LoginDesk:
         self._count("ok")
         return key
 
-    async def _verify(self, key_id: str, key: ApiKey | None, secret: str) -> None:
-        if key is None:
-            # Hash anyway, so an unknown key id costs the same time as a wrong secret.
-            await asyncio.to_thread(tokens.hash_secret, secret, hasher=self._hasher)
-            raise AuthenticationError(f"unknown API key id {key_id[:64]!r}")
-        await asyncio.to_thread(tokens.verify_secret, key.secret_hash, secret)
+    def _settled(self, finishing: asyncio.Future[ApiKey]) -> None:
+        # Its caller may be gone (shield() then no longer looks): the outcome is on record already.
+        self._finishing.discard(finishing)
+        if not finishing.cancelled():
+            finishing.exception()
+
+    async def wait_idle(self) -> None:
+        """Wait until every started hash has finished and its outcome is recorded (before closing)."""
+        while self._finishing:
+            await asyncio.gather(*self._finishing, return_exceptions=True)
+
+    def close(self) -> None:
+        """Let the hashing threads go once they are done (no new hash may start after this)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _audit(self, key_id: str, key: ApiKey | None, address: str, reason: str) -> None:
         user = key.user if key is not None else ""
         self._store.audit_failed_login(
             key_id=key_id, user=user, address=address, reason=reason, now=self._clock()
         )
+
+
+def _verify(hasher: argon2.PasswordHasher, key_id: str, key: ApiKey | None, secret: str) -> None:
+    # On a login-hash thread.
+    if key is None:
+        # Hash anyway, so an unknown key id costs the same time as a wrong secret.
+        tokens.hash_secret(secret, hasher=hasher)
+        raise AuthenticationError(f"unknown API key id {key_id[:64]!r}")
+    tokens.verify_secret(key.secret_hash, secret)
+
+
+async def _to_the_end(hashing: asyncio.Future[None]) -> None:
+    """Wait for the hash, and still until it ends if this task is cancelled (then re-raise that)."""
+    try:
+        await asyncio.shield(hashing)
+    except asyncio.CancelledError:
+        # Only the server's shutdown cancels a finishing task: the thread runs on regardless, so
+        # the slot stays taken until it is done (its outcome is not recorded then).
+        await asyncio.wait([hashing])
+        raise

@@ -201,6 +201,7 @@ class AdminServer:
             self._server = None
         if self.hub is not None:
             await self.hub.access.wait_idle()  # an access pass's thread may still read the database
+            await self.hub.logins.wait_idle()  # a started hash records its outcome in the database
             self.hub.close()
         if self._store is not None:
             self._store.close()

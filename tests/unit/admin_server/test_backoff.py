@@ -46,20 +46,33 @@ def test_a_guessed_key_is_locked_out_from_any_address() -> None:
     assert throttle.admit("fk_1", "10.0.0.99", now=0.0) == 0.0
 
 
-def test_an_address_is_rate_limited_but_never_locks_out_a_key_in_good_standing() -> None:
+def test_an_address_is_rate_limited_by_failures_and_never_spends_a_keys_own_budget() -> None:
     throttle = LoginThrottle()
     burst = int(ADDRESS_BURST)
     waits = [throttle.admit(None, "192.0.2.1", now=0.0) for _ in range(burst + 5)]  # made-up key ids
     assert waits[:burst] == [0.0] * burst and all(w > 0 for w in waits[burst:])
     # The neighbour behind the same NAT logs in with its good key at once...
     assert throttle.admit("fk_ok", "192.0.2.1", now=0.0) == 0.0
-    # ... and only a key with failures on record shares the address's limit.
-    throttle.on_failure("fk_bad", "192.0.2.1", now=0.0)
-    assert throttle.admit("fk_bad", "192.0.2.1", now=0.0) > 0
+    # ... and a key with failures of its own has its own budget still, whatever the address did.
+    for failures in range(1, FREE_FAILURES):
+        throttle.on_failure("fk_typo", "192.0.2.1", now=0.0)
+        assert throttle.admit("fk_typo", "192.0.2.1", now=0.0) == 0.0, failures
+        assert not throttle.in_good_standing("fk_typo")  # it queues behind good keys, though
+    throttle.on_failure("fk_typo", "192.0.2.1", now=0.0)
+    assert throttle.admit("fk_typo", "192.0.2.9", now=0.0) > 0  # its own budget spent: from anywhere
     assert throttle.admit(None, "192.0.2.2", now=0.0) == 0.0  # another address: its own bucket
     # The bucket refills at its rate: one token after 1 / rate seconds.
     assert throttle.admit(None, "192.0.2.1", now=1.0 / ADDRESS_RATE_PER_S) == 0.0
     assert repr(throttle) == "<LoginThrottle [keys=1, addresses=2]>"
+
+
+def test_failures_of_existing_keys_empty_the_address_for_unknown_ids() -> None:
+    throttle = LoginThrottle()
+    for i in range(int(ADDRESS_BURST)):  # wrong secrets for many real keys, from one address
+        assert throttle.admit(f"fk_{i}", "198.51.100.7", now=0.0) == 0.0
+        throttle.on_failure(f"fk_{i}", "198.51.100.7", now=0.0)
+    assert throttle.admit(None, "198.51.100.7", now=0.0) > 0  # made-up ids from there: refused at once
+    assert throttle.admit("fk_0", "198.51.100.7", now=0.0) == 0.0  # each key: still its own budget
 
 
 def test_reserved_attempts_are_not_charged_twice_and_the_table_is_bounded() -> None:

@@ -98,6 +98,20 @@ async def test_a_waiter_cancelled_with_its_slot_in_hand_passes_it_on() -> None:
     assert gate.waiting == 0 and "running=0/1" in repr(gate)
 
 
+async def test_a_waiter_dropped_by_a_release_before_its_cancellation_runs_leaves_cleanly() -> None:
+    gate = HashGate(slots=1, queue=2)
+    mine = gate.slot(priority=0)
+    await mine.__aenter__()
+    waiter = asyncio.create_task(gate.slot(priority=0).__aenter__())
+    await asyncio.sleep(0)
+    assert gate.waiting == 1
+    waiter.cancel()  # its wake-up future is cancelled now; its except clause runs on a later step
+    await mine.__aexit__(None, None, None)  # no await before the release: it drops that wake-up first
+    with pytest.raises(asyncio.CancelledError):
+        await waiter  # and the waiter's own clean-up must not fail on the entry already gone
+    assert gate.waiting == 0 and gate.running == 0
+
+
 async def test_key_locks_serialize_one_key_and_are_dropped_when_unused() -> None:
     locks = KeyLocks()
     inside: list[str] = []
