@@ -25,6 +25,13 @@ after the replay began (when its first page came), and the replay ends
 messages due meanwhile late. Without ``speed``, one page at a time, as fast
 as the caller reads.
 
+The replay is written once, as a generator (``_window_steps``) that asks for
+the next page, says until when to wait, and hands out events; two drivers
+run it: :func:`replay_window` blocks (``FeedClient.replay``, ``feedha
+replay``), :func:`replay_window_async` awaits (``AsyncFeedClient.replay``):
+its pages always come from the prefetch thread (the replay client's sockets
+block) and it waits with ``asyncio.sleep``, so the event loop never blocks.
+
 What is handed out is what the live stream carried: a :class:`Delivery` per
 message, :class:`SessionEnded` and :class:`SessionStarted` for an
 end-of-session block, :class:`Purged` for a purged message.
@@ -32,11 +39,13 @@ end-of-session block, :class:`Purged` for a purged message.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -50,7 +59,7 @@ from feedha.client.replay_client import ReplayClient
 from feedha.proto import wire
 from feedha.proto.replay import ReplayStatus, ReplyStatus, time_request
 
-__all__ = ["ReplayFailed", "TimeReplay", "plan", "replay_window", "to_ns", "wanted_only"]
+__all__ = ["ReplayFailed", "TimeReplay", "is_wanted", "plan", "replay_window", "replay_window_async", "to_ns"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +69,7 @@ NOT_YET_S: Final = 0.1  # the window's end is still to come and the journal has 
 _FATAL: Final = (ReplayStatus.NOT_ENTITLED, ReplayStatus.BAD_REQUEST)
 PAGE_TIMEOUT_S: Final = 2.0  # one page (up to 1 MiB) from one service
 PREFETCH: Final = 2  # pages a paced replay holds ahead of the one it hands out
+_READ_TICK_S: Final = 0.1  # how often a reader waiting for a page checks that the prefetch still runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,39 +99,124 @@ class TimeReplay:
             raise ValueError(f"speed must be > 0 (None: as fast as read), got {self.speed!r}")
 
 
+Page = tuple[ReplyStatus, list[bytes]]  # a reply: its status and its packets
+# What _window_steps yields: None (send back the next page, or None once there is none),
+# a time of the clock to wait for, or events to hand out.
+WindowSteps = Generator[float | list[Event] | None, Page | None, None]
+
+
 def replay_window(
     client: ReplayClient,
     replay: TimeReplay,
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    close: bool = False,
 ) -> Iterator[Delivery | StatusEvent]:
     """Hand out the window's messages in msg_seq order, page by page (see the module docstring).
+
+    Args:
+        client: the channel's replay services.
+        replay: the window, and how fast.
+        clock: monotonic seconds.
+        sleep: blocks for seconds.
+        close: close ``client`` when the replay ends (or is abandoned).
 
     Raises:
         ReplayFailed: a service refused the request, or none answered for ``stall_s``.
     """
     pages = _pages(client, replay, clock=clock, sleep=sleep)
-    if replay.speed is None:
-        for _status, packets in pages:
-            for packet in packets:
-                yield from _events(packet, replay)
-        return
     # Paced: pages are fetched ahead on a thread (PREFETCH pages at most), so a page's
-    # round trip never makes the messages due meanwhile late; the replay's clock starts
-    # when the first page is in.
-    with _Prefetch(pages) as ahead:
-        began = None
-        for _status, packets in ahead:
-            began = clock() if began is None else began
-            for packet in packets:
-                events = _events(packet, replay)
-                if events:
-                    sent = wire.decode_header(packet).send_time_ns
-                    _wait_until(began + (sent - replay.start_ns) / 1e9 / replay.speed, clock, sleep)
-                yield from events
-        if began is not None:
-            _wait_until(began + (replay.end_ns - replay.start_ns) / 1e9 / replay.speed, clock, sleep)
+    # round trip never makes the messages due meanwhile late.
+    fetching = _Prefetch(pages) if replay.speed is not None else contextlib.nullcontext(pages)
+    try:
+        with fetching as ahead:
+            steps = _window_steps(replay, clock)
+            step = next(steps)
+            while True:
+                answer: Page | None = None
+                if step is None:
+                    answer = next(ahead, None)
+                elif isinstance(step, list):
+                    yield from step
+                else:
+                    _wait_until(step, clock, sleep)
+                try:
+                    step = steps.send(answer)
+                except StopIteration:
+                    return
+    finally:
+        if close:
+            client.close()
+
+
+async def replay_window_async(
+    client: ReplayClient,
+    replay: TimeReplay,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    close: bool = False,
+) -> AsyncIterator[Delivery | StatusEvent]:
+    """:func:`replay_window` on asyncio: pages come from a thread, waits are awaited.
+
+    Args:
+        client: the channel's replay services.
+        replay: the window, and how fast.
+        clock: monotonic seconds.
+        sleep: blocks the page thread for seconds (between services' refusals).
+        async_sleep: waits for seconds on the loop (the pacing).
+        close: close ``client`` when the replay ends (or is abandoned).
+
+    Raises:
+        ReplayFailed: a service refused the request, or none answered for ``stall_s``.
+    """
+    fetching = _Prefetch(_pages(client, replay, clock=clock, sleep=sleep))
+    try:
+        ahead = fetching.__enter__()
+        steps = _window_steps(replay, clock)
+        step = next(steps)
+        while True:
+            answer: Page | None = None
+            if step is None:
+                answer = await asyncio.to_thread(next, ahead, None)
+            elif isinstance(step, list):
+                for event in step:
+                    yield event
+            else:
+                await async_sleep(max(0.0, step - clock()))
+            try:
+                step = steps.send(answer)
+            except StopIteration:
+                return
+    finally:
+        # The page thread may be in a request: stop it, then close what it used, on a thread
+        # (a join blocks) and shielded (a second cancellation must not leave it half done).
+        await asyncio.shield(asyncio.to_thread(_finish, fetching, client if close else None))
+
+
+def _finish(fetching: _Prefetch, client: ReplayClient | None) -> None:
+    fetching.__exit__()
+    if client is not None:
+        client.close()
+
+
+def _window_steps(replay: TimeReplay, clock: Callable[[], float]) -> WindowSteps:
+    # The replay, written once (see WindowSteps): the replay's clock starts when the first page is in.
+    began: float | None = None
+    while (page := (yield None)) is not None:
+        began = clock() if began is None else began
+        for packet in page[1]:
+            events = _events(packet, replay)
+            if not events:
+                continue
+            if replay.speed is not None:
+                sent = wire.decode_header(packet).send_time_ns
+                yield began + (sent - replay.start_ns) / 1e9 / replay.speed
+            yield events
+    if began is not None and replay.speed is not None:
+        yield began + (replay.end_ns - replay.start_ns) / 1e9 / replay.speed
 
 
 def _pages(
@@ -130,7 +225,7 @@ def _pages(
     *,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-) -> Iterator[tuple[ReplyStatus, list[bytes]]]:
+) -> Iterator[Page]:
     after = 0
     while True:
         status, packets = _next_page(client, replay, after, clock=clock, sleep=sleep)
@@ -143,21 +238,20 @@ def _pages(
 class _Prefetch:
     """Runs a page iterator on a thread, at most :data:`PREFETCH` pages ahead of the reader."""
 
-    def __init__(self, pages: Iterator[tuple[ReplyStatus, list[bytes]]]) -> None:
+    def __init__(self, pages: Iterator[Page]) -> None:
         self._pages = pages
-        self._queue: queue.Queue[tuple[ReplyStatus, list[bytes]] | BaseException | None] = queue.Queue(
-            PREFETCH
-        )
+        self._queue: queue.Queue[Page | BaseException | None] = queue.Queue(PREFETCH)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="feedha-replay-prefetch", daemon=True)
 
-    def __enter__(self) -> Iterator[tuple[ReplyStatus, list[bytes]]]:
+    def __enter__(self) -> Iterator[Page]:
         self._thread.start()
         return self._read()
 
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=STALL_S + PAGE_TIMEOUT_S)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=STALL_S + PAGE_TIMEOUT_S)
 
     def _run(self) -> None:
         try:
@@ -168,7 +262,7 @@ class _Prefetch:
         except BaseException as exc:  # handed to the reader, raised there
             self._put(exc)
 
-    def _put(self, item: tuple[ReplyStatus, list[bytes]] | BaseException | None) -> bool:
+    def _put(self, item: Page | BaseException | None) -> bool:
         while not self._stop.is_set():
             try:
                 self._queue.put(item, timeout=0.1)
@@ -177,9 +271,14 @@ class _Prefetch:
                 continue
         return False
 
-    def _read(self) -> Iterator[tuple[ReplyStatus, list[bytes]]]:
+    def _read(self) -> Iterator[Page]:
         while True:
-            item = self._queue.get()
+            try:  # with a time-out: a reader on an executor's thread must end once the prefetch is stopped
+                item = self._queue.get(timeout=_READ_TICK_S)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return
+                continue
             if item is None:
                 return
             if isinstance(item, BaseException):
@@ -194,7 +293,7 @@ def _next_page(
     *,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-) -> tuple[ReplyStatus, list[bytes]]:
+) -> Page:
     # Ask each service in turn until one gives a page that moves on (or ends the window).
     # An empty OK page says the window is not over but nothing more is written yet (its end
     # is still to come): wait for the stream, however long, while a service says so.
@@ -316,19 +415,27 @@ def plan(
     return client, named, _SymbolFilter(route.symbols).is_wanted
 
 
-def wanted_only(
-    events: Iterator[Delivery | StatusEvent], wanted: Callable[[str], bool]
-) -> Iterator[Delivery | StatusEvent]:
-    """The events of the symbols ``wanted`` (the subscription's), as the live stream hands them out."""
-    for event in events:
-        if isinstance(event, Delivery):
-            try:
-                if wanted(event.update.symbol):
-                    yield event
-            except ProtocolError:
-                logger.info("replay: msg_seq %d does not decode: skipped", event.msg_seq)
-        elif isinstance(event, Purged):
-            if wanted(event.symbol):
-                yield event
-        else:
-            yield event
+def is_wanted(event: Delivery | StatusEvent, wanted: Callable[[str], bool]) -> bool:
+    """Whether the live stream would hand ``event`` to a subscriber of the symbols ``wanted``.
+
+    A delivery or a purge of none of them is not (a ``fix44`` message may name several
+    symbols: one is enough); a delivery that does not decode is skipped (logged); any
+    other status event is.
+    """
+    if isinstance(event, Delivery):
+        try:
+            update = event.update
+        except ProtocolError:
+            logger.info("replay: msg_seq %d does not decode: skipped", event.msg_seq)
+            return False
+        return _names_wanted(update.symbol, [each.symbol for each in update.symbols], wanted)
+    if isinstance(event, Purged):
+        return _names_wanted(event.symbol, event.symbols, wanted)
+    return True
+
+
+def _names_wanted(symbol: str, symbols: Sequence[str], wanted: Callable[[str], bool]) -> bool:
+    # One symbol, or a fix44 block's several (then ``symbol`` is empty): wanted when one of them is.
+    if symbol or not symbols:
+        return wanted(symbol)
+    return any(wanted(each) for each in symbols)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ import pytest
 from feedha.adapter.journal import JournalReader, JournalWriter
 from feedha.adapter.replay import ReplayService
 from feedha.client import Delivery, ReplayFailed
-from feedha.client._time_replay import TimeReplay, replay_window, to_ns
+from feedha.client._time_replay import TimeReplay, replay_window, replay_window_async, to_ns
 from feedha.client.replay_console import parse_time
 from feedha.proto import market_pb2
 from feedha.proto.replay import ReplayRequest, ReplyStatus, decode_status, encode_request
@@ -140,3 +142,64 @@ def test_a_window_whose_end_is_still_to_come_waits_for_the_stream_however_long(
     assert [e.msg_seq for e in got if isinstance(e, Delivery)] == [196, 197, 198, 199, 200]
     waits = [s for s in clock.slept if s == pytest.approx(0.1)]
     assert len(waits) >= 10  # asked again and again for longer than stall_s: "not yet" is no failure
+
+
+class Closing(Services):
+    """Services that note when the replay closes them."""
+
+    closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_the_async_replay_hands_out_what_the_blocking_one_does_at_the_same_times(
+    journal: JournalWriter,
+) -> None:
+    window = TimeReplay(5, T0 + 500 * MS, T0 + 1500 * MS, 2.0, channel_name="EQ")
+
+    def blocking() -> list[tuple[int, float]]:
+        clock, services = FakeClock(), Services(_service(journal), now_ns=T0 + 10 * S)
+        replay = replay_window(services, window, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
+        return [(e.msg_seq, clock.now) for e in replay]
+
+    async def awaited() -> tuple[list[tuple[int, float]], float]:
+        clock, services = FakeClock(), Services(_service(journal), now_ns=T0 + 10 * S)
+
+        async def nap(seconds: float) -> None:
+            clock.sleep(seconds)
+            await asyncio.sleep(0)
+
+        replay = replay_window_async(
+            services,  # type: ignore[arg-type]
+            window,
+            clock=clock,
+            sleep=clock.sleep,
+            async_sleep=nap,
+        )
+        return [(e.msg_seq, clock.now) async for e in replay], clock.now
+
+    handed, ended = asyncio.run(awaited())
+    assert handed == blocking() and len(handed) == 100
+    assert ended - 100.0 == pytest.approx(0.5)  # it too ends when the window's last moment is due
+
+
+def test_an_abandoned_async_replay_stops_its_page_thread_and_closes_the_client(
+    journal: JournalWriter,
+) -> None:
+    services = Closing(_service(journal), now_ns=T0 + 10 * S)
+    window = TimeReplay(5, T0, T0 + 1500 * MS)
+
+    async def first_few() -> list[int]:
+        replay = replay_window_async(services, window, close=True)  # type: ignore[arg-type]
+        got = []
+        async for event in replay:
+            got.append(event.msg_seq)
+            if len(got) == 3:
+                break
+        await replay.aclose()  # type: ignore[attr-defined]
+        return got
+
+    assert asyncio.run(first_few()) == [1, 2, 3]
+    assert services.closed == 1
+    assert not [t for t in threading.enumerate() if t.name == "feedha-replay-prefetch"]
