@@ -20,8 +20,9 @@ subscriptions once took 0.63 s a pass there, and every caller waited). So:
   packet keys).
 * **Coalesced.** Changes ask for a pass (:meth:`AccessKeeper.request`); one
   task runs passes one at a time, at most every :data:`MIN_GAP_S`, and at
-  least every :data:`~admin_server.hub.ACCESS_INTERVAL_S` (expiries), so a
-  loop of Subscribe/Cancel costs a pass per gap, not a pass per call.
+  least every :data:`~admin_server.hub.ACCESS_INTERVAL_S` (expiries), and
+  when a packet key's switch is due (``due_in``), so a loop of
+  Subscribe/Cancel costs a pass per gap, not a pass per call.
 * **Grants first.** A new subscription's key must be on its adapters before
   the subscriber dials (libzmq never retries a refused CURVE handshake), so
   Subscribe and Modify also grant the new key at once
@@ -156,6 +157,7 @@ class AccessKeeper:
         apply: carries a pass's plan out (on the loop).
         snapshot_off_loop: the snapshot may be taken on the worker thread (it reads a database
             connection of its own).
+        due_in: seconds until a pass is due for its own sake (a packet key's switch), or ``None``.
     """
 
     def __init__(
@@ -164,9 +166,11 @@ class AccessKeeper:
         apply: Callable[[AccessPlan, Snapshot], None],
         *,
         snapshot_off_loop: bool = False,
+        due_in: Callable[[], float | None] = lambda: None,
     ) -> None:
         self._take_snapshot, self._apply = take_snapshot, apply
         self._snapshot_off_loop = snapshot_off_loop
+        self._due_in = due_in
         self._inflight: asyncio.Future[tuple[Snapshot, AccessPlan]] | None = None
         self._wanted = asyncio.Event()
         self._cache = ReachCache()
@@ -209,9 +213,10 @@ class AccessKeeper:
         return snapshot, plan(snapshot, self._cache)
 
     async def run(self, interval_s: float) -> None:
-        """Passes forever: when asked (at most every :data:`MIN_GAP_S`), else every ``interval_s``."""
+        """Passes forever: when asked or due (at most every :data:`MIN_GAP_S`), else every ``interval_s``."""
         while True:
-            await wait_at_most(self._wanted.wait(), interval_s)
+            due = self._due_in()
+            await wait_at_most(self._wanted.wait(), interval_s if due is None else min(interval_s, due))
             self._wanted.clear()
             try:
                 await self.run_pass()

@@ -136,6 +136,7 @@ class Hub:
             self.dataplane.snapshot if reader is None else lambda: self.dataplane.snapshot(reader),
             self.dataplane.apply,
             snapshot_off_loop=reader is not None,
+            due_in=lambda: self.seals.due_in(now=self.clock()),
         )
 
     def __repr__(self) -> str:

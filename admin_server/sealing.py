@@ -20,10 +20,21 @@ its token expired -- means the keys it has must stop working:
    revoked subscriber reads nothing new. Subscribers keep the last few keys,
    so packets in flight across the switch still open.
 
-A further revocation while a key is announced replaces the announced key
-(the newly revoked subscriber may have it). Key ids start at a random number
-per channel and count up, so a restarted server does not reuse an id with a
-different key. Pure: explicit times, injected key maker.
+A further revocation while a key is announced does not touch the announced
+key nor its switch time: the newly revoked subscriber may hold that key
+too, so the ring remembers to rotate *once more* at the switch (``again``):
+the switch happens on time, and a fresh key is announced at once to those
+still entitled, to be used ``switch_s`` later. So a revocation is carried
+out within ``2 x switch_s`` of the pass that sees it, plus how late the
+passes come (the hub runs one at every switch time, :meth:`SealRings.due_in`),
+however often entitlement changes. (Until 2026-11-29 a revocation replaced the
+announced key and pushed ``switch_at`` back: a loop of Subscribe/Cancel
+faster than ``switch_s`` -- or a busy channel's ordinary churn -- kept the
+keys from ever switching, and a revoked subscriber read on for good.)
+
+Key ids start at a random number per channel and count up, so a restarted
+server does not reuse an id with a different key. Pure: explicit times,
+injected key maker.
 """
 
 from __future__ import annotations
@@ -35,9 +46,10 @@ from typing import Final
 
 from feedha.proto.seal import SealKey
 
-__all__ = ["SWITCH_S", "ChannelSeal", "SealRings", "is_multicast"]
+__all__ = ["REVOKED_WITHIN_S", "SWITCH_S", "ChannelSeal", "SealRings", "is_multicast"]
 
 SWITCH_S: Final = 0.5  # subscribers have a new key this long before the adapters seal with it
+REVOKED_WITHIN_S: Final = 2.0  # the bound docs/security.md promises: 2 x SWITCH_S, the passes' delays, slack
 _MULTICAST: Final = ("epgm://", "pgm://", "norm://")  # as transport.MULTICAST_SCHEMES (no zmq here)
 
 
@@ -55,6 +67,7 @@ class ChannelSeal:
     announced: SealKey | None = None
     switch_at: float = 0.0
     rotations: int = 0
+    again: bool = False  # a holder was revoked while ``announced`` was out: rotate once more at the switch
 
     def keys(self) -> tuple[SealKey, ...]:
         """What an entitled subscriber is given, newest last."""
@@ -91,6 +104,11 @@ class SealRings:
         ring = self.rings.get(channel)
         return None if ring is None else ring.current
 
+    def due_in(self, *, now: float) -> float | None:
+        """Seconds until the next switch is due (``None``: no key is announced), for the pass timer."""
+        due = [ring.switch_at for ring in self.rings.values() if ring.announced is not None]
+        return None if not due else max(0.0, min(due) - now)
+
     def update(
         self, sealed: Collection[str], entitled: Mapping[str, Collection[str]], *, now: float
     ) -> set[str]:
@@ -113,15 +131,24 @@ class SealRings:
                 changed.add(channel)
                 continue
             if ring.holders - holders:
-                newest = ring.announced or ring.current
-                ring.announced = self.new_key((newest.key_id + 1) % 2**32)
-                ring.switch_at = now + self.switch_s
-                ring.rotations += 1
                 ring.holders = holders
-                changed.add(channel)
+                if ring.announced is None:
+                    self._announce(ring, now)
+                    changed.add(channel)
+                else:
+                    ring.again = True  # the switch stays when it was: never pushed back
             else:
                 ring.holders |= holders
             if ring.announced is not None and now >= ring.switch_at:
                 ring.current, ring.announced = ring.announced, None
+                if ring.again:
+                    ring.again = False
+                    self._announce(ring, now)
                 changed.add(channel)
         return changed
+
+    def _announce(self, ring: ChannelSeal, now: float) -> None:
+        newest = ring.announced or ring.current
+        ring.announced = self.new_key((newest.key_id + 1) % 2**32)
+        ring.switch_at = now + self.switch_s
+        ring.rotations += 1
