@@ -12,7 +12,8 @@ import grpc
 from feedha.admin_server import convert, paging
 from feedha.admin_server.auth import current_principal
 from feedha.admin_server.errors import AdminError, InvalidArgumentError
-from feedha.admin_server.hub import AdapterSession, Hub, HubEvent
+from feedha.admin_server.fanout import HubEvent
+from feedha.admin_server.hub import AdapterSession, Hub
 from feedha.admin_server.purging import PurgeSpec
 from feedha.admin_server.registry import Directive
 from feedha.admin_server.status import abort_with

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -32,6 +32,7 @@ from feedha.admin_server.errors import (
     PermissionDeniedError,
     PreconditionError,
 )
+from feedha.admin_server.fanout import Fanout, HubEvent
 from feedha.admin_server.limits import exhausted
 from feedha.admin_server.logins import LoginDesk
 from feedha.admin_server.policy import PolicyFile, Principal
@@ -42,22 +43,9 @@ from feedha.proto.registry import AdapterRegistration, AdapterStatus, is_curve_k
 
 logger = logging.getLogger(__name__)
 
-EVENT_QUEUE_SIZE: Final = 1000
 COMMAND_QUEUE_SIZE: Final = 100
 ACCESS_INTERVAL_S: Final = 0.5  # expiries are enforced within this (and by the adapters themselves)
 HOUSEKEEPING_S: Final = 30.0  # expired subscriptions and old audit rows go this often
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HubEvent:
-    """An event for listeners: registry changes, operator commands, subscriptions, policy reloads."""
-
-    at: float
-    kind: str
-    channel_name: str = ""  # "" with routes_changed: every channel (policy reload)
-    adapter_id: str = ""
-    detail: str = ""
-    routes_changed: bool = False
 
 
 @dataclass(slots=True)
@@ -123,8 +111,10 @@ class Hub:
         )
         key = keyfile.load_signing_key(config.signing_key_path, store=store)
         self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
-        self._listeners: set[asyncio.Queue[HubEvent]] = set()
-        self._watches: dict[str, int] = {}  # open watch streams per user
+        self.events = Fanout(
+            watches_per_user=config.limits.watches_per_user,
+            refused=lambda reason: self.counters.count(self.counters.refused, reason),
+        )
         self._sessions: dict[str, AdapterSession] = {}
         self.seals = sealing.SealRings()
         self.purges = PurgeDesk(self)
@@ -140,7 +130,7 @@ class Hub:
         )
 
     def __repr__(self) -> str:
-        return f"<Hub [{self.registry!r}, listeners={len(self._listeners)}, sessions={len(self._sessions)}]>"
+        return f"<Hub [{self.registry!r}, listeners={self.events.listeners}, sessions={len(self._sessions)}]>"
 
     def close(self) -> None:
         """Close the access passes' database connection (the store is the server's to close)."""
@@ -521,7 +511,7 @@ class Hub:
     @property
     def listeners(self) -> int:
         """Open watches now: route watches, ``feedctl watch`` streams and the status page's feed."""
-        return len(self._listeners)
+        return self.events.listeners
 
     def subscribers_by_channel(self) -> dict[str, int]:
         """How many live subscriptions reach each channel in real time, as of the last access pass."""
@@ -531,43 +521,14 @@ class Hub:
     # -- events
 
     def publish(self, event: HubEvent) -> None:
-        """Give an event to every listener (a full listener loses its oldest event)."""
-        for queue in self._listeners:
-            if queue.full():
-                queue.get_nowait()
-            queue.put_nowait(event)
+        """Give an event to every listener (see :mod:`admin_server.fanout`)."""
+        self.events.publish(event)
 
-    @contextlib.asynccontextmanager
-    async def listen(self, user: str | None = None) -> AsyncIterator[asyncio.Queue[HubEvent]]:
-        """A queue that receives every event published while the context is open.
-
-        Args:
-            user: the caller whose watch this is (counted against ``watches_per_user``);
-                ``None`` for the server's own listeners.
-
-        Raises:
-            ResourceExhaustedError: the user has ``watches_per_user`` watches open already.
-        """
-        if user is not None:
-            open_now, limit = self._watches.get(user, 0), self.config.limits.watches_per_user
-            if open_now >= limit:
-                self.counters.count(self.counters.refused, "TOO_MANY_WATCHES")
-                raise exhausted(
-                    f"user {user!r} has {open_now} watch streams open; close some first",
-                    limit,
-                    reason="TOO_MANY_WATCHES",
-                )
-            self._watches[user] = open_now + 1
-        queue: asyncio.Queue[HubEvent] = asyncio.Queue(EVENT_QUEUE_SIZE)
-        self._listeners.add(queue)
-        try:
-            yield queue
-        finally:
-            self._listeners.discard(queue)
-            if user is not None:
-                left = self._watches.pop(user, 1) - 1
-                if left > 0:
-                    self._watches[user] = left
+    def listen(
+        self, user: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[asyncio.Queue[HubEvent]]:
+        """A queue of every event published while it is open (:meth:`Fanout.listen`)."""
+        return self.events.listen(user)
 
     async def watch_policy(self) -> None:
         """Poll the policy file's mtime forever; reload on change (runs as a task)."""

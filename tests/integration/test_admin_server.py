@@ -22,7 +22,7 @@ from feedha.admin_client import (
 )
 from feedha.admin_server import tokens
 from feedha.admin_server.config import ChannelConfig, ServerConfig
-from feedha.admin_server.hub import HubEvent
+from feedha.admin_server.fanout import HubEvent
 from feedha.admin_server.server import AdminServer, issue_key
 from feedha.admin_server.store import Store
 from feedha.proto import admin_pb2, admin_pb2_grpc
