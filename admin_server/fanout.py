@@ -1,22 +1,43 @@
-"""Where the hub's events go: every listener gets each event, in a bounded queue.
+"""Where the hub's events go: every event to each listener, a coalesced mark to the route watches it concerns.
 
-Listeners are route watches (``WatchRoutes``), ``feedctl watch`` streams
-(``WatchEvents``) and the status page's feed. A listener that falls behind
-loses its oldest events (its queue holds :data:`EVENT_QUEUE_SIZE`). A user's
-watches count against ``limits.watches_per_user``.
+Theory of operation
+-------------------
+Two kinds of consumers:
+
+* **Listeners** (``feedctl watch``'s ``WatchEvents``, the status page's feed)
+  want every event: each has a queue of :data:`EVENT_QUEUE_SIZE`, and one
+  that falls behind loses its oldest events.
+* **Route watches** (``WatchRoutes``: one per client per subscription, so
+  hundreds) want the latest routes of one subscription, nothing else. A
+  change can matter only to the watches of the channels it touched (a
+  registry change, a channel's packet key: ``channel_name``), of the
+  subscription it changed (Modify, Cancel, expiry: ``subscription_id``), or
+  to all of them (a policy reload: neither). So a :class:`RouteWatch` is
+  indexed by its subscription and by the channels of its routes (its stream
+  says which, :meth:`Fanout.follow`), and an event *marks* only the watches
+  it concerns: the latest cause kept and a flag set, constant work each.
+  The watch's stream wakes, re-plans once and sends the routes if they
+  changed, however many events marked it meanwhile: a stream whose client
+  reads slowly is behind, finds one mark, and sends the latest routes once,
+  never the ones in between. (Before, every Modify and Cancel told every
+  watch of every user that routes had changed on every channel, and each
+  watch queued every event and re-planned for each, on the event loop.)
+
+A user's watches of both kinds count against ``limits.watches_per_user``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
 from feedha.admin_server.limits import exhausted
 
-__all__ = ["EVENT_QUEUE_SIZE", "Fanout", "HubEvent"]
+__all__ = ["EVENT_QUEUE_SIZE", "Fanout", "HubEvent", "RouteWatch"]
 
 EVENT_QUEUE_SIZE: Final = 1000
 
@@ -27,10 +48,49 @@ class HubEvent:
 
     at: float
     kind: str
-    channel_name: str = ""  # "" with routes_changed: every channel (policy reload)
+    channel_name: str = ""  # "" with routes_changed and no subscription_id: every channel (policy reload)
     adapter_id: str = ""
     detail: str = ""
     routes_changed: bool = False
+    subscription_id: str = ""  # with routes_changed: only this subscription's routes changed
+
+
+class RouteWatch:
+    """One route watch's mark: set by the events that concern it, taken by its stream (see the notes).
+
+    Args:
+        subscription_id: the subscription watched.
+    """
+
+    def __init__(self, subscription_id: str, tally: dict[str, int] | None = None) -> None:
+        self.subscription_id = subscription_id
+        self._tally = {"marks": 0, "wakes": 0} if tally is None else tally  # the fan-out's totals
+        self.channels: frozenset[str] = frozenset()
+        self.cause = ("", "")  # the latest marking event's kind and detail
+        self.marks = 0  # events that marked it
+        self.wakes = 0  # times its stream took the mark (re-planned)
+        self._marked = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return (
+            f"<RouteWatch [{self.subscription_id}, channels={sorted(self.channels)}, "
+            f"marks={self.marks}, wakes={self.wakes}]>"
+        )
+
+    def mark(self, kind: str, detail: str) -> None:
+        """Note a change that may concern the watch (constant work, whatever its stream is doing)."""
+        self.cause = (kind, detail)
+        self.marks += 1
+        self._tally["marks"] += 1
+        self._marked.set()
+
+    async def changed(self) -> tuple[str, str]:
+        """Wait for a mark and take it; the latest marking event's kind and detail."""
+        await self._marked.wait()
+        self._marked.clear()
+        self.wakes += 1
+        self._tally["wakes"] += 1
+        return self.cause
 
 
 class Fanout:
@@ -45,21 +105,77 @@ class Fanout:
         self._watches_per_user, self._refused = watches_per_user, refused
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
         self._watches: dict[str, int] = {}  # open watch streams per user
+        self._by_subscription: dict[str, set[RouteWatch]] = {}
+        self._by_channel: dict[str, set[RouteWatch]] = {}
+        self._route_watches = 0
+        self.tally = {"marks": 0, "wakes": 0}  # route watches marked by events, and woken to re-plan
 
     def __repr__(self) -> str:
-        return f"<Fanout [listeners={len(self._listeners)}]>"
+        return (
+            f"<Fanout [listeners={len(self._listeners)}, route watches={self._route_watches}, "
+            f"marks={self.tally['marks']}, wakes={self.tally['wakes']}]>"
+        )
+
+    def watches_of(self, subscription_id: str) -> list[RouteWatch]:
+        """The route watches of a subscription open now."""
+        return list(self._by_subscription.get(subscription_id, ()))
 
     @property
     def listeners(self) -> int:
-        """Open listeners now."""
-        return len(self._listeners)
+        """Open listeners and route watches now."""
+        return len(self._listeners) + self._route_watches
 
     def publish(self, event: HubEvent) -> None:
-        """Give an event to every listener (a full listener loses its oldest event)."""
+        """Give an event to every listener (a full one drops its oldest); mark the watches it concerns."""
         for queue in self._listeners:
             if queue.full():
                 queue.get_nowait()
             queue.put_nowait(event)
+        if not event.routes_changed:
+            return
+        if event.subscription_id:
+            concerned: Iterable[RouteWatch] = self._by_subscription.get(event.subscription_id, ())
+        elif event.channel_name:
+            concerned = self._by_channel.get(event.channel_name, ())
+        else:
+            concerned = itertools.chain.from_iterable(self._by_subscription.values())
+        for watch in concerned:
+            watch.mark(event.kind, event.adapter_id or event.detail)
+
+    def follow(self, watch: RouteWatch, channels: Iterable[str]) -> None:
+        """The channels whose changes concern ``watch`` from now on (those of its routes)."""
+        now = frozenset(channels)
+        for channel in watch.channels - now:
+            self._drop(self._by_channel, channel, watch)
+        for channel in now - watch.channels:
+            self._by_channel.setdefault(channel, set()).add(watch)
+        watch.channels = now
+
+    @contextlib.asynccontextmanager
+    async def watch_routes(self, user: str, subscription_id: str) -> AsyncIterator[RouteWatch]:
+        """A route watch of ``subscription_id``, marked by the events that concern it while open.
+
+        Raises:
+            ResourceExhaustedError: the user has ``watches_per_user`` watches open already.
+        """
+        with self._counted(user):
+            watch = RouteWatch(subscription_id, self.tally)
+            self._by_subscription.setdefault(subscription_id, set()).add(watch)
+            self._route_watches += 1
+            try:
+                yield watch
+            finally:
+                self._route_watches -= 1
+                self.follow(watch, ())
+                self._drop(self._by_subscription, subscription_id, watch)
+
+    @staticmethod
+    def _drop(index: dict[str, set[RouteWatch]], name: str, watch: RouteWatch) -> None:
+        held = index.get(name)
+        if held is not None:
+            held.discard(watch)
+            if not held:
+                del index[name]
 
     @contextlib.asynccontextmanager
     async def listen(self, user: str | None = None) -> AsyncIterator[asyncio.Queue[HubEvent]]:
@@ -72,23 +188,29 @@ class Fanout:
         Raises:
             ResourceExhaustedError: the user has ``watches_per_user`` watches open already.
         """
-        if user is not None:
-            open_now, limit = self._watches.get(user, 0), self._watches_per_user
-            if open_now >= limit:
-                self._refused("TOO_MANY_WATCHES")
-                raise exhausted(
-                    f"user {user!r} has {open_now} watch streams open; close some first",
-                    limit,
-                    reason="TOO_MANY_WATCHES",
-                )
-            self._watches[user] = open_now + 1
-        queue: asyncio.Queue[HubEvent] = asyncio.Queue(EVENT_QUEUE_SIZE)
-        self._listeners.add(queue)
+        with contextlib.nullcontext() if user is None else self._counted(user):
+            queue: asyncio.Queue[HubEvent] = asyncio.Queue(EVENT_QUEUE_SIZE)
+            self._listeners.add(queue)
+            try:
+                yield queue
+            finally:
+                self._listeners.discard(queue)
+
+    @contextlib.contextmanager
+    def _counted(self, user: str) -> Iterator[None]:
+        # One more watch of the user's while the context is open; refused past the quota.
+        open_now, limit = self._watches.get(user, 0), self._watches_per_user
+        if open_now >= limit:
+            self._refused("TOO_MANY_WATCHES")
+            raise exhausted(
+                f"user {user!r} has {open_now} watch streams open; close some first",
+                limit,
+                reason="TOO_MANY_WATCHES",
+            )
+        self._watches[user] = open_now + 1
         try:
-            yield queue
+            yield
         finally:
-            self._listeners.discard(queue)
-            if user is not None:
-                left = self._watches.pop(user, 1) - 1
-                if left > 0:
-                    self._watches[user] = left
+            left = self._watches.pop(user, 1) - 1
+            if left > 0:
+                self._watches[user] = left

@@ -32,7 +32,7 @@ from feedha.admin_server.errors import (
     PermissionDeniedError,
     PreconditionError,
 )
-from feedha.admin_server.fanout import Fanout, HubEvent
+from feedha.admin_server.fanout import Fanout, HubEvent, RouteWatch
 from feedha.admin_server.limits import exhausted
 from feedha.admin_server.logins import LoginDesk
 from feedha.admin_server.policy import PolicyFile, Principal
@@ -304,7 +304,15 @@ class Hub:
         items = tuple(broker.validate_items(symbols))
         self.store.update_subscription(subscription_id, symbols=items, now=self.clock(), lease=lease)
         self.counters.routes_granted += len(routes)
-        self.publish(HubEvent(at=self.clock(), kind="modify", detail=subscription_id, routes_changed=True))
+        self.publish(
+            HubEvent(
+                at=self.clock(),
+                kind="modify",
+                detail=subscription_id,
+                subscription_id=subscription_id,
+                routes_changed=True,
+            )
+        )
         self.dataplane.grant_now(self.store.find_subscription(subscription_id), routes)
         self.reconcile_access()
         return routes
@@ -313,8 +321,20 @@ class Hub:
         """Delete a subscription."""
         self.owned_subscription(principal, subscription_id)
         self.store.delete_subscription(subscription_id)
-        self.publish(HubEvent(at=self.clock(), kind="cancel", detail=subscription_id, routes_changed=True))
+        self._cancelled(subscription_id, self.clock())
         self.reconcile_access()
+
+    def _cancelled(self, subscription_id: str, now: float) -> None:
+        # Its route watches wake, find it gone and end; nobody else's re-plan.
+        self.publish(
+            HubEvent(
+                at=now,
+                kind="cancel",
+                detail=subscription_id,
+                subscription_id=subscription_id,
+                routes_changed=True,
+            )
+        )
 
     # -- data-plane access
 
@@ -360,7 +380,7 @@ class Hub:
         limits, now = self.config.limits, self.clock()
         gone = self.store.delete_expired_subscriptions(before=now - limits.subscription_grace_s)
         for subscription_id in gone:
-            self.publish(HubEvent(at=now, kind="cancel", detail=subscription_id, routes_changed=True))
+            self._cancelled(subscription_id, now)
         if gone:
             self.counters.expired_subscriptions += len(gone)
             logger.info("deleted %d subscription(s) whose login lapsed", len(gone))
@@ -523,6 +543,12 @@ class Hub:
     def publish(self, event: HubEvent) -> None:
         """Give an event to every listener (see :mod:`admin_server.fanout`)."""
         self.events.publish(event)
+
+    def watch_routes(
+        self, user: str, subscription_id: str
+    ) -> contextlib.AbstractAsyncContextManager[RouteWatch]:
+        """A route watch of a subscription, one of the user's watches (:meth:`Fanout.watch_routes`)."""
+        return self.events.watch_routes(user, subscription_id)
 
     def listen(
         self, user: str | None = None

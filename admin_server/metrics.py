@@ -86,6 +86,12 @@ class AdminMetrics(Collector):
         yield _gauge(
             "feedha_admin_open_watches", "route watches, event watches and status feeds open", hub.listeners
         )
+        yield _by(
+            "feedha_admin_route_watch",
+            "route watches marked by a change that concerns them (marks), and woken to re-plan (wakes)",
+            "what",
+            hub.events.tally,
+        )
         yield _gauge(
             "feedha_admin_status_page_sessions", "status page sessions logged in", self._status_sessions()
         )

@@ -113,7 +113,13 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
     async def WatchRoutes(  # noqa: N802
         self, request: admin_pb2.WatchRoutesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[admin_pb2.WatchRoutesResponse]:
-        """Stream the subscription's routes now and after every change of its lines."""
+        """Stream the subscription's routes now and after every change of its lines.
+
+        The stream waits on a :class:`~admin_server.fanout.RouteWatch`: marked only by
+        the changes of its channels, of its subscription, or of the policy, and
+        re-planned once per wake-up however many changes came meanwhile (a client that
+        reads slowly gets the latest routes once, not every one in between).
+        """
         hub, sub_id = self._hub, request.subscription_id
         try:
             principal = current_principal()
@@ -122,23 +128,16 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
             await abort_with(context, exc)
         async with contextlib.AsyncExitStack() as stack:
             try:
-                events = await stack.enter_async_context(hub.listen(principal.user))
-            except AdminError as exc:  # the user's watch streams are at their quota
-                await abort_with(context, exc)
-            try:
+                watch = await stack.enter_async_context(hub.watch_routes(principal.user, sub_id))
                 routes = hub.routes(principal, record.symbols)
-            except (AdminError, ValueError) as exc:
+            except (AdminError, ValueError) as exc:  # over the user's watch quota; not entitled
                 await abort_with(context, exc)
+            hub.events.follow(watch, (route.channel.name for route in routes))
             yield admin_pb2.WatchRoutesResponse(
                 subscription_id=sub_id, cause=admin_pb2.EVENT_KIND_WATCHING, routes=routes_to_proto(routes)
             )
             while True:
-                event = await events.get()
-                if not event.routes_changed:
-                    continue
-                channels = {route.channel.name for route in routes}
-                if event.channel_name and event.channel_name not in channels:
-                    continue
+                kind, detail = await watch.changed()
                 try:
                     record = hub.store.find_subscription(sub_id)
                 except NotFoundError:
@@ -152,12 +151,13 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                     new_routes = hub.routes(principal, record.symbols)
                 except (AdminError, ValueError) as exc:
                     await abort_with(context, exc)
+                hub.events.follow(watch, (route.channel.name for route in new_routes))
                 if new_routes != routes:
                     routes = new_routes
                     yield admin_pb2.WatchRoutesResponse(
                         subscription_id=sub_id,
-                        cause=convert.event_kind_to_proto(event.kind),
-                        detail=event.adapter_id or event.detail,
+                        cause=convert.event_kind_to_proto(kind),
+                        detail=detail,
                         routes=routes_to_proto(routes),
                     )
 
