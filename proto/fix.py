@@ -41,6 +41,7 @@ from zlib import adler32 as _adler32
 
 from feedha.proto.errors import ProtoError
 from feedha.proto.template import Template
+from feedha.proto.wire import MAX_SOURCE_SEQ
 
 _ADLER_CHUNK: Final = 256  # 256 * 255 + 1 < 65521: the adler32 sum cannot wrap
 
@@ -307,7 +308,8 @@ def find_seq_num(stretch: bytes) -> int | None:
     begins like a message (``8=FIX``).
 
     Returns:
-        The positive number, or ``None`` when there is no usable 34= up front.
+        The positive number (at most :data:`~proto.wire.MAX_SOURCE_SEQ`), or ``None`` when there
+        is no usable 34= up front.
     """
     if not stretch.startswith(_BEGIN):
         return None
@@ -321,7 +323,7 @@ def find_seq_num(stretch: bytes) -> int | None:
     if not digits.isdigit() or len(digits) > _MAX_SEQ_DIGITS:
         return None
     number = int(digits)
-    return number if number > 0 else None
+    return number if 0 < number <= MAX_SOURCE_SEQ else None
 
 
 def replace_field(message: bytes, tag: int, value: bytes) -> bytes:
@@ -383,10 +385,18 @@ def decode_sequence_reset(body: bytes) -> tuple[int, int] | None:
     if not body.startswith(b"35=4\x01"):
         return None
     values = dict(parse_fields(body))
-    try:
-        source_seq, new_seq = int(values[34]), int(values[TAG_NEW_SEQ_NO])
-    except (KeyError, ValueError) as exc:
-        raise FixError("field", "SequenceReset needs 34= and 36= as integers") from exc
-    if source_seq <= 0 or new_seq <= 0:
-        raise FixError("field", f"SequenceReset 34={source_seq} 36={new_seq} must be positive")
+    source_seq, new_seq = _position(values.get(34), 34), _position(values.get(TAG_NEW_SEQ_NO), TAG_NEW_SEQ_NO)
     return source_seq, new_seq
+
+
+def _position(raw: bytes | None, tag: int) -> int:
+    # A source position as 34= carries it: plain digits, no sign and no leading zero, at most
+    # MAX_SOURCE_SEQ (a reset to 10**30 once moved the numbering past what a run can take).
+    if raw is None or not raw.isdigit() or raw[:1] == b"0" or len(raw) > _MAX_SEQ_DIGITS:
+        raise FixError(
+            "field", f"SequenceReset needs {tag}= as a positive integer, got {(raw or b'')[:24]!r}"
+        )
+    number = int(raw)
+    if number > MAX_SOURCE_SEQ:
+        raise FixError("field", f"SequenceReset {tag}={number} is past the highest position {MAX_SOURCE_SEQ}")
+    return number

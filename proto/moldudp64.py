@@ -49,7 +49,7 @@ __all__ = [
 
 HEADER: Final = struct.Struct(">10sQH")
 END_OF_SESSION: Final = 0xFFFF
-MAX_SEQUENCE: Final = (1 << 63) - 1  # the highest source position a record carries
+_MAX_RECORD_SEQ: Final = (1 << 64) - 1  # what a record's u64 holds: a message numbered past it says so
 MAX_PACKET_BYTES: Final = 65_527  # what one UDP datagram carries (and a MoldUDP64 packet with it)
 _LEN: Final = struct.Struct(">H")
 _RECORD_LEN: Final = struct.Struct(">I")
@@ -138,14 +138,14 @@ def decode_packet(data: bytes) -> Packet:
 def records_of(packet: Packet) -> bytes:
     """The record frame of a packet's messages (see the module docstring).
 
-    Messages numbered past 2**63 - 1 (a hostile sequence number) are left out: no
-    source position is that high.
+    A message numbered past ``proto.wire.MAX_SOURCE_SEQ`` (a hostile sequence number)
+    keeps its record, its number capped at 2**64 - 1 where the u64 ends: the parser
+    quarantines it (``bad_seq``), so every message of a packet is accounted for.
     """
     parts: list[bytes] = []
     for index, message in enumerate(packet.messages):
-        if packet.sequence + index > MAX_SEQUENCE:
-            break
-        parts.append(_RECORD_HEAD.pack(SEQ_BYTES + len(message), packet.sequence + index))
+        seq = min(packet.sequence + index, _MAX_RECORD_SEQ)
+        parts.append(_RECORD_HEAD.pack(SEQ_BYTES + len(message), seq))
         parts.append(message)
     return b"".join(parts)
 

@@ -83,6 +83,10 @@ BLOCK_OVERHEAD: Final = BLOCK_HEADER.size  # 12
 BLOCK_LENGTH_COVERS: Final = BLOCK_OVERHEAD - 2
 MAX_PAYLOAD: Final = 0xFFFF - BLOCK_LENGTH_COVERS
 MAX_COUNT: Final = 0xFFFF
+# The highest source position (source_seq) of any input format: the position after it is an
+# int64 too, which the conversion's runs take as the next one expected. A message numbered
+# higher is quarantined (bad_seq); docs/robustness.md.
+MAX_SOURCE_SEQ: Final = (1 << 63) - 2
 
 # Default packet budget: well under the 64 KiB a PGM APDU or a TCP frame allows,
 # big enough to carry ~80 typical market updates.

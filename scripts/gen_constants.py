@@ -80,6 +80,7 @@ def _conversion() -> list[Define]:
         constant(wire, "BLOCK_OVERHEAD"),
         constant(wire, "BLOCK_LENGTH_COVERS"),
         constant(wire, "MAX_PAYLOAD"),
+        constant(wire, "MAX_SOURCE_SEQ"),
         Define("ENV_FIXED", len(spec.ENV_INPUTS), f"{_path(spec)} len(ENV_INPUTS)"),
         constant(spec, "MAX_EXTRAS"),
         *members("OP", spec.Op, spec),

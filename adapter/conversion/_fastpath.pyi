@@ -7,6 +7,7 @@ from typing import Any, Final
 BLOCK_OVERHEAD: Final[int]
 BLOCK_LENGTH_COVERS: Final[int]
 MAX_PAYLOAD: Final[int]
+MAX_SOURCE_SEQ: Final[int]
 ENV_FIXED: Final[int]
 MAX_EXTRAS: Final[int]
 OP_ADD: Final[int]

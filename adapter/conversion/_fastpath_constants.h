@@ -10,6 +10,7 @@
 #define BLOCK_OVERHEAD      12 /* proto/wire.py BLOCK_OVERHEAD */
 #define BLOCK_LENGTH_COVERS 10 /* proto/wire.py BLOCK_LENGTH_COVERS */
 #define MAX_PAYLOAD         65525 /* proto/wire.py MAX_PAYLOAD */
+#define MAX_SOURCE_SEQ      9223372036854775806 /* proto/wire.py MAX_SOURCE_SEQ */
 #define ENV_FIXED           5 /* adapter/conversion/_fastpath_spec.py len(ENV_INPUTS) */
 #define MAX_EXTRAS          16 /* adapter/conversion/_fastpath_spec.py MAX_EXTRAS */
 #define OP_ADD              0 /* adapter/conversion/_fastpath_spec.py Op.ADD */
@@ -34,6 +35,7 @@ static int fh_add_constants(PyObject *module) {
     if (PyModule_AddIntConstant(module, "BLOCK_OVERHEAD", BLOCK_OVERHEAD) < 0) return -1;
     if (PyModule_AddIntConstant(module, "BLOCK_LENGTH_COVERS", BLOCK_LENGTH_COVERS) < 0) return -1;
     if (PyModule_AddIntConstant(module, "MAX_PAYLOAD", MAX_PAYLOAD) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "MAX_SOURCE_SEQ", MAX_SOURCE_SEQ) < 0) return -1;
     if (PyModule_AddIntConstant(module, "ENV_FIXED", ENV_FIXED) < 0) return -1;
     if (PyModule_AddIntConstant(module, "MAX_EXTRAS", MAX_EXTRAS) < 0) return -1;
     if (PyModule_AddIntConstant(module, "OP_ADD", OP_ADD) < 0) return -1;

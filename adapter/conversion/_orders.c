@@ -1228,7 +1228,7 @@ static int itch_take(const uint8_t *body, size_t len, ItchMsg *m) {
     case 'U': want = 35; break;
     default: return -1;
     }
-    if (m->seq == 0 || len - 8 != want) return -1;
+    if (m->seq == 0 || m->seq > MAX_SOURCE_SEQ || len - 8 != want) return -1; /* bad_seq: the Python path */
     const uint8_t *p = body + 8, *f = p + 11; /* type, locate, tracking, 6-byte timestamp, then the fields */
     m->ns = (int64_t)rd_be(p + 5, 6);
     m->ref = rd_be(f, 8);
@@ -1764,7 +1764,7 @@ static int mbo_messages(MboRunObject *self, MboCtx *c, const uint8_t *buf, Py_ss
         memset(&s, 0, sizeof s);
         if (itch_take(buf + *pos + 4, length, &s.m) < 0) return STOP_SLOW;
         if (c->expect_seq && (long long)s.m.seq != c->expect_seq) return STOP_SLOW;
-        if (c->stop_seq && (s.m.seq > (uint64_t)LLONG_MAX || (long long)s.m.seq >= c->stop_seq)) return STOP_SLOW;
+        if (c->stop_seq && (long long)s.m.seq >= c->stop_seq) return STOP_SLOW; /* seq <= MAX_SOURCE_SEQ */
         int rc = mbo_message(self, c, &s);
         if (rc != 0) return rc;
         if (buf_reserve(&c->digests, 8) < 0) return -1;

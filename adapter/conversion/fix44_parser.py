@@ -30,6 +30,7 @@ from typing import Any, Final
 from feedha.adapter.conversion.fix44_dictionary import TYPE_CHECKS, Dictionary, MessageSpec
 from feedha.adapter.conversion.messages import BookEntry, SourceMessage, SymbolEntries
 from feedha.adapter.errors import ConversionError
+from feedha.proto.wire import MAX_SOURCE_SEQ
 
 __all__ = ["FIX44_REASONS", "SKIPPED", "Fix44Converter"]
 
@@ -39,7 +40,7 @@ FIX44_REASONS: Final = frozenset(
         SKIPPED,
         "bad_field",  # a field without "=" or a tag that is not a number
         "missing_seq",
-        "bad_seq",
+        "bad_seq",  # 34= not a positive integer, or past MAX_SOURCE_SEQ
         "missing_field",  # a required tag is absent (named in the detail)
         "bad_value",  # a value of the wrong type or outside its enum (named in the detail)
         "duplicate_tag",
@@ -150,8 +151,11 @@ class Fix44Converter:
             if tag not in fields:
                 raise ConversionError("missing_field", f"no {tag}= ({self.dictionary.fields[tag].name})")
         for tag in fields:
-            self._value(fields, tag)
-        return int(raw_seq)
+            self._value(fields, tag)  # 34= is a seqnum of at most 19 digits
+        source_seq = int(raw_seq)
+        if source_seq > MAX_SOURCE_SEQ:
+            raise ConversionError("bad_seq", f"34={source_seq} is past {MAX_SOURCE_SEQ}")
+        return source_seq
 
     def _value(self, fields: Fields, tag: int) -> Any:
         spec = self.dictionary.fields[tag]

@@ -37,6 +37,7 @@ from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
 from feedha.proto import moldudp64
+from feedha.proto.wire import MAX_SOURCE_SEQ
 
 __all__ = ["Itch50Engine"]
 
@@ -97,10 +98,12 @@ class Itch50Engine(ReferenceEngine):
 
     @staticmethod
     def peek_seq(body: bytes, *, tag: int = 0) -> int:
-        """A record's sequence number (raises ``ConversionError`` when it has none)."""
+        """A record's sequence number (raises ``ConversionError`` when it has none or is too high)."""
         seq = moldudp64.record_seq(body)
         if seq <= 0:
             raise ConversionError("missing_seq", "a record without a sequence number")
+        if seq > MAX_SOURCE_SEQ:
+            raise ConversionError("bad_seq", f"sequence number {seq} is past {MAX_SOURCE_SEQ}")
         return seq
 
     # ---- converting ---------------------------------------------------------------------------

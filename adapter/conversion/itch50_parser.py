@@ -27,6 +27,7 @@ from typing import Final
 
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.errors import ConversionError
+from feedha.proto.wire import MAX_SOURCE_SEQ
 
 __all__ = ["ITCH_REASONS", "LENGTHS", "SKIPPED", "ItchMessage", "parse_itch"]
 
@@ -41,6 +42,7 @@ ITCH_REASONS: Final = frozenset(
         "duplicate_order",  # an add of a reference already live
         "bad_shares",  # more shares executed or cancelled than the order has
         "missing_seq",
+        "bad_seq",  # a sequence number past MAX_SOURCE_SEQ
     }
 )
 
@@ -105,6 +107,8 @@ def parse_itch(body: bytes) -> ItchMessage:
     (source_seq,) = _SEQ.unpack_from(body)
     if source_seq <= 0:
         raise ConversionError("missing_seq", "sequence number 0")
+    if source_seq > MAX_SOURCE_SEQ:
+        raise ConversionError("bad_seq", f"sequence number {source_seq} is past {MAX_SOURCE_SEQ}")
     kind = body[8:9]
     length = LENGTHS.get(kind)
     size = len(body) - _SEQ.size

@@ -20,6 +20,7 @@ from feedha.adapter.conversion.messages import SourceMessage, SourceUpdateEntry,
 from feedha.adapter.conversion.table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
 from feedha.adapter.errors import ConversionError
 from feedha.proto import market_pb2
+from feedha.proto.wire import MAX_SOURCE_SEQ
 
 __all__ = ["REASONS", "Converter", "peek_source_seq"]
 
@@ -28,7 +29,7 @@ REASONS: Final = frozenset(
         "bad_field",  # a field without "="
         "wrong_msg_type",  # 35= missing or not the table's message type
         "missing_seq",
-        "bad_seq",  # 34= not a positive integer
+        "bad_seq",  # 34= not a positive integer, or past MAX_SOURCE_SEQ
         "missing_symbol",
         "bad_symbol",
         "missing_event_time",
@@ -48,6 +49,8 @@ _TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
 _BID: Final = market_pb2.ENTRY_TYPE_BID
 _ASK: Final = market_pb2.ENTRY_TYPE_ASK
 _SEQ_TAG_DEFAULT: Final = 34
+_MAX_SEQ_DIGITS: Final = len(str(MAX_SOURCE_SEQ))
+_MAX_COUNT_DIGITS: Final = 9  # no message holds a billion entries: a longer count cannot match
 _SEQ_KEYS: dict[int, tuple[bytes, bytes]] = {}
 
 
@@ -78,7 +81,8 @@ def peek_source_seq(body: bytes, *, tag: int = _SEQ_TAG_DEFAULT) -> int:
         start = found + len(inner_key)
     end = body.find(_SOH, start)
     raw = body[start:] if end < 0 else body[start:end]
-    if not raw.isdigit() or raw[0] == 0x30:  # no sign, no leading zero, no "0"
+    # No sign, no leading zero, no "0"; the length is checked before int() reads the digits.
+    if not raw.isdigit() or raw[0] == 0x30 or len(raw) > _MAX_SEQ_DIGITS or int(raw) > MAX_SOURCE_SEQ:
         raise ConversionError("bad_seq", f"{tag}={raw[:24]!r}")
     return int(raw)
 
@@ -177,7 +181,7 @@ class Converter:
         if time_scale is not None:
             event_time_ns *= time_scale
         count_raw = header[self._count_tag]
-        if source_seq <= 0 or not count_raw.isdigit() or int(count_raw) != len(groups):
+        if not 0 < source_seq <= MAX_SOURCE_SEQ or _entry_count(count_raw) != len(groups):
             raise ValueError("seq or count")
         types = self._types
         type_tag = self._type_tag
@@ -215,19 +219,20 @@ class Converter:
         if msg_type != self._msg_type:
             raise ConversionError("wrong_msg_type", f"35={msg_type!r}, expected {self._msg_type!r}")
         source_seq = _convert_field(self._seq, header, "missing_seq", "bad_seq")
-        if source_seq <= 0:
-            raise ConversionError("bad_seq", f"source_seq {source_seq} must be positive")
+        if not 0 < source_seq <= MAX_SOURCE_SEQ:
+            raise ConversionError("bad_seq", f"source_seq {source_seq} must be from 1 to {MAX_SOURCE_SEQ}")
         symbol = _convert_field(self._symbol, header, "missing_symbol", "bad_symbol")
         event_time_ns = _convert_field(self._event_time, header, "missing_event_time", "bad_event_time")
         count_raw = header.get(self._count_tag)
         if count_raw is None:
             raise ConversionError("missing_entry_count", f"no {self._count_tag.decode()}= field")
-        if not count_raw.isdigit():
+        count = _entry_count(count_raw)
+        if count is None:
             raise ConversionError("bad_entry_count", f"{self._count_tag.decode()}={count_raw[:24]!r}")
-        if int(count_raw) != len(groups):
+        if count != len(groups):
             raise ConversionError(
                 "entry_count_mismatch",
-                f"{self._count_tag.decode()}={int(count_raw)} but {len(groups)} entries",
+                f"{self._count_tag.decode()}={count_raw[:24].decode()} but {len(groups)} entries",
             )
         entries = tuple(self._entry(group) for group in groups)
         extra = self._extras(entries) if self._extra else ()
@@ -303,3 +308,11 @@ def _convert_field(
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConversionError(bad, f"{tag.decode()}={raw[:24]!r} ({target}): {exc}") from exc
     return value if scale is None else value * scale
+
+
+def _entry_count(raw: bytes) -> int | None:
+    """A count field's value: ``None`` when it is not digits, -1 when it has too many to match."""
+    if not raw.isdigit():
+        return None
+    digits = raw.lstrip(b"0")
+    return -1 if len(digits) > _MAX_COUNT_DIGITS else int(digits or b"0")

@@ -15,6 +15,7 @@ from feedha.adapter.conversion.order_table import ORDER_RECORD
 from feedha.adapter.errors import ConfigError, ConversionError
 from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import market_pb2, moldudp64
+from feedha.proto.wire import MAX_SOURCE_SEQ
 from tests.itch50_feed import convert, packets, shown
 from tests.itch50_reference import ItchReference
 
@@ -243,12 +244,24 @@ def _orders(state: MboState) -> set[tuple[int, str, int, int, int]]:
 
 
 def test_a_hostile_sequence_number_never_breaks_the_frame() -> None:
+    # Past MAX_SOURCE_SEQ (2**63 - 2) no position is that high: each such message keeps its
+    # record (the number capped where the u64 ends) and is quarantined, bad_seq.
     engine = Itch50Engine()
     packet = moldudp64.encode_packet("S", (1 << 64) - 2, [delete(1), delete(2), delete(3)])
-    assert engine.source_frame(packet) == b""  # past 2**63 - 1: no position that high
-    packet = moldudp64.encode_packet("S", (1 << 63) - 1, [delete(1), delete(2)])
+    bodies, bad = moldudp64.split_records(engine.source_frame(packet))
+    assert (
+        bad == 0 and [moldudp64.record_seq(body) for body in bodies] == [(1 << 64) - 2] + [(1 << 64) - 1] * 2
+    )
+    packet = moldudp64.encode_packet("S", MAX_SOURCE_SEQ, [delete(1), delete(2)])
     bodies, _bad = moldudp64.split_records(engine.source_frame(packet))
-    assert [moldudp64.record_seq(body) for body in bodies] == [(1 << 63) - 1]
+    assert [moldudp64.record_seq(body) for body in bodies] == [MAX_SOURCE_SEQ, MAX_SOURCE_SEQ + 1]
+    with pytest.raises(ConversionError) as caught:
+        engine.parse(bodies[1])
+    assert caught.value.reason == "bad_seq"
+    with pytest.raises(ConversionError) as caught:
+        engine.peek_seq(bodies[1])
+    assert caught.value.reason == "bad_seq"
+    assert engine.peek_seq(bodies[0]) == MAX_SOURCE_SEQ
 
 
 def test_a_flood_of_adds_and_of_new_symbols_stops_at_the_limits_and_changes_nothing() -> None:
