@@ -13,7 +13,7 @@ is recorded.
 
 An address is never locked out: many clients share one (a NAT, a proxy,
 a host), and one broken or hostile client there must not keep the others
-from logging in. So an :class:`AddressLimiter` only *rate-limits*, and only
+from logging in. So a :class:`TokenBuckets` only *rate-limits* addresses, and only
 by failures: every failed login from an address takes a token from its
 bucket (:data:`ADDRESS_BURST` tokens, :data:`ADDRESS_RATE_PER_S` a second),
 and when it is empty the attempts that have no budget of their own -- an
@@ -166,53 +166,53 @@ class LoginBackoff:
 
 
 @dataclass(slots=True, kw_only=True)
-class AddressLimiter:
-    """A token bucket per client address for the attempts that may cost work (see the module notes).
+class TokenBuckets:
+    """A token bucket per name: a client address for logins (see the module notes), a user elsewhere.
 
     Attributes:
         rate_per_s: tokens added a second.
-        burst: tokens an address holds at most (and starts with).
+        burst: tokens a name holds at most (and starts with).
     """
 
     rate_per_s: float = ADDRESS_RATE_PER_S
     burst: float = ADDRESS_BURST
-    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # address -> (tokens, at)
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (tokens, at)
 
     def __repr__(self) -> str:
-        return f"<AddressLimiter [addresses={len(self._buckets)}]>"
+        return f"<TokenBuckets [names={len(self._buckets)}]>"
 
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def _tokens(self, address: str, now: float) -> float:
-        tokens, at = self._buckets.get(address, (self.burst, now))
+    def _tokens(self, name: str, now: float) -> float:
+        tokens, at = self._buckets.get(name, (self.burst, now))
         return min(self.burst, tokens + max(0.0, now - at) * self.rate_per_s)
 
-    def retry_after(self, address: str, *, now: float) -> float:
-        """Seconds until ``address`` has a token again (0: it has one now)."""
-        tokens = self._tokens(address, now)
+    def retry_after(self, name: str, *, now: float) -> float:
+        """Seconds until ``name`` has a token again (0: it has one now)."""
+        tokens = self._tokens(name, now)
         return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate_per_s
 
-    def take(self, address: str, *, now: float) -> float:
+    def take(self, name: str, *, now: float) -> float:
         """Take a token if there is one (returns 0); else the wait, and nothing taken."""
-        tokens = self._tokens(address, now)
+        tokens = self._tokens(name, now)
         if tokens < 1.0:
             return (1.0 - tokens) / self.rate_per_s
-        self._store(address, tokens - 1.0, now)
+        self._store(name, tokens - 1.0, now)
         return 0.0
 
-    def charge(self, address: str, *, now: float) -> None:
+    def charge(self, name: str, *, now: float) -> None:
         """Take a token, or what is left of one (a failure that was not reserved)."""
-        self._store(address, max(0.0, self._tokens(address, now) - 1.0), now)
+        self._store(name, max(0.0, self._tokens(name, now) - 1.0), now)
 
-    def _store(self, address: str, tokens: float, now: float) -> None:
-        if address not in self._buckets and len(self._buckets) >= MAX_NAMES:
-            # Bound memory: an address whose bucket refilled is the same as a forgotten one.
-            for name in [a for a in self._buckets if self._tokens(a, now) >= self.burst]:
-                del self._buckets[name]
+    def _store(self, name: str, tokens: float, now: float) -> None:
+        if name not in self._buckets and len(self._buckets) >= MAX_NAMES:
+            # Bound memory: a name whose bucket refilled is the same as a forgotten one.
+            for known in [n for n in self._buckets if self._tokens(n, now) >= self.burst]:
+                del self._buckets[known]
             while len(self._buckets) >= MAX_NAMES:
                 del self._buckets[next(iter(self._buckets))]
-        self._buckets[address] = (tokens, now)
+        self._buckets[name] = (tokens, now)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -225,7 +225,7 @@ class LoginThrottle:
     """
 
     by_key: LoginBackoff = field(default_factory=LoginBackoff)
-    by_address: AddressLimiter = field(default_factory=AddressLimiter)
+    by_address: TokenBuckets = field(default_factory=TokenBuckets)
 
     def __repr__(self) -> str:
         return f"<LoginThrottle [keys={len(self.by_key._records)}, addresses={len(self.by_address)}]>"

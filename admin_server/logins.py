@@ -13,7 +13,7 @@ costing more than a bounded amount, or from keeping anyone else out:
    backoff lapses.
 2. An existing key is held to its own backoff alone; an unknown key id takes
    a token of its address's bucket, which failures empty
-   (:class:`~admin_server.backoff.AddressLimiter`); an empty bucket refuses
+   (:class:`~admin_server.backoff.TokenBuckets`); an empty bucket refuses
    unknown key ids at once. A neighbour behind the same NAT who makes the
    address fail cannot keep anyone's key out.
 3. At most ``login_hashes`` hashes run at once and ``login_queue`` wait

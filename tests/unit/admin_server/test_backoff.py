@@ -9,8 +9,8 @@ from feedha.admin_server.backoff import (
     ADDRESS_RATE_PER_S,
     FREE_FAILURES,
     MAX_NAMES,
-    AddressLimiter,
     LoginThrottle,
+    TokenBuckets,
     peer_address,
 )
 from feedha.admin_server.store import MAX_LOGIN_AUDIT_ROWS, Store
@@ -76,7 +76,7 @@ def test_failures_of_existing_keys_empty_the_address_for_unknown_ids() -> None:
 
 
 def test_reserved_attempts_are_not_charged_twice_and_the_table_is_bounded() -> None:
-    limiter = AddressLimiter(burst=2, rate_per_s=1.0)
+    limiter = TokenBuckets(burst=2, rate_per_s=1.0)
     assert limiter.take("a", now=0.0) == 0.0
     assert limiter.retry_after("a", now=0.0) == 0.0
     limiter.charge("a", now=0.0)
