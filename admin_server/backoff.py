@@ -201,9 +201,16 @@ class TokenBuckets:
         self._store(name, tokens - 1.0, now)
         return 0.0
 
-    def charge(self, name: str, *, now: float) -> None:
-        """Take a token, or what is left of one (a failure that was not reserved)."""
-        self._store(name, max(0.0, self._tokens(name, now) - 1.0), now)
+    def charge(self, name: str, *, now: float, amount: float = 1.0, floor: float = 0.0) -> None:
+        """Take ``amount`` tokens, or what is left down to ``floor`` (below 0: a debt that refills first).
+
+        Args:
+            name: whose bucket.
+            now: seconds.
+            amount: the tokens to take (a failure that was not reserved: one).
+            floor: the least the bucket may be left with.
+        """
+        self._store(name, max(floor, self._tokens(name, now) - amount), now)
 
     def _store(self, name: str, tokens: float, now: float) -> None:
         if name not in self._buckets and len(self._buckets) >= MAX_NAMES:

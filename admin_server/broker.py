@@ -50,6 +50,7 @@ from feedha.proto.seal import SealKey
 
 MAX_ITEMS: Final = 1000
 MAX_ITEM_LENGTH: Final = 64
+MAX_PATTERNS: Final = 16  # items with wildcards in one request: each costs up to three glob checks
 _WILDCARDS: Final = frozenset("*?[")
 _MODE_NAMES: Final = {Mode.REALTIME: "real-time", Mode.DELAYED: "delayed", Mode.CONFLATED: "conflated"}
 
@@ -94,8 +95,9 @@ def validate_items(items: Sequence[str]) -> list[str]:
     """Check requested symbols/patterns and drop duplicates (keeping order).
 
     Raises:
-        InvalidArgumentError: empty request, too many items, or an item that is empty,
-            too long or holds whitespace (a ``ValueError``; the field named).
+        InvalidArgumentError: empty request, too many items or patterns (``TOO_MANY_PATTERNS``,
+            the limit in the metadata), or an item that is empty, too long or holds whitespace
+            (a ``ValueError``; the field named).
     """
     if not items:
         raise _invalid("symbols", "SYMBOLS_EMPTY", "symbols must not be empty")
@@ -106,6 +108,18 @@ def validate_items(items: Sequence[str]) -> list[str]:
         if not item or len(item) > MAX_ITEM_LENGTH or any(c.isspace() for c in item):
             raise _invalid(f"symbols[{index}]", "SYMBOL_INVALID", f"invalid symbol or pattern: {item[:64]!r}")
         seen.setdefault(item, None)
+    patterns = sum(globs.has_wildcards(item) for item in seen)
+    if patterns > MAX_PATTERNS:
+        message = (
+            f"too many patterns in one request: {patterns} > {MAX_PATTERNS}; ask for symbols, or for "
+            f"fewer, wider patterns (limit {MAX_PATTERNS})"
+        )
+        raise InvalidArgumentError(
+            message,
+            reason="TOO_MANY_PATTERNS",
+            metadata={"limit": str(MAX_PATTERNS)},
+            violations=[FieldViolation("symbols", "TOO_MANY_PATTERNS", message)],
+        )
     return list(seen)
 
 

@@ -187,6 +187,25 @@ class ResourceExhaustedError(AdminError):
     reason = "RESOURCE_EXHAUSTED"
 
 
+class RateLimitedError(ResourceExhaustedError):
+    """Over a rate: retrying after ``retry_after_s`` helps (RESOURCE_EXHAUSTED, with a RetryInfo).
+
+    Attributes:
+        retry_after_s: how long to wait before trying again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_s: float,
+        reason: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message, reason=reason, metadata=metadata)
+
+
 class NotImplementedYetError(AdminError):
     """A call the API declares but the server does not do yet (UNIMPLEMENTED)."""
 

@@ -28,28 +28,90 @@ any rest), are pruned. The state space is finite, so the walk ends; its work
 (NFA position moves) is capped at :data:`MAX_STEPS`, because the walk runs on
 the server's event loop, and a request that reaches the cap is refused with
 :class:`~admin_server.errors.PatternError`: refusing never admits anything, so
-the check stays sound. Pure.
+the check stays sound.
+
+A request may carry many patterns, each checked up to three times (once per
+mode), so one request's checks together share a budget as well
+(:func:`step_budget`, :data:`MAX_REQUEST_STEPS`, opened by the hub around each
+plan): a request that spends it is refused (``PATTERNS_TOO_COMPLEX``, not
+cached: it says nothing about any one pattern), and the steps it spent are
+reported so that the hub can charge them to the user's request rate. An
+answer taken from the cache costs nothing. Pure (the budget is a context
+variable of the caller's).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import fnmatch
 import functools
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from feedha.admin_server.errors import PatternError
+from feedha.admin_server.errors import FieldViolation, PatternError
 
-__all__ = ["MAX_PATTERN_LENGTH", "MAX_STEPS", "has_wildcards", "is_covered", "matches", "uncovered_example"]
+__all__ = [
+    "MAX_PATTERN_LENGTH",
+    "MAX_REQUEST_STEPS",
+    "MAX_STEPS",
+    "StepBudget",
+    "has_wildcards",
+    "is_covered",
+    "matches",
+    "step_budget",
+    "uncovered_example",
+]
 
 MAX_PATTERN_LENGTH: Final = 64  # requested patterns only (grants come from the operator's policy)
 MAX_STEPS: Final = 60_000  # NFA position moves before a request is refused as too complex (~0.1 s)
+MAX_REQUEST_STEPS: Final = MAX_STEPS  # the moves of one request's checks together (every pattern, every mode)
 _CACHE_SIZE: Final = 4096
 _MAX_CODE_POINT: Final = 0x10FFFF
+
+
+@dataclass(slots=True)
+class StepBudget:
+    """What one request's pattern checks may spend (``limit``) and did spend (``spent``), in NFA moves."""
+
+    limit: int = MAX_REQUEST_STEPS
+    spent: int = 0
+
+
+_budget: contextvars.ContextVar[StepBudget | None] = contextvars.ContextVar(
+    "feedha_glob_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def step_budget(limit: int = MAX_REQUEST_STEPS) -> Iterator[StepBudget]:
+    """Checks made inside share one budget of ``limit`` moves (see the module notes).
+
+    Inside another one, the outer budget is shared (and yielded).
+
+    Yields:
+        The budget: its ``spent`` says what the checks cost, cache hits free.
+    """
+    outer = _budget.get()
+    if outer is not None:
+        yield outer
+        return
+    budget = StepBudget(limit)
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+
+
+class _RequestSpent(PatternError):
+    """The request's budget ran out (about the request, not the pattern: never cached)."""
+
+    reason = "PATTERNS_TOO_COMPLEX"
 
 
 class _Kind(enum.Enum):
@@ -187,6 +249,8 @@ def _decide(requested: str, grants: tuple[str, ...]) -> bool | PatternError:
     # Refusals are cached too: the access reconciliation asks again every half second.
     try:
         return _is_covered(requested, grants)
+    except _RequestSpent:
+        raise
     except PatternError as exc:
         return exc
 
@@ -210,6 +274,8 @@ def uncovered_example(requested: str, grants: Sequence[str]) -> str | None:
 def _example(requested: str, grants: tuple[str, ...]) -> str | None | PatternError:
     try:
         return _uncovered(requested, grants)
+    except _RequestSpent:
+        raise
     except PatternError as exc:
         return exc
 
@@ -234,6 +300,45 @@ def _uncovered(requested: str, grants: tuple[str, ...]) -> str | None:
 
 
 def _search(request: Pattern, grants: list[Pattern], requested: str) -> str | None:
+    budget = _budget.get()
+    cap = MAX_STEPS if budget is None else min(MAX_STEPS, budget.limit - budget.spent)
+    try:
+        found, steps = _walk(request, grants, cap)
+    except _Spent as spent:
+        if budget is None:
+            raise PatternError(_too_complex(requested)) from None
+        budget.spent += spent.steps
+        if cap == MAX_STEPS:  # this pattern's own cap: an answer about the pattern (cached)
+            raise PatternError(_too_complex(requested)) from None
+        message = (
+            f"the patterns of this request take more than {budget.limit} steps to check against "
+            f"your grants; ask for fewer or simpler patterns, or for symbols (limit {budget.limit})"
+        )
+        raise _RequestSpent(
+            message,
+            metadata={"limit": str(budget.limit)},
+            violations=[FieldViolation("symbols", _RequestSpent.reason, message)],
+        ) from None
+    if budget is not None:
+        budget.spent += steps
+    return found
+
+
+def _too_complex(requested: str) -> str:
+    return (
+        f"pattern {requested!r} is too complex to check against your grants; "
+        "ask for simpler patterns or for symbols"
+    )
+
+
+class _Spent(Exception):
+    def __init__(self, steps: int) -> None:
+        super().__init__(steps)
+        self.steps = steps
+
+
+def _walk(request: Pattern, grants: list[Pattern], cap: int) -> tuple[str | None, int]:
+    # The breadth-first walk (module notes): a symbol only the request matches, and the moves it took.
     alphabet = _representatives([request, *grants])
     start = (_closure(request, {0}), _grant_closure(grants, [(g, 0) for g in range(len(grants))]))
     seen = {start}
@@ -244,20 +349,17 @@ def _search(request: Pattern, grants: list[Pattern], requested: str) -> str | No
         state = queue.popleft()
         mine, theirs = state
         if len(request) in mine and not any(pos == len(grants[g]) for g, pos in theirs):
-            return _path(parents, state)  # a symbol the request matches and no grant does
+            return _path(parents, state), steps  # a symbol the request matches and no grant does
         steps += (len(mine) + len(theirs)) * len(alphabet)
-        if steps > MAX_STEPS:
-            raise PatternError(
-                f"pattern {requested!r} is too complex to check against your grants; "
-                "ask for simpler patterns or for symbols"
-            )
+        if steps > cap:
+            raise _Spent(steps)
         for char in alphabet:
             after = (_step(request, mine, char), _grant_step(grants, theirs, char))
             if after[0] and not _is_universal(grants, after[1]) and after not in seen:
                 seen.add(after)
                 parents[after] = (state, char)
                 queue.append(after)
-    return None
+    return None, steps
 
 
 _State = tuple[frozenset[int], frozenset[tuple[int, int]]]

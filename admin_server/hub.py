@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from feedha.admin_server import access, broker, keyfile, sealing, tokens
+from feedha.admin_server import access, broker, globs, keyfile, sealing, tokens
 from feedha.admin_server.access_keeper import AccessKeeper, lease_holds
 from feedha.admin_server.config import ServerConfig
 from feedha.admin_server.dataplane import DataPlane
@@ -31,12 +31,14 @@ from feedha.admin_server.errors import (
     NotFoundError,
     PermissionDeniedError,
     PreconditionError,
+    RateLimitedError,
 )
 from feedha.admin_server.fanout import Fanout, HubEvent, RouteWatch
 from feedha.admin_server.limits import exhausted
 from feedha.admin_server.logins import LoginDesk
 from feedha.admin_server.policy import PolicyFile, Principal
 from feedha.admin_server.purging import PurgeDesk
+from feedha.admin_server.rates import RequestRates
 from feedha.admin_server.registry import Directive, Registry, RegistryEvent
 from feedha.admin_server.store import Lease, Store, SubscriptionRecord
 from feedha.proto.registry import AdapterRegistration, AdapterStatus, is_curve_key
@@ -118,6 +120,7 @@ class Hub:
         self._sessions: dict[str, AdapterSession] = {}
         self.seals = sealing.SealRings()
         self.purges = PurgeDesk(self)
+        self.rates = RequestRates(rate_per_s=config.limits.requests_per_s, burst=config.limits.request_burst)
         self.dataplane = DataPlane(self, on_seal=self._sealed)
         # The access passes read the subscriptions with a connection of their own, on their thread.
         self._reader = None if str(config.database) == ":memory:" else Store(config.database, readonly=True)
@@ -197,7 +200,14 @@ class Hub:
     # -- brokering
 
     def routes(self, principal: Principal, symbols: Sequence[str]) -> list[broker.Route]:
-        """Routes for symbols under the current policy and registry (see :func:`broker.plan_routes`)."""
+        """Routes for symbols under the current policy and registry (see :func:`broker.plan_routes`).
+
+        The pattern checks share one step budget (:func:`globs.step_budget`: the caller's, if open).
+        """
+        with globs.step_budget():
+            return self._plan_routes(principal, symbols)
+
+    def _plan_routes(self, principal: Principal, symbols: Sequence[str]) -> list[broker.Route]:
         names = self.registry.channel_names()
         lines = {name: broker.line_views(self.registry.lines(name)) for name in names}
         delayed = {name: broker.line_views(self.registry.lines(name), delayed=True) for name in names}
@@ -237,13 +247,15 @@ class Hub:
         Raises:
             ValueError: ``curve_key`` is not a Z85 CURVE key.
         """
+        self._admit(principal.user)  # first: a refused request costs its token too
         if curve_key and not is_curve_key(curve_key):
             message = "curve_public_key must be a Z85-encoded CURVE public key (40 characters)"
             raise InvalidArgumentError(
                 message, violations=[FieldViolation("curve_public_key", "CURVE_KEY_INVALID", message)]
             )
         self._check_quotas(principal.user, curve_key)
-        routes = self.routes(principal, symbols)
+        with self.rates.planning(principal.user, now=self.clock()):
+            routes = self.routes(principal, symbols)
         record = self.store.add_subscription(
             user=principal.user,
             symbols=tuple(broker.validate_items(symbols)),
@@ -258,6 +270,14 @@ class Hub:
         self.dataplane.grant_now(record, routes)
         self.reconcile_access()
         return record, routes
+
+    def _admit(self, user: str) -> None:
+        """Take the user's request token (:mod:`admin_server.rates`), or refuse the call."""
+        try:
+            self.rates.admit(user, now=self.clock())
+        except RateLimitedError:
+            self.counters.count(self.counters.refused, "TOO_MANY_REQUESTS")
+            raise
 
     def _check_quotas(self, user: str, curve_key: str) -> None:
         """Refuse a subscription over the user's quotas (``RESOURCE_EXHAUSTED``, the limit named)."""
@@ -298,9 +318,11 @@ class Hub:
         *,
         lease: Lease | None = None,
     ) -> list[broker.Route]:
-        """Replace a subscription's symbols after checking entitlements."""
+        """Replace a subscription's symbols after checking entitlements (one of the user's requests)."""
+        self._admit(principal.user)
         self.owned_subscription(principal, subscription_id)
-        routes = self.routes(principal, symbols)
+        with self.rates.planning(principal.user, now=self.clock()):
+            routes = self.routes(principal, symbols)
         items = tuple(broker.validate_items(symbols))
         self.store.update_subscription(subscription_id, symbols=items, now=self.clock(), lease=lease)
         self.counters.routes_granted += len(routes)
@@ -318,7 +340,8 @@ class Hub:
         return routes
 
     def cancel(self, principal: Principal, subscription_id: str) -> None:
-        """Delete a subscription."""
+        """Delete a subscription (one of the user's requests)."""
+        self._admit(principal.user)
         self.owned_subscription(principal, subscription_id)
         self.store.delete_subscription(subscription_id)
         self._cancelled(subscription_id, self.clock())

@@ -17,6 +17,9 @@ and the ``limit`` in the error's metadata (docs/security.md has the table):
   :attr:`Limits.login_queue` more and refuses the rest at once. Logins for a
   key in good standing go first, and one of the slots is theirs alone, so a
   flood of wrong secrets never makes an honest login wait behind it;
+* Subscribe, Modify and Cancel calls per user, refused ones included:
+  :attr:`Limits.requests_per_s` sustained and :attr:`Limits.request_burst` at
+  once (:mod:`admin_server.rates`);
 * subscriptions live as long as the login that made them: past the token's
   expiry plus :attr:`Limits.subscription_grace_s` without a new login, they are
   deleted;
@@ -46,6 +49,8 @@ CURVE_KEYS_PER_USER: Final = 32
 WATCHES_PER_USER: Final = 320  # a client watches each of its subscriptions, and operators watch events
 LOGIN_HASHES: Final = 2  # argon2id at 64 MiB each by default: 128 MiB at most; one is for good keys
 LOGIN_QUEUE: Final = 32
+REQUESTS_PER_S: Final = 50.0  # Subscribe, Modify and Cancel calls per user, sustained ...
+REQUEST_BURST: Final = 100  # ... and at once
 SUBSCRIPTION_GRACE_S: Final = 300.0
 AUDIT_MAX_ROWS: Final = 1_000_000
 AUDIT_MAX_AGE_S: Final = 90 * 86400.0
@@ -61,6 +66,9 @@ class Limits:
         watches_per_user: route and event watch streams one user may have open.
         login_hashes: logins checking their secret (argon2id) at once.
         login_queue: logins waiting for a hashing slot; more are refused at once.
+        requests_per_s: Subscribe, Modify and Cancel calls one user may make a second, refused
+            ones included (and pattern checks, see :mod:`admin_server.rates`).
+        request_burst: such calls one user may make at once.
         subscription_grace_s: a subscription outlives its owner's last token by this much.
         audit_max_rows: rows the audit log keeps (the oldest go first).
         audit_max_age_s: how long an audit row is kept.
@@ -71,6 +79,8 @@ class Limits:
     watches_per_user: int = WATCHES_PER_USER
     login_hashes: int = LOGIN_HASHES
     login_queue: int = LOGIN_QUEUE
+    requests_per_s: float = REQUESTS_PER_S
+    request_burst: int = REQUEST_BURST
     subscription_grace_s: float = SUBSCRIPTION_GRACE_S
     audit_max_rows: int = AUDIT_MAX_ROWS
     audit_max_age_s: float = AUDIT_MAX_AGE_S

@@ -7,8 +7,8 @@ its code and message (for people):
 - a ``google.rpc.ErrorInfo``: ``domain`` ``feedha.v1``, the error's ``reason``
   (``SYMBOLS_NOT_ENTITLED``, ``TOKEN_EXPIRED`` ...) and its ``metadata``;
 - a ``google.rpc.BadRequest`` with the request fields at fault, when any;
-- a ``google.rpc.RetryInfo`` when waiting helps (a throttled login, an adapter
-  that cannot answer now).
+- a ``google.rpc.RetryInfo`` when waiting helps (a throttled login, a user over
+  its request rate, an adapter that cannot answer now).
 
 Clients read these (``admin_client.errors``) and never parse the message.
 """
@@ -34,6 +34,7 @@ from feedha.admin_server.errors import (
     PermissionDeniedError,
     PolicyError,
     PreconditionError,
+    RateLimitedError,
     ResourceExhaustedError,
     UnavailableError,
 )
@@ -121,7 +122,7 @@ def rich_status(exc: Exception) -> grpc.Status:
                 ]
             )
         )
-    if isinstance(exc, LoginThrottledError | UnavailableError):
+    if isinstance(exc, LoginThrottledError | UnavailableError | RateLimitedError):
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(exc.retry_after_s * 1e9))
         details.append(error_details_pb2.RetryInfo(retry_delay=delay))

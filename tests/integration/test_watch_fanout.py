@@ -18,6 +18,7 @@ import pytest
 
 from feedha.admin_server.config import ServerConfig
 from feedha.admin_server.fanout import HubEvent
+from feedha.admin_server.limits import Limits
 from feedha.admin_server.server import AdminServer
 from feedha.proto import admin_pb2, admin_pb2_grpc
 from tests.integration.test_admin_server import CHANNELS, POLICY, add_user, eventually, login
@@ -42,7 +43,8 @@ async def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
     db, policy = tmp_path / "admin.sqlite", tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     keys = {name: add_user(db, name, groups=("traders",)) for name in ("alice", "bob")}
-    server = AdminServer(ServerConfig(port=0, database=db, policy=policy, channels=CHANNELS))
+    limits = Limits(request_burst=1000)  # the burst test modifies 201 times at once
+    server = AdminServer(ServerConfig(port=0, database=db, policy=policy, channels=CHANNELS, limits=limits))
     await server.start()
     site = Site(server, keys)
     real = site.hub.routes

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from feedha.admin_server.broker import LineView, plan_routes
+from feedha.admin_server.broker import MAX_PATTERNS, LineView, plan_routes, validate_items
 from feedha.admin_server.config import ChannelConfig
-from feedha.admin_server.errors import PermissionDeniedError
+from feedha.admin_server.errors import InvalidArgumentError, PermissionDeniedError
 from feedha.admin_server.policy import Principal, parse_policy
 from feedha.proto.registry import AdapterRole
 
@@ -130,3 +130,17 @@ def test_delayed_routes_carry_the_delayed_lines_and_never_a_real_time_one() -> N
         v.line_endpoint for v in delayed_lines["EQ-N-Z"]
     ]
     assert all(line.line_endpoint.endswith("/delayed") for line in by_mode[True].lines)
+
+
+def test_a_request_holds_at_most_max_patterns_and_the_refusal_names_the_limit() -> None:
+    symbols = [f"S{i:03d}" for i in range(900)]  # symbols cost no glob walk: many are fine
+    patterns = [f"{chr(0x41 + i)}*" for i in range(MAX_PATTERNS)]
+    assert len(validate_items(symbols + patterns + patterns)) == 900 + MAX_PATTERNS  # duplicates count once
+    one_more = [*patterns, "Z?"]
+    with pytest.raises(InvalidArgumentError) as refused:
+        validate_items(symbols + one_more)
+    error = refused.value
+    assert error.reason == "TOO_MANY_PATTERNS" and error.metadata == {"limit": str(MAX_PATTERNS)}
+    assert [(v.field, v.reason) for v in error.violations] == [("symbols", "TOO_MANY_PATTERNS")]
+    assert f"{MAX_PATTERNS + 1} > {MAX_PATTERNS}" in str(error)
+    assert len(validate_items(["[AB", *patterns])) == MAX_PATTERNS + 1  # an unclosed class is a literal

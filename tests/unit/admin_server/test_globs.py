@@ -108,3 +108,26 @@ def test_a_grant_of_a_question_mark_does_not_admit_a_star() -> None:
     assert policy.entitlement(alice, "[AB]*") is Mode.DELAYED  # A* (delayed) and B* (real time)
     assert policy.entitlement(alice, "*") is Mode.NONE
     assert policy.entitlement(Principal(user="bob"), "A?") is Mode.NONE
+
+
+def test_one_requests_checks_share_a_step_budget_that_refuses_without_caching_and_reports_its_cost() -> None:
+    grants = [f"*{chr(0x41 + i)}*{chr(0x61 + i)}*{chr(0x30 + i % 10)}?" for i in range(26)]
+    grants.append("zz-budget-test")  # grants of this test's own: no other test's cached answers
+    # Patterns that each take ~7,000 moves: alone well within MAX_STEPS, nine together not.
+    heavy = [f"{chr(0x41 + i)}*?" for i in range(12)]
+    with globs.step_budget() as budget:
+        with pytest.raises(PatternError, match="patterns of this request take more than") as spent:
+            for pattern in heavy:
+                globs.is_covered(pattern, grants)
+    assert spent.value.reason == "PATTERNS_TOO_COMPLEX" and spent.value.metadata["limit"] == str(budget.limit)
+    assert [v.field for v in spent.value.violations] == ["symbols"]
+    assert budget.limit <= budget.spent <= budget.limit + globs.MAX_STEPS  # the moves it made, reported
+    # Not cached as a refusal of that pattern: alone, with a fresh budget, it gets its own answer.
+    cut_short = heavy[8]  # the ninth: the one the budget ran out on
+    with globs.step_budget() as alone:
+        globs.is_covered(cut_short, grants)
+    assert 0 < alone.spent < alone.limit
+    with globs.step_budget() as again, globs.step_budget() as inner:
+        globs.is_covered(cut_short, grants)  # cached now: free
+        assert inner is again
+    assert again.spent == 0
