@@ -23,7 +23,10 @@ Two kinds of consumers:
   watch of every user that routes had changed on every channel, and each
   watch queued every event and re-planned for each, on the event loop.)
 
-A user's watches of both kinds count against ``limits.watches_per_user``.
+A user's watches of both kinds count against ``limits.watches_per_user``,
+and a subscription holds at most ``limits.watches_per_subscription`` route
+watches (a newer one takes the oldest's place): the streams one Modify wakes
+are bounded by that, and its owner's request rate bounds the Modifies.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from feedha.admin_server.errors import ResourceExhaustedError
 from feedha.admin_server.limits import exhausted
 
 __all__ = ["EVENT_QUEUE_SIZE", "Fanout", "HubEvent", "RouteWatch"]
@@ -69,6 +73,9 @@ class RouteWatch:
         self.cause = ("", "")  # the latest marking event's kind and detail
         self.marks = 0  # events that marked it
         self.wakes = 0  # times its stream took the mark (re-planned)
+        self.replaced: ResourceExhaustedError | None = (
+            None  # a newer watch of the subscription took its place
+        )
         self._marked = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -84,9 +91,20 @@ class RouteWatch:
         self._tally["marks"] += 1
         self._marked.set()
 
+    def replace(self, why: ResourceExhaustedError) -> None:
+        """End the watch: its stream's next :meth:`changed` raises ``why``."""
+        self.replaced = why
+        self._marked.set()
+
     async def changed(self) -> tuple[str, str]:
-        """Wait for a mark and take it; the latest marking event's kind and detail."""
+        """Wait for a mark and take it; the latest marking event's kind and detail.
+
+        Raises:
+            ResourceExhaustedError: a newer watch of the same subscription took this one's place.
+        """
         await self._marked.wait()
+        if self.replaced is not None:
+            raise self.replaced
         self._marked.clear()
         self.wakes += 1
         self._tally["wakes"] += 1
@@ -98,15 +116,21 @@ class Fanout:
 
     Args:
         watches_per_user: the watches one user may have open.
+        watches_per_subscription: the route watches one subscription may have open; a newer
+            one takes the place of the oldest.
         refused: counts a refusal by its reason (the hub's counters).
     """
 
-    def __init__(self, *, watches_per_user: int, refused: Callable[[str], None]) -> None:
+    def __init__(
+        self, *, watches_per_user: int, watches_per_subscription: int, refused: Callable[[str], None]
+    ) -> None:
         self._watches_per_user, self._refused = watches_per_user, refused
+        self._per_subscription = watches_per_subscription
         self._listeners: set[asyncio.Queue[HubEvent]] = set()
         self._watches: dict[str, int] = {}  # open watch streams per user
-        self._by_subscription: dict[str, set[RouteWatch]] = {}
-        self._by_channel: dict[str, set[RouteWatch]] = {}
+        # Ordered sets (dicts), oldest first: a subscription's oldest watch is the one replaced.
+        self._by_subscription: dict[str, dict[RouteWatch, None]] = {}
+        self._by_channel: dict[str, dict[RouteWatch, None]] = {}
         self._route_watches = 0
         self.tally = {"marks": 0, "wakes": 0}  # route watches marked by events, and woken to re-plan
 
@@ -148,19 +172,39 @@ class Fanout:
         for channel in watch.channels - now:
             self._drop(self._by_channel, channel, watch)
         for channel in now - watch.channels:
-            self._by_channel.setdefault(channel, set()).add(watch)
+            self._by_channel.setdefault(channel, {})[watch] = None
         watch.channels = now
 
     @contextlib.asynccontextmanager
     async def watch_routes(self, user: str, subscription_id: str) -> AsyncIterator[RouteWatch]:
         """A route watch of ``subscription_id``, marked by the events that concern it while open.
 
+        A subscription holds at most ``watches_per_subscription``: a newer watch takes the
+        place of its oldest, whose stream ends (``TOO_MANY_WATCHES``; a client that
+        reconnected has left it behind). So a change of one subscription wakes a bounded
+        number of streams, however many its owner opens.
+
         Raises:
             ResourceExhaustedError: the user has ``watches_per_user`` watches open already.
         """
         with self._counted(user):
             watch = RouteWatch(subscription_id, self.tally)
-            self._by_subscription.setdefault(subscription_id, set()).add(watch)
+            held = self._by_subscription.setdefault(subscription_id, {})
+            if len(held) >= self._per_subscription:
+                oldest = next(iter(held))
+                self._refused("TOO_MANY_WATCHES")
+                oldest.replace(
+                    exhausted(
+                        f"subscription {subscription_id!r} has {len(held)} route watches; a newer one "
+                        "took this one's place",
+                        self._per_subscription,
+                        reason="TOO_MANY_WATCHES",
+                        subscription=subscription_id,
+                    )
+                )
+                self.follow(oldest, ())
+                del held[oldest]
+            held[watch] = None
             self._route_watches += 1
             try:
                 yield watch
@@ -170,10 +214,10 @@ class Fanout:
                 self._drop(self._by_subscription, subscription_id, watch)
 
     @staticmethod
-    def _drop(index: dict[str, set[RouteWatch]], name: str, watch: RouteWatch) -> None:
+    def _drop(index: dict[str, dict[RouteWatch, None]], name: str, watch: RouteWatch) -> None:
         held = index.get(name)
         if held is not None:
-            held.discard(watch)
+            held.pop(watch, None)
             if not held:
                 del index[name]
 

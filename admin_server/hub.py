@@ -115,6 +115,7 @@ class Hub:
         self.signer = tokens.TokenSigner(key, ttl_s=config.token_ttl_s)
         self.events = Fanout(
             watches_per_user=config.limits.watches_per_user,
+            watches_per_subscription=config.limits.watches_per_subscription,
             refused=lambda reason: self.counters.count(self.counters.refused, reason),
         )
         self._sessions: dict[str, AdapterSession] = {}

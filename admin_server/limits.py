@@ -10,8 +10,9 @@ and the ``limit`` in the error's metadata (docs/security.md has the table):
   user's subscriptions are kept, reconciled and granted to the adapters, so
   their number must not grow without bound, and made-up keys must not push
   real ones out of an adapter's table;
-* watch streams (``WatchRoutes``, ``feedctl watch``) per user: each holds a
-  queue of events;
+* watch streams (``WatchRoutes``, ``feedctl watch``) per user, and route
+  watches per subscription (a newer one replaces the oldest): each is woken
+  by changes, and one Modify must wake a bounded number;
 * logins hashing at once (argon2id takes ``memory_kib`` each): a
   :class:`HashGate` lets :attr:`Limits.login_hashes` hash, queues
   :attr:`Limits.login_queue` more and refuses the rest at once. Logins for a
@@ -47,6 +48,7 @@ __all__ = ["HashGate", "KeyLocks", "Limits", "exhausted", "parse_limits"]
 SUBSCRIPTIONS_PER_USER: Final = 256
 CURVE_KEYS_PER_USER: Final = 32
 WATCHES_PER_USER: Final = 320  # a client watches each of its subscriptions, and operators watch events
+WATCHES_PER_SUBSCRIPTION: Final = 4  # a client watches its subscription once (a reconnect leaves one behind)
 LOGIN_HASHES: Final = 2  # argon2id at 64 MiB each by default: 128 MiB at most; one is for good keys
 LOGIN_QUEUE: Final = 32
 REQUESTS_PER_S: Final = 50.0  # Subscribe, Modify and Cancel calls per user, sustained ...
@@ -64,6 +66,8 @@ class Limits:
         subscriptions_per_user: subscriptions one user may hold.
         curve_keys_per_user: distinct CURVE public keys one user's subscriptions may carry.
         watches_per_user: route and event watch streams one user may have open.
+        watches_per_subscription: route watches one subscription may have open (a newer one
+            takes the place of the oldest).
         login_hashes: logins checking their secret (argon2id) at once.
         login_queue: logins waiting for a hashing slot; more are refused at once.
         requests_per_s: Subscribe, Modify and Cancel calls one user may make a second, refused
@@ -77,6 +81,7 @@ class Limits:
     subscriptions_per_user: int = SUBSCRIPTIONS_PER_USER
     curve_keys_per_user: int = CURVE_KEYS_PER_USER
     watches_per_user: int = WATCHES_PER_USER
+    watches_per_subscription: int = WATCHES_PER_SUBSCRIPTION
     login_hashes: int = LOGIN_HASHES
     login_queue: int = LOGIN_QUEUE
     requests_per_s: float = REQUESTS_PER_S

@@ -137,11 +137,13 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                 subscription_id=sub_id, cause=admin_pb2.EVENT_KIND_WATCHING, routes=routes_to_proto(routes)
             )
             while True:
-                kind, detail = await watch.changed()
                 try:
+                    kind, detail = await watch.changed()
                     record = hub.store.find_subscription(sub_id)
                 except NotFoundError:
                     return  # cancelled: end the stream cleanly
+                except AdminError as exc:  # a newer watch of the subscription took its place
+                    await abort_with(context, exc)
                 if not hub.lease_holds(record):  # routes carry packet keys: not past the token's life
                     ended = AuthenticationError(
                         "the token expired or its API key changed", reason="LEASE_ENDED"

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 
+from feedha.admin_client.errors import status_details
 from feedha.admin_server.config import ServerConfig
 from feedha.admin_server.fanout import HubEvent
 from feedha.admin_server.limits import Limits
@@ -74,10 +75,19 @@ async def test_a_modify_loop_replans_only_the_watches_of_its_subscription(site: 
     async with grpc.aio.insecure_channel(site.target) as channel:
         broker = admin_pb2_grpc.StreamBrokerStub(channel)
         alice, bob = await login(channel, *site.keys["alice"]), await login(channel, *site.keys["bob"])
-        mine = await broker.Subscribe(admin_pb2.SubscribeRequest(symbols=["AAPL"]), metadata=alice)
+        cap = site.server.config.limits.watches_per_subscription
+        mine = [
+            (
+                await broker.Subscribe(admin_pb2.SubscribeRequest(symbols=["AAPL"]), metadata=alice)
+            ).subscription_id
+            for _ in range(WATCHES // cap)
+        ]
         theirs = await broker.Subscribe(admin_pb2.SubscribeRequest(symbols=["MSFT"]), metadata=bob)
-        watching = admin_pb2.WatchRoutesRequest(subscription_id=mine.subscription_id)
-        calls = [broker.WatchRoutes(watching, metadata=alice) for _ in range(WATCHES)]
+        calls = [
+            broker.WatchRoutes(admin_pb2.WatchRoutesRequest(subscription_id=sub), metadata=alice)
+            for sub in mine
+            for _ in range(cap)
+        ]
         for call in calls:
             assert (await call.read()).cause == admin_pb2.EVENT_KIND_WATCHING
         bobs = broker.WatchRoutes(
@@ -93,11 +103,11 @@ async def test_a_modify_loop_replans_only_the_watches_of_its_subscription(site: 
             await broker.Modify(request, metadata=bob)
         await eventually(lambda: _symbols(got[-1]) == ["MSFT"], what="bob's watch at his last Modify")
         assert ("AAPL",) not in site.planned  # alice's 20 watches never re-planned for bob's changes
-        assert all(watch.marks == 0 for watch in hub.events.watches_of(mine.subscription_id))
+        alices = [watch for sub in mine for watch in hub.events.watches_of(sub)]
+        assert len(alices) == WATCHES and all(watch.marks == 0 for watch in alices)
         # A change of alice's channel does concern her watches: each is marked, once.
         hub.publish(HubEvent(at=time.time(), kind="changed", channel_name="EQ-A-M", routes_changed=True))
         hub.publish(HubEvent(at=time.time(), kind="changed", channel_name="EQ-N-Z", routes_changed=True))
-        alices = hub.events.watches_of(mine.subscription_id)
         await eventually(lambda: all(watch.wakes == 1 for watch in alices), what="alice's watches re-planned")
         assert len(alices) == WATCHES and all(watch.marks == 1 for watch in alices)
         for call in calls:
@@ -129,3 +139,29 @@ async def test_a_watch_behind_a_burst_of_changes_replans_once_and_gets_the_lates
         assert (watch.marks, watch.wakes) == (201, 1)
         assert len(got) == 2 and site.planned.count(tuple(final)) == 2  # the Modify, and one re-plan
         reader.cancel()
+
+
+async def test_a_subscription_past_its_watch_cap_loses_its_oldest_watch_and_one_modify_wakes_the_cap(
+    site: Site,
+) -> None:
+    hub, cap = site.hub, site.server.config.limits.watches_per_subscription
+    async with grpc.aio.insecure_channel(site.target) as channel:
+        broker = admin_pb2_grpc.StreamBrokerStub(channel)
+        bob = await login(channel, *site.keys["bob"])
+        theirs = await broker.Subscribe(admin_pb2.SubscribeRequest(symbols=["MSFT"]), metadata=bob)
+        watching = admin_pb2.WatchRoutesRequest(subscription_id=theirs.subscription_id)
+        calls = []
+        for _ in range(cap + 1):  # each opened, and serving, before the next
+            calls.append(broker.WatchRoutes(watching, metadata=bob))
+            assert (await calls[-1].read()).cause == admin_pb2.EVENT_KIND_WATCHING
+        with pytest.raises(grpc.aio.AioRpcError) as replaced:
+            await calls[0].read()
+        assert replaced.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert status_details(replaced.value).reason == "TOO_MANY_WATCHES"
+        request = admin_pb2.ModifyRequest(subscription_id=theirs.subscription_id, symbols=["MSFT", "AMZN"])
+        await broker.Modify(request, metadata=bob)
+        for call in calls[1:]:  # the newer ones all get the change
+            assert _symbols(await call.read()) == ["AMZN", "MSFT"]
+        assert len(hub.events.watches_of(theirs.subscription_id)) == cap
+        for call in calls:
+            call.cancel()

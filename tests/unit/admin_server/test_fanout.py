@@ -16,7 +16,7 @@ def _event(kind: str = "changed", **fields: object) -> HubEvent:
 
 async def test_an_event_marks_only_the_watches_it_concerns_and_listeners_get_every_event() -> None:
     refused: list[str] = []
-    fanout = Fanout(watches_per_user=10, refused=refused.append)
+    fanout = Fanout(watches_per_user=10, watches_per_subscription=4, refused=refused.append)
     async with (
         fanout.listen() as queue,
         fanout.watch_routes("alice", "s1") as eq,
@@ -48,7 +48,7 @@ async def test_an_event_marks_only_the_watches_it_concerns_and_listeners_get_eve
 
 
 async def test_a_watch_behind_takes_many_marks_as_one_wake_with_the_latest_cause() -> None:
-    fanout = Fanout(watches_per_user=10, refused=lambda _reason: None)
+    fanout = Fanout(watches_per_user=10, watches_per_subscription=4, refused=lambda _reason: None)
     async with fanout.watch_routes("alice", "s1") as watch:
         fanout.follow(watch, ["EQ"])
         for i in range(1000):  # a storm while its stream was busy sending
@@ -66,7 +66,7 @@ async def test_a_watch_behind_takes_many_marks_as_one_wake_with_the_latest_cause
 
 async def test_route_and_event_watches_share_the_users_quota() -> None:
     refused: list[str] = []
-    fanout = Fanout(watches_per_user=2, refused=refused.append)
+    fanout = Fanout(watches_per_user=2, watches_per_subscription=4, refused=refused.append)
     async with fanout.listen("alice"), fanout.watch_routes("alice", "s1"):
         with pytest.raises(ResourceExhaustedError) as info:
             async with fanout.watch_routes("alice", "s1"):
@@ -77,3 +77,19 @@ async def test_route_and_event_watches_share_the_users_quota() -> None:
     async with fanout.watch_routes("alice", "s1"), fanout.watch_routes("alice", "s1"):
         assert fanout.listeners == 2  # room again once closed
     assert refused == ["TOO_MANY_WATCHES"]
+
+
+async def test_a_newer_watch_of_a_subscription_past_its_cap_takes_the_oldests_place() -> None:
+    refused: list[str] = []
+    fanout = Fanout(watches_per_user=100, watches_per_subscription=2, refused=refused.append)
+    async with fanout.watch_routes("mallory", "s1") as oldest, fanout.watch_routes("mallory", "s1") as second:
+        async with fanout.watch_routes("mallory", "s1") as newest:
+            assert fanout.watches_of("s1") == [second, newest]
+            with pytest.raises(ResourceExhaustedError) as replaced:
+                await oldest.changed()
+            assert replaced.value.reason == "TOO_MANY_WATCHES"
+            assert replaced.value.metadata == {"limit": "2", "subscription": "s1"}
+            fanout.publish(_event("modify", subscription_id="s1"))  # one Modify wakes the cap, no more
+            assert (oldest.marks, second.marks, newest.marks) == (0, 1, 1)
+            assert fanout.listeners == 3  # the replaced one counts until its stream has ended
+    assert refused == ["TOO_MANY_WATCHES"] and fanout.listeners == 0 and fanout._by_subscription == {}
