@@ -57,8 +57,9 @@ from feedha.admin_client.session import RETRY_DEADLINE_S
 from feedha.client._drive import drive_async
 from feedha.client._feed_core import FeedClientStats, FeedCore, StatusCallback, check_mode
 from feedha.client._feed_session import FeedSession, Selected, Wakeup
+from feedha.client._replay_plan import is_wanted, plan
 from feedha.client._slow import SLOW_AFTER_S, slow_watch
-from feedha.client._time_replay import TimeReplay, is_wanted, plan, replay_window_async, to_ns
+from feedha.client._time_replay import TimeReplay, replay_window_async, to_ns
 from feedha.client.books import Book, BookUpdate
 from feedha.client.errors import ClosedError
 from feedha.client.events import Delivery, Event, StatusEvent

@@ -45,21 +45,19 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from feedha.admin_client import Route
-from feedha.client._feed_core import _SymbolFilter
 from feedha.client._sessions import boundary_events
-from feedha.client.errors import ConfigError, ProtocolError, ReplayFailed
+from feedha.client.errors import ProtocolError, ReplayFailed
 from feedha.client.events import Delivery, Event, Purged, SessionBoundaryDelivery, StatusEvent
 from feedha.client.replay_client import ReplayClient
 from feedha.proto import wire
 from feedha.proto.replay import ReplayStatus, ReplyStatus, time_request
 
-__all__ = ["ReplayFailed", "TimeReplay", "is_wanted", "plan", "replay_window", "replay_window_async", "to_ns"]
+__all__ = ["ReplayFailed", "TimeReplay", "replay_window", "replay_window_async", "to_ns"]
 
 logger = logging.getLogger(__name__)
 
@@ -374,68 +372,3 @@ def to_ns(value: datetime | float) -> int:
         delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
     return round(float(value) * 1e9)
-
-
-def plan(
-    routes: Sequence[Route], channel: int | str, replay: TimeReplay, curve: tuple[str, str]
-) -> tuple[ReplayClient, TimeReplay, Callable[[str], bool]]:
-    """A replay client of the channel's replay services, the replay, and the route's symbol filter.
-
-    Raises:
-        ConfigError: no route of the subscription carries ``channel``, or it names no replay service.
-    """
-    found = [r for r in routes if channel in (r.channel_number, r.channel_name)]
-    if not found:
-        known = ", ".join(sorted({f"{r.channel_name} ({r.channel_number})" for r in routes})) or "none"
-        raise ConfigError("channel", channel, f"no route of the subscription carries it (routes: {known})")
-    route = found[0]
-    services = tuple(
-        dict.fromkeys(line.replay_endpoint for r in found for line in r.lines if line.replay_endpoint)
-    )
-    if not services:
-        raise ConfigError(
-            "channel", channel, "its lines name no replay service (the adapters keep no journal)"
-        )
-    keys = {line.replay_endpoint: line.curve_server_key for r in found for line in r.lines}
-    client = ReplayClient(
-        {route.channel_number: services},
-        timeout=PAGE_TIMEOUT_S,
-        budget=PAGE_TIMEOUT_S,
-        server_keys=keys,
-        curve_keypair=curve if any(keys.values()) else None,
-    )
-    named = TimeReplay(
-        route.channel_number,
-        replay.start_ns,
-        replay.end_ns,
-        replay.speed,
-        channel_name=route.channel_name,
-        stall_s=replay.stall_s,
-    )
-    return client, named, _SymbolFilter(route.symbols).is_wanted
-
-
-def is_wanted(event: Delivery | StatusEvent, wanted: Callable[[str], bool]) -> bool:
-    """Whether the live stream would hand ``event`` to a subscriber of the symbols ``wanted``.
-
-    A delivery or a purge of none of them is not (a ``fix44`` message may name several
-    symbols: one is enough); a delivery that does not decode is skipped (logged); any
-    other status event is.
-    """
-    if isinstance(event, Delivery):
-        try:
-            update = event.update
-        except ProtocolError:
-            logger.info("replay: msg_seq %d does not decode: skipped", event.msg_seq)
-            return False
-        return _names_wanted(update.symbol, [each.symbol for each in update.symbols], wanted)
-    if isinstance(event, Purged):
-        return _names_wanted(event.symbol, event.symbols, wanted)
-    return True
-
-
-def _names_wanted(symbol: str, symbols: Sequence[str], wanted: Callable[[str], bool]) -> bool:
-    # One symbol, or a fix44 block's several (then ``symbol`` is empty): wanted when one of them is.
-    if symbol or not symbols:
-        return wanted(symbol)
-    return any(wanted(each) for each in symbols)
