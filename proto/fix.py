@@ -159,7 +159,8 @@ def parse_timestamp(text: bytes) -> int:
     """Parse a FIX UTC timestamp (any fraction length up to ns) into ns since the epoch.
 
     Raises:
-        FixError: not a timestamp.
+        FixError: not a timestamp, or one past what ns since the epoch hold in an int64
+            (years before 1678 or after 2262: a block's times are int64).
     """
     # Strategy: a feed stamps thousands of messages within the same second, so
     # the ns value of the "YYYYMMDD-HH:MM:SS" prefix is cached (by its exact
@@ -173,9 +174,16 @@ def parse_timestamp(text: bytes) -> int:
                 _SECOND_CACHE.clear()
             _SECOND_CACHE[text[:17]] = base
         frac = text[18:]
-        return base + (int(frac.ljust(9, b"0")[:9]) if frac else 0)
+        ns = base + (int(frac.ljust(9, b"0")[:9]) if frac else 0)
     except (ValueError, IndexError) as exc:
         raise FixError("field", f"bad timestamp {bytes(text)!r}") from exc
+    if not _MIN_NS <= ns <= _MAX_NS:
+        raise FixError("field", f"timestamp {bytes(text[:32])!r} is past what an int64 of ns holds")
+    return ns
+
+
+_MIN_NS: Final = -(1 << 63)
+_MAX_NS: Final = (1 << 63) - 1
 
 
 def _parse_second(text: bytes) -> int:

@@ -578,7 +578,8 @@ static int parse_fix_time(const char *p, Py_ssize_t n, int64_t *out) {
     if (parse_uint(p, 4, &year) || parse_uint(p + 4, 2, &month) || parse_uint(p + 6, 2, &day) ||
         parse_uint(p + 9, 2, &hh) || parse_uint(p + 12, 2, &mm) || parse_uint(p + 15, 2, &ss))
         return -1;
-    if (year < 1 || year > 2200 || month < 1 || month > 12) return -1; /* ns stay within int64 */
+    /* ns stay within int64 (from 1677-09-21 on): earlier years go to the Python path, which refuses them */
+    if (year < 1678 || year > 2200 || month < 1 || month > 12) return -1;
     /* calendar.timegm counts days linearly from the first of the month. */
     int64_t days = days_from_civil(year, month, 1) + day - 1;
     int64_t ns = (days * 86400 + hh * 3600 + mm * 60 + ss) * 1000000000LL;

@@ -50,6 +50,8 @@ _BID: Final = market_pb2.ENTRY_TYPE_BID
 _ASK: Final = market_pb2.ENTRY_TYPE_ASK
 _SEQ_TAG_DEFAULT: Final = 34
 _MAX_SEQ_DIGITS: Final = len(str(MAX_SOURCE_SEQ))
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
 _MAX_COUNT_DIGITS: Final = 9  # no message holds a billion entries: a longer count cannot match
 _SEQ_KEYS: dict[int, tuple[bytes, bytes]] = {}
 
@@ -180,6 +182,8 @@ class Converter:
         event_time_ns = time_function(header[time_tag])
         if time_scale is not None:
             event_time_ns *= time_scale
+        if not _INT64_MIN <= event_time_ns <= _INT64_MAX:
+            raise ValueError("event time")
         count_raw = header[self._count_tag]
         if not 0 < source_seq <= MAX_SOURCE_SEQ or _entry_count(count_raw) != len(groups):
             raise ValueError("seq or count")
@@ -223,6 +227,8 @@ class Converter:
             raise ConversionError("bad_seq", f"source_seq {source_seq} must be from 1 to {MAX_SOURCE_SEQ}")
         symbol = _convert_field(self._symbol, header, "missing_symbol", "bad_symbol")
         event_time_ns = _convert_field(self._event_time, header, "missing_event_time", "bad_event_time")
+        if not _INT64_MIN <= event_time_ns <= _INT64_MAX:  # a scaled to_int: the block's time is an int64
+            raise ConversionError("bad_event_time", f"event time {event_time_ns} is past int64")
         count_raw = header.get(self._count_tag)
         if count_raw is None:
             raise ConversionError("missing_entry_count", f"no {self._count_tag.decode()}= field")

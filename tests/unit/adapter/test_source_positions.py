@@ -1,4 +1,4 @@
-"""Source positions past what a run can take: every format quarantines them, no adapter stalls.
+"""Source positions and times past what a run or a block holds: quarantined in every format, no stall.
 
 A source position (``source_seq``) is at most ``proto.wire.MAX_SOURCE_SEQ`` (2**63 - 2), so
 the position after the last one is still an int64, which the C runs take as the next one
@@ -173,3 +173,19 @@ def test_an_entry_count_of_any_length_is_read_without_raising(count: bytes) -> N
         with pytest.raises(ConversionError) as caught:
             engine.parse(bodies[0])
         assert caught.value.reason == "entry_count_mismatch"
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("when", [b"99991231-23:59:59", b"22630101-00:00:00", b"00010101-00:00:00.5"])
+def test_an_event_time_past_int64_nanoseconds_is_bad_event_time(native: bool, when: bytes) -> None:
+    # Years past 2262 (or before 1677) hold no int64 of ns: once an internal fault (protobuf
+    # refused the block's time), or on the C path a wrapped time.
+    message = _fix(
+        b"35=X\x0149=SRC\x0134=2\x0152=20260105-14:30:00.000\x0155=AAA\x0160=" + when
+        + b"\x01268=1\x01279=0\x01269=0\x01270=1.5\x01271=10\x01"
+    )  # fmt: skip
+    counters, last = _play(_core("feedha-fix", native), [_feedha(1), message, _feedha(3)])
+    assert counters["quarantined"] == {"bad_event_time": 1} and counters["numbered"] == 2 and last == 3
+    with pytest.raises(fix.FixError):
+        fix.parse_timestamp(when)
+    assert fix.parse_timestamp(b"16780101-00:00:00") < 0 < fix.parse_timestamp(b"22000101-00:00:00")
