@@ -13,6 +13,9 @@
  *   State     the conversion state: symbol -> values, each symbol's BLAKE2b-64
  *             hash and the order-independent sum of them (the digest). The
  *             Python ConversionState delegates to it, so both paths share it.
+ *             Symbols are found through an open-addressed index by their
+ *             SipHash-1-3 under this process's random key (_siphash.h): a
+ *             feed cannot send names chosen to share a slot.
  *   FastPath  FastPath.run(frame, pos, ...) walks a source frame from ``pos``,
  *             and for every message that is well-formed, strictly in sequence
  *             and before the next position the sync rules watch, it converts,
@@ -51,6 +54,7 @@
 #include "_blake2b.h"           /* blake2b_64, shared with _orders.c */
 #include "_fix_checksum.h"      /* fix_byte_sum, shared with _orders.c */
 #include "_protowire.h"         /* Buf and the protobuf primitives, shared with _orders.c */
+#include "_siphash.h"           /* sip_bytes: the index's keyed hash, shared with _orders.c */
 #include "_fastpath_constants.h" /* generated from the Python definitions by scripts/gen_constants.py */
 #include "_market_fields.h"      /* generated from proto/market.proto by scripts/gen_proto.py */
 
@@ -68,8 +72,8 @@ typedef struct {
 typedef struct {
     char *key;
     Py_ssize_t len;
-    uint64_t fnv;
-    uint64_t hash; /* this symbol's share of the digest */
+    uint64_t slot_hash; /* where the index looks for it: sip_bytes of the name */
+    uint64_t hash;      /* this symbol's share of the digest */
     Values v;
 } Symbol;
 
@@ -82,13 +86,8 @@ typedef struct {
     uint64_t digest;
     uint64_t salt; /* the session's share of the digest (adapter/conversion/state.py session_digest) */
     Py_ssize_t max_symbols; /* a run stops at a message naming a new symbol past it (symbol_limit) */
+    uint64_t probes;        /* index slots looked at by lookups (tests read it) */
 } StateObject;
-
-static uint64_t fnv1a(const char *p, Py_ssize_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 0x100000001b3ULL;
-    return h;
-}
 
 
 /* blake2b over  symbol_utf8 + b"\0" + struct.pack(">qddddqddd", values)  (adapter/conversion/state.py). */
@@ -125,7 +124,7 @@ static int state_grow_index(StateObject *self) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < self->count; i++) {
-        size_t slot = self->symbols[i].fnv & (size - 1);
+        size_t slot = self->symbols[i].slot_hash & (size - 1);
         while (index[slot]) slot = (slot + 1) & (size - 1);
         index[slot] = (uint32_t)(i + 1);
     }
@@ -135,13 +134,14 @@ static int state_grow_index(StateObject *self) {
     return 0;
 }
 
-static Symbol *state_find(StateObject *self, const char *key, Py_ssize_t len, uint64_t fnv) {
+static Symbol *state_find(StateObject *self, const char *key, Py_ssize_t len, uint64_t hash) {
     if (!self->index_mask) return NULL;
-    size_t slot = fnv & self->index_mask;
+    size_t slot = hash & self->index_mask;
     uint32_t at;
     while ((at = self->index[slot]) != 0) {
         Symbol *s = &self->symbols[at - 1];
-        if (s->fnv == fnv && s->len == len && memcmp(s->key, key, (size_t)len) == 0) return s;
+        self->probes++;
+        if (s->slot_hash == hash && s->len == len && memcmp(s->key, key, (size_t)len) == 0) return s;
         slot = (slot + 1) & self->index_mask;
     }
     return NULL;
@@ -149,8 +149,8 @@ static Symbol *state_find(StateObject *self, const char *key, Py_ssize_t len, ui
 
 /* Find or add a symbol (new ones start at zero values and a zero hash). NULL + exception on failure. */
 static Symbol *state_get(StateObject *self, const char *key, Py_ssize_t len) {
-    uint64_t fnv = fnv1a(key, len);
-    Symbol *found = state_find(self, key, len, fnv);
+    uint64_t hash = sip_bytes(key, (size_t)len);
+    Symbol *found = state_find(self, key, len, hash);
     if (found != NULL) return found;
     if ((size_t)(self->count + 1) * 2 > self->index_mask + 1 && state_grow_index(self) < 0) return NULL;
     if (self->count == self->capacity) {
@@ -174,8 +174,8 @@ static Symbol *state_get(StateObject *self, const char *key, Py_ssize_t len) {
     memset(s, 0, sizeof *s);
     s->key = copy;
     s->len = len;
-    s->fnv = fnv;
-    size_t slot = fnv & self->index_mask;
+    s->slot_hash = hash;
+    size_t slot = hash & self->index_mask;
     while (self->index[slot]) slot = (slot + 1) & self->index_mask;
     self->index[slot] = (uint32_t)self->count;
     return s;
@@ -306,7 +306,7 @@ static int state_lookup(StateObject *self, PyObject *symbol, Symbol **out) {
     Py_ssize_t len;
     const char *key = symbol_utf8(symbol, &len);
     if (key == NULL) return -1;
-    *out = state_find(self, key, len, fnv1a(key, len));
+    *out = state_find(self, key, len, sip_bytes(key, (size_t)len));
     return *out != NULL;
 }
 
@@ -419,11 +419,16 @@ static PyMethodDef State_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *State_get_probes(StateObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(self->probes);
+}
+
 static PyGetSetDef State_getset[] = {
     {"digest", (getter)State_get_digest, NULL, "u64 sum of the symbols' hashes and the salt", NULL},
     {"salt", (getter)State_get_salt, (setter)State_set_salt, "u64 added to the digest (the session's share)", NULL},
     {"max_symbols", (getter)State_get_max_symbols, (setter)State_set_max_symbols,
      "a run stops at a message naming a new symbol when this many are held", NULL},
+    {"probes", (getter)State_get_probes, NULL, "index slots looked at so far by lookups (for tests)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1124,7 +1129,7 @@ static inline int take_message(const FastPathObject *self, const Run *run, const
  * adapter/conversion/state.py). *s: the symbol, NULL when new. -1: overflow, or a new symbol
  * past max_symbols; the Python path decides (and names it). */
 static inline int apply_to_copy(StateObject *state, const Message *m, Symbol **s, Values *v) {
-    *s = state_find(state, m->symbol, m->symbol_len, fnv1a(m->symbol, m->symbol_len));
+    *s = state_find(state, m->symbol, m->symbol_len, sip_bytes(m->symbol, (size_t)m->symbol_len));
     if (*s != NULL) {
         *v = (*s)->v;
     } else {
@@ -1308,7 +1313,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
-    if (PyType_Ready(&StateType) < 0 || PyType_Ready(&FastPathType) < 0) return NULL;
+    if (PyType_Ready(&StateType) < 0 || PyType_Ready(&FastPathType) < 0 || sip_key_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "State", (PyObject *)&StateType) < 0 ||
