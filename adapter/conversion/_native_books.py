@@ -6,7 +6,8 @@ Theory of operation
 with the symbols kept in C structs rather than Python objects, as
 :class:`~adapter.conversion._native.NativeConversionState` keeps feedha-fix's:
 per symbol a record of its nine values, its book's kind and session values
-and both sides as arrays of ``(price, size, orders)``, with each side's share
+and both sides of ``(price, size, orders)`` (sorted arrays, balanced trees past 64
+levels: ``_level_tree.h``), with each side's share
 of the digest (``book.side_hash``) kept as the sides change. The C run
 (``_orders.Fix44Run``) converts messages on the records themselves, so a
 message it takes builds no Python object; the Python path (``35=W``, session

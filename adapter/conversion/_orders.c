@@ -7,8 +7,9 @@
  * (adapter/conversion/order_table.py) holds them in a dict and four parallel
  * arrays, about 134-180 bytes an order; this module holds the same table in
  * one open-addressed array of 24-byte records, and the same price levels in
- * sorted arrays, with the same interface, so adapter/conversion/choice.py can
- * hand out either and adapter/conversion/itch50_state.py cannot tell.
+ * sorted arrays that turn into balanced trees past 64 levels, with the same
+ * interface, so adapter/conversion/choice.py can hand out either and
+ * adapter/conversion/itch50_state.py cannot tell.
  *
  *   OrderTable   reference (u64) -> (symbol u32, side u8, price u32, shares u32).
  *                Linear probing over a power-of-two array kept at most 3/4
@@ -19,7 +20,11 @@
  *                share a slot, so n adds cost O(n) probes whatever they are
  *                (``probes`` counts them; tests/unit/adapter/test_hash_flood.py).
  *   SideLevels   one side of one symbol's book: (sign * price, shares, orders)
- *                sorted by the key, best first; found by bisection.
+ *                by the key, best first: a sorted array up to 64 levels, past
+ *                that an AVL tree that counts its subtrees (_level_tree.h): a
+ *                level found, added or removed in O(log n) wherever it goes
+ *                (``steps`` counts the tree nodes visited;
+ *                tests/unit/adapter/test_level_tree.py).
  *   order_hash   the digest's mix of one live order, as the reference computes it.
  *   symbol_digest a symbol's share of the state's digest, as state.symbol_digest hashes it
  *                (values, then the book as BookValues.digest_bytes packs it).
@@ -51,6 +56,7 @@
 #include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
 #include "_protowire.h"     /* Buf and the protobuf primitives, shared with _fastpath.c */
 #include "_siphash.h"       /* sip_u64, sip_bytes: the tables' keyed hash, shared with _fastpath.c */
+#include "_level_tree.h"    /* Level, ShownLevel and LevelTree: one book side's levels in order */
 
 #include <limits.h>
 #include <math.h>
@@ -363,49 +369,20 @@ static PyTypeObject OrderTableType = {
 /* ---- SideLevels ---- */
 
 typedef struct {
-    int64_t key; /* sign * price: ascending is best first */
-    int64_t size, count;
-} Level;
-
-typedef struct {
     PyObject_HEAD
     int64_t sign;
-    Level *levels;
-    Py_ssize_t n, cap;
+    LevelTree tree; /* Level items by key, best first (_level_tree.h) */
 } SideLevelsObject;
 
-/* The index of ``key``, or where it would go (found tells which). */
-static Py_ssize_t sl_search(const SideLevelsObject *s, int64_t key, int *found) {
-    Py_ssize_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (s->levels[mid].key < key) lo = mid + 1;
-        else hi = mid;
-    }
-    *found = lo < s->n && s->levels[lo].key == key;
-    return lo;
+static int sl_cmp(const LtItem *item, const void *key) {
+    int64_t a = item->level.key, b = *(const int64_t *)key;
+    return (a > b) - (a < b);
 }
 
-static int sl_insert(SideLevelsObject *s, Py_ssize_t at, Level level) {
-    if (s->n == s->cap) {
-        Py_ssize_t cap = s->cap ? s->cap * 2 : 8;
-        Level *grown = PyMem_Realloc(s->levels, (size_t)cap * sizeof(Level));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->levels = grown;
-        s->cap = cap;
-    }
-    memmove(&s->levels[at + 1], &s->levels[at], (size_t)(s->n - at) * sizeof(Level));
-    s->levels[at] = level;
-    s->n++;
-    return 0;
-}
-
-static void sl_delete(SideLevelsObject *s, Py_ssize_t at) {
-    memmove(&s->levels[at], &s->levels[at + 1], (size_t)(s->n - at - 1) * sizeof(Level));
-    s->n--;
+/* The level of ``key`` or NULL, and in *at its position or where it would go. */
+static Level *sl_find(SideLevelsObject *s, int64_t key, uint32_t *at) {
+    LtItem *item = lt_search(&s->tree, sl_cmp, &key, at);
+    return item == NULL ? NULL : &item->level;
 }
 
 static PyObject *SideLevels_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -418,7 +395,7 @@ static PyObject *SideLevels_new(PyTypeObject *type, PyObject *args, PyObject *kw
 }
 
 static void SideLevels_dealloc(SideLevelsObject *self) {
-    PyMem_Free(self->levels);
+    lt_clear(&self->tree);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -431,17 +408,20 @@ static int as_i64(PyObject *obj, int64_t *out) {
 
 /* Add shares and orders at price (a level at 0 orders goes): 0, or -1 with MemoryError. */
 static int sl_move(SideLevelsObject *s, int64_t price, int64_t shares, int64_t orders) {
-    int found;
+    uint32_t at;
     int64_t key = s->sign * price;
-    Py_ssize_t at = sl_search(s, key, &found);
-    int64_t count = (found ? s->levels[at].count : 0) + orders;
+    Level *found = sl_find(s, key, &at);
+    int64_t count = (found ? found->count : 0) + orders;
     if (count <= 0) {
-        if (found) sl_delete(s, at);
+        if (found) {
+            lt_remove(&s->tree, at);
+            lt_trim(&s->tree);
+        }
         return 0;
     }
-    if (!found) return sl_insert(s, at, (Level){.key = key, .size = shares, .count = count});
-    s->levels[at].count = count;
-    s->levels[at].size += shares;
+    if (found == NULL) return lt_insert(&s->tree, at, &(LtItem){.level = {.key = key, .size = shares, .count = count}});
+    found->count = count;
+    found->size += shares;
     return 0;
 }
 
@@ -477,30 +457,36 @@ static PyObject *shown_list(const Shown *levels, Py_ssize_t n) {
 }
 
 /* The level at ``price`` after a move of (d_size, d_count), appended to ``out`` unless it is empty. */
-static void shown_add(const SideLevelsObject *self, Shown *out, Py_ssize_t *n, int64_t price, int64_t d_size,
+static void shown_add(SideLevelsObject *self, Shown *out, Py_ssize_t *n, int64_t price, int64_t d_size,
                       int64_t d_count) {
-    int found;
-    Py_ssize_t at = sl_search(self, self->sign * price, &found);
-    int64_t count = (found ? self->levels[at].count : 0) + d_count;
-    if (count > 0) out[(*n)++] = (Shown){price, (found ? self->levels[at].size : 0) + d_size, count};
+    uint32_t at;
+    const Level *found = sl_find(self, self->sign * price, &at);
+    int64_t count = (found ? found->count : 0) + d_count;
+    if (count > 0) out[(*n)++] = (Shown){price, (found ? found->size : 0) + d_size, count};
+}
+
+/* How many of the best levels sl_best reads for ``depth`` after ``n_moves`` moves. */
+static Py_ssize_t sl_best_top(const SideLevelsObject *s, Py_ssize_t depth, Py_ssize_t n_moves) {
+    Py_ssize_t n = (Py_ssize_t)lt_count(&s->tree);
+    return depth > n - n_moves ? n : depth + n_moves;
 }
 
 /* The room sl_best needs in ``out`` for ``depth`` levels after ``n_moves`` moves. */
 static size_t sl_best_room(const SideLevelsObject *s, Py_ssize_t depth, Py_ssize_t n_moves) {
-    Py_ssize_t top = depth > s->n - n_moves ? s->n : depth + n_moves;
-    return (size_t)(top + n_moves + 1);
+    return (size_t)(sl_best_top(s, depth, n_moves) + n_moves + 1);
 }
 
 /* The best ``depth`` levels after the moves ``m`` (prices unique, not applied) into ``out``
  * (sl_best_room entries): how many. As the reference: the levels among the best depth +
  * n_moves prices and the moved prices. */
-static Py_ssize_t sl_best(const SideLevelsObject *s, Py_ssize_t depth, const Shown *m, Py_ssize_t n_moves,
-                          Shown *out) {
-    Py_ssize_t top = depth > s->n - n_moves ? s->n : depth + n_moves;
+static Py_ssize_t sl_best(SideLevelsObject *s, Py_ssize_t depth, const Shown *m, Py_ssize_t n_moves, Shown *out) {
+    Py_ssize_t top = sl_best_top(s, depth, n_moves);
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < n_moves; i++) shown_add(s, out, &n, m[i].price, m[i].size, m[i].count);
+    LtIter it;
+    lt_first(&s->tree, &it);
     for (Py_ssize_t i = 0; i < top; i++) {
-        const Level *level = &s->levels[i];
+        const Level *level = &lt_next(&it)->level;
         int64_t price = s->sign * level->key;
         int moved = 0;
         for (Py_ssize_t k = 0; k < n_moves && !moved; k++) moved = m[k].price == price;
@@ -565,14 +551,22 @@ static PyObject *SideLevels_best(SideLevelsObject *self, PyObject *args) {
     return result;
 }
 
-static Py_ssize_t SideLevels_len(SideLevelsObject *self) { return self->n; }
+static Py_ssize_t SideLevels_len(SideLevelsObject *self) { return (Py_ssize_t)lt_count(&self->tree); }
 
 static PyObject *SideLevels_sizeof(SideLevelsObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromSize_t(sizeof(SideLevelsObject) + (size_t)self->cap * sizeof(Level));
+    return PyLong_FromSize_t(sizeof(SideLevelsObject) + lt_bytes(&self->tree));
 }
 
 static PyObject *SideLevels_get_sign(SideLevelsObject *self, void *Py_UNUSED(closure)) {
     return PyLong_FromLongLong(self->sign);
+}
+
+static PyObject *SideLevels_get_steps(SideLevelsObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(self->tree.steps);
+}
+
+static PyObject *SideLevels_get_height(SideLevelsObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromLong(lt_tree_height(&self->tree));
 }
 
 static PyMethodDef SideLevels_methods[] = {
@@ -584,6 +578,8 @@ static PyMethodDef SideLevels_methods[] = {
 
 static PyGetSetDef SideLevels_getset[] = {
     {"sign", (getter)SideLevels_get_sign, NULL, "-1 for bids (best at the highest price), 1 for asks", NULL},
+    {"steps", (getter)SideLevels_get_steps, NULL, "tree nodes visited so far (the levels' cost, for tests)", NULL},
+    {"height", (getter)SideLevels_get_height, NULL, "the levels' tree height (at most 1.44 log2(n + 2))", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1276,11 +1272,6 @@ static int itch_take(const uint8_t *body, size_t len, ItchMsg *m) {
 
 /* ---- the shown book's changes (book.book_changes, on doubles) ---- */
 
-typedef struct {
-    double price, size;
-    int64_t orders;
-} ShownLevel;
-
 static inline int level_eq(const ShownLevel *a, const ShownLevel *b) {
     return a->price == b->price && a->size == b->size && a->orders == b->orders;
 }
@@ -1927,8 +1918,10 @@ static PyTypeObject MboRunType = {
  * _fastpath's State keeps feedha-fix's (adapter/conversion/_native_books.py wraps it with
  * BookState's interface and builds SymbolValues and BookValues only when Python asks). Per
  * symbol one record (FxBook): SymbolValues' nine values, the book's kind, session values
- * (each set or not: None), notional, traded and trades, and both sides as arrays of
- * (price, size, orders), best first. Each side also keeps its share of the digest,
+ * (each set or not: None), notional, traded and trades, and both sides of (price, size,
+ * orders), best first (_level_tree.h: a sorted array up to 64 levels, a tree past that; a
+ * price found, inserted or deleted and a level-indexed position reached in O(log n)). Each
+ * side also keeps its share of the digest,
  * book.side_hash -- the sum mod 2**64 of mix_order over its levels (index 0 in a
  * price-keyed book, the position from 1 in a level-indexed one) -- so a message updates it
  * in O(changes) on a price-keyed side and re-sums only a level-indexed side (at most depth
@@ -1956,10 +1949,14 @@ static PyTypeObject MboRunType = {
 #define FX_MAX_DEPTH 1000000
 
 typedef struct {
-    ShownLevel *at; /* best first */
-    uint32_t n, cap;
-    uint64_t hash; /* book.side_hash of its levels */
+    LevelTree levels; /* ShownLevel items, best first (_level_tree.h) */
+    uint64_t hash;    /* book.side_hash of its levels */
 } FxSide;
+
+static inline uint32_t fx_n(const FxSide *s) { return lt_count(&s->levels); }
+
+/* The level at ``index`` (< fx_n). */
+static inline ShownLevel *fx_at(FxSide *s, uint32_t index) { return &lt_at(&s->levels, index)->shown; }
 
 /* A symbol's values but its levels (what a message stages and a commit copies). */
 typedef struct {
@@ -1997,24 +1994,18 @@ static inline uint64_t fx_mix(const ShownLevel *l, uint64_t index, uint64_t side
 
 /* book.side_hash of a whole side (``side`` 0 bids, 1 asks). */
 static void fx_rehash(FxSide *s, int level_indexed, int side) {
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < s->n; i++) sum += fx_mix(&s->at[i], level_indexed ? (uint64_t)i + 1 : 0, (uint64_t)side + 1);
+    uint64_t sum = 0, index = 0;
+    LtIter it;
+    lt_first(&s->levels, &it);
+    for (const LtItem *l; (l = lt_next(&it)) != NULL;) sum += fx_mix(&l->shown, level_indexed ? ++index : 0, (uint64_t)side + 1);
     s->hash = sum;
 }
 
-/* Room for ``n`` levels: 0, or -1 with MemoryError. */
-static int fx_side_reserve(FxSide *s, size_t n) {
-    if (n <= s->cap) return 0;
-    size_t cap = s->cap ? s->cap : 8;
-    while (cap < n) cap *= 2;
-    ShownLevel *at = cap > UINT32_MAX ? NULL : PyMem_Realloc(s->at, cap * sizeof *at);
-    if (at == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    s->at = at;
-    s->cap = (uint32_t)cap;
-    return 0;
+/* The best ``n`` levels of a side (at most fx_n) copied into ``out``. */
+static void fx_copy_best(const FxSide *s, uint32_t n, ShownLevel *out) {
+    LtIter it;
+    lt_first(&s->levels, &it);
+    for (uint32_t i = 0; i < n; i++) out[i] = lt_next(&it)->shown;
 }
 
 /* A symbol's slot hash in the table's index: keyed (_siphash.h), so names cannot be chosen to collide. */
@@ -2036,8 +2027,8 @@ static FxBook *fx_book_new(const char *name, Py_ssize_t len) {
 
 static void fx_book_free(FxBook *b) {
     if (b == NULL) return;
-    PyMem_Free(b->side[0].at);
-    PyMem_Free(b->side[1].at);
+    lt_clear(&b->side[0].levels);
+    lt_clear(&b->side[1].levels);
     PyMem_Free(b);
 }
 
@@ -2066,7 +2057,7 @@ static int fx_digest(const FxBook *b, const FxValues *s, uint64_t *out) {
     if (s->has_book) { /* BookValues.digest_bytes */
         *p++ = s->level_indexed ? 'L' : 'P';
         for (int side = 0; side < 2; side++) {
-            uint32_t n = b->side[side].n;
+            uint32_t n = fx_n(&b->side[side]);
             for (int i = 3; i >= 0; i--) *p++ = (uint8_t)(n >> (8 * i));
             p = be_u64(p, b->side[side].hash);
         }
@@ -2162,10 +2153,11 @@ static int fx_side_from(PyObject *levels, FxSide *out) {
     PyObject *seq = frozen(levels, "a book side is a list of (price, size, orders)");
     if (seq == NULL) return -1;
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    int rc = fx_side_reserve(out, (size_t)n);
+    int rc = n >= (Py_ssize_t)UINT32_MAX ? (PyErr_NoMemory(), -1) : 0;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         PyObject *level = PyTuple_GET_ITEM(seq, i);
-        ShownLevel *l = &out->at[i];
+        LtItem item;
+        ShownLevel *l = &item.shown;
         if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3 || !PyLong_Check(PyTuple_GET_ITEM(level, 2))) {
             PyErr_SetString(PyExc_TypeError, "a level is (price, size, orders)");
             rc = -1;
@@ -2176,7 +2168,7 @@ static int fx_side_from(PyObject *levels, FxSide *out) {
             uint64_t orders = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(level, 2));
             if (orders == (uint64_t)-1 && PyErr_Occurred()) rc = -1;
             l->orders = (int64_t)orders;
-            out->n = (uint32_t)(i + 1);
+            if (rc == 0) rc = lt_insert(&out->levels, (uint32_t)i, &item); /* in order: appended */
         }
     }
     Py_DECREF(seq);
@@ -2237,9 +2229,12 @@ static int fx_values_from(PyObject *values, PyObject *book, FxBook *b) {
 }
 
 static PyObject *fx_side_list(const FxSide *s) {
-    PyObject *list = PyList_New(s->n);
-    for (uint32_t i = 0; list != NULL && i < s->n; i++) {
-        PyObject *level = Py_BuildValue("(ddK)", s->at[i].price, s->at[i].size, (unsigned long long)s->at[i].orders);
+    PyObject *list = PyList_New(fx_n(s));
+    LtIter it;
+    lt_first(&s->levels, &it);
+    for (uint32_t i = 0; list != NULL && i < fx_n(s); i++) {
+        const ShownLevel *l = &lt_next(&it)->shown;
+        PyObject *level = Py_BuildValue("(ddK)", l->price, l->size, (unsigned long long)l->orders);
         if (level == NULL) Py_CLEAR(list);
         else PyList_SET_ITEM(list, i, level);
     }
@@ -2372,7 +2367,7 @@ static PyObject *BookTable_sizeof(BookTableObject *self, PyObject *Py_UNUSED(ign
     size_t total = sizeof *self + (size_t)self->cap * sizeof(FxBook *) + self->n_slots * sizeof(uint32_t);
     for (Py_ssize_t k = 0; k < self->count; k++) {
         const FxBook *b = self->books[k];
-        total += sizeof *b + (size_t)b->name_len + 1 + ((size_t)b->side[0].cap + b->side[1].cap) * sizeof(ShownLevel);
+        total += sizeof *b + (size_t)b->name_len + 1 + lt_bytes(&b->side[0].levels) + lt_bytes(&b->side[1].levels);
     }
     return PyLong_FromSize_t(total);
 }
@@ -2383,6 +2378,12 @@ static PyObject *BookTable_get_digest(BookTableObject *self, void *Py_UNUSED(clo
 
 static PyObject *BookTable_get_probes(BookTableObject *self, void *Py_UNUSED(closure)) {
     return PyLong_FromUnsignedLongLong(self->probes);
+}
+
+static PyObject *BookTable_get_level_steps(BookTableObject *self, void *Py_UNUSED(closure)) {
+    uint64_t steps = 0; /* O(symbols): for tests */
+    for (Py_ssize_t k = 0; k < self->count; k++) steps += self->books[k]->side[0].levels.steps + self->books[k]->side[1].levels.steps;
+    return PyLong_FromUnsignedLongLong(steps);
 }
 
 static PyObject *BookTable_get_salt(BookTableObject *self, void *Py_UNUSED(closure)) {
@@ -2449,6 +2450,8 @@ static PyGetSetDef BookTable_getset[] = {
      "a run stops at a message naming one symbol more", NULL},
     {"depth", (getter)BookTable_get_depth, (setter)BookTable_set_depth, "the book depth", NULL},
     {"probes", (getter)BookTable_get_probes, NULL, "index slots looked at so far by lookups (for tests)", NULL},
+    {"level_steps", (getter)BookTable_get_level_steps, NULL,
+     "tree nodes the held books' sides have visited so far (the levels' cost, for tests)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -2811,7 +2814,7 @@ static int fx_parse(const uint8_t *body, size_t len, FxMsg *m) {
 
 #define FX_UNDO_SET 0      /* put ``old`` back at ``index`` */
 #define FX_UNDO_INSERTED 1 /* remove ``index`` (and put back ``cut``, pushed off the end, when ``dropped``) */
-#define FX_UNDO_DELETED 2  /* insert ``old`` at ``index`` */
+#define FX_UNDO_DELETED 2  /* insert ``old`` at ``index`` (where its room still is: no allocation) */
 
 typedef struct {
     FxSide *side;
@@ -2868,10 +2871,10 @@ static size_t fx_take(FxCtx *c, size_t n) {
 static int fx_touch(FxCtx *c, FxSym *s, int side) {
     if (s->touched[side]) return 0;
     FxSide *levels = &s->book->side[side];
-    uint32_t shown = levels->n < (uint64_t)c->depth ? levels->n : (uint32_t)c->depth;
+    uint32_t shown = fx_n(levels) < (uint64_t)c->depth ? fx_n(levels) : (uint32_t)c->depth;
     size_t at = fx_take(c, shown);
     if (at == (size_t)-1) return -1;
-    if (shown) memcpy(c->pool + at, levels->at, shown * sizeof *levels->at);
+    fx_copy_best(levels, shown, c->pool + at);
     s->old_at[side] = at;
     s->n_old[side] = shown;
     s->hash_before[side] = levels->hash;
@@ -2888,103 +2891,104 @@ static void fx_log(FxCtx *c, FxSide *side, int kind, uint32_t index, const Shown
     if (old != NULL) u->old = *old;
 }
 
-static void fx_remove_at(FxSide *s, uint32_t index) {
-    memmove(&s->at[index], &s->at[index + 1], (size_t)(s->n - index - 1) * sizeof *s->at);
-    s->n--;
-}
-
-static void fx_insert_at(FxSide *s, uint32_t index, const ShownLevel *level) { /* room reserved */
-    memmove(&s->at[index + 1], &s->at[index], (size_t)(s->n - index) * sizeof *s->at);
-    s->at[index] = *level;
-    s->n++;
-}
-
-/* Every change of the message taken back, last first (the sides' hashes by the caller). */
+/* Every change of the message taken back, last first (the sides' hashes by the caller). Nothing
+ * shrank since (lt_trim runs after a commit only), so nothing here allocates. */
 static void fx_undo(FxCtx *c) {
     while (c->n_undo > 0) {
         FxUndo *u = &c->undo[--c->n_undo];
+        LevelTree *levels = &u->side->levels;
         if (u->kind == FX_UNDO_SET) {
-            u->side->at[u->index] = u->old;
+            *fx_at(u->side, u->index) = u->old;
         } else if (u->kind == FX_UNDO_DELETED) {
-            fx_insert_at(u->side, u->index, &u->old); /* its room is still there */
+            lt_put_back(levels, u->index, &(LtItem){.shown = u->old});
         } else {
-            fx_remove_at(u->side, u->index);
-            if (u->dropped) u->side->at[u->side->n++] = u->cut;
+            lt_remove(levels, u->index);
+            if (u->dropped) lt_put_back(levels, lt_count(levels), &(LtItem){.shown = u->cut});
         }
     }
 }
 
-/* book.find_price on a price-keyed side: where ``price`` is or would go, best first. */
-static uint32_t fx_find(const FxSide *s, double price, int is_bid, int *present) {
-    uint32_t lo = 0, hi = s->n;
-    double key = is_bid ? -price : price;
-    while (lo < hi) { /* bisect_left by the side's key */
-        uint32_t mid = lo + (hi - lo) / 2;
-        double at = s->at[mid].price;
-        if ((is_bid ? -at : at) < key) lo = mid + 1;
-        else hi = mid;
-    }
-    *present = lo < s->n && s->at[lo].price == price;
-    return lo;
+typedef struct {
+    double key; /* the side's key of a price: -price for bids, price for asks (best first) */
+    int is_bid;
+} FxKey;
+
+static int fx_cmp(const LtItem *item, const void *key) {
+    const FxKey *k = key;
+    double at = k->is_bid ? -item->shown.price : item->shown.price;
+    return (at > k->key) - (at < k->key);
+}
+
+/* book.find_price on a price-keyed side: the level at ``price`` or NULL, and in *at where it
+ * is or would go, best first (bisect_left by the side's key). */
+static ShownLevel *fx_find(FxSide *s, double price, int is_bid, uint32_t *at) {
+    FxKey key = {is_bid ? -price : price, is_bid};
+    LtItem *item = lt_search(&s->levels, fx_cmp, &key, at);
+    return item == NULL ? NULL : &item->shown;
+}
+
+/* Insert the entry's level at ``at``: 0, or -1 with MemoryError (nothing changed). */
+static int fx_insert(FxSide *s, uint32_t at, const FxEntry *e) {
+    return lt_insert(&s->levels, at, &(LtItem){.shown = {e->price, e->size, e->orders}});
 }
 
 /* book._apply_price: 0, STOP_SLOW (book_full: the Python path quarantines) or -1. */
 static int fx_apply_price(FxCtx *c, FxSide *s, const FxEntry *e, int side) {
-    int present;
-    uint32_t at = fx_find(s, e->price, side == 0, &present);
+    uint32_t at;
+    ShownLevel *found = fx_find(s, e->price, side == 0, &at);
     uint64_t side_no = (uint64_t)side + 1;
     if (e->action == FX_DELETE) {
-        if (!present) return 0;
-        s->hash -= fx_mix(&s->at[at], 0, side_no);
-        fx_log(c, s, FX_UNDO_DELETED, at, &s->at[at]);
-        fx_remove_at(s, at);
+        if (found == NULL) return 0;
+        s->hash -= fx_mix(found, 0, side_no);
+        fx_log(c, s, FX_UNDO_DELETED, at, found);
+        lt_remove(&s->levels, at);
         return 0;
     }
     ShownLevel level = {e->price, e->size, e->orders};
-    if (present) {
-        s->hash += fx_mix(&level, 0, side_no) - fx_mix(&s->at[at], 0, side_no);
-        fx_log(c, s, FX_UNDO_SET, at, &s->at[at]);
-        s->at[at] = level;
+    if (found != NULL) {
+        s->hash += fx_mix(&level, 0, side_no) - fx_mix(found, 0, side_no);
+        fx_log(c, s, FX_UNDO_SET, at, found);
+        *found = level;
         return 0;
     }
-    if ((Py_ssize_t)s->n >= c->max_prices) return STOP_SLOW;
-    if (fx_side_reserve(s, (size_t)s->n + 1) < 0) return -1;
+    if ((Py_ssize_t)fx_n(s) >= c->max_prices) return STOP_SLOW;
+    if (fx_insert(s, at, e) < 0) return -1;
     fx_log(c, s, FX_UNDO_INSERTED, at, NULL);
-    fx_insert_at(s, at, &level);
     s->hash += fx_mix(&level, 0, side_no);
     return 0;
 }
 
 /* book._apply_level (the side's hash is summed again after the message): 0, STOP_SLOW or -1. */
 static int fx_apply_level(FxCtx *c, FxSide *s, const FxEntry *e) {
-    uint32_t n = s->n;
+    uint32_t n = fx_n(s);
     long long index = e->level - 1;
     if (e->action == FX_DELETE) {
         if (index < n) {
-            fx_log(c, s, FX_UNDO_DELETED, (uint32_t)index, &s->at[index]);
-            fx_remove_at(s, (uint32_t)index);
+            fx_log(c, s, FX_UNDO_DELETED, (uint32_t)index, fx_at(s, (uint32_t)index));
+            lt_remove(&s->levels, (uint32_t)index);
         }
         return 0;
     }
-    ShownLevel level = {e->price, e->size, e->orders};
     if (e->action == FX_CHANGE && index < n) {
-        fx_log(c, s, FX_UNDO_SET, (uint32_t)index, &s->at[index]);
-        s->at[index] = level;
+        ShownLevel *at = fx_at(s, (uint32_t)index);
+        fx_log(c, s, FX_UNDO_SET, (uint32_t)index, at);
+        *at = (ShownLevel){e->price, e->size, e->orders};
         return 0;
     }
     if (index >= c->depth) return 0;
     if ((Py_ssize_t)n > c->depth) return STOP_SLOW; /* deeper than the depth (an adopted book): Python's */
-    if (fx_side_reserve(s, (size_t)n + 1) < 0) return -1;
     uint32_t at = index < n ? (uint32_t)index : n;
+    if (fx_insert(s, at, e) < 0) return -1;
     fx_log(c, s, FX_UNDO_INSERTED, at, NULL);
-    fx_insert_at(s, at, &level);
-    if ((Py_ssize_t)s->n > c->depth) { /* pushed past the depth: falls off, and does not come back */
+    if ((Py_ssize_t)fx_n(s) > c->depth) { /* pushed past the depth: falls off, and does not come back */
         FxUndo *u = &c->undo[c->n_undo - 1];
         u->dropped = 1;
-        u->cut = s->at[--s->n];
+        u->cut = *fx_at(s, fx_n(s) - 1);
+        lt_remove(&s->levels, fx_n(s) - 1);
     }
     return 0;
 }
+
 
 /* book._apply_session_entry: 0, or STOP_SLOW (the trade count would leave int64). */
 static int fx_session(FxValues *v, const FxEntry *e) {
@@ -3067,7 +3071,7 @@ static int fx_stage(FxCtx *c, const FxMsg *m, FxSym *syms) {
 /* fix44_engine._summarize: SymbolValues' nine from the book. 0, or STOP_SLOW (the volume leaves int64). */
 static int fx_summarize(FxSym *s) {
     FxValues *v = &s->s;
-    const FxBook *b = s->book;
+    FxBook *b = s->book;
     double volume = v->set >> FX_S_VOLUME & 1 ? v->session[FX_S_VOLUME] : 0.0;
     if (!(volume < 9223372036854775808.0 && volume > -9223372036854775808.0)) return STOP_SLOW;
     double *out[4] = {&v->high, &v->low, &v->last, &v->vwap};
@@ -3079,8 +3083,8 @@ static int fx_summarize(FxSym *s) {
     v->volume = (int64_t)volume;
     v->trade_count = v->trades;
     v->notional = v->book_notional;
-    v->bid = b->side[0].n ? b->side[0].at[0].price : 0.0;
-    v->ask = b->side[1].n ? b->side[1].at[0].price : 0.0;
+    v->bid = fx_n(&b->side[0]) ? fx_at(&b->side[0], 0)->price : 0.0;
+    v->ask = fx_n(&b->side[1]) ? fx_at(&b->side[1], 0)->price : 0.0;
     return 0;
 }
 
@@ -3122,9 +3126,10 @@ static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
     if (s->s.level_indexed) return 0;
     if (s->is_new) {
         for (int side = 0; side < 2; side++) {
-            const FxSide *levels = &s->book->side[side];
-            for (uint32_t i = 0; i < levels->n; i++) {
-                const ShownLevel *l = &levels->at[i];
+            LtIter it;
+            lt_first(&s->book->side[side].levels, &it);
+            for (const LtItem *item; (item = lt_next(&it)) != NULL;) {
+                const ShownLevel *l = &item->shown;
                 if (w_price_level(b, side + 1, l->price, l->size, l->orders, 0) < 0) return -1;
             }
         }
@@ -3132,14 +3137,13 @@ static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
     }
     double named[FX_MAX_ENTRIES];
     for (int side = 0; side < 2; side++) {
-        const FxSide *levels = &s->book->side[side];
+        FxSide *levels = &s->book->side[side];
         int n = fx_named_prices(m, index, side ? '1' : '0', side == 0, named);
         for (int i = 0; i < n; i++) {
-            int present;
-            uint32_t at = fx_find(levels, named[i], side == 0, &present);
-            const ShownLevel *l = &levels->at[at];
-            int rc = present ? w_price_level(b, side + 1, l->price, l->size, l->orders, 0)
-                             : w_price_level(b, side + 1, named[i], 0.0, 0, 1);
+            uint32_t at;
+            const ShownLevel *l = fx_find(levels, named[i], side == 0, &at);
+            int rc = l != NULL ? w_price_level(b, side + 1, l->price, l->size, l->orders, 0)
+                               : w_price_level(b, side + 1, named[i], 0.0, 0, 1);
             if (rc < 0) return -1;
         }
     }
@@ -3199,10 +3203,12 @@ static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t d
         return -1;
     for (int side = 0; side < 2; side++) {
         const FxSide *levels = &book->side[side];
-        uint32_t shown = levels->n < (uint64_t)depth ? levels->n : (uint32_t)depth;
+        uint32_t shown = fx_n(levels) < (uint64_t)depth ? fx_n(levels) : (uint32_t)depth;
         if (buf_reserve(b, (size_t)shown * FX_LEVEL_ROOM) < 0) return -1;
         uint8_t *p = b->data + b->len;
-        for (uint32_t i = 0; i < shown; i++) p = fx_put_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, &levels->at[i]);
+        LtIter it;
+        lt_first(&levels->levels, &it);
+        for (uint32_t i = 0; i < shown; i++) p = fx_put_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, &lt_next(&it)->shown);
         b->len = (size_t)(p - b->data);
     }
     return w_end(b, start, FH_SYMBOLSTATE_BOOK_TAG);
@@ -3253,10 +3259,12 @@ static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s)
     for (int side = 0; side < 2; side++) { /* shown_changes: the sides the message wrote */
         if (!s->touched[side]) continue;
         const FxSide *levels = &book->side[side];
-        uint32_t n_after = levels->n < (uint64_t)c->depth ? levels->n : (uint32_t)c->depth;
-        size_t scratch = fx_take(c, (size_t)s->n_old[side] + n_after);
-        if (scratch == (size_t)-1 || w_changes(b, c->pool + s->old_at[side], s->n_old[side], levels->at, n_after, side + 1,
-                                               c->pool + scratch) < 0)
+        uint32_t n_after = fx_n(levels) < (uint64_t)c->depth ? fx_n(levels) : (uint32_t)c->depth;
+        size_t after = fx_take(c, (size_t)s->n_old[side] + 2 * (size_t)n_after); /* the shown side, then scratch */
+        if (after == (size_t)-1) return -1;
+        fx_copy_best(levels, n_after, c->pool + after);
+        if (w_changes(b, c->pool + s->old_at[side], s->n_old[side], c->pool + after, n_after, side + 1,
+                      c->pool + after + n_after) < 0)
             return -1;
     }
     if (fx_w_state(b, book, &s->s, c->depth) < 0 || fx_price_levels(b, m, index, s) < 0) return -1;
@@ -3331,7 +3339,11 @@ static int fx_message(FxCtx *c, const FxMsg *m) {
         fx_rollback(c, syms, n);
         return rc;
     }
-    for (int i = 0; i < n; i++) { /* BookState.commit */
+    c->n_undo = 0;
+    for (int i = 0; i < n; i++) { /* BookState.commit; then the sides it changed give back room */
+        for (int side = 0; side < 2; side++) {
+            if (syms[i].touched[side]) lt_trim(&syms[i].book->side[side].levels);
+        }
         FxBook *b = syms[i].book;
         b->s = syms[i].s;
         if (syms[i].is_new) {

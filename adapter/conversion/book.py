@@ -15,6 +15,14 @@ level pushed off does not come back) and *price-keyed* while they do not
 price is kept, up to :data:`MAX_PRICES` a side, and the best ``depth`` are
 shown). An entry of the other kind switches the book's mode.
 
+A side here is a list, best first: this is the reference, and a message
+copies the sides it changes anyway (its staged copy is what a quarantine
+throws away), so a new price's insertion moves at most :data:`MAX_PRICES`
+references at C speed on top of that copy. The native state keeps each side
+past 64 levels in a balanced tree instead (``_orders.BookTable``,
+``_level_tree.h``: O(log n) a price, and a run of new best prices never moves
+a whole side), and the C run applies a message in place with an undo log, no copy.
+
 Prices and sizes are the doubles nearest the decimal text, so ``101.5``,
 ``101.50`` and ``101.5000`` are one price, and the digest (over the exact
 bits) is the same in every process. :func:`apply_entries` changes a copy the

@@ -11,8 +11,9 @@ and slot integers (docs/performance.md has the measured bytes per order).
 
 :class:`SideLevels` is one side of one symbol's book by price: the total
 shares and the number of orders at each price and the prices sorted best
-first, kept as orders come and go (``bisect``: O(log n) to find, O(n) to
-insert among the prices of that side).
+first, kept as orders come and go in a ``sortedcontainers.SortedList``
+(O(log n) to add or remove a price wherever it goes: a run of new best
+prices never moves the whole side, as an insort into a list did).
 
 The order table is covered by a 64-bit digest kept incrementally: the sum
 mod 2**64 of a mix of every live order's reference, symbol, side, price and
@@ -33,9 +34,10 @@ from __future__ import annotations
 
 import struct
 from array import array
-from bisect import bisect_left, insort
 from collections.abc import Iterator
 from typing import Final, Protocol
+
+from sortedcontainers import SortedList
 
 __all__ = ["ORDER_RECORD", "LiveOrders", "OrderTable", "PriceLevels", "SideLevels", "order_hash"]
 
@@ -149,21 +151,18 @@ class SideLevels:
         self.sign = -1 if is_bid else 1
         self.size: dict[int, int] = {}
         self.count: dict[int, int] = {}
-        self.keys: list[int] = []  # sign * price, ascending: best first
+        self.keys = SortedList()  # sign * price, ascending: best first
 
     def move(self, price: int, shares: int, orders: int) -> None:
         """Add ``shares`` and ``orders`` (negative: take off) at ``price``; a level at 0 orders goes."""
         count = self.count.get(price, 0) + orders
         if count <= 0:
             self.size.pop(price, None)
-            self.count.pop(price, None)
-            key = self.sign * price
-            index = bisect_left(self.keys, key)
-            if index < len(self.keys) and self.keys[index] == key:
-                del self.keys[index]
+            if self.count.pop(price, None) is not None:
+                self.keys.remove(self.sign * price)
             return
         if price not in self.count:
-            insort(self.keys, self.sign * price)
+            self.keys.add(self.sign * price)
         self.count[price] = count
         self.size[price] = self.size.get(price, 0) + shares
 

@@ -104,6 +104,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
         "adapter/conversion/_blake2b.h",
         "adapter/conversion/_fix_checksum.h",
         "adapter/conversion/_siphash.h",
+        "adapter/conversion/_level_tree.h",
         "adapter/journal/_native.c",
         "adapter/journal/_native_constants.h",
     }
