@@ -28,7 +28,10 @@ from feedha.transport.locality import is_local_endpoint, is_loopback_target
 SOURCE_BATCH_FRAMES: Final = 64
 # Every queue is bounded (a PUB drops silently at its high-water mark, per subscriber):
 LINE_SNDHWM: Final = 4096  # packets queued per line subscriber (~1-4 s at full rate); then its own drops
-SOURCE_RCVHWM: Final = 20_000  # source frames waiting (the start-up grace, a throttle pause)
+# Source frames waiting. Small on purpose: a source of ours waits for its slowest adapter
+# (feedha.transport.backpressure), and libzmq resumes a full queue only once half of it is read,
+# so a queue of 20,000 frames (~700,000 ITCH messages) answered back-pressure every few seconds.
+SOURCE_RCVHWM: Final = 128
 SYNC_HWM: Final = 10_000  # sync-bus messages queued either way
 SOURCE_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024  # a larger source frame drops the connection
 SYNC_MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024  # room for a snapshot of a large conversion state

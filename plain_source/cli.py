@@ -22,6 +22,7 @@ from feedha import logs, settings
 from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
     DEFAULT_RATE,
+    DEFAULT_SNDHWM,
     DEFAULT_STREAMS,
     DEFAULT_SYMBOLS,
     DEFAULT_WAIT_TIMEOUT_S,
@@ -32,6 +33,7 @@ from feedha.plain_source.itch50_playback import ItchPlayback
 from feedha.plain_source.playback import CapturePlayback
 from feedha.plain_source.source import PlainSource
 from feedha.runtime import settle_heap
+from feedha.transport.backpressure import DEFAULT_MAX_STALL_S
 
 _DESCRIPTION: Final = (
     "The plain-Python test source: deterministic FIX-style source streams on ZeroMQ XPUB sockets."
@@ -80,7 +82,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--wait-subscribers", type=int, default=0, metavar="N")
     add("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT_S)
-    add("--sndhwm", type=int, default=0)
+    add(
+        "--sndhwm",
+        type=int,
+        default=DEFAULT_SNDHWM,
+        help="frames queued per subscriber (default %(default)s); past it a send waits for that "
+        "subscriber: the source slows to its slowest subscriber and reports the rate it achieved "
+        "(achieved_rate, backpressure in the summary) instead of dropping",
+    )
+    add(
+        "--max-stall",
+        type=float,
+        default=DEFAULT_MAX_STALL_S,
+        metavar="SECONDS",
+        help="the longest a send waits for a subscriber that reads nothing (stopped, hung); then it goes "
+        "out past it and that subscriber misses a stretch, a gap its adapter counts and its group "
+        "repairs (default: %(default)s)",
+    )
     add(
         "--linger-ms",
         type=int,
@@ -176,6 +194,7 @@ def _config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Source
             wait_subscribers=args.wait_subscribers,
             wait_timeout_s=args.wait_timeout,
             sndhwm=args.sndhwm,
+            max_stall_s=args.max_stall,
             linger_ms=args.linger_ms,
             start_seq=args.start_seq,
             pregenerate=args.pregenerate,

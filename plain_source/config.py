@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from feedha.plain_source.model import split_symbols
+from feedha.transport.backpressure import DEFAULT_MAX_STALL_S
 from feedha.transport.locality import is_local_endpoint
 
 DEFAULT_STREAMS: Final = ("A-M", "N-Z")
@@ -25,6 +26,9 @@ PREGENERATE_MAX: Final = 3_000_000  # messages (~190 bytes each): bounded memory
 # lost the last 859-34,388 messages in 3 runs of 25).
 DEFAULT_LINGER_MS: Final = 15_000
 DEFAULT_WAIT_TIMEOUT_S: Final = 10.0
+# Frames queued per subscriber before a send waits for it (XPUB_NODROP: the source slows to its
+# slowest subscriber instead of dropping; feedha.transport.backpressure).
+DEFAULT_SNDHWM: Final = 64  # small: libzmq resumes a full queue once half of it went out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +54,11 @@ class SourceConfig:
             overflow; every fifth also a source_seq jump), 0: never.
         wait_subscribers: before sending, wait for this many subscriptions on every stream.
         wait_timeout_s: how long to wait for them.
-        sndhwm: ZMQ_SNDHWM (0 = unbounded: a PUB drops silently at its high-water mark).
+        sndhwm: ZMQ_SNDHWM, frames queued per subscriber; past it a send waits for that subscriber
+            (back-pressure: the source slows down and reports its achieved rate, it never drops).
+        max_stall_s: the longest a send waits for a subscriber that reads nothing; then it goes out
+            past that subscriber, which misses a stretch of the stream (a gap its adapter counts
+            and its group repairs) while everybody else goes on.
         linger_ms: ZMQ_LINGER: how long close() may spend flushing.
         start_seq: first source_seq of every stream.
         pregenerate: generate every message of the run before the clock starts
@@ -86,7 +94,8 @@ class SourceConfig:
     poison_every: int = 0
     wait_subscribers: int = 0
     wait_timeout_s: float = DEFAULT_WAIT_TIMEOUT_S
-    sndhwm: int = 0
+    sndhwm: int = DEFAULT_SNDHWM
+    max_stall_s: float = DEFAULT_MAX_STALL_S
     linger_ms: int = DEFAULT_LINGER_MS
     start_seq: int = 1
     pregenerate: bool = False
@@ -121,7 +130,8 @@ class SourceConfig:
             "malformed_every": self.malformed_every >= 0,
             "poison_every": self.poison_every >= 0,
             "wait_subscribers": self.wait_subscribers >= 0,
-            "sndhwm": self.sndhwm >= 0,
+            "sndhwm": self.sndhwm >= 1,
+            "max_stall_s": self.max_stall_s > 0,
             "linger_ms": self.linger_ms >= -1,
             "start_seq": self.start_seq >= 1,
         }

@@ -79,4 +79,4 @@ class ItchPlayback(CapturePlayback):
         end = moldudp64.encode_packet(
             SESSION, len(self.capture.messages) + 1, [], count=moldudp64.END_OF_SESSION
         )
-        self._sockets[0].send_multipart([self._topics[0], end], copy=False)
+        self._send(0, end)

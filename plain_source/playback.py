@@ -70,8 +70,8 @@ class CapturePlayback(PlainSource):
             if due == sent:
                 time.sleep(min(offsets[sent] - late, _SLEEP_SLICE_S))
                 continue
-            for frame in self._frames(sent, due):
-                self._sockets[0].send_multipart([self._topics[0], frame], copy=False)
+            if not all(self._send(0, frame) for frame in self._frames(sent, due)):
+                break  # stopped while a subscriber held a send back (what went out is not counted)
             self._sent[0] += due - sent
             seq = self._seq_of(due - 1)
             if seq is not None:

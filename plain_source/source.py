@@ -4,6 +4,11 @@ Theory of operation
 -------------------
 :class:`PlainSource` binds one XPUB socket per stream; each ZeroMQ message is
 ``[stream_name, payload]``, the payload one or more FIX messages back to back.
+Sends never drop: a subscriber whose queue is full (``sndhwm`` frames) makes
+the send wait (:class:`~transport.backpressure.BackpressureSender`), so the
+source slows to its slowest subscriber and its summary says by how much
+(``achieved_rate``, ``backpressure``); only a subscriber that reads nothing for
+``max_stall_s`` is sent past, and misses a stretch its adapter counts.
 The send loop owns the clock: it asks the pure
 :class:`~plain_source.pacing.PacingSchedule` how many messages are due, has
 the :class:`~plain_source.model.SymbolModel` generate them (made 16 ahead while
@@ -30,7 +35,7 @@ import random
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
 from typing import Final
 
@@ -42,6 +47,7 @@ from feedha.plain_source.config import MAX_BATCH, SourceConfig
 from feedha.plain_source.frames import plan_frames
 from feedha.plain_source.model import SymbolModel
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule, PublishDelays
+from feedha.transport.backpressure import BackpressureSender, SendResult
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +60,6 @@ DUE_PROBE: Final = 5_000
 DUE_LEAD_FACTOR: Final = 1.5
 DUE_LEAD_MIN_S: Final = 0.2
 DUE_TRIES: Final = 3
-_SNDMORE: Final = int(zmq.SNDMORE)
 _DRAIN_INTERVAL_S: Final = 0.1  # how often the send loop reads subscription messages
 # Subscribers send subscriptions only; libzmq applies the limit to the CURVE handshake too (~300 bytes).
 MAX_SUBSCRIBER_MESSAGE_BYTES: Final = 1024
@@ -75,6 +80,7 @@ class SourceSummary:
     error: str | None = None
     frames: int = 0  # ZeroMQ messages sent (without malformed injection, messages per frame: sent / frames)
     publish_delays: PublishDelays | None = None  # event -> send, when stamps are due times
+    backpressure: dict[str, float | int] = field(default_factory=dict)  # waits for slow subscribers
 
     @property
     def sent(self) -> int:
@@ -93,7 +99,9 @@ class SourceSummary:
             "malformed": self.malformed,
             "forgiven": self.forgiven,
             "elapsed_s": round(self.elapsed_s, 3),
+            "achieved_rate": round(self.sent / self.elapsed_s, 1) if self.elapsed_s > 0 else 0.0,
             "frames": self.frames,
+            "backpressure": self.backpressure,
         }
         if self.publish_delays is not None:
             body["publish_latency_us"] = self.publish_delays.summary()
@@ -124,6 +132,8 @@ class PlainSource:
         self.config = config
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._sockets: list[zmq.Socket[bytes]] = []
+        self._senders: list[BackpressureSender] = []
+        self._stop = threading.Event()  # run()'s: a send waiting for a slow subscriber gives up on it
         self.endpoints: dict[str, str] = {}
         self._topics = [name.encode() for name in config.streams]
         self._subscribers = [0] * len(config.streams)
@@ -152,6 +162,7 @@ class PlainSource:
             if keys is not None and self._gate is not None:
                 self._gate.secure(sock, keys)
             self._sockets.append(sock)
+            self._senders.append(BackpressureSender(sock, max_stall_s=self.config.max_stall_s))
             if name in wanted:
                 transport.configure_socket(sock, wanted[name])  # epgm://: buffers, ZMQ_RATE
                 sock.bind(wanted[name])
@@ -178,7 +189,7 @@ class PlainSource:
         """Close the sockets (flushing for up to ``linger_ms``)."""
         for sock in self._sockets:
             sock.close()
-        self._sockets = []
+        self._sockets, self._senders = [], []
         if self._gate is not None:
             self._gate.stop()
             self._gate = None
@@ -220,7 +231,7 @@ class PlainSource:
         Returns:
             The summary (its ``error`` is set if waiting for subscribers timed out).
         """
-        stop = stop or threading.Event()
+        stop = self._stop = stop or threading.Event()
         cfg = self.config
         self.bind()
         summary = SourceSummary(
@@ -234,8 +245,24 @@ class PlainSource:
             summary.error = str(exc)
         finally:
             summary.elapsed_s = time.monotonic() - started - summary.pregenerate_s
+            summary.backpressure = self._backpressure()
             self.close()
         return summary
+
+    def _send(self, stream: int, payload: bytes) -> bool:
+        """Send ``payload`` on a stream, waiting for slow subscribers; False: stopped while waiting."""
+        result = self._senders[stream].send((self._topics[stream], payload), stop=self._stop)
+        return result is not SendResult.STOPPED
+
+    def _backpressure(self) -> dict[str, float | int]:
+        # The streams' waits for slow subscribers, summed (the longest wait: the longest of any).
+        senders = self._senders
+        return {
+            "blocked_s": round(sum(sender.blocked_s for sender in senders), 3),
+            "longest_block_s": round(max((sender.longest_block_s for sender in senders), default=0.0), 3),
+            "blocked_sends": sum(sender.blocked_sends for sender in senders),
+            "stalls": sum(sender.stalls for sender in senders),
+        }
 
     def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
         cfg = self.config
@@ -408,16 +435,13 @@ class PlainSource:
         # GeneratedMessage per message.
         start_seq = self.config.start_seq
         for stream, messages in enumerate(per_stream):
-            if not messages:
-                continue
-            send, topic = self._sockets[stream].send, self._topics[stream]
             for first in range(0, len(messages), batch):
-                # Two sends with int flags: send_multipart builds its flags with IntFlag arithmetic.
-                send(topic, _SNDMORE)
-                send(b"".join(messages[first : first + batch]))
+                chunk = messages[first : first + batch]
+                if not self._send(stream, b"".join(chunk)):
+                    return  # stopped while a subscriber held the send back: it was not sent
                 summary.frames += 1
-            self._sent[stream] += len(messages)
-            summary.last_seq[stream] = start_seq + self._sent[stream] - 1
+                self._sent[stream] += len(chunk)
+                summary.last_seq[stream] = start_seq + self._sent[stream] - 1
 
     def _send_planned(
         self,
@@ -440,7 +464,8 @@ class PlainSource:
             rng=garbage_rng,
         )
         for stream, payload in frames:
-            self._sockets[stream].send_multipart((self._topics[stream], payload))
+            if not self._send(stream, payload):
+                return malformed  # stopped while a subscriber held the send back
         summary.frames += len(frames)
         for msg in messages:
             self._sent[msg.stream] += 1

@@ -264,7 +264,12 @@ class FeedRun:
         )
         self._transports = {
             s.number: ZmqTransport(
-                self._context, config.endpoint_of(s), sndhwm=config.sndhwm, xpub=xpub, curve=self._curve
+                self._context,
+                config.endpoint_of(s),
+                sndhwm=config.sndhwm,
+                xpub=xpub,
+                curve=self._curve,
+                max_stall_s=config.max_stall_s,
             )
             for s in config.streams
         }
@@ -363,6 +368,16 @@ class FeedRun:
             self._curve[1].stop()  # the ZAP thread holds a socket of the context
         self._context.term()
 
+    def _backpressure(self) -> dict[str, float | int]:
+        # The streams' waits for slow adapters (feedha.transport.backpressure), summed.
+        senders = [transport.sender for transport in self._transports.values()]
+        return {
+            "blocked_s": round(sum(sender.blocked_s for sender in senders), 3),
+            "longest_block_s": round(max((sender.longest_block_s for sender in senders), default=0.0), 3),
+            "blocked_sends": sum(sender.blocked_sends for sender in senders),
+            "stalls": sum(sender.stalls for sender in senders),
+        }
+
     def summary(self, *, elapsed_s: float) -> dict[str, object]:
         """The JSON summary line printed at exit."""
         names = {s.number: s.name for s in self.config.streams}
@@ -379,6 +394,8 @@ class FeedRun:
             "dropped": self.publisher.dropped,
             "elapsed_s": round(elapsed_s, 3),
             "rows_per_s": round(sent / running, 1),
+            "achieved_rate": round(sent / running, 1),
+            "backpressure": self._backpressure(),
             "batch_latency_ms": percentiles(self.stats.latency_ms),
             "batch_lag_ms": percentiles(self.stats.lag_ms),
             "handler_ms": percentiles(self.stats.handler_ms),

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from feedha.spark_feed import model
+from feedha.transport.backpressure import DEFAULT_MAX_STALL_S
 
 DEFAULT_RATE: Final = 20_000
 DEFAULT_TRIGGER_MS: Final = 1000
 DEFAULT_BASE_PORT: Final = 5601
+SNDHWM: Final = 16  # frames (of up to --frame-messages each) queued per subscriber before a send waits
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,7 +34,8 @@ class FeedConfig:
     partitions: int = 2
     sender: str = "FEED"
     frame_messages: int = 500
-    sndhwm: int = 0
+    sndhwm: int = SNDHWM
+    max_stall_s: float = DEFAULT_MAX_STALL_S
     max_rate: float = 0.0
     wait_subscribers: int = 0
     wait_timeout_s: float = 60.0
@@ -52,6 +55,8 @@ class FeedConfig:
             raise ValueError(f"source must be synthetic or replay: {self.source!r}")
         if self.rate <= 0 or self.trigger_ms <= 0:
             raise ValueError(f"rate and trigger-ms must be > 0: {self.rate}, {self.trigger_ms}")
+        if self.sndhwm < 1 or not self.max_stall_s > 0:
+            raise ValueError(f"sndhwm must be >= 1 and max-stall > 0: {self.sndhwm}, {self.max_stall_s}")
         if self.rows_per_batch < 1:
             raise ValueError(
                 f"rate x trigger interval gives no row per batch: {self.rate}/s x {self.trigger_ms} ms"
@@ -150,7 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, default=2, help="rate partitions and shuffle partitions")
     p.add_argument("--sender", default="FEED", help="SenderCompID, tag 49")
     p.add_argument("--frame-messages", type=int, default=500, help="FIX messages per ZeroMQ frame")
-    p.add_argument("--sndhwm", type=int, default=0, help="PUB send high-water mark (0 = unbounded)")
+    p.add_argument(
+        "--sndhwm",
+        type=int,
+        default=SNDHWM,
+        help="frames queued per subscriber before a send waits for it (default %(default)s): the job "
+        "slows to its slowest adapter and reports the rate it achieved instead of dropping",
+    )
+    p.add_argument(
+        "--max-stall",
+        type=float,
+        default=DEFAULT_MAX_STALL_S,
+        metavar="SECONDS",
+        help="the longest a send waits for a subscriber that reads nothing; then it goes past it and "
+        "that adapter misses a stretch (a gap it counts, its group repairs) (default %(default)s)",
+    )
     p.add_argument("--max-rate", type=float, default=0.0, help="publisher-side pacing, messages/s (0 = off)")
     p.add_argument("--wait-subscribers", type=int, default=0, help="XPUB: wait for N subscribers per stream")
     p.add_argument("--wait-timeout", type=float, default=60.0)
@@ -189,7 +208,8 @@ def _config(a: argparse.Namespace) -> FeedConfig:
         streams=model.parse_streams(a.streams), seed=a.seed, checkpoint=a.checkpoint,
         endpoints=tuple(endpoints), seconds=a.seconds, master=a.master or None, local_workers=a.local_workers,
         partitions=a.partitions,
-        sender=a.sender, frame_messages=a.frame_messages, sndhwm=a.sndhwm, max_rate=a.max_rate,
+        sender=a.sender, frame_messages=a.frame_messages, sndhwm=a.sndhwm, max_stall_s=a.max_stall,
+        max_rate=a.max_rate,
         wait_subscribers=a.wait_subscribers, wait_timeout_s=a.wait_timeout, replay_dir=a.replay_dir,
         replay_format=a.replay_format, files_per_trigger=a.files_per_trigger, quiet=a.quiet,
         spark_log_level=a.spark_log_level, log_level=a.log_level, log_format=a.log_format,

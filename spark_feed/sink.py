@@ -16,8 +16,13 @@ costs nothing extra.
 
 Delivery is at least once: a batch Spark replays after a crash is published
 again with the same ``source_seq`` values (and the same bytes); adapters drop
-what they already have. ``SNDHWM`` is 0 (unbounded) by default because a PUB
-socket drops silently at its high-water mark.
+what they already have. Nothing is dropped on the way out: each stream is an
+XPUB with ``XPUB_NODROP`` and a bounded queue (``SNDHWM`` frames per
+subscriber), so a send to a subscriber that lags waits for it
+(:class:`~transport.backpressure.BackpressureSender`): the job slows down to
+its slowest adapter and its summary reports the rate it achieved and the time
+it waited. Only a subscriber that reads nothing for ``max_stall_s`` is sent
+past (it misses a stretch, a gap its adapter counts and its group repairs).
 """
 
 from __future__ import annotations
@@ -35,14 +40,15 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from feedha.proto import fix
+from feedha.spark_feed.config import SNDHWM
 from feedha.spark_feed.encoder import trailers
 from feedha.spark_feed.model import StreamSpec
 from feedha.spark_feed.schema import COL_EVENT_NS, COL_MESSAGE, COL_SEQ, COL_STREAM
+from feedha.transport.backpressure import DEFAULT_MAX_STALL_S
 
 logger = logging.getLogger(__name__)
 
 FRAME_MESSAGES: Final = 500
-SNDHWM: Final = 0
 LINGER_MS: Final = 2_000
 _TRAILER: Final = fix.TRAILER_SIZE  # 10=NNN<SOH>
 
@@ -320,15 +326,16 @@ def secure_source(context: object, curve_key: str, allowed: Sequence[str]) -> tu
 
 
 class ZmqTransport:
-    """A bound ZeroMQ PUB (or XPUB) socket for one source stream.
+    """A bound ZeroMQ XPUB socket for one source stream, whose sends wait for slow subscribers.
 
     Args:
         context: the ``zmq.Context``.
         endpoint: where to bind, e.g. ``tcp://127.0.0.1:5601``.
-        sndhwm: send high-water mark; 0 = unbounded (a PUB drops silently at its HWM).
-        xpub: bind an XPUB so subscriptions can be counted (``--wait-subscribers``).
+        sndhwm: frames queued per subscriber before a send waits for it (at least 1).
+        xpub: count subscriptions (``--wait-subscribers``); the socket is an XPUB either way.
         curve: the source's key pair and the ZAP handler admitting the adapters' keys
             (:func:`secure_source`): the socket is a CURVE server (``None``: plain).
+        max_stall_s: the longest a send waits for a subscriber that reads nothing.
     """
 
     def __init__(
@@ -339,17 +346,21 @@ class ZmqTransport:
         sndhwm: int = SNDHWM,
         xpub: bool = False,
         curve: tuple[Any, Any] | None = None,
+        max_stall_s: float = DEFAULT_MAX_STALL_S,
     ) -> None:
         import zmq
 
+        from feedha.transport.backpressure import BackpressureSender
+
         assert isinstance(context, zmq.Context)
+        if sndhwm < 1:
+            raise ValueError(f"sndhwm must be >= 1 (every queue is bounded), got {sndhwm}")
         self.endpoint = endpoint
         self.subscribers = 0
-        self._socket = context.socket(zmq.XPUB if xpub else zmq.PUB)
-        if xpub:
-            # Without VERBOSE an XPUB passes up only the first subscription to a
-            # topic, and every adapter of a channel subscribes to the same one.
-            self._socket.setsockopt(zmq.XPUB_VERBOSE, 1)
+        self._socket = context.socket(zmq.XPUB)
+        # Without VERBOSE an XPUB passes up only the first subscription to a
+        # topic, and every adapter of a channel subscribes to the same one.
+        self._socket.setsockopt(zmq.XPUB_VERBOSE, 1)
         self._socket.setsockopt(zmq.SNDHWM, sndhwm)
         self._socket.setsockopt(zmq.LINGER, LINGER_MS)
         self._socket.setsockopt(zmq.MAXMSGSIZE, SUBSCRIBER_MESSAGE_BYTES)  # subscribers only subscribe
@@ -358,10 +369,11 @@ class ZmqTransport:
             gate.secure(self._socket, keys)
         self._socket.bind(endpoint)
         self._xpub = xpub
+        self.sender = BackpressureSender(self._socket, max_stall_s=max_stall_s)
 
     def send(self, frames: Sequence[bytes | memoryview]) -> None:
-        """Send one multipart message (zero-copy for large frames)."""
-        self._socket.send_multipart(frames, copy=False)
+        """Send one multipart message (zero-copy for views), waiting while a subscriber lags."""
+        self.sender.send(frames)
 
     def poll_subscriptions(self, timeout_ms: int) -> int:
         """Read pending XPUB (un)subscriptions and return the current subscriber count."""
@@ -379,4 +391,4 @@ class ZmqTransport:
         self._socket.close()
 
     def __repr__(self) -> str:
-        return f"<ZmqTransport [{self.endpoint}, subscribers={self.subscribers}]>"
+        return f"<ZmqTransport [{self.endpoint}, subscribers={self.subscribers}, {self.sender!r}]>"

@@ -28,6 +28,7 @@ from feedha.plain_source import (
 from feedha.plain_source.cli import config_from_args
 from feedha.plain_source.source import _Lookahead
 from feedha.proto.fix import SourceEntry, checksum, encode_market_data, split_messages
+from feedha.transport.backpressure import BackpressureSender
 
 EPOCH = 1_700_000_000_000_000_000
 
@@ -324,7 +325,10 @@ class _FakeSocket:
     def send_multipart(self, frames: tuple[bytes, bytes]) -> None:
         self.sent.append(frames[1])
 
-    def send(self, data: bytes, flags: int = 0) -> None:
+    def setsockopt(self, option: int, value: int) -> None:
+        pass  # BackpressureSender's XPUB_NODROP and SNDTIMEO: this socket never makes a send wait
+
+    def send(self, data: bytes, flags: int = 0, copy: bool = True) -> None:
         self._parts.append(data)
         if not flags & zmq.SNDMORE:
             assert len(self._parts) == 2, self._parts  # [topic, payload], as send_multipart sends
@@ -345,6 +349,7 @@ def test_send_loop_fast_path_sends_the_frames_plan_frames_makes(batch: int, stre
         source = PlainSource(config)
         sockets = [_FakeSocket() for _ in streams]
         source._sockets = sockets  # type: ignore[assignment]  # no ZeroMQ in unit tests
+        source._senders = [BackpressureSender(socket) for socket in sockets]  # type: ignore[arg-type]
         summary = SourceSummary(config.streams, {}, source._sent, [0] * len(streams))
         model = SymbolModel(streams=config.streams, symbol_count=40, seed=5, epoch_ns=EPOCH)
         ahead = _Lookahead(model)

@@ -19,6 +19,7 @@ from feedha.plain_source import PlainSource, PublishDelays, SourceConfig, Source
 from feedha.plain_source import source as source_module
 from feedha.plain_source.pacing import MAX_DELAY_SAMPLES, PacingSchedule
 from feedha.proto.fix import parse_fields, parse_timestamp, split_messages
+from feedha.transport.backpressure import BackpressureSender
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -41,7 +42,10 @@ class _FakeSocket:
             event = dict(parse_fields(message))[EVENT_TIME_TAG]
             self.stamps.append((self.clock.time_ns(), parse_timestamp(event)))
 
-    def send(self, data: bytes, flags: int = 0) -> None:
+    def setsockopt(self, option: int, value: int) -> None:
+        pass  # BackpressureSender's XPUB_NODROP and SNDTIMEO: this socket never makes a send wait
+
+    def send(self, data: bytes, flags: int = 0, copy: bool = True) -> None:
         self._parts.append(data)
         if not flags & zmq.SNDMORE:
             topic, payload = self._parts
@@ -88,6 +92,7 @@ def _run(
     source = PlainSource(config)
     socket = _FakeSocket(clock)
     source._sockets = [socket]  # type: ignore[list-item]  # no ZeroMQ in unit tests
+    source._senders = [BackpressureSender(socket)]  # type: ignore[arg-type]
     source._drain_subscriptions = lambda timeout_ms: None  # type: ignore[method-assign]
     make, calls = source._pregenerate, [0]
 
