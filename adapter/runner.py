@@ -15,11 +15,13 @@ Other threads read only the frozen values the loop hands over
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import psutil
@@ -36,6 +38,7 @@ from feedha.adapter.core import AdapterCore
 from feedha.adapter.core import actions as act
 from feedha.adapter.core.commands import encode_reply
 from feedha.adapter.core.health import MachineSample
+from feedha.adapter.core.syncbus import SnapshotRequest, StreamState
 from feedha.adapter.delayed_line import DelayedLineSocket
 from feedha.adapter.journal.quarantine import QuarantineFile
 from feedha.adapter.line import LineSocket
@@ -287,7 +290,11 @@ class AdapterRunner:
         wall_ns = time.time_ns()
         if self.delayed_line is not None:
             self.delayed_line.feed(core.delayed_wants, core.on_delayed_records, wall_ns=wall_ns)
-        self._carry_out(core.on_tick(now=now, wall_ns=wall_ns))
+        with self._kept_alive(core.keepalive_report(now)):  # a checkpoint folds the whole state
+            actions = core.on_tick(now=now, wall_ns=wall_ns)
+            self._carry_out(actions)
+        if any(type(action) is act.WriteCheckpoint for action in actions):
+            core.on_checkpoint_cost(time.monotonic() - now)
         self.line.serve(now)
         if self.conflated_line is not None:
             self.conflated_line.serve(now)
@@ -307,9 +314,24 @@ class AdapterRunner:
             self._carry_out(core.on_source_drained(now=time.monotonic(), wall_ns=time.time_ns()))
 
     def _drain_sync(self) -> None:
-        core, now, wall_ns = self.core, time.monotonic(), time.time_ns()
+        core = self.core
         for message in self.sync_link.drain(core.on_sync_garbage):
+            # Each message at the time it is read: one that came while the message before it
+            # took long (a snapshot adopted, 0.5 s with a large order table) was heard then,
+            # not when the drain began (the rules would count that wait as the active's silence).
+            now, wall_ns = time.monotonic(), time.time_ns()
+            if type(message) is SnapshotRequest:  # the active folds its whole state to answer
+                with self._kept_alive(core.keepalive_report(now, snapshot_asked=True)):
+                    self._carry_out(core.on_sync(message, now=now, wall_ns=wall_ns))
+                continue
             self._carry_out(core.on_sync(message, now=now, wall_ns=wall_ns))
+
+    def _kept_alive(self, report: StreamState | None) -> AbstractContextManager[None]:
+        # The active's report repeated while one long turn keeps the loop from reporting
+        # (AdapterCore.keepalive_report): else the backups see the active silent and elect.
+        if report is None:
+            return contextlib.nullcontext()
+        return self.sync_link.keepalive(report, every_s=self.core.config.sync.heartbeat_interval_s)
 
     # ---- actions -------------------------------------------------------------------------
 

@@ -4,10 +4,18 @@ The messages are the core's (:mod:`adapter.core.syncbus` encodes and decodes
 them); this is only their transport. Both sockets are bounded (high-water
 marks, the largest message a peer may send) and, with ``--sync-key``, CURVE
 with the group's key pair: nothing else may speak on the bus.
+
+:meth:`SyncLink.keepalive` repeats one message from a thread while the loop
+is busy with one long turn (an active folding its whole state for a
+checkpoint): the loop sends nothing meanwhile but what it carries out under
+the same lock, so the socket is never used by two threads at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
@@ -21,6 +29,7 @@ from feedha.adapter.zap import DataPlaneGuard
 __all__ = ["SyncLink"]
 
 MESSAGES_PER_DRAIN: Final = 1000
+KEEPALIVE_AT_MOST_S: Final = 5.0  # a turn longer than this is a hung loop: the group may elect
 
 
 class SyncLink:
@@ -37,6 +46,8 @@ class SyncLink:
         self._channel = config.channel_number
         self.pub: zmq.Socket[bytes] | None = None
         self.sub: zmq.Socket[bytes] | None = None
+        self._sending = threading.Lock()  # the loop's sends and a keepalive's never overlap
+        self.keepalives = 0  # messages a keepalive repeated
 
     def __repr__(self) -> str:
         return f"<SyncLink [{self._config.sync_endpoint}, peers={len(self._config.peers)}]>"
@@ -67,7 +78,41 @@ class SyncLink:
     def send(self, message: SyncMessage) -> None:
         """Publish one message to every peer."""
         assert self.pub is not None
-        self.pub.send(encode_sync(message, channel=self._channel))
+        data = encode_sync(message, channel=self._channel)
+        with self._sending:
+            self.pub.send(data)
+
+    @contextlib.contextmanager
+    def keepalive(
+        self, message: SyncMessage, *, every_s: float, at_most_s: float = KEEPALIVE_AT_MOST_S
+    ) -> Iterator[None]:
+        """Repeat ``message`` every ``every_s`` from a thread while the block runs (``at_most_s`` at most).
+
+        The loop thread runs one long turn inside the block and sends only through :meth:`send`;
+        the source pump (the other sender on this socket) does not run meanwhile.
+        """
+        assert self.pub is not None
+        data = encode_sync(message, channel=self._channel)
+        done = threading.Event()
+        thread = threading.Thread(
+            target=self._repeat, args=(data, done, every_s, at_most_s), name="sync-keepalive", daemon=True
+        )
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
+    def _repeat(self, data: bytes, done: threading.Event, every_s: float, at_most_s: float) -> None:
+        # The first repeat one interval in: a turn shorter than that costs nothing.
+        end = time.monotonic() + at_most_s
+        pub = self.pub
+        assert pub is not None
+        while not done.wait(every_s) and time.monotonic() < end:
+            with self._sending:
+                pub.send(data)
+                self.keepalives += 1
 
     def drain(self, on_garbage: Callable[[], None]) -> Iterator[SyncMessage]:
         """The messages waiting now, decoded (at most :data:`MESSAGES_PER_DRAIN`; garbage counted)."""

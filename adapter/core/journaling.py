@@ -10,12 +10,17 @@ Pure bookkeeping: the runner's journal writer carries out the
 * A checkpoint is the conversion state *at* the last journaled message, so it
   is taken only when nothing was converted after that message (and no session
   began that the journal has not recorded yet), once ``checkpoint_every``
-  messages or ``checkpoint_interval_s`` seconds have passed since the last one.
+  messages or ``checkpoint_interval_s`` seconds have passed since the last one,
+  and never sooner than :data:`CHECKPOINT_COST_FACTOR` times what the last one
+  cost the loop (:meth:`JournalPlan.note_cost`): folding a large order table
+  took 1.0-1.6 s of a loaded 2-core machine, so every 5 s it took a quarter of
+  every adapter's time, and the group fell behind its source.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final
 
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.core.actions import JournalRecords, WriteCheckpoint
@@ -23,7 +28,9 @@ from feedha.adapter.core.purge import PurgeEntry
 from feedha.adapter.core.recovery import encode_checkpoint_state
 from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 
-__all__ = ["JournalPlan"]
+__all__ = ["CHECKPOINT_COST_FACTOR", "JournalPlan"]
+
+CHECKPOINT_COST_FACTOR: Final = 10.0  # a checkpoint takes at most a tenth of the loop's time
 
 
 class JournalPlan:
@@ -45,6 +52,7 @@ class JournalPlan:
         "last_source_seq",
         "_since_checkpoint",
         "_checkpoint_at",
+        "_cost_s",
         "journaled",
         "skipped",
         "checkpoints",
@@ -61,6 +69,7 @@ class JournalPlan:
         self.session = 1  # the session the last record belongs to (a boundary record begins one)
         self._since_checkpoint = 0
         self._checkpoint_at = now
+        self._cost_s = 0.0  # what the last checkpoint cost the loop (the shell measures it)
         self.journaled = self.skipped = self.checkpoints = 0
 
     def __repr__(self) -> str:
@@ -118,6 +127,17 @@ class JournalPlan:
         self._since_checkpoint += fresh
         return skip
 
+    def is_checkpoint_due(self, now: float) -> bool:
+        """Whether a checkpoint is due at ``now`` (enough messages, or time, since the last one)."""
+        pending, since = self._since_checkpoint, now - self._checkpoint_at
+        if not pending or since < CHECKPOINT_COST_FACTOR * self._cost_s:
+            return False
+        return pending >= self._every or since >= self._interval_s
+
+    def note_cost(self, seconds: float) -> None:
+        """The last checkpoint cost the loop ``seconds`` (folding the state, writing it)."""
+        self._cost_s = max(0.0, seconds)
+
     def checkpoint(
         self,
         *,
@@ -128,9 +148,11 @@ class JournalPlan:
         purges: Callable[[], Iterable[PurgeEntry]] = tuple,
     ) -> WriteCheckpoint | None:
         """A checkpoint when one is due and the state is exactly the journal's; else ``None``."""
-        pending = self._since_checkpoint
-        due = pending >= self._every or (pending and now - self._checkpoint_at >= self._interval_s)
-        if not due or self.last_source_seq != last_source_seq or self.session != session.id:
+        if (
+            not self.is_checkpoint_due(now)
+            or self.last_source_seq != last_source_seq
+            or self.session != session.id
+        ):
             return None
         blob = encode_checkpoint_state(
             symbols(),

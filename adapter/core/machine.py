@@ -308,6 +308,29 @@ class AdapterCore:
             self.conflated.observe(turn.out)
         return turn.out
 
+    def keepalive_report(self, now: float, *, snapshot_asked: bool = False) -> syncbus.StreamState | None:
+        """The active's report to repeat while one long turn keeps its loop from reporting, or ``None``.
+
+        A turn that writes a checkpoint (due at ``now``), or answers a snapshot request
+        (``snapshot_asked``), folds the whole conversion state: with an order table of 100,000
+        orders that took 0.66 s of the loop, past the heartbeat timeout, and every backup elected a
+        new active. The shell repeats this report meanwhile (:meth:`SyncLink.keepalive
+        <adapter.sync_link.SyncLink.keepalive>`): the active's positions do not move during the
+        turn, so it says what an idle active says. ``None``: not the active, or no long turn ahead.
+        """
+        if self._sync.role is not Role.ACTIVE or self._sync.deciding:
+            return None
+        journal = self.emitter.journal
+        if snapshot_asked or (journal is not None and journal.is_checkpoint_due(now)):
+            return self._stream_state()
+        return None
+
+    def on_checkpoint_cost(self, seconds: float) -> None:
+        """The turn that wrote the last checkpoint took ``seconds`` (the next waits ten times that)."""
+        journal = self.emitter.journal
+        if journal is not None:
+            journal.note_cost(seconds)
+
     def pump_plan(self, now: float) -> PumpPlan | None:
         """Whether the source pump may run now, and within what (:mod:`adapter.core.pumping`)."""
         return pumping.plan(self, now)

@@ -206,3 +206,17 @@ def test_a_checkpoint_is_due_by_count_or_time_and_only_at_the_journaled_position
     assert checkpoint is not None and checkpoint.msg_seq == 2 and plan.checkpoints == 1
     plan.records(3, T0, [13, 14, 15], [b"c", b"d", b"e"])
     assert plan.checkpoint(now=6.1, last_source_seq=15, symbols=dict) is not None  # by count
+
+
+def test_a_costly_checkpoint_spaces_the_next_ones_to_ten_times_its_cost() -> None:
+    plan = JournalPlan(source_stream=3, checkpoint_every=3, checkpoint_interval_s=5.0, now=0.0)
+    plan.records(1, T0, [11, 12, 13], [b"a", b"b", b"c"])
+    assert plan.is_checkpoint_due(0.1) and plan.checkpoint(now=0.1, last_source_seq=13, symbols=dict)
+    plan.note_cost(1.5)  # folding the state took 1.5 s of the loop
+    plan.records(4, T0, [14, 15, 16, 17], [b"d", b"e", b"f", b"g"])  # due by count ...
+    assert not plan.is_checkpoint_due(10.0)  # ... but not before 15 s after the last one
+    assert plan.checkpoint(now=10.0, last_source_seq=17, symbols=dict) is None
+    assert plan.is_checkpoint_due(15.2) and plan.checkpoint(now=15.2, last_source_seq=17, symbols=dict)
+    plan.note_cost(0.01)  # cheap again: the configured pace comes back
+    plan.records(8, T0, [18, 19, 20], [b"h", b"i", b"j"])
+    assert plan.is_checkpoint_due(15.4)
