@@ -299,6 +299,46 @@ def _source_metrics(sample: Sample, labels: Mapping[str, str]) -> Iterator[Metri
     for reason, count in sorted(status.get("quarantined", {}).items()):
         quarantined.add_metric([*labels.values(), str(reason)], count)
     yield quarantined
+    yield from _accounting_metrics(status, labels)
+
+
+def _accounting_metrics(status: Mapping[str, Any], labels: Mapping[str, str]) -> Iterator[Metric]:
+    # Where every source position went (adapter/core/accounting.py), and what was skipped by type.
+    skipped = CounterMetricFamily(
+        "feedha_adapter_skipped_messages",
+        "source messages that are not market data, by type",
+        labels=[*labels, "type"],
+    )
+    for kind, count in sorted(status.get("skipped_types", {}).items()):
+        skipped.add_metric([*labels.values(), str(kind)], count)
+    yield skipped
+    accounting = status.get("accounting")
+    if not accounting:
+        return
+    positions = CounterMetricFamily(
+        "feedha_adapter_source_positions",
+        "source positions passed, by what became of them (numbered, quarantined, skipped, in_gaps, "
+        "declared_absent)",
+        labels=[*labels, "disposition"],
+    )
+    for disposition in ("numbered", "quarantined", "skipped", "in_gaps", "declared_absent"):
+        positions.add_metric([*labels.values(), disposition], accounting[disposition])
+    yield positions
+    yield _counter(
+        "feedha_adapter_source_gap_ranges", "source gaps booked (ranges)", labels, accounting["gap_ranges"]
+    )
+    yield _counter(
+        "feedha_adapter_source_unplaced",
+        "quarantined or skipped items that took no source position",
+        labels,
+        accounting["unplaced"],
+    )
+    yield _gauge(
+        "feedha_adapter_source_unexplained",
+        "source positions passed but not booked (0 unless the bookkeeping is wrong)",
+        labels,
+        accounting["unexplained"],
+    )
 
 
 def _journal_metrics(sample: Sample, labels: Mapping[str, str]) -> Iterator[Metric]:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from feedha.adapter.conversion.codec import encode_update
 from feedha.adapter.conversion.messages import SourceMessage
@@ -45,6 +45,9 @@ from feedha.adapter.conversion.table import ConverterTable
 from feedha.proto import fix
 
 __all__ = ["ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
+
+
+MESSAGE_TYPE_CHARS: Final = 8  # the most of a type a count names (a hostile 35= is cut there)
 
 
 class Stop(enum.IntEnum):
@@ -143,12 +146,20 @@ class ConversionEngine:
         """
         raise NotImplementedError
 
-    # How source frames are cut into messages (FIX here; itch50 overrides all five).
+    # How source frames are cut into messages (FIX here; itch50 overrides all six).
     next_message = staticmethod(fix.next_message)  # (body or None, next position)
     split_messages = staticmethod(fix.split_messages)  # (bodies, malformed stretches)
     find_seq = staticmethod(fix.find_seq_num)  # the position a malformed stretch names, if any
     decode_reset = staticmethod(fix.decode_sequence_reset)  # a SequenceReset's (seq, new seq)
     peek_seq = staticmethod(peek_source_seq)  # a body's source_seq (raises ConversionError)
+
+    @staticmethod
+    def message_type(body: bytes) -> str:
+        """A message body's type for the counts of what was skipped: FIX's ``35=`` (``?``: none)."""
+        if not body.startswith(b"35="):
+            return "?"
+        end = body.find(b"\x01", 3, 3 + MESSAGE_TYPE_CHARS + 1)
+        return body[3:end].decode("ascii", "replace") if end > 3 else "?"
 
     def source_frame(self, frame: bytes) -> bytes:
         """The frame to convert for one source frame as received (FIX: itself)."""

@@ -87,6 +87,12 @@ class Itch50Engine(ReferenceEngine):
     split_messages = staticmethod(moldudp64.split_records)
 
     @staticmethod
+    def message_type(body: bytes) -> str:
+        """A record's ITCH message type (the byte after its sequence number; ``?``: none)."""
+        kind = body[moldudp64.SEQ_BYTES : moldudp64.SEQ_BYTES + 1]
+        return kind.decode("ascii", "replace") if kind else "?"
+
+    @staticmethod
     def find_seq(stretch: bytes) -> int | None:
         """A malformed stretch of a record frame names no position."""
         return None

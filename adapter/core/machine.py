@@ -262,6 +262,7 @@ class AdapterCore:
             counters.malformed_frames += 1
             detail, data = f"a message of {len(parts)} parts", b"".join(parts)
             self.pipeline.quarantine("malformed_frame", None, detail, data, turn)
+            self.pipeline.ledger.placed_nowhere()
             return turn.out
         faults = counters.internal_errors
         if frame is None:
@@ -627,6 +628,7 @@ class AdapterCore:
         """
         controls: list[Any] = []
         summary = recovery.recover_state(journal, checkpoint, self.state, self.sequencer, controls=controls)
+        self.pipeline.ledger.base = summary.last_source_seq  # the ledger books from here on
         self.sessions.recovered(summary.session)
         purges = recovery.checkpoint_purges(checkpoint.state) if checkpoint is not None else []
         self.delayed.restore(purges + recovery.journal_purges(controls))

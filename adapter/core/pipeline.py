@@ -57,6 +57,7 @@ from feedha.adapter.conversion.engine import ConversionEngine, Stop
 from feedha.adapter.conversion.fix44_parser import SKIPPED
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.core import syncbus
+from feedha.adapter.core.accounting import SourceLedger, count_kind
 from feedha.adapter.core.actions import Action, Quarantine
 from feedha.adapter.core.config import RING_SIZE
 from feedha.adapter.core.emitter import LineEmitter
@@ -164,10 +165,12 @@ class PipelineCounters:
     snapshots_adopted: int = 0
     skipped: int = 0  # messages that are not market data (fix44 heartbeats, logons ...): counted, skipped
     quarantined: dict[str, int] = field(default_factory=dict)
+    skipped_types: dict[str, int] = field(default_factory=dict)  # skipped messages by type (35=, ITCH type)
 
     def as_dict(self) -> dict[str, Any]:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["quarantined"] = dict(self.quarantined)
+        values["skipped_types"] = dict(self.skipped_types)
         return values
 
     @property
@@ -201,6 +204,7 @@ class Pipeline:
         self.sequencer = Sequencer()
         self.emitter = emitter
         self.counters = PipelineCounters()
+        self.ledger = SourceLedger()  # where every source position went (adapter.core.accounting)
         self.pending_snapshot: syncbus.Snapshot | None = None
         self.fence: int | None = None  # convert nothing past this source position (a boundary is agreed)
         self.deferred = b""  # the first message past the fence (or a gap) and the rest of its frame
@@ -252,6 +256,7 @@ class Pipeline:
             self.counters.internal_errors += 1
             logger.exception("internal error converting a source frame of %d bytes", len(frame))
             self.quarantine("internal_error", None, repr(exc), frame, turn)
+            self.ledger.placed_nowhere()  # what it held past here shows as a gap at the next frame
             here = 0
         if before + here:
             self._ring.add(frame, before + here)
@@ -364,6 +369,7 @@ class Pipeline:
             verdict = sequencer.check_source(msg.source_seq, max_gap=self._max_gap)
         if verdict is SourceVerdict.DUPLICATE:
             self.counters.duplicates += 1
+            self.ledger.placed_nowhere()
             return 0, standing
         if verdict is SourceVerdict.JUMP:
             self._held.append((msg, body))
@@ -381,6 +387,7 @@ class Pipeline:
                 self.holding_gap = gap
                 return _HOLD, standing
             self.counters.source_gaps += 1
+            self.ledger.gap(gap.first, gap.last)
         return (yield from self._accept(msg, body, standing, turn))
 
     def _accept(
@@ -427,6 +434,9 @@ class Pipeline:
         self, msg: SourceMessage, payload: bytes, standing: Standing, turn: Turn
     ) -> Generator[Interrupt, Reply, Standing]:
         sequencer, emitter = self.sequencer, self.emitter
+        if msg.source_seq == sequencer.last_source_seq:
+            self.ledger.retook()  # a good copy of a garbled message that had taken this position
+        self.ledger.passed()
         expected = sequencer.next_msg_seq
         msg_seq = sequencer.assign(msg.source_seq)
         check = sequencer.record(msg.source_seq, msg_seq, self.state.digest)
@@ -478,6 +488,7 @@ class Pipeline:
         reply = yield GapFound(Gap(self.sequencer.next_source_seq, first - 1), jump=True)
         standing = reply.standing
         self.counters.source_gaps += 1
+        self.ledger.gap(self.sequencer.next_source_seq, first - 1, "jump")
         self.sequencer.skip_source(first - 1)
         converted = 0
         for msg, body in held:
@@ -496,8 +507,13 @@ class Pipeline:
             past = msg.source_seq - last - 1
             detail = f"source_seq {msg.source_seq} is {past} past {last} (max gap {self._max_gap})"
             self.quarantine("source_seq_jump", msg.source_seq, detail, body, turn)
+        placed = 0
         if next_seq is not None and last < next_seq - 1 <= last + len(held):
+            placed = next_seq - 1 - last
             self.sequencer.skip_source(next_seq - 1)
+        for _ in range(placed):
+            self.ledger.took("quarantined")
+        self.ledger.placed_nowhere(len(held) - placed)
 
     def _refuse_unless_continued(self, source_seq: int, turn: Turn) -> None:
         held = self._held
@@ -515,6 +531,9 @@ class Pipeline:
         last = self.sequencer.last_source_seq
         if seq is not None and last and seq == last + 1 and not self._held:
             self.sequencer.skip_source(seq, tentative=True)
+            self.ledger.took("quarantined", tentative=True)
+        else:
+            self.ledger.placed_nowhere()
         self.quarantine("malformed_fix", seq, f"{len(stretch)} bytes that are no FIX message", stretch, turn)
 
     def _not_an_update(self, body: bytes, exc: ConversionError, turn: Turn) -> None:
@@ -533,6 +552,7 @@ class Pipeline:
         verdict = self.sequencer.check_source(source_seq, max_gap=self._max_gap)
         if verdict is SourceVerdict.DUPLICATE:
             self.counters.duplicates += 1
+            self.ledger.placed_nowhere()
         elif verdict is SourceVerdict.JUMP or new_seq <= source_seq:
             last = self.sequencer.last_source_seq
             why = f"SequenceReset 34={source_seq} 36={new_seq} after source_seq {last}"
@@ -541,19 +561,35 @@ class Pipeline:
             # The explicit way a source moves its numbering: every adapter moves alike.
             self._refuse_jump(source_seq, turn)
             self.counters.source_resets += 1
+            self._book_reset(body, source_seq, new_seq)
             self.sequencer.skip_source(new_seq - 1)
+
+    def _book_reset(self, body: bytes, source_seq: int, new_seq: int) -> None:
+        # The reset is a message of its own (skipped: not market data) at source_seq; what the
+        # stream skipped before it is a gap; the positions it numbers past were never sent.
+        ledger, last = self.ledger, self.sequencer.last_source_seq
+        if not self.sequencer.first_source_seq:
+            self.sequencer.first_source_seq = source_seq  # the stream begins with the reset
+        if last and source_seq > last + 1:
+            self.counters.source_gaps += 1
+            ledger.gap(last + 1, source_seq - 1)
+        self.counters.skipped += 1
+        count_kind(self.counters.skipped_types, self.engine.message_type(body))
+        ledger.took("skipped", retaking=source_seq == last)
+        ledger.gap(source_seq + 1, new_seq - 1, "reset")
 
     def _skipped(self, body: bytes, turn: Turn) -> None:
         # Not market data (a heartbeat, a logon ...): counted, not quarantined; like a
         # quarantined message it uses up its position, so it is no loss and no gap.
         self.counters.skipped += 1
+        count_kind(self.counters.skipped_types, self.engine.message_type(body))
         try:
             source_seq = self.engine.peek_seq(body)
         except ConversionError:
+            self.ledger.placed_nowhere()
             return
         self._refuse_unless_continued(source_seq, turn)
-        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
-            self.sequencer.skip_source(source_seq)
+        self._take(source_seq, "skipped")
 
     def _unconvertible(
         self,
@@ -574,13 +610,24 @@ class Pipeline:
                 pass  # not even sequenced: nothing to account for
         self.quarantine(exc.reason, source_seq, str(exc), body, turn)
         if source_seq is None:
+            self.ledger.placed_nowhere()
             return
         if accounted:  # the careful path took this position already (the next, or past a gap)
+            self.ledger.took("quarantined", retaking=source_seq == self.sequencer.last_source_seq)
             self.sequencer.skip_source(source_seq)
             return
         self._refuse_unless_continued(source_seq, turn)
-        if self.sequencer.check_source(source_seq) is SourceVerdict.NEXT:
-            self.sequencer.skip_source(source_seq)
+        self._take(source_seq, "quarantined")
+
+    def _take(self, source_seq: int, kind: str) -> None:
+        # A message that gets no msg_seq uses up its position when it is the next one (a good
+        # copy may take the position a garbled message took); otherwise it takes none.
+        sequencer = self.sequencer
+        if sequencer.check_source(source_seq) is not SourceVerdict.NEXT:
+            self.ledger.placed_nowhere()
+            return
+        self.ledger.took(kind, retaking=source_seq == sequencer.last_source_seq)
+        sequencer.skip_source(source_seq)
 
     # ---- waiting: session fences and gaps ----------------------------------------------------
 

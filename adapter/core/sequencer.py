@@ -84,6 +84,7 @@ class Sequencer:
 
     __slots__ = (
         "next_msg_seq",
+        "first_source_seq",
         "last_source_seq",
         "last_recorded_source_seq",
         "last_msg_seq",
@@ -102,6 +103,7 @@ class Sequencer:
             raise ValueError(f"next_msg_seq must be >= 1, got {next_msg_seq}")
         self.next_msg_seq = next_msg_seq
         self.last_source_seq = 0  # 0: nothing seen yet
+        self.first_source_seq = 0  # the first position taken (0: none yet); where the ledger begins
         self.last_recorded_source_seq = 0  # the last source message that got a msg_seq
         self.last_msg_seq = 0
         self.last_digest = 0
@@ -170,6 +172,8 @@ class Sequencer:
                 checksum, say); a well-formed message at the same position that comes
                 next is still taken (a source that resends a mangled message).
         """
+        if not self.first_source_seq:
+            self.first_source_seq = source_seq
         self.last_source_seq = source_seq
         self._tentative = source_seq if tentative else 0
 
@@ -193,6 +197,8 @@ class Sequencer:
             For a position the active reported earlier, whether the counter had
             to move and whether the digests agree; otherwise None.
         """
+        if not self.first_source_seq:
+            self.first_source_seq = source_seq
         self.last_source_seq = source_seq
         self.last_recorded_source_seq = source_seq
         self._tentative = 0
@@ -245,6 +251,8 @@ class Sequencer:
         if not count:
             raise ValueError("a run needs at least one message")
         last = first_source_seq + count - 1
+        if not self.first_source_seq:
+            self.first_source_seq = first_source_seq
         self.last_source_seq = self.last_recorded_source_seq = last
         self._tentative = 0
         self.last_msg_seq = first_msg_seq + count - 1

@@ -66,6 +66,11 @@ def core_status(core: AdapterCore) -> dict[str, Any]:
         "fast_path": core.engine.is_native,
         "published": emitter.published,
         **core.pipeline.counters.as_dict(),
+        "accounting": core.pipeline.ledger.as_dict(
+            first_source_seq=core.sequencer.first_source_seq,
+            last_source_seq=core.sequencer.last_source_seq,
+            numbered=core.pipeline.counters.numbered,
+        ),
         "sync_garbage": core.sync_garbage,
         "snapshots_sent": core.snapshots_sent,
         "packets": output.packets,
