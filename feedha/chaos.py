@@ -23,6 +23,11 @@ retransmission), ``faults`` (count by kind, every poison kind named),
 ``adapters_alive`` and ``max_rss_mib`` per adapter (sampled every second).
 With ``--no-journal`` the adapters keep no journal and the client has nothing
 to fill a line hole from: a line hole is a loss.
+
+With ``--format fix44`` or ``--format itch50`` the source plays a capture of that
+format written for the run, with the format's own poison and two floods
+(:mod:`feedha.chaos_formats`); the summary adds ``honest_rate``, each flood's CPU
+per message against the traffic before the floods.
 """
 
 from __future__ import annotations
@@ -45,6 +50,15 @@ from typing import IO, Any, Final
 import psutil
 import zmq
 
+from feedha.chaos_captures import ChaosCapture
+from feedha.chaos_formats import (
+    CAPTURE_FORMATS,
+    drill_options_for,
+    format_capture,
+    format_ok,
+    format_summary,
+    sampler_for,
+)
 from feedha.cluster import control
 from feedha.drill import (
     CHANNEL,
@@ -113,6 +127,7 @@ class ChaosOptions:
     rate: float = 5000.0
     poison_every: int = POISON_EVERY
     journal: bool = True  # without: nothing fills a hole of the lines, a line hole is a loss
+    input_format: str = "feedha-fix"  # fix44 | itch50: a capture of the format's poison and floods
 
 
 @dataclass
@@ -147,6 +162,13 @@ class _Chaos:
 def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
     """Run the chaos drill and return its summary (tears down what it built, always)."""
     seconds = options.minutes * 60
+    capture = format_capture(
+        options.input_format,
+        rate=options.rate,
+        seconds=seconds,
+        seed=options.seed,
+        poison_every=options.poison_every,
+    )
     drill_options = DrillOptions(
         backups=2,
         rate=options.rate,
@@ -155,6 +177,8 @@ def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
         journal=options.journal,
         extra_source_args=["--poison-every", str(options.poison_every)] if options.poison_every else [],
     )
+    if capture is not None:
+        drill_options = drill_options_for(drill_options, capture)
     placement = place_local(drill_options)
     drill: Drill | None = None
     chaos: _Chaos | None = None
@@ -162,9 +186,13 @@ def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
         drill = start_drill(drill_options, log, placement)
         assert drill.client is not None
         drill.client.wait_for(lambda e: e.get("event") == "progress" and e.get("delivered", 0) > 0, 30)
-        chaos = _Chaos(drill, time.monotonic())
-        _drive(chaos, plan_faults(options.seed, seconds))
-        return _summary(chaos, options)
+        running = chaos = _Chaos(drill, time.monotonic())
+        with sampler_for(lambda: _cost_targets(running)) as sampler:
+            _drive(running, plan_faults(options.seed, seconds))
+        summary = _summary(running, options, capture)
+        if capture is not None:
+            summary.update(format_summary(capture, sampler))
+        return summary
     finally:
         if chaos is not None:
             chaos.halt.set()
@@ -175,6 +203,8 @@ def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
                 proc.kill()
         if placement.journal_root is not None:
             shutil.rmtree(placement.journal_root, ignore_errors=True)
+        if capture is not None:
+            capture.path.unlink(missing_ok=True)
 
 
 def _drive(chaos: _Chaos, plan: list[Fault]) -> None:
@@ -306,6 +336,12 @@ def _bad_commands(endpoint: str) -> None:
             pass  # a stopped or restarting adapter does not answer: fine
 
 
+def _cost_targets(chaos: _Chaos) -> list[tuple[int, str]]:
+    """The adapters whose CPU per message is sampled now: working ones (not stopped, settled)."""
+    drill = chaos.drill
+    return [(drill.adapters[n].popen.pid, drill.group.adapter(n).control) for n in chaos.working()]
+
+
 def _sample_rss(chaos: _Chaos) -> None:
     for number, proc in chaos.drill.adapters.items():
         try:
@@ -338,12 +374,14 @@ def _write_timeline(chaos: _Chaos, log: IO[str]) -> None:
     log.flush()
 
 
-def _summary(chaos: _Chaos, options: ChaosOptions) -> dict[str, Any]:
+def _summary(chaos: _Chaos, options: ChaosOptions, capture: ChaosCapture | None = None) -> dict[str, Any]:
     drill = chaos.drill
     assert drill.source is not None and drill.client is not None
     source = drill.source.wait_for(lambda e: "sent" in e, 30)
     sent = int(source["sent"])
     poisoned = sent // options.poison_every if options.poison_every else 0
+    if capture is not None:  # what the capture holds that gives no block: its poison, what is skipped
+        poisoned = sent - capture.expected
     drain_client(drill.client, sent - poisoned)
     drill.client.stop()
     client = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
@@ -351,7 +389,10 @@ def _summary(chaos: _Chaos, options: ChaosOptions) -> dict[str, Any]:
     roles = roles_now(drill)
     show_progress("")
     faults = dict(chaos.counts)
-    if poisoned:
+    if capture is not None:
+        faults["poison"] = capture.poison.total()
+        faults.update((f"poison_{kind}", n) for kind, n in sorted(capture.poison.items()))
+    elif poisoned:
         faults["poison"] = poisoned
         faults.update((f"poison_{kind}", n) for kind, n in poison_kind_counts(poisoned).items() if n)
     return {
@@ -400,6 +441,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="adapters without journals: nothing fills a hole of the lines by retransmission, so a "
         "line hole is a loss (replay floods are skipped)",
     )
+    parser.add_argument(
+        "--format",
+        dest="input_format",
+        choices=("feedha-fix", *CAPTURE_FORMATS),
+        default="feedha-fix",
+        help="the source's input format: feedha-fix (the plain source, default), or a capture of "
+        "fix44 or itch50 written for the run with the format's poison every K messages and two "
+        "floods, whose per-message cost is reported before and during (honest_rate)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -414,6 +464,7 @@ def main(args: argparse.Namespace, log: IO[str]) -> int:
         rate=args.rate,
         poison_every=args.poison_every,
         journal=args.journal,
+        input_format=args.input_format,
     )
     result = run_chaos(options, log)
     result["log"] = log.name
@@ -428,5 +479,6 @@ def main(args: argparse.Namespace, log: IO[str]) -> int:
         and result["duplicates"] == 0
         and result["conflicts"] == 0
         and result["line_holes"] == 0
+        and format_ok(result)
     )
     return 0 if ok and result["adapters_alive"] == len(result["max_rss_mib"]) else 1
