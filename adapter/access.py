@@ -32,6 +32,11 @@ answers it delayed ranges only (``is_delayed_only``). A grant may be
 real-time line, its replays or images); a grant both delayed and conflated
 only reaches both of those lines. A key whose grant turns limited while it is
 connected where it may no longer be is cut off from there like a revoked one.
+
+A grant names the key's *owner* (the user whose subscriptions carry it):
+:meth:`AccessTable.owner_of` is what the replay service budgets by, so all
+the keys of one user share one budget. A key without an owner (a permanent
+``--grant-keys`` key, a grant from an older admin server) is its own owner.
 """
 
 from __future__ import annotations
@@ -51,8 +56,10 @@ CONFLATED: Final = "conflated"  # the conflated line: real-time states at each i
 # conflated-only keys the conflated line; both kinds, both. Never the line or images.
 _DELAYED_ONLY: Final = frozenset({DELAYED, REPLAY})
 _CONFLATED_ONLY: Final = frozenset({CONFLATED})
-# (Z85 key, expires_at_ns[, delayed_only[, conflated_only]])
-Grant = tuple[str, int] | tuple[str, int, bool] | tuple[str, int, bool, bool]
+# (Z85 key, expires_at_ns[, delayed_only[, conflated_only[, owner]]])
+Grant = (
+    tuple[str, int] | tuple[str, int, bool] | tuple[str, int, bool, bool] | tuple[str, int, bool, bool, str]
+)
 MAX_KEYS: Final = 100_000  # grants held at most (a grant flood cannot grow the adapter without bound)
 
 
@@ -62,6 +69,7 @@ class AccessTable:
     def __init__(self, *, permanent: Iterable[str] = ()) -> None:
         self._grants: dict[str, int] = {}
         self._limited: dict[str, frozenset[str]] = {}  # a limited key -> the only places it may go
+        self._owners: dict[str, str] = {}  # a key -> who holds it (AccessGrant.owner), when named
         self._permanent = frozenset(permanent)  # admitted as long as the adapter runs (--grant-keys)
         self._seen: dict[str, set[str]] = {
             LINE: set(),
@@ -84,12 +92,18 @@ class AccessTable:
         return list(self._grants)
 
     def grant(
-        self, key: str, expires_at_ns: int, delayed_only: bool = False, conflated_only: bool = False
+        self,
+        key: str,
+        expires_at_ns: int,
+        delayed_only: bool = False,
+        conflated_only: bool = False,
+        owner: str = "",
     ) -> set[str]:
         """Accept ``key`` until ``expires_at_ns``.
 
         ``delayed_only``: on the delayed line and for delayed replays only;
         ``conflated_only``: on the conflated line only; both: on either.
+        ``owner``: who holds the key ("": the key is its own owner).
 
         Returns:
             The sockets to bind afresh: those a key connected to may no longer use.
@@ -100,6 +114,10 @@ class AccessTable:
         old = self._grants.get(key)
         self._grants[key] = expires_at_ns
         self.granted += 1
+        if owner:
+            self._owners[key] = owner
+        else:
+            self._owners.pop(key, None)
         if old is not None and expires_at_ns < old:
             self.version += 1  # a shorter grant: connected peers are checked against it
         if not delayed_only and not conflated_only:
@@ -122,6 +140,11 @@ class AccessTable:
             rebind |= self.grant(*grant)
         return rebind
 
+    def owner_of(self, key: str) -> str:
+        """The budget ``key`` counts against: ``user:OWNER``, or ``key:KEY`` when no owner was named."""
+        owner = self._owners.get(key)
+        return f"user:{owner}" if owner is not None else f"key:{key}"
+
     def is_delayed_only(self, key: str) -> bool:
         """Whether ``key`` may have delayed data only (a key not granted at all: yes, the least)."""
         if key in self._permanent:
@@ -136,6 +159,7 @@ class AccessTable:
                 self.revoked += 1
                 self.version += 1
             self._limited.pop(key, None)
+            self._owners.pop(key, None)
             for where, seen in self._seen.items():
                 if key in seen and key not in self._permanent:
                     rebind.add(where)

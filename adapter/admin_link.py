@@ -57,7 +57,8 @@ def core_command(command: RegistryCommand) -> Command | AccessChange | SealChang
         return SealChange(command.seal_key)
     if command.kind in (RegistryCommandKind.GRANT, RegistryCommandKind.REVOKE):
         grants = tuple(
-            (g.curve_public_key, g.expires_at_ns, g.delayed_only, g.conflated_only) for g in command.grants
+            (g.curve_public_key, g.expires_at_ns, g.delayed_only, g.conflated_only, g.owner)
+            for g in command.grants
         )
         return AccessChange(grants, command.kind is RegistryCommandKind.REVOKE, command.replace_grants)
     if command.kind is RegistryCommandKind.THROTTLE:

@@ -19,31 +19,46 @@ only*: the channel's adapters then admit it to their delayed lines and
 delayed replays, never to their real-time lines; one that reaches it by
 conflated routes only is granted *conflated only* (the conflated lines), and
 by both kinds, both. A grant's *limit* says so: 0 (none: everything),
-:data:`DELAYED_ONLY`, :data:`CONFLATED_ONLY`, or both bits. Pure.
+:data:`DELAYED_ONLY`, :data:`CONFLATED_ONLY`, or both bits. A grant also names
+the key's *owners*, the users whose subscriptions carry it: the adapters'
+replay services budget per owner (:func:`owner_tag`), so a user's many keys
+share one budget. Pure.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 from feedha.admin_server.errors import AdminError
 from feedha.admin_server.store import SubscriptionRecord
-from feedha.proto.registry import AccessGrant, Command, CommandKind
+from feedha.proto.registry import MAX_OWNER_CHARS, AccessGrant, Command, CommandKind
 
 __all__ = [
     "CONFLATED_ONLY",
     "DELAYED_ONLY",
     "GRANTS_PER_COMMAND",
+    "Grant",
     "Grants",
     "desired_grants",
     "entitled_subscriptions",
     "merge_grant",
     "merge_limit",
+    "owner_tag",
     "plan_commands",
 ]
 
-Grants: TypeAlias = dict[str, tuple[int, int]]  # curve public key -> (expires_at_ns, limit)
+
+class Grant(NamedTuple):
+    """What one key is granted on one channel."""
+
+    expires_ns: int
+    limit: int
+    owners: frozenset[str] = frozenset()  # the users whose subscriptions carry the key
+
+
+Grants: TypeAlias = dict[str, Grant]  # curve public key -> its grant
 GRANTS_PER_COMMAND: Final = 10_000  # ~550 kB a command, well under gRPC's 4 MiB message limit
 Reach: TypeAlias = Mapping[str, int]  # channel name -> the limit of the routes that reach it
 DELAYED_ONLY: Final = 1  # a limit bit: the delayed line and delayed replays
@@ -71,7 +86,8 @@ def desired_grants(
         expires_ns = int(sub.valid_until * 1e9)
         for channel, limit in channels.items():
             keys = grants.setdefault(channel, {})
-            keys[sub.curve_key] = merge_grant(keys.get(sub.curve_key), (expires_ns, limit))
+            grant = Grant(expires_ns, limit, frozenset((sub.user,)))
+            keys[sub.curve_key] = merge_grant(keys.get(sub.curve_key), grant)
     return grants
 
 
@@ -100,9 +116,23 @@ def _parts(grants: list[AccessGrant]) -> list[tuple[AccessGrant, ...]]:
     return [tuple(grants[i : i + GRANTS_PER_COMMAND]) for i in range(0, len(grants), GRANTS_PER_COMMAND)]
 
 
-def _grant(key: str, grant: tuple[int, int]) -> AccessGrant:
-    expires_ns, limit = grant
-    return AccessGrant(key, expires_ns, bool(limit & DELAYED_ONLY), bool(limit & CONFLATED_ONLY))
+def _grant(key: str, grant: Grant) -> AccessGrant:
+    expires_ns, limit, owners = grant
+    delayed, conflated = bool(limit & DELAYED_ONLY), bool(limit & CONFLATED_ONLY)
+    return AccessGrant(key, expires_ns, delayed, conflated, owner_tag(owners))
+
+
+def owner_tag(owners: frozenset[str]) -> str:
+    """The ``AccessGrant.owner`` of a key these users' subscriptions carry.
+
+    The names sorted and joined by newlines; a digest of them when that is longer than
+    the field's limit. Adapters only compare tags: a key two users carry gets a budget
+    apart from each one's other keys (a user cannot pull another's key into its own).
+    """
+    tag = "\n".join(sorted(owners))
+    if len(tag) <= MAX_OWNER_CHARS:
+        return tag
+    return "sha256:" + hashlib.sha256(tag.encode()).hexdigest()
 
 
 def merge_limit(old: int | None, new: int) -> int:
@@ -112,11 +142,13 @@ def merge_limit(old: int | None, new: int) -> int:
     return old | new if old and new else 0
 
 
-def merge_grant(old: tuple[int, int] | None, new: tuple[int, int]) -> tuple[int, int]:
-    """Two grants of one key as one: the later expiry, and the merged limit (:func:`merge_limit`)."""
+def merge_grant(old: Grant | None, new: Grant) -> Grant:
+    """Two grants of one key as one: the later expiry, the merged limit (:func:`merge_limit`), both owners."""
     if old is None:
         return new
-    return max(old[0], new[0]), merge_limit(old[1], new[1])
+    return Grant(
+        max(old.expires_ns, new.expires_ns), merge_limit(old.limit, new.limit), old.owners | new.owners
+    )
 
 
 def entitled_subscriptions(

@@ -43,7 +43,7 @@ class DataPlane:
         self._on_seal = on_seal
         # Grants made at once since some pass's snapshot: (generation, channel, key, grant). A pass
         # planned from an older snapshot must not take them away again (it did not see them).
-        self._granted_now: list[tuple[int, str, str, tuple[int, int]]] = []
+        self._granted_now: list[tuple[int, str, str, access.Grant]] = []
         self._generation = 0
 
     def snapshot(self, store: Store | None = None) -> Snapshot:
@@ -119,10 +119,11 @@ class DataPlane:
         reach: dict[str, int] = {}
         for route in routes:
             reach[route.channel.name] = access.merge_limit(reach.get(route.channel.name), route.limit)
-        expires_ns = int(record.valid_until * 1e9)
+        expires_ns, owners = int(record.valid_until * 1e9), frozenset((record.user,))
         self._generation += 1
         for channel, limit in reach.items():
-            self._granted_now.append((self._generation, channel, record.curve_key, (expires_ns, limit)))
+            grant = access.Grant(expires_ns, limit, owners)
+            self._granted_now.append((self._generation, channel, record.curve_key, grant))
         for session in hub.adapter_session_list():
             with contextlib.suppress(NotFoundError):
                 adapter = hub.registry.get(session.adapter_id)
@@ -131,7 +132,7 @@ class DataPlane:
                     continue  # not its channel, a plain adapter, or one that gets a full table next pass
                 wanted = dict(session.told)
                 wanted[record.curve_key] = access.merge_grant(
-                    wanted.get(record.curve_key), (expires_ns, reach[channel])
+                    wanted.get(record.curve_key), access.Grant(expires_ns, reach[channel], owners)
                 )
                 if wanted != session.told:
                     self.tell(session, wanted)

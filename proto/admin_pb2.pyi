@@ -246,16 +246,18 @@ class SealKey(_message.Message):
     def __init__(self, key_id: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class AccessGrant(_message.Message):
-    __slots__ = ("curve_public_key", "expire_time", "delayed_only", "conflated_only")
+    __slots__ = ("curve_public_key", "expire_time", "delayed_only", "conflated_only", "owner")
     CURVE_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     DELAYED_ONLY_FIELD_NUMBER: _ClassVar[int]
     CONFLATED_ONLY_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     curve_public_key: str
     expire_time: _timestamp_pb2.Timestamp
     delayed_only: bool
     conflated_only: bool
-    def __init__(self, curve_public_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delayed_only: _Optional[bool] = ..., conflated_only: _Optional[bool] = ...) -> None: ...
+    owner: str
+    def __init__(self, curve_public_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delayed_only: _Optional[bool] = ..., conflated_only: _Optional[bool] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class Line(_message.Message):
     __slots__ = ("adapter_id", "line_endpoint", "replay_endpoint", "role", "term", "is_up", "curve_server_key", "conflated_line_endpoint")

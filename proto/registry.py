@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Final
 
 from feedha.proto import admin_pb2
 from feedha.proto.errors import ProtoError
 from feedha.proto.seal import SealKey
+
+MAX_OWNER_CHARS: Final = 1024  # AccessGrant.owner: longer is refused (the server sends a digest instead)
 
 
 class AdapterRole(enum.Enum):
@@ -129,17 +132,22 @@ class AccessGrant:
     ``delayed_only``: the key may connect to the delayed line and ask for delayed
     ranges, never to the real-time line. ``conflated_only``: the key may connect to the
     conflated line (and, with ``delayed_only`` too, to the delayed line), never to the
-    real-time line, its replays or its images.
+    real-time line, its replays or its images. ``owner``: who holds the key (the user,
+    or the users sorted and joined by newlines; "": unknown): the replay service's
+    budgets are per owner, so one user's many keys share one.
     """
 
     curve_public_key: str
     expires_at_ns: int = 0
     delayed_only: bool = False
     conflated_only: bool = False
+    owner: str = ""
 
     def __post_init__(self) -> None:
         if not is_curve_key(self.curve_public_key):
             raise ValueError(f"not a Z85 CURVE public key: {self.curve_public_key[:48]!r}")
+        if len(self.owner) > MAX_OWNER_CHARS:
+            raise ValueError(f"owner of {len(self.owner)} characters (at most {MAX_OWNER_CHARS})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +361,7 @@ def _grant_to_proto(grant: AccessGrant) -> admin_pb2.AccessGrant:
         curve_public_key=grant.curve_public_key,
         delayed_only=grant.delayed_only,
         conflated_only=grant.conflated_only,
+        owner=grant.owner,
     )
     if grant.expires_at_ns:
         message.expire_time.FromNanoseconds(grant.expires_at_ns)
@@ -361,7 +370,9 @@ def _grant_to_proto(grant: AccessGrant) -> admin_pb2.AccessGrant:
 
 def _grant_from_proto(message: admin_pb2.AccessGrant) -> AccessGrant:
     expires = message.expire_time.ToNanoseconds() if message.HasField("expire_time") else 0
-    return AccessGrant(message.curve_public_key, expires, message.delayed_only, message.conflated_only)
+    return AccessGrant(
+        message.curve_public_key, expires, message.delayed_only, message.conflated_only, message.owner
+    )
 
 
 def result_to_proto(result: CommandResult) -> admin_pb2.CommandResult:

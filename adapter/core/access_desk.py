@@ -49,12 +49,12 @@ class AccessChange:
     """Subscriber keys granted or revoked by the admin server.
 
     Attributes:
-        grants: ``(Z85 key, expires_at_ns, delayed_only, conflated_only)`` each.
+        grants: ``(Z85 key, expires_at_ns, delayed_only, conflated_only, owner)`` each.
         revoke: the keys lose access (otherwise they gain it).
         replace: a part of a replacement of every grant.
     """
 
-    grants: tuple[tuple[str, int, bool] | tuple[str, int, bool, bool], ...]
+    grants: tuple[act.GrantTuple, ...]
     revoke: bool
     replace: bool
 

@@ -180,12 +180,15 @@ class Quarantine:
     size: int
 
 
+# (Z85 key, expires_at_ns, delayed_only[, conflated_only[, owner]]): adapter.access.Grant
+GrantTuple = tuple[str, int, bool] | tuple[str, int, bool, bool] | tuple[str, int, bool, bool, str]
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeAccess:
     """Grant or revoke subscriber keys on the data plane (the shell's access table)."""
 
-    grants: tuple[tuple[str, int, bool] | tuple[str, int, bool, bool], ...]
-    # (Z85 key, expires_at_ns, delayed_only[, conflated_only])
+    grants: tuple[GrantTuple, ...]
     revoke: bool
     replace: bool
 

@@ -105,9 +105,10 @@ def test_grants_merge_limits_and_carry_them_to_the_adapters() -> None:
     assert access.merge_limit(None, access.CONFLATED_ONLY) == access.CONFLATED_ONLY
     assert access.merge_limit(access.DELAYED_ONLY, access.CONFLATED_ONLY) == 3  # both lines
     assert access.merge_limit(access.CONFLATED_ONLY, 0) == 0  # real time somewhere: everything
-    (command,) = access.plan_commands(None, {key: (10, access.CONFLATED_ONLY)}, reason="t")
+    conflated_only = access.Grant(10, access.CONFLATED_ONLY)
+    (command,) = access.plan_commands(None, {key: conflated_only}, reason="t")
     assert command.grants == (AccessGrant(key, 10, delayed_only=False, conflated_only=True),)
-    (changed,) = access.plan_commands({key: (10, access.CONFLATED_ONLY)}, {key: (10, 3)}, reason="t")
+    (changed,) = access.plan_commands({key: conflated_only}, {key: access.Grant(10, 3)}, reason="t")
     assert changed.grants == (AccessGrant(key, 10, delayed_only=True, conflated_only=True),)
     line = LineView(adapter_id="a", line_endpoint="x", replay_endpoint="", role=AdapterRole.ACTIVE, term=1,
                     is_up=True)  # fmt: skip

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from feedha.admin_server.access import GRANTS_PER_COMMAND, merge_grant, plan_commands
+from feedha.admin_server.access import GRANTS_PER_COMMAND, Grant, merge_grant, plan_commands
 from feedha.admin_server.errors import ConfigError, ResourceExhaustedError
 from feedha.admin_server.limits import HashGate, KeyLocks, Limits, parse_limits
 from feedha.admin_server.store import Lease, Store
@@ -129,7 +129,8 @@ async def test_key_locks_serialize_one_key_and_are_dropped_when_unused() -> None
 
 
 def test_a_full_table_goes_in_parts_each_under_grpcs_message_limit() -> None:
-    wanted = {f"{i + 1:040d}": (10**18, False) for i in range(GRANTS_PER_COMMAND * 2 + 5)}
+    owners = frozenset({"a-user-name-of-some-length"})
+    wanted = {f"{i + 1:040d}": Grant(10**18, 0, owners) for i in range(GRANTS_PER_COMMAND * 2 + 5)}
     commands = plan_commands(None, wanted, reason="r")
     assert [len(c.grants) for c in commands] == [GRANTS_PER_COMMAND, GRANTS_PER_COMMAND, 5]
     assert all(c.replace_grants and c.kind is CommandKind.GRANT for c in commands)
@@ -140,7 +141,8 @@ def test_a_full_table_goes_in_parts_each_under_grpcs_message_limit() -> None:
     assert len(encoded) < 4 * 1024 * 1024 // 4
     changes = plan_commands(wanted, {}, reason="r")
     assert [c.kind for c in changes] == [CommandKind.REVOKE] * 3
-    assert merge_grant((5, True), (3, False)) == (5, False) and merge_grant(None, (1, True)) == (1, True)
+    assert merge_grant(Grant(5, 1, frozenset("a")), Grant(3, 0, frozenset("b"))) == (5, 0, frozenset("ab"))
+    assert merge_grant(None, Grant(1, 1)) == Grant(1, 1)
 
 
 def test_the_store_counts_a_users_subscriptions_and_keys_and_forgets_lapsed_ones() -> None:

@@ -53,9 +53,20 @@ def test_command_round_trip(kind: CommandKind) -> None:
         seal_key=key,
         purge=purge,
         command_id=command_id,
-        grants=(registry.AccessGrant("a" * 40, 5, delayed_only=True),),
+        grants=(registry.AccessGrant("a" * 40, 5, delayed_only=True, owner="alice\nbob"),),
     )
     assert registry.command_from_proto(registry.command_to_proto(command)) == command
+
+
+def test_a_grant_s_owner_is_carried_and_bounded() -> None:
+    message = admin_pb2.OperatorCommand(kind=admin_pb2.COMMAND_KIND_GRANT)
+    message.grants.add(curve_public_key="a" * 40, owner="alice")
+    assert registry.command_from_proto(message).grants[0].owner == "alice"
+    message.grants.add(curve_public_key="b" * 40)  # from a server that names no owner
+    assert registry.command_from_proto(message).grants[1].owner == ""
+    message.grants.add(curve_public_key="c" * 40, owner="x" * (registry.MAX_OWNER_CHARS + 1))
+    with pytest.raises(ProtoError, match="owner of 1025 characters"):
+        registry.command_from_proto(message)
 
 
 def test_a_purge_command_needs_a_range_and_an_id() -> None:
