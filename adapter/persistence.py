@@ -24,7 +24,7 @@ from feedha.adapter.journal.reader import Tail
 from feedha.adapter.journal.segment import list_segments
 from feedha.adapter.journal.term import read_term, write_term
 from feedha.adapter.replay import ReplayLimits, ReplayService
-from feedha.adapter.replay_server import FlushRequest, ReplayServer
+from feedha.adapter.replay_server import FlushGate, ReplayServer
 from feedha.adapter.snapshot import ImageBuilder
 from feedha.adapter.snapshot_server import SnapshotLoop
 from feedha.adapter.zap import DataPlaneGuard
@@ -52,7 +52,7 @@ class JournalKeeper:
         self.replay: ReplayServer | None = None
         self.snapshots: SnapshotLoop | None = None
         self._tail: Tail | None = None  # the delayed line's reader
-        self.flush_request = FlushRequest(self._flush)
+        self.flush_gate = FlushGate(self._write_soon)  # the replay thread's, never the loop's
         self.view: CoreView | None = None  # the core's frozen view, handed over by the loop (term, purges)
 
     def __repr__(self) -> str:
@@ -212,7 +212,12 @@ class JournalKeeper:
         served: dict[str, int] = {} if self.snapshots is None else self.snapshots.status()
         if self.replay is None:
             return served
-        return {**served, "replay_requests": self.replay.requests, "replay_refused": self.replay.refused}
+        return {
+            **served,
+            "replay_requests": self.replay.requests,
+            "replay_refused": self.replay.refused,
+            "replay_flushes": self.flush_gate.asked,
+        }
 
     def close(self) -> None:
         if self.snapshots is not None:
@@ -240,10 +245,9 @@ class JournalKeeper:
         return (segments[0].first_seq if segments and newest else 0), newest
 
     def _ask_flush(self, last_seq: int) -> None:
-        self.flush_request.ask()
+        # On the replay thread: records still in the group-commit buffer are invisible to
+        # readers; the writer's flusher thread writes them (the adapter's loop never waits).
+        self.flush_gate.ask(now=time.monotonic())
 
-    def _flush(self) -> None:
-        # Records still in the group-commit buffer are invisible to readers;
-        # write them out (no fsync needed: readers see written bytes).
-        if self.writer is not None:
-            self.writer.flush(sync=False)
+    def _write_soon(self, timeout: float) -> bool:
+        return self.writer is not None and self.writer.write_soon(timeout=timeout)

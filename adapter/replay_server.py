@@ -15,8 +15,10 @@ died. So the service runs on its own thread with its own ROUTER socket:
   request over the limit is answered ``BUSY`` at once, at almost no cost;
 * records the journal writer still holds in its group-commit buffer are
   invisible to readers: when a read comes up short of what the writer holds,
-  the thread asks the adapter's loop to flush (:class:`FlushRequest`) and
-  waits a few milliseconds for it;
+  the thread has the writer's flusher thread write them (:class:`FlushGate`,
+  at most once per :data:`FLUSH_EVERY_S`) and waits a few milliseconds for
+  it. The adapter's loop takes no part: a crowd asking at the live end of
+  the stream costs the loop nothing;
 * with CURVE, each request comes with the key that sent it (ZAP's User-Id)
   and the connection it came on (:class:`~adapter.peers.PeerBook`): a key
   entitled to delayed data only is answered delayed ranges only, a key that
@@ -31,7 +33,6 @@ The adapter's term is read from a callable (a plain attribute read).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Final
@@ -45,7 +46,7 @@ from feedha.adapter.socket_thread import SocketThread
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FlushRequest", "ReplayServer"]
+__all__ = ["FlushGate", "ReplayServer"]
 
 POLL_MS: Final = 100
 QUEUE_MESSAGES: Final = 1000  # RCVHWM of the ROUTER: requests (28 bytes each) waiting to be served
@@ -58,36 +59,45 @@ REPLIES_QUEUED_PER_PEER: Final = 8
 # INITIATE command is ~300 bytes: at 256 every CURVE client was dropped before it could ask.
 MAX_REQUEST_BYTES: Final = 1024  # a frame larger than this drops the peer
 FLUSH_WAIT_S: Final = 0.02
+# The writer's flusher writes its buffer every 2 ms anyway; a write asked for sooner splits
+# a group commit (one more write, and fsync with --journal-fsync batch). Asked at most this
+# often, however many requests come at the live end.
+FLUSH_EVERY_S: Final = 0.01
 
 
-class FlushRequest:
-    """The replay thread asks the adapter's loop to write out the journal's buffer, and waits.
+class FlushGate:
+    """The replay thread's way to the records the journal writer still buffers.
 
-    The loop calls :meth:`serve` every turn; it flushes only when asked.
+    Args:
+        write: has the writer's flusher thread write its buffer, waiting at most the
+            given seconds; whether it did (``JournalWriter.write_soon``).
+        every_s: the least time between two writes asked for.
+        wait_s: how long one ask waits.
     """
 
-    def __init__(self, flush: Callable[[], None]) -> None:
-        self._flush = flush
-        self._wanted = threading.Event()
-        self._done = threading.Condition()
-        self._generation = 0
+    def __init__(
+        self, write: Callable[[float], bool], *, every_s: float = FLUSH_EVERY_S, wait_s: float = FLUSH_WAIT_S
+    ) -> None:
+        self._write = write
+        self._every_s, self._wait_s = every_s, wait_s
+        self._asked_at: float | None = None
+        self.asked = self.coalesced = 0
 
-    def ask(self, *, timeout: float = FLUSH_WAIT_S) -> bool:
-        """From the replay thread: request a flush and wait for it (False on timeout)."""
-        with self._done:
-            generation = self._generation
-            self._wanted.set()
-            return self._done.wait_for(lambda: self._generation > generation, timeout)
+    def __repr__(self) -> str:
+        return f"<FlushGate [asked={self.asked}, coalesced={self.coalesced}]>"
 
-    def serve(self) -> None:
-        """From the adapter's loop: flush if the replay thread asked."""
-        if not self._wanted.is_set():
-            return
-        self._wanted.clear()
-        self._flush()
-        with self._done:
-            self._generation += 1
-            self._done.notify_all()
+    def ask(self, *, now: float) -> bool:
+        """From the replay thread: have the buffer written now, unless that was asked for just before.
+
+        Returns:
+            Whether a write was asked for and done in time (``False``: coalesced, or timed out).
+        """
+        if self._asked_at is not None and now - self._asked_at < self._every_s:
+            self.coalesced += 1
+            return False
+        self._asked_at = now
+        self.asked += 1
+        return self._write(self._wait_s)
 
 
 class ReplayServer(SocketThread):

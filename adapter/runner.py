@@ -276,8 +276,6 @@ class AdapterRunner:
         if self._control is not None and self._control in ready:
             request = self._control.recv()
             self._carry_out(core.on_control(request, now=time.monotonic(), wall_ns=time.time_ns()))
-        if self.journal is not None:
-            self.journal.flush_request.serve()  # the replay thread needs what the writer buffers
         if self._admin is not None:
             for command in self._admin.commands():
                 self._carry_out(core.on_admin(command, now=time.monotonic(), wall_ns=time.time_ns()))

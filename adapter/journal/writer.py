@@ -21,8 +21,9 @@ periodically. An idle flusher sleeps until woken, so each publish
 synced, per policy); ``close()`` flushes and stops the thread.
 
 Thread-safety: a writer belongs to one thread (one writer per directory,
-one thread calling its methods). Readers in any thread or process may read
-the directory at the same time.
+one thread calling its methods), but for ``write_soon``, which any thread may
+call to have the buffered records written for it to read. Readers in any
+thread or process may read the directory at the same time.
 """
 
 from __future__ import annotations
@@ -511,6 +512,29 @@ class JournalWriter:
                 flusher.cond.wait()
         if flusher.error is not None:
             raise flusher.error
+
+    def write_soon(self, *, timeout: float) -> bool:
+        """From any thread: have the flusher write what the owner has appended, waiting at most ``timeout``.
+
+        Unlike :meth:`flush` it reads and changes none of the owner's state, so a
+        reader's thread may call it while the owner appends (the replay service
+        does, to read records the writer still buffers) and the owner never
+        waits for it. The write syncs as any group commit does (per policy).
+
+        Returns:
+            Whether it was written in time (``False``: timed out, or the writer is closed or failed).
+        """
+        flusher = self._flusher
+        with flusher.cond:
+            if self._closed or flusher.error is not None:
+                return False
+            flusher.requested_ticket += 1
+            ticket = flusher.requested_ticket
+            flusher.cond.notify_all()
+            done = flusher.cond.wait_for(
+                lambda: flusher.completed_ticket >= ticket or flusher.error is not None, timeout
+            )
+            return done and flusher.error is None
 
     def write_checkpoint(self, msg_seq: int, state: bytes) -> Checkpoint:
         """Flush and sync the journal, then store ``state`` with the journal position.

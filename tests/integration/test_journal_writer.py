@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -157,6 +158,27 @@ def test_policies_and_explicit_flush(tmp_path: Path, policy: FsyncPolicy) -> Non
     writer.flush()
     assert [r.msg_seq for r in JournalReader(tmp_path).read()] == list(range(1, 51))
     writer.close()
+
+
+def test_another_thread_has_the_buffer_written_and_the_owner_never_waits_for_it(tmp_path: Path) -> None:
+    # The replay service's way to what the writer buffers (adapter.persistence): the flusher
+    # writes it; the owner's thread (here the test's) goes on appending and never flushes.
+    writer = JournalWriter(tmp_path, JournalConfig(fsync=FsyncPolicy.NONE, flush_interval_s=10))
+    try:
+        for seq in range(1, 101):
+            writer.append(seq, T0 + seq, 0, seq, payload(seq))
+        assert len(list(JournalReader(tmp_path).read())) < 100  # buffered: a reader does not see it yet
+        done: list[bool] = []
+        reader = threading.Thread(target=lambda: done.append(writer.write_soon(timeout=5.0)))
+        reader.start()
+        reader.join(timeout=10)
+        assert done == [True]
+        assert [r.msg_seq for r in JournalReader(tmp_path).read()] == list(range(1, 101))
+        writer.append(101, T0 + 101, 0, 101, payload(101))  # the owner carries on as before
+    finally:
+        writer.close()
+    assert not writer.write_soon(timeout=1.0)  # closed: nothing to ask, no wait
+    assert JournalReader(tmp_path).read().__next__().msg_seq == 1
 
 
 def test_reopen_continues_the_last_segment(tmp_path: Path) -> None:
