@@ -68,6 +68,7 @@ class ReplayCounters:
     delayed: int = 0  # delayed-range requests answered
     tombstones: int = 0  # purged messages sent as tombstones
     windows: int = 0  # pages of time ranges answered
+    skipped_bytes: int = 0  # journal bytes read and not sent (a window's records before its start)
 
 
 class ReplayService:
@@ -262,18 +263,26 @@ class ReplayService:
             max_packet_bytes=self._max_packet_bytes,
             max_bytes=self._max_bytes,
         )
+        skipped = 0  # what the reads skipped, charged to the asker whether they fail or not
         try:
             page = self._page(window, term=term)
+            skipped += page.skipped_bytes
             if not page.complete and not page.cut and self._before_read is not None:
                 if page.newest_read < self._bounds()[1]:
                     self._before_read(self._bounds()[1])
                     page = self._page(window, term=term)
+                    skipped += page.skipped_bytes
         except Exception as exc:  # a damaged journal must not take the adapter down
             logger.warning("replay of %r failed: %s", request, exc)
-            self.counters = _bump(self.counters, requests=1, errors=1)
+            self.counters = _bump(self.counters, requests=1, errors=1, skipped_bytes=skipped)
             return [self._status(ReplayStatus.ERROR, request, f"journal read failed: {exc}")]
         self.counters = _bump(
-            self.counters, requests=1, windows=1, messages=page.messages, packets=len(page.packets)
+            self.counters,
+            requests=1,
+            windows=1,
+            messages=page.messages,
+            packets=len(page.packets),
+            skipped_bytes=skipped,
         )
         status = ReplayStatus.END if page.complete else ReplayStatus.OK
         reply = self._status(status, request, "", through=page.through, count=len(page.packets))

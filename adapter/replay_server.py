@@ -10,9 +10,10 @@ died. So the service runs on its own thread with its own ROUTER socket:
 * the socket is bounded both ways (``RCVHWM``/``SNDHWM``) and refuses
   requests larger than a request can be (``MAXMSGSIZE``): a peer that floods
   or never reads fills its own queue, not the adapter's memory;
-* every peer (ROUTER identity) and the service as a whole have token buckets
-  for requests and reply bytes (:class:`~adapter.replay.ReplayLimits`); a
-  request over the limit is answered ``BUSY`` at once, at almost no cost;
+* every payer and the service as a whole have token buckets for requests
+  and bytes (:class:`~adapter.replay.ReplayLimits`); a request over the
+  limit is answered ``BUSY`` at once, at almost no cost. A reply is charged
+  its bytes and the journal bytes skipped to make it;
 * records the journal writer still holds in its group-commit buffer are
   invisible to readers: when a read comes up short of what the writer holds,
   the thread has the writer's flusher thread write them (:class:`FlushGate`,
@@ -24,8 +25,9 @@ died. So the service runs on its own thread with its own ROUTER socket:
   entitled to delayed data only is answered delayed ranges only, a key that
   lost access is cut off (its request unanswered), a key may hold
   :data:`~adapter.peers.MAX_CONNECTIONS_PER_KEY` connections (the newest
-  beyond is cut off), and the rate limits count per key, not per connection
-  (a key's many connections share one budget).
+  beyond is cut off), and the budgets count per user (``owner_of``: every
+  key of a user and every connection of those keys share one budget).
+  Without CURVE each connection pays for itself.
 
 The adapter's term is read from a callable (a plain attribute read).
 """
@@ -107,11 +109,13 @@ class ReplayServer(SocketThread):
         endpoint: where the ROUTER socket binds.
         service: answers one request from the journal.
         term: the adapter's current term (read on the thread; must be quick).
-        limits: per-peer and total request and byte rates.
+        limits: per-payer and total request and byte rates.
         secure: makes the socket a CURVE server before it binds (``None``: an open socket).
         delayed_only: whether a CURVE key (Z85) may have delayed data only (``None``: no CURVE,
             nobody is told apart).
         peers: who is connected, by key (``None``: nobody is told apart).
+        owner_of: the budget a CURVE key (Z85) counts against (``AccessTable.owner_of``;
+            ``None``: each key its own).
     """
 
     def __init__(
@@ -124,9 +128,11 @@ class ReplayServer(SocketThread):
         secure: Callable[[zmq.Socket[bytes], str], None] | None = None,
         delayed_only: Callable[[str], bool] | None = None,
         peers: PeerBook | None = None,
+        owner_of: Callable[[str], str] | None = None,
     ) -> None:
         super().__init__(endpoint, name="replay-server")
         self._delayed_only = delayed_only
+        self._owner_of = owner_of
         self._peers = peers
         self._service = service
         self._term = term
@@ -168,17 +174,18 @@ class ReplayServer(SocketThread):
                 self.cut_off += 1  # its key lost access, or holds too many connections: no answer
                 continue
             frames = [frame.bytes for frame in received]
-            # One budget per key (all its connections), per connection without CURVE.
-            peer = key.encode() if key else frames[0] if frames else b""
+            payer = self._payer(key, frames)
             try:
-                if self._limits.admit(peer, now=now):
+                if self._limits.admit(payer, now=now):
+                    skipped = self._service.counters.skipped_bytes
                     reply = self._service.answer(
                         frames,
                         term=self._term(),
                         send_time_ns=time.time_ns(),
                         delayed_only=self._is_delayed_only(key),
                     )
-                    self._limits.charge(peer, sum(map(len, reply)), now=now)
+                    cost = sum(map(len, reply)) + self._service.counters.skipped_bytes - skipped
+                    self._limits.charge(payer, cost, now=now)
                 else:
                     self.refused += 1
                     reply = self._service.busy(frames)
@@ -187,6 +194,15 @@ class ReplayServer(SocketThread):
                 self.refused += 1  # the peer does not read its replies: its queue is full, drop this one
             except Exception:  # a bug must cost one request, never the service
                 logger.exception("replay request failed")
+
+    def _payer(self, key: str, frames: list[bytes]) -> bytes:
+        # One budget per user (all its keys and connections), per key without an owner,
+        # per connection (ROUTER identity) without CURVE.
+        if not key:
+            return b"connection:" + (frames[0] if frames else b"")
+        if self._owner_of is None:
+            return f"key:{key}".encode()
+        return self._owner_of(key).encode()
 
     def _sender(self, frame: zmq.Frame, now: float) -> str | None:
         # The key that sent the request ("" without CURVE), or None: cut off, no answer.

@@ -72,6 +72,8 @@ class Page:
         complete: nothing of the window is after ``through``.
         newest_read: the last msg_seq read from the journal (``after_seq``: none).
         cut: the page was cut at its budget (more of the window follows).
+        skipped_bytes: what the records read before the window's start would have taken
+            as blocks (read, not sent: the service charges them to the asker).
     """
 
     packets: list[bytes]
@@ -80,6 +82,7 @@ class Page:
     complete: bool
     newest_read: int
     cut: bool
+    skipped_bytes: int = 0
 
 
 def pack_window(records: Iterable[RecordLike], window: Window, seal: Seal, block_of: BlockOf) -> Page:
@@ -120,12 +123,14 @@ class _Packer:
         self._through = window.after_seq
         self._newest_read = window.after_seq
         self._time_ns = 0  # the open packet's publish time
+        self._skipped = 0  # bytes of the records before the window's start
 
     def take(self, record: RecordLike, block_of: BlockOf) -> bool:
         """Pack ``record`` if it is in the window and fits (False: the page is full, not taken)."""
         builder = self._builder
         if record.time_ns < self._window.start_ns:  # before the window: accounted for, not sent
             self._newest_read = self._through = record.msg_seq
+            self._skipped += wire.BLOCK_OVERHEAD + len(record.payload)
             return True
         stream, source_seq, payload = block_of(record)
         boundary = record.flags & RECORD_SESSION_BOUNDARY
@@ -153,4 +158,6 @@ class _Packer:
         """The page so far (sealing the open packet)."""
         if self._builder.count:
             self._close(0)
-        return Page(self.packets, self._messages, self._through, complete, self._newest_read, cut)
+        return Page(
+            self.packets, self._messages, self._through, complete, self._newest_read, cut, self._skipped
+        )

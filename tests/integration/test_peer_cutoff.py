@@ -274,12 +274,13 @@ def _answered(dealers: list[zmq.Socket[bytes]], expected: int, *, within: float)
 
 
 def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_off_when_revoked() -> None:
-    from feedha.adapter.replay import ReplayLimits
+    from feedha.adapter.replay import ReplayCounters, ReplayLimits
     from feedha.adapter.replay_server import ReplayServer
     from feedha.proto.replay import ReplayRequest, encode_request
 
     class Service:
         answered = 0
+        counters = ReplayCounters()
 
         def answer(self, frames: list[bytes], **_kw: Any) -> list[bytes]:
             Service.answered += 1
