@@ -129,6 +129,11 @@ class ReplayLimits:
             bucket.take(1, now=now)
         return True
 
+    def is_light(self, payer: bytes, *, now: float) -> bool:
+        """Whether ``payer`` keeps within its light allowance (its requests go first)."""
+        buckets = self._payer(payer, now)
+        return buckets.light_requests.has(now=now) and buckets.light_size.has(now=now)
+
     def charge(self, payer: bytes, size: int, *, now: float) -> None:
         """Charge ``size`` bytes (a reply, and what was read to make it) to ``payer`` and to the service."""
         buckets = self._payer(payer, now)

@@ -14,6 +14,13 @@ died. So the service runs on its own thread with its own ROUTER socket:
   and bytes (:class:`~adapter.replay.ReplayLimits`); a request over the
   limit is answered ``BUSY`` at once, at almost no cost. A reply is charged
   its bytes and the journal bytes skipped to make it;
+* a light payer's request is answered as it is read; a heavy payer's waits,
+  and one of those is answered a turn: a page of 1 MiB costs tens of
+  milliseconds (more on a busy machine), so a few heavy users' pages must not
+  stand between another user's gap and its answer. The heavy ones wait one per
+  payer (a reply is charged when it is made: a payer with a request waiting
+  is answered ``BUSY``, so it never has more than one reply beyond its
+  budget), at most :data:`HEAVY_WAITING` payers;
 * records the journal writer still holds in its group-commit buffer are
   invisible to readers: when a read comes up short of what the writer holds,
   the thread has the writer's flusher thread write them (:class:`FlushGate`,
@@ -36,8 +43,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 import zmq
 
@@ -61,10 +69,20 @@ REPLIES_QUEUED_PER_PEER: Final = 8
 # INITIATE command is ~300 bytes: at 256 every CURVE client was dropped before it could ask.
 MAX_REQUEST_BYTES: Final = 1024  # a frame larger than this drops the peer
 FLUSH_WAIT_S: Final = 0.02
+READ_PER_TURN: Final = 64  # requests read (and admitted or refused) before any is answered
+HEAVY_WAITING: Final = 64  # admitted requests of heavy payers waiting for their turn
 # The writer's flusher writes its buffer every 2 ms anyway; a write asked for sooner splits
 # a group commit (one more write, and fsync with --journal-fsync batch). Asked at most this
 # often, however many requests come at the live end.
 FLUSH_EVERY_S: Final = 0.01
+
+
+class _Admitted(NamedTuple):
+    """A request admitted and not yet answered."""
+
+    payer: bytes
+    key: str
+    frames: list[bytes]
 
 
 class FlushGate:
@@ -139,6 +157,8 @@ class ReplayServer(SocketThread):
         self._limits = limits
         self._secure = secure
         self.requests = self.refused = self.cut_off = 0
+        self._heavy: deque[_Admitted] = deque()  # admitted, waiting: one answered per turn
+        self._waiting: set[bytes] = set()  # the payers of those (one request each)
 
     def __repr__(self) -> str:
         return (
@@ -156,17 +176,23 @@ class ReplayServer(SocketThread):
         return sock
 
     def _turn(self, sock: zmq.Socket[bytes]) -> None:
-        if sock.poll(POLL_MS):
-            self._serve_ready(sock)
+        if sock.poll(0 if self._heavy else POLL_MS):
+            self._read(sock)
+        if self._heavy:
+            admitted = self._heavy.popleft()
+            self._waiting.discard(admitted.payer)
+            self._answer(sock, admitted)
         if self._peers is not None:
             self._peers.serve(now=time.monotonic())
 
-    def _serve_ready(self, sock: zmq.Socket[bytes]) -> None:
-        for _ in range(64):
+    def _read(self, sock: zmq.Socket[bytes]) -> None:
+        # Read what came (bounded): refuse at once what is over a budget, answer the light
+        # payers' requests (each charged before the next is weighed), queue the heavy payers'.
+        for _ in range(READ_PER_TURN):
             try:
                 received = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                return
+                break
             self.requests += 1
             now = time.monotonic()
             key = self._sender(received[-1], now)
@@ -175,25 +201,40 @@ class ReplayServer(SocketThread):
                 continue
             frames = [frame.bytes for frame in received]
             payer = self._payer(key, frames)
-            try:
-                if self._limits.admit(payer, now=now):
-                    skipped = self._service.counters.skipped_bytes
-                    reply = self._service.answer(
-                        frames,
-                        term=self._term(),
-                        send_time_ns=time.time_ns(),
-                        delayed_only=self._is_delayed_only(key),
-                    )
-                    cost = sum(map(len, reply)) + self._service.counters.skipped_bytes - skipped
-                    self._limits.charge(payer, cost, now=now)
-                else:
-                    self.refused += 1
-                    reply = self._service.busy(frames)
-                sock.send_multipart(reply, zmq.NOBLOCK)
-            except zmq.Again:
-                self.refused += 1  # the peer does not read its replies: its queue is full, drop this one
-            except Exception:  # a bug must cost one request, never the service
-                logger.exception("replay request failed")
+            is_light = self._limits.is_light(payer, now=now)  # before admit() spends its allowance
+            may_wait = len(self._heavy) < HEAVY_WAITING and payer not in self._waiting
+            if not ((is_light or may_wait) and self._limits.admit(payer, now=now)):
+                self.refused += 1
+                self._send(sock, self._service.busy(frames))
+            elif is_light:
+                self._answer(sock, _Admitted(payer, key, frames))
+            else:
+                self._heavy.append(_Admitted(payer, key, frames))
+                self._waiting.add(payer)
+
+    def _answer(self, sock: zmq.Socket[bytes], admitted: _Admitted) -> None:
+        try:
+            skipped = self._service.counters.skipped_bytes
+            reply = self._service.answer(
+                admitted.frames,
+                term=self._term(),
+                send_time_ns=time.time_ns(),
+                delayed_only=self._is_delayed_only(admitted.key),
+            )
+            cost = sum(map(len, reply)) + self._service.counters.skipped_bytes - skipped
+            self._limits.charge(admitted.payer, cost, now=time.monotonic())
+        except Exception:  # a bug must cost one request, never the service
+            logger.exception("replay request failed")
+            return
+        self._send(sock, reply)
+
+    def _send(self, sock: zmq.Socket[bytes], reply: list[bytes]) -> None:
+        try:
+            sock.send_multipart(reply, zmq.NOBLOCK)
+        except zmq.Again:
+            self.refused += 1  # the peer does not read its replies: its queue is full, drop this one
+        except zmq.ZMQError:
+            logger.exception("replay: sending a reply failed")
 
     def _payer(self, key: str, frames: list[bytes]) -> bytes:
         # One budget per user (all its keys and connections), per key without an owner,

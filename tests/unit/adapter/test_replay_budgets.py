@@ -136,3 +136,16 @@ def test_the_flush_gate_asks_at_most_once_per_interval_and_says_what_came_of_it(
     assert gate.ask(now=5.03)
     assert asked == [0.02, 0.02, 0.02] and gate.coalesced == 1
     assert repr(gate) == "<FlushGate [asked=3, coalesced=1]>"
+
+
+def test_a_payer_is_light_while_it_keeps_within_its_allowance() -> None:
+    limits = ReplayLimits()
+    assert limits.is_light(b"user:gaps", now=0.0)
+    for step in range(50):  # a gap of 10 kB every 0.1 s: 100 kB/s, 10 requests/s at most
+        now = step * 0.1
+        assert limits.is_light(b"user:gaps", now=now) and limits.admit(b"user:gaps", now=now)
+        limits.charge(b"user:gaps", 10_000, now=now)
+    assert limits.admit(b"user:pages", now=5.0)
+    limits.charge(b"user:pages", MIB, now=5.0)  # one page: heavy until the allowance paid it off
+    assert not limits.is_light(b"user:pages", now=6.0)
+    assert limits.is_light(b"user:pages", now=9.0)
