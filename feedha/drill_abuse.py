@@ -12,7 +12,10 @@ it receives, the attacks run together for ``--attack-seconds``
 * 200 Subscribe/Cancel cycles (``--churn``) by a key connected to every line;
 * 64 concurrent logins with wrong secrets (``--logins``), until the end;
 * 200 idle connections (``--idle``) to each health listener;
-* 100 replay connections from one granted key that never read (``--replay``).
+* 100 replay connections from one granted key that never read (``--replay``);
+* 32 keys of one user on every replay service, reading as fast as they are
+  answered, while another user asks for gaps (``--replay-keys``,
+  :mod:`feedha.drill_abuse_users`).
 
 Meanwhile an honest user logs in every 0.25 s and every health listener is
 probed every 0.2 s. Then the source stops, the subscriber drains, and one
@@ -28,6 +31,7 @@ the adapters never bound a line afresh, and the memory stayed bounded.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 import threading
@@ -42,6 +46,7 @@ import psutil
 import zmq
 
 from feedha import drill_abuse_attacks as attacks
+from feedha import drill_abuse_users as replay_users
 from feedha.cluster import control
 from feedha.procs import JsonProcess, ProcessError
 from feedha.up import Cluster
@@ -65,6 +70,7 @@ class AbuseOptions:
     logins: int = 64
     idle: int = 200
     replay: int = 100
+    replay_keys: int = replay_users.KEYS
     hashing: str = "fast"
 
 
@@ -153,6 +159,13 @@ def _run_attacks(
         ),
         "churn": partial(attacks.churn, admin, keys["churner"], lines, cycles=options.churn, stop=done),
     }
+    if options.replay_keys:  # one user's keys flooding every replay service, another user's gaps
+        flooder = cluster.add_user("replayer", groups=("traders",))
+        honest_key = json.loads(Path(described["users"]["subscriber"]).read_text())
+        channel = cluster.groups[0].channel
+        work.update(
+            replay_users.jobs(admin, flooder, honest_key, channel, keys=options.replay_keys, stop=stop)
+        )
     for url in described["health"]:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         work[f"idle {port}"] = partial(
@@ -261,6 +274,7 @@ def failed_checks(report: dict[str, Any]) -> list[str]:
         "health": health.get("failed", 1) == 0 and health.get("answered", 0) > 0,
         "rebinds": all(not a["rebinds"] for a in report["adapters"].values()),
         "rss_growth": all(r["max"] - r["before"] <= RSS_GROWTH_MIB for r in report["rss_mib"].values()),
+        **replay_users.checks(report.get("attacks", {})),
     }
     return [name for name, held in checks.items() if not held]
 
@@ -357,6 +371,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle", type=int, default=defaults.idle, help="idle connections per health port")
     parser.add_argument("--replay", type=int, default=defaults.replay, help="replay connections of one key")
     parser.add_argument(
+        "--replay-keys",
+        type=int,
+        default=defaults.replay_keys,
+        help="CURVE keys of one user flooding every replay service while another user asks for gaps "
+        "(default: %(default)s, the quota of keys per user; 0: none)",
+    )
+    parser.add_argument(
         "--hashing",
         choices=("default", "fast"),
         default=defaults.hashing,
@@ -374,8 +395,9 @@ def options_from(args: argparse.Namespace) -> AbuseOptions:
     Raises:
         ValueError: a value out of range, named.
     """
-    counts = {name: getattr(args, name) for name in ("subscriptions", "churn", "logins", "idle", "replay")}
-    bad = [f"--{name}" for name, value in counts.items() if value < 0]
+    names = ("subscriptions", "churn", "logins", "idle", "replay", "replay_keys")
+    counts = {name: getattr(args, name) for name in names}
+    bad = [f"--{name.replace('_', '-')}" for name, value in counts.items() if value < 0]
     if args.rate <= 0 or args.attack_seconds <= 0 or bad:
         raise ValueError(f"need --rate > 0, --attack-seconds > 0 and counts >= 0 ({', '.join(bad) or 'ok'})")
     return AbuseOptions(rate=args.rate, attack_seconds=args.attack_seconds, hashing=args.hashing, **counts)

@@ -34,3 +34,8 @@ def test_the_abuse_drill_costs_the_honest_parties_nothing() -> None:
     # The probe listeners time an idle connection out within the attack: each is opened again.
     idle = [attack for name, attack in result["attacks"].items() if name.startswith("idle ")]
     assert len(idle) == 4 and all(attack["closed_by_server"] > 0 for attack in idle), idle
+    # One user's 32 keys on every replay service: refused past one user's budget, and every gap
+    # another user asked for meanwhile was answered.
+    keys, gaps = result["attacks"]["replay_keys_flood"], result["attacks"]["replay_honest_gaps"]
+    assert keys["keys"] == 32 and keys["replies"].get("BUSY", 0) > 0, keys
+    assert gaps["asked"] > 0 and gaps["served"] == gaps["asked"], gaps

@@ -78,3 +78,12 @@ def test_the_idle_attacker_opens_again_what_the_server_answered_and_closed() -> 
         server.close()
     assert accepted >= 12, accepted
     assert result["opened"] >= 12 and result["closed_by_server"] >= result["opened"] - 3, result
+
+
+def test_an_honest_gap_not_served_during_the_replay_flood_fails_the_drill() -> None:
+    served = {"replay_honest_gaps": {"asked": 40, "served": 40}, "replay_keys_flood": {"keys": 32}}
+    assert failed_checks({**_report(), "attacks": served}) == []
+    busy = {"replay_honest_gaps": {"asked": 40, "served": 37, "outcomes": {"OK": 37, "BUSY": 3}}}
+    assert failed_checks({**_report(), "attacks": busy}) == ["replay_gaps_served"]
+    none_asked = {"replay_honest_gaps": {"asked": 0, "served": 0}}
+    assert failed_checks({**_report(), "attacks": none_asked}) == ["replay_gaps_served"]
