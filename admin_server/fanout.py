@@ -23,6 +23,13 @@ Two kinds of consumers:
   watch of every user that routes had changed on every channel, and each
   watch queued every event and re-planned for each, on the event loop.)
 
+The watches woken by one change mostly plan the same thing (one user's
+subscriptions of the same symbols, on a channel whose key or lines changed):
+:class:`SharedPlans` keeps each plan, and what it turns into, for the
+watches woken by the same change (a plan made after the latest change that
+concerns routes), so a change costs a plan per distinct (caller, symbols),
+not a plan per watch.
+
 A user's watches of both kinds count against ``limits.watches_per_user``,
 and a subscription holds at most ``limits.watches_per_subscription`` route
 watches (a newer one takes the oldest's place): the streams one Modify wakes
@@ -34,16 +41,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from feedha.admin_server.errors import ResourceExhaustedError
 from feedha.admin_server.limits import exhausted
 
-__all__ = ["EVENT_QUEUE_SIZE", "Fanout", "HubEvent", "RouteWatch"]
+__all__ = ["EVENT_QUEUE_SIZE", "MAX_SHARED_PLANS", "Fanout", "HubEvent", "RouteWatch", "SharedPlans"]
 
 EVENT_QUEUE_SIZE: Final = 1000
+MAX_SHARED_PLANS: Final = 4096  # plans kept for the watches of one change; past this they start again
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +142,7 @@ class Fanout:
         self._by_channel: dict[str, dict[RouteWatch, None]] = {}
         self._route_watches = 0
         self.tally = {"marks": 0, "wakes": 0}  # route watches marked by events, and woken to re-plan
+        self.generation = 0  # changes that concerned routes, so far
 
     def __repr__(self) -> str:
         return (
@@ -157,6 +167,7 @@ class Fanout:
             queue.put_nowait(event)
         if not event.routes_changed:
             return
+        self.generation += 1
         if event.subscription_id:
             concerned: Iterable[RouteWatch] = self._by_subscription.get(event.subscription_id, ())
         elif event.channel_name:
@@ -258,3 +269,35 @@ class Fanout:
             left = self._watches.pop(user, 1) - 1
             if left > 0:
                 self._watches[user] = left
+
+
+class SharedPlans(Generic[_T]):
+    """Plans made since the latest change that concerns routes, shared by the watches it woke.
+
+    Args:
+        fanout: whose :attr:`Fanout.generation` says when a plan is stale.
+        limit: plans kept at most (past it they start again).
+    """
+
+    def __init__(self, fanout: Fanout, *, limit: int = MAX_SHARED_PLANS) -> None:
+        self._fanout, self._limit = fanout, limit
+        self._plans: dict[Hashable, _T] = {}
+        self._generation = -1
+        self.made = self.shared = 0
+
+    def __repr__(self) -> str:
+        return f"<SharedPlans [kept={len(self._plans)}, made={self.made}, shared={self.shared}]>"
+
+    def get(self, key: Hashable, make: Callable[[], _T]) -> _T:
+        """The plan for ``key`` made since the latest change, or a new one from ``make`` (kept).
+
+        An error ``make`` raises is not kept: the next watch tries again.
+        """
+        if self._generation != self._fanout.generation or len(self._plans) >= self._limit:
+            self._plans, self._generation = {}, self._fanout.generation
+        if key in self._plans:
+            self.shared += 1
+            return self._plans[key]
+        plan = self._plans[key] = make()
+        self.made += 1
+        return plan

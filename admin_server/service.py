@@ -20,8 +20,11 @@ from feedha.admin_server.auth import current_lease, current_principal
 from feedha.admin_server.backoff import peer_address
 from feedha.admin_server.broker import Route
 from feedha.admin_server.errors import AdminError, AuthenticationError, NotFoundError
+from feedha.admin_server.fanout import SharedPlans
 from feedha.admin_server.hub import Hub
+from feedha.admin_server.policy import Principal
 from feedha.admin_server.status import STATUS_FOR, abort_with, status_for
+from feedha.admin_server.store import SubscriptionRecord
 from feedha.proto import admin_pb2, admin_pb2_grpc
 
 logger = logging.getLogger(__name__)
@@ -65,6 +68,18 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
+        # What route watches send, planned once per (caller, symbols) for those a change woke.
+        self.plans: SharedPlans[tuple[list[Route], list[admin_pb2.ChannelRoute]]] = SharedPlans(hub.events)
+        self.records: SharedPlans[SubscriptionRecord] = SharedPlans(hub.events)
+
+    def _watched(
+        self, principal: Principal, symbols: tuple[str, ...]
+    ) -> tuple[list[Route], list[admin_pb2.ChannelRoute]]:
+        def plan() -> tuple[list[Route], list[admin_pb2.ChannelRoute]]:
+            routes = self._hub.routes(principal, symbols)
+            return routes, routes_to_proto(routes)
+
+        return self.plans.get((principal, symbols), plan)
 
     async def Subscribe(  # noqa: N802
         self, request: admin_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
@@ -129,29 +144,20 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
         async with contextlib.AsyncExitStack() as stack:
             try:
                 watch = await stack.enter_async_context(hub.watch_routes(principal.user, sub_id))
-                routes = hub.routes(principal, record.symbols)
+                routes, messages = self._watched(principal, record.symbols)
             except (AdminError, ValueError) as exc:  # over the user's watch quota; not entitled
                 await abort_with(context, exc)
             hub.events.follow(watch, (route.channel.name for route in routes))
             yield admin_pb2.WatchRoutesResponse(
-                subscription_id=sub_id, cause=admin_pb2.EVENT_KIND_WATCHING, routes=routes_to_proto(routes)
+                subscription_id=sub_id, cause=admin_pb2.EVENT_KIND_WATCHING, routes=messages
             )
             while True:
                 try:
                     kind, detail = await watch.changed()
-                    record = hub.store.find_subscription(sub_id)
+                    new_routes, messages = self._watched(principal, self._standing(sub_id).symbols)
                 except NotFoundError:
                     return  # cancelled: end the stream cleanly
-                except AdminError as exc:  # a newer watch of the subscription took its place
-                    await abort_with(context, exc)
-                if not hub.lease_holds(record):  # routes carry packet keys: not past the token's life
-                    ended = AuthenticationError(
-                        "the token expired or its API key changed", reason="LEASE_ENDED"
-                    )
-                    await abort_with(context, ended)
-                try:
-                    new_routes = hub.routes(principal, record.symbols)
-                except (AdminError, ValueError) as exc:
+                except (AdminError, ValueError) as exc:  # replaced, lease ended, no longer entitled
                     await abort_with(context, exc)
                 hub.events.follow(watch, (route.channel.name for route in new_routes))
                 if new_routes != routes:
@@ -160,8 +166,24 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
                         subscription_id=sub_id,
                         cause=convert.event_kind_to_proto(kind),
                         detail=detail,
-                        routes=routes_to_proto(routes),
+                        routes=messages,
                     )
+
+    def _standing(self, subscription_id: str) -> SubscriptionRecord:
+        """The watched subscription as it stands (looked up once per change, for its watches).
+
+        Raises:
+            NotFoundError: it was cancelled.
+            AuthenticationError: ``LEASE_ENDED``: routes carry packet keys, never past the token's life.
+        """
+
+        def look_up() -> SubscriptionRecord:
+            record = self._hub.store.find_subscription(subscription_id)
+            if not self._hub.lease_holds(record):
+                raise AuthenticationError("the token expired or its API key changed", reason="LEASE_ENDED")
+            return record
+
+        return self.records.get(subscription_id, look_up)
 
 
 __all__ = [

@@ -110,6 +110,7 @@ async def test_a_modify_loop_replans_only_the_watches_of_its_subscription(site: 
         hub.publish(HubEvent(at=time.time(), kind="changed", channel_name="EQ-N-Z", routes_changed=True))
         await eventually(lambda: all(watch.wakes == 1 for watch in alices), what="alice's watches re-planned")
         assert len(alices) == WATCHES and all(watch.marks == 1 for watch in alices)
+        assert site.planned.count(("AAPL",)) == 1  # one plan, shared by the 20 watches the change woke
         for call in calls:
             call.cancel()
         reader.cancel()

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from feedha.admin_server.errors import ResourceExhaustedError
-from feedha.admin_server.fanout import Fanout, HubEvent
+from feedha.admin_server.fanout import Fanout, HubEvent, SharedPlans
 
 
 def _event(kind: str = "changed", **fields: object) -> HubEvent:
@@ -93,3 +93,30 @@ async def test_a_newer_watch_of_a_subscription_past_its_cap_takes_the_oldests_pl
             assert (oldest.marks, second.marks, newest.marks) == (0, 1, 1)
             assert fanout.listeners == 3  # the replaced one counts until its stream has ended
     assert refused == ["TOO_MANY_WATCHES"] and fanout.listeners == 0 and fanout._by_subscription == {}
+
+
+def test_plans_are_shared_until_the_next_change_that_concerns_routes_and_errors_are_not_kept() -> None:
+    fanout = Fanout(watches_per_user=10, watches_per_subscription=4, refused=lambda _reason: None)
+    plans: SharedPlans[str] = SharedPlans(fanout, limit=2)
+    made: list[str] = []
+
+    def make(text: str) -> str:
+        made.append(text)
+        return text
+
+    assert [plans.get("k", lambda: make("one")) for _ in range(3)] == ["one"] * 3 and made == ["one"]
+    fanout.publish(HubEvent(at=0.0, kind="subscribe"))  # routes unchanged: still shared
+    assert plans.get("k", lambda: make("two")) == "one"
+    fanout.publish(_event(channel_name="EQ"))  # a change: planned again
+    assert plans.get("k", lambda: make("three")) == "three"
+
+    def fail() -> str:
+        raise ValueError("not entitled")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            plans.get("bad", fail)  # tried again by the next watch, never kept
+    plans.get("x", lambda: make("x"))
+    plans.get("y", lambda: make("y"))  # past the limit: started again
+    assert plans.get("k", lambda: make("four")) == "four"
+    assert repr(plans) == "<SharedPlans [kept=2, made=5, shared=3]>" and made[-1] == "four"
