@@ -233,13 +233,32 @@ class LoginThrottle:
 
     by_key: LoginBackoff = field(default_factory=LoginBackoff)
     by_address: TokenBuckets = field(default_factory=TokenBuckets)
+    _abandoned: dict[str, None] = field(default_factory=dict)  # keys whose caller left a hash, oldest first
 
     def __repr__(self) -> str:
-        return f"<LoginThrottle [keys={len(self.by_key._records)}, addresses={len(self.by_address)}]>"
+        return (
+            f"<LoginThrottle [keys={len(self.by_key._records)}, addresses={len(self.by_address)}, "
+            f"abandoned={len(self._abandoned)}]>"
+        )
 
     def in_good_standing(self, key_id: str | None) -> bool:
-        """Whether ``key_id`` exists (``None``: it does not) and has no failure on record."""
-        return key_id is not None and self.by_key.failures(key_id) == 0
+        """Whether ``key_id`` exists (``None``: it does not), has no failure on record, and its
+        caller waited for its last hash (see :meth:`on_abandoned`)."""
+        return key_id is not None and self.by_key.failures(key_id) == 0 and key_id not in self._abandoned
+
+    def on_abandoned(self, key_id: str) -> None:
+        """A caller left while its key's secret was being hashed: the key loses its standing.
+
+        The hash runs to its end all the same (a wrong secret counts as a failure); what the
+        key loses is its place ahead of the others and the slot kept for keys in good
+        standing, until a login of it is checked with its caller waiting
+        (:meth:`on_success`). So a loop of cancelled logins of a good key cannot keep the
+        honest ones waiting.
+        """
+        self._abandoned.pop(key_id, None)
+        self._abandoned[key_id] = None
+        while len(self._abandoned) > MAX_NAMES:
+            del self._abandoned[next(iter(self._abandoned))]
 
     def admit(self, key_id: str | None, address: str, *, now: float) -> float:
         """Whether an attempt may be checked now: 0, or the seconds to wait.
@@ -279,5 +298,6 @@ class LoginThrottle:
         return 0.0 if key_id is None else self.by_key.on_failure(key_id, now=now)
 
     def on_success(self, key_id: str) -> None:
-        """Clear the key's failures (the address's bucket refills by itself)."""
+        """Clear the key's failures and its abandoned hashes (the address's bucket refills by itself)."""
         self.by_key.on_success(key_id)
+        self._abandoned.pop(key_id, None)

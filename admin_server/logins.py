@@ -32,7 +32,10 @@ costing more than a bounded amount, or from keeping anyone else out:
    go. (Before, cancelling a Login mid-hash released both while the thread
    kept hashing, and recorded nothing: a loop of cancelled logins ran as
    many 64 MiB hashes at once as the default thread pool had threads, and
-   guessed without ever reaching the key's backoff.)
+   guessed without ever reaching the key's backoff.) A key whose caller left
+   a hash also loses its good standing (its priority and the kept slot)
+   until a login of it is checked with its caller waiting: a loop of
+   cancelled logins of good keys cannot keep the honest ones queuing.
 
 Every failed login is audited (collapsed, see ``Store.audit_failed_login``).
 """
@@ -126,7 +129,10 @@ class LoginDesk:
             hashing = asyncio.get_running_loop().run_in_executor(
                 self._executor, _verify, self._hasher, key_id, key, secret
             )
-            finishing = asyncio.ensure_future(self._finish(held.pop_all(), hashing, key_id, key, peer))
+            caller = _Caller()
+            finishing = asyncio.ensure_future(
+                self._finish(held.pop_all(), hashing, key_id, key, peer, caller)
+            )
         self._finishing.add(finishing)
         finishing.add_done_callback(self._settled)
         try:
@@ -134,6 +140,9 @@ class LoginDesk:
         except asyncio.CancelledError:
             if not finishing.done():
                 self.abandoned += 1
+                caller.gone = True
+                if key is not None:
+                    self.throttle.on_abandoned(key.key_id)
             raise
 
     async def _finish(
@@ -143,6 +152,7 @@ class LoginDesk:
         key_id: str,
         key: ApiKey | None,
         peer: str,
+        caller: _Caller,
     ) -> ApiKey:
         # Holds the slot and the key's lock until the hash is over and its outcome is on record.
         async with held:
@@ -158,7 +168,8 @@ class LoginDesk:
                 )
                 raise
         assert key is not None
-        self.throttle.on_success(key.key_id)
+        if not caller.gone:  # a good secret nobody waited for does not give the standing back
+            self.throttle.on_success(key.key_id)
         self._count("ok")
         return key
 
@@ -182,6 +193,15 @@ class LoginDesk:
         self._store.audit_failed_login(
             key_id=key_id, user=user, address=address, reason=reason, now=self._clock()
         )
+
+
+class _Caller:
+    """Whether the caller of a login left while its hash ran (set by ``check``, read by ``_finish``)."""
+
+    __slots__ = ("gone",)
+
+    def __init__(self) -> None:
+        self.gone = False
 
 
 def _verify(hasher: argon2.PasswordHasher, key_id: str, key: ApiKey | None, secret: str) -> None:

@@ -120,6 +120,27 @@ async def test_a_cancelled_login_keeps_its_slot_and_key_lock_until_its_hash_ends
     assert "abandoned=1" in repr(desk)
 
 
+async def test_a_good_key_whose_caller_left_its_hash_queues_behind_keys_in_good_standing(
+    server: tuple[AdminServer, dict[str, tuple[str, str]]], held: HeldHash
+) -> None:
+    admin, keys = server
+    hub = admin.hub
+    assert hub is not None
+    throttle = hub.logins.throttle
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{admin.port}") as channel:
+        auth = admin_pb2_grpc.AdminAuthStub(channel)
+        left = _login(auth, *keys["carol"])  # the right secret, but its caller will not wait
+        await eventually(lambda: held.running == 1, what="carol's hash running")
+        left.cancel()
+        await eventually(lambda: hub.logins.abandoned == 1, what="the cancel seen")
+        held.release.set()
+        await eventually(lambda: hub.logins.gate.running == 0, what="the hash done")
+        assert hub.counters.logins == {"ok": 1}  # it was checked, and was right...
+        assert not throttle.in_good_standing(keys["carol"][0])  # ... yet carol now queues behind others
+        assert await _code(_login(auth, *keys["carol"])) == grpc.StatusCode.OK  # waited for: back
+        assert throttle.in_good_standing(keys["carol"][0])
+
+
 async def test_cancelling_wrong_logins_is_no_way_around_the_keys_backoff(
     server: tuple[AdminServer, dict[str, tuple[str, str]]], held: HeldHash
 ) -> None:

@@ -63,7 +63,7 @@ def test_an_address_is_rate_limited_by_failures_and_never_spends_a_keys_own_budg
     assert throttle.admit(None, "192.0.2.2", now=0.0) == 0.0  # another address: its own bucket
     # The bucket refills at its rate: one token after 1 / rate seconds.
     assert throttle.admit(None, "192.0.2.1", now=1.0 / ADDRESS_RATE_PER_S) == 0.0
-    assert repr(throttle) == "<LoginThrottle [keys=1, addresses=2]>"
+    assert repr(throttle) == "<LoginThrottle [keys=1, addresses=2, abandoned=0]>"
 
 
 def test_failures_of_existing_keys_empty_the_address_for_unknown_ids() -> None:
@@ -121,3 +121,17 @@ def test_a_flood_of_distinct_failures_is_bounded_per_second() -> None:
     assert len(entries) == MAX_LOGIN_AUDIT_ROWS + 1
     assert sum(e.count for e in entries) == 1000
     assert entries[0].target == "*" and entries[0].count == 1000 - MAX_LOGIN_AUDIT_ROWS
+
+
+def test_a_key_whose_caller_left_a_hash_loses_its_standing_until_a_login_is_waited_for() -> None:
+    throttle = LoginThrottle()
+    assert throttle.in_good_standing("fk_1")
+    throttle.on_abandoned("fk_1")
+    assert not throttle.in_good_standing("fk_1")
+    assert throttle.admit("fk_1", "192.0.2.1", now=0.0) == 0.0  # not locked out: only behind the others
+    assert throttle.in_good_standing("fk_2") and not throttle.in_good_standing(None)
+    throttle.on_success("fk_1")
+    assert throttle.in_good_standing("fk_1")
+    for i in range(MAX_NAMES + 10):  # the record is bounded
+        throttle.on_abandoned(f"fk_{i}")
+    assert "abandoned=10000" in repr(throttle) and throttle.in_good_standing("fk_0")
