@@ -15,7 +15,16 @@ it receives, the attacks run together for ``--attack-seconds``
 * 100 replay connections from one granted key that never read (``--replay``);
 * 32 keys of one user on every replay service, reading as fast as they are
   answered, while another user asks for gaps (``--replay-keys``,
-  :mod:`feedha.drill_abuse_users`).
+  :mod:`feedha.drill_abuse_users`);
+* 500 route watch streams of two users modifying their subscriptions in a
+  loop (``--watch-streams``, :mod:`feedha.drill_abuse_admin`).
+
+Before them, on its own, a burst of 200 logins cancelled mid-hash
+(``--cancelled-logins``), the admin server's memory sampled throughout; after
+them, on its own too (it makes the channel sealed for good),
+Subscribe/Cancel every 100 ms on a sealed (multicast) channel while a
+subscriber revoked meanwhile tries to open its packets
+(``--seal-churn-every``).
 
 Meanwhile an honest user logs in every 0.25 s and every health listener is
 probed every 0.2 s. Then the source stops, the subscriber drains, and one
@@ -25,7 +34,11 @@ answered -- what the attacks got, what the adapters counted (connections cut
 off, rebinds) and the resident memory of the admin server and the adapters
 before and at most during the attacks. The drill passes when ``lost`` and
 ``line_holes`` are 0, the login p99 is under 1 s, every probe was answered,
-the adapters never bound a line afresh, and the memory stayed bounded.
+the adapters never bound a line afresh, and the memory stayed bounded -- and
+the admin server's own checks (:func:`feedha.drill_abuse_admin.checks`): the
+burst grew its memory by no more than its hashing slots hold, every watch
+stream opened and the storm ran, and the revoked subscriber opened nothing
+sealed 2 s after its revocation.
 """
 
 from __future__ import annotations
@@ -45,6 +58,7 @@ from typing import IO, Any, Final
 import psutil
 import zmq
 
+from feedha import drill_abuse_admin as admin_attacks
 from feedha import drill_abuse_attacks as attacks
 from feedha import drill_abuse_users as replay_users
 from feedha.cluster import control
@@ -72,6 +86,9 @@ class AbuseOptions:
     replay: int = 100
     replay_keys: int = replay_users.KEYS
     hashing: str = "fast"
+    cancelled_logins: int = 200
+    watch_streams: int = 500
+    seal_churn_every: float = 0.1
 
 
 def run_abuse(options: AbuseOptions, log: IO[str]) -> dict[str, Any]:
@@ -85,7 +102,7 @@ def run_abuse(options: AbuseOptions, log: IO[str]) -> dict[str, Any]:
     honest: JsonProcess | None = None
     try:
         cluster.start_admin()
-        users = ("abuser", "churner", "guessed")  # guessed: the key whose secret the login flood guesses
+        users = ("abuser", "churner", "guessed", *admin_attacks.USERS)  # guessed: the login flood's target
         keys = {name: cluster.add_user(name, groups=("traders",)) for name in users}
         cluster.start_source(cluster.start_groups())
         cluster.wait_registered(START_S)
@@ -142,6 +159,8 @@ def _run_attacks(
     replay_route = _grant(admin, keys["abuser"], replay_keys[0].decode(), cluster.groups[0].channel)
     stop, done = threading.Event(), threading.Event()
     results: dict[str, Any] = {}
+    if (burst := admin_attacks.burst_before_attacks(options, cluster)) is not None:
+        results["cancelled_logins"] = burst
     work: dict[str, Callable[[], dict[str, Any]]] = {
         "login_flood": partial(
             attacks.login_flood, admin, keys["guessed"]["key_id"], workers=options.logins, stop=stop
@@ -171,10 +190,12 @@ def _run_attacks(
         work[f"idle {port}"] = partial(
             attacks.idle_connections, host, int(port), count=options.idle, stop=stop
         )
+    work.update(admin_attacks.work(options, cluster, keys))
     threads = [attacks.in_thread(name, job, results) for name, job in work.items()]
     # The attacks last --attack-seconds, and at least until the flood and the churn are through.
     started = time.monotonic()
-    finite = [thread for thread in threads if thread.name in ("abuse-subscription_flood", "abuse-churn")]
+    waited = ("subscription_flood", "churn", *admin_attacks.FINITE)
+    finite = [thread for thread in threads if thread.name.removeprefix("abuse-") in waited]
     while time.monotonic() - started < options.attack_seconds or any(t.is_alive() for t in finite):
         if time.monotonic() - started > MAX_ATTACK_S:
             break
@@ -183,6 +204,7 @@ def _run_attacks(
     results["_attack_seconds"] = round(time.monotonic() - started, 1)
     stop.set()
     done.set()
+    results.update(admin_attacks.after_attacks(options, cluster, keys))  # the witness still measures
     witness.stop(timeout=30)
     summary = witness.wait_event("summary", 30)
     results.update(health=summary["health"], admin_login=summary["admin_login"])
@@ -275,6 +297,7 @@ def failed_checks(report: dict[str, Any]) -> list[str]:
         "rebinds": all(not a["rebinds"] for a in report["adapters"].values()),
         "rss_growth": all(r["max"] - r["before"] <= RSS_GROWTH_MIB for r in report["rss_mib"].values()),
         **replay_users.checks(report.get("attacks", {})),
+        **admin_attacks.checks(report.get("attacks", {})),
     }
     return [name for name, held in checks.items() if not held]
 
@@ -378,6 +401,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s, the quota of keys per user; 0: none)",
     )
     parser.add_argument(
+        "--cancelled-logins",
+        type=int,
+        default=defaults.cancelled_logins,
+        help="logins cancelled mid-hash in one burst, before the other attacks (0: none)",
+    )
+    parser.add_argument(
+        "--seal-churn-every",
+        type=float,
+        default=defaults.seal_churn_every,
+        help="seconds between Subscribe/Cancel cycles on the sealed channel, after the other attacks "
+        "(0: not run; default: %(default)g)",
+    )
+    parser.add_argument(
+        "--watch-streams",
+        type=int,
+        default=defaults.watch_streams,
+        help="route watch streams of two users modifying their subscriptions in a loop (0: none)",
+    )
+    parser.add_argument(
         "--hashing",
         choices=("default", "fast"),
         default=defaults.hashing,
@@ -395,12 +437,24 @@ def options_from(args: argparse.Namespace) -> AbuseOptions:
     Raises:
         ValueError: a value out of range, named.
     """
-    names = ("subscriptions", "churn", "logins", "idle", "replay", "replay_keys")
+    names = (
+        *("subscriptions", "churn", "logins", "idle", "replay"),
+        *("replay_keys", "cancelled_logins", "watch_streams"),
+    )
     counts = {name: getattr(args, name) for name in names}
     bad = [f"--{name.replace('_', '-')}" for name, value in counts.items() if value < 0]
-    if args.rate <= 0 or args.attack_seconds <= 0 or bad:
-        raise ValueError(f"need --rate > 0, --attack-seconds > 0 and counts >= 0 ({', '.join(bad) or 'ok'})")
-    return AbuseOptions(rate=args.rate, attack_seconds=args.attack_seconds, hashing=args.hashing, **counts)
+    if args.rate <= 0 or args.attack_seconds <= 0 or args.seal_churn_every < 0 or bad:
+        raise ValueError(
+            "need --rate > 0, --attack-seconds > 0, --seal-churn-every >= 0 and counts >= 0 "
+            f"({', '.join(bad) or 'ok'})"
+        )
+    return AbuseOptions(
+        rate=args.rate,
+        attack_seconds=args.attack_seconds,
+        hashing=args.hashing,
+        seal_churn_every=args.seal_churn_every,
+        **counts,
+    )
 
 
 __all__ = ["AbuseOptions", "ProcessError", "add_arguments", "options_from", "run_abuse"]

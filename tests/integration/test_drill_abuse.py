@@ -14,7 +14,7 @@ import pytest
 def test_the_abuse_drill_costs_the_honest_parties_nothing() -> None:
     argv = [sys.executable, "-m", "feedha", "drill", "abuse", "--json", "--rate", "5000"]
     argv += ["--attack-seconds", "5", "--subscriptions", "600", "--churn", "30", "--logins", "16"]
-    argv += ["--idle", "50", "--replay", "20"]
+    argv += ["--idle", "50", "--replay", "20", "--cancelled-logins", "100", "--watch-streams", "200"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
     result = json.loads(done.stdout.splitlines()[-1])
     # A string, shown whole: the failed checks and the sections they read come first.
@@ -39,3 +39,11 @@ def test_the_abuse_drill_costs_the_honest_parties_nothing() -> None:
     keys, gaps = result["attacks"]["replay_keys_flood"], result["attacks"]["replay_honest_gaps"]
     assert keys["keys"] == 32 and keys["replies"].get("BUSY", 0) > 0, keys
     assert gaps["asked"] > 0 and gaps["served"] == gaps["asked"], gaps
+    # The admin server's own limits: a burst of cancelled logins held within its hashing slots, the
+    # watch storm ran with every stream open, and the revoked multicast subscriber read nothing late.
+    burst, storm, sealed = (
+        result["attacks"][name] for name in ("cancelled_logins", "watch_storm", "sealed_churn")
+    )
+    assert burst["growth_mib"] <= burst["bound_mib"] + 8 and burst["checked_by_server"] > 0, burst
+    assert storm["opened"] == storm["streams"] == 200 and storm["modifies"].get("OK", 0) > 0, storm
+    assert sealed["reading_at_revocation"] and sealed["opened_after_bound"] == 0, sealed

@@ -87,3 +87,32 @@ def test_an_honest_gap_not_served_during_the_replay_flood_fails_the_drill() -> N
     assert failed_checks({**_report(), "attacks": busy}) == ["replay_gaps_served"]
     none_asked = {"replay_honest_gaps": {"asked": 0, "served": 0}}
     assert failed_checks({**_report(), "attacks": none_asked}) == ["replay_gaps_served"]
+
+
+def test_the_admin_servers_own_checks_hold_or_are_named() -> None:
+    from feedha.drill_abuse_admin import BURST_SLACK_MIB
+
+    burst = {"growth_mib": 14.0, "bound_mib": 16.0}
+    storm = {"streams": 500, "opened": 500, "updates": 900, "modifies": {"OK": 300}}
+    sealed = {
+        "reading_at_revocation": True,
+        "probes_after_bound": 90,
+        "opened_after_bound": 0,
+        "churn": {"OK": 50},
+    }
+    clean = _report()
+    clean["attacks"] = {"cancelled_logins": burst, "watch_storm": storm, "sealed_churn": sealed}
+    assert failed_checks(clean) == []
+    broken = _report()
+    broken["attacks"] = {
+        "cancelled_logins": {**burst, "growth_mib": 16.0 + BURST_SLACK_MIB + 1},  # hashes past the slots
+        "watch_storm": {**storm, "opened": 320},  # streams refused
+        "sealed_churn": {**sealed, "opened_after_bound": 3},  # the revoked one read on
+    }
+    assert failed_checks(broken) == ["cancelled_logins_rss", "watch_storm", "sealed_revocation"]
+    never_read = _report()
+    never_read["attacks"] = {"sealed_churn": {**sealed, "reading_at_revocation": False}}  # proves nothing
+    assert failed_checks(never_read) == ["sealed_revocation"]
+    crashed = _report()
+    crashed["attacks"] = {"watch_storm": {"error": "RuntimeError: boom"}}
+    assert failed_checks(crashed) == ["watch_storm"]
