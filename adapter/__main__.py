@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from feedha import logs, settings
 from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, SNAPSHOT_INTERVAL_S, AdapterConfig
+from feedha.adapter.conversion.budget import (
+    MEMORY_HEADROOM,
+    budget_from_limit,
+    container_limit,
+    format_size,
+    parse_size,
+)
 from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_ORDERS
 from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
@@ -164,7 +172,16 @@ def _tuning_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=MAX_ORDERS,
         help="itch50: the most live orders held; an add past it is quarantined as order_limit "
-        "(134-180 bytes an order; the same on every adapter of a channel; default: %(default)s)",
+        "(the same on every adapter of a channel; default: %(default)s, if --memory-budget holds them)",
+    )
+    tune.add_argument(
+        "--memory-budget",
+        type=_size,
+        metavar="SIZE",
+        help="the memory this adapter may use, e.g. 768Mi or 1.5GiB: its order and symbol tables "
+        "refuse a message that would take them past it (quarantined as memory_limit); the same on "
+        f"every adapter of a channel (default: {round(MEMORY_HEADROOM * 100)}%% of the container's "
+        "memory limit, else 768 MiB; docs/deployment.md)",
     )
     tune.add_argument(
         "--securities",
@@ -350,8 +367,43 @@ def _conflated_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = None) -> AdapterConfig:
-    """Build the adapter's configuration from parsed arguments."""
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+_CGROUP_FILES: Final = (
+    Path("/sys/fs/cgroup/memory.max"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # cgroup v1
+)
+
+
+def read_container_limit(files: Sequence[Path] = _CGROUP_FILES) -> int | None:
+    """This process's container memory limit from its cgroup (v2, then v1), or ``None``."""
+    texts: list[str | None] = []
+    for path in files:
+        try:
+            texts.append(path.read_text())
+        except OSError:
+            texts.append(None)
+    return container_limit(*texts)
+
+
+def memory_budget_of(args: argparse.Namespace, limit: int | None) -> tuple[int, str]:
+    """The memory budget (``--memory-budget``, else from the container's ``limit``) and where it came from."""
+    if args.memory_budget is not None:
+        return args.memory_budget, "--memory-budget"
+    if limit is None:
+        return budget_from_limit(None), "no container limit"
+    return budget_from_limit(limit), f"{MEMORY_HEADROOM:.0%} of the container's {format_size(limit)}"
+
+
+def config_from_args(
+    args: argparse.Namespace, *, admin_secret: str | None = None, container_memory: int | None = None
+) -> AdapterConfig:
+    """Build the adapter's configuration from parsed arguments (``container_memory``: its cgroup's limit)."""
     sync = SyncConfig(
         heartbeat_interval_s=args.heartbeat_interval,
         heartbeat_timeout_s=args.heartbeat_timeout,
@@ -382,6 +434,7 @@ def config_from_args(args: argparse.Namespace, *, admin_secret: str | None = Non
         input_format=args.format,
         book_depth=args.book_depth,
         max_orders=args.max_orders,
+        memory_budget=memory_budget_of(args, container_memory)[0],
         securities=args.securities,
         source_pump=args.source_pump,
         health_penalty=args.health_penalty,
@@ -450,6 +503,9 @@ def peer_endpoints(values: Sequence[str], *, adapter: int) -> tuple[str, ...]:
 _NO_ENV = frozenset({"allow_fault_injection", "health_penalty", "insecure"})
 
 
+logger = logging.getLogger(__name__)
+
+
 def _print_status(event: dict[str, Any]) -> None:
     print(json.dumps(event), flush=True)
 
@@ -458,11 +514,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``feedha adapter``."""
     args = settings.parse(build_parser(), argv, no_env=_NO_ENV).args
     logs.configure_from(args)
+    limit = read_container_limit()
     try:
-        config = config_from_args(args, admin_secret=os.environ.get("FEEDHA_ADAPTER_SECRET"))
+        config = config_from_args(
+            args, admin_secret=os.environ.get("FEEDHA_ADAPTER_SECRET"), container_memory=limit
+        )
     except (AdapterError, ValueError) as exc:  # ValueError: a malformed --metrics address
         print(f"feedha adapter: {exc}", file=sys.stderr)
         return 2
+    budget, origin = memory_budget_of(args, limit)
+    logger.info(
+        "memory budget %s (%s): the conversion tables may count %s",
+        format_size(budget), origin, format_size(config.table_budget),
+    )  # fmt: skip
     try:
         from feedha.adapter.runner import AdapterRunner
 

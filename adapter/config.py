@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from feedha.adapter.conversion.budget import DEFAULT_MEMORY_BUDGET, table_bytes
 from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH, MAX_ORDERS
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
@@ -74,6 +75,11 @@ class AdapterConfig:
         max_orders: ``itch50``: the most live orders held; an add past it is quarantined
             (``order_limit``), so a flood of adds cannot grow the adapter. Every adapter of a
             channel must hold the same limit (as the same book depth).
+        memory_budget: the bytes this adapter may use (the entry point's default: 75% of its
+            container's limit, else 768 MiB); its conversion tables count theirs against it less
+            the adapter's base and refuse a message that would pass it (``memory_limit``;
+            adapter.conversion.budget). A backup runs with its active's tables' budget when it
+            can hold it, and fails itself when it cannot.
         securities: ``fix44``'s security table (YAML: SecurityID or ``22:48`` -> symbol), or None.
         health_penalty: handicap subtracted from the health score (drills, tests).
         admin: the admin server's ``host:port`` to register with; None runs unregistered.
@@ -150,6 +156,7 @@ class AdapterConfig:
     input_format: str = "feedha-fix"
     book_depth: int = 10
     max_orders: int = MAX_ORDERS
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
     securities: Path | None = None
     health_penalty: float = 0.0
     admin: str | None = None
@@ -219,9 +226,19 @@ class AdapterConfig:
             delay_s=self.delay_s if self.delayed_line_endpoint else None,
             purge_margin_s=self.purge_margin_s,
             conflate_interval_s=self.conflate_interval_s if self.conflate_line_endpoint else None,
+            table_budget=self.table_budget,
         )
 
+    @property
+    def table_budget(self) -> int:
+        """The bytes the conversion tables may count: the memory budget less the adapter's base."""
+        return table_bytes(self.memory_budget)
+
     def __post_init__(self) -> None:
+        try:
+            table_bytes(self.memory_budget)
+        except ValueError as exc:
+            raise ConfigError(f"memory_budget: {exc}") from exc
         self.core()  # checks identity, numbering and timers (raises ConfigError)
         interval = self.conflate_interval_s
         if not MIN_CONFLATE_INTERVAL_S <= interval <= MAX_CONFLATE_INTERVAL_S:

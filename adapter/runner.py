@@ -74,6 +74,7 @@ class AdapterRunner:
             book_depth=config.book_depth,
             securities=securities,
             max_orders=config.max_orders,
+            table_budget=config.table_budget,
         )
         self.core = AdapterCore(config.core(), engine, now=time.monotonic())
         self.guard = DataPlaneGuard.from_config(config)
@@ -131,7 +132,8 @@ class AdapterRunner:
                 logger.warning("the source pump is off, every source frame goes through the Python loop: %s",
                                why_not)  # fmt: skip
             ready = {"line": cfg.line_endpoint, "sync": cfg.sync_endpoint, "replay": cfg.replay_endpoint,
-                     "conflate_line": cfg.conflate_line_endpoint}  # fmt: skip
+                     "conflate_line": cfg.conflate_line_endpoint, "memory_budget": cfg.memory_budget,
+                     "table_budget": cfg.table_budget}  # fmt: skip
             core = self.core
             # Started: later collections walk only what comes after (feedha.runtime).
             frozen = settle_heap() if settle else 0

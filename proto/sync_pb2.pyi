@@ -20,7 +20,7 @@ ROLE_BACKUP: Role
 ROLE_FAILED: Role
 
 class StreamState(_message.Message):
-    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason", "purge_seq", "conflate_proposed", "conflate_committed_k")
+    __slots__ = ("source_stream", "next_msg_seq", "next_source_seq", "last_source_seq", "last_msg_seq", "digest", "session", "session_after_source_seq", "session_boundary_msg_seq", "session_start_ns", "session_reason", "proposed_session", "proposed_after_source_seq", "proposed_time_ns", "proposed_reason", "purge_seq", "conflate_proposed", "conflate_committed_k", "table_budget")
     SOURCE_STREAM_FIELD_NUMBER: _ClassVar[int]
     NEXT_MSG_SEQ_FIELD_NUMBER: _ClassVar[int]
     NEXT_SOURCE_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class StreamState(_message.Message):
     PURGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     CONFLATE_PROPOSED_FIELD_NUMBER: _ClassVar[int]
     CONFLATE_COMMITTED_K_FIELD_NUMBER: _ClassVar[int]
+    TABLE_BUDGET_FIELD_NUMBER: _ClassVar[int]
     source_stream: int
     next_msg_seq: int
     next_source_seq: int
@@ -57,7 +58,8 @@ class StreamState(_message.Message):
     purge_seq: int
     conflate_proposed: _containers.RepeatedCompositeFieldContainer[ConflateBoundary]
     conflate_committed_k: int
-    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., purge_seq: _Optional[int] = ..., conflate_proposed: _Optional[_Iterable[_Union[ConflateBoundary, _Mapping]]] = ..., conflate_committed_k: _Optional[int] = ...) -> None: ...
+    table_budget: int
+    def __init__(self, source_stream: _Optional[int] = ..., next_msg_seq: _Optional[int] = ..., next_source_seq: _Optional[int] = ..., last_source_seq: _Optional[int] = ..., last_msg_seq: _Optional[int] = ..., digest: _Optional[int] = ..., session: _Optional[int] = ..., session_after_source_seq: _Optional[int] = ..., session_boundary_msg_seq: _Optional[int] = ..., session_start_ns: _Optional[int] = ..., session_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., proposed_session: _Optional[int] = ..., proposed_after_source_seq: _Optional[int] = ..., proposed_time_ns: _Optional[int] = ..., proposed_reason: _Optional[_Union[_market_pb2.SessionReason, str]] = ..., purge_seq: _Optional[int] = ..., conflate_proposed: _Optional[_Iterable[_Union[ConflateBoundary, _Mapping]]] = ..., conflate_committed_k: _Optional[int] = ..., table_budget: _Optional[int] = ...) -> None: ...
 
 class ConflateBoundary(_message.Message):
     __slots__ = ("k", "msg_seq", "time_ns", "first_conf_seq")

@@ -25,6 +25,7 @@ from typing import Any
 from feedha.adapter.conversion import _fastpath
 from feedha.adapter.conversion._fastpath_spec import compile_spec
 from feedha.adapter.conversion._native_symbols import NativeSymbols
+from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES
 from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
 from feedha.adapter.conversion.state import MAX_SYMBOLS, ConversionState, SymbolValues
 from feedha.adapter.conversion.table import ConverterTable
@@ -39,12 +40,13 @@ class NativeConversionState(NativeSymbols, ConversionState):
     ``State`` is :class:`~adapter.conversion._native_symbols.NativeSymbols`.
     """
 
-    __slots__ = ("native",)
+    __slots__ = ("native", "_symbol_limit")
 
     def __init__(self) -> None:
         self.native = _fastpath.State()
-        self.native.max_symbols = MAX_SYMBOLS  # the C run stops there; the Python path names it
         self._session = 0
+        self._symbol_limit, self._table_budget = MAX_SYMBOLS, DEFAULT_TABLE_BYTES
+        self._budget_changed()
 
     def values_of(self, raw: tuple[Any, ...]) -> SymbolValues:
         return SymbolValues(*raw)

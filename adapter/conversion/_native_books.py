@@ -37,6 +37,7 @@ from feedha.adapter.conversion import _orders
 from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.book_state import DEFAULT_BOOK_DEPTH, BookState
+from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, LEVEL_BYTES
 from feedha.adapter.conversion.state import MAX_SYMBOLS, SymbolValues
 
 __all__ = ["NativeBookState"]
@@ -74,13 +75,31 @@ class NativeBookState(NativeSymbols, BookState):
         depth: the book depth.
     """
 
-    __slots__ = ("native",)
+    __slots__ = ("native", "_symbol_limit")
 
     def __init__(self, depth: int = DEFAULT_BOOK_DEPTH) -> None:
         self.native = _orders.BookTable()
-        self.native.max_symbols = MAX_SYMBOLS  # the C run stops there; the Python path names it
         self.native.depth = depth
         self._session = 0
+        self._symbol_limit, self._table_budget = MAX_SYMBOLS, DEFAULT_TABLE_BYTES
+        self._budget_changed()
+
+    def _budget_changed(self) -> None:
+        # The C run stops at a new symbol past the limit and at a message its budget refuses;
+        # the Python path (BookState.stage) then names it (symbol_limit, memory_limit).
+        native = self.native
+        native.max_symbols = self._symbol_limit
+        native.budget, native.symbol_bytes, native.level_bytes = (
+            self._table_budget,
+            self.symbol_bytes,
+            LEVEL_BYTES,
+        )
+
+    @property
+    def level_count(self) -> int:
+        """The price levels every book holds (both sides), as the C table counts them."""
+        levels: int = self.native.levels
+        return levels
 
     @property
     def depth(self) -> int:

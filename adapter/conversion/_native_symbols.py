@@ -39,6 +39,9 @@ class NativeSymbols:
     __slots__ = ()
     native: Any
     _session: int
+    _symbol_limit: int
+    _table_budget: int
+    symbol_bytes: int
 
     def values_of(self, raw: tuple[Any, ...]) -> SymbolValues:
         """One record as the table gives it, as :class:`~adapter.conversion.state.SymbolValues`."""
@@ -51,12 +54,17 @@ class NativeSymbols:
     @property
     def max_symbols(self) -> int:
         """A message naming a new symbol while this many are held is quarantined (``symbol_limit``)."""
-        limit: int = self.native.max_symbols
-        return limit
+        return self._symbol_limit
 
     @max_symbols.setter
     def max_symbols(self, value: int) -> None:
-        self.native.max_symbols = value
+        self._symbol_limit = value  # type: ignore[misc]  # a slot of the state it is mixed into
+        self._budget_changed()
+
+    def _budget_changed(self) -> None:
+        # The C run stops at a message naming a new symbol past what the limit and the budget
+        # allow; the Python path then names which (symbol_limit or memory_limit).
+        self.native.max_symbols = min(self._symbol_limit, self._table_budget // self.symbol_bytes)
 
     @property
     def digest(self) -> int:

@@ -1144,7 +1144,7 @@ static int intern_run_names(void) {
     static const Name names[] = {
         {&N_INDEX, "_index"},     {&N_NAMES, "_names"},   {&N_SIDES, "_sides"},
         {&N_NAME_HASHES, "_name_hashes"}, {&N_VALUES, "_values"}, {&N_HASHES, "_hashes"},
-        {&N_DIGEST, "_digest"},   {&N_ORDERS_DIGEST, "_orders_digest"}, {&N_MAX_ORDERS, "max_orders"},
+        {&N_DIGEST, "_digest"},   {&N_ORDERS_DIGEST, "_orders_digest"}, {&N_MAX_ORDERS, "order_cap"},
         {&N_DEPTH, "depth"},
     };
     return intern_each(names, sizeof names / sizeof names[0]);
@@ -1986,7 +1986,23 @@ typedef struct {
     uint64_t digest, salt;
     Py_ssize_t max_symbols, depth;
     uint64_t probes; /* index slots looked at by lookups (tests read it) */
+    uint64_t levels; /* every book's levels, both sides */
+    /* The memory budget (adapter/conversion/budget.py): the run stops at a message whose new
+     * symbols and levels, at these costs, would take the count past ``budget``. */
+    uint64_t budget, symbol_bytes, level_bytes;
 } BookTableObject;
+
+static inline uint64_t fx_levels_of(const FxBook *b) { return (uint64_t)fx_n(&b->side[0]) + fx_n(&b->side[1]); }
+
+/* Whether ``fresh`` new symbols and ``delta`` levels more pass the budget (BookState's two checks:
+ * the new symbols alone, then the whole message, each only when it grows the count). */
+static int bt_over_budget(const BookTableObject *t, Py_ssize_t fresh, int64_t delta) {
+    uint64_t charged = (uint64_t)t->count * t->symbol_bytes + t->levels * t->level_bytes;
+    uint64_t symbols = (uint64_t)fresh * t->symbol_bytes;
+    int64_t more = (int64_t)symbols + delta * (int64_t)t->level_bytes;
+    uint64_t room = charged < t->budget ? t->budget - charged : 0;
+    return (symbols > 0 && symbols > room) || (more > 0 && (uint64_t)more > room);
+}
 
 static inline uint64_t fx_mix(const ShownLevel *l, uint64_t index, uint64_t side) {
     return mix_order(index, (uint64_t)l->orders, side, dbits(l->price), dbits(l->size));
@@ -2136,11 +2152,13 @@ static void bt_insert(BookTableObject *t, FxBook *b) {
     t->books[t->count++] = b;
     bt_place(t->slots, t->n_slots, b->name_hash, (uint32_t)t->count);
     t->digest += b->digest;
+    t->levels += fx_levels_of(b);
 }
 
 static void bt_clear(BookTableObject *t) {
     for (Py_ssize_t k = 0; k < t->count; k++) fx_book_free(t->books[k]);
     t->count = 0;
+    t->levels = 0;
     if (t->slots != NULL) memset(t->slots, 0, t->n_slots * sizeof *t->slots);
     t->digest = t->salt;
 }
@@ -2283,7 +2301,10 @@ static PyObject *BookTable_new(PyTypeObject *type, PyObject *args, PyObject *kwd
     static char *kwlist[] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, ":BookTable", kwlist)) return NULL;
     BookTableObject *self = (BookTableObject *)type->tp_alloc(type, 0);
-    if (self != NULL) self->max_symbols = PY_SSIZE_T_MAX;
+    if (self != NULL) {
+        self->max_symbols = PY_SSIZE_T_MAX;
+        self->budget = UINT64_MAX; /* no budget until one is set */
+    }
     return (PyObject *)self;
 }
 
@@ -2337,6 +2358,7 @@ static PyObject *BookTable_set(BookTableObject *self, PyObject *args) {
     if (old != NULL) {
         self->books[self->slots[slot] - 1] = b;
         self->digest += b->digest - old->digest;
+        self->levels += fx_levels_of(b) - fx_levels_of(old);
         fx_book_free(old);
     } else if (bt_reserve(self, 1) < 0) {
         fx_book_free(b);
@@ -2378,6 +2400,26 @@ static PyObject *BookTable_get_digest(BookTableObject *self, void *Py_UNUSED(clo
 
 static PyObject *BookTable_get_probes(BookTableObject *self, void *Py_UNUSED(closure)) {
     return PyLong_FromUnsignedLongLong(self->probes);
+}
+
+static PyObject *BookTable_get_levels(BookTableObject *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(self->levels);
+}
+
+/* The budget's u64 settings: ``closure`` is the field's offset in the table. */
+static PyObject *BookTable_get_u64(BookTableObject *self, void *closure) {
+    return PyLong_FromUnsignedLongLong(*(uint64_t *)((char *)self + (size_t)closure));
+}
+
+static int BookTable_set_u64(BookTableObject *self, PyObject *value, void *closure) {
+    uint64_t v;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "a budget setting cannot be deleted");
+        return -1;
+    }
+    if (as_u64(value, &v) < 0) return -1;
+    *(uint64_t *)((char *)self + (size_t)closure) = v;
+    return 0;
 }
 
 static PyObject *BookTable_get_level_steps(BookTableObject *self, void *Py_UNUSED(closure)) {
@@ -2450,6 +2492,13 @@ static PyGetSetDef BookTable_getset[] = {
      "a run stops at a message naming one symbol more", NULL},
     {"depth", (getter)BookTable_get_depth, (setter)BookTable_set_depth, "the book depth", NULL},
     {"probes", (getter)BookTable_get_probes, NULL, "index slots looked at so far by lookups (for tests)", NULL},
+    {"levels", (getter)BookTable_get_levels, NULL, "every book's price levels, both sides", NULL},
+    {"budget", (getter)BookTable_get_u64, (setter)BookTable_set_u64,
+     "the bytes the tables may count: a run stops at a message that would pass it", (void *)offsetof(BookTableObject, budget)},
+    {"symbol_bytes", (getter)BookTable_get_u64, (setter)BookTable_set_u64, "what a symbol counts",
+     (void *)offsetof(BookTableObject, symbol_bytes)},
+    {"level_bytes", (getter)BookTable_get_u64, (setter)BookTable_set_u64, "what a price level counts",
+     (void *)offsetof(BookTableObject, level_bytes)},
     {"level_steps", (getter)BookTable_get_level_steps, NULL,
      "tree nodes the held books' sides have visited so far (the levels' cost, for tests)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -2829,6 +2878,7 @@ typedef struct {
     int is_new, touched[2];
     FxValues s;
     uint64_t hash_before[2], digest;
+    uint32_t count_before[2]; /* each touched side's levels before the message */
     size_t old_at[2];  /* its shown levels before the message: where in FxCtx.pool */
     uint32_t n_old[2]; /* how many */
 } FxSym;
@@ -2878,6 +2928,7 @@ static int fx_touch(FxCtx *c, FxSym *s, int side) {
     s->old_at[side] = at;
     s->n_old[side] = shown;
     s->hash_before[side] = levels->hash;
+    s->count_before[side] = fx_n(levels);
     s->touched[side] = 1;
     return 0;
 }
@@ -3315,6 +3366,27 @@ static void fx_rollback(FxCtx *c, FxSym *syms, int n) {
     }
 }
 
+/* The levels one symbol of a staged message adds to the table (a new book: all of them). */
+static int64_t fx_sym_growth(const FxSym *s) {
+    int64_t grown = 0;
+    for (int side = 0; side < 2; side++) {
+        if (s->is_new || s->touched[side])
+            grown += (int64_t)fx_n(&s->book->side[side]) - (s->is_new ? 0 : s->count_before[side]);
+    }
+    return grown;
+}
+
+/* The levels a staged message adds to the table, and its new symbols in *fresh. */
+static int64_t fx_growth(const FxSym *syms, int n, Py_ssize_t *fresh) {
+    int64_t grown = 0;
+    *fresh = 0;
+    for (int i = 0; i < n; i++) {
+        *fresh += syms[i].is_new;
+        grown += fx_sym_growth(&syms[i]);
+    }
+    return grown;
+}
+
 /* One parsed message staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
 static int fx_message(FxCtx *c, const FxMsg *m) {
     FxSym syms[FX_MAX_SYMBOLS];
@@ -3330,10 +3402,11 @@ static int fx_message(FxCtx *c, const FxMsg *m) {
         }
         rc = fx_summarize(s);
     }
+    Py_ssize_t fresh;
+    int64_t grown = fx_growth(syms, n, &fresh);
+    if (rc == 0 && bt_over_budget(c->table, fresh, grown)) rc = STOP_SLOW; /* memory_limit: Python names it */
     if (rc == 0 && c->publish) rc = fx_block(c, m, syms);
     for (int i = 0; i < n && rc == 0; i++) rc = fx_digest(syms[i].book, &syms[i].s, &syms[i].digest);
-    Py_ssize_t fresh = 0;
-    for (int i = 0; i < n; i++) fresh += syms[i].is_new;
     if (rc == 0 && fresh) rc = bt_reserve(c->table, fresh);
     if (rc != 0) {
         fx_rollback(c, syms, n);
@@ -3346,6 +3419,7 @@ static int fx_message(FxCtx *c, const FxMsg *m) {
         }
         FxBook *b = syms[i].book;
         b->s = syms[i].s;
+        if (!syms[i].is_new) c->table->levels += (uint64_t)fx_sym_growth(&syms[i]); /* a new one: bt_insert */
         if (syms[i].is_new) {
             b->digest = syms[i].digest;
             bt_insert(c->table, b);

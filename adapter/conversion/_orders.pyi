@@ -84,6 +84,10 @@ class BookTable:
     depth: int
     probes: Final[int]
     level_steps: Final[int]
+    levels: Final[int]
+    budget: int
+    symbol_bytes: int
+    level_bytes: int
     def __init__(self) -> None: ...
     def __len__(self) -> int: ...
     def __contains__(self, symbol: object) -> bool: ...

@@ -4,7 +4,12 @@
 :class:`~adapter.conversion.state.SymbolValues` with its
 :class:`~adapter.conversion.book.BookValues`, under the same digest, so the
 sync rules, snapshots, checkpoints and images carry books unchanged. The
-engine that converts into it is :mod:`adapter.conversion.fix44_engine`. Pure.
+engine that converts into it is :mod:`adapter.conversion.fix44_engine`.
+
+Its tables count against the adapter's memory budget (:mod:`adapter.conversion.budget`):
+a symbol at :data:`~adapter.conversion.budget.FIX44_SYMBOL_BYTES` and every price level
+of its book at :data:`~adapter.conversion.budget.LEVEL_BYTES`; a message whose new symbols
+and levels would pass the budget is refused whole (``memory_limit``). Pure.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from feedha.adapter.conversion.book import ASK, BID, BookValues, apply_entries
+from feedha.adapter.conversion.budget import FIX44_SYMBOL_BYTES, LEVEL_BYTES
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import (
     DIGEST_MASK,
@@ -35,12 +41,23 @@ class BookState(ConversionState):
         depth: the book depth (levels kept by a level-indexed book, levels shown).
     """
 
-    __slots__ = ("depth",)
+    __slots__ = ("depth", "_levels")
     whole_books = True
+    symbol_bytes = FIX44_SYMBOL_BYTES
 
     def __init__(self, depth: int = DEFAULT_BOOK_DEPTH) -> None:
         super().__init__()
         self.depth = depth
+        self._levels = 0  # every book's levels, both sides
+
+    @property
+    def level_count(self) -> int:
+        """The price levels every book holds (both sides), as the budget counts them."""
+        return self._levels
+
+    def charged(self) -> int:
+        """The bytes the tables count: symbols and price levels (adapter.conversion.budget)."""
+        return len(self) * self.symbol_bytes + self.level_count * LEVEL_BYTES
 
     def stage(self, msg: SourceMessage) -> dict[str, SymbolValues]:
         """Every symbol's values after ``msg``, on copies (the state is unchanged).
@@ -49,10 +66,11 @@ class BookState(ConversionState):
         (:meth:`BookValues.fork`): a message copies the sides it touches, not the book.
 
         Raises:
-            ConversionError: ``book_full``, ``overflow`` or ``symbol_limit``; nothing of the message is used.
+            ConversionError: ``book_full``, ``overflow``, ``symbol_limit`` or ``memory_limit``;
+                nothing of the message is used.
         """
         staged: dict[str, SymbolValues] = {}
-        new = 0
+        new = grown = 0
         for symbol, entries in msg.updates:
             current = self.peek(symbol)
             if current is None and symbol not in staged:
@@ -60,8 +78,11 @@ class BookState(ConversionState):
                 self._check_room(symbol, new)
             book = current.book.fork() if current is not None and current.book is not None else BookValues()
             values = SymbolValues(*current.astuple(), book=book) if current else SymbolValues(book=book)
+            grown -= _levels_of(book)
             apply_entries(book, entries, depth=self.depth, full=msg.full_refresh)
+            grown += _levels_of(book)
             staged[symbol] = _summarize(values, book, symbol)
+        self._check_memory(f"message {msg.source_seq}", new * self.symbol_bytes + grown * LEVEL_BYTES)
         return staged
 
     def commit(self, staged: Mapping[str, SymbolValues]) -> None:
@@ -69,9 +90,23 @@ class BookState(ConversionState):
         for symbol, values in staged.items():
             old_hash = self._hashes.get(symbol, 0)
             new_hash = symbol_digest(symbol, values)
+            self._count_levels(self._values.get(symbol), values)
             self._values[symbol] = values
             self._hashes[symbol] = new_hash
             self._digest = (self._digest - old_hash + new_hash) & DIGEST_MASK
+
+    def set_symbol(self, symbol: str, values: SymbolValues) -> None:
+        """Adopt one symbol's values (the active's, a session roll), its levels counted."""
+        self._count_levels(self._values.get(symbol), values)
+        super().set_symbol(symbol, values)
+
+    def restore(self, snapshot: Mapping[str, SymbolValues], *, session: int | None = None) -> None:
+        """Replace the whole state by ``snapshot`` (see ConversionState.restore), its levels counted."""
+        super().restore(snapshot, session=session)
+        self._levels = sum(_levels_of(values.book) for values in self._values.values())
+
+    def _count_levels(self, old: SymbolValues | None, new: SymbolValues) -> None:
+        self._levels += _levels_of(new.book) - (_levels_of(old.book) if old is not None else 0)
 
     def preview(self, msg: SourceMessage) -> SymbolValues:
         """The first symbol's values after ``msg`` (:meth:`stage` has them all)."""
@@ -82,6 +117,10 @@ class BookState(ConversionState):
         staged = self.stage(msg)
         self.commit(staged)
         return staged[msg.symbol]
+
+
+def _levels_of(book: BookValues | None) -> int:
+    return 0 if book is None else len(book.bids) + len(book.asks)
 
 
 def _summarize(values: SymbolValues, book: BookValues, symbol: str) -> SymbolValues:

@@ -16,6 +16,7 @@ from typing import Final
 
 import yaml
 
+from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES
 from feedha.adapter.conversion.choice import make_engine
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.itch50_state import MAX_ORDERS
@@ -65,6 +66,7 @@ def engine_for_format(
     book_depth: int = 10,
     securities: Mapping[str, str] | None = None,
     max_orders: int = MAX_ORDERS,
+    table_budget: int = DEFAULT_TABLE_BYTES,
 ) -> ConversionEngine:
     """The conversion engine of one input format.
 
@@ -74,18 +76,24 @@ def engine_for_format(
         book_depth: the book depth of ``fix44`` and ``itch50``.
         securities: ``fix44``'s SecurityID -> symbol table.
         max_orders: ``itch50``'s most live orders (an add past it is quarantined, ``order_limit``).
+        table_budget: the bytes the state's tables may count (past it: ``memory_limit``;
+            :mod:`adapter.conversion.budget`).
 
     Raises:
         ValueError: an unknown format.
     """
+    engine: ConversionEngine
     if input_format == "feedha-fix":
-        return make_engine(ConverterTable.load(converter_table))
-    if input_format == "fix44":
+        engine = make_engine(ConverterTable.load(converter_table))
+    elif input_format == "fix44":
         from feedha.adapter.conversion.fix44_engine import Fix44Engine
 
-        return Fix44Engine(depth=book_depth, securities=securities)
-    if input_format == "itch50":
+        engine = Fix44Engine(depth=book_depth, securities=securities)
+    elif input_format == "itch50":
         from feedha.adapter.conversion.itch50_engine import Itch50Engine
 
-        return Itch50Engine(depth=book_depth, max_orders=max_orders)
-    raise ValueError(f"unknown input format {input_format!r}; one of {sorted(INPUT_FORMATS)}")
+        engine = Itch50Engine(depth=book_depth, max_orders=max_orders)
+    else:
+        raise ValueError(f"unknown input format {input_format!r}; one of {sorted(INPUT_FORMATS)}")
+    engine.state.table_budget = table_budget
+    return engine

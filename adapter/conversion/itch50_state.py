@@ -35,9 +35,14 @@ Hostile input cannot grow the state without bound: past ``max_orders``
 live orders an add is refused (``order_limit``; deletes, executions and
 replaces make room again), and past ``max_symbols`` a message naming a new
 symbol is refused (``symbol_limit``: a stock locate is 16 bits, but a
-directory message may rename one again and again). Both refusals are
-ConversionErrors, so the message is quarantined alike in every adapter of
-the group. Pure.
+directory message may rename one again and again). Both count against the
+adapter's memory budget too (:mod:`adapter.conversion.budget`: an order at
+:data:`~adapter.conversion.budget.ORDER_BYTES`, a stock at
+:data:`~adapter.conversion.budget.ITCH50_SYMBOL_BYTES`): an add or a new stock
+that would pass :attr:`MboState.table_budget` is refused (``memory_limit``).
+Every refusal is a ConversionError, so the message is quarantined alike in
+every adapter of the group. ``order_cap`` is where the C run stops adding
+(the lower of the two bounds); the Python path names which one it was. Pure.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from hashlib import blake2b
 from typing import Final
 
 from feedha.adapter.conversion.book import ASK, BID, BookValues, MboBookValues
+from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, ITCH50_SYMBOL_BYTES, ORDER_BYTES
 from feedha.adapter.conversion.choice import make_order_store
 from feedha.adapter.conversion.itch50_parser import ItchMessage
 from feedha.adapter.conversion.messages import SourceMessage
@@ -57,7 +63,7 @@ from feedha.adapter.errors import ConversionError
 __all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboState", "Staged"]
 
 PRICE_SCALE: Final = 10_000.0
-MAX_ORDERS: Final = 20_000_000  # live orders held by default (~1.2 GB at the C table's 56 bytes an order)
+MAX_ORDERS: Final = 20_000_000  # live orders held by default, if the memory budget holds them
 MAX_SYMBOLS: Final = 200_000  # symbols held (a real day names about 12,000)
 Op = tuple[int, ...]  # (ADD, ref, symbol, side, price, shares) | (REMOVE, ref) | (SHARES, ref, shares)
 ADD, REMOVE, SHARES = 0, 1, 2
@@ -80,13 +86,15 @@ class MboState(ConversionState):
         depth: the levels a side shown (and carried in each symbol's values).
         max_orders: the most live orders held; an add past it is refused (``order_limit``).
         max_symbols: the most symbols held; a message naming one more is refused (``symbol_limit``).
+        table_budget: the bytes its orders and stocks may count (``memory_limit`` past it).
         prefer_native: keep the orders in the C extension where it is built (``False``: the
             Python reference, for comparisons).
     """
 
     __slots__ = (
         "depth",
-        "max_orders",
+        "_max_orders",
+        "order_cap",
         "orders",
         "store",
         "_names",
@@ -102,11 +110,11 @@ class MboState(ConversionState):
         *,
         max_orders: int = MAX_ORDERS,
         max_symbols: int = MAX_SYMBOLS,
+        table_budget: int = DEFAULT_TABLE_BYTES,
         prefer_native: bool = True,
     ) -> None:
         super().__init__()
         self.depth = depth
-        self.max_orders = max_orders
         self.max_symbols = max_symbols
         self.store = make_order_store(prefer_native=prefer_native)
         self.orders = self.store.table()
@@ -115,6 +123,31 @@ class MboState(ConversionState):
         self._sides: list[tuple[PriceLevels, PriceLevels]] = []  # (bids, asks)
         self._name_hashes: list[int] = []
         self._orders_digest = 0
+        self._max_orders = max_orders
+        self._table_budget = table_budget
+        self.order_cap = 0
+        self._budget_changed()
+
+    symbol_bytes = ITCH50_SYMBOL_BYTES
+
+    @property
+    def max_orders(self) -> int:
+        """The most live orders held; an add past it is refused (``order_limit``)."""
+        return self._max_orders
+
+    @max_orders.setter
+    def max_orders(self, value: int) -> None:
+        self._max_orders = value
+        self._budget_changed()
+
+    def charged(self) -> int:
+        """The bytes the tables count: live orders and stocks (adapter.conversion.budget)."""
+        return len(self.orders) * ORDER_BYTES + len(self._names) * ITCH50_SYMBOL_BYTES
+
+    def _budget_changed(self) -> None:
+        # order_cap: the live orders the C run adds up to (it reads it as the state's limit).
+        room = (self._table_budget - len(self._names) * ITCH50_SYMBOL_BYTES) // ORDER_BYTES
+        self.order_cap = max(0, min(self._max_orders, room))
 
     # ---- staging and committing one message ------------------------------------------------
 
@@ -146,6 +179,8 @@ class MboState(ConversionState):
                 "order_limit", f"order {msg.ref} refused: {self.max_orders} orders are live already"
             )
         self._check_room(msg.symbol)
+        stock = 0 if msg.symbol in self._index else ITCH50_SYMBOL_BYTES
+        self._check_memory(f"order {msg.ref}", ORDER_BYTES + stock)
         symbol = self._intern(msg.symbol)
         op = (ADD, msg.ref, symbol, msg.side, msg.price, msg.shares)
         return self._staged(symbol, msg.side, {msg.price: (msg.shares, 1)}, [op], None)
@@ -257,7 +292,7 @@ class MboState(ConversionState):
                     self._apply((REMOVE, ref))
             elif live:
                 self._apply((SHARES, ref, shares))
-            elif side in (BID, ASK) and len(self.orders) < self.max_orders:
+            elif side in (BID, ASK) and len(self.orders) < self.order_cap:
                 self._apply((ADD, ref, symbol, side, price, shares))
 
     def _apply(self, op: Op) -> None:
@@ -290,10 +325,13 @@ class MboState(ConversionState):
 
     def _check_room(self, name: str, new: int = 1) -> None:
         # Symbols are counted as interned (a staged add interns its symbol before the commit).
-        if name not in self._index and len(self._names) + new > self.max_symbols:
+        if name in self._index:
+            return
+        if len(self._names) + new > self.max_symbols:
             raise ConversionError(
                 "symbol_limit", f"symbol {name!r} refused: {self.max_symbols} symbols are held already"
             )
+        self._check_memory(f"symbol {name!r}", new * ITCH50_SYMBOL_BYTES)
 
     def _intern(self, name: str) -> int:
         index = self._index.get(name)
@@ -304,6 +342,7 @@ class MboState(ConversionState):
             self._sides.append((levels(is_bid=True), levels(is_bid=False)))
             digest = blake2b(name.encode(), digest_size=8).digest()
             self._name_hashes.append(int.from_bytes(digest, "big"))
+            self._budget_changed()
         return index
 
     def _values_of(self, name: str) -> SymbolValues:
@@ -358,7 +397,7 @@ class MboState(ConversionState):
 
     def _load_orders(self, symbol: int, packed: bytes) -> None:
         for ref, side, price, shares in ORDER_RECORD.iter_unpack(packed[: len(packed) // 17 * 17]):
-            full = len(self.orders) >= self.max_orders
+            full = len(self.orders) >= self.order_cap
             if full or ref in self.orders or side not in (BID, ASK) or shares <= 0:
                 continue  # a snapshot is the active's own; this only keeps a bad one from hurting
             self._apply((ADD, ref, symbol, side, price, shares))

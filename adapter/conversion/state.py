@@ -40,6 +40,7 @@ from hashlib import blake2b
 from typing import Final
 
 from feedha.adapter.conversion.book import BookValues
+from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, FEEDHA_FIX_SYMBOL_BYTES
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.errors import ConversionError
 from feedha.proto import market_pb2
@@ -199,10 +200,11 @@ class ConversionState:
         (0, 0)
     """
 
-    __slots__ = ("_values", "_hashes", "_digest", "_session", "max_symbols")
+    __slots__ = ("_values", "_hashes", "_digest", "_session", "max_symbols", "_table_budget")
     # Whether a symbol's book keeps more than a block shows (fix44's price-keyed books): then a
     # journal's recovery rolls each block's SymbolUpdate.levels into it (codec.roll_symbol).
     whole_books = False
+    symbol_bytes = FEEDHA_FIX_SYMBOL_BYTES  # what a symbol counts against the tables' budget
 
     def __init__(self) -> None:
         self._values: dict[str, SymbolValues] = {}
@@ -210,6 +212,36 @@ class ConversionState:
         self._digest = 0
         self._session = 0
         self.max_symbols = MAX_SYMBOLS  # a source naming symbol after symbol must not grow us forever
+        self._table_budget = DEFAULT_TABLE_BYTES
+
+    @property
+    def table_budget(self) -> int:
+        """The bytes the tables may count (adapter.conversion.budget); past it: ``memory_limit``."""
+        return self._table_budget
+
+    @table_budget.setter
+    def table_budget(self, value: int) -> None:
+        if value < 0:
+            raise ValueError(f"table_budget must be >= 0, got {value}")
+        self._table_budget = value
+        self._budget_changed()
+
+    def _budget_changed(self) -> None:
+        """Called when the budget (or a limit) changes: a native state passes it to its C table."""
+
+    def charged(self) -> int:
+        """The bytes the tables count now (their entries at the budget's fixed costs)."""
+        return len(self) * self.symbol_bytes
+
+    def _check_memory(self, what: str, more: int) -> None:
+        # Raises memory_limit when ``more`` counted bytes would pass the tables' budget.
+        charged = self.charged()
+        if more > 0 and charged + more > self._table_budget:
+            raise ConversionError(
+                "memory_limit",
+                f"{what} refused: the tables count {charged:,} bytes of the {self._table_budget:,} "
+                "their budget allows (--memory-budget)",
+            )
 
     def preview(self, msg: SourceMessage) -> SymbolValues:
         """The values ``msg`` would give its symbol, without changing the state.
@@ -224,11 +256,13 @@ class ConversionState:
         return advance(current, msg)
 
     def _check_room(self, symbol: str, new: int = 1) -> None:
-        # Raises symbol_limit when ``new`` more symbols (``symbol`` the first) would pass the limit.
+        # Raises symbol_limit when ``new`` more symbols (``symbol`` the first) would pass the
+        # limit, memory_limit when they would pass the budget.
         if len(self) + new > self.max_symbols:
             raise ConversionError(
                 "symbol_limit", f"symbol {symbol!r} refused: {self.max_symbols} symbols are held already"
             )
+        self._check_memory(f"symbol {symbol!r}", new * self.symbol_bytes)
 
     def apply(self, msg: SourceMessage) -> SymbolValues:
         """Apply one converted source message to its symbol's values.

@@ -60,6 +60,10 @@ class CoreConfig:
             sends it (covers the other adapters' delayed lines, a few ms apart, and clocks).
         conflate_interval_s: the conflated line's interval (None: no conflated line; the
             adapter still acknowledges the group's conflation boundaries).
+        table_budget: the bytes this adapter's conversion tables may count (its memory budget
+            less the base, adapter.conversion.budget): the active names the group's in its
+            reports, and a backup runs with the active's when it can hold it, else fails
+            itself (0: nothing named, nothing adopted; tests).
     """
 
     channel_number: int
@@ -83,6 +87,7 @@ class CoreConfig:
     delay_s: float | None = None
     purge_margin_s: float = DEFAULT_MARGIN_S
     conflate_interval_s: float | None = None
+    table_budget: int = 0
 
     def __post_init__(self) -> None:
         for name in ("channel_number", "adapter", "source_stream_number"):
@@ -91,6 +96,8 @@ class CoreConfig:
                 raise ConfigError(f"{name} must be in 1..65535, got {value!r}")
         if not 0 <= self.term <= 0xFFFFFFFF:
             raise ConfigError(f"term must be in 0..4294967295, got {self.term}")
+        if self.table_budget < 0:
+            raise ConfigError(f"table_budget must be >= 0, got {self.table_budget}")
         if self.max_packet_bytes < HEADER_SIZE + 64:
             raise ConfigError(f"max_packet_bytes must be >= {HEADER_SIZE + 64}, got {self.max_packet_bytes}")
         if not self.line_heartbeat_s > 0:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
+from feedha.adapter.conversion.budget import adopted_budget
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import pumping, recovery, syncbus
 from feedha.adapter.core.access_desk import AccessChange, AccessDesk, SealChange
@@ -795,6 +796,9 @@ class AdapterCore:
     def _on_report(self, msg: syncbus.StreamState, turn: Turn) -> None:
         # Our active's report: the session first (a committed boundary changes what the report
         # means), then the position compared with ours -- the only word on what may go out.
+        self._follow_budget(msg.table_budget, turn)
+        if self.sync.role is Role.FAILED:
+            return  # it could not hold the active's tables
         self._carry(self.sessions.on_report(self._session_view(), msg), turn)
         if not msg.last_source_seq:
             return
@@ -807,6 +811,28 @@ class AdapterCore:
         elif verdict in (ReportVerdict.NUMBERING_MISMATCH, ReportVerdict.DIGEST_MISMATCH):
             self.emitter.unpublish()
         self.apply(ActiveReported(msg.sender.adapter, msg.sender.term, verdict, ahead_by), turn)
+
+    def _follow_budget(self, announced: int, turn: Turn) -> None:
+        # The group refuses (memory_limit) what its active refuses: a backup runs with the
+        # active's tables' budget when its own holds it; one that cannot fails itself, saying so.
+        own, current = self.config.table_budget, self.state.table_budget
+        if not own or not announced or announced == current or self.sync.role is not Role.BACKUP:
+            return
+        budget = adopted_budget(own, announced)
+        if budget is None:
+            reason = (
+                f"the active's conversion tables may count {announced:,} bytes; this adapter's "
+                f"memory budget allows {own:,}: run every adapter of a channel with the same "
+                "--memory-budget (docs/deployment.md)"
+            )
+            self.apply(OperatorCommand(CommandKind.FAIL, reason), turn)
+            return
+        logger.warning(
+            "tables' budget %d bytes -> %d, the active's (this adapter's own: %d); every adapter "
+            "of a channel should run with the same --memory-budget",
+            current, budget, own,
+        )  # fmt: skip
+        self.state.table_budget = budget
 
     def _wants_snapshot(self) -> bool:
         # The active's snapshots go to every backup on the bus. One that did not ask and
@@ -974,6 +1000,7 @@ class AdapterCore:
             purge_seq=self.delayed.desk.book.highest_id,
             conflate_proposed=proposed,
             conflate_committed_k=committed_k,
+            table_budget=self.state.table_budget if self.config.table_budget else 0,
         )
 
     def _send_health(self, action: SyncAction, turn: Turn) -> None:

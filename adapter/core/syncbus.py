@@ -97,6 +97,7 @@ class StreamState:
     purge_seq: int = 0  # the highest purge_id the sender holds
     conflate_proposed: tuple[Boundary, ...] = ()  # conflation boundaries proposed, not committed
     conflate_committed_k: int = 0  # the last conflation interval the sender committed
+    table_budget: int = 0  # the bytes the sender's conversion tables may count (0: not said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +277,7 @@ def encode_sync(msg: SyncMessage, *, channel: int) -> bytes:
                 first_conf_seq=boundary.first_conf_seq,
             )
         ss.conflate_committed_k = msg.conflate_committed_k
+        ss.table_budget = msg.table_budget
     elif isinstance(msg, SessionAck):
         ack = out.session_ack
         ack.proposed_session = msg.proposed_session
@@ -404,6 +406,7 @@ def _stream_state(sender: Sender, msg: sync_pb2.SyncMessage) -> StreamState:
         purge_seq=ss.purge_seq,
         conflate_proposed=_conflate_proposed(ss),
         conflate_committed_k=ss.conflate_committed_k,
+        table_budget=ss.table_budget,
     )
 
 

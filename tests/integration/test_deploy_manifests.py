@@ -361,6 +361,26 @@ def test_every_command_builds_its_configuration_from_its_file_and_pod(tmp_path: 
     assert seen == {"adapter", "admin-server", "feed"}
 
 
+def test_each_adapters_memory_budget_fits_its_pod_with_headroom_and_its_group_alike(tmp_path: Path) -> None:
+    # The budget defaults from the container's limit (cgroup): the tables refuse before the
+    # adapter reaches it, so an adapter never meets its pod's limit and is never OOM-killed.
+    from feedha.adapter.__main__ import config_from_args
+    from feedha.adapter.conversion.budget import BASE_BYTES, MEMORY_HEADROOM, ORDER_BYTES, parse_size
+
+    budgets: dict[str, set[int]] = {}
+    for doc in _adapter_sets():
+        (container,) = _pod_spec(doc)["containers"]
+        limit = parse_size(container["resources"]["limits"]["memory"])
+        (index,) = _ordinals(doc)
+        args = _settings(doc, container, index, tmp_path / f"{doc['metadata']['name']}").args
+        config = config_from_args(args, admin_secret="<secret>", container_memory=limit)
+        assert config.memory_budget == int(limit * MEMORY_HEADROOM) <= limit - 256 * 2**20
+        assert config.table_budget == config.memory_budget - BASE_BYTES
+        assert config.table_budget // ORDER_BYTES >= 2_000_000  # live orders an itch50 pod holds
+        budgets.setdefault(_pod_labels(doc)["feedha/channel"], set()).add(config.memory_budget)
+    assert budgets and all(len(group) == 1 for group in budgets.values()), budgets
+
+
 @pytest.mark.parametrize(
     "group",
     [d for d in DOCS if d["kind"] == "StatefulSet" and _pod_labels(d).get("app") == "feedha-adapter"],

@@ -272,6 +272,8 @@ class CoreGroup:
         itch50: the source speaks ITCH 5.0 over MoldUDP64; the adapters keep market-by-order books.
         conflate_s: every adapter serves a conflated line with this interval (None: none).
         pump: the source pump runs where the runner would run it (its Python twin).
+        budgets: adapter number -> the bytes its conversion tables may count (as
+            ``--memory-budget`` less the base sets it; absent: the state's default, not announced).
     """
 
     def __init__(
@@ -288,7 +290,9 @@ class CoreGroup:
         itch50: bool = False,
         conflate_s: float | None = None,
         pump: bool = True,
+        budgets: dict[int, int] | None = None,
     ) -> None:
+        self.budgets = budgets or {}
         self.conflate_s = conflate_s
         self.pump = pump
         self.pumped: dict[PumpMode, int] = {}  # source messages the pump twin took, by mode
@@ -347,8 +351,11 @@ class CoreGroup:
             delay_s=self.delay_s,
             purge_margin_s=self.margin_s,
             conflate_interval_s=self.conflate_s,
+            table_budget=self.budgets.get(number, 0),
         )
         engine = Fix44Engine() if self.fix44 else Itch50Engine() if self.itch50 else make_engine(self.table)
+        if number in self.budgets:
+            engine.state.table_budget = self.budgets[number]
         core = AdapterCore(config, engine, now=self.now)
         journal = journal or MemoryJournal()
         if self.journaling and (journal.records or journal.controls):
