@@ -9,6 +9,7 @@ the sample from psutil and its own counters.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -33,6 +34,7 @@ class HealthSample:
     lag: int  # source messages behind the active (negative when ahead)
     penalty: float = 0.0  # operator- or test-imposed handicap
     group_rate: float = 0.0  # the fastest live peer's message rate (0: none known)
+    group_lag: int = 0  # the lag every live backup shares: the least any reports, this one's included
 
 
 def health_score(sample: HealthSample) -> float:
@@ -40,13 +42,16 @@ def health_score(sample: HealthSample) -> float:
 
     The weights say what makes a backup a poor successor: a saturated CPU (it
     will fall behind after promotion), memory pressure, recent errors, lag,
-    and converting slower than the fastest of its group.
+    and converting slower than the fastest of its group. Only the lag beyond
+    what the whole group shares counts: when the source outruns every adapter
+    (a burst), the backups are all behind the active, and none of them is the
+    worse successor for it.
     """
     score = 100.0
     score -= 0.3 * min(max(sample.cpu_percent, 0.0), 100.0)
     score -= 20.0 * max(0.0, 1.0 - sample.available_memory_mb / MEMORY_COMFORT_MB)
     score -= min(20.0, 2.0 * sample.error_count)
-    score -= min(20.0, abs(sample.lag) / LAG_PER_POINT)
+    score -= min(20.0, max(0, abs(sample.lag) - sample.group_lag) / LAG_PER_POINT)
     if sample.group_rate >= MIN_GROUP_RATE:
         # Converting slower than the group means falling behind after a promotion.
         score -= 20.0 * max(0.0, 1.0 - sample.message_rate / sample.group_rate)
@@ -124,9 +129,19 @@ class HealthMeter:
         """The lag of the last sample: the smallest of the last readings (0 before any)."""
         return self._lag
 
-    def measure(self, *, now: float, numbered: int, errors: int, lag: int, group_rate: float) -> HealthSample:
+    def measure(
+        self,
+        *,
+        now: float,
+        numbered: int,
+        errors: int,
+        lag: int,
+        group_rate: float,
+        peer_lags: Iterable[int] = (),
+    ) -> HealthSample:
         """A sample at ``now`` from the cumulative numbered-message and error counts and this
-        moment's ``lag`` (the sample's lag is the smallest of the last readings)."""
+        moment's ``lag`` (the sample's lag is the smallest of the last readings); ``peer_lags``:
+        what the other live backups reported (the group's shared lag is the least of all)."""
         mark_time, mark_count = self._rate_mark
         rate = (numbered - mark_count) / max(now - mark_time, 1e-6)
         self._rate_mark = (now, numbered)
@@ -137,6 +152,7 @@ class HealthMeter:
         lags = self._lags
         lags.append(lag)
         self._lag = min(lags, key=abs)
+        group_lag = min((abs(peer) for peer in peer_lags), default=abs(self._lag))
         return HealthSample(
             available_memory_mb=self._memory_mb,
             cpu_percent=self._cpu_percent,
@@ -145,4 +161,5 @@ class HealthMeter:
             lag=self._lag,
             penalty=self.penalty,
             group_rate=group_rate,
+            group_lag=min(group_lag, abs(self._lag)),
         )

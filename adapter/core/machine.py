@@ -220,6 +220,7 @@ class AdapterCore:
         self._rejection: str | None = None
         self._faults: deque[float] = deque(maxlen=FAULT_LIMIT)
         self._peer_rates: dict[int, tuple[float, float]] = {}  # adapter -> (message rate, heard at)
+        self._peer_lags: dict[int, tuple[int, float]] = {}  # a backup -> (its lag, heard at)
         self._control_waiting = ""  # the command id of the control request whose reply is deferred
         self._controls = 0  # control requests numbered so far (their command ids)
         self._deferred = 0  # commands whose reply comes later (a purge waiting for acks)
@@ -434,6 +435,10 @@ class AdapterCore:
         self.apply(_peer_heard(msg), turn)
         if isinstance(msg, syncbus.Health):
             self._peer_rates[sender.adapter] = (msg.message_rate, now)
+            if sender.role is Role.BACKUP:
+                self._peer_lags[sender.adapter] = (msg.lag, now)
+            else:
+                self._peer_lags.pop(sender.adapter, None)
         sync = self.sync
         from_active = sender.adapter == sync.active and sender.term == sync.term and sync.role is Role.BACKUP
         if isinstance(msg, syncbus.StreamState) and from_active:
@@ -1013,6 +1018,7 @@ class AdapterCore:
             errors=counters.errors,
             lag=self._lag_now(),
             group_rate=max(fresh, default=0.0),
+            peer_lags=[lag for lag, heard in self._peer_lags.values() if now - heard <= timeout],
         )
         self.apply(HealthMeasured(health_score(sample), self.emitter.published_msg_seq), turn)
         sync, line = self.sync, self.delayed.line

@@ -72,3 +72,17 @@ def test_a_moments_lag_costs_nothing_and_a_lasting_one_counts_once_it_fills_the_
     assert health_score(_sample(lag=lags[-1])) == 88.0
     # Caught up: the next reading clears it.
     assert lag_at(20, 0) == 0
+
+
+def test_only_the_lag_beyond_what_every_backup_shares_counts() -> None:
+    # A burst the source outran every adapter with: both backups 3,000 behind the active.
+    assert health_score(_sample(lag=3_000, group_lag=3_000)) == 100.0
+    assert health_score(_sample(lag=3_500, group_lag=3_000)) == 95.0  # the slower one: 500 of its own
+    meter = HealthMeter(penalty=0.0, now=0.0)
+    for t in range(1, LAG_WINDOW_SAMPLES + 1):
+        shared = meter.measure(now=t / 10, numbered=0, errors=0, lag=3_000, group_rate=0.0, peer_lags=[2_800])
+    assert (shared.lag, shared.group_lag) == (3_000, 2_800) and health_score(shared) == 98.0
+    alone = meter.measure(now=1.0, numbered=0, errors=0, lag=3_000, group_rate=0.0)
+    assert alone.group_lag == 3_000 and health_score(alone) == 100.0  # the last backup shares it with nobody
+    ahead = meter.measure(now=1.1, numbered=0, errors=0, lag=3_000, group_rate=0.0, peer_lags=[-10_000])
+    assert ahead.group_lag == 3_000  # a peer far ahead shares no lag: the least of the absolute lags
