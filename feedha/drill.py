@@ -6,7 +6,10 @@ loopback; streams at ``--rate`` for ``--seconds``; kills the chosen adapter
 with SIGKILL at ``--kill-at`` of the run; and reports what the client got:
 ``sent``, ``delivered``, ``lost``, ``duplicates``, ``out_of_order``,
 ``conflicts``, ``promoted``, ``term`` and ``max_switch_gap_ms`` (the longest
-pause between two deliveries around the kill).
+pause between two deliveries around the kill), ``unaccounted`` (messages the
+source sent that no adapter booked: :mod:`feedha.drill_accounting`) and
+``source_gaps``; ``lost`` counts what the channel numbered and the client never
+got.
 
 ``--hosts netns`` runs every component on its own host of a segment of
 network namespaces joined by a bridge (:mod:`feedha.netns`; needs root), and
@@ -41,6 +44,7 @@ from typing import IO, Any, Final
 
 from feedha import netns, transport
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
+from feedha.drill_accounting import GroupAccount, settle
 from feedha.drill_spark import kill_spark_worker
 from feedha.ports import free_ports
 from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError, python_argv
@@ -345,8 +349,8 @@ def _drive(drill: Drill) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             pass
     source_summary = drill.source.wait_for(lambda e: "sent" in e, 30)
-    sent = int(source_summary["sent"])
-    drain_client(drill.client, sent)
+    group = settle(partial(live_controls, drill), *sent_of(source_summary))
+    drain_client(drill.client, group.numbered)
     drill.client.stop()
     summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
     drill.roles_at_end = roles_now(drill)
@@ -354,7 +358,25 @@ def _drive(drill: Drill) -> dict[str, Any]:
         if proc.alive:
             proc.stop()
     show_progress("")
-    return _report(drill, source_summary, summary, killed, kill_wall)
+    return _report(drill, group, summary, killed, kill_wall)
+
+
+def sent_of(source: dict[str, Any]) -> tuple[int, int]:
+    """What a source's summary says it sent: distinct messages (Spark's replayed batches are
+    repeats), and the positions they span (its last ``source_seq`` on the drill's stream)."""
+    streams = source.get("streams") or {}
+    replayed = sum(int(stream.get("replayed", 0)) for stream in streams.values())
+    sent = int(source["sent"]) - replayed
+    return sent, int(streams.get(STREAM, {}).get("last_seq", sent))
+
+
+def live_controls(drill: Drill) -> dict[int, str]:
+    """The control endpoints of the drill's adapters that are alive now, by number."""
+    return {
+        plan.adapter: plan.control
+        for plan in drill.group.adapters
+        if (proc := drill.adapters.get(plan.adapter)) is not None and proc.alive
+    }
 
 
 def _inject(drill: Drill) -> tuple[int | None, float | None]:
@@ -465,13 +487,13 @@ def victim(drill: Drill, which: str) -> int:
 
 def _report(
     drill: Drill,
-    source: dict[str, Any],
+    group: GroupAccount,
     client: dict[str, Any],
     killed: int | None,
     kill_wall: float | None,
 ) -> dict[str, Any]:
-    sent = int(source["sent"])
-    lost = sent - int(client["unique"])
+    sent = group.sent
+    lost = max(0, group.numbered - int(client["unique"]))
     promotions = [
         (number, event)
         for number, proc in drill.adapters.items()
@@ -501,6 +523,7 @@ def _report(
         "sent": sent,
         "delivered": client["delivered"],
         "lost": lost,
+        **group.summary(),
         "duplicates": client["duplicates"],
         "out_of_order": client["out_of_order"],
         "conflicts": arbiter.get("conflicts", 0),

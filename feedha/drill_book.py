@@ -2,14 +2,21 @@
 
 The capture (``--file``, ``--format fix44`` or ``itch50``) is played by ``feedha source
 --file`` at a set rate (never by its timestamps, so the kill lands at the
-same message every run); the adapters convert it into order books; a client
-on every line keeps the books. Midway the active is SIGKILLed. The summary
-is one JSON object with exactly these keys: ``sent`` (capture messages
-played), ``delivered`` (market-data messages the client got), ``lost``
-(messages the surviving adapters numbered that the client never got),
-``line_holes``, ``conflicts``, ``quarantined`` (malformed messages, as the
-surviving adapters counted them), and the client's final ``books`` and
-``stats`` per symbol.
+same message every run); the adapters convert it into order books and
+journal what their lines carry; a client on every line keeps the books and
+fills what no line carried from the journals. Midway the active is SIGKILLed.
+The source never runs ahead of the slowest adapter (it waits, and reports
+the rate it achieved: ``achieved_rate``). The summary is one JSON object with
+exactly these keys: ``sent`` (capture messages played), ``delivered``
+(market-data messages the client got), ``lost`` (messages the channel
+numbered that the client never got), ``unaccounted`` (messages sent that no
+adapter numbered, quarantined, skipped or booked in a source gap:
+:mod:`feedha.drill_accounting`), ``source_gaps`` (positions no message came
+for), ``line_holes`` (messages no line carried to the client, filled from the
+journals), ``conflicts``, ``quarantined`` (malformed messages, as the
+surviving adapters counted them), ``skipped`` (messages that are not market
+data), ``achieved_rate``, and the client's final ``books`` and ``stats`` per
+symbol.
 """
 
 from __future__ import annotations
@@ -18,27 +25,32 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-from feedha.cluster import control
 from feedha.drill import (
     CHANNEL,
     Drill,
     DrillOptions,
     drain_client,
+    live_controls,
     place_local,
+    sent_of,
     show_progress,
     start_drill,
     victim,
 )
+from feedha.drill_accounting import settle
 from feedha.plain_source.capture import read_capture
 from feedha.plain_source.itch50_playback import read_itch_capture
-from feedha.procs import ProcessError
 
 __all__ = ["BookDrillOptions", "run_book"]
 
-KEYS = ("sent", "delivered", "lost", "line_holes", "conflicts", "quarantined", "books", "stats")
+KEYS = (
+    "sent", "delivered", "lost", "unaccounted", "source_gaps", "line_holes", "conflicts", "quarantined",
+    "skipped", "achieved_rate", "books", "stats",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,15 +78,15 @@ def run_book(options: BookDrillOptions, log: IO[str]) -> dict[str, Any]:
         kill=options.kill,
         kill_at=options.kill_at,
         extra_adapter_args=["--format", options.input_format, "--book-depth", str(options.depth)],
-        # The capture is played whole (its length bounds the source); --seconds, which the drill
-        # also uses to time the kill, only guards: a source late on a loaded machine cut the tail off.
+        # The capture is played whole (its length bounds the source, which waits for its slowest
+        # adapter); --seconds, which the drill also uses to time the kill, only guards a hung run.
         extra_source_args=[
             "--file",
             str(options.file),
             "--format",
             options.input_format,
             "--seconds",
-            f"{4 * count / options.rate + 60:g}",
+            f"{max(3600.0, 20 * count / options.rate):g}",
         ],
         extra_client_args=["--books", str(options.depth)],
     )
@@ -93,22 +105,26 @@ def run_book(options: BookDrillOptions, log: IO[str]) -> dict[str, Any]:
 
 def _drive(drill: Drill, options: BookDrillOptions) -> dict[str, Any]:
     assert drill.source is not None and drill.client is not None
-    started = time.monotonic()
-    kill_after = drill.options.seconds * options.kill_at
+    # The kill lands at the same message every run: when the client has that far (the source
+    # may be held back below --rate by a slower group, so the clock would not say when).
+    kill_at = round(options.kill_at * drill.options.seconds * options.rate)
     killed = options.kill == "none"
+    started = time.monotonic()
     while drill.source.alive:
-        if not killed and time.monotonic() - started >= kill_after:
+        progress = drill.client.last("progress") or {}
+        if not killed and int(progress.get("source_seq", 0)) >= kill_at:
             killed = True
-            number = victim(drill, options.kill)
-            drill.adapters[number].kill()
-        show_progress(f"drill book: {time.monotonic() - started:5.1f}s")
+            drill.adapters[victim(drill, options.kill)].kill()
+        show_progress(
+            f"drill book: {time.monotonic() - started:5.1f}s  at {progress.get('source_seq', 0):>9,}"
+        )
         try:
             drill.source.popen.wait(timeout=0.05)
         except subprocess.TimeoutExpired:
             pass
     source = drill.source.wait_for(lambda e: "sent" in e, 30)
-    numbered, quarantined = _survivors(drill)
-    drain_client(drill.client, numbered)
+    group = settle(partial(live_controls, drill), *sent_of(source))
+    drain_client(drill.client, group.numbered)
     drill.client.stop()
     summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
     for proc in drill.adapters.values():
@@ -117,39 +133,16 @@ def _drive(drill: Drill, options: BookDrillOptions) -> dict[str, Any]:
     show_progress("")
     arbiter = summary["arbiter"]
     return {
-        "sent": int(source["sent"]),
+        "sent": group.sent,
         "delivered": int(summary["delivered"]),
-        "lost": max(0, numbered - int(summary["unique"])),
+        "lost": max(0, group.numbered - int(summary["unique"])),
+        "unaccounted": group.unaccounted,
+        "source_gaps": group.in_gaps,
         "line_holes": int(arbiter.get("line_holes", 0)),
         "conflicts": int(arbiter.get("conflicts", 0)),
-        "quarantined": quarantined,
+        "quarantined": group.quarantined,
+        "skipped": group.skipped,
+        "achieved_rate": float(source.get("achieved_rate", 0.0)),
         "books": summary.get("books", {}),
         "stats": summary.get("stats", {}),
     }
-
-
-def _survivors(drill: Drill) -> tuple[int, int]:
-    """(msg_seqs the surviving adapters numbered, messages they quarantined), once they settle."""
-    deadline = time.monotonic() + 60.0  # a backup still converting a backlog keeps moving: wait for it
-    last: tuple[int, int] | None = None
-    while time.monotonic() < deadline:
-        seen = []
-        for plan in drill.group.adapters:
-            proc = drill.adapters.get(plan.adapter)
-            if proc is None or not proc.alive:
-                continue
-            status = control(plan.control, "status", timeout=2.0)
-            quarantined = status.get("quarantined") or {}
-            assert isinstance(quarantined, dict)
-            seen.append(
-                (int(str(status.get("next_msg_seq", 1))) - 1, sum(int(v) for v in quarantined.values()))
-            )
-        if not seen:
-            raise ProcessError("no adapter survived")
-        now = max(seen)
-        if now == last:
-            return now
-        last = now
-        time.sleep(0.3)  # a poll with a deadline: the backups finish converting the tail
-    assert last is not None
-    return last

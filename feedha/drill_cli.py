@@ -153,10 +153,10 @@ def _run_book(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        for key in ("sent", "delivered", "lost", "line_holes", "conflicts", "quarantined"):
+        for key in ("sent", "delivered", "lost", "unaccounted", "line_holes", "conflicts", "quarantined"):
             print(f"{key:<12} {result[key]}")
         print(f"{'symbols':<12} {len(result['books'])}")
-    ok = result["lost"] == 0 and result["line_holes"] == 0 and result["conflicts"] == 0
+    ok = result["lost"] == 0 and result["unaccounted"] == 0 and result["conflicts"] == 0
     return 0 if ok else 1
 
 
@@ -427,9 +427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         heartbeat_timeout=args.heartbeat_timeout,
     )
     result = _run_logged("failover", args, lambda log: run_failover(options, log))
+    asked_for_loss = options.loss > 0 or options.cut is not None  # the network drops on purpose
     ok = (
         result is not None
         and result["lost"] == 0
+        and (result["unaccounted"] == 0 or asked_for_loss)
         and result["duplicates"] == 0
         and result["out_of_order"] == 0
         and result["conflicts"] == 0

@@ -253,6 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _emit(
                     "progress",
                     delivered=sum(c.delivered for c in checkers.values()),
+                    # The furthest source position delivered (every channel's streams): how far the
+                    # client is behind its source (feedha drill overload's backlog).
+                    source_seq=max(
+                        (seq for c in checkers.values() for seq in c.last_source_seq.values()), default=0
+                    ),
                     tombstones=sum(t.tombstones for t in timing.values()),
                     channels={
                         name: {"delivered": checkers[number].delivered, "last": last_symbol.get(number, "-")}

@@ -26,6 +26,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -33,6 +34,7 @@ import zmq
 
 from feedha.cluster import GroupPlan, adapter_argv, plan_group
 from feedha.drill import CHANNEL, STREAM, DrillOptions, Placement, show_progress, start_source
+from feedha.drill_accounting import settle
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, python_argv
 
@@ -83,12 +85,17 @@ def run_conflate(options: ConflateOptions, log: IO[str]) -> dict[str, Any]:
     try:
         _start(run)
         sent = _stream(run)
-        return _report(run, sent)
+        account = settle(partial(_live_controls, run), sent)  # feedha.drill_accounting
+        return {**_report(run, sent), **account.summary()}
     finally:
         for proc in [*run.adapters.values(), run.source, run.client]:
             if proc is not None:
                 proc.kill()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _live_controls(run: _Run) -> dict[int, str]:
+    return {plan.adapter: plan.control for plan in run.group.adapters if run.adapters[plan.adapter].alive}
 
 
 def _start(run: _Run) -> None:
@@ -237,6 +244,7 @@ def summary_ok(result: dict[str, Any]) -> bool:
     client = result["client"]
     return bool(
         result["intervals"] > 0
+        and result["unaccounted"] == 0
         and result["conflicts"] == 0
         and result["missing"] == 0
         and result["state_mismatches"] == 0

@@ -15,6 +15,7 @@ ranges from the adapters' replay services). While the source streams for
 
 It then waits for the delayed stream to arrive and prints what the client got:
 ``sent``, ``delivered``, ``lost`` (sent, minus delivered, minus purged),
+``unaccounted`` (sent but booked by no adapter: :mod:`feedha.drill_accounting`),
 ``duplicates``, ``conflicts``, ``tombstones`` (``Purged`` events, one per purged
 message), ``early`` (deliveries sooner than the delay after their event time; the
 first few in ``early_examples``: msg_seq, line, how early, the packet's send time against due),
@@ -29,6 +30,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -40,11 +42,13 @@ from feedha.drill import (
     DrillOptions,
     Placement,
     drain_client,
+    live_controls,
     show_progress,
     start_adapter_process,
     start_source,
     victim,
 )
+from feedha.drill_accounting import settle
 from feedha.ports import free_ports
 from feedha.procs import ProcessError
 
@@ -171,6 +175,7 @@ def _drive(options: DelayedOptions, drill: Drill) -> dict[str, Any]:
         _purge_late(drill, purges)
     source = drill.source.wait_for(lambda e: "sent" in e, 30)
     sent = int(source["sent"])
+    group = settle(partial(live_controls, drill), sent)  # feedha.drill_accounting
     drain_client(drill.client, sent - len(purges.purged), stall_s=options.delay + 5.0)
     drill.client.stop()
     summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]
@@ -178,7 +183,7 @@ def _drive(options: DelayedOptions, drill: Drill) -> dict[str, Any]:
         if proc.alive:
             proc.stop()
     show_progress("")
-    return _report(options, drill, sent, summary, purges, killed)
+    return {**_report(options, drill, sent, summary, purges, killed), **group.summary()}
 
 
 def _active_control(drill: Drill) -> str:
@@ -331,6 +336,7 @@ def passed(result: dict[str, Any], *, purges: int) -> bool:
     """Whether the summary reads as the issue asks (nothing lost, repeated or conflicting, ...)."""
     return (
         result["lost"] == 0
+        and result["unaccounted"] == 0
         and result["duplicates"] == 0
         and result["conflicts"] == 0
         and result["tombstones"] == purges

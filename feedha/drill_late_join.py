@@ -31,11 +31,13 @@ import tempfile
 import time
 from array import array
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from feedha.cluster import adapter_argv, control
 from feedha.drill import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
+from feedha.drill_accounting import GroupAccount, settle
 from feedha.procs import JsonProcess, ProcessError, python_argv
 
 START_WAIT_S = 240.0
@@ -64,6 +66,7 @@ class _Run:
     clients: dict[str, JsonProcess] = field(default_factory=dict)
     source: JsonProcess | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
+    account: GroupAccount | None = None  # what the adapters booked of what the source sent
 
     def journal(self, number: int) -> Path:
         return self.workdir / f"journal-{number}"
@@ -148,10 +151,16 @@ def _drive(run: _Run) -> None:
         time.sleep(0.05)
     sent = int(run.source.wait_for(lambda e: "sent" in e, 30)["sent"])
     run.events.append({"step": "source_done", "sent": sent})
+    run.account = settle(partial(_live_controls, run), sent)  # feedha.drill_accounting
     _drain(run)
     for proc in run.clients.values():
         proc.stop()
     show_progress("")
+
+
+def _live_controls(run: _Run) -> dict[int, str]:
+    group = run.placement.group
+    return {number: group.adapter(number).control for number, proc in run.adapters.items() if proc.alive}
 
 
 def _step(run: _Run, step: str) -> None:
@@ -245,6 +254,7 @@ def _report(run: _Run) -> dict[str, Any]:
         "joiners": len(joiners),
         "state_mismatches": mismatches,
         "lost": lost,
+        **(run.account.summary() if run.account is not None else {"unaccounted": sent}),
         "conflicts": sum(int(s["arbiter"]["conflicts"]) for s in summaries.values()),
         # The subscriber there from the start: a joiner fills what came before it by design.
         "line_holes": int(ref["arbiter"].get("line_holes", 0)),
@@ -262,6 +272,7 @@ def summary_ok(result: dict[str, Any]) -> bool:
         result["joiners"] >= 2
         and result["state_mismatches"] == 0
         and result["lost"] == 0
+        and result["unaccounted"] == 0
         and result["conflicts"] == 0
         and result["rollover_msg_seqs"] == 1
     )

@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from feedha.cluster import adapter_argv
 from feedha.drill import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
+from feedha.drill_accounting import settle
 from feedha.procs import JsonProcess, python_argv
 
 DRAIN_S = 30.0  # the most the live subscriber may take to catch up once the source stopped
@@ -72,7 +73,10 @@ def run_replay_time(options: ReplayTimeOptions, log: IO[str]) -> dict[str, Any]:
     try:
         _start(run)
         sent = _stream(run)
-        return _report(run, sent)
+        group = run.placement.group
+        live = {n: group.adapter(n).control for n, proc in run.adapters.items() if proc.alive}
+        account = settle(lambda: live, sent)  # feedha.drill_accounting
+        return {**_report(run, sent), **account.summary()}
     finally:
         for proc in [*run.adapters.values(), run.source]:
             if proc is not None:
@@ -206,6 +210,7 @@ def summary_ok(result: dict[str, Any]) -> bool:
     replays = (result["paced"], result["full_speed"])
     return bool(
         result["window_messages"] > 0
+        and result["unaccounted"] == 0
         and all(r["exact"] and r["content_mismatches"] == 0 for r in replays)
         and result["paced_error_pct"] <= PACE_TOLERANCE_PCT
     )

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-KEYS = ["sent", "delivered", "lost", "line_holes", "conflicts", "quarantined", "books", "stats"]
+KEYS = [
+    "sent", "delivered", "lost", "unaccounted", "source_gaps", "line_holes", "conflicts", "quarantined",
+    "skipped", "achieved_rate", "books", "stats",
+]  # fmt: skip
 
 
 def run_book_drill(

@@ -23,7 +23,9 @@ BOOK_TYPES = b"RAFECXDUPQ"  # the types that give a block (the others are counte
 def _check(result: dict[str, Any], data: bytes, messages: int, symbols: int) -> None:
     assert list(result) == KEYS
     assert (result["lost"], result["line_holes"], result["conflicts"]) == (0, 0, 0), result
+    assert (result["unaccounted"], result["source_gaps"]) == (0, 0), result
     assert result["sent"] == messages and result["quarantined"] == 0
+    assert result["skipped"] == messages - sum(1 for m in _messages(data) if m[:1] in BOOK_TYPES)
     reference = ItchReference()
     reference.feed_file(data)
     blocks = sum(1 for message in _messages(data) if message[:1] in BOOK_TYPES)
