@@ -69,6 +69,9 @@ def test_a_figure_without_a_ceiling_has_no_ratio() -> None:
     assert lost_in(item) == 3
 
 
+# Slow stage: the default suite keeps CURVE lines end to end in
+# test_data_plane_security.py and the pipeline's figure in the tiny pipeline above.
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_secured_pipeline_delivers_everything_over_curve(tmp_path: Path) -> None:
     with open(tmp_path / "components.log", "w") as log:
@@ -88,6 +91,9 @@ def test_the_bare_two_hop_relay_forwards_everything_and_measures_latency(tmp_pat
     assert relay["latency_us"]["p50"] >= 1.0, relay["latency_us"]  # two hops, never stamped late
 
 
+# Slow stage (CI's `bench all --quick` runs this ramp too): the default suite keeps
+# the pipeline's figure above and the bare model of the shape below.
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_production_shape_journals_on_every_adapter_and_times_each_hop(tmp_path: Path) -> None:
     options = PipelineOptions(
@@ -179,6 +185,9 @@ def test_replay_by_time_replays_the_whole_window_beside_its_bare_router_dealer_c
     )
 
 
+# Slow stage (CI's `bench all --quick` runs it too, and its run() asserts the agreement):
+# the default suite keeps conflation's behaviour in test_conflated_access.py.
+@pytest.mark.slow
 def test_the_conflation_benchmark_agrees_with_its_bare_dict_and_measures_the_adapter() -> None:
     from feedha.bench import conflation
 

@@ -106,7 +106,17 @@ def test_every_section_with_code_is_checked_and_the_setting_comes_first() -> Non
     assert set(BLOCKS) - {SETTING} == set(EXPECT), "a section was added or renamed: say what it prints"
 
 
-@pytest.mark.parametrize("title", [t for t in BLOCKS if t != SETTING])
+# The sections with the longest runs (a book cluster playing a capture, a reader
+# kept behind, the async twin) run in the slow stage; the default suite keeps
+# the others, which exercise the same setting block, login, subscription,
+# replay, images and errors against the same cluster.
+SLOW_SECTIONS = frozenset({BOOKS, "The async twin", "Conflation: a reader that falls behind", "Deliveries"})
+
+
+@pytest.mark.parametrize(
+    "title",
+    [pytest.param(t, marks=[pytest.mark.slow] if t in SLOW_SECTIONS else []) for t in BLOCKS if t != SETTING],
+)
 def test_the_section_runs_as_written(title: str, request: pytest.FixtureRequest) -> None:
     script = "\n".join([*BLOCKS[SETTING], *BLOCKS[title]])
     env = {k: v for k, v in os.environ.items() if k != "FEEDHA_KEY_FILE"}
