@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final
 
+from feedha.proto.token_bucket import TokenBucket
+
 __all__ = ["ReplayLimits", "TokenBucket"]
 
 
@@ -48,33 +50,6 @@ BURST_S: Final = 0.25
 LIGHT_REQUESTS_PER_S: Final = 10.0
 LIGHT_BYTES_PER_S: Final = 256 * 1024
 MAX_PEERS: Final = 4096  # payers remembered (least recently seen forgotten first)
-
-
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved up. Pure: the time is passed in."""
-
-    __slots__ = ("rate", "burst", "_tokens", "_at")
-
-    def __init__(self, rate: float, burst: float, *, now: float) -> None:
-        self.rate, self.burst = rate, burst
-        self._tokens, self._at = burst, now
-
-    def __repr__(self) -> str:
-        return f"<TokenBucket [rate={self.rate:g}/s, tokens={self._tokens:.1f}/{self.burst:g}]>"
-
-    def _refill(self, now: float) -> None:
-        self._tokens = min(self.burst, self._tokens + max(0.0, now - self._at) * self.rate)
-        self._at = now
-
-    def has(self, *, now: float) -> bool:
-        """Whether anything is left (a debt from an expensive reply must be paid off first)."""
-        self._refill(now)
-        return self._tokens >= 1.0
-
-    def take(self, amount: float, *, now: float) -> None:
-        """Spend ``amount`` (the balance may go negative: a debt)."""
-        self._refill(now)
-        self._tokens -= amount
 
 
 class ReplayLimits:
@@ -137,6 +112,8 @@ class ReplayLimits:
     def charge(self, payer: bytes, size: int, *, now: float) -> None:
         """Charge ``size`` bytes (a reply, and what was read to make it) to ``payer`` and to the service."""
         buckets = self._payer(payer, now)
+        if size <= 0:
+            return  # nothing to pay (an empty reply of nothing read)
         for bucket in (buckets.size, buckets.light_size, self._total[1]):
             bucket.take(size, now=now)
 

@@ -40,6 +40,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Final
 
+from feedha.proto.token_bucket import TokenBucket, check_rate
+
 FREE_FAILURES: Final = 3
 BASE_DELAY_S: Final = 0.5
 MAX_DELAY_S: Final = 30.0
@@ -169,6 +171,10 @@ class LoginBackoff:
 class TokenBuckets:
     """A token bucket per name: a client address for logins (see the module notes), a user elsewhere.
 
+    Each is a :class:`~proto.token_bucket.TokenBucket`; the table holds
+    :data:`MAX_NAMES` at most (a name whose bucket is full is the same as a
+    forgotten one, and goes first).
+
     Attributes:
         rate_per_s: tokens added a second.
         burst: tokens a name holds at most (and starts with).
@@ -176,7 +182,10 @@ class TokenBuckets:
 
     rate_per_s: float = ADDRESS_RATE_PER_S
     burst: float = ADDRESS_BURST
-    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (tokens, at)
+    _buckets: dict[str, TokenBucket] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_rate(self.rate_per_s, self.burst)
 
     def __repr__(self) -> str:
         return f"<TokenBuckets [names={len(self._buckets)}]>"
@@ -184,22 +193,15 @@ class TokenBuckets:
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def _tokens(self, name: str, now: float) -> float:
-        tokens, at = self._buckets.get(name, (self.burst, now))
-        return min(self.burst, tokens + max(0.0, now - at) * self.rate_per_s)
-
     def retry_after(self, name: str, *, now: float) -> float:
         """Seconds until ``name`` has a token again (0: it has one now)."""
-        tokens = self._tokens(name, now)
-        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate_per_s
+        bucket = self._buckets.get(name) or TokenBucket(self.rate_per_s, self.burst, now=now)
+        return bucket.retry_after(now=now)
 
     def take(self, name: str, *, now: float) -> float:
         """Take a token if there is one (returns 0); else the wait, and nothing taken."""
-        tokens = self._tokens(name, now)
-        if tokens < 1.0:
-            return (1.0 - tokens) / self.rate_per_s
-        self._store(name, tokens - 1.0, now)
-        return 0.0
+        bucket = self._bucket(name, now)
+        return 0.0 if bucket.try_take(now=now) else bucket.retry_after(now=now)
 
     def charge(self, name: str, *, now: float, amount: float = 1.0, floor: float = 0.0) -> None:
         """Take ``amount`` tokens, or what is left down to ``floor`` (below 0: a debt that refills first).
@@ -209,17 +211,24 @@ class TokenBuckets:
             now: seconds.
             amount: the tokens to take (a failure that was not reserved: one).
             floor: the least the bucket may be left with.
-        """
-        self._store(name, max(floor, self._tokens(name, now) - amount), now)
 
-    def _store(self, name: str, tokens: float, now: float) -> None:
-        if name not in self._buckets and len(self._buckets) >= MAX_NAMES:
+        Raises:
+            ValueError: ``amount`` is not a positive finite number.
+        """
+        self._bucket(name, now).take(amount, now=now, floor=floor)
+
+    def _bucket(self, name: str, now: float) -> TokenBucket:
+        bucket = self._buckets.get(name)
+        if bucket is not None:
+            return bucket
+        if len(self._buckets) >= MAX_NAMES:
             # Bound memory: a name whose bucket refilled is the same as a forgotten one.
-            for known in [n for n in self._buckets if self._tokens(n, now) >= self.burst]:
+            for known in [n for n, b in self._buckets.items() if b.is_full(now=now)]:
                 del self._buckets[known]
             while len(self._buckets) >= MAX_NAMES:
                 del self._buckets[next(iter(self._buckets))]
-        self._buckets[name] = (tokens, now)
+        bucket = self._buckets[name] = TokenBucket(self.rate_per_s, self.burst, now=now)
+        return bucket
 
 
 @dataclass(slots=True, kw_only=True)

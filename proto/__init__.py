@@ -7,6 +7,7 @@
 - ``proto.fix``: the FIX-style source format;
 - ``proto.registry``: the adapter registry's Python-side types (registration,
   status, commands) and their conversions to and from ``admin_pb2``;
+- ``proto.token_bucket``: the one token bucket every rate limit is made of;
 - ``proto.errors``: :class:`~proto.errors.ProtoError`, the base of every
   decoder's error.
 

@@ -46,6 +46,7 @@ from feedha.adapter.core.commands import Purge
 from feedha.adapter.core.purge import PURGE_RECORD_FLAGS, PurgeBook, PurgeEntry, encode_purge
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.core.syncbus import MAX_PURGES_PER_MESSAGE, Health, PurgeAck, Purges, Sender, StreamState
+from feedha.proto.token_bucket import TokenBucket
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class PurgeDesk:
         self.counters = PurgeCounters()
         self._ack_timeout_s = ack_timeout_s
         self._margin_s = margin_s
-        self._tokens, self._tokens_at = PURGE_BURST, now
+        self._rate = TokenBucket(PURGES_PER_S, PURGE_BURST, now=now)
         self._pending: list[_Pending] = []
         self._acks: dict[int, int] = {}  # peer -> the highest purge_id it holds (its word)
         self._delayed: dict[int, tuple[int, float]] = {}  # peer -> (its delayed line's last msg_seq, when)
@@ -188,7 +189,7 @@ class PurgeDesk:
             return _refusal(
                 "NO_DELAYED_LINE", "this adapter serves no delayed line (--delayed-line, --journal)"
             )
-        if not self._take_token(ctx.now):
+        if not self._rate.try_take(now=ctx.now):
             return _refusal("TOO_MANY", f"too many purges: at most {PURGES_PER_S:g} a second")
         if self.book.is_full:
             return _refusal("BOOK_FULL", f"this channel holds {self.book.limit} purges, the most it keeps")
@@ -227,14 +228,6 @@ class PurgeDesk:
             issued_by=command.issued_by,
             term=term,
         )
-
-    def _take_token(self, now: float) -> bool:
-        self._tokens = min(PURGE_BURST, self._tokens + max(0.0, now - self._tokens_at) * PURGES_PER_S)
-        self._tokens_at = now
-        if self._tokens < 1.0:
-            return False
-        self._tokens -= 1.0
-        return True
 
     def _peer_frontiers(self, ctx: PurgeContext) -> list[int]:
         # What the backups' health says their delayed lines sent (a report is at most a health
