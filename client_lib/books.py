@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from feedha.proto import market_pb2
+from feedha.proto.model import SESSION_VALUES
 
 __all__ = ["Book", "BookKeeper", "BookUpdate"]
 
@@ -37,10 +38,7 @@ class Book:
         book = state.book
         depth = book.depth or max(len(book.bids), len(book.asks))
         session = state.session
-        stats = {
-            name: getattr(session, name) if session.HasField(name) else None
-            for name in ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
-        }
+        stats = {name: getattr(session, name) if session.HasField(name) else None for name in SESSION_VALUES}
         return cls(
             symbol,
             tuple((level.price, level.size, level.orders) for level in book.bids[:depth]),

@@ -24,7 +24,11 @@ from google.protobuf.descriptor import FileDescriptor
 from feedha.proto import market_pb2
 from feedha.proto.errors import ProtoError
 
-__all__ = ["MARKET_MODEL", "MODELS", "Model", "major_of", "model_named"]
+__all__ = ["MARKET_MODEL", "MODELS", "SESSION_VALUES", "Model", "major_of", "model_named"]
+
+# market.proto's ``SessionValues`` fields that may be unset (``optional``), in field-number
+# order (1..9): a book's session statistics, as every converter and the client name them.
+SESSION_VALUES: Final = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
 
 
 @dataclass(frozen=True, slots=True)

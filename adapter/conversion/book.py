@@ -42,6 +42,7 @@ from typing import Final, NamedTuple
 from feedha.adapter.conversion.messages import BookEntry
 from feedha.adapter.conversion.order_table import order_hash
 from feedha.adapter.errors import ConversionError
+from feedha.proto.model import SESSION_VALUES
 
 __all__ = [
     "MAX_PRICES",
@@ -62,7 +63,6 @@ MAX_PRICES: Final = 5000  # prices kept per side of a price-keyed book (more: th
 NEW, CHANGE, DELETE = 0, 1, 2
 INSERTED, CHANGED, DELETED = 1, 2, 3  # market.proto BookAction values
 BID, ASK = 1, 2  # market.proto Side values
-_OPTIONAL: Final = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
 _PACK_NUMBER: Final = struct.Struct(">d").pack
 _PACK_NUMBER_LE: Final = struct.Struct("<d").pack
 _MASK: Final = (1 << 64) - 1
@@ -113,7 +113,7 @@ class BookValues:
         The caller may change the copy's lists in place: nothing derived from them is carried over.
         """
         copied = BookValues(self.level_indexed, list(self.bids), list(self.asks))
-        for name in _OPTIONAL:
+        for name in SESSION_VALUES:
             setattr(copied, name, getattr(self, name))
         copied.notional, copied.traded, copied.trades = self.notional, self.traded, self.trades
         return copied
@@ -123,7 +123,9 @@ class BookValues:
 
         Only for the engine's staging: both must change their levels through :meth:`writable`.
         """
-        forked = BookValues(self.level_indexed, self.bids, self.asks, *[getattr(self, n) for n in _OPTIONAL])
+        forked = BookValues(
+            self.level_indexed, self.bids, self.asks, *[getattr(self, n) for n in SESSION_VALUES]
+        )
         forked.notional, forked.traded, forked.trades = self.notional, self.traded, self.trades
         self.shared = forked.shared = 3
         forked.cache = dict(self.cache)
@@ -161,7 +163,7 @@ class BookValues:
             len(self.asks).to_bytes(4, "big"),
             side_bytes(self, ASK, _DIGEST),
         ]
-        for name in _OPTIONAL:
+        for name in SESSION_VALUES:
             value = getattr(self, name)
             parts.append(b"-" if value is None else b"+" + _PACK_NUMBER(value))
         parts.append(struct.pack(">ddq", self.notional, self.traded, self.trades))
@@ -190,7 +192,7 @@ class MboBookValues(BookValues):
         """An independent copy, orders included."""
         plain = BookValues.copy(self)
         copied = MboBookValues(plain.level_indexed, plain.bids, plain.asks, orders=self.orders)
-        for name in _OPTIONAL:
+        for name in SESSION_VALUES:
             setattr(copied, name, getattr(plain, name))
         copied.notional, copied.traded, copied.trades = plain.notional, plain.traded, plain.trades
         return copied

@@ -13,6 +13,7 @@ from feedha.adapter.conversion.book import ASK, BID, BookChange, BookValues, Lev
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2
+from feedha.proto.model import SESSION_VALUES
 
 __all__ = [
     "BlockSymbol",
@@ -58,9 +59,6 @@ def _fill_state(state: market_pb2.SymbolState, values: SymbolValues) -> None:
         fill_book(state, values.book)
 
 
-_OPTIONAL_VALUES = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
-
-
 def fill_book(state: market_pb2.SymbolState, book: BookValues, depth: int = 0) -> None:
     """Write a ``fix44`` symbol's book and session values into ``state``."""
     out = state.book
@@ -75,7 +73,7 @@ def fill_book(state: market_pb2.SymbolState, book: BookValues, depth: int = 0) -
     if isinstance(book, MboBookValues) and book.orders:  # itch50 snapshots: the live orders, packed
         out.orders = book.orders
     session = state.session
-    for name in _OPTIONAL_VALUES:
+    for name in SESSION_VALUES:
         value = getattr(book, name)
         if value is not None:
             setattr(session, name, value)
@@ -92,7 +90,7 @@ def book_from_proto(state: market_pb2.SymbolState) -> BookValues:
         [(level.price, level.size, level.orders) for level in source.asks],
     )
     session = state.session
-    for name in _OPTIONAL_VALUES:
+    for name in SESSION_VALUES:
         if session.HasField(name):
             setattr(book, name, getattr(session, name))
     book.notional, book.traded, book.trades = session.notional, session.traded, session.trades

@@ -38,13 +38,13 @@ from feedha.adapter.conversion.book import (
 )
 from feedha.adapter.conversion.messages import BookEntry, SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
+from feedha.proto.model import SESSION_VALUES
 
 __all__ = ["encode_block", "encode_symbol", "price_levels", "shown_changes"]
 
 _D: Final = struct.Struct("<d").pack
 _ZERO: Final = bytes(8)
 _WIRE: Final = 1
-_OPTIONAL: Final = ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap")
 _OPTIONAL_TAGS: Final = tuple(bytes(((number << 3) | 1,)) for number in range(1, 10))
 
 
@@ -103,7 +103,9 @@ def _state(values: SymbolValues, book: BookValues, depth: int) -> bytes:
     session = b"".join(
         [
             tag + _D(value)
-            for tag, value in zip(_OPTIONAL_TAGS, [getattr(book, name) for name in _OPTIONAL], strict=True)
+            for tag, value in zip(
+                _OPTIONAL_TAGS, [getattr(book, name) for name in SESSION_VALUES], strict=True
+            )
             if value is not None
         ]
     )

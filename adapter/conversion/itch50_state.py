@@ -59,6 +59,7 @@ from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, PriceLevels
 from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues
 from feedha.adapter.errors import ConversionError
+from feedha.proto.model import SESSION_VALUES
 
 __all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboState", "Staged"]
 
@@ -418,7 +419,7 @@ class MboState(ConversionState):
 
 
 def _copy_session(source: BookValues, target: BookValues) -> None:
-    for name in ("volume", "last", "high", "low", "open", "close", "settle", "open_interest", "vwap"):
+    for name in SESSION_VALUES:
         setattr(target, name, getattr(source, name))
     target.notional, target.traded, target.trades = source.notional, source.traded, source.trades
 

@@ -10,7 +10,7 @@ from feedha.admin_server.config import ChannelConfig
 from feedha.admin_server.errors import ConfigError
 from feedha.proto import market_pb2
 from feedha.proto.errors import ProtoError
-from feedha.proto.model import MARKET_MODEL, major_of, model_named
+from feedha.proto.model import MARKET_MODEL, SESSION_VALUES, major_of, model_named
 
 
 def _update() -> market_pb2.MarketUpdate:
@@ -63,3 +63,10 @@ def test_the_admin_config_refuses_a_channel_of_an_unknown_model() -> None:
     with pytest.raises(ConfigError, match="EQ-A-M: unknown message_model 'acme.Quote'"):
         ChannelConfig(feed="EQ", name="EQ-A-M", number=1, source_stream="A-M", first_letter="A",
                       last_letter="M", message_model="acme.Quote")  # fmt: skip
+
+
+def test_the_session_values_are_market_protos_optional_fields_in_number_order() -> None:
+    fields = market_pb2.SessionValues.DESCRIPTOR.fields
+    optional = [f for f in fields if f.has_presence]  # proto3 ``optional``: may be unset
+    assert tuple(f.name for f in optional) == SESSION_VALUES
+    assert [f.number for f in optional] == list(range(1, len(SESSION_VALUES) + 1))  # fix44_wire's tags
