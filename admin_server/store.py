@@ -20,7 +20,13 @@ from typing import Any, Final, NamedTuple
 from feedha.admin_server import keyfile
 from feedha.admin_server.errors import NotFoundError
 from feedha.admin_server.registry import AdapterRecord
-from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
+from feedha.proto.registry import (
+    AdapterRegistration,
+    AdapterRole,
+    AdapterStatus,
+    SyncStatus,
+    registration_values,
+)
 
 SCHEMA_VERSION: Final = 1
 LOGIN_AUDIT_WINDOW_S: Final = 60.0
@@ -113,18 +119,7 @@ def encode_record(record: AdapterRecord) -> str:
     reg, status = record.registration, record.status
     return json.dumps(
         {
-            "registration": {
-                "feed": reg.feed,
-                "channel_name": reg.channel_name,
-                "channel_number": reg.channel_number,
-                "adapter_id": reg.adapter_id,
-                "line_endpoint": reg.line_endpoint,
-                "replay_endpoint": reg.replay_endpoint,
-                "sync_endpoint": reg.sync_endpoint,
-                "role": reg.role.value,
-                "term": reg.term,
-                "curve_public_key": reg.curve_public_key,
-            },
+            "registration": registration_values(reg),
             "status": {
                 "role": status.role.value,
                 "term": status.term,

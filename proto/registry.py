@@ -14,8 +14,8 @@ generated ``admin_pb2`` messages; enums travel by name (``ADAPTER_ROLE_ACTIVE``
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, fields
+from typing import Any, Final
 
 from feedha.proto import admin_pb2
 from feedha.proto.errors import ProtoError
@@ -101,6 +101,10 @@ class AdapterRegistration:
             raise ValueError(f"adapter {self.adapter_id}: channel_name must not be empty")
         if self.term < 0:
             raise ValueError(f"adapter {self.adapter_id}: term must be >= 0, got {self.term}")
+
+
+# Every field of AdapterRegistration: the same name in admin.proto's AdapterRegistration.
+_REGISTRATION_FIELDS: Final = tuple(item.name for item in fields(AdapterRegistration))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,23 +271,23 @@ def sync_from_proto(value: int) -> SyncStatus:
         return SyncStatus.UNSPECIFIED
 
 
+def registration_values(reg: AdapterRegistration) -> dict[str, Any]:
+    """A registration's fields by name, its role by its value (``"backup"``): plain values.
+
+    The one field mapping of :class:`AdapterRegistration`: the wire conversions below
+    and the admin server's store (JSON) are made from it, so a field added to the
+    dataclass travels everywhere.
+    """
+    values = {name: getattr(reg, name) for name in _REGISTRATION_FIELDS}
+    values["role"] = reg.role.value
+    return values
+
+
 def registration_to_proto(reg: AdapterRegistration) -> admin_pb2.AdapterRegistration:
     """Registration dataclass -> message."""
-    return admin_pb2.AdapterRegistration(
-        feed=reg.feed,
-        channel_name=reg.channel_name,
-        channel_number=reg.channel_number,
-        adapter_id=reg.adapter_id,
-        line_endpoint=reg.line_endpoint,
-        replay_endpoint=reg.replay_endpoint,
-        sync_endpoint=reg.sync_endpoint,
-        role=role_to_proto(reg.role),
-        term=reg.term,
-        curve_public_key=reg.curve_public_key,
-        delayed_line_endpoint=reg.delayed_line_endpoint,
-        input_format=reg.input_format,
-        conflated_line_endpoint=reg.conflated_line_endpoint,
-    )
+    values = registration_values(reg)
+    values["role"] = role_to_proto(reg.role)
+    return admin_pb2.AdapterRegistration(**values)
 
 
 def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegistration:
@@ -292,21 +296,10 @@ def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegist
     Raises:
         ValueError: missing adapter id or channel name.
     """
-    return AdapterRegistration(
-        feed=msg.feed,
-        channel_name=msg.channel_name,
-        channel_number=msg.channel_number,
-        adapter_id=msg.adapter_id,
-        line_endpoint=msg.line_endpoint,
-        replay_endpoint=msg.replay_endpoint,
-        sync_endpoint=msg.sync_endpoint,
-        role=role_from_proto(msg.role),
-        term=msg.term,
-        curve_public_key=msg.curve_public_key,
-        delayed_line_endpoint=msg.delayed_line_endpoint,
-        input_format=msg.input_format or "feedha-fix",
-        conflated_line_endpoint=msg.conflated_line_endpoint,
-    )
+    values = {name: getattr(msg, name) for name in _REGISTRATION_FIELDS}
+    values["role"] = role_from_proto(msg.role)
+    values["input_format"] = msg.input_format or "feedha-fix"  # an adapter from before formats
+    return AdapterRegistration(**values)
 
 
 def status_to_proto(status: AdapterStatus) -> admin_pb2.AdapterStatus:

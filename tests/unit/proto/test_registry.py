@@ -137,3 +137,32 @@ def test_a_curve_key_must_decode_to_32_bytes_and_not_be_zero() -> None:
     assert not is_curve_key(z85.encode(bytes(32)).decode())  # the point at zero
     assert not is_curve_key("#" * 40)  # 85**5 - 1 > 2**32 - 1: decodes to nothing
     assert not is_curve_key("a" * 39) and not is_curve_key("a" * 39 + " ")
+
+
+def test_every_registration_field_travels_by_one_mapping() -> None:
+    reg = AdapterRegistration(
+        feed="FUTURES",
+        channel_name="FU-1",
+        channel_number=9,
+        adapter_id="fu1-b",
+        line_endpoint="epgm://eth0;239.1.1.1:7001",
+        replay_endpoint="tcp://127.0.0.1:6102",
+        sync_endpoint="tcp://127.0.0.1:6202",
+        role=AdapterRole.FAILED,
+        term=11,
+        curve_public_key="rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7",
+        delayed_line_endpoint="tcp://127.0.0.1:6302",
+        input_format="fix44",
+        conflated_line_endpoint="tcp://127.0.0.1:6402",
+    )
+    wire_names = {f.name for f in admin_pb2.AdapterRegistration.DESCRIPTOR.fields}
+    values = registry.registration_values(reg)
+    assert set(values) <= wire_names and values["role"] == "failed"
+    assert len(values) == len(AdapterRegistration.__dataclass_fields__)
+    assert registry.registration_from_proto(registry.registration_to_proto(reg)) == reg
+    assert (
+        registry.registration_from_proto(
+            admin_pb2.AdapterRegistration(adapter_id="x", channel_name="C")
+        ).input_format
+        == "feedha-fix"
+    )
