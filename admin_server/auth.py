@@ -2,7 +2,7 @@
 
 The interceptor wraps each RPC's behavior so that, before the servicer runs,
 it reads ``authorization: Bearer <token>`` from the call's metadata, verifies
-it through the :class:`~admin_server.hub.Hub`, checks the role the service
+it through the server's :class:`~admin_server.identity.Identity`, checks the role the service
 needs (``admin`` for AdminControl, ``adapter`` or ``admin`` for
 AdapterRegistry) and stores the :class:`Principal` in a context variable for
 the servicer. Failures end the call with UNAUTHENTICATED or
@@ -112,13 +112,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             await abort_with(context, missing)
             return
         try:
-            principal, claims = self._hub.authenticate_token(token)
+            principal, claims = self._hub.identity.authenticate_token(token)
         except AuthenticationError as exc:
             await abort_with(context, exc)
             return
-        allowed = role is None or self._hub.has_role(principal, role)
+        allowed = role is None or self._hub.identity.has_role(principal, role)
         if not allowed and role == "adapter":
-            allowed = self._hub.has_role(principal, "admin")
+            allowed = self._hub.identity.has_role(principal, "admin")
         if not allowed:
             logger.warning("user %s denied %s (needs role %s)", principal.user, method, role)
             counters = self._hub.counters

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 import grpc
 
 from feedha.admin_server import convert, paging
+from feedha.admin_server.adapters import AdapterSession
 from feedha.admin_server.auth import current_principal
 from feedha.admin_server.errors import AdminError, InvalidArgumentError
 from feedha.admin_server.fanout import HubEvent
-from feedha.admin_server.hub import AdapterSession, Hub
+from feedha.admin_server.hub import Hub
 from feedha.admin_server.purging import PurgeSpec
 from feedha.admin_server.registry import Directive
 from feedha.admin_server.status import abort_with
@@ -54,7 +55,7 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
         except ValueError as exc:
             await abort_with(context, exc)
         try:
-            session = self._hub.attach(registration, current_principal())
+            session = self._hub.adapters.attach(registration, current_principal())
         except AdminError as exc:
             await abort_with(context, exc)
         reader = asyncio.create_task(self._read(request_iterator, session))
@@ -72,14 +73,14 @@ class AdapterRegistryServicer(admin_pb2_grpc.AdapterRegistryServicer):
                 with contextlib.suppress(grpc.RpcError):
                     await cancel_and_wait(reader)
             finally:
-                self._hub.detach(session)
+                self._hub.adapters.detach(session)
 
     async def _read(
         self, request_iterator: AsyncIterator[admin_pb2.ConnectRequest], session: AdapterSession
     ) -> None:
         async for report in request_iterator:
             if report.HasField("status"):
-                self._hub.report(session, status_from_proto(report.status))
+                self._hub.adapters.report(session, status_from_proto(report.status))
             elif report.HasField("result"):
                 self._hub.purges.on_result(session, result_from_proto(report.result))
             elif report.HasField("registration"):
@@ -106,7 +107,7 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         self, request: admin_pb2.ListAdaptersRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.ListAdaptersResponse:
         """The registered adapters, up or down, a page at a time (by channel, then id)."""
-        records = self._hub.registry.records()
+        records = self._hub.adapters.registry.records()
         if request.channel_name:
             records = [r for r in records if r.channel_name == request.channel_name]
         try:
@@ -147,7 +148,7 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         """Demote the channel's active and promote a backup, at term + 1."""
         hub, principal = self._hub, current_principal()
         try:
-            plan = hub.registry.plan_failover(
+            plan = hub.adapters.registry.plan_failover(
                 request.channel_name,
                 now=hub.clock(),
                 to=request.to_adapter_id or None,
@@ -157,9 +158,9 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
         try:
-            sent = hub.send(principal, "failover", request.channel_name, plan)
+            sent = hub.adapters.send(principal, "failover", request.channel_name, plan)
         except (AdminError, ValueError) as exc:
-            hub.registry.cancel_failover(request.channel_name)
+            hub.adapters.registry.cancel_failover(request.channel_name)
             await abort_with(context, exc)
         return admin_pb2.FailoverResponse(sent=_sent(sent))
 
@@ -169,8 +170,10 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         """Tell an adapter to take itself off line."""
         hub, principal = self._hub, current_principal()
         try:
-            plan = hub.registry.plan_fail(request.adapter_id, reason=request.reason, issued_by=principal.user)
-            sent = hub.send(principal, "fail", request.adapter_id, plan)
+            plan = hub.adapters.registry.plan_fail(
+                request.adapter_id, reason=request.reason, issued_by=principal.user
+            )
+            sent = hub.adapters.send(principal, "fail", request.adapter_id, plan)
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
         return admin_pb2.FailAdapterResponse(sent=_sent(sent))
@@ -181,8 +184,10 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         """Limit an adapter's publishing rate."""
         hub, principal = self._hub, current_principal()
         try:
-            plan = hub.registry.plan_throttle(request.adapter_id, request.rate, issued_by=principal.user)
-            sent = hub.send(principal, "throttle", request.adapter_id, plan)
+            plan = hub.adapters.registry.plan_throttle(
+                request.adapter_id, request.rate, issued_by=principal.user
+            )
+            sent = hub.adapters.send(principal, "throttle", request.adapter_id, plan)
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
         return admin_pb2.ThrottleResponse(sent=_sent(sent))
@@ -193,10 +198,10 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         """End a channel's trading session now (its active proposes the boundary)."""
         hub, principal = self._hub, current_principal()
         try:
-            plan = hub.registry.plan_session_end(
+            plan = hub.adapters.registry.plan_session_end(
                 request.channel_name, reason=request.reason, issued_by=principal.user
             )
-            sent = hub.send(principal, "session_end", request.channel_name, plan)
+            sent = hub.adapters.send(principal, "session_end", request.channel_name, plan)
         except (AdminError, ValueError) as exc:
             await abort_with(context, exc)
         return admin_pb2.EndSessionResponse(sent=_sent(sent))
@@ -232,7 +237,7 @@ class AdminControlServicer(admin_pb2_grpc.AdminControlServicer):
         """Stream registry changes, commands, subscriptions and policy reloads as they happen."""
         async with contextlib.AsyncExitStack() as stack:
             try:
-                events = await stack.enter_async_context(self._hub.listen(current_principal().user))
+                events = await stack.enter_async_context(self._hub.events.listen(current_principal().user))
             except AdminError as exc:  # the user's watch streams are at their quota
                 await abort_with(context, exc)
             yield _event_to_proto(HubEvent(at=self._hub.clock(), kind="watching"))

@@ -1,9 +1,13 @@
 """What the adapters are told about the data plane: subscriber keys (GRANT/REVOKE) and packet keys (SEAL).
 
-The hub's side of :mod:`admin_server.access_keeper`: :meth:`DataPlane.snapshot`
+The server's side of :mod:`admin_server.access_keeper`: :meth:`DataPlane.snapshot`
 takes a pass's inputs on the loop, :meth:`DataPlane.apply` turns its plan into
 commands on each connected adapter's queue, and :meth:`DataPlane.grant_now`
-grants a new subscription's key before the subscriber dials.
+grants a new subscription's key before the subscriber dials. It owns what each
+adapter stream was told (its session's ``told`` and ``sealing_with``, written
+here only) and the grants made at once; it reads the registry's records, the
+stored subscriptions, the policy and the seal rings, whose keys it rotates
+through :meth:`SealRings.update <admin_server.sealing.SealRings.update>`.
 """
 
 from __future__ import annotations
@@ -12,18 +16,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from feedha.admin_server import access, broker, sealing
 from feedha.admin_server.access_keeper import AccessPlan, Snapshot, lease_holds
+from feedha.admin_server.adapters import AdapterSession, AdapterStreams
+from feedha.admin_server.config import ChannelConfig
 from feedha.admin_server.errors import NotFoundError
-from feedha.admin_server.policy import Principal
+from feedha.admin_server.policy import PolicyFile, Principal
 from feedha.admin_server.registry import Directive
 from feedha.admin_server.store import Store, SubscriptionRecord
 from feedha.proto.registry import Command, CommandKind
-
-if TYPE_CHECKING:
-    from feedha.admin_server.hub import AdapterSession, Hub
 
 logger = logging.getLogger(__name__)
 
@@ -31,28 +33,47 @@ __all__ = ["DataPlane"]
 
 
 class DataPlane:
-    """Tells the hub's connected adapters whom to admit and how to seal.
+    """Tells the connected adapters whom to admit and how to seal.
 
     Args:
-        hub: the hub (its store, registry, policy, sessions and seal rings).
+        store: the database (subscriptions, keys, users), read on the loop.
+        policy_file: the policy (entitlements).
+        channels: the configured channels.
+        adapters: the adapter streams and their registry.
+        seals: the seal rings (packet keys of multicast channels).
         on_seal: called with a channel and the time when its packet key changed.
+        clock: wall-clock seconds.
     """
 
-    def __init__(self, hub: Hub, *, on_seal: Callable[[str, float], None]) -> None:
-        self._hub = hub
+    def __init__(
+        self,
+        store: Store,
+        policy_file: PolicyFile,
+        channels: tuple[ChannelConfig, ...],
+        *,
+        adapters: AdapterStreams,
+        seals: sealing.SealRings,
+        on_seal: Callable[[str, float], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._policy_file = policy_file
+        self._channels = channels
+        self._adapters = adapters
+        self._seals = seals
         self._on_seal = on_seal
+        self._clock = clock
         # Grants made at once since some pass's snapshot: (generation, channel, key, grant). A pass
         # planned from an older snapshot must not take them away again (it did not see them).
         self._granted_now: list[tuple[int, str, str, access.Grant]] = []
         self._generation = 0
 
     def snapshot(self, store: Store | None = None) -> Snapshot:
-        """A pass's inputs, as plain values, read from ``store`` (default: the hub's, on the loop).
+        """A pass's inputs, as plain values, read from ``store`` (default: the server's, on the loop).
 
         With a read-only connection of its own it runs on the pass's worker thread.
         """
-        hub = self._hub
-        store = store or hub.store
+        store = store or self._store
         generation = self._generation  # first: every grant made at once up to here is stored already
         subscriptions = store.subscriptions()
         rotated: dict[str, float | None] = {}
@@ -71,9 +92,9 @@ class DataPlane:
             subscriptions=subscriptions,
             principals=principals,
             rotated=rotated,
-            policy=hub.policy_file.policy,
-            channels=hub.config.channels,
-            now=hub.clock(),
+            policy=self._policy_file.policy,
+            channels=self._channels,
+            now=self._clock(),
             generation=generation,
         )
 
@@ -82,10 +103,10 @@ class DataPlane:
         self._reconcile_seals(plan.entitled, now=snapshot.now)
         # The subscriptions granted at once after the snapshot keep their grants until a pass sees them.
         self._granted_now = [entry for entry in self._granted_now if entry[0] > snapshot.generation]
-        hub = self._hub
-        for session in hub.adapter_session_list():
+        registry = self._adapters.registry
+        for session in self._adapters.sessions():
             with contextlib.suppress(NotFoundError):
-                record = hub.registry.get(session.adapter_id)
+                record = registry.get(session.adapter_id)
                 if not record.registration.curve_public_key:
                     continue  # a plain adapter: nothing to enforce
                 target = dict(plan.wanted.get(record.channel_name, {}))
@@ -113,8 +134,7 @@ class DataPlane:
         Only ever adds access (merged with what each adapter was told); the next
         pass settles the rest, and takes access away where it must.
         """
-        hub = self._hub
-        if not record.curve_key or not lease_holds(record, now=hub.clock(), rotated={record.key_id: 0.0}):
+        if not record.curve_key or not lease_holds(record, now=self._clock(), rotated={record.key_id: 0.0}):
             return
         reach: dict[str, int] = {}
         for route in routes:
@@ -124,9 +144,9 @@ class DataPlane:
         for channel, limit in reach.items():
             grant = access.Grant(expires_ns, limit, owners)
             self._granted_now.append((self._generation, channel, record.curve_key, grant))
-        for session in hub.adapter_session_list():
+        for session in self._adapters.sessions():
             with contextlib.suppress(NotFoundError):
-                adapter = hub.registry.get(session.adapter_id)
+                adapter = self._adapters.registry.get(session.adapter_id)
                 channel = adapter.channel_name
                 if channel not in reach or not adapter.registration.curve_public_key or session.told is None:
                     continue  # not its channel, a plain adapter, or one that gets a full table next pass
@@ -138,18 +158,18 @@ class DataPlane:
                     self.tell(session, wanted)
 
     def _reconcile_seals(self, entitled: dict[str, set[str]], *, now: float) -> None:
-        hub = self._hub
+        registry = self._adapters.registry
         sealed = {
             record.channel_name
-            for record in hub.registry.records()
+            for record in registry.records()
             if sealing.is_multicast(record.registration.line_endpoint)
         }
-        for channel in sorted(hub.seals.update(sealed, entitled, now=now)):
+        for channel in sorted(self._seals.update(sealed, entitled, now=now)):
             self._on_seal(channel, now)
-        for session in hub.adapter_session_list():
+        for session in self._adapters.sessions():
             with contextlib.suppress(NotFoundError):
-                record = hub.registry.get(session.adapter_id)
-                key = hub.seals.current(record.channel_name)
+                record = registry.get(session.adapter_id)
+                key = self._seals.current(record.channel_name)
                 if key is None or not sealing.is_multicast(record.registration.line_endpoint):
                     continue
                 if session.sealing_with != key.key_id:

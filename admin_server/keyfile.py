@@ -39,13 +39,10 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from feedha.admin_server import tokens
 from feedha.admin_server.errors import ConfigError
-
-if TYPE_CHECKING:
-    from feedha.admin_server.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +52,14 @@ PRIVATE_MODE: Final = 0o600
 PRIVATE_UMASK: Final = 0o077
 MIN_KEY_BYTES: Final = 16
 MAX_KEY_FILE_BYTES: Final = 4096
+
+
+class MetaStore(Protocol):
+    """Where servers before the key file kept the key: the store's metadata (its type, without its import)."""
+
+    def get_meta(self, key: str) -> bytes | None: ...
+
+    def delete_meta(self, key: str, *, secure: bool = False) -> None: ...
 
 
 @contextlib.contextmanager
@@ -165,7 +170,7 @@ def write_key_file(path: Path, key: bytes) -> None:
             os.close(directory)
 
 
-def load_signing_key(path: Path | None, *, store: Store) -> bytes:
+def load_signing_key(path: Path | None, *, store: MetaStore) -> bytes:
     """The token signing key: from its file, moved there from the database, or new.
 
     Args:

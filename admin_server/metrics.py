@@ -1,6 +1,6 @@
 """The admin server's Prometheus metrics: read from the hub when scraped.
 
-The hub counts what happens (:class:`~feedha.admin_server.hub.HubCounters`);
+The hub counts what happens (:class:`~feedha.admin_server.counters.HubCounters`);
 this collector turns the counts and the registry's current state into metric
 families at scrape time, on the server's event loop (the HTTP server runs
 there), so nothing is locked and nothing is counted twice.
@@ -80,11 +80,11 @@ class AdminMetrics(Collector):
             "method",
             counters.denied,
         )
+        yield _gauge("feedha_admin_adapter_sessions", "adapter registry streams connected", len(hub.adapters))
         yield _gauge(
-            "feedha_admin_adapter_sessions", "adapter registry streams connected", hub.adapter_sessions
-        )
-        yield _gauge(
-            "feedha_admin_open_watches", "route watches, event watches and status feeds open", hub.listeners
+            "feedha_admin_open_watches",
+            "route watches, event watches and status feeds open",
+            hub.events.listeners,
         )
         yield _by(
             "feedha_admin_route_watch",
@@ -118,7 +118,7 @@ class AdminMetrics(Collector):
         active = GaugeMetricFamily(
             "feedha_admin_channel_has_active", "1 when an up adapter reports active", labels=["channel"]
         )
-        registry = self._hub.registry
+        registry = self._hub.adapters.registry
         for channel in registry.channel_names():
             members = registry.lines(channel)
             up.add_metric([channel], sum(r.is_up for r in members))

@@ -19,9 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from feedha.admin_server.adapters import AdapterSession, AdapterStreams
+from feedha.admin_server.config import ChannelConfig
+from feedha.admin_server.counters import HubCounters
 from feedha.admin_server.errors import (
     AdminError,
     FieldViolation,
@@ -31,12 +35,11 @@ from feedha.admin_server.errors import (
     ResourceExhaustedError,
     UnavailableError,
 )
+from feedha.admin_server.fanout import HubEvent
 from feedha.admin_server.policy import Principal
 from feedha.admin_server.registry import Directive
+from feedha.admin_server.store import Store
 from feedha.proto.registry import Command, CommandKind, CommandResult, PurgeRange
-
-if TYPE_CHECKING:
-    from feedha.admin_server.hub import AdapterSession, Hub
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +85,33 @@ class PurgeOutcome:
 class PurgeDesk:
     """The admin server's side of purges: checks, the adapter's answer, the audit.
 
+    It owns the purges waiting for their adapter's answer.
+
     Args:
-        hub: the server's state (sessions, registry, store, events).
+        adapters: the adapter streams and their registry (the channel's active, its queue).
+        channels: the configured channels.
+        store: the database (the audit).
+        counters: the server's counters (``purges``, ``commands``).
+        publish: gives an event to the listeners.
+        clock: wall-clock seconds.
     """
 
-    def __init__(self, hub: Hub) -> None:
-        self._hub = hub
+    def __init__(
+        self,
+        adapters: AdapterStreams,
+        channels: Sequence[ChannelConfig],
+        *,
+        store: Store,
+        counters: HubCounters,
+        publish: Callable[[HubEvent], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self._adapters = adapters
+        self._channels = channels
+        self._store = store
+        self._counters = counters
+        self._publish = publish
+        self._clock = clock
         self._waiting: dict[str, asyncio.Future[CommandResult]] = {}
 
     def __repr__(self) -> str:
@@ -113,9 +137,8 @@ class PurgeDesk:
             UnavailableError: no active adapter connected, or it did not answer in time.
             PreconditionError: the adapter refused (already delivered, beyond the end ...).
         """
-        hub = self._hub
         try:
-            first, last = _check(spec, {c.name for c in hub.config.channels})
+            first, last = _check(spec, {c.name for c in self._channels})
             adapter_id, result = await self._ask(principal, spec, first, last)
         except AdminError as exc:
             self._account(principal, spec, f"refused ({exc.reason}): {exc}", exc.reason)
@@ -142,14 +165,13 @@ class PurgeDesk:
     async def _ask(
         self, principal: Principal, spec: PurgeSpec, first: int, last: int
     ) -> tuple[str, CommandResult]:
-        hub = self._hub
         if len(self._waiting) >= MAX_IN_FLIGHT:
             raise ResourceExhaustedError(
                 f"{MAX_IN_FLIGHT} purges are already waiting for their adapters; try again",
                 reason="TOO_MANY_PURGES",
             )
-        active = hub.registry.active(spec.channel)
-        session = None if active is None else hub.session(active.adapter_id)
+        active = self._adapters.registry.active(spec.channel)
+        session = None if active is None else self._adapters.session(active.adapter_id)
         if active is None or session is None:
             raise UnavailableError(
                 f"channel {spec.channel} has no active adapter connected", reason="NO_ACTIVE_ADAPTER"
@@ -183,8 +205,7 @@ class PurgeDesk:
             self._waiting.pop(command_id, None)
 
     def _account(self, principal: Principal, spec: PurgeSpec, detail: str, result: str) -> None:
-        hub = self._hub
-        counters = hub.counters
+        counters = self._counters
         counters.count(counters.purges, result)
         counters.count(counters.commands, "purge")
         what = (
@@ -192,14 +213,21 @@ class PurgeDesk:
             if spec.all_pending
             else f"{spec.first_msg_seq}..{spec.last_msg_seq or spec.first_msg_seq}"
         )
-        hub.store.audit(
+        self._store.audit(
             user=principal.user,
             action="purge",
             target=f"{spec.channel[:64]}/{what}",
             detail=detail[:512],
-            now=hub.clock(),
+            now=self._clock(),
         )
-        hub.publish_command(spec.channel, f"{detail} by {principal.user}")
+        self._publish(
+            HubEvent(
+                at=self._clock(),
+                kind="command",
+                channel_name=spec.channel,
+                detail=f"{detail} by {principal.user}",
+            )
+        )
         logger.info("operator %s: purge %s of %s: %s", principal.user, what, spec.channel, detail)
 
 

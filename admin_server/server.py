@@ -184,7 +184,7 @@ class AdminServer:
     def _ready(self) -> tuple[bool, str]:
         if not self._serving or self.hub is None:
             return False, "not serving"
-        return True, f"serving gRPC on port {self.port}, {self.hub.adapter_sessions} adapter stream(s)"
+        return True, f"serving gRPC on port {self.port}, {len(self.hub.adapters)} adapter stream(s)"
 
     async def stop(self, grace: float | None = 1.0) -> None:
         """Stop serving and close the database."""
@@ -201,7 +201,7 @@ class AdminServer:
             self._server = None
         if self.hub is not None:
             await self.hub.access.wait_idle()  # an access pass's thread may still read the database
-            await self.hub.logins.wait_idle()  # a started hash records its outcome in the database
+            await self.hub.identity.logins.wait_idle()  # a started hash records its outcome in the database
             self.hub.close()
         if self._store is not None:
             self._store.close()

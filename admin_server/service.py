@@ -1,6 +1,6 @@
 """The gRPC servicers for logins and brokering.
 
-Servicers stay thin: read the request, call the :class:`~admin_server.hub.Hub`,
+Servicers stay thin: read the request, call the state owners the :class:`~admin_server.hub.Hub` holds,
 build the response. Domain errors become statuses with structured details
 through :func:`~admin_server.status.abort_with` (``status.py``), here, in
 ``control.py`` and in ``auth.py``, and nowhere else.
@@ -41,7 +41,7 @@ class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
     ) -> admin_pb2.LoginResponse:
         """Exchange an API key id and secret for a token."""
         try:
-            token, claims, principal = await self._hub.login(
+            token, claims, principal = await self._hub.identity.login(
                 request.key_id, request.secret, peer=peer_address(context.peer())
             )
         except AdminError as exc:
@@ -54,7 +54,7 @@ class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
             expire_time=expire_time,
             lifetime=lifetime,
             user=principal.user,
-            is_admin=self._hub.has_role(principal, "admin"),
+            is_admin=self._hub.identity.has_role(principal, "admin"),
         )
 
 
@@ -76,7 +76,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
         self, principal: Principal, symbols: tuple[str, ...]
     ) -> tuple[list[Route], list[admin_pb2.ChannelRoute]]:
         def plan() -> tuple[list[Route], list[admin_pb2.ChannelRoute]]:
-            routes = self._hub.routes(principal, symbols)
+            routes = self._hub.subscriptions.routes(principal, symbols)
             return routes, routes_to_proto(routes)
 
         return self.plans.get((principal, symbols), plan)
@@ -86,7 +86,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
     ) -> admin_pb2.SubscribeResponse:
         """Check entitlements and return the routes for the requested symbols."""
         try:
-            record, routes = self._hub.subscribe(
+            record, routes = self._hub.subscriptions.subscribe(
                 current_principal(),
                 list(request.symbols),
                 curve_key=request.curve_public_key,
@@ -103,7 +103,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
     ) -> admin_pb2.ModifyResponse:
         """Replace a subscription's symbols."""
         try:
-            routes = self._hub.modify(
+            routes = self._hub.subscriptions.modify(
                 current_principal(),
                 request.subscription_id,
                 list(request.symbols),
@@ -120,7 +120,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
     ) -> admin_pb2.CancelResponse:
         """Delete a subscription."""
         try:
-            self._hub.cancel(current_principal(), request.subscription_id)
+            self._hub.subscriptions.cancel(current_principal(), request.subscription_id)
         except AdminError as exc:
             await abort_with(context, exc)
         return admin_pb2.CancelResponse()
@@ -138,12 +138,12 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
         hub, sub_id = self._hub, request.subscription_id
         try:
             principal = current_principal()
-            record = hub.owned_subscription(principal, sub_id)
+            record = hub.subscriptions.owned_subscription(principal, sub_id)
         except AdminError as exc:
             await abort_with(context, exc)
         async with contextlib.AsyncExitStack() as stack:
             try:
-                watch = await stack.enter_async_context(hub.watch_routes(principal.user, sub_id))
+                watch = await stack.enter_async_context(hub.events.watch_routes(principal.user, sub_id))
                 routes, messages = self._watched(principal, record.symbols)
             except (AdminError, ValueError) as exc:  # over the user's watch quota; not entitled
                 await abort_with(context, exc)
@@ -179,7 +179,7 @@ class StreamBrokerServicer(admin_pb2_grpc.StreamBrokerServicer):
 
         def look_up() -> SubscriptionRecord:
             record = self._hub.store.find_subscription(subscription_id)
-            if not self._hub.lease_holds(record):
+            if not self._hub.subscriptions.lease_holds(record):
                 raise AuthenticationError("the token expired or its API key changed", reason="LEASE_ENDED")
             return record
 

@@ -134,7 +134,7 @@ class StatusPage:
 
     async def run(self) -> None:
         """Rebuild the snapshot on every hub event and every :data:`REFRESH_S` (runs as a task)."""
-        async with self._hub.listen() as events:
+        async with self._hub.events.listen() as events:
             while True:
                 self._rebuild()
                 await wait_at_most(events.get(), REFRESH_S)
@@ -147,7 +147,7 @@ class StatusPage:
         if self._streams and now - self._subscribers_at >= SUBSCRIBERS_EVERY_S:
             self._subscribers, self._subscribers_at = hub.subscribers_by_channel(), now
         snapshot = self._board.snapshot(
-            hub.registry.records(),
+            hub.adapters.registry.records(),
             subscribers=self._subscribers,
             audit=hub.store.audit_log(limit=AUDIT_ROWS),
             channel_numbers={c.name: c.number for c in hub.config.channels},
@@ -174,7 +174,7 @@ class StatusPage:
         return session
 
     def _is_operator(self, user: str) -> bool:
-        return self._hub.has_role(self._hub.principal(user), "admin")
+        return self._hub.identity.has_role(self._hub.identity.principal(user), "admin")
 
     def _open_session(self, user: str) -> str:
         now = self._clock()

@@ -50,7 +50,7 @@ def _register(env: Env, *ids: tuple[str, str]) -> None:
             line_endpoint=f"tcp://127.0.0.1:7000/{adapter_id}",
             role=AdapterRole.BACKUP,
         )
-        hub.registry.on_register(registration, now=time.time())
+        hub.adapters.registry.on_register(registration, now=time.time())
 
 
 async def test_list_adapters_pages_through_every_adapter_once(env: Env) -> None:

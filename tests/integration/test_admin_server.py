@@ -315,7 +315,10 @@ async def test_agents_register_failover_and_routes_follow(env: Env) -> None:
     assert hub is not None
     async with agents[0], agents[1], AdminClient(env.target, *env.keys["alice"]) as client:
         await eventually(
-            lambda: all(r.is_up for r in hub.registry.records()) and len(hub.registry.records()) == 2
+            lambda: (
+                all(r.is_up for r in hub.adapters.registry.records())
+                and len(hub.adapters.registry.records()) == 2
+            )
         )
         subscription = await client.subscribe(["AAPL"])
         (route,) = subscription.routes
@@ -350,8 +353,10 @@ async def test_agents_register_failover_and_routes_follow(env: Env) -> None:
             assert a.commands[-1].rate == 100.0
             assert [e.action for e in hub.store.audit_log()][:3] == ["throttle", "failover", "failover"]
         await updates.aclose()
-    await eventually(lambda: not any(r.is_up for r in hub.registry.records()), what="adapters marked down")
-    assert len(hub.registry.records()) == 2
+    await eventually(
+        lambda: not any(r.is_up for r in hub.adapters.registry.records()), what="adapters marked down"
+    )
+    assert len(hub.adapters.registry.records()) == 2
 
 
 async def test_agent_reconnects_when_server_returns(tmp_path: Path) -> None:
@@ -380,7 +385,7 @@ async def test_agent_reconnects_when_server_returns(tmp_path: Path) -> None:
         try:
             await eventually(lambda: agent.connections == 2 and agent.is_connected, what="reconnect")
             assert second.hub is not None
-            await eventually(lambda: second.hub.registry.get("a").is_up)  # type: ignore[union-attr]
+            await eventually(lambda: second.hub.adapters.registry.get("a").is_up)  # type: ignore[union-attr]
         finally:
             await second.stop(grace=None)
     assert "connections=2" in repr(agent)
@@ -420,7 +425,7 @@ async def test_registrations_are_bound_to_the_callers_adapters(env: Env) -> None
         channel, call = await _register(env.target, creds, registration)
         async with channel:
             assert await _refusal(call) is grpc.StatusCode.PERMISSION_DENIED
-    assert hub.registry.records() == []
+    assert hub.adapters.registry.records() == []
     refused = [e for e in hub.store.audit_log() if e.action == "register-refused"]
     assert sorted((e.user, e.target) for e in refused) == [("boss", "a"), ("feed", "a"), ("feed", "c")]
     assert "EQ-N-Z" in next(e.detail for e in refused if e.user == "feed" and e.target == "a")
@@ -429,29 +434,31 @@ async def test_registrations_are_bound_to_the_callers_adapters(env: Env) -> None
         env.target, env.keys["feed"], fake_adapter("a", AdapterRole.ACTIVE).registration
     )
     async with first_channel:
-        await eventually(lambda: bool(hub.registry.records()) and hub.registry.get("a").is_up)
+        await eventually(
+            lambda: bool(hub.adapters.registry.records()) and hub.adapters.registry.get("a").is_up
+        )
         channel, call = await _register(
             env.target, env.keys["other"], fake_adapter("a", AdapterRole.ACTIVE).registration
         )
         async with channel:
             assert await _refusal(call) is grpc.StatusCode.FAILED_PRECONDITION
-        assert hub.registry.get("a").registration.line_endpoint == "tcp://127.0.0.1:7000/a"
+        assert hub.adapters.registry.get("a").registration.line_endpoint == "tcp://127.0.0.1:7000/a"
         replaced = dataclasses.replace(
             fake_adapter("a", AdapterRole.ACTIVE).registration, line_endpoint="tcp://127.0.0.1:7001"
         )
         channel, call = await _register(env.target, env.keys["feed"], replaced)
         async with channel:
             await eventually(
-                lambda: hub.registry.get("a").registration.line_endpoint == "tcp://127.0.0.1:7001"
+                lambda: hub.adapters.registry.get("a").registration.line_endpoint == "tcp://127.0.0.1:7001"
             )
             call.cancel()
     first.cancel()
-    await eventually(lambda: not hub.registry.get("a").is_up, what="a down")
+    await eventually(lambda: not hub.adapters.registry.get("a").is_up, what="a down")
     channel, call = await _register(
         env.target, env.keys["other"], fake_adapter("a", AdapterRole.ACTIVE).registration
     )
     async with channel:
-        await eventually(lambda: hub.registry.get("a").is_up, what="the other user takes a free id")
+        await eventually(lambda: hub.adapters.registry.get("a").is_up, what="the other user takes a free id")
         call.cancel()
 
 
@@ -467,7 +474,9 @@ async def test_without_adapter_auth_adapters_register_without_a_key(tmp_path: Pa
             f"127.0.0.1:{server.port}", c.registration, c.status, c.on_command, interval_s=0.05
         )
         async with agent:
-            await eventually(lambda: bool(hub.registry.records()) and hub.registry.get("c").is_up)
+            await eventually(
+                lambda: bool(hub.adapters.registry.records()) and hub.adapters.registry.get("c").is_up
+            )
 
 
 async def test_route_updates_stop_once_the_api_key_behind_the_subscription_is_rotated(env: Env) -> None:
@@ -485,7 +494,7 @@ async def test_route_updates_stop_once_the_api_key_behind_the_subscription_is_ro
         hub = env.server.hub
         assert hub is not None
         hub.store.replace_secret(env.keys["alice"][0], secret_hash="rotated", now=time.time() + 1)
-        hub.publish(HubEvent(at=time.time(), kind="seal", channel_name="EQ-A-M", routes_changed=True))
+        hub.events.publish(HubEvent(at=time.time(), kind="seal", channel_name="EQ-A-M", routes_changed=True))
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await asyncio.wait_for(watch.read(), 10)
         assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED

@@ -100,7 +100,7 @@ async def test_a_cancelled_login_keeps_its_slot_and_key_lock_until_its_hash_ends
     admin, keys = server
     hub, (key_id, secret) = admin.hub, keys["alice"]
     assert hub is not None
-    desk = hub.logins
+    desk = hub.identity.logins
     async with grpc.aio.insecure_channel(f"127.0.0.1:{admin.port}") as channel:
         auth = admin_pb2_grpc.AdminAuthStub(channel)
         wrong = _login(auth, key_id, "wrong")
@@ -126,15 +126,15 @@ async def test_a_good_key_whose_caller_left_its_hash_queues_behind_keys_in_good_
     admin, keys = server
     hub = admin.hub
     assert hub is not None
-    throttle = hub.logins.throttle
+    throttle = hub.identity.logins.throttle
     async with grpc.aio.insecure_channel(f"127.0.0.1:{admin.port}") as channel:
         auth = admin_pb2_grpc.AdminAuthStub(channel)
         left = _login(auth, *keys["carol"])  # the right secret, but its caller will not wait
         await eventually(lambda: held.running == 1, what="carol's hash running")
         left.cancel()
-        await eventually(lambda: hub.logins.abandoned == 1, what="the cancel seen")
+        await eventually(lambda: hub.identity.logins.abandoned == 1, what="the cancel seen")
         held.release.set()
-        await eventually(lambda: hub.logins.gate.running == 0, what="the hash done")
+        await eventually(lambda: hub.identity.logins.gate.running == 0, what="the hash done")
         assert hub.counters.logins == {"ok": 1}  # it was checked, and was right...
         assert not throttle.in_good_standing(keys["carol"][0])  # ... yet carol now queues behind others
         assert await _code(_login(auth, *keys["carol"])) == grpc.StatusCode.OK  # waited for: back
@@ -154,15 +154,15 @@ async def test_cancelling_wrong_logins_is_no_way_around_the_keys_backoff(
             guess = _login(auth, key_id, f"guess-{attempt}")
             await eventually(lambda: held.running == 1, what="the guess hashing")
             guess.cancel()  # the guesser never waits for an answer...
-            await eventually(lambda a=attempt: hub.logins.abandoned == a + 1, what="the cancel seen")
+            await eventually(lambda a=attempt: hub.identity.logins.abandoned == a + 1, what="the cancel seen")
             held.release.set()
             await eventually(lambda s=started: held.finished == s + 1, what="the hash done")
-            await eventually(lambda: hub.logins.gate.running == 0, what="the slot free")
+            await eventually(lambda: hub.identity.logins.gate.running == 0, what="the slot free")
             held.release.clear()
         held.release.set()
         # ... and each guess counted all the same: the key is locked out, its good secret too.
         assert await _code(_login(auth, key_id, secret)) == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert hub.logins.throttle.by_key.failures(key_id) == FREE_FAILURES
+    assert hub.identity.logins.throttle.by_key.failures(key_id) == FREE_FAILURES
     assert hub.counters.logins == {"failed": FREE_FAILURES, "throttled": 1}
 
 
@@ -185,9 +185,9 @@ async def test_cancelled_logins_never_hash_more_than_the_slots_nor_starve_the_ac
         # The hashes still held: the access passes run all the same (threads of their own).
         async with asyncio.timeout(10):
             await hub.access.run_pass()
-        assert held.running <= LIMITS.login_hashes and hub.logins.gate.running <= LIMITS.login_hashes
+        assert held.running <= LIMITS.login_hashes and hub.identity.logins.gate.running <= LIMITS.login_hashes
         held.release.set()
-        await eventually(lambda: hub.logins.gate.running == 0, what="every slot free")
+        await eventually(lambda: hub.identity.logins.gate.running == 0, what="every slot free")
     assert held.most <= LIMITS.login_hashes
     assert all(name.startswith("login-hash") for name in held.threads)
 

@@ -127,7 +127,7 @@ async def test_watch_streams_per_user_are_capped(env: Env) -> None:
         assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert _limit(refused.value) == ("TOO_MANY_WATCHES", "3")
         watches[0].cancel()
-        await eventually(lambda: env.hub.listeners < LIMITS.watches_per_user, what="a watch closed")
+        await eventually(lambda: env.hub.events.listeners < LIMITS.watches_per_user, what="a watch closed")
         again = broker.WatchRoutes(request, metadata=md)
         assert (await again.read()).subscription_id == sub.subscription_id  # room again
         for watch in (*watches, again):
@@ -152,7 +152,9 @@ async def test_logins_hash_one_at_a_time_queue_a_few_and_refuse_the_rest_at_once
             asyncio.ensure_future(auth.Login(admin_pb2.LoginRequest(key_id=f"fk_nobody{i}", secret="x")))
             for i in range(6)
         ]
-        await eventually(lambda: hub.logins.gate.waiting == LIMITS.login_queue, what="the queue full")
+        await eventually(
+            lambda: hub.identity.logins.gate.waiting == LIMITS.login_queue, what="the queue full"
+        )
         await eventually(lambda: sum(call.done() for call in calls) >= 3, what="the rest refused")
         release.set()
         results = await asyncio.gather(*calls, return_exceptions=True)
@@ -162,7 +164,7 @@ async def test_logins_hash_one_at_a_time_queue_a_few_and_refuse_the_rest_at_once
     assert {code[0] for code in busy} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
     assert {code[1][1] for code in busy} == {str(LIMITS.login_hashes + LIMITS.login_queue)}
     assert codes.count((grpc.StatusCode.UNAUTHENTICATED, ("CREDENTIALS_INVALID", ""))) == 3  # checked in turn
-    assert hub.counters.logins["busy"] == 3 and hub.logins.gate.refused == 3
+    assert hub.counters.logins["busy"] == 3 and hub.identity.logins.gate.refused == 3
 
 
 async def test_concurrent_wrong_secrets_for_one_key_cost_three_hashes_and_its_neighbour_logs_in(
@@ -192,15 +194,15 @@ async def test_subscriptions_end_with_their_login_and_the_audit_log_is_pruned(en
         sub = await broker.Subscribe(admin_pb2.SubscribeRequest(symbols=["AAPL"]), metadata=md)
     for i in range(200):
         hub.store.audit(user="x", action="test", target=str(i), detail="y" * 10_000, now=env.clock())
-    hub.tidy()
+    hub.subscriptions.tidy()
     assert [s.subscription_id for s in hub.store.subscriptions()] == [sub.subscription_id]  # its token holds
     log = hub.store.audit_log(limit=1000)
     assert len(log) == LIMITS.audit_max_rows and all(len(e.detail) <= 512 for e in log)
     env.clock.offset = 3600.0 + LIMITS.subscription_grace_s + 1  # the token expired, the grace passed
-    hub.tidy()
+    hub.subscriptions.tidy()
     assert hub.store.subscriptions() == [] and hub.counters.expired_subscriptions == 1
     env.clock.offset += LIMITS.audit_max_age_s + 1
-    hub.tidy()
+    hub.subscriptions.tidy()
     assert hub.store.audit_log(limit=1000) == []
 
 

@@ -143,4 +143,4 @@ async def test_patterns_too_costly_to_check_are_refused_and_charged_to_the_user(
         clock.now += 10.0
         outcome = await _code(broker.Subscribe(admin_pb2.SubscribeRequest(symbols=["AAPL"]), metadata=quinn))
         assert outcome == "RESOURCE_EXHAUSTED:TOO_MANY_REQUESTS"
-    assert server.hub.rates.steps_charged >= MAX_REQUEST_STEPS
+    assert server.hub.subscriptions.rates.steps_charged >= MAX_REQUEST_STEPS

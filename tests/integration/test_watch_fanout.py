@@ -48,13 +48,13 @@ async def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
     server = AdminServer(ServerConfig(port=0, database=db, policy=policy, channels=CHANNELS, limits=limits))
     await server.start()
     site = Site(server, keys)
-    real = site.hub.routes
+    real = site.hub.subscriptions.routes
 
     def counted(principal: Any, symbols: Any) -> Any:
         site.planned.append(tuple(symbols))
         return real(principal, symbols)
 
-    monkeypatch.setattr(site.hub, "routes", counted)
+    monkeypatch.setattr(site.hub.subscriptions, "routes", counted)
     try:
         yield site
     finally:
@@ -106,15 +106,19 @@ async def test_a_modify_loop_replans_only_the_watches_of_its_subscription(site: 
         alices = [watch for sub in mine for watch in hub.events.watches_of(sub)]
         assert len(alices) == WATCHES and all(watch.marks == 0 for watch in alices)
         # A change of alice's channel does concern her watches: each is marked, once.
-        hub.publish(HubEvent(at=time.time(), kind="changed", channel_name="EQ-A-M", routes_changed=True))
-        hub.publish(HubEvent(at=time.time(), kind="changed", channel_name="EQ-N-Z", routes_changed=True))
+        hub.events.publish(
+            HubEvent(at=time.time(), kind="changed", channel_name="EQ-A-M", routes_changed=True)
+        )
+        hub.events.publish(
+            HubEvent(at=time.time(), kind="changed", channel_name="EQ-N-Z", routes_changed=True)
+        )
         await eventually(lambda: all(watch.wakes == 1 for watch in alices), what="alice's watches re-planned")
         assert len(alices) == WATCHES and all(watch.marks == 1 for watch in alices)
         assert site.planned.count(("AAPL",)) == 1  # one plan, shared by the 20 watches the change woke
         for call in calls:
             call.cancel()
         reader.cancel()
-    await eventually(lambda: hub.listeners == 0, what="every watch closed")
+    await eventually(lambda: hub.events.listeners == 0, what="every watch closed")
 
 
 async def test_a_watch_behind_a_burst_of_changes_replans_once_and_gets_the_latest(site: Site) -> None:
@@ -129,12 +133,14 @@ async def test_a_watch_behind_a_burst_of_changes_replans_once_and_gets_the_lates
         got: list[admin_pb2.WatchRoutesResponse] = []
         reader = asyncio.create_task(_reader(call, got))
         await eventually(lambda: len(got) == 1, what="the watch open")
-        principal = hub.principal("bob")
+        principal = hub.identity.principal("bob")
         site.planned.clear()
         final = ["AMZN", "ADBE", "MSFT"]
         for i in range(200):  # one burst, with no await between: the watch's stream cannot run meanwhile
-            hub.modify(principal, theirs.subscription_id, ["MSFT", "AMZN"] if i % 2 else ["MSFT"])
-        hub.modify(principal, theirs.subscription_id, final)
+            hub.subscriptions.modify(
+                principal, theirs.subscription_id, ["MSFT", "AMZN"] if i % 2 else ["MSFT"]
+            )
+        hub.subscriptions.modify(principal, theirs.subscription_id, final)
         await eventually(lambda: _symbols(got[-1]) == sorted(final), what="the latest routes")
         (watch,) = hub.events.watches_of(theirs.subscription_id)
         assert (watch.marks, watch.wakes) == (201, 1)
