@@ -85,7 +85,11 @@ def message_time_ns(message: bytes) -> int | None:
 
 
 def due_offsets(
-    messages: Sequence[bytes], *, rate: float | None = None, speed: float | None = None
+    messages: Sequence[bytes],
+    *,
+    rate: float | None = None,
+    speed: float | None = None,
+    burst: tuple[float, float] | None = None,
 ) -> list[float]:
     """When each message is due, in seconds from the start of the playback.
 
@@ -94,17 +98,21 @@ def due_offsets(
         rate: a fixed rate (messages/s).
         speed: pace by the messages' own times, ``speed`` times as fast (1.0: as recorded);
             a message without a readable time goes with the one before it.
+        burst: ``(burst_rate, seconds)``: the first ``seconds`` at ``burst_rate``, then ``rate``
+            (with ``rate`` only).
         With neither, everything is due at once (as fast as possible).
 
     Raises:
-        ValueError: both given, or one not positive.
+        ValueError: both given, or one not positive; a burst without a rate, or not positive.
     """
     if rate is not None and speed is not None:
         raise ValueError("give a rate or a speed, not both")
+    if burst is not None and (rate is None or not (burst[0] > 0 and burst[1] > 0)):
+        raise ValueError(f"a burst needs a rate and a positive rate and length, got {burst}")
     if rate is not None:
         if rate <= 0:
             raise ValueError(f"rate must be positive, got {rate}")
-        return [index / rate for index in range(len(messages))]
+        return _rate_offsets(len(messages), rate, burst)
     if speed is None:
         return [0.0] * len(messages)
     if speed <= 0:
@@ -120,3 +128,14 @@ def due_offsets(
             previous = max(previous, (stamp - first) / 1e9 / speed)  # never backwards
         offsets.append(previous)
     return offsets
+
+
+def _rate_offsets(count: int, rate: float, burst: tuple[float, float] | None) -> list[float]:
+    # Message i is due at i / rate; after a burst of n messages in `seconds`, at seconds + (i - n) / rate.
+    if burst is None:
+        return [index / rate for index in range(count)]
+    burst_rate, seconds = burst
+    first = min(count, int(burst_rate * seconds))
+    return [index / burst_rate for index in range(first)] + [
+        seconds + (index - first) / rate for index in range(first, count)
+    ]

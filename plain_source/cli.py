@@ -47,6 +47,17 @@ def _endpoint(text: str) -> tuple[str, str]:
     return name, endpoint
 
 
+def _burst(text: str) -> tuple[float, float]:
+    rate, sep, seconds = text.partition(":")
+    try:
+        burst = (float(rate), float(seconds))
+    except ValueError:
+        burst = (0.0, 0.0)
+    if not sep or not (burst[0] > 0 and burst[1] > 0):
+        raise argparse.ArgumentTypeError(f"expected RATE:SECONDS, both positive, got {text!r}")
+    return burst
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``feedha source`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -156,6 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--speed", type=float, help="pace by the messages' 52/60 times, X times as fast (replaces --rate)"
     )
     pace.add_argument("--as-fast-as-possible", action="store_true", help="send the capture unpaced")
+    capture.add_argument(
+        "--burst",
+        type=_burst,
+        metavar="RATE:SECONDS",
+        help="play the first SECONDS at RATE messages/s, then at --rate (feedha drill overload)",
+    )
+    capture.add_argument(
+        "--progress",
+        action="store_true",
+        help='print {"event": "progress", "t", "due", "out"} twice a second: messages due by the '
+        "schedule and messages sent (how far subscribers hold the playback back)",
+    )
     settings.add_common_arguments(parser, log_level="WARNING")
     return parser
 
@@ -216,11 +239,17 @@ def _source(config: SourceConfig, args: argparse.Namespace) -> PlainSource:
         rate, speed = None, args.speed
     else:
         rate, speed = (args.rate or None), None
+    if args.burst is not None and rate is None:
+        raise ValueError("--burst needs a --rate to go on at")
     if args.format == "itch50":
         if speed is not None:
             raise ValueError("--speed: an itch50 capture is played at --rate (or as fast as possible)")
-        return ItchPlayback.from_itch_file(config, args.file, rate=rate)
-    return CapturePlayback.from_file(config, args.file, rate=rate, speed=speed)
+        return ItchPlayback.from_itch_file(
+            config, args.file, rate=rate, burst=args.burst, progress=args.progress
+        )
+    return CapturePlayback.from_file(
+        config, args.file, rate=rate, speed=speed, burst=args.burst, progress=args.progress
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -44,17 +44,35 @@ class ItchPlayback(CapturePlayback):
         config: the source's configuration.
         capture: the capture (:func:`read_itch_capture`).
         rate: messages/s, or ``None`` for as fast as possible.
+        burst: ``(rate, seconds)`` played first, before ``rate``.
+        progress: print a progress line twice a second.
     """
 
-    def __init__(self, config: SourceConfig, capture: Capture, *, rate: float | None) -> None:
-        super().__init__(config, capture, rate=rate, speed=None)
+    def __init__(
+        self,
+        config: SourceConfig,
+        capture: Capture,
+        *,
+        rate: float | None,
+        burst: tuple[float, float] | None = None,
+        progress: bool = False,
+    ) -> None:
+        super().__init__(config, capture, rate=rate, speed=None, burst=burst, progress=progress)
 
     @classmethod
-    def from_itch_file(cls, config: SourceConfig, path: str, *, rate: float | None) -> ItchPlayback:
+    def from_itch_file(
+        cls,
+        config: SourceConfig,
+        path: str,
+        *,
+        rate: float | None,
+        burst: tuple[float, float] | None = None,
+        progress: bool = False,
+    ) -> ItchPlayback:
         """Read the capture at ``path`` (raises ``OSError``, ``ValueError``)."""
         with open(path, "rb") as file:
             data = file.read()
-        return cls(config, read_itch_capture(data), rate=rate)
+        return cls(config, read_itch_capture(data), rate=rate, burst=burst, progress=progress)
 
     def _frames(self, first: int, end: int) -> list[bytes]:
         # One packet per frame, each within what a datagram holds (a huge message goes alone).

@@ -4,11 +4,18 @@
 same XPUB socket, CURVE and subscriber wait) whose send loop sends a
 capture's messages (:mod:`plain_source.capture`) on the first stream, one
 message per frame unless several are due at once, paced at ``--rate``, at
-``--speed`` times the messages' own pace, or as fast as possible.
+``--speed`` times the messages' own pace, or as fast as possible; ``--burst
+RATE:SECONDS`` plays the first seconds at another rate (``feedha drill
+overload``). Behind its schedule (its subscribers hold it back) it sends what
+is due as fast as they take it; with ``--progress`` it prints where it stands
+twice a second: ``{"event": "progress", "t": ..., "due": ..., "out": ...}``
+(messages due by the schedule, messages sent).
 """
 
 from __future__ import annotations
 
+import bisect
+import json
 import logging
 import threading
 import time
@@ -24,6 +31,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["CapturePlayback"]
 
 _SLEEP_SLICE_S: Final = 0.05
+PROGRESS_EVERY_S: Final = 0.5
 
 
 class CapturePlayback(PlainSource):
@@ -35,23 +43,40 @@ class CapturePlayback(PlainSource):
         capture: the capture (:func:`~plain_source.capture.read_capture`).
         rate: a fixed rate (messages/s), or ``None``.
         speed: pace by the messages' times at this speed, or ``None`` (neither: as fast as possible).
+        burst: ``(rate, seconds)`` played first, before ``rate`` (:func:`~plain_source.capture.due_offsets`).
+        progress: print a progress line twice a second.
     """
 
     def __init__(
-        self, config: SourceConfig, capture: Capture, *, rate: float | None, speed: float | None
+        self,
+        config: SourceConfig,
+        capture: Capture,
+        *,
+        rate: float | None,
+        speed: float | None,
+        burst: tuple[float, float] | None = None,
+        progress: bool = False,
     ) -> None:
         super().__init__(config)
         self.capture = capture
-        self._offsets = due_offsets(capture.messages, rate=rate, speed=speed)
+        self._offsets = due_offsets(capture.messages, rate=rate, speed=speed, burst=burst)
+        self._progress = progress
 
     @classmethod
     def from_file(
-        cls, config: SourceConfig, path: str, *, rate: float | None, speed: float | None
+        cls,
+        config: SourceConfig,
+        path: str,
+        *,
+        rate: float | None,
+        speed: float | None,
+        burst: tuple[float, float] | None = None,
+        progress: bool = False,
     ) -> CapturePlayback:
         """Read the capture at ``path`` (raises ``OSError``, ``ValueError``)."""
         with open(path, "rb") as file:
             data = file.read()
-        return cls(config, read_capture(data), rate=rate, speed=speed)
+        return cls(config, read_capture(data), rate=rate, speed=speed, burst=burst, progress=progress)
 
     def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
         messages, offsets = self.capture.messages, self._offsets
@@ -60,10 +85,14 @@ class CapturePlayback(PlainSource):
         start = time.monotonic()
         seconds = self.config.seconds
         sent = 0
+        next_progress = 0.0 if self._progress else float("inf")
         while sent < limit and not stop.is_set():
             late = time.monotonic() - start
             if seconds is not None and late >= seconds:
                 break
+            if late >= next_progress:
+                next_progress = late + PROGRESS_EVERY_S
+                _progress(late, min(limit, bisect.bisect_right(offsets, late)), sent)
             due = sent
             while due < limit and due - sent < batch and offsets[due] <= late:
                 due += 1
@@ -77,6 +106,8 @@ class CapturePlayback(PlainSource):
             if seq is not None:
                 summary.last_seq[0] = seq
             sent = due
+        if self._progress:
+            _progress(time.monotonic() - start, sent, sent)
         self._finish()
         self._drain_subscriptions(0)
 
@@ -90,3 +121,8 @@ class CapturePlayback(PlainSource):
 
     def _finish(self) -> None:
         """What is sent after the last message (FIX: nothing)."""
+
+
+def _progress(late: float, due: int, out: int) -> None:
+    # One JSON line on stdout (the drills read it); the summary comes at the end, on the main thread.
+    print(json.dumps({"event": "progress", "t": round(late, 3), "due": due, "out": out}), flush=True)

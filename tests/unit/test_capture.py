@@ -40,3 +40,15 @@ def test_pacing_by_rate_by_the_messages_times_or_at_once() -> None:
     assert due_offsets(messages) == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError):
         due_offsets(messages, rate=1.0, speed=1.0)
+
+
+def test_a_burst_plays_its_seconds_at_its_rate_then_the_rate_goes_on() -> None:
+    messages = [b"m"] * 7
+    # 4 a second for 1 s (messages 0-3), then 1 a second from 1 s on.
+    assert due_offsets(messages, rate=1.0, burst=(4.0, 1.0)) == [0.0, 0.25, 0.5, 0.75, 1.0, 2.0, 3.0]
+    assert due_offsets(messages[:2], rate=1.0, burst=(4.0, 1.0)) == [0.0, 0.25]  # shorter than the burst
+    for bad in ((0.0, 1.0), (4.0, -1.0)):
+        with pytest.raises(ValueError, match="burst"):
+            due_offsets(messages, rate=1.0, burst=bad)
+    with pytest.raises(ValueError, match="burst"):
+        due_offsets(messages, burst=(4.0, 1.0))  # a burst needs a rate to go on at
