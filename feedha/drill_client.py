@@ -26,6 +26,7 @@ from typing import Any
 
 from feedha.client import ChannelSpec, Delivery, Purged, ReplayClient, Subscriber, SubscriberConfig
 from feedha.client.books import BookKeeper
+from feedha.proto import market_pb2
 
 GAP_RECORD_MS = 20.0
 GAPS_KEPT = 64
@@ -137,8 +138,26 @@ class DeliveryChecker:
         }
 
 
-def book_summary(keeper: BookKeeper, depth: int) -> dict[str, Any]:
-    """Every symbol's final book (best first, ``depth`` levels a side) and session values."""
+class StateKeeper:
+    """Each symbol's last state on a channel without books (``feedha-fix``: quotes and trades)."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, dict[str, float | int]] = {}
+
+    def observe(self, update: market_pb2.MarketUpdate) -> None:
+        """Keep the state a delivered message carries for its one symbol (book formats: nothing)."""
+        if not update.symbol or update.state.HasField("book"):
+            return
+        state = update.state
+        self.states[update.symbol] = {name: getattr(state, name) for name in STATE_FIELDS}
+
+
+STATE_FIELDS = ("volume", "last", "high", "low", "vwap", "trade_count", "bid", "ask")
+
+
+def book_summary(keeper: BookKeeper, depth: int, states: StateKeeper | None = None) -> dict[str, Any]:
+    """Every symbol's final book (best first, ``depth`` levels a side) and session values; a
+    channel without books (``states``) has each symbol's last state as its stats."""
     books = {
         symbol: {
             "bids": [[price, size] for price, size, _orders in book.bids[:depth]],
@@ -147,10 +166,14 @@ def book_summary(keeper: BookKeeper, depth: int) -> dict[str, Any]:
         for symbol, book in sorted(keeper.books.items())
     }
     names = ("volume", "last", "high", "low", "open", "close", "vwap")
-    stats = {
+    stats: dict[str, dict[str, Any]] = {
         symbol: {name: book.stats.get(name) for name in names}
         for symbol, book in sorted(keeper.books.items())
     }
+    if states is not None:  # a symbol with a book keeps its book's session values
+        stats.update(
+            (symbol, state) for symbol, state in sorted(states.states.items()) if symbol not in stats
+        )
     return {"books": books, "stats": stats}
 
 
@@ -204,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     timing = {number: DelayedTiming(round((args.delayed or 0) * 1e9)) for number in channels.values()}
     last_symbol: dict[int, str] = {}
     books = {number: BookKeeper() for number in channels.values()} if args.books else None
+    states = {number: StateKeeper() for number in channels.values()} if args.books else None
     specs = [
         ChannelSpec(name, number, tuple(lines[name]), delayed=delayed) for name, number in channels.items()
     ]
@@ -235,8 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                             line=event.line,
                             send_time_ns=event.send_time_ns,
                         )
-                    if books is not None:
+                    if books is not None and states is not None:
                         books[event.channel].observe(event.msg_seq, event.update)
+                        states[event.channel].observe(event.update)
                     if event.msg_seq % 1000 == 0:
                         update = event.update
                         last_symbol[event.channel] = f"{update.symbol} {update.state.last:.2f}"
@@ -273,7 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             name: {
                 **checkers[number].summary(),
                 **(timing[number].summary() if delayed else {}),
-                **(book_summary(books[number], args.books) if books is not None else {}),
+                **(
+                    book_summary(books[number], args.books, states[number] if states is not None else None)
+                    if books is not None
+                    else {}
+                ),
                 "arbiter": asdict(stats[keys[name]]),
             }
             for name, number in channels.items()
