@@ -19,7 +19,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from feedha import chaos, drill_conflate, drill_delayed, drill_replay_time, netns, transport
+from feedha import (
+    chaos,
+    drill_conflate,
+    drill_delayed,
+    drill_overload_cli,
+    drill_replay_time,
+    netns,
+    transport,
+)
 from feedha.drill import DrillOptions, run_failover
 from feedha.procs import ProcessError
 
@@ -42,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _late_join_arguments(sub)
     _book_arguments(sub)
+    drill_overload_cli.add_arguments(sub)
     _delayed_arguments(sub)
     _abuse_arguments(sub)
     drill_replay_time.add_arguments(sub)
@@ -388,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_late_join(args)
     if args.drill == "book":
         return _run_book(args)
+    if args.drill == "overload":
+        return drill_overload_cli.main(args)
     if args.drill == "delayed":
         return _run_delayed(args)
     if args.drill == "abuse":
