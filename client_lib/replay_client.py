@@ -15,6 +15,12 @@ the one that answered last:
   next one (its socket is closed, so a late reply can never be mistaken for
   a later one); one that lacks part of the range (``UNAVAILABLE``, or holes
   inside a reply) leaves that part to the next one;
+* a service that answers ``BUSY`` (this client is over its budget there:
+  4 MiB a second, so a hole of tens of thousands of messages takes several
+  pages) is left for the next one too, and once every service still asked was
+  busy, asked again :data:`BUSY_RETRY_S` later, round after round, while the
+  call's budget lasts (a hole the lines dropped for a lagging client is
+  filled whole, not one page of it);
 * the packets collected go back to the subscriber, which feeds them to the
   arbiter; what no journal had stays a hole and is reported ``GapLost``
   when the loss timeout passes.
@@ -26,6 +32,7 @@ and ``budget`` per call. It is not thread-safe (one per subscriber).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import itertools
 import logging
 import time
@@ -57,6 +64,7 @@ logger = logging.getLogger(__name__)
 TIMEOUT_S: Final = 0.5
 BUDGET_S: Final = 2.0
 MAX_REQUESTS: Final = 256
+BUSY_RETRY_S: Final = 0.02  # every service still asked said BUSY: ask again this much later
 REPLY_QUEUE_MESSAGES: Final = 64  # replies are read one request at a time: a few queued is plenty
 MAX_REPLY_BYTES: Final = 64 * 1024 * 1024  # a reply is up to ~1 MiB of packets; far more is hostile
 
@@ -77,6 +85,7 @@ class ReplayClientStats:
         unavailable: replies saying the journal lacks the range.
         failovers: times a later service was asked for what an earlier one did not give.
         unfilled: messages no service could provide.
+        busy: replies saying this client was over the service's budget (asked again later).
     """
 
     calls: int
@@ -88,6 +97,7 @@ class ReplayClientStats:
     unavailable: int
     failovers: int
     unfilled: int
+    busy: int = 0
 
 
 def subtract(ranges: Ranges, first: int, last: int) -> Ranges:
@@ -229,15 +239,7 @@ class ReplayClient:
             self._counts["unfilled"] += last_seq - first_seq + 1
             return []
         job = _Fetch([(first_seq, last_seq)], time.monotonic() + self._budget, self._max_requests)
-        start = self._preferred.get(channel, 0)
-        for turn in range(len(services)):
-            if not job.missing or job.exhausted():
-                break
-            index = (start + turn) % len(services)
-            if turn:
-                self._counts["failovers"] += 1
-            if self._from_service(services[index], channel, job, delayed) and not job.missing:
-                self._preferred[channel] = index
+        self._rounds(channel, services, job, delayed)
         unfilled = sum(last - first + 1 for first, last in job.missing)
         self._counts["unfilled"] += unfilled
         if unfilled:
@@ -250,23 +252,51 @@ class ReplayClient:
             )
         return job.packets
 
-    def _from_service(self, endpoint: str, channel: int, job: _Fetch, delayed: bool) -> bool:
-        """Ask one service for everything still missing, page by page; False when it failed."""
+    def _rounds(self, channel: int, services: tuple[str, ...], job: _Fetch, delayed: bool) -> None:
+        """Ask the services in turn (the last to answer first); again while one was only busy."""
+        start = self._preferred.get(channel, 0)
+        failed: set[int] = set()
+        asked = 0
+        while job.missing and not job.exhausted():
+            busy = False
+            for turn in range(len(services)):
+                index = (start + turn) % len(services)
+                if not job.missing or job.exhausted():
+                    break
+                if index in failed:
+                    continue
+                if asked:
+                    self._counts["failovers"] += 1
+                asked += 1
+                outcome = self._from_service(services[index], channel, job, delayed)
+                if outcome is _Outcome.FAILED:
+                    failed.add(index)
+                busy = busy or outcome is _Outcome.BUSY
+                if outcome is _Outcome.ANSWERED and not job.missing:
+                    self._preferred[channel] = index
+            if not busy:
+                return
+            job.pause(BUSY_RETRY_S)
+
+    def _from_service(self, endpoint: str, channel: int, job: _Fetch, delayed: bool) -> _Outcome:
+        """Ask one service for everything still missing, page by page."""
         for first, last in list(job.missing):
             low = first
             while low <= last:
                 if job.exhausted():
-                    return True
+                    return _Outcome.ANSWERED
                 job.requests += 1
                 reply = self._ask(endpoint, channel, low, last, deadline=job.deadline, delayed=delayed)
                 if reply is None:
-                    return False
+                    return _Outcome.FAILED
+                if isinstance(reply, _Outcome):
+                    return reply  # BUSY
                 through, got = reply
                 job.take(got)
                 if through < low:
                     break  # nothing of low.. here: leave it to the next service
                 low = through + 1
-        return True
+        return _Outcome.ANSWERED
 
     def services(self, channel: int) -> tuple[str, ...]:
         """The replay endpoints known for ``channel`` (the one that answered last first)."""
@@ -312,8 +342,8 @@ class ReplayClient:
 
     def _ask(
         self, endpoint: str, channel: int, first: int, last: int, *, deadline: float, delayed: bool
-    ) -> tuple[int, _Got] | None:
-        """One request; ``None`` when the service failed (timeout, garbage, error)."""
+    ) -> tuple[int, _Got] | _Outcome | None:
+        """One request; ``None`` when the service failed (timeout, garbage, error), ``BUSY``."""
         kind = KIND_DELAYED_RANGE if delayed else KIND_RANGE
         reply = self.request(endpoint, ReplayRequest(channel, 0, first, last, kind), deadline=deadline)
         if reply is None:
@@ -322,6 +352,9 @@ class ReplayClient:
         if status.status is ReplayStatus.UNAVAILABLE:
             self._counts["unavailable"] += 1
             return first - 1, _Got()
+        if status.status is ReplayStatus.BUSY:
+            self._counts["busy"] += 1
+            return _Outcome.BUSY
         if status.status is not ReplayStatus.OK:
             self._counts["failures"] += 1
             logger.info("replay service %s: %s %s", endpoint, status.status.name, status.message)
@@ -370,6 +403,14 @@ class ReplayClient:
             self._drop(endpoint)
 
 
+class _Outcome(enum.Enum):
+    """How one service's turn ended."""
+
+    ANSWERED = "answered"  # it gave what it has (maybe nothing of some ranges)
+    BUSY = "busy"  # over this client's budget there: ask again later
+    FAILED = "failed"  # timed out, garbage or an error: not asked again in this call
+
+
 class _Got:
     """Packets of one reply and the msg_seq ranges they cover."""
 
@@ -398,6 +439,9 @@ class _Fetch:
 
     def exhausted(self) -> bool:
         return self.requests >= self.max_requests or time.monotonic() >= self.deadline
+
+    def pause(self, seconds: float) -> None:
+        time.sleep(max(0.0, min(seconds, self.deadline - time.monotonic())))
 
     def take(self, got: _Got) -> None:
         for first, last in got.ranges:
