@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Final
 
 import psutil
 import zmq
@@ -369,6 +370,7 @@ class AdapterRunner:
             act.ExpireAccess: lambda action: self._rebind_wanted(guard.expire(action.wall_ns)),
             act.Rebind: self._rebind,
             act.UseSealKey: self._use_seal_key,
+            act.BurnCpu: lambda action: burn_cpu(action.seconds, hold_gil=action.hold_gil),
         }
 
     def _journal_records(self, action: act.JournalRecords) -> None:
@@ -428,6 +430,29 @@ class AdapterRunner:
 
     def _status(self, event: str, **fields: Any) -> None:
         self._on_status({"event": event, "adapter": self.config.adapter, "time_ns": time.time_ns(), **fields})
+
+
+BURN_WALL_FACTOR: Final = 20  # a busy turn ends after this many times its CPU in wall time at most
+
+
+def burn_cpu(seconds: float, *, hold_gil: bool) -> None:
+    """Keep this thread busy for ``seconds`` of its own CPU time (fault injection, ``busy``).
+
+    ``hold_gil``: no other thread runs Python meanwhile, as during a long C call (the
+    interpreter's switch interval is raised for the stretch and put back after); else the
+    other threads share the interpreter as usual. A machine too loaded to give the thread its
+    CPU ends the stretch after :data:`BURN_WALL_FACTOR` times ``seconds`` of wall time.
+    """
+    interval = sys.getswitchinterval()
+    if hold_gil:
+        sys.setswitchinterval(max(interval, seconds * BURN_WALL_FACTOR))
+    try:
+        end_cpu = time.thread_time() + seconds
+        end_wall = time.monotonic() + seconds * BURN_WALL_FACTOR
+        while time.thread_time() < end_cpu and time.monotonic() < end_wall:
+            pass
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def _ignore(_action: Any) -> None:

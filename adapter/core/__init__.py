@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from feedha.adapter.core.actions import (
     Action,
+    BurnCpu,
     CommandDone,
     JournalControl,
     JournalRecords,
@@ -42,6 +43,7 @@ from feedha.adapter.core.views import CoreView, SyncView
 __all__ = [
     "Action",
     "AdapterCore",
+    "BurnCpu",
     "CommandDone",
     "CoreConfig",
     "CoreView",

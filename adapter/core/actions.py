@@ -16,6 +16,7 @@ from feedha.proto.seal import SealKey
 
 __all__ = [
     "Action",
+    "BurnCpu",
     "ChangeAccess",
     "CommandDone",
     "EndAccessReplace",
@@ -213,6 +214,15 @@ class Rebind:
 
 
 @dataclass(frozen=True, slots=True)
+class BurnCpu:
+    """Fault injection (``busy``): keep the loop busy ``seconds`` of CPU here, between the actions
+    before and after this one (``hold_gil``: holding the interpreter, as a long C call does)."""
+
+    seconds: float
+    hold_gil: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class UseSealKey:
     """Seal the multicast line's packets with ``key`` from now on."""
 
@@ -240,4 +250,5 @@ Action: TypeAlias = (
     | ExpireAccess
     | Rebind
     | UseSealKey
+    | BurnCpu
 )

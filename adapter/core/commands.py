@@ -20,6 +20,11 @@ throttle    ``rate`` (msg/s; 0 lifts it)              cap the source reading rat
 drop        ``every`` (>=1), ``count`` (>=0)          fault injection: skip sending packets
 penalty     ``value`` (0..100)                        handicap on the health score
 corrupt_state ``delta`` (int, optional)               fault injection: skew every volume
+busy        ``ms`` (1..60000), ``turns`` (1..1000,    fault injection: the next turns of ``where``
+            default 1), ``where`` (``convert``,       keep the loop busy ``ms`` of CPU each
+            ``report`` or ``tick``; default           (``adapter.core.busy``), holding the GIL
+            ``convert``), ``gil`` (bool, default      unless ``gil`` is false
+            true)
 session_end ``reason`` (str, optional)                end the trading session now (active only;
                                                       the group agrees on the boundary)
 purge       ``first`` (msg_seq >= 1), ``last``        purge messages pending on the delayed line
@@ -43,6 +48,7 @@ from feedha.adapter.errors import AdapterError
 __all__ = [
     "MAX_REQUEST_BYTES",
     "Command",
+    "Busy",
     "ControlError",
     "CorruptState",
     "DropPackets",
@@ -64,6 +70,9 @@ MAX_DROP_COUNT: Final = 1_000_000
 MAX_CORRUPT_DELTA: Final = 1 << 40
 MAX_MSG_SEQ: Final = (1 << 63) - 1
 MAX_COMMAND_ID_CHARS: Final = 64
+MAX_BUSY_MS: Final = 60_000
+MAX_BUSY_TURNS: Final = 1000
+BUSY_PLACES: Final = ("convert", "report", "tick")
 
 
 class ControlError(AdapterError, ValueError):
@@ -114,6 +123,23 @@ class CorruptState:
 
 
 @dataclass(frozen=True, slots=True)
+class Busy:
+    """Fault injection: the next ``turns`` turns of the kind ``where`` keep the loop busy ``ms`` each.
+
+    ``where`` is where in the turn the loop is busy (:mod:`adapter.core.busy`): ``convert``
+    after numbering what the turn converts and before any of it goes out, ``report`` after its
+    packets went out and before its sync-bus messages, ``tick`` in a timer turn under the
+    active's keepalive (as a checkpoint's fold). ``gil``: the loop holds the interpreter
+    meanwhile, as a long C call does (the journal's flusher and the replay service wait).
+    """
+
+    ms: int
+    turns: int = 1
+    where: str = "convert"
+    gil: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class EndSession:
     """End the trading session now (the active proposes the boundary; the group agrees on it)."""
 
@@ -157,7 +183,7 @@ class Purge:
 
 
 Command: TypeAlias = (
-    ShowStatus | RoleCommand | Throttle | DropPackets | Penalty | CorruptState | EndSession | Purge
+    ShowStatus | RoleCommand | Throttle | DropPackets | Penalty | CorruptState | Busy | EndSession | Purge
 )
 
 
@@ -188,8 +214,8 @@ def _integer(request: Mapping[str, Any], name: str, low: int, high: int, default
     return value
 
 
-def _flag(request: Mapping[str, Any], name: str) -> bool:
-    value = request.get(name, False)
+def _flag(request: Mapping[str, Any], name: str, *, default: bool = False) -> bool:
+    value = request.get(name, default)
     if not isinstance(value, bool):
         raise ControlError(f"{name} must be true or false, got {value!r}")
     return value
@@ -200,6 +226,20 @@ def _throttle(request: Mapping[str, Any]) -> Command:
     if 0 < rate < MIN_THROTTLE_RATE:
         raise ControlError(f"rate must be 0 (no cap) or at least {MIN_THROTTLE_RATE:g} msg/s, got {rate!r}")
     return Throttle(rate)
+
+
+def _busy(request: Mapping[str, Any]) -> Command:
+    if "ms" not in request:
+        raise ControlError("'busy' needs the field 'ms'")
+    where = request.get("where", "convert")
+    if where not in BUSY_PLACES:
+        raise ControlError(f"where must be one of {', '.join(BUSY_PLACES)}, got {where!r}")
+    return Busy(
+        _integer(request, "ms", 1, MAX_BUSY_MS, 0),
+        _integer(request, "turns", 1, MAX_BUSY_TURNS, 1),
+        where,
+        _flag(request, "gil", default=True),
+    )
 
 
 def _purge(request: Mapping[str, Any]) -> Command:
@@ -225,6 +265,7 @@ _DECODERS: Final[Mapping[str, Callable[[Mapping[str, Any]], Command]]] = {
     "corrupt_state": lambda r: CorruptState(
         _integer(r, "delta", -MAX_CORRUPT_DELTA, MAX_CORRUPT_DELTA, 1000)
     ),
+    "busy": _busy,
     "session_end": lambda r: EndSession(_reason(r)),
     "purge": _purge,
 }

@@ -59,7 +59,9 @@ from feedha.adapter.core.actions import (
     SendSync,
     Status,
 )
+from feedha.adapter.core.busy import BusyDesk
 from feedha.adapter.core.commands import (
+    Busy,
     Command,
     ControlError,
     CorruptState,
@@ -203,6 +205,7 @@ class AdapterCore:
         self.state.session = self.sessions.keeper.session.id
         self.gaps = GapDesk(config.adapter)
         self.access = AccessDesk()  # when data-plane access changes take effect
+        self.busy = BusyDesk()  # busy turns on purpose (fault injection)
         self.health = HealthMeter(penalty=config.health_penalty, now=now)
         self.delayed = DelayedSide(config, now=now)  # the delayed line and the group's purges
         self.conflated = ConflatedSide(  # the conflation intervals (and the conflated line)
@@ -284,7 +287,16 @@ class AdapterCore:
             turn.out.append(ReadSync())  # heartbeats that came meanwhile count before the timers
         if self.conflated.enabled:
             self.conflated.observe(turn.out)
+        if converted and self.busy.blocks_pump:
+            return self._busy_conversion(turn)
         return turn.out
+
+    def _busy_conversion(self, turn: Turn) -> list[Action]:
+        # An armed busy turn (fault injection) in this conversion turn: after numbering, before
+        # or (``report``) after what it publishes (sealed now), before its sync-bus messages.
+        if self.busy.wants("report"):
+            turn.out += self.pipeline.seal(self._sync.term, turn)
+        return self.busy.place(turn.out)
 
     def on_source_drained(self, *, now: float, wall_ns: int) -> list[Action]:
         """The runner read every source frame that was waiting: what is ready goes out now.
@@ -324,7 +336,8 @@ class AdapterCore:
         if self._sync.role is not Role.ACTIVE or self._sync.deciding:
             return None
         journal = self.emitter.journal
-        if snapshot_asked or (journal is not None and journal.is_checkpoint_due(now)):
+        long_tick = self.busy.wants("tick") or (journal is not None and journal.is_checkpoint_due(now))
+        if snapshot_asked or long_tick:
             return self._stream_state()
         return None
 
@@ -512,6 +525,8 @@ class AdapterCore:
             self.delayed.on_tick(self._purge_context(), turn.out)
         self._line_heartbeat(turn)
         self._conflate_tick(turn)
+        if self.busy.wants("tick"):
+            return self.busy.place(self._replies(turn))  # a long timer turn (fault injection)
         return self._replies(turn)
 
     def _conflate_tick(self, turn: Turn) -> None:
@@ -569,7 +584,10 @@ class AdapterCore:
         """Carry out an operator command; returns the reply and the actions."""
         turn = self._turn(now, wall_ns)
         self._rejection = None
-        if isinstance(command, DropPackets | CorruptState | Penalty) and not self.config.fault_injection:
+        if (
+            isinstance(command, DropPackets | CorruptState | Penalty | Busy)
+            and not self.config.fault_injection
+        ):
             return {
                 "ok": False,
                 "error": "fault injection is off (start the adapter with --allow-fault-injection)",
@@ -607,6 +625,9 @@ class AdapterCore:
         elif isinstance(command, CorruptState):
             self.pipeline.corrupt(command.delta)
             reply["digest"] = self.state.digest
+        elif isinstance(command, Busy):
+            reply.update(self.busy.arm(where=command.where, ms=command.ms, turns=command.turns,
+                                       hold_gil=command.gil))  # fmt: skip
         return reply
 
     def on_machine_sample(self, sample: MachineSample) -> None:

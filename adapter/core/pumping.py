@@ -27,9 +27,10 @@ The core stays the one that decides:
   pipeline watches every message (a held jump), holds input (a deferred frame,
   a gap the group is asked about, a session roll),
   while a throttle paces it, while gap answers are owed, while its own packet
-  is being filled, while drops are injected, or with a conflated line. A
-  position the sync rules watch (a pending report, snapshot or fence) is the
-  run's ``stop_seq``: the pump stops there and the careful path takes it --
+  is being filled, while drops or busy conversion turns are injected
+  (:mod:`adapter.core.busy`), or with a conflated line. A position the sync
+  rules watch (a pending report, snapshot or fence) is the run's
+  ``stop_seq``: the pump stops there and the careful path takes it --
   except a pending report the run numbers as the active did, which the pump
   converts and stops right after (:meth:`~adapter.core.sequencer.Sequencer.pending_stop`);
   :func:`settle` hands its check to the core.
@@ -249,6 +250,7 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         stop_seq is None
         or output.pending
         or output.drops_injected
+        or core.busy.blocks_pump
         or core.conflated.enabled
         or not core.reads_source(now)
         or core.is_throttled()

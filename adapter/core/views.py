@@ -76,6 +76,7 @@ def core_status(core: AdapterCore) -> dict[str, Any]:
         "packets": output.packets,
         "heartbeats": output.heartbeats,
         "dropped_packets": output.dropped_packets,
+        **core.busy.status(),
         "published_msg_seq": emitter.published_msg_seq,
         "gate": emitter.gate.counters.as_dict(),
         "journal_last_msg_seq": None if journal is None else journal.last_msg_seq,

@@ -12,10 +12,17 @@ ranges. Where the runner would run the source pump (an active whose core's plan
 allows it) the harness runs its Python twin (:func:`~adapter.core.pumping.pump_frames`)
 and books it through ``on_pumped`` as the runner does; ``pump=False`` takes every
 frame through ``on_source``. Time advances in steps of ``STEP_S``; faults are
-explicit: :meth:`CoreGroup.kill` (SIGKILL: state and unsent input are gone),
-:meth:`CoreGroup.stall` (SIGSTOP/SIGCONT: input queues up meanwhile),
-:meth:`CoreGroup.restart` (a new core recovered from the dead one's journal),
-operator commands and poison frames.
+explicit: :meth:`CoreGroup.kill` (SIGKILL: state, unsent input and the journal's
+records not written yet are gone), :meth:`CoreGroup.stall` (SIGSTOP/SIGCONT: input
+queues up meanwhile), :meth:`CoreGroup.restart` (a new core recovered from the dead
+one's journal), operator commands and poison frames. A core's
+:class:`~adapter.core.actions.BurnCpu` (the ``busy`` fault injection) is a long turn:
+the actions after it are carried out ``seconds`` later, the adapter takes no turn
+meanwhile while its input queues up, its keepalive (a timer turn's) repeats the
+active's report unless the turn holds the interpreter, and while it holds the
+interpreter its journal's flusher writes nothing and its replay service answers
+nobody. A journal writes what was appended at the end of each step (its
+flusher's interval is about a step).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from feedha.adapter.conversion.fix44_engine import Fix44Engine
 from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.core import (
     AdapterCore,
+    BurnCpu,
     CoreConfig,
     JournalControl,
     JournalRecords,
@@ -48,7 +56,8 @@ from feedha.adapter.core.commands import Command
 from feedha.adapter.core.health import MachineSample
 from feedha.adapter.core.pumping import LineIdentity, PumpMode, pump_frames
 from feedha.adapter.core.session import SessionSchedule
-from feedha.adapter.core.syncbus import SyncDecodeError, decode_sync, encode_sync
+from feedha.adapter.core.sync_types import HEARTBEAT_INTERVAL_S
+from feedha.adapter.core.syncbus import StreamState, SyncDecodeError, decode_sync, encode_sync
 from feedha.adapter.journal.format import ControlRecord, Record
 from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter
@@ -164,6 +173,10 @@ class ItchSource(Source):
         return moldudp64.encode_packet("HARNESS", first, batch) if batch else None
 
 
+class _BusyTurn(Exception):
+    """A BurnCpu was carried out: the rest of the adapter's turn comes after the long one."""
+
+
 class JournalRefused(OSError):
     """A journal write that failed (:attr:`MemoryJournal.refuse_from`): the runner books it as a fault."""
 
@@ -184,6 +197,19 @@ class MemoryJournal:
         self.last = 0
         self.refuse_from: int | None = None
         self.refused: range | None = None
+        self.written = (0, 0)  # (last msg_seq, controls) the flusher wrote: what survives a SIGKILL
+
+    def flush(self) -> None:
+        """The flusher wrote everything appended so far."""
+        self.written = (self.last, len(self.controls))
+
+    def lose_unwritten(self) -> None:
+        """A SIGKILL: what was appended but not written yet is gone."""
+        last, controls = self.written
+        for msg_seq in [s for s in self.records if s > last]:
+            del self.records[msg_seq]
+        del self.controls[controls:]
+        self.last = last
 
     def tail(self, from_seq: int) -> list[Record]:
         """The records from ``from_seq`` on (a tailer's read; the journal only grows at its end)."""
@@ -248,6 +274,11 @@ class Member:
     alive: bool = True
     stalled_until: float = 0.0
     lose_frames: int = 0  # source frames its connection drops (a local source gap)
+    busy_until: float | None = None  # in a long turn (BurnCpu) until then
+    busy_gil: bool = False  # ... holding the interpreter: the flusher and the replay service wait
+    deferred: list[Any] = field(default_factory=list)  # the long turn's actions after BurnCpu
+    keepalive: StreamState | None = None  # the report its keepalive repeats meanwhile
+    next_keepalive: float = 0.0
 
     @property
     def status(self) -> dict[str, Any]:
@@ -369,8 +400,11 @@ class CoreGroup:
         return member
 
     def kill(self, number: int) -> None:
-        """SIGKILL: the adapter stops; what it held and had not sent is gone."""
-        self.members[number].alive = False
+        """SIGKILL: the adapter stops; what it held and had not sent is gone (journal records too)."""
+        member = self.members[number]
+        member.alive = False
+        member.busy_until, member.deferred, member.keepalive = None, [], None
+        member.journal.lose_unwritten()
 
     def stall(self, number: int, seconds: float) -> None:
         """SIGSTOP for ``seconds``, then SIGCONT: input queues up meanwhile."""
@@ -385,7 +419,10 @@ class CoreGroup:
     def command(self, number: int, command: Command) -> dict[str, Any]:
         member = self.members[number]
         reply, actions = member.core.on_command(command, now=self.now, wall_ns=self._wall_ns())
-        self._carry_out(member, actions)
+        try:
+            self._carry_out(member, actions)
+        except _BusyTurn:
+            pass
         if "purge_id" in reply and not reply.get("deferred"):
             self.replies.append(reply)
         return reply
@@ -415,10 +452,31 @@ class CoreGroup:
                 else:
                     member.source_inbox.append(frame)
         for member in self.members.values():
+            if member.alive and member.busy_until is not None:
+                self._busy(member)
             if member.alive and self.now >= member.stalled_until:
                 self._turn(member)
+        for member in self.members.values():
+            if member.alive and not (member.busy_until is not None and member.busy_gil):
+                member.journal.flush()  # the flusher's interval: about a step
         self._client_timers()
         self._watch_leader()
+
+    def _busy(self, member: Member) -> None:
+        # A long turn: its keepalive repeats the active's report (a thread: not while the turn
+        # holds the interpreter); once over, the rest of its actions go out (and the adapter
+        # takes its next turn).
+        if self.now < (member.busy_until or 0.0):
+            if member.keepalive is not None and not member.busy_gil and self.now >= member.next_keepalive:
+                member.next_keepalive = self.now + HEARTBEAT_INTERVAL_S
+                self._carry_out(member, [SendSync(member.keepalive)])
+            return
+        deferred = member.deferred
+        member.busy_until, member.deferred, member.keepalive = None, [], None
+        try:
+            self._carry_out(member, deferred)
+        except _BusyTurn:
+            pass
 
     def _watch_leader(self) -> None:
         # A stalled active is no leader: its line carries nothing meanwhile.
@@ -434,6 +492,12 @@ class CoreGroup:
             self.leaderless_s = max(self.leaderless_s, self.now - self._leaderless_since)
 
     def _turn(self, member: Member) -> None:
+        try:
+            self._turn_parts(member)
+        except _BusyTurn:
+            pass  # the rest of the turn comes after the long one (the next turn)
+
+    def _turn_parts(self, member: Member) -> None:
         # One turn of the runner's loop: sync bus, source (bounded, while allowed), tick.
         core, wall_ns = member.core, self._wall_ns()
         while member.sync_inbox:
@@ -457,7 +521,12 @@ class CoreGroup:
         start = core.delayed_wants(wall_ns=wall_ns)
         if start is not None:  # the runner's journal tailer (DelayedLineSocket.feed)
             core.on_delayed_records(member.journal.tail(start), caught_up=True)
-        self._carry_out(member, core.on_tick(now=self.now, wall_ns=wall_ns))
+        keepalive = core.keepalive_report(self.now)  # the runner's keepalive of a long timer turn
+        try:
+            self._carry_out(member, core.on_tick(now=self.now, wall_ns=wall_ns))
+        except _BusyTurn:
+            member.keepalive, member.next_keepalive = keepalive, self.now + HEARTBEAT_INTERVAL_S
+            raise
 
     def _pump(self, member: Member, wall_ns: int) -> None:
         # The runner's source pump (its Python twin), where the core's plan allows it: the
@@ -502,7 +571,11 @@ class CoreGroup:
         self._carry_out(member, member.core.on_fault(where, now=self.now, wall_ns=self._wall_ns()))
 
     def _carry_out_all(self, member: Member, actions: Sequence[Any]) -> None:
-        for action in actions:
+        for index, action in enumerate(actions):
+            if isinstance(action, BurnCpu):  # a long turn: the rest goes out when it is over
+                member.busy_until = member.stalled_until = self.now + action.seconds
+                member.busy_gil, member.deferred = action.hold_gil, list(actions[index + 1 :])
+                raise _BusyTurn
             if isinstance(action, Publish):
                 member.packets.append(action.packet)
                 self._client_packet(member.number, action.packet)
@@ -590,8 +663,8 @@ class CoreGroup:
         # the hole is filled (a restarted adapter's journal may be the only one that has it).
         arbiter = self.delayed_client if delayed else self.client
         for member in self.members.values():
-            if not member.alive:
-                continue
+            if not member.alive or (member.busy_until is not None and member.busy_gil):
+                continue  # a replay service waits for the interpreter a long turn holds
             line = member.core.delayed.line
             service = ReplayService(
                 member.journal,

@@ -12,6 +12,7 @@ from feedha.adapter.config import AdapterConfig
 from feedha.adapter.conversion import make_engine
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.core.commands import (
+    Busy,
     ControlError,
     CorruptState,
     DropPackets,
@@ -67,6 +68,8 @@ def test_commands_decode_with_their_fields_and_defaults() -> None:
     assert _decode(cmd="drop", every=3, count=40) == DropPackets(3, 40)
     assert _decode(cmd="penalty", value=60) == Penalty(60.0)
     assert _decode(cmd="corrupt_state") == CorruptState(1000)
+    assert _decode(cmd="busy", ms=1500) == Busy(1500, 1, "convert", True)
+    assert _decode(cmd="busy", ms=20, turns=3, where="tick", gil=False) == Busy(20, 3, "tick", False)
 
 
 @pytest.mark.parametrize(
@@ -78,6 +81,11 @@ def test_commands_decode_with_their_fields_and_defaults() -> None:
         ({"cmd": "throttle", "rate": True}, "finite number"),
         ({"cmd": "drop", "every": 0}, "every must be an integer"),
         ({"cmd": "penalty", "value": 101}, "0..100"),
+        ({"cmd": "busy"}, "needs the field 'ms'"),
+        ({"cmd": "busy", "ms": 60_001}, "ms must be an integer"),
+        ({"cmd": "busy", "ms": 5, "turns": 0}, "turns must be an integer"),
+        ({"cmd": "busy", "ms": 5, "where": "sync"}, "where must be one of convert, report, tick"),
+        ({"cmd": "busy", "ms": 5, "gil": "yes"}, "gil must be true or false"),
         ({"cmd": "fail", "reason": "x" * 201}, "at most 200"),
         ({"cmd": "reboot"}, "unknown command 'reboot'"),
         ({"cmd": 7}, "unknown command 7"),
@@ -106,7 +114,7 @@ def test_fault_injection_commands_are_refused_unless_the_adapter_was_started_for
         )
         return AdapterCore(config, make_engine(ConverterTable.load()), now=0.0)
 
-    for command in (DropPackets(5, 2), CorruptState(), Penalty(0.5)):
+    for command in (DropPackets(5, 2), CorruptState(), Penalty(0.5), Busy(10)):
         reply, actions = core(False).on_command(command, now=1.0, wall_ns=1)
         assert reply["ok"] is False and "--allow-fault-injection" in reply["error"]
         assert actions == []
