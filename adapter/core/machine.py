@@ -893,6 +893,12 @@ class AdapterCore:
             return None  # not confirmed, or a gap of ours is not settled: nothing goes out unasked
         if gate.passes or not gate.is_trusted:
             return None
+        if self.sequencer.has_pending:
+            # Behind a report of the active: what we hold covers positions its line carried
+            # already, and only that report can say whether we numbered them as it did (it may
+            # have numbered past source messages it missed while we were silent). It is checked
+            # when we reach it: a match confirms, a mismatch discards.
+            return None
         heard = max(sync.reported_at or 0.0, sync.active_heard_at or 0.0, sync.demoted_at or 0.0)
         return heard + self.config.silence_release_s
 

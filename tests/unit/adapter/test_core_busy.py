@@ -4,7 +4,8 @@ A long turn is not a stop: the adapter has decided part of the turn and carries 
 seconds later, while the group goes on around it. ``group_harness`` carries out a
 :class:`~adapter.core.actions.BurnCpu` as such a turn on its simulated clock. What must hold:
 the actions come out where the fault says, nothing is lost or repeated, and no ``msg_seq``
-ever names two messages.
+ever names two messages -- the last test is the conflict a busy backup and a busy active
+made together before a backup behind its active's report stopped releasing what it held.
 """
 
 from __future__ import annotations
@@ -98,6 +99,33 @@ def test_a_long_timer_turn_under_the_keepalive_keeps_its_role() -> None:
     group.run(3.0)
     assert group.actives() == [1] and group.members[1].roles() == ["active"]
     _assert_exact(group)
+
+
+def test_a_backup_behind_its_active_s_report_releases_nothing_the_report_has_not_checked() -> None:
+    # The backup is busy for 6 s. Meanwhile the active loses 60 frames of its source (a gap of
+    # its own) and, finding no in-sync backup heard lately to ask, numbers on past them: its
+    # line gives their msg_seqs to the messages after them. Then the active is busy for 1 s
+    # just as the backup wakes. The backup, catching up behind the reports the active sent
+    # while it was busy, hears nothing new for 50 ms; it used to release provisionally what
+    # it held -- its numbering of the messages the active skipped, under msg_seqs the active's
+    # line had given others (96 msg_seqs on two lines with two messages each, 188 conflicts at
+    # the client). Those positions were on the active's line already; the report that checks
+    # them comes first.
+    group = CoreGroup(2, rate=3000)
+    group.run_until(partial(group.in_sync, 2), within=3)
+    group.run(0.2)
+    group.command(2, Busy(6000, 1, "convert", True))
+    group.run(5.9)
+    group.members[1].lose_frames = 60
+    group.run(0.1)
+    group.command(1, Busy(1000, 1, "convert", True))
+    group.run(2.0)
+    group.run(1.0, source=False)
+    assert _line_conflicts(group) == []
+    assert group.client.stats().conflicts == 0
+    assert group.duplicates == 0
+    gate = group.members[2].core.emitter.gate.counters
+    assert gate.provisional_releases == 0 and gate.discarded > 0  # the report found them wrong
 
 
 def test_the_runner_s_busy_stretch_gives_the_interpreter_back() -> None:
