@@ -12,6 +12,10 @@ one after the other:
 * ``stalled_subscriber``: a subscriber joins a line and never reads;
 * ``replay_flood``: eight peers flood a replay service with large requests;
 * ``bad_control``: a burst of malformed and out-of-range control commands;
+* ``busy`` (only with ``--busy``, which starts the adapters with
+  ``--allow-fault-injection``): an adapter's loop spends up to three seconds in one
+  turn holding the interpreter, after numbering a conversion turn, after sending it,
+  or in a timer turn (the ``busy`` control command, :mod:`feedha.adapter.core.busy`);
 
 at most one adapter down or stopped at a time (the schedule skips a process
 fault that would leave fewer than two adapters working). The poison rotates
@@ -34,6 +38,7 @@ per message against the traffic before the floods.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -82,13 +87,16 @@ from feedha.proto.replay import ReplayRequest, encode_request
 
 KINDS: Final = ("kill", "stop", "restart", "stalled_subscriber", "replay_flood", "bad_control")
 WEIGHTS: Final = (2, 2, 1, 1, 1, 1)
-PROCESS_FAULTS: Final = frozenset({"kill", "stop", "restart"})
+PROCESS_FAULTS: Final = frozenset({"kill", "stop", "restart", "busy"})
+BUSY_WEIGHT: Final = 2  # with --busy: as often as a kill or a stop
+BUSY_PLACES: Final = ("convert", "report", "tick")
 GAP_S: Final = (3.0, 7.0)  # between one fault and the next
 DURATION_S: Final = {
     "kill": (2.0, 5.0),
     "stop": (0.5, 3.0),
     "stalled_subscriber": (5.0, 20.0),
     "replay_flood": (2.0, 5.0),
+    "busy": (0.5, 3.0),
 }
 SETTLE_S: Final = 3.0  # an adapter started again counts as working this long after its start
 POISON_EVERY: Final = 997
@@ -112,13 +120,17 @@ class Fault:
     pick: float
 
 
-def plan_faults(seed: int, seconds: float) -> list[Fault]:
-    """The seeded schedule of faults over a run of ``seconds`` (pure: same seed, same plan)."""
+def plan_faults(seed: int, seconds: float, *, busy: bool = False) -> list[Fault]:
+    """The seeded schedule of faults over a run of ``seconds`` (pure: same seed, same plan).
+
+    ``busy``: busy turns are drawn too (without, a seed's schedule is what it always was).
+    """
     rng = random.Random(seed)
+    kinds, weights = (KINDS, WEIGHTS) if not busy else ((*KINDS, "busy"), (*WEIGHTS, BUSY_WEIGHT))
     faults: list[Fault] = []
     at = rng.uniform(*GAP_S)
     while at < seconds - 2.0:
-        kind = rng.choices(KINDS, WEIGHTS)[0]
+        kind = rng.choices(kinds, weights)[0]
         low, high = DURATION_S.get(kind, (0.0, 0.0))
         faults.append(Fault(round(at, 3), kind, round(rng.uniform(low, high), 3), rng.random()))
         at += rng.uniform(*GAP_S)
@@ -133,6 +145,7 @@ class ChaosOptions:
     poison_every: int = POISON_EVERY
     journal: bool = True  # without: nothing fills a hole of the lines, a line hole is a loss
     input_format: str = "feedha-fix"  # fix44 | itch50: a capture of the format's poison and floods
+    busy: bool = False  # busy turns among the faults (the adapters accept fault injection)
 
 
 @dataclass
@@ -184,6 +197,9 @@ def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
     )
     if capture is not None:
         drill_options = drill_options_for(drill_options, capture)
+    if options.busy:  # the busy control command is a drill's: refused unless asked for
+        extra = [*drill_options.extra_adapter_args, "--allow-fault-injection"]
+        drill_options = dataclasses.replace(drill_options, extra_adapter_args=extra)
     placement = place_local(drill_options)
     drill: Drill | None = None
     chaos: _Chaos | None = None
@@ -193,7 +209,7 @@ def run_chaos(options: ChaosOptions, log: IO[str]) -> dict[str, Any]:
         drill.client.wait_for(lambda e: e.get("event") == "progress" and e.get("delivered", 0) > 0, 30)
         running = chaos = _Chaos(drill, time.monotonic())
         with sampler_for(lambda: _cost_targets(running)) as sampler:
-            _drive(running, plan_faults(options.seed, seconds))
+            _drive(running, plan_faults(options.seed, seconds, busy=options.busy))
         summary = _summary(running, options, capture)
         if capture is not None:
             summary.update(format_summary(capture, sampler))
@@ -264,6 +280,9 @@ def _inject(chaos: _Chaos, fault: Fault) -> None:
         _signal(drill, target, signal.SIGSTOP)
         chaos.stopped.add(target)
         chaos.heal.append((later, lambda: _resume(chaos, target)))
+    elif fault.kind == "busy":
+        _busy(chaos, target, fault)
+        chaos.heal.append((later, lambda: _resume(chaos, target, signum=None)))
     elif fault.kind == "stalled_subscriber":
         sock = _stalled_subscriber(drill.group.adapter(target).line)
         chaos.heal.append((later, lambda: sock.close(linger=0)))
@@ -287,8 +306,22 @@ def _start_again(chaos: _Chaos, number: int) -> None:
     chaos.stopped.discard(number)
 
 
-def _resume(chaos: _Chaos, number: int) -> None:
-    _signal(chaos.drill, number, signal.SIGCONT)
+def _busy(chaos: _Chaos, number: int, fault: Fault) -> None:
+    # One busy turn of fault.duration at a place the draw picks; the adapter counts as down
+    # until it is over (and settled), as a stopped one does.
+    where = BUSY_PLACES[int(fault.pick * 1000) % len(BUSY_PLACES)]
+    try:
+        reply = control(chaos.drill.group.adapter(number).control, "busy", timeout=2.0,
+                        ms=max(1, round(fault.duration * 1000)), where=where)  # fmt: skip
+    except TimeoutError:
+        return  # it did not answer: nothing was armed
+    if reply.get("ok"):
+        chaos.stopped.add(number)
+
+
+def _resume(chaos: _Chaos, number: int, *, signum: int | None = signal.SIGCONT) -> None:
+    if signum is not None:
+        _signal(chaos.drill, number, signum)
     chaos.stopped.discard(number)
     chaos.started_at[number] = chaos.elapsed()  # give it time to hear the new term and catch up
 
@@ -457,6 +490,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "fix44 or itch50 written for the run with the format's poison every K messages and two "
         "floods, whose per-message cost is reported before and during (honest_rate)",
     )
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="busy turns among the faults: an adapter's loop held for 0.5-3 s in one turn (the "
+        "adapters run with --allow-fault-injection; without --busy a seed's schedule is unchanged)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -472,6 +511,7 @@ def main(args: argparse.Namespace, log: IO[str]) -> int:
         poison_every=args.poison_every,
         journal=args.journal,
         input_format=args.input_format,
+        busy=args.busy,
     )
     result = run_chaos(options, log)
     result["log"] = log.name
