@@ -15,6 +15,12 @@ thread CPU per message:
   message, 2-4 entries, price-keyed books ~15 prices a side, some trades).
 * ``fix44_deep``: one symbol with 1000 prices a side, one Change a message
   (what a message costs when its book is large).
+* ``fix44_careful_10`` / ``fix44_careful_1000`` / ``fix44_careful_4000``: one symbol with
+  that many prices a side, one Change a message, each carrying a tag the dictionary does not
+  define (the C run stops at it; the Python path converts the message and ignores the tag):
+  what a venue that sends every message down the careful path costs at each depth.
+* ``fix44_book_full``: one symbol with a side full (``book.MAX_PRICES`` prices), then a New
+  at a new price a message: each is quarantined (``book_full``) by the Python path.
 * ``fix44_one_top`` / ``fix44_mix_top``: ``fix44_one`` and ``fix44_mix`` at book
   depth 1 (``--book-depth 1``): a block shows the top of each book, as a
   feedha-fix block does, so the two formats encode and hash the same shape.
@@ -25,7 +31,9 @@ thread CPU per message:
 ``ratio_one`` and ``ratio_mix`` are fix44 over feedha-fix for the same shape
 and for each format's realistic mix, at the default depth (10 levels a side
 shown); ``ratio_one_top`` and ``ratio_mix_top`` the same at depth 1, like for
-like (docs/performance.md).
+like (docs/performance.md). ``ratio_careful_4000`` is the careful path at 4,000 prices a
+side over the same at 10 (1.0: the depth of a book costs the careful path nothing), and
+``ratio_book_full`` a refused New on a full side over a careful Change at depth 10.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from typing import Any, Final
 MESSAGES: Final = 20_000
 FRAME: Final = 50
 REPEAT: Final = 3
+CAREFUL: Final = {"fix44_careful_10": 10, "fix44_careful_1000": 1_000, "fix44_careful_4000": 4_000}
 CASES: Final = (
     "feedha_fix_one",
     "fix44_one",
@@ -49,6 +58,8 @@ CASES: Final = (
     "fix44_mix",
     "fix44_mix_top",
     "fix44_deep",
+    *CAREFUL,
+    "fix44_book_full",
     "bare_recv",
 )
 TOP: Final = 1  # the book depth of the *_top cases: the top of book, as feedha-fix keeps
@@ -86,8 +97,14 @@ def one_entry_messages(count: int, *, fix44: bool, seed: int = 7) -> list[bytes]
     return out
 
 
-def deep_book_messages(count: int, *, prices: int = 1000, seed: int = 7) -> tuple[list[bytes], int]:
-    """A book of ``prices`` prices a side (the first messages), then ``count`` one-level Changes."""
+def deep_book_messages(
+    count: int, *, prices: int = 1000, seed: int = 7, extra: tuple[tuple[int, Any], ...] = ()
+) -> tuple[list[bytes], int]:
+    """A book of ``prices`` prices a side (the first messages), then ``count`` one-level Changes.
+
+    ``extra``: fields every Change carries after its entry (a tag the C run does not read sends
+    each to the careful path).
+    """
     from feedha.proto import fix
 
     rng = random.Random(seed)
@@ -111,13 +128,38 @@ def deep_book_messages(count: int, *, prices: int = 1000, seed: int = 7) -> tupl
     for _ in range(count):
         side, sign = rng.choice((("0", -1), ("1", 1)))
         price = f"{(10_000 + sign * rng.randint(1, prices)) / 100:.2f}"
-        out.append(message([[(279, 1), (269, side), (55, "D"), (270, price), (271, rng.randint(1, 9))]]))
+        entry = [(279, 1), (269, side), (55, "D"), (270, price), (271, rng.randint(1, 9)), *extra]
+        out.append(message([entry]))
+    return out, warm
+
+
+UNKNOWN_TAG: Final = ((9_999, "x"),)  # not in the dictionary: ignored by the parser, a stop for the C run
+
+
+def book_full_messages(count: int) -> tuple[list[bytes], int]:
+    """A book whose bid side is full (``MAX_PRICES`` prices), then ``count`` News at new prices (each
+    quarantined, ``book_full``) -- new best bids and new worst bids in turn."""
+    from feedha.adapter.conversion.book import MAX_PRICES
+    from feedha.proto import fix
+
+    out: list[bytes] = []
+    for start in range(0, MAX_PRICES, 50):
+        body: list[tuple[int, Any]] = [(35, "X"), *_HEAD, (34, len(out) + 1), (268, 50)]
+        for k in range(start, start + 50):
+            body += [(279, 0), (269, "0"), (55, "F"), (270, f"{100_000 + k}"), (271, 5)]
+        out.append(fix.encode_message(body))
+    warm = len(out)
+    for k in range(count):
+        price = 100_000 + MAX_PRICES + k if k % 2 else 100_000 - 1 - k
+        body = [(35, "X"), *_HEAD, (34, len(out) + 1), (268, 1)]
+        out.append(fix.encode_message(body + [(279, 0), (269, "0"), (55, "F"), (270, price), (271, 5)]))
     return out, warm
 
 
 def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[float, int, int]:
-    """Thread CPU seconds of ``engine.run`` over ``frames``, the messages converted, and how many of
-    them the careful path took (a fix44 run's stop: the Python loop converts that one message)."""
+    """Thread CPU seconds of ``engine.run`` over ``frames``, the messages it passed (converted, or
+    quarantined by the careful path), and how many of them the careful path took (a fix44 run's
+    stop: the Python loop converts that one message, or refuses it)."""
     from feedha.adapter.conversion._reference import ReferenceEngine
     from feedha.adapter.conversion.fix44_engine import Fix44Engine
     from feedha.proto import fix
@@ -134,9 +176,9 @@ def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[
             if result[1] == 0 and careful:  # a new symbol, a W, ...: the Python loop takes it
                 result = ReferenceEngine.run(engine, frame, pos, expect, 0, -(1 << 40), 1, 1, 1, True, False)
                 pos, expect, converted, slow = result[0], expect + result[1], converted + result[1], slow + 1
-            if result[1] == 0:  # feedha-fix's careful path's message: skipped here (none in these inputs)
+            if result[1] == 0:  # refused by the careful path (book_full), or feedha-fix's: skipped
                 _body, pos = fix.next_message(frame, pos)
-                expect += 1
+                expect, converted = expect + 1, converted + 1
     return time.thread_time() - started, converted, slow
 
 
@@ -154,8 +196,13 @@ def run_case(case: str, messages: int, frame: int, *, python_fix44: bool = False
     from feedha.bench.capture import fix44_messages
     from feedha.bench.micro_adapter import _time_bare_recv, make_frames
 
-    if case == "fix44_deep":
-        deep, warm = deep_book_messages(messages)
+    if case == "fix44_deep" or case in CAREFUL or case == "fix44_book_full":
+        if case == "fix44_book_full":
+            deep, warm = book_full_messages(messages)
+        elif case in CAREFUL:
+            deep, warm = deep_book_messages(messages, prices=CAREFUL[case], extra=UNKNOWN_TAG)
+        else:
+            deep, warm = deep_book_messages(messages)
         engine = _engine(True, python_fix44=python_fix44)
         _time_run(engine, _frames(deep[:warm], frame))
         return _time_run(engine, _frames(deep[warm:], frame), start_seq=warm + 1)
@@ -213,6 +260,8 @@ def main(argv: Sequence[str]) -> int:
         if case.startswith("fix44") and result["fix44_native"]:
             result[f"{case}_c_share"] = round(1 - slow / max(count, 1), 4)  # converted by the C run
     for name, fix44, plain in (
+        ("ratio_careful_4000", "fix44_careful_4000", "fix44_careful_10"),  # 1.0: depth costs nothing
+        ("ratio_book_full", "fix44_book_full", "fix44_careful_10"),
         ("ratio_one", "fix44_one", "feedha_fix_one"),
         ("ratio_mix", "fix44_mix", "feedha_fix_mix"),
         ("ratio_one_top", "fix44_one_top", "feedha_fix_one"),

@@ -13,9 +13,16 @@ of the digest (``book.side_hash``) kept as the sides change. The C run
 message it takes builds no Python object; the Python path (``35=W``, session
 messages, every error) asks for a symbol's values and gets new
 :class:`~adapter.conversion.state.SymbolValues` and
-:class:`~adapter.conversion.book.BookValues` built from the record
-(:meth:`NativeBookState.peek`), stages on them as :class:`BookState` does, and
-commits them back (:meth:`NativeBookState.commit`: a new record, whole).
+:class:`~adapter.conversion.book.BookValues` whose sides are views of the record
+(:meth:`NativeBookState.view`: ``_orders.SideView``, read in place, never copied),
+stages on them as :class:`BookState` does (a side it changes is a
+:class:`~adapter.conversion.staged_side.StagedSide` over the view), and commits
+(:meth:`NativeBookState.commit`: the staged changes played on the record,
+``BookTable.patch``). So the careful path costs what a message touches -- O(log n)
+a level -- not the depth of its book: a venue whose every message takes it, or a
+flood of New on a full side (``book_full``), costs no more on a book of 5,000
+prices a side than on one of ten. :meth:`NativeBookState.peek`, :meth:`get` and
+:meth:`snapshot` still build whole lists (their values outlive the next change).
 
 Same interface, same digests and the same snapshots as :class:`BookState`
 (``tests/unit/adapter/test_fix44_run.py`` plays both on the same streams). A
@@ -38,18 +45,20 @@ from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.book_state import DEFAULT_BOOK_DEPTH, BookState
 from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, LEVEL_BYTES
+from feedha.adapter.conversion.staged_side import StagedSide
 from feedha.adapter.conversion.state import MAX_SYMBOLS, SymbolValues
 
 __all__ = ["NativeBookState"]
 
 
-def _book_fields(book: BookValues | None) -> tuple[Any, ...] | None:
+def _book_fields(book: BookValues | None, bids: Any = None, asks: Any = None) -> tuple[Any, ...] | None:
+    # BookValues' 15 fields, with the sides given (by default the book's own, as lists).
     if book is None:
         return None
     return (
         book.level_indexed,
-        book.bids,
-        book.asks,
+        _as_list(book.bids) if bids is None else bids,
+        _as_list(book.asks) if asks is None else asks,
         book.volume,
         book.last,
         book.high,
@@ -63,6 +72,19 @@ def _book_fields(book: BookValues | None) -> tuple[Any, ...] | None:
         book.traded,
         book.trades,
     )
+
+
+def _as_list(levels: Any) -> list[Any]:
+    return levels if isinstance(levels, list) else list(levels)  # a tuple, a SideView, a StagedSide
+
+
+def _side_patch(levels: Any) -> Any:
+    # A staged side as BookTable.patch takes it: (the view it read, its ops), or its levels whole.
+    if isinstance(levels, _orders.SideView):
+        return (levels, ())
+    if isinstance(levels, StagedSide) and isinstance(levels.base, _orders.SideView):
+        return (levels.base, levels.ops)
+    return _as_list(levels)
 
 
 class NativeBookState(NativeSymbols, BookState):
@@ -122,10 +144,37 @@ class NativeBookState(NativeSymbols, BookState):
         self.native.set(symbol, values.astuple(), _book_fields(values.book))
 
     def commit(self, staged: Mapping[str, SymbolValues]) -> None:
-        """Adopt what :meth:`stage` returned: each symbol's record is replaced whole."""
+        """Adopt what :meth:`stage` returned.
+
+        A book staged over its record's views (:meth:`view`, :mod:`.staged_side`) has its
+        changes played on the record (``BookTable.patch``: O(log n) a change); any other
+        symbol's record is replaced whole. Everything is read before the first record changes
+        (a view reads only until then); the staged books then read the records as committed.
+        """
+        writes: list[tuple[str, SymbolValues, Any, Any]] = []
         for symbol, values in staged.items():
-            self.set_symbol(symbol, values)
+            book = values.book
+            sides = (None, None) if book is None else (_side_patch(book.bids), _side_patch(book.asks))
+            writes.append((symbol, values, *sides))
+        for symbol, values, bids, asks in writes:
+            if isinstance(bids, tuple) or isinstance(asks, tuple):  # staged over the record's views
+                self.native.patch(symbol, values.astuple(), _book_fields(values.book, (), ()), bids, asks)
+            else:
+                self.native.set(symbol, values.astuple(), _book_fields(values.book, bids, asks))
+        for symbol, values, bids, asks in writes:  # the staged books: views of the records as they are now
+            if values.book is not None and (isinstance(bids, tuple) or isinstance(asks, tuple)):
+                raw = self.native.view(symbol)
+                values.book.bids, values.book.asks = raw[-1][1], raw[-1][2]
 
     def peek(self, symbol: str) -> SymbolValues | None:
         """One symbol's values, built from its record (a new object at every call)."""
         return self.get(symbol)
+
+    def view(self, symbol: str) -> SymbolValues | None:
+        """One symbol's values with its book's sides read in place (``_orders.SideView``).
+
+        O(1) whatever the book's depth; the sides read only until the state next changes
+        (then RuntimeError): what :meth:`stage` and ``Fix44Engine.encode_staged`` read.
+        """
+        raw = self.native.view(symbol)
+        return None if raw is None else self.values_of(raw)

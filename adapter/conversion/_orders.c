@@ -1973,6 +1973,7 @@ typedef struct {
     FxValues s;
     FxSide side[2]; /* bids, asks */
     uint64_t digest, name_hash;
+    uint64_t gen; /* the table's ``writes`` when this record last changed (BookTable.patch checks it) */
     Py_ssize_t name_len;
     char name[]; /* UTF-8 */
 } FxBook;
@@ -1990,6 +1991,9 @@ typedef struct {
     /* The memory budget (adapter/conversion/budget.py): the run stops at a message whose new
      * symbols and levels, at these costs, would take the count past ``budget``. */
     uint64_t budget, symbol_bytes, level_bytes;
+    /* Changes so far: every commit, set, patch and clear counts one. A SideView reads its side
+     * only while this is what it was when the view was made. */
+    uint64_t writes;
 } BookTableObject;
 
 static inline uint64_t fx_levels_of(const FxBook *b) { return (uint64_t)fx_n(&b->side[0]) + fx_n(&b->side[1]); }
@@ -2156,6 +2160,7 @@ static void bt_insert(BookTableObject *t, FxBook *b) {
 }
 
 static void bt_clear(BookTableObject *t) {
+    t->writes++;
     for (Py_ssize_t k = 0; k < t->count; k++) fx_book_free(t->books[k]);
     t->count = 0;
     t->levels = 0;
@@ -2165,29 +2170,31 @@ static void bt_clear(BookTableObject *t) {
 
 /* ---- BookTable as Python sees it: records in and out as tuples ---- */
 
-/* A side from a list or tuple of (price, size, orders): 0, or -1 with an exception. Orders keep
- * their low 64 bits (what the digest and the wire use of them). */
+/* One (price, size, orders) into ``l``: 0, or -1 with an exception. Orders keep their low 64 bits
+ * (what the digest and the wire use of them). */
+static int fx_level_from(PyObject *level, ShownLevel *l) {
+    if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3 || !PyLong_Check(PyTuple_GET_ITEM(level, 2))) {
+        PyErr_SetString(PyExc_TypeError, "a level is (price, size, orders)");
+        return -1;
+    }
+    if (to_double(PyTuple_GET_ITEM(level, 0), &l->price) < 0 || to_double(PyTuple_GET_ITEM(level, 1), &l->size) < 0)
+        return -1;
+    uint64_t orders = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(level, 2));
+    if (orders == (uint64_t)-1 && PyErr_Occurred()) return -1;
+    l->orders = (int64_t)orders;
+    return 0;
+}
+
+/* A side from a list or tuple of (price, size, orders): 0, or -1 with an exception. */
 static int fx_side_from(PyObject *levels, FxSide *out) {
     PyObject *seq = frozen(levels, "a book side is a list of (price, size, orders)");
     if (seq == NULL) return -1;
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
     int rc = n >= (Py_ssize_t)UINT32_MAX ? (PyErr_NoMemory(), -1) : 0;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-        PyObject *level = PyTuple_GET_ITEM(seq, i);
         LtItem item;
-        ShownLevel *l = &item.shown;
-        if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != 3 || !PyLong_Check(PyTuple_GET_ITEM(level, 2))) {
-            PyErr_SetString(PyExc_TypeError, "a level is (price, size, orders)");
-            rc = -1;
-        } else if (to_double(PyTuple_GET_ITEM(level, 0), &l->price) < 0 ||
-                   to_double(PyTuple_GET_ITEM(level, 1), &l->size) < 0) {
-            rc = -1;
-        } else {
-            uint64_t orders = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(level, 2));
-            if (orders == (uint64_t)-1 && PyErr_Occurred()) rc = -1;
-            l->orders = (int64_t)orders;
-            if (rc == 0) rc = lt_insert(&out->levels, (uint32_t)i, &item); /* in order: appended */
-        }
+        rc = fx_level_from(PyTuple_GET_ITEM(seq, i), &item.shown);
+        if (rc == 0) rc = lt_insert(&out->levels, (uint32_t)i, &item); /* in order: appended */
     }
     Py_DECREF(seq);
     return rc;
@@ -2246,26 +2253,173 @@ static int fx_values_from(PyObject *values, PyObject *book, FxBook *b) {
     return rc;
 }
 
-static PyObject *fx_side_list(const FxSide *s) {
-    PyObject *list = PyList_New(fx_n(s));
+/* Levels [start, stop) of a side (stop <= fx_n) as a list of (price, size, orders). */
+static PyObject *fx_side_range(const FxSide *s, uint32_t start, uint32_t stop) {
+    PyObject *list = PyList_New(stop > start ? stop - start : 0);
     LtIter it;
     lt_first(&s->levels, &it);
-    for (uint32_t i = 0; list != NULL && i < fx_n(s); i++) {
+    if (start < stop) { /* from the level at start: a flat index, or its tree node */
+        LtItem *first = lt_at((LevelTree *)&s->levels, start);
+        it.at = s->levels.flat != NULL ? start : (LtRef)((LtNode *)first - s->levels.nodes) + 1;
+    }
+    for (uint32_t i = start; list != NULL && i < stop; i++) {
         const ShownLevel *l = &lt_next(&it)->shown;
         PyObject *level = Py_BuildValue("(ddK)", l->price, l->size, (unsigned long long)l->orders);
         if (level == NULL) Py_CLEAR(list);
-        else PyList_SET_ITEM(list, i, level);
+        else PyList_SET_ITEM(list, i - start, level);
     }
     return list;
 }
 
-/* A record as (SymbolValues.astuple() ..., book): book None or BookValues' 15 fields. */
-static PyObject *fx_raw(const FxBook *b) {
+static PyObject *fx_side_list(const FxSide *s) { return fx_side_range(s, 0, fx_n(s)); }
+
+/* ---- SideView: one side of a record, read where it is ----
+ *
+ * BookTable.view(symbol) gives a record as get() does, but with each book side a SideView: a
+ * sequence of (price, size, orders), best first, read from the record itself -- len in O(1),
+ * an item in O(log n), a slice [a:b] in O(log n + b - a) -- rather than copied whole, so the
+ * Python path (BookState.stage, Fix44Engine.encode_staged) pays for the levels it looks at,
+ * not for the book. A view reads only while the table has not changed since it was made
+ * (``writes``): after that it raises RuntimeError rather than show another state. Compared
+ * (==, <, ...) and iterated, it is the list of its levels. */
+typedef struct {
+    PyObject_HEAD
+    BookTableObject *table;
+    FxBook *book; /* good while table->writes == writes: nothing is freed without a write */
+    uint64_t writes;
+    int side;
+} SideViewObject;
+
+static PyTypeObject SideViewType;
+
+/* The view's side, or NULL with RuntimeError when the table changed since the view was made. */
+static FxSide *sv_side(SideViewObject *v) {
+    if (v->table->writes != v->writes) {
+        PyErr_SetString(PyExc_RuntimeError, "a book side read after its table changed (BookTable.view)");
+        return NULL;
+    }
+    return &v->book->side[v->side];
+}
+
+static PyObject *sv_new(BookTableObject *t, FxBook *b, int side) {
+    SideViewObject *v = PyObject_New(SideViewObject, &SideViewType);
+    if (v == NULL) return NULL;
+    v->table = (BookTableObject *)Py_NewRef((PyObject *)t);
+    v->book = b;
+    v->writes = t->writes;
+    v->side = side;
+    return (PyObject *)v;
+}
+
+static void SideView_dealloc(SideViewObject *v) {
+    Py_XDECREF(v->table);
+    PyObject_Free(v);
+}
+
+static Py_ssize_t SideView_len(SideViewObject *v) {
+    FxSide *s = sv_side(v);
+    return s == NULL ? -1 : (Py_ssize_t)fx_n(s);
+}
+
+static PyObject *SideView_list(SideViewObject *v) {
+    FxSide *s = sv_side(v);
+    return s == NULL ? NULL : fx_side_list(s);
+}
+
+static PyObject *SideView_subscript(SideViewObject *v, PyObject *key) {
+    Py_ssize_t index = 0, start = 0, stop = 0, step = 1;
+    int is_index = PyIndex_Check(key);
+    if (is_index) { /* Python code (an __index__) runs here, before the side is looked at */
+        index = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (index == -1 && PyErr_Occurred()) return NULL;
+    } else if (!PySlice_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "book side indices must be integers or slices, not %.100s",
+                     Py_TYPE(key)->tp_name);
+        return NULL;
+    } else if (PySlice_Unpack(key, &start, &stop, &step) < 0) {
+        return NULL;
+    }
+    FxSide *s = sv_side(v);
+    if (s == NULL) return NULL;
+    Py_ssize_t n = (Py_ssize_t)fx_n(s);
+    if (is_index) {
+        if (index < 0) index += n;
+        if (index < 0 || index >= n) {
+            PyErr_SetString(PyExc_IndexError, "book side index out of range");
+            return NULL;
+        }
+        const ShownLevel *l = fx_at(s, (uint32_t)index);
+        return Py_BuildValue("(ddK)", l->price, l->size, (unsigned long long)l->orders);
+    }
+    Py_ssize_t count = PySlice_AdjustIndices(n, &start, &stop, step);
+    if (step == 1) return fx_side_range(s, (uint32_t)start, (uint32_t)(start + count));
+    PyObject *all = fx_side_list(s), *out = NULL; /* a stepped slice: rare, whole */
+    if (all != NULL) out = PyObject_GetItem(all, key);
+    Py_XDECREF(all);
+    return out;
+}
+
+static PyObject *SideView_iter(SideViewObject *v) {
+    PyObject *all = SideView_list(v), *it = NULL;
+    if (all != NULL) it = PyObject_GetIter(all);
+    Py_XDECREF(all);
+    return it;
+}
+
+static PyObject *SideView_richcompare(SideViewObject *v, PyObject *other, int op) {
+    PyObject *all = SideView_list(v), *out = NULL;
+    if (all != NULL) out = PyObject_RichCompare(all, other, op);
+    Py_XDECREF(all);
+    return out;
+}
+
+static PyObject *SideView_repr(SideViewObject *v) {
+    PyObject *all = SideView_list(v), *out = NULL;
+    if (all != NULL) out = PyUnicode_FromFormat("SideView(%R)", all);
+    Py_XDECREF(all);
+    return out;
+}
+
+static PyObject *SideView_get_stale(SideViewObject *v, void *Py_UNUSED(closure)) {
+    return PyBool_FromLong(v->table->writes != v->writes);
+}
+
+static PyGetSetDef SideView_getset[] = {
+    {"stale", (getter)SideView_get_stale, NULL, "whether the table changed since the view was made", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods SideView_as_sequence = {.sq_length = (lenfunc)SideView_len};
+static PyMappingMethods SideView_as_mapping = {
+    .mp_length = (lenfunc)SideView_len,
+    .mp_subscript = (binaryfunc)SideView_subscript,
+};
+
+static PyTypeObject SideViewType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.SideView",
+    .tp_basicsize = sizeof(SideViewObject),
+    .tp_dealloc = (destructor)SideView_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_SEQUENCE,
+    .tp_doc = "One book side of a BookTable record, read in place while the table does not change.",
+    .tp_as_sequence = &SideView_as_sequence,
+    .tp_as_mapping = &SideView_as_mapping,
+    .tp_iter = (getiterfunc)SideView_iter,
+    .tp_richcompare = (richcmpfunc)SideView_richcompare,
+    .tp_repr = (reprfunc)SideView_repr,
+    .tp_hash = PyObject_HashNotImplemented,
+    .tp_getset = SideView_getset,
+};
+
+/* A record as (SymbolValues.astuple() ..., book): book None or BookValues' 15 fields; each side
+ * a list, or with ``views`` (its table) a SideView. */
+static PyObject *fx_raw(FxBook *b, BookTableObject *views) {
     const FxValues *s = &b->s;
     PyObject *book = Py_None, *raw;
     if (s->has_book) {
         if ((book = PyTuple_New(15)) == NULL) return NULL;
-        PyObject *items[15] = {PyBool_FromLong(s->level_indexed), fx_side_list(&b->side[0]), fx_side_list(&b->side[1])};
+        PyObject *items[15] = {PyBool_FromLong(s->level_indexed),
+                               views ? sv_new(views, b, 0) : fx_side_list(&b->side[0]),
+                               views ? sv_new(views, b, 1) : fx_side_list(&b->side[1])};
         for (int i = 0; i < 9; i++)
             items[3 + i] = (s->set >> i) & 1 ? PyFloat_FromDouble(s->session[i]) : Py_NewRef(Py_None);
         items[12] = PyFloat_FromDouble(s->book_notional);
@@ -2330,7 +2484,7 @@ static PyObject *BookTable_get(BookTableObject *self, PyObject *symbol) {
     Py_ssize_t len;
     if (fx_name_of(symbol, &name, &len) < 0) return NULL;
     FxBook *b = bt_find(self, name, len, NULL);
-    return b == NULL ? Py_NewRef(Py_None) : fx_raw(b);
+    return b == NULL ? Py_NewRef(Py_None) : fx_raw(b, NULL);
 }
 
 static PyObject *BookTable_symbol_hash(BookTableObject *self, PyObject *symbol) {
@@ -2355,6 +2509,7 @@ static PyObject *BookTable_set(BookTableObject *self, PyObject *args) {
         return NULL;
     }
     FxBook *old = bt_find(self, name, len, &slot); /* Python code ran above: look it up now */
+    b->gen = ++self->writes;
     if (old != NULL) {
         self->books[self->slots[slot] - 1] = b;
         self->digest += b->digest - old->digest;
@@ -2373,7 +2528,7 @@ static PyObject *BookTable_items(BookTableObject *self, PyObject *Py_UNUSED(igno
     PyObject *out = PyList_New(self->count);
     for (Py_ssize_t k = 0; out != NULL && k < self->count; k++) {
         FxBook *b = self->books[k];
-        PyObject *item = Py_BuildValue("(NN)", PyUnicode_DecodeUTF8(b->name, b->name_len, NULL), fx_raw(b));
+        PyObject *item = Py_BuildValue("(NN)", PyUnicode_DecodeUTF8(b->name, b->name_len, NULL), fx_raw(b, NULL));
         if (item == NULL) Py_CLEAR(out);
         else PyList_SET_ITEM(out, k, item);
     }
@@ -2475,7 +2630,250 @@ static int BookTable_set_depth(BookTableObject *self, PyObject *value, void *Py_
     return fx_bounded_setting(value, FX_MAX_DEPTH, "depth", &self->depth);
 }
 
+static PyObject *BookTable_view(BookTableObject *self, PyObject *symbol) {
+    const char *name;
+    Py_ssize_t len;
+    if (fx_name_of(symbol, &name, &len) < 0) return NULL;
+    FxBook *b = bt_find(self, name, len, NULL);
+    return b == NULL ? Py_NewRef(Py_None) : fx_raw(b, self);
+}
+
+/* ---- patch: a record changed by what the Python path staged on its views ----
+ *
+ * patch(symbol, values, book, bids, asks) is set() for a record whose sides the Python path
+ * staged over SideViews (staged_side.StagedSide): each side is either (view, ops) -- the view
+ * of this record's side the staging read, and the list operations it made on it, in order:
+ * (0, i, level) sets level i, (1, i, level) inserts at i, (2, i, stop) deletes [i, stop) --
+ * or a list of levels that replaces the side whole. ``book`` is BookValues' 15 fields (its
+ * sides are not read). The operations are played on the record in O(log n) each and a
+ * price-keyed side's hash follows them (a level-indexed side, or a side whose book changed
+ * kind, is summed again), so a message costs what it changed. Everything is read and checked
+ * before anything changes (a view of another record, or of this one before it last changed,
+ * is refused: RuntimeError); an allocation that fails while the operations play puts back
+ * what they did (MemoryError, nothing changed). */
+
+#define FX_OP_SET 0
+#define FX_OP_INSERT 1
+#define FX_OP_DELETE 2
+
+typedef struct {
+    int kind;
+    uint32_t index, stop;
+    ShownLevel level;
+} FxOp;
+
+typedef struct {
+    SideViewObject *base; /* NULL: the side is replaced by ``whole`` */
+    FxOp *ops;
+    Py_ssize_t n_ops;
+    size_t saved; /* levels the ops overwrite or delete: their room to be put back */
+    FxSide whole;
+} FxSidePatch;
+
+static void fx_side_patch_clear(FxSidePatch *p) {
+    PyMem_Free(p->ops);
+    lt_clear(&p->whole.levels);
+}
+
+/* One op tuple into ``op``: 0, or -1 with an exception. */
+static int fx_op_from(PyObject *item, FxOp *op) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a side op is (kind, index, level or stop)");
+        return -1;
+    }
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+    Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 1));
+    if (PyErr_Occurred()) return -1;
+    if (kind < FX_OP_SET || kind > FX_OP_DELETE || index < 0 || index >= (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a side op's kind is 0, 1 or 2 and its index a level's");
+        return -1;
+    }
+    op->kind = (int)kind;
+    op->index = (uint32_t)index;
+    if (kind != FX_OP_DELETE) return fx_level_from(PyTuple_GET_ITEM(item, 2), &op->level);
+    Py_ssize_t stop = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2));
+    if (stop == -1 && PyErr_Occurred()) return -1;
+    if (stop < index || stop >= (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a deletion's stop is at or after its index");
+        return -1;
+    }
+    op->stop = (uint32_t)stop;
+    return 0;
+}
+
+/* A side argument of patch() read into ``p`` (Python code may run: nothing is looked at yet). */
+static int fx_side_patch_from(PyObject *arg, FxSidePatch *p) {
+    if (!(PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 2 && Py_IS_TYPE(PyTuple_GET_ITEM(arg, 0), &SideViewType)))
+        return fx_side_from(arg, &p->whole);
+    p->base = (SideViewObject *)PyTuple_GET_ITEM(arg, 0);
+    PyObject *ops = frozen(PyTuple_GET_ITEM(arg, 1), "a side's ops are a list");
+    if (ops == NULL) return -1;
+    p->n_ops = PyTuple_GET_SIZE(ops);
+    int rc = (p->ops = PyMem_Calloc((size_t)p->n_ops + 1, sizeof *p->ops)) == NULL ? (PyErr_NoMemory(), -1) : 0;
+    for (Py_ssize_t i = 0; i < p->n_ops && rc == 0; i++) rc = fx_op_from(PyTuple_GET_ITEM(ops, i), &p->ops[i]);
+    Py_DECREF(ops);
+    return rc;
+}
+
+/* Whether ``p``'s ops fit the side of ``b`` they are for (the view is of it, as it is now, and
+ * every index is in range as the ops play): 0, or -1 with an exception. Counts p->saved. */
+static int fx_side_patch_check(BookTableObject *t, FxBook *b, int side, FxSidePatch *p) {
+    if (p->base == NULL) return 0;
+    if (p->base->table != t || p->base->book != b || p->base->side != side || b->gen > p->base->writes) {
+        PyErr_SetString(PyExc_RuntimeError, "patch() of a side staged on another record, or on this one before it changed");
+        return -1;
+    }
+    uint64_t n = fx_n(&b->side[side]);
+    p->saved = 0;
+    for (Py_ssize_t i = 0; i < p->n_ops; i++) {
+        const FxOp *op = &p->ops[i];
+        int ok = op->kind == FX_OP_SET ? op->index < n : op->kind == FX_OP_INSERT ? op->index <= n : op->stop <= n;
+        if (!ok || (op->kind == FX_OP_INSERT && n + 1 >= UINT32_MAX)) {
+            PyErr_SetString(PyExc_IndexError, "a side op's index is past the side as the ops leave it");
+            return -1;
+        }
+        n += op->kind == FX_OP_INSERT ? 1 : op->kind == FX_OP_DELETE ? -(uint64_t)(op->stop - op->index) : 0;
+        p->saved += op->kind == FX_OP_SET ? 1 : op->kind == FX_OP_DELETE ? op->stop - op->index : 0;
+    }
+    return 0;
+}
+
+/* Ops [0, done) of ``p`` taken back, last first (``saved``: what they overwrote or deleted). */
+static void fx_side_patch_undo(FxSide *s, const FxSidePatch *p, Py_ssize_t done, const ShownLevel *saved, size_t used) {
+    for (Py_ssize_t i = done - 1; i >= 0; i--) {
+        const FxOp *op = &p->ops[i];
+        if (op->kind == FX_OP_SET) {
+            *fx_at(s, op->index) = saved[--used];
+        } else if (op->kind == FX_OP_INSERT) {
+            lt_remove(&s->levels, op->index);
+        } else {
+            used -= op->stop - op->index;
+            for (uint32_t k = op->index; k < op->stop; k++)
+                lt_put_back(&s->levels, k, &(LtItem){.shown = saved[used + k - op->index]});
+        }
+    }
+}
+
+/* ``p``'s ops played on ``s`` (``incremental``: its hash follows them, index 0): 0, or -1 with
+ * MemoryError and nothing changed. What they overwrote or deleted goes to ``saved``. */
+static int fx_side_patch_play(FxSide *s, const FxSidePatch *p, int side, int incremental, ShownLevel *saved) {
+    size_t used = 0;
+    uint64_t side_no = (uint64_t)side + 1, hash = s->hash;
+    for (Py_ssize_t i = 0; i < p->n_ops; i++) {
+        const FxOp *op = &p->ops[i];
+        if (op->kind == FX_OP_SET) {
+            ShownLevel *at = fx_at(s, op->index);
+            hash += fx_mix(&op->level, 0, side_no) - fx_mix(at, 0, side_no);
+            saved[used++] = *at;
+            *at = op->level;
+        } else if (op->kind == FX_OP_INSERT) {
+            if (lt_insert(&s->levels, op->index, &(LtItem){.shown = op->level}) < 0) {
+                fx_side_patch_undo(s, p, i, saved, used);
+                return -1;
+            }
+            hash += fx_mix(&op->level, 0, side_no);
+        } else {
+            for (uint32_t k = op->index; k < op->stop; k++) {
+                ShownLevel *at = fx_at(s, op->index);
+                hash -= fx_mix(at, 0, side_no);
+                saved[used++] = *at;
+                lt_remove(&s->levels, op->index);
+            }
+        }
+    }
+    if (incremental) s->hash = hash;
+    return 0;
+}
+
+static PyObject *BookTable_patch(BookTableObject *self, PyObject *args) {
+    PyObject *symbol, *values, *book, *sides[2];
+    const char *name;
+    Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "UOOOO:patch", &symbol, &values, &book, &sides[0], &sides[1]) ||
+        fx_name_of(symbol, &name, &len) < 0)
+        return NULL;
+    if (book == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "patch() is for a record with a book");
+        return NULL;
+    }
+    FxSidePatch patches[2] = {{0}, {0}};
+    ShownLevel *saved[2] = {NULL, NULL};
+    PyObject *result = NULL;
+    FxBook *next = fx_book_new(name, len); /* the values, and the sides that are replaced whole */
+    if (next == NULL) return NULL;
+    if (fx_values_from(values, book, next) < 0 || fx_side_patch_from(sides[0], &patches[0]) < 0 ||
+        fx_side_patch_from(sides[1], &patches[1]) < 0)
+        goto done;
+    FxBook *b = bt_find(self, name, len, NULL); /* Python code ran above: look it up now */
+    if (b == NULL || !b->s.has_book) {
+        PyErr_SetString(PyExc_KeyError, "patch() of a symbol without a book record");
+        goto done;
+    }
+    for (int side = 0; side < 2; side++) {
+        if (fx_side_patch_check(self, b, side, &patches[side]) < 0) goto done;
+        if ((saved[side] = PyMem_Malloc((patches[side].saved + 1) * sizeof(ShownLevel))) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    FxValues before = b->s;
+    uint64_t hashes[2] = {b->side[0].hash, b->side[1].hash}, old_levels = fx_levels_of(b);
+    int incremental = !before.level_indexed && !next->s.level_indexed;
+    for (int side = 0; side < 2; side++) {
+        if (patches[side].base == NULL) continue;
+        if (fx_side_patch_play(&b->side[side], &patches[side], side, incremental, saved[side]) < 0) {
+            if (side == 1) fx_side_patch_undo(&b->side[0], &patches[0], patches[0].n_ops, saved[0], patches[0].saved);
+            b->side[0].hash = hashes[0];
+            goto done;
+        }
+    }
+    FxSide kept[2];
+    for (int side = 0; side < 2; side++) { /* the whole sides in, their hashes summed; the old ones kept aside */
+        kept[side] = b->side[side];
+        if (patches[side].base == NULL) {
+            b->side[side] = patches[side].whole;
+            fx_rehash(&b->side[side], next->s.level_indexed, side);
+        } else if (!incremental) {
+            fx_rehash(&b->side[side], next->s.level_indexed, side);
+        }
+    }
+    b->s = next->s;
+    uint64_t digest;
+    if (fx_digest(b, &b->s, &digest) < 0) { /* MemoryError: everything put back */
+        b->s = before;
+        for (int side = 1; side >= 0; side--) {
+            if (patches[side].base == NULL) b->side[side] = kept[side];
+            else fx_side_patch_undo(&b->side[side], &patches[side], patches[side].n_ops, saved[side], patches[side].saved);
+            b->side[side].hash = hashes[side];
+        }
+        goto done;
+    }
+    for (int side = 0; side < 2; side++) {
+        if (patches[side].base == NULL) { /* the replaced side's levels freed with the patch */
+            patches[side].whole = kept[side];
+        } else {
+            lt_trim(&b->side[side].levels);
+        }
+    }
+    self->digest += digest - b->digest;
+    self->levels += fx_levels_of(b) - old_levels;
+    b->digest = digest;
+    b->gen = ++self->writes;
+    result = Py_NewRef(Py_None);
+done:
+    for (int side = 0; side < 2; side++) {
+        fx_side_patch_clear(&patches[side]);
+        PyMem_Free(saved[side]);
+    }
+    fx_book_free(next);
+    return result;
+}
+
 static PyMethodDef BookTable_methods[] = {
+    {"view", (PyCFunction)BookTable_view, METH_O,
+     "view(symbol) -> get()'s record with each side a SideView (read in place until the table changes)"},
+    {"patch", (PyCFunction)BookTable_patch, METH_VARARGS,
+     "patch(symbol, values.astuple(), book fields, bids, asks): each side (view, ops) or its levels"},
     {"get", (PyCFunction)BookTable_get, METH_O, "get(symbol) -> (9 values, book fields or None), or None"},
     {"set", (PyCFunction)BookTable_set, METH_VARARGS, "set(symbol, values.astuple(), book fields or None)"},
     {"items", (PyCFunction)BookTable_items, METH_NOARGS, "items() -> [(symbol, record as get() gives it)]"},
@@ -3419,6 +3817,7 @@ static int fx_message(FxCtx *c, const FxMsg *m) {
         }
         FxBook *b = syms[i].book;
         b->s = syms[i].s;
+        b->gen = ++c->table->writes;
         if (!syms[i].is_new) c->table->levels += (uint64_t)fx_sym_growth(&syms[i]); /* a new one: bt_insert */
         if (syms[i].is_new) {
             b->digest = syms[i].digest;
@@ -3581,7 +3980,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__orders(void) {
     if (PyType_Ready(&OrderTableType) < 0 || PyType_Ready(&ItemsType) < 0 || PyType_Ready(&SideLevelsType) < 0 ||
-        PyType_Ready(&MboRunType) < 0 || PyType_Ready(&Fix44RunType) < 0 || PyType_Ready(&BookTableType) < 0 || intern_names() < 0 ||
+        PyType_Ready(&MboRunType) < 0 || PyType_Ready(&Fix44RunType) < 0 || PyType_Ready(&BookTableType) < 0 || PyType_Ready(&SideViewType) < 0 || intern_names() < 0 ||
         intern_run_names() < 0 || sip_key_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -3590,7 +3989,8 @@ PyMODINIT_FUNC PyInit__orders(void) {
         PyModule_AddObjectRef(m, "SideLevels", (PyObject *)&SideLevelsType) < 0 ||
         PyModule_AddObjectRef(m, "MboRun", (PyObject *)&MboRunType) < 0 ||
         PyModule_AddObjectRef(m, "Fix44Run", (PyObject *)&Fix44RunType) < 0 ||
-        PyModule_AddObjectRef(m, "BookTable", (PyObject *)&BookTableType) < 0 || fh_add_constants(m) < 0) {
+        PyModule_AddObjectRef(m, "BookTable", (PyObject *)&BookTableType) < 0 ||
+        PyModule_AddObjectRef(m, "SideView", (PyObject *)&SideViewType) < 0 || fh_add_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -21,7 +21,10 @@ throws away), so a new price's insertion moves at most :data:`MAX_PRICES`
 references at C speed on top of that copy. The native state keeps each side
 past 64 levels in a balanced tree instead (``_orders.BookTable``,
 ``_level_tree.h``: O(log n) a price, and a run of new best prices never moves
-a whole side), and the C run applies a message in place with an undo log, no copy.
+a whole side), and the C run applies a message in place with an undo log, no copy;
+the Python path reads such a side in place (``_orders.SideView``) and stages a
+message over it without a copy (:class:`~adapter.conversion.staged_side.StagedSide`,
+a list to these rules), so it too pays for the levels a message touches, not the book.
 
 Prices and sizes are the doubles nearest the decimal text, so ``101.5``,
 ``101.50`` and ``101.5000`` are one price, and the digest (over the exact
@@ -37,10 +40,11 @@ import struct
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 from feedha.adapter.conversion.messages import BookEntry
 from feedha.adapter.conversion.order_table import order_hash
+from feedha.adapter.conversion.staged_side import StagedSide
 from feedha.adapter.errors import ConversionError
 from feedha.proto.model import SESSION_VALUES
 
@@ -139,8 +143,8 @@ class BookValues:
         """
         bit = 1 if side == BID else 2
         levels = self.bids if side == BID else self.asks
-        if self.shared & bit:
-            levels = list(levels)
+        if self.shared & bit:  # a list is copied; a side kept in C is staged over (O(log n) a change)
+            levels = list(levels) if isinstance(levels, list) else cast(list[Level], StagedSide(levels))
             if side == BID:
                 self.bids = levels
             else:

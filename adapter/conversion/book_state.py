@@ -63,7 +63,8 @@ class BookState(ConversionState):
         """Every symbol's values after ``msg``, on copies (the state is unchanged).
 
         A staged book shares its sides with the state's until it changes them
-        (:meth:`BookValues.fork`): a message copies the sides it touches, not the book.
+        (:meth:`BookValues.fork`): a message copies the sides it touches, not the book (a
+        native state's sides are not even copied: :mod:`.staged_side`).
 
         Raises:
             ConversionError: ``book_full``, ``overflow``, ``symbol_limit`` or ``memory_limit``;
@@ -72,7 +73,7 @@ class BookState(ConversionState):
         staged: dict[str, SymbolValues] = {}
         new = grown = 0
         for symbol, entries in msg.updates:
-            current = self.peek(symbol)
+            current = self.view(symbol)
             if current is None and symbol not in staged:
                 new += 1
                 self._check_room(symbol, new)

@@ -107,7 +107,7 @@ class Fix44Engine(ReferenceEngine):
                 for entry in entries
                 if entry.entry_type == "2" and not full and entry.action != 2
             ]
-            before = self.state.peek(symbol)
+            before = self.state.view(symbol)
             old = before.book if before is not None else None
             book = values.book or BookValues()
             changes = shown_changes(old, book, depth)

@@ -336,6 +336,14 @@ class ConversionState:
         """One symbol's values themselves, not a copy (``None``: never seen); never change them."""
         return self._values.get(symbol)
 
+    def view(self, symbol: str) -> SymbolValues | None:
+        """One symbol's values to read now, before the state next changes (``None``: never seen).
+
+        Here :meth:`peek`; a native state gives its record's book sides as views of the
+        record (read in place, not copied), good until the state next changes.
+        """
+        return self.peek(symbol)
+
     def symbol_digest(self, symbol: str) -> int | None:
         """Return one symbol's u64 hash (its share of :attr:`digest`), or ``None`` if unknown."""
         return self._hashes.get(symbol)

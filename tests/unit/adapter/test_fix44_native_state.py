@@ -81,13 +81,19 @@ def test_records_made_in_c_and_the_python_paths_messages_agree_message_by_messag
     stream: list[bytes], depth: int
 ) -> None:
     engines = [Fix44Engine(depth=depth, prefer_native=n) for n in (True, False)]
+    play_both(engines, stream, after_each=_same_after)
+
+
+def play_both(engines: list[Fix44Engine], stream: list[bytes], *, after_each: Any = None) -> None:
+    """Each message through both engines: the same blocks, digests and refusals after every one."""
     plays, reasons = [Played(), Played()], [{}, {}]  # type: ignore[var-annotated]
     for message in stream:
         for engine, played, seen in zip(engines, plays, reasons, strict=True):
             for reason, count in convert(engine, message, played).items():
                 seen[reason] = seen.get(reason, 0) + count
         assert plays[0] == plays[1] and reasons[0] == reasons[1]
-        _same_after(*engines)
+        if after_each is not None:
+            after_each(*engines)
 
 
 @needs_native
