@@ -3,16 +3,21 @@
 :func:`fix44_stream` lays out what ``feedha drill chaos --format fix44`` plays: FIX 4.4
 incremental refreshes (``35=X``) of one to three of 200 symbols -- New, Change and Delete on
 price-keyed books about fifteen prices deep, trades, now and then a heartbeat -- with, every
-``poison_every`` messages, one poison of :data:`POISON_KINDS` in turn, and two floods:
+``poison_every`` messages, one poison of :data:`POISON_KINDS` in turn, and three floods:
 
 * ``symbol_flood``: 2,000 refreshes each naming a symbol never seen before (the symbol table
   grows by one a message), then refreshes of those symbols, fifteen of each on average;
 * ``new_best_prices``: New bids of one symbol, each at a new best price, to the 5,000 prices
   a side keeps and 20 past it (quarantined, ``book_full``), then their Deletes, best first;
   then the same on another symbol, and another;
+* ``deep_book``: one symbol's bids filled to the 5,000 prices a side keeps and its offers to
+  4,000, fifty New a message, then Changes of its levels in which one message in eight carries
+  a tag the dictionary does not define (the C run stops at it: the careful path converts it
+  on a book of 9,000 levels) and one in eight is a New at a new bid price (``book_full``:
+  refused by the careful path) -- a deep book's careful path, and a flood of refused entries;
 
-one honest message after every three flood messages, starting a fifth and 55 % of the way in
-(:data:`FLOOD_AT`). Sequence numbers (``34=``) run on over everything. Every message is
+one honest message after every three flood messages, starting a fifth, 55 % and 80 % of the
+way in (:data:`FLOOD_AT`). Sequence numbers (``34=``) run on over everything. Every message is
 framed by ``proto.fix.frame``; the poison that is about framing edits its bytes after.
 
 The symbol flood is 2,000 symbols: every checkpoint carries the whole state, so a crowd of
@@ -55,10 +60,14 @@ POISON_KINDS: Final = (
 _SENDING: Final = b"20260105-14:30:00.000"
 _FLOOD_SYMBOL: Final = "BEST"
 FLOOD_EVERY: Final = 3  # one honest message after every this many flood messages
-FLOOD_AT: Final = (0.2, 0.55)  # where the floods start, as fractions of the run
+FLOOD_AT: Final = (0.2, 0.55, 0.8)  # where the floods start, as fractions of the run
 _SIDE_PRICES: Final = 5_000  # what a price-keyed side keeps (adapter/conversion/book.py MAX_PRICES)
 _PAST_FULL: Final = 20  # new best prices past a full side: quarantined, book_full
 SYMBOL_FLOOD: Final = 2_000  # new symbols (each adds a checkpoint's worth of work: see below)
+_DEEP_SYMBOL: Final = "DEEP"
+_DEEP_ASKS: Final = 4_000  # the deep book's offers (its bids: a full side)
+_DEEP_EVERY: Final = 8  # in the deep book's flood, one careful Change and one book_full in this many
+_UNKNOWN: Final = b"9999=x\x01"  # a tag the dictionary does not define: ignored, a stop for the C run
 
 
 def _message(seq: int, entries: list[bytes], *, msg_type: bytes = b"X", count: int | None = None) -> bytes:
@@ -167,19 +176,47 @@ def _poison(kind: str, seq: int) -> list[bytes]:
     return [_message(seq, [add]), _message(seq + 1, [delete])]
 
 
-def _flood(kind: str, size: int) -> list[bytes]:
-    """The flood's entries, one message each."""
+def _flood(kind: str, size: int) -> list[list[bytes]]:
+    """The flood's messages, each its entries (one, but for the deep book's opening)."""
     if kind == "symbol_flood":  # the new symbols, then refreshes of them, many times each
         rng, count = random.Random(size), min(SYMBOL_FLOOD, size // 4)
         news = [_new(f"F{k:06d}", "0", "10") for k in range(count)]
         again = [_new(f"F{rng.randrange(count):06d}", "1", f"{11 + k % 50}") for k in range(size - count)]
-        return news + again
+        return [[entry] for entry in news + again]
+    if kind == "deep_book":
+        return _deep_book(size)
     out: list[bytes] = []
     for number in range(max(1, size // (2 * _SIDE_PRICES))):  # one symbol's side after another
         symbol = f"{_FLOOD_SYMBOL}{number}"
         prices = [f"{1000 + k / 100:.2f}" for k in range(_SIDE_PRICES + _PAST_FULL)]
         out += [_new(symbol, "0", price) for price in prices]
         out += [_delete(symbol, "0", price) for price in reversed(prices[:_SIDE_PRICES])]
+    return [[entry] for entry in out]
+
+
+def _deep_book(size: int) -> list[list[bytes]]:
+    """A full bid side and 4,000 offers on one symbol, then ``size`` Changes and refused News."""
+    bids = [f"{1000 - k / 100:.2f}" for k in range(_SIDE_PRICES)]  # best first
+    asks = [f"{1000.01 + k / 100:.2f}" for k in range(_DEEP_ASKS)]
+    opening = [_new(_DEEP_SYMBOL, "0", price) for price in bids] + [
+        _new(_DEEP_SYMBOL, "1", price) for price in asks
+    ]
+    out = [opening[at : at + 50] for at in range(0, len(opening), 50)]
+    rng = random.Random(size)
+    for k in range(size):
+        side, prices = ("0", bids) if rng.random() < 0.5 else ("1", asks)
+        change = b"279=1\x01269=%s\x0155=%s\x01270=%s\x01271=%d\x01" % (
+            side.encode(),
+            _DEEP_SYMBOL.encode(),
+            prices[int(rng.random() * len(prices))].encode(),
+            1 + k % 500,
+        )
+        if k % _DEEP_EVERY == 0:  # the careful path converts it, on the deep book
+            out.append([change + _UNKNOWN])
+        elif k % _DEEP_EVERY == _DEEP_EVERY // 2:  # a new bid on the full side: book_full
+            out.append([_new(_DEEP_SYMBOL, "0", f"{900 - (k % 10_000) / 100:.2f}")])
+        else:
+            out.append([change])
     return out
 
 
@@ -194,19 +231,21 @@ def fix44_stream(
     """
     market = _Market(seed)
     flood_size = max(50, total // 20)
-    starts = {int(total * FLOOD_AT[0]): "symbol_flood", int(total * FLOOD_AT[1]): "new_best_prices"}
+    names = ("symbol_flood", "new_best_prices", "deep_book")
+    # Each flood starts at its place, or when the one before it ends (a short run: they follow on).
+    starts = deque((int(total * at), name) for at, name in zip(FLOOD_AT, names, strict=True))
     out: list[bytes] = []
     poison: Counter[str] = Counter()
     floods: dict[str, tuple[int, int]] = {}
-    pending: deque[bytes] = deque()  # flood entries still to interleave
+    pending: deque[list[bytes]] = deque()  # flood messages still to interleave (their entries)
     flood_name, index = "", 0
-    while len(out) < total or pending:
-        if index in starts and not pending:
-            flood_name = starts[index]
+    while len(out) < total or pending or starts:
+        if starts and index >= starts[0][0] and not pending:
+            flood_name = starts.popleft()[1]
             pending = deque(_flood(flood_name, 3 * flood_size))
             floods[flood_name] = (len(out) + 1, 0)
         while pending and len(out) % (FLOOD_EVERY + 1) != FLOOD_EVERY:
-            out.append(_message(len(out) + 1, [pending.popleft()]))
+            out.append(_message(len(out) + 1, pending.popleft()))
             if not pending:
                 floods[flood_name] = (floods[flood_name][0], len(out))
         index += 1

@@ -91,18 +91,34 @@ def _captured(input_format: str) -> ChaosCapture:
 
 
 @pytest.mark.parametrize("input_format", ["itch50", "fix44"])
-def test_a_capture_holds_every_poison_kind_two_floods_and_counts_its_blocks(input_format: str) -> None:
+def test_a_capture_holds_every_poison_kind_its_floods_and_counts_its_blocks(input_format: str) -> None:
     capture = _captured(input_format)
     kinds = ITCH_POISON if input_format == "itch50" else FIX44_POISON
     assert set(capture.poison) == set(kinds) and min(capture.poison.values()) >= 5
-    assert len(capture.floods) == 2 and capture.baseline[1] < capture.floods[0].first_seq
-    assert (
-        capture.floods[0].last_seq
-        < capture.floods[1].first_seq
-        <= capture.floods[1].last_seq
-        <= capture.messages
-    )
+    assert len(capture.floods) == (2 if input_format == "itch50" else 3)
+    assert capture.baseline[1] < capture.floods[0].first_seq
+    for flood, after in zip(capture.floods, capture.floods[1:], strict=False):
+        assert flood.first_seq <= flood.last_seq < after.first_seq
+    assert capture.floods[-1].last_seq <= capture.messages
     assert 0.8 * capture.messages < capture.expected < capture.messages
+
+
+def test_the_fix44_deep_book_flood_takes_the_careful_path_and_refuses_a_full_side() -> None:
+    from feedha.chaos_fix44 import _flood, _message
+    from tests.unit.adapter.test_fix44_run import Played, convert
+
+    flood = _flood("deep_book", 80)
+    assert len(flood) == 180 + 80  # 9,000 levels fifty a message, then the flood itself
+    engine, played = Fix44Engine(depth=10), Played()
+    reasons = convert(
+        engine, b"".join(_message(seq, entries) for seq, entries in enumerate(flood, 1)), played
+    )
+    assert reasons == {"book_full": 10}  # one in eight: a New on the full bid side
+    values = engine.state.get("DEEP")
+    assert values is not None and values.book is not None
+    assert (len(values.book.bids), len(values.book.asks)) == (5_000, 4_000)
+    if engine.is_native:  # one in eight carries an unknown tag: the careful path converted it
+        assert played.from_runs == 180 + 80 - 10 - 10
 
 
 def test_what_a_capture_must_deliver_is_what_an_engine_delivers_for_it() -> None:
