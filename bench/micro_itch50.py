@@ -32,30 +32,18 @@ MESSAGES: Final = 20_000
 REPEAT: Final = 3
 PER_PACKET: Final = 20
 CASES: Final = ("mix", "flood", "best_run")
-_MASK: Final = (1 << 64) - 1
-_K2: Final = 0xBF58476D1CE4E5B9  # the old hash's multipliers (splitmix64's finalizer)
-_K3: Final = 0x94D049BB133111EB
 _LENGTH: Final = struct.Struct(">H")
 _ADD: Final = struct.Struct(">cHH6sQcI8sI")  # ITCH 5.0 "A": 36 bytes
 
 
-def _unshift(x: int, shift: int) -> int:
-    # The inverse of x ^ (x >> shift) on 64 bits.
-    y = x
-    for _ in range(64 // shift + 1):
-        y = x ^ (y >> shift)
-    return y & _MASK
-
-
 def old_hash_flood(count: int) -> list[int]:
-    """References the order table's old hash sent to slot ``i << 32``: one home at every size to 2**32."""
-    k2_inverse, k3_inverse = pow(_K2, -1, 1 << 64), pow(_K3, -1, 1 << 64)
-    refs = []
-    for index in range(1, count + 1):
-        x = _unshift(index << 32, 31)
-        x = _unshift((x * k3_inverse) & _MASK, 27)
-        refs.append(_unshift((x * k2_inverse) & _MASK, 30))
-    return refs
+    """References the order table's old hash sent to slot ``i << 32``: one home at every size to 2**32.
+
+    :func:`feedha.chaos_itch50.colliding_refs` at slot 0 (the drill's flood is the same set at slot 5).
+    """
+    from feedha.chaos_itch50 import colliding_refs
+
+    return colliding_refs(count, slot=0)
 
 
 def _add(ref: int, stock: bytes, price: int) -> bytes:

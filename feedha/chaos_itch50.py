@@ -59,14 +59,15 @@ FLOOD_EVERY: Final = 3  # one honest message after every this many flood message
 FLOOD_AT: Final = (0.2, 0.55)  # where the floods start, as fractions of the honest day
 
 
-def colliding_refs(count: int) -> list[int]:
+def colliding_refs(count: int, *, slot: int = _FLOOD_SLOT) -> list[int]:
     """``count`` order references the old ``_orders.c`` table (``home_of``) puts in one slot.
 
     ``home_of`` is splitmix64's finalizer of the reference, masked by the table's size: the
-    finalizer is a bijection, so its inverse of ``(k << 32) | 5`` gives references whose
-    slots agree at every size up to 2**32.
+    finalizer is a bijection, so its inverse of ``(k << 32) | slot`` (``slot`` < 2**32) gives
+    references whose slots agree at every size up to 2**32. The one generator of such a set:
+    ``bench/micro_itch50.py`` and the tests take theirs from here.
     """
-    return [_unmix((k << 32) | _FLOOD_SLOT) for k in range(1, count + 1)]
+    return [_unmix((k << 32) | slot) for k in range(1, count + 1)]
 
 
 def _unxorshift(value: int, shift: int) -> int:
