@@ -30,7 +30,7 @@ With ``--no-journal`` the adapters keep no journal and the client has nothing
 to fill a line hole from: a line hole is a loss.
 
 With ``--format fix44`` or ``--format itch50`` the source plays a capture of that
-format written for the run, with the format's own poison and two floods
+format written for the run, with the format's own poison and floods
 (:mod:`feedha.chaos_formats`); the summary adds ``honest_rate``, each flood's CPU
 per message against the traffic before the floods.
 """

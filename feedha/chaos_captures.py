@@ -3,7 +3,7 @@
 The drill plays a capture file through ``feedha source --file F --format F`` at the drill's
 rate. :func:`write_capture` writes one of about ``rate x seconds`` messages
 (``feedha/chaos_itch50.py``, ``feedha/chaos_fix44.py``: the format's poison every
-``poison_every`` messages and two floods) and counts what the group must deliver by
+``poison_every`` messages and its floods) and counts what the group must deliver by
 converting it once here, through an adapter core of the same format alone (active, no
 journal): its ``numbered`` count is the number of blocks, so poison the group quarantines,
 heartbeats and other skipped messages, and book_full past a side's 5,000 prices are all

@@ -2,7 +2,7 @@
 
 The plain source speaks ``feedha-fix`` only, so for the other formats the drill writes a
 capture (``feedha/chaos_captures.py``: about ``--rate`` x the run's seconds messages, the
-format's poison every ``--poison-every`` messages, two floods) and the source plays it with
+format's poison every ``--poison-every`` messages, its floods) and the source plays it with
 ``--file F --format F`` at the drill's rate; the adapters convert the format at book depth
 :data:`~feedha.chaos_captures.BOOK_DEPTH`. The summary gains the capture's figures, the
 poison by kind and the honest rate through each flood (``feedha/chaos_cost.py``); the run
