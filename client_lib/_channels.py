@@ -104,6 +104,7 @@ class ChannelSet:
             for key in spec.seal_keys:
                 opener.add(key)
         arbiter, topic, start = self.arbiters[spec.key], spec.name.encode(), len(self.routes)
+        arbiter.confirm_term(spec.term, now=now)  # the routes' term: followed from now on
         live = self.liveness[spec.key]
         self.routes.extend(
             LineRoute(arbiter, first_line + i, topic, endpoint, live, spec.key)

@@ -61,12 +61,13 @@ class LineCounters:
 
     __slots__ = (
         *("adapter", "packets", "blocks", "heartbeats", "first_copies"),
-        *("duplicates", "garbage", "stale", "last_term"),
+        *("duplicates", "garbage", "stale", "last_term", "heard_at"),
     )
 
     def __init__(self) -> None:
         self.adapter: int | None = None
         self.last_term: int | None = None
+        self.heard_at: float | None = None  # when the line last sent anything (its term's vote counts)
         self.packets = self.blocks = self.heartbeats = self.first_copies = 0
         self.duplicates = self.garbage = self.stale = 0
 

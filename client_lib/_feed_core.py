@@ -44,6 +44,7 @@ from typing import Any, Protocol, TypeVar
 
 from feedha import transport
 from feedha.admin_client import Route
+from feedha.client._subscriber_config import route_term
 from feedha.client.books import Book, BookKeeper, BookUpdate
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.client.events import (
@@ -335,6 +336,7 @@ class FeedCore:
             seal_keys=route.seal_keys,
             delayed=route.delayed,
             conflated=kind == "conflated",
+            term=route_term(route),
         )
 
     def _local(self, endpoint: str) -> str:

@@ -34,6 +34,7 @@ RCVHWM: Final = 20_000  # packets per line (~1-2 million messages, seconds at fu
 # garbage collector's first threshold (700) and in cache. 512 cost twice the
 # CPU per message (bench/micro_client.py, queued backlog).
 BATCH: Final = 8
+_MAX_TERM: Final = 2**32 - 1  # a u32, as the packet header carries it
 
 RetransmissionHook = Callable[[RetransmissionNeeded], Iterable[bytes] | None]
 
@@ -58,6 +59,10 @@ class ChannelSpec:
             delivered as :class:`DelayedDelivery`, its gaps asked as delayed ranges.
         conflated: the endpoints are the channel's *conflated* lines (``"NAME/conflated"``),
             delivered as :class:`ConflatedDelivery`; its holes are never asked of a replay service.
+        term: the term the admin server's routes carry for the channel (:func:`route_term`;
+            0: none). The stream follows it from the start, and joining again with a higher
+            one confirms that term at once; the lines alone raise the term only when a
+            majority of them show it (docs/robustness.md).
     """
 
     name: str
@@ -68,6 +73,7 @@ class ChannelSpec:
     seal_keys: tuple[SealKey, ...] = ()
     delayed: bool = False
     conflated: bool = False
+    term: int = 0
 
     @property
     def key(self) -> str:
@@ -102,6 +108,8 @@ class ChannelSpec:
         object.__setattr__(self, "seal_keys", tuple(self.seal_keys))
         if not all(isinstance(key, SealKey) for key in self.seal_keys):
             raise ConfigError("seal_keys", len(self.seal_keys), "expected proto.seal.SealKey values")
+        if not (isinstance(self.term, int) and 0 <= self.term <= _MAX_TERM):
+            raise ConfigError("term", self.term, "must be a u32 term (0: none)")
 
     def server_key(self, endpoint: str) -> str:
         """The CURVE key to connect to ``endpoint`` with ("": a plain line)."""
@@ -122,6 +130,20 @@ class _RouteLike(Protocol):
     def channel_number(self) -> int: ...
     @property
     def lines(self) -> Sequence[_LineLike]: ...
+
+
+def route_term(route: _RouteLike) -> int:
+    """The term a route carries: the highest of its up, active or backup lines' (0: none known).
+
+    Every adapter of a group follows the active's term, so that is the active's term as
+    the admin server last heard it; a line that is down or failed may be a zombie's.
+    """
+    terms = [
+        int(getattr(line, "term", 0))
+        for line in route.lines
+        if getattr(line, "is_up", True) and getattr(line, "role", "active") in ("active", "backup")
+    ]
+    return max(terms, default=0)
 
 
 def channel_specs_from_routes(
@@ -149,6 +171,7 @@ def channel_specs_from_routes(
                 start_seq=start_seq,
                 server_keys=keys if any(keys) else (),
                 seal_keys=tuple(getattr(route, "seal_keys", ())),
+                term=route_term(route),
             )
         )
     return specs

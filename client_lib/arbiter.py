@@ -24,10 +24,14 @@ else, or anything the fast path declines, takes the general path, which
 decodes the packet with :mod:`feedha.proto.wire` and checks and counts
 every case.
 
-Terms fence zombies: packets with a term below the highest seen are dropped
-as stale. Retransmitted packets are historical copies served from a journal,
-so they are exempt from the fence and do not raise the term; their content is
-still checked against ``(source_stream, source_seq)`` like any copy.
+Terms fence zombies: packets with a term below the one the channel follows
+are dropped as stale. The term followed is the one the admin server's routes
+confirm (:meth:`ChannelArbiter.confirm_term`), or a higher one a majority of
+the live lines show (:class:`~feedha.client._claims.TermVotes`): a term only
+some lines claim fences nobody. Retransmitted packets are historical copies
+served from a journal, so they are exempt from the fence and vote for no
+term; their content is still checked against ``(source_stream, source_seq)``
+like any copy.
 
 An arbiter of a channel's *delayed* stream (``ArbiterConfig.delayed``) takes
 only packets flagged delayed (and a real-time arbiter only the others: a
@@ -45,7 +49,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from feedha.client._claims import MAX_JUMP, Claims
+from feedha.client._claims import GRACE_S, MAX_JUMP, Claims, TermVotes
 from feedha.client._delivery_stream import DeliveryStream, LineCounters
 from feedha.client.events import (
     ArbiterConfig,
@@ -90,7 +94,10 @@ class ChannelArbiter:
         self._name = config.name
         self._stream = DeliveryStream(config)
         self._lines: dict[int, LineCounters] = {line: LineCounters() for line in range(lines)}
-        self._highest_term: int | None = None
+        self._highest_term: int | None = None  # the term followed (None: none yet)
+        self._raised_at: float | None = None  # when it last rose from a term followed (None: never)
+        self._votes = TermVotes(lines=lines)
+        self._announce: list[Event] = []  # a TermChanged of a route's term, out with the next events
         self._claims = Claims()
         self._suspect = self._stale = 0
         self._ended = False
@@ -141,6 +148,7 @@ class ChannelArbiter:
         if counters is None:
             counters = self._line(line)
         counters.packets += 1
+        counters.heard_at = now
         if len(packet) > HEADER_SIZE:  # the fast path (see the module docstring)
             magic, version, flags, channel, adapter, term, first, count, _reserved, send_ns = _UNPACK_HEADER(
                 packet
@@ -149,6 +157,8 @@ class ChannelArbiter:
                 flags == self._live_flags
                 and count
                 and term == self._highest_term
+                and term == counters.last_term  # the line's vote has not changed
+                and not self._announce  # a route's term change waits to be said
                 and channel == self._channel
                 and magic == MAGIC
                 and version == VERSION
@@ -168,11 +178,11 @@ class ChannelArbiter:
     def _on_packet_general(self, line: int, counters: LineCounters, packet: bytes, now: float) -> list[Event]:
         # Every kind of packet, one block at a time (the reference behaviour).
         stream = self._stream
+        out, self._announce = self._announce, []
         header = self._believe(line, counters, packet)
         if header is None:
-            return stream.expire(now, [])
-        out: list[Event] = []
-        if not header.is_retransmission and not self._is_current(line, header, counters, out):
+            return stream.expire(now, out)
+        if not header.is_retransmission and not self._is_current(line, header, counters, out, now):
             return stream.expire(now, out)
         first, count = header.first_seq, header.count
         if count and stream.recent.is_copy(first, packet):
@@ -220,10 +230,12 @@ class ChannelArbiter:
             return None
         return header
 
-    def _is_current(self, line: int, header: PacketHeader, counters: LineCounters, out: list[Event]) -> bool:
+    def _is_current(
+        self, line: int, header: PacketHeader, counters: LineCounters, out: list[Event], now: float
+    ) -> bool:
         # A live packet (not a retransmission) of a term and a msg_seq to believe; an
         # ordinary one contradicts the other lines' claims.
-        if not self._check_term(line, header, counters, out):
+        if not self._check_term(line, header, counters, out, now):
             return False
         if not self._check_jump(line, header):
             self._suspect += 1
@@ -249,7 +261,18 @@ class ChannelArbiter:
             ``RetransmissionNeeded``, ``GapLost`` and the ``Delivery`` events
             that a lost gap released, in order.
         """
-        return self._stream.expire(now, [])
+        out, self._announce = self._announce, []
+        return self._stream.expire(now, out)
+
+    def confirm_term(self, term: int, *, now: float) -> None:
+        """The admin server's routes carry ``term`` (0: they carry none): follow it, or a higher one.
+
+        A :class:`TermChanged` (line -1) comes out with the next events when the term followed changed.
+        """
+        if term <= 0:
+            return
+        self._votes.confirm(term)
+        self._follow(self._elect(now), -1, self._announce, now)
 
     def missing(self, first_seq: int, last_seq: int) -> int:
         """How many of ``first_seq..last_seq`` are still in holes (known missing, not yet lost)."""
@@ -298,26 +321,49 @@ class ChannelArbiter:
         self._garbage[reason] = self._garbage.get(reason, 0) + 1
         logger.debug("channel %s: dropped garbage packet (%s): %s", self._channel, reason, detail)
 
-    def _check_term(self, line: int, header: PacketHeader, counters: LineCounters, out: list[Event]) -> bool:
-        # Follow the highest term; a lower one is a stale (demoted) sender. A
-        # higher one fences the others only once confirmed (client_lib._claims):
-        # until then its packets are taken like any line's. The first term is a
-        # claim like any other: one forged packet read first must not fence every
-        # genuine line (another line's lower term backs it at that lower term).
-        highest = self._highest_term
-        if highest is None:
-            self._highest_term = self._claims.term(line, header.term, highest=None)
-        elif header.term < highest:
+    def _check_term(
+        self, line: int, header: PacketHeader, counters: LineCounters, out: list[Event], now: float
+    ) -> bool:
+        # The packet's term is its line's vote; the channel follows what the routes and a
+        # majority of the lines show (client_lib._claims), and a lower term is a stale
+        # (demoted, or forged) sender. Voting again only when something changed: a term
+        # other than the one followed, or a line whose own term changed.
+        # Below the term followed, a line that showed it already is fenced at once; one that
+        # has not yet, GRACE_S after the term rose (its packets from before the promotion may be
+        # read after the route update or the lines that raised it).
+        term, following = header.term, self._highest_term
+        shown = self._votes.shown(line, now=now)  # its vote before this packet
+        self._votes.vote(line, term, now=now)
+        if term != following or term != counters.last_term:
+            following = self._follow(self._elect(now), line, out, now)
+        raised = self._raised_at
+        if (
+            following is not None
+            and term < following
+            and (shown >= following or raised is None or now - raised >= GRACE_S)
+        ):
             self._stale += 1
             counters.stale += 1
             return False
-        elif header.term > highest:
-            believed = self._claims.term(line, header.term, highest=highest)
-            if believed is not None:
-                out.append(TermChanged(header.channel, highest, believed, line, channel_name=self._name))
-                logger.info("channel %s: term %d -> %d on line %d", header.channel, highest, believed, line)
-                self._highest_term = believed
         return True
+
+    def _elect(self, now: float) -> int | None:
+        heard = {line: counters.heard_at for line, counters in self._lines.items()}
+        return self._votes.elect(following=self._highest_term, heard=heard, now=now)
+
+    def _follow(self, elected: int | None, line: int, out: list[Event], now: float) -> int | None:
+        # Follow the elected term; a change of a term followed is said (the first one is not).
+        following = self._highest_term
+        if elected == following:
+            return following
+        self._highest_term = elected
+        if following is not None and elected is not None:
+            if elected > following:
+                self._raised_at = now
+            out.append(TermChanged(self._channel or 0, following, elected, line, channel_name=self._name))
+            how = "the routes" if line < 0 else f"line {line}"
+            logger.info("channel %s: term %d -> %d (%s)", self._channel, following, elected, how)
+        return elected
 
     def _check_jump(self, line: int, header: PacketHeader) -> bool:
         # A msg_seq far past everything seen is believed only once confirmed:

@@ -301,7 +301,13 @@ class Conflict(StatusEvent):
 
 @dataclass(frozen=True, slots=True)
 class TermChanged(StatusEvent):
-    """A line showed a higher term (a promotion: failover); lower terms are now stale."""
+    """The term the channel follows changed; live packets of a lower term are now stale.
+
+    Up at a promotion (failover) that a majority of the lines shows (``line``: the
+    line whose packet made the majority) or that a route update carries (``line``
+    -1); back down when a term the lines followed loses its majority (a forger's,
+    or a lone line's that the routes never confirmed). docs/wire-format.md has the rule.
+    """
 
     old_term: int
     new_term: int

@@ -242,8 +242,10 @@ def test_forged_term_and_sequence_packets_derail_no_subscriber() -> None:
 
 @pytest.mark.slow  # 6 s: in CI's slow stage; the default keeps the forged term and sequence packets
 def test_a_forged_term_read_first_fences_no_genuine_line() -> None:
-    # The first packet this subscriber ever reads is a rogue's, with the highest term there is;
-    # the genuine lines join after it. Every message must still arrive, none dropped as stale.
+    # The first packet this subscriber ever reads is a rogue's, with the highest term there is, on
+    # the only line it knows of: that line is the channel's majority, and is followed. The genuine
+    # lines join after it; their first packets take the term back (a packet of one of them may be
+    # dropped as stale meanwhile: the other line carries it). Every message must still arrive.
     forged = wire.encode_packet(channel=1, adapter=9, term=2**32 - 1, first_seq=1, blocks=(), send_time_ns=0)
     with running_group(channel=CHANNEL, channel_number=1, size=2, rate=2000, seconds=3) as group:
         group.start_adapter(1, active=True)
@@ -261,7 +263,7 @@ def test_a_forged_term_read_first_fences_no_genuine_line() -> None:
                 sent = group.sent()
                 stats = subscriber.stats()[CHANNEL]
     assert sent > 0 and delivered == list(range(1, sent + 1))
-    assert stats.highest_term == 1 and stats.stale == 0 and stats.lost == 0
+    assert stats.highest_term == 1 and stats.lost == 0
 
 
 @pytest.mark.slow

@@ -11,16 +11,26 @@ byte offsets. Its rules:
   (real-time vs delayed) or another channel is counted by reason and changes
   nothing else. The channel number is adopted from the first packet that
   decodes, when not configured.
-- **Terms** (live packets; a retransmission is exempt): a term above the
-  believed one -- any term, while none is believed yet -- is a *claim*,
-  believed when another line claims more than the believed term (then the
-  lesser of the two), or when the same line said it ``CONFIRM`` times in a
-  row, counting again whenever another line sent an ordinary packet; its
-  blocks are taken either way, and until a first term is believed no packet
-  is stale. A lower term than the believed one is stale and dropped.
+- **Terms** (live packets; a retransmission is exempt): every live packet is
+  its line's vote for its term. A line whose term went down votes, for
+  ``DISTRUST_S`` after that (again from each time it goes down), the lowest
+  term it showed since. A line is *live* when it sent any packet within
+  ``LIVE_S``, or, never having sent one, within ``LIVE_S`` of the first live
+  packet of any line. The term followed rises to the highest term more than
+  half of the live lines vote at least (the first one too; none while no
+  majority votes anything); a term followed is kept, or lowered to the highest
+  term more than half of the live lines and of the silent lines voting at
+  least it vote at least. The count is made when a live packet's term differs from
+  the term followed or from its line's ``last_term``; a change is a
+  ``TermChanged`` (not the first term). A live packet below the term
+  followed is stale and dropped when its line voted at least that term
+  before it, or the term was the first followed, or ``GRACE_S`` passed since
+  it last rose; until a term is followed none is.
 - **Far jumps**: a live packet more than ``MAX_JUMP`` past everything seen is
-  a claim of the same kind (backed by another line's claim within
-  ``MAX_JUMP`` of it); until believed it is dropped and counted suspect.
+  a *claim*, believed when another line claims a position within ``MAX_JUMP``
+  of it (both past ``MAX_JUMP``), or when the same line said it ``CONFIRM``
+  times in a row; an ordinary packet from another line withdraws every
+  other line's claim. Until believed it is dropped and counted suspect.
 - **Order**: delivery starts at ``start_seq`` or the first msg_seq believed;
   each msg_seq's first copy is delivered once, in msg_seq order; one that
   comes early waits in the buffer; a msg_seq below the delivery point again
@@ -54,7 +64,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from feedha.client._claims import CONFIRM, MAX_JUMP
+from feedha.client._claims import CONFIRM, DISTRUST_S, GRACE_S, LIVE_S, MAX_JUMP
 from feedha.client.events import (
     ArbiterConfig,
     ArbiterStats,
@@ -142,7 +152,13 @@ class Model:
         self.buffer: dict[int, Copy] = {}
         self.gaps: list[Gap] = []
         self.highest_term: int | None = None
-        self.claims: dict[str, dict[int, tuple[int, int]]] = {"term": {}, "jump": {}}  # line -> (said, times)
+        self.raised_at: float | None = None  # when the term followed last rose from another
+        self.votes: dict[int, tuple[int, float]] = {}  # line -> (its latest live packet's term, when)
+        self.lowest: dict[int, tuple[int, float]] = {}  # line whose term went down -> (lowest since, until)
+        self.first_vote: float | None = None
+        self.heard: dict[int, float] = {}  # line -> when it last sent any packet
+        self.known = set(range(lines))
+        self.claims: dict[int, tuple[int, int]] = {}  # line -> (far position said, times in a row)
         self.clean: dict[
             int, bytes
         ] = {}  # first msg_seq -> the last packet whose blocks were all first copies
@@ -160,9 +176,10 @@ class Model:
         """The events of one packet from ``line`` (``delivery_key`` form for deliveries)."""
         tally = self.tallies.setdefault(line, Tally())
         tally.packets += 1
+        self.heard[line] = now
         out: list[object] = []
         header = self._header(tally, packet)
-        if header is not None and (header.is_retransmission or self._believed(line, header, tally, out)):
+        if header is not None and (header.is_retransmission or self._believed(line, header, tally, now, out)):
             self._take(line, header, packet, tally, now, out)
         return self.on_timer(now, out)
 
@@ -192,51 +209,91 @@ class Model:
             return None
         return header
 
-    def _believed(self, line: int, header: PacketHeader, tally: Tally, out: list[object]) -> bool:
-        if self.highest_term is None:
-            self.highest_term = self._claim("term", line, header.term, above=-1, near=None)
-        elif header.term < self.highest_term:
+    def _believed(self, line: int, header: PacketHeader, tally: Tally, now: float, out: list[object]) -> bool:
+        term = header.term
+        shown = self._shown(line, now)  # its vote before this packet
+        self._vote(line, term, now)
+        if term != self.highest_term or term != tally.last_term:
+            elected = self._elect(now)
+            if elected != self.highest_term:
+                if self.highest_term is not None and elected is not None:
+                    out.append(
+                        TermChanged(header.channel, self.highest_term, elected, line, channel_name=self.name)
+                    )
+                    if elected > self.highest_term:
+                        self.raised_at = now
+                self.highest_term = elected
+        following = self.highest_term
+        fenced = following is not None and (
+            shown >= following or self.raised_at is None or now - self.raised_at >= GRACE_S
+        )
+        if following is not None and term < following and fenced:
             self.counts["stale"] += 1
             tally.stale += 1
             return False
-        elif header.term > self.highest_term:
-            believed = self._claim("term", line, header.term, above=self.highest_term, near=None)
-            if believed is not None:
-                out.append(
-                    TermChanged(header.channel, self.highest_term, believed, line, channel_name=self.name)
-                )
-                self.highest_term = believed
         far = self.high + MAX_JUMP
         if header.first_seq > far and self.next is not None:
-            if self._claim("jump", line, header.first_seq, above=far, near=MAX_JUMP) is None:
+            if not self._claim(line, header.first_seq, far=far):
                 self.counts["suspect"] += 1
                 return False
-        elif header.term == self.highest_term and header.first_seq <= far:
-            # An ordinary packet: the other lines' claims start counting again.
-            for claims in self.claims.values():
-                for other, (said, _times) in claims.items():
-                    if other != line:
-                        claims[other] = (said, 0)
+        elif term == self.highest_term and header.first_seq <= far:
+            # An ordinary packet: the other lines' claims are withdrawn.
+            self.claims = {other: claim for other, claim in self.claims.items() if other == line}
         return True
 
-    def _claim(self, kind: str, line: int, value: int, *, above: int, near: int | None) -> int | None:
-        claims = self.claims[kind]
-        said, times = claims.get(line, (None, 0))
-        times = times + 1 if said is not None and value >= said else 1
-        claims[line] = (value, times)
-        backing = [
-            v
-            for other, (v, _t) in claims.items()
-            if other != line and v > above and (near is None or abs(v - value) <= near)
-        ]
-        believed = min(value, max(backing)) if backing else value if times >= CONFIRM else None
-        if believed is not None:
-            # The first term believed leaves the claims of later terms open.
-            first = kind == "term" and above < 0
-            kept = {other: claim for other, claim in claims.items() if first and claim[0] > believed}
-            claims.clear()
-            claims.update(kept)
-        return believed
+    def _vote(self, line: int, term: int, now: float) -> None:
+        if self.first_vote is None:
+            self.first_vote = now
+        self.known.add(line)
+        before = self.votes.get(line)
+        if before is not None and term < before[0]:
+            lowest = self.lowest.get(line)
+            still = lowest is not None and now < lowest[1]
+            self.lowest[line] = (
+                min(lowest[0], term) if lowest is not None and still else term,
+                now + DISTRUST_S,
+            )
+        self.votes[line] = (term, now)
+
+    def _shown(self, line: int, now: float) -> int:
+        term = self.votes.get(line, (-1, 0.0))[0]
+        lowest = self.lowest.get(line)
+        return min(term, lowest[0]) if lowest is not None and now < lowest[1] else term
+
+    def _elect(self, now: float) -> int | None:
+        live: list[int] = []
+        silent: list[int] = []
+        for line in self.known:
+            term = self._shown(line, now)
+            when = self.heard.get(line, now if self.first_vote is None else self.first_vote)
+            if now - when <= LIVE_S:
+                live.append(term)
+            elif line in self.votes:
+                silent.append(term)
+
+        def reached(votes: list[int], share: float) -> int:
+            # The highest term that at least ``share`` of the votes reach (-1: none).
+            return max((t for t in votes if sum(v >= t for v in votes) >= share * len(votes)), default=-1)
+
+        following = self.highest_term
+        raised = reached(live, 0.5 + 1e-9)  # more than half
+        if following is None or raised > following:
+            return None if raised < 0 else raised
+        kept = reached(live + [term for term in silent if term >= following], 0.5 + 1e-9)  # more than half
+        return following if kept < 0 else min(kept, following)
+
+    def _claim(self, line: int, position: int, *, far: int) -> bool:
+        said, times = self.claims.get(line, (None, 0))
+        times = times + 1 if said is not None and position >= said else 1
+        self.claims[line] = (position, times)
+        backed = any(
+            other != line and claimed > far and abs(claimed - position) <= MAX_JUMP
+            for other, (claimed, _times) in self.claims.items()
+        )
+        if backed or times >= CONFIRM:
+            self.claims.clear()
+            return True
+        return False
 
     def _take(
         self, line: int, header: PacketHeader, packet: bytes, tally: Tally, now: float, out: list[object]

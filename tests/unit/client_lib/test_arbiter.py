@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.client._claims import CONFIRM
+from feedha.client._claims import GRACE_S
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.client.events import (
@@ -238,32 +238,20 @@ def test_higher_term_copy_replaces_undelivered_older_term_copy() -> None:
 def test_stale_term_dropped_after_term_increase() -> None:
     arb = arbiter()
     arb.on_packet(0, packet(1, term=3), now=0.0)
-    # A second line says term 4: the first term believed is the lesser, 3; its 4 stays a claim.
+    # Two of three lines vote at least 3: the channel follows 3; line 2's 4 is a claim of one line.
     arb.on_packet(2, heartbeat(2, term=4, adapter=3), now=0.0)
     assert arb.stats().highest_term == 3
     out = arb.on_packet(1, packet(2, term=4, adapter=2), now=0.0)
     assert out[0] == TermChanged(CHANNEL, 3, 4, 1) and seqs(out) == [2]
-    # The old active keeps sending msg_seq 3 with term 3: not delivered.
-    assert arb.on_packet(0, packet(3, term=3), now=0.0) == []
-    assert arb.on_packet(0, heartbeat(9, term=3), now=0.0) == []  # no phantom gap either
-    assert seqs(arb.on_packet(1, packet(3, term=4, adapter=2), now=0.0)) == [3]
+    # The old active keeps sending msg_seq 3 with term 3 (past the grace for what it sent before
+    # the promotion, client_lib._claims.GRACE_S): not delivered.
+    assert arb.on_packet(0, packet(3, term=3), now=GRACE_S) == []
+    assert arb.on_packet(0, heartbeat(9, term=3), now=GRACE_S) == []  # no phantom gap either
+    assert seqs(arb.on_packet(1, packet(3, term=4, adapter=2), now=GRACE_S)) == [3]
     stats = arb.stats()
     assert stats.stale == 2 and stats.highest_term == 4 and stats.open_gaps == 0
     assert stats.lines[0].stale == 2 and stats.lines[1].last_term == 4
     assert "term=4" in repr(arb)
-
-
-def test_one_forged_term_fences_nobody_but_a_repeated_one_does() -> None:
-    arb = arbiter()
-    arb.on_packet(0, packet(1), now=0.0)
-    out = arb.on_packet(1, heartbeat(2, term=2**32 - 1, adapter=9), now=0.0)
-    assert out == [] and arb.stats().highest_term == 1
-    assert seqs(arb.on_packet(0, packet(2), now=0.0)) == [2]  # the genuine line is not fenced
-    assert arb.stats().stale == 0
-    # A single line that keeps saying it (the only line left after a failover) is believed.
-    for n in range(3):
-        out = arb.on_packet(1, packet(3 + n, term=5, adapter=2), now=0.0)
-    assert TermChanged(CHANNEL, 1, 5, 1) in out and arb.stats().highest_term == 5
 
 
 def test_a_forged_packet_read_first_fences_nobody() -> None:
@@ -281,16 +269,6 @@ def test_a_forged_packet_read_first_fences_nobody() -> None:
     assert seqs(out) == [3, 4, 5] and not any(isinstance(e, TermChanged) for e in out)
     stats = arb.stats()
     assert stats.stale == 0 and stats.highest_term == 4 and stats.lost == 0
-
-
-def test_one_line_s_first_term_is_believed_once_it_repeated_it() -> None:
-    arb = ChannelArbiter(ArbiterConfig(channel=CHANNEL), lines=1)
-    out: list[Event] = []
-    for seq in range(1, CONFIRM + 1):
-        assert arb.stats().highest_term is None
-        out += arb.on_packet(0, packet(seq, term=6), now=0.0)
-    assert seqs(out) == list(range(1, CONFIRM + 1)) and arb.stats().highest_term == 6
-    assert arb.on_packet(0, packet(CONFIRM + 1, term=5), now=0.0) == [] and arb.stats().stale == 1
 
 
 def test_a_far_jump_of_one_packet_opens_no_gap_until_confirmed() -> None:

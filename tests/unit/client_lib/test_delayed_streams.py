@@ -138,9 +138,9 @@ def test_a_mixed_grant_gets_each_symbol_on_the_stream_it_is_entitled_to() -> Non
         "subscribed", [route(("AAPL",), delayed=False), route(("IBM",), delayed=True)], None, Joins
     )
     assert joins is not None
-    assert [(s.endpoints, s.delayed) for s in joins.specs] == [
-        (("tcp://127.0.0.1:1",), False),
-        (("tcp://127.0.0.1:2",), True),
+    assert [(s.endpoints, s.delayed, s.term) for s in joins.specs] == [
+        (("tcp://127.0.0.1:1",), False, 1),  # each stream starts from the term its route carries
+        (("tcp://127.0.0.1:2",), True, 1),
     ]
     live = ChannelArbiter(ArbiterConfig(channel=CHANNEL))
     late = delayed_arbiter()

@@ -70,6 +70,24 @@ def test_channel_specs_from_admin_routes() -> None:
     ]
 
 
+def test_a_route_s_term_is_its_up_active_or_backup_lines_highest_and_a_spec_carries_it() -> None:
+    from feedha.admin_client import Line, Route
+    from feedha.client._subscriber_config import route_term
+
+    def line(n: int, role: str, term: int, *, up: bool = True) -> Line:
+        return Line(adapter_id=f"a{n}", line_endpoint=f"tcp://h:{n}", replay_endpoint="", role=role,
+                    term=term, is_up=up)  # fmt: skip
+
+    lines = (line(1, "active", 5), line(2, "backup", 5), line(3, "failed", 9), line(4, "active", 8, up=False))
+    route = Route(feed="f", channel_name="EQ", channel_number=1, source_stream="s", message_model="m",
+                  lines=lines, symbols=("*",), delayed=False)  # fmt: skip
+    assert route_term(route) == 5  # a failed line or one that is down may be a zombie's
+    assert channel_specs_from_routes([route])[0].term == 5
+    assert route_term(FakeRoute("EQ", 1, (FakeLine("tcp://a:1"),))) == 0  # lines that say no term
+    with pytest.raises(ConfigError, match="u32 term"):
+        ChannelSpec("EQ", 1, ("tcp://a:1",), term=2**32)
+
+
 def test_public_api_is_exported() -> None:
     for name in client_lib.__all__:
         assert getattr(client_lib, name) is not None
