@@ -28,7 +28,7 @@ from typing import Any, Final
 import zmq
 
 from feedha.drill_abuse_attacks import _percentiles
-from feedha.proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
+from feedha.proto.replay import ReplayRequest, ReplayStatus, ReplyStatus, decode_status, encode_request
 
 KEYS: Final = 32  # the admin server's default quota of CURVE keys per user
 IN_FLIGHT: Final = 2  # requests one flooding connection keeps asked
@@ -161,29 +161,62 @@ def honest_gaps(service: Service, keys: Keys, *, stop: threading.Event) -> dict[
     sock = _dealer(ctx, service, keys)
     outcomes: dict[str, int] = {}
     took: list[float] = []
-    newest, asked, retried = GAP, 0, 0
+    asked = retried = 0
+    refusals: list[str] = []  # the first few answers other than OK, for the report
     try:
+        oldest, newest = _bounds(sock)  # what the journal holds: the gaps are asked inside it
         while not stop.is_set():
             asked += 1
-            first = max(1, newest - 10 * GAP)
+            first = max(oldest, newest - 10 * GAP)
             began = time.monotonic()
             for attempt in range(2):  # a request, and once more after no answer in time
                 retried += attempt
-                sock.send_multipart([b"", _request(asked, first, first + GAP - 1)])
-                if sock.poll(round(GAP_WAIT_S * 1000)):
+                status = _ask(sock, asked, first)
+                if status is not None:
                     break
                 sock.close(linger=0)  # a reply after its time is not an answer: a fresh connection
                 sock = _dealer(ctx, service, keys)
             else:
                 outcomes["timed_out"] = outcomes.get("timed_out", 0) + 1
                 continue
-            status = decode_status(sock.recv_multipart()[1])
             outcomes[status.status.name] = outcomes.get(status.status.name, 0) + 1
             newest = max(newest, status.newest_seq)
             if status.status is ReplayStatus.OK:
                 took.append(time.monotonic() - began)
+            elif len(refusals) < 5:
+                refusals.append(f"{status.status.name} {first}..{first + GAP - 1}: {status.message}")
             stop.wait(GAP_EVERY_S)
     finally:
         sock.close(linger=0)
     served = outcomes.get("OK", 0)
-    return {"asked": asked, "served": served, "retried": retried, "outcomes": outcomes, **_percentiles(took)}
+    return {
+        "asked": asked,
+        "served": served,
+        "retried": retried,
+        "outcomes": outcomes,
+        "refusals": refusals,
+        **_percentiles(took),
+    }
+
+
+def _ask(sock: zmq.Socket[bytes], request_id: int, first: int) -> ReplyStatus | None:
+    """The answer to a gap of :data:`GAP` from ``first`` (``None``: none within :data:`GAP_WAIT_S`)."""
+    sock.send_multipart([b"", _request(request_id, first, first + GAP - 1)])
+    deadline = time.monotonic() + GAP_WAIT_S
+    while (left := deadline - time.monotonic()) > 0 and sock.poll(max(1, round(left * 1000))):
+        status = decode_status(sock.recv_multipart()[1])
+        if status.request_id == request_id:  # not a late answer to an earlier request
+            return status
+    return None
+
+
+def _bounds(sock: zmq.Socket[bytes]) -> tuple[int, int]:
+    """The oldest and newest msg_seq the service's journal holds (asked with a request for msg_seq 1)."""
+    for _ in range(10):  # its handshake may take a moment on a busy machine
+        sock.send_multipart([b"", _request(0, 1, 1)])
+        if sock.poll(round(GAP_WAIT_S * 1000)):
+            status = decode_status(sock.recv_multipart()[1])
+            if status.newest_seq > GAP:
+                return max(1, status.oldest_seq), status.newest_seq
+        time.sleep(0.5)  # pacing the asking, not a synchronization
+    return 1, 10 * GAP
