@@ -514,7 +514,7 @@ class AdapterCore:
             if checkpoint is not None:
                 turn.out.append(checkpoint)
         if now >= next_deadline(self.sync, self.config.sync, now=now) and not self._woke:
-            self.apply(Tick(), turn)
+            self.apply(Tick(behind_report=self.sequencer.has_pending), turn)
         # Views are built only for a part with work to do: this runs on every turn of the loop.
         if self.gaps.query is not None:
             self._carry(self.gaps.decide(self._gap_view()), turn)

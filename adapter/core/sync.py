@@ -497,7 +497,8 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
             # Throttling waits for the active to lead; with no reports coming
             # (the active may be dead) it would only slow the surviving lines.
             state = state.evolve(throttled=False)
-        state, more = _maybe_promote(state, now, config)
+        assert isinstance(ev, Tick)
+        state, more = _maybe_promote(state, now, config, behind_report=ev.behind_report)
         actions += more
     return state, actions
 
@@ -580,9 +581,15 @@ def _candidates(state: SyncState, now: float, config: SyncConfig) -> tuple[list[
     return [c.adapter for c in standing], any(c.in_sync for c in standing)
 
 
-def _maybe_promote(state: SyncState, now: float, config: SyncConfig) -> Result:
+def _maybe_promote(state: SyncState, now: float, config: SyncConfig, *, behind_report: bool) -> Result:
     silent_since = _election_base(state, config)
     if state.active is not None and now - silent_since <= config.heartbeat_timeout_s:
+        return state, []
+    if behind_report:
+        # What we hold covers positions the silent active's line carried, and its report there
+        # is not checked yet: promoted now, we would publish our numbering of them unchecked
+        # (and, if the active numbered past messages it missed, under msg_seqs it gave others).
+        # We stand once we reached it; a backup ranked after us stands after its stagger.
         return state, []
     ranked, in_sync = _candidates(state, now, config)
     if state.adapter not in ranked:

@@ -256,7 +256,13 @@ class HealthMeasured:
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """A timer fired (heartbeats, health, elections)."""
+    """A timer fired (heartbeats, health, elections).
+
+    ``behind_report``: this adapter has not reached a position its active reported yet, so
+    nothing checked what it numbered up to there (it stands in no election meanwhile).
+    """
+
+    behind_report: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import pytest
 
 from feedha.adapter.core import BurnCpu, JournalRecords, Publish, SendSync
 from feedha.adapter.core.busy import BusyDesk
-from feedha.adapter.core.commands import Busy
+from feedha.adapter.core.commands import Busy, Throttle
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.runner import burn_cpu
 
@@ -126,6 +126,49 @@ def test_a_backup_behind_its_active_s_report_releases_nothing_the_report_has_not
     assert group.duplicates == 0
     gate = group.members[2].core.emitter.gate.counters
     assert gate.provisional_releases == 0 and gate.discarded > 0  # the report found them wrong
+
+
+def test_a_backup_behind_its_silent_active_s_report_stands_in_no_election_until_it_reached_it() -> None:
+    # The same numbering past a gap of the active's own, but the backup runs behind (its
+    # reading capped at 2,000 of the source's 3,000 msg/s) and the active's busy turn lasts
+    # past the heartbeat timeout. The backup used to promote itself at once, behind the
+    # active's last report, and number the messages the active had skipped under msg_seqs
+    # the active's line had given others (123 msg_seqs, then faults at the report it reached
+    # as the active, and it failed itself). It waits until it has checked that report; the
+    # active comes back from its turn and stays the active.
+    group = CoreGroup(2, rate=3000)
+    group.run_until(partial(group.in_sync, 2), within=3)
+    group.command(2, Throttle(2000.0))
+    group.run(2.0)
+    group.command(2, Busy(500, 1, "convert", True))  # silent: the active does not ask it
+    group.run(0.4)
+    group.members[1].lose_frames = 60
+    group.run(0.1)
+    group.command(1, Busy(1500, 1, "convert", True))
+    group.run(3.0)
+    assert group.actives() == [1] and group.members[2].core.sync.role is Role.BACKUP
+    assert group.faults == []
+    group.command(2, Throttle(0.0))
+    group.run(2.0)
+    group.run(1.0, source=False)
+    assert _line_conflicts(group) == []
+    assert group.client.stats().conflicts == 0
+    assert (group.lost, group.duplicates) == (0, 0)
+
+
+def test_a_backup_behind_a_dead_active_s_last_report_takes_over_once_it_reached_it() -> None:
+    group = CoreGroup(2, rate=3000)
+    group.run_until(partial(group.in_sync, 2), within=3)
+    group.command(2, Throttle(2000.0))
+    group.run(1.0)
+    backup = group.members[2].core
+    assert backup.sequencer.has_pending  # ~1,000 messages behind the active's reports
+    group.kill(1)
+    group.run_until(lambda: group.actives() == [2], within=5)
+    assert not backup.sequencer.has_pending  # it reached the last report first
+    group.command(2, Throttle(0.0))
+    group.run(1.0)
+    _assert_exact(group)
 
 
 def test_the_runner_s_busy_stretch_gives_the_interpreter_back() -> None:

@@ -323,6 +323,16 @@ def test_best_backup_promotes_after_the_heartbeat_timeout() -> None:
     assert SendStreamState() in actions
 
 
+def test_a_backup_behind_its_silent_active_s_report_stands_only_once_it_reached_it() -> None:
+    state = _with_rival(synced_backup(score=90.0), 50.0, 0.05)
+    t = 0.01 + CFG.heartbeat_timeout_s + 0.001
+    state = _with_rival(state, 50.0, t - 0.01)
+    state, actions = apply(state, Tick(behind_report=True), t)
+    assert state.role is Role.BACKUP and SendStreamState() not in actions  # unchecked yet
+    state, actions = apply(state, Tick(behind_report=False), t + 0.01)
+    assert state.role is Role.ACTIVE and SendStreamState() in actions
+
+
 def test_second_ranked_backup_waits_and_follows_the_new_active() -> None:
     state = _with_rival(synced_backup(score=50.0), 90.0, 0.05)
     t = 0.01 + CFG.heartbeat_timeout_s + 0.001
