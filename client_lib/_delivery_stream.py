@@ -18,7 +18,10 @@ buffered one; otherwise a first copy, delivered at once if it is ``next``
 for ``fill_timeout`` yields one ``RetransmissionNeeded``; open for
 ``loss_timeout`` (or when the buffer overflows ``max_buffered``), it is
 declared lost (``GapLost``), and delivery skips it and drains what was
-buffered behind it. An undelivered copy from an older term (a zombie
+buffered behind it -- unless a retransmission shrank it since it was asked
+for: then what is left is asked for again, with ``loss_timeout`` from then
+(a hole bigger than one call of the hook can fill is filled call by call,
+and lost only once a call brings none of it). An undelivered copy from an older term (a zombie
 active's) loses to a different copy from a newer term.
 
 ``refilled`` keeps the ``msg_seq``\\ s whose first copy came by
@@ -259,7 +262,10 @@ class DeliveryStream:
                 continue
             term, sent = header.term, header.send_time_ns
             self._accept(
-                kind(channel, seq, stream, source_seq, line, term, sent, packet, start, end), counters, out
+                kind(channel, seq, stream, source_seq, line, term, sent, packet, start, end),
+                counters,
+                out,
+                refill=refill,
             )
             if refill:
                 self._refilled_by_retransmission(seq)
@@ -273,13 +279,15 @@ class DeliveryStream:
         else:
             self.refilled[seq] = None
 
-    def _accept(self, delivery: Delivery, counters: LineCounters, out: list[Event]) -> None:
+    def _accept(
+        self, delivery: Delivery, counters: LineCounters, out: list[Event], *, refill: bool = False
+    ) -> None:
         # The first copy of a msg_seq at or above the delivery point: delivered, or buffered.
         seq = delivery.msg_seq
         if seq >= self.high:
             self.high = seq + 1
         else:
-            self.holes.fill(seq)
+            self.holes.fill(seq, retransmitted=refill)
         counters.first_copies += 1
         self.active_line = delivery.line
         if seq == self.next:
@@ -373,7 +381,16 @@ class DeliveryStream:
         if not holes:
             return out
         while holes.is_front_due(now, self._config.loss_timeout):
-            self._declare_lost(out)
+            again = holes.retry_front(now)
+            if again is None:
+                self._declare_lost(out)
+                continue
+            assert self.channel is not None
+            out.append(
+                RetransmissionNeeded(
+                    self.channel, again.first, again.last, channel_name=self.name, delayed=self._delayed
+                )
+            )
         for hole in holes.due_requests(now, self._config.fill_timeout):
             assert self.channel is not None
             out.append(

@@ -4,7 +4,12 @@ A gap of a million messages costs one record. Ranges are opened only above
 everything seen, in time order, so they are sorted by ``msg_seq`` *and* by
 age: only the front one can be due for loss, and requests are due from the
 front. A copy that lands in a range splits it; both parts keep its age and
-whether it was asked for. Pure: the time is passed in.
+whether it was asked for. A range that a retransmitted copy shrank since it
+was asked for is not lost when its time comes but asked for again, its age
+restarting (:meth:`Holes.retry_front`): a hole a replay service is still
+filling page by page is not given up; one that stopped shrinking is. Only
+the front's age restarts; the ranges behind it cannot be delivered before
+it, and are judged when it is gone. Pure: the time is passed in.
 """
 
 from __future__ import annotations
@@ -17,13 +22,16 @@ __all__ = ["Hole", "Holes"]
 class Hole:
     """A known-missing inclusive range, with the time it was first seen."""
 
-    __slots__ = ("first", "last", "detected_at", "requested")
+    __slots__ = ("first", "last", "detected_at", "requested", "shrunk")
 
-    def __init__(self, first: int, last: int, detected_at: float, requested: bool = False) -> None:
+    def __init__(
+        self, first: int, last: int, detected_at: float, requested: bool = False, shrunk: bool = False
+    ) -> None:
         self.first = first
         self.last = last
         self.detected_at = detected_at
         self.requested = requested
+        self.shrunk = shrunk  # a retransmitted copy landed in it since it was last asked for
 
     def __repr__(self) -> str:
         return f"<Hole {self.first}..{self.last} at {self.detected_at} requested={self.requested}>"
@@ -51,12 +59,13 @@ class Holes:
         self.opened += 1
         self.ranges.append(Hole(first, last, now))
 
-    def fill(self, seq: int) -> None:
-        """``seq`` arrived: take it out of the range that holds it (which must exist)."""
+    def fill(self, seq: int, *, retransmitted: bool = False) -> None:
+        """``seq`` arrived (by retransmission): take it out of the range that holds it (which must exist)."""
         ranges = self.ranges
         index = 0 if ranges[0].last >= seq else bisect_right(ranges, seq, key=_first) - 1
         hole = ranges[index]
         assert hole.first <= seq <= hole.last, (seq, hole.first, hole.last)
+        hole.shrunk = hole.shrunk or retransmitted
         if hole.first == hole.last:
             del ranges[index]
         elif seq == hole.first:
@@ -64,12 +73,22 @@ class Holes:
         elif seq == hole.last:
             hole.last -= 1
         else:
-            ranges.insert(index + 1, Hole(seq + 1, hole.last, hole.detected_at, hole.requested))
+            ranges.insert(index + 1, Hole(seq + 1, hole.last, hole.detected_at, hole.requested, hole.shrunk))
             hole.last = seq - 1
 
     def is_front_due(self, now: float, loss_timeout: float) -> bool:
         """The oldest range has been open for ``loss_timeout``."""
         return bool(self.ranges) and now - self.ranges[0].detected_at >= loss_timeout
+
+    def retry_front(self, now: float) -> Hole | None:
+        """The front range, asked for again from ``now`` if a retransmission shrank it since it
+        was asked for (``None``: it did not; it is lost)."""
+        hole = self.ranges[0]
+        if not hole.shrunk:
+            return None
+        hole.shrunk, hole.requested, hole.detected_at = False, True, now
+        self.requests += 1
+        return hole
 
     def pop_front(self) -> Hole:
         """Remove and return the oldest (lowest) range."""

@@ -50,7 +50,10 @@ byte offsets. Its rules:
   (``RetransmissionNeeded``, in msg_seq order); the hole at the delivery point,
   once older than ``loss_timeout`` or while the buffer holds more than
   ``max_buffered``, is lost (``GapLost``): delivery moves past it and on through
-  the buffer. Timers fire after each packet and on ``on_timer``.
+  the buffer. Unless a retransmitted copy took a msg_seq out of it since it was
+  last asked for, when it comes of age: then it is asked for again
+  (``RetransmissionNeeded``, before any other request) and its age starts
+  over. Timers fire after each packet and on ``on_timer``.
 - **Line holes**: a msg_seq whose first copy came by retransmission is a line
   hole until a live packet that is believed and well formed covers it.
 - **End of session**: the first live packet believed with the flag gives
@@ -110,6 +113,7 @@ class Gap:
     last: int
     seen: float
     asked: bool = False
+    shrunk: bool = False  # a retransmitted copy was taken out of it since it was last asked for
 
 
 @dataclass
@@ -365,7 +369,7 @@ class Model:
                     self.counts["conflicts"] += 1
         first_copies = 0
         for seq, copy in copies.items():
-            if seq not in replaced and self._take_block(seq, copy, tally, out):
+            if seq not in replaced and self._take_block(seq, copy, tally, out, retransmitted=not live):
                 first_copies += 1
                 if not live:
                     self.line_holes.add(seq)
@@ -375,7 +379,9 @@ class Model:
     def _kind(self) -> str:
         return "DelayedDelivery" if self.config.delayed else "Delivery"
 
-    def _take_block(self, seq: int, copy: Copy, tally: Tally, out: list[object]) -> bool:
+    def _take_block(
+        self, seq: int, copy: Copy, tally: Tally, out: list[object], *, retransmitted: bool
+    ) -> bool:
         """One block; returns whether it was the first copy of its msg_seq."""
         assert self.next is not None
         if seq < self.next or seq in self.buffer:
@@ -394,7 +400,7 @@ class Model:
         if seq >= self.high:
             self.high = seq + 1
         else:
-            self._fill(seq)
+            self._fill(seq, retransmitted)
         tally.first_copies += 1
         self.active_line = copy.line
         self.buffer[seq] = copy
@@ -408,10 +414,14 @@ class Model:
             return None
         return self.delivered[seq]
 
-    def _fill(self, seq: int) -> None:
+    def _fill(self, seq: int, retransmitted: bool) -> None:
         (gap,) = [g for g in self.gaps if g.first <= seq <= g.last]
         index = self.gaps.index(gap)
-        parts = [Gap(gap.first, seq - 1, gap.seen, gap.asked), Gap(seq + 1, gap.last, gap.seen, gap.asked)]
+        shrunk = gap.shrunk or retransmitted
+        parts = [
+            Gap(gap.first, seq - 1, gap.seen, gap.asked, shrunk),
+            Gap(seq + 1, gap.last, gap.seen, gap.asked, shrunk),
+        ]
         self.gaps[index : index + 1] = [p for p in parts if p.first <= p.last]
 
     def _gap_at(self, seq: int | None) -> Gap | None:
@@ -464,7 +474,17 @@ class Model:
         """What is due at ``now``: lost holes first, then requests."""
         out = [] if out is None else out
         while (gap := self._gap_at(self.next)) is not None and now - gap.seen >= self.config.loss_timeout:
-            self._lose(gap, out)
+            if not gap.shrunk:
+                self._lose(gap, out)
+                continue
+            gap.shrunk, gap.asked, gap.seen = False, True, now
+            self.counts["requests"] += 1
+            assert self.channel is not None
+            out.append(
+                RetransmissionNeeded(
+                    self.channel, gap.first, gap.last, channel_name=self.name, delayed=self.config.delayed
+                )
+            )
         for gap in sorted(self.gaps, key=lambda g: g.first):
             if not gap.asked and now - gap.seen >= self.config.fill_timeout:
                 gap.asked = True
@@ -479,7 +499,8 @@ class Model:
 
     def next_deadline(self) -> float | None:
         """The earliest time something is due: a hole's loss, or a hole not asked for yet."""
-        due = [g.seen + self.config.loss_timeout for g in self.gaps]
+        front = self._gap_at(self.next)  # only the hole at the delivery point can be lost
+        due = [front.seen + self.config.loss_timeout] if front is not None else []
         due += [g.seen + self.config.fill_timeout for g in self.gaps if not g.asked]
         return min(due, default=None)
 
