@@ -8,9 +8,11 @@ the field numbers it uses from ``proto/market.proto``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from feedha.adapter.conversion.book import ASK, BID, BookChange, BookValues, Level, MboBookValues, find_price
 from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.staged_side import StagedSide
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.proto import market_pb2
 from feedha.proto.model import SESSION_VALUES
@@ -207,7 +209,10 @@ def roll_symbol(before: SymbolValues | None, update: market_pb2.SymbolUpdate) ->
         return values
     old = before.book if before is not None else None
     keep = old is not None and not old.level_indexed and not update.book_replaced
-    sides = {BID: list(old.bids) if keep and old else [], ASK: list(old.asks) if keep and old else []}
+    sides = {
+        BID: _editable(old.bids) if keep and old else [],
+        ASK: _editable(old.asks) if keep and old else [],
+    }
     for level in update.levels:
         levels = sides.get(level.side)
         if levels is None:
@@ -226,8 +231,21 @@ def roll_symbol(before: SymbolValues | None, update: market_pb2.SymbolUpdate) ->
     return values
 
 
+def _editable(levels: list[Level]) -> list[Level]:
+    # A side to change: a list is copied; a native state's side (a view of its record) is
+    # staged over, not copied (adapter.conversion.staged_side), so a record rolls in O(log n).
+    return list(levels) if isinstance(levels, list) else cast(list[Level], StagedSide(levels))
+
+
 def _whole_side(shown: list[Level], rolled: list[Level], depth: int, *, is_bid: bool) -> list[Level]:
     if not shown or len(shown) != depth:
         return shown
     last = shown[-1][0]
-    return shown + [level for level in rolled if (level[0] < last if is_bid else level[0] > last)]
+    if isinstance(rolled, list):
+        return shown + [level for level in rolled if (level[0] < last if is_bid else level[0] > last)]
+    # A staged side is sorted, best first: what lies past ``last`` is a tail of it.
+    index, present = find_price(rolled, last, is_bid=is_bid)
+    del rolled[: index + present]
+    for at, level in enumerate(shown):
+        rolled.insert(at, level)
+    return rolled

@@ -267,10 +267,11 @@ def recover_state(
             for symbol_update in update.symbols:
                 symbol = symbol_update.symbol
                 if conversion.whole_books:  # fix44: the block shows the book's best levels
-                    values = roll_symbol(conversion.peek(symbol), symbol_update)
+                    # Read in place and committed as a message's staging is: O(log n) a level.
+                    values = roll_symbol(conversion.view(symbol), symbol_update)
+                    conversion.commit({symbol: values})
                 else:
-                    values = from_proto(symbol_update.state)
-                conversion.set_symbol(symbol, values)
+                    conversion.set_symbol(symbol, from_proto(symbol_update.state))
                 if symbol_update.orders:  # itch50: the live orders it touched
                     conversion.roll_orders(symbol_update.symbol, symbol_update.orders)
         else:

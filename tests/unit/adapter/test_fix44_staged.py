@@ -296,3 +296,31 @@ def test_the_python_state_still_stages_on_list_copies() -> None:
     staged = book.fork()
     levels = staged.writable(book_module.BID)
     assert type(levels) is list and levels is not book.bids  # the reference: a copy of the list
+
+
+# ---- the journal's recovery: a block rolled into a deep book ----
+
+
+@needs_native
+@pytest.mark.parametrize("depth", [1, 10])
+def test_blocks_rolled_through_views_keep_the_whole_books_as_the_reference_rolls_them(depth: int) -> None:
+    from feedha.adapter.conversion.codec import roll_symbol
+    from feedha.adapter.conversion.fix44_engine import BookState
+    from feedha.proto import market_pb2
+    from tests.unit.adapter.test_fix44_levels import _convert, _roll
+
+    messages, warm = deep_book_messages(150, prices=300, seed=depth)
+    messages += [_x(len(messages) + k + 1, ("2", "0", f"{99.99 - k / 100:.2f}", "")) for k in range(20)]
+    engine = Fix44Engine(depth=depth)
+    reference, rolled = BookState(depth), Fix44Engine(depth=depth).state
+    counting = _Counting(rolled.native)  # type: ignore[attr-defined]
+    for seq, message in enumerate(messages, start=1):
+        if seq == warm + 1:
+            rolled.native = counting  # type: ignore[attr-defined]
+        for payload in _convert(engine, message, seq):
+            _roll(reference, payload)
+            for update in market_pb2.MarketUpdate.FromString(payload).symbols:  # as recovery rolls
+                rolled.commit({update.symbol: roll_symbol(rolled.view(update.symbol), update)})
+    assert counting.whole == 0  # past the opening, no record copied out or in whole
+    assert rolled.digest == reference.digest == engine.state.digest == rolled.recompute_digest()
+    assert rolled.snapshot() == reference.snapshot() == engine.state.snapshot()
