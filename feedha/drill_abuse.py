@@ -17,7 +17,9 @@ it receives, the attacks run together for ``--attack-seconds``
   answered, while another user asks for gaps (``--replay-keys``,
   :mod:`feedha.drill_abuse_users`);
 * 500 route watch streams of two users modifying their subscriptions in a
-  loop (``--watch-streams``, :mod:`feedha.drill_abuse_admin`).
+  loop (``--watch-streams``, :mod:`feedha.drill_abuse_admin`);
+* a forger sending packets of high terms on every line, read by an honest
+  client-library subscriber (``--forged-terms``, :mod:`feedha.drill_abuse_terms`).
 
 Before them, on its own, a burst of 200 logins cancelled mid-hash
 (``--cancelled-logins``), the admin server's memory sampled throughout; after
@@ -60,6 +62,7 @@ import zmq
 
 from feedha import drill_abuse_admin as admin_attacks
 from feedha import drill_abuse_attacks as attacks
+from feedha import drill_abuse_terms as forged_terms
 from feedha import drill_abuse_users as replay_users
 from feedha.cluster import control
 from feedha.procs import JsonProcess, ProcessError
@@ -85,6 +88,7 @@ class AbuseOptions:
     idle: int = 200
     replay: int = 100
     replay_keys: int = replay_users.KEYS
+    forged_terms: bool = True
     hashing: str = "fast"
     cancelled_logins: int = 200
     watch_streams: int = 500
@@ -185,6 +189,12 @@ def _run_attacks(
         work.update(
             replay_users.jobs(admin, flooder, honest_key, channel, keys=options.replay_keys, stop=stop)
         )
+    if options.forged_terms:  # high terms on every line, an honest client-library subscriber on them
+        forger = cluster.add_user("forger", groups=("traders",))
+        subscriber_keys = described["users"]["subscriber"]
+        forgery = forged_terms.Attack(admin, forger, subscriber_keys, cluster.groups[0].channel, cluster.log)
+        cluster.procs.append(forgery.client)  # killed with the cluster whatever happens
+        results["_forged_terms"] = forgery
     for url in described["health"]:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         work[f"idle {port}"] = partial(
@@ -233,6 +243,9 @@ def _finish(
         time.sleep(0.2)
     honest.stop(timeout=10)
     summary = honest.wait_event("summary", 10)
+    forgery = results.pop("_forged_terms", None)
+    if forgery is not None:
+        results.update(forgery.finish(last))
     return _report(options, summary, results, memory, _adapter_status(cluster), last)
 
 
@@ -298,6 +311,7 @@ def failed_checks(report: dict[str, Any]) -> list[str]:
         "rss_growth": all(r["max"] - r["before"] <= RSS_GROWTH_MIB for r in report["rss_mib"].values()),
         **replay_users.checks(report.get("attacks", {})),
         **admin_attacks.checks(report.get("attacks", {})),
+        **forged_terms.checks(report.get("attacks", {})),
     }
     return [name for name, held in checks.items() if not held]
 
@@ -427,6 +441,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default (64 MiB and ~0.3 s of CPU a login: on a small machine already busy with the cluster, "
         "the honest login's own hash then takes most of a second)",
     )
+    parser.add_argument(
+        "--forged-terms",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.forged_terms,
+        help="a forger sending packets of high terms on every line an honest client-library "
+        "subscriber reads (default: on)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
 
@@ -453,6 +474,7 @@ def options_from(args: argparse.Namespace) -> AbuseOptions:
         attack_seconds=args.attack_seconds,
         hashing=args.hashing,
         seal_churn_every=args.seal_churn_every,
+        forged_terms=args.forged_terms,
         **counts,
     )
 

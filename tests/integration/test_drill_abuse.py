@@ -47,3 +47,7 @@ def test_the_abuse_drill_costs_the_honest_parties_nothing() -> None:
     assert burst["growth_mib"] <= burst["bound_mib"] + 8 and burst["checked_by_server"] > 0, burst
     assert storm["opened"] == storm["streams"] == 200 and storm["modifies"].get("OK", 0) > 0, storm
     assert sealed["reading_at_revocation"] and sealed["opened_after_bound"] == 0, sealed
+    # A forger's high terms on every line: the client-library subscriber lost nothing, ends unfenced.
+    forger, client = result["attacks"]["forged_terms"], result["attacks"]["forged_terms_client"]
+    assert forger["forged"] > 0 and client["missing"] == 0 and client["lost"] == 0, (forger, client)
+    assert client["highest_term"] == client["route_term"], client

@@ -116,3 +116,15 @@ def test_the_admin_servers_own_checks_hold_or_are_named() -> None:
     crashed = _report()
     crashed["attacks"] = {"watch_storm": {"error": "RuntimeError: boom"}}
     assert failed_checks(crashed) == ["watch_storm"]
+
+
+def test_a_forged_term_that_fenced_or_cost_a_message_fails_the_drill() -> None:
+    client = {"missing": 0, "lost": 0, "line_holes": 0, "highest_term": 1, "route_term": 1}
+    held = {"forged_terms": {"forged": 300}, "forged_terms_client": client}
+    assert failed_checks({**_report(), "attacks": held}) == []
+    fenced = {**held, "forged_terms_client": {**client, "highest_term": 2**32 - 1}}
+    assert failed_checks({**_report(), "attacks": fenced}) == ["forged_terms_fence"]
+    lost = {**held, "forged_terms_client": {**client, "missing": 12}}
+    assert failed_checks({**_report(), "attacks": lost}) == ["forged_terms_lost"]
+    idle = {**held, "forged_terms": {"forged": 0}}  # a forger that sent nothing proves nothing
+    assert failed_checks({**_report(), "attacks": idle}) == ["forged_terms_fence"]
