@@ -17,6 +17,7 @@ import zmq
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.runner import burn_cpu
 from feedha.adapter.sync_link import SyncLink
 from feedha.adapter.zap import DataPlaneGuard
 from feedha.ports import free_ports
@@ -88,3 +89,20 @@ def test_a_turn_longer_than_the_limit_stops_being_covered(bus: tuple[SyncLink, z
         time.sleep(0.5)  # a hung loop: after the limit the group may see it silent and elect
     heard = _heard(peer, 0.2)
     assert 1 <= len(heard) <= 12
+
+
+@pytest.mark.parametrize("hold_gil", [False, True])
+def test_a_busy_turn_that_holds_the_interpreter_silences_the_keepalive(
+    bus: tuple[SyncLink, zmq.Socket[bytes]], hold_gil: bool
+) -> None:
+    # The ``busy`` fault injection's stretch (adapter/runner.py burn_cpu): one that lets the
+    # interpreter go is covered like a checkpoint's fold; one that holds it, as a long C call
+    # does, starves the keepalive's thread, and the group sees the active silent.
+    link, peer = bus
+    with link.keepalive(_report(5), every_s=0.01):
+        burn_cpu(0.3, hold_gil=hold_gil)
+    repeats = [m for m in _heard(peer, 0.3) if isinstance(m, syncbus.StreamState)]
+    if hold_gil:
+        assert len(repeats) <= 1  # at most the one it sends once it gets the interpreter back
+    else:
+        assert len(repeats) >= 3
