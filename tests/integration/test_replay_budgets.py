@@ -133,10 +133,14 @@ def test_thirty_two_keys_of_one_user_get_one_budget_and_another_user_s_gaps_are_
             flood.stop.set()
             flood.thread.join(timeout=10)
             elapsed = time.monotonic() - began
-            for sock in [*flood.dealers, asker]:
-                sock.close(linger=0)
+            # The server goes first, its peers after: libzmq 4.3 aborts the process when
+            # a connection drops while its engine is halfway through sending a multipart
+            # message on a pipe that is already closing, which closing both ends at
+            # once in one process does (docs/robustness.md, "Known limits").
             replay.stop()
             guard.stop()
+            for sock in [*flood.dealers, asker]:
+                sock.close(linger=0)
     assert statuses and all(s is ReplayStatus.OK for s in statuses), statuses
     assert flood.busy > 100 and flood.ok > 0, vars(flood)  # the flood was real, and refused
     # One user's budget, whatever its 32 keys do: the rate, the burst, one reply's overdraft.
