@@ -11,13 +11,12 @@ secure cluster), :mod:`feedha.drill_replay_time` (a window replayed by time) and
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from feedha import (
     chaos,
@@ -29,6 +28,7 @@ from feedha import (
     transport,
 )
 from feedha.drill import DrillOptions, run_failover
+from feedha.drill_output import run_logged
 from feedha.procs import ProcessError
 
 
@@ -151,22 +151,22 @@ def _run_book(args: argparse.Namespace) -> int:
         file=args.file, input_format=args.format, rate=args.rate, backups=args.backups,
         depth=args.book_depth, kill=args.kill, kill_at=args.kill_at,
     )  # fmt: skip
-    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-book-", suffix=".log")[1])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with open(log_path, "w") as log:
-        try:
-            result = drill_book.run_book(options, log)
-        except (ProcessError, OSError, ValueError) as exc:
-            print(f"feedha drill book: {exc} (component logs: {log_path})", file=sys.stderr)
-            return 1
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key in ("sent", "delivered", "lost", "unaccounted", "line_holes", "conflicts", "quarantined"):
-            print(f"{key:<12} {result[key]}")
-        print(f"{'symbols':<12} {len(result['books'])}")
+    result = run_logged(
+        "book",
+        args,
+        lambda log: drill_book.run_book(options, log),
+        errors=(OSError, ValueError),
+        text=_book_lines,
+    )
+    if result is None:
+        return 1
     ok = result["lost"] == 0 and result["unaccounted"] == 0 and result["conflicts"] == 0
     return 0 if ok else 1
+
+
+def _book_lines(result: dict[str, Any]) -> list[str]:
+    keys = ("sent", "delivered", "lost", "unaccounted", "line_holes", "conflicts", "quarantined")
+    return [*(f"{key:<12} {result[key]}" for key in keys), f"{'symbols':<12} {len(result['books'])}"]
 
 
 def _late_join_arguments(sub: Any) -> None:
@@ -209,7 +209,7 @@ def _run_late_join(args: argparse.Namespace) -> int:
         kill_at=args.kill_at,
         session_end_at=args.session_end_at,
     )
-    result = _run_logged("late-join", args, lambda log: drill_late_join.run_late_join(options, log))
+    result = run_logged("late-join", args, lambda log: drill_late_join.run_late_join(options, log))
     return 0 if result is not None and drill_late_join.summary_ok(result) else 1
 
 
@@ -219,7 +219,7 @@ def _run_replay_time(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"feedha drill replay-time: {exc}", file=sys.stderr)
         return 2
-    result = _run_logged("replay-time", args, lambda log: drill_replay_time.run_replay_time(options, log))
+    result = run_logged("replay-time", args, lambda log: drill_replay_time.run_replay_time(options, log))
     return 0 if result is not None and drill_replay_time.summary_ok(result) else 1
 
 
@@ -229,7 +229,7 @@ def _run_conflate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"feedha drill conflate: {exc}", file=sys.stderr)
         return 2
-    result = _run_logged("conflate", args, lambda log: drill_conflate.run_conflate(options, log))
+    result = run_logged("conflate", args, lambda log: drill_conflate.run_conflate(options, log))
     return 0 if result is not None and drill_conflate.summary_ok(result) else 1
 
 
@@ -283,7 +283,7 @@ def _run_delayed(args: argparse.Namespace) -> int:
         kill_at=args.kill_at,
         seed=args.seed,
     )
-    result = _run_logged("delayed", args, lambda log: drill_delayed.run_delayed(options, log))
+    result = run_logged("delayed", args, lambda log: drill_delayed.run_delayed(options, log))
     return 0 if result is not None and drill_delayed.passed(result, purges=args.purge) else 1
 
 
@@ -309,35 +309,8 @@ def _run_abuse(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"feedha drill abuse: {exc}", file=sys.stderr)
         return 2
-    result = _run_logged("abuse", args, lambda log: drill_abuse.run_abuse(options, log))
+    result = run_logged("abuse", args, lambda log: drill_abuse.run_abuse(options, log))
     return 0 if result is not None and result["passed"] else 1
-
-
-def _run_logged(
-    name: str, args: argparse.Namespace, run: Callable[[IO[str]], dict[str, Any]]
-) -> dict[str, Any] | None:
-    """Run a drill with its components' logs in ``--log`` (or a temp file) and print its result.
-
-    Returns:
-        The result, with ``log`` added; ``None`` when a component failed (said on stderr).
-    """
-    log_path = args.log or Path(tempfile.mkstemp(prefix=f"feedha-drill-{name}-", suffix=".log")[1])
-    # SIGTERM must unwind through the drill's finally: it stops the processes, removes the namespaces.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with open(log_path, "w") as log:
-        try:
-            result = run(log)
-        except (ProcessError, netns.NetnsError) as exc:
-            print(f"feedha drill {name}: {exc} (component logs: {log_path})", file=sys.stderr)
-            return None
-    result["log"] = str(log_path)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        width = max(len(k) for k in result)
-        for key, value in result.items():
-            print(f"{key:<{width}}  {value}")
-    return result
 
 
 def _network_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -437,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark_master=args.spark_master,
         heartbeat_timeout=args.heartbeat_timeout,
     )
-    result = _run_logged("failover", args, lambda log: run_failover(options, log))
+    result = run_logged("failover", args, lambda log: run_failover(options, log))
     asked_for_loss = options.loss > 0 or options.cut is not None  # the network drops on purpose
     ok = (
         result is not None

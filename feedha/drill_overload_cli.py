@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from feedha import drill_overload
-from feedha.procs import ProcessError
+from feedha.drill_output import run_logged
 
 __all__ = ["add_arguments", "main"]
 
@@ -81,18 +78,20 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"feedha drill overload: {exc}", file=sys.stderr)
         return 2
-    log_path = args.log or Path(tempfile.mkstemp(prefix="feedha-drill-overload-", suffix=".log")[1])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with open(log_path, "w") as log:
-        try:
-            result = drill_overload.run_overload(options, log)
-        except (ProcessError, OSError, ValueError) as exc:
-            print(f"feedha drill overload: {exc} (component logs: {log_path})", file=sys.stderr)
-            return 1
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            if key not in ("books", "stats", "accounting"):
-                print(f"{key:<18} {value}")
+    result = run_logged(
+        "overload",
+        args,
+        lambda log: drill_overload.run_overload(options, log),
+        errors=(OSError, ValueError),
+        text=_lines,
+    )
+    if result is None:
+        return 1
     return 0 if result["passed"] else 1
+
+
+def _lines(result: dict[str, Any]) -> list[str]:
+    # The books, stats and accounting are for --json: too long to read as text.
+    return [
+        f"{key:<18} {value}" for key, value in result.items() if key not in ("books", "stats", "accounting")
+    ]

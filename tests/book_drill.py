@@ -10,7 +10,7 @@ from typing import Any
 
 KEYS = [
     "sent", "delivered", "lost", "unaccounted", "source_gaps", "line_holes", "conflicts", "quarantined",
-    "skipped", "achieved_rate", "books", "stats",
+    "skipped", "achieved_rate", "books", "stats", "log",
 ]  # fmt: skip
 
 
