@@ -65,6 +65,7 @@ from feedha import drill_abuse_attacks as attacks
 from feedha import drill_abuse_terms as forged_terms
 from feedha import drill_abuse_users as replay_users
 from feedha.cluster import control
+from feedha.drill_output import output_arguments
 from feedha.procs import JsonProcess, ProcessError
 from feedha.up import Cluster
 
@@ -448,8 +449,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a forger sending packets of high terms on every line an honest client-library "
         "subscriber reads (default: on)",
     )
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    parser.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(parser)
 
 
 def options_from(args: argparse.Namespace) -> AbuseOptions:

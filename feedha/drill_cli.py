@@ -28,7 +28,7 @@ from feedha import (
     transport,
 )
 from feedha.drill import DrillOptions, run_failover
-from feedha.drill_output import run_logged
+from feedha.drill_output import output_arguments, run_logged
 from feedha.procs import ProcessError
 
 
@@ -115,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         "two workers on this machine, the job submitted with spark-submit) (default: %(default)s)",
     )
     failover.add_argument("--heartbeat-timeout", type=float, help="adapters' heartbeat timeout in seconds")
-    failover.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    failover.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(failover)
     return parser
 
 
@@ -136,8 +135,7 @@ def _book_arguments(sub: Any) -> None:
     book.add_argument("--book-depth", type=int, default=10, help="levels a side (default: 10)")
     book.add_argument("--kill", choices=("active", "backup", "none"), default="active")
     book.add_argument("--kill-at", type=float, default=0.5, help="fraction of the capture (default: 0.5)")
-    book.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    book.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(book)
 
 
 def _run_book(args: argparse.Namespace) -> int:
@@ -189,8 +187,7 @@ def _late_join_arguments(sub: Any) -> None:
     late.add_argument(
         "--session-end-at", type=float, default=0.7, help="fraction of the run at which the session ends"
     )
-    late.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    late.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(late)
 
 
 def _run_late_join(args: argparse.Namespace) -> int:
@@ -258,8 +255,7 @@ def _delayed_arguments(sub: Any) -> None:
     delayed.add_argument("--kill", choices=("active", "backup", "none"), default="active")
     delayed.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
     delayed.add_argument("--seed", type=int, default=7)
-    delayed.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    delayed.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(delayed)
 
 
 def _run_delayed(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ import zmq
 from feedha.cluster import GroupPlan, adapter_argv, plan_group
 from feedha.drill import CHANNEL, STREAM, DrillOptions, Placement, show_progress, start_source
 from feedha.drill_accounting import settle
+from feedha.drill_output import output_arguments
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, python_argv
 
@@ -276,8 +277,7 @@ def add_arguments(sub: Any) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--kill", choices=("active", "none"), default="active")
     parser.add_argument("--kill-at", type=float, default=0.5, help="fraction of the stream (default: 0.5)")
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    parser.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(parser)
 
 
 def options_from(args: argparse.Namespace) -> ConflateOptions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import sys
@@ -12,6 +13,12 @@ from typing import IO, Any
 
 from feedha import netns
 from feedha.procs import ProcessError
+
+
+def output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--json`` and ``--log``, the options :func:`run_logged` reads, to a drill's ``parser``."""
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
 
 
 def run_logged(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from feedha import drill_overload
-from feedha.drill_output import run_logged
+from feedha.drill_output import output_arguments, run_logged
 
 __all__ = ["add_arguments", "main"]
 
@@ -62,8 +62,7 @@ def add_arguments(sub: Any) -> None:
         action="store_true",
         help="do not convert the capture alone to compare the client's books with (large captures: minutes)",
     )
-    overload.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    overload.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(overload)
 
 
 def main(args: argparse.Namespace) -> int:

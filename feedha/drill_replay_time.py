@@ -34,6 +34,7 @@ from typing import IO, Any
 from feedha.cluster import adapter_argv
 from feedha.drill import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
 from feedha.drill_accounting import settle
+from feedha.drill_output import output_arguments
 from feedha.procs import JsonProcess, python_argv
 
 DRAIN_S = 30.0  # the most the live subscriber may take to catch up once the source stopped
@@ -236,8 +237,7 @@ def add_arguments(sub: Any) -> None:
     parser.add_argument(
         "--to", dest="window_to", type=float, default=15.0, help="window end, s (default: 15)"
     )
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    parser.add_argument("--log", type=Path, help="file for the components' logs (default: a temp file)")
+    output_arguments(parser)
 
 
 def options_from(args: argparse.Namespace) -> ReplayTimeOptions:
