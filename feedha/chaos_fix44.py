@@ -35,7 +35,7 @@ from typing import Final
 
 from feedha.proto import fix
 
-__all__ = ["FLOOD_AT", "FLOOD_EVERY", "POISON_KINDS", "fix44_stream"]
+__all__ = ["FLOOD_AT", "FLOOD_EVERY", "FLOODS", "POISON_KINDS", "fix44_stream"]
 
 POISON_KINDS: Final = (
     "body_length_short",  # 9= one less than the body
@@ -60,6 +60,7 @@ POISON_KINDS: Final = (
 _SENDING: Final = b"20260105-14:30:00.000"
 _FLOOD_SYMBOL: Final = "BEST"
 FLOOD_EVERY: Final = 3  # one honest message after every this many flood messages
+FLOODS: Final = ("symbol_flood", "new_best_prices", "deep_book")  # in the order they come
 FLOOD_AT: Final = (0.2, 0.55, 0.8)  # where the floods start, as fractions of the run
 _SIDE_PRICES: Final = 5_000  # what a price-keyed side keeps (adapter/conversion/book.py MAX_PRICES)
 _PAST_FULL: Final = 20  # new best prices past a full side: quarantined, book_full
@@ -231,9 +232,8 @@ def fix44_stream(
     """
     market = _Market(seed)
     flood_size = max(50, total // 20)
-    names = ("symbol_flood", "new_best_prices", "deep_book")
     # Each flood starts at its place, or when the one before it ends (a short run: they follow on).
-    starts = deque((int(total * at), name) for at, name in zip(FLOOD_AT, names, strict=True))
+    starts = deque((int(total * at), name) for at, name in zip(FLOOD_AT, FLOODS, strict=True))
     out: list[bytes] = []
     poison: Counter[str] = Counter()
     floods: dict[str, tuple[int, int]] = {}

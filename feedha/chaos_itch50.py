@@ -28,7 +28,7 @@ from typing import Final
 from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import moldudp64
 
-__all__ = ["FLOOD_AT", "FLOOD_EVERY", "POISON_KINDS", "colliding_refs", "itch50_stream"]
+__all__ = ["FLOOD_AT", "FLOOD_EVERY", "FLOODS", "POISON_KINDS", "colliding_refs", "itch50_stream"]
 
 POISON_KINDS: Final = (
     "length_0",  # an empty message block
@@ -56,6 +56,7 @@ _K3_INVERSE: Final = pow(_K3, -1, 1 << 64)
 _FLOOD_SLOT: Final = 5  # the low 32 bits every flood reference's slot shares
 _BEST_BASE: Final = 10_000_000  # $1,000.0000: above every honest bid of the day
 FLOOD_EVERY: Final = 3  # one honest message after every this many flood messages
+FLOODS: Final = ("hash_flood", "new_best_prices")  # in the order they come
 FLOOD_AT: Final = (0.2, 0.55)  # where the floods start, as fractions of the honest day
 
 
@@ -163,7 +164,7 @@ def itch50_stream(
     day = make_itch_capture(symbols=200, orders=max(100, int((total - 4 * flood_size) / 2.3)), seed=seed)
     honest = list(moldudp64.read_binary_file(day.data))
     stock = day.symbols[0].encode()
-    starts = {int(len(honest) * FLOOD_AT[0]): "hash_flood", int(len(honest) * FLOOD_AT[1]): "new_best_prices"}
+    starts = {int(len(honest) * at): name for at, name in zip(FLOOD_AT, FLOODS, strict=True)}
     out: list[bytes] = []
     poison: Counter[str] = Counter()
     floods: dict[str, tuple[int, int]] = {}
