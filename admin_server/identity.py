@@ -70,7 +70,7 @@ class Identity:
         self.logins.close()
 
     async def login(
-        self, key_id: str, secret: str, *, peer: str
+        self, key_id: str, secret: str, *, peer: str, time_left_s: float | None = None
     ) -> tuple[str, tokens.TokenClaims, Principal]:
         """Check an API key and issue a token (see :mod:`admin_server.logins` for the limits).
 
@@ -78,13 +78,14 @@ class Identity:
             key_id: the API key id.
             secret: its secret.
             peer: the client address without port (:func:`backoff.peer_address`).
+            time_left_s: seconds to the call's deadline, ``None`` when it has none.
 
         Raises:
             LoginThrottledError: the key failed too often recently, or the address is over its rate.
             ResourceExhaustedError: too many logins are being checked at once.
             AuthenticationError: unknown key or wrong secret.
         """
-        key = await self.logins.check(key_id, secret, peer=peer)
+        key = await self.logins.check(key_id, secret, peer=peer, time_left_s=time_left_s)
         token, claims = self.signer.issue(user=key.user, key_id=key.key_id, now=self._clock())
         # A new token keeps the user's subscriptions on the data plane until it expires.
         self._on_token(key.user, Lease(claims.expires_at, key.key_id, claims.issued_at))

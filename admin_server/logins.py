@@ -37,6 +37,15 @@ costing more than a bounded amount, or from keeping anyone else out:
    until a login of it is checked with its caller waiting: a loop of
    cancelled logins of good keys cannot keep the honest ones queuing.
 
+5. **A throttled login's refusal is held before it goes out**
+   (:class:`~admin_server.limits.Tarpit`): for the wait it announces, 1 s
+   at least and 5 s at most, never past the call's deadline, outside the
+   key's lock, 256 at once at most (the rest are answered at once). A
+   refused call costs the server what any gRPC call costs, ~0.9 ms of CPU,
+   however little the refusal takes: 64 callers retrying the moment they
+   were refused made ~500 calls a second, half a core, and an honest login
+   queued behind them. Held, each comes back once a hold.
+
 Every failed login is audited (collapsed, see ``Store.audit_failed_login``).
 """
 
@@ -52,7 +61,7 @@ from typing import TYPE_CHECKING
 from feedha.admin_server import tokens
 from feedha.admin_server.backoff import LoginThrottle
 from feedha.admin_server.errors import AuthenticationError, LoginThrottledError, ResourceExhaustedError
-from feedha.admin_server.limits import HashGate, KeyLocks, Limits
+from feedha.admin_server.limits import HashGate, KeyLocks, Limits, Tarpit
 from feedha.admin_server.store import ApiKey, Store
 
 if TYPE_CHECKING:
@@ -88,6 +97,7 @@ class LoginDesk:
         reserved = 1 if limits.login_hashes > 1 else 0  # a slot for keys in good standing alone
         self.gate = HashGate(slots=limits.login_hashes, queue=limits.login_queue, reserved=reserved)
         self._locks = KeyLocks()
+        self.tarpit = Tarpit()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=limits.login_hashes, thread_name_prefix="login-hash"
         )
@@ -96,18 +106,33 @@ class LoginDesk:
 
     def __repr__(self) -> str:
         return (
-            f"<LoginDesk [{self.throttle!r}, {self.gate!r}, locked={len(self._locks)}, "
+            f"<LoginDesk [{self.throttle!r}, {self.gate!r}, {self.tarpit!r}, locked={len(self._locks)}, "
             f"abandoned={self.abandoned}]>"
         )
 
-    async def check(self, key_id: str, secret: str, *, peer: str) -> ApiKey:
+    async def check(self, key_id: str, secret: str, *, peer: str, time_left_s: float | None = None) -> ApiKey:
         """The API key, once its secret is checked.
 
+        Args:
+            key_id: the API key id.
+            secret: its secret.
+            peer: the client address without port.
+            time_left_s: seconds to the call's deadline (``None``: none); a throttled refusal
+                is held in the tarpit at most until just before it.
+
         Raises:
-            LoginThrottledError: the key failed too often recently, or the address is over its rate.
+            LoginThrottledError: the key failed too often recently, or the address is over its
+                rate (after the tarpit's hold).
             ResourceExhaustedError: too many logins are being checked at once (``LOGINS_BUSY``).
             AuthenticationError: unknown key or wrong secret.
         """
+        try:
+            return await self._check(key_id, secret, peer=peer)
+        except LoginThrottledError as exc:  # the key's lock is released already: holding it blocks nobody
+            await self.tarpit.hold(exc.retry_after_s, time_left_s=time_left_s)
+            raise
+
+    async def _check(self, key_id: str, secret: str, *, peer: str) -> ApiKey:
         key = self._store.find_key(key_id) if key_id else None
         known = None if key is None else key.key_id
         async with contextlib.AsyncExitStack() as held:

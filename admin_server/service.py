@@ -42,7 +42,10 @@ class AdminAuthServicer(admin_pb2_grpc.AdminAuthServicer):
         """Exchange an API key id and secret for a token."""
         try:
             token, claims, principal = await self._hub.identity.login(
-                request.key_id, request.secret, peer=peer_address(context.peer())
+                request.key_id,
+                request.secret,
+                peer=peer_address(context.peer()),
+                time_left_s=context.time_remaining(),
             )
         except AdminError as exc:
             await abort_with(context, exc)

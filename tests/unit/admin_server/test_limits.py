@@ -8,7 +8,7 @@ import pytest
 
 from feedha.admin_server.access import GRANTS_PER_COMMAND, Grant, merge_grant, plan_commands
 from feedha.admin_server.errors import ConfigError, ResourceExhaustedError
-from feedha.admin_server.limits import HashGate, KeyLocks, Limits, parse_limits
+from feedha.admin_server.limits import HashGate, KeyLocks, Limits, Tarpit, parse_limits
 from feedha.admin_server.store import Lease, Store
 from feedha.proto.registry import CommandKind
 
@@ -126,6 +126,40 @@ async def test_key_locks_serialize_one_key_and_are_dropped_when_unused() -> None
 
     await asyncio.gather(*(use(str(i)) for i in range(5)))
     assert len(locks) == 0
+
+
+async def test_the_tarpit_holds_each_refusal_within_its_bounds_and_deadline_and_no_more_than_its_slots() -> (
+    None
+):
+    loop = asyncio.get_running_loop()
+    pit = Tarpit(slots=2, least_s=0.2, most_s=0.4)
+
+    async def held_for(wait_s: float, time_left_s: float | None = None) -> float:
+        began = loop.time()
+        await pit.hold(wait_s, time_left_s=time_left_s)
+        return loop.time() - began
+
+    assert await held_for(0.0) >= 0.2  # a refusal that announces no wait is held the least
+    assert 0.4 <= await held_for(30.0) < 5  # ... and one that announces 30 s the most
+    assert await held_for(30.0, time_left_s=0.05) < 0.2  # never into the call's deadline
+    # Two held: a third goes out at once and is counted; a slot once free is taken again.
+    first = [asyncio.ensure_future(pit.hold(30.0)) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert pit.held == 2
+    assert await held_for(30.0) < 0.2 and pit.overflow == 1
+    await asyncio.gather(*first)
+    assert pit.held == 0 and await held_for(0.0) >= 0.2 and pit.overflow == 1
+
+
+async def test_a_held_refusal_whose_caller_leaves_frees_its_slot() -> None:
+    pit = Tarpit(slots=1, least_s=10.0, most_s=10.0)
+    waiting = asyncio.ensure_future(pit.hold(10.0))
+    await asyncio.sleep(0)
+    assert pit.held == 1
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert pit.held == 0
 
 
 def test_a_full_table_goes_in_parts_each_under_grpcs_message_limit() -> None:
