@@ -40,15 +40,17 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from feedha.adapter.journal.choice import FRAMING
 from feedha.adapter.journal.errors import JournalIOError
 from feedha.adapter.journal.format import INDEX_ENTRY, encode_index_header
 from feedha.adapter.journal.segment import SparseIndex
+
+if TYPE_CHECKING:
+    from feedha.adapter.journal._reference import Appender
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +126,7 @@ class Flusher:
         self,
         *,
         directory: Path,
-        live_end: Callable[[], int],
+        tail: Appender,
         sync_each_batch: bool,
         sync_on_create: bool,
         interval_s: float,
@@ -133,13 +135,13 @@ class Flusher:
         self.sealed: deque[Batch] = deque()
         self.free: list[bytearray] = []
         self.live: Batch | None = None
-        self.idle = False  # asleep with nothing to write: the owner calls wake() after publishing
         self.error: JournalIOError | None = None
         self.requested_ticket = 0
         self.completed_ticket = 0
         self.sync_ticket = 0
         self._directory = directory
-        self._live_end = live_end
+        self._tail = tail  # the live buffer's published end (pos) and the idle flag
+        self.idle = False  # asleep with nothing to write: the owner calls wake() after publishing
         self._sync_each_batch = sync_each_batch
         self._sync_on_create = sync_on_create
         self._interval_s = interval_s
@@ -153,6 +155,15 @@ class Flusher:
             f"<Flusher [sealed={len(self.sealed)}, free={len(self.free)}, "
             f"tickets={self.completed_ticket}/{self.requested_ticket}, error={self.error!r}]>"
         )
+
+    @property
+    def idle(self) -> bool:
+        """Asleep with nothing to write: the owner calls :meth:`wake` after publishing (the tail's flag)."""
+        return self._tail.idle
+
+    @idle.setter
+    def idle(self, value: bool) -> None:
+        self._tail.idle = value
 
     def start(self) -> None:
         """Start the thread."""
@@ -179,7 +190,7 @@ class Flusher:
 
     def _has_unwritten(self) -> bool:
         live = self.live
-        return live is not None and self._live_end() > live.written
+        return live is not None and self._tail.pos > live.written
 
     def _sleep(self) -> None:
         """Wait, the lock held, until the owner publishes or work is asked for."""
@@ -206,7 +217,7 @@ class Flusher:
                 sealed = list(self.sealed)
                 self.sealed.clear()
                 live = self.live
-                live_end = self._live_end() if live is not None else 0
+                live_end = self._tail.pos if live is not None else 0
                 ticket = self.requested_ticket
                 sync = self.sync_ticket > self.completed_ticket
                 stopping = self._stopping

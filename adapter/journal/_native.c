@@ -30,16 +30,24 @@
  * input raises TypeError or ValueError naming the parameter; bytes already
  * written past `offset` by a call that raised are not published by the
  * writer and are overwritten later.
+ *
+ * An Appender is a journal writer's live tail (its buffer, published end and
+ * limits) as a C object, so that another extension appends to the writer with
+ * no call into Python on the common path: the source pump (adapter/_pump.c)
+ * gets append_run through the capsule APPEND_API (_append_api.h).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX: the Appender's slots */
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "_append_api.h" /* FhAppendApi: the C entry the source pump appends through */
 #include "_native_constants.h" /* RECORD_HEADER_SIZE, MAX_PAYLOAD_BYTES, CONTROL_FLAGS, STATUS_*:
                                   generated from layout.py by scripts/gen_constants.py */
 
@@ -964,6 +972,249 @@ done:
     return result;
 }
 
+/* -- the writer's live tail, shared with the source pump ---------------------------------------- */
+
+/*
+ * An Appender is the part of a JournalWriter (adapter/journal/writer.py) its fast path reads and
+ * moves: the live group-commit buffer, its published end (the flusher writes up to `pos`), the
+ * limit a record must end at or before (the buffer's end, the segment's size budget, the next
+ * index entry: -1 sends every record through the writer's slow path), the end of the segment's
+ * UTC day, the last msg_seq, and the flusher's `idle` flag. They are plain slots, which the
+ * writer's Python code reads and moves for every record as fast as its own attributes (a getter
+ * that made a new int each time cost it a third); append_run (the capsule's, _append_api.h) reads
+ * them, frames a run of records straight into the buffer while each fits, as
+ * JournalWriter.append_batch's fast path does, publishes the new end, and hands the rest to `slow`
+ * (the writer's append_batch, which rolls segments, adds index entries, raises the errors), so the
+ * source pump journals with no call into Python but where the writer has something to decide.
+ * After publishing it wakes an idle flusher (`wake`), as the writer's _publish does. Any slot may
+ * be set from Python to anything: a value that is not what it should be frames nothing here (the
+ * writer's path decides), and the buffer is framed into only within its size.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *buf;      /* the live buffer: a bytearray */
+    PyObject *pos;      /* int: the published end */
+    PyObject *limit;    /* int: records end at or before it (at most the buffer's size); -1: none here */
+    PyObject *day_end;  /* int: records are stamped before it (ns since the epoch) */
+    PyObject *last_seq; /* int: the last msg_seq appended (-1: none) */
+    PyObject *idle;     /* bool: the flusher sleeps until woken */
+    PyObject *slow;     /* append_batch(first_msg_seq, time_ns, source_stream, source_seqs, payloads) */
+    PyObject *wake;     /* wake(), or None */
+} AppenderObject;
+
+static PyTypeObject AppenderType;
+
+/* The tail's numbers, when each is an int in range: 1; 0 when the fast path may not run. */
+static int appender_read(AppenderObject *a, Py_ssize_t *pos, Py_ssize_t *limit, uint64_t *day_end, bool *have_last,
+                         uint64_t *last) {
+    if (a->pos == NULL || a->limit == NULL || a->day_end == NULL || a->last_seq == NULL || !PyLong_CheckExact(a->pos) ||
+        !PyLong_CheckExact(a->limit) || !PyLong_CheckExact(a->day_end) || !PyLong_CheckExact(a->last_seq))
+        return 0;
+    int overflow = 0;
+    *pos = PyLong_AsSsize_t(a->pos);
+    *limit = PyLong_AsSsize_t(a->limit);
+    *day_end = PyLong_AsUnsignedLongLong(a->day_end);
+    long long signed_last = PyLong_AsLongLongAndOverflow(a->last_seq, &overflow);
+    *have_last = overflow > 0 || signed_last >= 0;
+    *last = overflow > 0 ? PyLong_AsUnsignedLongLong(a->last_seq) : (uint64_t)signed_last;
+    if (PyErr_Occurred()) { /* out of range: not this path's to say */
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* The records that fit, framed at pos: how many (0 when the fast path may not run), or -1 with an
+   exception (no memory for the new position's ints: nothing is published). */
+static Py_ssize_t appender_fast(AppenderObject *a, uint64_t first, uint64_t time_ns, uint16_t stream,
+                                uint64_t first_source, PyObject *payloads) {
+    Py_ssize_t off, limit;
+    uint64_t day_end, last;
+    bool have_last;
+    if (a->buf == NULL || !PyByteArray_CheckExact(a->buf) || !appender_read(a, &off, &limit, &day_end, &have_last, &last) ||
+        time_ns >= day_end || (have_last && first <= last))
+        return 0;
+    Py_ssize_t size = PyByteArray_GET_SIZE(a->buf);
+    if (limit > size) limit = size;
+    if (off < 0 || off > limit) return 0;
+    uint8_t *dst = (uint8_t *)PyByteArray_AS_STRING(a->buf);
+    Py_ssize_t count = PyList_GET_SIZE(payloads), done = 0;
+    for (; done < count; done++) {
+        PyObject *item = PyList_GET_ITEM(payloads, done);
+        if (!PyBytes_CheckExact(item)) break; /* the writer's path says what is wrong with it */
+        Py_ssize_t len = PyBytes_GET_SIZE(item);
+        if (len > MAX_PAYLOAD_BYTES || len > limit - off - RECORD_HEADER_SIZE) break;
+        write_record(dst + off, first + (uint64_t)done, time_ns, first_source + (uint64_t)done, stream, 0,
+                     (const uint8_t *)PyBytes_AS_STRING(item), len);
+        off += RECORD_HEADER_SIZE + len;
+    }
+    if (done == 0) return 0;
+    PyObject *pos = PyLong_FromSsize_t(off), *last_seq = PyLong_FromUnsignedLongLong(first + (uint64_t)done - 1);
+    if (pos == NULL || last_seq == NULL) {
+        Py_XDECREF(pos);
+        Py_XDECREF(last_seq);
+        return -1;
+    }
+    Py_SETREF(a->pos, pos);
+    Py_SETREF(a->last_seq, last_seq);
+    return done;
+}
+
+/* The records from `done` on, through the writer's append_batch: 0, or -1 with its exception. */
+static int appender_slow(AppenderObject *a, uint64_t first, uint64_t time_ns, unsigned int stream,
+                         uint64_t first_source, PyObject *payloads, Py_ssize_t done) {
+    if (a->slow == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the Appender has no slow path (slow was deleted)");
+        return -1;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(payloads);
+    PyObject *start = PyLong_FromUnsignedLongLong(first_source + (uint64_t)done), *left = PyLong_FromSsize_t(count - done);
+    PyObject *end = start && left ? PyNumber_Add(start, left) : NULL;
+    PyObject *seqs = end ? PyObject_CallFunctionObjArgs((PyObject *)&PyRange_Type, start, end, NULL) : NULL;
+    PyObject *rest = seqs ? PyList_GetSlice(payloads, done, count) : NULL;
+    PyObject *result = NULL;
+    if (rest != NULL) {
+        PyObject *msg = PyLong_FromUnsignedLongLong(first), *delta = PyLong_FromSsize_t(done);
+        PyObject *at = msg && delta ? PyNumber_Add(msg, delta) : NULL; /* past 2**64-1: the writer says so */
+        if (at != NULL)
+            result = PyObject_CallFunction(a->slow, "OKIOO", at, (unsigned long long)time_ns, stream, seqs, rest);
+        Py_XDECREF(msg);
+        Py_XDECREF(delta);
+        Py_XDECREF(at);
+    }
+    Py_XDECREF(start);
+    Py_XDECREF(left);
+    Py_XDECREF(end);
+    Py_XDECREF(seqs);
+    Py_XDECREF(rest);
+    if (result == NULL) return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+static int appender_append_run(PyObject *obj, uint64_t first_msg_seq, uint64_t time_ns, unsigned int source_stream,
+                               uint64_t first_source_seq, PyObject *payloads) {
+    if (!PyObject_TypeCheck(obj, &AppenderType) || !PyList_Check(payloads)) {
+        PyErr_SetString(PyExc_TypeError, "append_run needs an Appender and a list of payloads");
+        return -1;
+    }
+    AppenderObject *a = (AppenderObject *)obj;
+    Py_ssize_t count = PyList_GET_SIZE(payloads), done = 0;
+    if (count == 0) return 0;
+    if (source_stream <= UINT16_MAX && first_msg_seq <= UINT64_MAX - (uint64_t)(count - 1) &&
+        first_source_seq <= UINT64_MAX - (uint64_t)(count - 1))
+        done = appender_fast(a, first_msg_seq, time_ns, (uint16_t)source_stream, first_source_seq, payloads);
+    if (done < 0) return -1;
+    if (done > 0 && a->idle != NULL && a->idle == Py_True && a->wake != NULL && a->wake != Py_None) {
+        PyObject *woken = PyObject_CallNoArgs(a->wake); /* as JournalWriter._publish */
+        if (woken == NULL) return -1;
+        Py_DECREF(woken);
+    }
+    if (done == count) return 0;
+    return appender_slow(a, first_msg_seq, time_ns, source_stream, first_source_seq, payloads, done);
+}
+
+static PyObject *Appender_append_run(AppenderObject *self, PyObject *args) {
+    unsigned long long first, time_ns, first_source;
+    unsigned int stream;
+    PyObject *payloads;
+    if (!PyArg_ParseTuple(args, "KKIKO!:append_run", &first, &time_ns, &stream, &first_source, &PyList_Type,
+                          &payloads))
+        return NULL;
+    if (appender_append_run((PyObject *)self, first, time_ns, stream, first_source, payloads) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Appender_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"slow", "wake", NULL};
+    PyObject *slow, *wake = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:Appender", kwlist, &slow, &wake)) return NULL;
+    if (!PyCallable_Check(slow) || (wake != Py_None && !PyCallable_Check(wake))) {
+        PyErr_SetString(PyExc_TypeError, "Appender: slow must be callable, wake callable or None");
+        return NULL;
+    }
+    AppenderObject *self = (AppenderObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->slow = Py_NewRef(slow);
+    self->wake = Py_NewRef(wake);
+    self->idle = Py_NewRef(Py_False);
+    self->buf = PyByteArray_FromStringAndSize(NULL, 0);
+    self->pos = PyLong_FromLong(0);
+    self->limit = PyLong_FromLong(-1);
+    self->day_end = PyLong_FromLong(0);
+    self->last_seq = PyLong_FromLong(-1);
+    if (!self->buf || !self->pos || !self->limit || !self->day_end || !self->last_seq) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int Appender_traverse(AppenderObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->buf);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->wake);
+    return 0;
+}
+
+static int Appender_clear(AppenderObject *self) {
+    Py_CLEAR(self->buf);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->wake);
+    return 0;
+}
+
+static void Appender_dealloc(AppenderObject *self) {
+    PyObject_GC_UnTrack(self);
+    Appender_clear(self);
+    Py_CLEAR(self->pos);
+    Py_CLEAR(self->limit);
+    Py_CLEAR(self->day_end);
+    Py_CLEAR(self->last_seq);
+    Py_CLEAR(self->idle);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef Appender_members[] = {
+    {"buf", T_OBJECT_EX, offsetof(AppenderObject, buf), 0, "the live buffer (a bytearray)"},
+    {"pos", T_OBJECT_EX, offsetof(AppenderObject, pos), 0, "the buffer's published end"},
+    {"limit", T_OBJECT_EX, offsetof(AppenderObject, limit), 0, "records framed here end at or before it (-1: none)"},
+    {"day_end_ns", T_OBJECT_EX, offsetof(AppenderObject, day_end), 0, "records framed here are stamped before it"},
+    {"last_seq", T_OBJECT_EX, offsetof(AppenderObject, last_seq), 0, "the last msg_seq appended (-1: none)"},
+    {"idle", T_OBJECT_EX, offsetof(AppenderObject, idle), 0, "the flusher sleeps until woken (True wakes it)"},
+    {"slow", T_OBJECT_EX, offsetof(AppenderObject, slow), 0, "the writer's append_batch"},
+    {"wake", T_OBJECT_EX, offsetof(AppenderObject, wake), 0, "wakes an idle flusher (or None)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef Appender_methods[] = {
+    {"append_run", (PyCFunction)Appender_append_run, METH_VARARGS,
+     "append_run(first_msg_seq, time_ns, source_stream, first_source_seq, payloads) -> None\n\n"
+     "Append records first_msg_seq, ... (source_seqs first_source_seq, ...; payloads a list of bytes): "
+     "framed here while each fits, the rest through slow (the capsule's append_run)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.journal._native.Appender",
+    .tp_basicsize = sizeof(AppenderObject),
+    .tp_dealloc = (destructor)Appender_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Appender(slow, wake=None): a journal writer's live tail, which the source pump appends to "
+              "(see adapter/journal/_native.c).",
+    .tp_traverse = (traverseproc)Appender_traverse,
+    .tp_clear = (inquiry)Appender_clear,
+    .tp_new = Appender_new,
+    .tp_methods = Appender_methods,
+    .tp_members = Appender_members,
+};
+
+static FhAppendApi append_api = {
+    .version = FH_APPEND_API_VERSION,
+    .appender_type = &AppenderType,
+    .append_run = appender_append_run,
+};
+
 /* -- module ------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -1018,12 +1269,20 @@ PyMODINIT_FUNC PyInit__native(void) {
         hardware = true;
     }
 #endif
+    if (PyType_Ready(&AppenderType) < 0) {
+        return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) {
         return NULL;
     }
+    PyObject *api = PyCapsule_New(&append_api, FH_APPEND_CAPSULE, NULL);
+    int failed = api == NULL || PyModule_AddObjectRef(m, "APPEND_API", api) < 0;
+    Py_XDECREF(api);
     /* Every shared constant too, so the tests can tell a build from an older header. */
-    if (PyModule_AddObjectRef(m, "HARDWARE_CRC", hardware ? Py_True : Py_False) < 0 || fh_add_constants(m) < 0) {
+    if (failed ||
+        PyModule_AddObjectRef(m, "Appender", (PyObject *)&AppenderType) < 0 ||
+        PyModule_AddObjectRef(m, "HARDWARE_CRC", hardware ? Py_True : Py_False) < 0 || fh_add_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -7,6 +7,7 @@ tests check), so the stub takes their types from there.
 
 from typing import Final
 
+from feedha.adapter.journal._reference import Appender as Appender
 from feedha.adapter.journal._reference import crc32c as crc32c
 from feedha.adapter.journal._reference import crc32c_software as crc32c_software
 from feedha.adapter.journal._reference import decode_records as decode_records
@@ -17,6 +18,7 @@ from feedha.adapter.journal._reference import frame_tuples_into as frame_tuples_
 from feedha.adapter.journal._reference import write_out as write_out
 
 HARDWARE_CRC: Final[bool]
+APPEND_API: Final[object]  # a capsule: the Appender's C entry (_append_api.h)
 # The constants shared with Python (_native_constants.h, scripts/gen_constants.py).
 RECORD_HEADER_SIZE: Final[int]
 MAX_PAYLOAD_BYTES: Final[int]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
-from typing import Final, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Final, TypeAlias, TypeVar
 
 from crc32c import crc32c as _crc32c
 
@@ -40,6 +40,8 @@ _STATUS_BAD_SEQ: Final = STATUSES.index(DecodeStatus.BAD_SEQ)
 
 _Buffer = bytes | bytearray | memoryview
 _R = TypeVar("_R", bound=tuple[int, int, int, int, bytes, int])
+AppendBatch: TypeAlias = Callable[[int, int, int, Sequence[int], Sequence[bytes]], None]
+"""A journal writer's ``append_batch(first_msg_seq, time_ns, source_stream, source_seqs, payloads)``."""
 
 
 def _uint(value: object, name: str, maximum: int) -> int:
@@ -324,3 +326,63 @@ def write_out(
         view = memoryview(index_data)
         while view:
             view = view[os.write(index_fd, view) :]
+
+
+class Appender:
+    """A journal writer's live tail (``_native.c``'s ``Appender``): what its fast path reads and moves.
+
+    ``buf`` is the live buffer, ``pos`` its published end, ``limit`` where records framed here
+    must end (-1: none is framed here), ``day_end_ns`` the time they must be stamped before,
+    ``last_seq`` the last msg_seq (-1: none), ``idle`` the flusher's flag; ``slow`` is the
+    writer's ``append_batch`` and ``wake`` wakes an idle flusher.
+    """
+
+    __slots__ = ("buf", "pos", "limit", "day_end_ns", "last_seq", "idle", "slow", "wake")
+
+    def __init__(self, slow: AppendBatch, wake: Callable[[], object] | None = None) -> None:
+        self.buf = bytearray()
+        self.pos, self.limit, self.day_end_ns, self.last_seq, self.idle = 0, -1, 0, -1, False
+        self.slow, self.wake = slow, wake
+
+    def append_run(
+        self,
+        first_msg_seq: int,
+        time_ns: int,
+        source_stream: int,
+        first_source_seq: int,
+        payloads: list[bytes],
+    ) -> None:
+        """Append records ``first_msg_seq``, ...: framed here while each fits, the rest through ``slow``."""
+        if not isinstance(payloads, list):
+            raise TypeError(f"payloads must be a list, not {type(payloads).__name__}")
+        count, done = len(payloads), 0
+        buf = self.buf
+        if (
+            count
+            and type(buf) is bytearray
+            and time_ns < self.day_end_ns
+            and first_msg_seq > self.last_seq
+            and 0 <= self.pos <= min(self.limit, len(buf))
+            and source_stream <= _MAX_U16
+            and max(first_msg_seq, first_source_seq) + count - 1 <= _MAX_U64
+        ):
+            limit, offset = min(self.limit, len(buf)), self.pos
+            while done < count:
+                payload = payloads[done]
+                if type(payload) is not bytes or len(payload) > MAX_PAYLOAD_BYTES:
+                    break
+                if offset + RECORD_HEADER_SIZE + len(payload) > limit:
+                    break
+                record = _record(
+                    first_msg_seq + done, time_ns, source_stream, first_source_seq + done, payload, 0
+                )
+                buf[offset : offset + len(record)] = record
+                offset += len(record)
+                done += 1
+            if done:
+                self.pos, self.last_seq = offset, first_msg_seq + done - 1
+                if self.idle and self.wake is not None:
+                    self.wake()
+        if done < count:
+            source_seqs = range(first_source_seq + done, first_source_seq + count)
+            self.slow(first_msg_seq + done, time_ns, source_stream, source_seqs, payloads[done:])

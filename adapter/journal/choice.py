@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from feedha.adapter._native_code import warn_fallback, why_not_built
 
@@ -23,12 +23,18 @@ _Buffer = bytes | bytearray | memoryview
 _R = TypeVar("_R", bound=tuple[int, int, int, int, bytes, int])
 _Tuple = tuple[int, int, int, int, bytes] | tuple[int, int, int, int, bytes, int]
 
+if TYPE_CHECKING:
+    from feedha.adapter.journal._reference import Appender
+
 _NOT_BUILT: Final = why_not_built("feedha.adapter.journal._native")
 IS_NATIVE_BUILT: Final = _NOT_BUILT is None
 
 
 class Framing(Protocol):
     """What both implementations offer (``_native.pyi`` documents each function)."""
+
+    @property
+    def Appender(self) -> type[Appender]: ...  # noqa: N802 -- the class each module offers
 
     def crc32c(self, data: _Buffer, value: int = 0, /) -> int: ...
     def frame_records(

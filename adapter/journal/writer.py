@@ -11,7 +11,7 @@ and returns: it makes no system call. ``append_batch`` and ``append_many``
 frame a whole batch per C call. Everything that is not the common case — a full
 buffer, a segment to roll (size or UTC day), an index entry due, the first
 record, ``fsync=always``, a closed writer — is folded into one comparison
-against ``_limit`` and handled by ``_append_slow``.
+against the tail's ``limit`` and handled by ``_append_slow``.
 
 The timeout is driven by the flusher thread, which writes the live buffer at
 least every ``flush_interval_s``; the owner does not need to call anything
@@ -32,6 +32,7 @@ import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from feedha.adapter.journal._flusher import Batch, Flusher, OpenSegment, SyncTimes
 from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
@@ -54,6 +55,9 @@ from feedha.adapter.journal.recovery import RecoveryReport, recover
 from feedha.adapter.journal.retention import apply_retention
 from feedha.adapter.journal.segment import SparseIndex, list_segments
 from feedha.adapter.journal.time_index import TimeIndex, rebuild_time_index
+
+if TYPE_CHECKING:
+    from feedha.adapter.journal._reference import Appender
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +86,6 @@ class JournalWriter:
         self.recovery_report: RecoveryReport = recovery.report
         self._checkpoints = CheckpointStore(self._directory)
         self._generation = recovery.last_generation
-        self._last_seq = recovery.last_seq
         self._segment: OpenSegment | None = None
         tail = recovery.tail
         self.time_index: TimeIndex = rebuild_time_index(
@@ -107,16 +110,18 @@ class JournalWriter:
                 index_persisted=len(index.seqs),
             )
         self._serial = 0
-        self._buf = bytearray(0)
-        self._pos = 0
-        self._base = 0  # segment offset of _buf[0]
-        self._limit = -1  # forces the first append through the slow path
-        self._day_end_ns = 0
+        # The live buffer, its published end, the fast path's limit (-1 forces the first append
+        # through the slow path) and day, and the last msg_seq: shared with the source pump,
+        # which appends through the C extension's Appender (FRAMING.Appender).
+        self._tail = FRAMING.Appender(self.append_batch)
+        self._tail.buf = bytearray(0)
+        self._tail.last_seq = recovery.last_seq
+        self._base = 0  # segment offset of the live buffer's first byte
         self._next_index = 0
         self._closed = False
         self._flusher = Flusher(
             directory=self._directory,
-            live_end=self._live_end,
+            tail=self._tail,
             sync_each_batch=self._config.fsync is not FsyncPolicy.NONE,
             sync_on_create=self._config.fsync is not FsyncPolicy.NONE,
             interval_s=self._config.flush_interval_s,
@@ -126,12 +131,13 @@ class JournalWriter:
         # keeps up the free list's LIFO order reuses the same two buffers.
         self._buffers_allocated = 0
         self._batch: Batch | None = None
+        self._tail.wake = self._flusher.wake
         self._flusher.start()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         segment = None if self._segment is None else self._segment.path.name
-        return f"<JournalWriter [{state}, last_msg_seq={self._last_seq}, segment={segment}]>"
+        return f"<JournalWriter [{state}, last_msg_seq={self._tail.last_seq}, segment={segment}]>"
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -157,16 +163,20 @@ class JournalWriter:
     @property
     def last_msg_seq(self) -> int:
         """msg_seq of the last record appended or recovered (-1: empty journal)."""
-        return self._last_seq
+        return self._tail.last_seq
 
-    def _live_end(self) -> int:
-        return self._pos
+    @property
+    def appender(self) -> Appender:
+        """The live tail the source pump appends to (``_native.c``'s ``Appender``, or its reference)."""
+        return self._tail
 
     def _publish(self, end: int) -> None:
         # The flusher may now write the live buffer up to `end`; a sleeping flusher is woken
-        # (the handshake in adapter.journal._flusher's docstring). Every publish goes through here.
-        self._pos = end
-        if self._flusher.idle:
+        # (the handshake in adapter.journal._flusher's docstring). Every publish goes through
+        # here, or through the Appender's append_run, which does the same in C.
+        tail = self._tail
+        tail.pos = end
+        if tail.idle:
             self._flusher.wake()
 
     def append(
@@ -189,14 +199,15 @@ class JournalWriter:
             JournalClosedError: the writer is closed.
             JournalIOError: an earlier write failed.
         """
-        if msg_seq <= self._last_seq:
-            raise SequenceError(last=self._last_seq, got=msg_seq)
-        pos = self._pos
-        if flags or pos + RECORD_HEADER_SIZE + len(payload) > self._limit or time_ns >= self._day_end_ns:
+        tail = self._tail
+        if msg_seq <= tail.last_seq:
+            raise SequenceError(last=tail.last_seq, got=msg_seq)
+        pos = tail.pos
+        if flags or pos + RECORD_HEADER_SIZE + len(payload) > tail.limit or time_ns >= tail.day_end_ns:
             self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload, flags)
             return
-        end = FRAMING.frame_one_into(self._buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
-        self._last_seq = msg_seq
+        end = FRAMING.frame_one_into(tail.buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
+        tail.last_seq = msg_seq
         self._publish(end)
 
     def append_batch(
@@ -236,8 +247,9 @@ class JournalWriter:
             raise ValueError(f"source_seqs and payloads differ in length: {len(source_seqs)} != {count}")
         if not count:
             return
-        if first_msg_seq <= self._last_seq:
-            raise SequenceError(last=self._last_seq, got=first_msg_seq)
+        tail = self._tail
+        if first_msg_seq <= tail.last_seq:
+            raise SequenceError(last=tail.last_seq, got=first_msg_seq)
         # Strategy: frame_into frames records until one would cross _limit (the
         # end of the buffer, the segment's size budget or the next index entry);
         # that record goes through the slow path, then the C call resumes. After
@@ -245,13 +257,13 @@ class JournalWriter:
         # before it are appended and the error is raised for the bad one.
         i, step = 0, count
         while i < count:
-            if time_ns < self._day_end_ns:
+            if time_ns < tail.day_end_ns:
                 stop = min(i + step, count)
                 try:
                     pos, done = FRAMING.frame_into(
-                        self._buf,
-                        self._pos,
-                        self._limit,
+                        tail.buf,
+                        tail.pos,
+                        tail.limit,
                         first_msg_seq,
                         time_ns,
                         source_stream,
@@ -266,7 +278,7 @@ class JournalWriter:
                     step = 1
                     continue
                 if done > i:
-                    self._last_seq = first_msg_seq + done - 1
+                    tail.last_seq = first_msg_seq + done - 1
                     self._publish(pos)  # once per call
                     i = done
                 if i == stop:
@@ -301,12 +313,12 @@ class JournalWriter:
         count = len(items)
         # Strategy: as append_batch; frame_tuples_into also stops (without an
         # error) at a msg_seq that does not increase and at a new UTC day.
-        i, step = 0, count
+        i, step, tail = 0, count, self._tail
         while i < count:
             stop = min(i + step, count)
             try:
                 pos, done, last = FRAMING.frame_tuples_into(
-                    self._buf, self._pos, self._limit, items, self._last_seq, self._day_end_ns, i, stop
+                    tail.buf, tail.pos, tail.limit, items, tail.last_seq, tail.day_end_ns, i, stop
                 )
             except (TypeError, ValueError):
                 if step == 1:
@@ -314,15 +326,15 @@ class JournalWriter:
                 step = 1
                 continue
             if done > i:
-                self._last_seq = last
+                tail.last_seq = last
                 self._publish(pos)  # once per call
                 i = done
             if i == stop:
                 continue
             # Record i did not fit, starts a new UTC day, or does not increase msg_seq.
             msg_seq, time_ns, source_stream, source_seq, payload, *rest = items[i]
-            if msg_seq <= self._last_seq:
-                raise SequenceError(last=self._last_seq, got=msg_seq)
+            if msg_seq <= tail.last_seq:
+                raise SequenceError(last=tail.last_seq, got=msg_seq)
             self._append_slow(msg_seq, time_ns, source_stream, source_seq, payload, *rest)
             i += 1
 
@@ -357,18 +369,18 @@ class JournalWriter:
             segment = self._roll(msg_seq, time_ns)
         elif self._batch is None or self._batch.segment is not segment:
             self._new_batch(segment, size)
-        if self._pos + size > len(self._buf):
+        if self._tail.pos + size > len(self._tail.buf):
             self._new_batch(segment, size)
-        offset = self._base + self._pos
+        offset = self._base + self._tail.pos
         if offset >= self._next_index or not segment.index.seqs:
             segment.index.add(msg_seq, offset)
             self.time_index.add(msg_seq, time_ns)
             self._next_index = offset + self._config.index_interval_bytes
         end = FRAMING.frame_one_into(
-            self._buf, self._pos, msg_seq, time_ns, source_stream, source_seq, payload, flags
+            self._tail.buf, self._tail.pos, msg_seq, time_ns, source_stream, source_seq, payload, flags
         )
         segment.size += size
-        self._last_seq = msg_seq
+        self._tail.last_seq = msg_seq
         self._publish(end)
         self._update_limit(segment)
         if self._config.fsync is FsyncPolicy.ALWAYS:
@@ -399,7 +411,7 @@ class JournalWriter:
             raise ValueError(f"payload too large: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
         self._check_usable()
         self._account_fast_records()
-        after = max(self._last_seq, 0)
+        after = max(self._tail.last_seq, 0)
         data = FRAMING.frame_records(after, time_ns, 0, (0,), (payload,), flags)
         size = len(data)
         segment = self._segment
@@ -407,10 +419,10 @@ class JournalWriter:
             segment = self._roll(after + 1, time_ns)
         elif self._batch is None or self._batch.segment is not segment:
             self._new_batch(segment, size)
-        if self._pos + size > len(self._buf):
+        if self._tail.pos + size > len(self._tail.buf):
             self._new_batch(segment, size)
-        self._buf[self._pos : self._pos + size] = data
-        self._publish(self._pos + size)
+        self._tail.buf[self._tail.pos : self._tail.pos + size] = data
+        self._publish(self._tail.pos + size)
         segment.size += size
         self._update_limit(segment)
         if self._config.fsync is FsyncPolicy.ALWAYS:
@@ -420,20 +432,20 @@ class JournalWriter:
         # The fast path may run while the record stays in this buffer, in this
         # segment's size budget, before the next index entry and within the day.
         if self._config.fsync is FsyncPolicy.ALWAYS:
-            self._limit = -1
+            self._tail.limit = -1
             return
-        self._limit = min(
-            len(self._buf),
+        self._tail.limit = min(
+            len(self._tail.buf),
             self._config.segment_bytes - self._base,
             self._next_index - self._base,
         )
-        self._day_end_ns = (segment.day + 1) * NS_PER_DAY
+        self._tail.day_end_ns = (segment.day + 1) * NS_PER_DAY
 
     def _account_fast_records(self) -> None:
         # Fast-path appends do not update segment.size; settle it before the
         # buffer changes hands.
         if self._batch is not None:
-            self._batch.segment.size = self._base + self._pos
+            self._batch.segment.size = self._base + self._tail.pos
 
     def _roll(self, msg_seq: int, time_ns: int) -> OpenSegment:
         previous = self._segment
@@ -448,10 +460,10 @@ class JournalWriter:
             size=SEGMENT_HEADER_SIZE,
         )
         self._new_batch(segment, SEGMENT_HEADER_SIZE, base=0)
-        self._buf[:SEGMENT_HEADER_SIZE] = encode_segment_header(
+        self._tail.buf[:SEGMENT_HEADER_SIZE] = encode_segment_header(
             SegmentHeader(first_seq=msg_seq, first_time_ns=time_ns)
         )
-        self._pos = SEGMENT_HEADER_SIZE
+        self._tail.pos = SEGMENT_HEADER_SIZE
         self._segment = segment
         self._next_index = 0
         logger.info("journal segment %s started at msg_seq=%d", name, msg_seq)
@@ -463,7 +475,7 @@ class JournalWriter:
         flusher = self._flusher
         with flusher.cond:
             if self._batch is not None:
-                self._batch.end = self._pos
+                self._batch.end = self._tail.pos
                 flusher.sealed.append(self._batch)
                 flusher.cond.notify_all()
             if needed > self._config.buffer_bytes:
@@ -479,9 +491,9 @@ class JournalWriter:
             self._serial += 1
             self._base = segment.size if base is None else base
             self._batch = Batch(buffer=buffer, segment=segment, serial=self._serial, pooled=pooled)
-            self._buf, self._pos = buffer, 0
+            self._tail.buf, self._tail.pos = buffer, 0
             flusher.live = self._batch
-        self._limit = -1
+        self._tail.limit = -1
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -549,8 +561,8 @@ class JournalWriter:
         Raises:
             ValueError: ``msg_seq`` is beyond the last record.
         """
-        if msg_seq > self._last_seq:
-            raise ValueError(f"msg_seq {msg_seq} is beyond the journal's last msg_seq {self._last_seq}")
+        if msg_seq > self._tail.last_seq:
+            raise ValueError(f"msg_seq {msg_seq} is beyond the journal's last msg_seq {self._tail.last_seq}")
         self._check_usable()
         self.flush(sync=True)
         segment = self._segment
@@ -561,7 +573,7 @@ class JournalWriter:
             state=bytes(state),
             segment=None if segment is None else segment.path.name,
             offset=0 if segment is None else segment.size,
-            position_seq=self._last_seq,
+            position_seq=self._tail.last_seq,
         )
         self._checkpoints.write(checkpoint)
         return checkpoint
@@ -596,5 +608,5 @@ class JournalWriter:
                 self.flush()
         finally:
             self._closed = True
-            self._limit = -1
+            self._tail.limit = -1
             self._flusher.stop()
