@@ -1,4 +1,4 @@
-"""Failover benchmark: the failover drill (:func:`feedha.drill.run_failover`) at several rates.
+"""Failover benchmark: the failover drill (:func:`feedha.drills.failover.run_failover`) at several rates.
 
 At 5k, 20k and 50k msg/s (quick: 5k only) the drill starts the plain source,
 an adapter group (active + 2 backups) and an arbitrating client, kills the
@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from feedha.bench.common import Figure, figure
 from feedha.bench.pipeline import open_log
-from feedha.drill import DrillOptions, run_failover
+from feedha.drills.failover import DrillOptions, run_failover
 
 RATES: Final = (5_000.0, 20_000.0, 50_000.0)
 QUICK_RATES: Final = (5_000.0,)

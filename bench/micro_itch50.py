@@ -39,9 +39,9 @@ _ADD: Final = struct.Struct(">cHH6sQcI8sI")  # ITCH 5.0 "A": 36 bytes
 def old_hash_flood(count: int) -> list[int]:
     """References the order table's old hash sent to slot ``i << 32``: one home at every size to 2**32.
 
-    :func:`feedha.chaos_itch50.colliding_refs` at slot 0 (the drill's flood is the same set at slot 5).
+    :func:`feedha.drills.chaos_itch50.colliding_refs` at slot 0 (the drill's flood is the same set at slot 5).
     """
-    from feedha.chaos_itch50 import colliding_refs
+    from feedha.drills.chaos_itch50 import colliding_refs
 
     return colliding_refs(count, slot=0)
 

@@ -1,1 +1,4 @@
-"""feedha: the ``feedha`` command line, the demo and the failover drills."""
+"""feedha: the ``feedha`` command line, the demo, ``up`` and the plumbing they share.
+
+The drills live in their own package, :mod:`feedha.drills`.
+"""

@@ -19,7 +19,7 @@ from feedha import extras
 # name -> (module, function, one-line help)
 COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "demo": ("feedha.demo", "main", "run the whole cluster on this machine, then a live failover drill"),
-    "drill": ("feedha.drill_cli", "main", "drills: failover (kill, cut, partition, loss) and chaos"),
+    "drill": ("feedha.drills.cli", "main", "drills: failover (kill, cut, partition, loss) and chaos"),
     "adapter": ("feedha.adapter.__main__", "main", "run one feed adapter"),
     "source": ("feedha.plain_source.cli", "main", "run the plain-Python test source (deterministic, seeded)"),
     "feed": ("feedha.spark_feed.job", "main", "run the PySpark Structured Streaming feed source"),

@@ -135,7 +135,7 @@ class Demo:
                 args += ["--line", f"{group.channel}={line}"]
             for replay in group.replays:
                 args += ["--replay", f"{group.channel}={replay}"]
-        proc = JsonProcess.python("subscriber", "feedha.drill_client", args, log=self.log)
+        proc = JsonProcess.python("subscriber", "feedha.drills.client", args, log=self.log)
         self.procs.append(proc)
         proc.wait_event("ready", 30)
         return proc

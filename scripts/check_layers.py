@@ -68,7 +68,10 @@ _IO: Final = frozenset(
     }
 )
 _PURE: Final = "a pure core decides from its inputs and the time passed in; its shell does the I/O"
-COMMANDS: Final = "feedha's commands"  # stands for the modules of the namespace's root folder (feedha/)
+# Stands for the modules of the namespace's root folder (feedha/): the commands, and the drills'
+# package (feedha/drills/, feedha.drills), which may import anything; nothing of the product
+# (no package below) imports a command or a drill.
+COMMANDS: Final = "feedha's commands"
 # The root folder's modules every command's entry point shares (how settings, logs and extras
 # are read): not commands, and leaves (they import no other feedha module but each other).
 SHARED: Final = frozenset({"feedha.settings", "feedha.logs", "feedha.extras", "feedha.runtime"})
@@ -299,7 +302,7 @@ def layer_violations(files: Sequence[SourceFile], folders: Mapping[str, str] | N
     commands = {
         f.module
         for f in files
-        if f.path.startswith(f"{root_folder}/") and not f.is_package and f.module not in SHARED
+        if f.path.startswith(f"{root_folder}/") and f.module not in (NAMESPACE_ROOT, *SHARED)
     }
     bare = {folder: package for package, folder in (folders or {}).items() if folder != package}
     found = []

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from feedha.drill_conflate import RSS_GROWTH_MB
+from feedha.drills.conflate import RSS_GROWTH_MB
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 Three real adapters; the subscriber (the client library) reads them through
 relays on which a forger puts a copy of the newest genuine packet with a
 high term (2^32-1, term + 1, term + 1000) on every line at once, five times
-a second (``feedha.drill_abuse_terms.ForgedLines``: what a holder of a sealed
+a second (``feedha.drills.abuse_terms.ForgedLines``: what a holder of a sealed
 channel's packet key can do). Midway the active is killed: its backups
 promote one of them, and the subscriber is told the new term as a route
 update would tell it (the lines the forger sent on are distrusted by then:
@@ -19,7 +19,7 @@ import time
 import pytest
 
 from feedha.client import ChannelSpec, Delivery, Subscriber, TermChanged
-from feedha.drill_abuse_terms import ForgedLines, forged
+from feedha.drills.abuse_terms import ForgedLines, forged
 from feedha.proto import wire
 from tests.integration.groups import running_group
 

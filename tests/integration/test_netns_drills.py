@@ -1,6 +1,6 @@
 """Multi-host drills: every component in its own network namespace on a bridge (needs root).
 
-Each test runs ``feedha.drill.run_failover`` with ``hosts="netns"``; the drill
+Each test runs ``feedha.drills.failover.run_failover`` with ``hosts="netns"``; the drill
 builds a segment with a fresh tag and removes it in ``finally``, and the
 fixture below checks no namespace or link of ours is left behind.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from feedha import netns, transport
-from feedha.drill import DrillOptions, run_failover
+from feedha.drills.failover import DrillOptions, run_failover
 
 pytestmark = [
     pytest.mark.netns,
@@ -102,9 +102,9 @@ def _replay_ready() -> str | None:
     """Why the journal-recovery drills cannot run yet, or None when they can."""
     if importlib.util.find_spec("feedha.client.replay_client") is None:
         return "client_lib/replay_client.py (the replay service's client) is not there yet"
-    source = Path(__file__).resolve().parents[2] / "feedha" / "drill_client.py"
+    source = Path(__file__).resolve().parents[2] / "feedha" / "drills" / "client.py"
     if "--replay" not in source.read_text():
-        return "feedha/drill_client.py takes no --replay endpoints, so the drill client cannot fill gaps"
+        return "feedha/drills/client.py takes no --replay endpoints, so the drill client cannot fill gaps"
     return None
 
 

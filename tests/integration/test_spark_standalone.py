@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from feedha.drill_spark import running_task
+from feedha.drills.spark import running_task
 from feedha.spark_feed import standalone, submit
 from feedha.spark_feed.standalone import ClusterConfig, ClusterError, Daemon, LocalCluster
 from tests.integration.waiting import wait_until

@@ -7,8 +7,8 @@ import threading
 import time
 from typing import Any
 
-from feedha.drill_abuse import RSS_GROWTH_MIB, failed_checks
-from feedha.drill_abuse_attacks import idle_connections
+from feedha.drills.abuse import RSS_GROWTH_MIB, failed_checks
+from feedha.drills.abuse_attacks import idle_connections
 
 
 def _report(**changes: Any) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def test_an_honest_gap_not_served_during_the_replay_flood_fails_the_drill() -> N
 
 
 def test_the_admin_servers_own_checks_hold_or_are_named() -> None:
-    from feedha.drill_abuse_admin import BURST_SLACK_MIB
+    from feedha.drills.abuse_admin import BURST_SLACK_MIB
 
     burst = {"growth_mib": 14.0, "bound_mib": 16.0}
     storm = {"streams": 500, "opened": 500, "updates": 900, "modifies": {"OK": 300}}

@@ -1,10 +1,10 @@
-"""A drill's account of its source (feedha/drill_accounting.py): who speaks for the group, what is left."""
+"""A drill's account of its source (feedha/drills/accounting.py): who speaks for the group, what is left."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from feedha.drill_accounting import account
+from feedha.drills.accounting import account
 
 
 def _status(

@@ -1,10 +1,10 @@
-"""The overload drill's schedule and backlog figures (feedha/drill_overload.py), on made-up samples."""
+"""The overload drill's schedule and backlog figures (feedha/drills/overload.py), on made-up samples."""
 
 from __future__ import annotations
 
 import pytest
 
-from feedha.drill_overload import OverloadOptions, backlog_figures, capacity_of, due_at, verdict
+from feedha.drills.overload import OverloadOptions, backlog_figures, capacity_of, due_at, verdict
 from feedha.procs import ProcessError
 
 

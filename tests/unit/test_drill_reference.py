@@ -1,6 +1,6 @@
 """The books an overload drill compares its client with: one core's conversion of the capture.
 
-feedha/drill_reference.py converts a capture with one adapter core alone and keeps its line's
+feedha/drills/reference.py converts a capture with one adapter core alone and keeps its line's
 messages as the drill's client does; on itch50 and fix44 captures its books and stats must equal
 the independent references (tests/itch50_reference.py, tests/fix44_capture.py), and a drill's
 result is compared with it symbol by symbol.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from feedha.drill_reference import compare, reference_books
+from feedha.drills.reference import compare, reference_books
 from feedha.plain_source.feedha_fix_capture import make_feedha_fix_capture
 from feedha.plain_source.itch50_capture import make_itch_capture
 from tests.fix44_capture import Reference, make_capture

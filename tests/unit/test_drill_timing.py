@@ -1,8 +1,8 @@
-"""The drills' delayed-delivery timing (feedha/drill_client.py): early deliveries counted and described."""
+"""The drills' delayed-delivery timing (feedha/drills/client.py): early deliveries counted and described."""
 
 from __future__ import annotations
 
-from feedha.drill_client import EARLY_KEPT, DelayedTiming
+from feedha.drills.client import EARLY_KEPT, DelayedTiming
 
 DELAY_NS = 5_000_000_000
 

@@ -207,3 +207,25 @@ def test_components_reach_the_root_folder_only_for_the_shared_plumbing(tmp_path:
     assert not any(
         p.startswith(("adapter/main.py:1", "feedha/settings.py", "feedha/demo.py")) for p in problems
     )
+
+
+def test_nothing_of_the_product_imports_a_drill(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "feedha/__init__.py": "",
+            "feedha/cli.py": "from feedha.drills import cli\n",
+            "feedha/drills/__init__.py": "",
+            "feedha/drills/cli.py": "from feedha.adapter import runner\nfrom feedha import cluster\n",
+            "feedha/cluster.py": "",
+            "adapter/__init__.py": "",
+            "adapter/main.py": "from feedha.drills import cli\n",
+            "adapter/runner.py": "import feedha.drills\n",
+        },
+    )
+    problems = check_layers.check(root)
+    assert sorted(p.partition(";")[0] for p in problems) == [
+        "adapter/main.py:1: imports feedha.drills",
+        "adapter/runner.py:1: imports feedha.drills",
+    ], problems
+    assert all("must not import feedha's commands" in p for p in problems)

@@ -14,7 +14,7 @@
   place), while both users modify their subscriptions in a loop as fast as
   their request rate lets them. The witness's honest logins and health probes
   run meanwhile (the drill's ``login_p99`` and ``health`` checks).
-* :func:`feedha.drill_abuse_sealed.sealed_churn`: Subscribe/Cancel every
+* :func:`feedha.drills.abuse_sealed.sealed_churn`: Subscribe/Cancel every
   100 ms on a sealed (multicast) channel while a subscriber revoked meanwhile
   tries to open its packets: it must open nothing sealed 2 s after its
   revocation (after the other attacks, on its own: see that module).
@@ -40,14 +40,14 @@ from typing import Any, Final
 import grpc
 import psutil
 
-from feedha import drill_abuse_sealed
 from feedha.admin_client.errors import status_details
 from feedha.admin_server import tokens
 from feedha.admin_server.config import SecretHashing
 from feedha.admin_server.limits import Limits
 from feedha.admin_server.server import issue_key
 from feedha.admin_server.store import Store
-from feedha.drill_abuse_attacks import CALL_TIMEOUT_S, _login_patiently, _reason
+from feedha.drills import abuse_sealed
+from feedha.drills.abuse_attacks import CALL_TIMEOUT_S, _login_patiently, _reason
 from feedha.proto import admin_pb2, admin_pb2_grpc
 from feedha.transport.tasks import cancel_and_wait
 
@@ -336,7 +336,7 @@ def after_attacks(options: Any, cluster: Any, keys: dict[str, dict[str, str]]) -
     if not options.seal_churn_every:
         return {}
     try:
-        found = drill_abuse_sealed.sealed_churn(
+        found = abuse_sealed.sealed_churn(
             cluster.admin,
             feed_key=json.loads(Path(cluster.key_files["feed"]).read_text()),
             victim_key=keys["victim"],

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from feedha.cluster import adapter_argv
-from feedha.drill import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
-from feedha.drill_accounting import settle
-from feedha.drill_output import output_arguments
+from feedha.drills.accounting import settle
+from feedha.drills.failover import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
+from feedha.drills.output import output_arguments
 from feedha.procs import JsonProcess, python_argv
 
 DRAIN_S = 30.0  # the most the live subscriber may take to catch up once the source stopped
@@ -76,7 +76,7 @@ def run_replay_time(options: ReplayTimeOptions, log: IO[str]) -> dict[str, Any]:
         sent = _stream(run)
         group = run.placement.group
         live = {n: group.adapter(n).control for n, proc in run.adapters.items() if proc.alive}
-        account = settle(lambda: live, sent)  # feedha.drill_accounting
+        account = settle(lambda: live, sent)  # feedha.drills.accounting
         return {**_report(run, sent), **account.summary()}
     finally:
         for proc in [*run.adapters.values(), run.source]:

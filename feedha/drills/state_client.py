@@ -1,6 +1,6 @@
 """The late-join drill's subscriber: keeps every symbol's state and records it at every msg_seq.
 
-Run as ``python -m feedha.drill_state_client``. With ``--image`` it joins
+Run as ``python -m feedha.drills.state_client``. With ``--image`` it joins
 late: it fetches the channel's image from a replay service first (every
 symbol's state at msg_seq N) and subscribes from N + 1; without it, it is
 the reference that was there from the start. Either way it keeps a map of
@@ -82,7 +82,7 @@ def _image(replay: ReplayClient, number: int) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m feedha.drill_state_client", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m feedha.drills.state_client", description=__doc__)
     parser.add_argument("--channel", required=True, help="NAME=NUMBER")
     parser.add_argument("--line", action="append", required=True, help="an ENDPOINT of a line (repeatable)")
     parser.add_argument("--replay", action="append", default=[], help="an ENDPOINT of a replay service")

@@ -1,11 +1,11 @@
 """``feedha drill``: the drills' command line (failover, chaos, delayed, abuse, replay-time, conflate, ...).
 
-The drills themselves are :mod:`feedha.drill` (failover, with the network
-faults), :mod:`feedha.chaos` (a seeded schedule of faults under load),
-:mod:`feedha.drill_delayed` (the delayed stream, purges and a failover),
-:mod:`feedha.drill_abuse` (users with valid keys, and crowds without, against a
-secure cluster), :mod:`feedha.drill_replay_time` (a window replayed by time) and
-:mod:`feedha.drill_conflate` (conflated lines across a kill, a stalled subscriber).
+The drills themselves are :mod:`feedha.drills.failover` (failover, with the network
+faults), :mod:`feedha.drills.chaos` (a seeded schedule of faults under load),
+:mod:`feedha.drills.delayed` (the delayed stream, purges and a failover),
+:mod:`feedha.drills.abuse` (users with valid keys, and crowds without, against a
+secure cluster), :mod:`feedha.drills.replay_time` (a window replayed by time) and
+:mod:`feedha.drills.conflate` (conflated lines across a kill, a stalled subscriber).
 """
 
 from __future__ import annotations
@@ -18,25 +18,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from feedha import (
-    chaos,
-    drill_conflate,
-    drill_delayed,
-    drill_overload_cli,
-    drill_replay_time,
-    netns,
-    transport,
-)
-from feedha.drill import DrillOptions, run_failover
-from feedha.drill_output import output_arguments, run_logged
+from feedha import netns, transport
+from feedha.drills import chaos, conflate, delayed, overload_cli, replay_time
+from feedha.drills.failover import DrillOptions, run_failover
+from feedha.drills.output import output_arguments, run_logged
 from feedha.procs import ProcessError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from feedha import drill
+    from feedha.drills import failover as failover_drill
 
     parser = argparse.ArgumentParser(
-        prog="feedha drill", description=drill.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="feedha drill",
+        description=failover_drill.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="drill", required=True)
     chaos.add_arguments(
@@ -50,11 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _late_join_arguments(sub)
     _book_arguments(sub)
-    drill_overload_cli.add_arguments(sub)
+    overload_cli.add_arguments(sub)
     _delayed_arguments(sub)
     _abuse_arguments(sub)
-    drill_replay_time.add_arguments(sub)
-    drill_conflate.add_arguments(sub)
+    replay_time.add_arguments(sub)
+    conflate.add_arguments(sub)
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
     failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
@@ -120,39 +115,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _book_arguments(sub: Any) -> None:
-    from feedha import drill_book
+    from feedha.drills import book
 
-    book = sub.add_parser(
+    parser = sub.add_parser(
         "book",
         help="a captured fix44 or itch50 feed through the group, the active killed midway: the books",
-        description=drill_book.__doc__,
+        description=book.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    book.add_argument("--file", type=Path, required=True, help="the capture (docs/converters.md)")
-    book.add_argument("--format", choices=("fix44", "feedha-fix", "itch50"), default="fix44")
-    book.add_argument("--rate", type=float, default=2000, help="playback messages/s (default: 2000)")
-    book.add_argument("--backups", type=int, default=2, help="backups besides the active (default: 2)")
-    book.add_argument("--book-depth", type=int, default=10, help="levels a side (default: 10)")
-    book.add_argument("--kill", choices=("active", "backup", "none"), default="active")
-    book.add_argument("--kill-at", type=float, default=0.5, help="fraction of the capture (default: 0.5)")
-    output_arguments(book)
+    parser.add_argument("--file", type=Path, required=True, help="the capture (docs/converters.md)")
+    parser.add_argument("--format", choices=("fix44", "feedha-fix", "itch50"), default="fix44")
+    parser.add_argument("--rate", type=float, default=2000, help="playback messages/s (default: 2000)")
+    parser.add_argument("--backups", type=int, default=2, help="backups besides the active (default: 2)")
+    parser.add_argument("--book-depth", type=int, default=10, help="levels a side (default: 10)")
+    parser.add_argument("--kill", choices=("active", "backup", "none"), default="active")
+    parser.add_argument("--kill-at", type=float, default=0.5, help="fraction of the capture (default: 0.5)")
+    output_arguments(parser)
 
 
 def _run_book(args: argparse.Namespace) -> int:
-    from feedha import drill_book
+    from feedha.drills import book
 
     if args.rate <= 0 or args.backups < 1 or not 0 < args.kill_at < 1 or args.book_depth < 1:
         print("feedha drill book: need --rate > 0, --backups >= 1, 0 < --kill-at < 1, --book-depth >= 1",
               file=sys.stderr)  # fmt: skip
         return 2
-    options = drill_book.BookDrillOptions(
+    options = book.BookDrillOptions(
         file=args.file, input_format=args.format, rate=args.rate, backups=args.backups,
         depth=args.book_depth, kill=args.kill, kill_at=args.kill_at,
     )  # fmt: skip
     result = run_logged(
         "book",
         args,
-        lambda log: drill_book.run_book(options, log),
+        lambda log: book.run_book(options, log),
         errors=(OSError, ValueError),
         text=_book_lines,
     )
@@ -168,12 +163,12 @@ def _book_lines(result: dict[str, Any]) -> list[str]:
 
 
 def _late_join_arguments(sub: Any) -> None:
-    from feedha import drill_late_join
+    from feedha.drills import late_join
 
     late = sub.add_parser(
         "late-join",
         help="clients join late from an image, across a failover and a session boundary",
-        description=drill_late_join.__doc__,
+        description=late_join.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     late.add_argument("--seconds", type=float, default=20, help="how long the source streams (default: 20)")
@@ -191,13 +186,13 @@ def _late_join_arguments(sub: Any) -> None:
 
 
 def _run_late_join(args: argparse.Namespace) -> int:
-    from feedha import drill_late_join
+    from feedha.drills import late_join
 
     if args.seconds <= 0 or args.rate <= 0 or not 0 < args.kill_at < 1 or not 0 < args.session_end_at < 1:
         print("feedha drill late-join: need --seconds > 0, --rate > 0, 0 < --kill-at, --session-end-at < 1",
               file=sys.stderr)  # fmt: skip
         return 2
-    options = drill_late_join.LateJoinOptions(
+    options = late_join.LateJoinOptions(
         seconds=args.seconds,
         rate=args.rate,
         symbols=args.symbols,
@@ -206,62 +201,60 @@ def _run_late_join(args: argparse.Namespace) -> int:
         kill_at=args.kill_at,
         session_end_at=args.session_end_at,
     )
-    result = run_logged("late-join", args, lambda log: drill_late_join.run_late_join(options, log))
-    return 0 if result is not None and drill_late_join.summary_ok(result) else 1
+    result = run_logged("late-join", args, lambda log: late_join.run_late_join(options, log))
+    return 0 if result is not None and late_join.summary_ok(result) else 1
 
 
 def _run_replay_time(args: argparse.Namespace) -> int:
     try:
-        options = drill_replay_time.options_from(args)
+        options = replay_time.options_from(args)
     except ValueError as exc:
         print(f"feedha drill replay-time: {exc}", file=sys.stderr)
         return 2
-    result = run_logged("replay-time", args, lambda log: drill_replay_time.run_replay_time(options, log))
-    return 0 if result is not None and drill_replay_time.summary_ok(result) else 1
+    result = run_logged("replay-time", args, lambda log: replay_time.run_replay_time(options, log))
+    return 0 if result is not None and replay_time.summary_ok(result) else 1
 
 
 def _run_conflate(args: argparse.Namespace) -> int:
     try:
-        options = drill_conflate.options_from(args)
+        options = conflate.options_from(args)
     except ValueError as exc:
         print(f"feedha drill conflate: {exc}", file=sys.stderr)
         return 2
-    result = run_logged("conflate", args, lambda log: drill_conflate.run_conflate(options, log))
-    return 0 if result is not None and drill_conflate.summary_ok(result) else 1
+    result = run_logged("conflate", args, lambda log: conflate.run_conflate(options, log))
+    return 0 if result is not None and conflate.summary_ok(result) else 1
 
 
 def _delayed_arguments(sub: Any) -> None:
-    delayed = sub.add_parser(
+    parser = sub.add_parser(
         "delayed",
         help="the delayed stream under purges and a failover: nothing lost, repeated or early",
-        description=drill_delayed.__doc__,
+        description=delayed.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    delayed.add_argument(
+    parser.add_argument(
         "--delay", type=float, default=5.0, help="the delayed lines' delay, s (default: %(default)s)"
     )
-    delayed.add_argument(
+    parser.add_argument(
         "--seconds", type=float, default=20.0, help="how long the source streams (default: %(default)s)"
     )
-    delayed.add_argument(
-        "--rate", type=float, default=2000.0, help="source messages/s (default: %(default)s)"
-    )
-    delayed.add_argument(
+    parser.add_argument("--rate", type=float, default=2000.0, help="source messages/s (default: %(default)s)")
+    parser.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
     )
-    delayed.add_argument(
+    parser.add_argument(
         "--purge", type=int, default=3, metavar="N", help="messages to purge (default: %(default)s)"
     )
-    delayed.add_argument("--kill", choices=("active", "backup", "none"), default="active")
-    delayed.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
-    delayed.add_argument("--seed", type=int, default=7)
-    output_arguments(delayed)
+    parser.add_argument("--kill", choices=("active", "backup", "none"), default="active")
+    parser.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
+    parser.add_argument("--seed", type=int, default=7)
+    output_arguments(parser)
 
 
 def _run_delayed(args: argparse.Namespace) -> int:
-    if args.delay <= drill_delayed.MARGIN_S or args.seconds <= 0 or args.rate <= 0 or args.purge < 0:
+    if args.delay <= delayed.MARGIN_S or args.seconds <= 0 or args.rate <= 0 or args.purge < 0:
         print(
-            f"feedha drill delayed: need --delay > {drill_delayed.MARGIN_S:g}, --seconds > 0, --rate > 0 "
+            f"feedha drill delayed: need --delay > {delayed.MARGIN_S:g}, --seconds > 0, --rate > 0 "
             "and --purge >= 0",
             file=sys.stderr,
         )
@@ -269,7 +262,7 @@ def _run_delayed(args: argparse.Namespace) -> int:
     if args.backups < 1 or not 0 < args.kill_at < 1:
         print("feedha drill delayed: need --backups >= 1 and 0 < --kill-at < 1", file=sys.stderr)
         return 2
-    options = drill_delayed.DelayedOptions(
+    options = delayed.DelayedOptions(
         delay=args.delay,
         seconds=args.seconds,
         rate=args.rate,
@@ -279,33 +272,33 @@ def _run_delayed(args: argparse.Namespace) -> int:
         kill_at=args.kill_at,
         seed=args.seed,
     )
-    result = run_logged("delayed", args, lambda log: drill_delayed.run_delayed(options, log))
-    return 0 if result is not None and drill_delayed.passed(result, purges=args.purge) else 1
+    result = run_logged("delayed", args, lambda log: delayed.run_delayed(options, log))
+    return 0 if result is not None and delayed.passed(result, purges=args.purge) else 1
 
 
 def _abuse_arguments(sub: Any) -> None:
-    from feedha import drill_abuse
+    from feedha.drills import abuse
 
-    drill_abuse.add_arguments(
+    abuse.add_arguments(
         sub.add_parser(
             "abuse",
             help="quotas and limits under abuse: subscription and login floods, churn, idle connections, "
             "replay hoarding, while an honest subscriber must lose nothing",
-            description=drill_abuse.__doc__,
+            description=abuse.__doc__,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
     )
 
 
 def _run_abuse(args: argparse.Namespace) -> int:
-    from feedha import drill_abuse
+    from feedha.drills import abuse
 
     try:
-        options = drill_abuse.options_from(args)
+        options = abuse.options_from(args)
     except ValueError as exc:
         print(f"feedha drill abuse: {exc}", file=sys.stderr)
         return 2
-    result = run_logged("abuse", args, lambda log: drill_abuse.run_abuse(options, log))
+    result = run_logged("abuse", args, lambda log: abuse.run_abuse(options, log))
     return 0 if result is not None and result["passed"] else 1
 
 
@@ -367,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.drill == "book":
         return _run_book(args)
     if args.drill == "overload":
-        return drill_overload_cli.main(args)
+        return overload_cli.main(args)
     if args.drill == "delayed":
         return _run_delayed(args)
     if args.drill == "abuse":

@@ -2,7 +2,7 @@
 
 The drill plays a capture file through ``feedha source --file F --format F`` at the drill's
 rate. :func:`write_capture` writes one of about ``rate x seconds`` messages
-(``feedha/chaos_itch50.py``, ``feedha/chaos_fix44.py``: the format's poison every
+(``feedha/drills/chaos_itch50.py``, ``feedha/drills/chaos_fix44.py``: the format's poison every
 ``poison_every`` messages and its floods) and counts what the group must deliver by
 converting it once here, through an adapter core of the same format alone (active, no
 journal): its ``numbered`` count is the number of blocks, so poison the group quarantines,
@@ -25,8 +25,8 @@ from typing import Final
 from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.core import AdapterCore, CoreConfig
 from feedha.adapter.core.sync_types import Role
-from feedha.chaos_fix44 import fix44_stream
-from feedha.chaos_itch50 import itch50_stream
+from feedha.drills.chaos_fix44 import fix44_stream
+from feedha.drills.chaos_itch50 import itch50_stream
 from feedha.proto import moldudp64
 
 __all__ = ["CAPTURE_FORMATS", "ChaosCapture", "Flood", "write_capture"]

@@ -16,7 +16,7 @@ Each flood is a tenth of the messages in adds and as many deletes; they start a 
 55 % of the way into the day (:data:`FLOOD_AT`), after a stretch of honest traffic.
 
 Flood messages are valid and delivered; what the group must deliver is counted by
-``feedha/chaos_captures.py`` from the stream itself. Pure.
+``feedha/drills/chaos_captures.py`` from the stream itself. Pure.
 """
 
 from __future__ import annotations

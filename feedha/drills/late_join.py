@@ -11,7 +11,7 @@ ends the trading session at ``--session-end-at`` of the run (the
 ``session_end`` command to whoever is active then).
 
 Every client keeps every symbol's state and records a digest of it after
-each msg_seq (:mod:`feedha.drill_state_client`). The drill then checks:
+each msg_seq (:mod:`feedha.drills.state_client`). The drill then checks:
 
 * ``state_mismatches``: msg_seqs at which a joiner's state differs from the
   reference's (must be 0: the image plus the stream from N + 1 is the state);
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from feedha.cluster import adapter_argv, control
-from feedha.drill import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
-from feedha.drill_accounting import GroupAccount, settle
+from feedha.drills.accounting import GroupAccount, settle
+from feedha.drills.failover import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
 from feedha.procs import JsonProcess, ProcessError, python_argv
 
 START_WAIT_S = 240.0
@@ -115,7 +115,7 @@ def _client(run: _Run, name: str, *, image: bool) -> JsonProcess:
         args += ["--replay", endpoint]
     if image:
         args.append("--image")
-    proc = JsonProcess(name, python_argv("feedha.drill_state_client", args), log=run.log)
+    proc = JsonProcess(name, python_argv("feedha.drills.state_client", args), log=run.log)
     run.clients[name] = proc
     return proc
 
@@ -151,7 +151,7 @@ def _drive(run: _Run) -> None:
         time.sleep(0.05)
     sent = int(run.source.wait_for(lambda e: "sent" in e, 30)["sent"])
     run.events.append({"step": "source_done", "sent": sent})
-    run.account = settle(partial(_live_controls, run), sent)  # feedha.drill_accounting
+    run.account = settle(partial(_live_controls, run), sent)  # feedha.drills.accounting
     _drain(run)
     for proc in run.clients.values():
         proc.stop()

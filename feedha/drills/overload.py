@@ -19,10 +19,10 @@ that keeps the books, in three steps:
    off the backlog once the burst is over.
 3. **Account.** Once the source is done and the group has settled, every
    message sent must have been booked by an adapter (``unaccounted``,
-   :mod:`feedha.drill_accounting`) and every message the channel numbered must
+   :mod:`feedha.drills.accounting`) and every message the channel numbered must
    have reached the client (``lost``); the client's books and stats are compared
    with the capture converted by one adapter core alone
-   (:mod:`feedha.drill_reference`).
+   (:mod:`feedha.drills.reference`).
 
 The summary: ``sent``, ``delivered``, ``lost``, ``unaccounted``,
 ``line_holes``, ``source_gaps``, ``conflicts``, ``quarantined``, ``skipped``,
@@ -52,7 +52,8 @@ from typing import IO, Any, Final, TypeVar
 
 import psutil
 
-from feedha.drill import (
+from feedha.drills.accounting import GroupAccount, settle
+from feedha.drills.failover import (
     CHANNEL,
     Drill,
     DrillOptions,
@@ -63,8 +64,7 @@ from feedha.drill import (
     start_drill,
     victim,
 )
-from feedha.drill_accounting import GroupAccount, settle
-from feedha.drill_reference import compare, reference_books
+from feedha.drills.reference import compare, reference_books
 from feedha.plain_source.capture import read_capture
 from feedha.plain_source.itch50_playback import read_itch_capture
 from feedha.procs import ProcessError

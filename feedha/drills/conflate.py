@@ -13,7 +13,7 @@ active``) at ``--kill-at`` of the stream, and checks:
   the real-time stream at the interval's boundary msg_seq (must be 0), over
   ``states_checked`` blocks; ``last_state_mismatches``: the same for each
   symbol's last conflated state;
-* the stalled subscriber (:mod:`feedha.drill_conflate_client`, ``on_slow="conflate"``):
+* the stalled subscriber (:mod:`feedha.drills.conflate_client`, ``on_slow="conflate"``):
   it stops reading for a third of the stream, must come back conflated, then in
   real time, end at the channel's last msg_seq, and keep its RSS bounded
   (``client.rss_mb``: before, during and after the stall).
@@ -33,9 +33,9 @@ from typing import IO, Any, Final
 import zmq
 
 from feedha.cluster import GroupPlan, adapter_argv, plan_group
-from feedha.drill import CHANNEL, STREAM, DrillOptions, Placement, show_progress, start_source
-from feedha.drill_accounting import settle
-from feedha.drill_output import output_arguments
+from feedha.drills.accounting import settle
+from feedha.drills.failover import CHANNEL, STREAM, DrillOptions, Placement, show_progress, start_source
+from feedha.drills.output import output_arguments
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, python_argv
 
@@ -86,7 +86,7 @@ def run_conflate(options: ConflateOptions, log: IO[str]) -> dict[str, Any]:
     try:
         _start(run)
         sent = _stream(run)
-        account = settle(partial(_live_controls, run), sent)  # feedha.drill_accounting
+        account = settle(partial(_live_controls, run), sent)  # feedha.drills.accounting
         return {**_report(run, sent), **account.summary()}
     finally:
         for proc in [*run.adapters.values(), run.source, run.client]:
@@ -113,7 +113,7 @@ def _start(run: _Run) -> None:
     args += ["--run-s", f"{seconds + DRAIN_S:g}", "--slow-after", "1"]
     for plan in run.group.adapters:
         args += ["--line", plan.line, "--replay", plan.replay, "--conflated", plan.conflated]
-    run.client = JsonProcess("client", python_argv("feedha.drill_conflate_client", args), log=run.log)
+    run.client = JsonProcess("client", python_argv("feedha.drills.conflate_client", args), log=run.log)
     run.client.wait_event("ready", 20)
 
 

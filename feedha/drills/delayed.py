@@ -15,7 +15,7 @@ ranges from the adapters' replay services). While the source streams for
 
 It then waits for the delayed stream to arrive and prints what the client got:
 ``sent``, ``delivered``, ``lost`` (sent, minus delivered, minus purged),
-``unaccounted`` (sent but booked by no adapter: :mod:`feedha.drill_accounting`),
+``unaccounted`` (sent but booked by no adapter: :mod:`feedha.drills.accounting`),
 ``duplicates``, ``conflicts``, ``tombstones`` (``Purged`` events, one per purged
 message), ``early`` (deliveries sooner than the delay after their event time; the
 first few in ``early_examples``: msg_seq, line, how early, the packet's send time against due),
@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from feedha.cluster import adapter_argv, control, plan_group
-from feedha.drill import (
+from feedha.drills.accounting import settle
+from feedha.drills.failover import (
     CHANNEL,
     STREAM,
     Drill,
@@ -48,7 +49,6 @@ from feedha.drill import (
     start_source,
     victim,
 )
-from feedha.drill_accounting import settle
 from feedha.ports import free_ports
 from feedha.procs import ProcessError
 
@@ -141,7 +141,7 @@ def _start(options: DelayedOptions, drill: Drill) -> None:
     client_args = ["--channel", f"{CHANNEL}=1", "--delayed", f"{options.delay:g}", "--loss-timeout", "2.0"]
     for plan in group.adapters:
         client_args += ["--line", f"{CHANNEL}={plan.delayed}", "--replay", f"{CHANNEL}={plan.replay}"]
-    drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
+    drill.client = placement.spawn("client", "client", "feedha.drills.client", client_args, log)
     drill.source = start_source(base, placement, log)
 
 
@@ -175,7 +175,7 @@ def _drive(options: DelayedOptions, drill: Drill) -> dict[str, Any]:
         _purge_late(drill, purges)
     source = drill.source.wait_for(lambda e: "sent" in e, 30)
     sent = int(source["sent"])
-    group = settle(partial(live_controls, drill), sent)  # feedha.drill_accounting
+    group = settle(partial(live_controls, drill), sent)  # feedha.drills.accounting
     drain_client(drill.client, sent - len(purges.purged), stall_s=options.delay + 5.0)
     drill.client.stop()
     summary = drill.client.wait_event("summary", 10)["channels"][CHANNEL]

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import zmq
 
-from feedha.drill_abuse_attacks import _percentiles
+from feedha.drills.abuse_attacks import _percentiles
 from feedha.proto.replay import ReplayRequest, ReplayStatus, ReplyStatus, decode_status, encode_request
 
 KEYS: Final = 32  # the admin server's default quota of CURVE keys per user

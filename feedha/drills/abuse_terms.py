@@ -11,7 +11,7 @@ at once -- 2^32-1, the genuine term + 1 (what a promotion looks like), + 1000
 in turn: content the lines do carry, on all lines together, again and again.
 
 The honest party is a subscriber of the client library in a process of its
-own (``python -m feedha.drill_abuse_terms --key-file F --channel C --line E
+own (``python -m feedha.drills.abuse_terms --key-file F --channel C --line E
 ...``): it subscribes with its own CURVE key, joins the relays from the term
 its routes carry (``ChannelSpec(term=...)``), fills gaps from the replay
 services, and prints ``ready``, ``progress`` every second and a ``summary``
@@ -35,7 +35,7 @@ from typing import IO, Any, Final
 
 import zmq
 
-from feedha.drill_abuse_client import SeqSet
+from feedha.drills.abuse_client import SeqSet
 from feedha.procs import JsonProcess
 from feedha.proto import wire
 
@@ -160,7 +160,7 @@ class Attack:
         argv = ["--key-file", honest_key_file, "--channel", channel]
         argv += [arg for endpoint in self.lines.endpoints for arg in ("--line", endpoint)]
         self.lines.start()  # the relays carry the lines (and the forgeries) from now on
-        self.client = JsonProcess.python("forged-terms-client", "feedha.drill_abuse_terms", argv, log=log)
+        self.client = JsonProcess.python("forged-terms-client", "feedha.drills.abuse_terms", argv, log=log)
         try:
             self.client.wait_event("ready", START_S)
         except BaseException:
@@ -225,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from feedha.client import ChannelSpec, Delivery, ReplayClient, Subscriber, TermChanged
     from feedha.client._subscriber_config import route_term
 
-    parser = argparse.ArgumentParser(prog="python -m feedha.drill_abuse_terms", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m feedha.drills.abuse_terms", description=__doc__)
     parser.add_argument("--key-file", required=True, help="the API key file (feedha up's users/NAME.json)")
     parser.add_argument("--channel", required=True, help="the channel to subscribe to")
     parser.add_argument("--line", action="append", required=True, help="a line to join (the relays)")

@@ -20,7 +20,7 @@ from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.core import AdapterCore, CoreConfig, Publish
 from feedha.adapter.core.sync_types import Role
 from feedha.client.books import BookKeeper
-from feedha.drill_client import StateKeeper, book_summary
+from feedha.drills.client import StateKeeper, book_summary
 from feedha.plain_source.capture import read_capture
 from feedha.plain_source.itch50_playback import SESSION, read_itch_capture
 from feedha.proto import market_pb2, moldudp64, wire

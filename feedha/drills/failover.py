@@ -7,7 +7,7 @@ with SIGKILL at ``--kill-at`` of the run; and reports what the client got:
 ``sent``, ``delivered``, ``lost``, ``duplicates``, ``out_of_order``,
 ``conflicts``, ``promoted``, ``term`` and ``max_switch_gap_ms`` (the longest
 pause between two deliveries around the kill), ``unaccounted`` (messages the
-source sent that no adapter booked: :mod:`feedha.drill_accounting`) and
+source sent that no adapter booked: :mod:`feedha.drills.accounting`) and
 ``source_gaps``; ``lost`` counts what the channel numbered and the client never
 got.
 
@@ -26,7 +26,7 @@ summary then also has ``gaps`` (holes the client saw), ``gaps_recovered``,
 ``spark://...``, or ``local-cluster``: a standalone master and two workers of
 this machine, the job submitted with spark-submit); with ``local-cluster``,
 ``--kill worker`` SIGKILLs a worker and its executor mid-task instead of an
-adapter (:mod:`feedha.drill_spark`).
+adapter (:mod:`feedha.drills.spark`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from typing import IO, Any, Final
 
 from feedha import netns, transport
 from feedha.cluster import AdapterPlan, GroupPlan, adapter_argv, control, plan_group
-from feedha.drill_accounting import GroupAccount, settle
-from feedha.drill_spark import kill_spark_worker
+from feedha.drills.accounting import GroupAccount, settle
+from feedha.drills.spark import kill_spark_worker
 from feedha.ports import free_ports
 from feedha.procs import SOURCE_NICE, JsonProcess, ProcessError, python_argv
 
@@ -241,7 +241,7 @@ def _start_components(drill: Drill, options: DrillOptions, placement: Placement,
         for number in drill.adapters:
             client_args += ["--replay", f"{CHANNEL}={placement.replay[number]}"]
     client_args += options.extra_client_args
-    drill.client = placement.spawn("client", "client", "feedha.drill_client", client_args, log)
+    drill.client = placement.spawn("client", "client", "feedha.drills.client", client_args, log)
     drill.client.wait_event("ready", START_S)
     drill.source = start_source(options, placement, log)
 

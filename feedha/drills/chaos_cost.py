@@ -1,6 +1,6 @@
 """The chaos drill's honest rate: each adapter's CPU per message before a flood and during it.
 
-A flood (``feedha/chaos_captures.py``: order references that collide in a hash table, a run
+A flood (``feedha/drills/chaos_captures.py``: order references that collide in a hash table, a run
 of new best prices, a crowd of new symbols) is fair input a venue may send; what it must not
 do is make every message dearer. :class:`CostSampler` reads, twice a second, every working
 adapter's process CPU time (user + system) and the source position it has reached (its
@@ -24,8 +24,8 @@ from typing import Any, Final
 
 import psutil
 
-from feedha.chaos_captures import Flood
 from feedha.cluster import control
+from feedha.drills.chaos_captures import Flood
 
 __all__ = ["MAX_SLOWDOWN", "CostSample", "CostSampler", "flood_costs"]
 

@@ -130,8 +130,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point (``python -m feedha.drill_conflate_client``)."""
-    parser = argparse.ArgumentParser(prog="feedha.drill_conflate_client", description=__doc__)
+    """Entry point (``python -m feedha.drills.conflate_client``)."""
+    parser = argparse.ArgumentParser(prog="feedha.drills.conflate_client", description=__doc__)
     parser.add_argument("--channel", required=True)
     parser.add_argument("--line", action="append", required=True)
     parser.add_argument("--replay", action="append", required=True)

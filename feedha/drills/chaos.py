@@ -22,7 +22,7 @@ fault that would leave fewer than two adapters working). The poison rotates
 through every kind of :data:`feedha.plain_source.frames.POISON_KINDS` (a
 ``source_seq`` jump in place of a message, a 200,000-byte message, ...).
 The summary has ``sent``, ``delivered``, ``lost``, ``unaccounted`` (sent but
-booked by no adapter: :mod:`feedha.drill_accounting`), ``duplicates``,
+booked by no adapter: :mod:`feedha.drills.accounting`), ``duplicates``,
 ``conflicts``, ``line_holes`` (msg_seqs no line carried, delivered only by
 retransmission), ``faults`` (count by kind, every poison kind named),
 ``adapters_alive`` and ``max_rss_mib`` per adapter (sampled every second).
@@ -31,7 +31,7 @@ to fill a line hole from: a line hole is a loss.
 
 With ``--format fix44`` or ``--format itch50`` the source plays a capture of that
 format written for the run, with the format's own poison and floods
-(:mod:`feedha.chaos_formats`); the summary adds ``honest_rate``, each flood's CPU
+(:mod:`feedha.drills.chaos_formats`); the summary adds ``honest_rate``, each flood's CPU
 per message against the traffic before the floods.
 """
 
@@ -57,8 +57,10 @@ from typing import IO, Any, Final
 import psutil
 import zmq
 
-from feedha.chaos_captures import ChaosCapture
-from feedha.chaos_formats import (
+from feedha.cluster import control
+from feedha.drills.accounting import settle
+from feedha.drills.chaos_captures import ChaosCapture
+from feedha.drills.chaos_formats import (
     CAPTURE_FORMATS,
     drill_options_for,
     format_capture,
@@ -66,8 +68,7 @@ from feedha.chaos_formats import (
     format_summary,
     sampler_for,
 )
-from feedha.cluster import control
-from feedha.drill import (
+from feedha.drills.failover import (
     CHANNEL,
     Drill,
     DrillOptions,
@@ -80,7 +81,6 @@ from feedha.drill import (
     start_adapter_process,
     start_drill,
 )
-from feedha.drill_accounting import settle
 from feedha.plain_source.frames import poison_kind_counts
 from feedha.procs import JsonProcess
 from feedha.proto.replay import ReplayRequest, encode_request
@@ -420,7 +420,7 @@ def _summary(chaos: _Chaos, options: ChaosOptions, capture: ChaosCapture | None 
     poisoned = sent // options.poison_every if options.poison_every else 0
     if capture is not None:  # what the capture holds that gives no block: its poison, what is skipped
         poisoned = sent - capture.expected
-    group = settle(partial(live_controls, drill), *sent_of(source))  # feedha.drill_accounting
+    group = settle(partial(live_controls, drill), *sent_of(source))  # feedha.drills.accounting
     drain_client(drill.client, group.numbered)
     drill.client.stop()
     client = drill.client.wait_event("summary", 10)["channels"][CHANNEL]

@@ -30,7 +30,7 @@ from feedha.admin_client import AdminClient, AdminClientError, RegistryAgent
 from feedha.admin_server import tokens
 from feedha.admin_server.sealing import REVOKED_WITHIN_S
 from feedha.admin_server.store import Store
-from feedha.drill_abuse_attacks import CALL_TIMEOUT_S, _login_patiently, _reason
+from feedha.drills.abuse_attacks import CALL_TIMEOUT_S, _login_patiently, _reason
 from feedha.proto import admin_pb2, admin_pb2_grpc
 from feedha.proto.registry import (
     AdapterRegistration,

@@ -1,6 +1,6 @@
 """The drills' subscriber: the client library plus independent checks of what it delivers.
 
-Run as ``python -m feedha.drill_client``; prints JSON lines on stdout: one
+Run as ``python -m feedha.drills.client``; prints JSON lines on stdout: one
 ``ready`` once a packet arrived, ``progress`` twice a second, and a
 ``summary`` when it gets SIGTERM. The checks here do not trust the arbiter:
 they verify from the deliveries themselves that msg_seq grows by one, that
@@ -192,7 +192,7 @@ def _pairs(values: list[str], option: str) -> list[tuple[str, str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m feedha.drill_client", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m feedha.drills.client", description=__doc__)
     parser.add_argument("--channel", action="append", required=True, help="NAME=NUMBER (repeatable)")
     parser.add_argument(
         "--line", action="append", required=True, help="NAME=ENDPOINT, one per line (repeatable)"

@@ -11,7 +11,7 @@ exactly these keys: ``sent`` (capture messages played), ``delivered``
 (market-data messages the client got), ``lost`` (messages the channel
 numbered that the client never got), ``unaccounted`` (messages sent that no
 adapter numbered, quarantined, skipped or booked in a source gap:
-:mod:`feedha.drill_accounting`), ``source_gaps`` (positions no message came
+:mod:`feedha.drills.accounting`), ``source_gaps`` (positions no message came
 for), ``line_holes`` (messages no line carried to the client, filled from the
 journals), ``conflicts``, ``quarantined`` (malformed messages, as the
 surviving adapters counted them), ``skipped`` (messages that are not market
@@ -29,7 +29,8 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-from feedha.drill import (
+from feedha.drills.accounting import settle
+from feedha.drills.failover import (
     CHANNEL,
     Drill,
     DrillOptions,
@@ -41,7 +42,6 @@ from feedha.drill import (
     start_drill,
     victim,
 )
-from feedha.drill_accounting import settle
 from feedha.plain_source.capture import read_capture
 from feedha.plain_source.itch50_playback import read_itch_capture
 

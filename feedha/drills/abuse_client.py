@@ -1,6 +1,6 @@
 """The abuse drill's honest subscriber: every line of a channel, each checked for holes on its own.
 
-Run as ``python -m feedha.drill_abuse_client --key-file FILE --channel NAME``.
+Run as ``python -m feedha.drills.abuse_client --key-file FILE --channel NAME``.
 With ``--witness`` it is the drill's other honest party instead: it logs in
 every 0.25 s and probes every ``--health`` URL every 0.2 s, and prints the
 login latencies and the probes answered in its ``summary`` (a process of its
@@ -153,7 +153,7 @@ def _emit(event: str, **fields: Any) -> None:
 
 
 def _witness(args: argparse.Namespace, stop: threading.Event) -> int:
-    from feedha import drill_abuse_attacks as attacks
+    from feedha.drills import abuse_attacks as attacks
 
     key = json.loads(Path(args.key_file).read_text())
     results: dict[str, Any] = {}
@@ -173,7 +173,7 @@ def _witness(args: argparse.Namespace, stop: threading.Event) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m feedha.drill_abuse_client", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m feedha.drills.abuse_client", description=__doc__)
     parser.add_argument("--key-file", required=True, help="the API key file (feedha up's users/NAME.json)")
     parser.add_argument("--channel", default="", help="the channel whose lines to join")
     parser.add_argument("--witness", action="store_true", help="log in and probe instead (see above)")

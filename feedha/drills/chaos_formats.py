@@ -1,11 +1,11 @@
 """``feedha drill chaos --format fix44|itch50``: the drill played from a capture of the format.
 
 The plain source speaks ``feedha-fix`` only, so for the other formats the drill writes a
-capture (``feedha/chaos_captures.py``: about ``--rate`` x the run's seconds messages, the
+capture (``feedha/drills/chaos_captures.py``: about ``--rate`` x the run's seconds messages, the
 format's poison every ``--poison-every`` messages, its floods) and the source plays it with
 ``--file F --format F`` at the drill's rate; the adapters convert the format at book depth
-:data:`~feedha.chaos_captures.BOOK_DEPTH`. The summary gains the capture's figures, the
-poison by kind and the honest rate through each flood (``feedha/chaos_cost.py``); the run
+:data:`~feedha.drills.chaos_captures.BOOK_DEPTH`. The summary gains the capture's figures, the
+poison by kind and the honest rate through each flood (``feedha/drills/chaos_cost.py``); the run
 fails unless every flood held it and no adapter passed :data:`MAX_RSS_MIB`.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final
 
-from feedha.chaos_captures import BOOK_DEPTH, CAPTURE_FORMATS, ChaosCapture, write_capture
-from feedha.chaos_cost import CostSampler, flood_costs
-from feedha.drill import DrillOptions, show_progress
+from feedha.drills.chaos_captures import BOOK_DEPTH, CAPTURE_FORMATS, ChaosCapture, write_capture
+from feedha.drills.chaos_cost import CostSampler, flood_costs
+from feedha.drills.failover import DrillOptions, show_progress
 
 __all__ = [
     "CAPTURE_FORMATS",

@@ -3,9 +3,9 @@
 Starts a secure local cluster the way ``feedha up`` does (an admin server, the
 plain source at ``--rate`` msg/s over one channel, an active and two backups
 with CURVE on every socket, the source link included) and an honest
-subscriber on every line of the channel (:mod:`feedha.drill_abuse_client`). Once
+subscriber on every line of the channel (:mod:`feedha.drills.abuse_client`). Once
 it receives, the attacks run together for ``--attack-seconds``
-(:mod:`feedha.drill_abuse_attacks`):
+(:mod:`feedha.drills.abuse_attacks`):
 
 * 5,000 subscriptions from one API key (``--subscriptions``), its CURVE keys
   taken in turn from a pool of 40;
@@ -15,11 +15,11 @@ it receives, the attacks run together for ``--attack-seconds``
 * 100 replay connections from one granted key that never read (``--replay``);
 * 32 keys of one user on every replay service, reading as fast as they are
   answered, while another user asks for gaps (``--replay-keys``,
-  :mod:`feedha.drill_abuse_users`);
+  :mod:`feedha.drills.abuse_users`);
 * 500 route watch streams of two users modifying their subscriptions in a
-  loop (``--watch-streams``, :mod:`feedha.drill_abuse_admin`);
+  loop (``--watch-streams``, :mod:`feedha.drills.abuse_admin`);
 * a forger sending packets of high terms on every line, read by an honest
-  client-library subscriber (``--forged-terms``, :mod:`feedha.drill_abuse_terms`).
+  client-library subscriber (``--forged-terms``, :mod:`feedha.drills.abuse_terms`).
 
 Before them, on its own, a burst of 200 logins cancelled mid-hash
 (``--cancelled-logins``), the admin server's memory sampled throughout; after
@@ -37,7 +37,7 @@ off, rebinds) and the resident memory of the admin server and the adapters
 before and at most during the attacks. The drill passes when ``lost`` and
 ``line_holes`` are 0, the login p99 is under 1 s, every probe was answered,
 the adapters never bound a line afresh, and the memory stayed bounded -- and
-the admin server's own checks (:func:`feedha.drill_abuse_admin.checks`): the
+the admin server's own checks (:func:`feedha.drills.abuse_admin.checks`): the
 burst grew its memory by no more than its hashing slots hold, every watch
 stream opened and the storm ran, and the revoked subscriber opened nothing
 sealed 2 s after its revocation.
@@ -60,12 +60,12 @@ from typing import IO, Any, Final
 import psutil
 import zmq
 
-from feedha import drill_abuse_admin as admin_attacks
-from feedha import drill_abuse_attacks as attacks
-from feedha import drill_abuse_terms as forged_terms
-from feedha import drill_abuse_users as replay_users
 from feedha.cluster import control
-from feedha.drill_output import output_arguments
+from feedha.drills import abuse_admin as admin_attacks
+from feedha.drills import abuse_attacks as attacks
+from feedha.drills import abuse_terms as forged_terms
+from feedha.drills import abuse_users as replay_users
+from feedha.drills.output import output_arguments
 from feedha.procs import JsonProcess, ProcessError
 from feedha.up import Cluster
 
@@ -114,7 +114,7 @@ def run_abuse(options: AbuseOptions, log: IO[str]) -> dict[str, Any]:
         described = cluster.describe()
         honest = JsonProcess.python(
             "honest",
-            "feedha.drill_abuse_client",
+            "feedha.drills.abuse_client",
             ["--key-file", described["users"]["subscriber"], "--channel", cluster.groups[0].channel],
             log=log,
         )
@@ -136,7 +136,7 @@ def _attack(
 ) -> dict[str, Any]:
     witness = JsonProcess.python(
         "witness",
-        "feedha.drill_abuse_client",
+        "feedha.drills.abuse_client",
         ["--witness", "--key-file", described["users"]["subscriber"]]
         + [f"--health={url}" for url in described["health"]],
         log=cluster.log,
