@@ -11,10 +11,10 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
 import zmq
 
@@ -66,89 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
         "FEEDHA_<OPTION> variable.",
     )
     add = parser.add_argument
-    add("--endpoint", type=_endpoint, action="append", default=[], metavar="NAME=tcp://HOST:PORT")
-    add("--bind-host", default="127.0.0.1", help="host for random ports (streams without --endpoint)")
-    add("--streams", help="comma-separated letter ranges (default A-M,N-Z, or the --endpoint names)")
-    add("--symbols", type=int, default=DEFAULT_SYMBOLS)
-    add("--seed", type=int, default=1)
-    add("--epoch-ns", type=int, default=None, help="event time of the first message (default: now)")
-    add("--rate", type=float, default=DEFAULT_RATE, help="messages/s over all streams; 0 = unpaced")
-    add("--seconds", type=float, default=None)
-    add("--count", type=int, default=None)
-    add(
-        "--batch",
-        type=int,
-        default=None,
-        help=f"most FIX messages per frame (default {MAX_BATCH}); every message goes out as soon as it is "
-        "due, so frames carry several only when several are due at once",
-    )
-    add("--malformed-every", type=int, default=0, metavar="K", help="inject garbage every K messages")
-    add(
-        "--poison-every",
-        type=int,
-        default=0,
-        metavar="K",
-        help="replace every K-th message by poison no adapter can publish (oversize, bad UTF-8, bad number, "
-        "volume overflow, a source_seq jump): adapters must quarantine it and lose nothing else",
-    )
-    add("--wait-subscribers", type=int, default=0, metavar="N")
-    add("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT_S)
-    add(
-        "--sndhwm",
-        type=int,
-        default=DEFAULT_SNDHWM,
-        help="frames queued per subscriber (default %(default)s); past it a send waits for that "
-        "subscriber: the source slows to its slowest subscriber and reports the rate it achieved "
-        "(achieved_rate, backpressure in the summary) instead of dropping",
-    )
-    add(
-        "--max-stall",
-        type=float,
-        default=DEFAULT_MAX_STALL_S,
-        metavar="SECONDS",
-        help="the longest a send waits for a subscriber that reads nothing (stopped, hung); then it goes "
-        "out past it and that subscriber misses a stretch, a gap its adapter counts and its group "
-        "repairs (default: %(default)s)",
-    )
-    add(
-        "--linger-ms",
-        type=int,
-        default=DEFAULT_LINGER_MS,
-        help="how long closing flushes to lagging subscribers",
-    )
-    add("--start-seq", type=int, default=1)
-    add(
-        "--pregenerate",
-        action="store_true",
-        help="generate the whole run before the clock starts, then only pace the sends "
-        "(capacity benchmarks; needs --count or --rate and --seconds)",
-    )
-    add(
-        "--due-stamps",
-        action="store_true",
-        help="with --pregenerate and --rate: stamp each message with the time it is due, as a live "
-        "run does (latency runs); the clock starts once the run is made, at the epoch it was made for",
-    )
-    add(
-        "--curve-key",
-        type=Path,
-        help="the source's CURVE key pair (`feedha keys new FILE`): the streams are CURVE servers, "
-        "adapters verify the source with FILE.pub (--source-key) and nobody can inject ticks on the way",
-    )
-    add(
-        "--allow-key",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="public keys that may subscribe, one Z85 key per line or a .pub file (repeatable; the "
-        "adapters' --curve-key .pub files); needs --curve-key",
-    )
-    add(
-        "--insecure",
-        action="store_true",
-        help="publish without keys off loopback (refused otherwise)",
-    )
+    _market_arguments(add)
+    _rate_arguments(add)
+    _fault_arguments(add)
+    _subscriber_arguments(add)
+    _run_arguments(add)
+    _security_arguments(add)
+    _capture_arguments(parser)
+    settings.add_common_arguments(parser, log_level="WARNING")
+    return parser
+
+
+def _capture_arguments(parser: argparse.ArgumentParser) -> None:
+    # A capture played back instead of a generated market.
     capture = parser.add_argument_group("captured feeds (docs/converters.md)")
     capture.add_argument(
         "--file",
@@ -179,8 +109,113 @@ def build_parser() -> argparse.ArgumentParser:
         help='print {"event": "progress", "t", "due", "out"} twice a second: messages due by the '
         "schedule and messages sent (how far subscribers hold the playback back)",
     )
-    settings.add_common_arguments(parser, log_level="WARNING")
-    return parser
+
+
+def _market_arguments(add: Callable[..., Any]) -> None:
+    # The market: where its streams go, which symbols, its seed and epoch.
+    add("--endpoint", type=_endpoint, action="append", default=[], metavar="NAME=tcp://HOST:PORT")
+    add("--bind-host", default="127.0.0.1", help="host for random ports (streams without --endpoint)")
+    add("--streams", help="comma-separated letter ranges (default A-M,N-Z, or the --endpoint names)")
+    add("--symbols", type=int, default=DEFAULT_SYMBOLS)
+    add("--seed", type=int, default=1)
+    add("--epoch-ns", type=int, default=None, help="event time of the first message (default: now)")
+
+
+def _rate_arguments(add: Callable[..., Any]) -> None:
+    # How fast and how much: the rate, the run's length, messages a frame.
+    add("--rate", type=float, default=DEFAULT_RATE, help="messages/s over all streams; 0 = unpaced")
+    add("--seconds", type=float, default=None)
+    add("--count", type=int, default=None)
+    add(
+        "--batch",
+        type=int,
+        default=None,
+        help=f"most FIX messages per frame (default {MAX_BATCH}); every message goes out as soon as it is "
+        "due, so frames carry several only when several are due at once",
+    )
+
+
+def _fault_arguments(add: Callable[..., Any]) -> None:
+    # Faults on purpose: garbage and poison the adapters must survive.
+    add("--malformed-every", type=int, default=0, metavar="K", help="inject garbage every K messages")
+    add(
+        "--poison-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="replace every K-th message by poison no adapter can publish (oversize, bad UTF-8, bad number, "
+        "volume overflow, a source_seq jump): adapters must quarantine it and lose nothing else",
+    )
+
+
+def _subscriber_arguments(add: Callable[..., Any]) -> None:
+    # The subscribers: waiting for them, and what a slow one costs.
+    add("--wait-subscribers", type=int, default=0, metavar="N")
+    add("--wait-timeout", type=float, default=DEFAULT_WAIT_TIMEOUT_S)
+    add(
+        "--sndhwm",
+        type=int,
+        default=DEFAULT_SNDHWM,
+        help="frames queued per subscriber (default %(default)s); past it a send waits for that "
+        "subscriber: the source slows to its slowest subscriber and reports the rate it achieved "
+        "(achieved_rate, backpressure in the summary) instead of dropping",
+    )
+    add(
+        "--max-stall",
+        type=float,
+        default=DEFAULT_MAX_STALL_S,
+        metavar="SECONDS",
+        help="the longest a send waits for a subscriber that reads nothing (stopped, hung); then it goes "
+        "out past it and that subscriber misses a stretch, a gap its adapter counts and its group "
+        "repairs (default: %(default)s)",
+    )
+    add(
+        "--linger-ms",
+        type=int,
+        default=DEFAULT_LINGER_MS,
+        help="how long closing flushes to lagging subscribers",
+    )
+
+
+def _run_arguments(add: Callable[..., Any]) -> None:
+    # Numbering, and a run generated before the clock starts.
+    add("--start-seq", type=int, default=1)
+    add(
+        "--pregenerate",
+        action="store_true",
+        help="generate the whole run before the clock starts, then only pace the sends "
+        "(capacity benchmarks; needs --count or --rate and --seconds)",
+    )
+    add(
+        "--due-stamps",
+        action="store_true",
+        help="with --pregenerate and --rate: stamp each message with the time it is due, as a live "
+        "run does (latency runs); the clock starts once the run is made, at the epoch it was made for",
+    )
+
+
+def _security_arguments(add: Callable[..., Any]) -> None:
+    # CURVE: who the source is and who may subscribe.
+    add(
+        "--curve-key",
+        type=Path,
+        help="the source's CURVE key pair (`feedha keys new FILE`): the streams are CURVE servers, "
+        "adapters verify the source with FILE.pub (--source-key) and nobody can inject ticks on the way",
+    )
+    add(
+        "--allow-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="public keys that may subscribe, one Z85 key per line or a .pub file (repeatable; the "
+        "adapters' --curve-key .pub files); needs --curve-key",
+    )
+    add(
+        "--insecure",
+        action="store_true",
+        help="publish without keys off loopback (refused otherwise)",
+    )
 
 
 def config_from_args(argv: Sequence[str]) -> SourceConfig:

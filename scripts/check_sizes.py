@@ -62,9 +62,6 @@ _A: Final = "A (issue 60 item 3: one owner per state)"
 _P: Final = "P (issue 60 item 2: the hot path once)"
 _D: Final = "D (issue 60 item 7: sizes)"
 ALLOWED: Final[Mapping[str, str]] = {
-    "adapter/__main__.py": _D,
-    "adapter/__main__.py:_tuning_arguments": _D,
-    "adapter/__main__.py:config_from_args": _D,
     "adapter/core/machine.py": _A,
     "adapter/core/machine.py:AdapterCore.__init__": _A,
     "adapter/core/pipeline.py": _A,
@@ -98,17 +95,14 @@ ALLOWED: Final[Mapping[str, str]] = {
     "feedha/drills/abuse_admin.py:watch_storm": _D,
     "feedha/drills/abuse_terms.py:main": _D,
     "feedha/drills/chaos.py": _D,
-    "feedha/drills/cli.py:build_parser": _D,
     "feedha/drills/client.py:main": _D,
     "feedha/drills/failover.py": _D,
     "feedha/drills/state_client.py:main": _D,
     "feedha/up.py:main": _D,
-    "plain_source/cli.py:build_parser": _D,
     "plain_source/model.py:SymbolModel._decide": _D,
     "plain_source/source.py": _D,
     "plain_source/source.py:PlainSource._send_loop": _D,
     "spark_feed/_run.py:FeedRun.__init__": _D,
-    "spark_feed/config.py:build_parser": _D,
     "transport/http.py": _D,
 }
 

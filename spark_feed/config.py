@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from feedha.spark_feed import model
 from feedha.transport.backpressure import DEFAULT_MAX_STALL_S
@@ -128,19 +129,35 @@ def build_parser() -> argparse.ArgumentParser:
         description="The PySpark Structured Streaming feed source. Every option is also a key of the "
         "--config file and a FEEDHA_<OPTION> variable.",
     )
-    p.add_argument("--source", choices=("synthetic", "replay"), default="synthetic")
-    p.add_argument("--rate", type=int, default=DEFAULT_RATE, help="synthetic rows/s (default %(default)s)")
-    p.add_argument(
-        "--trigger-ms", type=int, default=DEFAULT_TRIGGER_MS, help="trigger interval (default %(default)s)"
-    )
-    p.add_argument("--unpaced", action="store_true", help="trigger back to back (benchmarks)")
-    p.add_argument("--symbols", type=int, default=model.DEFAULT_SYMBOLS)
-    p.add_argument("--streams", default=model.DEFAULT_STREAMS, help="e.g. 'A-M,N-Z' or 'EQ1=A-F,EQ2=G-Z'")
-    p.add_argument("--seed", type=int, default=model.DEFAULT_SEED)
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (restart resumes from it)")
-    p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL", help="bind URL of a stream")
-    p.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
-    p.add_argument(
+    add = p.add_argument
+    _market_arguments(add)
+    _job_arguments(add)
+    _publish_arguments(add)
+    _replay_arguments(add)
+    _security_arguments(add)
+    add("--quiet", action="store_true", help="no progress lines on stderr")
+    add("--spark-log-level", default="ERROR", choices=("ERROR", "WARN", "INFO"))
+    settings.add_common_arguments(p, log_level="INFO")
+    return p
+
+
+def _market_arguments(add: Callable[..., Any]) -> None:
+    # What the job generates: the source, its rate and trigger, the market.
+    add("--source", choices=("synthetic", "replay"), default="synthetic")
+    add("--rate", type=int, default=DEFAULT_RATE, help="synthetic rows/s (default %(default)s)")
+    add("--trigger-ms", type=int, default=DEFAULT_TRIGGER_MS, help="trigger interval (default %(default)s)")
+    add("--unpaced", action="store_true", help="trigger back to back (benchmarks)")
+    add("--symbols", type=int, default=model.DEFAULT_SYMBOLS)
+    add("--streams", default=model.DEFAULT_STREAMS, help="e.g. 'A-M,N-Z' or 'EQ1=A-F,EQ2=G-Z'")
+    add("--seed", type=int, default=model.DEFAULT_SEED)
+
+
+def _job_arguments(add: Callable[..., Any]) -> None:
+    # Where the job checkpoints and publishes, for how long, on which Spark master.
+    add("--checkpoint", required=True, help="checkpoint directory (restart resumes from it)")
+    add("--endpoint", action="append", default=[], metavar="NAME=URL", help="bind URL of a stream")
+    add("--seconds", type=float, default=None, help="stop after this many seconds")
+    add(
         "--master",
         "--spark-master",
         dest="master",
@@ -149,20 +166,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--local-workers workers started on this machine, the job submitted to them with spark-submit), "
         "or '' to take it from spark-submit (default %(default)s)",
     )
-    p.add_argument(
+    add(
         "--local-workers", type=int, default=2, help="workers of --master local-cluster (default %(default)s)"
     )
-    p.add_argument("--partitions", type=int, default=2, help="rate partitions and shuffle partitions")
-    p.add_argument("--sender", default="FEED", help="SenderCompID, tag 49")
-    p.add_argument("--frame-messages", type=int, default=500, help="FIX messages per ZeroMQ frame")
-    p.add_argument(
+    add("--partitions", type=int, default=2, help="rate partitions and shuffle partitions")
+
+
+def _publish_arguments(add: Callable[..., Any]) -> None:
+    # The FIX frames, and the subscribers: waiting for them, what a slow one costs.
+    add("--sender", default="FEED", help="SenderCompID, tag 49")
+    add("--frame-messages", type=int, default=500, help="FIX messages per ZeroMQ frame")
+    add(
         "--sndhwm",
         type=int,
         default=SNDHWM,
         help="frames queued per subscriber before a send waits for it (default %(default)s): the job "
         "slows to its slowest adapter and reports the rate it achieved instead of dropping",
     )
-    p.add_argument(
+    add(
         "--max-stall",
         type=float,
         default=DEFAULT_MAX_STALL_S,
@@ -170,30 +191,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="the longest a send waits for a subscriber that reads nothing; then it goes past it and "
         "that adapter misses a stretch (a gap it counts, its group repairs) (default %(default)s)",
     )
-    p.add_argument("--max-rate", type=float, default=0.0, help="publisher-side pacing, messages/s (0 = off)")
-    p.add_argument("--wait-subscribers", type=int, default=0, help="XPUB: wait for N subscribers per stream")
-    p.add_argument("--wait-timeout", type=float, default=60.0)
-    p.add_argument("--replay-dir", default="", help="directory of tick files (see docs/spark-feed.md)")
-    p.add_argument("--replay-format", choices=("csv", "parquet"), default="csv")
-    p.add_argument("--files-per-trigger", type=int, default=1)
-    p.add_argument(
+    add("--max-rate", type=float, default=0.0, help="publisher-side pacing, messages/s (0 = off)")
+    add("--wait-subscribers", type=int, default=0, help="XPUB: wait for N subscribers per stream")
+    add("--wait-timeout", type=float, default=60.0)
+
+
+def _replay_arguments(add: Callable[..., Any]) -> None:
+    # The replay source: a directory of tick files.
+    add("--replay-dir", default="", help="directory of tick files (see docs/spark-feed.md)")
+    add("--replay-format", choices=("csv", "parquet"), default="csv")
+    add("--files-per-trigger", type=int, default=1)
+
+
+def _security_arguments(add: Callable[..., Any]) -> None:
+    # CURVE: who the source is and who may subscribe.
+    add(
         "--curve-key",
         default="",
         help="the source's CURVE key pair (`feedha keys new FILE`): the streams are CURVE servers and "
         "adapters verify the source with FILE.pub (their --source-key)",
     )
-    p.add_argument(
+    add(
         "--allow-key",
         action="append",
         default=[],
         metavar="FILE",
         help="public keys that may subscribe (the adapters' .pub files; repeatable; needs --curve-key)",
     )
-    p.add_argument("--insecure", action="store_true", help="publish without keys off loopback")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.add_argument("--spark-log-level", default="ERROR", choices=("ERROR", "WARN", "INFO"))
-    settings.add_common_arguments(p, log_level="INFO")
-    return p
+    add("--insecure", action="store_true", help="publish without keys off loopback")
 
 
 def _config(a: argparse.Namespace) -> FeedConfig:

@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     _abuse_arguments(sub)
     replay_time.add_arguments(sub)
     conflate.add_arguments(sub)
+    _failover_arguments(sub)
+    return parser
+
+
+def _failover_arguments(sub: Any) -> None:
     failover = sub.add_parser("failover", help="kill an adapter mid-stream and check what the client got")
     failover.add_argument(
         "--backups", type=int, default=2, help="backups besides the active (default: %(default)s)"
@@ -67,7 +72,24 @@ def build_parser() -> argparse.ArgumentParser:
         "spark --spark-master local-cluster) (default: active, or none when another fault is chosen)",
     )
     failover.add_argument("--kill-at", type=float, default=0.5, help="fraction of the run at which to kill")
-    net = failover.add_argument_group("hosts and network faults")
+    _network_arguments(failover.add_argument_group("hosts and network faults"))
+    failover.add_argument("--symbols", type=int, default=200)
+    failover.add_argument("--seed", type=int, default=7)
+    failover.add_argument(
+        "--source", choices=("plain", "spark"), default="plain", help="feed source (default: plain)"
+    )
+    failover.add_argument(
+        "--spark-master",
+        default="local[*]",
+        help="with --source spark: local[N], spark://HOST:PORT, or local-cluster (a standalone master and "
+        "two workers on this machine, the job submitted with spark-submit) (default: %(default)s)",
+    )
+    failover.add_argument("--heartbeat-timeout", type=float, help="adapters' heartbeat timeout in seconds")
+    output_arguments(failover)
+
+
+def _network_arguments(net: argparse._ActionsContainer) -> None:
+    # Where the failover drill's processes run, and the faults of the network between them.
     net.add_argument(
         "--hosts",
         choices=("local", "netns"),
@@ -98,20 +120,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="adapters journal their lines and serve replay; the client fills gaps from them (default: on)",
     )
-    failover.add_argument("--symbols", type=int, default=200)
-    failover.add_argument("--seed", type=int, default=7)
-    failover.add_argument(
-        "--source", choices=("plain", "spark"), default="plain", help="feed source (default: plain)"
-    )
-    failover.add_argument(
-        "--spark-master",
-        default="local[*]",
-        help="with --source spark: local[N], spark://HOST:PORT, or local-cluster (a standalone master and "
-        "two workers on this machine, the job submitted with spark-submit) (default: %(default)s)",
-    )
-    failover.add_argument("--heartbeat-timeout", type=float, help="adapters' heartbeat timeout in seconds")
-    output_arguments(failover)
-    return parser
 
 
 def _book_arguments(sub: Any) -> None:
