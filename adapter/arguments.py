@@ -8,7 +8,6 @@ from pathlib import Path
 from feedha import settings
 from feedha.adapter.config import LINE_SNDHWM, REPLAY_MAX_BYTES, SNAPSHOT_INTERVAL_S
 from feedha.adapter.conversion.budget import MEMORY_HEADROOM, parse_size
-from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_ORDERS
 from feedha.adapter.core import sync as sync_rules
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
@@ -20,6 +19,8 @@ from feedha.adapter.core.config import (
     MIN_CONFLATE_INTERVAL_S,
 )
 from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
+from feedha.adapter.formats.interface import MAX_ORDERS
+from feedha.adapter.formats.registry import DEFAULT_FORMAT, FORMATS
 from feedha.adapter.journal.config import FsyncPolicy
 from feedha.admin_client.channel import add_tls_arguments
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
@@ -150,8 +151,8 @@ def _conversion_arguments(tune: argparse._ActionsContainer) -> None:
     tune.add_argument("--converters", type=Path, help="converter table YAML (default: the packaged one)")
     tune.add_argument(
         "--format",
-        choices=sorted(INPUT_FORMATS),
-        default="feedha-fix",
+        choices=sorted(FORMATS),
+        default=DEFAULT_FORMAT,
         help="the source stream's input format (default: %(default)s; docs/converters.md)",
     )
     tune.add_argument(

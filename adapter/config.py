@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Final
 
 from feedha.adapter.conversion.budget import DEFAULT_MEMORY_BUDGET, table_bytes
-from feedha.adapter.conversion.formats import INPUT_FORMATS, MAX_BOOK_DEPTH, MAX_ORDERS
 from feedha.adapter.core.config import (
     CHECKPOINT_EVERY,
     CHECKPOINT_INTERVAL_S,
@@ -22,6 +21,8 @@ from feedha.adapter.core.delayed import DEFAULT_DELAY_S, DEFAULT_MARGIN_S
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import SyncConfig
 from feedha.adapter.errors import ConfigError
+from feedha.adapter.formats.interface import MAX_BOOK_DEPTH, MAX_ORDERS
+from feedha.adapter.formats.registry import DEFAULT_FORMAT, FORMATS, option_problems
 from feedha.adapter.journal.config import FsyncPolicy
 from feedha.proto.wire import DEFAULT_MAX_PACKET_BYTES
 from feedha.transport.locality import is_local_endpoint, is_loopback_target
@@ -70,7 +71,8 @@ class AdapterConfig:
             stops reading loses packets on its own connection past it (it recovers them from
             a replay service) and never grows the adapter; 0 means unbounded (tests only).
         converter_table: YAML converter table; None uses the packaged default (``feedha-fix`` only).
-        input_format: the source stream's input format, one of ``INPUT_FORMATS`` (docs/converters.md).
+        input_format: the source stream's input format, a name in ``adapter.formats.registry.FORMATS``
+            (docs/converters.md).
         book_depth: order-book levels shown per side (``fix44``, ``itch50``).
         max_orders: ``itch50``: the most live orders held; an add past it is quarantined
             (``order_limit``), so a flood of adds cannot grow the adapter. Every adapter of a
@@ -153,7 +155,7 @@ class AdapterConfig:
     line_heartbeat_s: float = LINE_HEARTBEAT_S
     sndhwm: int = LINE_SNDHWM
     converter_table: Path | None = None
-    input_format: str = "feedha-fix"
+    input_format: str = DEFAULT_FORMAT
     book_depth: int = 10
     max_orders: int = MAX_ORDERS
     memory_budget: int = DEFAULT_MEMORY_BUDGET
@@ -246,18 +248,15 @@ class AdapterConfig:
                 f"conflate_interval_s must be in {MIN_CONFLATE_INTERVAL_S:g}..{MAX_CONFLATE_INTERVAL_S:g} "
                 f"seconds, got {interval!r}"
             )
-        if self.input_format not in INPUT_FORMATS:
-            raise ConfigError(
-                f"input_format must be one of {sorted(INPUT_FORMATS)}, got {self.input_format!r}"
-            )
+        if self.input_format not in FORMATS:
+            raise ConfigError(f"input_format must be one of {sorted(FORMATS)}, got {self.input_format!r}")
         if not 1 <= self.book_depth <= MAX_BOOK_DEPTH:
             raise ConfigError(f"book_depth must be in 1..{MAX_BOOK_DEPTH}, got {self.book_depth}")
         if self.max_orders < 1:
             raise ConfigError(f"max_orders must be at least 1, got {self.max_orders}")
-        if self.securities is not None and self.input_format != "fix44":
-            raise ConfigError("securities applies to input_format fix44 only")
-        if self.converter_table is not None and self.input_format != "feedha-fix":
-            raise ConfigError("converter_table applies to input_format feedha-fix only")
+        given = [name for name in ("securities", "converter_table") if getattr(self, name) is not None]
+        for problem in option_problems(self.input_format, given):
+            raise ConfigError(problem)
         if not self.channel or any(c.isspace() for c in self.channel):
             raise ConfigError(f"channel must be a non-empty name without whitespace, got {self.channel!r}")
         if self.sndhwm < 0:

@@ -34,13 +34,13 @@ from feedha.adapter.config import (
     AdapterConfig,
 )
 from feedha.adapter.conflated_line import ConflatedLineSocket
-from feedha.adapter.conversion.formats import engine_for_format, load_securities
 from feedha.adapter.core import AdapterCore
 from feedha.adapter.core import actions as act
 from feedha.adapter.core.commands import encode_reply
 from feedha.adapter.core.health import MachineSample
 from feedha.adapter.core.syncbus import SnapshotRequest, StreamState
 from feedha.adapter.delayed_line import DelayedLineSocket
+from feedha.adapter.formats.registry import engine_for_format
 from feedha.adapter.journal.quarantine import QuarantineFile
 from feedha.adapter.line import LineSocket
 from feedha.adapter.metrics import AdapterMetrics
@@ -68,12 +68,11 @@ class AdapterRunner:
     def __init__(self, config: AdapterConfig, *, on_status: StatusSink | None = None) -> None:
         self.config = config
         self._on_status = on_status or (lambda _event: None)
-        securities = None if config.securities is None else load_securities(config.securities)
         engine = engine_for_format(
             config.input_format,
             config.converter_table,
             book_depth=config.book_depth,
-            securities=securities,
+            securities=config.securities,
             max_orders=config.max_orders,
             table_budget=config.table_budget,
         )

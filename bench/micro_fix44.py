@@ -184,7 +184,7 @@ def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[
 
 def _engine(fix44: bool, *, python_fix44: bool = False, depth: int = 10) -> Any:
     from feedha.adapter.conversion.fix44_engine import Fix44Engine
-    from feedha.adapter.conversion.formats import engine_for_format
+    from feedha.adapter.formats.registry import engine_for_format
 
     if fix44 and python_fix44:  # the fix44 engine without its C run (the figures before it)
         return Fix44Engine(depth=depth, prefer_native=False)

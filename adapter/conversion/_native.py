@@ -27,6 +27,8 @@ from feedha.adapter.conversion._fastpath_spec import compile_spec
 from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES
 from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.parser import Converter
 from feedha.adapter.conversion.state import MAX_SYMBOLS, ConversionState, SymbolValues
 from feedha.adapter.conversion.table import ConverterTable
 
@@ -69,8 +71,14 @@ class NativeEngine(ConversionEngine):
 
     def __init__(self, table: ConverterTable) -> None:
         state = NativeConversionState()
-        super().__init__(table, state)
+        super().__init__(state)
+        self.table = table
+        self.converter = Converter(table)
         self._run = _fastpath.FastPath(state.native, compile_spec(table)).run
+
+    def parse(self, body: bytes) -> SourceMessage:
+        """The careful path's parse: the converter table's (raises ``ConversionError``)."""
+        return self.converter.parse(body)
 
     def run_function(self) -> RunFunction:
         """The C call itself (``FastPath.run``): no Python frame between the core and C."""

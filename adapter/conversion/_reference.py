@@ -1,4 +1,9 @@
-"""The reference conversion engine: the whole run in Python.
+"""The reference conversion engines: the whole run in Python.
+
+:class:`LoopEngine` is the run loop over any engine's ``parse``, ``state.stage``,
+``encode_staged`` and ``state.commit`` (the formats' engines take it where their
+C run is not built, and their C runs are compared with it);
+:class:`ReferenceEngine` is ``feedha-fix``'s engine over it.
 
 It produces byte for byte what the C fast path produces for the same input
 (``tests/unit/adapter/test_fastpath.py`` compares them), about thirty times
@@ -12,25 +17,20 @@ from __future__ import annotations
 from array import array
 
 from feedha.adapter.conversion.engine import ConversionEngine, RunTuple, Stop
+from feedha.adapter.conversion.messages import SourceMessage
+from feedha.adapter.conversion.parser import Converter
 from feedha.adapter.conversion.state import ConversionState
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
 from feedha.proto import wire
 
-__all__ = ["ReferenceEngine"]
+__all__ = ["LoopEngine", "ReferenceEngine"]
 
 
-class ReferenceEngine(ConversionEngine):
-    """:class:`~adapter.conversion.engine.ConversionEngine` in pure Python.
-
-    Args:
-        table: the checked converter table.
-    """
+class LoopEngine(ConversionEngine):
+    """:class:`~adapter.conversion.engine.ConversionEngine` whose runs are the Python loop."""
 
     is_native = False
-
-    def __init__(self, table: ConverterTable) -> None:
-        super().__init__(table, ConversionState())
 
     def run(
         self,
@@ -91,3 +91,20 @@ class ReferenceEngine(ConversionEngine):
             expect_seq = msg.source_seq + 1
             pos = after
         return pos, count, stop, b"".join(blocks), first_seq, digests.tobytes(), payloads
+
+
+class ReferenceEngine(LoopEngine):
+    """``feedha-fix``'s engine in pure Python: the converter table's parser over the Python loop.
+
+    Args:
+        table: the checked converter table.
+    """
+
+    def __init__(self, table: ConverterTable) -> None:
+        super().__init__(ConversionState())
+        self.table = table
+        self.converter = Converter(table)
+
+    def parse(self, body: bytes) -> SourceMessage:
+        """Convert one message body with the converter table (raises ``ConversionError``)."""
+        return self.converter.parse(body)

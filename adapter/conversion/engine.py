@@ -17,7 +17,8 @@ kinds of work:
   :class:`~adapter.errors.ConversionError` naming the reason),
   ``state.preview``/``state.set_symbol`` and :meth:`encode`.
 
-There are two implementations, chosen in one place
+Each input format brings its engine (:mod:`adapter.formats`, the
+registry). ``feedha-fix``'s two implementations are chosen in one place
 (:func:`adapter.conversion.choice.make_engine`), as all native code is
 (:mod:`adapter._native_code`):
 
@@ -26,6 +27,9 @@ There are two implementations, chosen in one place
 * :class:`~adapter.conversion._reference.ReferenceEngine`: everything in
   Python, byte for byte the same output; the fallback when the extension is
   not built or the converter table uses a feature the C path lacks.
+
+The other formats' engines run the same Python loop
+(:class:`~adapter.conversion._reference.LoopEngine`) where their C run is not built.
 
 The careful path is the same Python code in both, so how an unusual message
 is handled never depends on the engine. Pure: no sockets, no clock.
@@ -39,15 +43,17 @@ from typing import Final, NamedTuple
 
 from feedha.adapter.conversion.codec import encode_update
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.parser import Converter, peek_source_seq
+from feedha.adapter.conversion.parser import peek_source_seq
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.proto import fix
 
-__all__ = ["ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
+__all__ = ["SKIPPED", "ConversionEngine", "Run", "RunFunction", "RunTuple", "Stop"]
 
 
 MESSAGE_TYPE_CHARS: Final = 8  # the most of a type a count names (a hostile 35= is cut there)
+# The reason a parser raises for a message that is no market data (a session or directory
+# message): the core counts it as skipped, never quarantines it.
+SKIPPED: Final = "skipped"
 
 
 class Stop(enum.IntEnum):
@@ -86,19 +92,16 @@ RunFunction = Callable[[bytes, int, int, int, int, int, int, int, bool, bool], R
 
 
 class ConversionEngine:
-    """Converts source messages with one converter table into one conversion state.
+    """Converts one input format's source messages into one conversion state.
 
     Args:
-        table: the checked converter table.
         state: the conversion state it applies messages to.
     """
 
     is_native: bool = False
 
-    def __init__(self, table: ConverterTable, state: ConversionState) -> None:
-        self.table = table
+    def __init__(self, state: ConversionState) -> None:
         self.state = state
-        self.converter = Converter(table)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} [symbols={len(self.state)}, digest={self.state.digest:016x}]>"
@@ -171,7 +174,7 @@ class ConversionEngine:
         Raises:
             ConversionError: with the reason.
         """
-        return self.converter.parse(body)
+        raise NotImplementedError
 
     def encode(self, msg: SourceMessage, values: SymbolValues, publish_time_ns: int) -> bytes:
         """The ``MarketUpdate`` payload of one converted message with its symbol's values."""

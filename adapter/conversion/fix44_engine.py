@@ -13,7 +13,7 @@ refresh whole -- parsed, checked, applied to new copies of the books it
 touches, encoded, hashed and committed to the same state objects -- and stops
 at anything else (``35=W``, a session message, a new symbol, an unusual tag or
 number, every error), which the Python path takes. The reference engine's loop
-(:meth:`ReferenceEngine.run` over :meth:`BookState.stage`/:meth:`BookState.commit`
+(:meth:`LoopEngine.run` over :meth:`BookState.stage`/:meth:`BookState.commit`
 and :meth:`Fix44Engine.encode_staged`) is the reference for both. Pure.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from feedha.adapter.conversion import choice
-from feedha.adapter.conversion._reference import ReferenceEngine
+from feedha.adapter.conversion._reference import LoopEngine
 from feedha.adapter.conversion.book import MAX_PRICES, BookValues
 from feedha.adapter.conversion.book_state import DEFAULT_BOOK_DEPTH, BookState
 from feedha.adapter.conversion.engine import RunFunction
@@ -31,12 +31,11 @@ from feedha.adapter.conversion.fix44_parser import Fix44Converter
 from feedha.adapter.conversion.fix44_wire import encode_block, price_levels, shown_changes
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
-from feedha.adapter.conversion.table import ConverterTable
 
 __all__ = ["DEFAULT_BOOK_DEPTH", "BookState", "Fix44Engine"]
 
 
-class Fix44Engine(ReferenceEngine):
+class Fix44Engine(LoopEngine):
     """The ``fix44`` engine (see the module docstring).
 
     Args:
@@ -54,21 +53,21 @@ class Fix44Engine(ReferenceEngine):
         securities: Mapping[str, str] | None = None,
         prefer_native: bool = True,
     ) -> None:
-        super().__init__(ConverterTable.load())
         packaged = Dictionary.load()
-        self.fix44 = Fix44Converter(dictionary or packaged, securities)
-        self.depth = depth
-        self._last: tuple[bytes, SourceMessage] = (b"", SourceMessage(0, "", 0, ()))
+        fix44 = Fix44Converter(dictionary or packaged, securities)
         # The C run knows the packaged dictionary's rules only: an operator's own takes Python's.
-        native = choice.fix44_native(prefer_native=prefer_native and self.fix44.dictionary == packaged)
+        native = choice.fix44_native(prefer_native=prefer_native and fix44.dictionary == packaged)
         self._native_run: RunFunction | None = None
         if native is None:
-            self.state = BookState(depth)
+            super().__init__(BookState(depth))
         else:  # the state in C structs, and the C run over them
             state_type, run_type = native
             state = state_type(depth)
-            self.state = state
+            super().__init__(state)
             self._native_run = run_type(state.native, MAX_PRICES).run
+        self.fix44 = fix44
+        self.depth = depth
+        self._last: tuple[bytes, SourceMessage] = (b"", SourceMessage(0, "", 0, ()))
         self.is_native = self._native_run is not None
 
     def run_function(self) -> RunFunction:

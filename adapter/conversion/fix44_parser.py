@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from feedha.adapter.conversion.engine import SKIPPED
 from feedha.adapter.conversion.fix44_dictionary import TYPE_CHECKS, Dictionary, MessageSpec
 from feedha.adapter.conversion.messages import BookEntry, SourceMessage, SymbolEntries
 from feedha.adapter.errors import ConversionError
@@ -34,7 +35,6 @@ from feedha.proto.wire import MAX_SOURCE_SEQ
 
 __all__ = ["FIX44_REASONS", "SKIPPED", "Fix44Converter"]
 
-SKIPPED: Final = "skipped"  # not market data: counted and skipped, not quarantined
 FIX44_REASONS: Final = frozenset(
     {
         SKIPPED,

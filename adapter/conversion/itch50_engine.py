@@ -19,7 +19,7 @@ messages that move one live order (``A F E C X D U``, nearly all of a day)
 whole -- decoded, checked, staged, encoded, hashed and committed to the same
 state objects -- and stops at anything else (a directory message, a trade, a
 new symbol, an error), which the Python path takes (the reference engine's
-loop, :meth:`ReferenceEngine.run`, is the reference for both). Pure.
+loop, :meth:`LoopEngine.run`, is the reference for both). Pure.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from feedha.adapter.conversion._reference import ReferenceEngine
+from feedha.adapter.conversion._reference import LoopEngine
 from feedha.adapter.conversion.book import ASK, BID, BookValues, book_changes
 from feedha.adapter.conversion.engine import RunFunction, RunTuple
 from feedha.adapter.conversion.itch50_parser import ItchMessage, parse_itch
 from feedha.adapter.conversion.itch50_state import MAX_ORDERS, PRICE_SCALE, MboState
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
 from feedha.proto import moldudp64
 from feedha.proto.wire import MAX_SOURCE_SEQ
@@ -44,7 +43,7 @@ __all__ = ["Itch50Engine"]
 _NOT_A_PACKET: Final = b"\xff\xff\xff\xff"  # a record length no record frame of a short packet can satisfy
 
 
-class Itch50Engine(ReferenceEngine):
+class Itch50Engine(LoopEngine):
     """The ``itch50`` engine (Python).
 
     Args:
@@ -55,8 +54,8 @@ class Itch50Engine(ReferenceEngine):
     """
 
     def __init__(self, *, depth: int = 10, max_orders: int = MAX_ORDERS, prefer_native: bool = True) -> None:
-        super().__init__(ConverterTable.load())
-        self.state = self.mbo = MboState(depth, max_orders=max_orders, prefer_native=prefer_native)
+        self.mbo = MboState(depth, max_orders=max_orders, prefer_native=prefer_native)
+        super().__init__(self.mbo)
         store = self.mbo.store
         self._encode_block = store.encode_block
         self._native_run: RunFunction | None = None

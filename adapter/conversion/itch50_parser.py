@@ -25,13 +25,13 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from feedha.adapter.conversion.engine import SKIPPED
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.errors import ConversionError
 from feedha.proto.wire import MAX_SOURCE_SEQ
 
 __all__ = ["ITCH_REASONS", "LENGTHS", "SKIPPED", "ItchMessage", "parse_itch"]
 
-SKIPPED: Final = "skipped"
 ITCH_REASONS: Final = frozenset(
     {
         SKIPPED,

@@ -59,12 +59,12 @@ from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, PriceLevels
 from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.interface import MAX_ORDERS
 from feedha.proto.model import SESSION_VALUES
 
 __all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboState", "Staged"]
 
 PRICE_SCALE: Final = 10_000.0
-MAX_ORDERS: Final = 20_000_000  # live orders held by default, if the memory budget holds them
 MAX_SYMBOLS: Final = 200_000  # symbols held (a real day names about 12,000)
 Op = tuple[int, ...]  # (ADD, ref, symbol, side, price, shares) | (REMOVE, ref) | (SHARES, ref, shares)
 ADD, REMOVE, SHARES = 0, 1, 2

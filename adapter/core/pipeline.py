@@ -53,8 +53,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, NamedTuple, TypeAlias
 
 from feedha.adapter.conversion.codec import encode_session_boundary
-from feedha.adapter.conversion.engine import ConversionEngine, Stop
-from feedha.adapter.conversion.fix44_parser import SKIPPED
+from feedha.adapter.conversion.engine import SKIPPED, ConversionEngine, Stop
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.accounting import SourceLedger, count_kind

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.core import AdapterCore, CoreConfig
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.formats.registry import engine_for_format
 from feedha.drills.chaos_fix44 import fix44_stream
 from feedha.drills.chaos_itch50 import itch50_stream
 from feedha.proto import moldudp64

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.core import AdapterCore, CoreConfig, Publish
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.formats.registry import engine_for_format
 from feedha.client.books import BookKeeper
 from feedha.drills.client import StateKeeper, book_summary
 from feedha.plain_source.capture import read_capture

@@ -30,7 +30,6 @@ import psutil
 import pytest
 import zmq
 
-from feedha.adapter.conversion.formats import engine_for_format
 from feedha.adapter.conversion.state import DIGEST_MASK
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.output import UNBOUNDED_ROOM
@@ -45,6 +44,7 @@ from feedha.adapter.core.pumping import (
 )
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.registry import engine_for_format
 from feedha.proto import fix, market_pb2, wire
 from tests.integration.groups import running_group
 from tests.integration.probes import CHANNEL, STREAM, Source, decode_line_blocks
