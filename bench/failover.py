@@ -18,7 +18,8 @@ from typing import Any, Final
 
 from feedha.bench.common import Figure, figure
 from feedha.bench.pipeline import open_log
-from feedha.drills.failover import DrillOptions, run_failover
+from feedha.drills.failover import run_failover
+from feedha.drills.group import DrillOptions
 
 RATES: Final = (5_000.0, 20_000.0, 50_000.0)
 QUICK_RATES: Final = (5_000.0,)

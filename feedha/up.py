@@ -353,8 +353,8 @@ def _write_private(path: Path, text: str) -> None:
         out.write(text)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``feedha up``."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``feedha up`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="feedha up", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -394,15 +394,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cost, 64 MiB a login) (default: %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="print only the JSON line (no progress text)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _refused(args: argparse.Namespace) -> str | None:
+    # Why the options cannot run, or None.
     if not 1 <= args.channels <= 26 or args.rate <= 0 or args.delay <= 1.0:
-        print("feedha up: need 1 <= --channels <= 26, --rate > 0 and --delay > 1", file=sys.stderr)
-        return 2
+        return "need 1 <= --channels <= 26, --rate > 0 and --delay > 1"
     if not 0.01 <= args.conflate_interval <= 3600:
-        print("feedha up: need 0.01 <= --conflate-interval <= 3600", file=sys.stderr)
-        return 2
+        return "need 0.01 <= --conflate-interval <= 3600"
     if args.source == "spark" and shutil.which("java") is None:
-        print("feedha up: no java on PATH: use --source plain", file=sys.stderr)
+        return "no java on PATH: use --source plain"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``feedha up``."""
+    args = build_parser().parse_args(argv)
+    refused = _refused(args)
+    if refused is not None:
+        print(f"feedha up: {refused}", file=sys.stderr)
         return 2
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="feedha-up-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,6 @@ from feedha.drills import abuse_admin as admin_attacks
 from feedha.drills import abuse_attacks as attacks
 from feedha.drills import abuse_terms as forged_terms
 from feedha.drills import abuse_users as replay_users
-from feedha.drills.output import output_arguments
 from feedha.procs import JsonProcess, ProcessError
 from feedha.up import Cluster
 
@@ -183,6 +182,32 @@ def _run_attacks(
         ),
         "churn": partial(attacks.churn, admin, keys["churner"], lines, cycles=options.churn, stop=done),
     }
+    work.update(_optional_work(options, cluster, described, results, stop))
+    work.update(admin_attacks.work(options, cluster, keys))
+    threads = [attacks.in_thread(name, job, results) for name, job in work.items()]
+    results["_attack_seconds"] = _attack_while(options, threads, memory)
+    stop.set()
+    done.set()
+    results.update(admin_attacks.after_attacks(options, cluster, keys))  # the witness still measures
+    witness.stop(timeout=30)
+    summary = witness.wait_event("summary", 30)
+    results.update(health=summary["health"], admin_login=summary["admin_login"])
+    for thread in threads:
+        thread.join(timeout=60)
+    return _finish(options, cluster, honest, results, memory)
+
+
+def _optional_work(
+    options: AbuseOptions,
+    cluster: Cluster,
+    described: dict[str, Any],
+    results: dict[str, Any],
+    stop: threading.Event,
+) -> dict[str, Callable[[], dict[str, Any]]]:
+    # The attacks an option asks for (--replay-keys, --forged-terms), and idle connections
+    # on every health listener.
+    admin = described["admin"]
+    work: dict[str, Callable[[], dict[str, Any]]] = {}
     if options.replay_keys:  # one user's keys flooding every replay service, another user's gaps
         flooder = cluster.add_user("replayer", groups=("traders",))
         honest_key = json.loads(Path(described["users"]["subscriber"]).read_text())
@@ -201,9 +226,12 @@ def _run_attacks(
         work[f"idle {port}"] = partial(
             attacks.idle_connections, host, int(port), count=options.idle, stop=stop
         )
-    work.update(admin_attacks.work(options, cluster, keys))
-    threads = [attacks.in_thread(name, job, results) for name, job in work.items()]
-    # The attacks last --attack-seconds, and at least until the flood and the churn are through.
+    return work
+
+
+def _attack_while(options: AbuseOptions, threads: list[threading.Thread], memory: MemoryWatch) -> float:
+    # The attacks last --attack-seconds, and at least until the flood and the churn are through
+    # (never past MAX_ATTACK_S); memory is sampled meanwhile. Returns the seconds they lasted.
     started = time.monotonic()
     waited = ("subscription_flood", "churn", *admin_attacks.FINITE)
     finite = [thread for thread in threads if thread.name.removeprefix("abuse-") in waited]
@@ -212,16 +240,7 @@ def _run_attacks(
             break
         memory.sample()
         time.sleep(0.5)
-    results["_attack_seconds"] = round(time.monotonic() - started, 1)
-    stop.set()
-    done.set()
-    results.update(admin_attacks.after_attacks(options, cluster, keys))  # the witness still measures
-    witness.stop(timeout=30)
-    summary = witness.wait_event("summary", 30)
-    results.update(health=summary["health"], admin_login=summary["admin_login"])
-    for thread in threads:
-        thread.join(timeout=60)
-    return _finish(options, cluster, honest, results, memory)
+    return round(time.monotonic() - started, 1)
 
 
 def _finish(
@@ -394,89 +413,4 @@ def _grant(admin: str, key: dict[str, str], curve_key: str, channel: str) -> tup
     return asyncio.run(go())
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``feedha drill abuse``."""
-    defaults = AbuseOptions()
-    parser.add_argument(
-        "--rate", type=float, default=defaults.rate, help="source msg/s (default: %(default)g)"
-    )
-    parser.add_argument(
-        "--attack-seconds", type=float, default=defaults.attack_seconds, help="how long the attacks last"
-    )
-    parser.add_argument("--subscriptions", type=int, default=defaults.subscriptions)
-    parser.add_argument("--churn", type=int, default=defaults.churn, help="Subscribe/Cancel cycles")
-    parser.add_argument("--logins", type=int, default=defaults.logins, help="concurrent wrong logins")
-    parser.add_argument("--idle", type=int, default=defaults.idle, help="idle connections per health port")
-    parser.add_argument("--replay", type=int, default=defaults.replay, help="replay connections of one key")
-    parser.add_argument(
-        "--replay-keys",
-        type=int,
-        default=defaults.replay_keys,
-        help="CURVE keys of one user flooding every replay service while another user asks for gaps "
-        "(default: %(default)s, the quota of keys per user; 0: none)",
-    )
-    parser.add_argument(
-        "--cancelled-logins",
-        type=int,
-        default=defaults.cancelled_logins,
-        help="logins cancelled mid-hash in one burst, before the other attacks (0: none)",
-    )
-    parser.add_argument(
-        "--seal-churn-every",
-        type=float,
-        default=defaults.seal_churn_every,
-        help="seconds between Subscribe/Cancel cycles on the sealed channel, after the other attacks "
-        "(0: not run; default: %(default)g)",
-    )
-    parser.add_argument(
-        "--watch-streams",
-        type=int,
-        default=defaults.watch_streams,
-        help="route watch streams of two users modifying their subscriptions in a loop (0: none)",
-    )
-    parser.add_argument(
-        "--hashing",
-        choices=("default", "fast"),
-        default=defaults.hashing,
-        help="the admin server's argon2id cost: fast (8 MiB, feedha up's; the default) or the production "
-        "default (64 MiB and ~0.3 s of CPU a login: on a small machine already busy with the cluster, "
-        "the honest login's own hash then takes most of a second)",
-    )
-    parser.add_argument(
-        "--forged-terms",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.forged_terms,
-        help="a forger sending packets of high terms on every line an honest client-library "
-        "subscriber reads (default: on)",
-    )
-    output_arguments(parser)
-
-
-def options_from(args: argparse.Namespace) -> AbuseOptions:
-    """The drill's options from parsed arguments.
-
-    Raises:
-        ValueError: a value out of range, named.
-    """
-    names = (
-        *("subscriptions", "churn", "logins", "idle", "replay"),
-        *("replay_keys", "cancelled_logins", "watch_streams"),
-    )
-    counts = {name: getattr(args, name) for name in names}
-    bad = [f"--{name.replace('_', '-')}" for name, value in counts.items() if value < 0]
-    if args.rate <= 0 or args.attack_seconds <= 0 or args.seal_churn_every < 0 or bad:
-        raise ValueError(
-            "need --rate > 0, --attack-seconds > 0, --seal-churn-every >= 0 and counts >= 0 "
-            f"({', '.join(bad) or 'ok'})"
-        )
-    return AbuseOptions(
-        rate=args.rate,
-        attack_seconds=args.attack_seconds,
-        hashing=args.hashing,
-        seal_churn_every=args.seal_churn_every,
-        forged_terms=args.forged_terms,
-        **counts,
-    )
-
-
-__all__ = ["AbuseOptions", "ProcessError", "add_arguments", "options_from", "run_abuse"]
+__all__ = ["AbuseOptions", "ProcessError", "run_abuse"]

@@ -104,28 +104,9 @@ def cancelled_login_burst(
     rng = random.Random(58)
     delays = [rng.uniform(0.0, CANCEL_WITHIN_S) for _ in range(count)]
 
-    async def go() -> Counter[str]:
-        outcomes: Counter[str] = Counter()
-        async with grpc.aio.insecure_channel(admin) as channel:
-            auth = admin_pb2_grpc.AdminAuthStub(channel)  # type: ignore[no-untyped-call]
-
-            async def pipeline(key: dict[str, str], turns: range) -> None:
-                request = admin_pb2.LoginRequest(key_id=key["key_id"], secret=key["secret"])
-                for turn in turns:
-                    call = auth.Login(request, timeout=CALL_TIMEOUT_S)
-                    await asyncio.sleep(delays[turn])  # the attack's pace
-                    call.cancel()
-                    outcomes[await _outcome(call)] += 1
-
-            await asyncio.gather(*(pipeline(key, range(i, count, len(keys))) for i, key in enumerate(keys)))
-            # The hashes the server started run on after the cancels; a last login of each key
-            # waits for its key's lock, so once they are answered every hash is done.
-            await asyncio.gather(*(_login_patiently(channel, key) for key in keys))
-        return outcomes
-
     started = time.monotonic()
     try:
-        outcomes = asyncio.run(go())
+        outcomes = asyncio.run(_cancelled_logins(admin, keys, delays))
     finally:
         stop.set()
         sampler.join(5)
@@ -168,6 +149,44 @@ def _logins_checked(metrics: str) -> int:
     return int(total)
 
 
+async def _cancelled_logins(
+    admin: str, keys: Sequence[dict[str, str]], delays: Sequence[float]
+) -> Counter[str]:
+    # Login number i is cancelled delays[i] after it is sent; each key's logins one after the other.
+    count = len(delays)
+    outcomes: Counter[str] = Counter()
+    async with grpc.aio.insecure_channel(admin) as channel:
+        auth = admin_pb2_grpc.AdminAuthStub(channel)  # type: ignore[no-untyped-call]
+
+        async def pipeline(key: dict[str, str], turns: range) -> None:
+            request = admin_pb2.LoginRequest(key_id=key["key_id"], secret=key["secret"])
+            for turn in turns:
+                call = auth.Login(request, timeout=CALL_TIMEOUT_S)
+                await asyncio.sleep(delays[turn])  # the attack's pace
+                call.cancel()
+                outcomes[await _outcome(call)] += 1
+
+        await asyncio.gather(*(pipeline(key, range(i, count, len(keys))) for i, key in enumerate(keys)))
+        # The hashes the server started run on after the cancels; a last login of each key
+        # waits for its key's lock, so once they are answered every hash is done.
+        await asyncio.gather(*(_login_patiently(channel, key) for key in keys))
+    return outcomes
+
+
+async def _read_watch(call: Any, opened: asyncio.Event, report: dict[str, Any]) -> None:
+    # One route watch of the storm: its first answer opens it, the rest are updates.
+    try:
+        async for _update in call:
+            if not opened.is_set():
+                opened.set()
+                report["opened"] += 1
+            else:
+                report["updates"] += 1
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() is not grpc.StatusCode.CANCELLED:
+            report["ended"][_reason(exc)] += 1
+
+
 def watch_storm(admin: str, keys: Sequence[dict[str, str]], *, streams: int) -> dict[str, Any]:
     """``streams`` route watches of ``keys``' subscriptions while each user modifies them for ``STORM_S``."""
     started, wall = time.monotonic(), time.time()
@@ -180,18 +199,6 @@ def watch_storm(admin: str, keys: Sequence[dict[str, str]], *, streams: int) -> 
         "ended": Counter(),
         "modifies": Counter(),
     }
-
-    async def read(call: Any, opened: asyncio.Event) -> None:
-        try:
-            async for _update in call:
-                if not opened.is_set():
-                    opened.set()
-                    report["opened"] += 1
-                else:
-                    report["updates"] += 1
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() is not grpc.StatusCode.CANCELLED:
-                report["ended"][_reason(exc)] += 1
 
     async def user(channel: grpc.aio.Channel, key: dict[str, str], readers: list[asyncio.Task[None]]) -> None:
         md = await _login_patiently(channel, key)
@@ -206,7 +213,9 @@ def watch_storm(admin: str, keys: Sequence[dict[str, str]], *, streams: int) -> 
         for index in range(per_user):
             watching = admin_pb2.WatchRoutesRequest(subscription_id=subs[index // cap])
             opened = asyncio.Event()
-            readers.append(asyncio.create_task(read(broker.WatchRoutes(watching, metadata=md), opened)))
+            readers.append(
+                asyncio.create_task(_read_watch(broker.WatchRoutes(watching, metadata=md), opened, report))
+            )
             openings.append(opened)
             report["streams"] += 1
         with contextlib.suppress(TimeoutError):

@@ -31,13 +31,16 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import zmq
 
 from feedha.drills.abuse_client import SeqSet
 from feedha.procs import JsonProcess
 from feedha.proto import wire
+
+if TYPE_CHECKING:
+    from feedha.admin_client import Route
 
 FORGED_TERMS: Final = (2**32 - 1, 1, 1000)  # 2^32-1, then the genuine term + 1, + 1000
 EVERY_S: Final = 0.2
@@ -219,9 +222,17 @@ def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
+async def _subscribe(key: dict[str, str], channel: str, public: str) -> Route:
+    # The admin server's route to the channel's real-time lines for the key's user.
+    from feedha.admin_client import AdminClient
+
+    async with AdminClient(key["admin"], key["key_id"], key["secret"]) as client:
+        subscription = await client.subscribe(["*"], curve_public_key=public)
+    return next(r for r in subscription.routes if r.channel_name == channel and not r.delayed)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The honest client-library subscriber on the forger's lines (see the module docstring)."""
-    from feedha.admin_client import AdminClient, Route
     from feedha.client import ChannelSpec, Delivery, ReplayClient, Subscriber, TermChanged
     from feedha.client._subscriber_config import route_term
 
@@ -233,15 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    key = json.loads(Path(args.key_file).read_text())
     public, secret = (k.decode() for k in zmq.curve_keypair())
-
-    async def subscribe() -> Route:
-        async with AdminClient(key["admin"], key["key_id"], key["secret"]) as client:
-            subscription = await client.subscribe(["*"], curve_public_key=public)
-        return next(r for r in subscription.routes if r.channel_name == args.channel and not r.delayed)
-
-    route = asyncio.run(subscribe())
+    route = asyncio.run(_subscribe(json.loads(Path(args.key_file).read_text()), args.channel, public))
     services = [line.replay_endpoint for line in route.lines if line.replay_endpoint]
     replay = ReplayClient(
         {route.channel_number: services},

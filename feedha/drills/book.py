@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from feedha.drills.accounting import settle
-from feedha.drills.failover import (
+from feedha.drills.group import (
     CHANNEL,
     Drill,
     DrillOptions,

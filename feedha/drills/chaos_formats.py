@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from feedha.drills.chaos_captures import BOOK_DEPTH, CAPTURE_FORMATS, ChaosCapture, write_capture
 from feedha.drills.chaos_cost import CostSampler, flood_costs
-from feedha.drills.failover import DrillOptions, show_progress
+from feedha.drills.group import DrillOptions, show_progress
 
 __all__ = [
     "CAPTURE_FORMATS",

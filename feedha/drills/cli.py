@@ -20,7 +20,8 @@ from typing import Any
 
 from feedha import netns, transport
 from feedha.drills import chaos, conflate, delayed, overload_cli, replay_time
-from feedha.drills.failover import DrillOptions, run_failover
+from feedha.drills.failover import run_failover
+from feedha.drills.group import DrillOptions
 from feedha.drills.output import output_arguments, run_logged
 from feedha.procs import ProcessError
 
@@ -285,9 +286,9 @@ def _run_delayed(args: argparse.Namespace) -> int:
 
 
 def _abuse_arguments(sub: Any) -> None:
-    from feedha.drills import abuse
+    from feedha.drills import abuse, abuse_cli
 
-    abuse.add_arguments(
+    abuse_cli.add_arguments(
         sub.add_parser(
             "abuse",
             help="quotas and limits under abuse: subscription and login floods, churn, idle connections, "
@@ -299,10 +300,10 @@ def _abuse_arguments(sub: Any) -> None:
 
 
 def _run_abuse(args: argparse.Namespace) -> int:
-    from feedha.drills import abuse
+    from feedha.drills import abuse, abuse_cli
 
     try:
-        options = abuse.options_from(args)
+        options = abuse_cli.options_from(args)
     except ValueError as exc:
         print(f"feedha drill abuse: {exc}", file=sys.stderr)
         return 2

@@ -191,7 +191,43 @@ def _pairs(values: list[str], option: str) -> list[tuple[str, str]]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+class _Channel:
+    """What the client checks of one channel's deliveries, and keeps of them (books, states)."""
+
+    def __init__(self, *, delay_s: float | None, books: int | None) -> None:
+        self.checker = DeliveryChecker()
+        self.delayed = delay_s is not None
+        self.timing = DelayedTiming(round((delay_s or 0) * 1e9))
+        self.last_symbol = "-"
+        self.depth = books
+        self.books = BookKeeper() if books else None
+        self.states = StateKeeper() if books else None
+
+    def on_delivery(self, event: Delivery) -> None:
+        now_ns = time.time_ns()
+        self.checker.on_delivery(event.msg_seq, event.source_stream, event.source_seq, now_ns / 1e9)
+        if self.delayed:
+            self.timing.on_delivery(
+                event.event_time_ns,
+                now_ns,
+                msg_seq=event.msg_seq,
+                line=event.line,
+                send_time_ns=event.send_time_ns,
+            )
+        if self.books is not None and self.states is not None:
+            self.books.observe(event.msg_seq, event.update)
+            self.states.observe(event.update)
+        if event.msg_seq % 1000 == 0:
+            self.last_symbol = f"{event.update.symbol} {event.update.state.last:.2f}"
+
+    def summary(self) -> dict[str, Any]:
+        books = {}
+        if self.books is not None and self.depth:
+            books = book_summary(self.books, self.depth, self.states)
+        return {**self.checker.summary(), **(self.timing.summary() if self.delayed else {}), **books}
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m feedha.drills.client", description=__doc__)
     parser.add_argument("--channel", action="append", required=True, help="NAME=NUMBER (repeatable)")
     parser.add_argument(
@@ -207,13 +243,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--books", type=int, metavar="DEPTH", help="keep fix44 books; the summary shows DEPTH levels a side"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _specs(args: argparse.Namespace) -> dict[str, tuple[int, ChannelSpec]]:
+    # Each channel's number and spec (its lines), by name, from --channel and --line.
     channels = {name: int(number) for name, number in _pairs(args.channel, "--channel")}
     lines: dict[str, list[str]] = {name: [] for name in channels}
     for name, endpoint in _pairs(args.line, "--line"):
         if name not in lines:
             raise SystemExit(f"--line names unknown channel {name!r}")
         lines[name].append(endpoint)
+    delayed = args.delayed is not None
+    return {
+        name: (number, ChannelSpec(name, number, tuple(lines[name]), delayed=delayed))
+        for name, number in channels.items()
+    }
+
+
+def _progress(watched: dict[str, _Channel], by_number: dict[int, _Channel]) -> dict[str, Any]:
+    return {
+        "delivered": sum(c.checker.delivered for c in by_number.values()),
+        # The furthest source position delivered (every channel's streams): how far the
+        # client is behind its source (feedha drill overload's backlog).
+        "source_seq": max(
+            (seq for c in by_number.values() for seq in c.checker.last_source_seq.values()), default=0
+        ),
+        "tombstones": sum(c.timing.tombstones for c in by_number.values()),
+        "channels": {
+            name: {"delivered": c.checker.delivered, "last": c.last_symbol} for name, c in watched.items()
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    specs = _specs(args)
     stopping = False
 
     def stop(*_: object) -> None:
@@ -222,92 +287,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    checkers = {number: DeliveryChecker() for number in channels.values()}
-    delayed = args.delayed is not None
-    timing = {number: DelayedTiming(round((args.delayed or 0) * 1e9)) for number in channels.values()}
-    last_symbol: dict[int, str] = {}
-    books = {number: BookKeeper() for number in channels.values()} if args.books else None
-    states = {number: StateKeeper() for number in channels.values()} if args.books else None
-    specs = [
-        ChannelSpec(name, number, tuple(lines[name]), delayed=delayed) for name, number in channels.items()
-    ]
-    keys = {
-        name: ChannelSpec(name, number, tuple(lines[name]), delayed=delayed).key
-        for name, number in channels.items()
-    }
-    config = SubscriberConfig(loss_timeout=args.loss_timeout)
+    watched = {name: _Channel(delay_s=args.delayed, books=args.books) for name in specs}
+    by_number = {number: watched[name] for name, (number, _spec) in specs.items()}
     replays: dict[int, list[str]] = {}
     for name, endpoint in _pairs(args.replay, "--replay"):
-        replays.setdefault(channels[name], []).append(endpoint)
+        replays.setdefault(specs[name][0], []).append(endpoint)
     # Gaps no line fills in time are asked of the adapters' journals before they count as lost.
     replay = ReplayClient(replays) if replays else None
     ready = False
     next_progress = time.monotonic() + 0.5
-    with Subscriber(specs, config, on_retransmission_needed=replay) as subscriber:
+    config = SubscriberConfig(loss_timeout=args.loss_timeout)
+    keys = {name: spec.key for name, (_number, spec) in specs.items()}
+    subscribed = [spec for _number, spec in specs.values()]
+    with Subscriber(subscribed, config, on_retransmission_needed=replay) as subscriber:
         while not stopping:
             for event in subscriber.poll(0.05):
                 if isinstance(event, Delivery):
-                    now_ns = time.time_ns()
-                    checkers[event.channel].on_delivery(
-                        event.msg_seq, event.source_stream, event.source_seq, now_ns / 1e9
-                    )
-                    if delayed:
-                        timing[event.channel].on_delivery(
-                            event.event_time_ns,
-                            now_ns,
-                            msg_seq=event.msg_seq,
-                            line=event.line,
-                            send_time_ns=event.send_time_ns,
-                        )
-                    if books is not None and states is not None:
-                        books[event.channel].observe(event.msg_seq, event.update)
-                        states[event.channel].observe(event.update)
-                    if event.msg_seq % 1000 == 0:
-                        update = event.update
-                        last_symbol[event.channel] = f"{update.symbol} {update.state.last:.2f}"
+                    by_number[event.channel].on_delivery(event)
                 elif isinstance(event, Purged):
-                    timing[event.channel].on_purged(event.msg_seq)
-            now = time.monotonic()
+                    by_number[event.channel].timing.on_purged(event.msg_seq)
             if not ready:
                 stats = subscriber.stats()
-                if all(keys[name] in stats and stats[keys[name]].packets > 0 for name in channels):
-                    ready = True
+                ready = all(key in stats and stats[key].packets > 0 for key in keys.values())
+                if ready:
                     _emit("ready")
-            if now >= next_progress:
-                next_progress = now + 0.5
-                _emit(
-                    "progress",
-                    delivered=sum(c.delivered for c in checkers.values()),
-                    # The furthest source position delivered (every channel's streams): how far the
-                    # client is behind its source (feedha drill overload's backlog).
-                    source_seq=max(
-                        (seq for c in checkers.values() for seq in c.last_source_seq.values()), default=0
-                    ),
-                    tombstones=sum(t.tombstones for t in timing.values()),
-                    channels={
-                        name: {"delivered": checkers[number].delivered, "last": last_symbol.get(number, "-")}
-                        for name, number in channels.items()
-                    },
-                )
+            if time.monotonic() >= next_progress:
+                next_progress = time.monotonic() + 0.5
+                _emit("progress", **_progress(watched, by_number))
         stats = subscriber.stats()
     if replay is not None:
         replay.close()
-    _emit(
-        "summary",
-        channels={
-            name: {
-                **checkers[number].summary(),
-                **(timing[number].summary() if delayed else {}),
-                **(
-                    book_summary(books[number], args.books, states[number] if states is not None else None)
-                    if books is not None
-                    else {}
-                ),
-                "arbiter": asdict(stats[keys[name]]),
-            }
-            for name, number in channels.items()
-        },
-    )
+    summary = {name: {**c.summary(), "arbiter": asdict(stats[keys[name]])} for name, c in watched.items()}
+    _emit("summary", channels=summary)
     return 0
 
 

@@ -34,7 +34,7 @@ import zmq
 
 from feedha.cluster import GroupPlan, adapter_argv, plan_group
 from feedha.drills.accounting import settle
-from feedha.drills.failover import CHANNEL, STREAM, DrillOptions, Placement, show_progress, start_source
+from feedha.drills.group import CHANNEL, STREAM, DrillOptions, Placement, show_progress, start_source
 from feedha.drills.output import output_arguments
 from feedha.ports import free_ports
 from feedha.procs import JsonProcess, python_argv

@@ -36,7 +36,7 @@ from typing import IO, Any, Final
 
 from feedha.cluster import adapter_argv, control, plan_group
 from feedha.drills.accounting import settle
-from feedha.drills.failover import (
+from feedha.drills.group import (
     CHANNEL,
     STREAM,
     Drill,

@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from feedha.cluster import adapter_argv, control
 from feedha.drills.accounting import GroupAccount, settle
-from feedha.drills.failover import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
+from feedha.drills.group import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
 from feedha.procs import JsonProcess, ProcessError, python_argv
 
 START_WAIT_S = 240.0

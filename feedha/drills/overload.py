@@ -53,7 +53,7 @@ from typing import IO, Any, Final, TypeVar
 import psutil
 
 from feedha.drills.accounting import GroupAccount, settle
-from feedha.drills.failover import (
+from feedha.drills.group import (
     CHANNEL,
     Drill,
     DrillOptions,

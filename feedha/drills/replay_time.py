@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from feedha.cluster import adapter_argv
 from feedha.drills.accounting import settle
-from feedha.drills.failover import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
+from feedha.drills.group import CHANNEL, DrillOptions, Placement, place_local, show_progress, start_source
 from feedha.drills.output import output_arguments
 from feedha.procs import JsonProcess, python_argv
 

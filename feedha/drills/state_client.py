@@ -81,7 +81,42 @@ def _image(replay: ReplayClient, number: int) -> Any:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+class _Recorder:
+    """The symbols' state as delivered, and its digest at every msg_seq (and every session's start)."""
+
+    def __init__(self) -> None:
+        self.book = StateBook()
+        self.records = array("Q")
+        self.sessions: list[dict[str, int]] = []
+        self.delivered = 0
+        self.last = 0
+        self.holes = 0
+
+    def start_from(self, image: Any) -> None:
+        """Begin at ``image`` (the channel's image: every symbol's state at one msg_seq)."""
+        for symbol, state in image.symbols.items():
+            self.book.set(symbol, state)
+        self.last = image.msg_seq
+        self.records.extend((image.msg_seq, self.book.digest))
+
+    def on_event(self, event: object) -> None:
+        seq = None
+        if isinstance(event, Delivery):
+            self.book.set(event.update.symbol, event.update.state)
+            self.delivered += 1
+            seq = event.msg_seq
+        elif isinstance(event, SessionEnded):
+            self.sessions.append({"ended": event.session, "msg_seq": event.msg_seq})
+        elif isinstance(event, SessionStarted):
+            self.book.roll()
+            seq = event.first_msg_seq - 1  # the state right after the end-of-session block
+        if seq is not None:
+            self.holes += seq - self.last - 1 if seq > self.last + 1 else 0
+            self.last = max(self.last, seq)
+            self.records.extend((seq, self.book.digest))
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m feedha.drills.state_client", description=__doc__)
     parser.add_argument("--channel", required=True, help="NAME=NUMBER")
     parser.add_argument("--line", action="append", required=True, help="an ENDPOINT of a line (repeatable)")
@@ -89,7 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--image", action="store_true", help="join late: start from the channel's image")
     parser.add_argument("--out", required=True, help="file for the (msg_seq, digest) pairs")
     parser.add_argument("--loss-timeout", type=float, default=3.0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     name, _sep, number_text = args.channel.partition("=")
     number = int(number_text)
     stopping = False
@@ -101,65 +140,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     replay = ReplayClient({number: args.replay}) if args.replay else None
-    book, records = StateBook(), array("Q")
-    image_at: int | None = None
-    image_symbols = 0
+    recorder = _Recorder()
+    image = None
     if args.image:
         assert replay is not None, "--image needs --replay"
         image = _image(replay, number)
         if image is None:
             _emit("summary", error="no replay service had an image")
             return 1
-        for symbol, state in image.symbols.items():
-            book.set(symbol, state)
-        image_at, image_symbols = image.msg_seq, len(image.symbols)
-        records.extend((image.msg_seq, book.digest))
+        recorder.start_from(image)
+    image_at = None if image is None else image.msg_seq
     spec = ChannelSpec(name, number, tuple(args.line), start_seq=None if image_at is None else image_at + 1)
-    sessions: list[dict[str, int]] = []
-    delivered = 0
-    last = image_at or 0
-    holes = 0
     ready = False
     next_progress = time.monotonic() + 0.5
     config = SubscriberConfig(loss_timeout=args.loss_timeout)
     with Subscriber([spec], config, on_retransmission_needed=replay) as subscriber:
         while not stopping:
             for event in subscriber.poll(0.05):
-                seq = None
-                if isinstance(event, Delivery):
-                    book.set(event.update.symbol, event.update.state)
-                    delivered += 1
-                    seq = event.msg_seq
-                elif isinstance(event, SessionEnded):
-                    sessions.append({"ended": event.session, "msg_seq": event.msg_seq})
-                elif isinstance(event, SessionStarted):
-                    book.roll()
-                    seq = event.first_msg_seq - 1  # the state right after the end-of-session block
-                if seq is not None:
-                    holes += seq - last - 1 if seq > last + 1 else 0
-                    last = max(last, seq)
-                    records.extend((seq, book.digest))
+                recorder.on_event(event)
             now = time.monotonic()
             if not ready and (subscriber.stats()[name].packets > 0):
                 ready = True
                 _emit("ready", image_msg_seq=image_at)
             if now >= next_progress:
                 next_progress = now + 0.5
-                _emit("progress", delivered=delivered, last_msg_seq=last)
+                _emit("progress", delivered=recorder.delivered, last_msg_seq=recorder.last)
         stats = subscriber.stats()[name]
     if replay is not None:
         replay.close()
     with open(args.out, "wb") as out:
-        records.tofile(out)
+        recorder.records.tofile(out)
     _emit(
         "summary",
-        delivered=delivered,
-        last_msg_seq=last,
-        holes=holes,
+        delivered=recorder.delivered,
+        last_msg_seq=recorder.last,
+        holes=recorder.holes,
         image_msg_seq=image_at,
-        image_symbols=image_symbols,
-        symbols=len(book.states),
-        sessions=sessions,
+        image_symbols=0 if image is None else len(image.symbols),
+        symbols=len(recorder.book.states),
+        sessions=recorder.sessions,
         arbiter=asdict(stats),
     )
     return 0

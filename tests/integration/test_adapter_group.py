@@ -168,7 +168,8 @@ def test_malformed_source_frames_are_counted_and_cost_no_valid_message() -> None
 @pytest.mark.slow  # 9 s: in CI's slow stage; the default keeps test_admin_cluster's crashing active
 @pytest.mark.timeout(180)
 def test_failover_drill_loses_nothing() -> None:
-    from feedha.drills.failover import DrillOptions, run_failover
+    from feedha.drills.failover import run_failover
+    from feedha.drills.group import DrillOptions
 
     with open("/dev/null", "w") as log:
         result = run_failover(DrillOptions(backups=2, rate=5000, seconds=6, kill="active"), log)

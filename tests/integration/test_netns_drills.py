@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from feedha import netns, transport
-from feedha.drills.failover import DrillOptions, run_failover
+from feedha.drills.failover import run_failover
+from feedha.drills.group import DrillOptions
 
 pytestmark = [
     pytest.mark.netns,

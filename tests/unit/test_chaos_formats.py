@@ -24,7 +24,7 @@ from feedha.drills.chaos_formats import drill_options_for, format_ok
 from feedha.drills.chaos_itch50 import POISON_KINDS as ITCH_POISON
 from feedha.drills.chaos_itch50 import _poison as itch_poison
 from feedha.drills.chaos_itch50 import colliding_refs
-from feedha.drills.failover import DrillOptions
+from feedha.drills.group import DrillOptions
 from feedha.proto import fix, moldudp64
 from tests.format_fuzz import play_engine
 

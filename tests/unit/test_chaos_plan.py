@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feedha.drills.chaos import DURATION_S, KINDS, plan_faults
+from feedha.drills.chaos_plan import DURATION_S, KINDS, plan_faults
 
 
 def test_the_same_seed_plans_the_same_faults_and_another_seed_others() -> None:
