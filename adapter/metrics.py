@@ -8,7 +8,7 @@ loop *publishes* it: every :data:`SAMPLE_S` the runner calls
 ``status()`` and the core's sync state already report), folds what must be
 accumulated between samples (desync episodes, time spent throttled) and
 stores one immutable :class:`Sample` by a single attribute store. The HTTP
-thread (:class:`~feedha.transport.http.HttpThread`) builds the metrics from
+thread (:class:`~feedha.transport.http_thread.HttpThread`) builds the metrics from
 the newest sample when scraped, and the health checks read its age: a loop
 that stopped turning stops publishing, and ``/healthz`` fails.
 
@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core.sync_types import Role, SyncState, SyncStatus
 from feedha.transport.health import PROBE_LIMITS, health_routes, probe_routes
-from feedha.transport.http import HttpThread
+from feedha.transport.http_thread import HttpThread
 
 logger = logging.getLogger(__name__)
 

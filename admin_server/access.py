@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final, NamedTuple, TypeAlias
 
 from feedha.admin_server.errors import AdminError
-from feedha.admin_server.store import SubscriptionRecord
+from feedha.admin_server.records import SubscriptionRecord
 from feedha.proto.registry import MAX_OWNER_CHARS, AccessGrant, Command, CommandKind
 
 __all__ = [

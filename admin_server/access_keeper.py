@@ -43,7 +43,7 @@ from feedha.admin_server import access, broker
 from feedha.admin_server.config import ChannelConfig
 from feedha.admin_server.errors import AdminError
 from feedha.admin_server.policy import Policy, Principal
-from feedha.admin_server.store import SubscriptionRecord
+from feedha.admin_server.records import SubscriptionRecord
 from feedha.transport.tasks import wait_at_most
 
 logger = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ import grpc
 from feedha.admin_server.errors import AuthenticationError, PermissionDeniedError
 from feedha.admin_server.hub import Hub
 from feedha.admin_server.policy import Principal
+from feedha.admin_server.records import Lease
 from feedha.admin_server.status import abort_with
-from feedha.admin_server.store import Lease
 from feedha.admin_server.tokens import TokenClaims
 
 logger = logging.getLogger(__name__)

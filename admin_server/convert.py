@@ -12,8 +12,8 @@ import logging
 from google.protobuf import timestamp_pb2
 
 from feedha.admin_server.broker import Route
+from feedha.admin_server.records import SubscriptionRecord
 from feedha.admin_server.registry import AdapterRecord
-from feedha.admin_server.store import SubscriptionRecord
 from feedha.proto import admin_pb2
 from feedha.proto.model import model_named
 from feedha.proto.registry import registration_to_proto, role_to_proto, seal_key_to_proto, status_to_proto

@@ -23,8 +23,9 @@ from feedha.admin_server.adapters import AdapterSession, AdapterStreams
 from feedha.admin_server.config import ChannelConfig
 from feedha.admin_server.errors import NotFoundError
 from feedha.admin_server.policy import PolicyFile, Principal
+from feedha.admin_server.records import SubscriptionRecord
 from feedha.admin_server.registry import Directive
-from feedha.admin_server.store import Store, SubscriptionRecord
+from feedha.admin_server.store import Store
 from feedha.proto.registry import Command, CommandKind
 
 logger = logging.getLogger(__name__)

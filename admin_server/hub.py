@@ -36,7 +36,8 @@ from feedha.admin_server.fanout import Fanout, HubEvent
 from feedha.admin_server.identity import Identity
 from feedha.admin_server.policy import PolicyFile
 from feedha.admin_server.purging import PurgeDesk
-from feedha.admin_server.store import Lease, Store
+from feedha.admin_server.records import Lease
+from feedha.admin_server.store import Store
 from feedha.admin_server.subscriptions import HOUSEKEEPING_S, SubscriptionDesk
 
 __all__ = [

@@ -21,7 +21,8 @@ from feedha.admin_server.counters import HubCounters
 from feedha.admin_server.errors import AuthenticationError
 from feedha.admin_server.logins import LoginDesk
 from feedha.admin_server.policy import PolicyFile, Principal
-from feedha.admin_server.store import Lease, Store
+from feedha.admin_server.records import Lease
+from feedha.admin_server.store import Store
 
 __all__ = ["Identity"]
 

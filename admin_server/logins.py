@@ -62,7 +62,8 @@ from feedha.admin_server import tokens
 from feedha.admin_server.backoff import LoginThrottle
 from feedha.admin_server.errors import AuthenticationError, LoginThrottledError, ResourceExhaustedError
 from feedha.admin_server.limits import HashGate, KeyLocks, Limits, Tarpit
-from feedha.admin_server.store import ApiKey, Store
+from feedha.admin_server.records import ApiKey
+from feedha.admin_server.store import Store
 
 if TYPE_CHECKING:
     import argon2

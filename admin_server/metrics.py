@@ -48,7 +48,14 @@ class AdminMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """Every family, from the hub's counters and state now."""
-        hub, counters = self._hub, self._hub.counters
+        yield from self._counters()
+        yield from self._state()
+        yield from self._adapters()
+        yield from self._http_responses()
+
+    def _counters(self) -> Iterator[Metric]:
+        # What the hub counted since it started.
+        counters = self._hub.counters
         yield _by("feedha_admin_logins", "API-key logins by result", "result", counters.logins)
         yield _counter(
             "feedha_admin_routes_granted", "routes handed out (subscribe, modify)", counters.routes_granted
@@ -80,6 +87,10 @@ class AdminMetrics(Collector):
             "method",
             counters.denied,
         )
+
+    def _state(self) -> Iterator[Metric]:
+        # What is open and stored now.
+        hub = self._hub
         yield _gauge("feedha_admin_adapter_sessions", "adapter registry streams connected", len(hub.adapters))
         yield _gauge(
             "feedha_admin_open_watches",
@@ -96,7 +107,9 @@ class AdminMetrics(Collector):
             "feedha_admin_status_page_sessions", "status page sessions logged in", self._status_sessions()
         )
         yield _gauge("feedha_admin_subscriptions", "stored subscriptions", len(hub.store.subscriptions()))
-        yield from self._adapters()
+
+    def _http_responses(self) -> Iterator[Metric]:
+        # The HTTP endpoint's answers (when it serves one).
         if self._http is not None:
             yield _by(
                 "feedha_admin_http_responses",

@@ -234,15 +234,7 @@ class Registry:
         active = self.active(channel_name)
         target = self._pick_target(channel_name, members, active, to)
         if not force and target.status.sync_status is not SyncStatus.IN_SYNC:
-            refused = "is" if to is not None else "(the best backup) is"
-            raise PreconditionError(
-                f"adapter {target.adapter_id!r} {refused} not in sync "
-                f"({target.status.sync_status.value}), so it would refuse to take over; wait for it "
-                "to be in sync, or force the failover (messages the active published past the "
-                "target's position would be numbered again)",
-                reason="NOT_IN_SYNC",
-                metadata={"channel": channel_name, "adapter": target.adapter_id},
-            )
+            raise _not_in_sync(channel_name, target, named=to is not None)
         new_term = reported + 1
         self._handovers[channel_name] = (new_term, now + HANDOVER_WINDOW_S)
         reason = f"operator failover to {target.adapter_id}" + (" (forced)" if force else "")
@@ -379,3 +371,16 @@ class Registry:
             detail=detail,
             routes_changed=routes_changed,
         )
+
+
+def _not_in_sync(channel_name: str, target: AdapterRecord, *, named: bool) -> PreconditionError:
+    # A hand failover refused: its target (named by the operator, or the best backup) is not in sync.
+    refused = "is" if named else "(the best backup) is"
+    return PreconditionError(
+        f"adapter {target.adapter_id!r} {refused} not in sync "
+        f"({target.status.sync_status.value}), so it would refuse to take over; wait for it "
+        "to be in sync, or force the failover (messages the active published past the "
+        "target's position would be numbered again)",
+        reason="NOT_IN_SYNC",
+        metadata={"channel": channel_name, "adapter": target.adapter_id},
+    )

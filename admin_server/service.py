@@ -23,8 +23,8 @@ from feedha.admin_server.errors import AdminError, AuthenticationError, NotFound
 from feedha.admin_server.fanout import SharedPlans
 from feedha.admin_server.hub import Hub
 from feedha.admin_server.policy import Principal
+from feedha.admin_server.records import SubscriptionRecord
 from feedha.admin_server.status import STATUS_FOR, abort_with, status_for
-from feedha.admin_server.store import SubscriptionRecord
 from feedha.proto import admin_pb2, admin_pb2_grpc
 
 logger = logging.getLogger(__name__)

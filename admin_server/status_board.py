@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from feedha.admin_server.records import AuditEntry
 from feedha.admin_server.registry import AdapterRecord
-from feedha.admin_server.store import AuditEntry
 from feedha.proto.registry import AdapterRole
 
 MAX_FAILOVERS: Final = 50

@@ -30,9 +30,10 @@ from feedha.admin_server.fanout import HubEvent
 from feedha.admin_server.limits import exhausted
 from feedha.admin_server.policy import PolicyFile, Principal
 from feedha.admin_server.rates import RequestRates
+from feedha.admin_server.records import Lease, SubscriptionRecord
 from feedha.admin_server.registry import Registry
 from feedha.admin_server.sealing import SealRings
-from feedha.admin_server.store import Lease, Store, SubscriptionRecord
+from feedha.admin_server.store import Store
 from feedha.proto.registry import is_curve_key
 
 logger = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from feedha.client.arbiter import ChannelArbiter
+from feedha.client.arbiter_stats import ArbiterStats, LineStats
 from feedha.client.errors import (
     ClientError,
     ClosedError,
@@ -28,7 +29,6 @@ from feedha.client.errors import (
 )
 from feedha.client.events import (
     ArbiterConfig,
-    ArbiterStats,
     Conflated,
     ConflatedDelivery,
     Conflict,
@@ -39,7 +39,6 @@ from feedha.client.events import (
     Event,
     GapLost,
     ImageUnavailable,
-    LineStats,
     ModelRefused,
     Purged,
     RealTime,

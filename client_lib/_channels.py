@@ -25,8 +25,9 @@ from typing import Final, NamedTuple
 from feedha.client._sessions import with_session_events
 from feedha.client._subscriber_config import ChannelSpec, RetransmissionHook, SubscriberConfig
 from feedha.client.arbiter import ChannelArbiter
+from feedha.client.arbiter_stats import ArbiterStats
 from feedha.client.errors import ConfigError
-from feedha.client.events import ArbiterStats, Event, Recovered, RetransmissionNeeded
+from feedha.client.events import Event, Recovered, RetransmissionNeeded
 from feedha.client.status import ChannelLiveness
 from feedha.proto.seal import Opener, SealError
 from feedha.transport import WRONG_PARTS

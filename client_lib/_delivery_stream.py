@@ -37,6 +37,7 @@ from typing import Final
 from feedha.client._copies import DeliveredRing, RecentPackets
 from feedha.client._holes import Holes
 from feedha.client._live_blocks import read_live_blocks
+from feedha.client.arbiter_stats import LineStats
 from feedha.client.events import (
     ArbiterConfig,
     ConflatedDelivery,
@@ -45,7 +46,6 @@ from feedha.client.events import (
     Delivery,
     Event,
     GapLost,
-    LineStats,
     Purged,
     RetransmissionNeeded,
     SessionBoundaryDelivery,

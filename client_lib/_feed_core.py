@@ -45,10 +45,10 @@ from typing import Any, Protocol, TypeVar
 from feedha import transport
 from feedha.admin_client import Route
 from feedha.client._subscriber_config import route_term
+from feedha.client.arbiter_stats import ArbiterStats
 from feedha.client.books import Book, BookKeeper, BookUpdate
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.client.events import (
-    ArbiterStats,
     Delivery,
     EntitlementChanged,
     ImageUnavailable,

@@ -43,8 +43,9 @@ from feedha.client._feed_core import ON_SLOW_REASON, FeedClientStats, FeedCore, 
 from feedha.client._slow import SlowWatch, Switch
 from feedha.client._subscriber_config import ChannelSpec, SubscriberConfig
 from feedha.client._watch import RouteWatch
+from feedha.client.arbiter_stats import ArbiterStats
 from feedha.client.errors import ClosedError, ModelVersionError
-from feedha.client.events import ArbiterStats, Delivery, Event, StatusEvent
+from feedha.client.events import Delivery, Event, StatusEvent
 from feedha.client.model import check_model
 
 Selected = list[Delivery | StatusEvent]

@@ -51,13 +51,8 @@ from typing import Final
 
 from feedha.client._claims import GRACE_S, MAX_JUMP, Claims, TermVotes
 from feedha.client._delivery_stream import DeliveryStream, LineCounters
-from feedha.client.events import (
-    ArbiterConfig,
-    ArbiterStats,
-    EndOfSession,
-    Event,
-    TermChanged,
-)
+from feedha.client.arbiter_stats import ArbiterStats
+from feedha.client.events import ArbiterConfig, EndOfSession, Event, TermChanged
 from feedha.proto.wire import (
     FLAG_CONFLATED,
     FLAG_DELAYED,

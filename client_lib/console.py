@@ -29,9 +29,10 @@ from typing import Any, TextIO
 
 from feedha import logs, settings
 from feedha.admin_client import AdminClientError, TlsConfig, add_tls_arguments, tls_from_files
+from feedha.client.arbiter_stats import ArbiterStats
 from feedha.client.books import BookKeeper, BookUpdate
 from feedha.client.errors import ClientError, ConfigError, ProtocolError
-from feedha.client.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, ArbiterStats, Delivery, Event
+from feedha.client.events import FILL_TIMEOUT_S, LOSS_TIMEOUT_S, Delivery, Event
 from feedha.client.subscriber import RCVHWM, ChannelSpec, Subscriber, SubscriberConfig
 
 

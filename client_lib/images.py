@@ -26,16 +26,13 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from google.protobuf.message import DecodeError
 
 from feedha.client.events import Delivery
 from feedha.proto import market_pb2
-from feedha.proto.replay import ReplayStatus, snapshot_request
-
-if TYPE_CHECKING:
-    from feedha.client.replay_client import ReplayClient
+from feedha.proto.replay import ReplayRequest, ReplayStatus, ReplyStatus, snapshot_request
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +187,21 @@ class ImageAssembler:
         )
 
 
-def fetch_image(client: ReplayClient, channel: int, *, budget: float) -> ChannelImage | None:
+class ReplayServices(Protocol):
+    """What :func:`fetch_image` asks of a channel's replay services (a ``ReplayClient``)."""
+
+    def services(self, channel: int) -> tuple[str, ...]:
+        """The replay endpoints of ``channel``, the one to ask first first."""
+        ...
+
+    def request(
+        self, endpoint: str, request: ReplayRequest, *, deadline: float
+    ) -> tuple[ReplyStatus, list[bytes]] | None:
+        """One request to one service and its reply (``None``: no reply by ``deadline``)."""
+        ...
+
+
+def fetch_image(client: ReplayServices, channel: int, *, budget: float) -> ChannelImage | None:
     """The freshest image of ``channel`` its replay services have, paged.
 
     A journal's image stops short of a msg_seq the journal lacks until a newer
@@ -225,7 +236,7 @@ def fetch_image(client: ReplayClient, channel: int, *, budget: float) -> Channel
 
 
 def _from_service(
-    client: ReplayClient, endpoint: str, channel: int, deadline: float
+    client: ReplayServices, endpoint: str, channel: int, deadline: float
 ) -> tuple[ChannelImage, int] | None:
     # The image and the newest msg_seq the service's journal held when asked.
     assembler = ImageAssembler(channel)

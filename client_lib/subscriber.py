@@ -54,7 +54,8 @@ from feedha.client._subscriber_config import (
     channel_specs_from_routes,
     normalize_channels,
 )
-from feedha.client.events import ArbiterStats, Delivery, Event
+from feedha.client.arbiter_stats import ArbiterStats
+from feedha.client.events import Delivery, Event
 
 __all__ = [
     "BATCH",

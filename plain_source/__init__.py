@@ -44,7 +44,8 @@ from feedha.plain_source.model import (
     symbol_names,
 )
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule, PublishDelays
-from feedha.plain_source.source import PlainSource, SourceSummary
+from feedha.plain_source.source import PlainSource
+from feedha.plain_source.summary import SourceSummary
 
 __all__ = [
     "DEFAULT_LINGER_MS",

@@ -23,7 +23,8 @@ from typing import Final
 
 from feedha.plain_source.capture import Capture, due_offsets, read_capture
 from feedha.plain_source.config import MAX_BATCH, SourceConfig
-from feedha.plain_source.source import PlainSource, SourceSummary
+from feedha.plain_source.source import PlainSource
+from feedha.plain_source.summary import SourceSummary
 from feedha.proto.fix import find_seq_num
 
 logger = logging.getLogger(__name__)

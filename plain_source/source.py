@@ -29,13 +29,12 @@ key read this source and nothing injected on the way.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import compress
 from typing import Final
 
@@ -47,6 +46,7 @@ from feedha.plain_source.config import MAX_BATCH, SourceConfig
 from feedha.plain_source.frames import plan_frames
 from feedha.plain_source.model import SymbolModel
 from feedha.plain_source.pacing import MAX_CATCHUP_S, PacingSchedule, PublishDelays
+from feedha.plain_source.summary import SourceSummary
 from feedha.transport.backpressure import BackpressureSender, SendResult
 
 logger = logging.getLogger(__name__)
@@ -63,53 +63,6 @@ DUE_TRIES: Final = 3
 _DRAIN_INTERVAL_S: Final = 0.1  # how often the send loop reads subscription messages
 # Subscribers send subscriptions only; libzmq applies the limit to the CURVE handshake too (~300 bytes).
 MAX_SUBSCRIBER_MESSAGE_BYTES: Final = 1024
-
-
-@dataclass(slots=True)
-class SourceSummary:
-    """What a run sent; :meth:`to_json` is the line ``feedha source`` prints at exit."""
-
-    streams: tuple[str, ...]
-    endpoints: dict[str, str]
-    sent_per_stream: list[int]
-    last_seq: list[int]
-    malformed: int = 0
-    forgiven: int = 0
-    elapsed_s: float = 0.0  # from start to the end of sending, generation ahead of time excluded
-    pregenerate_s: float = 0.0  # making the run ahead of the clock (--pregenerate), waiting for its epoch
-    error: str | None = None
-    frames: int = 0  # ZeroMQ messages sent (without malformed injection, messages per frame: sent / frames)
-    publish_delays: PublishDelays | None = None  # event -> send, when stamps are due times
-    backpressure: dict[str, float | int] = field(default_factory=dict)  # waits for slow subscribers
-
-    @property
-    def sent(self) -> int:
-        """Valid messages sent over all streams."""
-        return sum(self.sent_per_stream)
-
-    def to_json(self) -> str:
-        """One JSON line."""
-        body: dict[str, object] = {
-            "sent": self.sent,
-            "streams": {
-                name: {"number": i + 1, "last_seq": self.last_seq[i], "sent": self.sent_per_stream[i]}
-                for i, name in enumerate(self.streams)
-            },
-            "endpoints": self.endpoints,
-            "malformed": self.malformed,
-            "forgiven": self.forgiven,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "achieved_rate": round(self.sent / self.elapsed_s, 1) if self.elapsed_s > 0 else 0.0,
-            "frames": self.frames,
-            "backpressure": self.backpressure,
-        }
-        if self.publish_delays is not None:
-            body["publish_latency_us"] = self.publish_delays.summary()
-        if self.pregenerate_s:
-            body["pregenerate_s"] = round(self.pregenerate_s, 3)
-        if self.error:
-            body["error"] = self.error
-        return json.dumps(body)
 
 
 # --- the socket shell -------------------------------------------------------------------
@@ -271,23 +224,7 @@ class PlainSource:
         batch = cfg.batch or MAX_BATCH
         live = cfg.epoch_ns is None and pregenerated is None
         ahead = _Lookahead(model) if pregenerated is None and not self._injects else None
-        if live:
-            # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so
-            # it is stamped with that time: its event time is when it is due.
-            # The wall clock is read after the model's set-up (~0.5 ms, which
-            # used to make every stamp that much early) and before `start`, so
-            # no stamp is later than its message's due time: event -> send >= 0.
-            model.epoch_ns = time.time_ns() + step_ns
-        start = time.monotonic()
-        if cfg.due_stamps:
-            # The run was made for this epoch: the clock starts at it (the schedule's start is
-            # its moment on the monotonic clock, so what fell due during a late wake-up goes
-            # out at once, as in a live run), and no stamp is later than its message's due time.
-            while not stop.is_set() and (left := model.epoch_ns - step_ns - time.time_ns()) > 0:
-                time.sleep(min(left / 1e9, _SLEEP_SLICE_S))
-            now = time.monotonic()
-            summary.pregenerate_s += now - start
-            start = now - (time.time_ns() - (model.epoch_ns - step_ns)) / 1e9
+        start = self._start_clock(model, step_ns, stop, summary, live=live)
         schedule = PacingSchedule(
             rate=cfg.rate, max_burst=max(batch, int(cfg.rate * MAX_CATCHUP_S)), start=start
         )
@@ -335,6 +272,29 @@ class PlainSource:
                 self._drain_subscriptions(0)
             if progress is not None:
                 progress.show(now, generated)
+
+    def _start_clock(
+        self, model: SymbolModel, step_ns: int, stop: threading.Event, summary: SourceSummary, *, live: bool
+    ) -> float:
+        # The schedule's start on the monotonic clock, and the model's epoch to stamp from.
+        if live:
+            # Message k is due at start + (k + 1) / rate (PacingSchedule.due), so
+            # it is stamped with that time: its event time is when it is due.
+            # The wall clock is read after the model's set-up (~0.5 ms, which
+            # used to make every stamp that much early) and before `start`, so
+            # no stamp is later than its message's due time: event -> send >= 0.
+            model.epoch_ns = time.time_ns() + step_ns
+        start = time.monotonic()
+        if not self.config.due_stamps:
+            return start
+        # The run was made for this epoch: the clock starts at it (the schedule's start is
+        # its moment on the monotonic clock, so what fell due during a late wake-up goes
+        # out at once, as in a live run), and no stamp is later than its message's due time.
+        while not stop.is_set() and (left := model.epoch_ns - step_ns - time.time_ns()) > 0:
+            time.sleep(min(left / 1e9, _SLEEP_SLICE_S))
+        now = time.monotonic()
+        summary.pregenerate_s += now - start
+        return now - (time.time_ns() - (model.epoch_ns - step_ns)) / 1e9
 
     def _prepare(self, summary: SourceSummary) -> tuple[SymbolModel, _Pregenerated | None, int]:
         # The model (and the run generated ahead of the clock, with --pregenerate)

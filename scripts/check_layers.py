@@ -178,12 +178,11 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
 NAMESPACE_ROOT: Final = "feedha"
 
 # Cycles tolerated for now, each as the exact set of files of its component -> who removes it.
-# Both are type-only (issue 60, item 7 made those count).
+# Type-only (issue 60, item 7 made those count).
 ALLOWED_CYCLES: Final[Mapping[frozenset[str], str]] = {
     frozenset({"adapter/core/machine.py", "adapter/core/pumping.py", "adapter/core/views.py"}): (
         "A (issue 60 item 3: one owner per state)"
     ),
-    frozenset({"client_lib/images.py", "client_lib/replay_client.py"}): "D (issue 60 item 7)",
 }
 
 

@@ -72,9 +72,6 @@ ALLOWED: Final[Mapping[str, str]] = {
     "adapter/journal/writer.py": _P,
     "adapter/journal/writer.py:JournalWriter.__init__": _P,
     "adapter/journal/writer.py:JournalWriter.append_batch": _P,
-    "admin_server/metrics.py:AdminMetrics.collect": _D,
-    "admin_server/registry.py:Registry.plan_failover": _D,
-    "admin_server/store.py": _D,
     "bench/ceiling.py:run_pair": _D,
     "bench/cli.py:main": _D,
     "bench/client.py:client_main": _D,
@@ -89,12 +86,7 @@ ALLOWED: Final[Mapping[str, str]] = {
     "bench/shape.py:_client": _D,
     "bench/shape.py:run_shape": _D,
     "bench/throughput.py:run": _D,
-    "client_lib/events.py": _D,
     "plain_source/model.py:SymbolModel._decide": _D,
-    "plain_source/source.py": _D,
-    "plain_source/source.py:PlainSource._send_loop": _D,
-    "spark_feed/_run.py:FeedRun.__init__": _D,
-    "transport/http.py": _D,
 }
 
 

@@ -221,11 +221,6 @@ class FeedRun:
         clock: Callable[[], int] = time.time_ns,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        import zmq
-
-        from feedha.spark_feed.ahead import Ahead
-        from feedha.spark_feed.synthetic import SyntheticBatches
-
         self.config = config
         self.stats = RunStats()
         self._clock = clock
@@ -235,6 +230,17 @@ class FeedRun:
         self._stopping = False
         self._started_at = time.monotonic()
         self._spark = spark
+        identity = self._make_source()
+        self.state = BatchState(Path(config.checkpoint) / "feedha", identity, config.trigger_ms * 1_000_000)
+        self._open_streams()
+
+    def _make_source(self) -> dict[str, object]:
+        # The run's identity, which its checkpoint keeps (a restart with other parameters is
+        # refused); a synthetic source's schedule and the batches it makes ahead.
+        from feedha.spark_feed.ahead import Ahead
+        from feedha.spark_feed.synthetic import SyntheticBatches
+
+        config = self.config
         identity: dict[str, object] = {
             "source": config.source,
             "streams": [asdict(s) for s in config.streams],
@@ -256,7 +262,13 @@ class FeedRun:
                 interval_ns=config.trigger_ms * 1_000_000,
             )
             self._ahead = Ahead(synthetic, config.rows_per_batch)
-        self.state = BatchState(Path(config.checkpoint) / "feedha", identity, config.trigger_ms * 1_000_000)
+        return identity
+
+    def _open_streams(self) -> None:
+        # A socket a stream (XPUB when it waits for subscribers; CURVE with a key), and the publisher.
+        import zmq
+
+        config = self.config
         self._context = zmq.Context()
         xpub = config.wait_subscribers > 0
         self._curve = (

@@ -35,7 +35,6 @@ import collections
 import contextlib
 import logging
 import ssl
-import threading
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -441,52 +440,6 @@ def _head(status: int, content_type: str, length: int | None, extra: tuple[tuple
         lines.append(f"Content-Length: {length}")
     lines += [f"{name}: {value}" for name, value in (*_SECURITY_HEADERS, *extra)]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-class HttpThread:
-    """An :class:`HttpServer` on an asyncio loop of its own thread (for daemons that are not asyncio).
-
-    Args:
-        routes: see :class:`HttpServer`.
-        host: address to bind.
-        port: port to bind (0: any).
-        limits: see :class:`HttpLimits`.
-    """
-
-    def __init__(
-        self, routes: Mapping[str, Handler], *, host: str, port: int, limits: HttpLimits | None = None
-    ) -> None:
-        self.server = HttpServer(routes, host=host, port=port, limits=limits)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="http", daemon=True)
-
-    def __repr__(self) -> str:
-        return f"<HttpThread {self.server!r}>"
-
-    def start(self, timeout: float = 10.0) -> int:
-        """Start the thread and bind; returns the bound port.
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
-        self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(self.server.start(), self._loop)
-        try:
-            return future.result(timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving and end the thread. Idempotent."""
-        if not self._thread.is_alive():
-            return
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout)
-        if not self._loop.is_running():
-            self._loop.close()
 
 
 def parse_address(text: str, *, option: str = "--metrics") -> tuple[str, int]:

@@ -12,7 +12,6 @@ from feedha.transport.health import health_routes
 from feedha.transport.http import (
     HttpLimits,
     HttpServer,
-    HttpThread,
     Request,
     Response,
     Stream,
@@ -20,6 +19,7 @@ from feedha.transport.http import (
     parse_address,
     text,
 )
+from feedha.transport.http_thread import HttpThread
 
 pytestmark = pytest.mark.timeout(60)
 

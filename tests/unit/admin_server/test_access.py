@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from feedha.admin_server.access import Grant, desired_grants, owner_tag, plan_commands
 from feedha.admin_server.errors import PermissionDeniedError
-from feedha.admin_server.store import SubscriptionRecord
+from feedha.admin_server.records import SubscriptionRecord
 from feedha.proto.registry import AccessGrant, CommandKind
 
 A, B = "a" * 40, "b" * 40

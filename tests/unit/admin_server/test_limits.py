@@ -9,7 +9,8 @@ import pytest
 from feedha.admin_server.access import GRANTS_PER_COMMAND, Grant, merge_grant, plan_commands
 from feedha.admin_server.errors import ConfigError, ResourceExhaustedError
 from feedha.admin_server.limits import HashGate, KeyLocks, Limits, Tarpit, parse_limits
-from feedha.admin_server.store import Lease, Store
+from feedha.admin_server.records import Lease
+from feedha.admin_server.store import Store
 from feedha.proto.registry import CommandKind
 
 

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
+from feedha.admin_server.records import AuditEntry
 from feedha.admin_server.registry import Registry
 from feedha.admin_server.status_board import MAX_FAILOVERS, StatusBoard
 from feedha.admin_server.status_page import new_login_link
-from feedha.admin_server.store import AuditEntry, Store
+from feedha.admin_server.store import Store
 from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 
 

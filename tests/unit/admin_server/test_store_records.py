@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from feedha.admin_server.records import decode_record, encode_record
 from feedha.admin_server.registry import AdapterRecord
-from feedha.admin_server.store import decode_record, encode_record
 from feedha.proto.registry import AdapterRegistration, AdapterRole, AdapterStatus, SyncStatus
 
 REGISTRATION = AdapterRegistration(

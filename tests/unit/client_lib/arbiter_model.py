@@ -68,15 +68,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feedha.client._claims import CONFIRM, DISTRUST_S, GRACE_S, LIVE_S, MAX_JUMP
+from feedha.client.arbiter_stats import ArbiterStats, LineStats
 from feedha.client.events import (
     ArbiterConfig,
-    ArbiterStats,
     Conflict,
     Delivery,
     EndOfSession,
     Event,
     GapLost,
-    LineStats,
     Purged,
     RetransmissionNeeded,
     TermChanged,

@@ -15,7 +15,8 @@ from feedha.client import ArbiterConfig, ChannelArbiter, ChannelSpec, ClosedErro
 from feedha.client._drive import drive, drive_async
 from feedha.client._feed_core import FeedCore
 from feedha.client._feed_session import FeedSession
-from feedha.client.events import ArbiterStats, Event
+from feedha.client.arbiter_stats import ArbiterStats
+from feedha.client.events import Event
 from tests.unit.client_lib.test_arbiter import CHANNEL, packet
 
 
