@@ -65,56 +65,9 @@ def main(argv: list[str]) -> int:
     Returns:
         0; 1 if a benchmark crashed or lost messages.
     """
-    parser = argparse.ArgumentParser(prog="feedha bench", description=__doc__)
-    parser.add_argument("name", choices=[*BENCHMARKS, "all"], help="benchmark to run")
-    parser.add_argument("--json", action="store_true", help="one JSON object per figure")
-    parser.add_argument(
-        "--quick", action="store_true", help="smaller runs (a smoke test, < 5 minutes for all)"
-    )
-    parser.add_argument(
-        "--hosts",
-        choices=("local", "netns"),
-        help="channels: local (loopback, the default) or netns (each process on its own network-namespace "
-        "host; root)",
-    )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=DEFAULT_RESULTS,
-        help="folder for the report of `all` (default: results/)",
-    )
-    shape = parser.add_argument_group("throughput's production-shape ramp (throughput_journal)")
-    shape.add_argument(
-        "--journal",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="every adapter journals with --fsync batch and serves replay (default: yes)",
-    )
-    shape.add_argument("--backups", type=int, default=2, help="backups per group (default: %(default)s)")
-    latency = parser.add_argument_group("latency")
-    latency.add_argument(
-        "--rounds",
-        type=int,
-        default=1,
-        help="run each rate's arms (bare hop, relay, the two models, pipeline, one adapter) this many times "
-        "in turn and report each percentile's median over the rounds, every round's own figures in "
-        f"the parameters: firmer ratios on a shared machine (1..{MAX_LATENCY_ROUNDS}; default: %(default)s)",
-    )
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if not 0 <= args.backups <= MAX_BACKUPS:
-        parser.error(f"--backups must be in 0..{MAX_BACKUPS}, got {args.backups}")
-    if not 1 <= args.rounds <= MAX_LATENCY_ROUNDS:
-        parser.error(f"--rounds must be in 1..{MAX_LATENCY_ROUNDS}, got {args.rounds}")
-    if args.rounds != 1 and args.name not in ("latency", "all"):
-        parser.error("--rounds applies to latency only")
-    options: dict[str, dict[str, object]] = {
-        "throughput": {"journal": args.journal, "backups": args.backups},
-        "latency": {"rounds": args.rounds},
-    }
-    if args.hosts:
-        if args.name not in (*HOSTS_BENCHMARKS, "all"):
-            parser.error(f"--hosts applies to {', '.join(HOSTS_BENCHMARKS)} only")
-        options |= {name: {"hosts": args.hosts} for name in HOSTS_BENCHMARKS}
+    options = _options(parser, args)
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
     figures: list[Figure] = []
     errors: list[str] = []
@@ -150,6 +103,65 @@ def main(argv: list[str]) -> int:
     if lost:
         print(f"feedha bench: {lost} message(s) lost", file=sys.stderr)
     return 1 if errors or lost else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``feedha bench`` argument parser."""
+    parser = argparse.ArgumentParser(prog="feedha bench", description=__doc__)
+    parser.add_argument("name", choices=[*BENCHMARKS, "all"], help="benchmark to run")
+    parser.add_argument("--json", action="store_true", help="one JSON object per figure")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller runs (a smoke test, < 5 minutes for all)"
+    )
+    parser.add_argument(
+        "--hosts",
+        choices=("local", "netns"),
+        help="channels: local (loopback, the default) or netns (each process on its own network-namespace "
+        "host; root)",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=DEFAULT_RESULTS,
+        help="folder for the report of `all` (default: results/)",
+    )
+    shape = parser.add_argument_group("throughput's production-shape ramp (throughput_journal)")
+    shape.add_argument(
+        "--journal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="every adapter journals with --fsync batch and serves replay (default: yes)",
+    )
+    shape.add_argument("--backups", type=int, default=2, help="backups per group (default: %(default)s)")
+    latency = parser.add_argument_group("latency")
+    latency.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run each rate's arms (bare hop, relay, the two models, pipeline, one adapter) this many times "
+        "in turn and report each percentile's median over the rounds, every round's own figures in "
+        f"the parameters: firmer ratios on a shared machine (1..{MAX_LATENCY_ROUNDS}; default: %(default)s)",
+    )
+    return parser
+
+
+def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    # Each benchmark's keyword arguments from the options, the options checked (exits 2 on a bad one).
+    if not 0 <= args.backups <= MAX_BACKUPS:
+        parser.error(f"--backups must be in 0..{MAX_BACKUPS}, got {args.backups}")
+    if not 1 <= args.rounds <= MAX_LATENCY_ROUNDS:
+        parser.error(f"--rounds must be in 1..{MAX_LATENCY_ROUNDS}, got {args.rounds}")
+    if args.rounds != 1 and args.name not in ("latency", "all"):
+        parser.error("--rounds applies to latency only")
+    options: dict[str, dict[str, object]] = {
+        "throughput": {"journal": args.journal, "backups": args.backups},
+        "latency": {"rounds": args.rounds},
+    }
+    if args.hosts:
+        if args.name not in (*HOSTS_BENCHMARKS, "all"):
+            parser.error(f"--hosts applies to {', '.join(HOSTS_BENCHMARKS)} only")
+        options |= {name: {"hosts": args.hosts} for name in HOSTS_BENCHMARKS}
+    return options
 
 
 def _run_one(

@@ -92,7 +92,7 @@ from feedha.bench.pipeline import (
     open_log,
     run_pipeline,
 )
-from feedha.bench.shape import ShapeOptions, run_shape
+from feedha.bench.shape_run import ShapeOptions, run_shape
 
 RATES: Final = (1_000.0, 10_000.0, 50_000.0)
 QUICK_RATES: Final = (1_000.0, 10_000.0)

@@ -186,8 +186,6 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
     Raises:
         feedha.procs.ProcessError: a component did not start or report in time.
     """
-    from feedha.cluster import GroupPlan, plan_group, start_adapter
-    from feedha.ports import free_ports
     from feedha.procs import JsonProcess
 
     procs: list[JsonProcess] = []
@@ -199,41 +197,7 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
     )
     journal_root = options.journal_root if journals is None else Path(journals.name)
     try:
-        groups: list[GroupPlan] = []
-        adapters: list[list[JsonProcess]] = []
-        for ch in range(options.channels):
-            endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
-            group = plan_group(
-                channel=f"BENCH{ch + 1}",
-                channel_number=ch + 1,
-                source_endpoint=endpoint,
-                source_stream=STREAM,
-                source_stream_number=1,
-                size=options.backups + 1,
-                journal_root=journal_root if options.journal else None,
-            )
-            groups.append(group)
-            secured = _SecureGroup(Path(keys.name), group) if keys is not None else None
-            members = [
-                start_adapter(
-                    group,
-                    plan.adapter,
-                    active=plan.adapter == 1,
-                    log=log,
-                    extra=[
-                        *(secured.adapter_argv(plan.adapter) if secured is not None else ()),
-                        *(("--fsync", "batch") if options.journal else ()),
-                        *(("--format", options.capture_format) if options.capture is not None else ()),
-                    ],
-                )
-                for plan in group.adapters
-            ]
-            procs += members
-            adapters.append(members)
-        for members in adapters:
-            for proc in members:
-                proc.wait_event("ready", 30)
-            members[0].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 30)
+        groups, adapters = _start_groups(options, journal_root, keys, log, procs)
         clients = _start_clients(options, groups, keys, log)
         procs += [proc for _ch, proc in clients]
         for _ch, proc in clients:
@@ -253,30 +217,10 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             cpu=cpu,
             source_summaries=[s for s, _t in summaries],
         )
-        # Let the clients drain (bounded), then ask for their summaries.
-        drain_deadline = time.monotonic() + max(15.0, options.seconds)
-        for ch, proc in clients:
-            wanted = result.sent[ch]
-            try:
-                proc.wait_for(_delivered_at_least(wanted), max(0.1, drain_deadline - time.monotonic()))
-            except Exception:  # noqa: BLE001 - a short delivery is reported as lost below
-                pass
-        for _ch, proc in clients:
-            proc.popen.send_signal(signal.SIGTERM)
-        for ch, proc in clients:
-            result.clients.append((ch, proc.wait_event("summary", 20)))
-        for members in adapters:
-            for proc in members:
-                result.roles += [
-                    {
-                        "adapter": e.get("adapter"),
-                        "new": e.get("new"),
-                        "term": e.get("term"),
-                        "reason": e.get("reason"),
-                    }
-                    for e in proc.events
-                    if e.get("event") == "role"
-                ]
+        result.clients += _client_summaries(options, clients, result.sent)
+        result.roles += [
+            _role(e) for members in adapters for proc in members for e in proc.events if _is_role(e)
+        ]
         return result
     finally:
         for proc in procs:
@@ -328,6 +272,77 @@ class _SecureGroup:
             key = self._keys(f"adapter-{plan.adapter}").public.decode()
             argv.append(f"--server-key={key}")  # joined: a Z85 key may begin with "-"
         return argv
+
+
+def _start_groups(
+    options: PipelineOptions, journal_root: Path | None, keys: Any, log: IO[str], procs: list[Any]
+) -> tuple[list[Any], list[list[Any]]]:
+    # Every channel's adapter group, started and ready (its first adapter the active); each
+    # process is added to `procs` as it starts, for the caller to stop whatever happens.
+    from feedha.cluster import GroupPlan, plan_group, start_adapter
+    from feedha.ports import free_ports
+    from feedha.procs import JsonProcess
+
+    groups: list[GroupPlan] = []
+    adapters: list[list[JsonProcess]] = []
+    for ch in range(options.channels):
+        endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+        group = plan_group(
+            channel=f"BENCH{ch + 1}",
+            channel_number=ch + 1,
+            source_endpoint=endpoint,
+            source_stream=STREAM,
+            source_stream_number=1,
+            size=options.backups + 1,
+            journal_root=journal_root if options.journal else None,
+        )
+        groups.append(group)
+        secured = _SecureGroup(Path(keys.name), group) if keys is not None else None
+        members = [
+            start_adapter(
+                group,
+                plan.adapter,
+                active=plan.adapter == 1,
+                log=log,
+                extra=[
+                    *(secured.adapter_argv(plan.adapter) if secured is not None else ()),
+                    *(("--fsync", "batch") if options.journal else ()),
+                    *(("--format", options.capture_format) if options.capture is not None else ()),
+                ],
+            )
+            for plan in group.adapters
+        ]
+        procs += members
+        adapters.append(members)
+    for members in adapters:
+        for proc in members:
+            proc.wait_event("ready", 30)
+        members[0].wait_for(lambda e: e.get("event") == "role" and e.get("new") == "active", 30)
+    return groups, adapters
+
+
+def _client_summaries(
+    options: PipelineOptions, clients: list[tuple[int, Any]], sent: list[int]
+) -> list[tuple[int, Any]]:
+    # Let the clients drain (bounded), then ask for their summaries.
+    drain_deadline = time.monotonic() + max(15.0, options.seconds)
+    for ch, proc in clients:
+        try:
+            proc.wait_for(_delivered_at_least(sent[ch]), max(0.1, drain_deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - a short delivery is reported as lost below
+            pass
+    for _ch, proc in clients:
+        proc.popen.send_signal(signal.SIGTERM)
+    return [(ch, proc.wait_event("summary", 20)) for ch, proc in clients]
+
+
+def _is_role(event: dict[str, Any]) -> bool:
+    return event.get("event") == "role"
+
+
+def _role(event: dict[str, Any]) -> dict[str, Any]:
+    # A role change as the result keeps it.
+    return {key: event.get(key) for key in ("adapter", "new", "term", "reason")}
 
 
 def _start_clients(

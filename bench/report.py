@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from feedha.bench.common import Figure, machine
 
@@ -93,78 +93,83 @@ def _plots(figures: Sequence[Figure], folder: Path) -> list[str]:
     made: list[str] = []
     groups = _group(figures)
 
-    def bars(name: str, key: str, xlabel: str, items: list[Figure], ylabel: str) -> None:
-        labels = [str(item["params"].get(key)) for item in items]
-        x = range(len(items))
+    def draw(name: str, plot: Callable[..., None], *args: Any) -> None:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar([i - 0.2 for i in x], [item["value"] for item in items], width=0.4, label="feedha")
-        ax.bar([i + 0.2 for i in x], [item["ceiling"] or 0 for item in items], width=0.4, label="bare pyzmq")
-        ax.set_xticks(list(x), labels)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_title(name)
-        ax.legend()
+        plot(ax, *args)
         fig.tight_layout()
         fig.savefig(folder / f"{name}.png", dpi=100)
         plt.close(fig)
         made.append(f"{name}.png")
 
     if "throughput" in groups:
-        item = groups["throughput"][0]
-        steps = item["params"].get("steps", [])
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot([s["rate"] for s in steps], [s["delivered_rate"] for s in steps], "o-", label="delivered")
-        ax.plot([s["rate"] for s in steps], [s["rate"] for s in steps], "--", label="offered")
-        if item["ceiling"]:
-            ax.axhline(item["ceiling"], color="grey", linestyle=":", label="bare pyzmq ceiling")
-        for step in steps:
-            if not step["sustained"]:
-                ax.plot(step["rate"], step["delivered_rate"], "rx")
-        ax.set_xlabel("offered msg/s")
-        ax.set_ylabel("delivered msg/s")
-        ax.set_title("throughput ramp (x: not sustained)")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(folder / "throughput.png", dpi=100)
-        plt.close(fig)
-        made.append("throughput.png")
-    if "fanout" in groups:
-        bars("fanout", "subscribers", "subscribers", groups["fanout"], "msg/s per subscriber")
-    if "symbols" in groups:
-        bars("symbols", "subscribed_symbols", "symbols kept (of 5,000)", groups["symbols"], "msg/s")
-    if "channels" in groups:
-        bars("channels", "channels", "channels", groups["channels"], "total msg/s")
+        draw("throughput", _throughput_plot, groups["throughput"][0])
+    for name, key, xlabel, ylabel in _BAR_PLOTS:
+        if name in groups:
+            draw(name, _bar_plot, name, key, xlabel, groups[name], ylabel)
     if "latency" in groups:
-        by_rate: dict[float, dict[str, Figure]] = defaultdict(dict)
-        for item in groups["latency"]:
-            by_rate[item["params"]["rate"]][item["name"].removeprefix("latency_")] = item
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for pct in ("p50", "p99", "p99.9"):
-            rates = sorted(r for r in by_rate if pct in by_rate[r])
-            ax.plot(rates, [by_rate[r][pct]["value"] for r in rates], "o-", label=f"feedha {pct}")
-            ax.plot(rates, [by_rate[r][pct]["ceiling"] or 0 for r in rates], "x--", label=f"bare {pct}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("msg/s")
-        ax.set_ylabel("one-way latency, µs")
-        ax.set_title("latency")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(folder / "latency.png", dpi=100)
-        plt.close(fig)
-        made.append("latency.png")
+        draw("latency", _latency_plot, groups["latency"])
     if "failover" in groups:
-        gaps = [item for item in groups["failover"] if item["name"] == "failover_switch_gap"]
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar([str(item["params"]["rate"]) for item in gaps], [item["value"] for item in gaps])
-        ax.set_xlabel("msg/s")
-        ax.set_ylabel("longest delivery pause, ms")
-        ax.set_title("failover switch gap")
-        fig.tight_layout()
-        fig.savefig(folder / "failover.png", dpi=100)
-        plt.close(fig)
-        made.append("failover.png")
+        draw("failover", _failover_plot, groups["failover"])
     return made
+
+
+# name, the parameter on the x axis, its label, the y axis's label: feedha beside bare pyzmq.
+_BAR_PLOTS: Final = (
+    ("fanout", "subscribers", "subscribers", "msg/s per subscriber"),
+    ("symbols", "subscribed_symbols", "symbols kept (of 5,000)", "msg/s"),
+    ("channels", "channels", "channels", "total msg/s"),
+)
+
+
+def _bar_plot(ax: Any, name: str, key: str, xlabel: str, items: list[Figure], ylabel: str) -> None:
+    labels = [str(item["params"].get(key)) for item in items]
+    x = range(len(items))
+    ax.bar([i - 0.2 for i in x], [item["value"] for item in items], width=0.4, label="feedha")
+    ax.bar([i + 0.2 for i in x], [item["ceiling"] or 0 for item in items], width=0.4, label="bare pyzmq")
+    ax.set_xticks(list(x), labels)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(name)
+    ax.legend()
+
+
+def _throughput_plot(ax: Any, item: Figure) -> None:
+    steps = item["params"].get("steps", [])
+    ax.plot([s["rate"] for s in steps], [s["delivered_rate"] for s in steps], "o-", label="delivered")
+    ax.plot([s["rate"] for s in steps], [s["rate"] for s in steps], "--", label="offered")
+    if item["ceiling"]:
+        ax.axhline(item["ceiling"], color="grey", linestyle=":", label="bare pyzmq ceiling")
+    for step in steps:
+        if not step["sustained"]:
+            ax.plot(step["rate"], step["delivered_rate"], "rx")
+    ax.set_xlabel("offered msg/s")
+    ax.set_ylabel("delivered msg/s")
+    ax.set_title("throughput ramp (x: not sustained)")
+    ax.legend()
+
+
+def _latency_plot(ax: Any, items: list[Figure]) -> None:
+    by_rate: dict[float, dict[str, Figure]] = defaultdict(dict)
+    for item in items:
+        by_rate[item["params"]["rate"]][item["name"].removeprefix("latency_")] = item
+    for pct in ("p50", "p99", "p99.9"):
+        rates = sorted(r for r in by_rate if pct in by_rate[r])
+        ax.plot(rates, [by_rate[r][pct]["value"] for r in rates], "o-", label=f"feedha {pct}")
+        ax.plot(rates, [by_rate[r][pct]["ceiling"] or 0 for r in rates], "x--", label=f"bare {pct}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("msg/s")
+    ax.set_ylabel("one-way latency, µs")
+    ax.set_title("latency")
+    ax.legend(fontsize=7)
+
+
+def _failover_plot(ax: Any, items: list[Figure]) -> None:
+    gaps = [item for item in items if item["name"] == "failover_switch_gap"]
+    ax.bar([str(item["params"]["rate"]) for item in gaps], [item["value"] for item in gaps])
+    ax.set_xlabel("msg/s")
+    ax.set_ylabel("longest delivery pause, ms")
+    ax.set_title("failover switch gap")
 
 
 def write_report(figures: Sequence[Figure], folder: Path, *, quick: bool, errors: Sequence[str] = ()) -> Path:

@@ -10,6 +10,31 @@ of two, one before and one after the ramp, so a loaded machine lowers the
 ratio rather than flattering it), and beside the bare model of each ramp's
 own shape (:mod:`bench.shape`), with each process's CPU per message
 (:mod:`bench.cpu`); see :func:`run`.
+
+The bare model
+--------------
+Each figure's ``ceiling_shape`` is the same figure of the bare model of
+its shape (:mod:`bench.shape`: a source, one relay per adapter, a client
+reading every line and keeping the first copy; messages of the plain
+source's mean size in frames of what is due, at most 64; its source
+niced as the pipeline's is): the highest paced rate it sustained on the
+same ramp, with the same test (nothing lost, everything delivered, the
+drain allowance), run once per relay count after the pipeline's ramps
+and starting a step below the best pipeline rate of that count;
+``ratio_shape`` is the sustained rate over it. The model's unpaced burst
+(a fixed count sent as fast as its source can into unbounded queues, the
+faster of one run before and one after the ramps) is
+``ceiling_shape_unpaced`` in the parameters: not the same measure (no
+pacing, nothing bounded), kept for reference. The CURVE ramp is compared
+with the open model. The journaling ramp is also read against a model
+whose relays journal as well (a bare journal: every frame written and
+synced once per group commit, nothing of feedha's format):
+``ceiling_shape_journal`` and ``ratio_shape_journal`` in its parameters,
+from a ramp of that model run like the others. ``cpu`` in
+the parameters is each process's CPU per message over the steady window
+of the best step (source, active, each backup, client), beside the bare
+model's (source, each relay, client) paced at the same rate right after
+the ramp, and their quotients (``over_shape``).
 """
 
 from __future__ import annotations
@@ -36,7 +61,7 @@ from feedha.bench.pipeline import (
     open_log,
     run_pipeline,
 )
-from feedha.bench.shape import ShapeOptions, run_shape
+from feedha.bench.shape_run import ShapeOptions, run_shape
 
 RAMP_START: Final = 10_000.0
 FIX44_RAMP_START: Final = 1_500.0  # the fix44 engine is Python: its ramp starts lower
@@ -243,28 +268,8 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     ramps run in the same invocation between the same two ceiling
     measurements, so their ratios compare on this machine, today.
 
-    Each figure's ``ceiling_shape`` is the same figure of the bare model of
-    its shape (:mod:`bench.shape`: a source, one relay per adapter, a client
-    reading every line and keeping the first copy; messages of the plain
-    source's mean size in frames of what is due, at most 64; its source
-    niced as the pipeline's is): the highest paced rate it sustained on the
-    same ramp, with the same test (nothing lost, everything delivered, the
-    drain allowance), run once per relay count after the pipeline's ramps
-    and starting a step below the best pipeline rate of that count;
-    ``ratio_shape`` is the sustained rate over it. The model's unpaced burst
-    (a fixed count sent as fast as its source can into unbounded queues, the
-    faster of one run before and one after the ramps) is
-    ``ceiling_shape_unpaced`` in the parameters: not the same measure (no
-    pacing, nothing bounded), kept for reference. The CURVE ramp is compared
-    with the open model. The journaling ramp is also read against a model
-    whose relays journal as well (a bare journal: every frame written and
-    synced once per group commit, nothing of feedha's format):
-    ``ceiling_shape_journal`` and ``ratio_shape_journal`` in its parameters,
-    from a ramp of that model run like the others. ``cpu`` in
-    the parameters is each process's CPU per message over the steady window
-    of the best step (source, active, each backup, client), beside the bare
-    model's (source, each relay, client) paced at the same rate right after
-    the ramp, and their quotients (``over_shape``).
+    Each figure is read against the bare model of its shape (the module
+    docstring, "The bare model").
 
     Args:
         quick: shorter steps and a smaller time budget.
@@ -278,13 +283,7 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
     budget = QUICK_RAMP_BUDGET_S if quick else RAMP_BUDGET_S
     capture = write_capture(CAPTURE_MESSAGES)
     itch = write_itch_capture(ITCH_CAPTURE_ORDERS)
-    shapes = {
-        "throughput": Shape(),
-        "throughput_secure": Shape(secure=True),
-        "throughput_journal": Shape(backups=backups, journal=journal),
-        "throughput_fix44": Shape(capture=capture, start_rate=FIX44_RAMP_START),
-        "throughput_itch50": Shape(capture=itch, capture_format="itch50", start_rate=ITCH50_RAMP_START),
-    }
+    shapes = _shapes(backups=backups, journal=journal, capture=capture, itch=itch)
     size = round(mean_source_bytes())
     relays = sorted({shape.backups + 1 for shape in shapes.values()})
     with open_log("throughput") as log:
@@ -295,27 +294,44 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
         for name, shape in shapes.items():
             ramps[name] = _ramp(shape, step_s=step_s, budget_s=budget, log=log)
             cpu[name] = _cpu_beside_shape(ramps[name], shape, step_s=step_s, size=size, log=log)
-        models_wanted = sorted({(n, False) for n in relays} | {_model_of(shape) for shape in shapes.values()})
-        model_ramps = {
-            (n, journaled): _model_ramp(
-                n,
-                journal=journaled,
-                start_rate=max(
-                    [RAMP_START]
-                    + [r.value for k, r in ramps.items() if _model_of(shapes[k]) == (n, journaled)]
-                )
-                / RAMP_FACTOR,
-                step_s=step_s,
-                budget_s=budget,
-                size=size,
-                log=log,
-            )
-            for n, journaled in models_wanted
-        }
+        model_ramps = _model_ramps(shapes, ramps, relays, step_s=step_s, budget_s=budget, size=size, log=log)
         ceilings.append(ceiling(quick=quick, log=log))
         models.append(_shape_ceilings(relays, quick=quick, size=size, log=log))
     top = max(c["rate"] for c in ceilings)
-    common = {
+    common = _common_params(step_s=step_s, ceilings=ceilings, size=size, quick=quick, log=log.name)
+    capture.unlink(missing_ok=True)
+    itch.unlink(missing_ok=True)
+    values = {name: ramp.value for name, ramp in ramps.items()}
+    figures = []
+    for name, shape in shapes.items():
+        journaled = model_ramps.get(_model_of(shape)) if shape.journal else None
+        params = {
+            **common,
+            "cpu": cpu[name],
+            **ramps[name].params(),
+            **_journaled_model(values[name], journaled),
+        }
+        open_model = model_ramps[(shape.backups + 1, False)]
+        figures.append(_figure(name, shape, values, top, models, open_model, params=params))
+    return figures
+
+
+def _shapes(*, backups: int, journal: bool, capture: Path, itch: Path) -> dict[str, Shape]:
+    # The ramps, by figure name: open, CURVE, the production shape, and the two captured formats.
+    return {
+        "throughput": Shape(),
+        "throughput_secure": Shape(secure=True),
+        "throughput_journal": Shape(backups=backups, journal=journal),
+        "throughput_fix44": Shape(capture=capture, start_rate=FIX44_RAMP_START),
+        "throughput_itch50": Shape(capture=itch, capture_format="itch50", start_rate=ITCH50_RAMP_START),
+    }
+
+
+def _common_params(
+    *, step_s: float, ceilings: list[dict[str, Any]], size: int, quick: bool, log: str
+) -> dict[str, Any]:
+    # The parameters every figure of the run shares.
+    return {
         "source": "plain source (plain_source), 1 stream, 200 symbols, seed 7",
         "adapter_heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
         "source_batching": SOURCE_BATCHING,
@@ -325,30 +341,38 @@ def run(*, quick: bool = False, journal: bool = True, backups: int = 2) -> list[
         "ceiling_payload_bytes": 100,
         "mean_source_message_bytes": size,
         "quick": quick,
-        "log": log.name,
+        "log": log,
     }
-    capture.unlink(missing_ok=True)
-    itch.unlink(missing_ok=True)
-    values = {name: ramp.value for name, ramp in ramps.items()}
-    return [
-        _figure(
-            name,
-            shape,
-            values,
-            top,
-            models,
-            model_ramps[(shape.backups + 1, False)],
-            params={
-                **common,
-                "cpu": cpu[name],
-                **ramps[name].params(),
-                **_journaled_model(
-                    values[name], model_ramps.get(_model_of(shape)) if shape.journal else None
-                ),
-            },
-        )  # fmt: skip
-        for name, shape in shapes.items()
-    ]
+
+
+def _model_ramps(
+    shapes: dict[str, Shape],
+    ramps: dict[str, _Ramp],
+    relays: list[int],
+    *,
+    step_s: float,
+    budget_s: float,
+    size: int,
+    log: IO[str],
+) -> dict[tuple[int, bool], _Ramp]:
+    # The bare model's ramp for every relay count (open), and for each ramp's own model, each
+    # starting a step below the best pipeline rate read against it.
+    wanted = sorted({(n, False) for n in relays} | {_model_of(shape) for shape in shapes.values()})
+    return {
+        (n, journaled): _model_ramp(
+            n,
+            journal=journaled,
+            start_rate=max(
+                [RAMP_START] + [r.value for k, r in ramps.items() if _model_of(shapes[k]) == (n, journaled)]
+            )
+            / RAMP_FACTOR,
+            step_s=step_s,
+            budget_s=budget_s,
+            size=size,
+            log=log,
+        )
+        for n, journaled in wanted
+    }
 
 
 def _model_of(shape: Shape) -> tuple[int, bool]:

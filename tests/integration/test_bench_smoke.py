@@ -13,7 +13,7 @@ from feedha.bench.cli import lost_in
 from feedha.bench.common import figure, format_figure
 from feedha.bench.pipeline import PipelineOptions, run_pipeline
 from feedha.bench.report import load_figures, write_report
-from feedha.bench.shape import ShapeOptions, run_shape
+from feedha.bench.shape_run import ShapeOptions, run_shape
 
 FIGURE_KEYS = {"name", "value", "unit", "ceiling", "ratio", "params", "machine"}
 MACHINE_KEYS = {"cores", "cpu_model", "python", "pyzmq", "libzmq", "platform"}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from feedha.bench.shape import HEADER, STAMP, ShapeOptions, _Arbiter, _frames
+from feedha.bench.shape import HEADER, STAMP, _Arbiter, _frames
+from feedha.bench.shape_run import ShapeOptions
 
 pytestmark = pytest.mark.timeout(30)
 
