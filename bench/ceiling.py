@@ -277,16 +277,7 @@ def run_pair(
             endpoint = relays[0].wait_event("ready", 20)["endpoint"]
         elif hops != 1:
             raise ValueError(f"hops must be 1 or 2, got {hops}")
-        for index in range(subscribers):
-            extra = ["--latency"] if latency and index == 0 else []
-            subs.append(
-                JsonProcess.python(
-                    f"ceiling-sub-{index}",
-                    "feedha.bench.ceiling",
-                    ["sub", "--endpoint", endpoint, *extra, *common],
-                    log=log,
-                )
-            )
+        _start_subscribers(subs, subscribers, endpoint, latency=latency, common=common, log=log)
         for sub in subs:
             sub.wait_event("ready", 20)
         pub.popen.send_signal(signal.SIGUSR1)
@@ -295,6 +286,30 @@ def run_pair(
     finally:
         for proc in [pub, *relays, *subs]:
             proc.kill()
+    return _pair_result(done, results, latency=latency)
+
+
+def _start_subscribers(
+    subs: list[Any], count: int, endpoint: str, *, latency: bool, common: list[str], log: IO[str] | None
+) -> None:
+    # `count` SUB processes on `endpoint`, each added to `subs` as it starts; the first records
+    # latencies when asked.
+    from feedha.procs import JsonProcess
+
+    for index in range(count):
+        extra = ["--latency"] if latency and index == 0 else []
+        subs.append(
+            JsonProcess.python(
+                f"ceiling-sub-{index}",
+                "feedha.bench.ceiling",
+                ["sub", "--endpoint", endpoint, *extra, *common],
+                log=log,
+            )
+        )
+
+
+def _pair_result(done: dict[str, Any], results: list[dict[str, Any]], *, latency: bool) -> dict[str, Any]:
+    # What run_pair returns, from the publisher's and the subscribers' reports.
     rates = [
         r["received"] / max((r["last_ns"] - r["first_ns"]) / 1e9, 1e-9) if r["received"] > 1 else 0.0
         for r in results

@@ -72,7 +72,6 @@ ALLOWED: Final[Mapping[str, str]] = {
     "adapter/journal/writer.py": _P,
     "adapter/journal/writer.py:JournalWriter.__init__": _P,
     "adapter/journal/writer.py:JournalWriter.append_batch": _P,
-    "bench/ceiling.py:run_pair": _D,
     "bench/client.py:client_main": _D,
     "bench/micro_client.py": _D,
     "bench/micro_client.py:_paced_case": _D,
