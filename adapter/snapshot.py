@@ -40,6 +40,7 @@ from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.recovery import boundary_of, decode_checkpoint_state
 from feedha.adapter.core.session import FIRST_SESSION, RECORD_SESSION_BOUNDARY, Session
 from feedha.proto import market_pb2
+from feedha.proto.blocks import is_several, symbol_states
 
 logger = logging.getLogger(__name__)
 
@@ -223,9 +224,9 @@ class ImageBuilder:
             except DecodeError:
                 self.undecodable += 1
                 return
-            if update.symbols:  # fix44: one block, every symbol its source message touched
-                for each in update.symbols:
-                    self._hold(each.symbol.encode(), from_proto(each.state))
+            if is_several(update):  # one block, every symbol its source message touched
+                for name, state in symbol_states(update):
+                    self._hold(name.encode(), from_proto(state))
                 return
             symbol = update.symbol.encode()
         self._hold(symbol, payload)

@@ -61,6 +61,7 @@ from feedha.client.model import model_problem
 from feedha.client.replay_client import ReplayClient
 from feedha.client.subscriber import ChannelSpec, SubscriberConfig
 from feedha.proto import market_pb2
+from feedha.proto.blocks import block_wanted, names_wanted
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +69,8 @@ StatusCallback = Callable[[StatusEvent], Any]
 
 
 def _update_wanted(symbol_filter: _SymbolFilter, update: market_pb2.MarketUpdate) -> bool:
-    # A fix44 block may carry several symbols (docs/converters.md): wanted when one of them is.
-    if update.symbol or not update.symbols:
-        return symbol_filter.is_wanted(update.symbol)
-    return any(symbol_filter.is_wanted(each.symbol) for each in update.symbols)
+    # A block may carry several symbols (proto/blocks.py): wanted when one of them is.
+    return block_wanted(update, symbol_filter.is_wanted)
 
 
 MODES = ("realtime", "conflated")  # FeedClient(mode=...)
@@ -447,13 +446,11 @@ class FeedCore:
         return self.books.book(symbol)
 
     def _is_wanted(self, event: Purged) -> bool:
-        # A purged fix44 block names its symbols: wanted when one of them is.
+        # A purged block of several symbols names them all: wanted when one of them is.
         symbol_filter = self.filters.get((event.channel, _event_kind(event)))
         if symbol_filter is None:
             return False
-        if event.symbol or not event.symbols:
-            return symbol_filter.is_wanted(event.symbol)
-        return any(symbol_filter.is_wanted(symbol) for symbol in event.symbols)
+        return names_wanted(event.symbol, event.symbols, symbol_filter.is_wanted)
 
     def _wanted_purge(self, event: Purged) -> Purged:
         # The event names only the symbols this client subscribed to (as its book updates do).

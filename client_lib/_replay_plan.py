@@ -17,6 +17,7 @@ from feedha.client._time_replay import PAGE_TIMEOUT_S, TimeReplay
 from feedha.client.errors import ConfigError, ProtocolError
 from feedha.client.events import Delivery, Purged, StatusEvent
 from feedha.client.replay_client import ReplayClient
+from feedha.proto.blocks import block_wanted, names_wanted
 
 __all__ = ["is_wanted", "plan"]
 
@@ -65,7 +66,7 @@ def plan(
 def is_wanted(event: Delivery | StatusEvent, wanted: Callable[[str], bool]) -> bool:
     """Whether the live stream would hand ``event`` to a subscriber of the symbols ``wanted``.
 
-    A delivery or a purge of none of them is not (a ``fix44`` message may name several
+    A delivery or a purge of none of them is not (a book format's message may name several
     symbols: one is enough); a delivery that does not decode is skipped (logged); any
     other status event is.
     """
@@ -75,14 +76,7 @@ def is_wanted(event: Delivery | StatusEvent, wanted: Callable[[str], bool]) -> b
         except ProtocolError:
             logger.info("replay: msg_seq %d does not decode: skipped", event.msg_seq)
             return False
-        return _names_wanted(update.symbol, [each.symbol for each in update.symbols], wanted)
+        return block_wanted(update, wanted)
     if isinstance(event, Purged):
-        return _names_wanted(event.symbol, event.symbols, wanted)
+        return names_wanted(event.symbol, event.symbols, wanted)
     return True
-
-
-def _names_wanted(symbol: str, symbols: Sequence[str], wanted: Callable[[str], bool]) -> bool:
-    # One symbol, or a fix44 block's several (then ``symbol`` is empty): wanted when one of them is.
-    if symbol or not symbols:
-        return wanted(symbol)
-    return any(wanted(each) for each in symbols)

@@ -67,7 +67,6 @@ ALLOWED: Final[Mapping[str, str]] = {
     "adapter/core/pipeline.py": _A,
     "adapter/core/pumping.py": _P,
     "adapter/core/pumping.py:pump_frames": _P,
-    "adapter/core/recovery.py:recover_state": _F,
     "adapter/core/sync.py": _A,
     "adapter/journal/writer.py": _P,
     "adapter/journal/writer.py:JournalWriter.__init__": _P,

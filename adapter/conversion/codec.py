@@ -13,8 +13,9 @@ from typing import cast
 from feedha.adapter.conversion.book import ASK, BID, BookChange, BookValues, Level, MboBookValues, find_price
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.staged_side import StagedSide
-from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.proto import market_pb2
+from feedha.proto.blocks import is_several
 from feedha.proto.model import SESSION_VALUES
 
 __all__ = [
@@ -192,6 +193,28 @@ def encode_book_block(
         out.state.CopyFrom(state)
         out.orders = orders
     return update.SerializeToString(deterministic=True)
+
+
+def roll_block(state: ConversionState, update: market_pb2.MarketUpdate) -> None:
+    """Roll one journal block into ``state``, as the state keeps its symbols (a journal's recovery).
+
+    Each symbol the block names takes its state after the block (:mod:`proto.blocks`); a
+    state of whole books (:attr:`~adapter.conversion.state.ConversionState.whole_books`)
+    rolls the block's levels into them in place (:func:`roll_symbol`), and a state of live
+    orders takes the orders the block touched (``roll_orders``).
+    """
+    if not is_several(update):
+        state.set_symbol(update.symbol, from_proto(update.state))
+        return
+    for each in update.symbols:
+        symbol = each.symbol
+        if state.whole_books:
+            # Read in place and committed as a message's staging is: O(log n) a level.
+            state.commit({symbol: roll_symbol(state.view(symbol), each)})
+        else:
+            state.set_symbol(symbol, from_proto(each.state))
+        if each.orders:
+            state.roll_orders(symbol, each.orders)
 
 
 def roll_symbol(before: SymbolValues | None, update: market_pb2.SymbolUpdate) -> SymbolValues:

@@ -162,7 +162,7 @@ def tombstone_block(
 ) -> tuple[int, int, bytes]:
     """The ``(source_stream, source_seq, payload)`` of the tombstone for one purged message.
 
-    ``symbols``: every symbol of a block that carries several (a ``fix44`` block, whose
+    ``symbols``: every symbol of a block that carries several (:mod:`proto.blocks`; its
     ``symbol`` is empty), so that each of their subscribers learns of the purge.
     """
     payload = market_pb2.Tombstone(
@@ -185,7 +185,7 @@ def purged_block(record: RecordLike, book: PurgeBook | PurgeTable | None) -> tup
         update = market_pb2.MarketUpdate.FromString(record.payload)
     except DecodeError:
         update = market_pb2.MarketUpdate()
-    symbols = [each.symbol for each in update.symbols]  # a fix44 block: every symbol it carried
+    symbols = [each.symbol for each in update.symbols]  # a block of several: every symbol it carried
     return tombstone_block(update.symbol, record.source_seq, entry, symbols)
 
 

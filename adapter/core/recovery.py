@@ -11,9 +11,10 @@ checkpoints hold the whole conversion state as a serialized
    is read next is exactly what survived;
 2. load the newest valid checkpoint (the journal keeps two) and restore its
    symbols (none: start empty and roll the whole journal);
-3. roll forward every record after the checkpoint's msg_seq: set the
-   record's symbol to the state it carries (an itch50 block also carries the
-   live orders it touched, applied to the order table) and record
+3. roll forward every record after the checkpoint's msg_seq: roll its block
+   into the conversion state as the state keeps it
+   (:func:`~adapter.conversion.codec.roll_block`: each symbol's state, whole
+   books rolled in place, the live orders a block touched) and record
    ``(source_seq, msg_seq, digest)`` in the :class:`~adapter.core.sequencer.Sequencer`,
    which leaves ``next_msg_seq`` after the last record, ``last_source_seq``
    at its source message and the recent history the sync rules compare with.
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 
 from google.protobuf.message import DecodeError
 
-from feedha.adapter.conversion.codec import from_proto, roll_symbol, to_proto
+from feedha.adapter.conversion.codec import from_proto, roll_block, to_proto
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.adapter.core.purge import (
     PURGE_RECORD_FLAGS,
@@ -263,19 +264,7 @@ def recover_state(
         except DecodeError:
             undecodable += 1
             continue
-        if update.symbols:  # fix44: every symbol the source message touched
-            for symbol_update in update.symbols:
-                symbol = symbol_update.symbol
-                if conversion.whole_books:  # fix44: the block shows the book's best levels
-                    # Read in place and committed as a message's staging is: O(log n) a level.
-                    values = roll_symbol(conversion.view(symbol), symbol_update)
-                    conversion.commit({symbol: values})
-                else:
-                    conversion.set_symbol(symbol, from_proto(symbol_update.state))
-                if symbol_update.orders:  # itch50: the live orders it touched
-                    conversion.roll_orders(symbol_update.symbol, symbol_update.orders)
-        else:
-            conversion.set_symbol(update.symbol, from_proto(update.state))
+        roll_block(conversion, update)
         sequencer.record(record.source_seq, record.msg_seq, conversion.digest)
         rolled += 1
     summary = RecoverySummary(

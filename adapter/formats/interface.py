@@ -4,7 +4,8 @@ A :class:`Format` is a value, written once in its folder (``adapter/formats/<nam
 and listed on one line of :mod:`adapter.formats.registry`. The core, recovery,
 snapshots, purges and the client never ask for a format by name: they run the
 engine a format made (:class:`~adapter.conversion.engine.ConversionEngine`: its
-framing, parser, run and conversion state). Pure.
+framing, parser, run and conversion state) and read the blocks it writes
+through :mod:`proto.blocks` (one reader of every block shape). Pure.
 """
 
 from __future__ import annotations
