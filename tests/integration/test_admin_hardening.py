@@ -198,13 +198,22 @@ async def test_failed_logins_are_throttled_per_address_and_audited(workdir: Path
         async with grpc.aio.insecure_channel(server.target) as channel:
             auth = admin_pb2_grpc.AdminAuthStub(channel)
             codes, retry_in = [], 0.0
-            for i in range(FREE + 5):  # a broken client: a fresh made-up key id each time
+
+            async def attempt(i: int) -> None:  # a broken client: a fresh made-up key id each time
+                nonlocal retry_in
                 try:
-                    await auth.Login(admin_pb2.LoginRequest(key_id=f"fk_bogus{i}", secret="x"))
+                    request = admin_pb2.LoginRequest(key_id=f"fk_bogus{i}", secret="x")
+                    await auth.Login(request, timeout=2.0)  # a refusal is held in the tarpit until then
                 except grpc.aio.AioRpcError as exc:
                     codes.append(exc.code())
                     if match := re.search(r"retry in ([\d.]+) s", exc.details() or ""):
                         retry_in = float(match.group(1))
+
+            for i in range(FREE):
+                await attempt(i)
+            # Then five at once (one after another, each held refusal would outlast the address's
+            # next token: the tarpit holds a refusal for the wait it announces).
+            await asyncio.gather(*(attempt(FREE + i) for i in range(5)))
             assert codes[:FREE] == [grpc.StatusCode.UNAUTHENTICATED] * FREE
             assert codes[FREE:] == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 5  # rate-limited per address
             assert 0 < retry_in <= 1.0 / ADDRESS_RATE_PER_S + 0.1
