@@ -1,7 +1,12 @@
 """The adapter's decisions, with no socket and no clock: the core, the sync rules, their codecs.
 
 :class:`AdapterCore` (``machine``) takes every input with the time and returns
-:mod:`~adapter.core.actions`; ``sync``/``sync_types`` are the seed patent's
+:mod:`~adapter.core.actions`, composed of ``parts`` it routes between: the
+``driver`` (the sync rules' state, and where the parts' answers are carried
+out), the ``source_side`` (the source's frames and pauses), the
+``command_desk`` (commands and the replies owed), the ``health_side``
+(peers' figures, machine samples, faults), ``reports`` (its sync-bus
+messages about itself), ``line_timers`` and ``restart``; ``sync``/``sync_types`` are the seed patent's
 rules as a pure state machine; ``pipeline`` converts and numbers the source
 (``emitter``, ``gate``, ``output`` and ``journaling`` put what it numbered on
 the line and in the journal); ``sequencer`` numbers messages and compares

@@ -20,7 +20,7 @@ The core stays the one that decides:
   gets its packets and journal records back for its output gate (``HOLD``),
   one that does not publish only converts and numbers (``CONVERT``). A backup
   whose output waits at its gate reads its source in batches
-  (:data:`~adapter.core.machine.BACKUP_READ_INTERVAL_S` apart) inside the call,
+  (:data:`~adapter.core.source_side.BACKUP_READ_INTERVAL_S` apart) inside the call,
   until the active's next report or its deadline: nothing it holds could go out
   before that report, so a Python turn per batch bought nothing (a backup whose
   output passes drains what is queued and comes back at once). Never while the
@@ -86,7 +86,7 @@ from feedha.proto import wire
 
 if TYPE_CHECKING:
     from feedha.adapter.core.emitter import LineEmitter
-    from feedha.adapter.core.machine import AdapterCore
+    from feedha.adapter.core.pump_face import PumpingCore as AdapterCore
 
 __all__ = [
     "AppendBatch",

@@ -8,13 +8,12 @@ core object: the loop hands a new value over in one assignment.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from feedha.adapter.core.driver import Driver
+from feedha.adapter.core.parts import CoreParts
 from feedha.adapter.core.purge import PurgeTable
 from feedha.adapter.core.sync_types import Role, SyncStatus
-
-if TYPE_CHECKING:
-    from feedha.adapter.core.machine import AdapterCore
 
 __all__ = ["CoreView", "SyncView", "core_status"]
 
@@ -47,9 +46,15 @@ class CoreView:
     purges_version: int
 
 
-def core_status(core: AdapterCore) -> dict[str, Any]:
-    """Role, term, position and counters, for status replies and the final report (on the loop thread)."""
-    sync, emitter = core.sync, core.emitter
+def core_status(core: CoreParts, driver: Driver, *, sync_garbage: int) -> dict[str, Any]:
+    """Role, term, position and counters, for status replies and the final report (on the loop thread).
+
+    Args:
+        core: the core's parts.
+        driver: the sync rules' state.
+        sync_garbage: sync-bus frames that did not decode.
+    """
+    sync, emitter = driver.sync, core.emitter
     output, journal = emitter.output, emitter.journal
     return {
         "adapter": core.config.adapter,
@@ -71,8 +76,8 @@ def core_status(core: AdapterCore) -> dict[str, Any]:
             last_source_seq=core.sequencer.last_source_seq,
             numbered=core.pipeline.counters.numbered,
         ),
-        "sync_garbage": core.sync_garbage,
-        "snapshots_sent": core.snapshots_sent,
+        "sync_garbage": sync_garbage,
+        "snapshots_sent": driver.snapshots_sent,
         "packets": output.packets,
         "heartbeats": output.heartbeats,
         "dropped_packets": output.dropped_packets,
@@ -84,7 +89,7 @@ def core_status(core: AdapterCore) -> dict[str, Any]:
         "journal_skipped": 0 if journal is None else journal.skipped,
         "checkpoints": 0 if journal is None else journal.checkpoints,
         **core.gaps.status(),
-        "unpublished_at_promotion": core.unpublished_at_promotion,
+        "unpublished_at_promotion": driver.unpublished_at_promotion,
         **core.sessions.status(core.pipeline.fence),
         **core.delayed.status(),
         "conflated": core.conflated.status(),

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import zmq
 
-from feedha.adapter.core.machine import FAULT_LIMIT
+from feedha.adapter.core.health_side import FAULT_LIMIT
 from feedha.adapter.journal import JournalReader
 from feedha.adapter.journal.segment import list_segments
 from feedha.client import ChannelSpec, Delivery, GapLost, ReplayClient, Subscriber, SubscriberConfig

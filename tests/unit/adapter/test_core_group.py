@@ -12,7 +12,8 @@ from functools import partial
 
 from feedha.adapter.core import Publish, SampleMachine
 from feedha.adapter.core.commands import CorruptState, RoleCommand, Throttle
-from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S, MACHINE_SAMPLE_S, MEMORY_SAMPLE_S
+from feedha.adapter.core.health_side import MACHINE_SAMPLE_S, MEMORY_SAMPLE_S
+from feedha.adapter.core.source_side import BACKUP_READ_INTERVAL_S
 from feedha.adapter.core.sync_types import CommandKind, Role
 from feedha.proto import fix, market_pb2, wire
 

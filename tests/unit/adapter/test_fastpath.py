@@ -247,14 +247,14 @@ def test_a_report_a_run_numbers_as_the_active_did_is_checked_right_after_it(
         sequencer = core.sequencer
         assert core.pipeline.stop_position() == target + (Sequencer.pending_stop is pending_stop)
         heard: list[tuple[int, Any]] = []
-        on_interrupt = core._on_interrupt
+        on_interrupt = core.driver._on_interrupt
 
         def listen(interrupt: Any, turn: Any) -> Any:
             if type(interrupt) is Arrived:
                 heard.append((interrupt.at, interrupt.check))
             return on_interrupt(interrupt, turn)
 
-        core._on_interrupt = listen  # type: ignore[method-assign]
+        core.driver._on_interrupt = listen  # type: ignore[method-assign]
         slow: list[bytes] = []
         take = core.pipeline._careful
 

@@ -17,8 +17,8 @@ import pytest
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Publish
 from feedha.adapter.core.commands import DropPackets, Throttle
-from feedha.adapter.core.machine import BACKUP_READ_INTERVAL_S
 from feedha.adapter.core.pumping import HeldKind, LineIdentity, PumpMode, PumpStop, admit_held, pump_frames
+from feedha.adapter.core.source_side import BACKUP_READ_INTERVAL_S
 from feedha.adapter.core.sync_types import Role
 from feedha.plain_source.frames import POISON_KINDS, poison_message
 from feedha.proto import market_pb2, wire
@@ -122,13 +122,17 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
     assert held.report is None  # a backup does not report
     # The report's fixed parts are those of the core's own report, serialized again only when
     # one of them moves (here the term).
-    assert report.parts == syncbus.report_parts(active._stream_state(), channel=active.config.channel_number)
+    assert report.parts == syncbus.report_parts(
+        active.driver.reporter.stream_state(active.driver.sender()), channel=active.config.channel_number
+    )
     assert active.pump_report() is not None and active.pump_report().parts is report.parts  # type: ignore[union-attr]
-    active._sync = replace(active.sync, term=active.sync.term + 1)
+    active.driver._sync = replace(active.sync, term=active.sync.term + 1)
     moved = active.pump_report()
     assert moved is not None and moved.parts != report.parts
-    assert moved.parts == syncbus.report_parts(active._stream_state(), channel=active.config.channel_number)
-    active._sync = replace(active.sync, term=active.sync.term - 1)
+    assert moved.parts == syncbus.report_parts(
+        active.driver.reporter.stream_state(active.driver.sender()), channel=active.config.channel_number
+    )
+    active.driver._sync = replace(active.sync, term=active.sync.term - 1)
     assert group.command(1, Throttle(100.0))["ok"]
     assert active.pump_plan(group.now) is None  # an operator's throttle: the Python loop paces
     assert group.command(1, Throttle(0.0))["ok"]
@@ -285,7 +289,7 @@ def test_a_pumping_backup_checks_the_active_s_reports_inside_its_runs() -> None:
     core = group.members[2].core
     arrived: list[int] = []
     careful: list[int] = []
-    on_interrupt, number = core._on_interrupt, core.pipeline._number
+    on_interrupt, number = core.driver._on_interrupt, core.pipeline._number
 
     def listen(interrupt: Any, turn: Any) -> Any:
         if type(interrupt) is Arrived:
@@ -296,7 +300,7 @@ def test_a_pumping_backup_checks_the_active_s_reports_inside_its_runs() -> None:
         careful.append(msg.source_seq)
         return (yield from number(msg, *args))
 
-    core._on_interrupt = listen  # type: ignore[method-assign]
+    core.driver._on_interrupt = listen  # type: ignore[method-assign]
     core.pipeline._number = numbered  # type: ignore[method-assign]
     group.run_until(lambda: group.in_sync(2), within=3)
     group.run(0.5)
