@@ -22,8 +22,15 @@ tell connections apart (a libzmq without ``ZMQ_SRCFD``), the table also
 remembers which keys were let in on each socket since it was last bound, and
 :meth:`AccessTable.revoke` says which sockets must be bound afresh (the
 fallback: every peer reconnects and is checked again). Pure: the time is
-passed in; the ZAP thread and the sockets' threads read the table (plain dict
-lookups, atomic under the GIL).
+passed in.
+
+One owner: the table belongs to the adapter core's
+:class:`~adapter.core.access_desk.AccessDesk`, on the loop's thread, which
+changes it (grants, revocations, replacements, expiry) and records whom ZAP
+let in where (the ZAP thread sends that as an event). Every other thread --
+the ZAP handler, the sockets' peer books, the replay service -- reads an
+:class:`AccessView`: a frozen copy the desk publishes after each change,
+handed over in one assignment.
 
 A grant may be *delayed only*: the key then connects to the delayed line and
 the replay service, never to the real-time line, and the replay service
@@ -41,10 +48,22 @@ the keys of one user share one budget. A key without an owner (a permanent
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final
 
-__all__ = ["CONFLATED", "DELAYED", "LINE", "REPLAY", "SNAPSHOT", "SYNC", "AccessTable", "Grant"]
+__all__ = [
+    "CONFLATED",
+    "DELAYED",
+    "LINE",
+    "REPLAY",
+    "SNAPSHOT",
+    "SYNC",
+    "AccessTable",
+    "AccessView",
+    "Grant",
+]
 
 LINE: Final = "line"
 DELAYED: Final = "delayed"  # the delayed line
@@ -63,8 +82,56 @@ Grant = (
 MAX_KEYS: Final = 100_000  # grants held at most (a grant flood cannot grow the adapter without bound)
 
 
+@dataclass(frozen=True, slots=True)
+class AccessView:
+    """The access table as it stood when published: frozen, read by any thread.
+
+    Attributes:
+        grants: each granted key's expiry (ns since the epoch).
+        limited: a limited key -> the only places it may go.
+        owners: a key -> who holds it, when named.
+        permanent: keys admitted as long as the adapter runs (``--grant-keys``).
+        version: grows each time a key loses access (the peer books check their peers again).
+        full: grants refused because the table was full.
+    """
+
+    grants: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    limited: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    owners: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    permanent: frozenset[str] = frozenset()
+    version: int = 0
+    full: int = 0
+
+    def __len__(self) -> int:
+        return len(self.grants)
+
+    def allows(self, where: str, key: str, now_ns: int) -> bool:
+        """Whether ``key`` may be connected to ``where`` at ``now_ns``."""
+        if key in self.permanent:
+            return True
+        expires = self.grants.get(key)
+        if expires is None or expires <= now_ns:
+            return False
+        places = self.limited.get(key)
+        return places is None or where in places
+
+    def is_delayed_only(self, key: str) -> bool:
+        """Whether ``key`` may have delayed data only (a key not granted at all: yes, the least)."""
+        if key in self.permanent:
+            return False
+        return key in self.limited or key not in self.grants
+
+    def owner_of(self, key: str) -> str:
+        """The budget ``key`` counts against: ``user:OWNER``, or ``key:KEY`` when no owner was named."""
+        owner = self.owners.get(key)
+        return f"user:{owner}" if owner is not None else f"key:{key}"
+
+
 class AccessTable:
-    """Granted subscriber keys (Z85 text) with their expiry, and which sockets let each one in."""
+    """Granted subscriber keys (Z85 text) with their expiry, and which sockets let each one in.
+
+    Changed on one thread only (the core's); other threads read :meth:`view`.
+    """
 
     def __init__(self, *, permanent: Iterable[str] = ()) -> None:
         self._grants: dict[str, int] = {}
@@ -90,6 +157,17 @@ class AccessTable:
     def keys(self) -> list[str]:
         """The keys granted now."""
         return list(self._grants)
+
+    def view(self) -> AccessView:
+        """A frozen copy of the grants as they stand (for the other threads)."""
+        return AccessView(
+            grants=MappingProxyType(dict(self._grants)),
+            limited=MappingProxyType(dict(self._limited)),
+            owners=MappingProxyType(dict(self._owners)),
+            permanent=self._permanent,
+            version=self.version,
+            full=self.full,
+        )
 
     def grant(
         self,
@@ -141,12 +219,12 @@ class AccessTable:
         return rebind
 
     def owner_of(self, key: str) -> str:
-        """The budget ``key`` counts against: ``user:OWNER``, or ``key:KEY`` when no owner was named."""
+        """The budget ``key`` counts against (:meth:`AccessView.owner_of`)."""
         owner = self._owners.get(key)
         return f"user:{owner}" if owner is not None else f"key:{key}"
 
     def is_delayed_only(self, key: str) -> bool:
-        """Whether ``key`` may have delayed data only (a key not granted at all: yes, the least)."""
+        """Whether ``key`` may have delayed data only (:meth:`AccessView.is_delayed_only`)."""
         if key in self._permanent:
             return False
         return key in self._limited or key not in self._grants
@@ -181,7 +259,10 @@ class AccessTable:
         return places is None or where in places
 
     def admits(self, where: str, key: str, now_ns: int) -> bool:
-        """The ZAP answer for ``key`` connecting to ``where`` at ``now_ns`` (remembers whom it let in)."""
+        """Whether ``key``, let in to ``where`` by ZAP, may be there at ``now_ns`` (remembered if so).
+
+        ``False``: it lost access since (counted as refused): ``where`` holds a key that must go.
+        """
         if not self.allows(where, key, now_ns):
             self.refused += 1
             return False

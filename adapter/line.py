@@ -20,9 +20,9 @@ import zmq
 from feedha import transport
 from feedha.adapter.access import LINE
 from feedha.adapter.config import AdapterConfig
+from feedha.adapter.core.seal_view import SealView
 from feedha.adapter.line_seal import LineSeal
 from feedha.adapter.zap import DataPlaneGuard
-from feedha.proto.seal import SealKey
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,11 @@ class ServedSocket:
     def __repr__(self) -> str:
         name = type(self).__name__
         return f"<{name} [{self._endpoint}, bound={self._bound}, bytes={self.bytes_sent}]>"
+
+    @property
+    def where(self) -> str:
+        """Its name for access and ZAP (``line``, ``delayed`` ...)."""
+        return self._where
 
     def open(self) -> None:
         """Make the socket and bind it.
@@ -145,12 +150,14 @@ class SealedSocket(ServedSocket):
         endpoint: where it binds.
         where: its name for access and ZAP.
         config: the adapter's configuration.
-        guard: CURVE for the socket (sealing is required when it is on and the endpoint is multicast).
+        guard: CURVE for the socket (the core requires sealing when it is on and the endpoint is
+            multicast: :class:`~adapter.core.seal_view.SealView`).
     """
 
     def __init__(self, endpoint: str, where: str, config: AdapterConfig, guard: DataPlaneGuard) -> None:
         super().__init__(endpoint, where, config, guard)
-        self.seal = LineSeal(required=transport.is_multicast(endpoint) and guard.enabled)
+        self.multicast = transport.is_multicast(endpoint)
+        self.seal = LineSeal(where)  # plain until the core's SealView says otherwise (use_seal)
 
     def send(self, packet: bytes) -> None:
         """Publish one packet (sealed on a secured multicast line; nowhere while not bound)."""
@@ -161,9 +168,9 @@ class SealedSocket(ServedSocket):
             packet = sealed
         self._send(packet)
 
-    def use_key(self, key: SealKey) -> None:
-        """Seal with the admin server's ``key`` from now on."""
-        self.seal.use(key)
+    def use_seal(self, view: SealView) -> None:
+        """Seal (or hold back) packets as the core's ``view`` says from now on."""
+        self.seal.use(view)
 
     def raw_socket(self) -> zmq.Socket[bytes] | None:
         """The socket packets go out on as they are, for another sender (the source pump).

@@ -1,11 +1,11 @@
-"""Sealing a multicast line's packets with the admin server's channel key (the runner's part of it).
+"""Sealing a line's packets as the core says (the runner's part of it).
 
-CURVE cannot cover a multicast line, so a secured adapter seals every packet
-it sends there (``proto.seal``, wire version 2) with the key the admin server
-hands it (a ``SEAL`` command; a new one after each rotation). Until the first
-key arrives a secured adapter sends nothing on the line: the packets are
-journaled, and subscribers recover them from a replay service. An adapter
-without ``--curve-key`` sends plain packets until it is given a key.
+Whether a line's packets go out plain, sealed or not at all (a secured
+multicast line before its first key) is the core's decision
+(:class:`~adapter.core.seal_view.SealView`, owned by the core's access desk).
+:class:`LineSeal` holds the view the core last published for one line and does
+what it says: it seals with the view's key (``proto.seal``), and counts the
+packets it held back.
 """
 
 from __future__ import annotations
@@ -13,36 +13,43 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from feedha.proto.seal import Sealer, SealKey
+from feedha.adapter.core.seal_view import SealMode, SealView
+from feedha.proto.seal import Sealer
 
 logger = logging.getLogger(__name__)
 
 
 class LineSeal:
-    """Whether and how this adapter's line packets are sealed.
+    """One line's packets, sealed as the core's :class:`SealView` says.
 
     Args:
-        required: the line must carry sealed packets only (a secured adapter's multicast line).
+        where: the line's name (``line``, ``conflated``).
     """
 
-    __slots__ = ("active", "sealer", "unsent")
+    __slots__ = ("_where", "active", "mode", "sealer", "unsent")
 
-    def __init__(self, *, required: bool) -> None:
-        self.active = required  # the runner asks this once per packet
+    def __init__(self, where: str) -> None:
+        self._where = where
+        self.mode = SealMode.PLAIN
+        self.active = False  # not plain: the runner asks this once per packet
         self.sealer: Sealer | None = None
         self.unsent = 0
 
     def __repr__(self) -> str:
         key = None if self.sealer is None else self.sealer.key_id
-        return f"<LineSeal [active={self.active}, key={key}, unsent={self.unsent}]>"
+        return f"<LineSeal [{self._where}, mode={self.mode.value}, key={key}, unsent={self.unsent}]>"
 
-    def use(self, key: SealKey) -> None:
-        """Seal with ``key`` from now on."""
-        self.active, self.sealer = True, Sealer(key)
-        logger.info("sealing the line's packets with key %d", key.key_id)
+    def use(self, view: SealView) -> None:
+        """Follow ``view`` from now on (the core published it)."""
+        self.mode = view.mode(self._where)
+        self.active = self.mode is not SealMode.PLAIN
+        key = view.key
+        self.sealer = None if key is None else Sealer(key)
+        if key is not None:
+            logger.info("sealing the %s's packets with key %d", self._where, key.key_id)
 
     def seal(self, packet: bytes) -> bytes | None:
-        """The packet to send (sealed), or None while a required key has not arrived (counted)."""
+        """The packet to send (sealed), or None while it must be held back (counted)."""
         if self.sealer is None:
             self.unsent += 1
             return None

@@ -64,12 +64,13 @@ import os
 import socket
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import zmq
 
-from feedha.adapter.access import AccessTable
+from feedha.adapter.access import AccessView
 from feedha.transport import readable
 
 logger = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ class PeerBook:
     Args:
         name: the socket's name in logs and counters (``line``, ``replay`` ...).
         domain: the access table's name for the socket (``line``, ``delayed``, ``replay``).
-        table: the adapter's access table.
+        access: the access table as the core last published it (a frozen view, swapped by reference).
         listener: whether peers must speak at once (a line: subscribers subscribe as they connect).
         max_per_key: connections one key may hold on this socket.
     """
@@ -185,16 +186,17 @@ class PeerBook:
         self,
         name: str,
         domain: str,
-        table: AccessTable,
+        access: Callable[[], AccessView],
         *,
         listener: bool = True,
         max_per_key: int = MAX_CONNECTIONS_PER_KEY,
     ) -> None:
-        self.name, self.domain, self.table = name, domain, table
+        self.name, self.domain, self._access = name, domain, access
         self._listener = listener
         self._max_per_key = max_per_key
         self._peers: dict[int, _Peer] = {}  # by file descriptor
-        self._per_key: dict[str, int] = {}  # connections known per key (read by the ZAP thread)
+        self._per_key: dict[str, int] = {}  # connections known per key
+        self._full: frozenset[str] = frozenset()  # keys at their cap: a frozen set the ZAP thread reads
         self._monitor: zmq.Socket[bytes] | None = None
         self._sock: zmq.Socket[Any] | None = None
         self._listening: Listening | None = None  # read from the socket at its first connection
@@ -203,6 +205,11 @@ class PeerBook:
         self._next_sweep = 0.0
         self.blind = False  # libzmq says nothing of descriptors: fall back to rebinding
         self.cut = {"revoked": 0, "over_cap": 0, "idle": 0, "noisy": 0}
+
+    @property
+    def table(self) -> AccessView:
+        """The access table as the core last published it (frozen)."""
+        return self._access()
 
     def __repr__(self) -> str:
         known = sum(1 for peer in self._peers.values() if peer.key)
@@ -215,6 +222,7 @@ class PeerBook:
         self.detach()
         self._peers.clear()
         self._per_key.clear()
+        self._full = frozenset()
         self._sock, self._listening, self._listening_read = sock, None, False
         try:
             # Every event: a monitor with a mask, once closed, left libzmq 4.3.4 sending no ZAP
@@ -235,7 +243,7 @@ class PeerBook:
 
     def is_full(self, key: str) -> bool:
         """Whether ``key`` holds its cap of connections here (ZAP then refuses it another; any thread)."""
-        return self._per_key.get(key, 0) >= self._max_per_key
+        return key in self._full
 
     def _forget(self, descriptor: int) -> _Peer | None:
         peer = self._peers.pop(descriptor, None)
@@ -245,13 +253,17 @@ class PeerBook:
                 self._per_key[peer.key] = left
             else:
                 self._per_key.pop(peer.key, None)
+            if peer.key in self._full and left < self._max_per_key:
+                self._full = self._full - {peer.key}
         return peer
 
     def _remember(self, descriptor: int, peer: _Peer) -> None:
         self._forget(descriptor)
         self._peers[descriptor] = peer
         if peer.key:
-            self._per_key[peer.key] = self._per_key.get(peer.key, 0) + 1
+            held = self._per_key[peer.key] = self._per_key.get(peer.key, 0) + 1
+            if held >= self._max_per_key and peer.key not in self._full:
+                self._full = self._full | {peer.key}  # a new frozen set, swapped by reference
 
     # ---- what peers send ---------------------------------------------------------------
 

@@ -118,9 +118,9 @@ class JournalKeeper:
             self._term,
             ReplayLimits(),
             secure=None if guard is None else guard.secure,
-            delayed_only=None if guard is None or guard.keys is None else guard.table.is_delayed_only,
+            delayed_only=None if guard is None or guard.keys is None else guard.is_delayed_only,
             peers=None if guard is None or guard.keys is None else guard.books[REPLAY],
-            owner_of=None if guard is None or guard.keys is None else guard.table.owner_of,
+            owner_of=None if guard is None or guard.keys is None else guard.owner_of,
         )
         self.replay.start()
 

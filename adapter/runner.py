@@ -88,6 +88,7 @@ class AdapterRunner:
         self.conflated_line: ConflatedLineSocket | None = None
         if config.conflate_line_endpoint is not None:
             self.conflated_line = ConflatedLineSocket(config, self.guard)
+        self._start_access()
         self._pollers: dict[tuple[bool, bool], zmq.Poller] = {}
         self.metrics = AdapterMetrics(config)
         self.sync_link = SyncLink(config, self.guard)
@@ -200,9 +201,22 @@ class AdapterRunner:
                 part.rebind(action.where)
         self.guard.rebound(action.where)
 
-    def _rebind_wanted(self, where: frozenset[str]) -> None:
-        if where:
-            self.core.on_rebind_wanted(where, now=time.monotonic())
+    def _start_access(self) -> None:
+        # The core owns the access table and the lines' sealing; the guard's threads and the
+        # line sockets read the views it publishes.
+        guard, lines = self.guard, [line for line in (self.line, self.conflated_line) if line is not None]
+        multicast = [line.where for line in lines if line.multicast]
+        access = self.core.access
+        guard.publish(access.start(guard.permanent, secured=guard.keys is not None, guarded=guard.enabled,
+                                   multicast=multicast))  # fmt: skip
+        for line in lines:
+            line.use_seal(access.seal)
+
+    def _access_events(self) -> None:
+        # What the ZAP thread and the peer books saw, for the core that owns the access table.
+        admitted, blind, lost = self.guard.events()
+        if admitted or blind or lost:
+            self.core.on_access_events(admitted, blind, lost, now=time.monotonic(), wall_ns=time.time_ns())
 
     def _parts(self) -> list[Any]:
         parts = (
@@ -281,6 +295,7 @@ class AdapterRunner:
         if self._admin is not None:
             for command in self._admin.commands():
                 self._carry_out(core.on_admin(command, now=time.monotonic(), wall_ns=time.time_ns()))
+        self._access_events()
         if self._source in ready:
             self._drain_source()
         self._tick()
@@ -362,13 +377,9 @@ class AdapterRunner:
             act.SampleMachine: self._sample_machine,
             act.Status: lambda action: self._status(action.event, **action.fields),
             act.Quarantine: keep,
-            act.ChangeAccess: lambda a: self._rebind_wanted(
-                guard.on_access(a.grants, revoke=a.revoke, replace=a.replace)
-            ),
-            act.EndAccessReplace: lambda _action: self._rebind_wanted(guard.end_replace()),
-            act.ExpireAccess: lambda action: self._rebind_wanted(guard.expire(action.wall_ns)),
+            act.PublishAccess: lambda action: guard.publish(action.view),
             act.Rebind: self._rebind,
-            act.UseSealKey: self._use_seal_key,
+            act.PublishSeal: self._use_seal,
             act.BurnCpu: lambda action: burn_cpu(action.seconds, hold_gil=action.hold_gil),
         }
 
@@ -385,10 +396,10 @@ class AdapterRunner:
             )
             raise
 
-    def _use_seal_key(self, action: act.UseSealKey) -> None:
-        self.line.use_key(action.key)
+    def _use_seal(self, action: act.PublishSeal) -> None:
+        self.line.use_seal(action.view)
         if self.conflated_line is not None:
-            self.conflated_line.use_key(action.key)
+            self.conflated_line.use_seal(action.view)
 
     def _carry_out(self, actions: Sequence[act.Action]) -> None:
         send, handlers = self.line.send, self._handlers

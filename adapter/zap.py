@@ -9,18 +9,26 @@ channel has it; nothing else may speak on the bus). The ZAP handler
 about each new connection. Each socket's :class:`~adapter.peers.PeerBook` knows
 who is connected, so a revoked key is cut off alone; with ``--source-key``
 the source link is CURVE too (the adapter verifies the source).
+
+The access table is not the shell's: the core's
+:class:`~adapter.core.access_desk.AccessDesk` owns it and publishes a frozen
+:class:`~adapter.access.AccessView` after each change (:meth:`DataPlaneGuard.publish`
+swaps the reference). The ZAP thread and the peer books read that view, and
+the ZAP thread sends the keys it let in back as events (a bounded queue the
+loop drains, :meth:`DataPlaneGuard.events`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final
 
 import zmq
 
-from feedha.adapter.access import CONFLATED, DELAYED, LINE, REPLAY, SNAPSHOT, SYNC, AccessTable, Grant
+from feedha.adapter.access import CONFLATED, DELAYED, LINE, REPLAY, SNAPSHOT, SYNC, AccessView
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.curve_keys import CurveKeys, load_keys, read_public_keys, write_keys
 from feedha.adapter.peers import MAX_MESSAGE_BYTES, MESSAGES_PER_TURN, PeerBook
@@ -28,6 +36,10 @@ from feedha.adapter.zap_server import ZapServer
 from feedha.transport import readable
 
 logger = logging.getLogger(__name__)
+
+# Admissions waiting for the loop to read them; past this the oldest are lost, and the loop is
+# told so (every blind socket is then bound afresh at the next revocation's pace).
+MAX_ADMISSIONS: Final = 65_536
 
 __all__ = [
     "CurveKeys",
@@ -49,11 +61,12 @@ def secure_server(sock: zmq.Socket[Any], keys: CurveKeys, domain: str) -> None:
 
 
 class Gatekeeper:
-    """The ZAP answers: subscribers by the access table, the sync bus by the group key.
+    """The ZAP answers: subscribers by the access view, the sync bus by the group key.
 
     Args:
         context: the ZeroMQ context whose sockets it guards.
-        table: the granted subscriber keys.
+        access: the access table as the core last published it (a frozen view).
+        admitted: told each subscriber key let in, and where (an event for the core).
         sync_public: the group's public key (only it may connect to the sync bus), or ``None``.
         books: the sockets' peer books by ZAP domain (a key at its cap there is refused).
     """
@@ -61,18 +74,19 @@ class Gatekeeper:
     def __init__(
         self,
         context: zmq.Context[Any],
-        table: AccessTable,
+        access: Callable[[], AccessView],
+        admitted: Callable[[str, str], None],
         sync_public: bytes | None,
         books: dict[str, PeerBook] | None = None,
     ) -> None:
-        self.table = table
+        self._access, self._admitted = access, admitted
         self.books = books or {}  # by ZAP domain: who is connected where (their caps)
         self._sync_public = None if sync_public is None else sync_public.decode("ascii")
         # A subscriber key may be granted a moment after its handshake: it waits; the sync key cannot.
         self._server = ZapServer(context, self.callback, waits=lambda domain: domain != SYNC)
 
     def __repr__(self) -> str:
-        return f"<Gatekeeper [{self.table!r}, {self._server!r}]>"
+        return f"<Gatekeeper [keys={len(self._access())}, {self._server!r}]>"
 
     @property
     def refused(self) -> dict[str, int]:
@@ -93,7 +107,10 @@ class Gatekeeper:
         book = self.books.get(domain)
         if book is not None and book.is_full(key):
             return False  # it holds its cap of connections here already: it waits, then is refused
-        return self.table.admits(domain, key, time.time_ns())
+        if not self._access().allows(domain, key, time.time_ns()):
+            return False
+        self._admitted(domain, key)
+        return True
 
 
 class DataPlaneGuard:
@@ -119,16 +136,21 @@ class DataPlaneGuard:
     ) -> None:
         self.adapter = adapter
         self.keys, self.sync_keys, self.source_public = keys, sync_keys, source_public
-        self.table = AccessTable(permanent=static_grants)
+        self.permanent = frozenset(static_grants)
+        # The access table as the core last published it: replaced whole, never changed (publish).
+        self.view = AccessView(permanent=self.permanent)
         self.rebinds = 0
-        self._kept: set[str] | None = None  # in a replacement of every grant: the keys its parts named
+        self._admissions: deque[tuple[str, str]] = deque()  # appended by the ZAP thread only
+        self._admissions_lost = False
+        self._told_blind: set[str] = set()
         self._gate: Gatekeeper | None = None
+        view = self.current
         self.books = {
-            LINE: PeerBook(LINE, LINE, self.table),
-            DELAYED: PeerBook(DELAYED, DELAYED, self.table),
-            SNAPSHOT: PeerBook(SNAPSHOT, SNAPSHOT, self.table),  # real-time data: admitted like the line
-            CONFLATED: PeerBook(CONFLATED, CONFLATED, self.table),
-            REPLAY: PeerBook(REPLAY, REPLAY, self.table, listener=False),
+            LINE: PeerBook(LINE, LINE, view),
+            DELAYED: PeerBook(DELAYED, DELAYED, view),
+            SNAPSHOT: PeerBook(SNAPSHOT, SNAPSHOT, view),  # real-time data: admitted like the line
+            CONFLATED: PeerBook(CONFLATED, CONFLATED, view),
+            REPLAY: PeerBook(REPLAY, REPLAY, view, listener=False),
         }
 
     @classmethod
@@ -150,7 +172,7 @@ class DataPlaneGuard:
 
     def __repr__(self) -> str:
         curve, sync = self.keys is not None, self.sync_keys is not None
-        return f"<DataPlaneGuard [curve={curve}, sync={sync}, {self.table!r}]>"
+        return f"<DataPlaneGuard [curve={curve}, sync={sync}, keys={len(self.view)}]>"
 
     @property
     def enabled(self) -> bool:
@@ -171,7 +193,8 @@ class DataPlaneGuard:
             return
         self._gate = Gatekeeper(
             context,
-            self.table,
+            self.current,
+            self._admitted,
             None if self.sync_keys is None else self.sync_keys.public,
             books={book.domain: book for book in self.books.values()},
         )
@@ -234,56 +257,54 @@ class DataPlaneGuard:
         sub.curve_publickey = self.keys.public
         sub.curve_secretkey = self.keys.secret
 
-    # ---- grants ------------------------------------------------------------------------------
+    # ---- the access table's view, and what the threads saw ----------------------------------
 
-    def on_access(self, grants: Sequence[Grant], *, revoke: bool, replace: bool) -> frozenset[str]:
-        """The admin server granted or revoked subscriber keys (``replace``: all of them, maybe in parts).
+    def current(self) -> AccessView:
+        """The access table as the core last published it (any thread)."""
+        return self.view
 
-        Returns:
-            The sockets to bind afresh, in time (the core's ``AccessDesk`` decides when):
-            those a revoked key was connected to and that cannot cut off one peer.
-        """
-        if revoke:
-            return self._blind(self.table.revoke(grant[0] for grant in grants))
-        if replace and self._kept is None:
-            self._kept = set()
-        if self._kept is not None:
-            self._kept.update(grant[0] for grant in grants)
-        where: set[str] = set()
-        for grant in grants:
-            where |= self.table.grant(*grant)
-        return self._blind(where)
+    def publish(self, view: AccessView) -> None:
+        """The core changed the access table: read ``view`` from now on (one reference swapped)."""
+        self.view = view
 
-    def end_replace(self) -> frozenset[str]:
-        """A replacement of every grant is complete: the keys none of its parts named lose access."""
-        kept, self._kept = self._kept, None
-        if kept is None:
-            return frozenset()
-        return self._blind(self.table.revoke([key for key in self.table.keys() if key not in kept]))
+    def is_delayed_only(self, key: str) -> bool:
+        """Whether ``key`` may have delayed data only, by the current view (the replay service)."""
+        return self.view.is_delayed_only(key)
 
-    def expire(self, now_ns: int) -> frozenset[str]:
-        """Revoke the grants expired at ``now_ns``; returns the sockets to bind afresh."""
-        if self.keys is None:
-            return frozenset()
-        return self._blind(self.table.expire(now_ns))
+    def owner_of(self, key: str) -> str:
+        """The budget ``key`` counts against, by the current view (the replay service)."""
+        return self.view.owner_of(key)
+
+    def _admitted(self, where: str, key: str) -> None:
+        # On the ZAP thread: an event for the core (deque appends and pops are atomic).
+        if len(self._admissions) >= MAX_ADMISSIONS:
+            self._admissions_lost = True
+            return
+        self._admissions.append((where, key))
+
+    def events(self) -> tuple[list[tuple[str, str]], set[str], bool]:
+        """What the threads saw since last asked (the loop's thread): the keys ZAP let in and where,
+        the sockets newly found unable to tell peers apart, and whether admissions were lost."""
+        admitted, queue = [], self._admissions
+        while queue:
+            admitted.append(queue.popleft())
+        lost, self._admissions_lost = self._admissions_lost, False
+        blind = {where for where, book in self.books.items() if book.blind} - self._told_blind
+        self._told_blind |= blind
+        return admitted, blind, lost
 
     def rebound(self, where: str) -> None:
-        """The sockets serving ``where`` were bound afresh: nobody is connected to them yet."""
-        self.table.rebound(where)
+        """The sockets serving ``where`` were bound afresh (counted)."""
         self.rebinds += 1
-
-    def _blind(self, where: set[str]) -> frozenset[str]:
-        # Sockets whose book tells peers apart cut off the revoked one alone: no rebind.
-        return frozenset(name for name in where if self.books[name].blind)
 
     def status(self) -> dict[str, Any]:
         refused = {} if self._gate is None else dict(self._gate.refused)
         return {
             "curve": self.keys is not None,
-            "granted_keys": len(self.table),
+            "granted_keys": len(self.view),
             "refused": refused,
             "rebinds": self.rebinds,
-            "table_full": self.table.full,
+            "table_full": self.view.full,
             "peers": {where: book.status() for where, book in self.books.items()},
         }
 

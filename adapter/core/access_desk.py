@@ -1,29 +1,40 @@
-"""When data-plane access changes take effect: the admin server's grants, expiries, rebinds.
+"""The data plane's access table and its timing: the admin server's grants, expiries, rebinds.
 
-Who holds which key, and who is connected with it, is the shell's
-(:class:`adapter.zap.DataPlaneGuard`: the ZAP thread and the sockets' monitors
-read and write it). *When* things happen is decided here, as state of the core:
+The core owns who may connect where (:class:`AccessDesk`, on the loop's
+thread): the :class:`~adapter.access.AccessTable` of granted keys and whom
+ZAP let in on each socket, and *when* things happen:
 
 - a replacement of all grants comes in parts; the keys none of the parts named
   lose access once no part came for :data:`REPLACE_WINDOW_S`;
-- grants expire: the guard is asked to drop expired ones every
-  :data:`EXPIRY_CHECK_S`;
+- grants expire: expired ones are dropped every :data:`EXPIRY_CHECK_S`;
 - a socket whose peers cannot be told apart (ZAP is asked at connection time
   only) must be bound afresh to cut off a revoked key, so every peer
   reconnects; that happens at most once every :data:`REBIND_INTERVAL_S` per
   socket, whatever the churn of revocations.
 
-The desk turns :class:`AccessChange` and :class:`SealChange` inputs into the
-shell's actions, and the sockets the guard reports as needing a rebind into
-:class:`~adapter.core.actions.Rebind` actions when they fall due.
+The other threads never touch the table: after each change the desk publishes
+a frozen :class:`~adapter.access.AccessView` (a
+:class:`~adapter.core.actions.PublishAccess` action; the shell swaps its
+reference), which the ZAP handler, the peer books and the replay service read.
+They send what they saw back as events (:meth:`AccessDesk.on_events`): the
+keys ZAP let in where, and the sockets found unable to tell peers apart.
+Socket rebinds come out as :class:`~adapter.core.actions.Rebind` actions when
+they fall due.
+
+The desk owns the lines' sealing too (:mod:`~adapter.core.seal_view`): which
+lines must carry sealed packets only, and the admin server's key; the line
+sockets read the :class:`~adapter.core.seal_view.SealView` it publishes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from feedha.adapter.access import AccessTable, AccessView
 from feedha.adapter.core import actions as act
+from feedha.adapter.core.seal_view import SealView
 from feedha.proto.seal import SealKey
 
 __all__ = [
@@ -67,45 +78,133 @@ class SealChange:
 
 
 class AccessDesk:
-    """The timing of access changes (see the module docstring)."""
+    """The access table and the timing of its changes (see the module docstring)."""
 
     def __init__(self) -> None:
+        self._table = AccessTable()
+        self._view = self._table.view()
+        self._secured = False  # grants are enforced (CURVE on): they expire
+        self._blind: set[str] = set()  # sockets whose peers cannot be told apart (rebound instead)
+        self._kept: set[str] | None = None  # in a replacement of every grant: the keys its parts named
         self._replace_part_at: float | None = None
         self._next_expiry_check = 0.0
         self._rebind_at: dict[str, float] = {}
         self._last_rebind: dict[str, float] = {}
+        self._seal = SealView()
 
     def __repr__(self) -> str:
-        return f"<AccessDesk [replacing={self._replace_part_at is not None}, due={sorted(self._rebind_at)}]>"
+        replacing = self._replace_part_at is not None
+        return f"<AccessDesk [{self._table!r}, replacing={replacing}, due={sorted(self._rebind_at)}]>"
+
+    @property
+    def view(self) -> AccessView:
+        """The access table as last published."""
+        return self._view
+
+    @property
+    def rebinds_wanted(self) -> frozenset[str]:
+        """The sockets waiting to be bound afresh."""
+        return frozenset(self._rebind_at)
+
+    @property
+    def seal(self) -> SealView:
+        """How the lines seal their packets, as last published."""
+        return self._seal
+
+    def start(
+        self,
+        permanent: Iterable[str],
+        *,
+        secured: bool,
+        guarded: bool = False,
+        multicast: Iterable[str] = (),
+    ) -> AccessView:
+        """Begin with ``permanent`` keys (``--grant-keys``) and no grant; returns the first view.
+
+        ``secured``: the data plane is CURVE (grants are enforced, and expire). ``guarded``: any
+        CURVE at all (the sync bus's included); then the ``multicast`` lines must carry sealed
+        packets only (:attr:`seal`).
+        """
+        self._table, self._secured = AccessTable(permanent=permanent), secured
+        self._seal = SealView(required=frozenset(multicast) if guarded else frozenset())
+        self._view = self._table.view()
+        return self._view
 
     def on_change(self, change: AccessChange | SealChange, *, now: float) -> list[act.Action]:
-        """An access or seal change from the admin server: what the shell applies."""
+        """An access or seal change from the admin server: the table changes, its new view goes out."""
         if isinstance(change, SealChange):
-            return [act.UseSealKey(change.key)]
-        if change.replace and not change.revoke:
+            self._seal = SealView(key=change.key, required=self._seal.required)
+            return [act.PublishSeal(self._seal)]
+        table, keys = self._table, [grant[0] for grant in change.grants]
+        if change.revoke:
+            self._want(table.revoke(keys), now=now)
+            return self._publish()
+        if change.replace:
             self._replace_part_at = now
-        return [act.ChangeAccess(change.grants, revoke=change.revoke, replace=change.replace)]
+            if self._kept is None:
+                self._kept = set()
+        if self._kept is not None:
+            self._kept.update(keys)
+        for grant in change.grants:
+            self._want(table.grant(*grant), now=now)
+        return self._publish()
 
-    def on_rebind_wanted(self, where: frozenset[str], *, now: float) -> None:
-        """The guard found a revoked key connected to ``where`` (sockets that cannot cut off one peer)."""
+    def on_events(
+        self,
+        admitted: Iterable[tuple[str, str]],
+        blind: Iterable[str],
+        *,
+        lost: bool = False,
+        now: float,
+        wall_ns: int,
+    ) -> None:
+        """What the other threads saw: keys ZAP let in (``(where, key)``), sockets found blind.
+
+        A key let in that has lost access since (its revocation came first) is connected where
+        it may not be: that socket is bound afresh, as after the revocation. ``lost``: some
+        admissions were lost (a flood of them): who holds the blind sockets is not known, so they
+        are bound afresh too.
+        """
+        self._blind.update(blind)
+        table, gone = self._table, set(self._blind) if lost else set()
+        for where, key in admitted:
+            if not table.admits(where, key, wall_ns):
+                gone.add(where)
+        self._want(gone, now=now)
+
+    def _want(self, where: Iterable[str], *, now: float) -> None:
+        # A revoked key was connected to ``where``: the sockets that cannot cut off one peer are
+        # bound afresh, each at most once every REBIND_INTERVAL_S.
         for socket_name in where:
-            at = max(now, self._last_rebind.get(socket_name, -REBIND_INTERVAL_S) + REBIND_INTERVAL_S)
-            self._rebind_at.setdefault(socket_name, at)
+            if socket_name in self._blind:
+                at = max(now, self._last_rebind.get(socket_name, -REBIND_INTERVAL_S) + REBIND_INTERVAL_S)
+                self._rebind_at.setdefault(socket_name, at)
+
+    def _publish(self) -> list[act.Action]:
+        self._view = self._table.view()
+        return [act.PublishAccess(self._view)]
 
     def on_tick(self, *, now: float, wall_ns: int) -> list[act.Action]:
         """Due work: the end of a replacement, the expiry check, rebinds."""
         if now < self._next_expiry_check and not self._rebind_at and self._replace_part_at is None:
             return []  # nothing due (the common turn)
-        out: list[act.Action] = []
+        table, changed = self._table, False
         if self._replace_part_at is not None and now - self._replace_part_at >= REPLACE_WINDOW_S:
-            self._replace_part_at = None
-            out.append(act.EndAccessReplace())
+            kept, self._kept, self._replace_part_at = self._kept or set(), None, None
+            gone = [key for key in table.keys() if key not in kept]
+            self._want(table.revoke(gone), now=now)
+            changed = bool(gone)
         if now >= self._next_expiry_check:
             self._next_expiry_check = now + EXPIRY_CHECK_S
-            out.append(act.ExpireAccess(wall_ns))
+            if self._secured:
+                held = len(table)
+                self._want(table.expire(wall_ns), now=now)
+                changed = changed or len(table) != held
+        out = self._publish() if changed else []
         for where in sorted(w for w, at in self._rebind_at.items() if at <= now):
             del self._rebind_at[where]
             self._last_rebind[where] = now
+            table.rebound(where)
             out.append(act.Rebind(where))
         return out
 

@@ -11,18 +11,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from feedha.adapter.access import AccessView
+from feedha.adapter.core.seal_view import SealView
 from feedha.adapter.core.syncbus import SyncMessage
-from feedha.proto.seal import SealKey
 
 __all__ = [
     "Action",
     "BurnCpu",
-    "ChangeAccess",
     "CommandDone",
-    "EndAccessReplace",
-    "ExpireAccess",
+    "PublishAccess",
     "Rebind",
-    "UseSealKey",
+    "PublishSeal",
     "ReadSync",
     "SampleMachine",
     "ReplyAdmin",
@@ -186,24 +185,10 @@ GrantTuple = tuple[str, int, bool] | tuple[str, int, bool, bool] | tuple[str, in
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeAccess:
-    """Grant or revoke subscriber keys on the data plane (the shell's access table)."""
+class PublishAccess:
+    """The access table changed: hand ``view`` to the threads that read it (ZAP, peer books, replays)."""
 
-    grants: tuple[GrantTuple, ...]
-    revoke: bool
-    replace: bool
-
-
-@dataclass(frozen=True, slots=True)
-class EndAccessReplace:
-    """A replacement of every grant is complete: revoke the keys none of its parts named."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExpireAccess:
-    """Revoke the grants expired at ``wall_ns``."""
-
-    wall_ns: int
+    view: AccessView
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,10 +208,10 @@ class BurnCpu:
 
 
 @dataclass(frozen=True, slots=True)
-class UseSealKey:
-    """Seal the multicast line's packets with ``key`` from now on."""
+class PublishSeal:
+    """How the lines seal their packets changed (a key came): hand ``view`` to the line sockets."""
 
-    key: SealKey
+    view: SealView
 
 
 Action: TypeAlias = (
@@ -245,10 +230,8 @@ Action: TypeAlias = (
     | ReplyAdmin
     | ReadSync
     | SampleMachine
-    | ChangeAccess
-    | EndAccessReplace
-    | ExpireAccess
+    | PublishAccess
     | Rebind
-    | UseSealKey
+    | PublishSeal
     | BurnCpu
 )

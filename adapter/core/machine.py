@@ -25,17 +25,16 @@ the :class:`~adapter.core.pipeline.Pipeline` (conversion, numbering; its
 behind the output gate), the sync rules (:func:`adapter.core.sync.on_event`),
 the :class:`~adapter.core.session_driver.SessionDriver`, the
 :class:`~adapter.core.gaps.GapDesk`, the delayed side -- and what comes back
-(actions, interrupts of the pipeline, :mod:`~adapter.core.steps` of the
-other parts) is carried out here, in order, into the one list of actions of
-that input (a :class:`~adapter.core.pipeline.Turn`) by the
-:class:`~adapter.core.driver.Driver`, which owns the sync rules' state.
-Commands go to the :class:`~adapter.core.command_desk.CommandDesk`, which
-owns the replies still owed; the source's pauses are the
-:class:`~adapter.core.source_side.SourceSide`'s; the peers' figures and the machine's
-samples the :class:`~adapter.core.health_side.HealthSide`'s. The parts are
-built and held together by :class:`~adapter.core.parts.CoreParts`. No part
-holds a pointer to the core. The runner asks :meth:`AdapterCore.next_deadline` when to call
-``on_tick`` again, :meth:`AdapterCore.reads_source` and
+(actions, interrupts, :mod:`~adapter.core.steps`) is carried out in order
+into the input's one list of actions (a :class:`~adapter.core.pipeline.Turn`)
+by the :class:`~adapter.core.driver.Driver`, which owns the sync rules' state.
+Commands go to the :class:`~adapter.core.command_desk.CommandDesk`; the
+source to the :class:`~adapter.core.source_side.SourceSide`; the peers'
+figures and the machine's samples to the :class:`~adapter.core.health_side.HealthSide`;
+the data plane's access and sealing to the :class:`~adapter.core.access_desk.AccessDesk`
+(:class:`~adapter.core.parts.CoreParts` holds the parts). No part holds a
+pointer to the core. The runner asks :meth:`AdapterCore.next_deadline` when
+to call ``on_tick`` again, :meth:`AdapterCore.reads_source` and
 :meth:`AdapterCore.reads_control` whether to read those sockets now, and
 :meth:`AdapterCore.view` for the immutable :class:`CoreView` other threads read.
 """
@@ -67,7 +66,6 @@ from feedha.adapter.core.sync import (
     PeerHeard,
     Role,
     SnapshotRequested,
-    SyncEvent,
     SyncState,
     SyncStatus,
     Tick,
@@ -290,9 +288,18 @@ class AdapterCore:
         """
         self.emitter.refuse(first_msg_seq, last_msg_seq)
 
-    def on_rebind_wanted(self, where: frozenset[str], *, now: float) -> None:
-        """A revoked key was connected to ``where`` (sockets that cannot cut off one peer): rebind in time."""
-        self.access.on_rebind_wanted(where, now=now)
+    def on_access_events(
+        self,
+        admitted: Iterable[tuple[str, str]],
+        blind: Iterable[str],
+        lost: bool,
+        *,
+        now: float,
+        wall_ns: int,
+    ) -> None:
+        """What the ZAP and socket threads saw (:meth:`AccessDesk.on_events
+        <adapter.core.access_desk.AccessDesk.on_events>`): keys let in where, blind sockets."""
+        self.access.on_events(admitted, blind, lost=lost, now=now, wall_ns=wall_ns)
 
     def on_delayed_records(self, records: Iterable[RecordLike], *, caught_up: bool) -> None:
         """Journal records the shell read for the delayed line (see :meth:`delayed_wants`)."""
@@ -482,10 +489,6 @@ class AdapterCore:
         self.driver.force_role(role, turn)
         self.conflated.observe(turn.out)
         return turn.out
-
-    def apply(self, event: SyncEvent, turn: Turn) -> None:
-        """Feed one event to the sync rules and carry out what follows from it."""
-        self.driver.apply(event, turn)
 
 
 def _peer_heard(msg: syncbus.SyncMessage) -> PeerHeard:

@@ -28,6 +28,7 @@ from feedha.adapter.curve_keys import CurveKeys
 from feedha.adapter.peers import MAX_CONNECTIONS_PER_KEY, MAX_MESSAGE_BYTES
 from feedha.adapter.zap import DataPlaneGuard
 from feedha.ports import free_ports
+from tests.access_owner import AccessOwner
 
 FAR = 2**62  # a grant that does not expire during the test
 
@@ -37,6 +38,7 @@ class Line:
 
     def __init__(self, guard: DataPlaneGuard) -> None:
         self.guard = guard
+        self.access = AccessOwner(guard)  # the core's side: it owns the access table
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.sock = self.ctx.socket(guard.line_kind)
         self.sock.linger = 0
@@ -64,9 +66,9 @@ class Line:
             now = time.monotonic()
             for what, argument in work:
                 if what == "grant":
-                    rebind = self.guard.on_access([(argument, FAR)], revoke=False, replace=False)
+                    rebind = self.access.change([(argument, FAR)])
                 else:
-                    rebind = self.guard.on_access([(argument, 0)], revoke=True, replace=False)
+                    rebind = self.access.change([(argument, 0)], revoke=True)
                 assert not rebind  # the line tells its peers apart: nobody is ever rebound
             for _ in range(20):
                 self.seq += 1
@@ -291,6 +293,7 @@ def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_
 
     server = CurveKeys(*zmq.curve_keypair())
     guard = DataPlaneGuard(adapter=1, keys=server, sync_keys=None)
+    access = AccessOwner(guard)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     guard.start(ctx)
     endpoint = f"tcp://127.0.0.1:{free_ports(1)[0]}"
@@ -300,11 +303,11 @@ def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_
         lambda: 1,
         ReplayLimits(peer_requests_per_s=10_000, total_requests_per_s=10_000),
         secure=guard.secure,
-        delayed_only=guard.table.is_delayed_only,
+        delayed_only=guard.is_delayed_only,
         peers=guard.books[REPLAY],
     )
     keys = zmq.curve_keypair()
-    guard.on_access([(keys[0].decode(), FAR)], revoke=False, replace=False)
+    access.change([(keys[0].decode(), FAR)])
     replay.start()
     dealers = []
     try:
@@ -325,7 +328,7 @@ def test_the_replay_service_answers_a_key_on_its_cap_of_connections_and_cuts_it_
             replay,
         )  # the rest: cut off
         assert replay.cut_off == guard.books[REPLAY].cut["over_cap"] <= 6  # the rest held at the handshake
-        guard.on_access([(keys[0].decode(), 0)], revoke=True, replace=False)
+        access.change([(keys[0].decode(), 0)], revoke=True)
         _wait_until(lambda: guard.books[REPLAY].cut["revoked"] >= 1, "the revoked key's connections cut off")
         before = Service.answered
         for dealer in dealers[:MAX_CONNECTIONS_PER_KEY]:
@@ -370,6 +373,7 @@ def test_a_descriptor_that_went_to_another_socket_of_the_process_is_never_cut() 
     # an accepted event read late may end a stranger.
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     guard = DataPlaneGuard(adapter=1, keys=CurveKeys(*zmq.curve_keypair()), sync_keys=None)
+    access = AccessOwner(guard)
     guard.start(ctx)
     line = ctx.socket(guard.line_kind)
     line.linger = 0
@@ -377,7 +381,7 @@ def test_a_descriptor_that_went_to_another_socket_of_the_process_is_never_cut() 
     endpoint = f"tcp://127.0.0.1:{line.bind_to_random_port('tcp://127.0.0.1')}"
     book = guard.books[LINE]
     keys = zmq.curve_keypair()
-    guard.on_access([(keys[0].decode(), FAR)], revoke=False, replace=False)
+    access.change([(keys[0].decode(), FAR)])
     sub = ctx.socket(zmq.SUB)
     sub.linger = 0
     sub.curve_publickey, sub.curve_secretkey = keys
@@ -415,7 +419,7 @@ def test_a_descriptor_that_went_to_another_socket_of_the_process_is_never_cut() 
         book.serve(now=now)
         book.serve(now=now + peers.IDLE_GRACE_S + 1)
         whole(b"after the sweep")
-        guard.on_access([(keys[0].decode(), 0)], revoke=True, replace=False)
+        access.change([(keys[0].decode(), 0)], revoke=True)
         assert book.on_message(stale, now=now + peers.IDLE_GRACE_S + 2) is None  # a revoked key's
         book.serve(now=now + 2 * peers.IDLE_GRACE_S + 3)
         whole(b"after the revoked key's subscription")

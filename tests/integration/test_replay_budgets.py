@@ -26,6 +26,7 @@ from feedha.adapter.replay_server import ReplayServer
 from feedha.adapter.zap import DataPlaneGuard
 from feedha.ports import free_ports
 from feedha.proto.replay import ReplayRequest, ReplayStatus, decode_status, encode_request
+from tests.access_owner import AccessOwner
 
 FAR = 2**62
 CHANNEL = 3
@@ -106,16 +107,14 @@ def test_thirty_two_keys_of_one_user_get_one_budget_and_another_user_s_gaps_are_
             lambda: 1,
             ReplayLimits(),  # the production budgets
             secure=guard.secure,
-            delayed_only=guard.table.is_delayed_only,
+            delayed_only=guard.is_delayed_only,
             peers=guard.books[REPLAY],
-            owner_of=guard.table.owner_of,
+            owner_of=guard.owner_of,
         )
         abuser = [zmq.curve_keypair() for _ in range(32)]
         honest = zmq.curve_keypair()
         grants = [(public.decode(), FAR, False, False, "abuser") for public, _secret in abuser]
-        guard.on_access(
-            [*grants, (honest[0].decode(), FAR, False, False, "honest")], revoke=False, replace=False
-        )
+        AccessOwner(guard).change([*grants, (honest[0].decode(), FAR, False, False, "honest")])
         replay.start()
         flood = Flood([_dealer(ctx, keys, server_keys.public, endpoint) for keys in abuser])
         asker = _dealer(ctx, honest, server_keys.public, endpoint)

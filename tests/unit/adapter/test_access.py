@@ -65,18 +65,19 @@ def test_the_version_grows_whenever_a_key_loses_access_and_allows_counts_nothing
     assert table.version == start + 3
 
 
-def test_a_replacement_in_parts_keeps_every_key_named_in_any_part() -> None:
-    from feedha.adapter.zap import DataPlaneGuard
-
-    guard = DataPlaneGuard(adapter=1, keys=None, sync_keys=None)
-    guard.on_access([(A, 10**18), (B, 10**18), (C, 10**18)], revoke=False, replace=False)
-    guard.on_access([(A, 10**18)], revoke=False, replace=True)  # part 1 of a replacement
-    guard.on_access([(B, 10**18)], revoke=False, replace=True)  # part 2
-    assert len(guard.table) == 3  # nobody loses access while the parts come in
-    guard.end_replace()  # the core's AccessDesk says when: REPLACE_WINDOW_S after the last part
-    assert sorted(guard.table.keys()) == [A, B]  # C was in no part: gone
-    guard.end_replace()  # once
-    assert sorted(guard.table.keys()) == [A, B]
+def test_a_published_view_answers_as_the_table_did_and_never_changes() -> None:
+    table = AccessTable(permanent=[C])
+    table.grant(A, 100, True, False, "alice")
+    table.grant(B, 100)
+    view = table.view()
+    for key in (A, B, C, "d" * 40):
+        for where in (LINE, DELAYED, REPLAY):
+            assert view.allows(where, key, 50) == table.allows(where, key, 50), (where, key)
+        assert view.is_delayed_only(key) == table.is_delayed_only(key)
+        assert view.owner_of(key) == table.owner_of(key)
+    table.revoke([A, B])
+    assert view.allows(DELAYED, A, 50) and view.allows(LINE, B, 50) and len(view) == 2
+    assert view.version < table.view().version
 
 
 def test_a_conflated_only_key_reaches_the_conflated_line_and_nothing_else() -> None:
