@@ -1,4 +1,5 @@
-"""The lines' timers, read off the sync state: a silent active's release, heartbeats, conflation.
+"""The lines' timers, read off the sync state: a silent active's release, heartbeats, conflation;
+and the journal's checkpoints.
 
 Functions of the parts (:class:`~adapter.core.parts.CoreParts`) and the sync
 rules' state (:class:`~adapter.core.sync_types.SyncState`) that the core runs
@@ -105,3 +106,19 @@ def conflate_sync(
         actions = side.on_report(msg, sender, published_seq=published, now=turn.now)
         publishing = sync.is_publishing
         turn.out += [a for a in actions if publishing or type(a) is not PublishConflated]
+
+
+def checkpoint(parts: CoreParts, turn: Turn) -> None:
+    """The journal's checkpoint, when one is due (the journal plan says when)."""
+    journal = parts.emitter.journal
+    if journal is None:
+        return
+    written = journal.checkpoint(
+        now=turn.now,
+        last_source_seq=parts.sequencer.last_source_seq,
+        symbols=parts.state.snapshot,
+        session=parts.sessions.keeper.session,
+        purges=parts.delayed.desk.book.entries,
+    )
+    if written is not None:
+        turn.out.append(written)

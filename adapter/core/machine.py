@@ -214,17 +214,7 @@ class AdapterCore:
             turn.out.append(sample)
         turn.out += self.access.on_tick(now=now, wall_ns=wall_ns)
         turn.out += self.pipeline.seal(self.sync.term, turn)
-        journal = self.emitter.journal
-        if journal is not None:
-            checkpoint = journal.checkpoint(
-                now=now,
-                last_source_seq=self.sequencer.last_source_seq,
-                symbols=self.state.snapshot,
-                session=self.sessions.keeper.session,
-                purges=self.delayed.desk.book.entries,
-            )
-            if checkpoint is not None:
-                turn.out.append(checkpoint)
+        line_timers.checkpoint(self.parts, turn)
         if now >= next_deadline(self.sync, self.config.sync, now=now) and not driver.woke:
             driver.apply(Tick(behind_report=self.sequencer.has_pending), turn)
         self._timers(turn)
