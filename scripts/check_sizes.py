@@ -65,7 +65,6 @@ ALLOWED: Final[Mapping[str, str]] = {
     "adapter/core/pipeline.py": _A,
     "adapter/core/pumping.py": _P,
     "adapter/core/pumping.py:pump_frames": _P,
-    "adapter/core/sync.py": _A,
     "adapter/journal/writer.py": _P,
     "adapter/journal/writer.py:JournalWriter.__init__": _P,
     "adapter/journal/writer.py:JournalWriter.append_batch": _P,

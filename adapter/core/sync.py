@@ -33,35 +33,34 @@ A new adapter first listens for ``startup_grace_s``: if it hears an active it
 joins as a backup whatever it was configured as, so a restarted old active
 never competes with the one that replaced it.
 
-Who may take over when nobody is in sync
-----------------------------------------
-An adapter is *in sync* once the active's reports confirmed its numbering.
-One that is not -- just restarted on its journal, or it missed source
-messages -- cannot know what numbers the channel gave meanwhile: an adapter
-that is merely stopped (SIGSTOP, a long pause) may have published far past
-it. Promoting it would reuse ``msg_seq``s that subscribers already hold for
-other messages. So when no in-sync backup is left:
-
-* only when *every* member of the group is heard (``group_size``) may anyone
-  stand, since a silent member may hold newer numbering;
-* then only the member furthest along the channel's numbering (the highest
-  ``msg_seq`` its line carried, from its health reports; after a restart,
-  its journal's last) stands, best health first among equals. If that
-  member cannot (it failed itself), nobody promotes by itself: an operator
-  decides (``promote`` with ``force``);
-* a configured active takes the role at start-up without an election only
-  when the whole group is new (nothing was ever published).
-
-The channel may stay without an active while a member is silent; it never
-gets two numberings.
+Who may take over when nobody is in sync, and the election itself, are in
+:mod:`adapter.core.election`; rules 1-5 (in sync or not, snapshots, gaps,
+failing oneself) in :mod:`adapter.core.desync`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Final, NamedTuple, TypeAlias
+from typing import Final, TypeAlias
 
-from feedha.adapter.core.sequencer import ReportVerdict
+from feedha.adapter.core.desync import (
+    fail,
+    on_active_reported,
+    on_arrival_checked,
+    on_gap_pending,
+    on_gap_settled,
+    on_session_missed,
+    on_snapshot_adopted,
+    on_snapshot_requested,
+    on_source_gap,
+)
+from feedha.adapter.core.election import (
+    UNSYNCED_TIMEOUT_FACTOR,
+    decide,
+    election_base,
+    maybe_promote,
+    promote,
+)
 from feedha.adapter.core.sync_types import (
     AHEAD_TOLERANCE,
     DESYNC_LIMIT,
@@ -110,9 +109,6 @@ from feedha.adapter.core.sync_types import (
 )
 from feedha.adapter.errors import SyncProtocolError
 
-UNSYNCED_TIMEOUT_FACTOR: Final = 3  # silence, in heartbeat timeouts, before an unsynced backup stands
-_STEPPED_DOWN_SCORE: Final = -1.0  # below any health score: who just stepped down ranks last
-
 __all__ = [
     "AHEAD_TOLERANCE",
     "Action",
@@ -159,6 +155,7 @@ __all__ = [
     "THROTTLE_EVERY",
     "THROTTLE_PAUSE_S",
     "Tick",
+    "UNSYNCED_TIMEOUT_FACTOR",
     "initial_state",
     "next_deadline",
     "on_event",
@@ -221,7 +218,7 @@ def next_deadline(state: SyncState, config: SyncConfig, *, now: float, heartbeat
     elif state.role is Role.BACKUP:
         if state.throttled:
             deadlines.append((state.reported_at or now) + 3 * config.heartbeat_interval_s)
-        election = _election_base(state, config) + config.heartbeat_timeout_s
+        election = election_base(state, config) + config.heartbeat_timeout_s
         # Past the timeout the election is re-evaluated every heartbeat interval
         # (rank staggering), not in a busy loop.
         deadlines.append(election if election > now else now + config.heartbeat_interval_s)
@@ -306,133 +303,6 @@ def _demote(state: SyncState, now: float, active: int | None, term: int, reason:
     return new, [RoleChanged(Role.ACTIVE, Role.BACKUP, term, reason)]
 
 
-def _on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    assert isinstance(ev, ActiveReported)
-    if ev.adapter != state.active or ev.term != state.term:
-        return state, []
-    throttled = state.throttled
-    if ev.ahead_by <= 0:
-        throttled = False
-    elif ev.ahead_by > config.ahead_tolerance:
-        throttled = True
-    state = state.evolve(reported_at=now, throttled=throttled)
-    verdict = ev.verdict
-    if verdict is ReportVerdict.MATCH:
-        return _matched(state), []
-    if verdict is ReportVerdict.NUMBERING_MISMATCH:
-        state = state.evolve(status=SyncStatus.AHEAD, throttled=True)
-        return _mismatched(state, now, config, verdict.value)
-    if verdict is ReportVerdict.DIGEST_MISMATCH:
-        state, actions = _ask_snapshot(state, now, config)
-        state, more = _mismatched(state, now, config, verdict.value)
-        return state, actions + more
-    return state, []
-
-
-def _on_arrival_checked(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    assert isinstance(ev, ArrivalChecked)
-    if ev.renumbered:
-        # Rule 2 moved our counter: one episode of desync, over as soon as it happened.
-        state, actions = _mismatched(state, now, config, "renumbered")
-    else:
-        actions = []
-    if ev.digest_matches:
-        return _matched(state), actions
-    state, more = _ask_snapshot(state, now, config)
-    state, more2 = _mismatched(state, now, config, "digest_mismatch")
-    return state, actions + more + more2
-
-
-def _matched(state: SyncState) -> SyncState:
-    return state.evolve(
-        status=SyncStatus.IN_SYNC,
-        ever_in_sync=True,
-        mismatch_since=None,
-        snapshot_requested_at=None,
-    )
-
-
-def _mismatched(state: SyncState, now: float, config: SyncConfig, why: str) -> Result:
-    # Only the start of an episode counts toward rule 5: the reports that keep
-    # showing the same mismatch until a snapshot lands are one desync, not many.
-    if state.mismatch_since is not None:
-        return state, []
-    state = state.evolve(mismatch_since=now)
-    return _record_desync(state, now, config, why)
-
-
-def _ask_snapshot(state: SyncState, now: float, config: SyncConfig) -> Result:
-    asked = state.snapshot_requested_at
-    if state.active is None or (asked is not None and now - asked < config.snapshot_retry_s):
-        return state, []
-    return state.evolve(snapshot_requested_at=now), [RequestSnapshot(state.active)]
-
-
-def _record_desync(state: SyncState, now: float, config: SyncConfig, why: str) -> Result:
-    if not state.ever_in_sync or state.role is not Role.BACKUP:
-        return state, []  # the first alignment of a joining backup is not a desync
-    desyncs = tuple(t for t in state.desyncs if now - t <= config.desync_window_s) + (now,)
-    state = state.evolve(desyncs=desyncs)
-    if len(desyncs) < config.desync_limit:
-        return state, []
-    rivals = [
-        p
-        for p in state.peers.values()
-        if p.role is Role.BACKUP and p.score is not None and now - p.last_seen <= config.peer_timeout_s
-    ]
-    if not rivals:
-        return state, []  # the only backup left: failing it would leave no redundancy at all
-    mine = (state.health_score, -state.adapter)
-    if all((p.score, -p.adapter) > mine for p in rivals if p.score is not None):
-        reason = (
-            f"unsynchronized {len(desyncs)} times in {config.desync_window_s:g}s ({why}) "
-            f"with the lowest health ({state.health_score:.1f})"
-        )
-        return _fail(state, reason)
-    return state, []
-
-
-def _fail(state: SyncState, reason: str) -> Result:
-    new = state.evolve(role=Role.FAILED, status=SyncStatus.FAILED, throttled=False)
-    return new, [RoleChanged(state.role, Role.FAILED, state.term, reason), SendFailed(reason)]
-
-
-def _on_snapshot_adopted(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    return state.evolve(snapshot_requested_at=None), []
-
-
-def _on_snapshot_requested(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    assert isinstance(ev, SnapshotRequested)
-    if ev.target == state.adapter and not state.deciding:
-        return state, [SendSnapshot()]
-    return state, []
-
-
-def _on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    # A backup that missed source messages must not invent numbering for what
-    # follows: hold output until the active's reports realign it. Its state lacks
-    # what it missed, so it asks for the active's at once (the pipeline publishes
-    # nothing until a snapshot that covers the gap is adopted).
-    state = state.evolve(status=SyncStatus.SYNCING)
-    state, actions = _ask_snapshot(state, now, config)
-    state, more = _mismatched(state, now, config, "source_gap")
-    return state, actions + more
-
-
-def _on_gap_pending(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    # We missed source messages and do not know yet whether the active has them
-    # (adapter.core.gaps): not in sync until it says, but no desync and no snapshot yet.
-    return state.evolve(gap_pending=True), []
-
-
-def _on_gap_settled(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    assert isinstance(ev, GapSettled)
-    state = state.evolve(gap_pending=False)
-    if ev.common:
-        return state, []
-    return _on_source_gap(state, SourceGapSeen(ev.missing), now, config)
-
-
 def _hand_over(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     # The active missed source messages that an in-sync backup numbered (adapter.core.gaps):
     # that backup's line carries them under the channel's msg_seq, so the role goes to it
@@ -460,17 +330,8 @@ def _on_handover_heard(state: SyncState, ev: SyncEvent, now: float, config: Sync
         return state, []  # not from our active of this term: stale, or a group we do not follow
     reason = f"handover from adapter {ev.adapter}: {ev.reason}"
     if ev.target == state.adapter:
-        return _promote(state, now, reason)
+        return promote(state, now, reason)
     return state.evolve(active=ev.target, active_heard_at=now, handover_to=ev.target), []
-
-
-def _on_session_missed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
-    # The group rolled into a session where we could not (we were down, or past the
-    # boundary): our state is the wrong session's. Repair it like a digest mismatch.
-    state = state.evolve(status=SyncStatus.SYNCING)
-    state, actions = _ask_snapshot(state, now, config)
-    state, more = _mismatched(state, now, config, "session")
-    return state, actions + more
 
 
 def _on_health(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
@@ -481,7 +342,7 @@ def _on_health(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) 
 def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     actions: list[Action] = []
     if state.deciding and now >= state.started_at + config.startup_grace_s:
-        state, actions = _decide(state, now)
+        state, actions = decide(state, now)
     if now >= state.next_health_at:
         state = state.evolve(next_health_at=now + config.health_interval_s)
         actions.append(SendHealth())
@@ -498,7 +359,7 @@ def _on_tick(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) ->
             # (the active may be dead) it would only slow the surviving lines.
             state = state.evolve(throttled=False)
         assert isinstance(ev, Tick)
-        state, more = _maybe_promote(state, now, config, behind_report=ev.behind_report)
+        state, more = maybe_promote(state, now, config, behind_report=ev.behind_report)
         actions += more
     return state, actions
 
@@ -508,123 +369,10 @@ def _on_heartbeat_sent(state: SyncState, ev: SyncEvent, now: float, config: Sync
     return state.evolve(next_heartbeat_at=ev.at + config.heartbeat_interval_s), []
 
 
-def _decide(state: SyncState, now: float) -> Result:
-    # Nobody active was heard during the grace period. A configured active takes
-    # the role only in a group that never published anything (a cold start):
-    # otherwise a restarted active would renumber what a stalled peer published.
-    fresh = state.published == 0 and all(p.published == 0 for p in state.peers.values())
-    if state.want_active and fresh:
-        term = max([state.term, *(p.term for p in state.peers.values())]) + 1
-        new = state.evolve(
-            deciding=False,
-            role=Role.ACTIVE,
-            status=SyncStatus.IN_SYNC,
-            term=term,
-            active=state.adapter,
-        )
-        return new, [
-            RoleChanged(Role.BACKUP, Role.ACTIVE, term, "configured active, no active heard"),
-            SendStreamState(),
-        ]
-    return state.evolve(deciding=False), []
-
-
-def _election_base(state: SyncState, config: SyncConfig) -> float:
-    if state.active is not None and state.active_heard_at is not None:
-        return state.active_heard_at
-    base = state.started_at + config.startup_grace_s
-    return max(base, state.active_heard_at or base)
-
-
-class _Candidate(NamedTuple):
-    score: float
-    adapter: int
-    in_sync: bool
-    published: int
-
-
-def _candidates(state: SyncState, now: float, config: SyncConfig) -> tuple[list[int], bool]:
-    """The adapters that may promote themselves, best first, and whether they are in sync.
-
-    In-sync backups stand first, by health. If none is in sync, see the module
-    docstring: only the member furthest along the channel's numbering stands,
-    and only while every member of the group is heard.
-    """
-    heard = [p for p in state.peers.values() if now - p.last_seen <= config.peer_timeout_s]
-    # An adapter that just stepped down stands last, in its own eyes and everyone's (its
-    # successor should have spoken by now): the channel is never left without an active
-    # for longer than one election, and the old active takes the role back only if
-    # nobody else can.
-    recent = 2 * config.heartbeat_timeout_s
-    live = [
-        _Candidate(
-            _STEPPED_DOWN_SCORE
-            if p.stepped_down_at is not None and now - p.stepped_down_at < recent
-            else (p.score if p.score is not None else 0.0),
-            p.adapter,
-            p.in_sync,
-            p.published,
-        )
-        for p in heard
-        if p.role is Role.BACKUP
-    ]
-    demoted = state.demoted_at
-    score = _STEPPED_DOWN_SCORE if demoted is not None and now - demoted < recent else state.health_score
-    live.append(_Candidate(score, state.adapter, state.is_in_sync, state.published))
-    standing = [c for c in live if c.in_sync]
-    if not standing:
-        if not state.group_size or len(heard) < state.group_size - 1:
-            return [], False  # a silent member may have published past everyone heard
-        furthest = max([state.published, *(p.published for p in heard)])
-        standing = [c for c in live if c.published == furthest]
-    standing.sort(key=lambda c: (-c.score, c.adapter))
-    return [c.adapter for c in standing], any(c.in_sync for c in standing)
-
-
-def _maybe_promote(state: SyncState, now: float, config: SyncConfig, *, behind_report: bool) -> Result:
-    silent_since = _election_base(state, config)
-    if state.active is not None and now - silent_since <= config.heartbeat_timeout_s:
-        return state, []
-    if behind_report:
-        # What we hold covers positions the silent active's line carried, and its report there
-        # is not checked yet: promoted now, we would publish our numbering of them unchecked
-        # (and, if the active numbered past messages it missed, under msg_seqs it gave others).
-        # We stand once we reached it; a backup ranked after us stands after its stagger.
-        return state, []
-    ranked, in_sync = _candidates(state, now, config)
-    if state.adapter not in ranked:
-        return state, []
-    # Without an in-sync candidate the silence must last longer: an adapter
-    # that has not synchronized yet may simply not have heard the active
-    # (it just started, or its machine stalled), and promoting it would only
-    # make the live active step down.
-    timeout = config.heartbeat_timeout_s * (1 if in_sync else UNSYNCED_TIMEOUT_FACTOR)
-    rank = ranked.index(state.adapter)
-    if now < silent_since + timeout + rank * config.promotion_stagger_s:
-        return state, []
-    return _promote(state, now, "active silent" if state.active is not None else "no active")
-
-
-def _promote(state: SyncState, now: float, reason: str) -> Result:
-    term = max([state.term, *(p.term for p in state.peers.values())]) + 1
-    new = state.evolve(
-        role=Role.ACTIVE,
-        status=SyncStatus.IN_SYNC,
-        term=term,
-        active=state.adapter,
-        active_heard_at=now,
-        throttled=False,
-        next_heartbeat_at=now,
-        gap_pending=False,
-        handover_to=None,
-    )
-    return new, [RoleChanged(Role.BACKUP, Role.ACTIVE, term, reason), SendStreamState()]
-
-
 def _on_command(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
     assert isinstance(ev, OperatorCommand)
     if ev.kind is CommandKind.FAIL:
-        return _fail(state, ev.reason)
+        return fail(state, ev.reason)
     if ev.kind is CommandKind.PROMOTE:
         if state.role is Role.ACTIVE:
             return state, []
@@ -634,7 +382,7 @@ def _on_command(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig)
                 "(messages another adapter published past this one's position would be numbered again)"
             )
             return state, [CommandRejected(ev.kind, why)]
-        return _promote(state, now, ev.reason)
+        return promote(state, now, ev.reason)
     if state.role is not Role.ACTIVE:
         return state, [CommandRejected(ev.kind, "not active")]
     new, actions = _demote(state, now, None, state.term, ev.reason)
@@ -654,14 +402,14 @@ _Handler: TypeAlias = Callable[[SyncState, SyncEvent, float, SyncConfig], Result
 
 HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
     (Role.ACTIVE, PeerHeard): _on_peer_heard,
-    (Role.ACTIVE, SnapshotRequested): _on_snapshot_requested,
+    (Role.ACTIVE, SnapshotRequested): on_snapshot_requested,
     (Role.ACTIVE, SourceGapSeen): _ignore,
     (Role.ACTIVE, HandOver): _hand_over,
     (Role.ACTIVE, GapPending): _ignore,
     (Role.ACTIVE, GapSettled): _ignore,
     (Role.ACTIVE, HandoverHeard): _ignore,
-    (Role.BACKUP, GapPending): _on_gap_pending,
-    (Role.BACKUP, GapSettled): _on_gap_settled,
+    (Role.BACKUP, GapPending): on_gap_pending,
+    (Role.BACKUP, GapSettled): on_gap_settled,
     (Role.BACKUP, HandoverHeard): _on_handover_heard,
     (Role.FAILED, GapPending): _ignore,
     (Role.FAILED, GapSettled): _ignore,
@@ -671,11 +419,11 @@ HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
     (Role.ACTIVE, HeartbeatSent): _on_heartbeat_sent,
     (Role.ACTIVE, OperatorCommand): _on_command,
     (Role.BACKUP, PeerHeard): _on_peer_heard,
-    (Role.BACKUP, ActiveReported): _on_active_reported,
-    (Role.BACKUP, ArrivalChecked): _on_arrival_checked,
-    (Role.BACKUP, SnapshotAdopted): _on_snapshot_adopted,
+    (Role.BACKUP, ActiveReported): on_active_reported,
+    (Role.BACKUP, ArrivalChecked): on_arrival_checked,
+    (Role.BACKUP, SnapshotAdopted): on_snapshot_adopted,
     (Role.BACKUP, SnapshotRequested): _ignore,
-    (Role.BACKUP, SourceGapSeen): _on_source_gap,
+    (Role.BACKUP, SourceGapSeen): on_source_gap,
     (Role.BACKUP, HealthMeasured): _on_health,
     (Role.BACKUP, Tick): _on_tick,
     (Role.BACKUP, OperatorCommand): _on_command,
@@ -688,6 +436,6 @@ HANDLERS: Final[Mapping[tuple[Role, type], _Handler]] = {
     (Role.FAILED, ArrivalChecked): _ignore,
     (Role.FAILED, SnapshotAdopted): _ignore,
     (Role.ACTIVE, SessionMissed): _ignore,
-    (Role.BACKUP, SessionMissed): _on_session_missed,
+    (Role.BACKUP, SessionMissed): on_session_missed,
     (Role.FAILED, SessionMissed): _ignore,
 }
