@@ -29,15 +29,19 @@ jump that stood for nothing. A drill that knows how many messages its source
 sent subtracts the booked ones: what is left was never seen by anyone
 (``unaccounted``).
 
+:class:`PipelineCounters` are the source path's other counts (numbered,
+malformed, duplicates, gaps, quarantined by reason, skipped by type ...).
+
 Pure: counters only.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-__all__ = ["GAPS_KEPT", "KINDS_KEPT", "SourceLedger", "count_kind"]
+__all__ = ["GAPS_KEPT", "KINDS_KEPT", "PipelineCounters", "SourceLedger", "count_kind"]
 
 GAPS_KEPT: Final = 32  # the newest gap ranges named (all are counted)
 KINDS_KEPT: Final = 64  # distinct skipped types named; a hostile source's others count as "other"
@@ -163,3 +167,32 @@ class SourceLedger:
             "gap_ranges": self.gap_ranges,
             "gaps": [{"first": first, "last": last, "kind": kind} for first, last, kind in self.gaps],
         }
+
+
+@dataclass(slots=True)
+class PipelineCounters:
+    """What the source path has counted since start."""
+
+    numbered: int = 0  # messages that got a msg_seq, published or not
+    malformed_frames: int = 0
+    malformed_messages: int = 0
+    conversion_errors: int = 0
+    internal_errors: int = 0
+    duplicates: int = 0
+    source_gaps: int = 0
+    source_resets: int = 0
+    snapshots_adopted: int = 0
+    skipped: int = 0  # messages that are not market data (fix44 heartbeats, logons ...): counted, skipped
+    quarantined: dict[str, int] = field(default_factory=dict)
+    skipped_types: dict[str, int] = field(default_factory=dict)  # skipped messages by type (35=, ITCH type)
+
+    def as_dict(self) -> dict[str, Any]:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["quarantined"] = dict(self.quarantined)
+        values["skipped_types"] = dict(self.skipped_types)
+        return values
+
+    @property
+    def errors(self) -> int:
+        """Everything the source sent that could not be used, and every fault handling it."""
+        return self.malformed_frames + self.malformed_messages + self.conversion_errors + self.internal_errors

@@ -31,9 +31,9 @@ from feedha.adapter.core.commands import (
 )
 from feedha.adapter.core.driver import Driver
 from feedha.adapter.core.parts import CoreParts
-from feedha.adapter.core.pipeline import Turn
 from feedha.adapter.core.source_side import SourceSide
 from feedha.adapter.core.sync import OperatorCommand
+from feedha.adapter.core.turn import Turn
 
 __all__ = ["CommandDesk"]
 

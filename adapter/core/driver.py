@@ -29,17 +29,6 @@ from feedha.adapter.core.gaps import GapView
 from feedha.adapter.core.health import health_score
 from feedha.adapter.core.health_side import FAULT_LIMIT, FAULT_WINDOW_S, HealthSide
 from feedha.adapter.core.parts import CoreParts
-from feedha.adapter.core.pipeline import (
-    Adopted,
-    Arrived,
-    Conversion,
-    GapFound,
-    Interrupt,
-    Reply,
-    Rolled,
-    Standing,
-    Turn,
-)
 from feedha.adapter.core.purging import PurgeContext
 from feedha.adapter.core.reports import Reporter
 from feedha.adapter.core.sequencer import PositionReport, ReportVerdict
@@ -80,6 +69,17 @@ from feedha.adapter.core.sync import (
     on_event,
 )
 from feedha.adapter.core.sync_types import CommandKind
+from feedha.adapter.core.turn import (
+    Adopted,
+    Arrived,
+    Conversion,
+    GapFound,
+    Interrupt,
+    Reply,
+    Rolled,
+    Standing,
+    Turn,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ class Driver:
 
     def adopt_now(self, msg: syncbus.Snapshot, turn: Turn) -> None:
         """Adopt the active's snapshot (when the pipeline can)."""
-        if self._parts.pipeline.on_snapshot(msg):
+        if self._parts.pipeline.adoption.on_snapshot(msg):
             self._parts.sessions.on_adopted(msg)
             self.apply(SnapshotAdopted(msg.source_seq), turn)
 
@@ -323,8 +323,8 @@ class Driver:
             wall_ns=self.wall_ns,
             position=self._parts.sequencer.last_source_seq,
             at_fence=pipeline.at_fence(),
-            rolling=pipeline.pending_roll is not None,
-            checking=pipeline.is_checking_jump or pipeline.holding_gap is not None,
+            rolling=pipeline.waiting.pending_roll is not None,
+            checking=pipeline.is_checking_jump or pipeline.waiting.holding_gap is not None,
             sender=self.sender(),
         )
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Publish, PublishConflated
 from feedha.adapter.core.parts import CoreParts
-from feedha.adapter.core.pipeline import Turn
 from feedha.adapter.core.sync_types import Role, SyncState
+from feedha.adapter.core.turn import Turn
 
 __all__ = [
     "conflate_sync",

@@ -56,7 +56,6 @@ from feedha.adapter.core.driver import TICK_AT_LEAST_EVERY_S, Driver
 from feedha.adapter.core.health import MachineSample
 from feedha.adapter.core.health_side import HealthSide
 from feedha.adapter.core.parts import build_parts
-from feedha.adapter.core.pipeline import Turn
 from feedha.adapter.core.pumping import Pumped, PumpMode, PumpPlan, PumpStop
 from feedha.adapter.core.records import RecordLike
 from feedha.adapter.core.restart import restore_parts
@@ -71,6 +70,7 @@ from feedha.adapter.core.sync import (
     Tick,
     next_deadline,
 )
+from feedha.adapter.core.turn import Turn
 from feedha.adapter.core.views import CoreView, SyncView, core_status
 
 logger = logging.getLogger(__name__)

@@ -36,146 +36,53 @@ message. So :meth:`convert` and everything that converts again what waited
 pipeline holds no pointer to the core. The time and the action list come in
 with each call as a :class:`Turn`.
 
-Session boundaries (:mod:`adapter.core.session`): while the group agrees on
-one, a *fence* stops conversion after a source position; the first message
-past it and the rest of its frame wait (``deferred``) and the runner reads no
-more source. Once committed the pipeline rolls right after the fence -- the
-state's daily fields start again, the end-of-session block takes the next
-msg_seq -- and converts what waited. A gap the active asks the group about
-waits the same way (``holding_gap``). Pure: no clock, no socket.
+Session boundaries and gaps the group is asked about make input wait
+(:mod:`adapter.core.waiting`); what cannot be converted is booked by
+:mod:`adapter.core.rejects`. Pure: no clock, no socket.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Generator
-from dataclasses import dataclass, field, fields
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Final
 
 from feedha.adapter.conversion.codec import encode_session_boundary
 from feedha.adapter.conversion.engine import SKIPPED, ConversionEngine, Stop
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.core import syncbus
-from feedha.adapter.core.accounting import SourceLedger, count_kind
-from feedha.adapter.core.actions import Action, Quarantine
+from feedha.adapter.core.accounting import PipelineCounters, SourceLedger
+from feedha.adapter.core.actions import Action
+from feedha.adapter.core.adoption import Adoption
 from feedha.adapter.core.config import RING_SIZE
 from feedha.adapter.core.emitter import LineEmitter
 from feedha.adapter.core.gaps import Gap
 from feedha.adapter.core.output import UNBOUNDED_ROOM
+from feedha.adapter.core.rejects import Rejects
 from feedha.adapter.core.ring import SourceRing
 from feedha.adapter.core.sequencer import ArrivalCheck, Sequencer, SourceVerdict
 from feedha.adapter.core.session import RECORD_SESSION_BOUNDARY, Boundary
+from feedha.adapter.core.turn import (
+    Adopted,
+    Arrived,
+    Conversion,
+    GapFound,
+    Interrupt,
+    Reply,
+    Rolled,
+    Standing,
+    Turn,
+)
+from feedha.adapter.core.waiting import Waiting
 from feedha.adapter.errors import ConversionError
 from feedha.proto import fix, wire
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "Adopted",
-    "Arrived",
-    "Conversion",
-    "GapFound",
-    "Interrupt",
-    "Pipeline",
-    "PipelineCounters",
-    "Reply",
-    "Rolled",
-    "Standing",
-    "Turn",
-]
+__all__ = ["UNBOUNDED_COUNT", "Pipeline"]
 
 UNBOUNDED_COUNT: Final = 1 << 30
-QUARANTINE_DATA_BYTES: Final = 4096  # what is kept of one quarantined message or stretch
 _HOLD: Final = -1  # _careful: the message waits (the group is asked about a gap before it)
-
-
-class Standing(NamedTuple):
-    """What the sync rules say of this adapter, as far as the source path needs it."""
-
-    publishing: bool  # it fills its line (through the gate)
-    backup: bool  # its numbering waits for the active's confirmation
-    term: int
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """The core's answer to an interrupt: its standing now, and for a gap whether to hold there."""
-
-    standing: Standing
-    hold: bool = False
-
-
-@dataclass(slots=True)
-class Turn:
-    """One input's clocks, and the actions it produced (the core's list, in order)."""
-
-    now: float
-    wall_ns: int
-    out: list[Action] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class GapFound:
-    """Source messages ``gap`` are missing (``jump``: a believed jump, everybody's). Hold here?"""
-
-    gap: Gap
-    jump: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Arrived:
-    """A position the active had reported was reached (``at``): the sync rules' check of it."""
-
-    at: int
-    check: ArrivalCheck
-
-
-@dataclass(frozen=True, slots=True)
-class Adopted:
-    """A snapshot of the active's state was adopted exactly at its position."""
-
-    snapshot: syncbus.Snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class Rolled:
-    """The session rolled into ``boundary.started``; its end-of-session block is ``msg_seq``."""
-
-    boundary: Boundary
-    msg_seq: int
-
-
-Interrupt: TypeAlias = GapFound | Arrived | Adopted | Rolled
-Conversion: TypeAlias = Generator[Interrupt, Reply, int]
-
-
-@dataclass(slots=True)
-class PipelineCounters:
-    """What the source path has counted since start."""
-
-    numbered: int = 0  # messages that got a msg_seq, published or not
-    malformed_frames: int = 0
-    malformed_messages: int = 0
-    conversion_errors: int = 0
-    internal_errors: int = 0
-    duplicates: int = 0
-    source_gaps: int = 0
-    source_resets: int = 0
-    snapshots_adopted: int = 0
-    skipped: int = 0  # messages that are not market data (fix44 heartbeats, logons ...): counted, skipped
-    quarantined: dict[str, int] = field(default_factory=dict)
-    skipped_types: dict[str, int] = field(default_factory=dict)  # skipped messages by type (35=, ITCH type)
-
-    def as_dict(self) -> dict[str, Any]:
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values["quarantined"] = dict(self.quarantined)
-        values["skipped_types"] = dict(self.skipped_types)
-        return values
-
-    @property
-    def errors(self) -> int:
-        """Everything the source sent that could not be used, and every fault handling it."""
-        return self.malformed_frames + self.malformed_messages + self.conversion_errors + self.internal_errors
 
 
 class Pipeline:
@@ -204,18 +111,16 @@ class Pipeline:
         self.emitter = emitter
         self.counters = PipelineCounters()
         self.ledger = SourceLedger()  # where every source position went (adapter.core.accounting)
-        self.pending_snapshot: syncbus.Snapshot | None = None
-        self.fence: int | None = None  # convert nothing past this source position (a boundary is agreed)
-        self.deferred = b""  # the first message past the fence (or a gap) and the rest of its frame
-        self.holding_gap: Gap | None = None  # the active asks its backups about this gap first
-        self.pending_roll: Boundary | None = None  # committed: roll on reaching the fence
+        self.waiting = Waiting()  # the session fence, a committed roll, a gap held, and what waits
         self._source_stream = source_stream
         self._run = engine.run_function()
         self._ring = SourceRing(RING_SIZE)
+        # the active's snapshot: adopted now, or pending until the source reaches its position
+        self.adoption = Adoption(engine, self.sequencer, emitter, self._ring, self.counters)
         self._max_gap = max_source_gap
         self._jump_confirm = jump_confirm
-        self._held: list[tuple[SourceMessage, bytes]] = []  # a suspect jump, until confirmed
-        self._reported: set[str] = set()  # quarantine reasons already logged
+        # what gets no msg_seq, and a suspect jump's messages until it is believed or refused
+        self.rejects = Rejects(engine, self.sequencer, self.ledger, self.counters, max_gap=max_source_gap)
 
     def __repr__(self) -> str:
         return f"<Pipeline [{self.sequencer!r}, {self.emitter!r}, engine={type(self.engine).__name__}]>"
@@ -235,7 +140,7 @@ class Pipeline:
         Python path is in the middle of something. A watched position (a pending report or
         snapshot, a fence) is only where the runs stop, as the Python path's runs do.
         """
-        if self._held or self.deferred or self.holding_gap is not None or self.pending_roll is not None:
+        if self.rejects.holding or self.waiting.busy:
             return None
         return self.stop_position()
 
@@ -254,7 +159,7 @@ class Pipeline:
         except Exception as exc:  # a bug must cost one frame, never the process
             self.counters.internal_errors += 1
             logger.exception("internal error converting a source frame of %d bytes", len(frame))
-            self.quarantine("internal_error", None, repr(exc), frame, turn)
+            self.rejects.quarantine("internal_error", None, repr(exc), frame, turn)
             self.ledger.placed_nowhere()  # what it held past here shows as a gap at the next frame
             here = 0
         if before + here:
@@ -289,9 +194,9 @@ class Pipeline:
                     if stop == Stop.SLOW:
                         continue  # it stopped right after the reported position: the next run goes on
             if stop == Stop.SLOW:
-                if self.fence is not None and self._past_fence(frame, pos):
-                    if self.pending_roll is None:
-                        self.deferred = frame[pos:]  # waits until the boundary is settled
+                if self.waiting.fence is not None and self._past_fence(frame, pos):
+                    if self.waiting.pending_roll is None:
+                        self.waiting.deferred = frame[pos:]  # waits until the boundary is settled
                         break
                     standing = yield from self._roll(
                         standing, turn
@@ -300,11 +205,11 @@ class Pipeline:
                 start = pos
                 body, pos = self.engine.next_message(frame, pos)
                 if body is None:
-                    self._malformed(frame[start:pos], turn)
+                    self.rejects.malformed(frame[start:pos], turn)
                     continue
                 done, standing = yield from self._careful(body, standing, turn)
                 if done == _HOLD:
-                    self.deferred = frame[start:]  # converted again once the group answered
+                    self.waiting.deferred = frame[start:]  # converted again once the group answered
                     break
                 converted += done
             elif stop != Stop.END:
@@ -324,26 +229,16 @@ class Pipeline:
         right after it for its check; everything else may go through the
         engine's runs.
         """
-        if self._held:  # every next message must be looked at: does it confirm the jump?
+        if self.rejects.holding:  # every next message must be looked at: does it confirm the jump?
             return self.sequencer.last_source_seq + 1
         watched = self.sequencer.pending_stop()
-        pending = self.pending_snapshot
+        pending = self.adoption.pending
         if pending is not None:
             watched = pending.source_seq if not watched else min(watched, pending.source_seq)
-        if self.fence is not None:
-            watched = self.fence + 1 if not watched else min(watched, self.fence + 1)
+        fence = self.waiting.fence
+        if fence is not None:
+            watched = fence + 1 if not watched else min(watched, fence + 1)
         return watched
-
-    def quarantine(self, reason: str, source_seq: int | None, detail: str, data: bytes, turn: Turn) -> None:
-        """Count, log (once per reason) and keep a skipped source message."""
-        quarantined = self.counters.quarantined
-        quarantined[reason] = quarantined.get(reason, 0) + 1
-        if reason not in self._reported:
-            self._reported.add(reason)
-            logger.warning(
-                "quarantined (%s) at source_seq %s: %s (logged once per kind)", reason, source_seq, detail
-            )
-        turn.out.append(Quarantine(reason, source_seq, detail, data[:QUARANTINE_DATA_BYTES], len(data)))
 
     # ---- one message at a time ------------------------------------------------------------
 
@@ -358,20 +253,20 @@ class Pipeline:
             return 0, standing
         sequencer = self.sequencer
         verdict = sequencer.check_source(msg.source_seq, max_gap=self._max_gap)
-        if self._held:
-            if msg.source_seq == self._held[-1][0].source_seq + 1:
-                self._held.append((msg, body))
-                if len(self._held) < self._jump_confirm:
+        rejects = self.rejects
+        if rejects.holding:
+            if rejects.continues(msg.source_seq):
+                if rejects.hold(msg, body) < self._jump_confirm:
                     return 0, standing
                 return (yield from self._believe_jump(standing, turn))
-            self._refuse_jump(msg.source_seq, turn)
+            rejects.refuse_jump(msg.source_seq, turn)
             verdict = sequencer.check_source(msg.source_seq, max_gap=self._max_gap)
         if verdict is SourceVerdict.DUPLICATE:
             self.counters.duplicates += 1
             self.ledger.placed_nowhere()
             return 0, standing
         if verdict is SourceVerdict.JUMP:
-            self._held.append((msg, body))
+            rejects.hold(msg, body)
             if self._jump_confirm > 1:
                 return 0, standing
             return (yield from self._believe_jump(standing, turn))
@@ -383,7 +278,7 @@ class Pipeline:
             reply = yield GapFound(gap, jump=False)
             standing = reply.standing
             if reply.hold:
-                self.holding_gap = gap
+                self.waiting.holding_gap = gap
                 return _HOLD, standing
             self.counters.source_gaps += 1
             self.ledger.gap(gap.first, gap.last)
@@ -392,13 +287,7 @@ class Pipeline:
     def _accept(
         self, msg: SourceMessage, body: bytes, standing: Standing, turn: Turn
     ) -> Generator[Interrupt, Reply, tuple[int, Standing]]:
-        pending = self.pending_snapshot
-        adopt = pending if pending is not None and pending.source_seq == msg.source_seq else None
-        # A snapshot taken right at a session boundary holds the next session's state:
-        # this message is the last of the session before, so it is adopted after it.
-        later = adopt if adopt is not None and _begins_at(adopt, msg.source_seq, self.state.session) else None
-        if later is not None:
-            adopt = None
+        adopt, later = self.adoption.due(msg.source_seq)
         try:
             staged = self.state.stage(msg)  # every symbol the message touches (fix44: several)
             if adopt is not None:
@@ -409,7 +298,7 @@ class Pipeline:
                     "oversize", f"payload of {len(payload)} bytes exceeds {wire.MAX_PAYLOAD}"
                 )
         except ConversionError as exc:
-            self._unconvertible(body, exc, turn, source_seq=msg.source_seq, accounted=True)
+            self.rejects.unconvertible(body, exc, turn, source_seq=msg.source_seq, accounted=True)
             return 0, standing
         if adopt is not None:
             standing = yield from self._adopt(adopt)
@@ -421,11 +310,7 @@ class Pipeline:
         return 1, standing
 
     def _adopt(self, snapshot: syncbus.Snapshot) -> Generator[Interrupt, Reply, Standing]:
-        self.pending_snapshot = None
-        self.emitter.unpublish()  # what waits carries the state the snapshot replaces
-        self.emitter.trust_from(snapshot.source_seq)
-        self.state.restore(snapshot.symbols, session=snapshot.session or None)
-        self.counters.snapshots_adopted += 1
+        self.adoption.adopt(snapshot)
         reply = yield Adopted(snapshot)
         return reply.standing
 
@@ -481,7 +366,7 @@ class Pipeline:
     ) -> Generator[Interrupt, Reply, tuple[int, Standing]]:
         # Enough consecutive messages continue the jump: the source really moved on, for
         # everybody (every adapter holds the same messages and believes at the same one).
-        held, self._held = self._held, []
+        held = self.rejects.take_held()
         first = held[0][0].source_seq
         turn.out += self.seal(standing.term, turn)
         reply = yield GapFound(Gap(self.sequencer.next_source_seq, first - 1), jump=True)
@@ -495,57 +380,17 @@ class Pipeline:
             converted += done
         return converted, standing
 
-    def _refuse_jump(self, next_seq: int | None, turn: Turn) -> None:
-        # The stream went on where it was: the jump was one bad number, not a new position.
-        # A held message stood in place of the next one when the stream resumes right after
-        # the positions the held messages would have taken: every adapter counts them used.
-        held, self._held = self._held, []
-        last = self.sequencer.last_source_seq
-        for msg, body in held:
-            self.counters.conversion_errors += 1
-            past = msg.source_seq - last - 1
-            detail = f"source_seq {msg.source_seq} is {past} past {last} (max gap {self._max_gap})"
-            self.quarantine("source_seq_jump", msg.source_seq, detail, body, turn)
-        placed = 0
-        if next_seq is not None and last < next_seq - 1 <= last + len(held):
-            placed = next_seq - 1 - last
-            self.sequencer.skip_source(next_seq - 1)
-        for _ in range(placed):
-            self.ledger.took("quarantined")
-        self.ledger.placed_nowhere(len(held) - placed)
-
-    def _refuse_unless_continued(self, source_seq: int, turn: Turn) -> None:
-        held = self._held
-        if held and source_seq != held[-1][0].source_seq + 1:
-            self._refuse_jump(source_seq, turn)
-
-    def _malformed(self, stretch: bytes, turn: Turn) -> None:
-        # Bytes that are no FIX message. If the header still names the next source position,
-        # every adapter takes that position as used (quarantined alike: no gap for anyone);
-        # a well-formed copy of it that comes next is still taken.
-        self.counters.malformed_messages += 1
-        seq = self.engine.find_seq(stretch)
-        if seq is not None:
-            self._refuse_unless_continued(seq, turn)
-        last = self.sequencer.last_source_seq
-        if seq is not None and last and seq == last + 1 and not self._held:
-            self.sequencer.skip_source(seq, tentative=True)
-            self.ledger.took("quarantined", tentative=True)
-        else:
-            self.ledger.placed_nowhere()
-        self.quarantine("malformed_fix", seq, f"{len(stretch)} bytes that are no FIX message", stretch, turn)
-
     def _not_an_update(self, body: bytes, exc: ConversionError, turn: Turn) -> None:
         try:
             reset = self.engine.decode_reset(body)
         except fix.FixError as bad:
-            self._unconvertible(body, ConversionError("bad_sequence_reset", str(bad)), turn)
+            self.rejects.unconvertible(body, ConversionError("bad_sequence_reset", str(bad)), turn)
             return
         if reset is None and exc.reason == SKIPPED:
-            self._skipped(body, turn)
+            self.rejects.skipped(body, turn)
             return
         if reset is None:
-            self._unconvertible(body, exc, turn)
+            self.rejects.unconvertible(body, exc, turn)
             return
         source_seq, new_seq = reset
         verdict = self.sequencer.check_source(source_seq, max_gap=self._max_gap)
@@ -555,137 +400,52 @@ class Pipeline:
         elif verdict is SourceVerdict.JUMP or new_seq <= source_seq:
             last = self.sequencer.last_source_seq
             why = f"SequenceReset 34={source_seq} 36={new_seq} after source_seq {last}"
-            self._unconvertible(body, ConversionError("bad_sequence_reset", why), turn, source_seq=source_seq)
+            self.rejects.unconvertible(
+                body, ConversionError("bad_sequence_reset", why), turn, source_seq=source_seq
+            )
         else:
             # The explicit way a source moves its numbering: every adapter moves alike.
-            self._refuse_jump(source_seq, turn)
+            self.rejects.refuse_jump(source_seq, turn)
             self.counters.source_resets += 1
-            self._book_reset(body, source_seq, new_seq)
+            self.rejects.book_reset(body, source_seq, new_seq)
             self.sequencer.skip_source(new_seq - 1)
-
-    def _book_reset(self, body: bytes, source_seq: int, new_seq: int) -> None:
-        # The reset is a message of its own (skipped: not market data) at source_seq; what the
-        # stream skipped before it is a gap; the positions it numbers past were never sent.
-        ledger, last = self.ledger, self.sequencer.last_source_seq
-        if not self.sequencer.first_source_seq:
-            self.sequencer.first_source_seq = source_seq  # the stream begins with the reset
-        if last and source_seq > last + 1:
-            self.counters.source_gaps += 1
-            ledger.gap(last + 1, source_seq - 1)
-        self.counters.skipped += 1
-        count_kind(self.counters.skipped_types, self.engine.message_type(body))
-        ledger.took("skipped", retaking=source_seq == last)
-        ledger.gap(source_seq + 1, new_seq - 1, "reset")
-
-    def _skipped(self, body: bytes, turn: Turn) -> None:
-        # Not market data (a heartbeat, a logon ...): counted, not quarantined; like a
-        # quarantined message it uses up its position, so it is no loss and no gap.
-        self.counters.skipped += 1
-        count_kind(self.counters.skipped_types, self.engine.message_type(body))
-        try:
-            source_seq = self.engine.peek_seq(body)
-        except ConversionError:
-            self.ledger.placed_nowhere()
-            return
-        self._refuse_unless_continued(source_seq, turn)
-        self._take(source_seq, "skipped")
-
-    def _unconvertible(
-        self,
-        body: bytes,
-        exc: ConversionError,
-        turn: Turn,
-        *,
-        source_seq: int | None = None,
-        accounted: bool = False,
-    ) -> None:
-        # Every adapter skips the same bytes the same way, so numbering stays aligned: a
-        # quarantined message with a readable source_seq uses up its position like any.
-        self.counters.conversion_errors += 1
-        if source_seq is None:
-            try:
-                source_seq = self.engine.peek_seq(body)
-            except ConversionError:
-                pass  # not even sequenced: nothing to account for
-        self.quarantine(exc.reason, source_seq, str(exc), body, turn)
-        if source_seq is None:
-            self.ledger.placed_nowhere()
-            return
-        if accounted:  # the careful path took this position already (the next, or past a gap)
-            self.ledger.took("quarantined", retaking=source_seq == self.sequencer.last_source_seq)
-            self.sequencer.skip_source(source_seq)
-            return
-        self._refuse_unless_continued(source_seq, turn)
-        self._take(source_seq, "quarantined")
-
-    def _take(self, source_seq: int, kind: str) -> None:
-        # A message that gets no msg_seq uses up its position when it is the next one (a good
-        # copy may take the position a garbled message took); otherwise it takes none.
-        sequencer = self.sequencer
-        if sequencer.check_source(source_seq) is not SourceVerdict.NEXT:
-            self.ledger.placed_nowhere()
-            return
-        self.ledger.took(kind, retaking=source_seq == sequencer.last_source_seq)
-        sequencer.skip_source(source_seq)
 
     # ---- waiting: session fences and gaps ----------------------------------------------------
 
     @property
     def is_checking_jump(self) -> bool:
         """Whether a suspect source_seq jump is held until confirmed (no boundary is proposed then)."""
-        return bool(self._held)
+        return self.rejects.holding
 
     def at_fence(self) -> bool:
         """Whether everything up to the fence is converted (the next message waits, or none came)."""
-        return (
-            self.fence is not None
-            and self.holding_gap is None
-            and (bool(self.deferred) or self.sequencer.last_source_seq >= self.fence)
-        )
+        return self.waiting.at_fence(self.sequencer.last_source_seq)
 
     def release_gap(self, standing: Standing, turn: Turn) -> Conversion:
         """The group answered about the gap we hold at: convert what waited."""
-        if self.holding_gap is None:
-            return 0
-        self.holding_gap = None
-        return (yield from self._refeed(standing, turn))
+        return (yield from self._refeed(self.waiting.release_gap(), standing, turn))
 
     def hold_at(self, after: int, standing: Standing, turn: Turn) -> Conversion:
-        """Convert nothing past source position ``after`` until :meth:`commit` or :meth:`unfence`.
-
-        A fence moved further on lets what waited go on up to it.
-        """
-        if self.pending_roll is not None:
-            return 0
-        raised = self.fence is not None and after > self.fence
-        self.fence = after
-        if not raised:
-            return 0
-        return (yield from self._refeed(standing, turn))
+        """Convert nothing past source position ``after`` until :meth:`commit` or :meth:`unfence`."""
+        return (yield from self._refeed(self.waiting.hold_at(after), standing, turn))
 
     def commit(self, boundary: Boundary, standing: Standing, turn: Turn) -> Conversion:
         """Roll into ``boundary.started`` right after its fence: now if there, else on reaching it."""
-        self.fence, self.pending_roll = boundary.after_source_seq, boundary
-        if not self.at_fence():
+        if not self.waiting.commit(boundary, self.sequencer.last_source_seq):
             return 0
         standing = yield from self._roll(standing, turn)
-        return (yield from self._refeed(standing, turn))
+        return (yield from self._refeed(self.waiting.take(), standing, turn))
 
     def unfence(self, standing: Standing, turn: Turn) -> Conversion:
         """The boundary was withdrawn (or will not be carried out here): convert what waited."""
-        if self.pending_roll is not None or self.fence is None:
-            return 0
-        self.fence = None
-        return (yield from self._refeed(standing, turn))
+        return (yield from self._refeed(self.waiting.unfence(), standing, turn))
 
     def abandon(self, standing: Standing, turn: Turn) -> Conversion:
         """Forget a boundary this adapter can no longer carry out where the group did."""
-        self.pending_roll = self.fence = None
-        return (yield from self._refeed(standing, turn))
+        return (yield from self._refeed(self.waiting.abandon(), standing, turn))
 
-    def _refeed(self, standing: Standing, turn: Turn) -> Conversion:
+    def _refeed(self, data: bytes, standing: Standing, turn: Turn) -> Conversion:
         # What waited goes through the pipeline again (and waits again at a new fence).
-        data, self.deferred = self.deferred, b""
         if not data:
             return 0
         return (yield from self.convert(data, standing, turn))
@@ -695,16 +455,14 @@ class Pipeline:
         if body is None:
             return False  # malformed bytes: skipped the same way on every adapter, boundary or not
         try:
-            return self.engine.peek_seq(body) > (self.fence or 0)
+            return self.engine.peek_seq(body) > (self.waiting.fence or 0)
         except ConversionError:
             return False
 
     def _roll(self, standing: Standing, turn: Turn) -> Generator[Interrupt, Reply, Standing]:
         # The boundary: what was numbered before goes out first, then the state rolls and the
         # end-of-session block takes the next msg_seq, on the line and in the journal alike.
-        boundary = self.pending_roll
-        assert boundary is not None
-        self.pending_roll = self.fence = None
+        boundary = self.waiting.take_roll()
         turn.out += self.seal(standing.term, turn)
         self.state.roll(boundary.started)
         sequencer = self.sequencer
@@ -725,36 +483,7 @@ class Pipeline:
         reply = yield Rolled(boundary, msg_seq)
         return reply.standing
 
-    # ---- snapshots and fault injection ------------------------------------------------------
-
-    def on_snapshot(self, msg: syncbus.Snapshot) -> bool:
-        """Adopt the active's snapshot (now, or when the source reaches it); True once adopted now."""
-        at, last = msg.source_seq, self.sequencer.last_source_seq
-        if last < at:
-            self.pending_snapshot = msg  # adopted when we reach ``at`` (see _accept)
-            return False
-        recorded = self.sequencer.is_recorded
-        replay = self._ring.messages(
-            self.engine.parse, self.engine.split_messages, after=at, upto=last, wanted=recorded
-        )
-        if replay and replay[0].source_seq != at + 1 and last > at:
-            logger.info("snapshot at %d is older than our replay ring; waiting for a newer one", at)
-            return False
-        self.emitter.unpublish()  # what waits carries the state the snapshot replaces
-        self.emitter.trust_from(at)
-        self.state.restore(msg.symbols, session=msg.session or None)
-        # At a session boundary the snapshot's state is the next session's; the position
-        # itself keeps the digest of the message there (the last of the session before).
-        digests = {} if _begins_at(msg, at, 0) else {at: self.state.digest}
-        for replayed in replay:
-            try:
-                self.state.apply(replayed)
-            except ConversionError:
-                continue
-            digests[replayed.source_seq] = self.state.digest
-        self.sequencer.restate_digests(digests)
-        self.counters.snapshots_adopted += 1
-        return True
+    # ---- fault injection ------------------------------------------------------------------
 
     def corrupt(self, delta: int) -> None:
         """Fault injection: add ``delta`` to every symbol's volume (the sync rules must repair it)."""
@@ -762,12 +491,3 @@ class Pipeline:
             values.volume += delta
             self.state.set_symbol(symbol, values)
         self.sequencer.restate_digests({self.sequencer.last_recorded_source_seq: self.state.digest})
-
-
-def _begins_at(snapshot: syncbus.Snapshot, source_seq: int, session: int) -> bool:
-    """Whether ``snapshot`` is a session's state right at its boundary after ``source_seq``."""
-    return (
-        snapshot.session != session
-        and snapshot.session_boundary_msg_seq != 0
-        and snapshot.session_after_source_seq == source_seq
-    )

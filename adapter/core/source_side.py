@@ -16,8 +16,8 @@ from feedha.adapter.core.actions import Action, ReadSync
 from feedha.adapter.core.config import MAX_PAUSE_S
 from feedha.adapter.core.driver import Driver
 from feedha.adapter.core.parts import CoreParts
-from feedha.adapter.core.pipeline import Turn
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.core.turn import Turn
 
 __all__ = ["BACKUP_READ_INTERVAL_S", "SourceSide"]
 
@@ -49,7 +49,7 @@ class SourceSide:
         if len(parts) != 2:
             counters.malformed_frames += 1
             detail, data = f"a message of {len(parts)} parts", b"".join(parts)
-            pipeline.quarantine("malformed_frame", None, detail, data, turn)
+            pipeline.rejects.quarantine("malformed_frame", None, detail, data, turn)
             pipeline.ledger.placed_nowhere()
             return turn.out
         faults = counters.internal_errors
@@ -57,8 +57,8 @@ class SourceSide:
             frame = self._parts.engine.source_frame(parts[1])  # itch50: MoldUDP64 -> records
         conversion = pipeline.convert(frame, driver.standing(), turn, start=start, before=converted)
         converted = driver.drive(conversion, turn)  # what got a msg_seq here
-        if pipeline.pending_roll is not None and pipeline.at_fence():
-            driver.drive(pipeline.commit(pipeline.pending_roll, driver.standing(), turn), turn)
+        if pipeline.waiting.pending_roll is not None and pipeline.at_fence():
+            driver.drive(pipeline.commit(pipeline.waiting.pending_roll, driver.standing(), turn), turn)
         gaps = self._parts.gaps
         if gaps.backup.owed:  # answers owed (an attribute: this runs on every source frame)
             driver.carry(gaps.answers(driver.gap_view()), turn)
@@ -137,7 +137,7 @@ class SourceSide:
     def reads(self, now: float) -> bool:
         """Whether source frames should be read now (not while deciding, paused, at a fence, or
         while a backup whose output waits gathers frames)."""
-        if self._driver.sync.deciding or now < self._paused_until or self._parts.pipeline.deferred:
+        if self._driver.sync.deciding or now < self._paused_until or self._parts.pipeline.waiting.deferred:
             return False
         return now >= self._next_read or not self.batches()
 

@@ -90,7 +90,7 @@ def core_status(core: CoreParts, driver: Driver, *, sync_garbage: int) -> dict[s
         "checkpoints": 0 if journal is None else journal.checkpoints,
         **core.gaps.status(),
         "unpublished_at_promotion": driver.unpublished_at_promotion,
-        **core.sessions.status(core.pipeline.fence),
+        **core.sessions.status(core.pipeline.waiting.fence),
         **core.delayed.status(),
         "conflated": core.conflated.status(),
     }

@@ -201,7 +201,10 @@ def test_a_proposal_a_heard_peer_never_answers_is_withdrawn_and_the_stream_goes_
         group.step()
     events = [e.event for e in group.members[1].events]
     assert "session_withdrawn" in events and _session(group, 1) == 1
-    assert group.members[1].status["session_fence"] is None and not group.members[1].core.pipeline.deferred
+    assert (
+        group.members[1].status["session_fence"] is None
+        and not group.members[1].core.pipeline.waiting.deferred
+    )
     assert not _boundary_msg_seqs(group)
     _settled(group)
 

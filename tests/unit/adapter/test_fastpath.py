@@ -228,8 +228,8 @@ def test_a_report_a_run_numbers_as_the_active_did_is_checked_right_after_it(
     # The run converts the reported position and stops right after it for the check, where
     # the careful path used to take it: the line, the gate, the sync state and the checks the
     # core heard must be what the careful path gives, and no message may take that path.
-    from feedha.adapter.core.pipeline import Arrived
     from feedha.adapter.core.sequencer import PositionReport, ReportVerdict, Sequencer
+    from feedha.adapter.core.turn import Arrived
 
     frames = _consecutive(23, 600)
     leader = _core(native=native, publishing=False)

@@ -139,9 +139,9 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
     assert active.pump_plan(group.now) is not None
     assert group.command(1, DropPackets(every=2, count=3))["ok"]
     assert active.pump_plan(group.now) is None  # injected drops are the Python output's
-    active.pipeline.fence = active.sequencer.last_source_seq + 5  # a session boundary is agreed
+    active.pipeline.waiting.fence = active.sequencer.last_source_seq + 5  # a session boundary is agreed
     assert active.pump_plan(group.now) is None
-    active.pipeline.fence = None
+    active.pipeline.waiting.fence = None
     active.emitter.output.add(active.sequencer.next_msg_seq, 1, 1, b"x")  # a packet being filled
     assert active.pump_plan(group.now) is None
     assert active.sync.role is Role.ACTIVE
@@ -283,7 +283,7 @@ def test_the_pump_s_journal_callback_writes_and_books_what_journal_records_would
 def test_a_pumping_backup_checks_the_active_s_reports_inside_its_runs() -> None:
     # A report the backup's runs number as the active did is converted by the pump, which
     # stops right after it for the check: the careful path takes only what needs it.
-    from feedha.adapter.core.pipeline import Arrived
+    from feedha.adapter.core.turn import Arrived
 
     group = CoreGroup(2, rate=3000)
     core = group.members[2].core
