@@ -42,6 +42,7 @@ __all__ = [
 
 
 def on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """The active reported its position: compared with ours (rules 1-3), throttling a backup ahead."""
     assert isinstance(ev, ActiveReported)
     if ev.adapter != state.active or ev.term != state.term:
         return state, []
@@ -65,6 +66,7 @@ def on_active_reported(state: SyncState, ev: SyncEvent, now: float, config: Sync
 
 
 def on_arrival_checked(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """We reached a position the active reported: renumbered (rule 2) or a digest that differs (rule 4)."""
     assert isinstance(ev, ArrivalChecked)
     if ev.renumbered:
         # Rule 2 moved our counter: one episode of desync, over as soon as it happened.
@@ -128,15 +130,18 @@ def _record_desync(state: SyncState, now: float, config: SyncConfig, why: str) -
 
 
 def fail(state: SyncState, reason: str) -> Result:
+    """Fail this adapter, saying why (rule 5, or an operator)."""
     new = state.evolve(role=Role.FAILED, status=SyncStatus.FAILED, throttled=False)
     return new, [RoleChanged(state.role, Role.FAILED, state.term, reason), SendFailed(reason)]
 
 
 def on_snapshot_adopted(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """A snapshot of the active was adopted: none is asked for any more."""
     return state.evolve(snapshot_requested_at=None), []
 
 
 def on_snapshot_requested(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """A backup asked for a snapshot: the active sends it when it is the one asked."""
     assert isinstance(ev, SnapshotRequested)
     if ev.target == state.adapter and not state.deciding:
         return state, [SendSnapshot()]
@@ -144,6 +149,7 @@ def on_snapshot_requested(state: SyncState, ev: SyncEvent, now: float, config: S
 
 
 def on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """We missed source messages the active has: out of sync, and its state is asked for."""
     # A backup that missed source messages must not invent numbering for what
     # follows: hold output until the active's reports realign it. Its state lacks
     # what it missed, so it asks for the active's at once (the pipeline publishes
@@ -155,12 +161,14 @@ def on_source_gap(state: SyncState, ev: SyncEvent, now: float, config: SyncConfi
 
 
 def on_gap_pending(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """We missed source messages and the group is asked whether it has them."""
     # We missed source messages and do not know yet whether the active has them
     # (adapter.core.gaps): not in sync until it says, but no desync and no snapshot yet.
     return state.evolve(gap_pending=True), []
 
 
 def on_gap_settled(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """The group answered about a gap: a common gap changes nothing, our own is a desync."""
     assert isinstance(ev, GapSettled)
     state = state.evolve(gap_pending=False)
     if ev.common:
@@ -169,6 +177,7 @@ def on_gap_settled(state: SyncState, ev: SyncEvent, now: float, config: SyncConf
 
 
 def on_session_missed(state: SyncState, ev: SyncEvent, now: float, config: SyncConfig) -> Result:
+    """The group rolled into a session where we could not: repaired like a digest mismatch."""
     # The group rolled into a session where we could not (we were down, or past the
     # boundary): our state is the wrong session's. Repair it like a digest mismatch.
     state = state.evolve(status=SyncStatus.SYNCING)

@@ -48,6 +48,7 @@ _STEPPED_DOWN_SCORE: Final = -1.0  # below any health score: who just stepped do
 
 
 def decide(state: SyncState, now: float) -> Result:
+    """The start-up grace is over and nobody active was heard: a configured active may take the role."""
     # Nobody active was heard during the grace period. A configured active takes
     # the role only in a group that never published anything (a cold start):
     # otherwise a restarted active would renumber what a stalled peer published.
@@ -69,6 +70,7 @@ def decide(state: SyncState, now: float) -> Result:
 
 
 def election_base(state: SyncState, config: SyncConfig) -> float:
+    """When the active was last heard (or the grace ended): the silence an election counts from."""
     if state.active is not None and state.active_heard_at is not None:
         return state.active_heard_at
     base = state.started_at + config.startup_grace_s
@@ -121,6 +123,7 @@ def candidates(state: SyncState, now: float, config: SyncConfig) -> tuple[list[i
 
 
 def maybe_promote(state: SyncState, now: float, config: SyncConfig, *, behind_report: bool) -> Result:
+    """A backup's tick: promote itself when the active stayed silent long enough for its rank."""
     silent_since = election_base(state, config)
     if state.active is not None and now - silent_since <= config.heartbeat_timeout_s:
         return state, []
@@ -145,6 +148,7 @@ def maybe_promote(state: SyncState, now: float, config: SyncConfig, *, behind_re
 
 
 def promote(state: SyncState, now: float, reason: str) -> Result:
+    """Take the active role with a term above every one heard."""
     term = max([state.term, *(p.term for p in state.peers.values())]) + 1
     new = state.evolve(
         role=Role.ACTIVE,
