@@ -62,8 +62,8 @@ def measure(orders: int, *, native: bool = True) -> dict[str, Any]:
         orders: how many live orders to add.
         native: the C order table (``False``: the Python reference's).
     """
-    from feedha.adapter.conversion.itch50_parser import ItchMessage
-    from feedha.adapter.conversion.itch50_state import MboState
+    from feedha.adapter.formats.itch50.parser import ItchMessage
+    from feedha.adapter.formats.itch50.state import MboState
 
     names = [f"S{index:05d}" for index in range(STOCKS)]
     state = MboState(depth=10, prefer_native=native)

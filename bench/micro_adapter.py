@@ -85,8 +85,8 @@ def make_frames(messages: int, frame: int, *, seed: int = 7) -> list[bytes]:
 
 def _core(*, native: bool, publishing: bool, journal: bool, fix44: bool = False) -> Any:
     from feedha.adapter.conversion import ConverterTable, make_engine
-    from feedha.adapter.conversion.fix44_engine import Fix44Engine
     from feedha.adapter.core import AdapterCore, CoreConfig
+    from feedha.adapter.formats.fix44.engine import Fix44Engine
 
     # Alone in its group: past the start-up grace it is the active (publishing), or a backup
     # that waits for an active (its output held at the gate).

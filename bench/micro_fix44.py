@@ -161,7 +161,7 @@ def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[
     quarantined by the careful path), and how many of them the careful path took (a fix44 run's
     stop: the Python loop converts that one message, or refuses it)."""
     from feedha.adapter.conversion._reference import ReferenceEngine
-    from feedha.adapter.conversion.fix44_engine import Fix44Engine
+    from feedha.adapter.formats.fix44.engine import Fix44Engine
     from feedha.proto import fix
 
     run = engine.run_function()
@@ -183,7 +183,7 @@ def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[
 
 
 def _engine(fix44: bool, *, python_fix44: bool = False, depth: int = 10) -> Any:
-    from feedha.adapter.conversion.fix44_engine import Fix44Engine
+    from feedha.adapter.formats.fix44.engine import Fix44Engine
     from feedha.adapter.formats.registry import engine_for_format
 
     if fix44 and python_fix44:  # the fix44 engine without its C run (the figures before it)

@@ -70,8 +70,8 @@ def capture_of(case: str, messages: int) -> tuple[bytes, int]:
 
 def play(data: bytes) -> tuple[float, int]:
     """Thread CPU seconds to play ``data`` through a fresh engine, and the messages it converted."""
-    from feedha.adapter.conversion.itch50_engine import Itch50Engine
     from feedha.adapter.errors import ConversionError
+    from feedha.adapter.formats.itch50.engine import Itch50Engine
     from feedha.proto import moldudp64
 
     records = list(moldudp64.read_binary_file(data))
@@ -116,7 +116,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if args.messages < 1 or args.repeat < 1:
         parser.error("--messages and --repeat must be >= 1")
-    from feedha.adapter.conversion.itch50_engine import Itch50Engine
+    from feedha.adapter.formats.itch50.engine import Itch50Engine
 
     result: dict[str, object] = {"messages": args.messages, "repeat": args.repeat}
     result["native"] = Itch50Engine().is_native

@@ -57,13 +57,13 @@ def _rss() -> int:
 
 
 def _itch_add(state: Any, ref: int, stock: str, price: int) -> None:
-    from feedha.adapter.conversion.itch50_parser import ItchMessage
+    from feedha.adapter.formats.itch50.parser import ItchMessage
 
     state.apply(ItchMessage(ref, stock, 0, (), kind="A", ref=ref, side=1 + ref % 2, shares=100, price=price))
 
 
 def _itch_orders(count: int, *, own_level: bool) -> tuple[int, int]:
-    from feedha.adapter.conversion.itch50_state import MboState
+    from feedha.adapter.formats.itch50.state import MboState
 
     names = [f"S{index:05d}" for index in range(STOCKS)]
     state = MboState(depth=10, max_orders=count + STOCKS)
@@ -77,7 +77,7 @@ def _itch_orders(count: int, *, own_level: bool) -> tuple[int, int]:
 
 
 def _itch_symbols(count: int) -> tuple[int, int]:
-    from feedha.adapter.conversion.itch50_state import MboState
+    from feedha.adapter.formats.itch50.state import MboState
 
     state = MboState(depth=10, max_symbols=count + 1)
     before = _rss()
@@ -91,8 +91,8 @@ def _itch_symbols(count: int) -> tuple[int, int]:
 def _fix44(symbols: int, levels: int) -> tuple[int, int]:
     # Books adopted whole into the native state, then the Python objects dropped.
     from feedha.adapter.conversion.book import BookValues
-    from feedha.adapter.conversion.fix44_engine import Fix44Engine
     from feedha.adapter.conversion.state import SymbolValues
+    from feedha.adapter.formats.fix44.engine import Fix44Engine
 
     state = Fix44Engine(depth=10).state
     state.max_symbols = symbols + 1

@@ -160,6 +160,10 @@ LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
         _IO | {"feedha.adapter.core", "feedha.adapter.runner", "feedha.adapter.journal"},
         _PURE,
     ),
+    "feedha.adapter.formats": (
+        _IO | {"feedha.adapter.core", "feedha.adapter.runner", "feedha.adapter.journal"},
+        _PURE,
+    ),
     "feedha.client.arbiter": (_IO, _PURE),
     # The arbiter's parts (client_lib/arbiter.py's module docstring).
     "feedha.client._delivery_stream": (_IO, _PURE),

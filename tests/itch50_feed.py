@@ -6,8 +6,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.proto import moldudp64, wire
 
 

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 feedha-fix's :class:`~adapter.conversion._native.NativeConversionState` (over
 ``_fastpath.State``) and fix44's
-:class:`~adapter.conversion._native_books.NativeBookState` (over
+:class:`~adapter.formats.fix44._native_books.NativeBookState` (over
 ``_orders.BookTable``) keep their symbols in C, in tables with the same
 interface: ``digest``, ``salt``, ``max_symbols``, ``get``, ``set``,
 ``items``, ``symbol_hash``, ``clear``, ``len`` and ``in``. :class:`NativeSymbols`

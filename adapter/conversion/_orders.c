@@ -9,7 +9,7 @@
  * one open-addressed array of 24-byte records, and the same price levels in
  * sorted arrays that turn into balanced trees past 64 levels, with the same
  * interface, so adapter/conversion/choice.py can hand out either and
- * adapter/conversion/itch50_state.py cannot tell.
+ * adapter/formats/itch50/state.py cannot tell.
  *
  *   OrderTable   reference (u64) -> (symbol u32, side u8, price u32, shares u32).
  *                Linear probing over a power-of-two array kept at most 3/4
@@ -1915,7 +1915,7 @@ static PyTypeObject MboRunType = {
 /* ---- BookTable: fix44's conversion state in C structs ----
  *
  * BookTable() is the state fix44_engine.BookState keeps in Python objects, kept here as
- * _fastpath's State keeps feedha-fix's (adapter/conversion/_native_books.py wraps it with
+ * _fastpath's State keeps feedha-fix's (adapter/formats/fix44/_native_books.py wraps it with
  * BookState's interface and builds SymbolValues and BookValues only when Python asks). Per
  * symbol one record (FxBook): SymbolValues' nine values, the book's kind, session values
  * (each set or not: None), notional, traded and trades, and both sides of (price, size,
@@ -2912,7 +2912,7 @@ static PyTypeObject BookTableType = {
     .tp_basicsize = sizeof(BookTableObject),
     .tp_dealloc = (destructor)BookTable_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "BookTable(): fix44's conversion state in C (see adapter/conversion/_native_books.py).",
+    .tp_doc = "BookTable(): fix44's conversion state in C (see adapter/formats/fix44/_native_books.py).",
     .tp_new = BookTable_new,
     .tp_methods = BookTable_methods,
     .tp_getset = BookTable_getset,

@@ -7,7 +7,8 @@ takes the table, else the Python reference, with a warning. The ``itch50``
 state's order table, price levels, symbol digest and block encoder likewise come from the C
 extension ``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`
 and :func:`~adapter.conversion.codec.encode_book_block`; the ``fix44`` engine's C run
-(``_orders.Fix44Run``, over its state in C) comes from the same extension (:func:`fix44_native`).
+(``_orders.Fix44Run``, over its state in C) comes from the same extension
+(:func:`adapter.formats.fix44.native.fix44_native`, which reads :data:`ORDERS_NOT_BUILT`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from feedha.adapter._native_code import warn_fallback, why_not_built
 from feedha.adapter.conversion import order_table
@@ -27,16 +28,13 @@ from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.state import SymbolValues, symbol_digest
 from feedha.adapter.conversion.table import ConverterTable
 
-if TYPE_CHECKING:
-    from feedha.adapter.conversion._native_books import NativeBookState
-
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "IS_NATIVE_BUILT",
     "IS_NATIVE_ORDERS_BUILT",
+    "ORDERS_NOT_BUILT",
     "OrderStore",
-    "fix44_native",
     "make_engine",
     "make_order_store",
     "unsupported_reason",
@@ -44,8 +42,8 @@ __all__ = [
 
 _NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._fastpath")
 IS_NATIVE_BUILT: Final = _NOT_BUILT is None
-_ORDERS_NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._orders")
-IS_NATIVE_ORDERS_BUILT: Final = _ORDERS_NOT_BUILT is None
+ORDERS_NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._orders")
+IS_NATIVE_ORDERS_BUILT: Final = ORDERS_NOT_BUILT is None
 
 
 def unsupported_reason(table: ConverterTable) -> str | None:
@@ -112,7 +110,7 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
     Args:
         prefer_native: ``False`` gives the reference (tests, comparisons).
     """
-    if prefer_native and _ORDERS_NOT_BUILT is None:
+    if prefer_native and ORDERS_NOT_BUILT is None:
         from feedha.adapter.conversion import _orders
 
         return OrderStore(
@@ -139,33 +137,4 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
 @functools.cache
 def _warn_orders_fallback() -> None:
     # Once a process: every itch50 state asks, and the reason does not change.
-    warn_fallback(logger, "the itch50 order table", "~2.4x the memory per live order", str(_ORDERS_NOT_BUILT))
-
-
-def fix44_native(*, prefer_native: bool = True) -> tuple[type[NativeBookState], Callable[..., Any]] | None:
-    """``fix44``'s state in C and its C run, or ``None``: Python's state and runs.
-
-    The state is :class:`~adapter.conversion._native_books.NativeBookState` (the books in
-    C structs, ``_orders.BookTable``); ``Fix44Run(state.native, MAX_PRICES)`` is the C run of
-    ``fix44`` incremental refreshes over it, whose ``run`` is a
-    :data:`~adapter.conversion.engine.RunFunction`. Without the extension the engine keeps
-    :class:`~adapter.conversion.book_state.BookState` and runs the Python loop (logged once).
-
-    Args:
-        prefer_native: ``False`` gives ``None`` (tests, comparisons).
-    """
-    if not prefer_native:
-        return None
-    if _ORDERS_NOT_BUILT is not None:
-        _warn_fix44_fallback()
-        return None
-    from feedha.adapter.conversion import _orders
-    from feedha.adapter.conversion._native_books import NativeBookState
-
-    run_type: Callable[..., Any] = _orders.Fix44Run
-    return NativeBookState, run_type
-
-
-@functools.cache
-def _warn_fix44_fallback() -> None:
-    warn_fallback(logger, "the fix44 run", "~10x slower per message", str(_ORDERS_NOT_BUILT))
+    warn_fallback(logger, "the itch50 order table", "~2.4x the memory per live order", str(ORDERS_NOT_BUILT))

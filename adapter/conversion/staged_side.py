@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The Python path stages a message on copies of the books it touches
-(:meth:`~adapter.conversion.book_state.BookState.stage`): the state stays as it was until
+(:meth:`~adapter.formats.fix44.book_state.BookState.stage`): the state stays as it was until
 the message commits whole. A side held as a list is copied for that
 (:meth:`~adapter.conversion.book.BookValues.writable`: a copy of references, at C
 speed). A side the native state keeps in C is read through an ``_orders.SideView`` (an item

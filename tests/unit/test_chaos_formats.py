@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
+from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.drills.chaos_captures import ChaosCapture, Flood, count_blocks, write_capture
 from feedha.drills.chaos_cost import CostSample, flood_costs
 from feedha.drills.chaos_fix44 import POISON_KINDS as FIX44_POISON

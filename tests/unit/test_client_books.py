@@ -8,8 +8,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
 from feedha.adapter.core.purge import PurgeEntry, purged_block
+from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.client import console
 from feedha.client._feed_core import FeedCore, _SymbolFilter, _update_wanted
 from feedha.client.books import BookKeeper

@@ -12,7 +12,7 @@ __all__ = ["FORMAT"]
 
 
 def _engine(options: EngineOptions) -> ConversionEngine:
-    from feedha.adapter.conversion.fix44_engine import Fix44Engine
+    from feedha.adapter.formats.fix44.engine import Fix44Engine
 
     securities = None if options.securities is None else load_securities(options.securities)
     engine = Fix44Engine(depth=options.book_depth, securities=securities)

@@ -11,7 +11,7 @@ __all__ = ["FORMAT"]
 
 
 def _engine(options: EngineOptions) -> ConversionEngine:
-    from feedha.adapter.conversion.itch50_engine import Itch50Engine
+    from feedha.adapter.formats.itch50.engine import Itch50Engine
 
     engine = Itch50Engine(depth=options.book_depth, max_orders=options.max_orders)
     return engine

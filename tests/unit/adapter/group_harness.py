@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from feedha.adapter.conversion import ConverterTable, make_engine
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.core import (
     AdapterCore,
     BurnCpu,
@@ -58,6 +56,8 @@ from feedha.adapter.core.pumping import LineIdentity, PumpMode, pump_frames
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import HEARTBEAT_INTERVAL_S
 from feedha.adapter.core.syncbus import StreamState, SyncDecodeError, decode_sync, encode_sync
+from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.adapter.journal.format import ControlRecord, Record
 from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter

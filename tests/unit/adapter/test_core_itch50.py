@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from feedha.adapter.conversion.codec import from_proto
-from feedha.adapter.conversion.itch50_state import MboState
 from feedha.adapter.core.commands import CorruptState
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.formats.itch50.state import MboState
 from feedha.adapter.snapshot import ImageBuilder
 from feedha.client import ImageAssembler
 from tests.itch50_reference import ItchReference

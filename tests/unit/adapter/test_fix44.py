@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import from_proto, to_proto
-from feedha.adapter.conversion.fix44_engine import BookState, Fix44Engine
-from feedha.adapter.conversion.fix44_parser import SKIPPED
 from feedha.adapter.errors import ConfigError, ConversionError
+from feedha.adapter.formats.fix44.engine import BookState, Fix44Engine
+from feedha.adapter.formats.fix44.parser import SKIPPED
 from feedha.adapter.formats.fix44.securities import load_securities
 from feedha.proto import fix, market_pb2
 from tests.fix44_capture import Reference, make_capture

@@ -24,8 +24,8 @@ from feedha.adapter.conversion import choice
 from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import roll_symbol
-from feedha.adapter.conversion.fix44_engine import BookState, Fix44Engine
 from feedha.adapter.conversion.state import SymbolValues, symbol_digest
+from feedha.adapter.formats.fix44.engine import BookState, Fix44Engine
 from feedha.proto import fix, market_pb2, wire
 from tests.fix44_capture import make_capture
 

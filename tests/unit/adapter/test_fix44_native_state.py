@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import from_proto, to_proto
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
 from feedha.adapter.conversion.state import SymbolValues, symbol_digest
+from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.proto import fix
 from tests.unit.adapter.test_fix44_run import GRID, SIZES, TIMES, Played, _x, convert, messages, needs_native
 

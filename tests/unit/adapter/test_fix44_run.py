@@ -20,15 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion import book, choice
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
+from feedha.adapter.conversion import book
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.fix44.native import fix44_native
 from feedha.proto import fix, wire
 from tests.fix44_capture import make_capture
 
-needs_native = pytest.mark.skipif(
-    choice.fix44_native() is None, reason="adapter.conversion._orders is not built"
-)
+needs_native = pytest.mark.skipif(fix44_native() is None, reason="adapter.conversion._orders is not built")
 
 SYMBOLS = ("AAA", "BB", "C.D")
 PRICES = (
@@ -412,7 +411,7 @@ def test_a_full_side_is_the_python_paths_book_full(monkeypatch: pytest.MonkeyPat
 
 
 def _run_type() -> Any:
-    native = choice.fix44_native()
+    native = fix44_native()
     assert native is not None
     return native[1]
 

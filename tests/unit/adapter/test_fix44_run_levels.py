@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
+from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.bench.micro_fix44 import deep_book_messages
 from feedha.proto import fix, market_pb2
 from tests.unit.adapter.test_fix44_run import Played, _x, convert, needs_native

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from feedha.adapter.conversion import book as book_module
 from feedha.adapter.conversion.book import BookValues
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
 from feedha.adapter.conversion.staged_side import DELETE, INSERT, MAX_PIECES, SET, StagedSide
+from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.bench.micro_fix44 import UNKNOWN_TAG, book_full_messages, deep_book_messages
 from feedha.proto import fix
 from tests.unit.adapter.test_fix44_native_state import _same_after, play_both
@@ -222,7 +222,7 @@ def _x(seq: int, *entries: tuple[str, str, str, str]) -> bytes:
 def test_the_careful_path_on_deep_books_agrees_with_the_reference(
     changes: list[list[tuple[str, str, str, str]]], depth: int
 ) -> None:
-    import feedha.adapter.conversion.fix44_engine as fix44_engine
+    import feedha.adapter.formats.fix44.engine as fix44_engine
 
     with pytest.MonkeyPatch.context() as patch:  # a side fills up: book_full now and then
         patch.setattr(book_module, "MAX_PRICES", 150)
@@ -305,7 +305,7 @@ def test_the_python_state_still_stages_on_list_copies() -> None:
 @pytest.mark.parametrize("depth", [1, 10])
 def test_blocks_rolled_through_views_keep_the_whole_books_as_the_reference_rolls_them(depth: int) -> None:
     from feedha.adapter.conversion.codec import roll_symbol
-    from feedha.adapter.conversion.fix44_engine import BookState
+    from feedha.adapter.formats.fix44.engine import BookState
     from feedha.proto import market_pb2
     from tests.unit.adapter.test_fix44_levels import _convert, _roll
 

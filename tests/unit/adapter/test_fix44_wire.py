@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from feedha.adapter.conversion.book import ASK, BID, BookChange, BookValues, book_changes
 from feedha.adapter.conversion.codec import to_proto
-from feedha.adapter.conversion.fix44_engine import BookState, Fix44Engine
-from feedha.adapter.conversion.fix44_wire import encode_symbol
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.fix44.engine import BookState, Fix44Engine
+from feedha.adapter.formats.fix44.wire import encode_symbol
 from feedha.proto import fix, market_pb2
 from tests.fix44_capture import make_capture
 

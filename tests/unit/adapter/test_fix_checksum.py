@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from feedha.adapter.conversion import ConverterTable, choice, make_engine
+from feedha.adapter.conversion import ConverterTable, make_engine
 from feedha.adapter.conversion.engine import Stop
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
+from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.fix44.native import fix44_native
 
-needs_fix44 = pytest.mark.skipif(choice.fix44_native() is None, reason="_orders is not built")
+needs_fix44 = pytest.mark.skipif(fix44_native() is None, reason="_orders is not built")
 
 # Around a round's end (1,024 bytes), where 7-bit bytes could carry out of a lane (~2,080
 # bytes of "~") and a few rounds on.

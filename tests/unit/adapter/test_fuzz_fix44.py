@@ -25,10 +25,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion import choice
-from feedha.adapter.conversion.fix44_dictionary import Dictionary
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
 from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.formats.fix44.dictionary import Dictionary
+from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.fix44.native import fix44_native
 from feedha.proto.wire import MAX_SOURCE_SEQ
 from tests.fix44_capture import make_capture
 from tests.format_fuzz import (
@@ -42,7 +42,7 @@ from tests.format_fuzz import (
     play_engine,
 )
 
-needs_native = pytest.mark.skipif(choice.fix44_native() is None, reason="_orders is not built")
+needs_native = pytest.mark.skipif(fix44_native() is None, reason="_orders is not built")
 
 SYMBOLS: Final = (b"AAA", b"BB", b"C.D", b"", b"\xff\xfe", b"S" * 300)
 PRICES: Final = (b"100", b"100.5", b"99.75", b"0", b"-0", b"-1", b".5", b"1.", b"9" * 40, b"9" * 41, b"1e5")

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion import choice
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
+from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import moldudp64
 from feedha.proto.wire import MAX_SOURCE_SEQ

@@ -148,7 +148,7 @@ def test_the_tables_hash_is_siphash_1_3_as_cpython_computes_it() -> None:
 _PLAY = """
 import hashlib, json, sys
 sys.path.insert(0, {repo!r})
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
+from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.plain_source.itch50_capture import make_itch_capture
 from tests.itch50_feed import Played, convert, packets
 engine = Itch50Engine(depth=5)

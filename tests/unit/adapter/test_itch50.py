@@ -11,8 +11,8 @@ import struct
 
 import pytest
 
-from feedha.adapter.conversion.itch50_parser import LENGTHS, ItchMessage, parse_itch
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.itch50.parser import LENGTHS, ItchMessage, parse_itch
 
 TIME_NS = 34_200_000_000_123  # 09:30:00.000000123 after midnight
 

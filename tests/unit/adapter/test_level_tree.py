@@ -15,7 +15,7 @@ import random
 import pytest
 
 from feedha.adapter.conversion import choice
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
+from feedha.adapter.formats.fix44.engine import Fix44Engine
 from tests.unit.adapter.test_fix44_run import Played, _x, convert
 
 NATIVE = choice.make_order_store()

@@ -22,10 +22,10 @@ from feedha.adapter.conversion.budget import (
     ORDER_BYTES,
     MiB,
 )
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import ConfigError
+from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.proto import moldudp64
 from tests.itch50_feed import Played as ItchPlayed
 from tests.itch50_feed import convert as itch_convert

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from feedha.adapter.conversion import choice
 from feedha.adapter.conversion.book import BookChange, BookValues, MboBookValues
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
-from feedha.adapter.conversion.itch50_state import MboState
 from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.formats.itch50.engine import Itch50Engine
+from feedha.adapter.formats.itch50.state import MboState
 from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import market_pb2
 from tests.itch50_feed import Played, convert, packets
@@ -285,7 +285,7 @@ def test_python_code_run_while_a_block_is_read_cannot_pull_the_book_from_under_i
 def test_without_the_extension_the_reference_serves_and_says_so_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(choice, "_ORDERS_NOT_BUILT", "the C extension ... is not built (test)")
+    monkeypatch.setattr(choice, "ORDERS_NOT_BUILT", "the C extension ... is not built (test)")
     choice._warn_orders_fallback.cache_clear()
     try:
         with caplog.at_level("WARNING", logger=choice.__name__):

@@ -18,12 +18,12 @@ import pytest
 
 from feedha.adapter.conversion import peek_source_seq
 from feedha.adapter.conversion.choice import make_engine
-from feedha.adapter.conversion.fix44_engine import Fix44Engine
-from feedha.adapter.conversion.itch50_engine import Itch50Engine
 from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.core import AdapterCore, CoreConfig, Publish
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.proto import fix
 from feedha.proto.wire import MAX_SOURCE_SEQ
 

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-:class:`NativeBookState` is :class:`~adapter.conversion.book_state.BookState`
+:class:`NativeBookState` is :class:`~adapter.formats.fix44.book_state.BookState`
 with the symbols kept in C structs rather than Python objects, as
 :class:`~adapter.conversion._native.NativeConversionState` keeps feedha-fix's:
 per symbol a record of its nine values, its book's kind and session values
@@ -43,10 +43,10 @@ from typing import Any
 from feedha.adapter.conversion import _orders
 from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.book import BookValues
-from feedha.adapter.conversion.book_state import DEFAULT_BOOK_DEPTH, BookState
 from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, LEVEL_BYTES
 from feedha.adapter.conversion.staged_side import StagedSide
 from feedha.adapter.conversion.state import MAX_SYMBOLS, SymbolValues
+from feedha.adapter.formats.fix44.book_state import DEFAULT_BOOK_DEPTH, BookState
 
 __all__ = ["NativeBookState"]
 
@@ -88,7 +88,7 @@ def _side_patch(levels: Any) -> Any:
 
 
 class NativeBookState(NativeSymbols, BookState):
-    """:class:`~adapter.conversion.book_state.BookState` kept in C (see the module docstring).
+    """:class:`~adapter.formats.fix44.book_state.BookState` kept in C (see the module docstring).
 
     What it does with the ``BookTable`` beyond staging is
     :class:`~adapter.conversion._native_symbols.NativeSymbols`.

@@ -54,12 +54,12 @@ from typing import Final
 from feedha.adapter.conversion.book import ASK, BID, BookValues, MboBookValues
 from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, ITCH50_SYMBOL_BYTES, ORDER_BYTES
 from feedha.adapter.conversion.choice import make_order_store
-from feedha.adapter.conversion.itch50_parser import ItchMessage
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, PriceLevels
 from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues
 from feedha.adapter.errors import ConversionError
 from feedha.adapter.formats.interface import MAX_ORDERS
+from feedha.adapter.formats.itch50.parser import ItchMessage
 from feedha.proto.model import SESSION_VALUES
 
 __all__ = ["MAX_ORDERS", "MAX_SYMBOLS", "MboState", "Staged"]

@@ -3,7 +3,7 @@
 :meth:`Dictionary.load` reads ``dictionaries/fix44.yaml`` (or a file an
 operator names), checks it once and raises
 :class:`~adapter.errors.ConfigError` naming the key, so the parser
-(:mod:`adapter.conversion.fix44_parser`) can trust it. The value checks
+(:mod:`adapter.formats.fix44.parser`) can trust it. The value checks
 (:data:`TYPE_CHECKS`) are plain functions of the field's bytes. Pure.
 """
 
@@ -134,7 +134,7 @@ class Dictionary:
             ConfigError: naming the key that is wrong.
         """
         if path is None:
-            text = resources.files("feedha.adapter.conversion").joinpath(DEFAULT_RESOURCE).read_text()
+            text = resources.files("feedha.adapter.formats.fix44").joinpath(DEFAULT_RESOURCE).read_text()
         else:
             try:
                 text = path.read_text()

@@ -30,11 +30,11 @@ from typing import Any, Final
 from feedha.adapter.conversion._reference import LoopEngine
 from feedha.adapter.conversion.book import ASK, BID, BookValues, book_changes
 from feedha.adapter.conversion.engine import RunFunction, RunTuple
-from feedha.adapter.conversion.itch50_parser import ItchMessage, parse_itch
-from feedha.adapter.conversion.itch50_state import MAX_ORDERS, PRICE_SCALE, MboState
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.itch50.parser import ItchMessage, parse_itch
+from feedha.adapter.formats.itch50.state import MAX_ORDERS, PRICE_SCALE, MboState
 from feedha.proto import moldudp64
 from feedha.proto.wire import MAX_SOURCE_SEQ
 

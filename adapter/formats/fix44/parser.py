@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :class:`Fix44Converter` checks a message body against the data dictionary
-(:mod:`adapter.conversion.fix44_dictionary`) and converts it whole or not at
+(:mod:`adapter.formats.fix44.dictionary`) and converts it whole or not at
 all: any fault raises :class:`~adapter.errors.ConversionError` with the reason
 (one of :data:`FIX44_REASONS`) and nothing of the message is used.
 
@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from feedha.adapter.conversion.engine import SKIPPED
-from feedha.adapter.conversion.fix44_dictionary import TYPE_CHECKS, Dictionary, MessageSpec
 from feedha.adapter.conversion.messages import BookEntry, SourceMessage, SymbolEntries
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.fix44.dictionary import TYPE_CHECKS, Dictionary, MessageSpec
 from feedha.proto.wire import MAX_SOURCE_SEQ
 
 __all__ = ["FIX44_REASONS", "SKIPPED", "Fix44Converter"]

@@ -1,6 +1,6 @@
 """The ``fix44`` conversion engine: FIX market data into order books (docs/converters.md).
 
-:class:`BookState` (:mod:`adapter.conversion.book_state`) is the conversion state (every symbol's
+:class:`BookState` (:mod:`adapter.formats.fix44.book_state`) is the conversion state (every symbol's
 :class:`~adapter.conversion.state.SymbolValues` with its
 :class:`~adapter.conversion.book.BookValues`, under the same digest, so the
 sync rules, snapshots, checkpoints and images carry books unchanged).
@@ -21,16 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from feedha.adapter.conversion import choice
 from feedha.adapter.conversion._reference import LoopEngine
 from feedha.adapter.conversion.book import MAX_PRICES, BookValues
-from feedha.adapter.conversion.book_state import DEFAULT_BOOK_DEPTH, BookState
 from feedha.adapter.conversion.engine import RunFunction
-from feedha.adapter.conversion.fix44_dictionary import Dictionary
-from feedha.adapter.conversion.fix44_parser import Fix44Converter
-from feedha.adapter.conversion.fix44_wire import encode_block, price_levels, shown_changes
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.formats.fix44.book_state import DEFAULT_BOOK_DEPTH, BookState
+from feedha.adapter.formats.fix44.dictionary import Dictionary
+from feedha.adapter.formats.fix44.native import fix44_native
+from feedha.adapter.formats.fix44.parser import Fix44Converter
+from feedha.adapter.formats.fix44.wire import encode_block, price_levels, shown_changes
 
 __all__ = ["DEFAULT_BOOK_DEPTH", "BookState", "Fix44Engine"]
 
@@ -56,7 +56,7 @@ class Fix44Engine(LoopEngine):
         packaged = Dictionary.load()
         fix44 = Fix44Converter(dictionary or packaged, securities)
         # The C run knows the packaged dictionary's rules only: an operator's own takes Python's.
-        native = choice.fix44_native(prefer_native=prefer_native and fix44.dictionary == packaged)
+        native = fix44_native(prefer_native=prefer_native and fix44.dictionary == packaged)
         self._native_run: RunFunction | None = None
         if native is None:
             super().__init__(BookState(depth))

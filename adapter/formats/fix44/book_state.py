@@ -4,7 +4,7 @@
 :class:`~adapter.conversion.state.SymbolValues` with its
 :class:`~adapter.conversion.book.BookValues`, under the same digest, so the
 sync rules, snapshots, checkpoints and images carry books unchanged. The
-engine that converts into it is :mod:`adapter.conversion.fix44_engine`.
+engine that converts into it is :mod:`adapter.formats.fix44.engine`.
 
 Its tables count against the adapter's memory budget (:mod:`adapter.conversion.budget`):
 a symbol at :data:`~adapter.conversion.budget.FIX44_SYMBOL_BYTES` and every price level
