@@ -54,6 +54,7 @@ from feedha.admin_client.channel import (
 )
 from feedha.admin_client.errors import status_details
 from feedha.proto import admin_pb2, admin_pb2_grpc
+from feedha.proto.registry import DEFAULT_INPUT_FORMAT
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TIMEOUT_S = 10.0
@@ -80,7 +81,7 @@ def _adapter_row(info: admin_pb2.AdapterInfo) -> dict[str, Any]:
         "lag": status.lag,
         "up": info.is_up,
         "line": reg.line_endpoint,
-        "format": reg.input_format or "feedha-fix",
+        "format": reg.input_format or DEFAULT_INPUT_FORMAT,
     }
 
 

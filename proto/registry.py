@@ -21,6 +21,9 @@ from feedha.proto import admin_pb2
 from feedha.proto.errors import ProtoError
 from feedha.proto.seal import SealKey
 
+# The input format of an adapter that registered none (one from before formats): the adapter's
+# default (adapter/formats/registry.py's DEFAULT_FORMAT; tests/unit/adapter/test_format_registry.py).
+DEFAULT_INPUT_FORMAT: Final = "feedha-fix"
 MAX_OWNER_CHARS: Final = 1024  # AccessGrant.owner: longer is refused (the server sends a digest instead)
 
 
@@ -89,7 +92,7 @@ class AdapterRegistration:
     term: int = 0
     curve_public_key: str = ""
     delayed_line_endpoint: str = ""
-    input_format: str = "feedha-fix"
+    input_format: str = DEFAULT_INPUT_FORMAT
     conflated_line_endpoint: str = ""
 
     def __post_init__(self) -> None:
@@ -298,7 +301,7 @@ def registration_from_proto(msg: admin_pb2.AdapterRegistration) -> AdapterRegist
     """
     values = {name: getattr(msg, name) for name in _REGISTRATION_FIELDS}
     values["role"] = role_from_proto(msg.role)
-    values["input_format"] = msg.input_format or "feedha-fix"  # an adapter from before formats
+    values["input_format"] = msg.input_format or DEFAULT_INPUT_FORMAT  # an adapter from before formats
     return AdapterRegistration(**values)
 
 

@@ -56,6 +56,7 @@ from typing import IO, Any, Final
 import psutil
 import zmq
 
+from feedha.adapter.formats.registry import DEFAULT_FORMAT
 from feedha.cluster import control
 from feedha.drills.accounting import settle
 from feedha.drills.chaos_captures import ChaosCapture
@@ -105,7 +106,7 @@ class ChaosOptions:
     rate: float = 5000.0
     poison_every: int = POISON_EVERY
     journal: bool = True  # without: nothing fills a hole of the lines, a line hole is a loss
-    input_format: str = "feedha-fix"  # fix44 | itch50: a capture of the format's poison and floods
+    input_format: str = DEFAULT_FORMAT  # fix44 | itch50: a capture of the format's poison and floods
     busy: bool = False  # busy turns among the faults (the adapters accept fault injection)
 
 
@@ -445,8 +446,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         dest="input_format",
-        choices=("feedha-fix", *CAPTURE_FORMATS),
-        default="feedha-fix",
+        choices=(DEFAULT_FORMAT, *CAPTURE_FORMATS),
+        default=DEFAULT_FORMAT,
         help="the source's input format: feedha-fix (the plain source, default), or a capture of "
         "fix44 or itch50 written for the run with the format's poison every K messages and two "
         "floods, whose per-message cost is reported before and during (honest_rate)",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from feedha.adapter.formats.registry import FORMATS
 from feedha.drills import overload
 from feedha.drills.output import output_arguments, run_logged
 
@@ -27,7 +28,7 @@ def add_arguments(sub: Any) -> None:
     parser.add_argument("--file", type=Path, required=True, help="the capture (docs/converters.md)")
     parser.add_argument(
         "--format",
-        choices=("fix44", "feedha-fix", "itch50"),
+        choices=sorted(FORMATS),
         default="itch50",
         help="the capture's format, as the adapters' --format (default: itch50)",
     )
