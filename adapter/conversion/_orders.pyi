@@ -26,6 +26,11 @@ STOP_END: Final[int]
 STOP_SLOW: Final[int]
 STOP_ROOM: Final[int]
 STOP_COUNT: Final[int]
+# fix44's (_orders_constants.h, from adapter/conversion/book.py).
+FX_NEW: Final[int]
+FX_CHANGE: Final[int]
+FX_DELETE: Final[int]
+FX_TYPES: Final[str]
 
 def encode_block(
     event_time_ns: int, publish_time_ns: int, depth: int, symbols: Iterable[tuple[str, Any, Any, Any, bytes]]

@@ -398,6 +398,10 @@ def _apply_session_entry(book: BookValues, entry: BookEntry) -> None:
 
 _SETS_PRICE: Final = {"4": "open", "5": "close", "6": "settle"}
 _REFRESH_SETS: Final = {"2": "last", "4": "open", "5": "close", "6": "settle", "7": "high", "8": "low"}
+# The entry types (269=) that move a book or its session values: the two sides, the session
+# prices (a trade, open, close, settle, high, low), the volume and the open interest; another
+# type changes nothing. _orders.c's Fix44Run takes exactly these (scripts/gen_constants.py).
+ENTRY_TYPES: Final = "01" + "".join(_REFRESH_SETS) + "BC"
 
 
 def _refresh(book: BookValues, entries: list[BookEntry], depth: int) -> None:

@@ -57,6 +57,18 @@ def test_the_headers_hold_the_python_values() -> None:
     assert f"#define STATUS_BAD_CRC     {layout.STATUSES.index(layout.DecodeStatus.BAD_CRC)} " in text
 
 
+def test_a_string_constant_is_quoted_exported_as_a_string_and_declared_as_one() -> None:
+    from feedha.adapter.conversion import book
+
+    assert book.ENTRY_TYPES == "01245678BC"  # the sides, the session prices, volume, open interest
+    text = (ROOT / "adapter/conversion/_orders_constants.h").read_text()
+    assert '#define FX_TYPES  "01245678BC" /* adapter/conversion/book.py ENTRY_TYPES */' in text
+    assert 'PyModule_AddStringConstant(module, "FX_TYPES", FX_TYPES)' in text
+    assert "FX_TYPES: Final[str]" in (ROOT / "adapter/conversion/_orders.pyi").read_text()
+    with pytest.raises(ValueError, match="not a plain ASCII string"):
+        _ = gen_constants.Define("X", 'a"b', "here").c_value
+
+
 @pytest.mark.parametrize(
     ("header", "source"),
     [(header, source) for header in gen_constants.HEADERS for source, _stub in header.users()],
