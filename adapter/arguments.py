@@ -153,7 +153,8 @@ def _conversion_arguments(tune: argparse._ActionsContainer) -> None:
         "--format",
         choices=sorted(FORMATS),
         default=DEFAULT_FORMAT,
-        help="the source stream's input format (default: %(default)s; docs/converters.md)",
+        help="the source stream's input format (default: %(default)s; docs/converters.md): "
+        + "; ".join(f"{each.name}, {each.summary}" for each in FORMATS.values()),
     )
     tune.add_argument(
         "--book-depth",
