@@ -15,8 +15,8 @@
  * What a sealed packet becomes depends on the mode:
  *
  *   PUMP_MODE_SEND     the active: sent on the line at once (with a journal,
- *                      the records of its messages are journaled first, in one
- *                      call back into Python a packet);
+ *                      the records of its messages are appended first to the
+ *                      journal writer's live tail, in C: journal_packet);
  *   PUMP_MODE_HOLD     a publishing backup: its packets and journal records
  *                      come back, in order, for the core's output gate;
  *   PUMP_MODE_CONVERT  a backup that does not publish: conversion and
@@ -89,6 +89,8 @@
 
 #include "_varint.h" /* put_varint, shared with adapter/conversion's extensions */
 
+#include "_append_api.h" /* FhAppendApi: the journal writer's C entry (adapter/journal/_native.c) */
+
 #include "_pump_constants.h" /* HEADER_SIZE, VERSION, MAGIC_*, MAX_COUNT, STOP_*, PUMP_*, HELD_*,
                                 UNBOUNDED_*: generated from proto/wire.py and adapter/core by
                                 scripts/gen_constants.py */
@@ -151,10 +153,10 @@ typedef struct {
     PyObject_HEAD
     PyObject *run;      /* the engine's run function (ConversionEngine.run_function()) */
     PyObject *frame_of; /* None (FIX: a frame is its messages), or the engine's source_frame */
-    PyObject *journal;  /* None, or journal(first_msg_seq, time_ns, first_source_seq, payloads) */
+    PyObject *journal;  /* None, or the journal writer's Appender (adapter/journal/_native.c) */
     PyObject *topic;    /* bytes: the line's topic (the channel name) */
     PyObject *source_stream_obj;
-    int channel, adapter;
+    int channel, adapter, source_stream;
     Py_ssize_t max_packet; /* the packet budget, header included */
     Bytes packet;          /* the packet being filled: HEADER_SIZE bytes of room, then blocks */
     Bytes digests;         /* the call's digests, run after run */
@@ -194,6 +196,11 @@ typedef struct {
     PyObject *to_journal;               /* SEND: the payloads of the packet being filled, or NULL */
     uint64_t journal_msg, journal_source; /* their first msg_seq and source_seq */
     int64_t journal_ns;                   /* the time of their latest frame */
+    /* SEND: the journal plan's bookkeeping (JournalPlan.take), which the core books at settle:
+       the last msg_seq journaled (the plan's, then the last the pump wrote), the source_seq of
+       the last it wrote, and the records it wrote and those it skipped (journaled already). */
+    uint64_t journal_upto, journal_upto_source;
+    Py_ssize_t journaled, journal_skipped;
     uint64_t first_source, first_msg, count;
     Py_ssize_t packets, bytes_sent;
     int64_t last_send_ns;
@@ -214,23 +221,45 @@ static void packet_room(PumpObject *self, const Run *r, Py_ssize_t *room, Py_ssi
     *max_count = MAX_COUNT - (Py_ssize_t)r->count_in_packet;
 }
 
-/* SEND: journal the records of the packet being filled, in one call, before it can go out. A
-   refusal (the call raises) drops the packet: its runs are booked already (numbered, in the
-   engine's state), and the journal must hold what the line carried. 0, or -1 with an exception. */
+static const FhAppendApi *append_api; /* the journal writer's C entry, got with the first journal */
+
+/* SEND: journal the records of the packet being filled, before it can go out: the journal plan's
+   bookkeeping (JournalPlan.take: a record whose msg_seq the journal has, after rule 2 numbered
+   backwards, is skipped; the core books the counts at settle), then one append of the rest to the
+   writer's live tail, in C (the writer's Python runs only where it has something to decide: a
+   full buffer, a segment to roll, an index entry). A refusal (the append raises) drops the
+   packet: its runs are booked already (numbered, in the engine's state), and the journal must
+   hold what the line carried; the plan has booked them all the same, as take() before a failing
+   append_batch did. 0, or -1 with an exception. */
 static int journal_packet(PumpObject *self, Run *r) {
     PyObject *payloads = r->to_journal;
     if (payloads == NULL) return 0;
     r->to_journal = NULL;
-    PyObject *done = PyObject_CallFunction(self->journal, "KLKO", (unsigned long long)r->journal_msg,
-                                           (long long)r->journal_ns, (unsigned long long)r->journal_source,
-                                           payloads);
+    Py_ssize_t count = PyList_GET_SIZE(payloads), skip = 0;
+    uint64_t first = r->journal_msg;
+    if (r->journal_upto >= first) {
+        uint64_t before = r->journal_upto - first; /* known records after the first: no overflow */
+        skip = before >= (uint64_t)count ? count : (Py_ssize_t)before + 1;
+    }
+    r->journal_skipped += skip;
+    int failed = 0;
+    if (skip < count) {
+        r->journal_upto = first + (uint64_t)count - 1;
+        r->journal_upto_source = r->journal_source + (uint64_t)count - 1;
+        r->journaled += count - skip;
+        PyObject *fresh = skip ? PyList_GetSlice(payloads, skip, count) : Py_NewRef(payloads);
+        failed = fresh == NULL ||
+                 append_api->append_run(self->journal, first + (uint64_t)skip, (uint64_t)r->journal_ns,
+                                        (unsigned int)self->source_stream, r->journal_source + (uint64_t)skip,
+                                        fresh) < 0;
+        Py_XDECREF(fresh);
+    }
     Py_DECREF(payloads);
-    if (done == NULL) {
+    if (failed) {
         self->packet.len = HEADER_SIZE;
         r->count_in_packet = 0;
         return -1;
     }
-    Py_DECREF(done);
     return 0;
 }
 
@@ -697,7 +726,7 @@ static int poll_quiet(Run *r, int with_source, long timeout_ms, int *error) {
  * ZMQ_FD, as event loops use it). So while both sockets are quiet one poll() of both fds
  * answers; only a socket whose fd is readable (or unknown) is asked ZMQ_EVENTS again. Nothing
  * else reads these sockets during a call: the runner, which does, waits for it to return (the
- * journal callback and signal handlers touch neither socket), and the zmq_poll of
+ * journal writer's slow path and signal handlers touch neither socket), and the zmq_poll of
  * wait_on that also processes their commands reports what it finds. */
 static int group_speaks(Run *r) {
     int error = 0;
@@ -824,7 +853,7 @@ static int pump(PumpObject *self, Run *r, int64_t deadline_ns, int64_t wait_ns, 
 
 PyDoc_STRVAR(Pump_run_doc,
              "run(source, sync, control, line, deadline_ns, wait_ns, expect_seq, stop_seq, next_msg_seq, term,\n"
-             "    mode, journal, max_frames, max_bytes, batch_ns=0, report=None)\n"
+             "    mode, journal, max_frames, max_bytes, batch_ns=0, report=None, journal_upto=0)\n"
              "--\n\n"
              "Pump source messages until something needs the core (see the module doc).\n"
              "Sockets are libzmq handles (pyzmq's Socket.underlying; control 0 when there is none, line 0\n"
@@ -833,7 +862,8 @@ PyDoc_STRVAR(Pump_run_doc,
              "source alone that long after each drain; stop_seq 0 watches no position. report (PUMP_MODE_SEND\n"
              "only) is the active's heartbeat report for the pump to send: (sync bus PUB, due_ns, every_ns,\n"
              "head, inner_head, inner_tail, next_source_seq, last_source_seq, last_msg_seq, digest), see\n"
-             "encode_report. Returns adapter.core.pumping.Pumped's fields.");
+             "encode_report. journal_upto is the last msg_seq the journal holds (the journal plan's): the\n"
+             "pump journals none up to it. Returns adapter.core.pumping.Pumped's fields.");
 
 static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     Py_ssize_t source, sync, control, line, max_frames, max_bytes;
@@ -841,9 +871,10 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
     unsigned long long expect, stop_seq, msg_seq, term;
     int mode, journal;
     PyObject *report = Py_None;
-    if (!PyArg_ParseTuple(args, "nnnnLLKKKKipnn|LO:run", &source, &sync, &control, &line, &deadline_ns, &wait_ns,
+    unsigned long long journal_upto = 0;
+    if (!PyArg_ParseTuple(args, "nnnnLLKKKKipnn|LOK:run", &source, &sync, &control, &line, &deadline_ns, &wait_ns,
                           &expect, &stop_seq, &msg_seq, &term, &mode, &journal, &max_frames, &max_bytes,
-                          &batch_ns, &report))
+                          &batch_ns, &report, &journal_upto))
         return NULL;
     if (mode != PUMP_MODE_SEND && mode != PUMP_MODE_HOLD && mode != PUMP_MODE_CONVERT) {
         PyErr_Format(PyExc_ValueError, "mode must be a PUMP_MODE_*, got %d", mode);
@@ -855,7 +886,7 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
         return NULL;
     }
     if (journal && mode == PUMP_MODE_SEND && self->journal == Py_None) {
-        PyErr_SetString(PyExc_ValueError, "journal asked for but the pump has no journal function");
+        PyErr_SetString(PyExc_ValueError, "journal asked for but the pump has no journal");
         return NULL;
     }
     Run r = {.source = socket_of(source),
@@ -867,7 +898,8 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
              .term = term,
              .expect = expect,
              .stop_seq = stop_seq,
-             .msg_seq = msg_seq};
+             .msg_seq = msg_seq,
+             .journal_upto = journal_upto};
     if (report != Py_None) {
         Report *rep = &r.report;
         Py_ssize_t socket;
@@ -915,11 +947,12 @@ static PyObject *Pump_run(PumpObject *self, PyObject *args) {
         if (seal_packet(self, &r) < 0) PyErr_Clear(); /* blocks booked but not sealed: out with them */
     }
     PyObject *result = Py_BuildValue(
-        "(iOKKKy#nnLOOOnnOnnnL)", stop, r.frames, r.first_source, r.first_msg, r.count,
+        "(iOKKKy#nnLOOOnnOnnnLnnKK)", stop, r.frames, r.first_source, r.first_msg, r.count,
         (const char *)self->digests.data, (Py_ssize_t)self->digests.len, r.packets, r.bytes_sent,
         (long long)r.last_send_ns, r.held ? r.held : Py_None, r.leftover ? r.leftover : Py_None,
         r.leftover_frame ? r.leftover_frame : Py_None, r.leftover_pos, r.leftover_converted, error ? error : Py_None,
-        r.frame_messages, r.frame_bytes, r.report.sent, (long long)r.report.last_ns);
+        r.frame_messages, r.frame_bytes, r.report.sent, (long long)r.report.last_ns, r.journaled, r.journal_skipped,
+        (unsigned long long)(r.journaled ? r.journal_upto : 0), (unsigned long long)r.journal_upto_source);
     Py_XDECREF(error);
     Py_DECREF(r.frames);
     Py_XDECREF(r.held);
@@ -938,10 +971,26 @@ static PyObject *Pump_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOSiiin:Pump", kwlist, &run, &frame_of, &journal, &topic,
                                      &channel, &adapter, &source_stream, &max_packet))
         return NULL;
-    if (!PyCallable_Check(run) || (frame_of != Py_None && !PyCallable_Check(frame_of)) ||
-        (journal != Py_None && !PyCallable_Check(journal))) {
-        PyErr_SetString(PyExc_TypeError, "run must be callable, frame_of and journal callable or None");
+    if (!PyCallable_Check(run) || (frame_of != Py_None && !PyCallable_Check(frame_of))) {
+        PyErr_SetString(PyExc_TypeError, "run must be callable, frame_of callable or None");
         return NULL;
+    }
+    if (journal != Py_None) { /* the journal writer's Appender, appended to through its C entry */
+        if (append_api == NULL) {
+            const FhAppendApi *api = PyCapsule_Import(FH_APPEND_CAPSULE, 0);
+            if (api == NULL) return NULL;
+            if (api->version != FH_APPEND_API_VERSION) {
+                PyErr_Format(PyExc_ImportError, "%s is version %d, the pump was built for %d", FH_APPEND_CAPSULE,
+                             api->version, FH_APPEND_API_VERSION);
+                return NULL;
+            }
+            append_api = api;
+        }
+        if (!PyObject_TypeCheck(journal, append_api->appender_type)) {
+            PyErr_Format(PyExc_TypeError, "journal must be None or a journal writer's Appender, not %.100s",
+                         Py_TYPE(journal)->tp_name);
+            return NULL;
+        }
     }
     if (channel < 0 || channel > 0xFFFF || adapter < 0 || adapter > 0xFFFF || source_stream < 0 ||
         source_stream > 0xFFFF || max_packet <= HEADER_SIZE) {
@@ -956,6 +1005,7 @@ static PyObject *Pump_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->topic = Py_NewRef(topic);
     self->channel = channel;
     self->adapter = adapter;
+    self->source_stream = source_stream;
     self->max_packet = max_packet;
     if ((self->source_stream_obj = PyLong_FromLong(source_stream)) == NULL ||
         bytes_reserve(&self->packet, (size_t)max_packet + 4096) < 0) {
@@ -989,7 +1039,7 @@ static PyTypeObject PumpType = {
     .tp_dealloc = (destructor)Pump_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Pump(run, frame_of, journal, topic, channel, adapter, source_stream, max_packet_bytes): the "
-              "source pump (see the module doc).",
+              "source pump (see the module doc); journal is None or a journal writer's Appender.",
     .tp_new = Pump_new,
     .tp_methods = Pump_methods,
 };

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedha.adapter.access import LINE, REPLAY, SNAPSHOT
 from feedha.adapter.config import AdapterConfig
 from feedha.adapter.core import AdapterCore, CoreView, JournalControl, JournalRecords, WriteCheckpoint
-from feedha.adapter.core.pumping import AppendBatch
 from feedha.adapter.core.purge import PurgeTable
 from feedha.adapter.journal import JournalConfig, JournalReader, JournalWriter, Record
 from feedha.adapter.journal.checkpoint import CheckpointStore
@@ -28,6 +27,9 @@ from feedha.adapter.replay_server import FlushGate, ReplayServer
 from feedha.adapter.snapshot import ImageBuilder
 from feedha.adapter.snapshot_server import SnapshotLoop
 from feedha.adapter.zap import DataPlaneGuard
+
+if TYPE_CHECKING:
+    from feedha.adapter.journal._reference import Appender
 
 logger = logging.getLogger(__name__)
 
@@ -149,10 +151,10 @@ class JournalKeeper:
         )
 
     @property
-    def append_batch(self) -> AppendBatch:
-        """The writer's ``append_batch``: the source pump writes each run it sends through it."""
+    def appender(self) -> Appender:
+        """The writer's live tail: the source pump appends each packet's records to it (in C)."""
         assert self.writer is not None, "the journal is opened before the pump is made"
-        return self.writer.append_batch
+        return self.writer.appender
 
     def append(self, records: JournalRecords) -> None:
         """Write published messages into the group-commit buffer (no system call)."""

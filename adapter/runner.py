@@ -126,7 +126,7 @@ class AdapterRunner:
                 (self._source, self._sync_sub, self._control),
                 self.sync_link.publisher(),
                 topic=cfg.channel.encode(),
-                journal=None if self.journal is None else self.journal.append_batch,
+                journal=None if self.journal is None else self.journal.appender,
                 enabled=cfg.source_pump,
             )
             if self._pump is None and cfg.source_pump:

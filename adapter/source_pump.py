@@ -22,28 +22,33 @@ books what it did). This module only wires it to the runner's sockets:
   core's turn then comes about every health interval, not every heartbeat.
 
 An active's journal writer gets each packet's records just before the packet
-is sent, from inside the C call, through the core's journal callback
-(:meth:`AdapterCore.pump_journal`: the core books the records and the writer's
-``append_batch`` takes what the journal does not have yet, with no action in
-between, as this runs thousands of times a second); a backup's records come
-back with its packets, for its gate.
+is sent, from inside the C call and with no call into Python: the pump appends
+them to the writer's live tail (:attr:`JournalWriter.appender
+<adapter.journal.writer.JournalWriter.appender>`) through its C entry, skipping
+what the journal holds already (the plan's ``journaled_upto``), and the core
+books the counts when it settles the run; a backup's records come back with its
+packets, for its gate.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import zmq
 
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.core import AdapterCore
 from feedha.adapter.core.actions import Action
-from feedha.adapter.core.pumping import AppendBatch, Pumped, PumpMode, PumpStop
+from feedha.adapter.core.pumping import Pumped, PumpMode, PumpStop
 from feedha.adapter.core.ring import MAX_RING_BYTES
+from feedha.adapter.journal.choice import IS_NATIVE_BUILT
 from feedha.adapter.line import LineSocket, NativeSend
 from feedha.transport.native import bound_to_pyzmq
+
+if TYPE_CHECKING:
+    from feedha.adapter.journal._reference import Appender
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +71,9 @@ class SourcePump:
         sockets: the source, sync-bus and control sockets (control ``None`` when there is none).
         report_socket: the sync bus's PUB, where the active's heartbeat reports go.
         topic: the line's topic (the channel name).
-        journal: the journal writer's ``append_batch``, where each packet's records go (``None``:
-            the adapter journals nothing).
+        journal: the journal writer's live tail (:attr:`JournalWriter.appender
+            <adapter.journal.writer.JournalWriter.appender>`), where each packet's records go
+            (``None``: the adapter journals nothing).
     """
 
     def __init__(
@@ -79,7 +85,7 @@ class SourcePump:
         report_socket: zmq.Socket[bytes],
         *,
         topic: bytes,
-        journal: AppendBatch | None,
+        journal: Appender | None,
     ) -> None:
         engine, config = core.engine, core.config
         # A FIX frame is its messages; itch50 cuts a MoldUDP64 packet into its records first.
@@ -87,7 +93,7 @@ class SourcePump:
         self._pump = pump_type(
             engine.run_function(),
             frame_of,
-            None if journal is None else core.pump_journal(journal),
+            journal,
             topic,
             config.channel_number,
             config.adapter,
@@ -153,6 +159,7 @@ class SourcePump:
                 report.last_msg_seq,
                 report.digest,
             ),
+            plan.journaled_upto,
         )
         pumped = Pumped._make(raw)
         self.runs += 1
@@ -181,7 +188,7 @@ def make_pump(
     report_socket: zmq.Socket[bytes],
     *,
     topic: bytes,
-    journal: AppendBatch | None,
+    journal: Appender | None,
     enabled: bool = True,
 ) -> tuple[SourcePump | None, str]:
     """The adapter's source pump, or ``None`` and why there is none.
@@ -192,7 +199,7 @@ def make_pump(
         sockets: the source, sync-bus and control sockets.
         report_socket: the sync bus's PUB (the active's heartbeat reports).
         topic: the line's topic (the channel name).
-        journal: the journal writer's ``append_batch`` (``None``: the adapter journals nothing).
+        journal: the journal writer's live tail (``None``: the adapter journals nothing).
         enabled: the operator's choice (``--no-source-pump``).
     """
     if not enabled:
@@ -200,6 +207,8 @@ def make_pump(
     _pump, why_not = bound_to_pyzmq("feedha.adapter._pump")
     if _pump is None:
         return None, why_not
+    if journal is not None and not IS_NATIVE_BUILT:
+        return None, "the journal's C extension (adapter.journal._native) is not built"
     return SourcePump(_pump.Pump, core, line, sockets, report_socket, topic=topic, journal=journal), ""
 
 

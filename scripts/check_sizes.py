@@ -62,8 +62,6 @@ _A: Final = "A (issue 60 item 3: one owner per state)"
 _P: Final = "P (issue 60 item 2: the hot path once)"
 _D: Final = "D (issue 60 item 7: sizes)"
 ALLOWED: Final[Mapping[str, str]] = {
-    "adapter/core/pumping.py": _P,
-    "adapter/core/pumping.py:pump_frames": _P,
     "adapter/journal/writer.py": _P,
     "adapter/journal/writer.py:JournalWriter.__init__": _P,
     "adapter/journal/writer.py:JournalWriter.append_batch": _P,

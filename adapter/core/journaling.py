@@ -113,8 +113,8 @@ class JournalPlan:
         """Book published messages ``first_msg_seq`` .. ``+ count - 1`` as journaled; how many were already.
 
         The journal plan's bookkeeping without a :class:`JournalRecords`: :meth:`records` uses
-        it, and so does the source pump's journal path, which writes the run itself (those
-        records, but the first returned, with ``last_source_seq`` the run's last source_seq).
+        it; the source pump does the same in C for each packet it journals, and books the sums
+        (:meth:`took`).
         """
         skip = min(max(self.last_msg_seq - first_msg_seq + 1, 0), count)
         self.skipped += skip
@@ -126,6 +126,18 @@ class JournalPlan:
         self.journaled += fresh
         self._since_checkpoint += fresh
         return skip
+
+    def took(self, journaled: int, skipped: int, last_msg_seq: int, last_source_seq: int) -> None:
+        """Book what the source pump journaled in one run: :meth:`take` for each of its packets, summed.
+
+        ``journaled`` records went to the writer (the last ``last_msg_seq``, from ``last_source_seq``;
+        a refused write included, as :meth:`take` books before the write), ``skipped`` were held already.
+        """
+        self.skipped += skipped
+        if journaled:
+            self.last_msg_seq, self.last_source_seq = last_msg_seq, last_source_seq
+            self.journaled += journaled
+            self._since_checkpoint += journaled
 
     def is_checkpoint_due(self, now: float) -> bool:
         """Whether a checkpoint is due at ``now`` (enough messages, or time, since the last one)."""

@@ -42,7 +42,7 @@ to call ``on_tick`` again, :meth:`AdapterCore.reads_source` and
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from feedha.adapter.conversion.engine import ConversionEngine
@@ -342,13 +342,6 @@ class AdapterCore:
         if sync.role is not Role.ACTIVE or sync.deciding or driver.woke:
             return None
         return driver.reporter.pump_report(sync, driver.sender())
-
-    def pump_journal(self, append: pumping.AppendBatch) -> Callable[[int, int, int, list[bytes]], None]:
-        """The source pump's journal callback: each ``SEND`` run booked here, written by ``append``.
-
-        ``append`` is the journal writer's ``append_batch`` (:func:`adapter.core.pumping.journal_writer`).
-        """
-        return pumping.journal_writer(self, append)
 
     def keepalive_report(self, now: float, *, snapshot_asked: bool = False) -> syncbus.StreamState | None:
         """The active's report to repeat while one long turn keeps its loop from reporting, or ``None``.

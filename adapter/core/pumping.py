@@ -50,39 +50,39 @@ The core stays the one that decides:
   and the records of the messages it carries, which the pump hands back one
   right after the other, pass it as one item).
 
-In ``SEND`` the pump journals before it sends: for every packet it calls back
-once into :func:`journal_writer`'s callback (the journal plan's bookkeeping and
-the runner's journal writer) with the records of all the runs in it, just
+In ``SEND`` the pump journals before it sends, with no call into Python: for
+every packet it appends the records of all the runs in it to the journal
+writer's live tail (``adapter/journal/_native.c``'s ``Appender``, through its C
+entry; the writer's Python runs only where it has something to decide), just
 before the packet goes out, so the journal holds what the line carried, as on
-the Python path; in ``HOLD`` the records come back with the packets. A packet
-whose records the callback refuses (it raises) is dropped, but its runs have
-been applied to the conversion state already, so they are booked all the same,
+the Python path; in ``HOLD`` the records come back with the packets. The
+journal plan's bookkeeping (:meth:`~adapter.core.journaling.JournalPlan.take`:
+a msg_seq the journal holds already is not journaled again) runs in the pump
+from the plan's :attr:`PumpPlan.journaled_upto`, and :func:`settle` books its
+counts (:meth:`~adapter.core.journaling.JournalPlan.took`). A packet whose
+records the writer refuses (it raises) is dropped, but its runs have been
+applied to the conversion state already, so they are booked all the same,
 numbered but kept off the line, as the Python path numbers what its journal
 fails to write; the pump stops there (:attr:`PumpStop.ERROR`) and hands back the
 rest of the frame, and the runner raises the error once the core has booked
 both. The active's line skips those numbers, which the backups' lines carry.
 
-:func:`pump_frames` is the pump's loop in Python over frames already
-received: the reference the C pump is compared with, and what the group
-harness of the tests runs where the runner would run the pump. Pure: no
-socket, no clock.
+:func:`~adapter.core.pump_reference.pump_frames` is the pump's loop in Python
+over frames already received: the reference the C pump is compared with, and
+what the group harness of the tests runs where the runner would run the pump.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from feedha.adapter.conversion.engine import RunFunction, Stop
 from feedha.adapter.core.actions import Action
-from feedha.adapter.core.output import UNBOUNDED_ROOM
-from feedha.adapter.core.pipeline import UNBOUNDED_COUNT
 from feedha.adapter.core.sequencer import ArrivalCheck
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.core.syncbus import ReportParts
-from feedha.proto import wire
 
 if TYPE_CHECKING:
     from feedha.adapter.core.emitter import LineEmitter
@@ -91,16 +91,13 @@ if TYPE_CHECKING:
 __all__ = [
     "AppendBatch",
     "HeldKind",
-    "LineIdentity",
     "PumpMode",
     "PumpPlan",
     "PumpReport",
     "PumpStop",
     "Pumped",
     "admit_held",
-    "journal_writer",
     "plan",
-    "pump_frames",
     "settle",
 ]
 
@@ -152,6 +149,8 @@ class PumpPlan:
         next_msg_seq: the msg_seq its first message takes.
         term: the term stamped on its packets.
         journal: it journals what it publishes (the adapter has a journal).
+        journaled_upto: the last msg_seq the journal holds (the journal plan's): what the run
+            numbers up to it again (rule 2 renumbered backwards) is not journaled again.
         report: the active's heartbeat reports, which it sends itself while it runs (``None``:
             the core's turn sends them; ``deadline`` then counts the heartbeat).
     """
@@ -166,6 +165,7 @@ class PumpPlan:
     journal: bool
     batch: float = 0.0
     report: PumpReport | None = None
+    journaled_upto: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +218,10 @@ class Pumped(NamedTuple):
         frame_bytes: the bytes of ``frames``.
         reports: the heartbeat reports it sent (:attr:`PumpPlan.report`).
         last_report_ns: the monotonic clock when it sent the last, in ns (0: none).
+        journaled: ``SEND``: the records it journaled (written, or refused by the writer).
+        journal_skipped: the records it did not journal: the journal held their msg_seqs.
+        journal_last_msg_seq: the msg_seq of the last it journaled (0: none).
+        journal_last_source_seq: its source_seq.
     """
 
     stop: int
@@ -239,6 +243,10 @@ class Pumped(NamedTuple):
     frame_bytes: int
     reports: int = 0
     last_report_ns: int = 0
+    journaled: int = 0
+    journal_skipped: int = 0
+    journal_last_msg_seq: int = 0
+    journal_last_source_seq: int = 0
 
 
 def plan(core: AdapterCore, now: float) -> PumpPlan | None:
@@ -270,7 +278,7 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         wait = deadline if batch else now
     else:
         return None
-    last = pipeline.sequencer.last_source_seq
+    last, journal = pipeline.sequencer.last_source_seq, emitter.journal
     return PumpPlan(
         mode=mode,
         deadline=deadline,
@@ -279,47 +287,11 @@ def plan(core: AdapterCore, now: float) -> PumpPlan | None:
         stop_seq=stop_seq,
         next_msg_seq=pipeline.sequencer.next_msg_seq,
         term=sync.term,
-        journal=emitter.journal is not None,
+        journal=journal is not None,
         batch=batch,
         report=report,
+        journaled_upto=0 if journal is None else journal.last_msg_seq,
     )
-
-
-def journal_writer(core: AdapterCore, append: AppendBatch) -> Callable[[int, int, int, list[bytes]], None]:
-    """The pump's journal callback for ``SEND``: book a packet's records as journaled, write them.
-
-    ``append`` is a journal writer's ``append_batch(first_msg_seq, time_ns, source_stream,
-    source_seqs, payloads)``. The callback is the journal plan's bookkeeping
-    (:meth:`JournalPlan.take`) and one call of ``append`` with what the journal does not
-    have yet: the records :meth:`JournalPlan.records` would give, with no
-    :class:`~adapter.core.actions.JournalRecords` in between (it runs once a packet,
-    thousands of times a second, inside the pump's call).
-
-    Raises:
-        ValueError: the adapter journals nothing.
-    """
-    journal = core.emitter.journal
-    if journal is None:
-        raise ValueError("the adapter journals nothing: its pump has no journal callback")
-    take, stream = journal.take, core.config.source_stream_number
-
-    def write(first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]) -> None:
-        count = len(payloads)
-        known = take(first_msg_seq, count, first_source_seq + count - 1)
-        if known == count:
-            return
-        if known:
-            first_msg_seq, first_source_seq = first_msg_seq + known, first_source_seq + known
-            payloads = payloads[known:]
-        append(
-            first_msg_seq,
-            time_ns,
-            stream,
-            range(first_source_seq, first_source_seq + count - known),
-            payloads,
-        )
-
-    return write
 
 
 def settle(
@@ -346,6 +318,10 @@ def settle(
     if pumped.packets:
         emitter.output.sent(pumped.packets, at=pumped.last_send_ns / 1e9)
     out: list[Action] = []
+    journal = emitter.journal
+    if (pumped.journaled or pumped.journal_skipped) and journal is not None:
+        journal.took(pumped.journaled, pumped.journal_skipped, pumped.journal_last_msg_seq,
+                     pumped.journal_last_source_seq)  # fmt: skip
     if mode is PumpMode.SEND and count:
         emitter.published_msg_seq = pumped.first_msg_seq + count - 1
         emitter.published += count
@@ -379,173 +355,3 @@ def admit_held(emitter: LineEmitter, held: list[tuple[Any, ...]]) -> list[Action
             out += emitter.admit_packet(*item[1:])
         i += 1
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class LineIdentity:
-    """What the pump stamps on its packets and blocks."""
-
-    channel: int
-    adapter: int
-    source_stream: int
-    max_packet_bytes: int
-
-
-def pump_frames(
-    plan: PumpPlan,
-    messages: Iterable[list[bytes]],
-    *,
-    run: RunFunction,
-    frame_of: Callable[[bytes], bytes] | None,
-    journal: Callable[[int, int, int, list[bytes]], None] | None,
-    line: LineIdentity,
-    wall_ns: int,
-    now_ns: int,
-    max_frames: int = 1 << 30,
-) -> tuple[Pumped, list[bytes]]:
-    """The C pump's loop over source messages already received: what it books, and the packets it sent.
-
-    ``messages`` are the source messages waiting, each as its parts; once they are taken
-    the pump would wait (:attr:`PumpStop.DEADLINE`), or, when the plan says not to wait,
-    come back (:attr:`PumpStop.DRAINED`). Packets are sealed when full and when
-    the messages are drained, as the C pump seals them; every message and run gets
-    ``wall_ns`` as its publish time and every packet ``wall_ns`` as its send time. ``SEND``
-    returns the packets (the line's) and journals through ``journal``; ``HOLD`` returns them
-    in ``held`` with the records, as the C pump does. ``journal`` is called once a packet,
-    before it goes; a packet whose records it refuses (raises) is dropped, its runs booked,
-    and the pump comes back with :attr:`PumpStop.ERROR` and the rest of the frame, as the C
-    pump does. It sends no heartbeat report (``plan.report``): its clock does not move, and a
-    report that is due goes out from the core's next tick.
-    """
-    builder, packets = wire.PacketBuilder(line.max_packet_bytes), []
-    frames: list[tuple[bytes, int]] = []
-    held: list[tuple[Any, ...]] | None = [] if plan.mode is PumpMode.HOLD else None
-    expect, msg_seq, first_source, first_msg, count, upto = plan.expect_seq, plan.next_msg_seq, 0, 0, 0, 0
-    digests = bytearray()
-    converting = plan.mode is PumpMode.CONVERT
-    want_payloads = plan.journal and not converting and (held is not None or journal is not None)
-    # SEND: [first_msg_seq, time_ns, first_source_seq, payloads] of the packet being filled.
-    to_journal: list[Any] | None = None
-
-    def journal_packet() -> Exception | None:
-        # One journal call a packet, before it can go out; a refusal drops the packet (its
-        # runs stay booked).
-        nonlocal to_journal, builder
-        if to_journal is None or journal is None:
-            return None
-        kept, to_journal = to_journal, None
-        try:
-            journal(*kept)
-        except Exception as exc:  # noqa: BLE001 -- as the C pump: raised by the runner once booked
-            builder = wire.PacketBuilder(line.max_packet_bytes)
-            return exc
-        return None
-
-    def keep_for_journal(first_seq: int, payloads: list[bytes]) -> Exception | None:
-        nonlocal to_journal
-        if to_journal is not None:
-            kept_msg, _time, kept_source, kept = to_journal
-            if kept_msg + len(kept) == msg_seq and kept_source + len(kept) == first_seq:
-                kept.extend(payloads)
-                to_journal[1] = wall_ns
-                return None
-            refused = journal_packet()
-            if refused is not None:
-                return refused
-        to_journal = [msg_seq, wall_ns, first_seq, list(payloads)]
-        return None
-
-    def seal() -> Exception | None:
-        if builder.count:
-            refused = journal_packet()
-            if refused is not None:
-                return refused
-            last, size = builder.first_seq + builder.count - 1, builder.count
-            packet = builder.build(channel=line.channel, adapter=line.adapter, term=plan.term,
-                                   send_time_ns=wall_ns)  # fmt: skip
-            packets.append(packet)
-            if held is not None:
-                held.append((HeldKind.PACKET, packet, last, size, upto))
-        return None
-
-    def result(
-        stop: PumpStop,
-        leftover: tuple[list[bytes], bytes | None, int, int] | None,
-        error: BaseException | None = None,
-    ) -> Pumped:
-        refused = seal()
-        if refused is not None and error is None:
-            stop, error = PumpStop.ERROR, refused
-        parts, frame, pos, converted = leftover if leftover is not None else (None, None, 0, 0)
-        return Pumped(
-            stop=stop, frames=frames, first_source_seq=first_source, first_msg_seq=first_msg,
-            messages=count, digests=bytes(digests), packets=len(packets),
-            bytes_sent=sum(map(len, packets)), last_send_ns=now_ns if packets else 0, held=held,
-            leftover=parts, leftover_frame=frame, leftover_pos=pos, leftover_converted=converted,
-            error=error, frame_messages=sum(c for _f, c in frames),
-            frame_bytes=sum(len(f) for f, _c in frames),
-        )  # fmt: skip
-
-    for taken, parts in enumerate(messages, start=1):
-        if len(parts) != 2:
-            return result(PumpStop.FRAME, (parts, None, 0, 0)), packets
-        frame = parts[1] if frame_of is None else frame_of(parts[1])
-        pos = converted = 0
-        while True:
-            if converting:
-                room, max_count = UNBOUNDED_ROOM, UNBOUNDED_COUNT
-            else:
-                room, max_count = builder.room(), wire.MAX_COUNT - builder.count
-            pos, got, stop, blocks, first_seq, run_digests, payloads = run(
-                frame, pos, expect, plan.stop_seq, room, max_count, wall_ns, line.source_stream, True,
-                want_payloads,
-            )  # fmt: skip
-            refused: Exception | None = None
-            if got:
-                if want_payloads and payloads is not None:
-                    if held is not None:
-                        _hold_records(held, msg_seq, wall_ns, first_seq, payloads)
-                    elif journal is not None:
-                        refused = keep_for_journal(first_seq, payloads)
-                if not converting and refused is None:
-                    builder.add_blocks(msg_seq, got, blocks)
-                    upto = first_seq + got - 1
-                if not count:
-                    first_source, first_msg = first_seq, msg_seq
-                count, msg_seq, expect = count + got, msg_seq + got, first_seq + got
-                digests += run_digests
-                converted += got
-            if refused is None and stop in (Stop.ROOM, Stop.COUNT):
-                refused = seal()
-                if refused is None:
-                    continue
-            if refused is not None:  # the run is booked; the rest of the frame goes on in the Python path
-                if pos < len(frame):
-                    return result(PumpStop.ERROR, (parts, frame, pos, converted), refused), packets
-                frames.append((frame, converted))
-                return result(PumpStop.ERROR, None, refused), packets
-            if stop == Stop.END and pos >= len(frame):
-                break
-            return result(PumpStop.FRAME, (parts, frame, pos, converted)), packets
-        if converted:
-            frames.append((frame, converted))
-        if taken >= max_frames:
-            return result(PumpStop.BUDGET, None), packets
-    drained = PumpStop.DRAINED if plan.wait < plan.deadline else PumpStop.DEADLINE
-    return result(drained, None), packets
-
-
-def _hold_records(
-    held: list[tuple[Any, ...]], msg_seq: int, time_ns: int, first_seq: int, payloads: list[bytes]
-) -> None:
-    # As the C pump: runs that follow each other with no packet sealed in between share one
-    # item; a packet in between starts a new one (it must follow its records, and nothing it
-    # carries may wait at the gate behind records of later messages). The item takes the
-    # time of its latest run: no message in it is stamped before it came.
-    if held and held[-1][0] == HeldKind.RECORDS:
-        _kind, last_msg, _time, last_source, kept = held[-1]
-        if last_msg + len(kept) == msg_seq and last_source + len(kept) == first_seq:
-            kept.extend(payloads)
-            held[-1] = (HeldKind.RECORDS, last_msg, time_ns, last_source, kept)
-            return
-    held.append((HeldKind.RECORDS, msg_seq, time_ns, first_seq, list(payloads)))

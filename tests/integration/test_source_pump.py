@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -33,18 +34,14 @@ import zmq
 from feedha.adapter.conversion.state import DIGEST_MASK
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.output import UNBOUNDED_ROOM
-from feedha.adapter.core.pumping import (
-    HeldKind,
-    LineIdentity,
-    Pumped,
-    PumpMode,
-    PumpPlan,
-    PumpStop,
-    pump_frames,
-)
+from feedha.adapter.core.pump_reference import LineIdentity, pump_frames
+from feedha.adapter.core.pumping import HeldKind, Pumped, PumpMode, PumpPlan, PumpStop
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import ConversionError
 from feedha.adapter.formats.registry import engine_for_format
+from feedha.adapter.journal import FsyncPolicy, JournalConfig, JournalReader, JournalWriter
+from feedha.adapter.journal import _native as journal_native
+from feedha.adapter.journal.errors import JournalClosedError, SequenceError
 from feedha.proto import fix, market_pb2, wire
 from tests.integration.groups import running_group
 from tests.integration.probes import CHANNEL, STREAM, Source, decode_line_blocks
@@ -191,12 +188,12 @@ class Rig:
     def run(self, *, deadline_s: float = 1.0, expect: int = 0, msg_seq: int = 1, frames: int = 10_000,
             journal: bool = False, max_bytes: int = 1 << 30, mode: PumpMode = PumpMode.SEND,
             stop_seq: int = 0, wait: bool = True, batch_s: float = 0.0,
-            report: tuple[Any, ...] | None = None) -> Pumped:  # fmt: skip
+            report: tuple[Any, ...] | None = None, journal_upto: int = 0) -> Pumped:  # fmt: skip
         deadline = time.monotonic_ns() + int(deadline_s * 1e9)
         raw = self.pump.run(
             self.source.underlying, self.sync.underlying, self.control.underlying, self.line.underlying,
             deadline, deadline if wait else 0, expect, stop_seq, msg_seq, 7, int(mode), journal,
-            frames, max_bytes, int(batch_s * 1e9), report,
+            frames, max_bytes, int(batch_s * 1e9), report, journal_upto,
         )  # fmt: skip
         return Pumped._make(raw)
 
@@ -256,12 +253,15 @@ def rig(
     journaled: list[tuple[int, int, int, list[bytes]]] = []
     calls = 0
 
-    def journal(first_msg_seq: int, time_ns: int, first_source_seq: int, payloads: list[bytes]) -> None:
+    def journal(
+        first_msg_seq: int, time_ns: int, _stream: int, source_seqs: Any, payloads: list[bytes]
+    ) -> None:
+        # A writer's append_batch: a fresh Appender (no live buffer yet) hands it every record.
         nonlocal calls
         calls += 1
         if journal_refuses is not None and journal_refuses(calls):
             raise OSError("disk full")
-        journaled.append((first_msg_seq, time_ns, first_source_seq, list(payloads)))
+        journaled.append((first_msg_seq, time_ns, source_seqs[0], list(payloads)))
 
     run = engine.run_function()
     if before_run is not None:  # a hook inside the pump's call, before each run it converts
@@ -271,7 +271,7 @@ def rig(
             before_run()
             return inner(*args)
 
-    pump = _pump.Pump(run, None, journal, CHANNEL.encode(), 3, 2, 1, MAX_PACKET)
+    pump = _pump.Pump(run, None, journal_native.Appender(journal), CHANNEL.encode(), 3, 2, 1, MAX_PACKET)
     try:
         _connected(source, source_pub, [STREAM, b"probe"])
         _connected(sync, sync_pub, [b"probe"])
@@ -612,7 +612,7 @@ def test_a_packet_the_journal_refuses_mid_frame_is_dropped_its_runs_booked_and_t
     assert pumped.leftover == [STREAM, second] and pumped.leftover_frame == second
     assert second[pumped.leftover_pos :] == b"".join(_message(seq) for seq in range(booked + 1, 41))
 
-    def refuse_second(first_msg_seq: int, _time_ns: int, _source_seq: int, _payloads: list[bytes]) -> None:
+    def refuse_second(first_msg_seq: int, _time_ns: int, _stream: int, _seqs: Any, _payloads: Any) -> None:
         if first_msg_seq != 1:
             raise OSError("disk full")
 
@@ -835,6 +835,68 @@ def test_a_report_whose_time_comes_while_the_pump_waits_goes_out_then() -> None:
     assert due <= pumped.last_report_ns < due + int(0.09e9)
 
 
+def test_the_pump_appends_to_a_journal_writer_in_c_and_skips_what_the_journal_holds(tmp_path: Path) -> None:
+    # A restart after rule 2 numbered backwards: the journal holds 1..5, the pump numbers from 1
+    # again. It journals none of 1..5 (it counts them skipped) and appends the rest to the
+    # writer's live tail; the core books the counts (JournalPlan.took). The Python twin agrees.
+    messages = [_message(seq) for seq in range(1, 61)]
+    with JournalWriter(tmp_path, JournalConfig(fsync=FsyncPolicy.NONE)) as writer:
+        writer.append_batch(1, 1, 1, range(1, 6), [b"old%d" % seq for seq in range(1, 6)])
+        with rig() as r:
+            r.pump = _pump.Pump(
+                r.engine.run_function(), None, writer.appender, CHANNEL.encode(), 3, 2, 1, MAX_PACKET
+            )
+            r.send(*messages[:30])
+            r.send(*messages[30:])
+            pumped = r.run(journal=True, deadline_s=0.3, journal_upto=5)
+            packets = r.packets()
+        assert pumped.error is None and pumped.messages == 60 and len(packets) > 1
+        assert (pumped.journaled, pumped.journal_skipped) == (55, 5)
+        assert (pumped.journal_last_msg_seq, pumped.journal_last_source_seq) == (60, 60)
+        assert writer.last_msg_seq == 60
+    records = list(JournalReader(tmp_path).read())
+    assert [r.payload for r in records[:5]] == [b"old%d" % seq for seq in range(1, 6)]  # not written again
+    line = {m: p for packet in packets for m, _s, p in decode_line_blocks(packet)}
+    assert [(r.msg_seq, r.source_seq, r.payload) for r in records[5:]] == [
+        (m, m, line[m]) for m in range(6, 61)
+    ]
+    plan = PumpPlan(mode=PumpMode.SEND, deadline=1.0, wait=1.0, expect_seq=0, stop_seq=0, next_msg_seq=1,
+                    term=7, journal=True, journaled_upto=5)  # fmt: skip
+    appended: list[int] = []
+    twin, _packets = pump_frames(
+        plan, [[STREAM, b"".join(messages[:30])], [STREAM, b"".join(messages[30:])]],
+        run=engine_for_format("feedha-fix").run_function(), frame_of=None,
+        journal=lambda first, _t, _s, _q, payloads: appended.extend(range(first, first + len(payloads))),
+        line=LineIdentity(3, 2, 1, MAX_PACKET), wall_ns=time.time_ns(), now_ns=2,
+    )  # fmt: skip
+    assert (twin.journaled, twin.journal_skipped, twin.journal_last_msg_seq) == (55, 5, 60)
+    assert appended == list(range(6, 61))
+
+
+def test_a_journal_writer_that_refuses_drops_the_packet_and_the_error_comes_back(tmp_path: Path) -> None:
+    # The writer's own refusals through the C entry: a closed writer, and a msg_seq the writer
+    # holds that the plan did not know of (SequenceError). The packet is dropped, its runs
+    # booked, the plan's bookkeeping counts them (as take() before a failing append_batch did).
+    writer = JournalWriter(tmp_path, JournalConfig(fsync=FsyncPolicy.NONE))
+    writer.append_batch(1, 1, 1, range(1, 11), [b"x"] * 10)
+    with rig() as r:
+        r.pump = _pump.Pump(
+            r.engine.run_function(), None, writer.appender, CHANNEL.encode(), 3, 2, 1, MAX_PACKET
+        )
+        r.send(*(_message(seq) for seq in range(1, 4)))
+        pumped = r.run(journal=True, deadline_s=0.2, journal_upto=0)
+        assert r.packets(timeout_ms=200) == []
+        assert pumped.stop == PumpStop.ERROR and isinstance(pumped.error, SequenceError)
+        assert (pumped.messages, pumped.journaled, pumped.journal_last_msg_seq) == (3, 3, 3)
+        writer.close()
+        r.send(*(_message(seq) for seq in range(4, 7)))
+        pumped = r.run(journal=True, deadline_s=0.2, expect=4, msg_seq=11, journal_upto=10)
+        assert r.packets(timeout_ms=200) == []
+    assert pumped.stop == PumpStop.ERROR and isinstance(pumped.error, JournalClosedError)
+    assert (pumped.first_msg_seq, pumped.messages, pumped.journaled) == (11, 3, 3)
+    assert [r.msg_seq for r in JournalReader(tmp_path).read()] == list(range(1, 11))
+
+
 def test_the_pump_refuses_bad_arguments() -> None:
     engine = engine_for_format("feedha-fix")
     with pytest.raises(TypeError):
@@ -843,6 +905,8 @@ def test_the_pump_refuses_bad_arguments() -> None:
         _pump.Pump(engine.run_function(), None, None, b"T", 70_000, 1, 1, MAX_PACKET)
     with pytest.raises(ValueError, match="no room"):
         _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, wire.HEADER_SIZE)
+    with pytest.raises(TypeError, match="Appender"):  # a journal is the writer's live tail, nothing else
+        _pump.Pump(engine.run_function(), None, print, b"T", 1, 1, 1, MAX_PACKET)
     pump = _pump.Pump(engine.run_function(), None, None, b"T", 1, 1, 1, MAX_PACKET)
     with pytest.raises(ValueError, match="socket is missing"):
         pump.run(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, False, 10, 10)

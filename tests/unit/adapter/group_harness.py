@@ -9,7 +9,7 @@ the real :class:`~adapter.replay.ReplayService`. With ``delay_s`` every
 adapter also serves its delayed line (its journal tailed as the runner does)
 and a second arbiter follows the delayed lines, filling holes with delayed
 ranges. Where the runner would run the source pump (an active whose core's plan
-allows it) the harness runs its Python twin (:func:`~adapter.core.pumping.pump_frames`)
+allows it) the harness runs its Python twin (:func:`~adapter.core.pump_reference.pump_frames`)
 and books it through ``on_pumped`` as the runner does; ``pump=False`` takes every
 frame through ``on_source``. Time advances in steps of ``STEP_S``; faults are
 explicit: :meth:`CoreGroup.kill` (SIGKILL: state, unsent input and the journal's
@@ -52,7 +52,8 @@ from feedha.adapter.core import (
 )
 from feedha.adapter.core.commands import Command
 from feedha.adapter.core.health import MachineSample
-from feedha.adapter.core.pumping import LineIdentity, PumpMode, pump_frames
+from feedha.adapter.core.pump_reference import LineIdentity, pump_frames
+from feedha.adapter.core.pumping import PumpMode
 from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import HEARTBEAT_INTERVAL_S
 from feedha.adapter.core.syncbus import StreamState, SyncDecodeError, decode_sync, encode_sync
@@ -546,7 +547,7 @@ class CoreGroup:
         frame_of = engine.source_frame if self.itch50 else None
         pumped, packets = pump_frames(
             plan, waiting(), run=engine.run_function(), frame_of=frame_of,
-            journal=core.pump_journal(member.journal.append_batch) if plan.journal else None,
+            journal=member.journal.append_batch if plan.journal else None,
             line=identity, wall_ns=wall_ns,
             now_ns=round(self.now * 1e9),
         )  # fmt: skip

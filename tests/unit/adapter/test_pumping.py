@@ -17,7 +17,8 @@ import pytest
 from feedha.adapter.core import syncbus
 from feedha.adapter.core.actions import Publish
 from feedha.adapter.core.commands import DropPackets, Throttle
-from feedha.adapter.core.pumping import HeldKind, LineIdentity, PumpMode, PumpStop, admit_held, pump_frames
+from feedha.adapter.core.pump_reference import LineIdentity, pump_frames
+from feedha.adapter.core.pumping import HeldKind, PumpMode, PumpPlan, PumpStop, admit_held
 from feedha.adapter.core.source_side import BACKUP_READ_INTERVAL_S
 from feedha.adapter.core.sync_types import Role
 from feedha.plain_source.frames import POISON_KINDS, poison_message
@@ -234,7 +235,7 @@ def test_records_that_do_not_end_where_the_next_packet_ends_pass_the_gate_on_the
 
 
 def test_the_twin_s_held_records_take_their_latest_run_s_time() -> None:
-    from feedha.adapter.core.pumping import _hold_records
+    from feedha.adapter.core.pump_reference import _hold_records
 
     held: list[tuple[Any, ...]] = []
     _hold_records(held, 1, 1_000, 11, [b"a", b"b"])
@@ -245,27 +246,29 @@ def test_the_twin_s_held_records_take_their_latest_run_s_time() -> None:
     assert held[-1] == (HeldKind.RECORDS, 4, 2_000, 14, [b"d"]) and len(held) == 3
 
 
-def test_the_pump_s_journal_callback_writes_and_books_what_journal_records_would() -> None:
-    from types import SimpleNamespace
-
+def test_the_pump_s_journal_path_writes_and_books_what_journal_records_would() -> None:
+    # The pump journals each packet itself (the journal plan's take() against the plan's
+    # journaled_upto, then one append) and the core books the sums at settle (JournalPlan.took):
+    # the same records written, the same bookkeeping, as JournalPlan.records would give.
     from feedha.adapter.core.journaling import JournalPlan
-    from feedha.adapter.core.pumping import journal_writer
+    from feedha.adapter.core.pump_reference import _Twin
 
     def plan() -> JournalPlan:
         return JournalPlan(source_stream=7, checkpoint_every=10_000, checkpoint_interval_s=60.0, now=0.0)
 
-    by_records, by_callback = plan(), plan()
-    for journal in (by_records, by_callback):
+    by_records, by_pump = plan(), plan()
+    for journal in (by_records, by_pump):
         journal.resume(last_msg_seq=12, last_source_seq=112)  # a restart: the journal has 1..12
     written: list[tuple[Any, ...]] = []
-    core = SimpleNamespace(
-        emitter=SimpleNamespace(journal=by_callback), config=SimpleNamespace(source_stream_number=7)
-    )
-    write = journal_writer(core, lambda *args: written.append((*args[:3], list(args[3]), list(args[4]))))  # type: ignore[arg-type]
-    # Runs: all known, partly known, new, new after a hole in msg_seq (a failover's numbering).
+    pump_plan = PumpPlan(mode=PumpMode.SEND, deadline=1.0, wait=1.0, expect_seq=0, stop_seq=0, next_msg_seq=5,
+                         term=1, journal=True, journaled_upto=by_pump.last_msg_seq)  # fmt: skip
+    twin = _Twin(pump_plan, run=None, line=LineIdentity(1, 1, 7, 1400), wall_ns=0, now_ns=0,  # type: ignore[arg-type]
+                 journal=lambda *args: written.append((*args[:3], list(args[3]), list(args[4]))))  # fmt: skip
+    # Packets: all known, partly known, new, new after a hole in msg_seq (a failover's numbering).
     for first, source, count in ((5, 105, 3), (10, 110, 6), (16, 116, 4), (30, 130, 2)):
         payloads = [b"p%d" % (first + i) for i in range(count)]
-        write(first, 1_000 + first, source, payloads)
+        twin.to_journal = [first, 1_000 + first, source, payloads]
+        assert twin.journal_packet() is None
         expected = by_records.records(first, 1_000 + first, range(source, source + count), payloads)
         got = written.pop() if written else None
         if expected is None:
@@ -274,10 +277,12 @@ def test_the_pump_s_journal_callback_writes_and_books_what_journal_records_would
             assert got == (expected.first_msg_seq, expected.time_ns, expected.source_stream,
                            list(expected.source_seqs), list(expected.payloads))  # fmt: skip
         assert not written
-    assert repr(by_callback) == repr(by_records)
-    assert (by_callback.journaled, by_callback.skipped, by_callback.last_source_seq) == (9, 6, 131)
-    with pytest.raises(ValueError, match="journals nothing"):
-        journal_writer(SimpleNamespace(emitter=SimpleNamespace(journal=None)), print)  # type: ignore[arg-type]
+    pumped = twin.result(PumpStop.DEADLINE, None)
+    assert (pumped.journaled, pumped.journal_skipped, pumped.journal_last_msg_seq) == (9, 6, 31)
+    by_pump.took(pumped.journaled, pumped.journal_skipped, pumped.journal_last_msg_seq,
+                 pumped.journal_last_source_seq)  # fmt: skip
+    assert repr(by_pump) == repr(by_records)
+    assert (by_pump.journaled, by_pump.skipped, by_pump.last_source_seq) == (9, 6, 131)
 
 
 def test_a_pumping_backup_checks_the_active_s_reports_inside_its_runs() -> None:
