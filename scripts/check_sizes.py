@@ -62,9 +62,6 @@ _A: Final = "A (issue 60 item 3: one owner per state)"
 _P: Final = "P (issue 60 item 2: the hot path once)"
 _D: Final = "D (issue 60 item 7: sizes)"
 ALLOWED: Final[Mapping[str, str]] = {
-    "adapter/journal/writer.py": _P,
-    "adapter/journal/writer.py:JournalWriter.__init__": _P,
-    "adapter/journal/writer.py:JournalWriter.append_batch": _P,
     "bench/client.py:client_main": _D,
     "bench/micro_client.py": _D,
     "bench/micro_client.py:_paced_case": _D,

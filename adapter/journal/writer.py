@@ -13,12 +13,8 @@ buffer, a segment to roll (size or UTC day), an index entry due, the first
 record, ``fsync=always``, a closed writer — is folded into one comparison
 against the tail's ``limit`` and handled by ``_append_slow``.
 
-The timeout is driven by the flusher thread, which writes the live buffer at
-least every ``flush_interval_s``; the owner does not need to call anything
-periodically. An idle flusher sleeps until woken, so each publish
-(``_publish``) looks at ``Flusher.idle`` and wakes it when raised.
-``flush()`` waits until every record appended before it is written (and
-synced, per policy); ``close()`` flushes and stops the thread.
+The live buffers, their hand-off to the flusher and the flush tickets are
+:mod:`adapter.journal.live`'s; ``close()`` flushes and stops the thread.
 
 Thread-safety: a writer belongs to one thread (one writer per directory,
 one thread calling its methods), but for ``write_soon``, which any thread may
@@ -34,24 +30,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from feedha.adapter.journal._flusher import Batch, Flusher, OpenSegment, SyncTimes
+from feedha.adapter.journal._flusher import OpenSegment, SyncTimes
 from feedha.adapter.journal.checkpoint import Checkpoint, CheckpointStore
 from feedha.adapter.journal.choice import FRAMING
 from feedha.adapter.journal.config import FsyncPolicy, JournalConfig
-from feedha.adapter.journal.errors import JournalClosedError, SequenceError
+from feedha.adapter.journal.errors import SequenceError
 from feedha.adapter.journal.format import (
     CONTROL_FLAGS,
     MAX_PAYLOAD_BYTES,
     NS_PER_DAY,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
-    SegmentHeader,
-    encode_segment_header,
-    index_name,
-    segment_name,
-    utc_day,
 )
-from feedha.adapter.journal.recovery import RecoveryReport, recover
+from feedha.adapter.journal.live import LiveBuffers
+from feedha.adapter.journal.recovery import Recovery, RecoveryReport, recover
 from feedha.adapter.journal.retention import apply_retention
 from feedha.adapter.journal.segment import SparseIndex, list_segments
 from feedha.adapter.journal.time_index import TimeIndex, rebuild_time_index
@@ -86,56 +78,23 @@ class JournalWriter:
         self.recovery_report: RecoveryReport = recovery.report
         self._checkpoints = CheckpointStore(self._directory)
         self._generation = recovery.last_generation
-        self._segment: OpenSegment | None = None
-        tail = recovery.tail
         self.time_index: TimeIndex = rebuild_time_index(
-            self._directory, tail=tail, tail_index=recovery.tail_index
+            self._directory, tail=recovery.tail, tail_index=recovery.tail_index
         )
-        if tail is not None and tail.size <= SEGMENT_HEADER_SIZE:
-            # A segment with no record (a crash right after it was created)
-            # holds nothing; a new segment starts at the next append instead.
-            tail.path.unlink(missing_ok=True)
-            tail.index_path.unlink(missing_ok=True)
-            tail = None
-        if tail is not None:
-            index = recovery.tail_index or SparseIndex()
-            self._segment = OpenSegment(
-                path=tail.path,
-                index_path=tail.index_path,
-                first_seq=tail.first_seq,
-                day=tail.day,
-                create=False,
-                size=tail.size,
-                index=index,
-                index_persisted=len(index.seqs),
-            )
-        self._serial = 0
+        self._segment = _reopened_tail(recovery)
         # The live buffer, its published end, the fast path's limit (-1 forces the first append
         # through the slow path) and day, and the last msg_seq: shared with the source pump,
         # which appends through the C extension's Appender (FRAMING.Appender).
         self._tail = FRAMING.Appender(self.append_batch)
         self._tail.buf = bytearray(0)
         self._tail.last_seq = recovery.last_seq
-        self._base = 0  # segment offset of the live buffer's first byte
         self._next_index = 0
-        self._closed = False
-        self._flusher = Flusher(
-            directory=self._directory,
-            tail=self._tail,
-            sync_each_batch=self._config.fsync is not FsyncPolicy.NONE,
-            sync_on_create=self._config.fsync is not FsyncPolicy.NONE,
-            interval_s=self._config.flush_interval_s,
-        )
-        # Buffers are allocated when first needed (see _new_batch), not here:
-        # zero-filling 1 MiB costs ~0.8 ms of page faults, and while the disk
-        # keeps up the free list's LIFO order reuses the same two buffers.
-        self._buffers_allocated = 0
-        self._batch: Batch | None = None
-        self._tail.wake = self._flusher.wake
+        self._live = LiveBuffers(self._directory, self._config, self._tail)
+        self._flusher = self._live.flusher
         self._flusher.start()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._live.closed else "open"
         segment = None if self._segment is None else self._segment.path.name
         return f"<JournalWriter [{state}, last_msg_seq={self._tail.last_seq}, segment={segment}]>"
 
@@ -170,15 +129,6 @@ class JournalWriter:
         """The live tail the source pump appends to (``_native.c``'s ``Appender``, or its reference)."""
         return self._tail
 
-    def _publish(self, end: int) -> None:
-        # The flusher may now write the live buffer up to `end`; a sleeping flusher is woken
-        # (the handshake in adapter.journal._flusher's docstring). Every publish goes through
-        # here, or through the Appender's append_run, which does the same in C.
-        tail = self._tail
-        tail.pos = end
-        if tail.idle:
-            self._flusher.wake()
-
     def append(
         self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes, flags: int = 0
     ) -> None:
@@ -208,7 +158,7 @@ class JournalWriter:
             return
         end = FRAMING.frame_one_into(tail.buf, pos, msg_seq, time_ns, source_stream, source_seq, payload)
         tail.last_seq = msg_seq
-        self._publish(end)
+        self._live.publish(end)
 
     def append_batch(
         self,
@@ -247,31 +197,27 @@ class JournalWriter:
             raise ValueError(f"source_seqs and payloads differ in length: {len(source_seqs)} != {count}")
         if not count:
             return
-        tail = self._tail
-        if first_msg_seq <= tail.last_seq:
-            raise SequenceError(last=tail.last_seq, got=first_msg_seq)
-        # Strategy: frame_into frames records until one would cross _limit (the
+        if first_msg_seq <= self._tail.last_seq:
+            raise SequenceError(last=self._tail.last_seq, got=first_msg_seq)
+        self._frame_batch(first_msg_seq, time_ns, source_stream, source_seqs, payloads)
+
+    def _frame_batch(
+        self, first_msg_seq: int, time_ns: int, source_stream: int, source_seqs: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> None:  # fmt: skip
+        # Strategy: frame_into frames records until one would cross the tail's limit (the
         # end of the buffer, the segment's size budget or the next index entry);
         # that record goes through the slow path, then the C call resumes. After
         # a bad record the run is redone one record at a time, so the records
         # before it are appended and the error is raised for the bad one.
+        tail, count = self._tail, len(payloads)
         i, step = 0, count
         while i < count:
             if time_ns < tail.day_end_ns:
                 stop = min(i + step, count)
                 try:
-                    pos, done = FRAMING.frame_into(
-                        tail.buf,
-                        tail.pos,
-                        tail.limit,
-                        first_msg_seq,
-                        time_ns,
-                        source_stream,
-                        source_seqs,
-                        payloads,
-                        i,
-                        stop,
-                    )
+                    pos, done = FRAMING.frame_into(tail.buf, tail.pos, tail.limit, first_msg_seq, time_ns,
+                                                   source_stream, source_seqs, payloads, i, stop)  # fmt: skip
                 except (TypeError, ValueError):
                     if step == 1:
                         raise
@@ -279,7 +225,7 @@ class JournalWriter:
                     continue
                 if done > i:
                     tail.last_seq = first_msg_seq + done - 1
-                    self._publish(pos)  # once per call
+                    self._live.publish(pos)  # once per call
                     i = done
                 if i == stop:
                     continue
@@ -327,7 +273,7 @@ class JournalWriter:
                 continue
             if done > i:
                 tail.last_seq = last
-                self._publish(pos)  # once per call
+                self._live.publish(pos)  # once per call
                 i = done
             if i == stop:
                 continue
@@ -341,8 +287,8 @@ class JournalWriter:
     def _append_slow(
         self, msg_seq: int, time_ns: int, source_stream: int, source_seq: int, payload: bytes, flags: int = 0
     ) -> None:
-        self._check_usable()
-        self._account_fast_records()
+        self._live.check_usable()
+        self._live.account()
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
         length = len(payload)
@@ -367,11 +313,11 @@ class JournalWriter:
             or (segment.size + size > self._config.segment_bytes and segment.size > SEGMENT_HEADER_SIZE)
         ):
             segment = self._roll(msg_seq, time_ns)
-        elif self._batch is None or self._batch.segment is not segment:
-            self._new_batch(segment, size)
+        elif self._live.batch is None or self._live.batch.segment is not segment:
+            self._live.new_batch(segment, size)
         if self._tail.pos + size > len(self._tail.buf):
-            self._new_batch(segment, size)
-        offset = self._base + self._tail.pos
+            self._live.new_batch(segment, size)
+        offset = self._live.base + self._tail.pos
         if offset >= self._next_index or not segment.index.seqs:
             segment.index.add(msg_seq, offset)
             self.time_index.add(msg_seq, time_ns)
@@ -381,8 +327,8 @@ class JournalWriter:
         )
         segment.size += size
         self._tail.last_seq = msg_seq
-        self._publish(end)
-        self._update_limit(segment)
+        self._live.publish(end)
+        self._live.update_limit(segment, self._next_index)
         if self._config.fsync is FsyncPolicy.ALWAYS:
             self.flush()
 
@@ -409,97 +355,29 @@ class JournalWriter:
             raise ValueError(f"flags {flags:#06x} are not a control record's (bits {CONTROL_FLAGS:#06x})")
         if len(payload) > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload too large: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
-        self._check_usable()
-        self._account_fast_records()
+        self._live.check_usable()
+        self._live.account()
         after = max(self._tail.last_seq, 0)
         data = FRAMING.frame_records(after, time_ns, 0, (0,), (payload,), flags)
         size = len(data)
         segment = self._segment
         if segment is None:
             segment = self._roll(after + 1, time_ns)
-        elif self._batch is None or self._batch.segment is not segment:
-            self._new_batch(segment, size)
+        elif self._live.batch is None or self._live.batch.segment is not segment:
+            self._live.new_batch(segment, size)
         if self._tail.pos + size > len(self._tail.buf):
-            self._new_batch(segment, size)
+            self._live.new_batch(segment, size)
         self._tail.buf[self._tail.pos : self._tail.pos + size] = data
-        self._publish(self._tail.pos + size)
+        self._live.publish(self._tail.pos + size)
         segment.size += size
-        self._update_limit(segment)
+        self._live.update_limit(segment, self._next_index)
         if self._config.fsync is FsyncPolicy.ALWAYS:
             self.flush()
 
-    def _update_limit(self, segment: OpenSegment) -> None:
-        # The fast path may run while the record stays in this buffer, in this
-        # segment's size budget, before the next index entry and within the day.
-        if self._config.fsync is FsyncPolicy.ALWAYS:
-            self._tail.limit = -1
-            return
-        self._tail.limit = min(
-            len(self._tail.buf),
-            self._config.segment_bytes - self._base,
-            self._next_index - self._base,
-        )
-        self._tail.day_end_ns = (segment.day + 1) * NS_PER_DAY
-
-    def _account_fast_records(self) -> None:
-        # Fast-path appends do not update segment.size; settle it before the
-        # buffer changes hands.
-        if self._batch is not None:
-            self._batch.segment.size = self._base + self._tail.pos
-
     def _roll(self, msg_seq: int, time_ns: int) -> OpenSegment:
-        previous = self._segment
-        day = utc_day(time_ns) if previous is None else max(previous.day, utc_day(time_ns))
-        name = segment_name(day=day, first_seq=msg_seq)
-        segment = OpenSegment(
-            path=self._directory / name,
-            index_path=self._directory / index_name(name),
-            first_seq=msg_seq,
-            day=day,
-            create=True,
-            size=SEGMENT_HEADER_SIZE,
-        )
-        self._new_batch(segment, SEGMENT_HEADER_SIZE, base=0)
-        self._tail.buf[:SEGMENT_HEADER_SIZE] = encode_segment_header(
-            SegmentHeader(first_seq=msg_seq, first_time_ns=time_ns)
-        )
-        self._tail.pos = SEGMENT_HEADER_SIZE
-        self._segment = segment
+        self._segment = segment = self._live.roll(self._directory, self._segment, msg_seq, time_ns)
         self._next_index = 0
-        logger.info("journal segment %s started at msg_seq=%d", name, msg_seq)
         return segment
-
-    def _new_batch(self, segment: OpenSegment, needed: int, base: int | None = None) -> None:
-        """Seal the live batch and start a new one for ``segment`` with room for ``needed`` bytes."""
-        self._account_fast_records()
-        flusher = self._flusher
-        with flusher.cond:
-            if self._batch is not None:
-                self._batch.end = self._tail.pos
-                flusher.sealed.append(self._batch)
-                flusher.cond.notify_all()
-            if needed > self._config.buffer_bytes:
-                buffer, pooled = bytearray(needed), False
-            else:
-                if not flusher.free and self._buffers_allocated < self._config.buffers:
-                    flusher.free.append(bytearray(self._config.buffer_bytes))
-                    self._buffers_allocated += 1
-                while not flusher.free and flusher.error is None:
-                    flusher.cond.wait()
-                self._check_usable()
-                buffer, pooled = flusher.free.pop(), True
-            self._serial += 1
-            self._base = segment.size if base is None else base
-            self._batch = Batch(buffer=buffer, segment=segment, serial=self._serial, pooled=pooled)
-            self._tail.buf, self._tail.pos = buffer, 0
-            flusher.live = self._batch
-        self._tail.limit = -1
-
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise JournalClosedError("journal writer is closed")
-        if self._flusher.error is not None:
-            raise self._flusher.error
 
     def flush(self, *, sync: bool | None = None) -> None:
         """Write every record appended so far and wait for it.
@@ -510,20 +388,7 @@ class JournalWriter:
         Raises:
             JournalIOError: writing failed.
         """
-        if self._closed:
-            return
-        self._account_fast_records()
-        flusher = self._flusher
-        with flusher.cond:
-            flusher.requested_ticket += 1
-            ticket = flusher.requested_ticket
-            if sync or (sync is None and self._config.fsync is not FsyncPolicy.NONE):
-                flusher.sync_ticket = ticket
-            flusher.cond.notify_all()
-            while flusher.completed_ticket < ticket and flusher.error is None:
-                flusher.cond.wait()
-        if flusher.error is not None:
-            raise flusher.error
+        self._live.flush(sync)
 
     def write_soon(self, *, timeout: float) -> bool:
         """From any thread: have the flusher write what the owner has appended, waiting at most ``timeout``.
@@ -536,17 +401,7 @@ class JournalWriter:
         Returns:
             Whether it was written in time (``False``: timed out, or the writer is closed or failed).
         """
-        flusher = self._flusher
-        with flusher.cond:
-            if self._closed or flusher.error is not None:
-                return False
-            flusher.requested_ticket += 1
-            ticket = flusher.requested_ticket
-            flusher.cond.notify_all()
-            done = flusher.cond.wait_for(
-                lambda: flusher.completed_ticket >= ticket or flusher.error is not None, timeout
-            )
-            return done and flusher.error is None
+        return self._live.write_soon(timeout)
 
     def write_checkpoint(self, msg_seq: int, state: bytes) -> Checkpoint:
         """Flush and sync the journal, then store ``state`` with the journal position.
@@ -563,7 +418,7 @@ class JournalWriter:
         """
         if msg_seq > self._tail.last_seq:
             raise ValueError(f"msg_seq {msg_seq} is beyond the journal's last msg_seq {self._tail.last_seq}")
-        self._check_usable()
+        self._live.check_usable()
         self.flush(sync=True)
         segment = self._segment
         self._generation += 1
@@ -601,12 +456,36 @@ class JournalWriter:
 
     def close(self) -> None:
         """Flush (syncing per policy), stop the flusher and close the files (idempotent)."""
-        if self._closed:
+        if self._live.closed:
             return
         try:
             if self._flusher.error is None:
                 self.flush()
         finally:
-            self._closed = True
+            self._live.closed = True
             self._tail.limit = -1
             self._flusher.stop()
+
+
+def _reopened_tail(recovery: Recovery) -> OpenSegment | None:
+    """The last segment recovery found, to append to (``None``: the next append starts one)."""
+    tail = recovery.tail
+    if tail is not None and tail.size <= SEGMENT_HEADER_SIZE:
+        # A segment with no record (a crash right after it was created) holds nothing; a new
+        # segment starts at the next append instead.
+        tail.path.unlink(missing_ok=True)
+        tail.index_path.unlink(missing_ok=True)
+        return None
+    if tail is None:
+        return None
+    index = recovery.tail_index or SparseIndex()
+    return OpenSegment(
+        path=tail.path,
+        index_path=tail.index_path,
+        first_seq=tail.first_seq,
+        day=tail.day,
+        create=False,
+        size=tail.size,
+        index=index,
+        index_persisted=len(index.seqs),
+    )
