@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from feedha.adapter.conversion.engine import RunFunction
+from feedha.adapter.journal._reference import Appender
 
 # The constants shared with Python (_pump_constants.h, scripts/gen_constants.py).
 HEADER_SIZE: Final[int]
@@ -39,7 +40,7 @@ class Pump:
         self,
         run: RunFunction,
         frame_of: Callable[[bytes], bytes] | None,
-        journal: Callable[[int, int, int, list[bytes]], object] | None,
+        journal: Appender | None,  # the journal writer's live tail (JournalWriter.appender)
         topic: bytes,
         channel: int,
         adapter: int,
@@ -64,6 +65,7 @@ class Pump:
         max_bytes: int,
         batch_ns: int = 0,
         report: tuple[int, int, int, bytes, bytes, bytes, int, int, int, int] | None = None,
+        journal_upto: int = 0,
         /,
     ) -> tuple[Any, ...]: ...
 
