@@ -53,6 +53,103 @@ def client_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Tally:
+    """What the client counted of its deliveries (the summary's figures) and the latencies it kept."""
+
+    def __init__(self, keep: frozenset[str] | None, latency: bool) -> None:
+        self.keep, self.latency = keep, latency
+        self.delivered = self.kept = self.duplicates = self.out_of_order = 0
+        self.last_source_seq = 0
+        self.first_wall = self.last_wall = 0.0
+        self.latencies = array("q")
+        # Per hop, from the packet's send time (the adapter's publish): source -> adapter publish
+        # (the source's batching, hop 1, the adapter) and adapter publish -> delivery (hop 2, the client).
+        self.to_publish, self.from_publish = array("q"), array("q")
+
+    def on_events(self, events: list[Any], now_ns: int, delivery: Any) -> None:
+        """Count one poll's events (its deliveries all received at ``now_ns``)."""
+        # Strategy: the counters are locals for the loop, stored once a poll (a poll returns
+        # many deliveries at high rates; the attribute stores stay out of the per-message path).
+        delivered, kept, duplicates, out_of_order = (
+            self.delivered,
+            self.kept,
+            self.duplicates,
+            self.out_of_order,
+        )
+        last_source_seq, keep, latency = self.last_source_seq, self.keep, self.latency
+        for event in events:
+            if type(event) is not delivery:
+                continue
+            delivered += 1
+            seq = event.source_seq
+            if seq <= last_source_seq:
+                duplicates += seq == last_source_seq
+                out_of_order += seq < last_source_seq
+            else:
+                last_source_seq = seq
+            if keep is not None and event.update.symbol not in keep:  # decodes the payload
+                continue
+            if latency:
+                # The one field a latency probe reads (not a whole decode), as the
+                # bare model's client reads its stamp: like work for like.
+                event_ns, sent_ns = event.event_time_ns, event.send_time_ns
+                self.latencies.append(now_ns - event_ns)
+                self.to_publish.append(sent_ns - event_ns)
+                self.from_publish.append(now_ns - sent_ns)
+            kept += 1
+        self.delivered, self.kept, self.duplicates, self.out_of_order = (
+            delivered,
+            kept,
+            duplicates,
+            out_of_order,
+        )
+        self.last_source_seq = last_source_seq
+        if not self.first_wall:
+            self.first_wall = now_ns / 1e9
+        self.last_wall = now_ns / 1e9
+
+    def summary(self, stats: Any) -> dict[str, Any]:
+        """The summary's figures, with the arbiter's counters (``stats``)."""
+        summary: dict[str, Any] = {
+            "delivered": self.delivered,
+            "kept": self.kept,
+            "duplicates": self.duplicates,
+            "out_of_order": self.out_of_order,
+            "last_source_seq": self.last_source_seq,
+            "first_wall": self.first_wall,
+            "last_wall": self.last_wall,
+            "arbiter_lost": stats.lost,
+            "arbiter_gaps": stats.gaps,
+            "conflicts": stats.conflicts,
+        }
+        if self.latency:
+            from feedha.bench.ceiling import latency_summary
+
+            latencies = self.latencies
+            summary["latency_us"] = latency_summary(latencies)
+            summary["hops_us"] = {
+                "source_to_publish": latency_summary(self.to_publish),
+                "publish_to_delivery": latency_summary(self.from_publish),
+            }
+            # Where the worst ones fell (index in delivery order, µs): a start-up
+            # effect and a stall in the middle look different.
+            worst = sorted(range(len(latencies)), key=latencies.__getitem__)[-5:]
+            summary["worst_latency_us"] = [[index, round(latencies[index] / 1000, 1)] for index in worst]
+        return summary
+
+
+def _config(args: argparse.Namespace) -> Any:
+    # The subscriber's settings: its CURVE key pair with --curve-key.
+    from feedha.client import SubscriberConfig
+
+    if not args.curve_key:
+        return SubscriberConfig()
+    from feedha.adapter.zap import load_keys
+
+    keys = load_keys(Path(args.curve_key))
+    return SubscriberConfig(curve_public=keys.public.decode(), curve_secret=keys.secret.decode())
+
+
 def client_main(argv: Sequence[str]) -> int:
     """``python -m feedha.bench.client``: subscribe, arbitrate, count; summary on SIGTERM.
 
@@ -60,7 +157,7 @@ def client_main(argv: Sequence[str]) -> int:
     ``summary`` (delivered, kept, unique/duplicates/out-of-order per the block
     headers, first/last delivery wall time, arbiter counters, latencies) on SIGTERM.
     """
-    from feedha.client import ChannelSpec, Delivery, Subscriber, SubscriberConfig
+    from feedha.client import ChannelSpec, Delivery, Subscriber
     from feedha.plain_source import symbol_names
 
     args = client_parser().parse_args(list(argv))
@@ -76,51 +173,16 @@ def client_main(argv: Sequence[str]) -> int:
     spec = ChannelSpec(
         args.channel, args.channel_number, tuple(args.line), server_keys=tuple(args.server_key)
     )
-    config = SubscriberConfig()
-    if args.curve_key:
-        from feedha.adapter.zap import load_keys
-
-        keys = load_keys(Path(args.curve_key))
-        config = SubscriberConfig(curve_public=keys.public.decode(), curve_secret=keys.secret.decode())
-    delivered = kept = duplicates = out_of_order = 0
-    last_source_seq = 0
-    first_wall = last_wall = 0.0
-    latencies = array("q")
-    # Per hop, from the packet's send time (the adapter's publish): source -> adapter publish
-    # (the source's batching, hop 1, the adapter) and adapter publish -> delivery (hop 2, the client).
-    to_publish, from_publish = array("q"), array("q")
+    tally = _Tally(keep, args.latency)
     ready = False
     next_progress = time.monotonic() + PROGRESS_S
     time_ns = time.time_ns
-    with Subscriber([spec], config) as subscriber:
+    with Subscriber([spec], _config(args)) as subscriber:
         settle_heap()  # as the adapters do (feedha.runtime): collections walk what comes after
         while not stopping:
             events = subscriber.poll(0.05)
             if events:
-                now_ns = time_ns()
-                for event in events:
-                    if type(event) is not Delivery:
-                        continue
-                    delivered += 1
-                    seq = event.source_seq
-                    if seq <= last_source_seq:
-                        duplicates += seq == last_source_seq
-                        out_of_order += seq < last_source_seq
-                    else:
-                        last_source_seq = seq
-                    if keep is not None and event.update.symbol not in keep:  # decodes the payload
-                        continue
-                    if args.latency:
-                        # The one field a latency probe reads (not a whole decode), as the
-                        # bare model's client reads its stamp: like work for like.
-                        event_ns, sent_ns = event.event_time_ns, event.send_time_ns
-                        latencies.append(now_ns - event_ns)
-                        to_publish.append(sent_ns - event_ns)
-                        from_publish.append(now_ns - sent_ns)
-                    kept += 1
-                if not first_wall:
-                    first_wall = now_ns / 1e9
-                last_wall = now_ns / 1e9
+                tally.on_events(events, time_ns(), Delivery)
             now = time.monotonic()
             # Ready once the first line (the starting active's) has delivered a
             # packet: its subscription is live, so nothing the source sends from
@@ -130,33 +192,9 @@ def client_main(argv: Sequence[str]) -> int:
                 _emit("ready")
             if now >= next_progress:
                 next_progress = now + PROGRESS_S
-                _emit("progress", delivered=delivered, last_wall=last_wall)
+                _emit("progress", delivered=tally.delivered, last_wall=tally.last_wall)
         stats = subscriber.stats()[args.channel]
-    summary: dict[str, Any] = {
-        "delivered": delivered,
-        "kept": kept,
-        "duplicates": duplicates,
-        "out_of_order": out_of_order,
-        "last_source_seq": last_source_seq,
-        "first_wall": first_wall,
-        "last_wall": last_wall,
-        "arbiter_lost": stats.lost,
-        "arbiter_gaps": stats.gaps,
-        "conflicts": stats.conflicts,
-    }
-    if args.latency:
-        from feedha.bench.ceiling import latency_summary
-
-        summary["latency_us"] = latency_summary(latencies)
-        summary["hops_us"] = {
-            "source_to_publish": latency_summary(to_publish),
-            "publish_to_delivery": latency_summary(from_publish),
-        }
-        # Where the worst ones fell (index in delivery order, µs): a start-up
-        # effect and a stall in the middle look different.
-        worst = sorted(range(len(latencies)), key=latencies.__getitem__)[-5:]
-        summary["worst_latency_us"] = [[index, round(latencies[index] / 1000, 1)] for index in worst]
-    _emit("summary", **summary)
+    _emit("summary", **tally.summary(stats))
     return 0
 
 

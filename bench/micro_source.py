@@ -151,11 +151,9 @@ def _bare_send_case(messages: int, per_frame: int) -> Callable[[], float]:
     return run
 
 
-def _source_process(rate: float, seconds: float, script: str | None) -> dict[str, float]:
+def _start_source(rate: float, seconds: float, script: str | None) -> subprocess.Popen[str]:
+    # The plain source at `rate` for `seconds` (or `script`: another checkout's, to compare with).
     import os
-
-    import psutil
-    import zmq
 
     command = [sys.executable, "-m", "feedha.plain_source"]
     path = [str(REPO)]
@@ -164,7 +162,7 @@ def _source_process(rate: float, seconds: float, script: str | None) -> dict[str
         path.insert(0, str(Path(script).resolve().parent))
     elif script:
         command = [sys.executable, script]
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [
             *command,
             *("--streams", STREAM, "--symbols", str(SYMBOLS), "--seed", str(SEED)),
@@ -176,6 +174,13 @@ def _source_process(rate: float, seconds: float, script: str | None) -> dict[str
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def _source_process(rate: float, seconds: float, script: str | None) -> dict[str, float]:
+    import psutil
+    import zmq
+
+    proc = _start_source(rate, seconds, script)
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     sub = ctx.socket(zmq.SUB)
     try:

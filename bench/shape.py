@@ -357,14 +357,7 @@ def _client(args: argparse.Namespace) -> int:
 
     ctx = zmq.Context()
     poller = zmq.Poller()
-    lines = []
-    for endpoint in args.endpoint:
-        sock = ctx.socket(zmq.SUB)
-        sock.rcvhwm, sock.linger = 0, 0
-        sock.subscribe(TOPIC)
-        sock.connect(endpoint)
-        poller.register(sock, zmq.POLLIN)
-        lines.append(sock)
+    lines = _line_sockets(ctx, poller, args.endpoint)
     index = {sock: i for i, sock in enumerate(lines)}
     settle_heap()  # as the pipeline's client does: like for like
     heard, ended = [False] * len(lines), [False] * len(lines)
@@ -406,6 +399,32 @@ def _client(args: argparse.Namespace) -> int:
         if now >= next_progress:
             next_progress = now + PROGRESS_S
             emit("progress", delivered=arbiter.delivered)
+    emit("result", **_client_result(arbiter, first_ns, last_ns, latencies if args.latency else None))
+    for sock in lines:
+        sock.close()
+    ctx.term()
+    return 0
+
+
+def _line_sockets(ctx: Any, poller: Any, endpoints: Sequence[str]) -> list[Any]:
+    # One SUB a line, unbounded, registered with the poller.
+    import zmq
+
+    lines = []
+    for endpoint in endpoints:
+        sock = ctx.socket(zmq.SUB)
+        sock.rcvhwm, sock.linger = 0, 0
+        sock.subscribe(TOPIC)
+        sock.connect(endpoint)
+        poller.register(sock, zmq.POLLIN)
+        lines.append(sock)
+    return lines
+
+
+def _client_result(
+    arbiter: _Arbiter, first_ns: int, last_ns: int, latencies: array[int] | None
+) -> dict[str, Any]:
+    # What the client reports: its counts, first and last delivery, and its latencies if kept.
     result: dict[str, Any] = {
         "delivered": arbiter.delivered,
         "duplicates": arbiter.duplicates,
@@ -414,15 +433,11 @@ def _client(args: argparse.Namespace) -> int:
         "first_ns": first_ns,
         "last_ns": last_ns,
     }
-    if args.latency:
+    if latencies is not None:
         from feedha.bench.ceiling import latency_summary
 
         result["latency_us"] = latency_summary(latencies)
-    emit("result", **result)
-    for sock in lines:
-        sock.close()
-    ctx.term()
-    return 0
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:

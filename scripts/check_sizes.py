@@ -62,12 +62,6 @@ _A: Final = "A (issue 60 item 3: one owner per state)"
 _P: Final = "P (issue 60 item 2: the hot path once)"
 _D: Final = "D (issue 60 item 7: sizes)"
 ALLOWED: Final[Mapping[str, str]] = {
-    "bench/client.py:client_main": _D,
-    "bench/micro_client.py": _D,
-    "bench/micro_client.py:_paced_case": _D,
-    "bench/micro_client.py:main": _D,
-    "bench/micro_source.py:_source_process": _D,
-    "bench/shape.py:_client": _D,
     "plain_source/model.py:SymbolModel._decide": _D,
 }
 
