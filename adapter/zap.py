@@ -285,10 +285,11 @@ class DataPlaneGuard:
     def events(self) -> tuple[list[tuple[str, str]], set[str], bool]:
         """What the threads saw since last asked (the loop's thread): the keys ZAP let in and where,
         the sockets newly found unable to tell peers apart, and whether admissions were lost."""
-        admitted, queue = [], self._admissions
-        while queue:
-            admitted.append(queue.popleft())
+        queue = self._admissions
+        admitted = [queue.popleft() for _ in range(len(queue))] if queue else []
         lost, self._admissions_lost = self._admissions_lost, False
+        if self.keys is None:
+            return admitted, set(), lost  # no book watches a socket (every turn of the loop asks)
         blind = {where for where, book in self.books.items() if book.blind} - self._told_blind
         self._told_blind |= blind
         return admitted, blind, lost

@@ -31,7 +31,7 @@ class AccessOwner:
         now = time.monotonic()
         self.events(now)
         change = AccessChange(tuple(grants), revoke=revoke, replace=replace)  # type: ignore[arg-type]
-        self._carry_out(self.desk.on_change(change, now=now))
+        self._carry_out(self.desk.on_change(change, now=now) + self.desk.publish())
         return self.desk.rebinds_wanted
 
     def events(self, now: float | None = None) -> None:

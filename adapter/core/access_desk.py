@@ -12,10 +12,10 @@ ZAP let in on each socket, and *when* things happen:
   reconnects; that happens at most once every :data:`REBIND_INTERVAL_S` per
   socket, whatever the churn of revocations.
 
-The other threads never touch the table: after each change the desk publishes
-a frozen :class:`~adapter.access.AccessView` (a
-:class:`~adapter.core.actions.PublishAccess` action; the shell swaps its
-reference), which the ZAP handler, the peer books and the replay service read.
+The other threads never touch the table: once a turn in which it changed the
+desk publishes a frozen :class:`~adapter.access.AccessView` (a
+:class:`~adapter.core.actions.PublishAccess` action from its tick; the shell
+swaps its reference), which the ZAP handler, the peer books and the replay service read.
 They send what they saw back as events (:meth:`AccessDesk.on_events`): the
 keys ZAP let in where, and the sockets found unable to tell peers apart.
 Socket rebinds come out as :class:`~adapter.core.actions.Rebind` actions when
@@ -91,6 +91,7 @@ class AccessDesk:
         self._rebind_at: dict[str, float] = {}
         self._last_rebind: dict[str, float] = {}
         self._seal = SealView()
+        self._changed = False  # the table changed since its view was last published
 
     def __repr__(self) -> str:
         replacing = self._replace_part_at is not None
@@ -136,9 +137,10 @@ class AccessDesk:
             self._seal = SealView(key=change.key, required=self._seal.required)
             return [act.PublishSeal(self._seal)]
         table, keys = self._table, [grant[0] for grant in change.grants]
+        self._changed = True  # published once this turn's inputs are in (publish)
         if change.revoke:
             self._want(table.revoke(keys), now=now)
-            return self._publish()
+            return []
         if change.replace:
             self._replace_part_at = now
             if self._kept is None:
@@ -147,7 +149,7 @@ class AccessDesk:
             self._kept.update(keys)
         for grant in change.grants:
             self._want(table.grant(*grant), now=now)
-        return self._publish()
+        return []
 
     def on_events(
         self,
@@ -180,14 +182,21 @@ class AccessDesk:
                 at = max(now, self._last_rebind.get(socket_name, -REBIND_INTERVAL_S) + REBIND_INTERVAL_S)
                 self._rebind_at.setdefault(socket_name, at)
 
-    def _publish(self) -> list[act.Action]:
+    def publish(self) -> list[act.Action]:
+        """The table's new view, if it changed since the last one (once a turn: a copy of the table).
+
+        A flood of grants costs one copy of the table per turn of the loop, not one per grant.
+        """
+        if not self._changed:
+            return []
+        self._changed = False
         self._view = self._table.view()
         return [act.PublishAccess(self._view)]
 
     def on_tick(self, *, now: float, wall_ns: int) -> list[act.Action]:
-        """Due work: the end of a replacement, the expiry check, rebinds."""
+        """Due work: the table's new view, the end of a replacement, the expiry check, rebinds."""
         if now < self._next_expiry_check and not self._rebind_at and self._replace_part_at is None:
-            return []  # nothing due (the common turn)
+            return self.publish()  # nothing due (the common turn)
         table, changed = self._table, False
         if self._replace_part_at is not None and now - self._replace_part_at >= REPLACE_WINDOW_S:
             kept, self._kept, self._replace_part_at = self._kept or set(), None, None
@@ -200,7 +209,8 @@ class AccessDesk:
                 held = len(table)
                 self._want(table.expire(wall_ns), now=now)
                 changed = changed or len(table) != held
-        out = self._publish() if changed else []
+        self._changed = self._changed or changed
+        out = self.publish()
         for where in sorted(w for w, at in self._rebind_at.items() if at <= now):
             del self._rebind_at[where]
             self._last_rebind[where] = now
@@ -211,6 +221,8 @@ class AccessDesk:
     def next_deadline(self) -> float:
         """When :meth:`on_tick` has work next (``inf``: none)."""
         due = [self._next_expiry_check, *self._rebind_at.values()]
+        if self._changed:
+            due.append(0.0)  # a view to publish: at once
         if self._replace_part_at is not None:
             due.append(self._replace_part_at + REPLACE_WINDOW_S)
         return min(due)

@@ -30,12 +30,12 @@ def _rebinds(actions: list[act.Action]) -> list[str]:
 
 def _grant(desk: AccessDesk, *keys: str, now: float = 0.0, replace: bool = False) -> list[act.Action]:
     grants = tuple((key, FAR, False) for key in keys)
-    return desk.on_change(AccessChange(grants, revoke=False, replace=replace), now=now)
+    return desk.on_change(AccessChange(grants, revoke=False, replace=replace), now=now) + desk.publish()
 
 
 def _revoke(desk: AccessDesk, *keys: str, now: float = 0.0) -> list[act.Action]:
     grants = tuple((key, 0, False) for key in keys)
-    return desk.on_change(AccessChange(grants, revoke=True, replace=False), now=now)
+    return desk.on_change(AccessChange(grants, revoke=True, replace=False), now=now) + desk.publish()
 
 
 def test_each_change_publishes_a_frozen_view_for_the_other_threads() -> None:
@@ -72,7 +72,7 @@ def test_expired_grants_are_looked_for_every_quarter_second_and_only_when_grants
         desk = AccessDesk()
         desk.start((), secured=secured)
         desk.on_change(AccessChange(((A, 5, False),), revoke=False, replace=False), now=0.0)
-        desk.on_tick(now=0.0, wall_ns=0)  # the first check: nothing expired yet
+        assert len(_views(desk.on_tick(now=0.0, wall_ns=0))) == 1  # the grant; nothing expired yet
         published = [
             (t, view)
             for t in range(1, 100)
@@ -175,3 +175,16 @@ def test_the_desk_decides_which_lines_are_sealed_and_holds_a_secured_multicast_l
     open_desk = AccessDesk()
     open_desk.start((), secured=False, guarded=False, multicast=["line"])
     assert open_desk.seal.mode("line") is SealMode.PLAIN  # no CURVE: plain until a key comes
+
+
+def test_a_flood_of_changes_in_one_turn_is_published_once() -> None:
+    desk = AccessDesk()
+    desk.start((), secured=True)
+    for i in range(100):
+        assert (
+            desk.on_change(AccessChange(((f"{i:040d}", FAR, False),), revoke=False, replace=False), now=0.0)
+            == []
+        )
+    assert desk.next_deadline() == 0.0  # a view to publish: the loop comes round at once
+    (view,) = _views(desk.on_tick(now=0.0, wall_ns=0))
+    assert len(view) == 100 and desk.publish() == [] and desk.next_deadline() > 0.0
