@@ -103,7 +103,8 @@ class Driver:
     def __init__(self, parts: CoreParts, health: HealthSide, *, now: float) -> None:
         config = parts.config
         self._parts, self._health, self._reporter = parts, health, Reporter(parts)
-        self._sync: SyncState = initial_state(
+        # The sync rules' state of this adapter: read by anyone, replaced by the driver only.
+        self.sync: SyncState = initial_state(
             adapter=config.adapter,
             want_active=config.want_active,
             term=config.term,
@@ -115,11 +116,6 @@ class Driver:
         self.active_position = 0  # the last source_seq the active reported
         self.rejection: str | None = None  # why the sync rules rejected the last operator command
         self.snapshots_sent = self.unpublished_at_promotion = 0
-
-    @property
-    def sync(self) -> SyncState:
-        """The sync rules' state of this adapter."""
-        return self._sync
 
     @property
     def reporter(self) -> Reporter:
@@ -134,12 +130,12 @@ class Driver:
 
     def recovered(self, *, published: int, term: int) -> None:
         """The journal was read at start-up: ``published`` went out, and ``term`` was the highest recorded."""
-        self._sync = self._sync.evolve(published=published, term=max(self._sync.term, term))
+        self.sync = self.sync.evolve(published=published, term=max(self.sync.term, term))
 
     def force_role(self, role: Role, turn: Turn) -> None:
         """Take ``role`` without an election (tests and benchmarks: an adapter alone, at once)."""
-        old = self._sync
-        self._sync = old.evolve(
+        old = self.sync
+        self.sync = old.evolve(
             deciding=False, role=role, active=self._parts.config.adapter if role is Role.ACTIVE else None
         )
         if old.role is not role:
@@ -150,7 +146,7 @@ class Driver:
 
         It goes off line once (and stays up, so nothing restarts it into the same fault again and again).
         """
-        if self._health.fault(turn.now) and self._sync.role is not Role.FAILED:
+        if self._health.fault(turn.now) and self.sync.role is not Role.FAILED:
             reason = f"{FAULT_LIMIT} internal faults in {FAULT_WINDOW_S:g}s (the last {where})"
             self.apply(OperatorCommand(CommandKind.FAIL, reason), turn)
 
@@ -160,9 +156,9 @@ class Driver:
         """Feed one event to the sync rules and carry out what follows from it."""
         if type(event) is SnapshotAdopted:
             self.carry(self._parts.gaps.covered(event.source_seq), turn)
-        old = self._sync
-        self._sync, actions = on_event(old, event, now=turn.now, config=self._parts.config.sync)
-        new = self._sync
+        old = self.sync
+        self.sync, actions = on_event(old, event, now=turn.now, config=self._parts.config.sync)
+        new = self.sync
         if old.role is not new.role:
             self._follow_role(old.role, new.role, turn)
         if new.term > old.term:
@@ -180,7 +176,7 @@ class Driver:
             turn.out += parts.emitter.open()
             parts.gaps.forget()
         elif old is Role.ACTIVE:
-            turn.out += parts.pipeline.seal(self._sync.term, turn)
+            turn.out += parts.pipeline.seal(self.sync.term, turn)
             parts.emitter.close(confirmed=parts.sequencer.last_recorded_source_seq, trusted=True)
         self.carry(parts.sessions.on_role_changed(old, new, now=turn.now), turn)
         parts.conflated.on_role_changed(old, new)
@@ -190,7 +186,7 @@ class Driver:
         means), then the position compared with ours -- the only word on what may go out."""
         parts = self._parts
         self._follow_budget(msg.table_budget, turn)
-        if self._sync.role is Role.FAILED:
+        if self.sync.role is Role.FAILED:
             return  # it could not hold the active's tables
         self.carry(parts.sessions.on_report(self.session_view(), msg), turn)
         if not msg.last_source_seq:
@@ -211,7 +207,7 @@ class Driver:
         # active's tables' budget when its own holds it; one that cannot fails itself, saying so.
         state = self._parts.state
         own, current = self._parts.config.table_budget, state.table_budget
-        if not own or not announced or announced == current or self._sync.role is not Role.BACKUP:
+        if not own or not announced or announced == current or self.sync.role is not Role.BACKUP:
             return
         budget = adopted_budget(own, announced)
         if budget is None:
@@ -236,7 +232,7 @@ class Driver:
         is in sync has the same state already: adopting it would only discard what waits
         at its gate (a hole in its line and journal each time another backup joins).
         """
-        sync = self._sync
+        sync = self.sync
         return (
             sync.snapshot_requested_at is not None
             or (sync.role is not Role.ACTIVE and sync.status is not SyncStatus.IN_SYNC)
@@ -253,7 +249,7 @@ class Driver:
 
     def standing(self) -> Standing:
         """What the pipeline needs of the sync state: publishing, a backup, the term."""
-        sync = self._sync
+        sync = self.sync
         return Standing(sync.is_publishing, sync.role is Role.BACKUP, sync.term)
 
     def drive(self, conversion: Conversion, turn: Turn) -> int:
@@ -290,7 +286,7 @@ class Driver:
             elif isinstance(step, Apply):
                 self.apply(step.event, turn)
             elif isinstance(step, ReportNow):
-                if self._sync.role is Role.ACTIVE:
+                if self.sync.role is Role.ACTIVE:
                     self.send_stream_state(None, turn)
             elif isinstance(step, Unpublish):
                 self._parts.emitter.unpublish()
@@ -318,7 +314,7 @@ class Driver:
         """The session driver's view of the sync state and the pipeline, now."""
         pipeline = self._parts.pipeline
         return SessionView(
-            sync=self._sync,
+            sync=self.sync,
             now=self.now,
             wall_ns=self.wall_ns,
             position=self._parts.sequencer.last_source_seq,
@@ -330,7 +326,7 @@ class Driver:
 
     def gap_view(self) -> GapView:
         """The gap desk's view of the sync state and the numbering, now."""
-        sync, parts = self._sync, self._parts
+        sync, parts = self.sync, self._parts
         return GapView(
             sync=sync,
             now=self.now,
@@ -345,19 +341,19 @@ class Driver:
         journal = self._parts.emitter.journal
         last = None if journal is None else journal.last_msg_seq
         return self._parts.delayed.context(
-            self._sync, self.sender(), now=self.now, wall_ns=self.wall_ns, journal_last=last
+            self.sync, self.sender(), now=self.now, wall_ns=self.wall_ns, journal_last=last
         )
 
     def sender(self, role: Role | None = None) -> syncbus.Sender:
         """This adapter as the sender of a sync-bus message (in ``role``; default: its own)."""
-        sync = self._sync
+        sync = self.sync
         return syncbus.Sender(
             self._parts.config.adapter, sync.term, sync.role if role is None else role, self.wall_ns
         )
 
     def lag_now(self) -> int:
         """Source messages behind the active's last report, at this moment (a backup; else 0)."""
-        if self._sync.role is not Role.BACKUP:
+        if self.sync.role is not Role.BACKUP:
             return 0
         return max(0, self.active_position - self._parts.sequencer.last_source_seq)
 
@@ -373,7 +369,7 @@ class Driver:
             now=turn.now, numbered=counters.numbered, errors=counters.errors, lag=self.lag_now()
         )
         self.apply(HealthMeasured(health_score(sample), emitter.published_msg_seq), turn)
-        turn.out.append(SendSync(self._reporter.health(self.sender(), self._sync, sample)))
+        turn.out.append(SendSync(self._reporter.health(self.sender(), self.sync, sample)))
 
     def _request_snapshot(self, action: SyncAction, turn: Turn) -> None:
         assert isinstance(action, RequestSnapshot)
@@ -392,7 +388,7 @@ class Driver:
             "adapter %d: %s -> %s, term %d, next msg_seq %d (%s)",
             *(parts.config.adapter, old, new, action.term, next_msg_seq, action.reason),
         )
-        turn.out += parts.pipeline.seal(self._sync.term, turn)
+        turn.out += parts.pipeline.seal(self.sync.term, turn)
         fields = {"old": old, "new": new, "term": action.term, "reason": action.reason}
         if action.new is Role.ACTIVE:
             fields["unpublished"] = self._unpublished_at_promotion()

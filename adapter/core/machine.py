@@ -168,7 +168,7 @@ class AdapterCore:
                 start=pumped.leftover_pos,
                 converted=pumped.leftover_converted,
             )
-            return out + self.pipeline.seal(self.sync.term, turn)
+            return out + self.pipeline.seal(self.driver.sync.term, turn)
         if pumped.stop in (PumpStop.DEADLINE, PumpStop.DRAINED):
             out += self.on_source_drained(now=now, wall_ns=wall_ns)
         return out
@@ -213,9 +213,10 @@ class AdapterCore:
         if sample is not None:
             turn.out.append(sample)
         turn.out += self.access.on_tick(now=now, wall_ns=wall_ns)
-        turn.out += self.pipeline.seal(self.sync.term, turn)
+        sync = driver.sync
+        turn.out += self.pipeline.seal(sync.term, turn)
         line_timers.checkpoint(self.parts, turn)
-        if now >= next_deadline(self.sync, self.config.sync, now=now) and not driver.woke:
+        if now >= next_deadline(sync, self.config.sync, now=now) and not driver.woke:
             driver.apply(Tick(behind_report=self.sequencer.has_pending), turn)
         self._timers(turn)
         if self.busy.wants("tick"):
@@ -353,7 +354,7 @@ class AdapterCore:
         <adapter.sync_link.SyncLink.keepalive>`): the active's positions do not move during the
         turn, so it says what an idle active says. ``None``: not the active, or no long turn ahead.
         """
-        sync = self.sync
+        sync = self.driver.sync
         if sync.role is not Role.ACTIVE or sync.deciding:
             return None
         journal = self.emitter.journal
@@ -368,31 +369,33 @@ class AdapterCore:
         """When :meth:`on_tick` must run next (never later than a tenth of a second).
 
         ``heartbeat=False``: not counting the active's heartbeat report, which the source
-        pump sends while it runs (:meth:`pump_report`).
+        pump sends while it runs (:meth:`pump_report`). Asked on every turn of the loop.
         """
-        if self.driver.woke:
+        driver = self.driver
+        if driver.woke:
             return now  # the timers skipped on waking are due: at once, once the sync bus is read
-        sync = self.sync
+        sync, emitter, config = driver.sync, self.emitter, self.config
         deadline = min(
-            next_deadline(sync, self.config.sync, now=now, heartbeat=heartbeat), now + TICK_AT_LEAST_EVERY_S
+            next_deadline(sync, config.sync, now=now, heartbeat=heartbeat), now + TICK_AT_LEAST_EVERY_S
         )
         deadline = min(deadline, self.access.next_deadline())
-        if sync.is_publishing and self.emitter.may_heartbeat(self.sequencer.last_recorded_source_seq):
+        if sync.is_publishing and emitter.may_heartbeat(self.sequencer.last_recorded_source_seq):
             # Only a heartbeat that may go out is a deadline: one that waits for the gate waits
             # for a report (a socket event), or an overdue one would spin the loop.
-            deadline = min(deadline, self.emitter.output.heartbeat_due())
+            deadline = min(deadline, emitter.output.heartbeat_due())
         deadline = self.source.deadline(now, deadline)
-        wall_ns = self.driver.wall_ns + round((now - self.driver.now) * 1e9)
-        for part in (
-            line_timers.silent_release_at(
-                self.parts, sync
-            ),  # what the gate holds goes out then if nobody reported
-            self.gaps.deadline(),
-            self.delayed.deadline(now=now, wall_ns=wall_ns),
-            self.conflated.deadline(active=sync.role is Role.ACTIVE),
-        ):
-            if part is not None:
-                deadline = min(deadline, part)
+        silent = line_timers.silent_release_at(self.parts, sync)
+        if silent is not None:
+            deadline = min(deadline, silent)  # what the gate holds goes out then if nobody reported
+        gap = self.gaps.deadline()
+        if gap is not None:
+            deadline = min(deadline, gap)
+        delayed = self.delayed.deadline(now=now, wall_ns=driver.wall_ns + round((now - driver.now) * 1e9))
+        if delayed is not None:
+            deadline = min(deadline, delayed)
+        conflated = self.conflated.deadline(active=sync.role is Role.ACTIVE)
+        if conflated is not None:
+            deadline = min(deadline, conflated)
         return max(now, deadline)
 
     def delayed_wants(self, *, wall_ns: int) -> int | None:
@@ -426,7 +429,7 @@ class AdapterCore:
         The lag is the health meter's (:attr:`HealthMeter.lag`: a lag that lasted), as of its last
         sample; it is BEHIND past the tolerance a backup may run ahead by.
         """
-        sync = self.sync
+        sync = self.driver.sync
         lag = self.health.lag if sync.role is Role.BACKUP else 0
         behind = sync.status is SyncStatus.IN_SYNC and lag > self.config.sync.ahead_tolerance
         return SyncView(
@@ -435,7 +438,7 @@ class AdapterCore:
 
     def view(self) -> CoreView:
         """What other threads may read (the replay service, metrics): immutable, rebuilt when it changed."""
-        book, term = self.delayed.desk.book, self.sync.term
+        book, term = self.delayed.desk.book, self.driver.sync.term
         view = self._view
         if view is None or view.term != term or view.purges_version != book.version:
             view = self._view = CoreView(term=term, purges=book.table(), purges_version=book.version)
@@ -449,7 +452,7 @@ class AdapterCore:
 
     @property
     def sync(self) -> SyncState:
-        """The sync rules' state of this adapter (the driver's)."""
+        """The sync rules' state of this adapter (the driver's; inside the core, ``driver.sync``)."""
         return self.driver.sync
 
     @property

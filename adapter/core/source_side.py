@@ -35,6 +35,7 @@ class SourceSide:
 
     def __init__(self, parts: CoreParts, driver: Driver) -> None:
         self._parts, self._driver = parts, driver
+        self._gate = parts.emitter.gate  # asked on every turn of the loop (batches)
         self._paused_until = 0.0
         self._next_read = 0.0  # a backup whose output waits reads the source again from then
         self._rate_limit = 0.0  # operator throttle, messages/s (0: none)
@@ -127,7 +128,7 @@ class SourceSide:
     def batches(self) -> bool:
         """Whether the source is read in batches: a backup whose new output would wait at the gate
         (nobody sees it before the active's report)."""
-        return self._driver.sync.role is Role.BACKUP and not self._parts.emitter.gate.passes
+        return self._driver.sync.role is Role.BACKUP and not self._gate.passes
 
     def batch(self) -> float:
         """How long the source is left alone after each drain, in seconds (0.0: every frame is read

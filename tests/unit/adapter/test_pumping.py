@@ -127,13 +127,13 @@ def test_the_plan_s_modes_and_what_keeps_the_pump_off() -> None:
         active.driver.reporter.stream_state(active.driver.sender()), channel=active.config.channel_number
     )
     assert active.pump_report() is not None and active.pump_report().parts is report.parts  # type: ignore[union-attr]
-    active.driver._sync = replace(active.sync, term=active.sync.term + 1)
+    active.driver.sync = replace(active.sync, term=active.sync.term + 1)
     moved = active.pump_report()
     assert moved is not None and moved.parts != report.parts
     assert moved.parts == syncbus.report_parts(
         active.driver.reporter.stream_state(active.driver.sender()), channel=active.config.channel_number
     )
-    active.driver._sync = replace(active.sync, term=active.sync.term - 1)
+    active.driver.sync = replace(active.sync, term=active.sync.term - 1)
     assert group.command(1, Throttle(100.0))["ok"]
     assert active.pump_plan(group.now) is None  # an operator's throttle: the Python loop paces
     assert group.command(1, Throttle(0.0))["ok"]
