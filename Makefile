@@ -28,7 +28,7 @@ test: bytecode
 
 # Longer drills, run by CI after the default suite (exit 5 = none collected is fine).
 test-slow: bytecode
-	$(BIN)/pytest -m slow -q || [ $$? -eq 5 ]
+	$(BIN)/pytest -m slow -q --durations=30 || [ $$? -eq 5 ]
 
 check: setup
 	bash scripts/check
