@@ -31,7 +31,6 @@ that no longer offends is itself a problem (delete it), so the list only shrinks
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_layers import namespace  # noqa: E402 - a sibling script
+from check_layers import namespace, run_check  # noqa: E402 - a sibling script
 
 FORMATS_FOLDER: Final = "adapter/formats"
 REGISTRY: Final = "adapter/formats/registry.py"
@@ -147,21 +146,8 @@ def check(root: Path, allowed: Mapping[str, str] = ALLOWED) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the check; print the problems to stderr.
-
-    Returns:
-        0 when there are none, 1 otherwise.
-    """
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent)
-    args = parser.parse_args(argv)
-    problems = check(args.root)
-    if problems:
-        print(f"check_formats: {len(problems)} problem(s):", file=sys.stderr)
-        for problem in problems:
-            print(f"  {problem}", file=sys.stderr)
-        return 1
-    return 0
+    """Run the check; print the problems to stderr (0 when there are none, 1 otherwise)."""
+    return run_check("check_formats", __doc__ or "", check, argv)
 
 
 if __name__ == "__main__":

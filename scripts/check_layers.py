@@ -49,7 +49,7 @@ import argparse
 import ast
 import sys
 import tomllib
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -459,22 +459,33 @@ def check(root: Path, allowed: Collection[frozenset[str]] = ALLOWED_CYCLES.keys(
     return layer_violations([*files, *tests], folders) + import_cycles(files, allowed)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the check; print the problems to stderr.
+def run_check(name: str, doc: str, check: Callable[[Path], list[str]], argv: Sequence[str] | None) -> int:
+    """The command line every check script shares: ``[ROOT]`` in, the problems on stderr.
+
+    Args:
+        name: the script's name, for its messages.
+        doc: the script's module docstring (its first paragraph is ``--help``'s description).
+        check: the problems of the tree at a root.
+        argv: the arguments (``None``: ``sys.argv[1:]``).
 
     Returns:
         0 when there are none, 1 otherwise.
     """
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent)
     args = parser.parse_args(argv)
     problems = check(args.root)
     if problems:
-        print(f"check_layers: {len(problems)} problem(s):", file=sys.stderr)
+        print(f"{name}: {len(problems)} problem(s):", file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the check; print the problems to stderr (0 when there are none, 1 otherwise)."""
+    return run_check("check_layers", __doc__ or "", check, argv)
 
 
 if __name__ == "__main__":

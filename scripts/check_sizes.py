@@ -36,16 +36,15 @@ imported. Import cycles, type-only imports included, are
 
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_layers import namespace  # noqa: E402 - a sibling script
+from check_layers import namespace, run_check  # noqa: E402 - a sibling script
 
 MODULE_LINES: Final = 500
 FUNCTION_LINES: Final = 60
@@ -156,22 +155,9 @@ def check(root: Path, allowed: Mapping[str, str] = ALLOWED) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the check; print the problems to stderr.
-
-    Returns:
-        0 when there are none, 1 otherwise.
-    """
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent)
-    args = parser.parse_args(argv)
-    problems = check(args.root)
-    if problems:
-        print(f"check_sizes: {len(problems)} problem(s):", file=sys.stderr)
-        for problem in problems:
-            print(f"  {problem}", file=sys.stderr)
-        return 1
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the check; print the problems to stderr (0 when there are none, 1 otherwise)."""
+    return run_check("check_sizes", __doc__ or "", check, argv)
 
 
 if __name__ == "__main__":
