@@ -14,9 +14,9 @@ import argparse
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from feedha import netns, transport
 from feedha.adapter.formats.registry import FORMATS
@@ -215,24 +215,31 @@ def _run_late_join(args: argparse.Namespace) -> int:
     return 0 if result is not None and late_join.summary_ok(result) else 1
 
 
-def _run_replay_time(args: argparse.Namespace) -> int:
+def _run_checked(
+    name: str,
+    args: argparse.Namespace,
+    options_from: Callable[[argparse.Namespace], Any],
+    run: Callable[[Any, IO[str]], dict[str, Any]],
+    ok: Callable[[dict[str, Any]], bool],
+) -> int:
+    """A drill whose options come from ``options_from`` (a ValueError is a usage error: 2); 0 when ``ok``."""
     try:
-        options = replay_time.options_from(args)
+        options = options_from(args)
     except ValueError as exc:
-        print(f"feedha drill replay-time: {exc}", file=sys.stderr)
+        print(f"feedha drill {name}: {exc}", file=sys.stderr)
         return 2
-    result = run_logged("replay-time", args, lambda log: replay_time.run_replay_time(options, log))
-    return 0 if result is not None and replay_time.summary_ok(result) else 1
+    result = run_logged(name, args, lambda log: run(options, log))
+    return 0 if result is not None and ok(result) else 1
+
+
+def _run_replay_time(args: argparse.Namespace) -> int:
+    return _run_checked(
+        "replay-time", args, replay_time.options_from, replay_time.run_replay_time, replay_time.summary_ok
+    )
 
 
 def _run_conflate(args: argparse.Namespace) -> int:
-    try:
-        options = conflate.options_from(args)
-    except ValueError as exc:
-        print(f"feedha drill conflate: {exc}", file=sys.stderr)
-        return 2
-    result = run_logged("conflate", args, lambda log: conflate.run_conflate(options, log))
-    return 0 if result is not None and conflate.summary_ok(result) else 1
+    return _run_checked("conflate", args, conflate.options_from, conflate.run_conflate, conflate.summary_ok)
 
 
 def _delayed_arguments(sub: Any) -> None:
@@ -303,13 +310,7 @@ def _abuse_arguments(sub: Any) -> None:
 def _run_abuse(args: argparse.Namespace) -> int:
     from feedha.drills import abuse, abuse_cli
 
-    try:
-        options = abuse_cli.options_from(args)
-    except ValueError as exc:
-        print(f"feedha drill abuse: {exc}", file=sys.stderr)
-        return 2
-    result = run_logged("abuse", args, lambda log: abuse.run_abuse(options, log))
-    return 0 if result is not None and result["passed"] else 1
+    return _run_checked("abuse", args, abuse_cli.options_from, abuse.run_abuse, lambda r: r["passed"])
 
 
 def _network_options(args: argparse.Namespace) -> dict[str, Any]:
