@@ -18,8 +18,8 @@ and the ``limit`` in the error's metadata (docs/security.md has the table):
   :attr:`Limits.login_queue` more and refuses the rest at once. Logins for a
   key in good standing go first, and one of the slots is theirs alone, so a
   flood of wrong secrets never makes an honest login wait behind it;
-* throttled logins answered at once: a :class:`Tarpit` holds
-  :data:`TARPIT_SLOTS` refusals at most, each for the wait it announces
+* refusals of throttled logins held before they go out: a :class:`Tarpit`
+  holds :data:`TARPIT_SLOTS` at most, each for the wait it announces
   (between :data:`TARPIT_LEAST_S` and :data:`TARPIT_MOST_S`), so a crowd
   retrying as fast as it is refused comes back once a hold, not once a call;
 * Subscribe, Modify and Cancel calls per user, refused ones included:
