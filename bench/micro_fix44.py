@@ -247,7 +247,8 @@ def main(argv: Sequence[str]) -> int:
     if args.messages < 1 or args.frame < 1 or args.repeat < 1:
         parser.error("--messages, --frame and --repeat must be >= 1")
     result: dict[str, Any] = {"messages": args.messages, "frame": args.frame, "repeat": args.repeat}
-    from feedha.adapter.conversion import ConverterTable, make_engine
+    from feedha.adapter.conversion import ConverterTable
+    from feedha.adapter.formats.feedha_fix.choice import make_engine
 
     result["feedha_fix_native"] = make_engine(ConverterTable.load()).is_native
     result["fix44_native"] = _engine(True, python_fix44=args.python_fix44).is_native

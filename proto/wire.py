@@ -371,7 +371,7 @@ class PacketBuilder:
     def room(self) -> int:
         """Bytes left for blocks, negated when the packet is empty (its first block always fits).
 
-        The convention of ``adapter.conversion._fastpath.FastPath.run``'s ``room`` argument.
+        The convention of ``adapter.formats.feedha_fix._fastpath.FastPath.run``'s ``room`` argument.
         """
         left = self._max_bytes - self._size
         # A lone oversize block (it always fits an empty packet) leaves no room, not negative room.

@@ -10,7 +10,7 @@ Theory of operation
 Every number that both a C extension and Python need is defined once, in
 Python, where the rest of its contract lives: the wire block in
 ``proto/wire.py``, the journal record in ``adapter/journal/layout.py``, the
-fast path's spec in ``adapter/conversion/_fastpath_spec.py`` and its stop
+fast path's spec in ``adapter/formats/feedha_fix/_fastpath_spec.py`` and its stop
 reasons in ``adapter/conversion/engine.py``, the journal's ``Record`` in
 ``adapter/journal/format.py``. :data:`HEADERS` says which
 header gets which; each constant becomes ``#define NAME value`` with the
@@ -86,8 +86,8 @@ def members(prefix: str, enumeration: type[enum.Enum], module: ModuleType) -> li
 
 
 def _conversion() -> list[Define]:
-    from feedha.adapter.conversion import _fastpath_spec as spec
     from feedha.adapter.conversion import engine
+    from feedha.adapter.formats.feedha_fix import _fastpath_spec as spec
     from feedha.proto import wire
 
     return [
@@ -193,8 +193,8 @@ class Header:
 HEADERS: Final = (
     Header(
         "adapter/conversion/_fastpath_constants.h",
-        "adapter/conversion/_fastpath.c",
-        "adapter/conversion/_fastpath.pyi",
+        "adapter/formats/feedha_fix/_fastpath.c",
+        "adapter/formats/feedha_fix/_fastpath.pyi",
         _conversion,
         also=(("adapter/conversion/_orders.c", "adapter/conversion/_orders.pyi"),),
     ),

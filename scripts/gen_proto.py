@@ -13,7 +13,7 @@ Generated files:
   each other as ``from feedha.proto import market_pb2`` and a .proto imports
   another as ``import "feedha/proto/market.proto"``.
 * ``adapter/conversion/_market_fields.h``: the field numbers and ready-made tags of the
-  ``feedha.v1`` fields that the C extensions (``adapter/conversion/_fastpath.c``, and
+  ``feedha.v1`` fields that the C extensions (``adapter/formats/feedha_fix/_fastpath.c``, and
   ``adapter/conversion/_orders.c`` for the itch50 blocks) encode by hand. Generating
   it refuses (exit 1, naming the field) when the schema no longer matches what
   those encoders assume: a field missing, of another type or presence, out of
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 ROOT: Final = Path(__file__).resolve().parent.parent
 PROTO_SUFFIXES: Final = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 HEADER: Final = "adapter/conversion/_market_fields.h"  # relative to the root
-ENCODER: Final = "the C encoder (adapter/conversion/_fastpath.c, _orders.c)"  # the code that includes HEADER
+ENCODER: Final = "the C encoders (feedha_fix/_fastpath.c, conversion/_orders.c)"  # what includes HEADER
 PACKAGE_DIR: Final = "feedha/proto"  # where proto/ is installed, and the .proto files' include path
 MARKET_PROTO: Final = f"{PACKAGE_DIR}/market.proto"
 
@@ -56,7 +56,7 @@ _WIRE_TYPES: Final = {
 
 
 class SchemaError(Exception):
-    """proto/market.proto no longer has a field the way adapter/conversion/_fastpath.c encodes it."""
+    """proto/market.proto no longer has a field the way adapter/formats/feedha_fix/_fastpath.c encodes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class _Field:
     optional: bool = False  # explicit presence: written when set, zero included
 
 
-# What adapter/conversion/_fastpath.c encodes, per message in the order it writes the
+# What adapter/formats/feedha_fix/_fastpath.c encodes, per message in the order it writes the
 # fields. Deterministic serialization writes fields by number, so the numbers
 # must rise in this order; every tag is one byte (numbers 1..15).
 _ENCODED: Final[dict[str, tuple[_Field, ...]]] = {
@@ -299,7 +299,7 @@ def market_fields_header(file: FileDescriptor) -> str:
         acts on, ``FH_<ENUM>_<VALUE>`` (``FH_ENTRYTYPE_TRADE``).
 
     Raises:
-        SchemaError: a field is missing or differs from what adapter/conversion/_fastpath.c
+        SchemaError: a field is missing or differs from what adapter/formats/feedha_fix/_fastpath.c
             assumes (the message names it).
     """
     lines = [

@@ -7,7 +7,6 @@ bytes), and the engines that run them (``engine``, chosen by ``choice``). All pu
 
 from __future__ import annotations
 
-from feedha.adapter.conversion.choice import make_engine
 from feedha.adapter.conversion.codec import encode_update, from_proto, to_proto
 from feedha.adapter.conversion.engine import ConversionEngine, Run, Stop
 from feedha.adapter.conversion.messages import SourceMessage, SourceUpdateEntry
@@ -28,7 +27,6 @@ __all__ = [
     "SymbolValues",
     "encode_update",
     "from_proto",
-    "make_engine",
     "peek_source_seq",
     "to_proto",
 ]

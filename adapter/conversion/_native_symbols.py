@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-feedha-fix's :class:`~adapter.conversion._native.NativeConversionState` (over
+feedha-fix's :class:`~adapter.formats.feedha_fix._native.NativeConversionState` (over
 ``_fastpath.State``) and fix44's
 :class:`~adapter.formats.fix44._native_books.NativeBookState` (over
 ``_orders.BookTable``) keep their symbols in C, in tables with the same

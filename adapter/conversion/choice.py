@@ -1,12 +1,10 @@
-"""Which conversion engine an adapter runs, and which order table: the one place that chooses.
+"""Which order table a market-by-order state keeps, and whether ``_orders`` is built: one place.
 
-See :mod:`adapter.conversion.engine` for what an engine is. The choice is
-made as every package of the adapter makes it (:mod:`adapter._native_code`):
-the native engine (the C extension ``_fastpath``) where it is built and
-takes the table, else the Python reference, with a warning. The ``itch50``
-state's order table, price levels, symbol digest and block encoder likewise come from the C
-extension ``_orders`` where it is built, else from :mod:`adapter.conversion.order_table`
-and :func:`~adapter.conversion.codec.encode_book_block`; the ``fix44`` engine's C run
+The choice is made as every package of the adapter makes it
+(:mod:`adapter._native_code`). The ``itch50`` state's order table, price
+levels, symbol digest and block encoder come from the C extension ``_orders``
+where it is built, else from :mod:`adapter.conversion.order_table` and
+:func:`~adapter.conversion.codec.encode_book_block`; the ``fix44`` engine's C run
 (``_orders.Fix44Run``, over its state in C) comes from the same extension
 (:func:`adapter.formats.fix44.native.fix44_native`, which reads :data:`ORDERS_NOT_BUILT`).
 """
@@ -21,62 +19,20 @@ from typing import Any, Final
 
 from feedha.adapter._native_code import warn_fallback, why_not_built
 from feedha.adapter.conversion import order_table
-from feedha.adapter.conversion._fastpath_spec import Unsupported, compile_spec
-from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.codec import BlockSymbol, encode_book_block
-from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.state import SymbolValues, symbol_digest
-from feedha.adapter.conversion.table import ConverterTable
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "IS_NATIVE_BUILT",
     "IS_NATIVE_ORDERS_BUILT",
     "ORDERS_NOT_BUILT",
     "OrderStore",
-    "make_engine",
     "make_order_store",
-    "unsupported_reason",
 ]
 
-_NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._fastpath")
-IS_NATIVE_BUILT: Final = _NOT_BUILT is None
 ORDERS_NOT_BUILT: Final = why_not_built("feedha.adapter.conversion._orders")
 IS_NATIVE_ORDERS_BUILT: Final = ORDERS_NOT_BUILT is None
-
-
-def unsupported_reason(table: ConverterTable) -> str | None:
-    """Why the native engine cannot run ``table`` (``None``: it can)."""
-    if _NOT_BUILT is not None:
-        return _NOT_BUILT
-    try:
-        compile_spec(table)
-    except Unsupported as exc:
-        return f"the converter table uses a feature the C fast path lacks ({exc})"
-    return None
-
-
-def make_engine(table: ConverterTable, *, prefer_native: bool = True) -> ConversionEngine:
-    """The engine for ``table``: native when it can run, the Python reference otherwise (logged).
-
-    Args:
-        table: the checked converter table.
-        prefer_native: ``False`` gives the reference engine (tests, comparisons).
-
-    Returns:
-        A :class:`~adapter.conversion._native.NativeEngine` when the C extension
-        is built and supports every feature ``table`` uses, else a
-        :class:`~adapter.conversion._reference.ReferenceEngine`.
-    """
-    if prefer_native:
-        reason = unsupported_reason(table)
-        if reason is None:
-            from feedha.adapter.conversion._native import NativeEngine
-
-            return NativeEngine(table)
-        warn_fallback(logger, "conversion", "~30x slower", reason)
-    return ReferenceEngine(table)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """The market model's protobuf codec: conversion state and converted messages to ``MarketUpdate`` bytes.
 
-Pure: the publish time is passed in. The C fast path (``adapter/conversion/_fastpath.c``)
+Pure: the publish time is passed in. The C fast path (``adapter/formats/feedha_fix/_fastpath.c``)
 writes the same bytes for the same input; ``scripts/gen_proto.py`` generates
 the field numbers it uses from ``proto/market.proto``.
 """
@@ -139,7 +139,7 @@ def encode_update(msg: SourceMessage, values: SymbolValues, *, publish_time_ns: 
     if msg.extra:
         update.extra.update(msg.extra)
     # Deterministic: map entries sorted by key, so every adapter (and the C
-    # fast path, adapter/conversion/_fastpath.c) produces the same bytes.
+    # fast path, adapter/formats/feedha_fix/_fastpath.c) produces the same bytes.
     return update.SerializeToString(deterministic=True)
 
 

@@ -19,11 +19,11 @@ kinds of work:
 
 Each input format brings its engine (:mod:`adapter.formats`, the
 registry). ``feedha-fix``'s two implementations are chosen in one place
-(:func:`adapter.conversion.choice.make_engine`), as all native code is
+(:func:`adapter.formats.feedha_fix.choice.make_engine`), as all native code is
 (:mod:`adapter._native_code`):
 
-* :class:`~adapter.conversion._native.NativeEngine`: ``run`` is the C fast
-  path (``adapter/conversion/_fastpath.c``) and the state lives in C;
+* :class:`~adapter.formats.feedha_fix._native.NativeEngine`: ``run`` is the C fast
+  path (``adapter/formats/feedha_fix/_fastpath.c``) and the state lives in C;
 * :class:`~adapter.conversion._reference.ReferenceEngine`: everything in
   Python, byte for byte the same output; the fallback when the extension is
   not built or the converter table uses a feature the C path lacks.

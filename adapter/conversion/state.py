@@ -148,7 +148,7 @@ def advance(current: SymbolValues | None, msg: SourceMessage) -> SymbolValues:
     """The conversion rule: a symbol's values after one more message (``current`` is updated in place).
 
     Trades move high, low, last, volume, notional, trade count and VWAP; bids
-    and asks move ``bid``/``ask``. The C fast path (``adapter/conversion/_fastpath.c``,
+    and asks move ``bid``/``ask``. The C fast path (``adapter/formats/feedha_fix/_fastpath.c``,
     ``apply_entry``) implements the same rule; tests compare the two.
 
     Args:

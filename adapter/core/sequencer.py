@@ -17,7 +17,7 @@ message); what keeps lines identical is comparing positions with the active:
 
 The history of recent positions is kept as *runs*: consecutive source_seqs
 numbered consecutively, each run a start position and an ``array`` of the
-digests after each message. The C fast path (:mod:`adapter.conversion._native`) hands
+digests after each message. The C fast path (:mod:`adapter.formats.feedha_fix._native`) hands
 over a whole run at once (:meth:`Sequencer.record_run`); runs that continue
 each other merge, so a steady stream is one run and a lookup is an index.
 

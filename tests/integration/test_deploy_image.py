@@ -107,7 +107,7 @@ def test_the_build_stage_copies_what_setup_py_needs() -> None:
     missing = folders - copied
     assert not missing, f"deploy/Dockerfile does not copy {sorted(missing)} (in [tool.feedha.namespace])"
     sources = _setup_sources()
-    assert {"adapter/conversion/_fastpath.c", "adapter/journal/_native.c"} <= sources
+    assert {"adapter/formats/feedha_fix/_fastpath.c", "adapter/journal/_native.c"} <= sources
     for path in sources:
         assert path.split("/")[0] in copied and (ROOT / path).exists(), path
 

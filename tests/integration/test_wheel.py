@@ -32,7 +32,7 @@ from feedha.procs import JsonProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTENSIONS = (
-    "feedha/adapter/conversion/_fastpath",
+    "feedha/adapter/formats/feedha_fix/_fastpath",
     "feedha/adapter/conversion/_orders",
     "feedha/adapter/journal/_native",
 )
@@ -82,7 +82,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"feedha"}
     for data in (
         "feedha/adapter/conversion/converters.yaml",
-        "feedha/adapter/conversion/_fastpath.pyi",  # each extension's stub beside it
+        "feedha/adapter/formats/feedha_fix/_fastpath.pyi",  # each extension's stub beside it
         "feedha/adapter/conversion/_orders.pyi",
         "feedha/adapter/journal/_native.pyi",
         "feedha/demo_policy.yaml",
@@ -95,7 +95,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
 
     members = {m.split("/", 1)[1] for m in tarfile.open(sdist).getnames() if "/" in m}
     sources = {
-        "adapter/conversion/_fastpath.c",
+        "adapter/formats/feedha_fix/_fastpath.c",
         "adapter/conversion/_market_fields.h",
         "adapter/conversion/_fastpath_constants.h",
         "adapter/conversion/_orders.c",

@@ -45,7 +45,7 @@ def test_the_checked_in_headers_are_current() -> None:
 
 
 def test_the_headers_hold_the_python_values() -> None:
-    from feedha.adapter.conversion import _fastpath_spec
+    from feedha.adapter.formats.feedha_fix import _fastpath_spec
     from feedha.adapter.journal import layout
     from feedha.proto import wire
 
@@ -90,14 +90,14 @@ def test_a_stale_header_a_copy_in_c_and_an_undeclared_constant_are_refused(tmp_p
     header.write_text(
         header.read_text().replace("#define RECORD_HEADER_SIZE 36", "#define RECORD_HEADER_SIZE 40")
     )
-    source = root / "adapter/conversion/_fastpath.c"
+    source = root / "adapter/formats/feedha_fix/_fastpath.c"
     source.write_text(source.read_text() + "\n#define MAX_PAYLOAD 65525\nenum { STOP_X, STOP_SLOW };\n")
     stub = root / "adapter/journal/_native.pyi"
     stub.write_text(stub.read_text().replace("STATUS_BAD_CRC: Final[int]\n", ""))
     assert gen_constants.problems(root) == [
-        "adapter/conversion/_fastpath.c defines MAX_PAYLOAD itself: take it from "
+        "adapter/formats/feedha_fix/_fastpath.c defines MAX_PAYLOAD itself: take it from "
         "adapter/conversion/_fastpath_constants.h",
-        "adapter/conversion/_fastpath.c defines STOP_SLOW itself: take it from "
+        "adapter/formats/feedha_fix/_fastpath.c defines STOP_SLOW itself: take it from "
         "adapter/conversion/_fastpath_constants.h",
         "adapter/journal/_native_constants.h is stale: run python scripts/gen_constants.py",
         "adapter/journal/_native.pyi does not declare STATUS_BAD_CRC: Final[int]",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from feedha.adapter.conversion.choice import make_engine
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.formats.feedha_fix.choice import make_engine
 from feedha.adapter.formats.interface import EngineOptions, Format
 
 __all__ = ["FORMAT"]

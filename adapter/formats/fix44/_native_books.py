@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 :class:`NativeBookState` is :class:`~adapter.formats.fix44.book_state.BookState`
 with the symbols kept in C structs rather than Python objects, as
-:class:`~adapter.conversion._native.NativeConversionState` keeps feedha-fix's:
+:class:`~adapter.formats.feedha_fix._native.NativeConversionState` keeps feedha-fix's:
 per symbol a record of its nine values, its book's kind and session values
 and both sides of ``(price, size, orders)`` (sorted arrays, balanced trees past 64
 levels: ``_level_tree.h``), with each side's share

@@ -12,15 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion import Converter, ConverterTable, _fastpath_spec, _native, choice, make_engine
+from feedha.adapter.conversion import Converter, ConverterTable
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.adapter.conversion.table import DerivedRule
 from feedha.adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
 from feedha.adapter.core.sync import Role
+from feedha.adapter.formats.feedha_fix import _fastpath_spec, _native, choice
 from feedha.proto import fix, wire
 
 pytestmark = pytest.mark.skipif(
-    not choice.IS_NATIVE_BUILT, reason="adapter.conversion._fastpath is not built"
+    not choice.IS_NATIVE_BUILT, reason="adapter.formats.feedha_fix._fastpath is not built"
 )
 
 NOW_NS = 1_790_000_000_123_456_789
@@ -33,7 +34,7 @@ def test_the_extension_is_built_in_this_checkout() -> None:
 
 @given(st.binary(max_size=400))
 def test_blake2b_64_is_hashlib_blake2b(data: bytes) -> None:
-    from feedha.adapter.conversion import _fastpath
+    from feedha.adapter.formats.feedha_fix import _fastpath
 
     assert _fastpath.blake2b_64(data) == int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
@@ -117,7 +118,7 @@ def _core(
         max_packet_bytes=max_packet_bytes,
         journal=journal,
     )
-    engine = make_engine(ConverterTable.load(), prefer_native=native)
+    engine = choice.make_engine(ConverterTable.load(), prefer_native=native)
     assert engine.is_native is native
     core = AdapterCore(config, engine, now=0.0)
     core.force_role(Role.ACTIVE if publishing else Role.BACKUP, now=0.0)
@@ -289,9 +290,9 @@ def test_an_unsupported_table_runs_on_the_reference_engine() -> None:
     with pytest.raises(_fastpath_spec.Unsupported):
         _fastpath_spec.compile_spec(odd)
     assert "lacks" in str(choice.unsupported_reason(odd))
-    assert not make_engine(odd).is_native
-    assert make_engine(table).is_native
-    assert not make_engine(table, prefer_native=False).is_native
+    assert not choice.make_engine(odd).is_native
+    assert choice.make_engine(table).is_native
+    assert not choice.make_engine(table, prefer_native=False).is_native
 
 
 def test_more_extras_than_the_c_code_holds_run_on_the_reference_engine() -> None:
@@ -303,8 +304,8 @@ def test_more_extras_than_the_c_code_holds_run_on_the_reference_engine() -> None
     )
     many = replace(table, extra=extras)
     assert f"takes {_fastpath_spec.MAX_EXTRAS}" in str(choice.unsupported_reason(many))
-    assert not make_engine(many).is_native
-    assert make_engine(replace(many, extra=extras[:-1])).is_native
+    assert not choice.make_engine(many).is_native
+    assert choice.make_engine(replace(many, extra=extras[:-1])).is_native
 
 
 # --- the state -----------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion.choice import make_engine
 from feedha.adapter.conversion.engine import ConversionEngine
 from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.formats.feedha_fix.choice import make_engine
 from feedha.plain_source.model import SymbolModel
 from feedha.proto.wire import MAX_SOURCE_SEQ
 from tests.format_fuzz import (

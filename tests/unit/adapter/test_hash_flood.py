@@ -112,7 +112,8 @@ def fnv_flood(count: int, bits: int) -> list[str]:
 
 
 def test_symbols_chosen_against_the_old_hash_cost_a_flat_number_of_probes() -> None:
-    from feedha.adapter.conversion import _fastpath, _orders
+    from feedha.adapter.conversion import _orders
+    from feedha.adapter.formats.feedha_fix import _fastpath
 
     names = fnv_flood(2_000, 12)  # one slot of the feedha-fix index at every size it takes (4,096)
     state = _fastpath.State()

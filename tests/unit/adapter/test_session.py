@@ -6,7 +6,6 @@ import datetime as dt
 
 import pytest
 
-from feedha.adapter.conversion._native import NativeConversionState
 from feedha.adapter.conversion.state import ConversionState, SymbolValues, next_session, session_digest
 from feedha.adapter.core.session import (
     PROPOSAL_TIMEOUT_S,
@@ -18,6 +17,7 @@ from feedha.adapter.core.session import (
     SessionSchedule,
     Verdict,
 )
+from feedha.adapter.formats.feedha_fix._native import NativeConversionState
 from feedha.adapter.journal import format as journal_format
 
 UTC = dt.UTC

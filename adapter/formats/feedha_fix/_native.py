@@ -1,19 +1,19 @@
-"""The native conversion engine: runs in the C fast path (:mod:`adapter.conversion._fastpath`).
+"""``feedha-fix``'s native engine: runs in the C fast path (:mod:`adapter.formats.feedha_fix._fastpath`).
 
 Theory of operation
 -------------------
 The C module converts *runs* of ordinary messages (see the theory of
-operation at the top of ``adapter/conversion/_fastpath.c``) and stops at
+operation at the top of ``adapter/formats/feedha_fix/_fastpath.c``) and stops at
 anything else; the core hands that message to the careful path and resumes.
 Two things make that safe:
 
 * one conversion state serves both paths: :class:`NativeConversionState` has
   :class:`~adapter.conversion.state.ConversionState`'s interface over the C ``State``;
 * the C path only takes tables it reproduces byte for byte: the spec comes
-  from :func:`~adapter.conversion._fastpath_spec.compile_spec`, which refuses
+  from :func:`~adapter.formats.feedha_fix._fastpath_spec.compile_spec`, which refuses
   any other.
 
-This module needs the extension: :mod:`adapter.conversion.choice` imports it
+This module needs the extension: :mod:`adapter.formats.feedha_fix.choice` imports it
 only when the extension is built. Pure: no sockets, no clock.
 """
 
@@ -22,8 +22,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from feedha.adapter.conversion import _fastpath
-from feedha.adapter.conversion._fastpath_spec import compile_spec
 from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES
 from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
@@ -31,6 +29,8 @@ from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.parser import Converter
 from feedha.adapter.conversion.state import MAX_SYMBOLS, ConversionState, SymbolValues
 from feedha.adapter.conversion.table import ConverterTable
+from feedha.adapter.formats.feedha_fix import _fastpath
+from feedha.adapter.formats.feedha_fix._fastpath_spec import compile_spec
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 /*
- * adapter.conversion._fastpath: the adapter's per-message hot path in C.
+ * adapter.formats.feedha_fix._fastpath: feedha-fix's per-message hot path in C.
  *
  * Theory of operation
  * -------------------
- * The Python path (the adapter core, adapter/core/, over adapter/conversion/)
- * handles one source message at a time: FIX framing, field parsing and
+ * The Python path (the adapter core, adapter/core/, over adapter/conversion/ and
+ * this folder) handles one source message at a time: FIX framing, field parsing and
  * conversion (parser.py), the conversion state and its digest (state.py),
  * msg_seq numbering, protobuf encoding (codec.py) and wire blocks
  * (proto/wire.py). That costs ~30 us of Python per message. This module does the same work, but the numbering, for
@@ -24,7 +24,7 @@
  *
  * The rule that keeps the two paths identical: the C path *accepts* only a
  * strict subset of inputs (canonical numbers, no duplicate fields, ASCII
- * symbols, the converter-table features adapter/conversion/_native.py's
+ * symbols, the converter-table features adapter/formats/feedha_fix/_fastpath_spec.py's
  * compile_spec accepts) and stops at anything else, returning where it stopped; the core
  * hands that one message to the Python path (which names the error,
  * resynchronizes, or applies a sync rule) and calls run() again after it.
@@ -438,7 +438,7 @@ static PySequenceMethods State_as_sequence = {
 };
 
 static PyTypeObject StateType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._fastpath.State",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.formats.feedha_fix._fastpath.State",
     .tp_basicsize = sizeof(StateObject),
     .tp_dealloc = (destructor)State_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -949,7 +949,7 @@ static inline int encode_update(const FastPathObject *fp, const Message *m, cons
 }
 
 /*
- * ---- FastPath(state, spec): the spec adapter/conversion/_native.py's compile_spec makes ----
+ * ---- FastPath(state, spec): the spec adapter/formats/feedha_fix/_fastpath_spec.py's compile_spec makes ----
  *
  * Each reader takes one part of the spec dict and sets -1 + an exception
  * (ValueError naming the key, or TypeError/KeyError) when it is malformed.
@@ -1280,11 +1280,11 @@ static PyGetSetDef FastPath_getset[] = {
 };
 
 static PyTypeObject FastPathType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._fastpath.FastPath",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.formats.feedha_fix._fastpath.FastPath",
     .tp_basicsize = sizeof(FastPathObject),
     .tp_dealloc = (destructor)FastPath_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "FastPath(state, spec): runs of source messages -> wire blocks (spec: adapter.fastpath.compile_spec).",
+    .tp_doc = "FastPath(state, spec): runs of source messages -> wire blocks (spec: _fastpath_spec.compile_spec).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)FastPath_init,
     .tp_methods = FastPath_methods,
@@ -1307,7 +1307,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_fastpath",
-    .m_doc = "The adapter's hot path in C (see adapter/conversion/_native.py).",
+    .m_doc = "The adapter's hot path in C (see adapter/formats/feedha_fix/_native.py).",
     .m_size = -1,
     .m_methods = module_methods,
 };

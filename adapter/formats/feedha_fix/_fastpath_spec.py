@@ -8,7 +8,7 @@ into the dict ``FastPath(state, spec)`` reads, and raises :class:`Unsupported`,
 naming the feature, for a table that uses anything the C code does not
 implement (scales, a notional other than ``price * size``, extras other than
 two named arguments, more extras than :data:`MAX_EXTRAS`);
-:func:`adapter.conversion.choice.make_engine` then runs the reference engine.
+:func:`adapter.formats.feedha_fix.choice.make_engine` then runs the reference engine.
 
 The op codes, time and price kinds, the fixed inputs of the C environment and
 the limits below are defined here once: ``scripts/gen_constants.py`` writes

@@ -1,4 +1,4 @@
-"""Type stubs for the C extension adapter/conversion/_fastpath.c."""
+"""Type stubs for the C extension adapter/formats/feedha_fix/_fastpath.c."""
 
 from collections.abc import Sequence
 from typing import Any, Final
