@@ -140,6 +140,11 @@ setup(
             "feedha.adapter.conversion._orders",
             ["adapter/conversion/_orders.c"],
             depends=[
+                # each format's part, #included by _orders.c: one translation unit (its top says why)
+                "adapter/formats/itch50/_order_table.c",
+                "adapter/formats/itch50/_mbo_run.c",
+                "adapter/formats/fix44/_book_table.c",
+                "adapter/formats/fix44/_fix44_run.c",
                 "adapter/conversion/_blake2b.h",
                 "adapter/conversion/_siphash.h",
                 "adapter/conversion/_level_tree.h",

@@ -1,0 +1,1021 @@
+/*
+ * fix44's Fix44Run: a part of the _orders extension. adapter/conversion/_orders.c
+ * includes it after what the formats share (one translation unit: it is not compiled on its own).
+ */
+
+/* ---- Fix44Run: a run of fix44 35=X incremental refreshes converted whole in C ----
+ *
+ * Fix44Run(table, max_prices).run(...) is Fix44Engine.run for the common incremental refresh,
+ * over the state's records in C (BookTable, above). The reference is the Python loop
+ * (_reference.ReferenceEngine.run over fix44_parser.Fix44Converter.parse,
+ * book_state.BookState.stage/commit and Fix44Engine.encode_staged), and this does what it
+ * does: the book rules applied to the records in place (each change logged so a message that
+ * stops after it applied is undone exactly: FxUndo), a new symbol's record made here, each
+ * touched side's hash kept, the shown changes, the block, the symbol's digest and the commit.
+ * Its blocks are fix44_wire's: each book cut to its best ``depth`` levels a side and, for a
+ * price-keyed book, SymbolUpdate.levels with each price the message named (fx_price_levels; a
+ * new book's every price and book_replaced), so a block's size follows the message, not the book.
+ *
+ * Taken here, strictly: a frame whose 9= and 10= check as proto.fix.next_message checks them;
+ * 35=X first; then 34 (required), 49, 56, 52, 60 and 262, each at most once, in any order; then 268
+ * and its entries, each opening with 279 (0 New, 1 Change, 2 Delete) and carrying 269 (0 bid,
+ * 1 offer, 2 trade, 4-8 B C session values), 55 (or the previous entry's symbol), 270, 271, 1023,
+ * 346, 273 and 83,
+ * each at most once; nothing after the group. Values are checked as the dictionary's types
+ * check them, on a narrower syntax (plain digits, printable ASCII text, a timestamp of a year
+ * 1970-2200). Anything else stops the run (STOP_SLOW) before anything changes and the Python
+ * path takes that message: 35=W and every other type, any other tag, a repeated or misplaced
+ * tag, odd number syntax, a symbol past max_symbols (symbol_limit), a symbol adopted without a
+ * book, a book entry of the other kind (1023 on a price-keyed book or none on a level-indexed
+ * one: the mode switch; a new book takes its first entry's kind), a full side (book_full), an
+ * insert into a level-indexed side deeper than the depth, a volume or trade count leaving
+ * int64, more than 64 entries or 16 symbols in a message (tests/unit/adapter/test_fix44_run.py
+ * and test_fix44_native_state.py compare the two).
+ */
+
+#define FX_MAX_ENTRIES 64
+#define FX_MAX_SYMBOLS 16
+#define FX_SOH 1
+
+typedef struct {
+    PyObject_HEAD
+    BookTableObject *table;
+    Py_ssize_t max_prices; /* book.MAX_PRICES */
+} Fix44RunObject;
+
+/* One entry of the 268 group (BookEntry). */
+typedef struct {
+    int action, sym, has_price, has_size, has_level;
+    char type;
+    double price, size;
+    long long level, orders;
+} FxEntry;
+
+/* One message as the parser converts it: its seq, event time, entries and symbols. */
+typedef struct {
+    long long seq;
+    int64_t ns;
+    int n_entries, n_symbols;
+    FxEntry e[FX_MAX_ENTRIES];
+    const uint8_t *sym[FX_MAX_SYMBOLS];
+    size_t sym_len[FX_MAX_SYMBOLS];
+} FxMsg;
+
+static inline int fx_isdigit(uint8_t ch) { return ch >= '0' && ch <= '9'; }
+
+/* proto.fix.next_message's checks: 0 with the body's bounds and the next position, or STOP_SLOW
+ * (anything the Python path must cut or resynchronize over). */
+static int fx_frame(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *body, Py_ssize_t *body_end,
+                    Py_ssize_t *after) {
+    if (end - pos < 5 || memcmp(buf + pos, "8=FIX", 5) != 0) return STOP_SLOW;
+    const uint8_t *soh = memchr(buf + pos, FX_SOH, (size_t)(end - pos));
+    if (soh == NULL || soh + 3 >= buf + end || soh[1] != '9' || soh[2] != '=') return STOP_SLOW;
+    const uint8_t *len_end = memchr(soh + 3, FX_SOH, (size_t)(buf + end - (soh + 3)));
+    if (len_end == NULL || len_end - soh > 8 || len_end == soh + 3) return STOP_SLOW;
+    Py_ssize_t body_len = 0;
+    for (const uint8_t *p = soh + 3; p < len_end; p++) {
+        if (!fx_isdigit(*p)) return STOP_SLOW;
+        body_len = body_len * 10 + (*p - '0');
+    }
+    Py_ssize_t start = len_end + 1 - buf, stop = start + body_len, trailer_end = stop + 7;
+    if (body_len <= 0 || trailer_end > end || memcmp(buf + stop, "10=", 3) != 0 || buf[trailer_end - 1] != FX_SOH)
+        return STOP_SLOW;
+    unsigned declared = 0;
+    for (int i = 3; i < 6; i++) {
+        if (!fx_isdigit(buf[stop + i])) return STOP_SLOW;
+        declared = declared * 10 + (unsigned)(buf[stop + i] - '0');
+    }
+    if (fix_byte_sum(buf + pos, (size_t)(stop - pos)) != declared) return STOP_SLOW;
+    *body = start;
+    *body_end = stop;
+    *after = trailer_end;
+    return 0;
+}
+
+typedef struct {
+    const uint8_t *p, *end;
+} FxCursor;
+
+/* The next tag=value field: 1, 0 at the end, -1 when it is not one this path reads (a tag
+ * with a leading zero or more than six digits, an empty value). The body ends in SOH. */
+static int fx_field(FxCursor *c, int *tag, const uint8_t **value, size_t *len) {
+    if (c->p >= c->end) return 0;
+    const uint8_t *p = c->p;
+    int t = 0, digits = 0;
+    if (*p == '0') return -1;
+    while (p < c->end && fx_isdigit(*p)) {
+        if (++digits > 6) return -1;
+        t = t * 10 + (*p++ - '0');
+    }
+    if (digits == 0 || p >= c->end || *p != '=') return -1;
+    const uint8_t *v = ++p, *soh = memchr(p, FX_SOH, (size_t)(c->end - p));
+    if (soh == NULL || soh == v) return -1;
+    *tag = t;
+    *value = v;
+    *len = (size_t)(soh - v);
+    c->p = soh + 1;
+    return 1;
+}
+
+/* Plain digits, 1..max of them: 0 and the number, or -1. */
+static int fx_digits(const uint8_t *v, size_t n, size_t max, long long *out) {
+    if (n == 0 || n > max) return -1;
+    long long x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!fx_isdigit(v[i])) return -1;
+        x = x * 10 + (v[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+/* Text of printable ASCII (a subset of what decodes as UTF-8): 0, or -1. */
+static int fx_text(const uint8_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < 0x20 || v[i] > 0x7E) return -1;
+    }
+    return n ? 0 : -1;
+}
+
+/* fix44_dictionary.decimal_value: -?(\d+(\.\d*)?|\.\d+), at most 40 bytes, the nearest double
+ * (Python's own correctly rounded conversion, as float() uses): 0, or -1. */
+static int fx_decimal(const uint8_t *v, size_t n, double *out) {
+    if (n == 0 || n > 40) return -1;
+    size_t i = v[0] == '-', whole = 0, frac = 0;
+    while (i < n && fx_isdigit(v[i])) i++, whole++;
+    if (i < n && v[i] == '.') {
+        for (i++; i < n && fx_isdigit(v[i]); i++) frac++;
+    }
+    if (i != n || whole + frac == 0) return -1;
+    if (whole + frac <= 15) { /* Clinger's fast path: an exact integer over an exact power of ten, */
+        static const double pow10[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                         1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+        uint64_t mantissa = 0; /* one correctly rounded division, as float() rounds */
+        for (size_t k = v[0] == '-'; k < n; k++) {
+            if (v[k] != '.') mantissa = mantissa * 10 + (uint64_t)(v[k] - '0');
+        }
+        double d = (double)mantissa / pow10[frac];
+        *out = v[0] == '-' ? -d : d;
+        return 0;
+    }
+    char text[48], *stop = NULL;
+    memcpy(text, v, n);
+    text[n] = 0;
+    double d = PyOS_string_to_double(text, &stop, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (stop != text + n) return -1;
+    *out = d;
+    return 0;
+}
+
+static int fx_two(const uint8_t *p) { return (p[0] - '0') * 10 + (p[1] - '0'); }
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (calendar.timegm's count). */
+static long long fx_days(int y, int m, int d) {
+    y -= m <= 2;
+    long long era = y / 400; /* y >= 1969 here */
+    int yoe = y - (int)era * 400, doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* proto.fix.parse_timestamp on YYYYMMDD-HH:MM:SS[.f{1,9}] (year 1970-2200): 0 and ns, or -1. */
+static int fx_timestamp(const uint8_t *v, size_t n, int64_t *ns) {
+    static const int at[14] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 13, 15, 16};
+    if (n < 17 || n == 18 || n > 27 || v[8] != '-' || v[11] != ':' || v[14] != ':') return -1;
+    for (int i = 0; i < 14; i++) {
+        if (!fx_isdigit(v[at[i]])) return -1;
+    }
+    int year = fx_two(v) * 100 + fx_two(v + 2), month = fx_two(v + 4), day = fx_two(v + 6);
+    int hour = fx_two(v + 9), minute = fx_two(v + 12), second = fx_two(v + 15);
+    if (year < 1970 || year > 2200 || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 ||
+        second > 60)
+        return -1;
+    long long frac = 0;
+    if (n > 17) {
+        if (v[17] != '.') return -1;
+        for (size_t i = 18; i < 27; i++) {
+            if (i < n && !fx_isdigit(v[i])) return -1;
+            frac = frac * 10 + (i < n ? v[i] - '0' : 0);
+        }
+    }
+    long long seconds = fx_days(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+    *ns = (int64_t)(seconds * 1000000000LL + frac);
+    return 0;
+}
+
+/* UTCTimeOnly (273): \d\d:\d\d:\d\d(\.\d{1,9})?: 0, or -1. */
+static int fx_time(const uint8_t *v, size_t n) {
+    if (n < 8 || n == 9 || n > 18 || v[2] != ':' || v[5] != ':') return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 2 || i == 5 || i == 8) {
+            if (i == 8 && v[i] != '.') return -1;
+        } else if (!fx_isdigit(v[i])) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The index of a symbol's name in the message (added when new): the index, or -1. */
+static int fx_symbol(FxMsg *m, const uint8_t *v, size_t n) {
+    for (int i = 0; i < m->n_symbols; i++) {
+        if (m->sym_len[i] == n && memcmp(m->sym[i], v, n) == 0) return i;
+    }
+    if (m->n_symbols >= FX_MAX_SYMBOLS) return -1;
+    m->sym[m->n_symbols] = v;
+    m->sym_len[m->n_symbols] = n;
+    return m->n_symbols++;
+}
+
+/* Fix44Converter._entry's checks of a finished entry (``seen``: its fields' bits), and its
+ * symbol (55, or the previous entry's): 0, or -1. */
+static int fx_entry_done(FxEntry *e, unsigned seen, int *symbol) {
+    if (!(seen & 2)) return -1; /* no 269 */
+    if (e->sym < 0) e->sym = *symbol;
+    if (e->sym < 0) return -1; /* missing_symbol */
+    *symbol = e->sym;
+    if (e->action == FX_DELETE) return (e->type <= '1' && !e->has_level && !e->has_price) ? -1 : 0;
+    if (e->type <= '2') return (e->has_price && e->has_size) ? 0 : -1; /* the dictionary's entry_needs */
+    return (e->type == 'B' || e->type == 'C') ? (e->has_size ? 0 : -1) : (e->has_price ? 0 : -1);
+}
+
+/* One field of an entry: its bit, or -1 (a tag or value this path does not take). */
+static int fx_entry_field(FxMsg *m, FxEntry *e, int tag, const uint8_t *v, size_t n) {
+    long long ignored;
+    switch (tag) {
+    case 269:
+        if (n != 1 || v[0] == 0 || strchr(FX_TYPES, v[0]) == NULL) return -1;
+        e->type = (char)v[0];
+        return 2;
+    case 55:
+        if (fx_text(v, n) < 0 || (e->sym = fx_symbol(m, v, n)) < 0) return -1;
+        return 4;
+    case 270:
+        if (fx_decimal(v, n, &e->price) < 0) return -1;
+        e->has_price = 1;
+        return 8;
+    case 271:
+        if (fx_decimal(v, n, &e->size) < 0 || e->size < 0) return -1;
+        e->has_size = 1;
+        return 16;
+    case 1023:
+        if (fx_digits(v, n, 9, &e->level) < 0 || e->level < 1) return -1;
+        e->has_level = 1;
+        return 32;
+    case 346: return fx_digits(v, n, 18, &e->orders) < 0 ? -1 : 64;
+    case 273: return fx_time(v, n) < 0 ? -1 : 128;
+    case 83: return fx_digits(v, n, 18, &ignored) < 0 ? -1 : 256;
+    default: return -1;
+    }
+}
+
+/* The header fields before 268: 0 with the cursor at the group's count, or -1. */
+static int fx_header(FxCursor *c, FxMsg *m, const uint8_t **count, size_t *count_len) {
+    int tag, rc;
+    const uint8_t *v;
+    size_t n;
+    unsigned seen = 0;
+    int64_t sending = 0, transact = 0;
+    while ((rc = fx_field(c, &tag, &v, &n)) == 1 && tag != 268) {
+        unsigned bit;
+        int bad;
+        switch (tag) {
+        case 34: bit = 1, bad = v[0] == '0' || fx_digits(v, n, 18, &m->seq) < 0; break;
+        case 49: bit = 2, bad = fx_text(v, n) < 0; break;
+        case 56: bit = 4, bad = fx_text(v, n) < 0; break;
+        case 52: bit = 8, bad = fx_timestamp(v, n, &sending) < 0; break;
+        case 60: bit = 16, bad = fx_timestamp(v, n, &transact) < 0; break;
+        case 262: bit = 32, bad = fx_text(v, n) < 0; break;
+        default: return -1;
+        }
+        if (bad || (seen & bit)) return -1;
+        seen |= bit;
+    }
+    if (rc != 1 || !(seen & 1)) return -1;
+    m->ns = (seen & 16) ? transact : (seen & 8) ? sending : 0;
+    *count = v;
+    *count_len = n;
+    return 0;
+}
+
+/* Fix44Converter.parse for what this path takes: 0, or -1 (the Python path parses it). */
+static int fx_parse(const uint8_t *body, size_t len, FxMsg *m) {
+    FxCursor c = {body, body + len};
+    int tag, rc, symbol = -1;
+    const uint8_t *v;
+    size_t n;
+    long long count;
+    if (body[len - 1] != FX_SOH || fx_field(&c, &tag, &v, &n) != 1 || tag != 35 || n != 1 || v[0] != 'X') return -1;
+    if (fx_header(&c, m, &v, &n) < 0 || fx_digits(v, n, 6, &count) < 0 || count == 0 || count > FX_MAX_ENTRIES)
+        return -1;
+    m->n_entries = m->n_symbols = 0;
+    FxEntry *e = NULL;
+    unsigned seen = 0;
+    while ((rc = fx_field(&c, &tag, &v, &n)) == 1) {
+        if (tag == 279) {
+            if ((e != NULL && fx_entry_done(e, seen, &symbol) < 0) || m->n_entries >= count) return -1;
+            if (n != 1 || v[0] < '0' || v[0] > '2') return -1;
+            e = &m->e[m->n_entries++];
+            memset(e, 0, sizeof *e);
+            e->action = v[0] - '0';
+            e->sym = -1;
+            seen = 1;
+            continue;
+        }
+        int bit = e == NULL ? -1 : fx_entry_field(m, e, tag, v, n);
+        if (bit < 0 || (seen & (unsigned)bit)) return -1;
+        seen |= (unsigned)bit;
+    }
+    if (rc != 0 || e == NULL || fx_entry_done(e, seen, &symbol) < 0 || m->n_entries != count) return -1;
+    return 0;
+}
+
+/* ---- applying entries (book.apply_entries on the table's records) ----
+ *
+ * Entries change the sides in place and log how to undo each change (FxUndo), so a message
+ * that stops after it changed something (a full side, a volume out of int64, the packet's
+ * room) is put back exactly; the session values change on the message's copy (FxSym.s). */
+
+#define FX_UNDO_SET 0      /* put ``old`` back at ``index`` */
+#define FX_UNDO_INSERTED 1 /* remove ``index`` (and put back ``cut``, pushed off the end, when ``dropped``) */
+#define FX_UNDO_DELETED 2  /* insert ``old`` at ``index`` (where its room still is: no allocation) */
+
+typedef struct {
+    FxSide *side;
+    uint32_t index;
+    int kind, dropped;
+    ShownLevel old, cut;
+} FxUndo;
+
+/* One symbol of a message: its record, its values after the message and what it wrote. */
+typedef struct {
+    FxBook *book; /* the table's, or a new one (owned until the commit) */
+    int is_new, touched[2];
+    FxValues s;
+    uint64_t hash_before[2], digest;
+    uint32_t count_before[2]; /* each touched side's levels before the message */
+    size_t old_at[2];  /* its shown levels before the message: where in FxCtx.pool */
+    uint32_t n_old[2]; /* how many */
+} FxSym;
+
+/* One run() call: the table, the settings, and what it has collected. */
+typedef struct {
+    BookTableObject *table;
+    Py_ssize_t depth, max_prices;
+    long long expect_seq, stop_seq, room;
+    int empty_packet, source_stream, publish;
+    Py_ssize_t max_count, count;
+    long long publish_ns, first_seq;
+    Buf blocks, digests;
+    PyObject *payloads;
+    ShownLevel *pool; /* a message's saved shown levels and the diff's scratch */
+    size_t pool_len, pool_cap;
+    FxUndo undo[FX_MAX_ENTRIES];
+    int n_undo;
+} FxCtx;
+
+/* ``n`` levels of the pool: their offset, or (size_t)-1 with MemoryError. */
+static size_t fx_take(FxCtx *c, size_t n) {
+    if (c->pool_len + n > c->pool_cap) {
+        size_t cap = c->pool_cap ? c->pool_cap : 64;
+        while (cap < c->pool_len + n) cap *= 2;
+        ShownLevel *pool = PyMem_Realloc(c->pool, cap * sizeof *pool);
+        if (pool == NULL) {
+            PyErr_NoMemory();
+            return (size_t)-1;
+        }
+        c->pool = pool;
+        c->pool_cap = cap;
+    }
+    size_t at = c->pool_len;
+    c->pool_len += n;
+    return at;
+}
+
+/* Before a side's first change in a message: its shown levels and hash saved. 0, or -1. */
+static int fx_touch(FxCtx *c, FxSym *s, int side) {
+    if (s->touched[side]) return 0;
+    FxSide *levels = &s->book->side[side];
+    uint32_t shown = fx_n(levels) < (uint64_t)c->depth ? fx_n(levels) : (uint32_t)c->depth;
+    size_t at = fx_take(c, shown);
+    if (at == (size_t)-1) return -1;
+    fx_copy_best(levels, shown, c->pool + at);
+    s->old_at[side] = at;
+    s->n_old[side] = shown;
+    s->hash_before[side] = levels->hash;
+    s->count_before[side] = fx_n(levels);
+    s->touched[side] = 1;
+    return 0;
+}
+
+static void fx_log(FxCtx *c, FxSide *side, int kind, uint32_t index, const ShownLevel *old) {
+    FxUndo *u = &c->undo[c->n_undo++];
+    u->side = side;
+    u->kind = kind;
+    u->index = index;
+    u->dropped = 0;
+    if (old != NULL) u->old = *old;
+}
+
+/* Every change of the message taken back, last first (the sides' hashes by the caller). Nothing
+ * shrank since (lt_trim runs after a commit only), so nothing here allocates. */
+static void fx_undo(FxCtx *c) {
+    while (c->n_undo > 0) {
+        FxUndo *u = &c->undo[--c->n_undo];
+        LevelTree *levels = &u->side->levels;
+        if (u->kind == FX_UNDO_SET) {
+            *fx_at(u->side, u->index) = u->old;
+        } else if (u->kind == FX_UNDO_DELETED) {
+            lt_put_back(levels, u->index, &(LtItem){.shown = u->old});
+        } else {
+            lt_remove(levels, u->index);
+            if (u->dropped) lt_put_back(levels, lt_count(levels), &(LtItem){.shown = u->cut});
+        }
+    }
+}
+
+typedef struct {
+    double key; /* the side's key of a price: -price for bids, price for asks (best first) */
+    int is_bid;
+} FxKey;
+
+static int fx_cmp(const LtItem *item, const void *key) {
+    const FxKey *k = key;
+    double at = k->is_bid ? -item->shown.price : item->shown.price;
+    return (at > k->key) - (at < k->key);
+}
+
+/* book.find_price on a price-keyed side: the level at ``price`` or NULL, and in *at where it
+ * is or would go, best first (bisect_left by the side's key). */
+static ShownLevel *fx_find(FxSide *s, double price, int is_bid, uint32_t *at) {
+    FxKey key = {is_bid ? -price : price, is_bid};
+    LtItem *item = lt_search(&s->levels, fx_cmp, &key, at);
+    return item == NULL ? NULL : &item->shown;
+}
+
+/* Insert the entry's level at ``at``: 0, or -1 with MemoryError (nothing changed). */
+static int fx_insert(FxSide *s, uint32_t at, const FxEntry *e) {
+    return lt_insert(&s->levels, at, &(LtItem){.shown = {e->price, e->size, e->orders}});
+}
+
+/* book._apply_price: 0, STOP_SLOW (book_full: the Python path quarantines) or -1. */
+static int fx_apply_price(FxCtx *c, FxSide *s, const FxEntry *e, int side) {
+    uint32_t at;
+    ShownLevel *found = fx_find(s, e->price, side == 0, &at);
+    uint64_t side_no = (uint64_t)side + 1;
+    if (e->action == FX_DELETE) {
+        if (found == NULL) return 0;
+        s->hash -= fx_mix(found, 0, side_no);
+        fx_log(c, s, FX_UNDO_DELETED, at, found);
+        lt_remove(&s->levels, at);
+        return 0;
+    }
+    ShownLevel level = {e->price, e->size, e->orders};
+    if (found != NULL) {
+        s->hash += fx_mix(&level, 0, side_no) - fx_mix(found, 0, side_no);
+        fx_log(c, s, FX_UNDO_SET, at, found);
+        *found = level;
+        return 0;
+    }
+    if ((Py_ssize_t)fx_n(s) >= c->max_prices) return STOP_SLOW;
+    if (fx_insert(s, at, e) < 0) return -1;
+    fx_log(c, s, FX_UNDO_INSERTED, at, NULL);
+    s->hash += fx_mix(&level, 0, side_no);
+    return 0;
+}
+
+/* book._apply_level (the side's hash is summed again after the message): 0, STOP_SLOW or -1. */
+static int fx_apply_level(FxCtx *c, FxSide *s, const FxEntry *e) {
+    uint32_t n = fx_n(s);
+    long long index = e->level - 1;
+    if (e->action == FX_DELETE) {
+        if (index < n) {
+            fx_log(c, s, FX_UNDO_DELETED, (uint32_t)index, fx_at(s, (uint32_t)index));
+            lt_remove(&s->levels, (uint32_t)index);
+        }
+        return 0;
+    }
+    if (e->action == FX_CHANGE && index < n) {
+        ShownLevel *at = fx_at(s, (uint32_t)index);
+        fx_log(c, s, FX_UNDO_SET, (uint32_t)index, at);
+        *at = (ShownLevel){e->price, e->size, e->orders};
+        return 0;
+    }
+    if (index >= c->depth) return 0;
+    if ((Py_ssize_t)n > c->depth) return STOP_SLOW; /* deeper than the depth (an adopted book): Python's */
+    uint32_t at = index < n ? (uint32_t)index : n;
+    if (fx_insert(s, at, e) < 0) return -1;
+    fx_log(c, s, FX_UNDO_INSERTED, at, NULL);
+    if ((Py_ssize_t)fx_n(s) > c->depth) { /* pushed past the depth: falls off, and does not come back */
+        FxUndo *u = &c->undo[c->n_undo - 1];
+        u->dropped = 1;
+        u->cut = *fx_at(s, fx_n(s) - 1);
+        lt_remove(&s->levels, fx_n(s) - 1);
+    }
+    return 0;
+}
+
+
+/* book._apply_session_entry: 0, or STOP_SLOW (the trade count would leave int64). */
+static int fx_session(FxValues *v, const FxEntry *e) {
+    double price = e->price, size = e->size;
+    int high = !(v->set >> FX_S_HIGH & 1) || price > v->session[FX_S_HIGH];
+    int low = !(v->set >> FX_S_LOW & 1) || price < v->session[FX_S_LOW];
+    switch (e->type) {
+    case '2': {
+        if (v->trades == LLONG_MAX) return STOP_SLOW;
+        double volume = v->set >> FX_S_VOLUME & 1 ? v->session[FX_S_VOLUME] : 0.0;
+        if (volume == 0.0) volume = 0.0; /* (book.volume or 0.0): -0.0 too */
+        v->session[FX_S_LAST] = price;
+        v->session[FX_S_VOLUME] = volume + size;
+        if (high) v->session[FX_S_HIGH] = price;
+        if (low) v->session[FX_S_LOW] = price;
+        v->book_notional += price * size;
+        v->traded += size;
+        v->trades++;
+        v->set |= 1u << FX_S_LAST | 1u << FX_S_VOLUME | 1u << FX_S_HIGH | 1u << FX_S_LOW;
+        if (v->traded != 0.0) {
+            v->session[FX_S_VWAP] = v->book_notional / v->traded;
+            v->set |= 1u << FX_S_VWAP;
+        }
+        return 0;
+    }
+    case '4': v->session[FX_S_OPEN] = price, v->set |= 1u << FX_S_OPEN; return 0;
+    case '5': v->session[FX_S_CLOSE] = price, v->set |= 1u << FX_S_CLOSE; return 0;
+    case '6': v->session[FX_S_SETTLE] = price, v->set |= 1u << FX_S_SETTLE; return 0;
+    case '7':
+        if (high) v->session[FX_S_HIGH] = price, v->set |= 1u << FX_S_HIGH;
+        return 0;
+    case '8':
+        if (low) v->session[FX_S_LOW] = price, v->set |= 1u << FX_S_LOW;
+        return 0;
+    case 'B': v->session[FX_S_VOLUME] = size, v->set |= 1u << FX_S_VOLUME; return 0;
+    default: v->session[FX_S_INTEREST] = size, v->set |= 1u << FX_S_INTEREST; return 0; /* 'C' */
+    }
+}
+
+/* One entry applied to its symbol: 0, STOP_SLOW or -1. */
+static int fx_apply(FxCtx *c, FxSym *s, const FxEntry *e) {
+    if (e->type > '1') return e->action == FX_DELETE ? 0 : fx_session(&s->s, e);
+    int side = e->type == '0' ? 0 : 1;
+    if (fx_touch(c, s, side) < 0) return -1;
+    FxSide *levels = &s->book->side[side];
+    return e->has_level ? fx_apply_level(c, levels, e) : fx_apply_price(c, levels, e, side);
+}
+
+/* ---- one message ---- */
+
+/* The message's symbols found (or new records made) and checked before anything changes:
+ * 0, STOP_SLOW (one more symbol than max_symbols, a book-less record, a book entry of the
+ * other kind: the mode switch) or -1. A new book takes the kind of its first book entry. */
+static int fx_stage(FxCtx *c, const FxMsg *m, FxSym *syms) {
+    BookTableObject *t = c->table;
+    Py_ssize_t fresh = 0;
+    for (int i = 0; i < m->n_symbols; i++) {
+        FxSym *s = &syms[i];
+        s->book = bt_find(t, (const char *)m->sym[i], (Py_ssize_t)m->sym_len[i], NULL);
+        if (s->book == NULL) {
+            if (t->count + ++fresh > t->max_symbols) return STOP_SLOW; /* symbol_limit */
+            if ((s->book = fx_book_new((const char *)m->sym[i], (Py_ssize_t)m->sym_len[i])) == NULL) return -1;
+            s->is_new = 1;
+        }
+        s->s = s->book->s;
+        if (!s->s.has_book) return STOP_SLOW;
+    }
+    int seen[FX_MAX_SYMBOLS] = {0};
+    for (int i = 0; i < m->n_entries; i++) {
+        const FxEntry *e = &m->e[i];
+        FxSym *s = &syms[e->sym];
+        if (e->type > '1') continue;
+        if (s->is_new && !seen[e->sym]) s->s.level_indexed = s->book->s.level_indexed = e->has_level;
+        seen[e->sym] = 1;
+        if (e->has_level != s->s.level_indexed) return STOP_SLOW;
+    }
+    return 0;
+}
+
+/* fix44_engine._summarize: SymbolValues' nine from the book. 0, or STOP_SLOW (the volume leaves int64). */
+static int fx_summarize(FxSym *s) {
+    FxValues *v = &s->s;
+    FxBook *b = s->book;
+    double volume = v->set >> FX_S_VOLUME & 1 ? v->session[FX_S_VOLUME] : 0.0;
+    if (!(volume < 9223372036854775808.0 && volume > -9223372036854775808.0)) return STOP_SLOW;
+    double *out[4] = {&v->high, &v->low, &v->last, &v->vwap};
+    static const int from[4] = {FX_S_HIGH, FX_S_LOW, FX_S_LAST, FX_S_VWAP};
+    for (int i = 0; i < 4; i++) { /* ``value or 0.0``: None, 0.0 and -0.0 give 0.0 */
+        double d = v->set >> from[i] & 1 ? v->session[from[i]] : 0.0;
+        *out[i] = d == 0.0 ? 0.0 : d;
+    }
+    v->volume = (int64_t)volume;
+    v->trade_count = v->trades;
+    v->notional = v->book_notional;
+    v->bid = fx_n(&b->side[0]) ? fx_at(&b->side[0], 0)->price : 0.0;
+    v->ask = fx_n(&b->side[1]) ? fx_at(&b->side[1], 0)->price : 0.0;
+    return 0;
+}
+
+/* The distinct prices (by ==, the first entry's standing for it) the symbol's entries of
+ * ``type`` name, best first (``descending`` for bids): how many, into ``out`` (room for
+ * FX_MAX_ENTRIES). No price is a NaN (fx_decimal), so the order is total. */
+static int fx_named_prices(const FxMsg *m, int index, char type, int descending, double *out) {
+    int n = 0;
+    for (int i = 0; i < m->n_entries; i++) {
+        const FxEntry *e = &m->e[i];
+        if (e->sym != index || e->type != type || !e->has_price) continue;
+        int at = 0, seen = 0;
+        while (at < n && !seen && (descending ? out[at] > e->price : out[at] < e->price)) at++;
+        seen = at < n && out[at] == e->price;
+        if (seen) continue;
+        memmove(&out[at + 1], &out[at], (size_t)(n - at) * sizeof *out);
+        out[at] = e->price;
+        n++;
+    }
+    return n;
+}
+
+/* PriceLevel {side, price, size, orders, deleted} as SymbolUpdate.levels' item. */
+static int w_price_level(Buf *b, int side, double price, double size, int64_t orders, int deleted) {
+    size_t start;
+    if (w_small_open(b, &start) < 0 || w_varint(b, FH_PRICELEVEL_SIDE_TAG, (uint64_t)side) < 0 || w_double(b, FH_PRICELEVEL_PRICE_TAG, price, 0) < 0 ||
+        w_double(b, FH_PRICELEVEL_SIZE_TAG, size, 0) < 0 || w_varint(b, FH_PRICELEVEL_ORDERS_TAG, (uint64_t)orders) < 0 ||
+        w_varint(b, FH_PRICELEVEL_DELETED_TAG, (uint64_t)deleted) < 0)
+        return -1;
+    return w_small_close(b, start, FH_SYMBOLUPDATE_LEVELS_TAG); /* a body of at most 39 bytes */
+}
+
+/* SymbolUpdate.levels and book_replaced (fix44_wire.price_levels for what a run takes). A
+ * level-indexed book has none (a block shows all of it). A new price-keyed book was rebuilt:
+ * every price it holds, then book_replaced. Otherwise each price its bid and offer entries
+ * named, bids then asks, best first, as the book now has it (that level's own price bits),
+ * or deleted at the price its first entry gave when the book no longer has it. 0, or -1. */
+static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
+    if (s->s.level_indexed) return 0;
+    if (s->is_new) {
+        for (int side = 0; side < 2; side++) {
+            LtIter it;
+            lt_first(&s->book->side[side].levels, &it);
+            for (const LtItem *item; (item = lt_next(&it)) != NULL;) {
+                const ShownLevel *l = &item->shown;
+                if (w_price_level(b, side + 1, l->price, l->size, l->orders, 0) < 0) return -1;
+            }
+        }
+        return w_varint(b, FH_SYMBOLUPDATE_BOOK_REPLACED_TAG, 1);
+    }
+    double named[FX_MAX_ENTRIES];
+    for (int side = 0; side < 2; side++) {
+        FxSide *levels = &s->book->side[side];
+        int n = fx_named_prices(m, index, side ? '1' : '0', side == 0, named);
+        for (int i = 0; i < n; i++) {
+            uint32_t at;
+            const ShownLevel *l = fx_find(levels, named[i], side == 0, &at);
+            int rc = l != NULL ? w_price_level(b, side + 1, l->price, l->size, l->orders, 0)
+                               : w_price_level(b, side + 1, named[i], 0.0, 0, 1);
+            if (rc < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+#define FX_LEVEL_ROOM 31 /* a BookLevel's most bytes: tag, length, 9 + 9 + 11 of body */
+
+/* One BookLevel {price, size, orders} as field ``tag`` at ``p`` (room reserved): the end. */
+static inline uint8_t *fx_put_level(uint8_t *p, uint8_t tag, const ShownLevel *l) {
+    uint8_t *head = p;
+    p += 2;
+    if (dbits(l->price) != 0) {
+        *p++ = FH_BOOKLEVEL_PRICE_TAG;
+        p = le_double(p, l->price);
+    }
+    if (dbits(l->size) != 0) {
+        *p++ = FH_BOOKLEVEL_SIZE_TAG;
+        p = le_double(p, l->size);
+    }
+    if (l->orders != 0) {
+        *p++ = FH_BOOKLEVEL_ORDERS_TAG;
+        p = put_varint(p, (uint64_t)l->orders);
+    }
+    head[0] = tag;
+    head[1] = (uint8_t)(p - head - 2);
+    return p;
+}
+
+/* A field whose body may pass 127 bytes: w_open reserves its tag and two length bytes in front,
+ * w_end writes them there; a body of 128 bytes to 16 KiB (a block's book, state and symbol
+ * at the default depth) then moves nothing, a shorter one moves back a byte. */
+static int w_open(Buf *b, size_t *start) {
+    if (buf_reserve(b, 3) < 0) return -1;
+    *start = b->len;
+    b->len += 3;
+    return 0;
+}
+
+static int w_end(Buf *b, size_t start, uint8_t tag) {
+    size_t body = b->len - start - 3, head = 1 + varint_size(body);
+    if (head != 3) {
+        if (head > 3 && buf_reserve(b, head - 3) < 0) return -1;
+        memmove(b->data + start + head, b->data + start + 3, body);
+        b->len = start + head + body;
+    }
+    b->data[start] = tag;
+    put_varint(b->data + start + 1, body);
+    return 0;
+}
+
+/* Book {level_indexed, depth, bids, asks}, each side cut to its best ``depth`` levels. */
+static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t depth) {
+    size_t start;
+    if (w_open(b, &start) < 0 || w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)level_indexed) < 0 ||
+        w_varint(b, FH_BOOK_DEPTH_TAG, (uint64_t)depth) < 0)
+        return -1;
+    for (int side = 0; side < 2; side++) {
+        const FxSide *levels = &book->side[side];
+        uint32_t shown = fx_n(levels) < (uint64_t)depth ? fx_n(levels) : (uint32_t)depth;
+        if (buf_reserve(b, (size_t)shown * FX_LEVEL_ROOM) < 0) return -1;
+        uint8_t *p = b->data + b->len;
+        LtIter it;
+        lt_first(&levels->levels, &it);
+        for (uint32_t i = 0; i < shown; i++) p = fx_put_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, &lt_next(&it)->shown);
+        b->len = (size_t)(p - b->data);
+    }
+    return w_end(b, start, FH_SYMBOLSTATE_BOOK_TAG);
+}
+
+/* SymbolState of a record with values ``v``: the nine values, the book, its session values. */
+static int fx_w_state(Buf *b, const FxBook *book, const FxValues *v, Py_ssize_t depth) {
+    static const uint8_t tags[9] = {FH_SESSIONVALUES_VOLUME_TAG, FH_SESSIONVALUES_LAST_TAG,
+                                    FH_SESSIONVALUES_HIGH_TAG,   FH_SESSIONVALUES_LOW_TAG,
+                                    FH_SESSIONVALUES_OPEN_TAG,   FH_SESSIONVALUES_CLOSE_TAG,
+                                    FH_SESSIONVALUES_SETTLE_TAG, FH_SESSIONVALUES_OPEN_INTEREST_TAG,
+                                    FH_SESSIONVALUES_VWAP_TAG};
+    size_t start;
+    if (w_open(b, &start) < 0 || w_varint(b, FH_SYMBOLSTATE_VOLUME_TAG, (uint64_t)v->volume) < 0 || w_double(b, FH_SYMBOLSTATE_HIGH_TAG, v->high, 0) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_LOW_TAG, v->low, 0) < 0 || w_double(b, FH_SYMBOLSTATE_LAST_TAG, v->last, 0) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_VWAP_TAG, v->vwap, 0) < 0 ||
+        w_varint(b, FH_SYMBOLSTATE_TRADE_COUNT_TAG, (uint64_t)v->trade_count) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_BID_TAG, v->bid, 0) < 0 || w_double(b, FH_SYMBOLSTATE_ASK_TAG, v->ask, 0) < 0 ||
+        w_double(b, FH_SYMBOLSTATE_NOTIONAL_TAG, v->notional, 0) < 0 || fx_w_book(b, book, v->level_indexed, depth) < 0)
+        return -1;
+    size_t session = b->len;
+    for (int i = 0; i < 9; i++) {
+        if ((v->set >> i & 1) && w_double(b, tags[i], v->session[i], 1) < 0) return -1;
+    }
+    if (w_double(b, FH_SESSIONVALUES_NOTIONAL_TAG, v->book_notional, 0) < 0 ||
+        w_double(b, FH_SESSIONVALUES_TRADED_TAG, v->traded, 0) < 0 ||
+        w_varint(b, FH_SESSIONVALUES_TRADES_TAG, (uint64_t)v->trades) < 0 || w_close(b, session, FH_SYMBOLSTATE_SESSION_TAG) < 0)
+        return -1;
+    return w_end(b, start, FH_SYMBOLUPDATE_STATE_TAG);
+}
+
+/* One SymbolUpdate (fix44_wire.encode_symbol): 0, STOP_SLOW or -1. */
+static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s) {
+    Buf *b = &c->blocks;
+    size_t start, name;
+    const FxBook *book = s->book;
+    if (w_open(b, &start) < 0) return -1;
+    name = b->len;
+    if (book->name_len && (w_raw(b, book->name, (size_t)book->name_len) < 0 || w_close(b, name, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0))
+        return -1;
+    for (int i = 0; i < m->n_entries; i++) { /* its trades: (price or 0.0, size or 0.0) */
+        const FxEntry *e = &m->e[i];
+        if (e->sym != index || e->type != '2' || e->action == FX_DELETE) continue;
+        double price = e->price == 0.0 ? 0.0 : e->price, size = e->size == 0.0 ? 0.0 : e->size;
+        if (!(size < 9223372036854775808.0)) return STOP_SLOW; /* int(size) is no int64 */
+        if (w_trade_of(b, price, (int64_t)size, size) < 0) return -1;
+    }
+    for (int side = 0; side < 2; side++) { /* shown_changes: the sides the message wrote */
+        if (!s->touched[side]) continue;
+        const FxSide *levels = &book->side[side];
+        uint32_t n_after = fx_n(levels) < (uint64_t)c->depth ? fx_n(levels) : (uint32_t)c->depth;
+        size_t after = fx_take(c, (size_t)s->n_old[side] + 2 * (size_t)n_after); /* the shown side, then scratch */
+        if (after == (size_t)-1) return -1;
+        fx_copy_best(levels, n_after, c->pool + after);
+        if (w_changes(b, c->pool + s->old_at[side], s->n_old[side], c->pool + after, n_after, side + 1,
+                      c->pool + after + n_after) < 0)
+            return -1;
+    }
+    if (fx_w_state(b, book, &s->s, c->depth) < 0 || fx_price_levels(b, m, index, s) < 0) return -1;
+    return w_end(b, start, FH_MARKETUPDATE_SYMBOLS_TAG);
+}
+
+/* The message's block (Fix44Engine.encode_staged, framed): 0, STOP_SLOW, STOP_ROOM or -1. */
+static int fx_block(FxCtx *c, const FxMsg *m, const FxSym *syms) {
+    Buf *b = &c->blocks;
+    size_t block_start = b->len;
+    if (buf_reserve(b, BLOCK_OVERHEAD) < 0) return -1;
+    b->len += BLOCK_OVERHEAD;
+    int rc = (w_varint(b, FH_MARKETUPDATE_EVENT_TIME_NS_TAG, (uint64_t)m->ns) < 0 ||
+              w_varint(b, FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG, (uint64_t)c->publish_ns) < 0)
+                 ? -1
+                 : 0;
+    for (int i = 0; i < m->n_symbols && rc == 0; i++) rc = fx_symbol_update(c, m, i, &syms[i]);
+    size_t payload_len = b->len - block_start - BLOCK_OVERHEAD;
+    long long block = BLOCK_OVERHEAD + (long long)payload_len;
+    if (rc == 0 && payload_len > MAX_PAYLOAD) rc = STOP_SLOW;
+    if (rc == 0 && block > c->room && !(c->empty_packet && c->count == 0)) rc = STOP_ROOM;
+    if (rc != 0) {
+        b->len = block_start;
+        return rc;
+    }
+    c->room -= block;
+    uint8_t *h = b->data + block_start;
+    put_block_header(h, payload_len, c->source_stream, (uint64_t)m->seq);
+    if (c->payloads != NULL) {
+        PyObject *item = PyBytes_FromStringAndSize((const char *)h + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
+        if (item == NULL || PyList_Append(c->payloads, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+    }
+    return 0;
+}
+
+/* Everything the message did taken back: the sides' levels and hashes, its new records. */
+static void fx_rollback(FxCtx *c, FxSym *syms, int n) {
+    fx_undo(c);
+    for (int i = 0; i < n; i++) {
+        for (int side = 0; side < 2; side++) {
+            if (syms[i].touched[side]) syms[i].book->side[side].hash = syms[i].hash_before[side];
+        }
+        if (syms[i].is_new) fx_book_free(syms[i].book);
+    }
+}
+
+/* The levels one symbol of a staged message adds to the table (a new book: all of them). */
+static int64_t fx_sym_growth(const FxSym *s) {
+    int64_t grown = 0;
+    for (int side = 0; side < 2; side++) {
+        if (s->is_new || s->touched[side])
+            grown += (int64_t)fx_n(&s->book->side[side]) - (s->is_new ? 0 : s->count_before[side]);
+    }
+    return grown;
+}
+
+/* The levels a staged message adds to the table, and its new symbols in *fresh. */
+static int64_t fx_growth(const FxSym *syms, int n, Py_ssize_t *fresh) {
+    int64_t grown = 0;
+    *fresh = 0;
+    for (int i = 0; i < n; i++) {
+        *fresh += syms[i].is_new;
+        grown += fx_sym_growth(&syms[i]);
+    }
+    return grown;
+}
+
+/* One parsed message staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
+static int fx_message(FxCtx *c, const FxMsg *m) {
+    FxSym syms[FX_MAX_SYMBOLS];
+    memset(syms, 0, (size_t)m->n_symbols * sizeof *syms);
+    c->pool_len = 0;
+    c->n_undo = 0;
+    int n = m->n_symbols, rc = fx_stage(c, m, syms);
+    for (int i = 0; i < m->n_entries && rc == 0; i++) rc = fx_apply(c, &syms[m->e[i].sym], &m->e[i]);
+    for (int i = 0; i < n && rc == 0; i++) {
+        FxSym *s = &syms[i];
+        for (int side = 0; side < 2; side++) { /* a level-indexed side's hash counts positions: summed again */
+            if (s->touched[side] && s->s.level_indexed) fx_rehash(&s->book->side[side], 1, side);
+        }
+        rc = fx_summarize(s);
+    }
+    Py_ssize_t fresh;
+    int64_t grown = fx_growth(syms, n, &fresh);
+    if (rc == 0 && bt_over_budget(c->table, fresh, grown)) rc = STOP_SLOW; /* memory_limit: Python names it */
+    if (rc == 0 && c->publish) rc = fx_block(c, m, syms);
+    for (int i = 0; i < n && rc == 0; i++) rc = fx_digest(syms[i].book, &syms[i].s, &syms[i].digest);
+    if (rc == 0 && fresh) rc = bt_reserve(c->table, fresh);
+    if (rc != 0) {
+        fx_rollback(c, syms, n);
+        return rc;
+    }
+    c->n_undo = 0;
+    for (int i = 0; i < n; i++) { /* BookState.commit; then the sides it changed give back room */
+        for (int side = 0; side < 2; side++) {
+            if (syms[i].touched[side]) lt_trim(&syms[i].book->side[side].levels);
+        }
+        FxBook *b = syms[i].book;
+        b->s = syms[i].s;
+        b->gen = ++c->table->writes;
+        if (!syms[i].is_new) c->table->levels += (uint64_t)fx_sym_growth(&syms[i]); /* a new one: bt_insert */
+        if (syms[i].is_new) {
+            b->digest = syms[i].digest;
+            bt_insert(c->table, b);
+        } else {
+            c->table->digest += syms[i].digest - b->digest;
+            b->digest = syms[i].digest;
+        }
+    }
+    return 0;
+}
+
+/* Messages from *pos until one stops the run: why (STOP_*), or -1 with an exception. */
+static int fx_messages(FxCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
+    FxMsg *m = PyMem_Malloc(sizeof *m);
+    if (m == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = STOP_END;
+    while (*pos < end) {
+        Py_ssize_t body, body_end, after;
+        if (c->count >= c->max_count) {
+            rc = STOP_COUNT;
+            break;
+        }
+        if (fx_frame(buf, *pos, end, &body, &body_end, &after) != 0 || fx_parse(buf + body, (size_t)(body_end - body), m) < 0 ||
+            (c->expect_seq && m->seq != c->expect_seq) || (c->stop_seq && m->seq >= c->stop_seq)) {
+            rc = STOP_SLOW;
+            break;
+        }
+        if ((rc = fx_message(c, m)) != 0) break;
+        if (buf_reserve(&c->digests, 8) < 0) {
+            rc = -1;
+            break;
+        }
+        memcpy(c->digests.data + c->digests.len, &c->table->digest, 8);
+        c->digests.len += 8;
+        if (c->count == 0) c->first_seq = m->seq;
+        c->count++;
+        c->expect_seq = m->seq + 1;
+        *pos = after;
+        rc = STOP_END;
+    }
+    PyMem_Free(m);
+    return rc;
+}
+
+PyDoc_STRVAR(Fix44Run_run_doc,
+             "run(frame, pos, expect_seq, stop_seq, room, max_count, publish_time_ns, source_stream, publish,\n"
+             "    want_payloads) -> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
+             "engine.ConversionEngine.run over a frame of FIX messages: the common 35=X incremental\n"
+             "refreshes in C, stopping (1, the Python path) at anything else.");
+
+static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
+    Py_buffer frame;
+    Py_ssize_t pos;
+    int want_payloads;
+    FxCtx c = {0};
+    if (!PyArg_ParseTuple(args, "y*nLLLnLipp", &frame, &pos, &c.expect_seq, &c.stop_seq, &c.room, &c.max_count,
+                          &c.publish_ns, &c.source_stream, &c.publish, &want_payloads))
+        return NULL;
+    c.empty_packet = c.room < 0;
+    if (c.empty_packet) c.room = -c.room;
+    c.table = self->table;
+    c.depth = self->table->depth;
+    c.max_prices = self->max_prices;
+    PyObject *result = NULL;
+    if (pos < 0 || pos > frame.len || c.source_stream < 0 || c.source_stream > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
+        goto done;
+    }
+    if (want_payloads && (c.payloads = PyList_New(0)) == NULL) goto done;
+    int stop = fx_messages(&c, frame.buf, frame.len, &pos);
+    if (stop < 0) goto done;
+    result = run_result(pos, c.count, stop, &c.blocks, c.first_seq, &c.digests, c.payloads);
+done: /* what was committed stays committed, whatever stopped the run */
+    Py_XDECREF(c.payloads);
+    PyMem_Free(c.blocks.data);
+    PyMem_Free(c.digests.data);
+    PyMem_Free(c.pool);
+    PyBuffer_Release(&frame);
+    return result;
+}
+
+static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"table", "max_prices", NULL};
+    PyObject *table;
+    Py_ssize_t max_prices;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!n:Fix44Run", kwlist, &BookTableType, &table, &max_prices))
+        return NULL;
+    if (max_prices < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_prices must not be negative");
+        return NULL;
+    }
+    Fix44RunObject *self = (Fix44RunObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->table = (BookTableObject *)Py_NewRef(table);
+    self->max_prices = max_prices;
+    return (PyObject *)self;
+}
+
+static void Fix44Run_dealloc(Fix44RunObject *self) {
+    Py_XDECREF(self->table);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Fix44Run_methods[] = {
+    {"run", (PyCFunction)Fix44Run_run, METH_VARARGS, Fix44Run_run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject Fix44RunType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.Fix44Run",
+    .tp_basicsize = sizeof(Fix44RunObject),
+    .tp_dealloc = (destructor)Fix44Run_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Fix44Run(table, max_prices): fix44 runs of 35=X in C over a BookTable.",
+    .tp_new = Fix44Run_new,
+    .tp_methods = Fix44Run_methods,
+};

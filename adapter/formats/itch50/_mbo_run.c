@@ -1,0 +1,737 @@
+/*
+ * itch50's MboRun: a part of the _orders extension. adapter/conversion/_orders.c
+ * includes it after what the formats share (one translation unit: it is not compiled on its own).
+ */
+
+/* ---- MboRun: a run of A F E C X D U messages converted whole in C ----
+ *
+ * MboRun(state, values_type, book_type).run(...) is Itch50Engine.run for the messages that
+ * move one live order. The reference is the Python loop (_reference.ReferenceEngine.run over
+ * itch50_state.MboState.stage/commit and itch50_engine.Itch50Engine.encode_staged), and this
+ * does what it does, to the same objects: the state's order table and price levels (this
+ * module's), its dicts of SymbolValues and of hashes, and its two digests. A symbol's new
+ * values are new SymbolValues and BookValues objects, as the reference's copies are, so the
+ * careful path, snapshots and images read them as they read the reference's. Anything else
+ * stops the run (STOP_SLOW) before anything changes and the Python path takes that message:
+ * another type, a record out of the run, a symbol never seen, an unknown or duplicate order,
+ * bad shares, a full table, values of an unexpected type, or arithmetic the doubles here
+ * could round otherwise than Python's integers (tests/unit/adapter/test_mbo_run.py compares
+ * the two on the same input, block for block and digest for digest).
+ */
+
+static PyObject *N_INDEX, *N_NAMES, *N_SIDES, *N_NAME_HASHES, *N_VALUES, *N_HASHES, *N_DIGEST, *N_ORDERS_DIGEST,
+    *N_MAX_ORDERS, *N_DEPTH;
+
+static int intern_run_names(void) {
+    static const Name names[] = {
+        {&N_INDEX, "_index"},     {&N_NAMES, "_names"},   {&N_SIDES, "_sides"},
+        {&N_NAME_HASHES, "_name_hashes"}, {&N_VALUES, "_values"}, {&N_HASHES, "_hashes"},
+        {&N_DIGEST, "_digest"},   {&N_ORDERS_DIGEST, "_orders_digest"}, {&N_MAX_ORDERS, "order_cap"},
+        {&N_DEPTH, "depth"},
+    };
+    return intern_each(names, sizeof names / sizeof names[0]);
+}
+
+#define ITCH_BID 1 /* market.proto Side: B (buy) is the bid side */
+#define ITCH_ASK 2
+#define PRICE_SCALE 10000.0
+#define OP_ADD_ORDER 0 /* itch50_state.py ADD, REMOVE, SHARES */
+#define OP_REMOVE_ORDER 1
+#define OP_SET_SHARES 2
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *state, *values_type, *book_type;
+    Py_ssize_t max_prices; /* Fix44Run's (book.MAX_PRICES); MboRun has none */
+} RunObject; /* MboRun and Fix44Run: a run type holds the state and the value types it builds */
+
+typedef RunObject MboRunObject;
+
+/* A new run object holding its state and value types (both run types' tp_new end here). */
+static PyObject *run_object(PyTypeObject *type, PyObject *state, PyObject *values_type, PyObject *book_type,
+                            Py_ssize_t max_prices) {
+    RunObject *self = (RunObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->state = Py_NewRef(state);
+    self->values_type = Py_NewRef(values_type);
+    self->book_type = Py_NewRef(book_type);
+    self->max_prices = max_prices;
+    return (PyObject *)self;
+}
+
+static void run_dealloc(RunObject *self) {
+    Py_XDECREF(self->state);
+    Py_XDECREF(self->values_type);
+    Py_XDECREF(self->book_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* One decoded message (itch50_parser.parse_itch's fields for A F E C X D U). */
+typedef struct {
+    uint64_t seq, ref, new_ref;
+    int64_t ns;
+    char kind;
+    uint8_t side, printable;
+    uint32_t shares, price;
+    const uint8_t *stock; /* A F: the 8-byte stock field */
+} ItchMsg;
+
+typedef struct {
+    int kind;
+    uint64_t ref;
+    uint32_t symbol, price, shares;
+    uint8_t side;
+} OrderOp;
+
+/* One run() call: the state's parts (read at its start) and what it has collected. */
+typedef struct {
+    OrderTableObject *orders;
+    PyObject *index, *names, *sides, *name_hashes, *values, *hashes; /* owned */
+    uint64_t digest, orders_digest, max_orders;
+    Py_ssize_t depth;
+    long long expect_seq, stop_seq, room;
+    int empty_packet, source_stream, publish;
+    Py_ssize_t max_count, count;
+    long long publish_ns, first_seq;
+    Buf blocks, digests;
+    PyObject *payloads;
+} MboCtx;
+
+static inline uint64_t rd_be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+/* The record body (u64 sequence number, then the ITCH message) decoded: 0, or -1 when the
+ * Python path must take it (another type, a wrong length, sequence number 0). */
+static int itch_take(const uint8_t *body, size_t len, ItchMsg *m) {
+    if (len < 9) return -1;
+    m->seq = rd_be(body, 8);
+    m->kind = (char)body[8];
+    size_t want;
+    switch (m->kind) {
+    case 'A': want = 36; break;
+    case 'F': want = 40; break;
+    case 'E': want = 31; break;
+    case 'C': want = 36; break;
+    case 'X': want = 23; break;
+    case 'D': want = 19; break;
+    case 'U': want = 35; break;
+    default: return -1;
+    }
+    if (m->seq == 0 || m->seq > MAX_SOURCE_SEQ || len - 8 != want) return -1; /* bad_seq: the Python path */
+    const uint8_t *p = body + 8, *f = p + 11; /* type, locate, tracking, 6-byte timestamp, then the fields */
+    m->ns = (int64_t)rd_be(p + 5, 6);
+    m->ref = rd_be(f, 8);
+    switch (m->kind) {
+    case 'A':
+    case 'F':
+        m->side = f[8];
+        m->shares = (uint32_t)rd_be(f + 9, 4);
+        m->stock = f + 13;
+        m->price = (uint32_t)rd_be(f + 21, 4);
+        break;
+    case 'C':
+        m->printable = f[20];
+        m->price = (uint32_t)rd_be(f + 21, 4);
+        m->shares = (uint32_t)rd_be(f + 8, 4);
+        break;
+    case 'E':
+    case 'X': m->shares = (uint32_t)rd_be(f + 8, 4); break;
+    case 'U':
+        m->new_ref = rd_be(f + 8, 8);
+        m->shares = (uint32_t)rd_be(f + 16, 4);
+        m->price = (uint32_t)rd_be(f + 20, 4);
+        break;
+    default: break;
+    }
+    return 0;
+}
+
+/* Up to ``depth`` levels of a shown side (a list of (price, size, orders)) as doubles: how
+ * many, -2 when one is not such a tuple (the Python path decides), -1 with an exception. */
+static Py_ssize_t read_side(PyObject *side, Py_ssize_t depth, ShownLevel *out) {
+    if (!PyList_CheckExact(side)) return -2;
+    Py_ssize_t n = PyList_GET_SIZE(side) < depth ? PyList_GET_SIZE(side) : depth;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(side, i);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 || !PyFloat_CheckExact(PyTuple_GET_ITEM(t, 0)) ||
+            !PyFloat_CheckExact(PyTuple_GET_ITEM(t, 1)) || !PyLong_CheckExact(PyTuple_GET_ITEM(t, 2)))
+            return -2;
+        out[i].price = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 0));
+        out[i].size = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 1));
+        long long orders = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+        if (orders == -1 && PyErr_Occurred()) return -1;
+        out[i].orders = orders;
+    }
+    return n;
+}
+
+/* ---- one message ---- */
+
+/* What one message does before anything is applied: its order ops, its level moves, its trade. */
+typedef struct {
+    ItchMsg m;
+    uint32_t symbol;
+    uint8_t side;
+    OrderOp ops[2];
+    int n_ops;
+    Shown moves[2];
+    Py_ssize_t n_moves;
+    int has_trade;
+    uint32_t trade_price, trade_shares;
+} Staged;
+
+/* Check and stage ``m`` against the order table: 0, or STOP_SLOW (the reference would raise). */
+static int stage_orders(MboCtx *c, Staged *s) {
+    const ItchMsg *m = &s->m;
+    s->n_ops = 0;
+    s->n_moves = 1;
+    s->has_trade = 0;
+    if (m->kind == 'A' || m->kind == 'F') {
+        if (m->side != 'B' && m->side != 'S') return STOP_SLOW;
+        if (ot_find(c->orders, m->ref) != NULL || m->shares == 0 || c->orders->count >= c->max_orders)
+            return STOP_SLOW;
+        s->side = m->side == 'B' ? ITCH_BID : ITCH_ASK; /* s->symbol: the caller's, from the stock */
+        s->ops[s->n_ops++] = (OrderOp){OP_ADD_ORDER, m->ref, s->symbol, m->price, m->shares, s->side};
+        s->moves[0] = (Shown){m->price, m->shares, 1};
+        return 0;
+    }
+    if (m->kind == 'C' && m->printable != 'Y' && m->printable != 'N') return STOP_SLOW;
+    const Order *o = ot_find(c->orders, m->ref);
+    if (o == NULL) return STOP_SLOW;
+    s->symbol = o->symbol;
+    s->side = o->side;
+    if (m->kind == 'D' || m->kind == 'U') {
+        s->ops[s->n_ops++] = (OrderOp){OP_REMOVE_ORDER, m->ref, 0, 0, 0, 0};
+        s->moves[0] = (Shown){o->price, -(int64_t)o->shares, -1};
+        if (m->kind == 'U') {
+            if ((m->new_ref != m->ref && ot_find(c->orders, m->new_ref) != NULL) || m->shares == 0) return STOP_SLOW;
+            if (m->price == o->price) {
+                s->moves[0].size += m->shares;
+                s->moves[0].count += 1;
+            } else {
+                s->moves[s->n_moves++] = (Shown){m->price, m->shares, 1};
+            }
+            s->ops[s->n_ops++] = (OrderOp){OP_ADD_ORDER, m->new_ref, o->symbol, m->price, m->shares, o->side};
+        }
+        return 0;
+    }
+    if (m->shares > o->shares) return STOP_SLOW;
+    uint32_t left = o->shares - m->shares;
+    s->ops[s->n_ops++] = left == 0 ? (OrderOp){OP_REMOVE_ORDER, m->ref, 0, 0, 0, 0}
+                                   : (OrderOp){OP_SET_SHARES, m->ref, 0, 0, left, 0};
+    s->moves[0] = (Shown){o->price, -(int64_t)m->shares, left == 0 ? -1 : 0};
+    if (m->kind == 'E' || (m->kind == 'C' && m->printable == 'Y')) {
+        s->has_trade = 1;
+        s->trade_price = m->kind == 'E' ? o->price : m->price;
+        s->trade_shares = m->shares;
+    }
+    return 0;
+}
+
+/* The symbol index of an add's stock, as the reference's _index has it: 0, or STOP_SLOW
+ * (a stock the Python path must decode or intern), or -1 with an exception. */
+static int stock_symbol(MboCtx *c, const uint8_t *stock, uint32_t *symbol) {
+    Py_ssize_t n = 8;
+    while (n > 0 && (stock[n - 1] == ' ' || stock[n - 1] == 0)) n--;
+    if (n == 0) return STOP_SLOW;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (stock[i] >= 0x80) return STOP_SLOW; /* decoded with replacement characters in Python */
+    }
+    PyObject *name = PyUnicode_FromStringAndSize((const char *)stock, n);
+    if (name == NULL) return -1;
+    PyObject *index = PyDict_GetItemWithError(c->index, name);
+    Py_DECREF(name);
+    if (index == NULL) return PyErr_Occurred() ? -1 : STOP_SLOW;
+    unsigned long v = PyLong_Check(index) ? PyLong_AsUnsignedLong(index) : (unsigned long)-1;
+    if (v == (unsigned long)-1) {
+        PyErr_Clear();
+        return STOP_SLOW;
+    }
+    *symbol = (uint32_t)v;
+    return 0;
+}
+
+/* The current values' fields (or a new symbol's defaults; a book-less one gets an empty book)
+ * as new references in ``n``; n->v[9] stays NULL (the run makes the new book). */
+static int load_values(PyObject *current, NewValues *n) {
+    int rc = 0;
+    if (current != NULL) {
+        if (view_of(current, n) < 0) return -1;
+        if (n->v[9] != NULL) {
+            Py_CLEAR(n->v[9]);
+            return 0;
+        }
+    } else {
+        for (int i = 0; i < 9; i++) {
+            n->v[i] = (i == 0 || i == 5) ? PyLong_FromLong(0) : PyFloat_FromDouble(0.0);
+            if (n->v[i] == NULL) return -1;
+        }
+    }
+    n->k[0] = Py_NewRef(Py_False);
+    n->k[1] = PyList_New(0);
+    n->k[2] = PyList_New(0);
+    for (int i = 0; i < 9; i++) n->k[3 + i] = Py_NewRef(Py_None);
+    n->k[12] = PyFloat_FromDouble(0.0);
+    n->k[13] = PyFloat_FromDouble(0.0);
+    n->k[14] = PyLong_FromLong(0);
+    for (int i = 0; i < 15 && rc == 0; i++) rc = n->k[i] == NULL ? -1 : 0;
+    return rc;
+}
+
+static inline int opt_float(PyObject *o) { return o == Py_None || PyFloat_CheckExact(o); }
+
+/* itch50_state._execute on the loaded values: 0, STOP_SLOW (types or sizes the Python
+ * arithmetic would treat otherwise, or the volume's overflow, which Python quarantines), or -1. */
+static int execute(NewValues *n, uint32_t price_units, uint32_t shares) {
+    PyObject **k = n->k;
+    /* k: 3 volume, 4 last, 5 high, 6 low, 11 vwap, 12 notional, 13 traded, 14 trades */
+    if (!opt_float(k[3]) || !opt_float(k[5]) || !opt_float(k[6]) || !PyFloat_CheckExact(k[12]) ||
+        !PyFloat_CheckExact(k[13]) || !PyLong_CheckExact(k[14]))
+        return STOP_SLOW;
+    long long trades = PyLong_AsLongLong(k[14]);
+    if (trades == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return STOP_SLOW;
+    }
+    if (trades == LLONG_MAX) return STOP_SLOW;
+    double price = (double)price_units / PRICE_SCALE;
+    double volume = (k[3] == Py_None ? 0.0 : PyFloat_AS_DOUBLE(k[3])) + (double)shares;
+    double notional = PyFloat_AS_DOUBLE(k[12]) + (double)((uint64_t)price_units * shares);
+    double traded = PyFloat_AS_DOUBLE(k[13]) + (double)shares;
+    if (!(volume < 9223372036854775808.0) || !isfinite(notional)) return STOP_SLOW; /* overflow: Python names it */
+    double vwap = 0.0;
+    int new_vwap = traded != 0.0;
+    if (new_vwap) { /* int(notional) / (int(traded) * 10000), correctly rounded when both are exact doubles */
+        double whole = trunc(traded) * PRICE_SCALE;
+        if (!(whole > 0.0 && whole < 9007199254740992.0)) return STOP_SLOW;
+        vwap = trunc(notional) / whole;
+    }
+    PyObject *price_obj = PyFloat_FromDouble(price);
+    if (price_obj == NULL) return -1;
+    replace(&k[4], Py_NewRef(price_obj));
+    if (k[5] == Py_None || price > PyFloat_AS_DOUBLE(k[5])) replace(&k[5], Py_NewRef(price_obj));
+    if (k[6] == Py_None || price < PyFloat_AS_DOUBLE(k[6])) replace(&k[6], Py_NewRef(price_obj));
+    Py_DECREF(price_obj);
+    replace(&k[3], PyFloat_FromDouble(volume));
+    replace(&k[12], PyFloat_FromDouble(notional));
+    replace(&k[13], PyFloat_FromDouble(traded));
+    replace(&k[14], PyLong_FromLongLong(trades + 1));
+    if (new_vwap) replace(&k[11], PyFloat_FromDouble(vwap));
+    if (!k[3] || !k[12] || !k[13] || !k[14] || !k[11]) return -1;
+    /* values: volume high low last vwap trade_count . . notional */
+    PyObject **v = n->v;
+    replace(&v[0], PyLong_FromLongLong((long long)volume));
+    replace(&v[1], Py_NewRef(k[5]));
+    replace(&v[2], Py_NewRef(k[6]));
+    replace(&v[3], Py_NewRef(k[4]));
+    int vwap_set = k[11] != Py_None && PyFloat_AS_DOUBLE(k[11]) != 0.0; /* book.vwap or 0.0 */
+    replace(&v[4], vwap_set ? Py_NewRef(k[11]) : PyFloat_FromDouble(0.0));
+    replace(&v[5], Py_NewRef(k[14]));
+    replace(&v[8], PyFloat_FromDouble(notional / PRICE_SCALE));
+    return (v[0] && v[4] && v[8]) ? 0 : -1;
+}
+
+/* The shown levels as the list the reference builds: (price / 10,000, float(size), orders). */
+static PyObject *shown_side(const Shown *levels, Py_ssize_t n, ShownLevel *as_doubles) {
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        as_doubles[i] = (ShownLevel){(double)levels[i].price / PRICE_SCALE, (double)levels[i].size, levels[i].count};
+        PyObject *t = Py_BuildValue("(ddL)", as_doubles[i].price, as_doubles[i].size, (long long)levels[i].count);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+/* book.best(side): the first level's price of a shown side, else 0.0 (a new reference). */
+static PyObject *best_price(PyObject *side) {
+    if (PyList_GET_SIZE(side) == 0) return PyFloat_FromDouble(0.0);
+    return PySequence_GetItem(PyList_GET_ITEM(side, 0), 0);
+}
+
+static int order_record(Buf *b, uint64_t ref, uint8_t side, uint32_t price, uint32_t shares) {
+    if (buf_reserve(b, 17) < 0) return -1;
+    uint8_t *p = b->data + b->len;
+    put_be64(p, ref);
+    p[8] = side;
+    for (int i = 0; i < 4; i++) p[9 + i] = (uint8_t)(price >> (24 - 8 * i));
+    for (int i = 0; i < 4; i++) p[13 + i] = (uint8_t)(shares >> (24 - 8 * i));
+    b->len += 17;
+    return 0;
+}
+
+static int mbo_commit_ops(MboCtx *c, const Staged *s, SideLevelsObject *levels, uint64_t name_hash) {
+    for (int i = 0; i < s->n_ops; i++) {
+        const OrderOp *op = &s->ops[i];
+        if (op->kind == OP_ADD_ORDER) {
+            if (ot_put(c->orders, op->ref, op->symbol, op->side, op->price, op->shares) < 0 ||
+                sl_move(levels, op->price, op->shares, 1) < 0)
+                return -1;
+            uint64_t mixed = mix_order(op->ref, name_hash, op->side, op->price, op->shares);
+            c->orders_digest += mixed;
+            c->digest += mixed;
+            continue;
+        }
+        Order *o = ot_find(c->orders, op->ref);
+        if (o == NULL) {
+            PyErr_Format(PyExc_RuntimeError, "order %llu vanished between staging and commit",
+                         (unsigned long long)op->ref);
+            return -1;
+        }
+        uint32_t price = o->price, shares = o->shares;
+        uint64_t old = mix_order(op->ref, name_hash, o->side, price, shares);
+        c->orders_digest -= old;
+        c->digest -= old;
+        if (op->kind == OP_REMOVE_ORDER) {
+            ot_erase(c->orders, o);
+            if (sl_move(levels, price, -(int64_t)shares, -1) < 0) return -1;
+        } else {
+            uint64_t mixed = mix_order(op->ref, name_hash, o->side, price, op->shares);
+            o->shares = op->shares;
+            c->orders_digest += mixed;
+            c->digest += mixed;
+            if (sl_move(levels, price, (int64_t)op->shares - shares, 0) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* The symbol's name, price levels of the message's side and name hash: 0, STOP_SLOW, or -1. */
+static int symbol_parts(MboCtx *c, const Staged *s, PyObject **name, SideLevelsObject **levels, uint64_t *hash) {
+    if ((Py_ssize_t)s->symbol >= PyList_GET_SIZE(c->names) || (Py_ssize_t)s->symbol >= PyList_GET_SIZE(c->sides) ||
+        (Py_ssize_t)s->symbol >= PyList_GET_SIZE(c->name_hashes))
+        return STOP_SLOW;
+    *name = PyList_GET_ITEM(c->names, s->symbol);
+    PyObject *pair = PyList_GET_ITEM(c->sides, s->symbol);
+    if (!PyUnicode_Check(*name) || !PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return STOP_SLOW;
+    PyObject *side = PyTuple_GET_ITEM(pair, s->side == ITCH_BID ? 0 : 1);
+    if (!Py_IS_TYPE(side, &SideLevelsType) || (s->side != ITCH_BID && s->side != ITCH_ASK)) return STOP_SLOW;
+    *levels = (SideLevelsObject *)side;
+    *hash = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(c->name_hashes, s->symbol));
+    if (*hash == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return STOP_SLOW;
+    }
+    return 0;
+}
+
+/* Encode the message's block into c->blocks (after a reserved header): 0, STOP_SLOW, STOP_ROOM, or -1. */
+static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues *n, const ShownLevel *before,
+                     Py_ssize_t n_before, const ShownLevel *after, Py_ssize_t n_after, ShownLevel *scratch,
+                     const Buf *orders) {
+    Buf *b = &c->blocks;
+    size_t block_start = b->len;
+    if (buf_reserve(b, BLOCK_OVERHEAD) < 0) return -1;
+    b->len += BLOCK_OVERHEAD;
+    Py_ssize_t name_len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+    if (utf8 == NULL) return -1;
+    if (w_varint(b, FH_MARKETUPDATE_EVENT_TIME_NS_TAG, (uint64_t)s->m.ns) < 0 ||
+        w_varint(b, FH_MARKETUPDATE_PUBLISH_TIME_NS_TAG, (uint64_t)c->publish_ns) < 0)
+        return -1;
+    size_t start = b->len;
+    if (name_len) {
+        size_t at = b->len;
+        if (w_raw(b, utf8, (size_t)name_len) < 0 || w_close(b, at, FH_SYMBOLUPDATE_SYMBOL_TAG) < 0) return -1;
+    }
+    if (s->has_trade &&
+        w_trade_of(b, (double)s->trade_price / PRICE_SCALE, s->trade_shares, (double)s->trade_shares) < 0)
+        return -1;
+    if (w_changes(b, before, n_before, after, n_after, s->side, scratch) < 0 ||
+        w_state_of(b, n, (uint64_t)c->depth, 0) < 0)
+        return -1;
+    if (orders->len) {
+        size_t at = b->len;
+        if (w_raw(b, orders->data, orders->len) < 0 || w_close(b, at, FH_SYMBOLUPDATE_ORDERS_TAG) < 0) return -1;
+    }
+    if (w_close(b, start, FH_MARKETUPDATE_SYMBOLS_TAG) < 0) return -1;
+    size_t payload_len = b->len - block_start - BLOCK_OVERHEAD;
+    long long block = BLOCK_OVERHEAD + (long long)payload_len;
+    if (payload_len > MAX_PAYLOAD) {
+        b->len = block_start;
+        return STOP_SLOW;
+    }
+    if (block > c->room && !(c->empty_packet && c->count == 0)) {
+        b->len = block_start;
+        return STOP_ROOM;
+    }
+    c->room -= block;
+    uint8_t *h = b->data + block_start;
+    put_block_header(h, payload_len, c->source_stream, s->m.seq);
+    if (c->payloads != NULL) {
+        PyObject *item = PyBytes_FromStringAndSize((const char *)h + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
+        if (item == NULL || PyList_Append(c->payloads, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+    }
+    return 0;
+}
+
+/* One message, staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
+static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
+    int rc;
+    if (s->m.kind == 'A' || s->m.kind == 'F') {
+        if (s->m.side != 'B' && s->m.side != 'S') return STOP_SLOW;
+        if ((rc = stock_symbol(c, s->m.stock, &s->symbol)) != 0) return rc;
+    }
+    if ((rc = stage_orders(c, s)) != 0) return rc;
+    PyObject *name;
+    SideLevelsObject *levels;
+    uint64_t name_hash;
+    if ((rc = symbol_parts(c, s, &name, &levels, &name_hash)) != 0) return rc;
+    Py_INCREF(name); /* both held: the dataclasses' Python code runs before they are used again */
+    Py_INCREF(levels);
+    PyObject *current = PyDict_GetItemWithError(c->values, name);
+    Py_XINCREF(current);
+    NewValues n = {0};
+    PyObject *values = NULL;
+    Buf orders = {0};
+    int side_at = s->side == ITCH_BID ? 1 : 2; /* n.k: 1 bids, 2 asks */
+    size_t room = sl_best_room(levels, c->depth, s->n_moves);
+    Shown *shown = PyMem_Malloc(room * sizeof(Shown));
+    ShownLevel *lv = PyMem_Malloc((size_t)(4 * (c->depth + 1)) * sizeof(ShownLevel));
+    if (shown == NULL || lv == NULL) {
+        PyErr_NoMemory();
+        rc = -1;
+        goto done;
+    }
+    ShownLevel *before = lv, *after = lv + c->depth + 1, *scratch = lv + 2 * (c->depth + 1);
+    if (PyErr_Occurred() || load_values(current, &n) < 0) {
+        rc = -1;
+        goto done;
+    }
+    Py_ssize_t n_before = read_side(n.k[side_at], c->depth, before);
+    if (n_before < 0) {
+        rc = n_before == -2 ? STOP_SLOW : -1;
+        goto done;
+    }
+    Py_ssize_t n_after = sl_best(levels, c->depth, s->moves, s->n_moves, shown);
+    PyObject *other = PySequence_List(n.k[3 - side_at]); /* list(): the reference's copy */
+    PyObject *mine = shown_side(shown, n_after, after);
+    replace(&n.k[3 - side_at], other);
+    replace(&n.k[side_at], mine);
+    if (other == NULL || mine == NULL) {
+        rc = -1;
+        goto done;
+    }
+    if (s->has_trade && (rc = execute(&n, s->trade_price, s->trade_shares)) != 0) goto done;
+    replace(&n.v[6], best_price(n.k[1]));
+    replace(&n.v[7], best_price(n.k[2]));
+    if (n.v[6] == NULL || n.v[7] == NULL) {
+        rc = -1;
+        goto done;
+    }
+    n.v[9] = PyObject_Vectorcall(self->book_type, n.k, 15, NULL);
+    if (n.v[9] == NULL || (values = PyObject_Vectorcall(self->values_type, n.v, 10, NULL)) == NULL) {
+        rc = -1;
+        goto done;
+    }
+    for (int i = 0; i < s->n_ops; i++) { /* the orders it touches, after it (MboState.touched) */
+        const OrderOp *op = &s->ops[i];
+        const Order *o = op->kind == OP_ADD_ORDER ? NULL : ot_find(c->orders, op->ref);
+        if (op->kind != OP_ADD_ORDER && o == NULL) { /* staged from this table a moment ago */
+            rc = STOP_SLOW;
+            goto done;
+        }
+        rc = op->kind == OP_ADD_ORDER ? order_record(&orders, op->ref, op->side, op->price, op->shares)
+                                      : order_record(&orders, op->ref, o->side, o->price,
+                                                     op->kind == OP_REMOVE_ORDER ? 0 : op->shares);
+        if (rc < 0) goto done;
+    }
+    if (c->publish &&
+        (rc = mbo_block(c, s, name, &n, before, n_before, after, n_after, scratch, &orders)) != 0)
+        goto done;
+    /* Committed from here: the hash first (it can fail), then the orders, then the values. */
+    Py_ssize_t name_len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+    uint64_t new_hash, old_hash = 0;
+    if (utf8 == NULL || digest_view(utf8, name_len, &n, &new_hash) < 0) {
+        rc = -1;
+        goto done;
+    }
+    PyObject *old = PyDict_GetItemWithError(c->hashes, name);
+    if (old != NULL) {
+        old_hash = PyLong_AsUnsignedLongLong(old);
+        if (old_hash == (unsigned long long)-1 && PyErr_Occurred()) {
+            rc = -1;
+            goto done;
+        }
+    } else if (PyErr_Occurred()) {
+        rc = -1;
+        goto done;
+    }
+    PyObject *hash_obj = PyLong_FromUnsignedLongLong(new_hash);
+    if (hash_obj == NULL || mbo_commit_ops(c, s, levels, name_hash) < 0 ||
+        PyDict_SetItem(c->values, name, values) < 0 || PyDict_SetItem(c->hashes, name, hash_obj) < 0) {
+        Py_XDECREF(hash_obj);
+        rc = -1;
+        goto done;
+    }
+    Py_DECREF(hash_obj);
+    c->digest += new_hash - old_hash;
+    rc = 0;
+done:
+    PyMem_Free(shown);
+    PyMem_Free(lv);
+    PyMem_Free(orders.data);
+    new_values_clear(&n);
+    Py_XDECREF(values);
+    Py_XDECREF(current);
+    Py_DECREF(levels);
+    Py_DECREF(name);
+    return rc;
+}
+
+/* Messages from *pos until one stops the run: why (STOP_*), or -1 with an exception. */
+static int mbo_messages(MboRunObject *self, MboCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
+    while (*pos < end) {
+        if (c->count >= c->max_count) return STOP_COUNT;
+        /* moldudp64.next_record: a u32 length, then the u64 source_seq and the message */
+        if (end - *pos < 12) return STOP_SLOW;
+        size_t length = (size_t)rd_be(buf + *pos, 4);
+        if (length < 8 || length > (size_t)(end - *pos - 4)) return STOP_SLOW;
+        Py_ssize_t after = *pos + 4 + (Py_ssize_t)length;
+        Staged s;
+        memset(&s, 0, sizeof s);
+        if (itch_take(buf + *pos + 4, length, &s.m) < 0) return STOP_SLOW;
+        if (c->expect_seq && (long long)s.m.seq != c->expect_seq) return STOP_SLOW;
+        if (c->stop_seq && (long long)s.m.seq >= c->stop_seq) return STOP_SLOW; /* seq <= MAX_SOURCE_SEQ */
+        int rc = mbo_message(self, c, &s);
+        if (rc != 0) return rc;
+        if (buf_reserve(&c->digests, 8) < 0) return -1;
+        memcpy(c->digests.data + c->digests.len, &c->digest, 8);
+        c->digests.len += 8;
+        if (c->count == 0) c->first_seq = (long long)s.m.seq;
+        c->count++;
+        c->expect_seq = (long long)s.m.seq + 1;
+        *pos = after;
+    }
+    return STOP_END;
+}
+
+static PyObject *owned_attr(PyObject *obj, PyObject *name, PyTypeObject *type) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value != NULL && !Py_IS_TYPE(value, type)) {
+        PyErr_Format(PyExc_TypeError, "the state's %U is a %.100s, not a %.100s", name, Py_TYPE(value)->tp_name,
+                     type->tp_name);
+        Py_CLEAR(value);
+    }
+    return value;
+}
+
+static int u64_attr(PyObject *obj, PyObject *name, uint64_t *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    int rc = as_u64(value, out);
+    Py_DECREF(value);
+    return rc;
+}
+
+static int set_u64_attr(PyObject *obj, PyObject *name, uint64_t v) {
+    PyObject *value = PyLong_FromUnsignedLongLong(v);
+    int rc = value == NULL ? -1 : PyObject_SetAttr(obj, name, value);
+    Py_XDECREF(value);
+    return rc;
+}
+
+PyDoc_STRVAR(MboRun_run_doc,
+             "run(frame, pos, expect_seq, stop_seq, room, max_count, publish_time_ns, source_stream, publish,\n"
+             "    want_payloads) -> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
+             "engine.ConversionEngine.run over a record frame of MoldUDP64 messages: the A F E C X D U\n"
+             "messages in C, stopping (1, the Python path) at anything else.");
+
+/* The state's book depth: 0, or -1 with an exception (not a u64, or too deep). */
+static int depth_attr(PyObject *state, Py_ssize_t *out) {
+    uint64_t depth;
+    if (u64_attr(state, N_DEPTH, &depth) < 0) return -1;
+    if (depth > 1000000) {
+        PyErr_Format(PyExc_ValueError, "book depth %llu is too deep", (unsigned long long)depth);
+        return -1;
+    }
+    *out = (Py_ssize_t)depth;
+    return 0;
+}
+
+static PyObject *MboRun_run(MboRunObject *self, PyObject *args) {
+    Py_buffer frame;
+    Py_ssize_t pos;
+    int want_payloads;
+    MboCtx c = {0};
+    if (!PyArg_ParseTuple(args, "y*nLLLnLipp", &frame, &pos, &c.expect_seq, &c.stop_seq, &c.room, &c.max_count,
+                          &c.publish_ns, &c.source_stream, &c.publish, &want_payloads))
+        return NULL;
+    c.empty_packet = c.room < 0;
+    if (c.empty_packet) c.room = -c.room;
+    PyObject *result = NULL, *state = self->state;
+    int loaded = 0;
+    if (pos < 0 || pos > frame.len || c.source_stream < 0 || c.source_stream > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "pos or source_stream out of range");
+        goto done;
+    }
+    c.orders = (OrderTableObject *)owned_attr(state, N_ORDERS, &OrderTableType);
+    if (c.orders == NULL || (c.index = owned_attr(state, N_INDEX, &PyDict_Type)) == NULL ||
+        (c.names = owned_attr(state, N_NAMES, &PyList_Type)) == NULL ||
+        (c.sides = owned_attr(state, N_SIDES, &PyList_Type)) == NULL ||
+        (c.name_hashes = owned_attr(state, N_NAME_HASHES, &PyList_Type)) == NULL ||
+        (c.values = owned_attr(state, N_VALUES, &PyDict_Type)) == NULL ||
+        (c.hashes = owned_attr(state, N_HASHES, &PyDict_Type)) == NULL || u64_attr(state, N_DIGEST, &c.digest) < 0 ||
+        u64_attr(state, N_ORDERS_DIGEST, &c.orders_digest) < 0 || u64_attr(state, N_MAX_ORDERS, &c.max_orders) < 0 ||
+        depth_attr(state, &c.depth) < 0)
+        goto done;
+    loaded = 1;
+    if (want_payloads && (c.payloads = PyList_New(0)) == NULL) goto done;
+    int stop = mbo_messages(self, &c, frame.buf, frame.len, &pos);
+    if (stop < 0) goto done;
+    result = run_result(pos, c.count, stop, &c.blocks, c.first_seq, &c.digests, c.payloads);
+done:
+    /* What was committed stays committed, whatever stopped the run: the digests go back to the state. */
+    if (loaded && (set_u64_attr(state, N_DIGEST, c.digest) < 0 || set_u64_attr(state, N_ORDERS_DIGEST, c.orders_digest) < 0))
+        Py_CLEAR(result);
+    Py_XDECREF(c.orders);
+    Py_XDECREF(c.index);
+    Py_XDECREF(c.names);
+    Py_XDECREF(c.sides);
+    Py_XDECREF(c.name_hashes);
+    Py_XDECREF(c.values);
+    Py_XDECREF(c.hashes);
+    Py_XDECREF(c.payloads);
+    PyMem_Free(c.blocks.data);
+    PyMem_Free(c.digests.data);
+    PyBuffer_Release(&frame);
+    return result;
+}
+
+static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"state", "values_type", "book_type", NULL};
+    PyObject *state, *values_type, *book_type;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO:MboRun", kwlist, &state, &values_type, &book_type)) return NULL;
+    if (!PyCallable_Check(values_type) || !PyCallable_Check(book_type)) {
+        PyErr_SetString(PyExc_TypeError, "values_type and book_type must be callable (SymbolValues, BookValues)");
+        return NULL;
+    }
+    return run_object(type, state, values_type, book_type, 0);
+}
+
+static PyMethodDef MboRun_methods[] = {
+    {"run", (PyCFunction)MboRun_run, METH_VARARGS, MboRun_run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject MboRunType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "feedha.adapter.conversion._orders.MboRun",
+    .tp_basicsize = sizeof(RunObject),
+    .tp_dealloc = (destructor)run_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "MboRun(state, values_type, book_type): itch50 runs of A F E C X D U in C over an MboState.",
+    .tp_new = MboRun_new,
+    .tp_methods = MboRun_methods,
+};
