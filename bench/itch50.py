@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.bench.common import Figure, figure
-from feedha.plain_source.itch50_capture import make_itch_capture
 
 __all__ = ["ITCH_CAPTURE_DESCRIPTION", "ITCH_CAPTURE_ORDERS", "run", "write_itch_capture"]
 
 ITCH_CAPTURE_ORDERS: Final = 60_000  # about 140,000 messages: a 3 s step up to ~45,000 msg/s
 ITCH_CAPTURE_DESCRIPTION: Final = (
-    "a seeded ITCH 5.0 day (plain_source/itch50_capture.py): 2,000 stocks with a directory message each, "
+    "a seeded ITCH 5.0 day (adapter/formats/itch50/day.py): 2,000 stocks with a directory message each, "
     "~45% adds (A/F), executions E and C, cancels X, deletes D, replaces U, trades P, crosses Q "
     "(only messages that give a block); BinaryFILE, played as MoldUDP64 packets of what is due"
 )

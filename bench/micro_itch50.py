@@ -39,9 +39,10 @@ _ADD: Final = struct.Struct(">cHH6sQcI8sI")  # ITCH 5.0 "A": 36 bytes
 def old_hash_flood(count: int) -> list[int]:
     """References the order table's old hash sent to slot ``i << 32``: one home at every size to 2**32.
 
-    :func:`feedha.drills.chaos_itch50.colliding_refs` at slot 0 (the drill's flood is the same set at slot 5).
+    :func:`feedha.adapter.formats.itch50.poison.colliding_refs` at slot 0 (the drill's flood is the
+    same set at slot 5).
     """
-    from feedha.drills.chaos_itch50 import colliding_refs
+    from feedha.adapter.formats.itch50.poison import colliding_refs
 
     return colliding_refs(count, slot=0)
 
@@ -57,7 +58,7 @@ def _capture(messages: list[bytes]) -> bytes:
 def capture_of(case: str, messages: int) -> tuple[bytes, int]:
     """A case's BinaryFILE capture and how many messages it holds."""
     if case == "mix":
-        from feedha.plain_source.itch50_capture import make_itch_capture
+        from feedha.adapter.formats.itch50.day import make_itch_capture
 
         from .itch50 import ITCH_CAPTURE_ORDERS
 

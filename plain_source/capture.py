@@ -1,87 +1,18 @@
-"""Captured feeds: read a capture file into messages and pace its playback (pure).
+"""Pacing a captured feed's playback (pure).
 
-A capture is either raw FIX messages back to back, or one message per line
-with an optional ``TIMESTAMP : `` prefix, as FIX engines log them (a line
-whose messages use ``|`` for the field separator is taken too). Everything
-from a line's first ``8=FIX`` on is cut into messages by their length and
-checksum fields; a stretch that is no FIX message is kept as it is, so the
-adapters quarantine it (a capture is played back as it was, warts and all).
-
-:func:`due_offsets` paces the playback: at a fixed rate, or by the messages'
-own times (``52`` SendingTime, else ``60`` TransactTime) divided by a speed,
-or all at once. Pure: no clock, no file (the caller reads the bytes).
+:func:`due_offsets` says when each message of a capture is due: at a fixed
+rate, or by the messages' own times (a format's
+:attr:`~adapter.formats.capture_face.CaptureFace.time_of`) divided by a
+speed, or all at once. Reading and framing a capture are its format's
+(``adapter/formats/<name>/capture.py``, asked for through
+:mod:`adapter.formats.capture_registry`). Pure: no clock, no file.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable, Sequence
 
-from feedha.proto import fix
-
-__all__ = ["MAX_CAPTURE_BYTES", "Capture", "due_offsets", "message_time_ns", "read_capture"]
-
-MAX_CAPTURE_BYTES: Final = 1 << 30  # a capture is read whole: a bound on what one may hold
-_BEGIN: Final = b"8=FIX"
-_TIME_FIELD: Final = re.compile(rb"\x01(52|60)=([0-9:.\-]{17,30})\x01")
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:
-    """The messages of a capture, in order (malformed stretches included, as they were)."""
-
-    messages: tuple[bytes, ...]
-    malformed: int  # stretches that are no FIX message
-
-
-def read_capture(data: bytes) -> Capture:
-    """Cut a capture's bytes into messages (see the module docstring).
-
-    Raises:
-        ValueError: more than :data:`MAX_CAPTURE_BYTES`, or no FIX message at all.
-    """
-    if len(data) > MAX_CAPTURE_BYTES:
-        raise ValueError(f"capture of {len(data)} bytes exceeds {MAX_CAPTURE_BYTES}")
-    raw = data.find(_BEGIN)
-    if raw < 0:
-        raise ValueError("no FIX message in the capture (nothing starts with 8=FIX)")
-    # Raw (back to back) when the first message ends where the next begins or the data ends.
-    body, after = fix.next_message(data, raw)
-    is_raw = raw == 0 and body is not None and (after >= len(data) or data.startswith(_BEGIN, after))
-    chunks = [data] if is_raw else [_line(line) for line in data.splitlines()]
-    messages: list[bytes] = []
-    malformed = 0
-    for chunk in chunks:
-        pos = 0
-        while pos < len(chunk):
-            start = pos
-            body, pos = fix.next_message(chunk, pos)
-            messages.append(chunk[start:pos])
-            malformed += body is None
-    return Capture(tuple(message for message in messages if message.strip()), malformed)
-
-
-def _line(line: bytes) -> bytes:
-    begin = line.find(_BEGIN)
-    if begin < 0:
-        return b""
-    text = line[begin:].rstrip(b"\r")
-    if b"\x01" not in text and b"|" in text:
-        text = text.replace(b"|", b"\x01")
-    return text
-
-
-def message_time_ns(message: bytes) -> int | None:
-    """A message's time for pacing: ``52`` SendingTime, else ``60`` (``None``: neither readable)."""
-    found = _TIME_FIELD.search(message)
-    if found is None:
-        return None
-    try:
-        return fix.parse_timestamp(found.group(2))
-    except fix.FixError:
-        return None
+__all__ = ["due_offsets"]
 
 
 def due_offsets(
@@ -90,6 +21,7 @@ def due_offsets(
     rate: float | None = None,
     speed: float | None = None,
     burst: tuple[float, float] | None = None,
+    time_of: Callable[[bytes], int | None] | None = None,
 ) -> list[float]:
     """When each message is due, in seconds from the start of the playback.
 
@@ -98,12 +30,14 @@ def due_offsets(
         rate: a fixed rate (messages/s).
         speed: pace by the messages' own times, ``speed`` times as fast (1.0: as recorded);
             a message without a readable time goes with the one before it.
+        time_of: a message's own time in ns (``None``: none readable), for ``speed``.
         burst: ``(burst_rate, seconds)``: the first ``seconds`` at ``burst_rate``, then ``rate``
             (with ``rate`` only).
         With neither, everything is due at once (as fast as possible).
 
     Raises:
-        ValueError: both given, or one not positive; a burst without a rate, or not positive.
+        ValueError: both given, or one not positive; a burst without a rate, or not positive;
+            a speed without ``time_of``.
     """
     if rate is not None and speed is not None:
         raise ValueError("give a rate or a speed, not both")
@@ -117,11 +51,13 @@ def due_offsets(
         return [0.0] * len(messages)
     if speed <= 0:
         raise ValueError(f"speed must be positive, got {speed}")
+    if time_of is None:
+        raise ValueError("a speed needs the messages' own times, which this format has not")
     offsets: list[float] = []
     first: int | None = None
     previous = 0.0
     for message in messages:
-        stamp = message_time_ns(message)
+        stamp = time_of(message)
         if stamp is not None and first is None:
             first = stamp
         if stamp is not None and first is not None:

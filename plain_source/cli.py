@@ -19,6 +19,7 @@ from typing import Any, Final
 import zmq
 
 from feedha import logs, settings
+from feedha.adapter.formats.capture_registry import CAPTURES, capture_named, default_capture
 from feedha.plain_source.config import (
     DEFAULT_LINGER_MS,
     DEFAULT_RATE,
@@ -29,7 +30,6 @@ from feedha.plain_source.config import (
     MAX_BATCH,
     SourceConfig,
 )
-from feedha.plain_source.itch50_playback import ItchPlayback
 from feedha.plain_source.playback import CapturePlayback
 from feedha.plain_source.source import PlainSource
 from feedha.runtime import settle_heap
@@ -88,8 +88,8 @@ def _capture_arguments(parser: argparse.ArgumentParser) -> None:
     )
     capture.add_argument(
         "--format",
-        choices=("feedha-fix", "fix44", "itch50"),
-        default="fix44",
+        choices=sorted(CAPTURES),
+        default=default_capture("source"),
         help="the capture's input format (the adapters' --format; default: %(default)s)",
     )
     pace = capture.add_mutually_exclusive_group()
@@ -276,14 +276,11 @@ def _source(config: SourceConfig, args: argparse.Namespace) -> PlainSource:
         rate, speed = (args.rate or None), None
     if args.burst is not None and rate is None:
         raise ValueError("--burst needs a --rate to go on at")
-    if args.format == "itch50":
-        if speed is not None:
-            raise ValueError("--speed: an itch50 capture is played at --rate (or as fast as possible)")
-        return ItchPlayback.from_itch_file(
-            config, args.file, rate=rate, burst=args.burst, progress=args.progress
-        )
+    face = capture_named(args.format)
+    if speed is not None and face.time_of is None:
+        raise ValueError(f"--speed: an {face.name} capture is played at --rate (or as fast as possible)")
     return CapturePlayback.from_file(
-        config, args.file, rate=rate, speed=speed, burst=args.burst, progress=args.progress
+        config, args.file, face, rate=rate, speed=speed, burst=args.burst, progress=args.progress
     )
 
 

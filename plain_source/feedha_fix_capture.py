@@ -5,8 +5,9 @@ would send -- the random-walk market of :class:`~plain_source.model.SymbolModel`
 (quotes and trades of every symbol, ``34=`` numbered from 1, event times one
 ``step_ns`` apart from a fixed epoch) -- as raw FIX messages back to back, the
 layout ``feedha source --file F --format feedha-fix`` plays
-(:func:`~plain_source.capture.read_capture`). The same arguments write the
-same bytes. Pure.
+(:func:`~adapter.formats.fix_captures.read_capture`). The same arguments write the
+same bytes. It stays beside the model it writes (the format's folder may not
+import the plain source). Pure.
 """
 
 from __future__ import annotations

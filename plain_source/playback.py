@@ -2,8 +2,9 @@
 
 :class:`CapturePlayback` is a :class:`~plain_source.source.PlainSource` (the
 same XPUB socket, CURVE and subscriber wait) whose send loop sends a
-capture's messages (:mod:`plain_source.capture`) on the first stream, one
-message per frame unless several are due at once, paced at ``--rate``, at
+capture's messages on the first stream -- read and cut into frames by its
+format's :class:`~adapter.formats.capture_face.CaptureFace` (FIX: the messages due
+back to back in one frame; itch50: MoldUDP64 packets) -- paced at ``--rate``, at
 ``--speed`` times the messages' own pace, or as fast as possible; ``--burst
 RATE:SECONDS`` plays the first seconds at another rate (``feedha drill
 overload``). Behind its schedule (its subscribers hold it back) it sends what
@@ -21,11 +22,11 @@ import threading
 import time
 from typing import Final
 
-from feedha.plain_source.capture import Capture, due_offsets, read_capture
+from feedha.adapter.formats.capture_face import Capture, CaptureFace
+from feedha.plain_source.capture import due_offsets
 from feedha.plain_source.config import MAX_BATCH, SourceConfig
 from feedha.plain_source.source import PlainSource
 from feedha.plain_source.summary import SourceSummary
-from feedha.proto.fix import find_seq_num
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ class CapturePlayback(PlainSource):
     Args:
         config: the source's configuration (``streams[0]`` is the stream played on; its
             ``count`` bounds how many messages are sent).
-        capture: the capture (:func:`~plain_source.capture.read_capture`).
+        capture: the capture (its format's :attr:`~adapter.formats.capture_face.CaptureFace.read`).
+        face: the capture's format's captures (how its messages are framed and numbered).
         rate: a fixed rate (messages/s), or ``None``.
         speed: pace by the messages' times at this speed, or ``None`` (neither: as fast as possible).
         burst: ``(rate, seconds)`` played first, before ``rate`` (:func:`~plain_source.capture.due_offsets`).
@@ -52,6 +54,7 @@ class CapturePlayback(PlainSource):
         self,
         config: SourceConfig,
         capture: Capture,
+        face: CaptureFace,
         *,
         rate: float | None,
         speed: float | None,
@@ -60,7 +63,10 @@ class CapturePlayback(PlainSource):
     ) -> None:
         super().__init__(config)
         self.capture = capture
-        self._offsets = due_offsets(capture.messages, rate=rate, speed=speed, burst=burst)
+        self.face = face
+        self._offsets = due_offsets(
+            capture.messages, rate=rate, speed=speed, burst=burst, time_of=face.time_of
+        )
         self._progress = progress
 
     @classmethod
@@ -68,16 +74,17 @@ class CapturePlayback(PlainSource):
         cls,
         config: SourceConfig,
         path: str,
+        face: CaptureFace,
         *,
         rate: float | None,
         speed: float | None,
         burst: tuple[float, float] | None = None,
         progress: bool = False,
     ) -> CapturePlayback:
-        """Read the capture at ``path`` (raises ``OSError``, ``ValueError``)."""
+        """Read the capture of ``face``'s format at ``path`` (raises ``OSError``, ``ValueError``)."""
         with open(path, "rb") as file:
             data = file.read()
-        return cls(config, read_capture(data), rate=rate, speed=speed, burst=burst, progress=progress)
+        return cls(config, face.read(data), face, rate=rate, speed=speed, burst=burst, progress=progress)
 
     def _send_loop(self, stop: threading.Event, summary: SourceSummary) -> None:
         messages, offsets = self.capture.messages, self._offsets
@@ -100,28 +107,18 @@ class CapturePlayback(PlainSource):
             if due == sent:
                 time.sleep(min(offsets[sent] - late, _SLEEP_SLICE_S))
                 continue
-            if not all(self._send(0, frame) for frame in self._frames(sent, due)):
+            if not all(self._send(0, frame) for frame in self.face.frames(messages, sent, due)):
                 break  # stopped while a subscriber held a send back (what went out is not counted)
             self._sent[0] += due - sent
-            seq = self._seq_of(due - 1)
+            seq = self.face.seq_of(messages, due - 1)
             if seq is not None:
                 summary.last_seq[0] = seq
             sent = due
         if self._progress:
             _progress(time.monotonic() - start, sent, sent)
-        self._finish()
+        for frame in self.face.end(len(messages)):
+            self._send(0, frame)
         self._drain_subscriptions(0)
-
-    def _frames(self, first: int, end: int) -> list[bytes]:
-        """The frames of messages ``first`` to ``end - 1`` (FIX: one, back to back)."""
-        return [b"".join(self.capture.messages[first:end])]
-
-    def _seq_of(self, index: int) -> int | None:
-        """The source_seq of message ``index``, when it shows one."""
-        return find_seq_num(self.capture.messages[index])
-
-    def _finish(self) -> None:
-        """What is sent after the last message (FIX: nothing)."""
 
 
 def _progress(late: float, due: int, out: int) -> None:

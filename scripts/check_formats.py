@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Check that no product code outside a format's folder and the registry names an input format.
+"""Check that no product code outside a format's folder and the registries names an input format.
 
 Usage::
 
     python scripts/check_formats.py [ROOT]     # ROOT: the repository (default: this script's parent)
 
 Exit status 0 when only a format's own folder (``adapter/formats/<folder>/``)
-and the registry (``adapter/formats/registry.py``) name it, and every entry of
-:data:`ALLOWED` is still needed; 1 otherwise, with every problem listed.
+and the registries (:data:`REGISTRIES`: ``adapter/formats/registry.py``, and its light
+twin of capture faces ``adapter/formats/capture_registry.py``) name it, and every entry
+of :data:`ALLOWED` is still needed; 1 otherwise, with every problem listed.
 
 Theory of operation
 -------------------
@@ -17,13 +18,15 @@ a format's name is its folder's with ``_`` as ``-`` (``feedha_fix`` is
 ``[tool.feedha.namespace]`` in ROOT/pyproject.toml maps into the ``feedha``
 namespace, but ``bench/`` (a benchmark of a format is about that format) and
 never ``tests/``; each is parsed with :mod:`ast`, never imported. Outside
-its folder and the registry, a file must not:
+its folder and the registries, a file must not:
 
 - hold a string literal that is a format's name (``"fix44"``; a docstring may
   name one: it explains, it does not choose). What to offer or run comes from
-  the registry (``FORMATS``, ``DEFAULT_FORMAT``, ``format_named``);
+  the registries (``FORMATS``, ``DEFAULT_FORMAT``, ``format_named``; ``CAPTURES``,
+  ``capture_named``, ``default_capture``: a command's default format is a property
+  of that format's capture face);
 - import a format-specific module: one of a format's folder, or any module
-  one of whose dotted parts names a format (``feedha.plain_source.itch50_playback``).
+  one of whose dotted parts names a format (``feedha.adapter.formats.itch50.day``).
 
 :data:`ALLOWED` lists the files that still do, each with the reason; an entry
 that no longer offends is itself a problem (delete it), so the list only shrinks.
@@ -42,26 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_layers import namespace, run_check  # noqa: E402 - a sibling script
 
 FORMATS_FOLDER: Final = "adapter/formats"
-REGISTRY: Final = "adapter/formats/registry.py"
+REGISTRIES: Final = frozenset({"adapter/formats/registry.py", "adapter/formats/capture_registry.py"})
 EXEMPT_FOLDERS: Final = frozenset({"bench"})
 _WHY: Final = "ask the registry or move it into the format's folder (CONTRIBUTING.md, Input formats)"
 
-# Files outside the formats' folders that still name a format, each with why. The capture
-# readers and writers and the poison kinds (plain_source/*capture*, *playback*, the drills'
-# chaos_<format>.py) are to move into the formats' folders: a package both the plain source
-# and the drills may import, which the adapter is not for the plain source (issue 60, item 1).
-_CAPTURES: Final = "reads or writes a format's captures or poison, which still live outside its folder"
+# Files outside the formats' folders that still name a format, each with why.
 ALLOWED: Final[Mapping[str, str]] = {
     "proto/registry.py": "the admin API's format of an adapter from before formats; proto imports no adapter",
-    "plain_source/cli.py": "the plain source plays each format's captures and must not import the adapter",
-    "feedha/drills/book.py": _CAPTURES,
-    "feedha/drills/chaos_captures.py": _CAPTURES,
-    "feedha/drills/chaos_formats.py": "feedha-fix's poison is the plain source's; the others' are captures",
-    "feedha/drills/chaos_itch50.py": _CAPTURES,
-    "feedha/drills/cli.py": "the book drill's default capture is fix44's",
-    "feedha/drills/overload.py": _CAPTURES,
-    "feedha/drills/overload_cli.py": "the overload drill's default capture is itch50's",
-    "feedha/drills/reference.py": _CAPTURES,
 }
 
 
@@ -131,7 +121,7 @@ def check(root: Path, allowed: Mapping[str, str] = ALLOWED) -> list[str]:
     found: list[str] = []
     offending: set[str] = set()
     for rel, path in _files(root):
-        if rel == REGISTRY or any(rel.startswith(f"{FORMATS_FOLDER}/{folder}/") for folder in folders):
+        if rel in REGISTRIES or any(rel.startswith(f"{FORMATS_FOLDER}/{folder}/") for folder in folders):
             continue
         problems = sorted(file_problems(rel, path.read_text(encoding="utf-8"), folders), key=_line)
         if problems:

@@ -5,7 +5,7 @@ Usage::
 
     python scripts/check_layers.py [ROOT]     # ROOT: the repository (default: this script's parent)
 
-Exit status 0 when the tree follows :data:`LAYER_RULES` and has no import
+Exit status 0 when the tree follows ``LAYER_RULES`` (scripts/layer_rules.py) and has no import
 cycle, 1 otherwise, with every offender listed (file, line, what it imports and
 which rule that breaks; every cycle with its files).
 
@@ -21,6 +21,9 @@ function, with relative imports resolved.
 
 - **Layer rules** look at the imported name and what it starts with:
   ``feedha.proto`` importing ``zmq.asyncio`` breaks its rule on ``zmq``.
+  ``LAYER_EXCEPTIONS`` there names the few modules a package may still import
+  though a rule forbids their package (exactly those modules, written as
+  ``from <module> import ...`` or ``import <module>``).
 - **The namespace**: importing a folder by its old top-level name (``import
   adapter``, ``from client_lib import X``) is refused: installed, only
   ``feedha`` exists. Imports under
@@ -54,130 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-# What a module that decides must not touch: sockets, clocks, threads, RPC.
-_IO: Final = frozenset(
-    {
-        "zmq",
-        "grpc",
-        "asyncio",
-        "time",
-        "threading",
-        "socket",
-        "select",
-        "psutil",
-        "pyspark",
-        "feedha.transport",
-        "feedha.admin_client",
-    }
-)
-_PURE: Final = "a pure core decides from its inputs and the time passed in; its shell does the I/O"
-# Stands for the modules of the namespace's root folder (feedha/): the commands, and the drills'
-# package (feedha/drills/, feedha.drills), which may import anything; nothing of the product
-# (no package below) imports a command or a drill.
-COMMANDS: Final = "feedha's commands"
-# The root folder's modules every command's entry point shares (how settings, logs and extras
-# are read): not commands, and leaves (they import no other feedha module but each other).
-SHARED: Final = frozenset({"feedha.settings", "feedha.logs", "feedha.extras", "feedha.runtime"})
-_ONLY_SHARED: Final = "a package reaches the root folder only for the commands' shared plumbing"
-
-# The layers, lowest first. package (or module prefix) -> (names it must not
-# import, why). A name forbids itself and everything under it (``zmq`` forbids
-# ``zmq.asyncio``); every rule whose key prefixes a module applies to it.
-# A package not listed may import anything that does not make a cycle.
-LAYER_RULES: Final[Mapping[str, tuple[frozenset[str], str]]] = {
-    "feedha.proto": (
-        frozenset(
-            {
-                "zmq",
-                "feedha.adapter",
-                "feedha.admin_server",
-                "feedha.admin_client",
-                "feedha.client",
-                "feedha.transport",
-                "feedha.spark_feed",
-                "feedha.plain_source",
-                "feedha.bench",
-                COMMANDS,
-            }
-        ),
-        "proto is pure contracts and codecs: every other package depends on it, never the reverse",
-    ),
-    "feedha.transport": (
-        frozenset(
-            {"feedha.adapter", "feedha.admin_server", "feedha.admin_client", "feedha.client", COMMANDS}
-        ),
-        "transport is ZeroMQ set-up (and the daemons' HTTP endpoint) shared by adapters, sources, "
-        "subscribers and the admin server",
-    ),
-    "feedha.admin_client": (
-        frozenset({"feedha.adapter", "feedha.admin_server", "feedha.client", COMMANDS}),
-        "admin_client is the admin API's client side, shared by the adapter, the client and feedctl",
-    ),
-    "feedha.adapter": (
-        frozenset({"feedha.admin_server", COMMANDS}),
-        "the adapter reaches the admin server through admin_client and proto.registry only",
-    ),
-    "feedha.client": (
-        frozenset({"feedha.adapter", "feedha.admin_server", COMMANDS}),
-        "what subscribers import must not pull in the adapter or the server",
-    ),
-    "feedha.admin_server": (frozenset({"feedha.adapter", "feedha.client", COMMANDS}), _ONLY_SHARED),
-    "feedha.plain_source": (frozenset({COMMANDS}), _ONLY_SHARED),
-    "feedha.spark_feed": (frozenset({COMMANDS}), _ONLY_SHARED),
-    **{
-        module: (
-            frozenset(
-                {
-                    "feedha.proto",
-                    "feedha.transport",
-                    "feedha.adapter",
-                    "feedha.admin_server",
-                    "feedha.admin_client",
-                    "feedha.client",
-                    "feedha.spark_feed",
-                    "feedha.plain_source",
-                    "feedha.bench",
-                    COMMANDS,
-                }
-            ),
-            "the commands' shared plumbing is a leaf: every component's entry point imports it",
-        )
-        for module in sorted(SHARED)
-    },
-    # The pure cores (CONTRIBUTING.md, "Pure core, thin shell"): they decide, the shells
-    # around them do the I/O.
-    "feedha.adapter.core": (
-        _IO
-        | {
-            "feedha.adapter.runner",
-            "feedha.adapter.persistence",
-            "feedha.adapter.admin_link",
-            "feedha.adapter.journal",
-        },
-        _PURE,
-    ),
-    "feedha.adapter.conversion": (
-        _IO | {"feedha.adapter.core", "feedha.adapter.runner", "feedha.adapter.journal"},
-        _PURE,
-    ),
-    "feedha.adapter.formats": (
-        _IO | {"feedha.adapter.core", "feedha.adapter.runner", "feedha.adapter.journal"},
-        _PURE,
-    ),
-    "feedha.client.arbiter": (_IO, _PURE),
-    # The arbiter's parts (client_lib/arbiter.py's module docstring).
-    "feedha.client._delivery_stream": (_IO, _PURE),
-    "feedha.client._holes": (_IO, _PURE),
-    "feedha.client._copies": (_IO, _PURE),
-    "feedha.client._live_blocks": (_IO, _PURE),
-    "feedha.client._payload_fields": (_IO, _PURE),
-    "feedha.client._blocks_ext": (_IO, _PURE),
-    "feedha.client._claims": (_IO, _PURE),
-    "feedha.plain_source.model": (_IO, _PURE),
-    "feedha.plain_source.frames": (_IO, _PURE),
-    "feedha.plain_source.pacing": (_IO, _PURE),
-    "feedha.plain_source.capture": (_IO, _PURE),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from layer_rules import COMMANDS, LAYER_EXCEPTIONS, LAYER_RULES, SHARED  # noqa: E402 - a sibling script
 
 NAMESPACE_ROOT: Final = "feedha"
 
@@ -325,6 +206,8 @@ def layer_violations(files: Sequence[SourceFile], folders: Mapping[str, str] | N
             if not _under(source.module, key):
                 continue
             for imp in source.imports:
+                if imp.module in LAYER_EXCEPTIONS.get(key, {}):
+                    continue
                 hit = _forbidden_hit(imp, forbidden, commands)
                 if hit is not None:
                     guard = " (under TYPE_CHECKING)" if imp.type_checking else ""

@@ -1,6 +1,6 @@
 """``feedha drill book``: a captured feed through an active and its backups, the active killed midway.
 
-The capture (``--file``, ``--format fix44`` or ``itch50``) is played by ``feedha source
+The capture (``--file``, ``--format``: fix44's by default) is played by ``feedha source
 --file`` at a set rate (never by its timestamps, so the kill lands at the
 same message every run); the adapters convert it into order books and
 journal what their lines carry; a client on every line keeps the books and
@@ -24,11 +24,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+from feedha.adapter.formats.capture_registry import capture_named, default_capture
 from feedha.drills.accounting import settle
 from feedha.drills.group import (
     CHANNEL,
@@ -42,8 +43,6 @@ from feedha.drills.group import (
     start_drill,
     victim,
 )
-from feedha.plain_source.capture import read_capture
-from feedha.plain_source.itch50_playback import read_itch_capture
 
 __all__ = ["BookDrillOptions", "run_book"]
 
@@ -58,7 +57,7 @@ class BookDrillOptions:
     """What ``feedha drill book`` runs."""
 
     file: Path
-    input_format: str = "fix44"
+    input_format: str = field(default_factory=lambda: default_capture("book"))
     rate: float = 2000.0
     backups: int = 2
     depth: int = 10
@@ -69,8 +68,7 @@ class BookDrillOptions:
 def run_book(options: BookDrillOptions, log: IO[str]) -> dict[str, Any]:
     """Run the drill and return its summary (the keys of :data:`KEYS`); tears down what it built."""
     data = options.file.read_bytes()
-    capture = read_itch_capture(data) if options.input_format == "itch50" else read_capture(data)
-    count = len(capture.messages)
+    count = len(capture_named(options.input_format).read(data).messages)
     base = DrillOptions(
         backups=options.backups,
         rate=options.rate,

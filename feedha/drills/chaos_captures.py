@@ -1,9 +1,10 @@
 """The chaos drill's captures for ``--format fix44|itch50``: written, and what they must deliver.
 
 The drill plays a capture file through ``feedha source --file F --format F`` at the drill's
-rate. :func:`write_capture` writes one of about ``rate x seconds`` messages
-(``feedha/drills/chaos_itch50.py``, ``feedha/drills/chaos_fix44.py``: the format's poison every
-``poison_every`` messages and its floods) and counts what the group must deliver by
+rate. :func:`write_capture` writes one of about ``rate x seconds`` messages (the format's
+:attr:`~feedha.adapter.formats.capture_face.CaptureFace.chaos`, in
+``adapter/formats/<name>/poison.py``: its poison every ``poison_every`` messages and its
+floods) and counts what the group must deliver by
 converting it once here, through an adapter core of the same format alone (active, no
 journal): its ``numbered`` count is the number of blocks, so poison the group quarantines,
 heartbeats and other skipped messages, and book_full past a side's 5,000 prices are all
@@ -17,21 +18,19 @@ import logging
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from feedha.adapter.core import AdapterCore, CoreConfig
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.formats.capture_registry import capture_named, chaos_formats
 from feedha.adapter.formats.registry import engine_for_format
-from feedha.drills.chaos_fix44 import fix44_stream
-from feedha.drills.chaos_itch50 import itch50_stream
-from feedha.proto import moldudp64
 
 __all__ = ["CAPTURE_FORMATS", "ChaosCapture", "Flood", "write_capture"]
 
-CAPTURE_FORMATS: Final = ("fix44", "itch50")
+CAPTURE_FORMATS: Final = chaos_formats()
 BOOK_DEPTH: Final = 10
 _FRAME_MESSAGES: Final = 50  # how many messages the offline count converts a frame
 
@@ -51,7 +50,7 @@ class ChaosCapture:
 
     Attributes:
         path: the file (the caller removes it).
-        input_format: ``fix44`` or ``itch50``.
+        input_format: one of :data:`CAPTURE_FORMATS`.
         messages: how many messages it holds (what the source sends).
         expected: how many blocks the group must deliver for them.
         poison: how many poison of each kind it holds.
@@ -78,18 +77,16 @@ def write_capture(input_format: str, *, messages: int, seed: int, poison_every: 
         ValueError: a format without a chaos capture (``feedha-fix`` plays the plain source).
     """
     started = time.monotonic()
-    if input_format == "itch50":
-        stream, poison, floods = itch50_stream(messages, seed=seed, poison_every=poison_every)
-        data = b"".join(len(message).to_bytes(2, "big") + message for message in stream)
-        frames = _packets(stream)
-    elif input_format == "fix44":
-        stream, poison, floods = fix44_stream(messages, seed=seed, poison_every=poison_every)
-        data = b"".join(stream)
-        frames = (
-            b"".join(stream[at : at + _FRAME_MESSAGES]) for at in range(0, len(stream), _FRAME_MESSAGES)
-        )
-    else:
+    face = capture_named(input_format)
+    if face.chaos is None:
         raise ValueError(f"no chaos capture for format {input_format!r}; one of {CAPTURE_FORMATS}")
+    stream, poison, floods = face.chaos().stream(messages, seed=seed, poison_every=poison_every)
+    data = face.write(stream)
+    frames = (
+        frame
+        for at in range(0, len(stream), _FRAME_MESSAGES)
+        for frame in face.frames(stream, at, min(len(stream), at + _FRAME_MESSAGES))
+    )
     expected = count_blocks(input_format, frames)
     with tempfile.NamedTemporaryFile("wb", prefix=f"feedha-chaos-{input_format}-", delete=False) as file:
         file.write(data)
@@ -109,12 +106,7 @@ def write_capture(input_format: str, *, messages: int, seed: int, poison_every: 
     )
 
 
-def _packets(messages: list[bytes]) -> Iterator[bytes]:
-    for at in range(0, len(messages), _FRAME_MESSAGES):
-        yield moldudp64.encode_packet("CHAOS", at + 1, messages[at : at + _FRAME_MESSAGES])
-
-
-def count_blocks(input_format: str, frames: Iterator[bytes]) -> int:
+def count_blocks(input_format: str, frames: Iterable[bytes]) -> int:
     """How many blocks an adapter of ``input_format`` numbers for ``frames`` (see the module docstring)."""
     config = CoreConfig(channel_number=1, adapter=1, source_stream_number=1)
     core = AdapterCore(config, engine_for_format(input_format, book_depth=BOOK_DEPTH), now=0.0)

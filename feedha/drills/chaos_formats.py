@@ -1,6 +1,7 @@
 """``feedha drill chaos --format fix44|itch50``: the drill played from a capture of the format.
 
-The plain source speaks ``feedha-fix`` only, so for the other formats the drill writes a
+The plain source generates ``feedha-fix`` only, so for the formats that have a chaos capture
+(their :attr:`~feedha.adapter.formats.capture_face.CaptureFace.chaos`) the drill writes a
 capture (``feedha/drills/chaos_captures.py``: about ``--rate`` x the run's seconds messages, the
 format's poison every ``--poison-every`` messages, its floods) and the source plays it with
 ``--file F --format F`` at the drill's rate; the adapters convert the format at book depth
@@ -34,8 +35,8 @@ MAX_RSS_MIB: Final = 1024.0  # the adapter pod's memory limit (deploy/)
 def format_capture(
     input_format: str, *, rate: float, seconds: float, seed: int, poison_every: int
 ) -> ChaosCapture | None:
-    """The capture a ``--format fix44|itch50`` run plays (``None``: feedha-fix, the plain source)."""
-    if input_format == "feedha-fix":
+    """The capture a ``--format`` run plays (``None``: a format the plain source generates itself)."""
+    if input_format not in CAPTURE_FORMATS:
         return None
     show_progress(f"chaos: writing a {input_format} capture")
     return write_capture(input_format, messages=int(rate * seconds), seed=seed, poison_every=poison_every)

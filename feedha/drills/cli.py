@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from feedha import netns, transport
+from feedha.adapter.formats.capture_registry import default_capture
 from feedha.adapter.formats.registry import FORMATS
 from feedha.drills import chaos, conflate, delayed, overload_cli, replay_time
 from feedha.drills.failover import run_failover
@@ -134,7 +135,7 @@ def _book_arguments(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--file", type=Path, required=True, help="the capture (docs/converters.md)")
-    parser.add_argument("--format", choices=sorted(FORMATS), default="fix44")
+    parser.add_argument("--format", choices=sorted(FORMATS), default=default_capture("book"))
     parser.add_argument("--rate", type=float, default=2000, help="playback messages/s (default: 2000)")
     parser.add_argument("--backups", type=int, default=2, help="backups besides the active (default: 2)")
     parser.add_argument("--book-depth", type=int, default=10, help="levels a side (default: 10)")

@@ -52,6 +52,7 @@ from typing import IO, Any, Final, TypeVar
 
 import psutil
 
+from feedha.adapter.formats.capture_registry import capture_named, default_capture
 from feedha.drills.accounting import GroupAccount, settle
 from feedha.drills.group import (
     CHANNEL,
@@ -65,8 +66,6 @@ from feedha.drills.group import (
     victim,
 )
 from feedha.drills.reference import compare, reference_books
-from feedha.plain_source.capture import read_capture
-from feedha.plain_source.itch50_playback import read_itch_capture
 from feedha.procs import ProcessError
 
 __all__ = ["OverloadOptions", "backlog_figures", "capacity_of", "run_overload", "verdict"]
@@ -87,7 +86,7 @@ class OverloadOptions:
     """What ``feedha drill overload`` runs (see the module docstring)."""
 
     file: Path
-    input_format: str = "itch50"
+    input_format: str = field(default_factory=lambda: default_capture("overload"))
     capacity: float | None = None
     burst_factor: float = 3.0
     burst_s: float = 10.0
@@ -168,8 +167,7 @@ def backlog_figures(
 
 def _count(options: OverloadOptions) -> int:
     data = options.file.read_bytes()
-    capture = read_itch_capture(data) if options.input_format == "itch50" else read_capture(data)
-    return len(capture.messages)
+    return len(capture_named(options.input_format).read(data).messages)
 
 
 def _group_options(options: OverloadOptions, rate: float, source_args: list[str]) -> DrillOptions:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from feedha.adapter.formats.capture_registry import default_capture
 from feedha.adapter.formats.registry import FORMATS
 from feedha.drills import overload
 from feedha.drills.output import output_arguments, run_logged
@@ -29,8 +30,8 @@ def add_arguments(sub: Any) -> None:
     parser.add_argument(
         "--format",
         choices=sorted(FORMATS),
-        default="itch50",
-        help="the capture's format, as the adapters' --format (default: itch50)",
+        default=default_capture("overload"),
+        help="the capture's format, as the adapters' --format (default: %(default)s)",
     )
     parser.add_argument(
         "--capacity", type=float, help="the channel's capacity in messages/s (default: measured first)"

@@ -18,36 +18,26 @@ from typing import Any, Final
 
 from feedha.adapter.core import AdapterCore, CoreConfig, Publish
 from feedha.adapter.core.sync_types import Role
+from feedha.adapter.formats.capture_registry import capture_named
 from feedha.adapter.formats.registry import engine_for_format
 from feedha.client.books import BookKeeper
 from feedha.drills.client import StateKeeper, book_summary
-from feedha.plain_source.capture import read_capture
-from feedha.plain_source.itch50_playback import SESSION, read_itch_capture
-from feedha.proto import market_pb2, moldudp64, wire
+from feedha.plain_source.config import MAX_BATCH
+from feedha.proto import market_pb2, wire
 
 __all__ = ["compare", "reference_books"]
 
 TOPIC: Final = b"A-Z"
-FRAME_MESSAGES: Final = 64  # FIX messages per frame (the source's batch)
 MISMATCHES_KEPT: Final = 10  # symbols named in a comparison's result
 
 
 def _frames(input_format: str, data: bytes) -> Iterator[bytes]:
-    # The capture as the source sends it: MoldUDP64 packets, or FIX messages back to back.
-    if input_format == "itch50":
-        messages = read_itch_capture(data).messages
-        first, size = 0, moldudp64.HEADER.size
-        for index, message in enumerate(messages):
-            grown = size + 2 + len(message)
-            if grown > moldudp64.MAX_PACKET_BYTES and index > first:
-                yield moldudp64.encode_packet(SESSION, first + 1, messages[first:index])
-                first, grown = index, moldudp64.HEADER.size + 2 + len(message)
-            size = grown
-        yield moldudp64.encode_packet(SESSION, first + 1, messages[first:])
-        return
-    messages = read_capture(data).messages
-    for first in range(0, len(messages), FRAME_MESSAGES):
-        yield b"".join(messages[first : first + FRAME_MESSAGES])
+    # The capture as the source sends it unpaced: a batch of messages due at a time, each
+    # batch cut into frames by the format (FIX: back to back; itch50: MoldUDP64 packets).
+    face = capture_named(input_format)
+    messages = face.read(data).messages
+    for first in range(0, len(messages), MAX_BATCH):
+        yield from face.frames(messages, first, min(len(messages), first + MAX_BATCH))
 
 
 def reference_books(input_format: str, data: bytes, *, depth: int = 10) -> dict[str, Any]:

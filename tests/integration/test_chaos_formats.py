@@ -20,11 +20,11 @@ import sys
 
 import pytest
 
-from feedha.drills.chaos_fix44 import FLOODS as FIX44_FLOODS
-from feedha.drills.chaos_fix44 import POISON_KINDS as FIX44_POISON
+from feedha.adapter.formats.fix44.poison import FLOODS as FIX44_FLOODS
+from feedha.adapter.formats.fix44.poison import POISON_KINDS as FIX44_POISON
+from feedha.adapter.formats.itch50.poison import FLOODS as ITCH_FLOODS
+from feedha.adapter.formats.itch50.poison import POISON_KINDS as ITCH_POISON
 from feedha.drills.chaos_formats import MAX_RSS_MIB
-from feedha.drills.chaos_itch50 import FLOODS as ITCH_FLOODS
-from feedha.drills.chaos_itch50 import POISON_KINDS as ITCH_POISON
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """``feedha drill book --format itch50``: a generated ITCH day through the group, the active killed midway.
 
-The capture is written by plain_source/itch50_capture.py field by field from
+The capture is written by adapter/formats/itch50/day.py field by field from
 the specification's layouts (BinaryFILE), played as MoldUDP64 packets at a set
 rate; the printed books and stats must equal tests/itch50_reference.py's,
 rebuilt independently from the same bytes, with nothing lost and no line hole.
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from feedha.plain_source.itch50_capture import make_itch_capture
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from tests.book_drill import KEYS, run_book_drill
 from tests.itch50_reference import ItchReference
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.plain_source.feedha_fix_capture import make_feedha_fix_capture
-from feedha.plain_source.itch50_capture import make_itch_capture
 from tests.fix44_capture import make_capture
 from tests.itch50_reference import ItchReference
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import zmq
 
-from feedha.plain_source.itch50_capture import make_itch_capture
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.proto import market_pb2, moldudp64
 from feedha.proto.wire import MAX_SOURCE_SEQ
 from tests.fix44_capture import make_capture

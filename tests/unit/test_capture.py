@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from feedha.plain_source.capture import due_offsets, message_time_ns, read_capture
+from feedha.adapter.formats.fix_captures import message_time_ns, read_capture
+from feedha.plain_source.capture import due_offsets
 from tests.fix44_capture import make_capture
 
 
@@ -36,10 +37,12 @@ def test_pacing_by_rate_by_the_messages_times_or_at_once() -> None:
     messages = [at("20260105-14:30:00.000"), at("20260105-14:30:01.000"), at("20260105-14:30:00.500")]
     assert message_time_ns(messages[1]) is not None
     assert due_offsets(messages, rate=2.0) == [0.0, 0.5, 1.0]
-    assert due_offsets(messages, speed=2.0) == [0.0, 0.5, 0.5]  # never backwards
+    assert due_offsets(messages, speed=2.0, time_of=message_time_ns) == [0.0, 0.5, 0.5]  # never backwards
     assert due_offsets(messages) == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError):
         due_offsets(messages, rate=1.0, speed=1.0)
+    with pytest.raises(ValueError, match="own times"):  # a format played at a rate only (itch50)
+        due_offsets(messages, speed=1.0)
 
 
 def test_a_burst_plays_its_seconds_at_its_rate_then_the_rate_goes_on() -> None:

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.fix44.poison import POISON_KINDS as FIX44_POISON
+from feedha.adapter.formats.fix44.poison import _poison as fix44_poison
 from feedha.adapter.formats.itch50.engine import Itch50Engine
+from feedha.adapter.formats.itch50.poison import POISON_KINDS as ITCH_POISON
+from feedha.adapter.formats.itch50.poison import _poison as itch_poison
+from feedha.adapter.formats.itch50.poison import colliding_refs
 from feedha.drills.chaos_captures import ChaosCapture, Flood, count_blocks, write_capture
 from feedha.drills.chaos_cost import CostSample, flood_costs
-from feedha.drills.chaos_fix44 import POISON_KINDS as FIX44_POISON
-from feedha.drills.chaos_fix44 import _poison as fix44_poison
 from feedha.drills.chaos_formats import drill_options_for, format_ok
-from feedha.drills.chaos_itch50 import POISON_KINDS as ITCH_POISON
-from feedha.drills.chaos_itch50 import _poison as itch_poison
-from feedha.drills.chaos_itch50 import colliding_refs
 from feedha.drills.group import DrillOptions
 from feedha.proto import fix, moldudp64
 from tests.format_fuzz import play_engine
@@ -104,7 +104,7 @@ def test_a_capture_holds_every_poison_kind_its_floods_and_counts_its_blocks(inpu
 
 
 def test_the_fix44_deep_book_flood_takes_the_careful_path_and_refuses_a_full_side() -> None:
-    from feedha.drills.chaos_fix44 import _flood, _message
+    from feedha.adapter.formats.fix44.poison import _flood, _message
     from tests.unit.adapter.test_fix44_run import Played, convert
 
     flood = _flood("deep_book", 80)
@@ -122,7 +122,7 @@ def test_the_fix44_deep_book_flood_takes_the_careful_path_and_refuses_a_full_sid
 
 
 def test_what_a_capture_must_deliver_is_what_an_engine_delivers_for_it() -> None:
-    from feedha.drills.chaos_itch50 import itch50_stream
+    from feedha.adapter.formats.itch50.poison import itch50_stream
 
     stream, _poison, _floods = itch50_stream(3_000, seed=4, poison_every=30)
     packets = [moldudp64.encode_packet("T", at + 1, stream[at : at + 7]) for at in range(0, len(stream), 7)]

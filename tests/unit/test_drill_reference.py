@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.drills.reference import compare, reference_books
 from feedha.plain_source.feedha_fix_capture import make_feedha_fix_capture
-from feedha.plain_source.itch50_capture import make_itch_capture
 from tests.fix44_capture import Reference, make_capture
 from tests.itch50_reference import ItchReference
 

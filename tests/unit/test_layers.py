@@ -238,3 +238,28 @@ def test_nothing_of_the_product_imports_a_drill(tmp_path: Path) -> None:
         "adapter/runner.py:1: imports feedha.drills",
     ], problems
     assert all("must not import feedha's commands" in p for p in problems)
+
+
+def test_the_plain_source_reaches_the_adapter_only_for_its_light_modules(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "plain_source/__init__.py": "",
+            "plain_source/cli.py": (
+                "from feedha.adapter.formats.capture_registry import CAPTURES\n"
+                "import feedha.adapter.curve_keys\n"
+                "from feedha.adapter.formats.registry import FORMATS\n"
+                "from feedha.adapter.formats import capture_registry\n"
+                "from feedha.adapter.core import AdapterCore\n"
+            ),
+            "adapter/__init__.py": "",
+        },
+    )
+    (root / "pyproject.toml").write_text(NAMESPACE + '"feedha.plain_source" = "plain_source"\n')
+    problems = check_layers.check(root, frozenset())
+    assert [p.partition(";")[0] for p in problems] == [
+        "plain_source/cli.py:3: imports feedha.adapter.formats.registry",
+        "plain_source/cli.py:4: imports feedha.adapter.formats",  # only the module itself, by its name
+        "plain_source/cli.py:5: imports feedha.adapter.core",
+    ], problems
+    assert all("feedha.plain_source must not import feedha.adapter" in p for p in problems)

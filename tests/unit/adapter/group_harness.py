@@ -59,12 +59,12 @@ from feedha.adapter.core.sync_types import HEARTBEAT_INTERVAL_S
 from feedha.adapter.core.syncbus import StreamState, SyncDecodeError, decode_sync, encode_sync
 from feedha.adapter.formats.feedha_fix.choice import make_engine
 from feedha.adapter.formats.fix44.engine import Fix44Engine
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.adapter.journal.format import ControlRecord, Record
 from feedha.adapter.replay import ReplayService
 from feedha.client.arbiter import ChannelArbiter
 from feedha.client.events import ArbiterConfig, Delivery, GapLost, Purged, RetransmissionNeeded
-from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import fix, moldudp64, wire
 from feedha.proto.replay import KIND_DELAYED_RANGE, KIND_RANGE, ReplayRequest, encode_request
 from tests import fix44_capture

@@ -5,7 +5,7 @@ here from its layout (:data:`LAYOUTS`: each field's offset and width), with valu
 boundaries of their widths, and packed into MoldUDP64 downstream packets whose header
 (session, sequence number, message count) and message-block lengths are set by hand too --
 to every boundary of their fields: 0, 1, max - 1, max, and one past the message or packet.
-The seeded captures of ``plain_source/itch50_capture.py`` are mutated byte by byte.
+The seeded captures of ``adapter/formats/itch50/day.py`` are mutated byte by byte.
 
 What must hold (``tests/format_fuzz.py``): no exception escapes the conversion; the C run
 and order table and the Python ones make the same blocks or quarantine for the same reason;
@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion import choice
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine
-from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import moldudp64
 from feedha.proto.wire import MAX_SOURCE_SEQ
 from tests.format_fuzz import boundaries, mutate, mutations, play_core, play_engine

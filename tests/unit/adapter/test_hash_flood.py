@@ -150,7 +150,7 @@ _PLAY = """
 import hashlib, json, sys
 sys.path.insert(0, {repo!r})
 from feedha.adapter.formats.itch50.engine import Itch50Engine
-from feedha.plain_source.itch50_capture import make_itch_capture
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from tests.itch50_feed import Played, convert, packets
 engine = Itch50Engine(depth=5)
 played = Played()

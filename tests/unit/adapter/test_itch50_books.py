@@ -10,10 +10,10 @@ from feedha.adapter.conversion.book import ASK, BID
 from feedha.adapter.conversion.codec import from_proto, to_proto
 from feedha.adapter.conversion.order_table import ORDER_RECORD
 from feedha.adapter.errors import ConfigError, ConversionError
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.adapter.formats.itch50.state import MAX_ORDERS, MboState
 from feedha.adapter.formats.registry import engine_for_format
-from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import market_pb2, moldudp64
 from feedha.proto.wire import MAX_SOURCE_SEQ
 from tests.itch50_feed import convert, packets, shown

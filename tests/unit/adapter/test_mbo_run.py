@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion import choice
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine
-from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import moldudp64
 from tests.itch50_feed import Played, convert, packets
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from feedha.adapter.conversion import choice
 from feedha.adapter.conversion.book import BookChange, BookValues, MboBookValues
 from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.adapter.formats.itch50.state import MboState
-from feedha.plain_source.itch50_capture import make_itch_capture
 from feedha.proto import market_pb2
 from tests.itch50_feed import Played, convert, packets
 

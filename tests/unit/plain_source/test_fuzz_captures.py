@@ -1,7 +1,7 @@
 """Fuzzing the plain source's framing: any capture bytes are read or refused by name, and played whole.
 
-A FIX capture (``plain_source/capture.py``) and a BinaryFILE capture
-(``plain_source/itch50_playback.py``) are operator input and may hold anything: a message cut
+A FIX capture (``adapter/formats/fix_captures.py``) and a BinaryFILE capture
+(``adapter/formats/itch50/capture.py``) are operator input and may hold anything: a message cut
 short, a length field at any value, lines of garbage. Reading one either gives the messages
 -- every byte of a raw capture kept, warts and all, for the adapters to quarantine -- or
 raises ``ValueError``; pacing never fails; an ITCH capture's packets carry every message once,
@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.plain_source.capture import due_offsets, read_capture
-from feedha.plain_source.config import SourceConfig
-from feedha.plain_source.itch50_playback import ItchPlayback, read_itch_capture
+from feedha.adapter.formats.fix_captures import message_time_ns, read_capture
+from feedha.adapter.formats.itch50.capture import itch_frames, read_itch_capture
+from feedha.plain_source.capture import due_offsets
 from feedha.proto import moldudp64
 from tests.format_fuzz import fix_body, fix_frame
 
@@ -51,7 +51,7 @@ def test_any_fix_capture_is_read_or_refused_by_name(pieces: list[bytes]) -> None
     # Every message is bytes of the capture (a line's "|" read as SOH), none made up.
     assert all(m in data or m.replace(b"\x01", b"|") in data for m in capture.messages)
     for speed in (None, 1.0, 1e-300, 1e300):
-        offsets = due_offsets(capture.messages, speed=speed)
+        offsets = due_offsets(capture.messages, speed=speed, time_of=message_time_ns)
         assert len(offsets) == len(capture.messages) and offsets == sorted(offsets)
 
 
@@ -74,10 +74,9 @@ def test_any_binary_file_plays_every_message_once_in_datagrams(data: bytes, batc
     except ValueError:
         assert data == b""
         return
-    playback = ItchPlayback(SourceConfig(streams=("A-Z",)), capture, rate=1000.0)
     played = []
     for first in range(0, len(capture.messages), batch):
-        for frame in playback._frames(first, min(first + batch, len(capture.messages))):
+        for frame in itch_frames(capture.messages, first, min(first + batch, len(capture.messages))):
             packet = moldudp64.decode_packet(frame)
             assert len(frame) <= moldudp64.MAX_PACKET_BYTES or packet.message_count == 1
             played += [(packet.sequence + i, m) for i, m in enumerate(packet.messages)]

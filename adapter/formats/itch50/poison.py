@@ -1,7 +1,7 @@
-"""The chaos drill's itch50 stream: a seeded trading day with poison and floods in it.
+"""``itch50``'s poison: the chaos drill's stream, a seeded trading day with poison and floods in it.
 
 :func:`itch50_stream` lays out, message by message, what ``feedha drill chaos --format
-itch50`` plays: the seeded day of ``plain_source/itch50_capture.py`` with, every
+itch50`` plays: the seeded day of ``adapter/formats/itch50/day.py`` with, every
 ``poison_every`` messages, one poison of :data:`POISON_KINDS` in turn (each an ITCH 5.0
 message laid out at the specification's offsets), and two floods:
 
@@ -25,10 +25,11 @@ import struct
 from collections import Counter, deque
 from typing import Final
 
-from feedha.plain_source.itch50_capture import make_itch_capture
+from feedha.adapter.formats.capture_face import Chaos
+from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.proto import moldudp64
 
-__all__ = ["FLOOD_AT", "FLOOD_EVERY", "FLOODS", "POISON_KINDS", "colliding_refs", "itch50_stream"]
+__all__ = ["CHAOS", "FLOOD_AT", "FLOOD_EVERY", "FLOODS", "POISON_KINDS", "colliding_refs", "itch50_stream"]
 
 POISON_KINDS: Final = (
     "length_0",  # an empty message block
@@ -184,3 +185,6 @@ def itch50_stream(
             poison[kind] += 1
             out += [bytes_ for bytes_, _is_poison in _poison(kind, index, stock)]
     return out, poison, floods
+
+
+CHAOS: Final = Chaos(kinds=POISON_KINDS, floods=FLOODS, stream=itch50_stream)

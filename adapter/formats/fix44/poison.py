@@ -1,4 +1,4 @@
-"""The chaos drill's fix44 stream: seeded market data with poison and floods in it.
+"""``fix44``'s poison: the chaos drill's stream, seeded market data with poison and floods in it.
 
 :func:`fix44_stream` lays out what ``feedha drill chaos --format fix44`` plays: FIX 4.4
 incremental refreshes (``35=X``) of one to three of 200 symbols -- New, Change and Delete on
@@ -33,9 +33,10 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Final
 
+from feedha.adapter.formats.capture_face import Chaos
 from feedha.proto import fix
 
-__all__ = ["FLOOD_AT", "FLOOD_EVERY", "FLOODS", "POISON_KINDS", "fix44_stream"]
+__all__ = ["CHAOS", "FLOOD_AT", "FLOOD_EVERY", "FLOODS", "POISON_KINDS", "fix44_stream"]
 
 POISON_KINDS: Final = (
     "body_length_short",  # 9= one less than the body
@@ -258,3 +259,6 @@ def fix44_stream(
             poison[kind] += 1
             out += _poison(kind, len(out) + 1)
     return out, poison, floods
+
+
+CHAOS: Final = Chaos(kinds=POISON_KINDS, floods=FLOODS, stream=fix44_stream)

@@ -1,4 +1,4 @@
-"""Seeded TotalView-ITCH 5.0 captures in the BinaryFILE layout, for tests, drills and benchmarks.
+"""Seeded TotalView-ITCH 5.0 captures (``itch50``'s writer) in the BinaryFILE layout, for tests and drills.
 
 :func:`make_itch_capture` writes a trading day as NASDAQ's sample files hold
 it: a u16 big-endian length before every message. Messages are laid out
