@@ -1,6 +1,6 @@
 """``feedha drill book``: a captured feed through an active and its backups, the active killed midway.
 
-The capture (``--file``, ``--format``: fix44's by default) is played by ``feedha source
+The capture (``--file``, ``--format fix44`` or ``itch50``) is played by ``feedha source
 --file`` at a set rate (never by its timestamps, so the kill lands at the
 same message every run); the adapters convert it into order books and
 journal what their lines carry; a client on every line keeps the books and

@@ -199,21 +199,9 @@ def _late_join_arguments(sub: Any) -> None:
 def _run_late_join(args: argparse.Namespace) -> int:
     from feedha.drills import late_join
 
-    if args.seconds <= 0 or args.rate <= 0 or not 0 < args.kill_at < 1 or not 0 < args.session_end_at < 1:
-        print("feedha drill late-join: need --seconds > 0, --rate > 0, 0 < --kill-at, --session-end-at < 1",
-              file=sys.stderr)  # fmt: skip
-        return 2
-    options = late_join.LateJoinOptions(
-        seconds=args.seconds,
-        rate=args.rate,
-        symbols=args.symbols,
-        seed=args.seed,
-        kill=args.kill,
-        kill_at=args.kill_at,
-        session_end_at=args.session_end_at,
+    return _run_checked(
+        "late-join", args, late_join.options_from, late_join.run_late_join, late_join.summary_ok
     )
-    result = run_logged("late-join", args, lambda log: late_join.run_late_join(options, log))
-    return 0 if result is not None and late_join.summary_ok(result) else 1
 
 
 def _run_checked(
@@ -270,28 +258,13 @@ def _delayed_arguments(sub: Any) -> None:
 
 
 def _run_delayed(args: argparse.Namespace) -> int:
-    if args.delay <= delayed.MARGIN_S or args.seconds <= 0 or args.rate <= 0 or args.purge < 0:
-        print(
-            f"feedha drill delayed: need --delay > {delayed.MARGIN_S:g}, --seconds > 0, --rate > 0 "
-            "and --purge >= 0",
-            file=sys.stderr,
-        )
-        return 2
-    if args.backups < 1 or not 0 < args.kill_at < 1:
-        print("feedha drill delayed: need --backups >= 1 and 0 < --kill-at < 1", file=sys.stderr)
-        return 2
-    options = delayed.DelayedOptions(
-        delay=args.delay,
-        seconds=args.seconds,
-        rate=args.rate,
-        backups=args.backups,
-        purges=args.purge,
-        kill=args.kill,
-        kill_at=args.kill_at,
-        seed=args.seed,
+    return _run_checked(
+        "delayed",
+        args,
+        delayed.options_from,
+        delayed.run_delayed,
+        lambda result: delayed.passed(result, purges=args.purge),
     )
-    result = run_logged("delayed", args, lambda log: delayed.run_delayed(options, log))
-    return 0 if result is not None and delayed.passed(result, purges=args.purge) else 1
 
 
 def _abuse_arguments(sub: Any) -> None:

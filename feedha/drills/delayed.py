@@ -25,6 +25,7 @@ event time minus delay) at p50 and p99, in milliseconds.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 import tempfile
@@ -85,6 +86,28 @@ class PurgeLog:
     refusals: list[str] = field(default_factory=list)  # reasons of refused attempts (retried)
     late_refused: bool | None = None  # None: not tried
     late_reply: dict[str, Any] = field(default_factory=dict)
+
+
+def options_from(args: argparse.Namespace) -> DelayedOptions:
+    """The drill's options from its arguments.
+
+    Raises:
+        ValueError: a bad value, naming the options.
+    """
+    if args.delay <= MARGIN_S or args.seconds <= 0 or args.rate <= 0 or args.purge < 0:
+        raise ValueError(f"need --delay > {MARGIN_S:g}, --seconds > 0, --rate > 0 and --purge >= 0")
+    if args.backups < 1 or not 0 < args.kill_at < 1:
+        raise ValueError("need --backups >= 1 and 0 < --kill-at < 1")
+    return DelayedOptions(
+        delay=args.delay,
+        seconds=args.seconds,
+        rate=args.rate,
+        backups=args.backups,
+        purges=args.purge,
+        kill=args.kill,
+        kill_at=args.kill_at,
+        seed=args.seed,
+    )
 
 
 def run_delayed(options: DelayedOptions, log: IO[str]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ each msg_seq (:mod:`feedha.drills.state_client`). The drill then checks:
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import tempfile
@@ -70,6 +71,25 @@ class _Run:
 
     def journal(self, number: int) -> Path:
         return self.workdir / f"journal-{number}"
+
+
+def options_from(args: argparse.Namespace) -> LateJoinOptions:
+    """The drill's options from its arguments.
+
+    Raises:
+        ValueError: a bad value, naming the options.
+    """
+    if args.seconds <= 0 or args.rate <= 0 or not 0 < args.kill_at < 1 or not 0 < args.session_end_at < 1:
+        raise ValueError("need --seconds > 0, --rate > 0, 0 < --kill-at, --session-end-at < 1")
+    return LateJoinOptions(
+        seconds=args.seconds,
+        rate=args.rate,
+        symbols=args.symbols,
+        seed=args.seed,
+        kill=args.kill,
+        kill_at=args.kill_at,
+        session_end_at=args.session_end_at,
+    )
 
 
 def run_late_join(options: LateJoinOptions, log: IO[str]) -> dict[str, Any]:
