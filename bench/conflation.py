@@ -76,9 +76,9 @@ def _adapter(frames: list[bytes], conflate_s: float | None) -> tuple[float, dict
     """Thread CPU seconds of an active core over ``frames`` (and its conflated line's counters)."""
     import time
 
-    from feedha.adapter.conversion import ConverterTable
     from feedha.adapter.core import AdapterCore, CoreConfig
     from feedha.adapter.formats.feedha_fix.choice import make_engine
+    from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
     config = CoreConfig(
         channel_number=1, adapter=1, source_stream_number=1, want_active=True, conflate_interval_s=conflate_s

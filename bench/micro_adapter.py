@@ -84,9 +84,9 @@ def make_frames(messages: int, frame: int, *, seed: int = 7) -> list[bytes]:
 
 
 def _core(*, native: bool, publishing: bool, journal: bool, fix44: bool = False) -> Any:
-    from feedha.adapter.conversion import ConverterTable
     from feedha.adapter.core import AdapterCore, CoreConfig
     from feedha.adapter.formats.feedha_fix.choice import make_engine
+    from feedha.adapter.formats.feedha_fix.table import ConverterTable
     from feedha.adapter.formats.fix44.engine import Fix44Engine
 
     # Alone in its group: past the start-up grace it is the active (publishing), or a backup
@@ -134,8 +134,8 @@ def _time_core(
 
 
 def _time_engine(frames: list[bytes], *, publish: bool = True, payloads: bool = False) -> float:
-    from feedha.adapter.conversion import ConverterTable
     from feedha.adapter.formats.feedha_fix.choice import make_engine
+    from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
     run = make_engine(ConverterTable.load()).run_function()
     expect = 1

@@ -160,7 +160,7 @@ def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[
     """Thread CPU seconds of ``engine.run`` over ``frames``, the messages it passed (converted, or
     quarantined by the careful path), and how many of them the careful path took (a fix44 run's
     stop: the Python loop converts that one message, or refuses it)."""
-    from feedha.adapter.conversion._reference import ReferenceEngine
+    from feedha.adapter.conversion._reference import LoopEngine
     from feedha.adapter.formats.fix44.engine import Fix44Engine
     from feedha.proto import fix
 
@@ -174,7 +174,7 @@ def _time_run(engine: Any, frames: list[bytes], *, start_seq: int = 1) -> tuple[
             result = run(frame, pos, expect, 0, -(1 << 40), 1 << 30, 1, 1, True, False)
             pos, expect, converted = result[0], expect + result[1], converted + result[1]
             if result[1] == 0 and careful:  # a new symbol, a W, ...: the Python loop takes it
-                result = ReferenceEngine.run(engine, frame, pos, expect, 0, -(1 << 40), 1, 1, 1, True, False)
+                result = LoopEngine.run(engine, frame, pos, expect, 0, -(1 << 40), 1, 1, 1, True, False)
                 pos, expect, converted, slow = result[0], expect + result[1], converted + result[1], slow + 1
             if result[1] == 0:  # refused by the careful path (book_full), or feedha-fix's: skipped
                 _body, pos = fix.next_message(frame, pos)
@@ -247,8 +247,8 @@ def main(argv: Sequence[str]) -> int:
     if args.messages < 1 or args.frame < 1 or args.repeat < 1:
         parser.error("--messages, --frame and --repeat must be >= 1")
     result: dict[str, Any] = {"messages": args.messages, "frame": args.frame, "repeat": args.repeat}
-    from feedha.adapter.conversion import ConverterTable
     from feedha.adapter.formats.feedha_fix.choice import make_engine
+    from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
     result["feedha_fix_native"] = make_engine(ConverterTable.load()).is_native
     result["fix44_native"] = _engine(True, python_fix44=args.python_fix44).is_native

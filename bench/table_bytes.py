@@ -106,9 +106,9 @@ def _fix44(symbols: int, levels: int) -> tuple[int, int]:
 
 
 def _feedha_fix_symbols(count: int) -> tuple[int, int]:
-    from feedha.adapter.conversion import ConverterTable
     from feedha.adapter.conversion.state import SymbolValues
     from feedha.adapter.formats.feedha_fix.choice import make_engine
+    from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
     state = make_engine(ConverterTable.load()).state
     state.max_symbols = count + 1

@@ -1,15 +1,8 @@
-"""The reference conversion engines: the whole run in Python.
+"""The reference run: the whole run of a conversion engine in Python.
 
 :class:`LoopEngine` is the run loop over any engine's ``parse``, ``state.stage``,
-``encode_staged`` and ``state.commit`` (the formats' engines take it where their
-C run is not built, and their C runs are compared with it);
-:class:`ReferenceEngine` is ``feedha-fix``'s engine over it.
-
-It produces byte for byte what the C fast path produces for the same input
-(``tests/unit/adapter/test_fastpath.py`` compares them), about thirty times
-slower. It may stop at fewer places than the C path (the C path also hands
-over non-canonical numbers, duplicate fields and non-ASCII symbols, which the
-careful path converts the same way); where both convert, the bytes agree.
+``encode_staged`` and ``state.commit``: every format's engine takes it where its
+C run is not built, and the tests compare its C run with it.
 """
 
 from __future__ import annotations
@@ -17,14 +10,10 @@ from __future__ import annotations
 from array import array
 
 from feedha.adapter.conversion.engine import ConversionEngine, RunTuple, Stop
-from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.parser import Converter
-from feedha.adapter.conversion.state import ConversionState
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.errors import ConversionError
 from feedha.proto import wire
 
-__all__ = ["LoopEngine", "ReferenceEngine"]
+__all__ = ["LoopEngine"]
 
 
 class LoopEngine(ConversionEngine):
@@ -91,20 +80,3 @@ class LoopEngine(ConversionEngine):
             expect_seq = msg.source_seq + 1
             pos = after
         return pos, count, stop, b"".join(blocks), first_seq, digests.tobytes(), payloads
-
-
-class ReferenceEngine(LoopEngine):
-    """``feedha-fix``'s engine in pure Python: the converter table's parser over the Python loop.
-
-    Args:
-        table: the checked converter table.
-    """
-
-    def __init__(self, table: ConverterTable) -> None:
-        super().__init__(ConversionState())
-        self.table = table
-        self.converter = Converter(table)
-
-    def parse(self, body: bytes) -> SourceMessage:
-        """Convert one message body with the converter table (raises ``ConversionError``)."""
-        return self.converter.parse(body)

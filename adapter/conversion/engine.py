@@ -18,20 +18,14 @@ kinds of work:
   ``state.preview``/``state.set_symbol`` and :meth:`encode`.
 
 Each input format brings its engine (:mod:`adapter.formats`, the
-registry). ``feedha-fix``'s two implementations are chosen in one place
-(:func:`adapter.formats.feedha_fix.choice.make_engine`), as all native code is
-(:mod:`adapter._native_code`):
+registry), and chooses between its C run and the Python one as all native
+code is chosen (:mod:`adapter._native_code`): where its C run is built,
+``run`` is that C call over a state that lives in C; else
+:class:`~adapter.conversion._reference.LoopEngine`, the same loop in Python,
+byte for byte the same output (``feedha-fix``'s choice:
+:func:`adapter.formats.feedha_fix.choice.make_engine`).
 
-* :class:`~adapter.formats.feedha_fix._native.NativeEngine`: ``run`` is the C fast
-  path (``adapter/formats/feedha_fix/_fastpath.c``) and the state lives in C;
-* :class:`~adapter.conversion._reference.ReferenceEngine`: everything in
-  Python, byte for byte the same output; the fallback when the extension is
-  not built or the converter table uses a feature the C path lacks.
-
-The other formats' engines run the same Python loop
-(:class:`~adapter.conversion._reference.LoopEngine`) where their C run is not built.
-
-The careful path is the same Python code in both, so how an unusual message
+The careful path is the same Python code in either, so how an unusual message
 is handled never depends on the engine. Pure: no sockets, no clock.
 """
 
@@ -43,7 +37,7 @@ from typing import Final, NamedTuple
 
 from feedha.adapter.conversion.codec import encode_update
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.parser import peek_source_seq
+from feedha.adapter.conversion.source_seq import peek_source_seq
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
 from feedha.proto import fix
 

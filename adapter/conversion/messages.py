@@ -1,7 +1,7 @@
 """The converted form of one source message: what the parser produces and conversion state applies.
 
-Plain immutable values with no behaviour, shared by the parser
-(:mod:`adapter.conversion.parser`), the conversion state
+Plain immutable values with no behaviour, shared by the parsers (each
+format's, in ``adapter/formats/<name>/``), the conversion state
 (:mod:`adapter.conversion.state`) and the protobuf codec
 (:mod:`adapter.conversion.codec`), so none of them imports another for its types.
 """

@@ -268,7 +268,7 @@ class ConversionState:
         """Apply one converted source message to its symbol's values.
 
         Args:
-            msg: the message, as :meth:`adapter.conversion.parser.Converter.parse` returns it.
+            msg: the message, as a format's parser returns it.
 
         Returns:
             A copy of the symbol's values after the message.

@@ -81,7 +81,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"feedha"}
     for data in (
-        "feedha/adapter/conversion/converters.yaml",
+        "feedha/adapter/formats/feedha_fix/converters.yaml",
         "feedha/adapter/formats/feedha_fix/_fastpath.pyi",  # each extension's stub beside it
         "feedha/adapter/conversion/_orders.pyi",
         "feedha/adapter/journal/_native.pyi",

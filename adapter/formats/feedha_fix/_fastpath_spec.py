@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 ``_fastpath.c`` runs only converter tables it reproduces byte for byte.
-:func:`compile_spec` translates a :class:`~adapter.conversion.table.ConverterTable`
+:func:`compile_spec` translates a :class:`~adapter.formats.feedha_fix.table.ConverterTable`
 into the dict ``FastPath(state, spec)`` reads, and raises :class:`Unsupported`,
 naming the feature, for a table that uses anything the C code does not
 implement (scales, a notional other than ``price * size``, extras other than
@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
-from feedha.adapter.conversion.table import EXTRA_INPUTS, ConverterTable, FieldRule
+from feedha.adapter.formats.feedha_fix.table import EXTRA_INPUTS, ConverterTable, FieldRule
 
 __all__ = ["ENV_INPUTS", "MAX_EXTRAS", "Op", "PriceKind", "TimeKind", "Unsupported", "compile_spec"]
 

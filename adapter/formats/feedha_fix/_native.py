@@ -26,11 +26,11 @@ from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES
 from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.parser import Converter
 from feedha.adapter.conversion.state import MAX_SYMBOLS, ConversionState, SymbolValues
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.formats.feedha_fix import _fastpath
 from feedha.adapter.formats.feedha_fix._fastpath_spec import compile_spec
+from feedha.adapter.formats.feedha_fix.parser import Converter
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
 logger = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import logging
 from typing import Final
 
 from feedha.adapter._native_code import warn_fallback, why_not_built
-from feedha.adapter.conversion._reference import ReferenceEngine
 from feedha.adapter.conversion.engine import ConversionEngine
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.formats.feedha_fix._fastpath_spec import Unsupported, compile_spec
+from feedha.adapter.formats.feedha_fix._reference import ReferenceEngine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def make_engine(table: ConverterTable, *, prefer_native: bool = True) -> Convers
     Returns:
         A :class:`~adapter.formats.feedha_fix._native.NativeEngine` when the C extension
         is built and supports every feature ``table`` uses, else a
-        :class:`~adapter.conversion._reference.ReferenceEngine`.
+        :class:`~adapter.formats.feedha_fix._reference.ReferenceEngine`.
     """
     if prefer_native:
         reason = unsupported_reason(table)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 from feedha.adapter.conversion.engine import ConversionEngine
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.formats.feedha_fix.choice import make_engine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.adapter.formats.interface import EngineOptions, Format
 
 __all__ = ["FORMAT"]

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from feedha.adapter.conversion import ConverterTable
 from feedha.adapter.core import (
     AdapterCore,
     BurnCpu,
@@ -58,6 +57,7 @@ from feedha.adapter.core.session import SessionSchedule
 from feedha.adapter.core.sync_types import HEARTBEAT_INTERVAL_S
 from feedha.adapter.core.syncbus import StreamState, SyncDecodeError, decode_sync, encode_sync
 from feedha.adapter.formats.feedha_fix.choice import make_engine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine

@@ -11,9 +11,6 @@ import pytest
 import yaml
 
 from feedha.adapter.conversion import (
-    REASONS,
-    Converter,
-    ConverterTable,
     SourceMessage,
     SourceUpdateEntry,
     SymbolValues,
@@ -22,8 +19,9 @@ from feedha.adapter.conversion import (
     peek_source_seq,
     to_proto,
 )
-from feedha.adapter.conversion.table import to_double, to_int, to_str, to_timestamp_ns
 from feedha.adapter.errors import ConfigError, ConversionError
+from feedha.adapter.formats.feedha_fix.parser import REASONS, Converter
+from feedha.adapter.formats.feedha_fix.table import ConverterTable, to_double, to_int, to_str, to_timestamp_ns
 from feedha.proto import market_pb2
 from feedha.proto.fix import SourceEntry, encode_market_data, encode_message, split_messages
 
@@ -52,7 +50,7 @@ def raw_body(fields: list[tuple[int, str]]) -> bytes:
 
 
 def default_data() -> dict[str, Any]:
-    text = (Path(__file__).parents[3] / "adapter" / "conversion" / "converters.yaml").read_text()
+    text = (Path(__file__).parents[3] / "adapter" / "formats" / "feedha_fix" / "converters.yaml").read_text()
     data: dict[str, Any] = yaml.safe_load(text)
     return data
 

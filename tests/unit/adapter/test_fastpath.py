@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion import Converter, ConverterTable
 from feedha.adapter.conversion.state import ConversionState, SymbolValues
-from feedha.adapter.conversion.table import DerivedRule
 from feedha.adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
 from feedha.adapter.core.sync import Role
 from feedha.adapter.formats.feedha_fix import _fastpath_spec, _native, choice
+from feedha.adapter.formats.feedha_fix.parser import Converter
+from feedha.adapter.formats.feedha_fix.table import ConverterTable, DerivedRule
 from feedha.proto import fix, wire
 
 pytestmark = pytest.mark.skipif(

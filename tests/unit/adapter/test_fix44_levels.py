@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion import choice
-from feedha.adapter.conversion._reference import ReferenceEngine
+from feedha.adapter.conversion._reference import LoopEngine
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.codec import roll_symbol
 from feedha.adapter.conversion.state import SymbolValues, symbol_digest
@@ -40,7 +40,7 @@ def _convert(engine: Fix44Engine, message: bytes, seq: int) -> list[bytes]:
     run = engine.run_function()
     result = run(message, 0, seq, 0, 1 << 20, 1, EVENT_NS, 1, True, True)
     if result[1] == 0 and result[0] == 0:  # the C run stopped before it: the Python loop's
-        result = ReferenceEngine.run(engine, message, 0, seq, 0, 1 << 20, 1, EVENT_NS, 1, True, True)
+        result = LoopEngine.run(engine, message, 0, seq, 0, 1 << 20, 1, EVENT_NS, 1, True, True)
     payloads: list[bytes] = result[6] or []
     return payloads
 

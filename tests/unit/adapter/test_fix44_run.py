@@ -1,7 +1,7 @@
 """The fix44 C run (``_orders.Fix44Run``) against the Python loop it replaces, message for message.
 
 The reference is the engine without its C run (``prefer_native=False``): its runs are
-``ReferenceEngine.run`` over ``Fix44Converter.parse``, ``BookState.stage``/``commit`` and
+``LoopEngine.run`` over ``Fix44Converter.parse``, ``BookState.stage``/``commit`` and
 ``Fix44Engine.encode_staged``. The C run stops at other places (a new symbol, a ``35=W``, an
 unusual tag, every error), so the two are compared on what a play publishes -- every message's
 block and the digest after it, whether a run or the careful path converted it -- on the

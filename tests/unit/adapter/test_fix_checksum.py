@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from feedha.adapter.conversion import ConverterTable
 from feedha.adapter.conversion.engine import Stop
 from feedha.adapter.formats.feedha_fix.choice import make_engine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.adapter.formats.fix44.native import fix44_native
 

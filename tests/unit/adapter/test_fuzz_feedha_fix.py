@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion.engine import ConversionEngine
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.formats.feedha_fix.choice import make_engine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.plain_source.model import SymbolModel
 from feedha.proto.wire import MAX_SOURCE_SEQ
 from tests.format_fuzz import (

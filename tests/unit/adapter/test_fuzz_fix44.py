@@ -25,7 +25,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.formats.fix44.dictionary import Dictionary
 from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.adapter.formats.fix44.native import fix44_native
@@ -159,15 +158,11 @@ def _frames(draw: Any, messages: list[bytes]) -> list[bytes]:
 
 
 DICTIONARY: Final = Dictionary.load()
-TABLE: Final = ConverterTable.load()
 
 
 def _engines(depth: int) -> list[Fix44Engine]:
-    # The packaged dictionary and table read once (each engine reads both: ~70 ms of YAML).
-    with (
-        mock.patch.object(Dictionary, "load", lambda *_a, **_k: DICTIONARY),
-        mock.patch.object(ConverterTable, "load", lambda *_a, **_k: TABLE),
-    ):
+    # The packaged dictionary read once (each engine reads it: YAML).
+    with mock.patch.object(Dictionary, "load", lambda *_a, **_k: DICTIONARY):
         return [Fix44Engine(depth=depth, prefer_native=native) for native in (True, False)]
 
 

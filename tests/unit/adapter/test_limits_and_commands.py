@@ -9,7 +9,6 @@ import pytest
 
 from feedha.adapter.admin_link import core_command
 from feedha.adapter.config import AdapterConfig
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.core.commands import (
     Busy,
     ControlError,
@@ -26,6 +25,7 @@ from feedha.adapter.core.machine import AdapterCore
 from feedha.adapter.core.sync_types import CommandKind
 from feedha.adapter.errors import ConfigError
 from feedha.adapter.formats.feedha_fix.choice import make_engine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.adapter.replay import ReplayLimits, TokenBucket
 from feedha.proto.registry import Command as RegistryCommand
 from feedha.proto.registry import CommandKind as RegistryCommandKind

@@ -1,7 +1,7 @@
 """The itch50 C run (``_orders.MboRun``) against the Python loop it replaces, message for message.
 
 The reference is the engine on the Python order store (``prefer_native=False``): its runs are
-``ReferenceEngine.run`` over ``MboState.stage``/``commit`` and ``Itch50Engine.encode_staged``.
+``LoopEngine.run`` over ``MboState.stage``/``commit`` and ``Itch50Engine.encode_staged``.
 The C run stops at other places (a directory message, a trade, an error, a new symbol), so the
 two are compared on what a play publishes -- every message's block and the digest after it,
 whether a run or the careful path converted it -- and on the state left behind. The messages

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion.parser import Converter
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.core.ring import SourceRing
+from feedha.adapter.formats.feedha_fix.parser import Converter
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.proto import fix
 
 

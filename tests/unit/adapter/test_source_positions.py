@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from feedha.adapter.conversion import peek_source_seq
-from feedha.adapter.conversion.table import ConverterTable
 from feedha.adapter.core import AdapterCore, CoreConfig, Publish
 from feedha.adapter.core.sync_types import Role
 from feedha.adapter.errors import ConversionError
 from feedha.adapter.formats.feedha_fix.choice import make_engine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.adapter.formats.fix44.engine import Fix44Engine
 from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.proto import fix

@@ -11,7 +11,8 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion import Converter, ConverterTable
+from feedha.adapter.formats.feedha_fix.parser import Converter
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.plain_source import (
     SENDER,
     PacingSchedule,

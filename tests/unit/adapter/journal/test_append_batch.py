@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from feedha.adapter.config import AdapterConfig
-from feedha.adapter.conversion import ConverterTable
 from feedha.adapter.core import AdapterCore
 from feedha.adapter.core.journaling import JournalPlan
 from feedha.adapter.formats.feedha_fix.choice import make_engine
+from feedha.adapter.formats.feedha_fix.table import ConverterTable
 from feedha.adapter.journal import (
     FsyncPolicy,
     JournalConfig,

@@ -1,4 +1,4 @@
-"""The converter table: a declarative YAML map from source FIX tags to model fields.
+"""``feedha-fix``'s converter table: a declarative YAML map from source FIX tags to model fields.
 
 Theory of operation
 -------------------
@@ -14,7 +14,7 @@ evaluated as code.
 
 :meth:`ConverterTable.load` checks everything once and raises
 :class:`~adapter.errors.ConfigError` naming the key and the value, so the hot
-path (:mod:`adapter.conversion`) can trust the table. This module is pure.
+path (the parser and the C fast path beside it) can trust the table. This module is pure.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ class ConverterTable:
         """Load and check a YAML table.
 
         Args:
-            path: the YAML file; ``None`` loads the packaged ``adapter/conversion/converters.yaml``.
+            path: the YAML file; ``None`` loads the packaged ``adapter/formats/feedha_fix/converters.yaml``.
 
         Returns:
             The checked table.
@@ -235,11 +235,11 @@ class ConverterTable:
         """
         if path is None:
             text = (
-                resources.files("feedha.adapter.conversion")
+                resources.files("feedha.adapter.formats.feedha_fix")
                 .joinpath(DEFAULT_TABLE_RESOURCE)
                 .read_text("utf-8")
             )
-            source = f"adapter/{DEFAULT_TABLE_RESOURCE}"
+            source = f"adapter/formats/feedha_fix/{DEFAULT_TABLE_RESOURCE}"
         else:
             try:
                 text = Path(path).read_text("utf-8")

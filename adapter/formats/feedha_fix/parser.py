@@ -1,13 +1,14 @@
-"""Parsing: one source FIX message body -> a :class:`SourceMessage`, driven by the converter table.
+"""``feedha-fix``'s parsing: one source FIX message body -> a :class:`SourceMessage`, by the converter table.
 
 Theory of operation
 -------------------
-:class:`Converter` compiles a :class:`~adapter.conversion.table.ConverterTable`
+:class:`Converter` compiles a :class:`~adapter.formats.feedha_fix.table.ConverterTable`
 once into local lookups, so ``parse`` does one ``split`` and one dict per
 entry, and every failure raises :class:`~adapter.errors.ConversionError` with a
 machine-readable ``reason`` (one of :data:`REASONS`) that the adapter counts.
-:func:`peek_source_seq` reads only the sequence number, for messages that
-cannot be converted but must still be accounted for. Pure: no sockets, no clock.
+:func:`~adapter.conversion.source_seq.peek_source_seq` reads only the sequence
+number, for messages that cannot be converted but must still be accounted for.
+Pure: no sockets, no clock.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from feedha.adapter.conversion.messages import SourceMessage, SourceUpdateEntry, new_entry
-from feedha.adapter.conversion.table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.feedha_fix.table import CONVERTERS, ConverterTable, DerivedRule, FieldRule
 from feedha.proto import market_pb2
 from feedha.proto.wire import MAX_SOURCE_SEQ
 
-__all__ = ["REASONS", "Converter", "peek_source_seq"]
+__all__ = ["REASONS", "Converter"]
 
 REASONS: Final = frozenset(
     {
@@ -48,45 +49,9 @@ _SOH: Final = b"\x01"
 _TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
 _BID: Final = market_pb2.ENTRY_TYPE_BID
 _ASK: Final = market_pb2.ENTRY_TYPE_ASK
-_SEQ_TAG_DEFAULT: Final = 34
-_MAX_SEQ_DIGITS: Final = len(str(MAX_SOURCE_SEQ))
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
 _MAX_COUNT_DIGITS: Final = 9  # no message holds a billion entries: a longer count cannot match
-_SEQ_KEYS: dict[int, tuple[bytes, bytes]] = {}
-
-
-def peek_source_seq(body: bytes, *, tag: int = _SEQ_TAG_DEFAULT) -> int:
-    """Extract the source sequence number (tag 34) without parsing the rest.
-
-    Args:
-        body: one message body as :func:`proto.fix.split_messages` returns it.
-        tag: the sequence tag (34, FIX MsgSeqNum).
-
-    Returns:
-        The sequence number (> 0).
-
-    Raises:
-        ConversionError: ``missing_seq`` or ``bad_seq``.
-    """
-    # The tag's byte strings are built once per tag, not per message.
-    keys = _SEQ_KEYS.get(tag)
-    if keys is None:
-        keys = _SEQ_KEYS[tag] = (b"%d=" % tag, b"\x01%d=" % tag)
-    key, inner_key = keys
-    if body.startswith(key):
-        start = len(key)
-    else:
-        found = body.find(inner_key)
-        if found < 0:
-            raise ConversionError("missing_seq", f"no {tag}= field")
-        start = found + len(inner_key)
-    end = body.find(_SOH, start)
-    raw = body[start:] if end < 0 else body[start:end]
-    # No sign, no leading zero, no "0"; the length is checked before int() reads the digits.
-    if not raw.isdigit() or raw[0] == 0x30 or len(raw) > _MAX_SEQ_DIGITS or int(raw) > MAX_SOURCE_SEQ:
-        raise ConversionError("bad_seq", f"{tag}={raw[:24]!r}")
-    return int(raw)
 
 
 class Converter:
