@@ -86,8 +86,8 @@ def members(prefix: str, enumeration: type[enum.Enum], module: ModuleType) -> li
 
 
 def _conversion() -> list[Define]:
+    # What every format's C run shares: the wire block's limits and why a run stopped.
     from feedha.adapter.conversion import engine
-    from feedha.adapter.formats.feedha_fix import _fastpath_spec as spec
     from feedha.proto import wire
 
     return [
@@ -95,13 +95,21 @@ def _conversion() -> list[Define]:
         constant(wire, "BLOCK_LENGTH_COVERS"),
         constant(wire, "MAX_PAYLOAD"),
         constant(wire, "MAX_SOURCE_SEQ"),
+        *members("STOP", engine.Stop, engine),
+    ]
+
+
+def _fastpath() -> list[Define]:
+    # feedha-fix's fast path only: the spec it reads (op codes, time and price kinds).
+    from feedha.adapter.formats.feedha_fix import _fastpath_spec as spec
+
+    return [
         Define("ENV_FIXED", len(spec.ENV_INPUTS), f"{_path(spec)} len(ENV_INPUTS)"),
         constant(spec, "MAX_EXTRAS"),
         *members("OP", spec.Op, spec),
         Define("OP_COUNT", len(spec.Op), f"{_path(spec)} len(Op)"),
         *members("TIME", spec.TimeKind, spec),
         *members("PRICE", spec.PriceKind, spec),
-        *members("STOP", engine.Stop, engine),
     ]
 
 
@@ -192,11 +200,18 @@ class Header:
 
 HEADERS: Final = (
     Header(
-        "adapter/conversion/_fastpath_constants.h",
+        "adapter/conversion/_conversion_constants.h",
         "adapter/formats/feedha_fix/_fastpath.c",
         "adapter/formats/feedha_fix/_fastpath.pyi",
         _conversion,
         also=(("adapter/conversion/_orders.c", "adapter/conversion/_orders.pyi"),),
+    ),
+    Header(
+        "adapter/formats/feedha_fix/_fastpath_constants.h",
+        "adapter/formats/feedha_fix/_fastpath.c",
+        "adapter/formats/feedha_fix/_fastpath.pyi",
+        _fastpath,
+        function="fh_add_fastpath_constants",
     ),
     Header(
         "adapter/conversion/_orders_constants.h",

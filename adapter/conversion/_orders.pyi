@@ -3,25 +3,11 @@
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-# The constants shared with Python (_fastpath_constants.h, scripts/gen_constants.py).
+# The constants shared with Python (_conversion_constants.h, scripts/gen_constants.py).
 BLOCK_OVERHEAD: Final[int]
 BLOCK_LENGTH_COVERS: Final[int]
 MAX_PAYLOAD: Final[int]
 MAX_SOURCE_SEQ: Final[int]
-ENV_FIXED: Final[int]
-MAX_EXTRAS: Final[int]
-OP_ADD: Final[int]
-OP_SUB: Final[int]
-OP_MUL: Final[int]
-OP_DIV: Final[int]
-OP_MEAN: Final[int]
-OP_MIN: Final[int]
-OP_MAX: Final[int]
-OP_COUNT: Final[int]
-TIME_FIX: Final[int]
-TIME_INT: Final[int]
-PRICE_DOUBLE: Final[int]
-PRICE_INT: Final[int]
 STOP_END: Final[int]
 STOP_SLOW: Final[int]
 STOP_ROOM: Final[int]

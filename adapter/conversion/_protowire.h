@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_fastpath_constants.h" /* BLOCK_LENGTH_COVERS */
+#include "_conversion_constants.h" /* BLOCK_LENGTH_COVERS */
 #include "_varint.h"             /* put_varint, varint_size */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

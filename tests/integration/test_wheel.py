@@ -97,7 +97,8 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
     sources = {
         "adapter/formats/feedha_fix/_fastpath.c",
         "adapter/conversion/_market_fields.h",
-        "adapter/conversion/_fastpath_constants.h",
+        "adapter/conversion/_conversion_constants.h",
+        "adapter/formats/feedha_fix/_fastpath_constants.h",
         "adapter/conversion/_orders.c",
         "adapter/formats/itch50/_order_table.c",  # _orders.c's parts, #included
         "adapter/formats/itch50/_mbo_run.c",

@@ -49,9 +49,10 @@ def test_the_headers_hold_the_python_values() -> None:
     from feedha.adapter.journal import layout
     from feedha.proto import wire
 
-    text = (ROOT / "adapter/conversion/_fastpath_constants.h").read_text()
+    text = (ROOT / "adapter/conversion/_conversion_constants.h").read_text()
     assert f"#define MAX_PAYLOAD         {wire.MAX_PAYLOAD} /* proto/wire.py MAX_PAYLOAD */" in text
-    assert f"#define OP_MEAN             {int(_fastpath_spec.Op.MEAN)} " in text
+    text = (ROOT / "adapter/formats/feedha_fix/_fastpath_constants.h").read_text()
+    assert f"#define OP_MEAN      {int(_fastpath_spec.Op.MEAN)} " in text
     text = (ROOT / "adapter/journal/_native_constants.h").read_text()
     assert f"#define RECORD_HEADER_SIZE {layout.RECORD_HEADER_SIZE} " in text
     assert f"#define STATUS_BAD_CRC     {layout.STATUSES.index(layout.DecodeStatus.BAD_CRC)} " in text
@@ -96,9 +97,9 @@ def test_a_stale_header_a_copy_in_c_and_an_undeclared_constant_are_refused(tmp_p
     stub.write_text(stub.read_text().replace("STATUS_BAD_CRC: Final[int]\n", ""))
     assert gen_constants.problems(root) == [
         "adapter/formats/feedha_fix/_fastpath.c defines MAX_PAYLOAD itself: take it from "
-        "adapter/conversion/_fastpath_constants.h",
+        "adapter/conversion/_conversion_constants.h",
         "adapter/formats/feedha_fix/_fastpath.c defines STOP_SLOW itself: take it from "
-        "adapter/conversion/_fastpath_constants.h",
+        "adapter/conversion/_conversion_constants.h",
         "adapter/journal/_native_constants.h is stale: run python scripts/gen_constants.py",
         "adapter/journal/_native.pyi does not declare STATUS_BAD_CRC: Final[int]",
     ]

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Any, Final
 
-# The constants shared with Python (_fastpath_constants.h, scripts/gen_constants.py).
+# The constants shared with Python (_conversion_constants.h, _fastpath_constants.h; scripts/gen_constants.py).
 BLOCK_OVERHEAD: Final[int]
 BLOCK_LENGTH_COVERS: Final[int]
 MAX_PAYLOAD: Final[int]
