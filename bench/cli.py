@@ -3,13 +3,16 @@
 ``throughput`` also takes the production shape of its third ramp:
 ``--journal/--no-journal`` (default: journals with ``--fsync batch``) and
 ``--backups N`` (default 2); ``latency`` takes ``--rounds N`` (each rate's arms
-run N times in turn, each percentile the median of the rounds').
+run N times in turn, each percentile the median of the rounds'); ``itch50_day``
+takes ``--messages N`` (the day's size; it is not part of ``all``: a million
+messages take minutes, run it alone).
 
 Every benchmark starts its own processes on loopback, is bounded in time and
 measures its ceiling (the bare pyzmq PUB→SUB pair, :mod:`bench.ceiling`) in
 the same run. ``all`` also writes a markdown report, the raw figures and PNG
 plots to the results folder. The exit code is non-zero only when a benchmark
-crashed or a figure reports lost messages -- never for slowness. On a
+crashed, a figure reports lost messages or books unequal to their
+reference -- never for slowness. On a
 terminal a progress bar on stderr shows which benchmark runs and how far the
 run is (:mod:`bench.progress`); with ``--json`` nothing but the figures.
 """
@@ -43,8 +46,14 @@ BENCHMARKS: Final[dict[str, tuple[str, str]]] = {
     "seal": ("feedha.bench.seal", "run"),
     "spark_feed": ("feedha.bench.spark_feed", "run"),
     "itch50_orders": ("feedha.bench.itch50", "run"),
+    "itch50_day": ("feedha.bench.itch50_day", "run"),
 }
+# Run only by name, not by `all` (nor `all --quick`, which CI runs): minutes for a day of messages.
+NOT_IN_ALL: Final = frozenset({"itch50_day"})
 DEFAULT_RESULTS: Final = Path("results")
+# itch50_day's --messages: past the stock directory (2,000 messages), at most what a capture holds.
+MIN_DAY_MESSAGES: Final = 2_001
+MAX_DAY_MESSAGES: Final = 20_000_000
 MAX_BACKUPS: Final = 4  # a 2-core machine runs (backups + 1) adapters, a source and a client at once
 # The benchmarks that take --hosts.
 HOSTS_BENCHMARKS: Final = ("channels",)
@@ -63,12 +72,12 @@ def main(argv: list[str]) -> int:
         argv: arguments after ``feedha bench``.
 
     Returns:
-        0; 1 if a benchmark crashed or lost messages.
+        0; 1 if a benchmark crashed, lost messages or ended with books unequal to its reference.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     options = _options(parser, args)
-    names = list(BENCHMARKS) if args.name == "all" else [args.name]
+    names = [name for name in BENCHMARKS if name not in NOT_IN_ALL] if args.name == "all" else [args.name]
     figures: list[Figure] = []
     errors: list[str] = []
     started = time.monotonic()
@@ -93,6 +102,7 @@ def main(argv: list[str]) -> int:
     # Figures of one run share their parameters (e.g. the three failover figures): count each run once.
     runs = {json.dumps(item["params"], sort_keys=True, default=str): item for item in figures}
     lost = sum(lost_in(item) for item in runs.values())
+    unequal = [item["name"] for item in runs.values() if item["params"].get("books_equal") is False]
     if args.name == "all":
         from feedha.bench.report import write_report
 
@@ -102,7 +112,9 @@ def main(argv: list[str]) -> int:
         print(f"feedha bench: crashed: {error}", file=sys.stderr)
     if lost:
         print(f"feedha bench: {lost} message(s) lost", file=sys.stderr)
-    return 1 if errors or lost else 0
+    for name in unequal:
+        print(f"feedha bench: {name}: books differ from the reference", file=sys.stderr)
+    return 1 if errors or lost or unequal else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,6 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="every adapter journals with --fsync batch and serves replay (default: yes)",
     )
     shape.add_argument("--backups", type=int, default=2, help="backups per group (default: %(default)s)")
+    day = parser.add_argument_group("itch50_day (not part of `all`)")
+    day.add_argument(
+        "--messages",
+        type=int,
+        help="the ITCH day's size, messages (default: 1,000,000; --quick 50,000; at most 20,000,000): "
+        "played as fast as possible through an active and two backups with journals; prints msg/s, "
+        "ratio_shape, CPU per message per process, bytes per live order and itch-book's rate on the "
+        "same capture; checks nothing was lost and every book equals itch-book's",
+    )
     latency = parser.add_argument_group("latency")
     latency.add_argument(
         "--rounds",
@@ -153,9 +174,15 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[
         parser.error(f"--rounds must be in 1..{MAX_LATENCY_ROUNDS}, got {args.rounds}")
     if args.rounds != 1 and args.name not in ("latency", "all"):
         parser.error("--rounds applies to latency only")
+    if args.messages is not None:
+        if args.name != "itch50_day":
+            parser.error("--messages applies to itch50_day only")
+        if not MIN_DAY_MESSAGES <= args.messages <= MAX_DAY_MESSAGES:
+            parser.error(f"--messages must be in {MIN_DAY_MESSAGES}..{MAX_DAY_MESSAGES}, got {args.messages}")
     options: dict[str, dict[str, object]] = {
         "throughput": {"journal": args.journal, "backups": args.backups},
         "latency": {"rounds": args.rounds},
+        "itch50_day": {"messages": args.messages},
     }
     if args.hosts:
         if args.name not in (*HOSTS_BENCHMARKS, "all"):

@@ -10,14 +10,15 @@ paced source offers ``rate × window`` messages; in steady state every process
 handles each of them once).
 
 :func:`costs` is the arithmetic (pure); :func:`sample` and :func:`steady_window`
-read the processes and the clock.
+read the processes and the clock; :class:`RunWindow` is the same for an
+unpaced run (``feedha bench itch50_day``), from its first delivery to its last.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 LEAD_SHARE: Final = 0.2  # of the send window: start-up excluded before the first sample
@@ -117,6 +118,71 @@ def steady_window(
         "rate": rate,
         "processes": costs(first, last, messages=rate * window),
     }
+
+
+def rss_bytes(pid: int) -> int:
+    """A process's resident set size in bytes; 0 once it is gone."""
+    import psutil
+
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+@dataclass
+class RunWindow:
+    """CPU per message over an unpaced run: from the first delivery to the last.
+
+    An unpaced source has no rate to multiply a window by, so the window's
+    messages are counted instead: :meth:`open` samples every process as soon
+    as the client reports its first deliveries (start-up, imports and the
+    capture's loading come before), :meth:`close` samples again once the
+    client has delivered everything (before anything is stopped). The
+    messages are the client's deliveries between the two (its progress
+    events come every 0.1 s, so the first count may be up to 0.1 s old: the
+    window then holds slightly more messages than it counts -- a bias of
+    ``rate x 0.1 s`` over the run's count, 0.3 % at 30,000 msg/s and a
+    million messages). Each process's resident memory is sampled with its
+    CPU, so the run's memory growth is read from the same two moments.
+    """
+
+    pids: Mapping[str, int]
+    first: Sample | None = None
+    delivered_first: int = 0
+    rss_first: dict[str, int] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+
+    def open(self, delivered: Callable[[], int], *, timeout: float = 60.0) -> None:
+        """Wait (bounded) for the first deliveries, then take the first sample.
+
+        Raises:
+            TimeoutError: nothing delivered within ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        while (count := delivered()) <= 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no delivery within {timeout:.0f} s: no CPU window")
+            time.sleep(0.005)  # polling the client's progress events, bounded by the deadline
+        self.first, self.delivered_first = sample(self.pids), count
+        self.rss_first = {role: rss_bytes(pid) for role, pid in self.pids.items()}
+
+    def close(self, delivered: int) -> dict[str, Any]:
+        """The second sample: ``{"window_s", "messages", "rate", "processes", "rss_growth"}``."""
+        if self.first is None:
+            raise RuntimeError("RunWindow.close before open")
+        last = sample(self.pids)
+        rss = {role: rss_bytes(pid) - self.rss_first.get(role, 0) for role, pid in self.pids.items()}
+        messages = max(0, delivered - self.delivered_first)
+        window = max(last.at - self.first.at, 1e-9)
+        self.result = {
+            "window_s": round(window, 3),
+            "messages": messages,
+            "rate": round(messages / window, 1),
+            "processes": costs(self.first, last, messages=messages),
+            "rss_growth": rss,
+        }
+        return self.result
 
 
 def compare(pipeline: Mapping[str, Any], shape: Mapping[str, Any]) -> dict[str, float | None]:

@@ -25,7 +25,7 @@ from typing import Any, Final
 from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.bench.common import Figure, figure
 
-__all__ = ["ITCH_CAPTURE_DESCRIPTION", "ITCH_CAPTURE_ORDERS", "run", "write_itch_capture"]
+__all__ = ["ITCH_CAPTURE_DESCRIPTION", "ITCH_CAPTURE_ORDERS", "measure_in_child", "run", "write_itch_capture"]
 
 ITCH_CAPTURE_ORDERS: Final = 60_000  # about 140,000 messages: a 3 s step up to ~45,000 msg/s
 ITCH_CAPTURE_DESCRIPTION: Final = (
@@ -96,7 +96,7 @@ def measure(orders: int, *, native: bool = True) -> dict[str, Any]:
 def run(*, quick: bool = False) -> list[Figure]:
     """RSS per live order of the itch50 state, beside a dict of packed orders (both in one fresh process)."""
     orders = QUICK_ORDERS if quick else ORDERS
-    result, reference = (_measure_in_child(orders, flags) for flags in ([], ["--reference"]))
+    result, reference = (measure_in_child(orders, flags) for flags in ([], ["--reference"]))
     return [
         figure(
             name="itch50_rss_per_order",
@@ -117,7 +117,8 @@ def run(*, quick: bool = False) -> list[Figure]:
     ]
 
 
-def _measure_in_child(orders: int, flags: list[str]) -> dict[str, Any]:
+def measure_in_child(orders: int, flags: list[str]) -> dict[str, Any]:
+    """:func:`measure` in a fresh process (``flags``: ``["--reference"]`` for the Python order table)."""
     out = subprocess.run(
         [sys.executable, "-m", "feedha.bench.itch50", str(orders), *flags],
         capture_output=True, text=True, timeout=1200, check=True,

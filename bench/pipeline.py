@@ -84,7 +84,8 @@ class PipelineOptions:
         journal_root: with ``journal``, keep the journals here instead (tests read them).
         measure_cpu: measure each process's CPU (the source, the active, each backup,
             the client) over the steady part of the run (:func:`bench.cpu.steady_window`);
-            one channel, one client, a paced source.
+            one channel, one client; with ``count`` (unpaced) from the first delivery to
+            the last instead (:class:`bench.cpu.RunWindow`, memory growth too).
     """
 
     rate: float
@@ -108,10 +109,10 @@ class PipelineOptions:
     capture_format: str = "fix44"  # fix44, or itch50 (a BinaryFILE capture sent as MoldUDP64 packets)
 
     def __post_init__(self) -> None:
-        paced = self.rate > 0 and self.count is None
+        paced = self.rate > 0 or self.count is not None
         if self.measure_cpu and (self.channels != 1 or self.subscribers != 1 or not paced):
             raise ValueError(
-                "measure_cpu needs one channel, one subscriber and a paced source: "
+                "measure_cpu needs one channel, one subscriber and a paced or counted source: "
                 f"channels={self.channels}, subscribers={self.subscribers}, rate={self.rate}"
             )
 
@@ -204,7 +205,9 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             proc.wait_event("ready", 30)
         sources = [_start_source(options, group, keys, log) for group in groups]
         procs += sources
-        cpu = _measure_cpu(options, adapters[0], sources[0], clients[0][1]) if options.measure_cpu else None
+        window = _run_window(options, adapters[0], sources[0], clients[0][1])
+        paced_cpu = options.measure_cpu and window is None
+        cpu = _measure_cpu(options, adapters[0], sources[0], clients[0][1]) if paced_cpu else None
         summaries = []
         for proc in sources:
             summary = proc.wait_for(lambda e: "sent" in e, options.seconds + 60)
@@ -217,7 +220,8 @@ def run_pipeline(options: PipelineOptions, log: IO[str]) -> PipelineResult:
             cpu=cpu,
             source_summaries=[s for s, _t in summaries],
         )
-        result.clients += _client_summaries(options, clients, result.sent)
+        result.clients += _client_summaries(options, clients, result.sent, window)
+        result.cpu = result.cpu if window is None else window.result
         result.roles += [
             _role(e) for members in adapters for proc in members for e in proc.events if _is_role(e)
         ]
@@ -322,15 +326,17 @@ def _start_groups(
 
 
 def _client_summaries(
-    options: PipelineOptions, clients: list[tuple[int, Any]], sent: list[int]
+    options: PipelineOptions, clients: list[tuple[int, Any]], sent: list[int], window: Any = None
 ) -> list[tuple[int, Any]]:
-    # Let the clients drain (bounded), then ask for their summaries.
+    # Let the clients drain (bounded), close an unpaced run's CPU window, then ask for the summaries.
     drain_deadline = time.monotonic() + max(15.0, options.seconds)
     for ch, proc in clients:
         try:
             proc.wait_for(_delivered_at_least(sent[ch]), max(0.1, drain_deadline - time.monotonic()))
         except Exception:  # noqa: BLE001 - a short delivery is reported as lost below
             pass
+    if window is not None:
+        window.close(_delivered(clients[0][1]))
     for _ch, proc in clients:
         proc.popen.send_signal(signal.SIGTERM)
     return [(ch, proc.wait_event("summary", 20)) for ch, proc in clients]
@@ -407,6 +413,23 @@ def _measure_cpu(options: PipelineOptions, adapters: list[Any], source: Any, cli
         seconds=options.seconds,
         flowing=lambda: (client.last("progress") or {}).get("delivered", 0) > 0,
     )
+
+
+def _run_window(options: PipelineOptions, adapters: list[Any], source: Any, client: Any) -> Any:
+    # An unpaced run's CPU window, opened at the first delivery (None: a paced run, or no CPU asked).
+    if not options.measure_cpu or options.count is None:
+        return None
+    from feedha.bench.cpu import RunWindow
+
+    pids = {"source": source.popen.pid, "active": adapters[0].popen.pid, "client": client.popen.pid}
+    pids |= {f"backup-{n}": proc.popen.pid for n, proc in enumerate(adapters[1:], start=1)}
+    window = RunWindow(pids)
+    window.open(lambda: _delivered(client))
+    return window
+
+
+def _delivered(client: Any) -> int:
+    return int((client.last("progress") or {}).get("delivered", 0))
 
 
 def _delivered_at_least(count: int) -> Callable[[dict[str, Any]], bool]:
