@@ -9,6 +9,9 @@ companion message a block; the capture's count of blocks is what an engine deliv
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -119,6 +122,30 @@ def test_the_fix44_deep_book_flood_takes_the_careful_path_and_refuses_a_full_sid
     assert (len(values.book.bids), len(values.book.asks)) == (5_000, 4_000)
     if engine.is_native:  # one in eight carries an unknown tag: the careful path converted it
         assert played.from_runs == 180 + 80 - 10 - 10
+
+
+@pytest.mark.parametrize("input_format", ["fix44", "itch50"])
+def test_a_seed_writes_the_same_stream_whatever_the_interpreter_s_hash_seed(input_format: str) -> None:
+    code = (
+        "import hashlib\n"
+        "from feedha.adapter.formats.capture_registry import capture_named\n"
+        f"face = capture_named({input_format!r})\n"
+        "stream, _poison, _floods = face.chaos().stream(3000, seed=4, poison_every=30)\n"
+        "print(hashlib.sha256(face.write(stream)).hexdigest())"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        for hash_seed in ("1", "2", "3")
+    }
+    assert len(digests) == 1, digests
+    assert len(digests.pop().strip()) == 64  # a digest was printed
 
 
 def test_what_a_capture_must_deliver_is_what_an_engine_delivers_for_it() -> None:

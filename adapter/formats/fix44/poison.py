@@ -108,7 +108,8 @@ class _Market:
 
     def entries(self) -> list[bytes]:
         draw, out = self.rng.random, []
-        for symbol in {self.symbols[int(draw() * 200)] for _ in range(1 + int(draw() * 3))}:
+        # In the order drawn (a set's order of bytes changes with the interpreter's hash seed).
+        for symbol in dict.fromkeys(self.symbols[int(draw() * 200)] for _ in range(1 + int(draw() * 3))):
             roll, tick = draw(), int(draw() * 2001)
             if roll < 0.15:
                 out.append(b"279=0\x01269=2\x0155=%s\x01270=%s\x01271=100\x01" % (symbol, self.prices[tick]))
