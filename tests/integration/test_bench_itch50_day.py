@@ -9,11 +9,11 @@ import pytest
 from feedha.bench import cli
 
 
-# Slow (9 s alone, more on a loaded machine, and CI's default suite is nearly full: an active, two backups, a source and a client, then the bare model twice and a
-# fresh process for the state's memory). The default suite keeps the parts: the day's capture,
-# the command line and the unpaced CPU window (tests/unit/bench/test_itch50_day.py), the books
-# against itch-book (tests/unit/adapter/test_itch50_vs_itch_book.py) and the pipeline harness
-# (test_bench_smoke.py).
+# Slow (9 s alone, more on a loaded machine, and CI's default suite is nearly full: an active,
+# two backups, a source and a client, then the bare model twice and a fresh process for the
+# state's memory). The default suite keeps the parts: the day's capture, the command line and
+# the unpaced CPU window (tests/unit/bench/test_itch50_day.py), the books against itch-book
+# (tests/unit/adapter/test_itch50_vs_itch_book.py) and the pipeline harness (test_bench_smoke.py).
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_small_day_is_played_whole_and_its_books_equal_itch_books(
