@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 For each symbol the adapter keeps :class:`SymbolValues` (daily volume, high,
-low, last, VWAP, trade count, last bid/ask, notional). Trades move the trade
-figures; bids and asks move ``bid``/``ask``.
+low, last, VWAP, trade count, last bid/ask, notional, and a book where the
+format keeps one). How a message moves them is each format's rule, its state's
+``preview``/``stage`` (``feedha-fix``'s: :mod:`adapter.formats.feedha_fix.state`).
 
 Backups compare their conversion state with the active's by a 64-bit digest
 (DESIGN "synchronization rules", rule 1) and transfer values only on a
@@ -32,24 +33,19 @@ This module is pure.
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from hashlib import blake2b
-from typing import Final
+from typing import ClassVar, Final
 
 from feedha.adapter.conversion.book import BookValues
-from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, FEEDHA_FIX_SYMBOL_BYTES
+from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.errors import ConversionError
-from feedha.proto import market_pb2
 
 DIGEST_MASK: Final = (1 << 64) - 1
 INT64_MAX: Final = (1 << 63) - 1
-_TRADE: Final = market_pb2.ENTRY_TYPE_TRADE
-_BID: Final = market_pb2.ENTRY_TYPE_BID
-_ASK: Final = market_pb2.ENTRY_TYPE_ASK
 # volume, high, low, last, vwap, trade_count, bid, ask, notional -- big-endian, fixed size.
 _PACK_VALUES: Final = struct.Struct(">qddddqddd").pack
 # What a session id is hashed with: no symbol hash input is this short (a symbol's is
@@ -144,53 +140,6 @@ def symbol_digest(symbol: str, values: SymbolValues) -> int:
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
 
 
-def advance(current: SymbolValues | None, msg: SourceMessage) -> SymbolValues:
-    """The conversion rule: a symbol's values after one more message (``current`` is updated in place).
-
-    Trades move high, low, last, volume, notional, trade count and VWAP; bids
-    and asks move ``bid``/``ask``. The C fast path (``adapter/formats/feedha_fix/_fastpath.c``,
-    ``apply_entry``) implements the same rule; tests compare the two.
-
-    Args:
-        current: the symbol's values before ``msg`` (a copy the caller owns), ``None`` for a new symbol.
-        msg: the converted message.
-
-    Returns:
-        The values after ``msg``.
-
-    Raises:
-        ConversionError: ``overflow`` when the volume leaves int64 or the notional is no longer finite.
-    """
-    values = SymbolValues() if current is None else current
-    traded = False
-    for entry_type, price, size, notional in msg.entries:
-        if entry_type == _TRADE:
-            if values.trade_count == 0:
-                values.high = values.low = price
-            elif price > values.high:
-                values.high = price
-            elif price < values.low:
-                values.low = price
-            values.last = price
-            values.volume += size
-            values.notional += notional
-            values.trade_count += 1
-            traded = True
-        elif entry_type == _BID:
-            values.bid = price
-        elif entry_type == _ASK:
-            values.ask = price
-    if values.volume > INT64_MAX:
-        raise ConversionError(
-            "overflow", f"volume of {msg.symbol!r} leaves int64 at source_seq {msg.source_seq}"
-        )
-    if values.trade_count and not math.isfinite(values.notional):
-        raise ConversionError("overflow", f"notional of {msg.symbol!r} is {values.notional}")
-    if traded:
-        values.vwap = values.notional / values.volume if values.volume else 0.0
-    return values
-
-
 class ConversionState:
     """Per-symbol :class:`SymbolValues` with an incrementally maintained digest.
 
@@ -204,7 +153,7 @@ class ConversionState:
     # Whether a symbol's book keeps more than a block shows (fix44's price-keyed books): then a
     # journal's recovery rolls each block's SymbolUpdate.levels into it (codec.roll_symbol).
     whole_books = False
-    symbol_bytes = FEEDHA_FIX_SYMBOL_BYTES  # what a symbol counts against the tables' budget
+    symbol_bytes: ClassVar[int]  # what a symbol counts against the tables' budget: each format's state says
 
     def __init__(self) -> None:
         self._values: dict[str, SymbolValues] = {}
@@ -246,14 +195,13 @@ class ConversionState:
     def preview(self, msg: SourceMessage) -> SymbolValues:
         """The values ``msg`` would give its symbol, without changing the state.
 
+        Each format's state says how a message moves them (``feedha-fix``'s:
+        :class:`~adapter.formats.feedha_fix.state.FeedhaFixState`).
+
         Raises:
-            ConversionError: ``overflow`` (see :func:`advance`); ``symbol_limit`` for a new
-                symbol while :attr:`max_symbols` are held.
+            ConversionError: the message cannot be applied (``overflow``, ``symbol_limit`` ...).
         """
-        current = self.get(msg.symbol)
-        if current is None:
-            self._check_room(msg.symbol)
-        return advance(current, msg)
+        raise NotImplementedError
 
     def _check_room(self, symbol: str, new: int = 1) -> None:
         # Raises symbol_limit when ``new`` more symbols (``symbol`` the first) would pass the

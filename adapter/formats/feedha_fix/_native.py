@@ -8,7 +8,7 @@ anything else; the core hands that message to the careful path and resumes.
 Two things make that safe:
 
 * one conversion state serves both paths: :class:`NativeConversionState` has
-  :class:`~adapter.conversion.state.ConversionState`'s interface over the C ``State``;
+  :class:`~adapter.formats.feedha_fix.state.FeedhaFixState`'s interface over the C ``State``;
 * the C path only takes tables it reproduces byte for byte: the spec comes
   from :func:`~adapter.formats.feedha_fix._fastpath_spec.compile_spec`, which refuses
   any other.
@@ -26,17 +26,18 @@ from feedha.adapter.conversion._native_symbols import NativeSymbols
 from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES
 from feedha.adapter.conversion.engine import ConversionEngine, RunFunction, RunTuple
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.state import MAX_SYMBOLS, ConversionState, SymbolValues
+from feedha.adapter.conversion.state import MAX_SYMBOLS, SymbolValues
 from feedha.adapter.formats.feedha_fix import _fastpath
 from feedha.adapter.formats.feedha_fix._fastpath_spec import compile_spec
 from feedha.adapter.formats.feedha_fix.parser import Converter
+from feedha.adapter.formats.feedha_fix.state import FeedhaFixState
 from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
 logger = logging.getLogger(__name__)
 
 
-class NativeConversionState(NativeSymbols, ConversionState):
-    """:class:`~adapter.conversion.state.ConversionState` kept in the C module, shared with the fast path.
+class NativeConversionState(NativeSymbols, FeedhaFixState):
+    """:class:`~adapter.formats.feedha_fix.state.FeedhaFixState` kept in the C module, the fast path's.
 
     Same interface and the same digests (tests compare both); what it does with the C
     ``State`` is :class:`~adapter.conversion._native_symbols.NativeSymbols`.

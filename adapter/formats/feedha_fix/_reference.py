@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from feedha.adapter.conversion._reference import LoopEngine
 from feedha.adapter.conversion.messages import SourceMessage
-from feedha.adapter.conversion.state import ConversionState
 from feedha.adapter.formats.feedha_fix.parser import Converter
+from feedha.adapter.formats.feedha_fix.state import FeedhaFixState
 from feedha.adapter.formats.feedha_fix.table import ConverterTable
 
 __all__ = ["ReferenceEngine"]
@@ -26,7 +26,7 @@ class ReferenceEngine(LoopEngine):
     """
 
     def __init__(self, table: ConverterTable) -> None:
-        super().__init__(ConversionState())
+        super().__init__(FeedhaFixState())
         self.table = table
         self.converter = Converter(table)
 

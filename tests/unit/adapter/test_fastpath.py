@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion.state import ConversionState, SymbolValues
+from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.core import AdapterCore, CoreConfig, JournalRecords, Publish
 from feedha.adapter.core.sync import Role
 from feedha.adapter.formats.feedha_fix import _fastpath_spec, _native, choice
 from feedha.adapter.formats.feedha_fix.parser import Converter
+from feedha.adapter.formats.feedha_fix.state import FeedhaFixState
 from feedha.adapter.formats.feedha_fix.table import ConverterTable, DerivedRule
 from feedha.proto import fix, wire
 
@@ -315,7 +316,7 @@ def test_more_extras_than_the_c_code_holds_run_on_the_reference_engine() -> None
 @given(seed=st.integers(0, 2**32))
 def test_native_state_keeps_the_same_values_and_digest(seed: int) -> None:
     converter = Converter(ConverterTable.load())
-    native, python = _native.NativeConversionState(), ConversionState()
+    native, python = _native.NativeConversionState(), FeedhaFixState()
     for frame in _frames(seed, 200):
         for body in fix.split_messages(frame)[0]:
             try:

@@ -18,6 +18,7 @@ from feedha.adapter.core.session import (
     Verdict,
 )
 from feedha.adapter.formats.feedha_fix._native import NativeConversionState
+from feedha.adapter.formats.feedha_fix.state import FeedhaFixState
 from feedha.adapter.journal import format as journal_format
 
 UTC = dt.UTC
@@ -168,7 +169,7 @@ def test_the_journal_and_the_core_agree_on_the_record_flag() -> None:
 # ---- the state: the daily roll and the digest ------------------------------------------------
 
 
-@pytest.mark.parametrize("state_type", [ConversionState, NativeConversionState])
+@pytest.mark.parametrize("state_type", [FeedhaFixState, NativeConversionState])
 def test_rolling_resets_the_daily_fields_and_the_digest_covers_the_session(
     state_type: type[ConversionState],
 ) -> None:
@@ -204,4 +205,4 @@ def test_session_digest_bounds() -> None:
     with pytest.raises(ValueError, match="session_id"):
         session_digest(-1)
     with pytest.raises(ValueError, match="session_id"):
-        ConversionState().roll(1 << 63)
+        FeedhaFixState().roll(1 << 63)

@@ -1,4 +1,4 @@
-"""ConversionState: VWAP/high/low arithmetic, digest properties, snapshot/restore, set_symbol."""
+"""feedha-fix's state: VWAP/high/low arithmetic, digest properties, snapshot/restore, set_symbol."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedha.adapter.conversion import ConversionState, SourceMessage, SourceUpdateEntry, SymbolValues
+from feedha.adapter.conversion import SourceMessage, SourceUpdateEntry, SymbolValues
 from feedha.adapter.conversion.book import BookValues
 from feedha.adapter.conversion.state import symbol_digest
 from feedha.adapter.errors import ConversionError
+from feedha.adapter.formats.feedha_fix.state import FeedhaFixState
 from feedha.proto import market_pb2
 
 BID, ASK, TRADE = market_pb2.ENTRY_TYPE_BID, market_pb2.ENTRY_TYPE_ASK, market_pb2.ENTRY_TYPE_TRADE
@@ -30,7 +31,7 @@ def message(symbol: str, *entries: SourceUpdateEntry, seq: int = 1) -> SourceMes
 
 
 def test_trades_update_volume_high_low_last_vwap() -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     values = state.apply(message("IBM", trade(100.0, 10)))
     assert (values.high, values.low, values.last, values.volume, values.trade_count) == (
         100.0,
@@ -49,7 +50,7 @@ def test_trades_update_volume_high_low_last_vwap() -> None:
 
 
 def test_quotes_update_bid_ask_only() -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     values = state.apply(
         message("A", SourceUpdateEntry(BID, 9.5, 100, 0.0), SourceUpdateEntry(ASK, 9.75, 50, 0.0))
     )
@@ -59,13 +60,13 @@ def test_quotes_update_bid_ask_only() -> None:
 
 
 def test_zero_size_trade_keeps_vwap_defined() -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     values = state.apply(message("Z", trade(5.0, 0)))
     assert values.vwap == 0.0 and values.trade_count == 1 and values.high == 5.0
 
 
 def test_apply_and_get_return_copies_and_preview_changes_nothing() -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     first = state.apply(message("A", trade(1.0, 1)))
     digest = state.digest
     previewed = state.preview(message("A", trade(2.0, 1)))
@@ -79,7 +80,7 @@ def test_apply_and_get_return_copies_and_preview_changes_nothing() -> None:
 
 
 def test_a_message_that_would_overflow_is_refused_and_leaves_the_state_alone() -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     state.apply(message("A", trade(1.0, 2**62)))
     digest = state.digest
     with pytest.raises(ConversionError, match="overflow"):
@@ -90,7 +91,7 @@ def test_a_message_that_would_overflow_is_refused_and_leaves_the_state_alone() -
 
 
 def test_repr_shows_symbols_and_digest() -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     assert repr(state) == "<ConversionState [symbols=0, session=0, digest=0000000000000000]>"
     state.apply(message("A", trade(1.0, 1)))
     assert repr(state) == f"<ConversionState [symbols=1, session=0, digest={state.digest:016x}]>"
@@ -98,14 +99,14 @@ def test_repr_shows_symbols_and_digest() -> None:
 
 
 def test_snapshot_restore_round_trip() -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     for i, symbol in enumerate(["A", "B", "C"]):
         state.apply(message(symbol, trade(10.0 + i, i + 1), SourceUpdateEntry(BID, 9.0, 1, 0.0)))
     snap = state.snapshot()
     snap["A"].volume = 999  # a deep copy: does not touch the state
     assert state.get("A") is not None and state.get("A").volume == 1  # type: ignore[union-attr]
     snap["A"].volume = 1
-    other = ConversionState()
+    other = FeedhaFixState()
     other.apply(message("X", trade(1.0, 1)))
     other.restore(snap)
     assert other.digest == state.digest and other.snapshot() == state.snapshot() and "X" not in other
@@ -114,7 +115,7 @@ def test_snapshot_restore_round_trip() -> None:
 
 
 def test_set_symbol_adopts_values_and_keeps_digest_right() -> None:
-    active, backup = ConversionState(), ConversionState()
+    active, backup = FeedhaFixState(), FeedhaFixState()
     for state in (active, backup):
         state.apply(message("A", trade(1.0, 1)))
     active.apply(message("B", trade(2.0, 2)))
@@ -134,7 +135,8 @@ def test_digest_is_deterministic_across_processes() -> None:
     script = (
         "from adapter.conversion import *\n"
         "from adapter.conversion.state import symbol_digest\n"
-        "s = ConversionState()\n"
+        "from adapter.formats.feedha_fix.state import FeedhaFixState\n"
+        "s = FeedhaFixState()\n"
         "for i in range(50):\n"
         "    p = 10.0 + i / 8\n"
         "    entries = (SourceUpdateEntry(3, p, i, p * i), SourceUpdateEntry(1, 9.5, 1, 0.0))\n"
@@ -195,11 +197,11 @@ def _to_message(symbol: str, entries: list[tuple[int, float, int]]) -> SourceMes
 def test_incremental_digest_equals_recomputed(
     messages: list[tuple[str, list[tuple[int, float, int]]]],
 ) -> None:
-    state = ConversionState()
+    state = FeedhaFixState()
     for symbol, entries in messages:
         state.apply(_to_message(symbol, entries))
         assert state.digest == state.recompute_digest()
-    fresh = ConversionState()
+    fresh = FeedhaFixState()
     fresh.restore(state.snapshot())
     assert fresh.digest == state.digest
 
@@ -213,11 +215,11 @@ def test_digest_is_independent_of_symbol_order(
     by_symbol: dict[str, list[SourceMessage]] = {}
     for symbol, entries in messages:
         by_symbol.setdefault(symbol, []).append(_to_message(symbol, entries))
-    first = ConversionState()
+    first = FeedhaFixState()
     for msgs in by_symbol.values():
         for msg in msgs:
             first.apply(msg)
-    second = ConversionState()
+    second = FeedhaFixState()
     symbols = list(by_symbol)
     rnd.shuffle(symbols)  # type: ignore[attr-defined]
     for symbol in reversed(symbols):
