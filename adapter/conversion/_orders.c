@@ -39,6 +39,7 @@
 #include "_orders_constants.h"   /* FX_NEW, FX_CHANGE, FX_DELETE, FX_TYPES (the entry types taken): likewise */
 #include "_market_fields.h" /* generated from proto/market.proto by scripts/gen_proto.py */
 #include "_protowire.h"     /* Buf and the protobuf primitives, shared with _fastpath.c */
+#include "_market_write.h"  /* the MarketUpdate field writers, shared with _fastpath.c */
 #include "_siphash.h"       /* sip_u64, sip_bytes: the tables' keyed hash, shared with _fastpath.c */
 #include "_level_tree.h"    /* Level, ShownLevel and LevelTree: one book side's levels in order */
 
@@ -136,75 +137,10 @@ static PyObject *frozen(PyObject *obj, const char *what) {
     return NULL;
 }
 
-static int w_raw(Buf *b, const void *p, size_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-/* put_double's and put_be64's bytes (_protowire.h) in one store on a little-endian host
- * (those write a byte at a time: ~8 times the instructions, and a fix44 block and digest
- * write ~40 of them). */
-static inline uint8_t *le_double(uint8_t *p, double d) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(p, &d, 8);
-    return p + 8;
-#else
-    return put_double(p, d);
-#endif
-}
-
+/* A digest's u64 as struct's ">Q" packs it, at ``p``: the end. */
 static inline uint8_t *be_u64(uint8_t *p, uint64_t v) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
-    v = __builtin_bswap64(v);
-    memcpy(p, &v, 8);
-#else
     put_be64(p, v);
-#endif
     return p + 8;
-}
-
-static int w_varint(Buf *b, uint8_t tag, uint64_t v) { /* a proto3 integer: left out at 0 */
-    if (v == 0) return 0;
-    if (buf_reserve(b, 11) < 0) return -1;
-    b->data[b->len] = tag;
-    b->len = (size_t)(put_varint(b->data + b->len + 1, v) - b->data);
-    return 0;
-}
-
-static int w_double(Buf *b, uint8_t tag, double d, int always) { /* proto3: left out when its bits are 0 */
-    if (!always && dbits(d) == 0) return 0;
-    if (buf_reserve(b, 9) < 0) return -1;
-    b->data[b->len] = tag;
-    b->len = (size_t)(le_double(b->data + b->len + 1, d) - b->data);
-    return 0;
-}
-
-/* Make [start, len) the body of field ``tag``: its tag and length go in front of it. */
-static int w_close(Buf *b, size_t start, uint8_t tag) {
-    size_t body = b->len - start, head = 1 + varint_size(body);
-    if (buf_reserve(b, head) < 0) return -1;
-    memmove(b->data + start + head, b->data + start, body);
-    b->data[start] = tag;
-    put_varint(b->data + start + 1, body);
-    b->len += head;
-    return 0;
-}
-
-/* A field whose body is under 128 bytes (one length byte): w_small_open reserves its tag and
- * length in front, w_small_close writes them there, so nothing moves (w_close moves the body). */
-static int w_small_open(Buf *b, size_t *start) {
-    if (buf_reserve(b, 2) < 0) return -1;
-    *start = b->len;
-    b->len += 2;
-    return 0;
-}
-
-static int w_small_close(Buf *b, size_t start, uint8_t tag) {
-    b->data[start] = tag;
-    b->data[start + 1] = (uint8_t)(b->len - start - 2);
-    return 0;
 }
 
 static int to_double(PyObject *obj, double *out) {
@@ -225,12 +161,7 @@ static int to_i64(PyObject *obj, int64_t *out) { /* an int field takes an int (a
 
 /* Entry {type TRADE, price, size, notional = price * size} (``size`` is ``whole`` as a double). */
 static int w_trade_of(Buf *b, double price, int64_t whole, double size) {
-    size_t start;
-    if (w_small_open(b, &start) < 0 || w_varint(b, FH_ENTRY_TYPE_TAG, FH_ENTRYTYPE_TRADE) < 0 || w_double(b, FH_ENTRY_PRICE_TAG, price, 0) < 0 ||
-        w_varint(b, FH_ENTRY_SIZE_TAG, (uint64_t)whole) < 0 ||
-        w_double(b, FH_ENTRY_NOTIONAL_TAG, price * size, 0) < 0)
-        return -1;
-    return w_small_close(b, start, FH_SYMBOLUPDATE_TRADES_TAG); /* a body of at most 39 bytes */
+    return w_entry(b, FH_SYMBOLUPDATE_TRADES_TAG, FH_ENTRYTYPE_TRADE, price, whole, price * size);
 }
 
 /* A (price, size) trade: Entry {type TRADE, price, size (an int), notional = price * size}. */
@@ -308,11 +239,8 @@ static int w_levels(Buf *b, PyObject *levels, uint8_t tag, uint64_t limit) {
             rc = -1;
             break;
         }
-        size_t start = b->len;
         rc = (to_double(PyTuple_GET_ITEM(level, 0), &price) < 0 || to_double(PyTuple_GET_ITEM(level, 1), &size) < 0 ||
-              to_i64(PyTuple_GET_ITEM(level, 2), &orders) < 0 || w_double(b, FH_BOOKLEVEL_PRICE_TAG, price, 0) < 0 ||
-              w_double(b, FH_BOOKLEVEL_SIZE_TAG, size, 0) < 0 ||
-              w_varint(b, FH_BOOKLEVEL_ORDERS_TAG, (uint64_t)orders) < 0 || w_close(b, start, tag) < 0)
+              to_i64(PyTuple_GET_ITEM(level, 2), &orders) < 0 || w_book_level(b, tag, price, size, orders) < 0)
                  ? -1
                  : 0;
     }

@@ -679,51 +679,6 @@ static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
     return 0;
 }
 
-#define FX_LEVEL_ROOM 31 /* a BookLevel's most bytes: tag, length, 9 + 9 + 11 of body */
-
-/* One BookLevel {price, size, orders} as field ``tag`` at ``p`` (room reserved): the end. */
-static inline uint8_t *fx_put_level(uint8_t *p, uint8_t tag, const ShownLevel *l) {
-    uint8_t *head = p;
-    p += 2;
-    if (dbits(l->price) != 0) {
-        *p++ = FH_BOOKLEVEL_PRICE_TAG;
-        p = le_double(p, l->price);
-    }
-    if (dbits(l->size) != 0) {
-        *p++ = FH_BOOKLEVEL_SIZE_TAG;
-        p = le_double(p, l->size);
-    }
-    if (l->orders != 0) {
-        *p++ = FH_BOOKLEVEL_ORDERS_TAG;
-        p = put_varint(p, (uint64_t)l->orders);
-    }
-    head[0] = tag;
-    head[1] = (uint8_t)(p - head - 2);
-    return p;
-}
-
-/* A field whose body may pass 127 bytes: w_open reserves its tag and two length bytes in front,
- * w_end writes them there; a body of 128 bytes to 16 KiB (a block's book, state and symbol
- * at the default depth) then moves nothing, a shorter one moves back a byte. */
-static int w_open(Buf *b, size_t *start) {
-    if (buf_reserve(b, 3) < 0) return -1;
-    *start = b->len;
-    b->len += 3;
-    return 0;
-}
-
-static int w_end(Buf *b, size_t start, uint8_t tag) {
-    size_t body = b->len - start - 3, head = 1 + varint_size(body);
-    if (head != 3) {
-        if (head > 3 && buf_reserve(b, head - 3) < 0) return -1;
-        memmove(b->data + start + head, b->data + start + 3, body);
-        b->len = start + head + body;
-    }
-    b->data[start] = tag;
-    put_varint(b->data + start + 1, body);
-    return 0;
-}
-
 /* Book {level_indexed, depth, bids, asks}, each side cut to its best ``depth`` levels. */
 static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t depth) {
     size_t start;
@@ -733,11 +688,14 @@ static int fx_w_book(Buf *b, const FxBook *book, int level_indexed, Py_ssize_t d
     for (int side = 0; side < 2; side++) {
         const FxSide *levels = &book->side[side];
         uint32_t shown = fx_n(levels) < (uint64_t)depth ? fx_n(levels) : (uint32_t)depth;
-        if (buf_reserve(b, (size_t)shown * FX_LEVEL_ROOM) < 0) return -1;
+        if (buf_reserve(b, (size_t)shown * BOOK_LEVEL_ROOM) < 0) return -1;
         uint8_t *p = b->data + b->len;
         LtIter it;
         lt_first(&levels->levels, &it);
-        for (uint32_t i = 0; i < shown; i++) p = fx_put_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, &lt_next(&it)->shown);
+        for (uint32_t i = 0; i < shown; i++) {
+            const ShownLevel *l = &lt_next(&it)->shown;
+            p = put_book_level(p, side ? FH_BOOK_ASKS_TAG : FH_BOOK_BIDS_TAG, l->price, l->size, l->orders);
+        }
         b->len = (size_t)(p - b->data);
     }
     return w_end(b, start, FH_SYMBOLSTATE_BOOK_TAG);
@@ -751,13 +709,11 @@ static int fx_w_state(Buf *b, const FxBook *book, const FxValues *v, Py_ssize_t 
                                     FH_SESSIONVALUES_SETTLE_TAG, FH_SESSIONVALUES_OPEN_INTEREST_TAG,
                                     FH_SESSIONVALUES_VWAP_TAG};
     size_t start;
-    if (w_open(b, &start) < 0 || w_varint(b, FH_SYMBOLSTATE_VOLUME_TAG, (uint64_t)v->volume) < 0 || w_double(b, FH_SYMBOLSTATE_HIGH_TAG, v->high, 0) < 0 ||
-        w_double(b, FH_SYMBOLSTATE_LOW_TAG, v->low, 0) < 0 || w_double(b, FH_SYMBOLSTATE_LAST_TAG, v->last, 0) < 0 ||
-        w_double(b, FH_SYMBOLSTATE_VWAP_TAG, v->vwap, 0) < 0 ||
-        w_varint(b, FH_SYMBOLSTATE_TRADE_COUNT_TAG, (uint64_t)v->trade_count) < 0 ||
-        w_double(b, FH_SYMBOLSTATE_BID_TAG, v->bid, 0) < 0 || w_double(b, FH_SYMBOLSTATE_ASK_TAG, v->ask, 0) < 0 ||
-        w_double(b, FH_SYMBOLSTATE_NOTIONAL_TAG, v->notional, 0) < 0 || fx_w_book(b, book, v->level_indexed, depth) < 0)
-        return -1;
+    if (w_open(b, &start) < 0 || buf_reserve(b, STATE_VALUES_ROOM) < 0) return -1;
+    b->len = (size_t)(put_state_values(b->data + b->len, v->volume, v->high, v->low, v->last, v->vwap, v->trade_count,
+                                       v->bid, v->ask, v->notional) -
+                      b->data);
+    if (fx_w_book(b, book, v->level_indexed, depth) < 0) return -1;
     size_t session = b->len;
     for (int i = 0; i < 9; i++) {
         if ((v->set >> i & 1) && w_double(b, tags[i], v->session[i], 1) < 0) return -1;
