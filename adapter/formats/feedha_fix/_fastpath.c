@@ -444,7 +444,7 @@ static PyTypeObject StateType = {
     .tp_basicsize = sizeof(StateObject),
     .tp_dealloc = (destructor)State_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The conversion state: per-symbol values and the order-independent digest (see adapter/state.py).",
+    .tp_doc = "The conversion state: per-symbol values and the order-independent digest (see adapter/formats/feedha_fix/state.py).",
     .tp_new = State_new,
     .tp_methods = State_methods,
     .tp_getset = State_getset,
@@ -805,7 +805,7 @@ static inline int derive_extras(const FastPathObject *fp, Message *m, double *en
         double r;
         m->extra_present[i] = 0;
         if (!present[x->a] || !present[x->b] || !extra_op(fp, x->op, env[x->a], env[x->b], &r)) continue;
-        if (!isfinite(r)) return -1; /* overflow: Python raises or differs; let it decide */
+        if (!isfinite(r)) return -1; /* past the doubles: the Python path quarantines it (overflow) */
         env[ENV_FIXED + i] = r;
         present[ENV_FIXED + i] = 1;
         m->extra_values[i] = r;

@@ -42,6 +42,7 @@ REASONS: Final = frozenset(
         "unknown_entry_type",
         "missing_field",  # an entry without price or size
         "bad_number",  # price or size not a (finite, in-range, non-negative size) number
+        "overflow",  # a derived extra (mid, spread ...) past the doubles' range
     }
 )
 
@@ -251,6 +252,8 @@ class Converter:
         for name, evaluate in self._extra:
             value = evaluate(env)
             if value is not None:
+                if not math.isfinite(value):  # past the doubles' range (as the C fast path refuses it)
+                    raise ConversionError("overflow", f"extra {name} is not a finite number")
                 env[name] = value
                 result.append((name, value))
         return tuple(result)

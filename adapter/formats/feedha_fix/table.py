@@ -174,11 +174,17 @@ class DerivedRule:
                 return function((a, b))
             except ZeroDivisionError:
                 return None
+            except OverflowError:  # fsum's intermediate overflow: the value is not finite
+                return math.inf
 
         return evaluate_pair
 
     def evaluate(self, env: Mapping[str, float]) -> float | None:
-        """Compute the value from named inputs; ``None`` when an input is absent or it divides by 0."""
+        """Compute the value from named inputs; ``None`` when an input is absent or it divides by 0.
+
+        A value past the doubles' range is infinite (``math.fsum`` raises where ``+`` would give
+        ``inf``: it is given as ``inf`` all the same), which its reader refuses as ``overflow``.
+        """
         values: list[float] = []
         for arg in self.args:
             if isinstance(arg, str):
@@ -192,6 +198,8 @@ class DerivedRule:
             return OPERATIONS[self.op][0](values)
         except ZeroDivisionError:
             return None
+        except OverflowError:
+            return math.inf
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,7 @@
  *
  * Fix44Run(table, max_prices).run(...) is Fix44Engine.run for the common incremental refresh,
  * over the state's records in C (BookTable, above). The reference is the Python loop
- * (_reference.ReferenceEngine.run over fix44_parser.Fix44Converter.parse,
+ * (conversion/_reference.LoopEngine.run over fix44/parser.Fix44Converter.parse,
  * book_state.BookState.stage/commit and Fix44Engine.encode_staged), and this does what it
  * does: the book rules applied to the records in place (each change logged so a message that
  * stops after it applied is undone exactly: FxUndo), a new symbol's record made here, each

@@ -6,8 +6,8 @@
 /* ---- MboRun: a run of A F E C X D U messages converted whole in C ----
  *
  * MboRun(state, values_type, book_type).run(...) is Itch50Engine.run for the messages that
- * move one live order. The reference is the Python loop (_reference.ReferenceEngine.run over
- * itch50_state.MboState.stage/commit and itch50_engine.Itch50Engine.encode_staged), and this
+ * move one live order. The reference is the Python loop (conversion/_reference.LoopEngine.run over
+ * itch50/state.MboState.stage/commit and itch50/engine.Itch50Engine.encode_staged), and this
  * does what it does, to the same objects: the state's order table and price levels (this
  * module's), its dicts of SymbolValues and of hashes, and its two digests. A symbol's new
  * values are new SymbolValues and BookValues objects, as the reference's copies are, so the
@@ -42,20 +42,17 @@ static int intern_run_names(void) {
 typedef struct {
     PyObject_HEAD
     PyObject *state, *values_type, *book_type;
-    Py_ssize_t max_prices; /* Fix44Run's (book.MAX_PRICES); MboRun has none */
-} RunObject; /* MboRun and Fix44Run: a run type holds the state and the value types it builds */
+} RunObject; /* MboRun: the state and the value types it builds */
 
 typedef RunObject MboRunObject;
 
-/* A new run object holding its state and value types (both run types' tp_new end here). */
-static PyObject *run_object(PyTypeObject *type, PyObject *state, PyObject *values_type, PyObject *book_type,
-                            Py_ssize_t max_prices) {
+/* A new run object holding its state and value types (MboRun's tp_new ends here). */
+static PyObject *run_object(PyTypeObject *type, PyObject *state, PyObject *values_type, PyObject *book_type) {
     RunObject *self = (RunObject *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->state = Py_NewRef(state);
     self->values_type = Py_NewRef(values_type);
     self->book_type = Py_NewRef(book_type);
-    self->max_prices = max_prices;
     return (PyObject *)self;
 }
 
@@ -718,7 +715,7 @@ static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         PyErr_SetString(PyExc_TypeError, "values_type and book_type must be callable (SymbolValues, BookValues)");
         return NULL;
     }
-    return run_object(type, state, values_type, book_type, 0);
+    return run_object(type, state, values_type, book_type);
 }
 
 static PyMethodDef MboRun_methods[] = {

@@ -214,6 +214,21 @@ def test_division_by_zero_drops_the_extra() -> None:
     assert msg.extra == ()
 
 
+@pytest.mark.parametrize("op", ["mean", "sub", "mul", "div"])
+def test_an_extra_past_the_doubles_range_quarantines_its_message(op: str) -> None:
+    # mean's fsum raised OverflowError out of the converter, and the adapter quarantined the
+    # whole frame as internal_error; sub, mul and div gave inf, which the C fast path refuses.
+    data = default_data()
+    data["extra"] = {"x": {"op": op, "args": ["bid", "ask"]}}
+    converter = Converter(ConverterTable.from_mapping(data))
+    ask = "-1e308" if op == "sub" else "1e-308" if op == "div" else "1e308"
+    body = raw_body([(35, "X"), (34, "1"), (55, "A"), (60, "20231114-22:13:20"), (268, "2"), (279, "0"),
+                     (269, "0"), (270, "1e308"), (271, "1"), (279, "0"), (269, "1"), (270, ask), (271, "1")])
+    with pytest.raises(ConversionError) as info:
+        converter.parse(body)
+    assert info.value.reason == "overflow"
+
+
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
@@ -273,6 +288,7 @@ def test_every_reason_is_reachable() -> None:
         "wrong_msg_type", "missing_seq", "bad_seq", "missing_symbol", "bad_symbol", "missing_event_time",
         "bad_event_time", "missing_entry_count", "bad_entry_count", "entry_count_mismatch",
         "missing_entry_type", "unknown_entry_type", "missing_field", "bad_number", "bad_field",
+        "overflow",  # test_an_extra_past_the_doubles_range_quarantines_its_message
     }  # fmt: skip
     assert covered == REASONS
 
