@@ -222,8 +222,9 @@ def test_an_extra_past_the_doubles_range_quarantines_its_message(op: str) -> Non
     data["extra"] = {"x": {"op": op, "args": ["bid", "ask"]}}
     converter = Converter(ConverterTable.from_mapping(data))
     ask = "-1e308" if op == "sub" else "1e-308" if op == "div" else "1e308"
-    body = raw_body([(35, "X"), (34, "1"), (55, "A"), (60, "20231114-22:13:20"), (268, "2"), (279, "0"),
-                     (269, "0"), (270, "1e308"), (271, "1"), (279, "0"), (269, "1"), (270, ask), (271, "1")])
+    header = [(35, "X"), (34, "1"), (55, "A"), (60, "20231114-22:13:20"), (268, "2")]
+    bid = [(279, "0"), (269, "0"), (270, "1e308"), (271, "1")]
+    body = raw_body([*header, *bid, (279, "0"), (269, "1"), (270, ask), (271, "1")])
     with pytest.raises(ConversionError) as info:
         converter.parse(body)
     assert info.value.reason == "overflow"
