@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_conversion_constants.h" /* BLOCK_LENGTH_COVERS */
+#include "_conversion_constants.h" /* BLOCK_LENGTH_COVERS, BLOCK_OVERHEAD */
 #include "_varint.h"             /* put_varint, varint_size */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -44,6 +44,17 @@ static inline void put_block_header(uint8_t *b, size_t payload_len, int source_s
     b[2] = (uint8_t)(source_stream >> 8);
     b[3] = (uint8_t)source_stream;
     put_be64(b + 4, source_seq);
+}
+
+/* The payload of the block whose header is at b, appended to payloads (a list; NULL: nobody
+ * keeps them) as bytes, for the journal: 0, or -1 with an exception. */
+static inline int keep_payload(PyObject *payloads, const uint8_t *b, size_t payload_len) {
+    if (payloads == NULL) return 0;
+    PyObject *item = PyBytes_FromStringAndSize((const char *)b + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
+    if (item == NULL) return -1;
+    int rc = PyList_Append(payloads, item);
+    Py_DECREF(item);
+    return rc;
 }
 
 static inline uint64_t dbits(double d) {

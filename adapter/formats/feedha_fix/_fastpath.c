@@ -1124,14 +1124,7 @@ static inline int append_block(const FastPathObject *self, Run *run, const Messa
     run->room -= block;
     uint8_t *b = run->blocks.data + block_start;
     put_block_header(b, payload_len, run->source_stream, m->source_seq);
-    if (run->payloads != NULL) {
-        PyObject *item = PyBytes_FromStringAndSize((const char *)b + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
-        if (item == NULL || PyList_Append(run->payloads, item) < 0) {
-            Py_XDECREF(item);
-            return -1;
-        }
-        Py_DECREF(item);
-    }
+    if (keep_payload(run->payloads, b, payload_len) < 0) return -1;
     return 0;
 }
 

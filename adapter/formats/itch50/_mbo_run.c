@@ -462,14 +462,7 @@ static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues
     c->room -= block;
     uint8_t *h = b->data + block_start;
     put_block_header(h, payload_len, c->source_stream, s->m.seq);
-    if (c->payloads != NULL) {
-        PyObject *item = PyBytes_FromStringAndSize((const char *)h + BLOCK_OVERHEAD, (Py_ssize_t)payload_len);
-        if (item == NULL || PyList_Append(c->payloads, item) < 0) {
-            Py_XDECREF(item);
-            return -1;
-        }
-        Py_DECREF(item);
-    }
+    if (keep_payload(c->payloads, h, payload_len) < 0) return -1;
     return 0;
 }
 
