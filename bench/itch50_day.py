@@ -54,6 +54,7 @@ import random
 import struct
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
@@ -73,6 +74,7 @@ __all__ = [
     "journal_books",
     "make_day_capture",
     "run",
+    "shown_books",
 ]
 
 DEFAULT_MESSAGES: Final = 1_000_000
@@ -250,15 +252,27 @@ def journal_books(directory: Path, *, depth: int = DEPTH) -> tuple[int, dict[str
             continue  # a session boundary, not a message
         count += 1
         keeper.observe(record.msg_seq, market_pb2.MarketUpdate.FromString(record.payload))
-    books = {}
-    for symbol, book in keeper.books.items():
-        shown = {
+    return count, shown_books(keeper.books.items(), depth=depth)
+
+
+def shown_books(
+    books: Iterable[tuple[str, Any]], *, depth: int = DEPTH
+) -> dict[str, dict[str, list[list[float]]]]:
+    """Each non-empty book's best ``depth`` levels a side as :func:`itch_book_books` gives them.
+
+    Args:
+        books: ``(symbol, book)`` pairs, a book with ``bids`` and ``asks`` lists of
+            ``(price, size, orders)``, best first (the client's books, the engine's ``BookValues``).
+    """
+    shown = {}
+    for symbol, book in books:
+        sides = {
             "bids": [[price, size, orders] for price, size, orders in book.bids[:depth]],
             "asks": [[price, size, orders] for price, size, orders in book.asks[:depth]],
         }
-        if shown["bids"] or shown["asks"]:
-            books[symbol] = shown
-    return count, books
+        if sides["bids"] or sides["asks"]:
+            shown[symbol] = sides
+    return shown
 
 
 def _journaled(directory: Path) -> int:

@@ -29,7 +29,7 @@ import pytest
 
 from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine
-from feedha.bench.itch50_day import itch_book_books, make_day_capture
+from feedha.bench.itch50_day import itch_book_books, make_day_capture, shown_books
 from tests.itch50_feed import convert, packets
 
 pytest.importorskip("itch_book")  # a dev dependency (pyproject.toml, the bench extra)
@@ -42,17 +42,9 @@ def _engine_books(data: bytes, depth: int) -> tuple[dict[str, Any], dict[str, in
     for packet in packets(data, per_packet=23):
         for reason, count in convert(engine, packet).items():
             reasons[reason] = reasons.get(reason, 0) + count
-    books = {}
-    for symbol, values in engine.state.snapshot().items():
-        book = values.book
-        assert book is not None
-        shown = {
-            "bids": [[price, size, orders] for price, size, orders in book.bids[:depth]],
-            "asks": [[price, size, orders] for price, size, orders in book.asks[:depth]],
-        }
-        if shown["bids"] or shown["asks"]:
-            books[symbol] = shown
-    return books, reasons
+    snapshot = engine.state.snapshot()
+    assert all(values.book is not None for values in snapshot.values())
+    return shown_books(((symbol, values.book) for symbol, values in snapshot.items()), depth=depth), reasons
 
 
 def _itch_book_counters(data: bytes) -> dict[str, Any]:
