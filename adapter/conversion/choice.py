@@ -46,7 +46,7 @@ class OrderStore:
         encode_block: a book block's payload (:func:`~adapter.conversion.codec.encode_book_block`).
         symbol_digest: a symbol's share of the digest (:func:`~adapter.conversion.state.symbol_digest`).
         is_native: the C extension's parts.
-        run: makes the C run of ``A F E C X D U`` over a state (``MboRun(state, SymbolValues,
+        run: makes the C run of ``A F E C X D U P Q R`` over a state (``MboRun(state, SymbolValues,
             BookValues)``; its ``run`` is a :data:`~adapter.conversion.engine.RunFunction`), or
             ``None``: the runs are Python's.
     """

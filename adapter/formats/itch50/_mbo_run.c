@@ -3,19 +3,22 @@
  * includes it after what the formats share (one translation unit: it is not compiled on its own).
  */
 
-/* ---- MboRun: a run of A F E C X D U messages converted whole in C ----
+/* ---- MboRun: a run of A F E C X D U P Q R messages converted whole in C ----
  *
  * MboRun(state, values_type, book_type).run(...) is Itch50Engine.run for the messages that
- * move one live order. The reference is the Python loop (conversion/_reference.LoopEngine.run over
+ * give a block: those that move one live order (A F E C X D U), and trades, crosses and
+ * directory messages of a symbol the state knows (P Q R: the symbol's session values, the
+ * shown book unchanged). The reference is the Python loop (conversion/_reference.LoopEngine.run over
  * itch50/state.MboState.stage/commit and itch50/engine.Itch50Engine.encode_staged), and this
  * does what it does, to the same objects: the state's order table and price levels (this
  * module's), its dicts of SymbolValues and of hashes, and its two digests. A symbol's new
  * values are new SymbolValues and BookValues objects, as the reference's copies are, so the
  * careful path, snapshots and images read them as they read the reference's. Anything else
  * stops the run (STOP_SLOW) before anything changes and the Python path takes that message:
- * another type, a record out of the run, a symbol never seen, an unknown or duplicate order,
- * bad shares, a full table, values of an unexpected type, or arithmetic the doubles here
- * could round otherwise than Python's integers (tests/unit/adapter/test_mbo_run.py compares
+ * another type (those that move nothing: counted and skipped there), a record out of the run,
+ * a symbol never seen, an unknown or duplicate order, bad shares, a full table, values of an
+ * unexpected type, or arithmetic the doubles here could round otherwise than Python's
+ * integers (a cross of more shares than a u32 holds) (tests/unit/adapter/test_mbo_run.py compares
  * the two on the same input, block for block and digest for digest).
  */
 
@@ -63,14 +66,14 @@ static void run_dealloc(RunObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* One decoded message (itch50_parser.parse_itch's fields for A F E C X D U). */
+/* One decoded message (itch50_parser.parse_itch's fields for A F E C X D U P Q R). */
 typedef struct {
     uint64_t seq, ref, new_ref;
     int64_t ns;
     char kind;
     uint8_t side, printable;
     uint32_t shares, price;
-    const uint8_t *stock; /* A F: the 8-byte stock field */
+    const uint8_t *stock; /* A F P Q R: the 8-byte stock field */
 } ItchMsg;
 
 typedef struct {
@@ -115,6 +118,9 @@ static int itch_take(const uint8_t *body, size_t len, ItchMsg *m) {
     case 'X': want = 23; break;
     case 'D': want = 19; break;
     case 'U': want = 35; break;
+    case 'P': want = 44; break;
+    case 'Q': want = 40; break;
+    case 'R': want = 39; break;
     default: return -1;
     }
     if (m->seq == 0 || m->seq > MAX_SOURCE_SEQ || len - 8 != want) return -1; /* bad_seq: the Python path */
@@ -124,6 +130,7 @@ static int itch_take(const uint8_t *body, size_t len, ItchMsg *m) {
     switch (m->kind) {
     case 'A':
     case 'F':
+    case 'P': /* P lays out ref, side, shares, stock and price as A does (its side is not checked) */
         m->side = f[8];
         m->shares = (uint32_t)rd_be(f + 9, 4);
         m->stock = f + 13;
@@ -141,6 +148,13 @@ static int itch_take(const uint8_t *body, size_t len, ItchMsg *m) {
         m->shares = (uint32_t)rd_be(f + 16, 4);
         m->price = (uint32_t)rd_be(f + 20, 4);
         break;
+    case 'Q': /* u64 shares: past a u32 the arithmetic is the Python path's (its int products) */
+        if (rd_be(f, 8) > UINT32_MAX) return -1;
+        m->shares = (uint32_t)rd_be(f, 8);
+        m->stock = f + 8;
+        m->price = (uint32_t)rd_be(f + 16, 4);
+        break;
+    case 'R': m->stock = f; break;
     default: break;
     }
     return 0;
@@ -466,7 +480,67 @@ static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues
     return 0;
 }
 
-/* One message, staged, encoded and committed: 0, a STOP_* with nothing changed, or -1. */
+/* Where a message's side of the shown book stands before and after it (a message that moves
+ * no order: none). ``scratch`` has room for both, as w_changes needs. */
+typedef struct {
+    ShownLevel *before, *after, *scratch;
+    Py_ssize_t n_before, n_after;
+} ShownSides;
+
+/* The tail every message shares: the new values' objects, the orders it touches, its block,
+ * then the commit -- the hash first (it can fail), then the orders, then the values. 0, a
+ * STOP_* with nothing changed, or -1. ``levels`` is NULL for a message that moves no order. */
+static int mbo_finish(MboRunObject *self, MboCtx *c, const Staged *s, PyObject *name, NewValues *n,
+                      const ShownSides *sides, SideLevelsObject *levels, uint64_t name_hash) {
+    PyObject *values = NULL;
+    Buf orders = {0};
+    int rc = -1;
+    n->v[9] = PyObject_Vectorcall(self->book_type, n->k, 15, NULL);
+    if (n->v[9] == NULL || (values = PyObject_Vectorcall(self->values_type, n->v, 10, NULL)) == NULL) goto done;
+    for (int i = 0; i < s->n_ops; i++) { /* the orders it touches, after it (MboState.touched) */
+        const OrderOp *op = &s->ops[i];
+        const Order *o = op->kind == OP_ADD_ORDER ? NULL : ot_find(c->orders, op->ref);
+        if (op->kind != OP_ADD_ORDER && o == NULL) { /* staged from this table a moment ago */
+            rc = STOP_SLOW;
+            goto done;
+        }
+        rc = op->kind == OP_ADD_ORDER ? order_record(&orders, op->ref, op->side, op->price, op->shares)
+                                      : order_record(&orders, op->ref, o->side, o->price,
+                                                     op->kind == OP_REMOVE_ORDER ? 0 : op->shares);
+        if (rc < 0) goto done;
+    }
+    if (c->publish && (rc = mbo_block(c, s, name, n, sides->before, sides->n_before, sides->after, sides->n_after,
+                                      sides->scratch, &orders)) != 0)
+        goto done;
+    rc = -1;
+    Py_ssize_t name_len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+    uint64_t new_hash, old_hash = 0;
+    if (utf8 == NULL || digest_view(utf8, name_len, n, &new_hash) < 0) goto done;
+    PyObject *old = PyDict_GetItemWithError(c->hashes, name);
+    if (old != NULL) {
+        old_hash = PyLong_AsUnsignedLongLong(old);
+        if (old_hash == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+    } else if (PyErr_Occurred()) {
+        goto done;
+    }
+    PyObject *hash_obj = PyLong_FromUnsignedLongLong(new_hash);
+    if (hash_obj == NULL || mbo_commit_ops(c, s, levels, name_hash) < 0 ||
+        PyDict_SetItem(c->values, name, values) < 0 || PyDict_SetItem(c->hashes, name, hash_obj) < 0) {
+        Py_XDECREF(hash_obj);
+        goto done;
+    }
+    Py_DECREF(hash_obj);
+    c->digest += new_hash - old_hash;
+    rc = 0;
+done:
+    PyMem_Free(orders.data);
+    Py_XDECREF(values);
+    return rc;
+}
+
+/* One message that moves a live order (A F E C X D U), staged, encoded and committed: 0, a
+ * STOP_* with nothing changed, or -1. */
 static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
     int rc;
     if (s->m.kind == 'A' || s->m.kind == 'F') {
@@ -483,100 +557,68 @@ static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
     PyObject *current = PyDict_GetItemWithError(c->values, name);
     Py_XINCREF(current);
     NewValues n = {0};
-    PyObject *values = NULL;
-    Buf orders = {0};
     int side_at = s->side == ITCH_BID ? 1 : 2; /* n.k: 1 bids, 2 asks */
     size_t room = sl_best_room(levels, c->depth, s->n_moves);
     Shown *shown = PyMem_Malloc(room * sizeof(Shown));
     ShownLevel *lv = PyMem_Malloc((size_t)(4 * (c->depth + 1)) * sizeof(ShownLevel));
+    ShownSides sides = {lv, lv + c->depth + 1, lv + 2 * (c->depth + 1), 0, 0};
+    rc = -1;
     if (shown == NULL || lv == NULL) {
         PyErr_NoMemory();
-        rc = -1;
         goto done;
     }
-    ShownLevel *before = lv, *after = lv + c->depth + 1, *scratch = lv + 2 * (c->depth + 1);
-    if (PyErr_Occurred() || load_values(current, &n) < 0) {
-        rc = -1;
+    if (PyErr_Occurred() || load_values(current, &n) < 0) goto done;
+    sides.n_before = read_side(n.k[side_at], c->depth, sides.before);
+    if (sides.n_before < 0) {
+        rc = sides.n_before == -2 ? STOP_SLOW : -1;
         goto done;
     }
-    Py_ssize_t n_before = read_side(n.k[side_at], c->depth, before);
-    if (n_before < 0) {
-        rc = n_before == -2 ? STOP_SLOW : -1;
-        goto done;
-    }
-    Py_ssize_t n_after = sl_best(levels, c->depth, s->moves, s->n_moves, shown);
+    sides.n_after = sl_best(levels, c->depth, s->moves, s->n_moves, shown);
     PyObject *other = PySequence_List(n.k[3 - side_at]); /* list(): the reference's copy */
-    PyObject *mine = shown_side(shown, n_after, after);
+    PyObject *mine = shown_side(shown, sides.n_after, sides.after);
     replace(&n.k[3 - side_at], other);
     replace(&n.k[side_at], mine);
-    if (other == NULL || mine == NULL) {
-        rc = -1;
-        goto done;
-    }
+    if (other == NULL || mine == NULL) goto done;
     if (s->has_trade && (rc = execute(&n, s->trade_price, s->trade_shares)) != 0) goto done;
     replace(&n.v[6], best_price(n.k[1]));
     replace(&n.v[7], best_price(n.k[2]));
-    if (n.v[6] == NULL || n.v[7] == NULL) {
-        rc = -1;
-        goto done;
-    }
-    n.v[9] = PyObject_Vectorcall(self->book_type, n.k, 15, NULL);
-    if (n.v[9] == NULL || (values = PyObject_Vectorcall(self->values_type, n.v, 10, NULL)) == NULL) {
-        rc = -1;
-        goto done;
-    }
-    for (int i = 0; i < s->n_ops; i++) { /* the orders it touches, after it (MboState.touched) */
-        const OrderOp *op = &s->ops[i];
-        const Order *o = op->kind == OP_ADD_ORDER ? NULL : ot_find(c->orders, op->ref);
-        if (op->kind != OP_ADD_ORDER && o == NULL) { /* staged from this table a moment ago */
-            rc = STOP_SLOW;
-            goto done;
-        }
-        rc = op->kind == OP_ADD_ORDER ? order_record(&orders, op->ref, op->side, op->price, op->shares)
-                                      : order_record(&orders, op->ref, o->side, o->price,
-                                                     op->kind == OP_REMOVE_ORDER ? 0 : op->shares);
-        if (rc < 0) goto done;
-    }
-    if (c->publish &&
-        (rc = mbo_block(c, s, name, &n, before, n_before, after, n_after, scratch, &orders)) != 0)
-        goto done;
-    /* Committed from here: the hash first (it can fail), then the orders, then the values. */
-    Py_ssize_t name_len;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
-    uint64_t new_hash, old_hash = 0;
-    if (utf8 == NULL || digest_view(utf8, name_len, &n, &new_hash) < 0) {
-        rc = -1;
-        goto done;
-    }
-    PyObject *old = PyDict_GetItemWithError(c->hashes, name);
-    if (old != NULL) {
-        old_hash = PyLong_AsUnsignedLongLong(old);
-        if (old_hash == (unsigned long long)-1 && PyErr_Occurred()) {
-            rc = -1;
-            goto done;
-        }
-    } else if (PyErr_Occurred()) {
-        rc = -1;
-        goto done;
-    }
-    PyObject *hash_obj = PyLong_FromUnsignedLongLong(new_hash);
-    if (hash_obj == NULL || mbo_commit_ops(c, s, levels, name_hash) < 0 ||
-        PyDict_SetItem(c->values, name, values) < 0 || PyDict_SetItem(c->hashes, name, hash_obj) < 0) {
-        Py_XDECREF(hash_obj);
-        rc = -1;
-        goto done;
-    }
-    Py_DECREF(hash_obj);
-    c->digest += new_hash - old_hash;
-    rc = 0;
+    rc = (n.v[6] == NULL || n.v[7] == NULL) ? -1 : mbo_finish(self, c, s, name, &n, &sides, levels, name_hash);
 done:
     PyMem_Free(shown);
     PyMem_Free(lv);
-    PyMem_Free(orders.data);
     new_values_clear(&n);
-    Py_XDECREF(values);
     Py_XDECREF(current);
     Py_DECREF(levels);
+    Py_DECREF(name);
+    return rc;
+}
+
+/* A P, Q or R message of a symbol the state knows (itch50_state.MboState.stage's "P Q R" case):
+ * no order moves and the shown book stays; P and Q execute (volume, last, high, low, VWAP; bid
+ * and ask stay as they were). 0, a STOP_* with nothing changed, or -1. */
+static int mbo_symbol_message(MboRunObject *self, MboCtx *c, Staged *s) {
+    int rc = stock_symbol(c, s->m.stock, &s->symbol);
+    if (rc != 0) return rc;
+    if ((Py_ssize_t)s->symbol >= PyList_GET_SIZE(c->names) || !PyUnicode_Check(PyList_GET_ITEM(c->names, s->symbol)))
+        return STOP_SLOW;
+    PyObject *name = Py_NewRef(PyList_GET_ITEM(c->names, s->symbol));
+    s->has_trade = s->m.kind != 'R';
+    s->trade_price = s->m.price;
+    s->trade_shares = s->m.shares;
+    PyObject *current = PyDict_GetItemWithError(c->values, name);
+    Py_XINCREF(current);
+    NewValues n = {0};
+    ShownSides sides = {0};
+    rc = -1;
+    if (PyErr_Occurred() || load_values(current, &n) < 0) goto done;
+    replace(&n.k[1], PySequence_List(n.k[1])); /* the reference's copy of both sides */
+    replace(&n.k[2], PySequence_List(n.k[2]));
+    if (n.k[1] == NULL || n.k[2] == NULL) goto done;
+    if (s->has_trade && (rc = execute(&n, s->trade_price, s->trade_shares)) != 0) goto done;
+    rc = mbo_finish(self, c, s, name, &n, &sides, NULL, 0);
+done:
+    new_values_clear(&n);
+    Py_XDECREF(current);
     Py_DECREF(name);
     return rc;
 }
@@ -595,7 +637,8 @@ static int mbo_messages(MboRunObject *self, MboCtx *c, const uint8_t *buf, Py_ss
         if (itch_take(buf + *pos + 4, length, &s.m) < 0) return STOP_SLOW;
         if (c->expect_seq && (long long)s.m.seq != c->expect_seq) return STOP_SLOW;
         if (c->stop_seq && (long long)s.m.seq >= c->stop_seq) return STOP_SLOW; /* seq <= MAX_SOURCE_SEQ */
-        int rc = mbo_message(self, c, &s);
+        int symbol_only = s.m.kind == 'P' || s.m.kind == 'Q' || s.m.kind == 'R';
+        int rc = symbol_only ? mbo_symbol_message(self, c, &s) : mbo_message(self, c, &s);
         if (rc != 0) return rc;
         if (buf_reserve(&c->digests, 8) < 0) return -1;
         memcpy(c->digests.data + c->digests.len, &c->digest, 8);
@@ -637,7 +680,7 @@ PyDoc_STRVAR(MboRun_run_doc,
              "run(frame, pos, expect_seq, stop_seq, room, max_count, publish_time_ns, source_stream, publish,\n"
              "    want_payloads) -> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
              "engine.ConversionEngine.run over a record frame of MoldUDP64 messages: the A F E C X D U\n"
-             "messages in C, stopping (1, the Python path) at anything else.");
+             "P Q R messages in C, stopping (1, the Python path) at anything else.");
 
 /* The state's book depth: 0, or -1 with an exception (not a u64, or too deep). */
 static int depth_attr(PyObject *state, Py_ssize_t *out) {
@@ -721,7 +764,7 @@ static PyTypeObject MboRunType = {
     .tp_basicsize = sizeof(RunObject),
     .tp_dealloc = (destructor)run_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "MboRun(state, values_type, book_type): itch50 runs of A F E C X D U in C over an MboState.",
+    .tp_doc = "MboRun(state, values_type, book_type): itch50 runs of A F E C X D U P Q R in C over an MboState.",
     .tp_new = MboRun_new,
     .tp_methods = MboRun_methods,
 };

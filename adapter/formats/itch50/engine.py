@@ -14,12 +14,14 @@ orders it touched, so that an adapter rebuilds its order table from its
 journal), written by the C extension ``_orders`` where it is built
 (:func:`~adapter.conversion.codec.encode_book_block` is its reference).
 
-Where the extension is built, runs are C too: ``_orders.MboRun`` converts the
-messages that move one live order (``A F E C X D U``, nearly all of a day)
-whole -- decoded, checked, staged, encoded, hashed and committed to the same
-state objects -- and stops at anything else (a directory message, a trade, a
-new symbol, an error), which the Python path takes (the reference engine's
-loop, :meth:`LoopEngine.run`, is the reference for both). Pure.
+Where the extension is built, runs are C too: ``_orders.MboRun`` converts every
+message that gives a block -- those that move one live order (``A F E C X D U``),
+trades and crosses (``P Q``) and directory messages (``R``) of a known symbol --
+whole: decoded, checked, staged, encoded, hashed and committed to the same
+state objects. It stops at anything else (the first message naming a new
+symbol, a type that moves nothing, a cross past a u32 of shares, an error),
+which the Python path takes (the reference engine's loop,
+:meth:`LoopEngine.run`, is the reference for both). Pure.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The reference is the engine on the Python order store (``prefer_native=False``): its runs are
 ``LoopEngine.run`` over ``MboState.stage``/``commit`` and ``Itch50Engine.encode_staged``.
-The C run stops at other places (a directory message, a trade, an error, a new symbol), so the
+The C run stops at other places (a new symbol, a message that moves nothing, an error), so the
 two are compared on what a play publishes -- every message's block and the digest after it,
 whether a run or the careful path converted it -- and on the state left behind. The messages
 are written from the specification's layouts (``test_itch50``), not by the code under test.
@@ -52,7 +52,7 @@ MESSAGE = st.one_of(
     st.builds(delete, REFS),
     st.builds(replace, REFS, REFS, SHARES, PRICES),
     st.builds(trade, REFS, SIDES, SHARES, STOCKS, PRICES),
-    st.builds(cross, SHARES, STOCKS, PRICES),
+    st.builds(cross, st.one_of(SHARES, st.integers(2**32, 2**64 - 1)), STOCKS, PRICES),  # Q's shares: u64
     st.builds(directory, STOCKS),
     st.just(system_event()),
     st.builds(lambda m, cut: m[:cut], st.builds(delete, REFS), st.integers(0, 18)),  # truncated
@@ -107,9 +107,38 @@ def test_a_day_runs_in_c_and_publishes_what_the_python_loop_publishes() -> None:
             assert convert(engine, packet, played) == {}
         plays.append(played)
     assert plays[0] == plays[1] and len(plays[0].digests) // 8 > 8_000
-    # Most of the day went through the C run: the careful path took the rest.
-    assert plays[0].from_runs > 0.8 * plays[1].from_runs
+    # The C run took every message but the directory message that names a new symbol (P, Q and
+    # the other directory messages included): the careful path took those 60.
+    assert plays[0].from_runs == plays[1].from_runs - 60
     _same_state(*engines)
+
+
+@needs_native
+def test_trades_crosses_and_directory_messages_of_a_known_symbol_run_in_c() -> None:
+    opening = [directory(b"AAA"), add_order(1, b"B", 100, b"AAA", 10_000)]
+    messages = [
+        trade(0, b"B", 300, b"AAA", 10_100),
+        trade(0, b" ", 2**32 - 1, b"AAA", 2**32 - 1),  # P's side may be blank
+        cross(200, b"AAA", 10_050),
+        cross(2**32 - 1, b"AAA", 1),
+        directory(b"AAA"),  # again: a block with the values unchanged
+        executed(1, 40),
+        cross(2**32, b"AAA", 5),  # past a u32: the Python path's arithmetic
+        cross(0, b"AAA", 0),
+        trade(0, b"S", 1, b"ZZZ", 10_000),  # a symbol never seen: the Python path interns it
+    ]
+    engines = [Itch50Engine(depth=2, prefer_native=n) for n in (True, False)]
+    plays = []
+    for engine in engines:
+        convert(engine, moldudp64.encode_packet("T", 1, opening))
+        played = Played()
+        assert convert(engine, moldudp64.encode_packet("T", 3, messages), played) == {}
+        plays.append(played)
+    assert plays[0] == plays[1] and plays[0].from_runs == 7
+    _same_state(*engines)
+    values = engines[0].mbo.peek("AAA")
+    assert values is not None and values.book is not None
+    assert values.trade_count == 7 and values.volume == 300 + 2**32 - 1 + 200 + 2**32 - 1 + 40 + 2**32
 
 
 def _orders_frame(first_seq: int) -> bytes:
