@@ -22,6 +22,8 @@
  * the two on the same input, block for block and digest for digest).
  */
 
+#include "structmember.h" /* T_OBJECT_EX, READONLY: the slots of SymbolValues and BookValues */
+
 static PyObject *N_INDEX, *N_NAMES, *N_SIDES, *N_NAME_HASHES, *N_VALUES, *N_HASHES, *N_DIGEST, *N_ORDERS_DIGEST,
     *N_MAX_ORDERS, *N_DEPTH;
 
@@ -42,12 +44,45 @@ static int intern_run_names(void) {
 #define OP_REMOVE_ORDER 1
 #define OP_SET_SHARES 2
 
+#define VALUE_SLOTS 10 /* SymbolValues: the nine values (N_STATE), then book */
+#define BOOK_SLOTS 18  /* BookValues: level_indexed bids asks, the nine session values, notional traded trades,
+                          then shared cache level_bytes (the staging's bookkeeping: 0, {}, {} when new) */
+
 typedef struct {
     PyObject_HEAD
     PyObject *state, *values_type, *book_type;
+    /* Where the value types keep their fields (slots: dataclass(slots=True)), or 0 in
+     * value_at[0]: the run builds them by calling the types and reads them by attribute. */
+    Py_ssize_t value_at[VALUE_SLOTS], book_at[BOOK_SLOTS];
 } RunObject; /* MboRun: the state and the value types it builds */
 
 typedef RunObject MboRunObject;
+
+/* The offset of ``type``'s slot ``name`` (a T_OBJECT_EX member), or 0 when it has no such slot. */
+static Py_ssize_t slot_offset(PyObject *type, const char *name) {
+    if (!PyType_Check(type)) return 0;
+    PyObject *d = PyDict_GetItemString(((PyTypeObject *)type)->tp_dict, name); /* borrowed, no exception */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    return (m->type == T_OBJECT_EX && !(m->flags & READONLY) && m->offset > 0) ? m->offset : 0;
+}
+
+/* The slots of both value types, all or none: a type that is not the slotted dataclass the
+ * run knows (another implementation, a subclass with its own __init__) is built by calling it. */
+static void find_slots(RunObject *self) {
+    static const char *book_extra[3] = {"shared", "cache", "level_bytes"};
+    PyObject *book_names[15] = {N_LEVEL_INDEXED, N_BIDS, N_ASKS, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                N_NOTIONAL, N_TRADED, N_TRADES};
+    for (int i = 0; i < 9; i++) book_names[3 + i] = N_SESSION[i];
+    int ok = PyType_Check(self->values_type) && PyType_Check(self->book_type);
+    for (int i = 0; i < VALUE_SLOTS && ok; i++)
+        ok = (self->value_at[i] = slot_offset(self->values_type, i < 9 ? PyUnicode_AsUTF8(N_STATE[i]) : "book")) > 0;
+    for (int i = 0; i < BOOK_SLOTS && ok; i++)
+        ok = (self->book_at[i] = slot_offset(self->book_type, i < 15 ? PyUnicode_AsUTF8(book_names[i])
+                                                                      : book_extra[i - 15])) > 0;
+    if (!ok) self->value_at[0] = 0;
+    PyErr_Clear();
+}
 
 /* A new run object holding its state and value types (MboRun's tp_new ends here). */
 static PyObject *run_object(PyTypeObject *type, PyObject *state, PyObject *values_type, PyObject *book_type) {
@@ -56,7 +91,69 @@ static PyObject *run_object(PyTypeObject *type, PyObject *state, PyObject *value
     self->state = Py_NewRef(state);
     self->values_type = Py_NewRef(values_type);
     self->book_type = Py_NewRef(book_type);
+    find_slots(self);
     return (PyObject *)self;
+}
+
+#define SLOT(obj, at) (*(PyObject **)((char *)(obj) + (at)))
+
+/* An object of ``type`` with its slots set to ``items`` (new references taken) and ``extra``
+ * more slots made by the caller (stolen): what calling the dataclass does, without its
+ * Python __init__. NULL with an exception. */
+static PyObject *build_slotted(PyObject *type, const Py_ssize_t *at, PyObject *const *items, int n,
+                               PyObject **extra, int n_extra) {
+    int missing = 0;
+    for (int i = 0; i < n; i++) missing |= items[i] == NULL;
+    PyObject *obj = missing ? NULL : ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+    if (missing) PyErr_SetString(PyExc_SystemError, "a value the run built is missing");
+    for (int i = 0; i < n_extra; i++) {
+        if (obj == NULL || extra[i] == NULL) {
+            for (int k = i; k < n_extra; k++) Py_CLEAR(extra[k]);
+            Py_XDECREF(obj);
+            return NULL;
+        }
+        SLOT(obj, at[n + i]) = extra[i];
+    }
+    if (obj == NULL) return NULL;
+    for (int i = 0; i < n; i++) SLOT(obj, at[i]) = Py_NewRef(items[i]);
+    return obj;
+}
+
+/* The new values' objects: n->v[9] the BookValues of n->k, then the SymbolValues of n->v. */
+static PyObject *build_values(RunObject *self, NewValues *n) {
+    if (self->value_at[0] == 0) {
+        n->v[9] = PyObject_Vectorcall(self->book_type, n->k, 15, NULL);
+        return n->v[9] == NULL ? NULL : PyObject_Vectorcall(self->values_type, n->v, 10, NULL);
+    }
+    PyObject *book_extra[3] = {PyLong_FromLong(0), PyDict_New(), PyDict_New()};
+    n->v[9] = build_slotted(self->book_type, self->book_at, n->k, 15, book_extra, 3);
+    return n->v[9] == NULL ? NULL : build_slotted(self->values_type, self->value_at, n->v, 10, NULL, 0);
+}
+
+/* ``values``' fields into ``n`` as view_of reads them, from the slots where it is of the run's
+ * own types (an unset slot: the attribute's AttributeError, as view_of). */
+static int run_view_of(RunObject *self, PyObject *values, NewValues *n) {
+    if (self->value_at[0] == 0 || !Py_IS_TYPE(values, (PyTypeObject *)self->values_type)) return view_of(values, n);
+    PyObject *book = SLOT(values, self->value_at[9]);
+    if (book != NULL && book != Py_None && !Py_IS_TYPE(book, (PyTypeObject *)self->book_type)) return view_of(values, n);
+    for (int i = 0; i < 10; i++) {
+        PyObject *item = SLOT(values, self->value_at[i]);
+        if (item == NULL) return view_of(values, n);
+        n->v[i] = Py_NewRef(item);
+    }
+    if (book == Py_None) {
+        Py_CLEAR(n->v[9]);
+        return 0;
+    }
+    for (int i = 0; i < 15; i++) {
+        PyObject *item = SLOT(book, self->book_at[i]);
+        if (item == NULL) {
+            new_values_clear(n);
+            return view_of(values, n);
+        }
+        n->k[i] = Py_NewRef(item);
+    }
+    return 0;
 }
 
 static void run_dealloc(RunObject *self) {
@@ -267,10 +364,10 @@ static int stock_symbol(MboCtx *c, const uint8_t *stock, uint32_t *symbol) {
 
 /* The current values' fields (or a new symbol's defaults; a book-less one gets an empty book)
  * as new references in ``n``; n->v[9] stays NULL (the run makes the new book). */
-static int load_values(PyObject *current, NewValues *n) {
+static int load_values(RunObject *self, PyObject *current, NewValues *n) {
     int rc = 0;
     if (current != NULL) {
-        if (view_of(current, n) < 0) return -1;
+        if (run_view_of(self, current, n) < 0) return -1;
         if (n->v[9] != NULL) {
             Py_CLEAR(n->v[9]);
             return 0;
@@ -345,13 +442,30 @@ static int execute(NewValues *n, uint32_t price_units, uint32_t shares) {
     return (v[0] && v[4] && v[8]) ? 0 : -1;
 }
 
-/* The shown levels as the list the reference builds: (price / 10,000, float(size), orders). */
-static PyObject *shown_side(const Shown *levels, Py_ssize_t n, ShownLevel *as_doubles) {
+/* The tuple of ``old`` (a side's list, read into ``before``) at ``j`` when it is level ``l`` bit for bit. */
+static PyObject *same_level(PyObject *old, const ShownLevel *before, Py_ssize_t n_before, Py_ssize_t j,
+                            const ShownLevel *l) {
+    if (j < 0 || j >= n_before || j >= PyList_GET_SIZE(old)) return NULL;
+    const ShownLevel *b = &before[j];
+    if (dbits(b->price) != dbits(l->price) || dbits(b->size) != dbits(l->size) || b->orders != l->orders) return NULL;
+    PyObject *t = PyList_GET_ITEM(old, j);
+    return PyTuple_CheckExact(t) ? t : NULL;
+}
+
+/* The shown levels as the list the reference builds: (price / 10,000, float(size), orders). A
+ * level the side showed before, where a message leaves it (the same place, or one up or down),
+ * is its old tuple again -- equal to the reference's new one, and nothing allocated. */
+static PyObject *shown_side(const Shown *levels, Py_ssize_t n, ShownLevel *as_doubles, PyObject *old,
+                            const ShownLevel *before, Py_ssize_t n_before) {
     PyObject *out = PyList_New(n);
     if (out == NULL) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         as_doubles[i] = (ShownLevel){(double)levels[i].price / PRICE_SCALE, (double)levels[i].size, levels[i].count};
-        PyObject *t = Py_BuildValue("(ddL)", as_doubles[i].price, as_doubles[i].size, (long long)levels[i].count);
+        PyObject *t = same_level(old, before, n_before, i, &as_doubles[i]);
+        if (t == NULL) t = same_level(old, before, n_before, i - 1, &as_doubles[i]);
+        if (t == NULL) t = same_level(old, before, n_before, i + 1, &as_doubles[i]);
+        t = t != NULL ? Py_NewRef(t)
+                      : Py_BuildValue("(ddL)", as_doubles[i].price, as_doubles[i].size, (long long)levels[i].count);
         if (t == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -495,8 +609,7 @@ static int mbo_finish(MboRunObject *self, MboCtx *c, const Staged *s, PyObject *
     PyObject *values = NULL;
     Buf orders = {0};
     int rc = -1;
-    n->v[9] = PyObject_Vectorcall(self->book_type, n->k, 15, NULL);
-    if (n->v[9] == NULL || (values = PyObject_Vectorcall(self->values_type, n->v, 10, NULL)) == NULL) goto done;
+    if ((values = build_values(self, n)) == NULL) goto done;
     for (int i = 0; i < s->n_ops; i++) { /* the orders it touches, after it (MboState.touched) */
         const OrderOp *op = &s->ops[i];
         const Order *o = op->kind == OP_ADD_ORDER ? NULL : ot_find(c->orders, op->ref);
@@ -567,7 +680,7 @@ static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
         PyErr_NoMemory();
         goto done;
     }
-    if (PyErr_Occurred() || load_values(current, &n) < 0) goto done;
+    if (PyErr_Occurred() || load_values(self, current, &n) < 0) goto done;
     sides.n_before = read_side(n.k[side_at], c->depth, sides.before);
     if (sides.n_before < 0) {
         rc = sides.n_before == -2 ? STOP_SLOW : -1;
@@ -575,7 +688,7 @@ static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
     }
     sides.n_after = sl_best(levels, c->depth, s->moves, s->n_moves, shown);
     PyObject *other = PySequence_List(n.k[3 - side_at]); /* list(): the reference's copy */
-    PyObject *mine = shown_side(shown, sides.n_after, sides.after);
+    PyObject *mine = shown_side(shown, sides.n_after, sides.after, n.k[side_at], sides.before, sides.n_before);
     replace(&n.k[3 - side_at], other);
     replace(&n.k[side_at], mine);
     if (other == NULL || mine == NULL) goto done;
@@ -610,7 +723,7 @@ static int mbo_symbol_message(MboRunObject *self, MboCtx *c, Staged *s) {
     NewValues n = {0};
     ShownSides sides = {0};
     rc = -1;
-    if (PyErr_Occurred() || load_values(current, &n) < 0) goto done;
+    if (PyErr_Occurred() || load_values(self, current, &n) < 0) goto done;
     replace(&n.k[1], PySequence_List(n.k[1])); /* the reference's copy of both sides */
     replace(&n.k[2], PySequence_List(n.k[2]));
     if (n.k[1] == NULL || n.k[2] == NULL) goto done;

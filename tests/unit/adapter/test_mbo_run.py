@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feedha.adapter.conversion import choice
+from feedha.adapter.conversion.book import BookValues
+from feedha.adapter.conversion.state import SymbolValues
 from feedha.adapter.formats.itch50.day import make_itch_capture
 from feedha.adapter.formats.itch50.engine import Itch50Engine
 from feedha.proto import moldudp64
@@ -218,3 +220,33 @@ def test_a_state_that_is_not_an_mbo_state_is_refused_not_crashed() -> None:
     engine.mbo._values = {}
     with pytest.raises(ValueError, match="out of range"):
         engine.run(frame, len(frame) + 1, 0, 0, 1 << 20, 1 << 20, 1, 1, True, False)
+
+
+@needs_native
+def test_value_types_without_slots_are_built_by_calling_them() -> None:
+    # The run fills SymbolValues' and BookValues' slots itself; given callables that are not
+    # those slotted types it calls them, as the reference does: the same blocks and state.
+    capture = make_itch_capture(symbols=20, orders=600, seed=11, book_only=True)
+    engines = [Itch50Engine(depth=3) for _ in range(2)]
+    called = []
+
+    def values(*args: Any) -> SymbolValues:
+        called.append(1)
+        return SymbolValues(*args)
+
+    store = engines[1].mbo.store
+    assert store.run is not None
+    engines[1]._native_run = store.run(engines[1].mbo, values, lambda *args: BookValues(*args)).run
+    plays = []
+    for engine in engines:
+        played = Played()
+        for packet in packets(capture.data, per_packet=25):
+            assert convert(engine, packet, played) == {}
+        plays.append(played)
+    assert plays[0] == plays[1] and plays[0].from_runs > 1_000 and len(called) == plays[1].from_runs
+    _same_state(*engines)
+    for name in engines[0].mbo.snapshot():
+        built = engines[0].mbo.peek(name)
+        assert type(built) is SymbolValues and built is not None and type(built.book) is BookValues
+        assert built.book.cache == {} or isinstance(built.book.cache, dict)
+        assert built == engines[1].mbo.peek(name)
