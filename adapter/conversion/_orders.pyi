@@ -64,6 +64,7 @@ class MboRun:
         want_payloads: bool,
         /,
     ) -> tuple[int, int, int, bytes, int, bytes, list[bytes] | None]: ...
+    def records(self, packet: bytes, /) -> tuple[bytes, int, int] | None: ...
 
 # A BookTable record: SymbolValues.astuple()'s nine, then BookValues' first 15 fields or None.
 Record = tuple[Any, ...]

@@ -856,6 +856,56 @@ done:
     return result;
 }
 
+/* ---- records(packet): a MoldUDP64 packet's record frame (proto/moldudp64.py decode_packet, records_of) ---- */
+
+#define MOLD_HEADER 20             /* session (10 bytes), sequence (u64), count (u16) */
+#define MOLD_END_OF_SESSION 0xFFFF /* a count that says the session ended: no message */
+
+PyDoc_STRVAR(MboRun_records_doc,
+             "records(packet) -> (record_frame, count, trailing) or None\n\n"
+             "proto.moldudp64.records_of(decode_packet(packet)) and the packet's count and trailing\n"
+             "bytes, in C; None for a packet shorter than its header (decode_packet's PacketError).");
+
+/* The packet's messages as decode_packet cuts them (a length past the end: the message to the
+ * end; a lone byte where a length should be: itself), each as a record (u32 length, the u64
+ * sequence number capped at 2**64 - 1, the message). */
+static PyObject *MboRun_records(PyObject *Py_UNUSED(self), PyObject *arg) {
+    Py_buffer in;
+    if (PyObject_GetBuffer(arg, &in, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *data = in.buf;
+    Py_ssize_t end = in.len, pos = MOLD_HEADER;
+    PyObject *result = NULL;
+    if (end < MOLD_HEADER) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    uint64_t sequence = rd_be(data + 10, 8);
+    unsigned count = (unsigned)rd_be(data + 18, 2), wanted = count == MOLD_END_OF_SESSION ? 0 : count, got = 0;
+    Buf out = {0};
+    while (got < wanted && pos < end) {
+        Py_ssize_t start = pos + 2, length = end - pos < 2 ? end - pos : (Py_ssize_t)rd_be(data + pos, 2);
+        if (end - pos < 2) start = pos; /* the rest, where a length should be */
+        if (length > end - start) length = end - start;
+        uint64_t seq = sequence > UINT64_MAX - got ? UINT64_MAX : sequence + got;
+        if (buf_reserve(&out, 12 + (size_t)length) < 0) {
+            PyMem_Free(out.data);
+            goto done;
+        }
+        uint8_t *p = out.data + out.len;
+        for (int i = 0; i < 4; i++) p[i] = (uint8_t)((uint64_t)(8 + length) >> (24 - 8 * i));
+        put_be64(p + 4, seq);
+        memcpy(p + 12, data + start, (size_t)length);
+        out.len += 12 + (size_t)length;
+        got++;
+        pos = start + length;
+    }
+    result = Py_BuildValue("(y#In)", out.data ? (const char *)out.data : "", (Py_ssize_t)out.len, count, end - pos);
+    PyMem_Free(out.data);
+done:
+    PyBuffer_Release(&in);
+    return result;
+}
+
 static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"state", "values_type", "book_type", NULL};
     PyObject *state, *values_type, *book_type;
@@ -869,6 +919,7 @@ static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 
 static PyMethodDef MboRun_methods[] = {
     {"run", (PyCFunction)MboRun_run, METH_VARARGS, MboRun_run_doc},
+    {"records", (PyCFunction)MboRun_records, METH_O, MboRun_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,7 +2,8 @@
 
 A source frame is one MoldUDP64 downstream packet; :meth:`Itch50Engine.source_frame`
 turns it into the record frame the adapter core cuts into messages
-(:mod:`proto.moldudp64`), each record carrying its message's sequence number
+(:mod:`proto.moldudp64`, its reference; ``_orders.MboRun.records`` cuts it in C
+where the extension is built), each record carrying its message's sequence number
 (the ``source_seq``). A heartbeat (count 0) and the end of session (count
 ``0xFFFF``) carry no message: they are counted and give an empty frame. A
 packet too short for its header is one malformed stretch, quarantined.
@@ -26,7 +27,7 @@ which the Python path takes (the reference engine's loop,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from feedha.adapter.conversion._reference import LoopEngine
@@ -61,8 +62,10 @@ class Itch50Engine(LoopEngine):
         store = self.mbo.store
         self._encode_block = store.encode_block
         self._native_run: RunFunction | None = None
+        self._records: Callable[[bytes], tuple[bytes, int, int] | None] | None = None
         if store.run is not None:
-            self._native_run = store.run(self.mbo, SymbolValues, BookValues).run
+            native = store.run(self.mbo, SymbolValues, BookValues)
+            self._native_run, self._records = native.run, native.records
         self.is_native = self._native_run is not None
         self.depth = depth
         self.heartbeats = 0
@@ -72,17 +75,24 @@ class Itch50Engine(LoopEngine):
     # ---- framing: MoldUDP64 packets -> record frames -------------------------------------------
 
     def source_frame(self, frame: bytes) -> bytes:
-        """The record frame of one MoldUDP64 packet (see the module docstring)."""
-        try:
-            packet = moldudp64.decode_packet(frame)
-        except Exception:  # noqa: BLE001 - called before the pipeline's guard: bad bytes never stop it
-            return _NOT_A_PACKET + frame
-        if packet.message_count == 0:
+        """The record frame of one MoldUDP64 packet (see the module docstring); in C where built."""
+        if self._records is not None:
+            cut = self._records(frame)
+            if cut is None:
+                return _NOT_A_PACKET + frame
+            records, count, trailing = cut
+        else:
+            try:
+                packet = moldudp64.decode_packet(frame)
+            except Exception:  # noqa: BLE001 - called before the pipeline's guard: bad bytes never stop it
+                return _NOT_A_PACKET + frame
+            records, count, trailing = moldudp64.records_of(packet), packet.message_count, packet.trailing
+        if count == 0:
             self.heartbeats += 1
-        elif packet.message_count == moldudp64.END_OF_SESSION:
+        elif count == moldudp64.END_OF_SESSION:
             self.ends_of_session += 1
-        self.trailing_bytes += packet.trailing
-        return moldudp64.records_of(packet)
+        self.trailing_bytes += trailing
+        return records
 
     next_message = staticmethod(moldudp64.next_record)
     split_messages = staticmethod(moldudp64.split_records)
