@@ -140,6 +140,18 @@ def symbol_digest(symbol: str, values: SymbolValues) -> int:
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedSymbols:
+    """Every symbol of a state written as ``sync.proto`` ``ConversionSnapshot.symbols`` fields.
+
+    What a state whose symbols live in C gives for a checkpoint
+    (:meth:`ConversionState.checkpoint_symbols`): the bytes
+    ``recovery.encode_checkpoint_state`` would write for its :meth:`~ConversionState.snapshot`.
+    """
+
+    data: bytes
+
+
 class ConversionState:
     """Per-symbol :class:`SymbolValues` with an incrementally maintained digest.
 
@@ -316,6 +328,10 @@ class ConversionState:
     def snapshot(self) -> dict[str, SymbolValues]:
         """Return a deep copy of every symbol's values."""
         return {symbol: values.copy() for symbol, values in self._values.items()}
+
+    def checkpoint_symbols(self) -> Mapping[str, SymbolValues] | EncodedSymbols:
+        """Every symbol for a journal checkpoint: :meth:`snapshot`, or a C state's own encoding of it."""
+        return self.snapshot()
 
     def restore(self, snapshot: Mapping[str, SymbolValues], *, session: int | None = None) -> None:
         """Replace the whole state by ``snapshot`` (copied) and recompute the digest.

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-from feedha.adapter.conversion.state import SymbolValues
+from feedha.adapter.conversion.state import EncodedSymbols, SymbolValues
 from feedha.adapter.core.actions import JournalRecords, WriteCheckpoint
 from feedha.adapter.core.purge import PurgeEntry
 from feedha.adapter.core.recovery import encode_checkpoint_state
@@ -155,7 +155,7 @@ class JournalPlan:
         *,
         now: float,
         last_source_seq: int,
-        symbols: Callable[[], Mapping[str, SymbolValues]],
+        symbols: Callable[[], Mapping[str, SymbolValues] | EncodedSymbols],
         session: Session = FIRST_SESSION,
         purges: Callable[[], Iterable[PurgeEntry]] = tuple,
     ) -> WriteCheckpoint | None:

@@ -116,7 +116,7 @@ def checkpoint(parts: CoreParts, turn: Turn) -> None:
     written = journal.checkpoint(
         now=turn.now,
         last_source_seq=parts.sequencer.last_source_seq,
-        symbols=parts.state.snapshot,
+        symbols=parts.state.checkpoint_symbols,
         session=parts.sessions.keeper.session,
         purges=parts.delayed.desk.book.entries,
     )

@@ -40,12 +40,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from google.protobuf.message import DecodeError
 
 from feedha.adapter.conversion.codec import from_proto, roll_block, to_proto
-from feedha.adapter.conversion.state import ConversionState, SymbolValues
+from feedha.adapter.conversion.state import ConversionState, EncodedSymbols, SymbolValues
 from feedha.adapter.core.purge import (
     PURGE_RECORD_FLAGS,
     PurgeEntry,
@@ -134,8 +134,19 @@ class CheckpointState:
     session: Session
 
 
+# ConversionSnapshot's fields before its symbols (4), and after them (purges are added apart).
+_HEAD_FIELDS: Final = ("source_stream", "source_seq", "next_msg_seq")
+_REST_FIELDS: Final = (
+    "session",
+    "session_after_source_seq",
+    "session_boundary_msg_seq",
+    "session_start_ns",
+    "session_reason",
+)
+
+
 def encode_checkpoint_state(
-    symbols: Mapping[str, SymbolValues],
+    symbols: Mapping[str, SymbolValues] | EncodedSymbols,
     *,
     source_stream: int,
     source_seq: int,
@@ -146,7 +157,8 @@ def encode_checkpoint_state(
     """The checkpoint blob: the whole conversion state right after ``source_seq``.
 
     Args:
-        symbols: every symbol's values (``ConversionState.snapshot()``).
+        symbols: every symbol's values (``ConversionState.snapshot()``), or a C state's
+            encoding of them (``ConversionState.checkpoint_symbols()``: the same bytes).
         source_stream: the source stream number.
         source_seq: the last source message the state includes.
         next_msg_seq: the msg_seq the next message gets.
@@ -166,6 +178,17 @@ def encode_checkpoint_state(
         session_start_ns=session.start_ns,
         session_reason=session.reason,  # type: ignore[arg-type]  # an int of the enum
     )
+    if isinstance(symbols, EncodedSymbols):
+        # Fields are written in number order: 1-3, the symbols (4), then 5 on.
+        rest = sync_pb2.ConversionSnapshot()
+        rest.CopyFrom(snapshot)
+        for name in _HEAD_FIELDS:
+            rest.ClearField(name)
+        for name in _REST_FIELDS:
+            snapshot.ClearField(name)
+        for purge in purges:
+            purge_to_proto(purge, rest.purges.add())
+        return snapshot.SerializeToString() + symbols.data + rest.SerializeToString()
     for symbol, values in symbols.items():
         entry = snapshot.symbols.add()
         entry.symbol = symbol

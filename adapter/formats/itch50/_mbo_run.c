@@ -906,6 +906,145 @@ done:
     return result;
 }
 
+/* ---- checkpoint_symbols(): MboState.snapshot() written as a ConversionSnapshot's symbols ---- */
+
+#define SNAPSHOT_SYMBOLS_TAG 0x22 /* sync.proto ConversionSnapshot.symbols = 4 */
+#define SNAPSHOT_SYMBOL_TAG 0x0a  /* SymbolSnapshot.symbol = 1 */
+#define SNAPSHOT_STATE_TAG 0x12   /* SymbolSnapshot.state = 2 */
+
+typedef struct {
+    uint64_t ref;
+    uint32_t symbol, price, shares;
+    uint8_t side;
+} LiveOrder;
+
+static int live_order_cmp(const void *a, const void *b) {
+    const LiveOrder *x = a, *y = b;
+    if (x->symbol != y->symbol) return x->symbol < y->symbol ? -1 : 1;
+    return x->ref < y->ref ? -1 : x->ref > y->ref;
+}
+
+/* Every live order of the table (through its items() iterator), by symbol, then reference: the
+ * order MboState.snapshot's sorted() packs them in (a record starts with its big-endian
+ * reference, and a reference is live once). *n: how many. NULL with an exception. */
+static LiveOrder *live_orders(OrderTableObject *table, size_t *n) {
+    LiveOrder *out = PyMem_Malloc((table->count ? table->count : 1) * sizeof(LiveOrder));
+    PyObject *items = out == NULL ? PyErr_NoMemory() : OrderTable_items(table, NULL), *t;
+    *n = 0;
+    while (items != NULL && (t = Items_next((ItemsObject *)items)) != NULL) {
+        unsigned long long ref;
+        unsigned int symbol, price, shares;
+        unsigned char side;
+        int ok = *n < table->count && PyArg_ParseTuple(t, "KIbII", &ref, &symbol, &side, &price, &shares);
+        Py_DECREF(t);
+        if (!ok) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the order table changed while it was read");
+            break;
+        }
+        out[(*n)++] = (LiveOrder){ref, symbol, price, shares, side};
+    }
+    int failed = items == NULL || PyErr_Occurred() != NULL;
+    Py_XDECREF(items);
+    if (failed) {
+        PyMem_Free(out);
+        return NULL;
+    }
+    qsort(out, *n, sizeof *out, live_order_cmp);
+    return out;
+}
+
+/* Book {level_indexed, bids, asks, orders} as codec.fill_book writes a snapshot's (every level,
+ * depth 0), then SessionValues. */
+static int w_snapshot_book(Buf *b, const NewValues *n, const LiveOrder *orders, size_t n_orders) {
+    size_t start = b->len;
+    int truth = PyObject_IsTrue(n->k[0]);
+    if (truth < 0 || w_varint(b, FH_BOOK_LEVEL_INDEXED_TAG, (uint64_t)truth) < 0 ||
+        w_levels(b, n->k[1], FH_BOOK_BIDS_TAG, UINT64_MAX) < 0 || w_levels(b, n->k[2], FH_BOOK_ASKS_TAG, UINT64_MAX) < 0)
+        return -1;
+    if (n_orders) {
+        size_t at = b->len;
+        for (size_t i = 0; i < n_orders; i++) {
+            if (order_record(b, orders[i].ref, orders[i].side, orders[i].price, orders[i].shares) < 0) return -1;
+        }
+        if (w_close(b, at, FH_BOOK_ORDERS_TAG) < 0) return -1;
+    }
+    return (w_close(b, start, FH_SYMBOLSTATE_BOOK_TAG) < 0 || w_session(b, n) < 0) ? -1 : 0;
+}
+
+/* One SymbolSnapshot {symbol, state} as ConversionSnapshot.symbols: the values as the snapshot
+ * copies them (no book: an empty one), with the symbol's live orders. */
+static int w_snapshot_symbol(RunObject *self, Buf *b, PyObject *name, PyObject *values, const LiveOrder *orders,
+                             size_t n_orders) {
+    static const uint8_t tags[9] = {FH_SYMBOLSTATE_VOLUME_TAG, FH_SYMBOLSTATE_HIGH_TAG,  FH_SYMBOLSTATE_LOW_TAG,
+                                    FH_SYMBOLSTATE_LAST_TAG,   FH_SYMBOLSTATE_VWAP_TAG,  FH_SYMBOLSTATE_TRADE_COUNT_TAG,
+                                    FH_SYMBOLSTATE_BID_TAG,    FH_SYMBOLSTATE_ASK_TAG,   FH_SYMBOLSTATE_NOTIONAL_TAG};
+    Py_ssize_t name_len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
+    NewValues n = {0};
+    int rc = (utf8 == NULL || load_values(self, values, &n) < 0) ? -1 : 0;
+    size_t entry = b->len, at = b->len;
+    if (rc == 0 && name_len)
+        rc = (w_raw(b, utf8, (size_t)name_len) < 0 || w_close(b, at, SNAPSHOT_SYMBOL_TAG) < 0) ? -1 : 0;
+    size_t state = b->len;
+    for (int i = 0; i < 9 && rc == 0; i++)
+        rc = (i == 0 || i == 5) ? w_obj_i64(b, n.v[i], tags[i]) : w_obj_double(b, n.v[i], tags[i], 0);
+    if (rc == 0)
+        rc = (w_snapshot_book(b, &n, orders, n_orders) < 0 || w_close(b, state, SNAPSHOT_STATE_TAG) < 0 ||
+              w_close(b, entry, SNAPSHOT_SYMBOLS_TAG) < 0)
+                 ? -1
+                 : 0;
+    new_values_clear(&n);
+    return rc;
+}
+
+PyDoc_STRVAR(MboRun_checkpoint_symbols_doc,
+             "checkpoint_symbols() -> bytes\n\n"
+             "Every symbol of the state as MboState.snapshot() gives it (its values, its book with its live\n"
+             "orders packed by reference), written as sync.proto ConversionSnapshot.symbols fields: what\n"
+             "recovery.encode_checkpoint_state writes for that snapshot, byte for byte.");
+
+static PyObject *MboRun_checkpoint_symbols(RunObject *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *table = owned_attr(self->state, N_ORDERS, &OrderTableType), *index = NULL, *items = NULL;
+    PyObject *values = table == NULL ? NULL : owned_attr(self->state, N_VALUES, &PyDict_Type), *out = NULL;
+    size_t n_orders = 0;
+    LiveOrder *orders = NULL;
+    Buf b = {0};
+    if (values == NULL || (index = owned_attr(self->state, N_INDEX, &PyDict_Type)) == NULL ||
+        (items = PyDict_Items(values)) == NULL || (orders = live_orders((OrderTableObject *)table, &n_orders)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *pair = PyList_GET_ITEM(items, i), *name = PyTuple_GET_ITEM(pair, 0);
+        PyObject *symbol = PyDict_GetItemWithError(index, name); /* borrowed: no Python code runs after */
+        long long wanted = symbol != NULL && PyLong_Check(symbol) ? PyLong_AsLongLong(symbol) : -1;
+        if (PyErr_Occurred() || !PyUnicode_Check(name)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a symbol is a str");
+            goto done;
+        }
+        size_t first = 0, last;
+        if (wanted >= 0) { /* the symbol's orders: the run of them in the sorted array */
+            size_t lo = 0, hi = n_orders;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if ((long long)orders[mid].symbol < wanted) lo = mid + 1;
+                else hi = mid;
+            }
+            first = lo;
+        }
+        for (last = first; wanted >= 0 && last < n_orders && (long long)orders[last].symbol == wanted; last++) {}
+        if (w_snapshot_symbol(self, &b, name, PyTuple_GET_ITEM(pair, 1), orders + first, wanted >= 0 ? last - first : 0) < 0)
+            goto done;
+    }
+    out = PyBytes_FromStringAndSize(b.data ? (const char *)b.data : "", (Py_ssize_t)b.len);
+done:
+    PyMem_Free(b.data);
+    PyMem_Free(orders);
+    Py_XDECREF(items);
+    Py_XDECREF(index);
+    Py_XDECREF(values);
+    Py_XDECREF(table);
+    return out;
+}
+
 static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"state", "values_type", "book_type", NULL};
     PyObject *state, *values_type, *book_type;
@@ -920,6 +1059,7 @@ static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 static PyMethodDef MboRun_methods[] = {
     {"run", (PyCFunction)MboRun_run, METH_VARARGS, MboRun_run_doc},
     {"records", (PyCFunction)MboRun_records, METH_O, MboRun_records_doc},
+    {"checkpoint_symbols", (PyCFunction)MboRun_checkpoint_symbols, METH_NOARGS, MboRun_checkpoint_symbols_doc},
     {NULL, NULL, 0, NULL},
 };
 

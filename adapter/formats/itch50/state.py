@@ -29,7 +29,9 @@ order table's digest, so two adapters agree only when their live orders do.
 :meth:`MboState.snapshot` carries each symbol's live orders packed in its
 book (``orders``), and :meth:`MboState.restore` rebuilds the table from
 them: a backup that adopts a snapshot and a late joiner's image hold the
-same orders.
+same orders. A journal checkpoint takes :meth:`MboState.checkpoint_symbols`:
+where ``_orders`` is built, the C run's writer puts the snapshot straight into
+the checkpoint's bytes (the same bytes, without a Python object per order).
 
 Hostile input cannot grow the state without bound: past ``max_orders``
 live orders an add is refused (``order_limit``; deletes, executions and
@@ -56,7 +58,7 @@ from feedha.adapter.conversion.budget import DEFAULT_TABLE_BYTES, ITCH50_SYMBOL_
 from feedha.adapter.conversion.choice import make_order_store
 from feedha.adapter.conversion.messages import SourceMessage
 from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, PriceLevels
-from feedha.adapter.conversion.state import INT64_MAX, ConversionState, SymbolValues
+from feedha.adapter.conversion.state import INT64_MAX, ConversionState, EncodedSymbols, SymbolValues
 from feedha.adapter.errors import ConversionError
 from feedha.adapter.formats.interface import MAX_ORDERS
 from feedha.adapter.formats.itch50.parser import ItchMessage
@@ -374,6 +376,16 @@ class MboState(ConversionState):
             copied.book = mbo
             out[name] = copied
         return out
+
+    def checkpoint_symbols(self) -> Mapping[str, SymbolValues] | EncodedSymbols:
+        """:meth:`snapshot` for a checkpoint, written in C where built (``MboRun.checkpoint_symbols``).
+
+        The same bytes ``recovery.encode_checkpoint_state`` writes for :meth:`snapshot`, without a
+        Python object per live order or symbol.
+        """
+        if self.store.run is None:
+            return self.snapshot()
+        return EncodedSymbols(self.store.run(self, SymbolValues, BookValues).checkpoint_symbols())
 
     def restore(self, snapshot: Mapping[str, SymbolValues], *, session: int | None = None) -> None:
         """Replace the whole state (values and live orders) by ``snapshot``."""
