@@ -7,19 +7,43 @@
  * A market-by-order feed keeps millions of live orders. The Python reference
  * (adapter/conversion/order_table.py) holds them in a dict and four parallel
  * arrays, about 134-180 bytes an order; this part holds the same table in
- * one open-addressed array of 24-byte records, and the same price levels in
- * sorted arrays that turn into balanced trees past 64 levels, with the same
- * interface, so adapter/conversion/choice.py can hand out either and
- * adapter/formats/itch50/state.py cannot tell.
+ * one array of 20-byte records, 27-40 bytes a live order all told, and the
+ * same price levels in sorted arrays that turn into balanced trees past 64
+ * levels, with the same interface, so adapter/conversion/choice.py can hand
+ * out either and adapter/formats/itch50/state.py cannot tell.
  *
- *   OrderTable   reference (u64) -> (symbol u32, side u8, price u32, shares u32).
- *                Linear probing over a power-of-two array kept at most 3/4
- *                full; a removal shifts the records after it back (no
- *                tombstones), so lookups never slow down as orders come and go.
- *                A reference's home slot is its SipHash-1-3 under this process's
+ *   OrderTable   reference (u64) -> (symbol, side, price u32, shares u32).
+ *                A record is the reference, price and shares and one u32 of
+ *                the symbol (23 bits: 8.4 million; itch50 holds at most
+ *                200,000), the side (2 bits) and the record's distance from
+ *                its home slot (7 bits, 0 for an empty slot): 20 bytes, where
+ *                a u64 and five fields padded to 8 bytes took 24.
+ *                A reference's hash is its SipHash-1-3 under this process's
  *                random key (_siphash.h): a sender cannot pick references that
  *                share a slot, so n adds cost O(n) probes whatever they are
  *                (``probes`` counts them; tests/unit/adapter/test_hash_flood.py).
+ *                Its home is the high word of hash * homes (any number of
+ *                homes, not only a power of two), and the records lie in the
+ *                order of their hashes, Robin Hood fashion: an add goes where
+ *                its hash sorts and moves the rest of its run one slot on, a
+ *                removal moves them back (no tombstones), and a lookup stops
+ *                at the first record nearer its home than the probe is to the
+ *                reference's. Runs do not wrap: they may end in the ORDER_TAIL
+ *                slots past the last home, and no record sits more than
+ *                ORDER_MAX_DIST slots from its home (an add that would make one
+ *                grows the table first; at 3/4 full the farthest of a
+ *                million records sits ~20 slots from its home).
+ *                Why sorted: the table grows by half in place. The array is
+ *                enlarged (an mremap of its own mapping: no copy, no second
+ *                array held), its records packed at its end in order, then put
+ *                each at max(its new home, the slot after the last) from the
+ *                front; a new home is never before the old one, so no record
+ *                is overwritten before it is read. Kept at most 3/4 and at
+ *                least 1/2 full, the table costs 27-40 bytes a live order and
+ *                never holds two arrays; doubling a power-of-two array (24-byte
+ *                records, 3/8 to 3/4 full) cost 32-64 bytes, 96 while both lived.
+ *                A record is placed about 3 times as the table grows to its
+ *                size, and a churning day at a steady count never grows it.
  *   SideLevels   one side of one symbol's book: (sign * price, shares, orders)
  *                by the key, best first: a sorted array up to 64 levels, past
  *                that an AVL tree that counts its subtrees (_level_tree.h): a
@@ -30,92 +54,196 @@
 
 /* ---- OrderTable ---- */
 
-typedef struct {
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#define ORDER_SYMBOL_BITS 23
+#define ORDER_SYMBOL_MAX ((1u << ORDER_SYMBOL_BITS) - 1u) /* 8,388,607: MAX_SYMBOLS is 200,000 */
+#define ORDER_SIDE_MAX 3u                                  /* BID 1, ASK 2 */
+#define ORDER_MAX_DIST 126u /* the most slots a record sits past its home (dist holds 1 + that, 7 bits) */
+#define ORDER_TAIL ((size_t)ORDER_MAX_DIST + 1) /* slots after the last home: the last runs end there */
+#define ORDER_FIRST_HOMES ((size_t)64)
+
+typedef struct __attribute__((packed, aligned(4))) {
     uint64_t ref;
-    uint32_t symbol, price, shares;
-    uint8_t side, used;
-} Order; /* 24 bytes */
+    uint32_t price, shares;
+    uint32_t symbol : ORDER_SYMBOL_BITS, side : 2, dist : 7; /* dist: 1 + slots past its home; 0: empty */
+} Order; /* 20 bytes */
+
+_Static_assert(sizeof(Order) == 20, "an Order record is 20 bytes");
 
 typedef struct {
     PyObject_HEAD
-    Order *slots;
-    size_t cap; /* 0 or a power of two */
+    Order *slots; /* slots_of(homes) records, or NULL */
+    size_t homes; /* 0, or how many slots a hash maps onto (any count: the table grows by half) */
     size_t count;
     uint64_t version; /* changes with every add or removal: an iterator refuses to go on after one */
     uint64_t probes;  /* slots looked at, by every lookup, add, removal and growth (tests read it) */
 } OrderTableObject;
 
-/* A reference's home slot: its keyed hash (a sender cannot aim at a slot). */
-static inline size_t home_of(uint64_t ref, size_t mask) { return (size_t)sip_u64(ref) & mask; }
+/* The records' array of a table of ``homes`` homes: the homes and the tail. Its last slot is
+ * always empty (a record there would be ORDER_MAX_DIST + 1 past the last home): the runs stop. */
+static inline size_t slots_of(size_t homes) { return homes ? homes + ORDER_TAIL : 0; }
+
+/* A hash's home: the high word of hash * homes, so that homes follow the hashes' order. */
+static inline size_t home_of(uint64_t hash, size_t homes) {
+#ifdef __SIZEOF_INT128__
+    return (size_t)(((unsigned __int128)hash * homes) >> 64);
+#else
+    uint64_t h_lo = (uint32_t)hash, h_hi = hash >> 32, n_lo = (uint32_t)homes, n_hi = (uint64_t)homes >> 32;
+    uint64_t mid = h_hi * n_lo + ((h_lo * n_lo) >> 32);
+    uint64_t mid2 = h_lo * n_hi + (uint32_t)mid;
+    return (size_t)(h_hi * n_hi + (mid >> 32) + (mid2 >> 32));
+#endif
+}
+
+/* ``n`` zeroed records, keeping the first ``old_n`` of ``old`` (NULL: none), or NULL. On Linux
+ * the array is a mapping of its own: growing it is an mremap (no copy, no second array held),
+ * freeing it gives the pages back (glibc's heap would keep them, or move its mmap threshold). */
+static Order *slots_resize(Order *old, size_t old_n, size_t n) {
+    if (n > (size_t)PY_SSIZE_T_MAX / sizeof(Order)) return NULL;
+#if defined(__linux__)
+    void *p = old == NULL ? mmap(NULL, n * sizeof(Order), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                          : mremap(old, old_n * sizeof(Order), n * sizeof(Order), MREMAP_MAYMOVE);
+    return p == MAP_FAILED ? NULL : (Order *)p;
+#else
+    Order *p = PyMem_RawRealloc(old, n * sizeof(Order));
+    if (p != NULL) memset(p + old_n, 0, (n - old_n) * sizeof(Order));
+    return p;
+#endif
+}
+
+static void slots_free(Order *slots, size_t n) {
+    if (slots == NULL) return;
+#if defined(__linux__)
+    munmap(slots, n * sizeof(Order));
+#else
+    (void)n;
+    PyMem_RawFree(slots);
+#endif
+}
 
 static Order *ot_find(OrderTableObject *t, uint64_t ref) {
-    if (t->cap == 0) return NULL;
-    size_t mask = t->cap - 1;
-    for (size_t i = home_of(ref, mask);; i = (i + 1) & mask) {
-        Order *o = &t->slots[i];
+    if (t->homes == 0) return NULL;
+    Order *o = &t->slots[home_of(sip_u64(ref), t->homes)];
+    for (unsigned d = 1;; d++, o++) { /* a record nearer its home than d has a later one: stop */
         t->probes++;
-        if (!o->used) return NULL;
+        if (o->dist < d) return NULL;
         if (o->ref == ref) return o;
     }
 }
 
-static Order *ot_slot_for(Order *slots, size_t cap, uint64_t ref, uint64_t *probes) {
-    size_t mask = cap - 1;
-    size_t i = home_of(ref, mask);
-    uint64_t n = 1;
-    for (; slots[i].used && slots[i].ref != ref; n++) i = (i + 1) & mask;
-    *probes += n;
-    return &slots[i];
-}
-
-static int ot_grow(OrderTableObject *t) {
-    size_t cap = t->cap ? t->cap * 2 : 64;
-    if (cap > ((size_t)PY_SSIZE_T_MAX / sizeof(Order))) {
-        PyErr_NoMemory();
-        return -1;
+/* Put ``rec`` (hash ``hash``) where it goes in the hashes' order, the records from there to the
+ * end of their run one slot on. 1: ``rec.ref`` was there (overwritten); 0: placed; -1: a record
+ * would sit past ORDER_MAX_DIST (nothing changed: the caller grows the table). */
+static int ot_place(OrderTableObject *t, Order rec, uint64_t hash) {
+    Order *at = &t->slots[home_of(hash, t->homes)];
+    unsigned d = 1;
+    for (;; at++, d++) {
+        t->probes++;
+        if (at->dist < d || (at->dist == d && at->ref != rec.ref && sip_u64(at->ref) > hash)) break;
+        if (at->dist == d && at->ref == rec.ref) {
+            rec.dist = at->dist;
+            *at = rec;
+            return 1;
+        }
     }
-    Order *slots = PyMem_Calloc(cap, sizeof(Order));
-    if (slots == NULL) {
-        PyErr_NoMemory();
-        return -1;
+    Order *end = at;
+    for (; end->dist; end++, t->probes++) {
+        if (end->dist > ORDER_MAX_DIST) return -1;
     }
-    for (size_t i = 0; i < t->cap; i++) {
-        if (t->slots[i].used) *ot_slot_for(slots, cap, t->slots[i].ref, &t->probes) = t->slots[i];
-    }
-    PyMem_Free(t->slots);
-    t->slots = slots;
-    t->cap = cap;
+    if (d > ORDER_MAX_DIST + 1) return -1;
+    memmove(at + 1, at, (size_t)(end - at) * sizeof(Order));
+    for (Order *o = at + 1; o <= end; o++) o->dist++;
+    rec.dist = d;
+    *at = rec;
     return 0;
 }
 
-/* Remove the record at ``o`` and shift back the records of its probe run (no tombstones). */
-static void ot_erase(OrderTableObject *t, Order *o) {
-    size_t mask = t->cap - 1;
-    size_t hole = (size_t)(o - t->slots);
-    for (size_t j = (hole + 1) & mask; t->slots[j].used; j = (j + 1) & mask) {
-        t->probes++;
-        size_t home = home_of(t->slots[j].ref, mask);
-        /* The record at j may fill the hole unless its home lies cyclically in (hole, j]. */
-        int stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (!stays) {
-            t->slots[hole] = t->slots[j];
-            hole = j;
+/* Every record of the first ``n`` slots placed anew in a fresh array of ``homes`` homes or more:
+ * 0, or -1 with MemoryError. The way out when growing in place cannot place a record. */
+static int ot_rebuild(OrderTableObject *t, size_t n, size_t homes) {
+    for (int attempt = 0; attempt < 8; attempt++, homes *= 2) {
+        OrderTableObject fresh = {.homes = homes, .slots = slots_resize(NULL, 0, slots_of(homes))};
+        if (fresh.slots == NULL) break;
+        size_t i = 0;
+        while (i < n && (!t->slots[i].dist || ot_place(&fresh, t->slots[i], sip_u64(t->slots[i].ref)) >= 0)) i++;
+        t->probes += fresh.probes;
+        if (i == n) {
+            slots_free(t->slots, n);
+            t->slots = fresh.slots;
+            t->homes = homes;
+            return 0;
         }
+        slots_free(fresh.slots, slots_of(homes));
     }
-    memset(&t->slots[hole], 0, sizeof(Order));
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Grow by half, in place: the array is resized, its records packed at its end (in order), then
+ * each put at its new place from the front. The records are in their hashes' order and a new
+ * home is never before an old one, so a record's new place is never past where it was packed
+ * unless the table cannot hold them (then ot_rebuild). 0, or -1 with MemoryError. */
+static int ot_grow(OrderTableObject *t) {
+    size_t homes = t->homes ? t->homes + t->homes / 2 : ORDER_FIRST_HOMES;
+    size_t old_n = slots_of(t->homes), n = slots_of(homes), top = n - 1; /* the last slot stays empty */
+    Order *s = slots_resize(t->slots, old_n, n);
+    if (s == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->slots = s;
+    t->homes = homes;
+    for (size_t i = old_n; i-- > 0;) {
+        if (!s[i].dist) continue;
+        Order rec = s[i];
+        s[i] = (Order){0};
+        s[--top] = rec;
+    }
+    for (size_t k = top, next = 0; k < n - 1; k++, t->probes++) {
+        Order rec = s[k];
+        size_t home = home_of(sip_u64(rec.ref), homes), at = home > next ? home : next;
+        if (at - home > ORDER_MAX_DIST || at > k) return ot_rebuild(t, n, homes * 2); /* never seen */
+        s[k] = (Order){0};
+        rec.dist = (uint32_t)(at - home + 1);
+        s[at] = rec;
+        next = at + 1;
+    }
+    return 0;
+}
+
+/* Remove the record at ``o``: the records after it in its run each come one slot back. */
+static void ot_erase(OrderTableObject *t, Order *o) {
+    for (; o[1].dist > 1; o++, t->probes++) {
+        o[0] = o[1];
+        o[0].dist--;
+    }
+    memset(o, 0, sizeof(Order));
     t->count--;
     t->version++;
 }
 
-/* Add (or overwrite) the order ``ref``: 0, or -1 with MemoryError. */
+/* Add (or overwrite) the order ``ref``: 0, or -1 with OverflowError (a symbol or side past the
+ * record's fields) or MemoryError. */
 static int ot_put(OrderTableObject *t, uint64_t ref, uint32_t symbol, uint8_t side, uint32_t price, uint32_t shares) {
-    if ((t->count + 1) * 4 > t->cap * 3 && ot_grow(t) < 0) return -1;
-    Order *o = ot_slot_for(t->slots, t->cap, ref, &t->probes);
-    if (!o->used) {
+    if (symbol > ORDER_SYMBOL_MAX || side > ORDER_SIDE_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s %u is out of range", symbol > ORDER_SYMBOL_MAX ? "symbol" : "side",
+                     symbol > ORDER_SYMBOL_MAX ? symbol : (uint32_t)side);
+        return -1;
+    }
+    if ((t->count + 1) * 4 > t->homes * 3 && ot_grow(t) < 0) return -1;
+    Order rec = {.ref = ref, .price = price, .shares = shares, .symbol = symbol, .side = side};
+    uint64_t hash = sip_u64(ref);
+    int placed;
+    while ((placed = ot_place(t, rec, hash)) < 0) { /* a record past ORDER_MAX_DIST: never seen at 3/4 full */
+        if (ot_grow(t) < 0) return -1;
+    }
+    if (placed == 0) {
         t->count++;
         t->version++;
     }
-    *o = (Order){.ref = ref, .symbol = symbol, .price = price, .shares = shares, .side = side, .used = 1};
     return 0;
 }
 
@@ -129,7 +257,7 @@ static PyObject *OrderTable_new(PyTypeObject *type, PyObject *args, PyObject *kw
 }
 
 static void OrderTable_dealloc(OrderTableObject *self) {
-    PyMem_Free(self->slots);
+    slots_free(self->slots, slots_of(self->homes));
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -158,8 +286,8 @@ static PyObject *OrderTable_add(OrderTableObject *self, PyObject *args) {
     PyObject *a[5];
     if (!PyArg_UnpackTuple(args, "add", 5, 5, &a[0], &a[1], &a[2], &a[3], &a[4])) return NULL;
     uint64_t ref, symbol, side, price, shares;
-    if (as_u64(a[0], &ref) < 0 || as_bounded(a[1], UINT32_MAX, "symbol", &symbol) < 0 ||
-        as_bounded(a[2], UINT8_MAX, "side", &side) < 0 || as_bounded(a[3], UINT32_MAX, "price", &price) < 0 ||
+    if (as_u64(a[0], &ref) < 0 || as_bounded(a[1], ORDER_SYMBOL_MAX, "symbol", &symbol) < 0 ||
+        as_bounded(a[2], ORDER_SIDE_MAX, "side", &side) < 0 || as_bounded(a[3], UINT32_MAX, "price", &price) < 0 ||
         as_bounded(a[4], UINT32_MAX, "shares", &shares) < 0)
         return NULL;
     if (ot_put(self, ref, (uint32_t)symbol, (uint8_t)side, (uint32_t)price, (uint32_t)shares) < 0) return NULL;
@@ -192,16 +320,29 @@ static PyObject *OrderTable_remove(OrderTableObject *self, PyObject *key) {
     Py_RETURN_NONE;
 }
 
+/* _rebuild(homes): every record placed anew in a fresh array (tests: the way out of ot_grow). */
+static PyObject *OrderTable_rebuild(OrderTableObject *self, PyObject *arg) {
+    Py_ssize_t homes = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (homes == -1 && PyErr_Occurred()) return NULL;
+    if (homes <= (Py_ssize_t)self->count) {
+        PyErr_Format(PyExc_ValueError, "homes must be more than the %zu orders held, got %zd", self->count, homes);
+        return NULL;
+    }
+    if (ot_rebuild(self, slots_of(self->homes), (size_t)homes) < 0) return NULL;
+    self->version++;
+    Py_RETURN_NONE;
+}
+
 static PyObject *OrderTable_clear(OrderTableObject *self, PyObject *Py_UNUSED(ignored)) {
-    PyMem_Free(self->slots); /* and give the memory back, as the reference does */
+    slots_free(self->slots, slots_of(self->homes)); /* and give the memory back, as the reference does */
     self->slots = NULL;
-    self->cap = self->count = 0;
+    self->homes = self->count = 0;
     self->version++;
     Py_RETURN_NONE;
 }
 
 static PyObject *OrderTable_sizeof(OrderTableObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromSize_t(sizeof(OrderTableObject) + self->cap * sizeof(Order));
+    return PyLong_FromSize_t(sizeof(OrderTableObject) + slots_of(self->homes) * sizeof(Order));
 }
 
 /* items(): an iterator over the live orders, (ref, symbol, side, price, shares), in no set order. */
@@ -235,9 +376,9 @@ static PyObject *Items_next(ItemsObject *self) {
         PyErr_SetString(PyExc_RuntimeError, "OrderTable changed size during iteration");
         return NULL;
     }
-    while (self->pos < t->cap) {
+    while (self->pos < slots_of(t->homes)) {
         const Order *o = &t->slots[self->pos++];
-        if (o->used) return Py_BuildValue("(KIBII)", (unsigned long long)o->ref, o->symbol, o->side, o->price, o->shares);
+        if (o->dist) return Py_BuildValue("(KIBII)", (unsigned long long)o->ref, o->symbol, o->side, o->price, o->shares);
     }
     return NULL; /* StopIteration */
 }
@@ -259,6 +400,7 @@ static PyMethodDef OrderTable_methods[] = {
     {"clear", (PyCFunction)OrderTable_clear, METH_NOARGS, "remove every order and give the memory back"},
     {"items", (PyCFunction)OrderTable_items, METH_NOARGS, "every live order: (ref, symbol, side, price, shares)"},
     {"__sizeof__", (PyCFunction)OrderTable_sizeof, METH_NOARGS, "bytes held, the records' array included"},
+    {"_rebuild", (PyCFunction)OrderTable_rebuild, METH_O, "_rebuild(homes): the records in a fresh array (tests)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -282,7 +424,7 @@ static PyTypeObject OrderTableType = {
     .tp_basicsize = sizeof(OrderTableObject),
     .tp_dealloc = (destructor)OrderTable_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Live orders by reference, 24 bytes each (see adapter/conversion/order_table.py, OrderTable).",
+    .tp_doc = "Live orders by reference, 20 bytes each (see adapter/conversion/order_table.py, OrderTable).",
     .tp_new = OrderTable_new,
     .tp_methods = OrderTable_methods,
     .tp_getset = OrderTable_getset,
