@@ -1,18 +1,24 @@
 """itch50 for the benchmarks: the throughput ramp's ITCH capture, and RSS per million live orders.
 
 ``feedha bench itch50_orders`` measures what the market-by-order state costs
-in memory: a fresh Python process (``python -m feedha.bench.itch50``) adds
-``ORDERS`` live orders over 3,000 stocks through the ``itch50`` state's
-ordinary path (stage and commit, as the adapter does), and reports its RSS
-growth (``psutil``) per live order. Its ceiling is the same number of orders
-held the plainest compact way Python has, one packed ``bytes`` of 17 bytes
-per order in a dict by reference, measured in the same process. The same
-orders are measured again in a second fresh process on the Python reference
-order table (``--reference``), so the C table's saving is a ratio of one run.
+in memory: a fresh Python process (``python -m feedha.bench.itch50``) names
+``STOCKS`` stocks, then adds ``ORDERS`` live orders over them through the
+``itch50`` state's ordinary path (stage and commit, as the adapter does),
+and reports its RSS growth (``psutil``) per live order, all in (the stocks'
+share included: ``bytes_per_order``) and split (``stock_bytes``: naming the
+stocks, each with an order added and deleted; ``order_bytes_per_order``: the
+adds after that). Its ceiling is the same number of orders held the
+plainest compact way Python has, one packed ``bytes`` of 17 bytes per order
+in a dict by reference, measured in the same process. The same orders are
+measured again in a second fresh process on the Python reference order
+table (``--reference``), so the C table's saving is a ratio of one run.
+``--stocks N`` names another count of stocks (``bench itch50_day`` passes
+its day's).
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import subprocess
@@ -55,39 +61,49 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def measure(orders: int, *, native: bool = True) -> dict[str, Any]:
+def measure(orders: int, *, native: bool = True, stocks: int = STOCKS) -> dict[str, Any]:
     """In this process: RSS growth of ``orders`` live orders in the itch50 state, and of the plain dict.
 
     Args:
         orders: how many live orders to add.
         native: the C order table (``False``: the Python reference's).
+        stocks: over how many stocks (each named first, by an order added and deleted).
     """
     from feedha.adapter.formats.itch50.parser import ItchMessage
     from feedha.adapter.formats.itch50.state import MboState
 
-    names = [f"S{index:05d}" for index in range(STOCKS)]
+    names = [f"S{index:05d}" for index in range(stocks)]
     state = MboState(depth=10, prefer_native=native)
     before = _rss()
+    for index, stock in enumerate(names):  # the stocks first: their share is reported apart
+        ref = 2**62 + index
+        state.apply(ItchMessage(ref, stock, 0, (), kind="A", ref=ref, side=1, shares=100, price=1_000_000))
+        state.apply(ItchMessage(ref, "", 0, (), kind="D", ref=ref))
+    named = _rss()
     started = time.perf_counter()
     for ref in range(1, orders + 1):
-        stock = names[ref % STOCKS]
+        stock = names[ref % stocks]
         price = 1_000_000 + (ref * 7919 % 400) * 100
         state.apply(
             ItchMessage(ref, stock, 0, (), kind="A", ref=ref, side=1 + ref % 2, shares=100, price=price)
         )
     elapsed = time.perf_counter() - started
     grown = _rss() - before
+    order_grown = grown - (named - before)
     plain_before = _rss()
     plain = {ref: ref.to_bytes(8, "big") + bytes(9) for ref in range(10**12, 10**12 + orders)}
     plain_grown = _rss() - plain_before
     assert len(state.orders) == orders and len(plain) == orders
     return {
         "orders": orders,
-        "stocks": STOCKS,
+        "stocks": stocks,
         "native_order_table": state.orders.__class__.__module__.endswith("._orders"),
         "rss_bytes": grown,
         "bytes_per_order": grown / orders,
         "mb_per_million": grown / orders * 1e6 / 2**20,
+        "stock_bytes": named - before,
+        "order_bytes_per_order": order_grown / orders,
+        "order_table_bytes": state.orders.__sizeof__() if native else None,
         "plain_dict_bytes_per_order": plain_grown / orders,
         "add_us": elapsed / orders * 1e6,
     }
@@ -107,9 +123,11 @@ def run(*, quick: bool = False) -> list[Figure]:
                 **result,
                 "reference_bytes_per_order": reference["bytes_per_order"],
                 "reference_add_us": reference["add_us"],
-                "what": "RSS growth (psutil) of a fresh process adding live orders through the itch50 state "
-                "(the C order table, 24-byte records in an open-addressed array; levels per stock and side; "
-                "shown books); reference_*: the same on the Python reference order table, another process",
+                "what": "RSS growth (psutil) of a fresh process naming the stocks, then adding live orders "
+                "through the itch50 state (the C order table, 20-byte records 1/2 to 3/4 full; levels per "
+                "stock and side; shown books), per live order, the stocks' share in it (stock_bytes) and "
+                "apart (order_bytes_per_order); reference_*: the same on the Python reference order "
+                "table, another process",
                 "ceiling_is": "a dict of ref -> 17 packed bytes per order, same process (lower is better)",
                 "quick": quick,
             },
@@ -127,6 +145,22 @@ def measure_in_child(orders: int, flags: list[str]) -> dict[str, Any]:
     return result
 
 
+def main(argv: list[str]) -> int:
+    """``python -m feedha.bench.itch50 [ORDERS] [--reference] [--stocks N]``: print :func:`measure`'s JSON."""
+    parser = argparse.ArgumentParser(
+        prog="python -m feedha.bench.itch50", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "orders", nargs="?", type=int, default=ORDERS, help="live orders (default: %(default)s)"
+    )
+    parser.add_argument("--reference", action="store_true", help="the Python reference order table")
+    parser.add_argument("--stocks", type=int, default=STOCKS, help="stocks named (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.orders < 1 or args.stocks < 1:
+        parser.error(f"orders and --stocks must be >= 1, got {args.orders} and {args.stocks}")
+    print(json.dumps(measure(args.orders, native=not args.reference, stocks=args.stocks)))
+    return 0
+
+
 if __name__ == "__main__":
-    count = next((int(arg) for arg in sys.argv[1:] if arg.isdigit()), ORDERS)
-    print(json.dumps(measure(count, native="--reference" not in sys.argv[1:])))
+    sys.exit(main(sys.argv[1:]))

@@ -27,12 +27,14 @@ msg/s, first delivery to last. Beside it, in the same run:
   time per message.
 - ``bytes_per_live_order``: the itch50 state's memory per live order at the
   day's end count of live orders (``bench itch50_orders``'s measure: a fresh
-  process adding that many orders through the state, RSS growth over the
-  count). The adapters expose no memory figure of their own; the active's
-  RSS growth over the run per live order is in the parameters too
-  (``active_rss_growth_per_live_order``), an upper bound that also holds the
-  ring of recent source frames (at most 64 MiB), the journal's and the
-  sockets' buffers.
+  process naming the day's stocks and adding that many orders through the
+  state, RSS growth over the count); the stocks' share is apart too
+  (``stock_bytes``, ``bytes_per_live_order_without_stocks``): at a few live
+  orders a stock it is most of the figure. The adapters expose no memory
+  figure of their own; the active's RSS growth over the run per live order
+  is in the parameters too (``active_rss_growth_per_live_order``), an upper
+  bound that also holds the ring of recent source frames (at most 64 MiB),
+  the journal's and the sockets' buffers.
 
 It checks, after the clock: nothing lost (the client's count, and the
 active's journal holds every message; the backups' journals are counted as
@@ -314,7 +316,7 @@ def run(*, quick: bool = False, messages: int | None = None) -> list[Figure]:
     live = int(itch_book["stats"]["live_orders"])
     return [_figure(capture, result, itch_book, models, checks, params={
         "capture_s": round(made_s, 1), "mean_message_bytes": round(mean_bytes, 1), "log": log.name,
-        "quick": quick, **_memory(result, live)})]  # fmt: skip
+        "quick": quick, **_memory(result, live, capture.symbols)})]  # fmt: skip
 
 
 def _play(path: Path, messages: int, journals: Path, log: IO[str]) -> PipelineResult:
@@ -361,15 +363,17 @@ def _models(messages: int, mean_bytes: float, log: IO[str]) -> dict[str, float]:
     }
 
 
-def _memory(result: PipelineResult, live: int) -> dict[str, Any]:
-    # The state's bytes per live order at the day's live count, and the active's RSS growth.
+def _memory(result: PipelineResult, live: int, stocks: int) -> dict[str, Any]:
+    # The state's bytes per live order at the day's live count over its stocks, and the active's RSS growth.
     from feedha.bench.itch50 import measure_in_child
 
-    state = measure_in_child(max(live, 1), [])
+    state = measure_in_child(max(live, 1), ["--stocks", str(stocks)])
     growth = (result.cpu or {}).get("rss_growth", {}).get("active")
     return {
         "live_orders": live,
         "bytes_per_live_order": round(state["bytes_per_order"], 1),
+        "bytes_per_live_order_without_stocks": round(state["order_bytes_per_order"], 1),
+        "stock_bytes": state["stock_bytes"],
         "active_rss_growth_bytes": growth,
         "active_rss_growth_per_live_order": None if growth is None or not live else round(growth / live, 1),
     }

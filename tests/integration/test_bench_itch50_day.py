@@ -31,4 +31,5 @@ def test_a_small_day_is_played_whole_and_its_books_equal_itch_books(
     assert set(params["cpu"]["processes"]) == {"source", "active", "backup-1", "backup-2", "client"}
     assert params["active_us_per_msg"] > 0 and params["active_over_itch_book"] > 0
     assert params["live_orders"] == params["itch_book_stats"]["live_orders"] > 0
-    assert params["bytes_per_live_order"] > 0
+    assert params["bytes_per_live_order"] > 0 and params["stock_bytes"] > 0  # the day's 2,000 stocks named
+    assert params["bytes_per_live_order_without_stocks"] < params["bytes_per_live_order"]
