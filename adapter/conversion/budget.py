@@ -21,7 +21,7 @@ a message whose entries would take the count past the tables' budget: it is
 quarantined as ``memory_limit`` on every adapter that runs the same budget,
 at the same place in the stream. An order's cost covers a price level of its
 own (a sender may give every order its own price) and its table's slot as the
-table doubles (both arrays are held for a moment).
+table grows (in place: one array at a time).
 
 The group: the active names its tables' budget in every report, and a backup
 runs with the active's (:func:`adopted_budget`): one whose own is larger
@@ -68,11 +68,12 @@ MIN_MEMORY_BUDGET: Final = BASE_BYTES + 16 * MiB  # the tables get at least 16 M
 DEFAULT_TABLE_BYTES: Final = DEFAULT_MEMORY_BUDGET - BASE_BYTES  # a state's own default (512 MiB)
 # What the tables count an entry at: the worst case of what python -m feedha.bench.table_bytes
 # measures (docs/deployment.md, "Memory"), since the counts must hold whatever a sender does.
-# itch50: a live order -- its slot in the order table (24 bytes at 3/4 to 3/8 full: up to 64, and
-# 96 while both arrays live as the table doubles) and a price level of its own (a 48-byte node in
-# a side's array, up to 96 just after that array doubles): measured 51 bytes at 1,000,000 orders
-# on 400 prices a side, 122 with a level each. A stock: its name, sides and values (1,364).
-ORDER_BYTES: Final = 192
+# itch50: a live order -- its record in the order table (20 bytes at 3/4 to 1/2 full: up to 40;
+# the table grows by half in place, never holding two arrays) and a price level of its own (a
+# 48-byte node in a side's array, up to 96 just after that array doubles): measured 33 bytes at
+# 1,000,000 orders on 400 prices a side, 104 with a level each. A stock: its name, sides and
+# values (1,364).
+ORDER_BYTES: Final = 144
 ITCH50_SYMBOL_BYTES: Final = 1_536
 # fix44: a symbol's record in the C table, its sides' first arrays and index slot (442 measured);
 # a price level (49 measured at 2,000 a side, up to 96 just after a side's array doubles).

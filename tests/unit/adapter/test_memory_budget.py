@@ -131,7 +131,7 @@ def test_itch50_refuses_the_adds_past_its_budget_in_c_and_in_python_alike() -> N
         add_order(ref, b"B" if ref % 2 else b"S", 10, b"AAPL", 1_000_000 + ref % 7) for ref in range(1, 151)
     ]
     more = [add_order(1000 + ref, b"B", 5, b"MSFT", 2_000_000) for ref in range(5)]
-    room_again = [delete(ref) for ref in range(1, 11)] + [
+    room_again = [delete(ref) for ref in range(1, 21)] + [
         add_order(2000 + r, b"S", 5, b"MSFT", 2) for r in range(12)
     ]
     names = [directory(f"N{n:03d}".encode(), locate=9) for n in range(3)]
@@ -139,8 +139,11 @@ def test_itch50_refuses_the_adds_past_its_budget_in_c_and_in_python_alike() -> N
     native, reference = (_itch_play(room, messages, native=flag) for flag in (True, False))
     assert native == reference  # reasons, blocks, digests, orders and snapshot
     reasons, played, _digest, orders, snapshot, charged = native
-    # 149 adds fit (one stock), the rest are refused; MSFT's 5 adds pay for a stock first.
-    assert reasons == {"memory_limit": 50 + 5 + 2 + 3}, reasons
+    # AAPL and 110 orders fit (the second stock's room holds 10 orders: 1,536 // 144), 40 are refused;
+    # MSFT's 5 adds pay for a stock first (96 bytes left); 20 deletes make room for MSFT and 10 of
+    # its 12 orders; no room is left for a new name.
+    assert ITCH50_SYMBOL_BYTES // ORDER_BYTES == 10 and ITCH50_SYMBOL_BYTES % ORDER_BYTES == 96
+    assert reasons == {"memory_limit": 40 + 5 + 2 + 3}, reasons
     assert orders == 100 and sorted(snapshot) == ["AAPL", "MSFT"] and charged <= room
     assert played.from_runs > 100  # the C run took the adds that fit
 
