@@ -145,6 +145,7 @@ setup(
                 # each format's part, #included by _orders.c: one translation unit (its top says why)
                 "adapter/formats/itch50/_order_table.c",
                 "adapter/formats/itch50/_mbo_run.c",
+                "adapter/formats/itch50/_symbol_map.c",
                 "adapter/formats/fix44/_book_table.c",
                 "adapter/formats/fix44/_fix44_run.c",
                 "adapter/conversion/_blake2b.h",

@@ -49,6 +49,8 @@ class OrderStore:
         run: makes the C run of ``A F E C X D U P Q R`` over a state (``MboRun(state, SymbolValues,
             BookValues)``; its ``run`` is a :data:`~adapter.conversion.engine.RunFunction`), or
             ``None``: the runs are Python's.
+        symbol_map: makes the mapping the state keeps its symbols' values in with the C run
+            (``MboRun.symbol_map(SymbolValues, BookValues)``: C records), or ``None``: a dict.
     """
 
     table: Callable[[], order_table.LiveOrders]
@@ -58,6 +60,7 @@ class OrderStore:
     symbol_digest: Callable[[str, SymbolValues], int]
     is_native: bool
     run: Callable[..., Any] | None = None
+    symbol_map: Callable[..., Any] | None = None
 
 
 def make_order_store(*, prefer_native: bool = True) -> OrderStore:
@@ -77,6 +80,7 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
             _orders.symbol_digest,
             is_native=True,
             run=_orders.MboRun,
+            symbol_map=_orders.MboRun.symbol_map,
         )
     if prefer_native:
         _warn_orders_fallback()

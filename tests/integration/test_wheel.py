@@ -102,6 +102,7 @@ def test_the_sdist_and_wheel_hold_what_they_must(dist: Path) -> None:
         "adapter/conversion/_orders.c",
         "adapter/formats/itch50/_order_table.c",  # _orders.c's parts, #included
         "adapter/formats/itch50/_mbo_run.c",
+        "adapter/formats/itch50/_symbol_map.c",
         "adapter/formats/fix44/_book_table.c",
         "adapter/formats/fix44/_fix44_run.c",
         "adapter/conversion/_protowire.h",

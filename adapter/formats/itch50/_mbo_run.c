@@ -10,14 +10,14 @@
  * directory messages of a symbol the state knows (P Q R: the symbol's session values, the
  * shown book unchanged). The reference is the Python loop (conversion/_reference.LoopEngine.run over
  * itch50/state.MboState.stage/commit and itch50/engine.Itch50Engine.encode_staged), and this
- * does what it does, to the same objects: the state's order table and price levels (this
- * module's), its dicts of SymbolValues and of hashes, and its two digests. A symbol's new
- * values are new SymbolValues and BookValues objects, as the reference's copies are, so the
- * careful path, snapshots and images read them as they read the reference's. Anything else
+ * does what it does, to the same state: its order table and price levels (this module's), its
+ * symbols' values and hashes -- records of a SymbolMap (_symbol_map.c), read and written in
+ * place: no Python object is made or read for a message -- and its two digests. Python reads
+ * a symbol's values from its record as SymbolValues, as it read the reference's. Anything else
  * stops the run (STOP_SLOW) before anything changes and the Python path takes that message:
  * another type (those that move nothing: counted and skipped there), a record out of the run,
- * a symbol never seen, an unknown or duplicate order, bad shares, a full table, values of an
- * unexpected type, or arithmetic the doubles here could round otherwise than Python's
+ * a symbol never seen, an unknown or duplicate order, bad shares, a full table, a symbol whose
+ * values Python set to types its record cannot hold exactly, or arithmetic the doubles here could round otherwise than Python's
  * integers (a cross of more shares than a u32 holds) (tests/unit/adapter/test_mbo_run.py compares
  * the two on the same input, block for block and digest for digest).
  */
@@ -69,18 +69,17 @@ static Py_ssize_t slot_offset(PyObject *type, const char *name) {
 
 /* The slots of both value types, all or none: a type that is not the slotted dataclass the
  * run knows (another implementation, a subclass with its own __init__) is built by calling it. */
-static void find_slots(RunObject *self) {
+static void find_slots(PyObject *values_type, PyObject *book_type, Py_ssize_t *value_at, Py_ssize_t *book_at) {
     static const char *book_extra[3] = {"shared", "cache", "level_bytes"};
     PyObject *book_names[15] = {N_LEVEL_INDEXED, N_BIDS, N_ASKS, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                 N_NOTIONAL, N_TRADED, N_TRADES};
     for (int i = 0; i < 9; i++) book_names[3 + i] = N_SESSION[i];
-    int ok = PyType_Check(self->values_type) && PyType_Check(self->book_type);
+    int ok = PyType_Check(values_type) && PyType_Check(book_type);
     for (int i = 0; i < VALUE_SLOTS && ok; i++)
-        ok = (self->value_at[i] = slot_offset(self->values_type, i < 9 ? PyUnicode_AsUTF8(N_STATE[i]) : "book")) > 0;
+        ok = (value_at[i] = slot_offset(values_type, i < 9 ? PyUnicode_AsUTF8(N_STATE[i]) : "book")) > 0;
     for (int i = 0; i < BOOK_SLOTS && ok; i++)
-        ok = (self->book_at[i] = slot_offset(self->book_type, i < 15 ? PyUnicode_AsUTF8(book_names[i])
-                                                                      : book_extra[i - 15])) > 0;
-    if (!ok) self->value_at[0] = 0;
+        ok = (book_at[i] = slot_offset(book_type, i < 15 ? PyUnicode_AsUTF8(book_names[i]) : book_extra[i - 15])) > 0;
+    if (!ok) value_at[0] = 0;
     PyErr_Clear();
 }
 
@@ -91,7 +90,7 @@ static PyObject *run_object(PyTypeObject *type, PyObject *state, PyObject *value
     self->state = Py_NewRef(state);
     self->values_type = Py_NewRef(values_type);
     self->book_type = Py_NewRef(book_type);
-    find_slots(self);
+    find_slots(values_type, book_type, self->value_at, self->book_at);
     return (PyObject *)self;
 }
 
@@ -117,17 +116,6 @@ static PyObject *build_slotted(PyObject *type, const Py_ssize_t *at, PyObject *c
     if (obj == NULL) return NULL;
     for (int i = 0; i < n; i++) SLOT(obj, at[i]) = Py_NewRef(items[i]);
     return obj;
-}
-
-/* The new values' objects: n->v[9] the BookValues of n->k, then the SymbolValues of n->v. */
-static PyObject *build_values(RunObject *self, NewValues *n) {
-    if (self->value_at[0] == 0) {
-        n->v[9] = PyObject_Vectorcall(self->book_type, n->k, 15, NULL);
-        return n->v[9] == NULL ? NULL : PyObject_Vectorcall(self->values_type, n->v, 10, NULL);
-    }
-    PyObject *book_extra[3] = {PyLong_FromLong(0), PyDict_New(), PyDict_New()};
-    n->v[9] = build_slotted(self->book_type, self->book_at, n->k, 15, book_extra, 3);
-    return n->v[9] == NULL ? NULL : build_slotted(self->values_type, self->value_at, n->v, 10, NULL, 0);
 }
 
 /* ``values``' fields into ``n`` as view_of reads them, from the slots where it is of the run's
@@ -163,6 +151,32 @@ static void run_dealloc(RunObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A live order as a snapshot packs it (ORDER_RECORD: ref, side, price, shares). */
+typedef struct {
+    uint64_t ref;
+    uint32_t symbol, price, shares;
+    uint8_t side;
+} LiveOrder;
+
+static int live_order_cmp(const void *a, const void *b) {
+    const LiveOrder *x = a, *y = b;
+    if (x->symbol != y->symbol) return x->symbol < y->symbol ? -1 : 1;
+    return x->ref < y->ref ? -1 : x->ref > y->ref;
+}
+
+static int order_record(Buf *b, uint64_t ref, uint8_t side, uint32_t price, uint32_t shares) {
+    if (buf_reserve(b, 17) < 0) return -1;
+    uint8_t *p = b->data + b->len;
+    put_be64(p, ref);
+    p[8] = side;
+    for (int i = 0; i < 4; i++) p[9 + i] = (uint8_t)(price >> (24 - 8 * i));
+    for (int i = 0; i < 4; i++) p[13 + i] = (uint8_t)(shares >> (24 - 8 * i));
+    b->len += 17;
+    return 0;
+}
+
+#include "_symbol_map.c" /* SymbolMap: the symbols' values in C records */
+
 /* One decoded message (itch50_parser.parse_itch's fields for A F E C X D U P Q R). */
 typedef struct {
     uint64_t seq, ref, new_ref;
@@ -183,7 +197,8 @@ typedef struct {
 /* One run() call: the state's parts (read at its start) and what it has collected. */
 typedef struct {
     OrderTableObject *orders;
-    PyObject *index, *names, *sides, *name_hashes, *values, *hashes; /* owned */
+    PyObject *index, *names, *sides, *name_hashes; /* owned */
+    SymbolMapObject *map;                          /* owned: the state's _values */
     uint64_t digest, orders_digest, max_orders;
     Py_ssize_t depth;
     long long expect_seq, stop_seq, room;
@@ -255,25 +270,6 @@ static int itch_take(const uint8_t *body, size_t len, ItchMsg *m) {
     default: break;
     }
     return 0;
-}
-
-/* Up to ``depth`` levels of a shown side (a list of (price, size, orders)) as doubles: how
- * many, -2 when one is not such a tuple (the Python path decides), -1 with an exception. */
-static Py_ssize_t read_side(PyObject *side, Py_ssize_t depth, ShownLevel *out) {
-    if (!PyList_CheckExact(side)) return -2;
-    Py_ssize_t n = PyList_GET_SIZE(side) < depth ? PyList_GET_SIZE(side) : depth;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(side, i);
-        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 || !PyFloat_CheckExact(PyTuple_GET_ITEM(t, 0)) ||
-            !PyFloat_CheckExact(PyTuple_GET_ITEM(t, 1)) || !PyLong_CheckExact(PyTuple_GET_ITEM(t, 2)))
-            return -2;
-        out[i].price = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 0));
-        out[i].size = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(t, 1));
-        long long orders = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
-        if (orders == -1 && PyErr_Occurred()) return -1;
-        out[i].orders = orders;
-    }
-    return n;
 }
 
 /* ---- one message ---- */
@@ -389,109 +385,6 @@ static int load_values(RunObject *self, PyObject *current, NewValues *n) {
     return rc;
 }
 
-static inline int opt_float(PyObject *o) { return o == Py_None || PyFloat_CheckExact(o); }
-
-/* itch50_state._execute on the loaded values: 0, STOP_SLOW (types or sizes the Python
- * arithmetic would treat otherwise, or the volume's overflow, which Python quarantines), or -1. */
-static int execute(NewValues *n, uint32_t price_units, uint32_t shares) {
-    PyObject **k = n->k;
-    /* k: 3 volume, 4 last, 5 high, 6 low, 11 vwap, 12 notional, 13 traded, 14 trades */
-    if (!opt_float(k[3]) || !opt_float(k[5]) || !opt_float(k[6]) || !PyFloat_CheckExact(k[12]) ||
-        !PyFloat_CheckExact(k[13]) || !PyLong_CheckExact(k[14]))
-        return STOP_SLOW;
-    long long trades = PyLong_AsLongLong(k[14]);
-    if (trades == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return STOP_SLOW;
-    }
-    if (trades == LLONG_MAX) return STOP_SLOW;
-    double price = (double)price_units / PRICE_SCALE;
-    double volume = (k[3] == Py_None ? 0.0 : PyFloat_AS_DOUBLE(k[3])) + (double)shares;
-    double notional = PyFloat_AS_DOUBLE(k[12]) + (double)((uint64_t)price_units * shares);
-    double traded = PyFloat_AS_DOUBLE(k[13]) + (double)shares;
-    if (!(volume < 9223372036854775808.0) || !isfinite(notional)) return STOP_SLOW; /* overflow: Python names it */
-    double vwap = 0.0;
-    int new_vwap = traded != 0.0;
-    if (new_vwap) { /* int(notional) / (int(traded) * 10000), correctly rounded when both are exact doubles */
-        double whole = trunc(traded) * PRICE_SCALE;
-        if (!(whole > 0.0 && whole < 9007199254740992.0)) return STOP_SLOW;
-        vwap = trunc(notional) / whole;
-    }
-    PyObject *price_obj = PyFloat_FromDouble(price);
-    if (price_obj == NULL) return -1;
-    replace(&k[4], Py_NewRef(price_obj));
-    if (k[5] == Py_None || price > PyFloat_AS_DOUBLE(k[5])) replace(&k[5], Py_NewRef(price_obj));
-    if (k[6] == Py_None || price < PyFloat_AS_DOUBLE(k[6])) replace(&k[6], Py_NewRef(price_obj));
-    Py_DECREF(price_obj);
-    replace(&k[3], PyFloat_FromDouble(volume));
-    replace(&k[12], PyFloat_FromDouble(notional));
-    replace(&k[13], PyFloat_FromDouble(traded));
-    replace(&k[14], PyLong_FromLongLong(trades + 1));
-    if (new_vwap) replace(&k[11], PyFloat_FromDouble(vwap));
-    if (!k[3] || !k[12] || !k[13] || !k[14] || !k[11]) return -1;
-    /* values: volume high low last vwap trade_count . . notional */
-    PyObject **v = n->v;
-    replace(&v[0], PyLong_FromLongLong((long long)volume));
-    replace(&v[1], Py_NewRef(k[5]));
-    replace(&v[2], Py_NewRef(k[6]));
-    replace(&v[3], Py_NewRef(k[4]));
-    int vwap_set = k[11] != Py_None && PyFloat_AS_DOUBLE(k[11]) != 0.0; /* book.vwap or 0.0 */
-    replace(&v[4], vwap_set ? Py_NewRef(k[11]) : PyFloat_FromDouble(0.0));
-    replace(&v[5], Py_NewRef(k[14]));
-    replace(&v[8], PyFloat_FromDouble(notional / PRICE_SCALE));
-    return (v[0] && v[4] && v[8]) ? 0 : -1;
-}
-
-/* The tuple of ``old`` (a side's list, read into ``before``) at ``j`` when it is level ``l`` bit for bit. */
-static PyObject *same_level(PyObject *old, const ShownLevel *before, Py_ssize_t n_before, Py_ssize_t j,
-                            const ShownLevel *l) {
-    if (j < 0 || j >= n_before || j >= PyList_GET_SIZE(old)) return NULL;
-    const ShownLevel *b = &before[j];
-    if (dbits(b->price) != dbits(l->price) || dbits(b->size) != dbits(l->size) || b->orders != l->orders) return NULL;
-    PyObject *t = PyList_GET_ITEM(old, j);
-    return PyTuple_CheckExact(t) ? t : NULL;
-}
-
-/* The shown levels as the list the reference builds: (price / 10,000, float(size), orders). A
- * level the side showed before, where a message leaves it (the same place, or one up or down),
- * is its old tuple again -- equal to the reference's new one, and nothing allocated. */
-static PyObject *shown_side(const Shown *levels, Py_ssize_t n, ShownLevel *as_doubles, PyObject *old,
-                            const ShownLevel *before, Py_ssize_t n_before) {
-    PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        as_doubles[i] = (ShownLevel){(double)levels[i].price / PRICE_SCALE, (double)levels[i].size, levels[i].count};
-        PyObject *t = same_level(old, before, n_before, i, &as_doubles[i]);
-        if (t == NULL) t = same_level(old, before, n_before, i - 1, &as_doubles[i]);
-        if (t == NULL) t = same_level(old, before, n_before, i + 1, &as_doubles[i]);
-        t = t != NULL ? Py_NewRef(t)
-                      : Py_BuildValue("(ddL)", as_doubles[i].price, as_doubles[i].size, (long long)levels[i].count);
-        if (t == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, t);
-    }
-    return out;
-}
-
-/* book.best(side): the first level's price of a shown side, else 0.0 (a new reference). */
-static PyObject *best_price(PyObject *side) {
-    if (PyList_GET_SIZE(side) == 0) return PyFloat_FromDouble(0.0);
-    return PySequence_GetItem(PyList_GET_ITEM(side, 0), 0);
-}
-
-static int order_record(Buf *b, uint64_t ref, uint8_t side, uint32_t price, uint32_t shares) {
-    if (buf_reserve(b, 17) < 0) return -1;
-    uint8_t *p = b->data + b->len;
-    put_be64(p, ref);
-    p[8] = side;
-    for (int i = 0; i < 4; i++) p[9 + i] = (uint8_t)(price >> (24 - 8 * i));
-    for (int i = 0; i < 4; i++) p[13 + i] = (uint8_t)(shares >> (24 - 8 * i));
-    b->len += 17;
-    return 0;
-}
-
 static int mbo_commit_ops(MboCtx *c, const Staged *s, SideLevelsObject *levels, uint64_t name_hash) {
     for (int i = 0; i < s->n_ops; i++) {
         const OrderOp *op = &s->ops[i];
@@ -548,7 +441,7 @@ static int symbol_parts(MboCtx *c, const Staged *s, PyObject **name, SideLevelsO
 }
 
 /* Encode the message's block into c->blocks (after a reserved header): 0, STOP_SLOW, STOP_ROOM, or -1. */
-static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues *n, const ShownLevel *before,
+static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const SymRec *t, const ShownLevel *before,
                      Py_ssize_t n_before, const ShownLevel *after, Py_ssize_t n_after, ShownLevel *scratch,
                      const Buf *orders) {
     Buf *b = &c->blocks;
@@ -570,7 +463,7 @@ static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues
         w_trade_of(b, (double)s->trade_price / PRICE_SCALE, s->trade_shares, (double)s->trade_shares) < 0)
         return -1;
     if (w_changes(b, before, n_before, after, n_after, s->side, scratch) < 0 ||
-        w_state_of(b, n, (uint64_t)c->depth, 0) < 0)
+        w_rec_state(b, t, FH_SYMBOLUPDATE_STATE_TAG, (uint64_t)c->depth, (uint64_t)c->depth, NULL, 0) < 0)
         return -1;
     if (orders->len) {
         size_t at = b->len;
@@ -594,67 +487,120 @@ static int mbo_block(MboCtx *c, const Staged *s, PyObject *name, const NewValues
     return 0;
 }
 
-/* Where a message's side of the shown book stands before and after it (a message that moves
- * no order: none). ``scratch`` has room for both, as w_changes needs. */
-typedef struct {
-    ShownLevel *before, *after, *scratch;
-    Py_ssize_t n_before, n_after;
-} ShownSides;
+/* itch50_state._execute on a record's values (the doubles Python's arithmetic gives for the
+ * record's exact types): 0, or STOP_SLOW (the volume's overflow, which Python quarantines, or
+ * arithmetic the doubles here could round otherwise than Python's integers). */
+static int rec_execute(SymRec *t, uint32_t price_units, uint32_t shares) {
+    if (t->trades == LLONG_MAX) return STOP_SLOW;
+    double price = (double)price_units / PRICE_SCALE;
+    double volume = ((t->session_set & 1) ? t->session[0] : 0.0) + (double)shares;
+    double notional = t->b_notional + (double)((uint64_t)price_units * shares);
+    double traded = t->b_traded + (double)shares;
+    if (!(volume < 9223372036854775808.0) || !isfinite(notional)) return STOP_SLOW; /* overflow: Python names it */
+    int new_vwap = traded != 0.0;
+    double vwap = 0.0;
+    if (new_vwap) { /* int(notional) / (int(traded) * 10000), correctly rounded when both are exact doubles */
+        double whole = trunc(traded) * PRICE_SCALE;
+        if (!(whole > 0.0 && whole < 9007199254740992.0)) return STOP_SLOW;
+        vwap = trunc(notional) / whole;
+    }
+    /* session: 0 volume, 1 last, 2 high, 3 low, 8 vwap (SESSION_NAMES) */
+    t->session[1] = price;
+    if (!(t->session_set & 4) || price > t->session[2]) t->session[2] = price;
+    if (!(t->session_set & 8) || price < t->session[3]) t->session[3] = price;
+    t->session[0] = volume;
+    t->session_set |= 1 | 2 | 4 | 8;
+    if (new_vwap) {
+        t->session[8] = vwap;
+        t->session_set |= 1u << 8;
+    }
+    t->b_notional = notional;
+    t->b_traded = traded;
+    t->trades += 1;
+    t->volume = (int64_t)volume;
+    t->high = t->session[2];
+    t->low = t->session[3];
+    t->last = t->session[1];
+    t->vwap = ((t->session_set >> 8) & 1) && t->session[8] != 0.0 ? t->session[8] : 0.0; /* book.vwap or 0.0 */
+    t->trade_count = t->trades;
+    t->notional = notional / PRICE_SCALE;
+    return 0;
+}
 
-/* The tail every message shares: the new values' objects, the orders it touches, its block,
- * then the commit -- the hash first (it can fail), then the orders, then the values. 0, a
- * STOP_* with nothing changed, or -1. ``levels`` is NULL for a message that moves no order. */
-static int mbo_finish(MboRunObject *self, MboCtx *c, const Staged *s, PyObject *name, NewValues *n,
-                      const ShownSides *sides, SideLevelsObject *levels, uint64_t name_hash) {
-    PyObject *values = NULL;
+/* The values a message starts from (MboState._values_of): the record's, or a new symbol's
+ * (no record: SymbolValues(book=BookValues())); a record without a book gets an empty one.
+ * STOP_SLOW when Python's object, not the record, holds the values. */
+static int rec_start(MboCtx *c, PyObject *name, SymRec **rec, SymRec *t) {
+    *rec = map_find(c->map, name);
+    if (*rec == NULL && PyErr_Occurred()) return -1;
+    if (*rec != NULL && !(*rec)->native) return STOP_SLOW;
+    if (*rec != NULL) {
+        *t = **rec;
+    } else {
+        memset(t, 0, sizeof *t);
+        t->native = 1;
+    }
+    if (!t->has_book) {
+        t->has_book = 1;
+        t->level_indexed = 0;
+        t->session_set = 0;
+        t->b_notional = t->b_traded = 0.0;
+        t->trades = 0;
+        t->n_side[0] = t->n_side[1] = 0;
+    }
+    return 0;
+}
+
+/* The tail every message shares: the orders it touches, its block, its hash, then the commit --
+ * the record made first (it can fail), then the orders, then the values. 0, a STOP_* with
+ * nothing changed, or -1. ``levels`` is NULL for a message that moves no order; ``moved`` is
+ * the side (0 bids, 1 asks) whose shown levels ``t`` holds in scratch, or -1. */
+static int mbo_finish(MboCtx *c, const Staged *s, PyObject *name, SymRec *rec, const SymRec *t, int moved,
+                      const ShownLevel *before, Py_ssize_t n_before, ShownLevel *scratch, SideLevelsObject *levels,
+                      uint64_t name_hash) {
     Buf orders = {0};
-    int rc = -1;
-    if ((values = build_values(self, n)) == NULL) goto done;
-    for (int i = 0; i < s->n_ops; i++) { /* the orders it touches, after it (MboState.touched) */
+    int rc = 0;
+    for (int i = 0; i < s->n_ops && rc == 0; i++) { /* the orders it touches, after it (MboState.touched) */
         const OrderOp *op = &s->ops[i];
         const Order *o = op->kind == OP_ADD_ORDER ? NULL : ot_find(c->orders, op->ref);
         if (op->kind != OP_ADD_ORDER && o == NULL) { /* staged from this table a moment ago */
             rc = STOP_SLOW;
-            goto done;
+            break;
         }
         rc = op->kind == OP_ADD_ORDER ? order_record(&orders, op->ref, op->side, op->price, op->shares)
                                       : order_record(&orders, op->ref, o->side, o->price,
                                                      op->kind == OP_REMOVE_ORDER ? 0 : op->shares);
-        if (rc < 0) goto done;
     }
-    if (c->publish && (rc = mbo_block(c, s, name, n, sides->before, sides->n_before, sides->after, sides->n_after,
-                                      sides->scratch, &orders)) != 0)
-        goto done;
-    rc = -1;
-    Py_ssize_t name_len;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
-    uint64_t new_hash, old_hash = 0;
-    if (utf8 == NULL || digest_view(utf8, name_len, n, &new_hash) < 0) goto done;
-    PyObject *old = PyDict_GetItemWithError(c->hashes, name);
-    if (old != NULL) {
-        old_hash = PyLong_AsUnsignedLongLong(old);
-        if (old_hash == (unsigned long long)-1 && PyErr_Occurred()) goto done;
-    } else if (PyErr_Occurred()) {
-        goto done;
-    }
-    PyObject *hash_obj = PyLong_FromUnsignedLongLong(new_hash);
-    if (hash_obj == NULL || mbo_commit_ops(c, s, levels, name_hash) < 0 ||
-        PyDict_SetItem(c->values, name, values) < 0 || PyDict_SetItem(c->hashes, name, hash_obj) < 0) {
-        Py_XDECREF(hash_obj);
-        goto done;
-    }
-    Py_DECREF(hash_obj);
-    c->digest += new_hash - old_hash;
-    rc = 0;
-done:
+    const ShownLevel *after = moved >= 0 ? t->side[moved] : NULL;
+    Py_ssize_t n_after = moved >= 0 ? t->n_side[moved] : 0;
+    if (rc == 0 && c->publish)
+        rc = mbo_block(c, s, name, t, before, moved >= 0 ? n_before : 0, after, n_after, scratch, &orders);
     PyMem_Free(orders.data);
-    Py_XDECREF(values);
-    return rc;
+    uint64_t new_hash, old_hash = rec != NULL ? rec->hash : 0;
+    if (rc != 0 || rec_digest(name, t, &new_hash) < 0) return rc != 0 ? rc : -1;
+    if ((rec == NULL && (rec = map_insert(c->map, name)) == NULL) || (moved >= 0 && rec_side_room(rec, moved, n_after) < 0))
+        return -1; /* an empty record for a new symbol: not native, nothing the run or Python reads yet */
+    if (mbo_commit_ops(c, s, levels, name_hash) < 0) return -1;
+    PyObject *key = rec->name, *obj = rec->obj;
+    ShownLevel *sides[2] = {rec->side[0], rec->side[1]};
+    Py_ssize_t caps[2] = {rec->cap_side[0], rec->cap_side[1]};
+    *rec = *t;
+    for (int k = 0; k < 2; k++) { /* the record keeps its arrays (the other side: its own levels) */
+        rec->side[k] = sides[k];
+        rec->cap_side[k] = caps[k];
+    }
+    if (n_after) memcpy(rec->side[moved], after, (size_t)n_after * sizeof(ShownLevel));
+    rec->name = key;
+    rec->obj = NULL;
+    rec->hash = new_hash;
+    Py_XDECREF(obj); /* the values Python read before: built again when asked */
+    c->digest += new_hash - old_hash;
+    return 0;
 }
 
 /* One message that moves a live order (A F E C X D U), staged, encoded and committed: 0, a
  * STOP_* with nothing changed, or -1. */
-static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
+static int mbo_message(MboCtx *c, Staged *s) {
     int rc;
     if (s->m.kind == 'A' || s->m.kind == 'F') {
         if (s->m.side != 'B' && s->m.side != 'S') return STOP_SLOW;
@@ -664,80 +610,58 @@ static int mbo_message(MboRunObject *self, MboCtx *c, Staged *s) {
     PyObject *name;
     SideLevelsObject *levels;
     uint64_t name_hash;
-    if ((rc = symbol_parts(c, s, &name, &levels, &name_hash)) != 0) return rc;
-    Py_INCREF(name); /* both held: the dataclasses' Python code runs before they are used again */
-    Py_INCREF(levels);
-    PyObject *current = PyDict_GetItemWithError(c->values, name);
-    Py_XINCREF(current);
-    NewValues n = {0};
-    int side_at = s->side == ITCH_BID ? 1 : 2; /* n.k: 1 bids, 2 asks */
+    SymRec *rec, t;
+    if ((rc = symbol_parts(c, s, &name, &levels, &name_hash)) != 0 || (rc = rec_start(c, name, &rec, &t)) != 0)
+        return rc;
+    int moved = s->side == ITCH_BID ? 0 : 1;
     size_t room = sl_best_room(levels, c->depth, s->n_moves);
     Shown *shown = PyMem_Malloc(room * sizeof(Shown));
-    ShownLevel *lv = PyMem_Malloc((size_t)(4 * (c->depth + 1)) * sizeof(ShownLevel));
-    ShownSides sides = {lv, lv + c->depth + 1, lv + 2 * (c->depth + 1), 0, 0};
-    rc = -1;
+    ShownLevel *lv = PyMem_Malloc((size_t)(3 * (c->depth + 1)) * sizeof(ShownLevel));
     if (shown == NULL || lv == NULL) {
+        PyMem_Free(shown);
+        PyMem_Free(lv);
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
-    if (PyErr_Occurred() || load_values(self, current, &n) < 0) goto done;
-    sides.n_before = read_side(n.k[side_at], c->depth, sides.before);
-    if (sides.n_before < 0) {
-        rc = sides.n_before == -2 ? STOP_SLOW : -1;
-        goto done;
+    ShownLevel *after = lv, *scratch = lv + c->depth + 1;
+    Py_ssize_t n_before = t.n_side[moved] < c->depth ? t.n_side[moved] : c->depth;
+    Py_ssize_t n_after = sl_best(levels, c->depth, s->moves, s->n_moves, shown);
+    for (Py_ssize_t i = 0; i < n_after; i++) /* (price / 10,000, float(size), orders), as the reference shows */
+        after[i] = (ShownLevel){(double)shown[i].price / PRICE_SCALE, (double)shown[i].size, shown[i].count};
+    const ShownLevel *before = t.side[moved];
+    t.side[moved] = after;
+    t.n_side[moved] = n_after;
+    rc = s->has_trade ? rec_execute(&t, s->trade_price, s->trade_shares) : 0;
+    if (rc == 0) {
+        t.bid = t.n_side[0] ? t.side[0][0].price : 0.0; /* book.best(side) */
+        t.ask = t.n_side[1] ? t.side[1][0].price : 0.0;
+        rc = mbo_finish(c, s, name, rec, &t, moved, before, n_before, scratch, levels, name_hash);
     }
-    sides.n_after = sl_best(levels, c->depth, s->moves, s->n_moves, shown);
-    PyObject *other = PySequence_List(n.k[3 - side_at]); /* list(): the reference's copy */
-    PyObject *mine = shown_side(shown, sides.n_after, sides.after, n.k[side_at], sides.before, sides.n_before);
-    replace(&n.k[3 - side_at], other);
-    replace(&n.k[side_at], mine);
-    if (other == NULL || mine == NULL) goto done;
-    if (s->has_trade && (rc = execute(&n, s->trade_price, s->trade_shares)) != 0) goto done;
-    replace(&n.v[6], best_price(n.k[1]));
-    replace(&n.v[7], best_price(n.k[2]));
-    rc = (n.v[6] == NULL || n.v[7] == NULL) ? -1 : mbo_finish(self, c, s, name, &n, &sides, levels, name_hash);
-done:
     PyMem_Free(shown);
     PyMem_Free(lv);
-    new_values_clear(&n);
-    Py_XDECREF(current);
-    Py_DECREF(levels);
-    Py_DECREF(name);
     return rc;
 }
 
 /* A P, Q or R message of a symbol the state knows (itch50_state.MboState.stage's "P Q R" case):
  * no order moves and the shown book stays; P and Q execute (volume, last, high, low, VWAP; bid
  * and ask stay as they were). 0, a STOP_* with nothing changed, or -1. */
-static int mbo_symbol_message(MboRunObject *self, MboCtx *c, Staged *s) {
+static int mbo_symbol_message(MboCtx *c, Staged *s) {
     int rc = stock_symbol(c, s->m.stock, &s->symbol);
     if (rc != 0) return rc;
     if ((Py_ssize_t)s->symbol >= PyList_GET_SIZE(c->names) || !PyUnicode_Check(PyList_GET_ITEM(c->names, s->symbol)))
         return STOP_SLOW;
-    PyObject *name = Py_NewRef(PyList_GET_ITEM(c->names, s->symbol));
+    PyObject *name = PyList_GET_ITEM(c->names, s->symbol);
+    SymRec *rec, t;
+    if ((rc = rec_start(c, name, &rec, &t)) != 0) return rc;
     s->has_trade = s->m.kind != 'R';
     s->trade_price = s->m.price;
     s->trade_shares = s->m.shares;
-    PyObject *current = PyDict_GetItemWithError(c->values, name);
-    Py_XINCREF(current);
-    NewValues n = {0};
-    ShownSides sides = {0};
-    rc = -1;
-    if (PyErr_Occurred() || load_values(self, current, &n) < 0) goto done;
-    replace(&n.k[1], PySequence_List(n.k[1])); /* the reference's copy of both sides */
-    replace(&n.k[2], PySequence_List(n.k[2]));
-    if (n.k[1] == NULL || n.k[2] == NULL) goto done;
-    if (s->has_trade && (rc = execute(&n, s->trade_price, s->trade_shares)) != 0) goto done;
-    rc = mbo_finish(self, c, s, name, &n, &sides, NULL, 0);
-done:
-    new_values_clear(&n);
-    Py_XDECREF(current);
-    Py_DECREF(name);
-    return rc;
+    if (s->has_trade && (rc = rec_execute(&t, s->trade_price, s->trade_shares)) != 0) return rc;
+    return mbo_finish(c, s, name, rec, &t, -1, NULL, 0, NULL, NULL, 0);
 }
 
 /* Messages from *pos until one stops the run: why (STOP_*), or -1 with an exception. */
-static int mbo_messages(MboRunObject *self, MboCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
+static int mbo_messages(MboCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos) {
     while (*pos < end) {
         if (c->count >= c->max_count) return STOP_COUNT;
         /* moldudp64.next_record: a u32 length, then the u64 source_seq and the message */
@@ -751,7 +675,7 @@ static int mbo_messages(MboRunObject *self, MboCtx *c, const uint8_t *buf, Py_ss
         if (c->expect_seq && (long long)s.m.seq != c->expect_seq) return STOP_SLOW;
         if (c->stop_seq && (long long)s.m.seq >= c->stop_seq) return STOP_SLOW; /* seq <= MAX_SOURCE_SEQ */
         int symbol_only = s.m.kind == 'P' || s.m.kind == 'Q' || s.m.kind == 'R';
-        int rc = symbol_only ? mbo_symbol_message(self, c, &s) : mbo_message(self, c, &s);
+        int rc = symbol_only ? mbo_symbol_message(c, &s) : mbo_message(c, &s);
         if (rc != 0) return rc;
         if (buf_reserve(&c->digests, 8) < 0) return -1;
         memcpy(c->digests.data + c->digests.len, &c->digest, 8);
@@ -828,14 +752,14 @@ static PyObject *MboRun_run(MboRunObject *self, PyObject *args) {
         (c.names = owned_attr(state, N_NAMES, &PyList_Type)) == NULL ||
         (c.sides = owned_attr(state, N_SIDES, &PyList_Type)) == NULL ||
         (c.name_hashes = owned_attr(state, N_NAME_HASHES, &PyList_Type)) == NULL ||
-        (c.values = owned_attr(state, N_VALUES, &PyDict_Type)) == NULL ||
-        (c.hashes = owned_attr(state, N_HASHES, &PyDict_Type)) == NULL || u64_attr(state, N_DIGEST, &c.digest) < 0 ||
+        (c.map = (SymbolMapObject *)owned_attr(state, N_VALUES, &SymbolMapType)) == NULL ||
+        u64_attr(state, N_DIGEST, &c.digest) < 0 ||
         u64_attr(state, N_ORDERS_DIGEST, &c.orders_digest) < 0 || u64_attr(state, N_MAX_ORDERS, &c.max_orders) < 0 ||
         depth_attr(state, &c.depth) < 0)
         goto done;
     loaded = 1;
     if (want_payloads && (c.payloads = PyList_New(0)) == NULL) goto done;
-    int stop = mbo_messages(self, &c, frame.buf, frame.len, &pos);
+    int stop = mbo_messages(&c, frame.buf, frame.len, &pos);
     if (stop < 0) goto done;
     result = run_result(pos, c.count, stop, &c.blocks, c.first_seq, &c.digests, c.payloads);
 done:
@@ -847,8 +771,7 @@ done:
     Py_XDECREF(c.names);
     Py_XDECREF(c.sides);
     Py_XDECREF(c.name_hashes);
-    Py_XDECREF(c.values);
-    Py_XDECREF(c.hashes);
+    Py_XDECREF(c.map);
     Py_XDECREF(c.payloads);
     PyMem_Free(c.blocks.data);
     PyMem_Free(c.digests.data);
@@ -911,18 +834,6 @@ done:
 #define SNAPSHOT_SYMBOLS_TAG 0x22 /* sync.proto ConversionSnapshot.symbols = 4 */
 #define SNAPSHOT_SYMBOL_TAG 0x0a  /* SymbolSnapshot.symbol = 1 */
 #define SNAPSHOT_STATE_TAG 0x12   /* SymbolSnapshot.state = 2 */
-
-typedef struct {
-    uint64_t ref;
-    uint32_t symbol, price, shares;
-    uint8_t side;
-} LiveOrder;
-
-static int live_order_cmp(const void *a, const void *b) {
-    const LiveOrder *x = a, *y = b;
-    if (x->symbol != y->symbol) return x->symbol < y->symbol ? -1 : 1;
-    return x->ref < y->ref ? -1 : x->ref > y->ref;
-}
 
 /* Every live order of the table (through its items() iterator), by symbol, then reference: the
  * order MboState.snapshot's sorted() packs them in (a record starts with its big-endian
@@ -1003,46 +914,74 @@ PyDoc_STRVAR(MboRun_checkpoint_symbols_doc,
              "orders packed by reference), written as sync.proto ConversionSnapshot.symbols fields: what\n"
              "recovery.encode_checkpoint_state writes for that snapshot, byte for byte.");
 
+/* The live orders of symbol index ``wanted`` (-1: none) in the sorted array: where they start, how many. */
+static size_t orders_of(const LiveOrder *orders, size_t n_orders, long long wanted, size_t *first) {
+    size_t lo = 0, hi = n_orders, last;
+    while (wanted >= 0 && lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((long long)orders[mid].symbol < wanted) lo = mid + 1;
+        else hi = mid;
+    }
+    *first = lo;
+    for (last = lo; wanted >= 0 && last < n_orders && (long long)orders[last].symbol == wanted; last++) {}
+    return wanted >= 0 ? last - lo : 0;
+}
+
+/* One symbol of the map as a SymbolSnapshot: from its record, or (not native) from Python's object. */
+static int w_map_symbol(RunObject *self, Buf *b, SymRec *r, const LiveOrder *orders, size_t n_orders) {
+    if (!r->native) return w_snapshot_symbol(self, b, r->name, r->obj, orders, n_orders);
+    SymRec t = *r;
+    if (!t.has_book) { /* snapshot(): an empty book where the values have none */
+        t.has_book = 1;
+        t.level_indexed = 0;
+        t.session_set = 0;
+        t.b_notional = t.b_traded = 0.0;
+        t.trades = 0;
+        t.n_side[0] = t.n_side[1] = 0;
+    }
+    Py_ssize_t name_len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(r->name, &name_len);
+    size_t entry = b->len, at = b->len;
+    if (utf8 == NULL || (name_len && (w_raw(b, utf8, (size_t)name_len) < 0 || w_close(b, at, SNAPSHOT_SYMBOL_TAG) < 0)))
+        return -1;
+    if (w_rec_state(b, &t, SNAPSHOT_STATE_TAG, 0, UINT64_MAX, orders, n_orders) < 0) return -1;
+    return w_close(b, entry, SNAPSHOT_SYMBOLS_TAG);
+}
+
 static PyObject *MboRun_checkpoint_symbols(RunObject *self, PyObject *Py_UNUSED(ignored)) {
-    PyObject *table = owned_attr(self->state, N_ORDERS, &OrderTableType), *index = NULL, *items = NULL;
-    PyObject *values = table == NULL ? NULL : owned_attr(self->state, N_VALUES, &PyDict_Type), *out = NULL;
+    PyObject *table = owned_attr(self->state, N_ORDERS, &OrderTableType), *index = NULL, *out = NULL;
+    SymbolMapObject *map = table == NULL ? NULL : (SymbolMapObject *)owned_attr(self->state, N_VALUES, &SymbolMapType);
     size_t n_orders = 0;
     LiveOrder *orders = NULL;
     Buf b = {0};
-    if (values == NULL || (index = owned_attr(self->state, N_INDEX, &PyDict_Type)) == NULL ||
-        (items = PyDict_Items(values)) == NULL || (orders = live_orders((OrderTableObject *)table, &n_orders)) == NULL)
+    if (map == NULL || (index = owned_attr(self->state, N_INDEX, &PyDict_Type)) == NULL ||
+        (orders = live_orders((OrderTableObject *)table, &n_orders)) == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *pair = PyList_GET_ITEM(items, i), *name = PyTuple_GET_ITEM(pair, 0);
-        PyObject *symbol = PyDict_GetItemWithError(index, name); /* borrowed: no Python code runs after */
+    for (Py_ssize_t i = 0; i < map->n; i++) { /* no Python code runs: the map keeps its records */
+        SymRec *r = &map->recs[i];
+        PyObject *symbol = PyDict_GetItemWithError(index, r->name);
         long long wanted = symbol != NULL && PyLong_Check(symbol) ? PyLong_AsLongLong(symbol) : -1;
-        if (PyErr_Occurred() || !PyUnicode_Check(name)) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a symbol is a str");
-            goto done;
-        }
-        size_t first = 0, last;
-        if (wanted >= 0) { /* the symbol's orders: the run of them in the sorted array */
-            size_t lo = 0, hi = n_orders;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if ((long long)orders[mid].symbol < wanted) lo = mid + 1;
-                else hi = mid;
-            }
-            first = lo;
-        }
-        for (last = first; wanted >= 0 && last < n_orders && (long long)orders[last].symbol == wanted; last++) {}
-        if (w_snapshot_symbol(self, &b, name, PyTuple_GET_ITEM(pair, 1), orders + first, wanted >= 0 ? last - first : 0) < 0)
-            goto done;
+        if (PyErr_Occurred()) goto done;
+        size_t first, n = orders_of(orders, n_orders, wanted, &first);
+        if (w_map_symbol(self, &b, r, orders + first, n) < 0) goto done;
     }
     out = PyBytes_FromStringAndSize(b.data ? (const char *)b.data : "", (Py_ssize_t)b.len);
 done:
     PyMem_Free(b.data);
     PyMem_Free(orders);
-    Py_XDECREF(items);
     Py_XDECREF(index);
-    Py_XDECREF(values);
+    Py_XDECREF((PyObject *)map);
     Py_XDECREF(table);
     return out;
+}
+
+PyDoc_STRVAR(MboRun_symbol_map_doc,
+             "symbol_map(values_type, book_type) -> SymbolMap: an empty map of symbols' values in C records\n"
+             "(MboState._values where the extension is built).");
+
+static PyObject *MboRun_symbol_map(PyObject *Py_UNUSED(cls), PyObject *args) {
+    if (PyType_Ready(&SymbolMapType) < 0) return NULL;
+    return SymbolMap_new(&SymbolMapType, args, NULL);
 }
 
 static PyObject *MboRun_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -1060,6 +999,7 @@ static PyMethodDef MboRun_methods[] = {
     {"run", (PyCFunction)MboRun_run, METH_VARARGS, MboRun_run_doc},
     {"records", (PyCFunction)MboRun_records, METH_O, MboRun_records_doc},
     {"checkpoint_symbols", (PyCFunction)MboRun_checkpoint_symbols, METH_NOARGS, MboRun_checkpoint_symbols_doc},
+    {"symbol_map", (PyCFunction)MboRun_symbol_map, METH_VARARGS | METH_STATIC, MboRun_symbol_map_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,11 @@ price levels (:class:`~adapter.conversion.order_table.SideLevels` or its C twin)
 each symbol's :class:`~adapter.conversion.state.SymbolValues` carries the
 best ``depth`` levels a side and the session values in a
 :class:`~adapter.conversion.book.BookValues`, as ``fix44`` does, so the
-client, the digest of values, blocks and images see one book model.
+client, the digest of values, blocks and images see one book model. Where
+the C run is built those values and their hashes live in C records
+(``MboRun.symbol_map``: ``_values`` is a mapping of str to SymbolValues
+built from the records, ``_hashes`` the records' hashes), which the run
+converts on in place.
 
 The rules: an add (``A``/``F``) puts an order on its stock's side at its
 price; ``E`` and ``C`` take the executed shares off the order and ``X`` the
@@ -61,6 +65,7 @@ from feedha.adapter.conversion.order_table import MASK, ORDER_RECORD, PriceLevel
 from feedha.adapter.conversion.state import INT64_MAX, ConversionState, EncodedSymbols, SymbolValues
 from feedha.adapter.errors import ConversionError
 from feedha.adapter.formats.interface import MAX_ORDERS
+from feedha.adapter.formats.itch50._native_values import native_symbols
 from feedha.adapter.formats.itch50.parser import ItchMessage
 from feedha.proto.model import SESSION_VALUES
 
@@ -130,6 +135,17 @@ class MboState(ConversionState):
         self._table_budget = table_budget
         self.order_cap = 0
         self._budget_changed()
+        self._native_values()
+
+    def _native_values(self) -> None:
+        # With the C run, the symbols' values live in C records (MboRun.symbol_map: a mapping
+        # of str to SymbolValues, as the dicts were); the run converts on them in place.
+        make = self.store.symbol_map
+        if make is None:
+            return
+        self._values, self._hashes = native_symbols(
+            make(SymbolValues, BookValues), self._values, self._hashes
+        )
 
     symbol_bytes = ITCH50_SYMBOL_BYTES
 
@@ -405,6 +421,7 @@ class MboState(ConversionState):
             plain[name] = copied
         orders_digest = self._orders_digest
         super().restore(plain, session=session)
+        self._native_values()
         self._digest = (self._digest + orders_digest) & MASK
         self._orders_digest = orders_digest
 

@@ -223,30 +223,28 @@ def test_a_state_that_is_not_an_mbo_state_is_refused_not_crashed() -> None:
 
 
 @needs_native
-def test_value_types_without_slots_are_built_by_calling_them() -> None:
-    # The run fills SymbolValues' and BookValues' slots itself; given callables that are not
-    # those slotted types it calls them, as the reference does: the same blocks and state.
+def test_the_values_live_in_c_records_and_python_reads_them_as_objects() -> None:
+    # The run converts on the records (MboRun.symbol_map): Python reads a symbol's values as a
+    # SymbolValues built when asked and kept until the run changes the symbol again.
     capture = make_itch_capture(symbols=20, orders=600, seed=11, book_only=True)
-    engines = [Itch50Engine(depth=3) for _ in range(2)]
-    called = []
-
-    def values(*args: Any) -> SymbolValues:
-        called.append(1)
-        return SymbolValues(*args)
-
-    store = engines[1].mbo.store
-    assert store.run is not None
-    engines[1]._native_run = store.run(engines[1].mbo, values, lambda *args: BookValues(*args)).run
-    plays = []
+    engines = [Itch50Engine(depth=3, prefer_native=n) for n in (True, False)]
     for engine in engines:
-        played = Played()
         for packet in packets(capture.data, per_packet=25):
-            assert convert(engine, packet, played) == {}
-        plays.append(played)
-    assert plays[0] == plays[1] and plays[0].from_runs > 1_000 and len(called) == plays[1].from_runs
-    _same_state(*engines)
-    for name in engines[0].mbo.snapshot():
-        built = engines[0].mbo.peek(name)
-        assert type(built) is SymbolValues and built is not None and type(built.book) is BookValues
-        assert built.book.cache == {} or isinstance(built.book.cache, dict)
-        assert built == engines[1].mbo.peek(name)
+            assert convert(engine, packet) == {}
+    native, reference = (engine.mbo for engine in engines)
+    symbols = native._values
+    assert type(symbols).__name__ == "SymbolMap" and symbols.native_count() == len(native) == 20
+    first = native.peek("AAAA")
+    assert first is not None and first is native.peek("AAAA") and first == reference.peek("AAAA")
+    assert type(first) is SymbolValues and type(first.book) is BookValues
+    assert list(symbols.keys()) == list(reference._values.keys())
+    assert native.symbol_digest("AAAA") == reference.symbol_digest("AAAA")
+    bids = [
+        (price, ref)
+        for ref, symbol, side, price, _ in native.orders.items()
+        if native._names[symbol] == "AAAA" and side == 1
+    ]
+    order = max(bids)[1]  # at the best bid: its delete changes the shown book
+    convert(engines[0], moldudp64.encode_packet("TEST", capture.messages + 1, [delete(order)]))
+    after = native.peek("AAAA")
+    assert after is not None and after is not first and after.book != first.book
