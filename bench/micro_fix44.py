@@ -16,8 +16,8 @@ thread CPU per message:
 * ``fix44_deep``: one symbol with 1000 prices a side, one Change a message
   (what a message costs when its book is large).
 * ``fix44_careful_10`` / ``fix44_careful_1000`` / ``fix44_careful_4000``: one symbol with
-  that many prices a side, one Change a message, each carrying a tag the dictionary does not
-  define (the C run stops at it; the Python path converts the message and ignores the tag):
+  that many prices a side, one Change a message, each carrying an MDEntryID of non-ASCII text
+  (the C run stops at it; the Python path converts the message):
   what a venue that sends every message down the careful path costs at each depth.
 * ``fix44_book_full``: one symbol with a side full (``book.MAX_PRICES`` prices), then a New
   at a new price a message: each is quarantined (``book_full``) by the Python path.
@@ -102,7 +102,7 @@ def deep_book_messages(
 ) -> tuple[list[bytes], int]:
     """A book of ``prices`` prices a side (the first messages), then ``count`` one-level Changes.
 
-    ``extra``: fields every Change carries after its entry (a tag the C run does not read sends
+    ``extra``: fields every Change carries after its entry (a value the C run does not read sends
     each to the careful path).
     """
     from feedha.proto import fix
@@ -133,7 +133,9 @@ def deep_book_messages(
     return out, warm
 
 
-UNKNOWN_TAG: Final = ((9_999, "x"),)  # not in the dictionary: ignored by the parser, a stop for the C run
+# An MDEntryID of non-ASCII text: valid UTF-8 the parser takes, past the C run's printable ASCII (a
+# stop; an unknown tag no longer is one: the C run skips it as the parser does).
+UNKNOWN_TAG: Final = ((278, "\u00e9"),)
 
 
 def book_full_messages(count: int) -> tuple[list[bytes], int]:

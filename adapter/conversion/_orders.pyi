@@ -120,7 +120,12 @@ class BookTable:
     def clear(self) -> None: ...
 
 class Fix44Run:
-    def __init__(self, table: BookTable, max_prices: int) -> None: ...
+    def __init__(
+        self,
+        table: BookTable,
+        max_prices: int,
+        rules: tuple[tuple[tuple[int, str, str | None], ...], tuple[tuple[str, int, str], ...]],
+    ) -> None: ...
     def run(
         self,
         frame: bytes,

@@ -120,7 +120,7 @@ def test_the_fix44_deep_book_flood_takes_the_careful_path_and_refuses_a_full_sid
     values = engine.state.get("DEEP")
     assert values is not None and values.book is not None
     assert (len(values.book.bids), len(values.book.asks)) == (5_000, 4_000)
-    if engine.is_native:  # one in eight carries an unknown tag: the careful path converted it
+    if engine.is_native:  # one in eight carries non-ASCII text: the careful path converted it
         assert played.from_runs == 180 + 80 - 10 - 10
 
 

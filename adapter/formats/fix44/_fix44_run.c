@@ -3,44 +3,66 @@
  * includes it after what the formats share (one translation unit: it is not compiled on its own).
  */
 
-/* ---- Fix44Run: a run of fix44 35=X incremental refreshes converted whole in C ----
+/* ---- Fix44Run: a run of fix44 35=X and 35=W converted whole in C ----
  *
- * Fix44Run(table, max_prices).run(...) is Fix44Engine.run for the common incremental refresh,
- * over the state's records in C (BookTable, above). The reference is the Python loop
+ * Fix44Run(table, max_prices, rules).run(...) is Fix44Engine.run over the state's records in C
+ * (BookTable, above). The reference is the Python loop
  * (conversion/_reference.LoopEngine.run over fix44/parser.Fix44Converter.parse,
  * book_state.BookState.stage/commit and Fix44Engine.encode_staged), and this does what it
  * does: the book rules applied to the records in place (each change logged so a message that
- * stops after it applied is undone exactly: FxUndo), a new symbol's record made here, each
- * touched side's hash kept, the shown changes, the block, the symbol's digest and the commit.
+ * stops after it applied is undone exactly: FxUndo; a 35=W builds both sides anew and keeps the
+ * record's own until the commit: FxSym.saved), a new symbol's record made here, each touched
+ * side's hash kept, the shown changes, the block, the symbol's digest and the commit.
  * Its blocks are fix44_wire's: each book cut to its best ``depth`` levels a side and, for a
  * price-keyed book, SymbolUpdate.levels with each price the message named (fx_price_levels; a
- * new book's every price and book_replaced), so a block's size follows the message, not the book.
+ * new or refreshed book's every price and book_replaced), so a block's size follows the message.
  *
  * Taken here, strictly: a frame whose 9= and 10= check as proto.fix.next_message checks them;
- * 35=X first; then 34 (required), 49, 56, 52, 60 and 262, each at most once, in any order; then 268
- * and its entries, each opening with 279 (0 New, 1 Change, 2 Delete) and carrying 269 (0 bid,
- * 1 offer, 2 trade, 4-8 B C session values), 55 (or the previous entry's symbol), 270, 271, 1023,
- * 346, 273 and 83,
- * each at most once; nothing after the group. Values are checked as the dictionary's types
- * check them, on a narrower syntax (plain digits, printable ASCII text, a timestamp of a year
- * 1970-2200). Anything else stops the run (STOP_SLOW) before anything changes and the Python
- * path takes that message: 35=W and every other type, any other tag, a repeated or misplaced
- * tag, odd number syntax, a symbol past max_symbols (symbol_limit), a symbol adopted without a
- * book, a book entry of the other kind (1023 on a price-keyed book or none on a level-indexed
- * one: the mode switch; a new book takes its first entry's kind), a full side (book_full), an
- * insert into a level-indexed side deeper than the depth, a volume or trade count leaving
- * int64, more than 64 entries or 16 symbols in a message (tests/unit/adapter/test_fix44_run.py
- * and test_fix44_native_state.py compare the two).
+ * 35=X or 35=W first; then the header and body fields the dictionary gives the message, each at
+ * most once, in any order; then 268 and its entries, each opening with the group's delimiter
+ * (279 in an X: 0 New, 1 Change, 2 Delete; 269 in a W) and carrying the group's fields, each at
+ * most once: 269 (the dictionary's types; those that are no bid, offer, trade or session value
+ * change nothing), 55 (X: or the previous entry's symbol; W: the body's), 270, 271, 1023, 346 and
+ * the rest, each checked as its type checks it (``rules``: the packaged dictionary's, from
+ * fix44/native.py fix44_rules). A tag the dictionary does not define for the message is skipped,
+ * as the parser skips it. Values are checked on a narrower syntax than the dictionary's (plain
+ * digits, printable ASCII text, a timestamp of a year 1970-2200). Anything else stops the run
+ * (STOP_SLOW) before anything changes and the Python path takes that message: every other
+ * message type (session messages: skipped and counted there), a repeated or misplaced tag, odd
+ * number syntax, 48 and 22 (the security table), a symbol past max_symbols (symbol_limit), a
+ * symbol adopted without a book, an X's book entry of the other kind (1023 on a price-keyed book
+ * or none on a level-indexed one: the mode switch; a new book takes its first entry's kind), a
+ * full side (book_full), an insert into a level-indexed side deeper than the depth, a volume or
+ * trade count leaving int64, more than 64 entries or 16 symbols in a message
+ * (tests/unit/adapter/test_fix44_run.py, test_fix44_run_refresh.py and
+ * test_fix44_native_state.py compare the two).
  */
 
 #define FX_MAX_ENTRIES 64
 #define FX_MAX_SYMBOLS 16
 #define FX_SOH 1
 
+#define FX_MAX_FIELDS 48 /* the most header and body fields, or fields of one entry, a message has here */
+#define FX_RULE_TAGS 4096 /* the tags the rules name: every tag the dictionary defines is below (native.py) */
+#define FX_KIND_X 0
+#define FX_KIND_W 1
+
+/* A tag's role in a message kind, and its value's type: the packaged dictionary's, handed in
+ * by adapter/formats/fix44/native.py (fix44_rules) when the run is made. */
+enum { FX_ROLE_IGNORED = 0, FX_ROLE_HEAD, FX_ROLE_ENTRY, FX_ROLE_STOP };
+enum { FX_T_NONE = 0, FX_T_INT, FX_T_SEQNUM, FX_T_PRICE, FX_T_QTY, FX_T_CHAR, FX_T_STRING, FX_T_TIMESTAMP, FX_T_TIME, FX_T_DATE };
+
+typedef struct {
+    uint8_t role[2][FX_RULE_TAGS]; /* FX_ROLE_* in a 35=X, a 35=W */
+    uint8_t type[FX_RULE_TAGS];    /* FX_T_* */
+    uint64_t chars[FX_RULE_TAGS][2]; /* a char field's values: a bit per ASCII code */
+} FxRules;
+
 typedef struct {
     PyObject_HEAD
     BookTableObject *table;
     Py_ssize_t max_prices; /* book.MAX_PRICES */
+    FxRules *rules;
 } Fix44RunObject;
 
 /* One entry of the 268 group (BookEntry). */
@@ -55,6 +77,7 @@ typedef struct {
 typedef struct {
     long long seq;
     int64_t ns;
+    int full; /* a 35=W: the book becomes its entries */
     int n_entries, n_symbols;
     FxEntry e[FX_MAX_ENTRIES];
     const uint8_t *sym[FX_MAX_SYMBOLS];
@@ -230,106 +253,157 @@ static int fx_symbol(FxMsg *m, const uint8_t *v, size_t n) {
     return m->n_symbols++;
 }
 
-/* Fix44Converter._entry's checks of a finished entry (``seen``: its fields' bits), and its
- * symbol (55, or the previous entry's): 0, or -1. */
-static int fx_entry_done(FxEntry *e, unsigned seen, int *symbol) {
-    if (!(seen & 2)) return -1; /* no 269 */
-    if (e->sym < 0) e->sym = *symbol;
-    if (e->sym < 0) return -1; /* missing_symbol */
-    *symbol = e->sym;
-    if (e->action == FX_DELETE) return (e->type <= '1' && !e->has_level && !e->has_price) ? -1 : 0;
-    if (e->type <= '2') return (e->has_price && e->has_size) ? 0 : -1; /* the dictionary's entry_needs */
-    return (e->type == 'B' || e->type == 'C') ? (e->has_size ? 0 : -1) : (e->has_price ? 0 : -1);
+/* -?\d{1,18} (the dictionary's int, narrower): 0, or -1. */
+static int fx_int(const uint8_t *v, size_t n) {
+    long long ignored;
+    return n > 1 && v[0] == '-' ? fx_digits(v + 1, n - 1, 18, &ignored) : fx_digits(v, n, 18, &ignored);
 }
 
-/* One field of an entry: its bit, or -1 (a tag or value this path does not take). */
-static int fx_entry_field(FxMsg *m, FxEntry *e, int tag, const uint8_t *v, size_t n) {
+/* A value checked as its field's type checks it (dictionary.TYPE_CHECKS, on a narrower syntax):
+ * 0, or -1. A char is one ASCII byte among its field's values (any printable one if it has none). */
+static int fx_check(const FxRules *r, int tag, const uint8_t *v, size_t n) {
     long long ignored;
-    switch (tag) {
-    case 269:
-        if (n != 1 || v[0] == 0 || strchr(FX_TYPES, v[0]) == NULL) return -1;
-        e->type = (char)v[0];
-        return 2;
-    case 55:
-        if (fx_text(v, n) < 0 || (e->sym = fx_symbol(m, v, n)) < 0) return -1;
-        return 4;
-    case 270:
-        if (fx_decimal(v, n, &e->price) < 0) return -1;
-        e->has_price = 1;
-        return 8;
-    case 271:
-        if (fx_decimal(v, n, &e->size) < 0 || e->size < 0) return -1;
-        e->has_size = 1;
-        return 16;
-    case 1023:
-        if (fx_digits(v, n, 9, &e->level) < 0 || e->level < 1) return -1;
-        e->has_level = 1;
-        return 32;
-    case 346: return fx_digits(v, n, 18, &e->orders) < 0 ? -1 : 64;
-    case 273: return fx_time(v, n) < 0 ? -1 : 128;
-    case 83: return fx_digits(v, n, 18, &ignored) < 0 ? -1 : 256;
+    double number;
+    int64_t ns;
+    switch (r->type[tag]) {
+    case FX_T_INT: return fx_int(v, n);
+    case FX_T_SEQNUM: return v[0] == '0' ? -1 : fx_digits(v, n, 18, &ignored);
+    case FX_T_PRICE:
+    case FX_T_QTY: return fx_decimal(v, n, &number);
+    case FX_T_CHAR: return n == 1 && v[0] < 128 && (r->chars[tag][v[0] >> 6] >> (v[0] & 63) & 1) ? 0 : -1;
+    case FX_T_STRING: return fx_text(v, n);
+    case FX_T_TIMESTAMP: return fx_timestamp(v, n, &ns);
+    case FX_T_TIME: return fx_time(v, n);
+    case FX_T_DATE: return n == 8 ? fx_digits(v, n, 8, &ignored) : -1;
     default: return -1;
     }
 }
 
-/* The header fields before 268: 0 with the cursor at the group's count, or -1. */
-static int fx_header(FxCursor *c, FxMsg *m, const uint8_t **count, size_t *count_len) {
-    int tag, rc;
-    const uint8_t *v;
-    size_t n;
-    unsigned seen = 0;
-    int64_t sending = 0, transact = 0;
-    while ((rc = fx_field(c, &tag, &v, &n)) == 1 && tag != 268) {
-        unsigned bit;
-        int bad;
-        switch (tag) {
-        case 34: bit = 1, bad = v[0] == '0' || fx_digits(v, n, 18, &m->seq) < 0; break;
-        case 49: bit = 2, bad = fx_text(v, n) < 0; break;
-        case 56: bit = 4, bad = fx_text(v, n) < 0; break;
-        case 52: bit = 8, bad = fx_timestamp(v, n, &sending) < 0; break;
-        case 60: bit = 16, bad = fx_timestamp(v, n, &transact) < 0; break;
-        case 262: bit = 32, bad = fx_text(v, n) < 0; break;
-        default: return -1;
-        }
-        if (bad || (seen & bit)) return -1;
-        seen |= bit;
+/* A message being parsed: where the group is, the entry open, the tags seen. */
+typedef struct {
+    FxMsg *m;
+    const FxRules *r;
+    int kind;            /* FX_KIND_X or FX_KIND_W */
+    long long count;     /* 268's value, -1 before it */
+    FxEntry *e;          /* the entry open, or NULL */
+    int symbol, w_symbol; /* the last entry's symbol (an X entry without 55 inherits it); W's 55 */
+    int has_seq, has_sending, has_transact;
+    int64_t sending, transact;
+    int head[FX_MAX_FIELDS], n_head;   /* header and body tags seen (each at most once) */
+    int entry[FX_MAX_FIELDS], n_entry; /* the open entry's tags seen */
+} FxParse;
+
+/* ``tag`` added to ``seen`` (n of them): 0, or -1 when it was there (duplicate_tag) or too many. */
+static int fx_once(int *seen, int *n, int tag) {
+    for (int i = 0; i < *n; i++) {
+        if (seen[i] == tag) return -1;
     }
-    if (rc != 1 || !(seen & 1)) return -1;
-    m->ns = (seen & 16) ? transact : (seen & 8) ? sending : 0;
-    *count = v;
-    *count_len = n;
+    if (*n >= FX_MAX_FIELDS) return -1;
+    seen[(*n)++] = tag;
     return 0;
 }
 
-/* Fix44Converter.parse for what this path takes: 0, or -1 (the Python path parses it). */
-static int fx_parse(const uint8_t *body, size_t len, FxMsg *m) {
+/* Fix44Converter._entry's checks of a finished entry, and its symbol (X: 55, or the previous
+ * entry's; W: the body's 55): 0, or -1. What an entry needs is the dictionary's entry_needs
+ * (native.py checks they are these), a Delete's only what locates it. */
+static int fx_entry_done(FxParse *p, FxEntry *e) {
+    if (e->type == 0) return -1; /* no 269 */
+    if (p->kind == FX_KIND_W) e->sym = p->w_symbol;
+    if (e->sym < 0) e->sym = p->symbol;
+    if (e->sym < 0) return -1; /* missing_symbol */
+    p->symbol = e->sym;
+    int book = e->type == '0' || e->type == '1';
+    if (e->action == FX_DELETE) return (book && !e->has_level && !e->has_price) ? -1 : 0;
+    if (book || e->type == '2') return (e->has_price && e->has_size) ? 0 : -1;
+    if (e->type >= '4' && e->type <= '8') return e->has_price ? 0 : -1;
+    if (e->type == 'B' || e->type == 'C') return e->has_size ? 0 : -1;
+    return 0; /* a type that moves nothing needs nothing */
+}
+
+/* 268: the group's count (X: at least one entry), once: 0, or -1. */
+static int fx_count(FxParse *p, const uint8_t *v, size_t n) {
+    if (p->count >= 0 || fx_digits(v, n, 6, &p->count) < 0 || p->count > FX_MAX_ENTRIES) return -1;
+    return p->kind == FX_KIND_X && p->count == 0 ? -1 : 0;
+}
+
+/* The group's delimiter (X: 279, the action; W: 269, the type) opens an entry: 0, or -1. */
+static int fx_open_entry(FxParse *p, int tag, const uint8_t *v, size_t n) {
+    if ((p->e != NULL && fx_entry_done(p, p->e) < 0) || p->m->n_entries >= p->count) return -1;
+    FxEntry *e = p->e = &p->m->e[p->m->n_entries++];
+    memset(e, 0, sizeof *e);
+    e->sym = -1;
+    p->n_entry = 0;
+    if (fx_check(p->r, tag, v, n) < 0) return -1;
+    if (p->kind == FX_KIND_W) {
+        e->type = (char)v[0];
+        return 0;
+    }
+    if (v[0] < '0' || v[0] > '2') return -1; /* 3, 4 and 5 are bad_value: only New, Change, Delete */
+    e->action = v[0] - '0';
+    return 0;
+}
+
+/* A header or body field (before the group only, once): 0, or -1. */
+static int fx_head_field(FxParse *p, int tag, const uint8_t *v, size_t n) {
+    if (p->count >= 0 || fx_once(p->head, &p->n_head, tag) < 0) return -1;
+    switch (tag) {
+    case 34: return (p->has_seq = 1, v[0] == '0' ? -1 : fx_digits(v, n, 18, &p->m->seq));
+    case 52: return (p->has_sending = 1, fx_timestamp(v, n, &p->sending));
+    case 60: return (p->has_transact = 1, fx_timestamp(v, n, &p->transact));
+    case 55: return fx_text(v, n) < 0 || (p->w_symbol = fx_symbol(p->m, v, n)) < 0 ? -1 : 0; /* W's symbol */
+    default: return fx_check(p->r, tag, v, n);
+    }
+}
+
+/* A field of the open entry (once in it): 0, or -1. */
+static int fx_group_field(FxParse *p, int tag, const uint8_t *v, size_t n) {
+    FxEntry *e = p->e;
+    if (e == NULL || fx_once(p->entry, &p->n_entry, tag) < 0) return -1; /* bad_group, duplicate_tag */
+    switch (tag) {
+    case 269: return fx_check(p->r, tag, v, n) < 0 ? -1 : (e->type = (char)v[0], 0); /* X's */
+    case 55: return fx_text(v, n) < 0 || (e->sym = fx_symbol(p->m, v, n)) < 0 ? -1 : 0;
+    case 270: return (e->has_price = 1, fx_decimal(v, n, &e->price));
+    case 271: return (e->has_size = 1, fx_decimal(v, n, &e->size) < 0 || e->size < 0 ? -1 : 0);
+    case 1023: return (e->has_level = 1, fx_digits(v, n, 9, &e->level) < 0 || e->level < 1 ? -1 : 0);
+    case 346: return fx_digits(v, n, 18, &e->orders);
+    default: return fx_check(p->r, tag, v, n);
+    }
+}
+
+/* One field of the body: 0, or -1. A tag the dictionary does not define, or defines for
+ * another message, is skipped, as the Python parser skips it. */
+static int fx_parse_field(FxParse *p, int tag, const uint8_t *v, size_t n) {
+    if (tag == 268) return fx_count(p, v, n);
+    if (p->count >= 0 && tag == (p->kind == FX_KIND_W ? 269 : 279)) return fx_open_entry(p, tag, v, n);
+    int role = tag < FX_RULE_TAGS ? p->r->role[p->kind][tag] : FX_ROLE_IGNORED;
+    switch (role) {
+    case FX_ROLE_IGNORED: return 0;
+    case FX_ROLE_HEAD: return fx_head_field(p, tag, v, n);
+    case FX_ROLE_ENTRY: return fx_group_field(p, tag, v, n);
+    default: return -1; /* FX_ROLE_STOP: 48 and 22 (the security table) */
+    }
+}
+
+/* Fix44Converter.parse for what this path takes (35=X and 35=W): 0, or -1 (the Python path
+ * parses it). */
+static int fx_parse(const FxRules *r, const uint8_t *body, size_t len, FxMsg *m) {
     FxCursor c = {body, body + len};
-    int tag, rc, symbol = -1;
+    int tag, rc;
     const uint8_t *v;
     size_t n;
-    long long count;
-    if (body[len - 1] != FX_SOH || fx_field(&c, &tag, &v, &n) != 1 || tag != 35 || n != 1 || v[0] != 'X') return -1;
-    if (fx_header(&c, m, &v, &n) < 0 || fx_digits(v, n, 6, &count) < 0 || count == 0 || count > FX_MAX_ENTRIES)
+    if (body[len - 1] != FX_SOH || fx_field(&c, &tag, &v, &n) != 1 || tag != 35 || n != 1 || (v[0] != 'X' && v[0] != 'W'))
         return -1;
+    FxParse p = {.m = m, .r = r, .kind = v[0] == 'W' ? FX_KIND_W : FX_KIND_X, .count = -1, .symbol = -1, .w_symbol = -1};
+    p.head[p.n_head++] = 35;
     m->n_entries = m->n_symbols = 0;
-    FxEntry *e = NULL;
-    unsigned seen = 0;
+    m->full = p.kind == FX_KIND_W;
     while ((rc = fx_field(&c, &tag, &v, &n)) == 1) {
-        if (tag == 279) {
-            if ((e != NULL && fx_entry_done(e, seen, &symbol) < 0) || m->n_entries >= count) return -1;
-            if (n != 1 || v[0] < '0' || v[0] > '2') return -1;
-            e = &m->e[m->n_entries++];
-            memset(e, 0, sizeof *e);
-            e->action = v[0] - '0';
-            e->sym = -1;
-            seen = 1;
-            continue;
-        }
-        int bit = e == NULL ? -1 : fx_entry_field(m, e, tag, v, n);
-        if (bit < 0 || (seen & (unsigned)bit)) return -1;
-        seen |= (unsigned)bit;
+        if (fx_parse_field(&p, tag, v, n) < 0) return -1;
     }
-    if (rc != 0 || e == NULL || fx_entry_done(e, seen, &symbol) < 0 || m->n_entries != count) return -1;
+    if (rc != 0 || p.count < 0 || !p.has_seq || (p.e != NULL && fx_entry_done(&p, p.e) < 0) || m->n_entries != p.count)
+        return -1;
+    if (p.kind == FX_KIND_W && p.w_symbol < 0) return -1; /* no 55 (48 and 22: the Python path) */
+    m->ns = p.has_transact ? p.transact : p.has_sending ? p.sending : 0;
     return 0;
 }
 
@@ -359,11 +433,14 @@ typedef struct {
     uint32_t count_before[2]; /* each touched side's levels before the message */
     size_t old_at[2];  /* its shown levels before the message: where in FxCtx.pool */
     uint32_t n_old[2]; /* how many */
+    int replaced[2];   /* a 35=W: the side was built anew, the record's own kept in ``saved`` */
+    FxSide saved[2];
 } FxSym;
 
 /* One run() call: the table, the settings, and what it has collected. */
 typedef struct {
     BookTableObject *table;
+    const FxRules *rules;
     Py_ssize_t depth, max_prices;
     long long expect_seq, stop_seq, room;
     int empty_packet, source_stream, publish;
@@ -559,11 +636,81 @@ static int fx_session(FxValues *v, const FxEntry *e) {
 
 /* One entry applied to its symbol: 0, STOP_SLOW or -1. */
 static int fx_apply(FxCtx *c, FxSym *s, const FxEntry *e) {
-    if (e->type > '1') return e->action == FX_DELETE ? 0 : fx_session(&s->s, e);
+    if (e->type > '1') return e->action == FX_DELETE || strchr(FX_TYPES, e->type) == NULL ? 0 : fx_session(&s->s, e);
     int side = e->type == '0' ? 0 : 1;
     if (fx_touch(c, s, side) < 0) return -1;
     FxSide *levels = &s->book->side[side];
     return e->has_level ? fx_apply_level(c, levels, e) : fx_apply_price(c, levels, e, side);
+}
+
+/* ---- a full refresh (35=W: book._refresh) ---- */
+
+/* The side's levels built anew from the message's entries of ``type``: a level-indexed book's
+ * by their 1023 (stable; none counts as 0), cut to the depth; a price-keyed book's as News
+ * (a price given twice: the later wins). 0, STOP_SLOW (book_full) or -1. */
+static int fx_refresh_side(FxCtx *c, FxSide *side, const FxMsg *m, char type, int level_indexed) {
+    const FxEntry *mine[FX_MAX_ENTRIES];
+    int n = 0;
+    for (int i = 0; i < m->n_entries; i++) {
+        const FxEntry *e = &m->e[i];
+        if (e->type != type) continue;
+        int at = n++;
+        long long key = e->has_level ? e->level : 0;
+        while (level_indexed && at > 0 && (mine[at - 1]->has_level ? mine[at - 1]->level : 0) > key) {
+            mine[at] = mine[at - 1];
+            at--;
+        }
+        mine[at] = e;
+    }
+    for (int i = 0; i < n; i++) {
+        const FxEntry *e = mine[i];
+        if (level_indexed) {
+            if (i >= c->depth) break;
+            if (fx_insert(side, fx_n(side), e) < 0) return -1;
+            continue;
+        }
+        uint32_t at;
+        ShownLevel *found = fx_find(side, e->price, type == '0', &at);
+        if (found != NULL) {
+            *found = (ShownLevel){e->price, e->size, e->orders};
+        } else if ((Py_ssize_t)fx_n(side) >= c->max_prices) {
+            return STOP_SLOW;
+        } else if (fx_insert(side, at, e) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A 35=W applied to its symbol: both sides built anew (the record's kept in FxSym.saved until
+ * the commit), then the session values its entries carry (a trade sets the last price only).
+ * 0, STOP_SLOW (book_full) or -1. */
+static int fx_refresh(FxCtx *c, FxSym *s, const FxMsg *m) {
+    int level_indexed = 0;
+    for (int i = 0; i < m->n_entries; i++) level_indexed |= m->e[i].type <= '1' && m->e[i].has_level;
+    s->s.level_indexed = level_indexed;
+    for (int side = 0; side < 2; side++) {
+        if (fx_touch(c, s, side) < 0) return -1;
+        s->saved[side] = s->book->side[side];
+        memset(&s->book->side[side], 0, sizeof s->book->side[side]);
+        s->replaced[side] = 1;
+        int rc = fx_refresh_side(c, &s->book->side[side], m, side ? '1' : '0', level_indexed);
+        if (rc != 0) return rc;
+        fx_rehash(&s->book->side[side], level_indexed, side);
+    }
+    static const char kinds[] = "245678";
+    static const int sets[] = {FX_S_LAST, FX_S_OPEN, FX_S_CLOSE, FX_S_SETTLE, FX_S_HIGH, FX_S_LOW};
+    FxValues *v = &s->s;
+    for (int i = 0; i < m->n_entries; i++) {
+        const FxEntry *e = &m->e[i];
+        const char *k = e->type > '1' ? strchr(kinds, e->type) : NULL;
+        int which = k != NULL && e->has_price ? sets[k - kinds] : e->type == 'B' && e->has_size ? FX_S_VOLUME
+                  : e->type == 'C' && e->has_size ? FX_S_INTEREST : -1;
+        if (which < 0) continue;
+        v->session[which] = which == FX_S_VOLUME || which == FX_S_INTEREST ? e->size : e->price;
+        v->set |= 1u << which;
+    }
+    return 0;
 }
 
 /* ---- one message ---- */
@@ -585,6 +732,7 @@ static int fx_stage(FxCtx *c, const FxMsg *m, FxSym *syms) {
         s->s = s->book->s;
         if (!s->s.has_book) return STOP_SLOW;
     }
+    if (m->full) return 0; /* a 35=W sets the book's kind itself (fx_refresh) */
     int seen[FX_MAX_SYMBOLS] = {0};
     for (int i = 0; i < m->n_entries; i++) {
         const FxEntry *e = &m->e[i];
@@ -653,7 +801,7 @@ static int w_price_level(Buf *b, int side, double price, double size, int64_t or
  * or deleted at the price its first entry gave when the book no longer has it. 0, or -1. */
 static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
     if (s->s.level_indexed) return 0;
-    if (s->is_new) {
+    if (s->is_new || m->full) {
         for (int side = 0; side < 2; side++) {
             LtIter it;
             lt_first(&s->book->side[side].levels, &it);
@@ -736,7 +884,7 @@ static int fx_symbol_update(FxCtx *c, const FxMsg *m, int index, const FxSym *s)
         return -1;
     for (int i = 0; i < m->n_entries; i++) { /* its trades: (price or 0.0, size or 0.0) */
         const FxEntry *e = &m->e[i];
-        if (e->sym != index || e->type != '2' || e->action == FX_DELETE) continue;
+        if (m->full || e->sym != index || e->type != '2' || e->action == FX_DELETE) continue;
         double price = e->price == 0.0 ? 0.0 : e->price, size = e->size == 0.0 ? 0.0 : e->size;
         if (!(size < 9223372036854775808.0)) return STOP_SLOW; /* int(size) is no int64 */
         if (w_trade_of(b, price, (int64_t)size, size) < 0) return -1;
@@ -787,6 +935,10 @@ static void fx_rollback(FxCtx *c, FxSym *syms, int n) {
     fx_undo(c);
     for (int i = 0; i < n; i++) {
         for (int side = 0; side < 2; side++) {
+            if (syms[i].replaced[side]) { /* a 35=W's new side goes, the record's own comes back */
+                lt_clear(&syms[i].book->side[side].levels);
+                syms[i].book->side[side] = syms[i].saved[side];
+            }
             if (syms[i].touched[side]) syms[i].book->side[side].hash = syms[i].hash_before[side];
         }
         if (syms[i].is_new) fx_book_free(syms[i].book);
@@ -821,7 +973,8 @@ static int fx_message(FxCtx *c, const FxMsg *m) {
     c->pool_len = 0;
     c->n_undo = 0;
     int n = m->n_symbols, rc = fx_stage(c, m, syms);
-    for (int i = 0; i < m->n_entries && rc == 0; i++) rc = fx_apply(c, &syms[m->e[i].sym], &m->e[i]);
+    if (rc == 0 && m->full) rc = fx_refresh(c, &syms[0], m);
+    for (int i = 0; i < m->n_entries && rc == 0 && !m->full; i++) rc = fx_apply(c, &syms[m->e[i].sym], &m->e[i]);
     for (int i = 0; i < n && rc == 0; i++) {
         FxSym *s = &syms[i];
         for (int side = 0; side < 2; side++) { /* a level-indexed side's hash counts positions: summed again */
@@ -843,6 +996,7 @@ static int fx_message(FxCtx *c, const FxMsg *m) {
     for (int i = 0; i < n; i++) { /* BookState.commit; then the sides it changed give back room */
         for (int side = 0; side < 2; side++) {
             if (syms[i].touched[side]) lt_trim(&syms[i].book->side[side].levels);
+            if (syms[i].replaced[side]) lt_clear(&syms[i].saved[side].levels);
         }
         FxBook *b = syms[i].book;
         b->s = syms[i].s;
@@ -873,7 +1027,7 @@ static int fx_messages(FxCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t 
             rc = STOP_COUNT;
             break;
         }
-        if (fx_frame(buf, *pos, end, &body, &body_end, &after) != 0 || fx_parse(buf + body, (size_t)(body_end - body), m) < 0 ||
+        if (fx_frame(buf, *pos, end, &body, &body_end, &after) != 0 || fx_parse(c->rules, buf + body, (size_t)(body_end - body), m) < 0 ||
             (c->expect_seq && m->seq != c->expect_seq) || (c->stop_seq && m->seq >= c->stop_seq)) {
             rc = STOP_SLOW;
             break;
@@ -898,8 +1052,8 @@ static int fx_messages(FxCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t 
 PyDoc_STRVAR(Fix44Run_run_doc,
              "run(frame, pos, expect_seq, stop_seq, room, max_count, publish_time_ns, source_stream, publish,\n"
              "    want_payloads) -> (pos, count, stop, blocks, first_source_seq, digests, payloads)\n\n"
-             "engine.ConversionEngine.run over a frame of FIX messages: the common 35=X incremental\n"
-             "refreshes in C, stopping (1, the Python path) at anything else.");
+             "engine.ConversionEngine.run over a frame of FIX messages: 35=X and 35=W in C, stopping\n"
+             "(1, the Python path) at anything else.");
 
 static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
     Py_buffer frame;
@@ -912,6 +1066,7 @@ static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
     c.empty_packet = c.room < 0;
     if (c.empty_packet) c.room = -c.room;
     c.table = self->table;
+    c.rules = self->rules;
     c.depth = self->table->depth;
     c.max_prices = self->max_prices;
     PyObject *result = NULL;
@@ -932,25 +1087,86 @@ done: /* what was committed stays committed, whatever stopped the run */
     return result;
 }
 
+/* A type's name (dictionary.TYPE_CHECKS' keys) as FX_T_*: the value, or -1 with ValueError. */
+static int fx_type_of(const char *name) {
+    static const char *names[] = {"int", "seqnum", "price", "qty", "char", "string", "timestamp", "time", "date"};
+    for (int i = 0; i < 9; i++) {
+        if (strcmp(name, names[i]) == 0) return FX_T_INT + i;
+    }
+    PyErr_Format(PyExc_ValueError, "unknown field type %.40s", name);
+    return -1;
+}
+
+/* The rules from fix44/native.py's fix44_rules: (fields, roles), fields a sequence of (tag, type,
+ * values or None: a char field's one-character values as one string), roles of (kind "X" or "W", tag, "head", "entry" or "stop"). 0, or -1. */
+static int fx_rules_from(PyObject *spec, FxRules *r) {
+    PyObject *fields, *roles;
+    if (!PyArg_ParseTuple(spec, "OO:rules", &fields, &roles)) return -1;
+    PyObject *seq = PySequence_Fast(fields, "rules' fields are a sequence");
+    for (Py_ssize_t i = 0; seq != NULL && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        int tag, type;
+        const char *type_name, *values = NULL;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "isz:field", &tag, &type_name, &values) ||
+            (type = fx_type_of(type_name)) < 0 || (tag < 0 || tag >= FX_RULE_TAGS ? (PyErr_SetString(PyExc_ValueError, "a tag past FX_RULE_TAGS"), 1) : 0))
+            goto fail;
+        r->type[tag] = (uint8_t)type;
+        for (int ch = 0x20; ch < 0x7F; ch++) { /* printable ASCII: the values given, or any */
+            if (values == NULL || strchr(values, ch) != NULL)
+                r->chars[tag][ch >> 6] |= 1ULL << (ch & 63);
+        }
+    }
+    Py_XDECREF(seq);
+    seq = PySequence_Fast(roles, "rules' roles are a sequence");
+    for (Py_ssize_t i = 0; seq != NULL && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        int tag;
+        const char *kind, *role;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sis:role", &kind, &tag, &role)) goto fail;
+        int k = strcmp(kind, "W") == 0 ? FX_KIND_W : strcmp(kind, "X") == 0 ? FX_KIND_X : -1;
+        int code = strcmp(role, "head") == 0 ? FX_ROLE_HEAD : strcmp(role, "entry") == 0 ? FX_ROLE_ENTRY
+                 : strcmp(role, "stop") == 0 ? FX_ROLE_STOP : -1;
+        if (k < 0 || code < 0 || tag < 0 || tag >= FX_RULE_TAGS || r->type[tag] == FX_T_NONE) {
+            PyErr_Format(PyExc_ValueError, "a bad role: %.4s %d %.8s", kind, tag, role);
+            goto fail;
+        }
+        r->role[k][tag] = (uint8_t)code;
+    }
+    Py_XDECREF(seq);
+    return seq == NULL ? -1 : 0;
+fail:
+    Py_XDECREF(seq);
+    return -1;
+}
+
 static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"table", "max_prices", NULL};
-    PyObject *table;
+    static char *kwlist[] = {"table", "max_prices", "rules", NULL};
+    PyObject *table, *spec;
     Py_ssize_t max_prices;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!n:Fix44Run", kwlist, &BookTableType, &table, &max_prices))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!nO:Fix44Run", kwlist, &BookTableType, &table, &max_prices, &spec))
         return NULL;
     if (max_prices < 0) {
         PyErr_SetString(PyExc_ValueError, "max_prices must not be negative");
         return NULL;
     }
+    FxRules *rules = PyMem_Calloc(1, sizeof *rules);
+    if (rules == NULL) return PyErr_NoMemory();
+    if (fx_rules_from(spec, rules) < 0) {
+        PyMem_Free(rules);
+        return NULL;
+    }
     Fix44RunObject *self = (Fix44RunObject *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
+    if (self == NULL) {
+        PyMem_Free(rules);
+        return NULL;
+    }
     self->table = (BookTableObject *)Py_NewRef(table);
     self->max_prices = max_prices;
+    self->rules = rules;
     return (PyObject *)self;
 }
 
 static void Fix44Run_dealloc(Fix44RunObject *self) {
     Py_XDECREF(self->table);
+    PyMem_Free(self->rules);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -964,7 +1180,7 @@ static PyTypeObject Fix44RunType = {
     .tp_basicsize = sizeof(Fix44RunObject),
     .tp_dealloc = (destructor)Fix44Run_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Fix44Run(table, max_prices): fix44 runs of 35=X in C over a BookTable.",
+    .tp_doc = "Fix44Run(table, max_prices, rules): fix44 runs of 35=X and 35=W in C over a BookTable.",
     .tp_new = Fix44Run_new,
     .tp_methods = Fix44Run_methods,
 };

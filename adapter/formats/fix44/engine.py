@@ -8,11 +8,12 @@ sync rules, snapshots, checkpoints and images carry books unchanged).
 with one ``SymbolUpdate`` per symbol the message touches.
 
 Where the extension ``_orders`` is built (and the dictionary is the packaged
-one), runs are C: ``_orders.Fix44Run`` converts the common ``35=X`` incremental
-refresh whole -- parsed, checked, applied to new copies of the books it
-touches, encoded, hashed and committed to the same state objects -- and stops
-at anything else (``35=W``, a session message, a new symbol, an unusual tag or
-number, every error), which the Python path takes. The reference engine's loop
+one), runs are C: ``_orders.Fix44Run`` converts ``35=X`` incremental and ``35=W``
+full refreshes whole -- parsed with every tag the dictionary defines for them,
+checked, applied to the books they touch, encoded, hashed and committed to the
+same state records -- and stops at anything else (a session message, a
+security-table instrument, a book's mode switch, an unusual number, every
+error), which the Python path takes. The reference engine's loop
 (:meth:`LoopEngine.run` over :meth:`BookState.stage`/:meth:`BookState.commit`
 and :meth:`Fix44Engine.encode_staged`) is the reference for both. Pure.
 """

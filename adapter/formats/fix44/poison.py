@@ -12,9 +12,10 @@ price-keyed books about fifteen prices deep, trades, now and then a heartbeat --
   then the same on another symbol, and another;
 * ``deep_book``: one symbol's bids filled to the 5,000 prices a side keeps and its offers to
   4,000, fifty New a message, then Changes of its levels in which one message in eight carries
-  a tag the dictionary does not define (the C run stops at it: the careful path converts it
-  on a book of 9,000 levels) and one in eight is a New at a new bid price (``book_full``:
-  refused by the careful path) -- a deep book's careful path, and a flood of refused entries;
+  an MDEntryID of non-ASCII text (the C run reads printable ASCII only and stops at it: the
+  careful path converts it on a book of 9,000 levels) and one in eight is a New at a new bid
+  price (``book_full``: refused by the careful path) -- a deep book's careful path, and a
+  flood of refused entries;
 
 one honest message after every three flood messages, starting a fifth, 55 % and 80 % of the
 way in (:data:`FLOOD_AT`). Sequence numbers (``34=``) run on over everything. Every message is
@@ -69,7 +70,7 @@ SYMBOL_FLOOD: Final = 2_000  # new symbols (each adds a checkpoint's worth of wo
 _DEEP_SYMBOL: Final = "DEEP"
 _DEEP_ASKS: Final = 4_000  # the deep book's offers (its bids: a full side)
 _DEEP_EVERY: Final = 8  # in the deep book's flood, one careful Change and one book_full in this many
-_UNKNOWN: Final = b"9999=x\x01"  # a tag the dictionary does not define: ignored, a stop for the C run
+_CAREFUL: Final = "278=\u00e9\x01".encode()  # valid UTF-8 the parser takes, past the C run's ASCII: a stop
 
 
 def _message(seq: int, entries: list[bytes], *, msg_type: bytes = b"X", count: int | None = None) -> bytes:
@@ -215,7 +216,7 @@ def _deep_book(size: int) -> list[list[bytes]]:
             1 + k % 500,
         )
         if k % _DEEP_EVERY == 0:  # the careful path converts it, on the deep book
-            out.append([change + _UNKNOWN])
+            out.append([change + _CAREFUL])
         elif k % _DEEP_EVERY == _DEEP_EVERY // 2:  # a new bid on the full side: book_full
             out.append([_new(_DEEP_SYMBOL, "0", f"{900 - (k % 10_000) / 100:.2f}")])
         else:

@@ -107,6 +107,7 @@ def test_the_c_run_makes_a_new_symbols_record_and_the_python_path_reads_it() -> 
     )
     refresh = fix.encode_message(
         [(35, "W"), (34, 3), (52, TIMES[0]), (55, "NEW"), (268, 1), (269, "1"), (270, "12"), (271, "7")]
+        + [(278, "\u00e9")]  # an MDEntryID of non-ASCII text: the Python path's (the C run reads ASCII)
     )
     plays = []
     for engine in engines:
