@@ -4,7 +4,7 @@ VENV := .venv
 STAMP := $(VENV)/.setup-stamp
 BIN := $(VENV)/bin
 
-.PHONY: setup bytecode demo test test-slow check proto bench-smoke clean
+.PHONY: setup native bytecode demo test test-slow check proto bench-smoke clean
 
 $(STAMP): pyproject.toml scripts/setup
 	bash scripts/setup
@@ -12,9 +12,15 @@ $(STAMP): pyproject.toml scripts/setup
 
 setup: $(STAMP)
 
+# The C extensions, rebuilt in place when a source or header they list (setup.py's
+# `depends`) is newer than the built module: after a pull that changed C, the
+# editable install would otherwise go on loading the old one.
+native: setup
+	$(BIN)/python setup.py -q build_ext --inplace
+
 # The modules' bytecode, written once beside them (scripts/compile_bytecode.py):
 # where PYTHONDONTWRITEBYTECODE is set, every process would compile them again.
-bytecode: setup
+bytecode: native
 	$(BIN)/python scripts/compile_bytecode.py
 
 demo: bytecode
