@@ -63,6 +63,12 @@ typedef struct {
     BookTableObject *table;
     Py_ssize_t max_prices; /* book.MAX_PRICES */
     FxRules *rules;
+    /* What a call writes into, kept from one call to the next (Fix44Run_run): a run's blocks
+     * grew its buffer from nothing, and copied it at each doubling, at every call. */
+    Buf blocks, digests;
+    void *pool; /* FxCtx.pool */
+    size_t pool_cap;
+    int busy; /* a call is using them (a re-entered call makes its own) */
 } Fix44RunObject;
 
 /* One entry of the 268 group (BookEntry). */
@@ -1055,6 +1061,28 @@ PyDoc_STRVAR(Fix44Run_run_doc,
              "engine.ConversionEngine.run over a frame of FIX messages: 35=X and 35=W in C, stopping\n"
              "(1, the Python path) at anything else.");
 
+#define FX_KEEP_BYTES (1 << 18) /* a buffer past this (256 KiB; a frame of 64 messages writes ~70) is given back after the call */
+
+/* The buffers a call leaves behind kept for the next (emptied), or freed when they grew past
+ * FX_KEEP_BYTES or another call was using the object's. */
+static void fx_keep_buffers(Fix44RunObject *self, FxCtx *c, int borrowed) {
+    Buf *bufs[2][2] = {{&self->blocks, &c->blocks}, {&self->digests, &c->digests}};
+    for (int i = 0; i < 2; i++) {
+        Buf *mine = bufs[i][0], *used = bufs[i][1];
+        if (!borrowed || used->cap > FX_KEEP_BYTES) {
+            PyMem_Free(used->data);
+            used->data = NULL, used->cap = 0;
+        }
+        if (borrowed) *mine = (Buf){used->data, 0, used->cap};
+    }
+    size_t pool_bytes = c->pool_cap * sizeof *c->pool;
+    if (!borrowed || pool_bytes > FX_KEEP_BYTES) {
+        PyMem_Free(c->pool);
+        c->pool = NULL, c->pool_cap = 0;
+    }
+    if (borrowed) self->pool = c->pool, self->pool_cap = c->pool_cap, self->busy = 0;
+}
+
 static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
     Py_buffer frame;
     Py_ssize_t pos;
@@ -1065,6 +1093,12 @@ static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
         return NULL;
     c.empty_packet = c.room < 0;
     if (c.empty_packet) c.room = -c.room;
+    int borrowed = !self->busy;
+    if (borrowed) { /* the buffers the last call left, emptied */
+        self->busy = 1;
+        c.blocks = self->blocks, c.digests = self->digests;
+        c.pool = self->pool, c.pool_cap = self->pool_cap;
+    }
     c.table = self->table;
     c.rules = self->rules;
     c.depth = self->table->depth;
@@ -1080,9 +1114,7 @@ static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
     result = run_result(pos, c.count, stop, &c.blocks, c.first_seq, &c.digests, c.payloads);
 done: /* what was committed stays committed, whatever stopped the run */
     Py_XDECREF(c.payloads);
-    PyMem_Free(c.blocks.data);
-    PyMem_Free(c.digests.data);
-    PyMem_Free(c.pool);
+    fx_keep_buffers(self, &c, borrowed);
     PyBuffer_Release(&frame);
     return result;
 }
@@ -1167,6 +1199,9 @@ static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds
 static void Fix44Run_dealloc(Fix44RunObject *self) {
     Py_XDECREF(self->table);
     PyMem_Free(self->rules);
+    PyMem_Free(self->blocks.data);
+    PyMem_Free(self->digests.data);
+    PyMem_Free(self->pool);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
