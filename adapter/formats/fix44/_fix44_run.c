@@ -11,7 +11,8 @@
  * book_state.BookState.stage/commit and Fix44Engine.encode_staged), and this does what it
  * does: the book rules applied to the records in place (each change logged so a message that
  * stops after it applied is undone exactly: FxUndo; a 35=W builds both sides anew and keeps the
- * record's own until the commit: FxSym.saved), a new symbol's record made here, each touched
+ * record's own until the commit: FxSym.saved; an X entry of the other kind switches its book's
+ * kind, both sides built anew and logged: fx_switch), a new symbol's record made here, each touched
  * side's hash kept, the shown changes, the block, the symbol's digest and the commit.
  * Its blocks are fix44_wire's: each book cut to its best ``depth`` levels a side and, for a
  * price-keyed book, SymbolUpdate.levels with each price the message named (fx_price_levels; a
@@ -30,9 +31,7 @@
  * (STOP_SLOW) before anything changes and the Python path takes that message: every other
  * message type (session messages: skipped and counted there), a repeated or misplaced tag, odd
  * number syntax, 48 and 22 (the security table), a symbol past max_symbols (symbol_limit), a
- * symbol adopted without a book, an X's book entry of the other kind (1023 on a price-keyed book
- * or none on a level-indexed one: the mode switch; a new book takes its first entry's kind), a
- * full side (book_full), an insert into a level-indexed side deeper than the depth, a volume or
+ * symbol adopted without a book, a full side (book_full), an insert into a level-indexed side deeper than the depth, a volume or
  * trade count leaving int64, more than 64 entries or 16 symbols in a message
  * (tests/unit/adapter/test_fix44_run.py, test_fix44_run_refresh.py and
  * test_fix44_native_state.py compare the two).
@@ -422,12 +421,15 @@ static int fx_parse(const FxRules *r, const uint8_t *body, size_t len, FxMsg *m)
 #define FX_UNDO_SET 0      /* put ``old`` back at ``index`` */
 #define FX_UNDO_INSERTED 1 /* remove ``index`` (and put back ``cut``, pushed off the end, when ``dropped``) */
 #define FX_UNDO_DELETED 2  /* insert ``old`` at ``index`` (where its room still is: no allocation) */
+#define FX_UNDO_REPLACED 3 /* the side was built anew (a mode switch): ``saved`` is the one before */
+#define FX_MAX_UNDO (3 * FX_MAX_ENTRIES) /* an entry logs its change and at most one switch (two sides) */
 
 typedef struct {
     FxSide *side;
     uint32_t index;
     int kind, dropped;
     ShownLevel old, cut;
+    FxSide saved; /* FX_UNDO_REPLACED: owned by the log until the commit frees it */
 } FxUndo;
 
 /* One symbol of a message: its record, its values after the message and what it wrote. */
@@ -456,7 +458,7 @@ typedef struct {
     PyObject *payloads;
     ShownLevel *pool; /* a message's saved shown levels and the diff's scratch */
     size_t pool_len, pool_cap;
-    FxUndo undo[FX_MAX_ENTRIES];
+    FxUndo undo[FX_MAX_UNDO];
     int n_undo;
 } FxCtx;
 
@@ -509,7 +511,10 @@ static void fx_undo(FxCtx *c) {
     while (c->n_undo > 0) {
         FxUndo *u = &c->undo[--c->n_undo];
         LevelTree *levels = &u->side->levels;
-        if (u->kind == FX_UNDO_SET) {
+        if (u->kind == FX_UNDO_REPLACED) { /* the side built at the switch goes, the one before comes back */
+            lt_clear(levels);
+            *u->side = u->saved;
+        } else if (u->kind == FX_UNDO_SET) {
             *fx_at(u->side, u->index) = u->old;
         } else if (u->kind == FX_UNDO_DELETED) {
             lt_put_back(levels, u->index, &(LtItem){.shown = u->old});
@@ -640,11 +645,56 @@ static int fx_session(FxValues *v, const FxEntry *e) {
     }
 }
 
+/* One side as book._switch_mode makes it: to level-indexed, its best ``depth`` levels; to
+ * price-keyed, one level a price (the first of a price wins), best first. 0, or -1. */
+static int fx_switched_side(FxCtx *c, const FxSide *from, FxSide *to, int to_level, int is_bid) {
+    LtIter it;
+    lt_first(&from->levels, &it);
+    for (const LtItem *item; (item = lt_next(&it)) != NULL;) {
+        uint32_t at = fx_n(to);
+        if (to_level && (Py_ssize_t)at >= c->depth) break;
+        if (!to_level && fx_find(to, item->shown.price, is_bid, &at) != NULL) continue;
+        if (lt_insert(&to->levels, at, item) < 0) return -1;
+    }
+    return 0;
+}
+
+/* An X entry of the other kind switches its book's kind (book._switch_mode): both sides built
+ * anew, each logged as replaced (FX_UNDO_REPLACED keeps the one before until the commit). 0, or -1. */
+static int fx_switch(FxCtx *c, FxSym *s) {
+    int to_level = !s->s.level_indexed;
+    for (int side = 0; side < 2; side++) {
+        FxSide *at = &s->book->side[side], fresh;
+        memset(&fresh, 0, sizeof fresh);
+        if (fx_touch(c, s, side) < 0 || fx_switched_side(c, at, &fresh, to_level, side == 0) < 0) {
+            lt_clear(&fresh.levels);
+            return -1;
+        }
+        FxUndo *u = &c->undo[c->n_undo++];
+        u->side = at;
+        u->kind = FX_UNDO_REPLACED;
+        u->saved = *at;
+        *at = fresh;
+        fx_rehash(at, to_level, side);
+    }
+    s->s.level_indexed = to_level;
+    return 0;
+}
+
+/* The sides a commit no longer needs to put back: those a switch replaced. */
+static void fx_forget(FxCtx *c) {
+    for (int i = 0; i < c->n_undo; i++) {
+        if (c->undo[i].kind == FX_UNDO_REPLACED) lt_clear(&c->undo[i].saved.levels);
+    }
+    c->n_undo = 0;
+}
+
 /* One entry applied to its symbol: 0, STOP_SLOW or -1. */
 static int fx_apply(FxCtx *c, FxSym *s, const FxEntry *e) {
     if (e->type > '1') return e->action == FX_DELETE || strchr(FX_TYPES, e->type) == NULL ? 0 : fx_session(&s->s, e);
     int side = e->type == '0' ? 0 : 1;
     if (fx_touch(c, s, side) < 0) return -1;
+    if (e->has_level != s->s.level_indexed && fx_switch(c, s) < 0) return -1;
     FxSide *levels = &s->book->side[side];
     return e->has_level ? fx_apply_level(c, levels, e) : fx_apply_price(c, levels, e, side);
 }
@@ -722,8 +772,8 @@ static int fx_refresh(FxCtx *c, FxSym *s, const FxMsg *m) {
 /* ---- one message ---- */
 
 /* The message's symbols found (or new records made) and checked before anything changes:
- * 0, STOP_SLOW (one more symbol than max_symbols, a book-less record, a book entry of the
- * other kind: the mode switch) or -1. A new book takes the kind of its first book entry. */
+ * 0, STOP_SLOW (one more symbol than max_symbols, a book-less record) or -1. A new book is
+ * price-keyed (BookValues()): its first level entry switches it (fx_switch), as in Python. */
 static int fx_stage(FxCtx *c, const FxMsg *m, FxSym *syms) {
     BookTableObject *t = c->table;
     Py_ssize_t fresh = 0;
@@ -737,16 +787,6 @@ static int fx_stage(FxCtx *c, const FxMsg *m, FxSym *syms) {
         }
         s->s = s->book->s;
         if (!s->s.has_book) return STOP_SLOW;
-    }
-    if (m->full) return 0; /* a 35=W sets the book's kind itself (fx_refresh) */
-    int seen[FX_MAX_SYMBOLS] = {0};
-    for (int i = 0; i < m->n_entries; i++) {
-        const FxEntry *e = &m->e[i];
-        FxSym *s = &syms[e->sym];
-        if (e->type > '1') continue;
-        if (s->is_new && !seen[e->sym]) s->s.level_indexed = s->book->s.level_indexed = e->has_level;
-        seen[e->sym] = 1;
-        if (e->has_level != s->s.level_indexed) return STOP_SLOW;
     }
     return 0;
 }
@@ -807,7 +847,12 @@ static int w_price_level(Buf *b, int side, double price, double size, int64_t or
  * or deleted at the price its first entry gave when the book no longer has it. 0, or -1. */
 static int fx_price_levels(Buf *b, const FxMsg *m, int index, const FxSym *s) {
     if (s->s.level_indexed) return 0;
-    if (s->is_new || m->full) {
+    int rebuilt = s->is_new || m->full || s->book->s.level_indexed; /* new, refreshed, switched */
+    for (int i = 0; i < m->n_entries && !rebuilt; i++) {
+        const FxEntry *e = &m->e[i];
+        rebuilt = e->sym == index && (e->type == '0' || e->type == '1') && e->has_level;
+    }
+    if (rebuilt) {
         for (int side = 0; side < 2; side++) {
             LtIter it;
             lt_first(&s->book->side[side].levels, &it);
@@ -998,7 +1043,7 @@ static int fx_message(FxCtx *c, const FxMsg *m) {
         fx_rollback(c, syms, n);
         return rc;
     }
-    c->n_undo = 0;
+    fx_forget(c);
     for (int i = 0; i < n; i++) { /* BookState.commit; then the sides it changed give back room */
         for (int side = 0; side < 2; side++) {
             if (syms[i].touched[side]) lt_trim(&syms[i].book->side[side].levels);

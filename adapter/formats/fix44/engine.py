@@ -12,10 +12,10 @@ one), runs are C: ``_orders.Fix44Run`` converts ``35=X`` incremental and ``35=W`
 full refreshes whole -- parsed with every tag the dictionary defines for them,
 checked, applied to the books they touch, encoded, hashed and committed to the
 same state records -- and stops at anything else (a session message, a
-security-table instrument, a book's mode switch, an unusual number, every
-error), which the Python path takes. The reference engine's loop
-(:meth:`LoopEngine.run` over :meth:`BookState.stage`/:meth:`BookState.commit`
-and :meth:`Fix44Engine.encode_staged`) is the reference for both. Pure.
+security-table instrument, an unusual number, every error), which the Python
+path takes. The reference engine's loop (:meth:`LoopEngine.run` over
+:meth:`BookState.stage`/:meth:`BookState.commit` and
+:meth:`Fix44Engine.encode_staged`) is the reference for both. Pure.
 """
 
 from __future__ import annotations

@@ -208,3 +208,43 @@ def test_the_packaged_dictionary_is_the_c_runs_and_one_it_reads_otherwise_is_not
     needs = {**packaged.entry_needs, "4": (270, 271)}
     assert fix44_rules(dataclasses.replace(packaged, entry_needs=needs)) is None
     assert fix44_rules(dataclasses.replace(packaged, header_required=(34, 52))) is None
+
+
+def _entry(action: str, kind: str, symbol: str, price: str, size: str = "", level: str = "") -> list[Any]:
+    named = ((270, price), (271, size), (1023, level))
+    return [(279, action), (269, kind), (55, symbol), *((tag, value) for tag, value in named if value)]
+
+
+@needs_native
+def test_an_entry_of_the_other_kind_switches_its_book_in_c() -> None:
+    stream = [
+        _w(1, "P", _bid("10"), _bid("9"), _bid("8"), _bid("7"), _ask("11"), _ask("12")),  # deeper than 3
+        _w(2, "L", _bid("5", extra=[(1023, "1")]), _bid("5", "2", extra=[(1023, "2")]),
+           _ask("6", extra=[(1023, "1")])),
+        # P becomes level-indexed (its best three a side), then price-keyed again in one message
+        _x(3, _entry("0", "0", "P", "10.5", "1", "1"), _entry("1", "1", "P", "11.5", "2"),
+           _entry("2", "0", "P", "9")),
+        # L becomes price-keyed: one level a price (5 twice: the first), then a level again
+        _x(4, _entry("0", "1", "L", "6.5", "3"), _entry("0", "0", "L", "4", "1", "2")),
+        _x(5, _entry("1", "0", "L", "4.5", "2", "1"),
+           _entry("0", "0", "NEW", "1", "1", "1")),  # a new level-indexed book
+    ]  # fmt: skip
+    played, reasons = _both(stream, per_frame=5)
+    assert reasons == {} and played.from_runs == len(stream)
+
+
+@needs_native
+def test_a_switch_undone_by_a_later_refusal_leaves_the_book_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(book, "MAX_PRICES", 3)
+    monkeypatch.setattr("feedha.adapter.formats.fix44.engine.MAX_PRICES", 3)
+    stream = [
+        _w(1, "L", _bid("5", extra=[(1023, "1")]), _bid("4", extra=[(1023, "2")]),
+           _bid("3", extra=[(1023, "3")])),
+        # switched to prices (three bids), then a fourth price: book_full, the whole message refused
+        _x(2, _entry("1", "1", "L", "6", "1"), _entry("0", "0", "L", "2", "1")),
+        _x(3, _entry("1", "0", "L", "4.5", "2", "2")),  # the book is level-indexed as before
+    ]  # fmt: skip
+    played, reasons = _both(stream, per_frame=3)
+    assert reasons == {"book_full": 1} and played.from_runs == 2
