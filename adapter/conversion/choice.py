@@ -97,4 +97,4 @@ def make_order_store(*, prefer_native: bool = True) -> OrderStore:
 @functools.cache
 def _warn_orders_fallback() -> None:
     # Once a process: every itch50 state asks, and the reason does not change.
-    warn_fallback(logger, "the itch50 order table", "~2.4x the memory per live order", str(ORDERS_NOT_BUILT))
+    warn_fallback(logger, "the itch50 order table", "~3.8x the memory per live order", str(ORDERS_NOT_BUILT))
