@@ -225,6 +225,16 @@ static void ot_erase(OrderTableObject *t, Order *o) {
     t->version++;
 }
 
+/* The live record at or after slot *pos, *pos moved past it; NULL after the last. The records in
+ * slot order (no set order: sort what is output), for C readers that need no Python tuple. */
+static inline const Order *ot_next(const OrderTableObject *t, size_t *pos) {
+    for (size_t n = slots_of(t->homes); *pos < n;) {
+        const Order *o = &t->slots[(*pos)++];
+        if (o->dist) return o;
+    }
+    return NULL;
+}
+
 /* Add (or overwrite) the order ``ref``: 0, or -1 with OverflowError (a symbol or side past the
  * record's fields) or MemoryError. */
 static int ot_put(OrderTableObject *t, uint64_t ref, uint32_t symbol, uint8_t side, uint32_t price, uint32_t shares) {
@@ -376,11 +386,9 @@ static PyObject *Items_next(ItemsObject *self) {
         PyErr_SetString(PyExc_RuntimeError, "OrderTable changed size during iteration");
         return NULL;
     }
-    while (self->pos < slots_of(t->homes)) {
-        const Order *o = &t->slots[self->pos++];
-        if (o->dist) return Py_BuildValue("(KIBII)", (unsigned long long)o->ref, o->symbol, o->side, o->price, o->shares);
-    }
-    return NULL; /* StopIteration */
+    const Order *o = ot_next(t, &self->pos);
+    if (o == NULL) return NULL; /* StopIteration */
+    return Py_BuildValue("(KIBII)", (unsigned long long)o->ref, o->symbol, o->side, o->price, o->shares);
 }
 
 static PyTypeObject ItemsType = {
