@@ -248,3 +248,24 @@ def test_the_values_live_in_c_records_and_python_reads_them_as_objects() -> None
     convert(engines[0], moldudp64.encode_packet("TEST", capture.messages + 1, [delete(order)]))
     after = native.peek("AAAA")
     assert after is not None and after is not first and after.book != first.book
+
+
+@needs_native
+def test_the_symbol_map_is_the_mapping_the_state_used() -> None:
+    symbols = choice.make_order_store().symbol_map(SymbolValues, BookValues)  # type: ignore[misc]
+    odd = SymbolValues(volume=2**70, book=BookValues(bids=[(1, 2.0, 3)]))  # kept as Python's object
+    plain = SymbolValues(volume=5, high=1.5, book=BookValues(bids=[(1.0, 2.0, 3)], last=1.0))
+    symbols["B"], symbols["A"] = odd, plain
+    assert list(symbols) == symbols.keys() == ["B", "A"] and len(symbols) == 2 and "A" in symbols
+    assert symbols["B"] is odd and symbols.get("A") is plain and symbols.get("Z", 7) == 7
+    assert symbols.native_count() == 1 and symbols.hash_of("A") == 0 and symbols.hash_of("Z") is None
+    symbols.set_hash("A", 2**64 - 1)
+    assert symbols.hash_of("A") == 2**64 - 1 and symbols.items() == [("B", odd), ("A", plain)]
+    with pytest.raises(KeyError):
+        symbols["Z"]
+    with pytest.raises(KeyError):
+        symbols.set_hash("Z", 1)
+    with pytest.raises(TypeError):
+        del symbols["A"]
+    with pytest.raises(TypeError):
+        symbols[b"A"] = plain  # type: ignore[index]
