@@ -19,6 +19,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from feedha.adapter.conversion import book
 from feedha.adapter.formats.fix44.dictionary import Dictionary
@@ -248,3 +250,59 @@ def test_a_switch_undone_by_a_later_refusal_leaves_the_book_as_it_was(
     ]  # fmt: skip
     played, reasons = _both(stream, per_frame=3)
     assert reasons == {"book_full": 1} and played.from_runs == 2
+
+
+# Values of each field type: valid ones, and ones the dictionary refuses or the C run reads
+# no further (a 19-digit int, non-ASCII text): each must come out as the Python path has it.
+VALUES = {
+    "int": ("7", "-3", "0", "1234567890123456789", "x", "1.5"),
+    "seqnum": ("5", "0", "05"),
+    "price": ("1.5", "-2", ".5", "1e3"),
+    "qty": ("10", "0.25", "-1", "nan"),
+    "char": ("Y", "N", "0", "1", "A", "Z", "YY"),
+    "string": ("abc", "R-1", "\u00e9"),
+    "timestamp": ("20260105-14:30:00", "20260105-14:30:00.123", "2026"),
+    "time": ("14:30:00", "14:30:00.5", "1:2"),
+    "date": ("20260105", "2026"),
+}
+_READ_BY_RUN = frozenset({34, 35, 268, 269, 279, 55, 270, 271, 1023, 346, 48, 22})
+
+
+@st.composite
+def tagged_messages(draw: Any, seq: int) -> bytes:
+    """A W or an X with random other fields of the dictionary (and unknown ones), mostly in place."""
+    dictionary = Dictionary.load()
+    kind = draw(st.sampled_from("XW"))
+    spec = dictionary.messages[kind]
+    head_tags = sorted((dictionary.header_fields | spec.fields) - _READ_BY_RUN)
+    group_tags = sorted(spec.group.fields - _READ_BY_RUN)
+
+    def extra(tags: list[int]) -> list[tuple[int, Any]]:
+        chosen = draw(st.lists(st.sampled_from(tags + [9999, 7777]), max_size=3))
+        return [(tag, draw(st.sampled_from(VALUES[dictionary.fields[tag].type])) if tag in dictionary.fields
+                 else "u") for tag in chosen]  # fmt: skip
+
+    symbol = draw(st.sampled_from(("A", "B")))
+    entries = []
+    for _ in range(draw(st.integers(1, 3))):
+        side = draw(st.sampled_from("01"))
+        entry = [
+            (269, side),
+            (270, draw(st.sampled_from(("10", "11", "12")))),
+            (271, "5"),
+            *extra(group_tags),
+        ]
+        entries.append([(279, "0"), *entry, (55, symbol)] if kind == "X" else entry)
+    head = [*HEAD, (34, seq), *extra(head_tags)]
+    if kind == "W":
+        head.append((55, symbol))
+    tail = extra(head_tags + group_tags) if draw(st.booleans()) and draw(st.booleans()) else []
+    body = [(35, kind), *head, (268, len(entries)), *[pair for entry in entries for pair in entry], *tail]
+    return fix.encode_message(body)
+
+
+@needs_native
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 12).flatmap(lambda n: st.tuples(*(tagged_messages(seq) for seq in range(1, n + 1)))))
+def test_random_fields_of_the_dictionary_come_out_as_the_python_paths(stream: tuple[bytes, ...]) -> None:
+    _both(list(stream), per_frame=4)
