@@ -835,31 +835,17 @@ done:
 #define SNAPSHOT_SYMBOL_TAG 0x0a  /* SymbolSnapshot.symbol = 1 */
 #define SNAPSHOT_STATE_TAG 0x12   /* SymbolSnapshot.state = 2 */
 
-/* Every live order of the table (through its items() iterator), by symbol, then reference: the
+/* Every live order of the table (ot_next: no Python object), by symbol, then reference: the
  * order MboState.snapshot's sorted() packs them in (a record starts with its big-endian
  * reference, and a reference is live once). *n: how many. NULL with an exception. */
 static LiveOrder *live_orders(OrderTableObject *table, size_t *n) {
     LiveOrder *out = PyMem_Malloc((table->count ? table->count : 1) * sizeof(LiveOrder));
-    PyObject *items = out == NULL ? PyErr_NoMemory() : OrderTable_items(table, NULL), *t;
+    if (out == NULL) return (LiveOrder *)PyErr_NoMemory();
+    size_t pos = 0;
+    const Order *o;
     *n = 0;
-    while (items != NULL && (t = Items_next((ItemsObject *)items)) != NULL) {
-        unsigned long long ref;
-        unsigned int symbol, price, shares;
-        unsigned char side;
-        int ok = *n < table->count && PyArg_ParseTuple(t, "KIbII", &ref, &symbol, &side, &price, &shares);
-        Py_DECREF(t);
-        if (!ok) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the order table changed while it was read");
-            break;
-        }
-        out[(*n)++] = (LiveOrder){ref, symbol, price, shares, side};
-    }
-    int failed = items == NULL || PyErr_Occurred() != NULL;
-    Py_XDECREF(items);
-    if (failed) {
-        PyMem_Free(out);
-        return NULL;
-    }
+    while (*n < table->count && (o = ot_next(table, &pos)) != NULL)
+        out[(*n)++] = (LiveOrder){o->ref, o->symbol, o->price, o->shares, o->side};
     qsort(out, *n, sizeof *out, live_order_cmp);
     return out;
 }
