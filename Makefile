@@ -26,11 +26,13 @@ bytecode: native
 demo: bytecode
 	$(BIN)/feedha demo
 
-# The default suite: unit, property and integration tests (< 10 min on 2 cores).
+# The default suite: unit, property and integration tests (< 10 min on 2 cores), two
+# workers, each taking whole modules (--dist loadfile: a module's fixtures stay in one
+# process). The slow drills below stay on one worker: they measure rates and pauses.
 test: bytecode
 	$(BIN)/python scripts/gen_proto.py --check
 	$(BIN)/python scripts/gen_constants.py --check
-	$(BIN)/pytest -m "not slow" -q --durations=25
+	$(BIN)/pytest -m "not slow" -q -n 2 --dist loadfile --durations=25
 
 # Longer drills, run by CI after the default suite (exit 5 = none collected is fine).
 test-slow: bytecode
