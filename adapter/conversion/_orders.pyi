@@ -125,6 +125,7 @@ class Fix44Run:
         table: BookTable,
         max_prices: int,
         rules: tuple[tuple[tuple[int, str, str | None], ...], tuple[tuple[str, int, str], ...]],
+        securities: dict[str, str] | None = None,
     ) -> None: ...
     def run(
         self,

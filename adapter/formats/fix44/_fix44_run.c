@@ -23,14 +23,15 @@
  * most once, in any order; then 268 and its entries, each opening with the group's delimiter
  * (279 in an X: 0 New, 1 Change, 2 Delete; 269 in a W) and carrying the group's fields, each at
  * most once: 269 (the dictionary's types; those that are no bid, offer, trade or session value
- * change nothing), 55 (X: or the previous entry's symbol; W: the body's), 270, 271, 1023, 346 and
+ * change nothing), 55 (X: or the previous entry's symbol; W: the body's; or 48 with its 22
+ * through the engine's security table, ``securities``: fx_security), 270, 271, 1023, 346 and
  * the rest, each checked as its type checks it (``rules``: the packaged dictionary's, from
  * fix44/native.py fix44_rules). A tag the dictionary does not define for the message is skipped,
  * as the parser skips it. Values are checked on a narrower syntax than the dictionary's (plain
  * digits, printable ASCII text, a timestamp of a year 1970-2200). Anything else stops the run
  * (STOP_SLOW) before anything changes and the Python path takes that message: every other
  * message type (session messages: skipped and counted there), a repeated or misplaced tag, odd
- * number syntax, 48 and 22 (the security table), a symbol past max_symbols (symbol_limit), a
+ * number syntax, a security the table does not hold, a symbol past max_symbols (symbol_limit), a
  * symbol adopted without a book, a full side (book_full), an insert into a level-indexed side deeper than the depth, a volume or
  * trade count leaving int64, more than 64 entries or 16 symbols in a message
  * (tests/unit/adapter/test_fix44_run.py, test_fix44_run_refresh.py and
@@ -62,6 +63,7 @@ typedef struct {
     BookTableObject *table;
     Py_ssize_t max_prices; /* book.MAX_PRICES */
     FxRules *rules;
+    PyObject *securities; /* a copy of the engine's security table, or NULL */
     /* What a call writes into, kept from one call to the next (Fix44Run_run): a run's blocks
      * grew its buffer from nothing, and copied it at each doubling, at every call. */
     Buf blocks, digests;
@@ -292,6 +294,9 @@ typedef struct {
     long long count;     /* 268's value, -1 before it */
     FxEntry *e;          /* the entry open, or NULL */
     int symbol, w_symbol; /* the last entry's symbol (an X entry without 55 inherits it); W's 55 */
+    PyObject *securities;  /* SecurityID (or SecurityIDSource:SecurityID) -> symbol, or NULL */
+    const uint8_t *sec[2], *src[2]; /* 48 and 22: [0] the body's, [1] the open entry's (NULL: none) */
+    size_t sec_len[2], src_len[2];
     int has_seq, has_sending, has_transact;
     int64_t sending, transact;
     int head[FX_MAX_FIELDS], n_head;   /* header and body tags seen (each at most once) */
@@ -308,12 +313,40 @@ static int fx_once(int *seen, int *n, int tag) {
     return 0;
 }
 
+/* Fix44Converter._symbol's security table: the symbol of the 48 (with its 22, or none) of the
+ * body (``which`` 0) or the open entry (1) -- "22:48", else "48" -- as the message's symbol index,
+ * or -1: no such security (unknown_security) or an empty symbol, the Python path's. */
+static int fx_security(FxParse *p, int which) {
+    if (p->securities == NULL) return -1;
+    char joined[256]; /* "22:48" (a longer pair: the Python path's) */
+    size_t src_len = p->src[which] ? p->src_len[which] : 0, sec_len = p->sec_len[which];
+    if (src_len + 1 + sec_len > sizeof joined) return -1;
+    if (src_len) memcpy(joined, p->src[which], src_len);
+    joined[src_len] = ':';
+    memcpy(joined + src_len + 1, p->sec[which], sec_len);
+    PyObject *keys[2] = {PyUnicode_FromStringAndSize(joined, (Py_ssize_t)(src_len + 1 + sec_len)),
+                         PyUnicode_FromStringAndSize((const char *)p->sec[which], (Py_ssize_t)sec_len)};
+    const char *name = NULL;
+    Py_ssize_t n = 0;
+    for (int i = 0; i < 2 && name == NULL; i++) { /* securities.get(source:id) or securities.get(id) */
+        PyObject *found = keys[i] == NULL ? NULL : PyDict_GetItemWithError(p->securities, keys[i]);
+        if (found != NULL && PyUnicode_Check(found) && PyUnicode_GET_LENGTH(found) > 0) name = PyUnicode_AsUTF8AndSize(found, &n);
+    }
+    int index = name != NULL ? fx_symbol(p->m, (const uint8_t *)name, (size_t)n) : -1;
+    Py_XDECREF(keys[0]);
+    Py_XDECREF(keys[1]);
+    PyErr_Clear();
+    return index;
+}
+
 /* Fix44Converter._entry's checks of a finished entry, and its symbol (X: 55, or the previous
  * entry's; W: the body's 55): 0, or -1. What an entry needs is the dictionary's entry_needs
  * (native.py checks they are these), a Delete's only what locates it. */
 static int fx_entry_done(FxParse *p, FxEntry *e) {
     if (e->type == 0) return -1; /* no 269 */
+    if (p->kind == FX_KIND_W && p->w_symbol < 0 && p->sec[0] != NULL && (p->w_symbol = fx_security(p, 0)) < 0) return -1;
     if (p->kind == FX_KIND_W) e->sym = p->w_symbol;
+    if (e->sym < 0 && p->sec[1] != NULL && (e->sym = fx_security(p, 1)) < 0) return -1; /* 48 when no 55 */
     if (e->sym < 0) e->sym = p->symbol;
     if (e->sym < 0) return -1; /* missing_symbol */
     p->symbol = e->sym;
@@ -338,6 +371,7 @@ static int fx_open_entry(FxParse *p, int tag, const uint8_t *v, size_t n) {
     memset(e, 0, sizeof *e);
     e->sym = -1;
     p->n_entry = 0;
+    p->sec[1] = p->src[1] = NULL;
     if (fx_check(p->r, tag, v, n) < 0) return -1;
     if (p->kind == FX_KIND_W) {
         e->type = (char)v[0];
@@ -356,6 +390,8 @@ static int fx_head_field(FxParse *p, int tag, const uint8_t *v, size_t n) {
     case 52: return (p->has_sending = 1, fx_timestamp(v, n, &p->sending));
     case 60: return (p->has_transact = 1, fx_timestamp(v, n, &p->transact));
     case 55: return fx_text(v, n) < 0 || (p->w_symbol = fx_symbol(p->m, v, n)) < 0 ? -1 : 0; /* W's symbol */
+    case 48: return fx_text(v, n) < 0 ? -1 : (p->sec[0] = v, p->sec_len[0] = n, 0);
+    case 22: return fx_text(v, n) < 0 ? -1 : (p->src[0] = v, p->src_len[0] = n, 0);
     default: return fx_check(p->r, tag, v, n);
     }
 }
@@ -367,6 +403,8 @@ static int fx_group_field(FxParse *p, int tag, const uint8_t *v, size_t n) {
     switch (tag) {
     case 269: return fx_check(p->r, tag, v, n) < 0 ? -1 : (e->type = (char)v[0], 0); /* X's */
     case 55: return fx_text(v, n) < 0 || (e->sym = fx_symbol(p->m, v, n)) < 0 ? -1 : 0;
+    case 48: return fx_text(v, n) < 0 ? -1 : (p->sec[1] = v, p->sec_len[1] = n, 0);
+    case 22: return fx_text(v, n) < 0 ? -1 : (p->src[1] = v, p->src_len[1] = n, 0);
     case 270: return (e->has_price = 1, fx_decimal(v, n, &e->price));
     case 271: return (e->has_size = 1, fx_decimal(v, n, &e->size) < 0 || e->size < 0 ? -1 : 0);
     case 1023: return (e->has_level = 1, fx_digits(v, n, 9, &e->level) < 0 || e->level < 1 ? -1 : 0);
@@ -385,20 +423,21 @@ static int fx_parse_field(FxParse *p, int tag, const uint8_t *v, size_t n) {
     case FX_ROLE_IGNORED: return 0;
     case FX_ROLE_HEAD: return fx_head_field(p, tag, v, n);
     case FX_ROLE_ENTRY: return fx_group_field(p, tag, v, n);
-    default: return -1; /* FX_ROLE_STOP: 48 and 22 (the security table) */
+    default: return -1; /* FX_ROLE_STOP */
     }
 }
 
 /* Fix44Converter.parse for what this path takes (35=X and 35=W): 0, or -1 (the Python path
  * parses it). */
-static int fx_parse(const FxRules *r, const uint8_t *body, size_t len, FxMsg *m) {
+static int fx_parse(const FxRules *r, PyObject *securities, const uint8_t *body, size_t len, FxMsg *m) {
     FxCursor c = {body, body + len};
     int tag, rc;
     const uint8_t *v;
     size_t n;
     if (body[len - 1] != FX_SOH || fx_field(&c, &tag, &v, &n) != 1 || tag != 35 || n != 1 || (v[0] != 'X' && v[0] != 'W'))
         return -1;
-    FxParse p = {.m = m, .r = r, .kind = v[0] == 'W' ? FX_KIND_W : FX_KIND_X, .count = -1, .symbol = -1, .w_symbol = -1};
+    FxParse p = {.m = m, .r = r, .kind = v[0] == 'W' ? FX_KIND_W : FX_KIND_X, .count = -1, .symbol = -1, .w_symbol = -1,
+                 .securities = securities};
     p.head[p.n_head++] = 35;
     m->n_entries = m->n_symbols = 0;
     m->full = p.kind == FX_KIND_W;
@@ -407,7 +446,8 @@ static int fx_parse(const FxRules *r, const uint8_t *body, size_t len, FxMsg *m)
     }
     if (rc != 0 || p.count < 0 || !p.has_seq || (p.e != NULL && fx_entry_done(&p, p.e) < 0) || m->n_entries != p.count)
         return -1;
-    if (p.kind == FX_KIND_W && p.w_symbol < 0) return -1; /* no 55 (48 and 22: the Python path) */
+    if (p.kind == FX_KIND_W && p.w_symbol < 0 && (p.sec[0] == NULL || (p.w_symbol = fx_security(&p, 0)) < 0))
+        return -1; /* no 55 and no 48 in the table (an empty W) */
     m->ns = p.has_transact ? p.transact : p.has_sending ? p.sending : 0;
     return 0;
 }
@@ -449,6 +489,7 @@ typedef struct {
 typedef struct {
     BookTableObject *table;
     const FxRules *rules;
+    PyObject *securities;
     Py_ssize_t depth, max_prices;
     long long expect_seq, stop_seq, room;
     int empty_packet, source_stream, publish;
@@ -1078,7 +1119,7 @@ static int fx_messages(FxCtx *c, const uint8_t *buf, Py_ssize_t end, Py_ssize_t 
             rc = STOP_COUNT;
             break;
         }
-        if (fx_frame(buf, *pos, end, &body, &body_end, &after) != 0 || fx_parse(c->rules, buf + body, (size_t)(body_end - body), m) < 0 ||
+        if (fx_frame(buf, *pos, end, &body, &body_end, &after) != 0 || fx_parse(c->rules, c->securities, buf + body, (size_t)(body_end - body), m) < 0 ||
             (c->expect_seq && m->seq != c->expect_seq) || (c->stop_seq && m->seq >= c->stop_seq)) {
             rc = STOP_SLOW;
             break;
@@ -1146,6 +1187,7 @@ static PyObject *Fix44Run_run(Fix44RunObject *self, PyObject *args) {
     }
     c.table = self->table;
     c.rules = self->rules;
+    c.securities = self->securities;
     c.depth = self->table->depth;
     c.max_prices = self->max_prices;
     PyObject *result = NULL;
@@ -1215,10 +1257,11 @@ fail:
 }
 
 static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"table", "max_prices", "rules", NULL};
-    PyObject *table, *spec;
+    static char *kwlist[] = {"table", "max_prices", "rules", "securities", NULL};
+    PyObject *table, *spec, *securities = NULL;
     Py_ssize_t max_prices;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!nO:Fix44Run", kwlist, &BookTableType, &table, &max_prices, &spec))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!nO|O!:Fix44Run", kwlist, &BookTableType, &table, &max_prices, &spec,
+                                     &PyDict_Type, &securities))
         return NULL;
     if (max_prices < 0) {
         PyErr_SetString(PyExc_ValueError, "max_prices must not be negative");
@@ -1238,11 +1281,16 @@ static PyObject *Fix44Run_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     self->table = (BookTableObject *)Py_NewRef(table);
     self->max_prices = max_prices;
     self->rules = rules;
+    if (securities != NULL && PyDict_GET_SIZE(securities) > 0 && (self->securities = PyDict_Copy(securities)) == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
 static void Fix44Run_dealloc(Fix44RunObject *self) {
     Py_XDECREF(self->table);
+    Py_XDECREF(self->securities);
     PyMem_Free(self->rules);
     PyMem_Free(self->blocks.data);
     PyMem_Free(self->digests.data);

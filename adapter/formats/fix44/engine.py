@@ -12,7 +12,7 @@ one), runs are C: ``_orders.Fix44Run`` converts ``35=X`` incremental and ``35=W`
 full refreshes whole -- parsed with every tag the dictionary defines for them,
 checked, applied to the books they touch, encoded, hashed and committed to the
 same state records -- and stops at anything else (a session message, a
-security-table instrument, an unusual number, every error), which the Python
+security the table does not hold, an unusual number, every error), which the Python
 path takes. The reference engine's loop (:meth:`LoopEngine.run` over
 :meth:`BookState.stage`/:meth:`BookState.commit` and
 :meth:`Fix44Engine.encode_staged`) is the reference for both. Pure.
@@ -65,7 +65,7 @@ class Fix44Engine(LoopEngine):
             state_type, run_type = native
             state = state_type(depth)
             super().__init__(state)
-            self._native_run = run_type(state.native, MAX_PRICES).run
+            self._native_run = run_type(state.native, MAX_PRICES, securities=fix44.securities).run
         self.fix44 = fix44
         self.depth = depth
         self._last: tuple[bytes, SourceMessage] = (b"", SourceMessage(0, "", 0, ()))

@@ -20,10 +20,9 @@ __all__ = ["fix44_native", "fix44_rules"]
 
 Rules = tuple[tuple[tuple[int, str, str | None], ...], tuple[tuple[str, int, str], ...]]
 # What the C run reads of a field itself: its tag and type (a dictionary that types one otherwise
-# is not the C run's). 48 and 22 name a security through the table: the Python path's.
-_READ: Final = {34: "seqnum", 52: "timestamp", 60: "timestamp", 55: "string", 269: "char", 279: "char",
-                270: "price", 271: "qty", 1023: "int", 346: "int"}  # fmt: skip
-_SECURITY_TAGS: Final = frozenset({48, 22})
+# is not the C run's). 48 and 22 name a security through the engine's table (Fix44Run's securities).
+_READ: Final = {34: "seqnum", 52: "timestamp", 60: "timestamp", 55: "string", 48: "string", 22: "string",
+                269: "char", 279: "char", 270: "price", 271: "qty", 1023: "int", 346: "int"}  # fmt: skip
 _DELIMITERS: Final = {"X": 279, "W": 269}
 # The fields an entry type needs (New and Change), as the C run checks them (fx_entry_done).
 _NEEDS: Final = {"0": (270, 271), "1": (270, 271), "2": (270, 271), **dict.fromkeys("45678", (270,)),
@@ -67,9 +66,9 @@ def fix44_rules(dictionary: Dictionary) -> Rules | None:
 
     ``(fields, roles)``: every field as ``(tag, type, values)`` (a char field's one-character
     values as one string, ``None``: any) and, for ``35=X`` and ``35=W``, each tag's role:
-    ``head`` (a header or body field: before the group, once), ``entry`` (a field of the
-    group's entries) or ``stop`` (48 and 22: the security table, the Python path's). A tag
-    with no role is skipped, as the parser skips it. ``None`` when the dictionary differs from
+    ``head`` (a header or body field: before the group, once) or ``entry`` (a field of the
+    group's entries; ``stop``, which the run also takes, makes it stop at the tag). A tag with
+    no role is skipped, as the parser skips it. ``None`` when the dictionary differs from
     what the run reads itself: another type for a tag it reads (:data:`_READ`), another group
     count or delimiter, other required tags or entry needs, a tag both in the body and the group.
     """
@@ -90,8 +89,8 @@ def fix44_rules(dictionary: Dictionary) -> Rules | None:
         head, group = dictionary.header_fields | spec.fields, spec.group.fields
         if head & group or not set(spec.group.required) <= {279, 269} or 268 in head:
             return None
-        roles += [(kind, tag, "stop" if tag in _SECURITY_TAGS else "head") for tag in sorted(head)]
-        roles += [(kind, tag, "stop" if tag in _SECURITY_TAGS else "entry") for tag in sorted(group)]
+        roles += [(kind, tag, "head") for tag in sorted(head)]
+        roles += [(kind, tag, "entry") for tag in sorted(group)]
     return fields, tuple(roles)
 
 

@@ -45,9 +45,11 @@ def _x(seq: int, *entries: list[tuple[int, Any]]) -> bytes:
     return fix.encode_message(body + [pair for entry in entries for pair in entry])
 
 
-def _both(stream: list[bytes], *, depth: int = 3, per_frame: int = 4) -> tuple[Played, dict[str, int]]:
+def _both(
+    stream: list[bytes], *, depth: int = 3, per_frame: int = 4, securities: dict[str, str] | None = None
+) -> tuple[Played, dict[str, int]]:
     """Play ``stream`` through the C run and the Python loop: the same blocks, reasons and state."""
-    engines = [Fix44Engine(depth=depth, prefer_native=n) for n in (True, False)]
+    engines = [Fix44Engine(depth=depth, prefer_native=n, securities=securities) for n in (True, False)]
     plays = []
     for engine in engines:
         played, reasons = Played(), {}
@@ -127,7 +129,9 @@ BAD = {
     "a bid without its size": _w(2, "S", [(269, "0"), (270, "1")]),
     "a level of zero": _w(2, "S", _bid("1", extra=[(1023, "0")])),
     "a negative size": _w(2, "S", _bid("1", "-1")),
-    "a security table's id": _w(2, "S", _bid("1"), head=((48, "US0000"),)),
+    "a security not in the table": fix.encode_message(
+        [(35, "W"), *HEAD, (34, 2), (48, "US0"), (268, 1), *_bid("1")]
+    ),
     "an action past Delete in an X": _x(2, [(279, "4"), *_bid("1"), (55, "S")]),
 }
 
@@ -204,7 +208,8 @@ def test_the_packaged_dictionary_is_the_c_runs_and_one_it_reads_otherwise_is_not
     assert rules is not None
     fields, roles = rules
     assert (270, "price", None) in fields and ("X", 55, "entry") in roles and ("W", 55, "head") in roles
-    assert ("X", 48, "stop") in roles and not any(tag == 268 for _kind, tag, _role in roles)
+    assert ("X", 48, "entry") in roles and ("W", 22, "head") in roles
+    assert not any(tag == 268 for _kind, tag, _role in roles)
     price_as_int = {**packaged.fields, 270: dataclasses.replace(packaged.fields[270], type="int")}
     assert fix44_rules(dataclasses.replace(packaged, fields=price_as_int)) is None
     needs = {**packaged.entry_needs, "4": (270, 271)}
@@ -306,3 +311,27 @@ def tagged_messages(draw: Any, seq: int) -> bytes:
 @given(st.integers(2, 12).flatmap(lambda n: st.tuples(*(tagged_messages(seq) for seq in range(1, n + 1)))))
 def test_random_fields_of_the_dictionary_come_out_as_the_python_paths(stream: tuple[bytes, ...]) -> None:
     _both(list(stream), per_frame=4)
+
+
+SECURITIES = {"US1": "AAA", "4:US2": "BBB", "US2": "CCC", "8:US3": "", "US3": "DDD"}
+
+
+@needs_native
+def test_instruments_named_through_the_security_table_run_in_c() -> None:
+    def x(seq: int, *entries: list[tuple[int, Any]]) -> bytes:
+        return _x(seq, *entries)
+
+    stream = [
+        x(1, [(279, "0"), *_bid("10"), (48, "US1")], [(279, "0"), *_ask("11"), (22, "4"), (48, "US2")]),
+        x(2, [(279, "0"), *_bid("9"), (48, "US2")], [(279, "0"), *_ask("12")]),  # CCC; then inherited
+        x(3, [(279, "1"), *_bid("9", "7"), (48, "US3"), (22, "8")]),  # "8:US3" is empty: "US3", DDD
+        x(4, [(279, "0"), *_bid("8"), (55, "EEE"), (48, "NOPE")]),  # 55 wins; 48 only checked
+        x(5, [(279, "0"), *_bid("7"), (22, "4"), (55, "AAA")], [(279, "2"), *_ask("12")]),
+        fix.encode_message([(35, "W"), *HEAD, (34, 6), (22, "4"), (48, "US2"), (268, 1), *_bid("5")]),
+        x(7, [(279, "0"), *_bid("6"), (48, "NOPE")]),  # unknown_security: the Python path refuses it
+        fix.encode_message([(35, "W"), *HEAD, (34, 8), (48, "NOPE"), (268, 0)]),  # so does it here
+    ]
+    played, reasons = _both(stream, per_frame=4, securities=SECURITIES)
+    assert reasons == {"unknown_security": 2} and played.from_runs == len(stream) - 2
+    played, reasons = _both(stream, per_frame=4)  # without a table: every 48 without 55 is refused
+    assert reasons == {"unknown_security": 6} and played.from_runs == 2
