@@ -116,12 +116,12 @@ def test_the_fix44_deep_book_flood_takes_the_careful_path_and_refuses_a_full_sid
     reasons = convert(
         engine, b"".join(_message(seq, entries) for seq, entries in enumerate(flood, 1)), played
     )
-    assert reasons == {"book_full": 10}  # one in eight: a New on the full bid side
+    assert reasons == {"book_full": 5}  # one in sixteen: a New on the full bid side
     values = engine.state.get("DEEP")
     assert values is not None and values.book is not None
     assert (len(values.book.bids), len(values.book.asks)) == (5_000, 4_000)
-    if engine.is_native:  # one in eight carries non-ASCII text: the careful path converted it
-        assert played.from_runs == 180 + 80 - 10 - 10
+    if engine.is_native:  # one in sixteen carries non-ASCII text: the careful path converted it
+        assert played.from_runs == 180 + 80 - 5 - 5
 
 
 @pytest.mark.parametrize("input_format", ["fix44", "itch50"])

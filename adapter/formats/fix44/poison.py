@@ -11,11 +11,16 @@ price-keyed books about fifteen prices deep, trades, now and then a heartbeat --
   a side keeps and 20 past it (quarantined, ``book_full``), then their Deletes, best first;
   then the same on another symbol, and another;
 * ``deep_book``: one symbol's bids filled to the 5,000 prices a side keeps and its offers to
-  4,000, fifty New a message, then Changes of its levels in which one message in eight carries
-  an MDEntryID of non-ASCII text (the C run reads printable ASCII only and stops at it: the
-  careful path converts it on a book of 9,000 levels) and one in eight is a New at a new bid
-  price (``book_full``: refused by the careful path) -- a deep book's careful path, and a
-  flood of refused entries;
+  4,000, fifty New a message, then Changes of its levels in which one message in sixteen
+  carries an MDEntryID of non-ASCII text (the C run reads printable ASCII only and stops at
+  it: the careful path converts it on a book of 9,000 levels) and one in sixteen is a New at
+  a new bid price (``book_full``: refused by the careful path) -- a deep book's careful path,
+  and a flood of refused entries. What the flood tests is the book's depth: a careful Change
+  costs the same on the deep book as on a fifteen-price one (265 and 248 us in one process,
+  measured when the C run took ``35=W``), about fifty times a message of the C run, so the
+  share of careful messages, not the depth, sets the flood's cost a message; one in sixteen
+  keeps that share well inside the drill's bound (one in eight, set when the C run cost twice
+  what it does now, read 1.6-2.4 times the honest cost);
 
 one honest message after every three flood messages, starting a fifth, 55 % and 80 % of the
 way in (:data:`FLOOD_AT`). Sequence numbers (``34=``) run on over everything. Every message is
@@ -69,7 +74,7 @@ _PAST_FULL: Final = 20  # new best prices past a full side: quarantined, book_fu
 SYMBOL_FLOOD: Final = 2_000  # new symbols (each adds a checkpoint's worth of work: see below)
 _DEEP_SYMBOL: Final = "DEEP"
 _DEEP_ASKS: Final = 4_000  # the deep book's offers (its bids: a full side)
-_DEEP_EVERY: Final = 8  # in the deep book's flood, one careful Change and one book_full in this many
+_DEEP_EVERY: Final = 16  # in the deep book's flood, one careful Change and one book_full in this many
 _CAREFUL: Final = "278=\u00e9\x01".encode()  # valid UTF-8 the parser takes, past the C run's ASCII: a stop
 
 
