@@ -144,12 +144,16 @@ def test_what_the_python_path_refuses_or_reads_itself_stops_the_run_and_comes_ou
     assert played.from_runs == 2  # the first and the last: the one between took the careful path
 
 
-@needs_native
-def test_a_full_refresh_past_the_prices_a_side_keeps_is_the_python_paths_book_full(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def three_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A price-keyed side keeps three prices (the book module's bound and the engine's copy)."""
     monkeypatch.setattr(book, "MAX_PRICES", 3)
     monkeypatch.setattr("feedha.adapter.formats.fix44.engine.MAX_PRICES", 3)
+
+
+@needs_native
+@pytest.mark.usefixtures("three_prices")
+def test_a_full_refresh_past_the_prices_a_side_keeps_is_the_python_paths_book_full() -> None:
     stream = [
         _w(1, "S", _bid("1"), _bid("2"), _ask("5")),
         _w(2, "S", _bid("1"), _bid("2"), _bid("3"), _bid("4"), _ask("6")),  # four prices: refused whole
@@ -241,11 +245,8 @@ def test_an_entry_of_the_other_kind_switches_its_book_in_c() -> None:
 
 
 @needs_native
-def test_a_switch_undone_by_a_later_refusal_leaves_the_book_as_it_was(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(book, "MAX_PRICES", 3)
-    monkeypatch.setattr("feedha.adapter.formats.fix44.engine.MAX_PRICES", 3)
+@pytest.mark.usefixtures("three_prices")
+def test_a_switch_undone_by_a_later_refusal_leaves_the_book_as_it_was() -> None:
     stream = [
         _w(1, "L", _bid("5", extra=[(1023, "1")]), _bid("4", extra=[(1023, "2")]),
            _bid("3", extra=[(1023, "3")])),
